@@ -1,0 +1,390 @@
+"""TF ops as JAX primitives: one declaration per op.
+
+``define_op`` turns an op declaration (TF op type, an impl written with
+jax.numpy/lax, which TF inputs are static, which TF attrs are kept) into a
+:class:`TFOp` owning a ``jax.extend.core.Primitive`` named ``tf.<OpType>`` with
+
+* eager impl: ``apply_primitive`` (compiled and cached per shape and params);
+* abstract eval: ``jax.make_jaxpr(impl).out_avals`` unless given (keeps weak
+  types, shardings and shard_map's varying axes);
+* lowering: ``mlir.lower_fun(impl)``, so jit gives the XLA program jnp would;
+* JVP: ``jax.jvp(impl)`` unless given; ``linear=True`` ops get
+  ``ad.deflinear2`` with their transpose;
+* batching: ``jax.vmap(impl)`` unless given; ``batching="elementwise"``
+  re-binds the same primitive so vmapped jaxprs keep the TF name.
+
+Only public JAX APIs are used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.extend.core import Primitive
+from jax.interpreters import ad, mlir, xla
+from jax.interpreters import batching as jax_batching
+
+from tfprims import errors
+
+__all__ = [
+    "TFOp", "define_op", "register_op", "primitive", "get_op", "registered_ops",
+    "override_jvp", "override_batching", "override_transpose", "hashable",
+    "elementwise_batching", "unbroadcast",
+]
+
+_REGISTRY: dict[str, "TFOp"] = {}
+
+JvpRule = Union[None, Callable[..., Any], Sequence[Optional[Callable[..., Any]]]]
+BatchRule = Union[None, str, Callable[..., Any]]
+
+
+def hashable(value: Any) -> Any:
+  """Normalises a param value to something JAX can hash and print nicely.
+
+  numpy arrays/lists become (nested) tuples of Python scalars, dtype-likes
+  become ``np.dtype``; dicts and other unhashable values are rejected.
+  """
+  if isinstance(value, (str, bool, int, float, type(None), np.dtype, bytes)):
+    return value
+  if isinstance(value, np.generic):
+    return value.item()
+  if isinstance(value, np.ndarray):
+    return value.item() if value.ndim == 0 else tuple(hashable(v) for v in value)
+  if isinstance(value, (list, tuple)):
+    return tuple(hashable(v) for v in value)
+  if isinstance(value, type) and issubclass(value, np.generic):
+    return np.dtype(value)
+  if hasattr(value, "dtype") and hasattr(value, "shape"):  # a concrete jax Array
+    return hashable(np.asarray(value))
+  try:
+    hash(value)
+  except TypeError:
+    raise TypeError(f"primitive params must be hashable; got {type(value).__name__}: "
+                    f"{value!r}") from None
+  return value
+
+
+def is_concrete(value: Any) -> bool:
+  """True for values known at trace time (numpy arrays and Python scalars)."""
+  return isinstance(value, (np.ndarray, np.generic, int, float, bool, complex))
+
+
+@dataclasses.dataclass(eq=False)
+class TFOp:
+  """A TF op type bound to its JAX primitive and rules.
+
+  Calling the op binds the primitive: ``MatMul(a, b, transpose_a=False,
+  transpose_b=True)``. Params are the kept TF attrs plus the static inputs.
+  """
+  op_type: str
+  primitive: Primitive
+  impl: Callable[..., Any]
+  family: str
+  static: Mapping[str, str]            # TF input arg name -> param name
+  attrs: tuple[str, ...]
+  multiple_results: bool
+  canonicalize: Optional[Callable[..., dict]]
+  interpret: Optional[Callable[..., Any]]
+  spec: Optional[Callable[[Any], Any]]
+  doc: str
+  jvp_source: str = "derived"          # "derived", "explicit", "linear" or "override"
+  batching_source: str = "derived"     # "derived", "elementwise", "explicit" or "override"
+  transpose_source: str = "none"
+
+  @property
+  def name(self) -> str:
+    return self.primitive.name
+
+  def __call__(self, *operands, **params):
+    params = {k: hashable(v) for k, v in params.items()}
+    return self.primitive.bind(*operands, **params)
+
+  def prepare(self, inputs: Mapping[str, Any], attrs: Mapping[str, Any],
+              node: str = "<call>") -> tuple[list, dict]:
+    """Maps TF inputs (by op-def arg name) and attrs to ``(operands, params)``.
+
+    Static inputs must be concrete (numpy); they become params, as do the kept
+    attrs (op-def defaults fill missing ones). Used by the graph interpreter and
+    the property-test runner alike.
+    """
+    from tfprims import opdefs
+    operands, params = [], {}
+    names = opdefs.input_arg_names(self.op_type) or tuple(inputs)
+    for arg in names:
+      value = inputs[arg]
+      if arg in self.static:
+        values = value if isinstance(value, list) else [value]
+        if not all(is_concrete(v) for v in values):
+          raise errors.StaticInputError(self.op_type, node, arg)
+        params[self.static[arg]] = opdefs.to_param(
+            [np.asarray(v) for v in value] if isinstance(value, list) else value)
+      elif isinstance(value, list):
+        operands.extend(value)
+      else:
+        operands.append(value)
+    for name in self.attrs:
+      if name in attrs:
+        params[name] = hashable(attrs[name])
+      else:
+        try:
+          params[name] = hashable(opdefs.attr_default(self.op_type, name))
+        except KeyError:
+          raise errors.OpError(self.op_type, node, f"missing attr {name!r}") from None
+    if self.canonicalize is not None:
+      params = self.canonicalize(params, *operands)
+    return operands, params
+
+  def apply(self, operands: Sequence[Any], params: Mapping[str, Any]):
+    """Folds when every operand is concrete, binds the primitive otherwise."""
+    if all(is_concrete(o) for o in operands):
+      return self.fold(*operands, **params)
+    return self(*operands, **params)
+
+  def fold(self, *operands, **params):
+    """Evaluates the op on concrete values at trace time (constant folding)."""
+    with jax.ensure_compile_time_eval():
+      out = self.impl(*operands, **params)
+    if self.multiple_results:
+      return [np.asarray(o) for o in out]
+    return np.asarray(out)
+
+  def __repr__(self):
+    return f"<TFOp {self.op_type} ({self.family})>"
+
+
+def _default_abstract_eval(impl, multiple_results):
+  def abstract_eval(*avals, **params):
+    out = jax.make_jaxpr(functools.partial(impl, **params))(*avals).out_avals
+    return list(out) if multiple_results else out[0]
+  return abstract_eval
+
+
+def _generic_jvp(prim, impl):
+  """Tangent from ``jax.jvp(impl)``; the primal stays the TF primitive."""
+  def rule(primals, tangents, **params):
+    live = [i for i, t in enumerate(tangents) if type(t) is not ad.Zero]
+
+    def f(*live_args):
+      args = list(primals)
+      for i, v in zip(live, live_args):
+        args[i] = v
+      return impl(*args, **params)
+
+    _, tangent_out = jax.jvp(f, [primals[i] for i in live], [tangents[i] for i in live])
+    primal_out = prim.bind(*primals, **params)
+    if prim.multiple_results:
+      return primal_out, list(tangent_out)
+    return primal_out, tangent_out
+  return rule
+
+
+def _generic_batching(impl, multiple_results):
+  def rule(args, dims, **params):
+    out = jax.vmap(functools.partial(impl, **params), in_axes=tuple(dims), out_axes=0)(*args)
+    return (list(out), [0] * len(out)) if multiple_results else (out, 0)
+  return rule
+
+
+def elementwise_batching(prim):
+  """Batching by re-binding ``prim``: TF (numpy) broadcasting is right-aligned, so
+  batched operands get their batch axis in front and are padded to the output rank."""
+  def rule(args, dims, **params):
+    out_rank = max(np.ndim(a) - (d is not None) for a, d in zip(args, dims))
+    moved = []
+    for a, d in zip(args, dims):
+      if d is None:
+        moved.append(a)
+        continue
+      a = jnp.moveaxis(a, d, 0) if d != 0 else a
+      pad = out_rank - (a.ndim - 1)
+      if pad:
+        a = jax.lax.expand_dims(a, tuple(range(1, 1 + pad)))
+      moved.append(a)
+    out = prim.bind(*moved, **params)
+    return (out, [0] * len(out)) if prim.multiple_results else (out, 0)
+  return rule
+
+
+def unbroadcast(x, shape):
+  """Sums ``x`` down to ``shape`` (the transpose of TF's implicit broadcasting)."""
+  shape = tuple(shape)
+  if tuple(x.shape) == shape:
+    return x
+  lead = x.ndim - len(shape)
+  axes = tuple(range(lead)) + tuple(
+      lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1)
+  return jnp.sum(x, axis=axes).reshape(shape) if axes else x.reshape(shape)
+
+
+def _zero_safe_transpose(rule):
+  """Wraps a transpose rule so a symbolic-zero cotangent yields symbolic zeros."""
+  def wrapped(ct, *args, **params):
+    if type(ct) is ad.Zero:
+      return [ad.Zero(a.aval) if ad.is_undefined_primal(a) else None for a in args]
+    return rule(ct, *args, **params)
+  return wrapped
+
+
+def define_op(
+    op_type: str,
+    impl: Callable[..., Any],
+    *,
+    family: str = "custom",
+    static: Union[Sequence[str], Mapping[str, str]] = (),
+    attrs: Sequence[str] = (),
+    multiple_results: bool = False,
+    abstract_eval: Optional[Callable[..., Any]] = None,
+    jvp: JvpRule = None,
+    linear: bool = False,
+    transpose: Optional[Callable[..., Any]] = None,
+    batching: BatchRule = None,
+    canonicalize: Optional[Callable[..., dict]] = None,
+    interpret: Optional[Callable[..., Any]] = None,
+    spec: Optional[Callable[[Any], Any]] = None,
+    replace: bool = False,
+) -> TFOp:
+  """Declares a TF op as a JAX primitive named ``tf.<op_type>``.
+
+  Args:
+    op_type: the TF op type (``"MatMul"``).
+    impl: ``impl(*operands, **params)`` in jax.numpy/lax. Operands are the op's
+      non-static TF inputs in op-def order (list inputs flattened); params are
+      the kept attrs and the static inputs.
+    family: the op family (used in docs and reports).
+    static: TF input args resolved at trace time and passed as params
+      (``("shape",)``, or ``{"reduction_indices": "axis"}`` to rename).
+    attrs: TF attrs kept as params (missing ones take the op def's default).
+    multiple_results: whether impl returns a tuple of arrays.
+    abstract_eval: explicit shape/dtype rule; default derives it from impl.
+    jvp: ``None`` derives the tangent with ``jax.jvp(impl)``; a sequence gives one
+      rule per operand (``ad.defjvp``: ``rule(t, *primals, **params)``, ``None``
+      for non-differentiable operands); a callable is the full
+      ``rule(primals, tangents, **params)``.
+    linear: the op is linear in all operands jointly; its JVP applies the op to
+      the tangents and ``transpose`` is required.
+    transpose: ``rule(ct, *args, **params)`` returning one cotangent (or None)
+      per operand; symbolic-zero cotangents are handled for you.
+    batching: ``None`` derives it with ``jax.vmap(impl)``; ``"elementwise"``
+      re-binds the primitive with batch axes in front; a callable is a
+      ``rule(args, dims, **params) -> (out, out_dim)``.
+    canonicalize: ``canonicalize(params, *operand_avals) -> params``, applied by
+      the graph interpreter before binding (e.g. to normalise negative axes).
+    interpret: an interpreter hook ``interpret(node, inputs) -> list of outputs``
+      replacing the default prepare/fold/bind (for Shape, Identity, ...); ``node``
+      is a :class:`tfprims.graph.Node` (``node.name``, ``node.op``,
+      ``node.attr(name)``), ``inputs`` the flat list of input values (numpy
+      arrays when concrete, JAX values otherwise).
+    spec: ``spec(st) -> tfprims.testing.Spec`` for the property tests (``st`` is
+      ``tfprims.testing.strategies``).
+    replace: allow replacing an already registered op of the same type.
+  """
+  if op_type in _REGISTRY and not replace:
+    raise ValueError(f"TF op {op_type!r} is already registered; pass replace=True "
+                     "to redefine it")
+  if linear and transpose is None:
+    raise ValueError(f"{op_type}: linear=True needs a transpose rule")
+  prim = Primitive(f"tf.{op_type}")
+  prim.multiple_results = multiple_results
+  prim.def_impl(functools.partial(xla.apply_primitive, prim))
+  prim.def_abstract_eval(abstract_eval or _default_abstract_eval(impl, multiple_results))
+  mlir.register_lowering(prim, mlir.lower_fun(impl, multiple_results=multiple_results))
+
+  static = dict(static) if isinstance(static, Mapping) else {s: s for s in static}
+  op = TFOp(op_type=op_type, primitive=prim, impl=impl, family=family, static=static,
+            attrs=tuple(attrs), multiple_results=multiple_results,
+            canonicalize=canonicalize, interpret=interpret, spec=spec,
+            doc=(impl.__doc__ or "").strip())
+
+  if linear:
+    ad.deflinear2(prim, transpose)
+    op.jvp_source, op.transpose_source = "linear", "explicit"
+  else:
+    if jvp is None:
+      ad.primitive_jvps[prim] = _generic_jvp(prim, impl)
+    elif callable(jvp):
+      ad.primitive_jvps[prim] = jvp
+      op.jvp_source = "explicit"
+    else:
+      ad.defjvp(prim, *jvp)
+      op.jvp_source = "explicit"
+    if transpose is not None:
+      ad.primitive_transposes[prim] = _zero_safe_transpose(transpose)
+      op.transpose_source = "explicit"
+
+  if batching is None:
+    batching_rule = _generic_batching(impl, multiple_results)
+  elif batching == "elementwise":
+    batching_rule, op.batching_source = elementwise_batching(prim), "elementwise"
+  elif callable(batching):
+    batching_rule, op.batching_source = batching, "explicit"
+  else:
+    raise ValueError(f"{op_type}: unknown batching {batching!r}")
+  jax_batching.primitive_batchers[prim] = batching_rule
+
+  _REGISTRY[op_type] = op
+  return op
+
+
+# The public name for library authors adding their own ops.
+register_op = define_op
+
+
+def get_op(op_type: str) -> TFOp:
+  """The :class:`TFOp` registered for ``op_type`` (raises KeyError with a hint)."""
+  try:
+    return _REGISTRY[op_type]
+  except KeyError:
+    raise KeyError(f"no TF op {op_type!r} is registered; see tfprims.registered_ops() "
+                   "or register it with tfprims.register_op") from None
+
+
+def primitive(op_type: str) -> Primitive:
+  """The JAX primitive of a registered TF op: ``tfprims.primitive("MatMul")``."""
+  return get_op(op_type).primitive
+
+
+def registered_ops() -> tuple[str, ...]:
+  """Sorted names of all registered TF op types."""
+  return tuple(sorted(_REGISTRY))
+
+
+def all_ops() -> tuple[TFOp, ...]:
+  return tuple(_REGISTRY[k] for k in sorted(_REGISTRY))
+
+
+def override_jvp(op_type: str, rule: Callable[..., Any]) -> Callable[..., Any]:
+  """Replaces an op's JVP rule ``rule(primals, tangents, **params) -> (out, tangent)``.
+
+  Returns the previous rule so it can be restored.
+  """
+  op = get_op(op_type)
+  previous = ad.primitive_jvps.get(op.primitive)
+  ad.primitive_jvps[op.primitive] = rule
+  op.jvp_source = "override"
+  return previous
+
+
+def override_transpose(op_type: str, rule: Callable[..., Any]) -> Callable[..., Any]:
+  """Replaces an op's transpose rule ``rule(ct, *args, **params)``; returns the previous one."""
+  op = get_op(op_type)
+  previous = ad.primitive_transposes.get(op.primitive)
+  ad.primitive_transposes[op.primitive] = _zero_safe_transpose(rule)
+  op.transpose_source = "override"
+  return previous
+
+
+def override_batching(op_type: str, rule: Callable[..., Any]) -> Callable[..., Any]:
+  """Replaces an op's batching rule ``rule(args, dims, **params) -> (out, out_dims)``.
+
+  Returns the previous rule so it can be restored.
+  """
+  op = get_op(op_type)
+  previous = jax_batching.primitive_batchers.get(op.primitive)
+  jax_batching.primitive_batchers[op.primitive] = rule
+  op.batching_source = "override"
+  return previous

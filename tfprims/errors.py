@@ -1,0 +1,98 @@
+"""Typed errors raised by tfprims.
+
+Every error a user can trigger derives from :class:`TFPrimsError`, so
+``except tfprims.TFPrimsError`` catches all of them. Messages name the TF op type
+and node involved and say what the user can do about it.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+
+class TFPrimsError(Exception):
+  """Base class of every error raised by tfprims."""
+
+
+class ConversionError(TFPrimsError):
+  """The TF graph cannot be converted as it is."""
+
+
+class UnsupportedOpError(ConversionError):
+  """The graph (or a function in its library) uses ops tfprims does not know.
+
+  Attributes:
+    ops: mapping from op type to the names of the nodes using it, for every
+      unsupported op type found anywhere in the graph and its function library.
+  """
+
+  def __init__(self, ops: Mapping[str, Sequence[str]]):
+    self.ops = {k: tuple(v) for k, v in sorted(ops.items())}
+    lines = []
+    for op_type, nodes in self.ops.items():
+      shown = ", ".join(nodes[:8]) + (f", ... ({len(nodes)} nodes)" if len(nodes) > 8 else "")
+      lines.append(f"  {op_type}: {shown}")
+    super().__init__(
+        f"{len(self.ops)} unsupported TF op type(s):\n" + "\n".join(lines) +
+        "\nRegister them with tfprims.register_op (see docs/extending.md) or "
+        "avoid them in the TF function.")
+
+
+class UnsupportedInputError(ConversionError):
+  """A tensor kind tfprims cannot represent in JAX (string, ragged, sparse, resource...)."""
+
+
+class StaticInputError(ConversionError):
+  """A shape-deciding input of a node depends on runtime data.
+
+  tfprims resolves such inputs (Reshape's shape, reduction axes, Slice sizes...)
+  at trace time, because JAX needs static shapes.
+  """
+
+  def __init__(self, op_type: str, node: str, input_name: str, detail: str = ""):
+    self.op_type, self.node, self.input_name = op_type, node, input_name
+    super().__init__(
+        f"{op_type} node '{node}': input '{input_name}' decides the output shape "
+        f"but depends on runtime data{': ' + detail if detail else ''}. JAX needs "
+        "static shapes: compute it from constants or from shapes (tf.shape) of "
+        "inputs, or give the input a fixed value.")
+
+
+class DynamicShapeError(ConversionError):
+  """An op whose output shape depends on the values of its inputs."""
+
+
+class OpError(ConversionError):
+  """An op failed to convert or evaluate; the message names its type and node."""
+
+  def __init__(self, op_type: str, node: str, message: str):
+    self.op_type, self.node = op_type, node
+    super().__init__(f"{op_type} node '{node}': {message}")
+
+
+class InputError(TFPrimsError, ValueError):
+  """The converted function was called with inputs that do not match the TF signature."""
+
+
+class InputStructureError(InputError):
+  """Missing, extra or differently nested inputs."""
+
+
+class InputShapeError(InputError):
+  """An input's shape is incompatible with the TF signature."""
+
+
+class InputDtypeError(InputError, TypeError):
+  """An input's dtype differs from the TF signature."""
+
+
+class MissingRngError(TFPrimsError):
+  """The function uses random ops but was called without ``rng=``."""
+
+
+class Int64OverflowError(ConversionError, OverflowError):
+  """A 64-bit value does not fit the 32-bit type JAX uses with x64 disabled."""
+
+
+def join_names(names: Iterable[str]) -> str:
+  return ", ".join(repr(n) for n in names)

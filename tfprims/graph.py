@@ -1,0 +1,231 @@
+"""A normalized view of TF graphs: GraphDefs and FunctionDefs as one node list.
+
+Both kinds of graph become a :class:`Graph` whose node inputs are
+``(node_name, output_index)`` pairs, topologically sorted, with attrs decoded on
+demand from the op defs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from tfprims import errors, opdefs
+
+Ref = tuple[str, int]
+
+_MISSING = object()
+
+
+class Node:
+  """One TF node: ``name``, ``op``, data ``inputs`` (refs), ``control_inputs`` and attrs."""
+
+  __slots__ = ("name", "op", "inputs", "control_inputs", "_attr_protos", "_decoded",
+               "device")
+
+  def __init__(self, name: str, op: str, inputs: Sequence[Ref],
+               control_inputs: Sequence[str], attr_protos: Mapping[str, Any],
+               device: str = ""):
+    self.name, self.op = name, op
+    self.inputs, self.control_inputs = list(inputs), list(control_inputs)
+    self._attr_protos = attr_protos
+    self._decoded: dict[str, Any] = {}
+    self.device = device
+
+  def attr(self, name: str, default: Any = _MISSING) -> Any:
+    """The decoded attr (op-def default when absent from the node)."""
+    if name not in self._decoded:
+      if name in self._attr_protos:
+        self._decoded[name] = opdefs.decode_attr(self._attr_protos[name])
+      else:
+        try:
+          self._decoded[name] = opdefs.attr_default(self.op, name)
+        except KeyError:
+          if default is _MISSING:
+            raise errors.OpError(self.op, self.name, f"has no attr {name!r}") from None
+          return default
+    return self._decoded[name]
+
+  @property
+  def attrs(self) -> dict[str, Any]:
+    """All attrs present on the node, decoded."""
+    return {k: self.attr(k) for k in self._attr_protos}
+
+  def __repr__(self):
+    return f"<Node {self.name} ({self.op})>"
+
+
+@dataclasses.dataclass
+class Graph:
+  """A TF graph or function body as a topologically sorted node list.
+
+  ``inputs`` name the nodes (Placeholders, or function args) fed by the caller;
+  ``outputs`` are refs; ``control_outputs`` name nodes that must run (stateful
+  ops a function declares as control returns).
+  """
+  name: str
+  nodes: list[Node]
+  inputs: list[str]
+  outputs: list[Ref]
+  output_names: list[str] = dataclasses.field(default_factory=list)
+  control_outputs: list[str] = dataclasses.field(default_factory=list)
+
+  @functools.cached_property
+  def by_name(self) -> dict[str, Node]:
+    return {n.name: n for n in self.nodes}
+
+
+def parse_ref(ref: str) -> tuple[str, int]:
+  name, _, idx = ref.partition(":")
+  return name, int(idx) if idx else 0
+
+
+def _toposort(nodes: list[Node], graph_name: str) -> list[Node]:
+  by_name = {n.name: n for n in nodes}
+  order, state = [], {}
+  for root in nodes:
+    if root.name in state:
+      continue
+    stack = [(root, False)]
+    while stack:
+      node, expanded = stack.pop()
+      if expanded:
+        state[node.name] = 2
+        order.append(node)
+        continue
+      if state.get(node.name) == 2:
+        continue
+      if state.get(node.name) == 1:
+        continue
+      state[node.name] = 1
+      stack.append((node, True))
+      for dep in [r[0] for r in node.inputs] + node.control_inputs:
+        dep_node = by_name.get(dep)
+        if dep_node is not None and state.get(dep) is None:
+          stack.append((dep_node, False))
+        elif dep_node is not None and state.get(dep) == 1 and node.op not in (
+            "NextIteration",):
+          # A cycle: only TF1 while loops (NextIteration) create them.
+          raise errors.ConversionError(
+              f"graph {graph_name!r} has a cycle through node {dep!r}; TF1 control "
+              "flow (Switch/Merge/NextIteration) is not supported: build the model "
+              "with TF2 control flow (tf.function, tf.while_loop in TF2 mode).")
+  return order
+
+
+def from_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str],
+                   name: str = "graph") -> Graph:
+  """A :class:`Graph` from a GraphDef; ``inputs``/``outputs`` are tensor names."""
+  nodes = []
+  for nd in graph_def.node:
+    data, control = [], []
+    for ref in nd.input:
+      if ref.startswith("^"):
+        control.append(ref[1:])
+      else:
+        data.append(parse_ref(ref))
+    nodes.append(Node(nd.name, nd.op, data, control, nd.attr, nd.device))
+  return Graph(name=name, nodes=_toposort(nodes, name),
+               inputs=[parse_ref(i)[0] for i in inputs],
+               outputs=[parse_ref(o) for o in outputs],
+               output_names=list(outputs))
+
+
+def from_function_def(fdef) -> Graph:
+  """A :class:`Graph` from a FunctionDef (refs ``node:out_arg:i`` made flat)."""
+  raw = {nd.name: nd for nd in fdef.node_def}
+  arg_names = [a.name for a in fdef.signature.input_arg]
+  offsets_cache: dict[str, dict[str, int]] = {}
+
+  def resolve(ref: str) -> Ref:
+    parts = ref.split(":")
+    if len(parts) == 1:
+      return parts[0], 0
+    if len(parts) == 2:  # only function args are referenced as "arg:i"
+      return parts[0], int(parts[1])
+    node_name, out_arg, idx = parts
+    if node_name not in offsets_cache:
+      nd = raw[node_name]
+      attrs = {k: opdefs.decode_attr(v) for k, v in nd.attr.items()
+               if k in _arity_attr_names(nd.op)}
+      offsets = opdefs.output_offsets(nd.op, attrs)
+      if not offsets:  # a call of a library function: outputs are its ret names
+        offsets = {}
+      offsets_cache[node_name] = offsets
+    return node_name, offsets_cache[node_name].get(out_arg, 0) + int(idx)
+
+  nodes = []
+  for nd in fdef.node_def:
+    data, control = [], []
+    for ref in nd.input:
+      if ref.startswith("^"):
+        control.append(ref[1:])
+      else:
+        data.append(resolve(ref))
+    nodes.append(Node(nd.name, nd.op, data, control, nd.attr, nd.device))
+  outputs = [resolve(fdef.ret[a.name]) for a in fdef.signature.output_arg]
+  control_outputs = [fdef.control_ret[k] for k in fdef.signature.control_output
+                     if k in fdef.control_ret]
+  return Graph(name=fdef.signature.name, nodes=_toposort(nodes, fdef.signature.name),
+               inputs=arg_names, outputs=outputs,
+               output_names=[a.name for a in fdef.signature.output_arg],
+               control_outputs=control_outputs)
+
+
+@functools.lru_cache(maxsize=None)
+def _arity_attr_names(op_type: str) -> frozenset:
+  od = opdefs.op_def(op_type)
+  if od is None:
+    return frozenset()
+  return frozenset(a.number_attr or a.type_list_attr for a in od.output_arg
+                   if a.number_attr or a.type_list_attr)
+
+
+def func_attrs(node: Node) -> list[str]:
+  """Names of the library functions a node refers to (via func or list(func) attrs)."""
+  names = []
+  for key in node._attr_protos:
+    value = node.attr(key)
+    if isinstance(value, opdefs.FuncAttr):
+      names.append(value.name)
+    elif isinstance(value, tuple) and value and isinstance(value[0], opdefs.FuncAttr):
+      names.extend(v.name for v in value)
+  return names
+
+
+class Library:
+  """The function library of a graph, with functions parsed on first use."""
+
+  def __init__(self, function_defs: Iterable[Any]):
+    self._fdefs = {f.signature.name: f for f in function_defs}
+    self._graphs: dict[str, Graph] = {}
+
+  def __contains__(self, name: str) -> bool:
+    return name in self._fdefs
+
+  def function_def(self, name: str):
+    return self._fdefs[name]
+
+  def graph(self, name: str) -> Graph:
+    if name not in self._graphs:
+      if name not in self._fdefs:
+        raise errors.ConversionError(f"function {name!r} is not in the graph's library")
+      self._graphs[name] = from_function_def(self._fdefs[name])
+    return self._graphs[name]
+
+  def reachable(self, graph: Graph) -> dict[str, Graph]:
+    """Every library function reachable from ``graph`` (nested calls included)."""
+    seen: dict[str, Graph] = {}
+    stack = [graph]
+    while stack:
+      g = stack.pop()
+      for node in g.nodes:
+        names = func_attrs(node)
+        if node.op in self._fdefs:  # a direct call of a library function
+          names.append(node.op)
+        for fname in names:
+          if fname not in seen and fname in self._fdefs:
+            seen[fname] = self.graph(fname)
+            stack.append(seen[fname])
+    return seen

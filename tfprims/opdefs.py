@@ -1,0 +1,147 @@
+"""Generic decoding driven by TF op defs: attrs, input grouping, output offsets.
+
+The op def is the schema: nothing here knows about individual ops.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class FuncAttr:
+  """A function-valued attr (``f``, ``body``, ``then_branch``...)."""
+  name: str
+  attrs: tuple = ()
+
+
+@functools.lru_cache(maxsize=None)
+def op_def(op_type: str):
+  """The TF OpDef of ``op_type``, or None if TF does not know it."""
+  from tensorflow.python.framework import op_def_registry
+  return op_def_registry.get(op_type)
+
+
+def _decode_dtype(enum: int):
+  import tensorflow as tf
+  from tfprims.dtypes import from_tf
+  np_dtype = from_tf(enum)
+  return np_dtype if np_dtype is not None else tf.dtypes.as_dtype(enum).name
+
+
+def decode_attr(value) -> Any:
+  """Decodes an ``AttrValue`` proto to a hashable Python value.
+
+  dtypes -> ``np.dtype`` (or the TF name for string/resource/variant), lists ->
+  tuples, strings -> str, shapes -> tuple (None for unknown dims; None for
+  unknown rank), tensors -> numpy arrays, functions -> :class:`FuncAttr`.
+  """
+  kind = value.WhichOneof("value")
+  if kind == "s":
+    try:
+      return value.s.decode("utf-8")
+    except UnicodeDecodeError:
+      return bytes(value.s)
+  if kind in ("i", "f", "b"):
+    return getattr(value, kind)
+  if kind == "type":
+    return _decode_dtype(value.type)
+  if kind == "shape":
+    return decode_shape(value.shape)
+  if kind == "tensor":
+    import tensorflow as tf
+    return tf.make_ndarray(value.tensor)
+  if kind == "func":
+    return FuncAttr(value.func.name,
+                    tuple(sorted((k, decode_attr(v)) for k, v in value.func.attr.items())))
+  if kind == "list":
+    lst = value.list
+    for field in ("s", "i", "f", "b", "type", "shape", "tensor", "func"):
+      items = getattr(lst, field)
+      if len(items):
+        if field == "s":
+          return tuple(x.decode("utf-8", "replace") for x in items)
+        if field == "type":
+          return tuple(_decode_dtype(x) for x in items)
+        if field == "shape":
+          return tuple(decode_shape(x) for x in items)
+        if field == "func":
+          return tuple(FuncAttr(x.name) for x in items)
+        if field == "tensor":
+          import tensorflow as tf
+          return tuple(tf.make_ndarray(x) for x in items)
+        return tuple(items)
+    return ()
+  if kind == "placeholder":
+    return ("placeholder", value.placeholder)
+  return None
+
+
+def decode_shape(shape_proto) -> Optional[tuple]:
+  if shape_proto.unknown_rank:
+    return None
+  return tuple(None if d.size < 0 else int(d.size) for d in shape_proto.dim)
+
+
+def attr_default(op_type: str, name: str) -> Any:
+  od = op_def(op_type)
+  if od is not None:
+    for a in od.attr:
+      if a.name == name and a.HasField("default_value"):
+        return decode_attr(a.default_value)
+  raise KeyError(name)
+
+
+def _arity(arg, attrs: Mapping[str, Any]) -> Optional[int]:
+  """How many tensors a (possibly list-valued) arg stands for; None for a single tensor."""
+  if arg.number_attr:
+    return int(attrs[arg.number_attr])
+  if arg.type_list_attr:
+    return len(attrs[arg.type_list_attr])
+  return None
+
+
+def group_inputs(op_type: str, inputs: Sequence[Any],
+                 attrs: Mapping[str, Any]) -> dict[str, Any]:
+  """Splits a node's flat input list by op-def input arg: {arg: value or list}."""
+  od = op_def(op_type)
+  if od is None:
+    return {f"input_{i}": v for i, v in enumerate(inputs)}
+  grouped, pos = {}, 0
+  for arg in od.input_arg:
+    n = _arity(arg, attrs)
+    if n is None:
+      grouped[arg.name] = inputs[pos]
+      pos += 1
+    else:
+      grouped[arg.name] = list(inputs[pos:pos + n])
+      pos += n
+  return grouped
+
+
+def output_offsets(op_type: str, attrs: Mapping[str, Any]) -> dict[str, int]:
+  """Flat output index at which each op-def output arg starts (for FunctionDef refs)."""
+  od = op_def(op_type)
+  offsets, pos = {}, 0
+  if od is None:
+    return offsets
+  for arg in od.output_arg:
+    offsets[arg.name] = pos
+    n = _arity(arg, attrs)
+    pos += 1 if n is None else n
+  return offsets
+
+
+def input_arg_names(op_type: str) -> tuple[str, ...]:
+  od = op_def(op_type)
+  return tuple(a.name for a in od.input_arg) if od is not None else ()
+
+
+def to_param(value: Any) -> Any:
+  """A static input's concrete value as a hashable param (scalar or nested tuple)."""
+  from tfprims.core import hashable
+  return hashable(np.asarray(value))

@@ -1,0 +1,1 @@
+"""activations ops (being written)."""

@@ -1,0 +1,1 @@
+"""array ops (being written)."""

@@ -1,0 +1,1 @@
+"""nn ops (being written)."""

@@ -1,0 +1,1 @@
+"""reductions ops (being written)."""
