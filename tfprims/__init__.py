@@ -1,0 +1,21 @@
+"""tfprims: TensorFlow functions as JAX functions, one JAX primitive per TF op.
+
+    jax_fn, params = tfprims.convert(tf_fn, tf.TensorSpec([None, 4], tf.float32))
+    outputs, new_params = jax_fn(params, x)
+    jax.make_jaxpr(lambda x: jax_fn(params, x)[0])(x)   # tf.MatMul, tf.BiasAdd, ...
+"""
+
+from tfprims import ops as _ops  # noqa: F401  (registers every op)
+from tfprims.api import (ConvertedFunction, TensorSpec, convert, convert_functional,
+                         convert_graph_def)
+from tfprims.config import get_config, override_config, update_config
+from tfprims.core import (TFOp, define_op, get_op, override_batching, override_jvp,
+                          override_transpose, primitive, register_op, registered_ops)
+from tfprims.errors import (ConversionError, DynamicShapeError, InputDtypeError,
+                            InputError, InputShapeError, InputStructureError,
+                            Int64OverflowError, MissingRngError, OpError,
+                            StaticInputError, TFPrimsError, UnsupportedInputError,
+                            UnsupportedOpError)
+from tfprims.interpreter import supported_op_types
+
+__version__ = "0.1.0"

@@ -1,0 +1,431 @@
+"""The tf2jax-compatible entry points: ``convert``, ``convert_functional``, ...
+
+``convert(tf_fn, *example_args)`` returns ``(jax_fn, params)``:
+``jax_fn(params, *args, rng=None, **kwargs) -> (outputs, new_params)`` where
+``params`` maps TF variable names to arrays. Calls are validated against the TF
+signature before anything is traced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tree
+
+from tfprims import config, core, dtypes, errors, graph as graph_lib, interpreter
+import tfprims.ops  # noqa: F401  (registers every op)
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+  """Shape (None for unknown dims) and dtype (TF's, exact) of an input, output or param."""
+  name: str
+  shape: Optional[tuple]
+  dtype: Any
+  trainable: Optional[bool] = None
+
+  def __str__(self):
+    shape = "?" if self.shape is None else "[" + ", ".join(
+        "None" if d is None else str(d) for d in self.shape) + "]"
+    dtype = self.dtype.name if isinstance(self.dtype, np.dtype) else str(self.dtype)
+    return f"{self.name}: {dtype}{shape}"
+
+
+def _spec_from_tf(name: str, spec) -> TensorSpec:
+  import tensorflow as tf
+  if not isinstance(spec, tf.TensorSpec):
+    kind = type(spec).__name__.replace("Spec", "").replace("Tensor", " tensor").strip()
+    raise errors.UnsupportedInputError(
+        f"input '{name}' is a {kind or type(spec).__name__} ({type(spec).__name__}); "
+        "tfprims converts dense tensors only: convert it to a dense tf.Tensor in the "
+        "TF function's caller and pass that instead")
+  np_dtype = dtypes.from_tf(spec.dtype)
+  if np_dtype is None:
+    raise errors.UnsupportedInputError(
+        f"input '{name}' has dtype {spec.dtype.name}, which has no JAX equivalent; "
+        "do string/resource handling in TF and pass numeric tensors")
+  shape = None if spec.shape.rank is None else tuple(spec.shape.as_list())
+  return TensorSpec(name, shape, np_dtype)
+
+
+def _path_name(path: Sequence[Any]) -> str:
+  if not path:
+    return "<input>"
+  head, rest = path[0], path[1:]
+  return str(head) + "".join(f"[{p!r}]" for p in rest)
+
+
+class ConvertedFunction:
+  """A converted TF function. ``fn(params, *args, rng=None, **kwargs) -> (outputs, new_params)``.
+
+  Attributes:
+    signature: the TF function's Python signature (``inspect.Signature``).
+    structured_inputs: the TF input signature (nested ``tf.TensorSpec``s).
+    structured_outputs: the output structure (nested ``tf.TensorSpec``s).
+    input_specs / param_specs / output_specs: flat :class:`TensorSpec` lists.
+  """
+
+  def __init__(self, *, graph, library, signature, structured_inputs, input_specs,
+               input_nodes, param_specs, captures, output_structure, output_specs,
+               name):
+    self._graph = graph
+    self._library = library
+    self.signature = signature
+    self.structured_inputs = structured_inputs
+    self.input_specs = tuple(input_specs)
+    self._input_nodes = tuple(input_nodes)
+    self.param_specs = {s.name: s for s in param_specs}
+    self._captures = captures                # graph input name -> handle or constant
+    self._output_structure = output_structure  # nested structure of output indices
+    self.output_specs = tuple(output_specs)
+    self.structured_outputs = tree.map_structure(
+        lambda i: output_specs[i] if isinstance(i, int) else i, output_structure)
+    self.__name__ = name
+    self.__doc__ = f"tfprims conversion of TF function {name!r}."
+
+  def __repr__(self):
+    ins = ", ".join(str(s) for s in self.input_specs)
+    return f"<tfprims.ConvertedFunction {self.__name__}({ins}) with {len(self.param_specs)} params>"
+
+  # --- calling ------------------------------------------------------------------
+
+  def __call__(self, params: Mapping[str, Any], *args, rng=None, **kwargs):
+    flat_args = self._flatten_args(args, kwargs)
+    state = self._check_params(params)
+    ctx = interpreter.Context(self._library, dict(state), rng=rng)
+    feeds = dict(zip(self._input_nodes, flat_args))
+    for node_name, capture in self._captures.items():
+      feeds[node_name] = capture
+    outputs = interpreter.run(ctx, self._graph, feeds)
+    outputs = [self._as_output(o, i) for i, o in enumerate(outputs)]
+    structured = tree.map_structure(
+        lambda i: outputs[i] if isinstance(i, int) else i, self._output_structure)
+    new_params = {k: ctx.state[k] for k in self.param_specs}
+    return structured, new_params
+
+  def _as_output(self, value, index):
+    if isinstance(value, interpreter.StringConstant):
+      raise errors.UnsupportedInputError(
+          f"output {self.output_specs[index].name} is a string tensor; tfprims outputs "
+          "numeric tensors only")
+    if isinstance(value, interpreter.VariableHandle):
+      raise errors.UnsupportedInputError(
+          f"output {self.output_specs[index].name} is a resource handle")
+    return jnp.asarray(value)
+
+  def _flatten_args(self, args, kwargs) -> list:
+    try:
+      bound = self.signature.bind(*args, **kwargs)
+    except TypeError as e:
+      raise errors.InputStructureError(
+          f"arguments do not match the TF signature {self.signature}: {e}") from None
+    sig_args, sig_kwargs = self.structured_inputs
+    positional = []
+    keyword = {}
+    for name, param in self.signature.parameters.items():
+      if name not in bound.arguments:
+        continue
+      if param.kind == inspect.Parameter.KEYWORD_ONLY:
+        keyword[name] = bound.arguments[name]
+      else:
+        positional.append(bound.arguments[name])
+    user = (tuple(positional), keyword)
+    expected = (tuple(sig_args), dict(sig_kwargs))
+    try:
+      tree.assert_same_structure(expected, user, check_types=False)
+    except (ValueError, TypeError) as e:
+      raise errors.InputStructureError(
+          f"input structure does not match the TF signature: expected "
+          f"{_describe(expected)}, got {_describe(user)} ({e})") from None
+    flat_user = tree.flatten(user)
+    flat_expected = tree.flatten(expected)
+    import tensorflow as tf
+    flat = []
+    specs = iter(self.input_specs)
+    for exp, value in zip(flat_expected, flat_user):
+      if isinstance(exp, tf.TypeSpec):
+        flat.append(self._check_input(next(specs), value))
+    return flat
+
+  def _check_input(self, spec: TensorSpec, value):
+    return _validate(spec, value, "input")
+
+  def _check_params(self, params: Mapping[str, Any]) -> dict:
+    if not isinstance(params, Mapping):
+      raise errors.InputStructureError(
+          f"params must be a mapping of variable name to array (the params "
+          f"returned by tfprims.convert); got {type(params).__name__}")
+    missing = sorted(set(self.param_specs) - set(params))
+    extra = sorted(set(params) - set(self.param_specs))
+    if missing or extra:
+      raise errors.InputStructureError(
+          "params do not match the function's variables: "
+          + (f"missing {missing}" if missing else "")
+          + ("; " if missing and extra else "")
+          + (f"unexpected {extra}" if extra else ""))
+    return {k: _validate(self.param_specs[k], params[k], "param", exact_shape=True)
+            for k in self.param_specs}
+
+
+def _describe(structure) -> str:
+  return str(tree.map_structure(
+      lambda x: "Tensor" if hasattr(x, "shape") else type(x).__name__, structure))
+
+
+def _validate(spec: TensorSpec, value, kind: str, exact_shape: bool = False):
+  """Checks (and canonicalizes) one input or param against its spec."""
+  weak = isinstance(value, (int, float, bool, complex, list, tuple))
+  if weak:
+    try:
+      value = np.asarray(value, dtype=spec.dtype)
+    except (TypeError, ValueError) as e:
+      raise errors.InputDtypeError(
+          f"{kind} '{spec.name}': cannot convert {value!r} to {spec.dtype}: {e}") from None
+  elif not hasattr(value, "shape") or not hasattr(value, "dtype"):
+    raise errors.InputDtypeError(
+        f"{kind} '{spec.name}' must be an array; got {type(value).__name__}")
+  if isinstance(value, np.ndarray) and value.dtype.kind in "OSU":
+    raise errors.UnsupportedInputError(
+        f"{kind} '{spec.name}' is a string/object array; only numeric inputs are supported")
+  want = dtypes.canonical_dtype(spec.dtype)
+  got = dtypes.canonical_dtype(value.dtype)
+  if got != want:
+    if config.get_config("strict_dtype_check"):
+      raise errors.InputDtypeError(
+          f"{kind} '{spec.name}' has dtype {np.dtype(value.dtype).name}, expected "
+          f"{np.dtype(spec.dtype).name}; cast it, or disable the check with "
+          "tfprims.update_config('strict_dtype_check', False)")
+    value = value.astype(spec.dtype) if isinstance(value, np.ndarray) else \
+        jnp.asarray(value).astype(want)
+  if spec.shape is not None:
+    shape = tuple(value.shape)
+    ok = len(shape) == len(spec.shape) and all(
+        e is None or e == s for e, s in zip(spec.shape, shape))
+    if not ok and (exact_shape or config.get_config("strict_shape_check")):
+      raise errors.InputShapeError(
+          f"{kind} '{spec.name}' has shape {list(shape)}, expected {_shape_str(spec.shape)}"
+          + ("" if exact_shape else
+             "; disable the check with tfprims.update_config('strict_shape_check', False)"))
+  if isinstance(value, (np.ndarray, np.generic)):
+    value = dtypes.canonicalize_value(np.asarray(value), f"{kind} '{spec.name}'")
+    return jnp.asarray(value)
+  return value
+
+
+def _shape_str(shape) -> str:
+  return "[" + ", ".join("None" if d is None else str(d) for d in shape) + "]"
+
+
+# --- building a ConvertedFunction ------------------------------------------------
+
+
+def _concrete_function(tf_fn, args, kwargs):
+  import tensorflow as tf
+  if hasattr(tf_fn, "structured_input_signature") and hasattr(tf_fn, "graph"):
+    return tf_fn  # already a ConcreteFunction
+  if not hasattr(tf_fn, "get_concrete_function"):
+    if not callable(tf_fn):
+      raise TypeError(f"expected a tf.function, ConcreteFunction or callable; got {tf_fn!r}")
+    tf_fn = tf.function(tf_fn, autograph=False)
+  return tf_fn.get_concrete_function(*args, **kwargs)
+
+
+def _variable_names(variables) -> dict[int, tuple[str, Any]]:
+  """Unique, stable param names for variables, keyed by id(handle)."""
+  names, seen = {}, {}
+  for v in variables:
+    base = v.name[:-2] if v.name.endswith(":0") else v.name
+    name = base
+    n = seen.get(base, 0)
+    while name in seen:
+      n += 1
+      name = f"{base}_{n}"
+    seen[base] = n
+    seen[name] = 0
+    names[id(v.handle)] = (name, v)
+  return names
+
+
+def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[ConvertedFunction, dict]:
+  """Converts a ``ConcreteFunction``; returns ``(converted_fn, params)``."""
+  import tensorflow as tf
+  graph_def = cf.graph.as_graph_def()
+  library = graph_lib.Library(graph_def.library.function)
+
+  sig_args, sig_kwargs = cf.structured_input_signature
+  flat_specs = []
+  for path, leaf in tree.flatten_with_path((tuple(sig_args), dict(sig_kwargs))):
+    if isinstance(leaf, tf.TypeSpec):
+      name = getattr(leaf, "name", None) or _path_name(path[1:])
+      flat_specs.append(_spec_from_tf(name, leaf))
+  n_args = len(cf.inputs) - len(cf.captured_inputs)
+  if n_args != len(flat_specs):
+    raise errors.ConversionError(
+        f"cannot match the {len(flat_specs)} TF signature leaves with the graph's "
+        f"{n_args} inputs (composite tensors are not supported)")
+  input_nodes = [t.op.name for t in cf.inputs[:n_args]]
+
+  var_names = _variable_names(cf.variables)
+  captures, param_specs, params = {}, [], {}
+  for placeholder, captured in zip(cf.inputs[n_args:], cf.captured_inputs):
+    node_name = placeholder.op.name
+    if id(captured) in var_names:
+      key, variable = var_names[id(captured)]
+      if not allow_variables:
+        raise errors.ConversionError(
+            f"the function captures variable '{key}'; convert_functional needs a "
+            "stateless function: use tfprims.convert, which returns the variables "
+            "as params")
+      value = variable.numpy()
+      np_dtype = dtypes.from_tf(variable.dtype)
+      if np_dtype is None:
+        raise errors.UnsupportedInputError(
+            f"variable '{key}' has dtype {variable.dtype.name}, which has no JAX equivalent")
+      captures[node_name] = interpreter.VariableHandle(key)
+      param_specs.append(TensorSpec(key, tuple(value.shape), np_dtype,
+                                    trainable=bool(variable.trainable)))
+      params[key] = value
+    elif captured.dtype == tf.resource:
+      raise errors.UnsupportedInputError(
+          f"the function captures a resource '{node_name}' that is not a variable "
+          "(a lookup table, iterator or similar); such resources are not supported")
+    elif captured.dtype == tf.string:
+      captures[node_name] = interpreter.StringConstant(node_name, captured.numpy())
+    else:
+      captures[node_name] = dtypes.canonicalize_value(
+          captured.numpy(), f"captured tensor '{node_name}'")
+
+  output_names = [t.name for t in cf.outputs]
+  index_of = {name: i for i, name in enumerate(output_names)}
+
+  def to_index(x):
+    if isinstance(x, tf.Tensor):
+      return index_of[x.name]
+    if x is None or isinstance(x, (int, float, bool, str)):
+      return x
+    raise errors.UnsupportedInputError(
+        f"output of kind {type(x).__name__} is not supported; return dense tensors")
+
+  output_structure = tree.map_structure(to_index, cf.structured_outputs)
+  output_specs = []
+  for t in cf.outputs:
+    np_dtype = dtypes.from_tf(t.dtype)
+    shape = None if t.shape.rank is None else tuple(t.shape.as_list())
+    output_specs.append(TensorSpec(t.name, shape, np_dtype or t.dtype.name))
+
+  graph = graph_lib.from_graph_def(graph_def, [t.name for t in cf.inputs], output_names,
+                                   name=cf.name)
+  control_outputs = [op.name for op in getattr(cf.graph, "control_outputs", [])]
+  graph.control_outputs = control_outputs
+  interpreter.check_supported(graph, library)
+
+  signature = inspect.Signature([
+      inspect.Parameter(p.name, p.kind) for p in cf.function_type.parameters.values()
+      if p.kind != inspect.Parameter.VAR_KEYWORD])
+  fn = ConvertedFunction(
+      graph=graph, library=library, signature=signature,
+      structured_inputs=cf.structured_input_signature, input_specs=flat_specs,
+      input_nodes=input_nodes, param_specs=param_specs, captures=captures,
+      output_structure=output_structure, output_specs=output_specs,
+      name=_function_name(cf))
+  return fn, params
+
+
+def _function_name(cf) -> str:
+  name = getattr(cf, "name", "function")
+  name = name.decode() if isinstance(name, bytes) else str(name)
+  name = name.removeprefix("__inference_")
+  # Drop TF's uniquifying suffix ("f_123").
+  head, _, tail = name.rpartition("_")
+  return head if head and tail.isdigit() else name
+
+
+def convert(tf_fn, *args, **kwargs) -> tuple[ConvertedFunction, dict]:
+  """Converts a TF function to JAX.
+
+  Args:
+    tf_fn: a ``tf.function``, a ``ConcreteFunction`` or a Python callable of TF
+      ops (wrapped in ``tf.function``).
+    *args, **kwargs: example inputs or ``tf.TensorSpec``s (None dims allowed),
+      used to pick the concrete function.
+
+  Returns:
+    ``(jax_fn, params)``: ``jax_fn(params, *args, rng=None, **kwargs)`` returns
+    ``(outputs, new_params)``; ``params`` maps variable names to numpy arrays.
+  """
+  cf = _concrete_function(tf_fn, args, kwargs)
+  return from_concrete_function(cf)
+
+
+def convert_functional(tf_fn, *args, **kwargs) -> Callable[..., Any]:
+  """Converts a stateless TF function: ``jax_fn(*args, rng=None, **kwargs) -> outputs``."""
+  cf = _concrete_function(tf_fn, args, kwargs)
+  fn, _ = from_concrete_function(cf, allow_variables=False)
+  return _Functional(fn)
+
+
+class _Functional:
+  """A converted function without params."""
+
+  def __init__(self, fn: ConvertedFunction):
+    self.fn = fn
+    self.signature = fn.signature
+    self.structured_inputs = fn.structured_inputs
+    self.structured_outputs = fn.structured_outputs
+    self.input_specs, self.output_specs = fn.input_specs, fn.output_specs
+    self.__name__ = fn.__name__
+    self.__doc__ = fn.__doc__
+
+  def __call__(self, *args, rng=None, **kwargs):
+    return self.fn({}, *args, rng=rng, **kwargs)[0]
+
+  def __repr__(self):
+    return repr(self.fn).replace("ConvertedFunction", "functional")
+
+
+def convert_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str]
+                      ) -> Callable[..., Any]:
+  """Converts a (frozen) GraphDef: ``fn(*inputs) -> list of outputs``.
+
+  Args:
+    graph_def: a ``tf.compat.v1.GraphDef`` (its function library is used for
+      nested functions).
+    inputs: names of the Placeholder tensors fed, in call order (``"x:0"`` or ``"x"``).
+    outputs: names of the tensors returned.
+  """
+  library = graph_lib.Library(graph_def.library.function)
+  graph = graph_lib.from_graph_def(graph_def, inputs, outputs)
+  specs = []
+  for name in graph.inputs:
+    node = graph.by_name.get(name)
+    if node is None:
+      raise errors.ConversionError(f"input {name!r} is not a node of the GraphDef")
+    np_dtype = dtypes.from_tf(node.attr("dtype"))
+    if np_dtype is None:
+      raise errors.UnsupportedInputError(f"input {name!r} is not a numeric tensor")
+    shape = node.attr("shape", None)
+    specs.append(TensorSpec(name, shape, np_dtype))
+  fed = set(graph.inputs)
+  needed = interpreter._needed_nodes(graph)
+  unfed = [n.name for n in graph.nodes
+           if n.op == "Placeholder" and n.name not in fed and n.name in needed]
+  if unfed:
+    raise errors.InputStructureError(
+        f"the outputs depend on Placeholders that are not listed as inputs: {unfed}")
+  interpreter.check_supported(graph, library)
+
+  def fn(*args, rng=None):
+    if len(args) != len(specs):
+      raise errors.InputStructureError(
+          f"expected {len(specs)} inputs ({', '.join(s.name for s in specs)}), got {len(args)}")
+    values = [_validate(s, a, "input") for s, a in zip(specs, args)]
+    ctx = interpreter.Context(library, {}, rng=rng)
+    return [jnp.asarray(o) for o in interpreter.run(ctx, graph, dict(zip(graph.inputs, values)))]
+
+  fn.input_specs = tuple(specs)
+  return fn

@@ -1,0 +1,41 @@
+"""Global conversion options (tf2jax-compatible names)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator
+
+_DEFAULTS = {
+    # Inputs and params must match the TF signature's shapes (None dims match anything).
+    "strict_shape_check": True,
+    # Array inputs must have the signature's dtype; when off they are cast to it.
+    # Python scalars/lists are always cast.
+    "strict_dtype_check": True,
+    # Wrap each inlined function call in jax.named_scope(<function name>).
+    "named_scopes": True,
+}
+_config = dict(_DEFAULTS)
+
+
+def get_config(name: str) -> Any:
+  """The current value of a config option."""
+  if name not in _config:
+    raise KeyError(f"unknown tfprims config option {name!r}; known: {sorted(_config)}")
+  return _config[name]
+
+
+def update_config(name: str, value: Any) -> None:
+  """Sets a config option globally."""
+  get_config(name)
+  _config[name] = value
+
+
+@contextlib.contextmanager
+def override_config(name: str, value: Any) -> Iterator[None]:
+  """Temporarily sets a config option: ``with tfprims.override_config("strict_shape_check", False):``."""
+  previous = get_config(name)
+  _config[name] = value
+  try:
+    yield
+  finally:
+    _config[name] = previous
