@@ -95,6 +95,7 @@ class TFOp:
   jvp_source: str = "derived"          # "derived", "explicit", "linear" or "override"
   batching_source: str = "derived"     # "derived", "elementwise", "explicit" or "override"
   transpose_source: str = "none"
+  _defaults: dict = dataclasses.field(default_factory=dict, repr=False)
 
   @property
   def name(self) -> str:
@@ -326,6 +327,11 @@ def define_op(
     raise ValueError(f"{op_type}: unknown batching {batching!r}")
   jax_batching.primitive_batchers[prim] = batching_rule
 
+  op._defaults = {
+      "jvp": (ad.primitive_jvps.get(prim), op.jvp_source),
+      "transpose": (ad.primitive_transposes.get(prim), op.transpose_source),
+      "batching": (batching_rule, op.batching_source),
+  }
   _REGISTRY[op_type] = op
   return op
 
@@ -357,34 +363,37 @@ def all_ops() -> tuple[TFOp, ...]:
   return tuple(_REGISTRY[k] for k in sorted(_REGISTRY))
 
 
-def override_jvp(op_type: str, rule: Callable[..., Any]) -> Callable[..., Any]:
+def _override(op_type: str, kind: str, table: dict, rule, wrap=lambda r: r):
+  op = get_op(op_type)
+  previous = table.get(op.primitive)
+  if rule is None:
+    rule, source = op._defaults[kind]
+  else:
+    rule, source = wrap(rule), "override"
+  if rule is None:
+    table.pop(op.primitive, None)
+  else:
+    table[op.primitive] = rule
+  setattr(op, f"{kind}_source", source)
+  return previous
+
+
+def override_jvp(op_type: str, rule: Optional[Callable[..., Any]]) -> Callable[..., Any]:
   """Replaces an op's JVP rule ``rule(primals, tangents, **params) -> (out, tangent)``.
 
-  Returns the previous rule so it can be restored.
+  ``rule=None`` restores the op's own rule. Returns the rule that was in effect.
   """
-  op = get_op(op_type)
-  previous = ad.primitive_jvps.get(op.primitive)
-  ad.primitive_jvps[op.primitive] = rule
-  op.jvp_source = "override"
-  return previous
+  return _override(op_type, "jvp", ad.primitive_jvps, rule)
 
 
-def override_transpose(op_type: str, rule: Callable[..., Any]) -> Callable[..., Any]:
-  """Replaces an op's transpose rule ``rule(ct, *args, **params)``; returns the previous one."""
-  op = get_op(op_type)
-  previous = ad.primitive_transposes.get(op.primitive)
-  ad.primitive_transposes[op.primitive] = _zero_safe_transpose(rule)
-  op.transpose_source = "override"
-  return previous
+def override_transpose(op_type: str, rule: Optional[Callable[..., Any]]) -> Callable[..., Any]:
+  """Replaces an op's transpose rule ``rule(ct, *args, **params)`` (None restores)."""
+  return _override(op_type, "transpose", ad.primitive_transposes, rule, _zero_safe_transpose)
 
 
-def override_batching(op_type: str, rule: Callable[..., Any]) -> Callable[..., Any]:
+def override_batching(op_type: str, rule: Optional[Callable[..., Any]]) -> Callable[..., Any]:
   """Replaces an op's batching rule ``rule(args, dims, **params) -> (out, out_dims)``.
 
-  Returns the previous rule so it can be restored.
+  ``rule=None`` restores the op's own rule. Returns the rule that was in effect.
   """
-  op = get_op(op_type)
-  previous = jax_batching.primitive_batchers.get(op.primitive)
-  jax_batching.primitive_batchers[op.primitive] = rule
-  op.batching_source = "override"
-  return previous
+  return _override(op_type, "batching", jax_batching.primitive_batchers, rule)

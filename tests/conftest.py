@@ -1,0 +1,14 @@
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def x64():
+  """Runs a test with jax_enable_x64 on."""
+  with jax.enable_x64(True):
+    yield

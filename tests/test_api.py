@@ -1,0 +1,316 @@
+"""The public conversion API: structure, signature checks and typed errors."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfprims
+
+F32 = tf.float32
+
+
+def _x(*shape, dtype=np.float32, seed=0):
+  return np.random.default_rng(seed).normal(size=shape).astype(dtype)
+
+
+# --- structure -------------------------------------------------------------------
+
+
+def test_nested_inputs_and_outputs_keep_their_structure():
+  @tf.function
+  def f(x, d):
+    return {"sum": x + d["a"], "pair": (d["b"] * 2.0, [x * d["b"]])}
+
+  specs = (tf.TensorSpec([None, 3], F32), {"a": tf.TensorSpec([3], F32),
+                                           "b": tf.TensorSpec([], F32)})
+  fn, params = tfprims.convert(f, *specs)
+  assert params == {}
+  x, d = _x(2, 3), {"a": _x(3, seed=1), "b": np.float32(1.5)}
+  out, new_params = fn(params, x, d)
+  ref = f(x, d)
+  assert set(out) == {"sum", "pair"} and isinstance(out["pair"], tuple)
+  assert isinstance(out["pair"][1], list)
+  np.testing.assert_allclose(out["sum"], ref["sum"], rtol=1e-6)
+  np.testing.assert_allclose(out["pair"][0], ref["pair"][0], rtol=1e-6)
+  np.testing.assert_allclose(out["pair"][1][0], ref["pair"][1][0], rtol=1e-6)
+  assert new_params == {}
+
+
+def test_keyword_arguments_and_signature():
+  @tf.function
+  def f(x, y):
+    return x - y
+
+  fn, params = tfprims.convert(f, tf.TensorSpec([2], F32), tf.TensorSpec([2], F32))
+  assert list(fn.signature.parameters) == ["x", "y"]
+  a, b = np.float32([1, 2]), np.float32([5, 7])
+  np.testing.assert_array_equal(fn(params, y=b, x=a)[0], a - b)
+  np.testing.assert_array_equal(fn(params, a, y=b)[0], a - b)
+  assert [s.name for s in fn.input_specs] == ["x", "y"]
+  assert fn.output_specs[0].shape == (2,)
+
+
+def test_convert_accepts_example_values_and_concrete_functions():
+  f = tf.function(lambda x: tf.sin(x) * x)
+  x = _x(4)
+  fn1, _ = tfprims.convert(f, x)
+  fn2, _ = tfprims.convert(f.get_concrete_function(tf.TensorSpec([4], F32)))
+  fn3, _ = tfprims.convert(lambda x: tf.sin(x) * x, tf.TensorSpec([4], F32))
+  for fn in (fn1, fn2, fn3):
+    np.testing.assert_allclose(fn({}, x)[0], f(x), rtol=1e-6)
+
+
+def test_convert_functional_returns_outputs_only_and_refuses_variables():
+  f = tf.function(lambda x: x * 3.0)
+  fn = tfprims.convert_functional(f, tf.TensorSpec([2], F32))
+  np.testing.assert_allclose(fn(np.float32([1, 2])), [3, 6])
+
+  v = tf.Variable([1.0, 2.0], name="scale")
+  g = tf.function(lambda x: x * v)
+  with pytest.raises(tfprims.ConversionError, match="captures variable 'scale'"):
+    tfprims.convert_functional(g, tf.TensorSpec([2], F32))
+
+
+def test_variables_become_params_and_assignments_come_back():
+  v = tf.Variable([1.0, 2.0], name="acc")
+  w = tf.Variable([10.0, 20.0], name="untouched")
+
+  @tf.function
+  def step(x):
+    v.assign_add(x)
+    return v.read_value() * w
+
+  fn, params = tfprims.convert(step, tf.TensorSpec([2], F32))
+  assert set(params) == {"acc", "untouched"}
+  assert fn.param_specs["acc"].trainable is True
+  out, new_params = fn(params, np.float32([1, 1]))
+  np.testing.assert_allclose(out, [20.0, 60.0])
+  np.testing.assert_allclose(new_params["acc"], [2.0, 3.0])
+  np.testing.assert_allclose(new_params["untouched"], [10.0, 20.0])
+  np.testing.assert_allclose(params["acc"], [1.0, 2.0])  # the input params are not mutated
+
+
+def test_captured_constants_are_folded_into_the_function():
+  c = tf.constant([1.0, 2.0, 3.0])
+  f = tf.function(lambda x: x + c)
+  fn, params = tfprims.convert(f, tf.TensorSpec([3], F32))
+  np.testing.assert_allclose(fn(params, np.zeros(3, np.float32))[0], [1, 2, 3])
+
+
+def test_graph_def_entry_point():
+  f = tf.function(lambda x: tf.sin(x) * 2.0)
+  cf = f.get_concrete_function(tf.TensorSpec([3], F32, name="inp"))
+  gd = cf.graph.as_graph_def()
+  out_name = cf.outputs[0].name
+  fn = tfprims.convert_graph_def(gd, inputs=["inp:0"], outputs=[out_name])
+  x = _x(3)
+  np.testing.assert_allclose(fn(x)[0], f(x), rtol=1e-6)
+  with pytest.raises(tfprims.InputStructureError, match="expected 1 inputs"):
+    fn(x, x)
+
+
+# --- config ----------------------------------------------------------------------
+
+
+def test_config_get_update_override():
+  assert tfprims.get_config("strict_shape_check") is True
+  with tfprims.override_config("strict_shape_check", False):
+    assert tfprims.get_config("strict_shape_check") is False
+  assert tfprims.get_config("strict_shape_check") is True
+  with pytest.raises(KeyError, match="unknown tfprims config option"):
+    tfprims.get_config("nope")
+
+
+def test_strict_shape_check_can_be_disabled():
+  f = tf.function(lambda x: x * 2.0)
+  fn, params = tfprims.convert(f, tf.TensorSpec([2], F32))
+  with pytest.raises(tfprims.InputShapeError):
+    fn(params, np.ones(3, np.float32))
+  with tfprims.override_config("strict_shape_check", False):
+    np.testing.assert_allclose(fn(params, np.ones(3, np.float32))[0], [2, 2, 2])
+
+
+def test_strict_dtype_check_off_casts_inputs():
+  f = tf.function(lambda x: x * 2.0)
+  fn, params = tfprims.convert(f, tf.TensorSpec([2], F32))
+  with pytest.raises(tfprims.InputDtypeError, match="'x' has dtype int32, expected float32"):
+    fn(params, np.int32([1, 2]))
+  with tfprims.override_config("strict_dtype_check", False):
+    out = fn(params, np.int32([1, 2]))[0]
+  assert out.dtype == jnp.float32
+  np.testing.assert_allclose(out, [2, 4])
+  # Python scalars and lists are weakly typed: always converted.
+  np.testing.assert_allclose(fn(params, [1, 2])[0], [2, 4])
+
+
+# --- section 6: inputs, params and errors ----------------------------------------
+
+
+@pytest.fixture
+def mul_fn():
+  f = tf.function(lambda x, y: x * y)
+  return tfprims.convert(f, tf.TensorSpec([None, 3], F32), tf.TensorSpec([3], F32))
+
+
+@pytest.mark.parametrize("x, y, err, msg", [
+    (np.ones((2, 4), np.float32), np.ones(3, np.float32), tfprims.InputShapeError,
+     r"input 'x' has shape \[2, 4\], expected \[None, 3\]"),
+    (np.ones((3,), np.float32), np.ones(3, np.float32), tfprims.InputShapeError,
+     r"input 'x' has shape \[3\], expected \[None, 3\]"),
+    (np.ones((2, 3), np.float32), np.ones(3, np.int32), tfprims.InputDtypeError,
+     r"input 'y' has dtype int32, expected float32"),
+    (np.ones((2, 3), np.float32), "abc", tfprims.InputDtypeError, r"input 'y'"),
+])
+def test_bad_inputs_raise_typed_errors_naming_the_argument(mul_fn, x, y, err, msg):
+  fn, params = mul_fn
+  with pytest.raises(err, match=msg):
+    fn(params, x, y)
+
+
+def test_missing_and_extra_arguments(mul_fn):
+  fn, params = mul_fn
+  with pytest.raises(tfprims.InputStructureError, match="missing a required argument: 'y'"):
+    fn(params, np.ones((1, 3), np.float32))
+  with pytest.raises(tfprims.InputStructureError, match="too many positional"):
+    fn(params, np.ones((1, 3), np.float32), np.ones(3, np.float32), np.ones(3))
+  with pytest.raises(tfprims.InputStructureError, match="unexpected keyword argument 'z'"):
+    fn(params, np.ones((1, 3), np.float32), np.ones(3, np.float32), z=1)
+
+
+def test_wrong_pytree_structure():
+  f = tf.function(lambda d: d["a"] * d["b"])
+  fn, params = tfprims.convert(f, {"a": tf.TensorSpec([2], F32), "b": tf.TensorSpec([2], F32)})
+  with pytest.raises(tfprims.InputStructureError, match="input structure does not match"):
+    fn(params, {"a": np.ones(2, np.float32)})
+  with pytest.raises(tfprims.InputStructureError, match="input structure does not match"):
+    fn(params, [np.ones(2, np.float32), np.ones(2, np.float32)])
+
+
+def test_params_are_validated_exactly():
+  v = tf.Variable(np.ones((2, 3), np.float32), name="w")
+  fn, params = tfprims.convert(tf.function(lambda x: x * v), tf.TensorSpec([2, 3], F32))
+  x = np.ones((2, 3), np.float32)
+  # A [1, 3] array would broadcast; it must be refused.
+  with pytest.raises(tfprims.InputShapeError, match=r"param 'w' has shape \[1, 3\], expected \[2, 3\]"):
+    fn({"w": np.ones((1, 3), np.float32)}, x)
+  with pytest.raises(tfprims.InputDtypeError, match="param 'w' has dtype int32"):
+    fn({"w": np.ones((2, 3), np.int32)}, x)
+  with pytest.raises(tfprims.InputStructureError, match=r"missing \['w'\]"):
+    fn({}, x)
+  with pytest.raises(tfprims.InputStructureError, match=r"unexpected \['v'\]"):
+    fn({"w": params["w"], "v": params["w"]}, x)
+  # Even with the shape check off, params must match exactly.
+  with tfprims.override_config("strict_shape_check", False):
+    with pytest.raises(tfprims.InputShapeError):
+      fn({"w": np.ones((1, 3), np.float32)}, x)
+
+
+# --- 64-bit policy ---------------------------------------------------------------
+
+
+def test_int64_constant_that_fits_is_narrowed_faithfully():
+  c = tf.constant(2**31 - 1, tf.int64)
+  f = tf.function(lambda x: x + c)
+  fn, params = tfprims.convert(f, tf.TensorSpec([], tf.int64))
+  out = fn(params, np.int64(0))[0]
+  assert out.dtype == jnp.int32 and int(out) == 2**31 - 1
+
+
+def test_int64_value_that_does_not_fit_raises_with_x64_off():
+  f = tf.function(lambda x: x + tf.constant(2**40, tf.int64))
+  fn, params = tfprims.convert(f, tf.TensorSpec([], tf.int64))
+  with pytest.raises(tfprims.Int64OverflowError, match="enable_x64"):
+    fn(params, np.int64(1))
+  with pytest.raises(tfprims.Int64OverflowError, match="input 'x'"):
+    fn(params, np.int64(2**40))
+
+
+def test_float64_input_beyond_float32_range_raises_with_x64_off():
+  fn, params = tfprims.convert(tf.function(lambda x: x * 2.0), tf.TensorSpec([2], tf.float64))
+  np.testing.assert_allclose(fn(params, np.float64([1.5, 2.5]))[0], [3.0, 5.0])
+  with pytest.raises(tfprims.Int64OverflowError, match="would become inf"):
+    fn(params, np.float64([1e300, 1.0]))
+
+
+def test_with_x64_on_dtypes_match_tf_exactly(x64):
+  f = tf.function(lambda x, i: (x * 2.0, i + tf.constant(2**40, tf.int64)))
+  fn, params = tfprims.convert(f, tf.TensorSpec([2], tf.float64), tf.TensorSpec([], tf.int64))
+  (y, j), _ = fn(params, np.float64([1.0, 2.0]), np.int64(3))
+  assert y.dtype == jnp.float64 and j.dtype == jnp.int64
+  assert int(j) == 2**40 + 3
+
+
+# --- unsupported inputs and data-dependent shapes ----------------------------------
+
+
+def test_string_input_is_refused_at_conversion():
+  f = tf.function(lambda s: tf.strings.length(s))
+  with pytest.raises(tfprims.UnsupportedInputError, match="input 's' has dtype string"):
+    tfprims.convert(f, tf.TensorSpec([2], tf.string))
+
+
+def test_ragged_and_sparse_inputs_are_refused_at_conversion():
+  f = tf.function(lambda r: r * 2.0)
+  with pytest.raises(tfprims.UnsupportedInputError, match="RaggedTensorSpec"):
+    tfprims.convert(f, tf.RaggedTensorSpec([2, None], F32))
+  g = tf.function(lambda s: tf.sparse.reduce_sum(s))
+  with pytest.raises(tfprims.UnsupportedInputError, match="SparseTensorSpec"):
+    tfprims.convert(g, tf.SparseTensorSpec([3, 3], F32))
+
+
+def test_lookup_table_is_refused_at_conversion():
+  table = tf.lookup.StaticHashTable(
+      tf.lookup.KeyValueTensorInitializer(tf.constant([1, 2], tf.int64),
+                                          tf.constant([10, 20], tf.int64)), -1)
+  f = tf.function(lambda k: table.lookup(k))
+  with pytest.raises(tfprims.UnsupportedInputError, match="resource .* not a variable"):
+    tfprims.convert(f, tf.TensorSpec([2], tf.int64))
+
+
+def test_tf1_switch_merge_graph_is_refused():
+  tf.compat.v1.disable_control_flow_v2()
+  try:
+    g = tf.Graph()
+    with g.as_default():
+      x = tf.compat.v1.placeholder(F32, [2], name="x")
+      p = tf.compat.v1.placeholder(tf.bool, [], name="p")
+      y = tf.compat.v1.cond(p, lambda: x * 2.0, lambda: x + 1.0)
+  finally:
+    tf.compat.v1.enable_control_flow_v2()
+  with pytest.raises(tfprims.UnsupportedOpError, match="(?s)Merge.*Switch.*TF1 control flow"):
+    tfprims.convert_graph_def(g.as_graph_def(), ["x:0", "p:0"], [y.name])
+
+
+@pytest.mark.parametrize("body", [
+    lambda x: tf.where(x > 0.0),
+    lambda x: tf.boolean_mask(x, x > 0.0),
+])
+def test_data_dependent_output_shapes_are_refused_at_conversion(body):
+  with pytest.raises(tfprims.DynamicShapeError, match="Where node '.*'.*depends on the data"):
+    tfprims.convert(tf.function(body), tf.TensorSpec([4], F32))
+
+
+def test_reshape_to_a_computed_shape_names_the_node():
+  @tf.function
+  def f(x, n):
+    return tf.reshape(x, tf.stack([n, -1]))
+
+  fn, params = tfprims.convert(f, tf.TensorSpec([6], F32), tf.TensorSpec([], tf.int32))
+  with pytest.raises(tfprims.StaticInputError, match="Reshape node 'Reshape': input 'shape'"):
+    fn(params, np.ones(6, np.float32), np.int32(2))
+  with pytest.raises(tfprims.StaticInputError):
+    jax.jit(lambda x, n: fn(params, x, n)[0])(np.ones(6, np.float32), np.int32(2))
+
+
+def test_shapes_of_traced_values_are_static():
+  @tf.function
+  def f(x):
+    return tf.reshape(x, tf.stack([tf.shape(x)[0] * 2, -1]))
+
+  fn, params = tfprims.convert(f, tf.TensorSpec([None, 4], F32))
+  x = _x(3, 4)
+  jaxpr = jax.make_jaxpr(lambda x: fn(params, x)[0])(x)
+  assert "tf.Reshape[shape=(6, -1)]" in str(jaxpr)
+  np.testing.assert_allclose(fn(params, x)[0], f(x))

@@ -1,0 +1,124 @@
+"""The public registry API: adding ops, looking them up, overriding rules."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfprims
+from tfprims import core
+
+
+def test_lookup_and_listing():
+  ops = tfprims.registered_ops()
+  assert ops == tuple(sorted(ops)) and len(ops) >= 120
+  prim = tfprims.primitive("MatMul")
+  assert prim.name == "tf.MatMul"
+  assert tfprims.get_op("MatMul").primitive is prim
+  with pytest.raises(KeyError, match="no TF op 'NotAnOp' is registered"):
+    tfprims.primitive("NotAnOp")
+
+
+def test_params_must_be_hashable():
+  with pytest.raises(TypeError, match="must be hashable"):
+    core.hashable({"a": 1})
+  assert core.hashable([1, np.int64(2), np.array([3, 4])]) == (1, 2, (3, 4))
+  assert core.hashable(np.float32) == np.dtype("float32")
+
+
+@pytest.fixture
+def bucketize():
+  """Registers TF's Bucketize (not shipped by tfprims) the way a library author would."""
+  assert "Bucketize" not in tfprims.registered_ops()
+
+  def impl(x, *, boundaries):
+    return jnp.searchsorted(jnp.asarray(boundaries, x.dtype), x, side="right").astype(jnp.int32)
+
+  op = tfprims.register_op("Bucketize", impl, attrs=("boundaries",), batching="elementwise")
+  yield op
+  del core._REGISTRY["Bucketize"]
+
+
+def test_registering_a_new_op_and_converting_a_graph_that_uses_it(bucketize):
+  @tf.function
+  def f(x):
+    return tf.raw_ops.Bucketize(input=x * 2.0, boundaries=[0.0, 1.0, 5.0])
+
+  fn, params = tfprims.convert(f, tf.TensorSpec([None], tf.float32))
+  x = np.float32([-1.0, 0.0, 0.2, 0.5, 2.4, 3.0, 7.0])
+  out, _ = fn(params, x)
+  np.testing.assert_array_equal(out, f(x).numpy())
+  jaxpr = str(jax.make_jaxpr(lambda x: fn(params, x)[0])(x))
+  assert "tf.Bucketize[boundaries=(0.0, 1.0, 5.0)]" in jaxpr
+
+  # "elementwise" batching re-binds the op under vmap.
+  xs = np.stack([x, -x])
+  batched = jax.vmap(lambda x: fn(params, x)[0])(xs)
+  np.testing.assert_array_equal(batched, np.stack([f(x).numpy(), f(-x).numpy()]))
+  assert "tf.Bucketize" in str(jax.make_jaxpr(jax.vmap(lambda x: fn(params, x)[0]))(xs))
+
+
+def test_overriding_a_batching_rule(bucketize):
+  calls = []
+
+  def rule(args, dims, **params):
+    calls.append(dims)
+    (x,), (d,) = args, dims
+    x = jnp.moveaxis(x, d, 0)
+    # Evaluate example by example: a deliberately different but correct strategy.
+    return jnp.stack([bucketize(x[i], **params) for i in range(x.shape[0])]), 0
+
+  tfprims.override_batching("Bucketize", rule)
+  try:
+    assert bucketize.batching_source == "override"
+    fn, params = tfprims.convert(
+        tf.function(lambda x: tf.raw_ops.Bucketize(input=x, boundaries=[0.5])),
+        tf.TensorSpec([3], tf.float32))
+    xs = np.float32([[0, 1, 2], [1, 0, 0]])
+    out = jax.vmap(lambda x: fn(params, x)[0], in_axes=1)(xs.T)
+    np.testing.assert_array_equal(out, (xs > 0.5).astype(np.int32))
+    assert calls == [(1,)]
+  finally:
+    tfprims.override_batching("Bucketize", None)
+  assert bucketize.batching_source == "elementwise"
+
+
+def test_overriding_a_jvp_rule():
+  sin = tfprims.get_op("Sin")
+
+  def scaled_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return sin(x), 10.0 * t * jnp.cos(x)
+
+  tfprims.override_jvp("Sin", scaled_jvp)
+  try:
+    g = jax.grad(lambda x: sin(x))(0.3)
+    np.testing.assert_allclose(g, 10.0 * np.cos(0.3), rtol=1e-6)
+  finally:
+    tfprims.override_jvp("Sin", None)
+  assert sin.jvp_source != "override"
+  np.testing.assert_allclose(jax.grad(lambda x: sin(x))(0.3), np.cos(0.3), rtol=1e-6)
+
+
+def test_registering_twice_needs_replace(bucketize):
+  with pytest.raises(ValueError, match="already registered"):
+    tfprims.register_op("Bucketize", lambda x: x)
+
+
+def test_unsupported_ops_are_all_listed_including_nested_functions():
+  @tf.function
+  def inner(x):
+    return tf.math.betainc(x, x, x) + tf.math.zeta(x, x)
+
+  @tf.function
+  def outer(x):
+    return inner(x) * tf.math.zeta(x, 2.0 * x)
+
+  with pytest.raises(tfprims.UnsupportedOpError) as info:
+    tfprims.convert(outer, tf.TensorSpec([3], tf.float32))
+  err = info.value
+  assert set(err.ops) == {"Betainc", "Zeta"}
+  assert any("/" in node for node in err.ops["Betainc"])  # found inside the nested function
+  assert len(err.ops["Zeta"]) == 2  # one at top level, one nested
+  assert "Betainc" in str(err) and "Zeta" in str(err)
