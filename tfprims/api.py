@@ -67,7 +67,9 @@ class ConvertedFunction:
     signature: the TF function's Python signature (``inspect.Signature``).
     structured_inputs: the TF input signature (nested ``tf.TensorSpec``s).
     structured_outputs: the output structure (nested ``tf.TensorSpec``s).
-    input_specs / param_specs / output_specs: flat :class:`TensorSpec` lists.
+    input_specs / output_specs: flat :class:`TensorSpec` tuples.
+    param_specs: param name -> :class:`TensorSpec` (with ``trainable``).
+    tf_variables: param name -> the ``tf.Variable`` it was read from.
   """
 
   def __init__(self, *, graph, library, signature, structured_inputs, input_specs,
@@ -85,6 +87,7 @@ class ConvertedFunction:
     self.output_specs = tuple(output_specs)
     self.structured_outputs = tree.map_structure(
         lambda i: output_specs[i] if isinstance(i, int) else i, output_structure)
+    self.tf_variables: dict[str, Any] = {}
     self.__name__ = name
     self.__doc__ = f"tfprims conversion of TF function {name!r}."
 
@@ -271,7 +274,7 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
   input_nodes = [t.op.name for t in cf.inputs[:n_args]]
 
   var_names = _variable_names(cf.variables)
-  captures, param_specs, params = {}, [], {}
+  captures, param_specs, params, tf_variables = {}, [], {}, {}
   for placeholder, captured in zip(cf.inputs[n_args:], cf.captured_inputs):
     node_name = placeholder.op.name
     if id(captured) in var_names:
@@ -287,6 +290,7 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
         raise errors.UnsupportedInputError(
             f"variable '{key}' has dtype {variable.dtype.name}, which has no JAX equivalent")
       captures[node_name] = interpreter.VariableHandle(key)
+      tf_variables[key] = variable
       param_specs.append(TensorSpec(key, tuple(value.shape), np_dtype,
                                     trainable=bool(variable.trainable)))
       params[key] = value
@@ -333,6 +337,7 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
       input_nodes=input_nodes, param_specs=param_specs, captures=captures,
       output_structure=output_structure, output_specs=output_specs,
       name=_function_name(cf))
+  fn.tf_variables = tf_variables
   return fn, params
 
 
