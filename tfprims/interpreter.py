@@ -41,6 +41,17 @@ class Context:
     return key
 
 
+_CONTEXTS: list[Context] = []
+
+
+def current_context() -> Context:
+  """The context of the graph being interpreted (for op hooks that need the rng
+  key or variable state)."""
+  if not _CONTEXTS:
+    raise RuntimeError("no TF graph is being interpreted")
+  return _CONTEXTS[-1]
+
+
 # Ops the interpreter handles itself: they have no primitive of their own.
 Handler = Callable[[Context, graph_lib.Node, list], list]
 STRUCTURAL: dict[str, Handler] = {}
@@ -133,12 +144,16 @@ def run(ctx: Context, graph: graph_lib.Graph, feeds: Mapping[str, Any]) -> list:
   """Evaluates ``graph`` given values for its inputs (by name); returns its outputs."""
   env: dict[str, list] = {name: [value] for name, value in feeds.items()}
   needed = _needed_nodes(graph)
-  for node in graph.nodes:
-    if node.name in env or node.name not in needed:
-      continue
-    inputs = [_lookup(env, ref, node) for ref in node.inputs]
-    env[node.name] = _run_node(ctx, node, inputs)
-  return [_lookup(env, ref, None) for ref in graph.outputs]
+  _CONTEXTS.append(ctx)
+  try:
+    for node in graph.nodes:
+      if node.name in env or node.name not in needed:
+        continue
+      inputs = [_lookup(env, ref, node) for ref in node.inputs]
+      env[node.name] = _run_node(ctx, node, inputs)
+    return [_lookup(env, ref, None) for ref in graph.outputs]
+  finally:
+    _CONTEXTS.pop()
 
 
 def _lookup(env, ref, node):
