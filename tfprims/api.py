@@ -322,10 +322,9 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
     shape = None if t.shape.rank is None else tuple(t.shape.as_list())
     output_specs.append(TensorSpec(t.name, shape, np_dtype or t.dtype.name))
 
-  graph = graph_lib.from_graph_def(graph_def, [t.name for t in cf.inputs], output_names,
-                                   name=cf.name)
-  control_outputs = [op.name for op in getattr(cf.graph, "control_outputs", [])]
-  graph.control_outputs = control_outputs
+  graph = graph_lib.from_graph_def(
+      graph_def, [t.name for t in cf.inputs], output_names, name=_function_name(cf),
+      control_outputs=[op.name for op in getattr(cf.graph, "control_outputs", [])])
   interpreter.check_supported(graph, library)
 
   signature = inspect.Signature([
@@ -416,7 +415,7 @@ def convert_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str]
     shape = node.attr("shape", None)
     specs.append(TensorSpec(name, shape, np_dtype))
   fed = set(graph.inputs)
-  needed = interpreter._needed_nodes(graph)
+  needed = graph.needed
   unfed = [n.name for n in graph.nodes
            if n.op == "Placeholder" and n.name not in fed and n.name in needed]
   if unfed:

@@ -75,6 +75,22 @@ class Graph:
   def by_name(self) -> dict[str, Node]:
     return {n.name: n for n in self.nodes}
 
+  @functools.cached_property
+  def needed(self) -> frozenset:
+    """Names of the nodes the outputs and control outputs depend on."""
+    by_name = self.by_name
+    needed: set[str] = set()
+    stack = [r[0] for r in self.outputs] + list(self.control_outputs)
+    while stack:
+      name = stack.pop()
+      if name in needed or name not in by_name:
+        continue
+      needed.add(name)
+      node = by_name[name]
+      stack.extend(r[0] for r in node.inputs)
+      stack.extend(node.control_inputs)
+    return frozenset(needed)
+
 
 def parse_ref(ref: str) -> tuple[str, int]:
   name, _, idx = ref.partition(":")
@@ -115,7 +131,7 @@ def _toposort(nodes: list[Node], graph_name: str) -> list[Node]:
 
 
 def from_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str],
-                   name: str = "graph") -> Graph:
+                   name: str = "graph", control_outputs: Sequence[str] = ()) -> Graph:
   """A :class:`Graph` from a GraphDef; ``inputs``/``outputs`` are tensor names."""
   nodes = []
   for nd in graph_def.node:
@@ -129,7 +145,7 @@ def from_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str],
   return Graph(name=name, nodes=_toposort(nodes, name),
                inputs=[parse_ref(i)[0] for i in inputs],
                outputs=[parse_ref(o) for o in outputs],
-               output_names=list(outputs))
+               output_names=list(outputs), control_outputs=list(control_outputs))
 
 
 def from_function_def(fdef) -> Graph:

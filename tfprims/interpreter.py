@@ -125,25 +125,10 @@ def check_supported(graph: graph_lib.Graph, library: graph_lib.Library) -> None:
     raise err
 
 
-def _needed_nodes(graph: graph_lib.Graph) -> set[str]:
-  by_name = graph.by_name
-  needed: set[str] = set()
-  stack = [r[0] for r in graph.outputs] + list(graph.control_outputs)
-  while stack:
-    name = stack.pop()
-    if name in needed or name not in by_name:
-      continue
-    needed.add(name)
-    node = by_name[name]
-    stack.extend(r[0] for r in node.inputs)
-    stack.extend(node.control_inputs)
-  return needed
-
-
 def run(ctx: Context, graph: graph_lib.Graph, feeds: Mapping[str, Any]) -> list:
   """Evaluates ``graph`` given values for its inputs (by name); returns its outputs."""
   env: dict[str, list] = {name: [value] for name, value in feeds.items()}
-  needed = _needed_nodes(graph)
+  needed = graph.needed
   _CONTEXTS.append(ctx)
   try:
     for node in graph.nodes:
