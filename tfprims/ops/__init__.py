@@ -6,3 +6,4 @@ from tfprims.ops import array  # noqa: F401
 from tfprims.ops import reductions  # noqa: F401
 from tfprims.ops import linalg  # noqa: F401
 from tfprims.ops import nn  # noqa: F401
+from tfprims.ops import random  # noqa: F401
