@@ -1,0 +1,660 @@
+"""The ``tfprims`` command line.
+
+    tfprims inspect                      # the embedded example CNN
+    tfprims inspect --example mlp
+    tfprims inspect path/to/saved_model [--signature serving_default] [--full]
+
+``inspect`` converts a model, then prints a header (model, inputs, outputs,
+params), the histogram of TF ops in the converted jaxpr, the jaxpr itself
+(abridged unless ``--full``) and how far the converted function's outputs are
+from TensorFlow's on an example input.
+
+Exit status: 0 when the outputs match TF within the tolerance, 1 when they do
+not, 2 on errors (unsupported ops, unreadable SavedModel, bad arguments...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import dataclasses
+import os
+import re
+import sys
+import tempfile
+import time
+from typing import Any, Callable, Optional, TextIO
+
+# Before TensorFlow is imported (tfprims itself imports TF lazily).
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np
+
+from tfprims import examples
+
+PROG = "tfprims"
+EXIT_OK, EXIT_MISMATCH, EXIT_ERROR = 0, 1, 2
+DEFAULT_TOLERANCE = 1e-5
+DEFAULT_MAX_EQUATIONS = 40
+
+
+class CLIError(Exception):
+  """A user error found by the CLI itself (bad path, unknown signature...)."""
+
+
+# --- argument parsing ---------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(
+      prog=PROG,
+      description="tfprims: TensorFlow functions as JAX functions, one JAX primitive "
+                  "(tf.<OpType>) per TF op.",
+      epilog="Run 'tfprims inspect --help' for the inspect command.")
+  from tfprims import __version__
+  parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+  sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+  listing = "\n".join(f"  {name:<6}{' (default)' if name == examples.DEFAULT else ''}  "
+                      f"{examples.describe(name)}" for name in examples.names())
+  inspect = sub.add_parser(
+      "inspect", formatter_class=argparse.RawDescriptionHelpFormatter,
+      help="convert a SavedModel signature or an embedded example and show the result",
+      description=(
+          "Convert a TF function with tfprims and show: a header (model, inputs, outputs,\n"
+          "params), the histogram of TF ops in the converted jaxpr, the jaxpr (its\n"
+          "primitives are the TF ops: tf.Conv2D, tf.MatMul...) and the largest difference\n"
+          "between the converted function's outputs and TensorFlow's on an example input.\n\n"
+          "With no SAVEDMODEL_DIR, an embedded example model is used (built in code with\n"
+          "Keras, deterministic weights, no download)."),
+      epilog=(
+          f"examples (--example):\n{listing}\n\n"
+          "SavedModel inputs are built from the signature: floats ~ N(0, 1) (seeded),\n"
+          "integers and booleans zero; unknown (None) dimensions get --unknown-dim.\n\n"
+          "The outputs match when max|jax - tf| <= TOL * max(1, max|tf|) (absolute for\n"
+          "outputs of scale <= 1, relative above).\n"
+          "Exit status: 0 match, 1 mismatch, 2 error (unsupported op, bad model, ...)."))
+  inspect.add_argument("saved_model", nargs="?", metavar="SAVEDMODEL_DIR",
+                       help="a TF2 SavedModel directory (tf.saved_model.save)")
+  inspect.add_argument("--example", choices=examples.names(), metavar="NAME",
+                       help=f"an embedded example model: {', '.join(examples.names())} "
+                            f"(default: {examples.DEFAULT} when no SAVEDMODEL_DIR)")
+  inspect.add_argument("--signature", default="serving_default", metavar="NAME",
+                       help="the SavedModel signature to convert (default: %(default)s)")
+  inspect.add_argument("--full", action="store_true",
+                       help="print the whole jaxpr and every param")
+  inspect.add_argument("--max-equations", type=_positive_int, default=DEFAULT_MAX_EQUATIONS,
+                       metavar="N", help="equations shown without --full (default: %(default)s)")
+  inspect.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE, metavar="TOL",
+                       help="tolerance of the comparison with TF (default: %(default)g)")
+  inspect.add_argument("--unknown-dim", type=_positive_int, default=2, metavar="N",
+                       help="size given to unknown (None) input dimensions of a SavedModel "
+                            "signature (default: %(default)s)")
+  inspect.add_argument("--seed", type=int, default=0,
+                       help="seed of the random SavedModel inputs (default: %(default)s)")
+  inspect.set_defaults(run=_inspect)
+  return parser
+
+
+def _positive_int(text: str) -> int:
+  value = int(text)
+  if value < 1:
+    raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+  return value
+
+
+def main(argv: Optional[list] = None) -> int:
+  """Entry point of the ``tfprims`` console script; returns the exit status."""
+  parser = build_parser()
+  args = parser.parse_args(argv)
+  if args.command == "inspect" and args.saved_model and args.example:
+    parser.error("inspect: give either SAVEDMODEL_DIR or --example, not both")
+  _default_jax_platform()
+  out = sys.stdout
+  try:
+    return args.run(args, out)
+  except BrokenPipeError:  # e.g. `tfprims inspect | head`
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_OK
+  except CLIError as e:
+    return _fail(f"{PROG} {args.command}: error: {e}")
+  except Exception as e:  # noqa: BLE001 (tfprims errors are user-facing; others are bugs)
+    from tfprims import errors
+    if isinstance(e, errors.TFPrimsError):
+      return _fail(f"{PROG} {args.command}: {type(e).__name__}: {e}")
+    raise
+
+
+def _fail(message: str) -> int:
+  sys.stdout.flush()
+  print(message, file=sys.stderr)
+  return EXIT_ERROR
+
+
+def _default_jax_platform() -> None:
+  """CPU unless the user chose (JAX reads JAX_PLATFORMS when it is imported,
+  which ``import tfprims`` already did)."""
+  if "JAX_PLATFORMS" in os.environ:
+    return
+  import jax
+  try:
+    jax.config.update("jax_platforms", "cpu")
+  except Exception:  # noqa: BLE001 (backends already initialised: keep them)
+    pass
+
+
+# --- quiet TensorFlow ---------------------------------------------------------
+
+
+def import_tensorflow():
+  """Imports TensorFlow with its C++ start-up chatter (written to the stderr file
+  descriptor before logging is configured) swallowed, unless the import fails."""
+  if "tensorflow" in sys.modules:
+    return sys.modules["tensorflow"]
+  with _silenced_stderr_fd() as captured:
+    try:
+      import tensorflow as tf
+      # Creating the eager context probes for GPUs, which logs through absl.
+      tf.config.list_logical_devices()
+    except BaseException:
+      captured.replay = True
+      raise
+  tf.get_logger().setLevel("ERROR")
+  # The comparison with TF wants TF's exact float32 math, not TF32 (on GPUs).
+  with contextlib.suppress(Exception):
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+  with contextlib.suppress(Exception):
+    from absl import logging as absl_logging
+    absl_logging.set_verbosity(absl_logging.ERROR)
+  return tf
+
+
+@dataclasses.dataclass
+class _Captured:
+  replay: bool = False
+
+
+@contextlib.contextmanager
+def _silenced_stderr_fd():
+  captured = _Captured()
+  try:
+    fd = sys.stderr.fileno()
+  except (AttributeError, OSError, ValueError):
+    fd = 2
+  sys.stderr.flush()
+  saved = os.dup(fd)
+  with tempfile.TemporaryFile(mode="w+b") as tmp:
+    os.dup2(tmp.fileno(), fd)
+    try:
+      yield captured
+    finally:
+      os.dup2(saved, fd)
+      os.close(saved)
+      if captured.replay:
+        tmp.seek(0)
+        sys.stderr.write(tmp.read().decode(errors="replace"))
+
+
+# --- the inspect command --------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Target:
+  """What to convert: a ConcreteFunction, how to call it in TF, example inputs."""
+  title: str
+  description: str
+  name: str
+  concrete_fn: Any
+  call_tf: Callable[..., Any]
+  args: tuple
+  kwargs: dict
+
+
+def _inspect(args, out: TextIO) -> int:
+  tf = import_tensorflow()
+  target = (_saved_model_target(tf, args) if args.saved_model
+            else _example_target(tf, args.example or examples.DEFAULT))
+
+  start = time.perf_counter()
+  jax_fn, params = _convert(tf, target)
+  convert_s = time.perf_counter() - start
+
+  report = Report(out, full=args.full, max_equations=args.max_equations)
+  report.header(target, jax_fn, params, convert_s)
+
+  closed = _make_jaxpr(jax_fn, params, target)
+  report.histogram(closed, _graph_op_counts(target.concrete_fn))
+  report.jaxpr(closed, _input_names(params, target, jax_fn))
+
+  comparison = compare(jax_fn, params, target, args.tolerance)
+  report.comparison(comparison)
+  return EXIT_OK if comparison.ok else EXIT_MISMATCH
+
+
+def _convert(tf, target: Target):
+  """``tfprims.convert(target.concrete_fn)``.
+
+  Signatures restored by ``tf.saved_model.load`` describe their outputs with
+  TensorSpecs rather than graph tensors, which ``tfprims.convert`` may reject;
+  such a signature is then converted through a ``tf.function`` calling it (the
+  graph is the same, one call deeper), and ``target.concrete_fn`` becomes that.
+  """
+  import tfprims
+  cf = target.concrete_fn
+  try:
+    return tfprims.convert(cf)
+  except tfprims.TFPrimsError:
+    if not any(isinstance(x, tf.TensorSpec) for x in tf.nest.flatten(cf.structured_outputs)):
+      raise
+  sig_args, sig_kwargs = cf.structured_input_signature
+
+  def call(*args, **kwargs):
+    return cf(*args, **kwargs)
+  call.__name__ = target.name or _function_name(cf)
+  target.concrete_fn = tf.function(call, autograph=False).get_concrete_function(
+      *sig_args, **sig_kwargs)
+  return tfprims.convert(target.concrete_fn)
+
+
+def _function_name(cf) -> str:
+  name = getattr(cf, "name", "signature")
+  name = name.decode() if isinstance(name, bytes) else str(name)
+  name = re.sub(r"^__inference_|_\d+$", "", name)
+  return re.sub(r"\W", "_", name) or "signature"
+
+
+def _example_target(tf, name: str) -> Target:
+  ex = examples.build(name)
+  cf = ex.tf_fn.get_concrete_function(*ex.inputs)
+  return Target(title=f"example '{name}'", description=ex.description, name=name,
+                concrete_fn=cf,
+                call_tf=ex.tf_fn, args=tuple(ex.inputs), kwargs={})
+
+
+def _saved_model_target(tf, args) -> Target:
+  path = args.saved_model
+  if not os.path.isdir(path):
+    raise CLIError(f"{path!r} is not a directory (expected a SavedModel directory)")
+  if not any(os.path.exists(os.path.join(path, f))
+             for f in ("saved_model.pb", "saved_model.pbtxt")):
+    raise CLIError(f"{path!r} is not a SavedModel: it has no saved_model.pb")
+  try:
+    restored = tf.saved_model.load(path)
+  except Exception as e:  # noqa: BLE001 (TF raises many kinds)
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    raise CLIError(f"cannot load the SavedModel {path!r}: {type(e).__name__}: {first}") from None
+  signatures = dict(getattr(restored, "signatures", {}) or {})
+  if not signatures:
+    raise CLIError(f"the SavedModel {path!r} has no signatures; save it with "
+                   "tf.saved_model.save(obj, dir, signatures=...) or give the "
+                   "tf.function an input_signature")
+  if args.signature not in signatures:
+    raise CLIError(f"the SavedModel {path!r} has no signature {args.signature!r}; "
+                   f"it has: {', '.join(sorted(signatures))} (use --signature NAME)")
+  sig = signatures[args.signature]
+  sig_args, sig_kwargs = sig.structured_input_signature
+  rng = np.random.default_rng(args.seed)
+  make = lambda spec: _example_value(spec, rng, args.unknown_dim)  # noqa: E731
+  import tree
+  call_args = tuple(tree.map_structure(make, tuple(sig_args)))
+  call_kwargs = dict(tree.map_structure(make, dict(sig_kwargs)))
+  # Keep the restored object alive: the signature's variables belong to it.
+  call_tf = lambda *a, _keep=restored, **k: sig(*a, **k)  # noqa: E731
+  return Target(title=f"SavedModel {path}", description=f"signature '{args.signature}'",
+                name=re.sub(r"\W", "_", args.signature),
+                concrete_fn=sig, call_tf=call_tf, args=call_args, kwargs=call_kwargs)
+
+
+def _example_value(spec, rng, unknown_dim: int):
+  """A deterministic example value for one ``tf.TensorSpec``."""
+  import tensorflow as tf
+  if not isinstance(spec, tf.TensorSpec):
+    return spec  # non-tensor leaves (None, Python values) are passed as they are
+  if spec.shape.rank is None:
+    shape = (unknown_dim,)
+  else:
+    shape = tuple(unknown_dim if d is None else d for d in spec.shape.as_list())
+  dtype = spec.dtype
+  if dtype.is_floating:
+    return rng.standard_normal(shape).astype(dtype.as_numpy_dtype)
+  if dtype.is_complex:
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(
+        dtype.as_numpy_dtype)
+  if dtype.is_integer or dtype.is_bool:
+    return np.zeros(shape, dtype.as_numpy_dtype)
+  raise CLIError(f"cannot build an example value for input '{spec.name}' of dtype "
+                 f"{dtype.name}")
+
+
+def _call_converted(jax_fn):
+  def fn(params, args, kwargs):
+    return jax_fn(params, *args, **kwargs)[0]
+  return fn
+
+
+def _make_jaxpr(jax_fn, params, target: Target):
+  import jax
+  return jax.make_jaxpr(_call_converted(jax_fn))(params, target.args, target.kwargs)
+
+
+def _input_names(params, target: Target, jax_fn) -> list:
+  """Names of the jaxpr's inputs in order: ``param <name>`` / ``input <name>``
+  (the jaxpr takes the params, sorted by name, then the flat inputs)."""
+  import jax
+  n_inputs = len(jax.tree_util.tree_leaves((target.args, target.kwargs)))
+  input_names = [s.name for s in jax_fn.input_specs]
+  if len(input_names) != n_inputs:
+    input_names = [f"#{i}" for i in range(n_inputs)]
+  return ([f"param {k}" for k in sorted(params)] +
+          [f"input {name}" for name in input_names])
+
+
+# --- op counts -----------------------------------------------------------------
+
+
+def jaxpr_op_counts(closed_jaxpr) -> collections.Counter:
+  """Primitive name -> number of equations, sub-jaxprs included."""
+  from jax.extend import core as jex_core
+  counts: collections.Counter = collections.Counter()
+  stack = [getattr(closed_jaxpr, "jaxpr", closed_jaxpr)]
+  while stack:
+    jaxpr = stack.pop()
+    for eqn in jaxpr.eqns:
+      counts[eqn.primitive.name] += 1
+    stack.extend(getattr(j, "jaxpr", j) for j in jex_core.subjaxprs(jaxpr))
+  return counts
+
+
+def _graph_op_counts(concrete_fn) -> collections.Counter:
+  """TF op type -> number of nodes, library functions counted once per call."""
+  graph_def = concrete_fn.graph.as_graph_def()
+  functions = {f.signature.name: f for f in graph_def.library.function}
+  memo: dict[str, collections.Counter] = {}
+
+  def called(node):
+    names = []
+    for value in node.attr.values():
+      if value.HasField("func"):
+        names.append(value.func.name)
+      elif value.HasField("list"):
+        names.extend(f.name for f in value.list.func)
+    if node.op in functions:
+      names.append(node.op)
+    return names
+
+  def count(nodes, active) -> collections.Counter:
+    total: collections.Counter = collections.Counter()
+    for node in nodes:
+      total[node.op] += 1
+      for fname in called(node):
+        if fname in functions and fname not in active:
+          if fname not in memo:
+            memo[fname] = count(functions[fname].node_def, active | {fname})
+          total.update(memo[fname])
+    return total
+
+  return count(graph_def.node, frozenset())
+
+
+# --- comparison with TF ----------------------------------------------------------
+
+
+@dataclasses.dataclass
+class OutputDiff:
+  name: str
+  shape: tuple
+  tf_dtype: str
+  jax_dtype: str
+  max_abs: float          # inf when shapes differ or non-finite values disagree
+  scale: float            # max |tf| over finite values
+  note: str = ""
+
+
+@dataclasses.dataclass
+class Comparison:
+  outputs: list
+  tolerance: float
+  seconds: float
+
+  @property
+  def max_abs(self) -> float:
+    return max((o.max_abs for o in self.outputs), default=0.0)
+
+  @property
+  def scale(self) -> float:
+    return max((o.scale for o in self.outputs), default=0.0)
+
+  @property
+  def relative(self) -> float:
+    return self.max_abs / self.scale if self.scale > 0 else (
+        0.0 if self.max_abs == 0 else float("inf"))
+
+  @property
+  def ok(self) -> bool:
+    return self.max_abs <= self.tolerance * max(1.0, self.scale)
+
+
+def compare(jax_fn, params, target: Target, tolerance: float) -> Comparison:
+  """Runs the converted function (jitted) and TF on the example inputs."""
+  import jax
+  import tree
+  start = time.perf_counter()
+  jax_out = jax.jit(_call_converted(jax_fn))(params, target.args, target.kwargs)
+  jax_out = jax.block_until_ready(jax_out)
+  seconds = time.perf_counter() - start
+  tf_out = target.call_tf(*target.args, **target.kwargs)
+
+  tf_leaves = tree.flatten_with_path(tf_out)
+  jax_leaves = tree.flatten(jax_out)
+  if len(tf_leaves) != len(jax_leaves):
+    raise CLIError(f"TF returned {len(tf_leaves)} outputs but the converted function "
+                   f"returned {len(jax_leaves)}")
+  diffs = []
+  for i, ((path, t), j) in enumerate(zip(tf_leaves, jax_leaves)):
+    name = "/".join(str(p) for p in path) or ("output" if len(tf_leaves) == 1 else f"output_{i}")
+    diffs.append(_diff(name, np.asarray(t), np.asarray(j)))
+  return Comparison(diffs, tolerance, seconds)
+
+
+def _diff(name: str, t: np.ndarray, j: np.ndarray) -> OutputDiff:
+  diff = OutputDiff(name, t.shape, t.dtype.name, j.dtype.name, 0.0, 0.0)
+  if t.shape != j.shape:
+    diff.max_abs, diff.note = float("inf"), f"shape differs: jax {list(j.shape)}"
+    return diff
+  if t.dtype.kind in "biu" or t.dtype.kind not in "fc" and j.dtype.kind not in "fc":
+    wrong = int(np.count_nonzero(t != j))
+    if t.dtype.kind == "b":
+      diff.max_abs = float("inf") if wrong else 0.0
+    else:
+      with np.errstate(over="ignore"):
+        delta = np.abs(t.astype(np.float64) - j.astype(np.float64))
+      diff.max_abs = float(delta.max()) if delta.size else 0.0
+      diff.scale = float(np.abs(t.astype(np.float64)).max()) if t.size else 0.0
+    if wrong:
+      diff.note = f"{wrong} of {t.size} values differ"
+    return diff
+  wide = np.complex128 if "c" in (t.dtype.kind, j.dtype.kind) else np.float64
+  a, b = t.astype(wide), j.astype(wide)
+  same = (a == b) | (np.isnan(a) & np.isnan(b))
+  with np.errstate(invalid="ignore", over="ignore"):
+    delta = np.where(same, 0.0, np.abs(a - b))
+  delta = np.where(np.isnan(delta), np.inf, delta)
+  diff.max_abs = float(delta.max()) if delta.size else 0.0
+  finite = np.abs(a[np.isfinite(a)])
+  diff.scale = float(finite.max()) if finite.size else 0.0
+  bad = int(np.count_nonzero(~np.isfinite(delta)))
+  if bad:
+    diff.note = f"{bad} non-finite value(s) disagree"
+  return diff
+
+
+# --- printing --------------------------------------------------------------------
+
+
+def _spec_str(spec) -> str:
+  return str(spec)
+
+
+def _output_names(jax_fn) -> list:
+  """(structure path or "", TensorSpec) for each output, in output order."""
+  import tree
+  leaves = [(path, spec) for path, spec in tree.flatten_with_path(jax_fn.structured_outputs)
+            if hasattr(spec, "dtype")]
+  if len(leaves) != len(jax_fn.output_specs):
+    return [("", spec) for spec in jax_fn.output_specs]
+  return [("/".join(str(p) for p in path), spec) for path, spec in leaves]
+
+
+def _array_str(value) -> str:
+  return f"{np.dtype(value.dtype).name}{list(np.shape(value))}"
+
+
+class Report:
+  """Writes the sections of ``tfprims inspect``."""
+
+  def __init__(self, out: TextIO, *, full: bool, max_equations: int):
+    self.out, self.full, self.max_equations = out, full, max_equations
+
+  def line(self, text: str = "") -> None:
+    print(text, file=self.out)
+
+  def section(self, title: str) -> None:
+    self.line()
+    self.line(f"== {title} ==")
+
+  def header(self, target: Target, jax_fn, params, convert_s: float) -> None:
+    self.line(f"tfprims inspect: {target.title}")
+    self.line(f"  {target.description}")
+    self.line(f"function: {jax_fn.__name__}  (converted in {convert_s:.2f} s)")
+    examples_in = {}
+    import tree
+    flat = [v for v in tree.flatten((target.args, target.kwargs))]
+    for spec, value in zip(jax_fn.input_specs, flat):
+      examples_in[spec.name] = value
+    self.line("inputs:")
+    for spec in jax_fn.input_specs:
+      value = examples_in.get(spec.name)
+      example = f"   (example: {_array_str(value)})" if value is not None else ""
+      self.line(f"  {_spec_str(spec)}{example}")
+    self.line("outputs:")
+    for name, spec in _output_names(jax_fn):
+      self.line(f"  {name}: {_spec_str(spec).split(': ', 1)[1]}  ({spec.name})" if name
+                else f"  {_spec_str(spec)}")
+    specs = jax_fn.param_specs
+    n_values = sum(int(np.size(v)) for v in params.values())
+    n_trainable = sum(1 for s in specs.values() if s.trainable)
+    nbytes = sum(int(np.asarray(v).nbytes) for v in params.values())
+    self.line(f"params: {len(params)} arrays, {n_values:,} values ({_bytes(nbytes)}), "
+              f"{n_trainable} trainable")
+    names = sorted(specs)
+    shown = names if self.full else names[:8]
+    for name in shown:
+      flag = "" if specs[name].trainable in (None, True) else "  (non-trainable)"
+      self.line(f"  {_spec_str(specs[name])}{flag}")
+    if len(shown) < len(names):
+      self.line(f"  ... {len(names) - len(shown)} more (use --full)")
+
+  def histogram(self, closed_jaxpr, graph_counts: collections.Counter) -> None:
+    counts = jaxpr_op_counts(closed_jaxpr)
+    tf_counts = {k[3:]: v for k, v in counts.items() if k.startswith("tf.")}
+    other = {k: v for k, v in counts.items() if not k.startswith("tf.")}
+    total = sum(counts.values())
+    self.section(f"TF ops in the jaxpr ({sum(tf_counts.values())} equations, "
+                 f"{len(tf_counts)} op types)")
+    rows = sorted(tf_counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    width = max([len(k) for k, _ in rows] + [6])
+    self.line(f"  {'TF op':<{width}}  {'jaxpr':>5}  {'graph':>5}")
+    for op, n in rows:
+      self.line(f"  {op:<{width}}  {n:>5}  {graph_counts.get(op, 0):>5}")
+    if other:
+      listing = ", ".join(f"{k} {v}" for k, v in sorted(other.items(), key=lambda kv: -kv[1]))
+      self.line(f"  non-TF primitives: {listing}")
+    else:
+      self.line(f"  non-TF primitives: none (all {total} equations are tf.* primitives)")
+    absent = sorted((op, n) for op, n in graph_counts.items() if op not in tf_counts)
+    if absent:
+      self.line("  graph nodes folded at conversion or handled structurally (no equation):")
+      self._wrapped(", ".join(f"{op} {n}" for op, n in absent), indent="    ")
+
+  def _wrapped(self, text: str, indent: str, width: int = 88) -> None:
+    import textwrap
+    for chunk in textwrap.wrap(text, width=width, initial_indent=indent,
+                               subsequent_indent=indent, break_on_hyphens=False):
+      self.line(chunk)
+
+  def jaxpr(self, closed_jaxpr, input_names: list) -> None:
+    n_eqns = len(closed_jaxpr.jaxpr.eqns)
+    self.section(f"jaxpr ({n_eqns} top-level equations)")
+    text = str(closed_jaxpr.pretty_print(use_color=False))
+    legend = _legend(text, input_names)
+    if legend:
+      self.line("inputs:")
+      shown = legend if self.full or len(legend) <= 24 else legend[:16]
+      for var, name in shown:
+        self.line(f"  {var:>4} = {name}")
+      if len(shown) < len(legend):
+        self.line(f"  ... {len(legend) - len(shown)} more (use --full)")
+    if self.full or n_eqns <= self.max_equations:
+      self.line(text)
+    else:
+      self.line(abridge_jaxpr_text(text, self.max_equations))
+      self.line(f"    ... {n_eqns - self.max_equations} more equations (use --full)")
+
+  def comparison(self, c: Comparison) -> None:
+    self.section("outputs vs TF (example input, converted function under jax.jit)")
+    width = max([len(o.name) for o in c.outputs] + [6])
+    for o in c.outputs:
+      dtype = o.tf_dtype if o.tf_dtype == o.jax_dtype else f"{o.tf_dtype}->{o.jax_dtype}"
+      note = f"  {o.note}" if o.note else ""
+      self.line(f"  {o.name:<{width}}  {dtype}{list(o.shape)}  max|diff| {o.max_abs:.3g}  "
+                f"max|tf| {o.scale:.3g}{note}")
+    verdict = "OK: within" if c.ok else "MISMATCH: not within"
+    bound = f"{c.tolerance:g}" if c.scale <= 1 else \
+        f"{c.tolerance:g} * {c.scale:.3g} (the output scale)"
+    self.line(f"max abs difference vs TF: {c.max_abs:.3g} (relative to the output scale "
+              f"{c.scale:.3g}: {c.relative:.3g})")
+    self.line(f"{verdict} {bound}   [jit compile + run: {c.seconds:.2f} s]")
+
+
+def _bytes(n: int) -> str:
+  for unit in ("B", "KiB", "MiB", "GiB"):
+    if n < 1024 or unit == "GiB":
+      return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+    n /= 1024
+  return f"{n} B"
+
+
+_INVAR = re.compile(r"([a-z]+):[a-z0-9]+\[[^\]]*\]")
+
+
+def _legend(text: str, input_names: list) -> list:
+  """(jaxpr variable, input name) pairs, read from the printed ``lambda`` line."""
+  head = text.split(" let", 1)[0]
+  if ";" not in head:
+    return []
+  invars = _INVAR.findall(head.split(";", 1)[1])
+  if len(invars) != len(input_names):
+    return []
+  return list(zip(invars, input_names))
+
+
+def abridge_jaxpr_text(text: str, max_equations: int) -> str:
+  """The printed jaxpr cut after ``max_equations`` top-level equations."""
+  lines = text.splitlines()
+  body = next((i + 1 for i, line in enumerate(lines) if line.rstrip().endswith("let")), 1)
+  kept, eqns, indent = lines[:body], 0, None
+  for line in lines[body:]:
+    stripped = line.lstrip(" ")
+    depth = len(line) - len(stripped)
+    if indent is None and stripped:
+      indent = depth
+    starts_eqn = re.match(r"[a-z_]+:", stripped) is not None  # not "] x y" or "in (...)"
+    if depth == indent and starts_eqn:
+      eqns += 1
+      if eqns > max_equations:
+        break
+    kept.append(line)
+  return "\n".join(kept)
