@@ -19,6 +19,7 @@ import tree
 
 from tfprims import config, core, dtypes, errors, graph as graph_lib, interpreter
 import tfprims.ops  # noqa: F401  (registers every op)
+import tfprims.control_flow  # noqa: F401  (If/Case/While, TensorLists, custom gradients)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,12 +141,11 @@ class ConvertedFunction:
     user = (tuple(positional), keyword)
     expected = (tuple(sig_args), dict(sig_kwargs))
     try:
-      tree.assert_same_structure(expected, user, check_types=False)
-    except (ValueError, TypeError) as e:
+      flat_user = tree.flatten_up_to(expected, user, check_types=False)
+    except (ValueError, TypeError):
       raise errors.InputStructureError(
           f"input structure does not match the TF signature: expected "
-          f"{_describe(expected)}, got {_describe(user)} ({e})") from None
-    flat_user = tree.flatten(user)
+          f"{_describe(expected)}, got {_describe(user)}") from None
     flat_expected = tree.flatten(expected)
     import tensorflow as tf
     flat = []
@@ -176,8 +176,9 @@ class ConvertedFunction:
 
 
 def _describe(structure) -> str:
-  return str(tree.map_structure(
-      lambda x: "Tensor" if hasattr(x, "shape") else type(x).__name__, structure))
+  (args, kwargs) = tree.map_structure(
+      lambda x: "Tensor" if hasattr(x, "shape") else type(x).__name__, structure)
+  return f"args={args}, kwargs={kwargs}"
 
 
 def _validate(spec: TensorSpec, value, kind: str, exact_shape: bool = False):

@@ -53,7 +53,8 @@ def canonicalize_value(value: np.ndarray, what: str = "value") -> np.ndarray:
           "jax.config.update('jax_enable_x64', True).")
     return value.astype(target)
   if value.dtype.kind in "fc":
-    narrowed = value.astype(target)
+    with np.errstate(over="ignore"):
+      narrowed = value.astype(target)
     finite = np.isfinite(value)
     if np.any(finite & ~np.isfinite(narrowed)):
       raise errors.Int64OverflowError(

@@ -1,0 +1,365 @@
+"""Conversion, trace, compile and run speed of tfprims vs TensorFlow and tf2jax.
+
+    python -m benchmarks                 # every model, batch 1 and 32, plus scaling
+    python -m benchmarks --models mlp resnet50 --batches 1 --no-scaling
+    python -m benchmarks --quick         # small sizes, a smoke run
+
+Writes benchmarks/results/latest.json, benchmarks/results/ratios.png and the
+table in docs/performance.md. tf2jax is optional (pip install tf2jax); without it
+its columns are skipped with a note.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import tfprims  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent
+RESULTS = ROOT / "results"
+
+try:  # optional competitor
+  import tf2jax  # noqa: E402
+except Exception:  # pragma: no cover - depends on the environment
+  tf2jax = None
+
+
+# --- models ------------------------------------------------------------------------
+
+
+def _keras_app(name, size):
+  import keras
+  def build():
+    keras.utils.set_random_seed(0)
+    cls = getattr(keras.applications, name)
+    return cls(weights=None, input_shape=(size, size, 3), classes=10)
+  return build, (size, size, 3)
+
+
+def _mlp():
+  import keras
+  keras.utils.set_random_seed(0)
+  return keras.Sequential([keras.Input((256,)), keras.layers.Dense(512, activation="relu"),
+                           keras.layers.Dense(512, activation="relu"), keras.layers.Dense(10)])
+
+
+def _lstm():
+  import keras
+  keras.utils.set_random_seed(0)
+  return keras.Sequential([keras.Input((16, 32)), keras.layers.LSTM(64), keras.layers.Dense(10)])
+
+
+def _transformer():
+  import keras
+  keras.utils.set_random_seed(0)
+  inp = keras.Input((32, 64))
+  att = keras.layers.MultiHeadAttention(num_heads=4, key_dim=16)(inp, inp)
+  h = keras.layers.LayerNormalization()(inp + att)
+  ff = keras.layers.Dense(64)(keras.layers.Dense(128, activation="gelu")(h))
+  out = keras.layers.LayerNormalization()(h + ff)
+  return keras.Model(inp, out)
+
+
+MODELS = {
+    "mlp": (_mlp, (256,)),
+    "lstm": (_lstm, (16, 32)),
+    "transformer": (_transformer, (32, 64)),
+    "mobilenet_v2": _keras_app("MobileNetV2", 96),
+    "resnet50": _keras_app("ResNet50", 64),
+    "inception_v3": _keras_app("InceptionV3", 75),
+}
+KERAS_APPS = ("mobilenet_v2", "resnet50", "inception_v3")
+
+
+# --- timing helpers ----------------------------------------------------------------
+
+
+def _timed(fn):
+  start = time.perf_counter()
+  out = fn()
+  return out, time.perf_counter() - start
+
+
+def _median_call(fn, repeats, warmup=2):
+  for _ in range(warmup):
+    fn()
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    fn()
+    times.append(time.perf_counter() - start)
+  return statistics.median(times)
+
+
+def _block(x):
+  return jax.tree_util.tree_map(lambda a: a.block_until_ready(), x)
+
+
+def _with_peak_memory(fn):
+  gc.collect()
+  tracemalloc.start()
+  try:
+    out, seconds = _timed(fn)
+    _, peak = tracemalloc.get_traced_memory()
+  finally:
+    tracemalloc.stop()
+  return out, seconds, peak
+
+
+# --- one model -----------------------------------------------------------------------
+
+
+def _bench_jax(label, convert, x, repeats):
+  """convert() -> f(x) (a JAX function of the input only)."""
+  f, convert_s, convert_peak = _with_peak_memory(convert)
+  _, trace_s = _timed(lambda: jax.make_jaxpr(f)(x))
+  jitted = jax.jit(f)
+  lowered, lower_s = _timed(lambda: jitted.lower(x))
+  compiled, compile_s = _timed(lambda: lowered.compile())
+  run_s = _median_call(lambda: _block(compiled(x)), repeats)
+  eager_s = _median_call(lambda: _block(f(x)), max(3, repeats // 10), warmup=1)
+  return {"convert_s": convert_s, "trace_s": trace_s, "lower_s": lower_s,
+          "compile_s": compile_s, "run_s": run_s, "eager_s": eager_s,
+          "convert_peak_bytes": convert_peak}
+
+
+def bench_model(name, batch, repeats):
+  build, shape = MODELS[name]
+  model = build()
+  x = np.random.default_rng(0).normal(size=(batch,) + shape).astype(np.float32)
+  tf_fn = tf.function(lambda x: model(x, training=False))
+  spec = tf.TensorSpec((batch,) + shape, tf.float32)
+  cf = tf_fn.get_concrete_function(spec)
+  weights_bytes = sum(v.numpy().nbytes for v in cf.variables)
+  row = {"model": name, "batch": batch, "graph_nodes": len(cf.graph.as_graph_def().node),
+         "weights_bytes": weights_bytes}
+
+  def convert_tfprims():
+    fn, params = tfprims.convert(cf)
+    return lambda x: fn(params, x)[0]
+  row["tfprims"] = _bench_jax("tfprims", convert_tfprims, x, repeats)
+
+  if tf2jax is not None:
+    def convert_tf2jax():
+      fn, params = tf2jax.convert(tf_fn, spec)
+      return lambda x: fn(params, x)[0]
+    try:
+      row["tf2jax"] = _bench_jax("tf2jax", convert_tf2jax, x, repeats)
+    except Exception as e:  # tf2jax lacks some ops
+      row["tf2jax"] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+
+  xt = tf.constant(x)
+  row["tf"] = {"run_s": _median_call(lambda: tf_fn(xt).numpy(), repeats)}
+  xla_fn = tf.function(lambda x: model(x, training=False), jit_compile=True)
+  _, first = _timed(lambda: xla_fn(xt).numpy())
+  row["tf_xla"] = {"compile_s": first, "run_s": _median_call(lambda: xla_fn(xt).numpy(), repeats)}
+
+  ours = row["tfprims"]
+  row["ratios"] = {"run/tf": ours["run_s"] / row["tf"]["run_s"],
+                   "run/tf_xla": ours["run_s"] / row["tf_xla"]["run_s"]}
+  other = row.get("tf2jax", {})
+  if "run_s" in other:
+    row["ratios"].update({
+        "run/tf2jax": ours["run_s"] / other["run_s"],
+        "convert+trace/tf2jax": (ours["convert_s"] + ours["trace_s"]) /
+                                (other["convert_s"] + other["trace_s"]),
+        "compile/tf2jax": ours["compile_s"] / other["compile_s"],
+        "eager/tf2jax": ours["eager_s"] / other["eager_s"],
+    })
+  row["convert_peak/weights"] = ours["convert_peak_bytes"] / max(weights_bytes, 1)
+  return row
+
+
+# --- scaling -----------------------------------------------------------------------
+
+
+def _chain(n_nodes):
+  """A tf.function whose graph has about ``n_nodes`` nodes (elementwise + matmul chain)."""
+  w = tf.constant(np.eye(8, dtype=np.float32) * 0.5)
+
+  @tf.function(autograph=False)
+  def f(x):
+    h = x
+    for i in range(n_nodes // 4):
+      h = tf.tanh(tf.matmul(h, w) + 0.1) * 0.9
+    return h
+  return f
+
+
+def bench_scaling(sizes):
+  rows = []
+  x = np.ones((4, 8), np.float32)
+  for n in sizes:
+    f = _chain(n)
+    spec = tf.TensorSpec([4, 8], tf.float32)
+    nodes = len(f.get_concrete_function(spec).graph.as_graph_def().node)
+    row = {"nodes": nodes}
+    (fn, params), convert_s = _timed(lambda: tfprims.convert(f, spec))
+    _, trace_s = _timed(lambda: jax.make_jaxpr(lambda x: fn(params, x)[0])(x))
+    row["tfprims"] = {"convert_s": convert_s, "trace_s": trace_s}
+    if tf2jax is not None:
+      try:
+        (g, gp), c2 = _timed(lambda: tf2jax.convert(f, spec))
+        _, t2 = _timed(lambda: jax.make_jaxpr(lambda x: g(gp, x)[0])(x))
+        row["tf2jax"] = {"convert_s": c2, "trace_s": t2}
+      except Exception as e:
+        row["tf2jax"] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+    rows.append(row)
+    print(f"  scaling {nodes:>6} nodes: tfprims convert {convert_s:.2f}s trace {trace_s:.2f}s"
+          + (f" | tf2jax convert {row['tf2jax'].get('convert_s', float('nan')):.2f}s "
+             f"trace {row['tf2jax'].get('trace_s', float('nan')):.2f}s" if "tf2jax" in row else ""),
+          flush=True)
+  fits = {}
+  for who in ("tfprims", "tf2jax"):
+    pts = [(r["nodes"], r[who]["convert_s"] + r[who]["trace_s"]) for r in rows
+           if who in r and "convert_s" in r[who]]
+    if len(pts) >= 2:
+      n, t = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
+      fits[who] = float(np.polyfit(n, t, 1)[0])
+  return {"rows": rows, "exponent": fits}
+
+
+# --- reporting ---------------------------------------------------------------------
+
+
+def machine() -> dict:
+  return {"platform": platform.platform(), "python": platform.python_version(),
+          "cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
+          "jax": jax.__version__, "tensorflow": tf.__version__,
+          "tf2jax": getattr(tf2jax, "__version__", None)}
+
+
+def write_chart(rows, path):
+  try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+  except ImportError:
+    print("matplotlib not installed: no chart", file=sys.stderr)
+    return False
+  keys = ["run/tf", "run/tf_xla", "run/tf2jax", "convert+trace/tf2jax", "compile/tf2jax",
+          "eager/tf2jax"]
+  labels = [f"{r['model']}@{r['batch']}" for r in rows]
+  fig, ax = plt.subplots(figsize=(max(8, len(rows) * 1.2), 5))
+  width = 0.8 / len(keys)
+  for i, k in enumerate(keys):
+    vals = [r["ratios"].get(k, np.nan) for r in rows]
+    ax.bar(np.arange(len(rows)) + i * width, vals, width, label=k)
+  ax.axhline(1.0, color="black", linewidth=0.8)
+  ax.set_xticks(np.arange(len(rows)) + 0.4)
+  ax.set_xticklabels(labels, rotation=30, ha="right")
+  ax.set_ylabel("tfprims / other (lower is better)")
+  ax.set_yscale("log")
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  return True
+
+
+def write_markdown(result, path):
+  m = result["machine"]
+  lines = [
+      "# Performance", "",
+      "Generated by `python -m benchmarks` (benchmarks/run.py); numbers are from one run",
+      f"on {m['cpus']} CPUs ({m['processor']}, {m['platform']}), jax {m['jax']}, "
+      f"TensorFlow {m['tensorflow']}, tf2jax {m['tf2jax']}.", "",
+      "Times in ms (run, eager) or s (convert, trace, compile). Ratios < 1 mean tfprims is faster.",
+      "",
+      "| model | batch | nodes | convert s | trace s | compile s | run ms | eager ms | TF ms | TF-XLA ms "
+      "| tf2jax run ms | run/TF-XLA | run/tf2jax | conv+trace/tf2jax | compile/tf2jax | eager/tf2jax |",
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+  ]
+  for r in result["models"]:
+    o, t2, rat = r["tfprims"], r.get("tf2jax", {}), r["ratios"]
+    f = lambda v, s=1.0, d=2: "–" if v is None else f"{v * s:.{d}f}"
+    lines.append(
+        f"| {r['model']} | {r['batch']} | {r['graph_nodes']} | {f(o['convert_s'])} | "
+        f"{f(o['trace_s'])} | {f(o['compile_s'])} | {f(o['run_s'], 1e3)} | {f(o['eager_s'], 1e3)} | "
+        f"{f(r['tf']['run_s'], 1e3)} | {f(r['tf_xla']['run_s'], 1e3)} | "
+        f"{f(t2.get('run_s'), 1e3) if 'run_s' in t2 else ('error' if t2 else '–')} | "
+        f"{f(rat.get('run/tf_xla'))} | {f(rat.get('run/tf2jax'))} | "
+        f"{f(rat.get('convert+trace/tf2jax'))} | {f(rat.get('compile/tf2jax'))} | "
+        f"{f(rat.get('eager/tf2jax'))} |")
+  apps = [r["ratios"]["run/tf_xla"] for r in result["models"] if r["model"] in KERAS_APPS]
+  if apps:
+    lines += ["", f"Median run/TF-XLA over the Keras applications: {statistics.median(apps):.2f}."]
+  errors = [f"- {r['model']}@{r['batch']}: tf2jax {r['tf2jax']['error']}"
+            for r in result["models"] if "error" in r.get("tf2jax", {})]
+  if errors:
+    lines += ["", "tf2jax failures:"] + errors
+  sc = result.get("scaling")
+  if sc:
+    lines += ["", "## Scaling (synthetic chains)", "",
+              "| nodes | tfprims convert s | tfprims trace s | tf2jax convert s | tf2jax trace s |",
+              "|---|---|---|---|---|"]
+    for r in sc["rows"]:
+      t2 = r.get("tf2jax", {})
+      lines.append(f"| {r['nodes']} | {r['tfprims']['convert_s']:.2f} | "
+                   f"{r['tfprims']['trace_s']:.2f} | {t2.get('convert_s', float('nan')):.2f} | "
+                   f"{t2.get('trace_s', float('nan')):.2f} |")
+    lines += ["", "Fitted exponent of (convert + trace) time vs nodes: " + ", ".join(
+        f"{k} {v:.2f}" for k, v in sc["exponent"].items()) + " (1.0 = linear)."]
+  lines += ["", "Peak Python memory during conversion / weight bytes: " + ", ".join(
+      f"{r['model']}@{r['batch']} {r['convert_peak/weights']:.2f}" for r in result["models"]),
+      "", "![ratios](../benchmarks/results/ratios.png)", ""]
+  notes = ROOT / "NOTES.md"
+  if notes.exists():
+    lines += [notes.read_text()]
+  path.write_text("\n".join(lines))
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--models", nargs="*", default=list(MODELS))
+  parser.add_argument("--batches", nargs="*", type=int, default=[1, 32])
+  parser.add_argument("--repeats", type=int, default=20)
+  parser.add_argument("--scaling", nargs="*", type=int, default=[1000, 5000, 20000, 50000])
+  parser.add_argument("--no-scaling", action="store_true")
+  parser.add_argument("--quick", action="store_true", help="mlp only, batch 1, small scaling")
+  parser.add_argument("--out", type=Path, default=RESULTS)
+  parser.add_argument("--no-docs", action="store_true", help="don't rewrite docs/performance.md")
+  args = parser.parse_args(argv)
+  if args.quick:
+    args.models, args.batches, args.scaling, args.repeats = ["mlp"], [1], [200, 400], 5
+  if tf2jax is None:
+    print("note: tf2jax is not installed; its columns are skipped (pip install tf2jax)")
+  result = {"machine": machine(), "models": []}
+  for name in args.models:
+    for batch in args.batches:
+      print(f"{name} batch {batch} ...", flush=True)
+      try:
+        row = bench_model(name, batch, args.repeats)
+      except Exception as e:
+        print(f"  failed: {type(e).__name__}: {e}", flush=True)
+        continue
+      result["models"].append(row)
+      print("  " + ", ".join(f"{k} {v:.2f}" for k, v in row["ratios"].items()), flush=True)
+  if not args.no_scaling:
+    result["scaling"] = bench_scaling(args.scaling)
+  args.out.mkdir(parents=True, exist_ok=True)
+  (args.out / "latest.json").write_text(json.dumps(result, indent=1))
+  write_chart(result["models"], args.out / "ratios.png")
+  if not args.no_docs:
+    write_markdown(result, ROOT.parent / "docs" / "performance.md")
+  print(f"wrote {args.out / 'latest.json'}")
+  return result
+
+
+if __name__ == "__main__":
+  main()
