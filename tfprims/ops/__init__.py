@@ -7,3 +7,4 @@ from tfprims.ops import reductions  # noqa: F401
 from tfprims.ops import linalg  # noqa: F401
 from tfprims.ops import nn  # noqa: F401
 from tfprims.ops import random  # noqa: F401
+from tfprims.ops import tensorlist  # noqa: F401

@@ -1,0 +1,672 @@
+"""TF2 functional control flow: If/StatelessIf, Case/StatelessCase, While/StatelessWhile.
+
+Branch and loop bodies are library functions, interpreted by the same
+interpreter (so jaxprs show ``tf.*`` primitives inside ``cond``/``scan``/``while``):
+
+* **If / Case**: a concrete predicate (or branch index) runs the taken branch
+  inline; otherwise ``lax.cond`` / ``lax.switch`` (TF's out-of-range Case index
+  selects the last branch).
+* **While**: loop variables the body passes through unchanged are closed over,
+  not carried (they stay concrete when they are). Variables whose initial value
+  is concrete and whose update depends only on such variables (loop counters,
+  ``tf.range`` indices) are *static*: when a conjunct of the loop condition (the
+  condition split at ``LogicalAnd``) depends only on static variables, the trip
+  count is computed at trace time and the loop becomes ``lax.scan`` with that
+  length, which JAX can reverse-differentiate. Remaining (dynamic) conjuncts
+  become an early exit inside the scan (``lax.cond`` per step). Loops whose
+  body needs trace-time values (a growing TensorArray, an op with a static input
+  computed from the counter) are unrolled when the trip count is known. A loop
+  without a static bound becomes ``lax.while_loop``: forward mode (``jvp``)
+  works, reverse mode raises :class:`ReverseModeLoopError`.
+* Variables assigned in a body or branch (``AssignVariableOp``...) and the
+  random key are threaded as loop/branch state; the new values come back in the
+  converted function's ``new_params``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+from tfprims import core, errors, graph as graph_lib, interpreter, opdefs
+from tfprims.interpreter import StringConstant, VariableHandle, structural
+from tfprims.ops.tensorlist import NeedsConcreteIndex, TensorList
+
+# Loops whose trip count is known but whose body needs trace-time values are
+# unrolled up to this many iterations.
+UNROLL_LIMIT = 1000
+# A static trip count is computed by iterating the loop counters at trace time,
+# up to this many iterations (beyond: the loop is treated as dynamic).
+MAX_STATIC_TRIP_COUNT = 1_000_000
+
+
+class ReverseModeLoopError(errors.TFPrimsError, ValueError):
+  """Reverse-mode differentiation through a while loop whose trip count is dynamic."""
+
+
+class ControlFlowError(errors.ConversionError):
+  """A control-flow construct that cannot be expressed with static shapes."""
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+_IDENTITY_OPS = ("Identity", "Snapshot")
+_SHAPE_ONLY_OPS = frozenset({"Shape", "ShapeN", "Rank", "Size", "TensorListElementShape"})
+_CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf",
+                       "While", "StatelessWhile", "Case", "StatelessCase"})
+_STATE_WRITER_PREFIXES = ("Assign", "ResourceScatter", "ResourceApply", "ResourceSparseApply",
+                          "ResourceStridedSliceAssign")
+_IMPURE = -1
+
+
+def _cache(graph: graph_lib.Graph) -> dict:
+  return graph.__dict__.setdefault("_control_flow_cache", {})
+
+
+def _rng_ops() -> frozenset:
+  try:
+    from tfprims.ops import random as random_ops
+    return frozenset(getattr(random_ops, "RNG_OPS", ()))
+  except ImportError:  # pragma: no cover
+    return frozenset()
+
+
+def _reachable_ops(library: graph_lib.Library, fnames: Sequence[str]) -> frozenset:
+  ops: set[str] = set()
+  for fname in fnames:
+    g = library.graph(fname)
+    cache = _cache(g)
+    if "ops" not in cache:
+      found = {n.op for n in g.nodes}
+      for sub in library.reachable(g).values():
+        found |= {n.op for n in sub.nodes}
+      cache["ops"] = frozenset(found)
+    ops |= cache["ops"]
+  return frozenset(ops)
+
+
+def _state_keys(ctx, fnames, inputs) -> list[str]:
+  """Variables a body/branch may assign: the handles it receives, if it assigns at all."""
+  ops = _reachable_ops(ctx.library, fnames)
+  if not any(op.startswith(_STATE_WRITER_PREFIXES) for op in ops):
+    return []
+  keys = []
+  for v in inputs:
+    if isinstance(v, VariableHandle) and v.key not in keys and v.key in ctx.state:
+      keys.append(v.key)
+  return keys
+
+
+def _uses_rng(ctx, fnames) -> bool:
+  return ctx.rng is not None and bool(_reachable_ops(ctx.library, fnames) & _rng_ops())
+
+
+def _is_static_value(v) -> bool:
+  """Values closed over as Python objects (never carried through lax control flow)."""
+  return core.is_concrete(v) or isinstance(v, (VariableHandle, StringConstant))
+
+
+def _as_jax(v):
+  """A branch/loop output as a JAX-compatible pytree leaf (or TensorList)."""
+  if isinstance(v, TensorList):
+    return v
+  if isinstance(v, (np.ndarray, np.generic)):
+    return jnp.asarray(v)
+  return v
+
+
+def _truth(node, value) -> Any:
+  """TF's predicate truth value: a Python bool when decidable at trace time,
+  else a traced scalar bool."""
+  shape = np.shape(value)
+  if shape != ():
+    return bool(int(np.prod(shape)) > 0)  # non-scalar: non-empty means True
+  if core.is_concrete(value):
+    return bool(np.asarray(value))
+  if isinstance(value, (VariableHandle, StringConstant, TensorList)):
+    raise errors.OpError(node.op, node.name, "predicate is not a numeric tensor")
+  value = jnp.asarray(value)
+  return value if value.dtype == jnp.bool_ else value != 0
+
+
+@dataclasses.dataclass
+class _Saved:
+  state: dict
+  rng: Any
+
+
+def _save(ctx) -> _Saved:
+  return _Saved(dict(ctx.state), ctx.rng)
+
+
+def _restore(ctx, saved: _Saved) -> None:
+  ctx.state.clear()
+  ctx.state.update(saved.state)
+  ctx.rng = saved.rng
+
+
+def _structure_mismatch(a, b) -> Optional[str]:
+  """Why two carries (lists of values) differ in a way lax control flow rejects."""
+  sa, sb = jax.tree_util.tree_structure(a), jax.tree_util.tree_structure(b)
+  if sa != sb:
+    return f"structure {sb} differs from {sa}"
+  for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+    if np.shape(x) != np.shape(y) or jnp.result_type(x) != jnp.result_type(y):
+      return (f"a value changes from {jnp.result_type(x)}{list(np.shape(x))} to "
+              f"{jnp.result_type(y)}{list(np.shape(y))}")
+  return None
+
+
+def _join_lists(a, b, node):
+  """Values of two branches/iterations made structurally equal where possible
+  (a TensorList without items gets zeros shaped like the other's)."""
+  if isinstance(a, TensorList) and isinstance(b, TensorList):
+    if a.length != b.length:
+      raise ControlFlowError(
+          f"{node.op} node '{node.name}': a TensorList has {a.length} elements on one "
+          f"path and {b.length} on another; list lengths must be known at trace time")
+    if a.items is None and b.items is not None:
+      a = TensorList(np.zeros(np.shape(b.items), b.element_dtype), a.length,
+                     a.element_dtype, None)
+    return a
+  return a
+
+
+def _coerce(values, like, node):
+  """``values`` cast to the structure/dtypes of ``like`` (materializing lists)."""
+  out = []
+  for v, l in zip(values, like):
+    if isinstance(l, TensorList):
+      if isinstance(v, TensorList):
+        v = _join_lists(v, l, node)
+        if v.items is not None and l.items is not None and \
+            jnp.result_type(v.items) != l.items.dtype:
+          v = TensorList(jnp.asarray(v.items).astype(l.items.dtype), v.length,
+                         v.element_dtype, None)
+    elif v is not None and l is not None and hasattr(l, "dtype") and \
+        not isinstance(v, TensorList) and jnp.result_type(v) != l.dtype:
+      v = jnp.asarray(v).astype(l.dtype)
+    out.append(v)
+  return out
+
+
+# --- If / Case ---------------------------------------------------------------------------
+
+
+@structural("If", "StatelessIf")
+def _if(ctx, node, inputs):
+  pred = _truth(node, inputs[0])
+  branches = [node.attr("else_branch").name, node.attr("then_branch").name]
+  if isinstance(pred, bool):
+    return interpreter.call_function(ctx, branches[int(pred)], inputs[1:], node)
+  return _switch(ctx, node, pred.astype(jnp.int32), branches, inputs[1:])
+
+
+@structural("Case", "StatelessCase")
+def _case(ctx, node, inputs):
+  index = inputs[0]
+  branches = [f.name for f in node.attr("branches")]
+  n = len(branches)
+  if core.is_concrete(index):
+    i = int(np.asarray(index))
+    return interpreter.call_function(ctx, branches[i if 0 <= i < n else n - 1], inputs[1:],
+                                     node)
+  index = jnp.asarray(index).astype(jnp.int32)
+  index = jnp.where((index < 0) | (index >= n), n - 1, index)  # TF: out of range -> last
+  return _switch(ctx, node, index, branches, inputs[1:])
+
+
+def _switch(ctx, node, index, branches, args):
+  keys = _state_keys(ctx, branches, args)
+  use_rng = _uses_rng(ctx, branches)
+  statics: dict[int, list] = {}
+
+  def make(k, like=None):
+    def branch():
+      saved = _save(ctx)
+      try:
+        outs = interpreter.call_function(ctx, branches[k], args, node)
+        state = [ctx.state[key] for key in keys]
+        rng = ctx.rng if use_rng else None
+      finally:
+        _restore(ctx, saved)
+      static = [o if isinstance(o, (VariableHandle, StringConstant)) else None for o in outs]
+      statics[k] = static
+      dyn = [None if s is not None else _as_jax(o) for o, s in zip(outs, static)]
+      if like is not None:
+        dyn = _coerce(dyn, like, node)
+      return dyn, [jnp.asarray(s) for s in state], rng
+    return branch
+
+  like = None
+  if any(t == "variant" for t in node.attr("Tout", ())):
+    # Lists may be materialized on one path only: find each branch's output
+    # structure first, then make them agree.
+    shapes = [jax.eval_shape(make(k))[0] for k in range(len(branches))]
+    like = shapes[0]
+    for other in shapes[1:]:
+      like = [_join_lists(a, b, node) for a, b in zip(like, other)]
+    like = [_join_lists(a, b, node) for a, b in zip(like, shapes[0])]
+  fns = [make(k, like) for k in range(len(branches))]
+  try:
+    outs, state, rng = lax.switch(index, fns)
+  except TypeError as e:
+    raise errors.OpError(node.op, node.name,
+                         f"branches return values of different types: {e}") from None
+  first = statics[0]
+  for k, s in statics.items():
+    if any((a is None) != (b is None) or (a is not None and a != b) for a, b in zip(first, s)):
+      raise errors.OpError(node.op, node.name,
+                           "branches return different resources or string constants")
+  for key, value in zip(keys, state):
+    ctx.state[key] = value
+  if use_rng:
+    ctx.rng = rng
+  return [s if s is not None else o for o, s in zip(outs, first)]
+
+
+# --- While -------------------------------------------------------------------------------
+
+
+def _resolve_identity(graph: graph_lib.Graph, ref):
+  """Follows Identity chains from an output ref."""
+  by_name = graph.by_name
+  while ref[0] in by_name and by_name[ref[0]].op in _IDENTITY_OPS and ref[1] == 0:
+    ref = by_name[ref[0]].inputs[0]
+  return ref
+
+
+def _value_deps(graph: graph_lib.Graph) -> dict:
+  """For each node: the graph inputs (indices) its value depends on, or _IMPURE."""
+  cache = _cache(graph)
+  if "deps" in cache:
+    return cache["deps"]
+  index = {name: i for i, name in enumerate(graph.inputs)}
+  deps: dict[str, Any] = {}
+
+  def of(ref):
+    name = ref[0]
+    if name in index:
+      return frozenset({index[name]})
+    return deps.get(name, _IMPURE)
+
+  for node in graph.nodes:
+    if node.name in index:
+      continue
+    od = opdefs.op_def(node.op)
+    if node.op in _SHAPE_ONLY_OPS:
+      deps[node.name] = frozenset()
+      continue
+    if (node.op in _CALL_OPS or node.op == "ReadVariableOp" or od is None
+        or od.is_stateful or node.op in ("Placeholder", "_Arg")):
+      deps[node.name] = _IMPURE
+      continue
+    acc: set = set()
+    for ref in node.inputs:
+      d = of(ref)
+      if d is _IMPURE:
+        acc = None
+        break
+      acc |= d
+    deps[node.name] = _IMPURE if acc is None else frozenset(acc)
+  cache["deps"] = deps
+  return deps
+
+
+def _ref_deps(graph, ref):
+  index = {name: i for i, name in enumerate(graph.inputs)}
+  if ref[0] in index:
+    return frozenset({index[ref[0]]})
+  return _value_deps(graph).get(ref[0], _IMPURE)
+
+
+def _conjuncts(graph: graph_lib.Graph) -> list:
+  """The cond function's output split at LogicalAnd (refs)."""
+  out, stack = [], [_resolve_identity(graph, graph.outputs[0])]
+  by_name = graph.by_name
+  while stack:
+    ref = stack.pop()
+    node = by_name.get(ref[0])
+    if node is not None and node.op == "LogicalAnd":
+      stack.extend(_resolve_identity(graph, r) for r in node.inputs)
+    else:
+      out.append(ref)
+  return out
+
+
+def _value_subgraph(graph: graph_lib.Graph, outputs: Sequence) -> graph_lib.Graph:
+  """``graph`` restricted to what ``outputs`` compute, without control dependencies."""
+  key = ("sub", tuple(outputs))
+  cache = _cache(graph)
+  if key not in cache:
+    nodes = [graph_lib.Node(n.name, n.op, n.inputs, [], n._attr_protos, n.device)
+             for n in graph.nodes]
+    cache[key] = graph_lib.Graph(name=graph.name, nodes=nodes, inputs=list(graph.inputs),
+                                 outputs=list(outputs))
+  return cache[key]
+
+
+def _run_graph(ctx, graph, values):
+  return interpreter.run(ctx, graph, dict(zip(graph.inputs, values)))
+
+
+class _Unroll(Exception):
+  """The scan body needs trace-time values: unroll instead."""
+
+  def __init__(self, reason):
+    super().__init__(reason)
+    self.reason = reason
+
+
+class _Rematerialize(Exception):
+  """Carried lists gained items inside the body: retry with materialized lists."""
+
+  def __init__(self, init):
+    super().__init__("rematerialize")
+    self.init = init
+
+
+@dataclasses.dataclass
+class _Loop:
+  ctx: Any
+  node: graph_lib.Node
+  inputs: list
+
+  def __post_init__(self):
+    node, ctx = self.node, self.ctx
+    self.cond_name, self.body_name = node.attr("cond").name, node.attr("body").name
+    self.cond_g = ctx.library.graph(self.cond_name)
+    self.body_g = ctx.library.graph(self.body_name)
+    n = len(self.inputs)
+    if len(self.body_g.outputs) != n or len(self.body_g.inputs) != n:
+      raise errors.OpError(node.op, node.name, "body signature does not match the loop vars")
+    cache = _cache(self.body_g)
+    if "invariant" not in cache:
+      cache["invariant"] = [
+          _resolve_identity(self.body_g, ref) == (self.body_g.inputs[i], 0)
+          for i, ref in enumerate(self.body_g.outputs)]
+    self.invariant = cache["invariant"]
+    self.keys = _state_keys(ctx, [self.cond_name, self.body_name], self.inputs)
+    self.use_rng = _uses_rng(ctx, [self.body_name])
+    self.carried = [i for i in range(n) if not self.invariant[i]]
+
+  # --- analysis ----------------------------------------------------------------------------
+
+  def static_vars(self) -> set:
+    concrete = [core.is_concrete(v) for v in self.inputs]
+    fixed = {i for i in range(len(self.inputs)) if self.invariant[i] and concrete[i]}
+    static = {i for i in self.carried if concrete[i]}
+    while True:
+      keep = set()
+      for i in static:
+        d = _ref_deps(self.body_g, self.body_g.outputs[i])
+        if d is not _IMPURE and d <= (static | fixed):
+          keep.add(i)
+      if keep == static:
+        break
+      static = keep
+    self.fixed = fixed
+    return static
+
+  def trip_count(self, static: set):
+    """(n, dynamic conjunct refs, final static values) or (None, ...) when unbounded."""
+    conj = _conjuncts(self.cond_g)
+    known = static | self.fixed
+    static_conj, dynamic_conj = [], []
+    for ref in conj:
+      d = _ref_deps(self.cond_g, ref)
+      (static_conj if d is not _IMPURE and d <= known else dynamic_conj).append(ref)
+    if not static_conj:
+      return None, dynamic_conj, None
+    cond_sub = _value_subgraph(self.cond_g, static_conj)
+    order = sorted(static)
+    body_sub = _value_subgraph(self.body_g, [self.body_g.outputs[i] for i in order])
+    values = list(self.inputs)
+    n = 0
+    while True:
+      preds = _run_graph(self.ctx, cond_sub, values)
+      if not all(core.is_concrete(p) and np.shape(p) == () for p in preds):
+        return None, conj, None
+      if not all(bool(np.asarray(p)) for p in preds):
+        break
+      if n >= MAX_STATIC_TRIP_COUNT:
+        return None, conj, None
+      new = _run_graph(self.ctx, body_sub, values)
+      if not all(core.is_concrete(v) for v in new):
+        return None, conj, None
+      for i, v in zip(order, new):
+        values[i] = v
+      n += 1
+    return n, dynamic_conj, values
+
+  # --- running -----------------------------------------------------------------------------
+
+  def run(self):
+    static = self.static_vars()
+    n, dynamic_conj, final_static = self.trip_count(static)
+    if n is not None:
+      if n == 0:
+        return list(self.inputs)
+      try:
+        return self.scan(n, dynamic_conj, static, final_static)
+      except _Unroll as e:
+        if dynamic_conj:
+          raise ControlFlowError(
+              f"{self.node.op} node '{self.node.name}' (body {self.body_name!r}): "
+              f"{e.reason}; the loop also has a data-dependent exit condition, so it "
+              "cannot be unrolled") from None
+        if n > UNROLL_LIMIT:
+          raise ControlFlowError(
+              f"{self.node.op} node '{self.node.name}' (body {self.body_name!r}): "
+              f"{e.reason}; unrolling its {n} iterations exceeds "
+              f"tfprims.control_flow.UNROLL_LIMIT={UNROLL_LIMIT}") from None
+        return self.unroll()
+    if self.cond_is_concrete():
+      return self.unroll()
+    return self.while_loop()
+
+  def cond_is_concrete(self) -> bool:
+    saved = _save(self.ctx)
+    try:
+      pred = _run_graph(self.ctx, self.cond_g, self.inputs)[0]
+    except errors.TFPrimsError:
+      return False
+    finally:
+      _restore(self.ctx, saved)
+    return core.is_concrete(pred)
+
+  def _body(self, carry_vals, state_vals, rng):
+    """One iteration on carried values; returns the new carry (same layout)."""
+    ctx = self.ctx
+    values = list(self.inputs)
+    for i, v in zip(self.carried, carry_vals):
+      values[i] = v
+    saved = _save(ctx)
+    try:
+      for key, v in zip(self.keys, state_vals):
+        ctx.state[key] = v
+      if self.use_rng:
+        ctx.rng = rng
+      try:
+        outs = interpreter.call_function(ctx, self.body_name, values, self.node)
+      except NeedsConcreteIndex as e:
+        raise _Unroll(str(e)) from None
+      except errors.StaticInputError as e:
+        raise _Unroll(str(e)) from None
+      new_state = [ctx.state[key] for key in self.keys]
+      new_rng = ctx.rng if self.use_rng else None
+    finally:
+      _restore(ctx, saved)
+    return [outs[i] for i in self.carried], new_state, new_rng
+
+  def _cond(self, carry_vals, refs):
+    values = list(self.inputs)
+    for i, v in zip(self.carried, carry_vals):
+      values[i] = v
+    sub = _value_subgraph(self.cond_g, refs)
+    preds = _run_graph(self.ctx, sub, values)
+    out = True
+    for p in preds:
+      t = _truth(self.node, p)
+      out = t if out is True else (out & t if t is not True else out)
+      if t is False:
+        return False
+    return out
+
+  def _init(self):
+    for i in self.carried:
+      if isinstance(self.inputs[i], (VariableHandle, StringConstant)):
+        raise errors.OpError(self.node.op, self.node.name,
+                             f"loop variable {i} is a resource or string that the body "
+                             "changes; only numeric tensors and TensorLists can be carried")
+    carry = [_as_jax(self.inputs[i]) for i in self.carried]
+    state = [jnp.asarray(self.ctx.state[k]) for k in self.keys]
+    return carry, state, self.ctx.rng if self.use_rng else None
+
+  def _checked(self, init, out):
+    """The body output cast to the carry's layout, or an exception saying why not."""
+    carry, state, rng = out
+    carry = [_as_jax(v) for v in carry]
+    fixed = []
+    rematerialize = False
+    for v, l in zip(carry, init[0]):
+      if isinstance(v, TensorList) and isinstance(l, TensorList):
+        if v.length != l.length or v.element_dtype != l.element_dtype:
+          raise _Unroll("a TensorList changes length inside the loop")
+        if l.items is None and v.items is not None:
+          rematerialize = True
+      fixed.append(v)
+    if rematerialize:
+      new_init = [_join_lists(l, v, self.node) for l, v in zip(init[0], carry)]
+      raise _Rematerialize((new_init, init[1], init[2]))
+    carry = _coerce(carry, init[0], self.node)
+    state = [jnp.asarray(s).astype(jnp.result_type(l)) for s, l in zip(state, init[1])]
+    why = _structure_mismatch(init[0], carry)
+    if why:
+      raise errors.OpError(self.node.op, self.node.name,
+                           f"loop body {self.body_name!r} changes a loop variable: {why}")
+    return carry, state, rng
+
+  def _finish(self, carry, state, rng, final_static=None, static=()):
+    outs = list(self.inputs)
+    for i, v in zip(self.carried, carry):
+      outs[i] = v
+    if final_static is not None:
+      for i in static:
+        outs[i] = final_static[i]
+    for key, v in zip(self.keys, state):
+      self.ctx.state[key] = v
+    if self.use_rng:
+      self.ctx.rng = rng
+    return outs
+
+  def scan(self, n, dynamic_conj, static, final_static):
+    init = self._init()
+    for _ in range(4):
+      try:
+        return self._scan(n, dynamic_conj, static, final_static, init)
+      except _Rematerialize as e:
+        init = e.init
+    raise errors.OpError(self.node.op, self.node.name, "loop carry does not settle")
+
+  def _scan(self, n, dynamic_conj, static, final_static, init):
+    def step(c, _):
+      if dynamic_conj:
+        pred = self._cond(c[0], dynamic_conj)
+        if pred is False:
+          return c, None
+        if pred is True:
+          return self._checked(init, self._body(*c)), None
+        # Trace the body once outside lax.cond so list materialization is detected.
+        return lax.cond(pred, lambda: self._checked(init, self._body(*c)), lambda: c), None
+      return self._checked(init, self._body(*c)), None
+
+    (carry, state, rng), _ = lax.scan(step, init, length=n)
+    return self._finish(carry, state, rng, None if dynamic_conj else final_static, static)
+
+  def unroll(self):
+    ctx, values = self.ctx, list(self.inputs)
+    for _ in range(UNROLL_LIMIT + 1):
+      pred = _truth(self.node, _run_graph(ctx, self.cond_g, values)[0])
+      if not isinstance(pred, bool):
+        raise ControlFlowError(
+            f"{self.node.op} node '{self.node.name}': the loop was unrolled because its "
+            "body needs trace-time values, but its condition became data-dependent")
+      if not pred:
+        return values
+      values = interpreter.call_function(ctx, self.body_name, values, self.node)
+    raise ControlFlowError(
+        f"{self.node.op} node '{self.node.name}' (body {self.body_name!r}) runs more than "
+        f"tfprims.control_flow.UNROLL_LIMIT={UNROLL_LIMIT} iterations at trace time")
+
+  def while_loop(self):
+    init = self._init()
+    for _ in range(4):
+      try:
+        return self._while_loop(init)
+      except _Rematerialize as e:
+        init = e.init
+    raise errors.OpError(self.node.op, self.node.name, "loop carry does not settle")
+
+  def _while_loop(self, init):
+    refs = list(self.cond_g.outputs)
+
+    def cond(c):
+      pred = self._cond(c[0], refs)
+      return jnp.asarray(pred, jnp.bool_)
+
+    def body(c):
+      try:
+        return self._checked(init, self._body(*c))
+      except _Unroll as e:
+        raise ControlFlowError(
+            f"{self.node.op} node '{self.node.name}' (body {self.body_name!r}): {e.reason}; "
+            "the loop's trip count is not known at trace time, so it cannot be "
+            "unrolled") from None
+
+    carry, state, rng = lax.while_loop(cond, body, init)
+    where = f"{self.node.op} node '{self.node.name}' (body {self.body_name!r})"
+    carry = jax.tree_util.tree_map(lambda x: _guard(x, where), carry)
+    state = [_guard(s, where) for s in state]
+    return self._finish(carry, state, rng)
+
+
+@structural("While", "StatelessWhile")
+def _while(ctx, node, inputs):
+  return _Loop(ctx, node, list(inputs)).run()
+
+
+# --- reverse-mode guard for dynamic loops ----------------------------------------------------
+
+_guard_p = Primitive("tf.While.dynamic_trip_count")
+_guard_p.def_impl(lambda x, *, where: x)
+_guard_p.def_abstract_eval(lambda aval, *, where: aval)
+mlir.register_lowering(_guard_p, mlir.lower_fun(lambda x, *, where: x, multiple_results=False))
+batching.primitive_batchers[_guard_p] = lambda args, dims, *, where: (
+    _guard_p.bind(args[0], where=where), dims[0])
+
+
+def _guard_transpose(ct, x, *, where):
+  raise ReverseModeLoopError(
+      f"{where}: reverse-mode differentiation (jax.grad/vjp) through a while loop "
+      "whose trip count is not known at trace time is not possible in JAX. Bound the "
+      "loop (tf.while_loop(..., maximum_iterations=N), or a loop counter compared with a "
+      "constant), or use forward mode (jax.jvp/jacfwd).")
+
+
+ad.deflinear2(_guard_p, _guard_transpose)
+
+
+def _guard(x, where):
+  if isinstance(x, (np.ndarray, np.generic)) or not jnp.issubdtype(jnp.result_type(x),
+                                                                    jnp.inexact):
+    return x
+  return _guard_p.bind(x, where=where)

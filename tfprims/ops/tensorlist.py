@@ -1,0 +1,542 @@
+"""TensorList ops (TF2's TensorArray): a list is a dense array with a static length.
+
+A TF TensorList is a variant tensor. Inside the interpreter it is a
+:class:`TensorList`: ``items`` (an array of shape ``[length, *element_shape]``,
+or None while no element has been written and the element shape is not fully
+known), a static ``length``, the element dtype and the (possibly partial)
+element shape. TensorList is a JAX pytree (its only leaf is ``items``), so a
+list is carried through ``lax.scan``/``lax.cond`` like any other value.
+
+Ops that compute on the items bind their own primitive (``tf.TensorListSetItem``,
+``tf.TensorListGetItem``, ...) with TF-named JVP and transpose rules; pure
+bookkeeping ops (Reserve, Length, ElementShape, Stack, FromTensor) bind nothing.
+The list length must be known at trace time (it is an array dimension): an op
+whose effect on the length depends on runtime data raises
+:class:`TensorListSizeError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.interpreters import ad
+
+from tfprims import core, dtypes, errors
+from tfprims.core import define_op
+
+FAMILY = "tensorlist"
+U = ad.is_undefined_primal
+
+
+class TensorListSizeError(errors.ConversionError):
+  """A TensorList's length (or element shape) cannot be known at trace time."""
+
+
+class NeedsConcreteIndex(TensorListSizeError):
+  """A list op needs a trace-time index (e.g. to grow the list) but got a traced one.
+
+  The while-loop converter catches it and unrolls the loop when its trip count
+  is static, so the index becomes concrete.
+  """
+
+
+@jax.tree_util.register_pytree_node_class
+class TensorList:
+  """A TF TensorList inside the interpreter (see the module docstring)."""
+
+  __slots__ = ("items", "length", "element_dtype", "element_shape")
+
+  def __init__(self, items, length: int, element_dtype, element_shape: Optional[tuple]):
+    self.items = items
+    self.length = int(length)
+    self.element_dtype = np.dtype(element_dtype)
+    if items is not None and hasattr(items, "shape"):
+      element_shape = tuple(items.shape[1:])
+    self.element_shape = None if element_shape is None else tuple(element_shape)
+
+  def tree_flatten(self):
+    children = () if self.items is None else (self.items,)
+    return children, (self.length, self.element_dtype, self.element_shape,
+                      self.items is not None)
+
+  @classmethod
+  def tree_unflatten(cls, aux, children):
+    length, dtype, shape, has_items = aux
+    obj = object.__new__(cls)
+    obj.items = children[0] if has_items else None
+    obj.length, obj.element_dtype, obj.element_shape = length, dtype, shape
+    return obj
+
+  @property
+  def shape_known(self) -> bool:
+    return self.element_shape is not None and all(d is not None for d in self.element_shape)
+
+  def with_items(self, items) -> "TensorList":
+    return TensorList(items, int(items.shape[0]), self.element_dtype, None)
+
+  def materialized(self, element_shape=None, node=None) -> "TensorList":
+    """This list with ``items`` allocated (uninitialized elements are zeros, as in TF)."""
+    if self.items is not None:
+      return self
+    shape = merge_shapes(self.element_shape, element_shape, node)
+    if shape is None or any(d is None for d in shape):
+      where = f"{node.op} node '{node.name}'" if node is not None else "a TensorList"
+      raise TensorListSizeError(
+          f"{where} reads uninitialized elements of a list whose element shape "
+          f"({_shape_str(shape)}) is not fully known; write the elements first or "
+          "give the TensorArray an element_shape")
+    return TensorList(np.zeros((self.length,) + tuple(shape), self.element_dtype),
+                      self.length, self.element_dtype, shape)
+
+  def __repr__(self):
+    return (f"TensorList(length={self.length}, dtype={self.element_dtype.name}, "
+            f"element_shape={_shape_str(self.element_shape)}, "
+            f"items={'None' if self.items is None else type(self.items).__name__})")
+
+
+def _shape_str(shape) -> str:
+  if shape is None:
+    return "<unknown rank>"
+  return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def decode_shape(value) -> Optional[tuple]:
+  """A TF element_shape tensor (-1 = unknown rank, -1 dims = unknown) as a partial shape."""
+  if value is None or not core.is_concrete(value):
+    return None
+  arr = np.asarray(value)
+  if arr.ndim == 0:
+    if int(arr) == -1:
+      return None
+    raise errors.ConversionError(f"invalid TensorList element_shape {arr!r}")
+  return tuple(None if int(d) < 0 else int(d) for d in arr.reshape(-1))
+
+
+def merge_shapes(a: Optional[tuple], b: Optional[tuple], node=None) -> Optional[tuple]:
+  if a is None:
+    return b
+  if b is None:
+    return a
+  if len(a) != len(b):
+    raise errors.OpError(node.op if node else "TensorList", node.name if node else "?",
+                         f"element shapes {_shape_str(a)} and {_shape_str(b)} differ in rank")
+  out = []
+  for x, y in zip(a, b):
+    if x is not None and y is not None and x != y:
+      raise errors.OpError(node.op if node else "TensorList", node.name if node else "?",
+                           f"element shapes {_shape_str(a)} and {_shape_str(b)} are incompatible")
+    out.append(x if x is not None else y)
+  return tuple(out)
+
+
+def _list(node, value) -> TensorList:
+  if not isinstance(value, TensorList):
+    raise errors.OpError(node.op, node.name,
+                         f"expects a TensorList input, got {type(value).__name__}")
+  return value
+
+
+def _static_int(node, value, what: str) -> int:
+  if not core.is_concrete(value):
+    raise TensorListSizeError(
+        f"{node.op} node '{node.name}': {what} depends on runtime data, but a "
+        "TensorList's length must be known at trace time (JAX arrays have static "
+        "shapes); compute it from constants or shapes")
+  return int(np.asarray(value))
+
+
+def _dtype(node) -> np.dtype:
+  return dtypes.canonical_dtype(node.attr("element_dtype"))
+
+
+def _check_index(node, lst: TensorList, index) -> Optional[int]:
+  """The index as an int when concrete (range-checked), None when traced."""
+  if not core.is_concrete(index):
+    return None
+  i = int(np.asarray(index))
+  if i < 0 or i >= lst.length:
+    raise errors.OpError(node.op, node.name,
+                         f"index {i} is out of range for a list of {lst.length} elements")
+  return i
+
+
+def _zeros_like_aval(x):
+  aval = x.aval if U(x) else jax.typeof(x)
+  return jnp.zeros(aval.shape, aval.dtype)
+
+
+def _inst(t, like):
+  """A tangent/cotangent with symbolic zeros instantiated (``like``: aval holder)."""
+  if type(t) is not ad.Zero:
+    return t
+  if isinstance(like, jax.ShapeDtypeStruct):
+    return jnp.zeros(like.shape, like.dtype)
+  return _zeros_like_aval(like)
+
+
+# --- primitives computing on the dense items ----------------------------------------
+
+
+def _set_item_impl(items, index, item):
+  """items with row ``index`` replaced by ``item``."""
+  return jax.lax.dynamic_update_index_in_dim(items, jnp.asarray(item, items.dtype), index, 0)
+
+
+def _set_item_jvp(primals, tangents):
+  items, index, item = primals
+  t_items, _, t_item = tangents
+  out = SetItem(items, index, item)
+  if type(t_items) is ad.Zero and type(t_item) is ad.Zero:
+    return out, ad.Zero(jax.typeof(out).to_tangent_aval())
+  return out, SetItem(_inst(t_items, items), index, _inst(t_item, item))
+
+
+def _set_item_transpose(ct, items, index, item):
+  ct_items = SetItem(ct, index, _zeros_like_aval(item)) if U(items) else None
+  ct_item = GetItem(ct, index) if U(item) else None
+  return [ct_items, None, ct_item]
+
+
+SetItem = define_op(
+    "TensorListSetItem", _set_item_impl, family=FAMILY,
+    jvp=_set_item_jvp, transpose=_set_item_transpose,
+    interpret=lambda node, inputs: _set_item_interpret(node, inputs))
+
+
+def _get_item_impl(items, index):
+  """Row ``index`` of items."""
+  return jax.lax.dynamic_index_in_dim(items, index, 0, keepdims=False)
+
+
+GetItem = define_op(
+    "TensorListGetItem", _get_item_impl, family=FAMILY,
+    jvp=(lambda t, items, index: GetItem(t, index), None),
+    transpose=lambda ct, items, index: [
+        SetItem(_zeros_like_aval(items), index, ct) if U(items) else None, None],
+    interpret=lambda node, inputs: _get_item_interpret(node, inputs))
+
+
+def _gather_impl(items, indices):
+  """Rows ``indices`` of items."""
+  return jnp.take(items, indices, axis=0)
+
+
+Gather = define_op(
+    "TensorListGather", _gather_impl, family=FAMILY,
+    jvp=(lambda t, items, indices: Gather(t, indices), None),
+    transpose=lambda ct, items, indices: [
+        _zeros_like_aval(items).at[indices].add(ct) if U(items) else None, None],
+    interpret=lambda node, inputs: _gather_interpret(node, inputs))
+
+
+def _scatter_into_impl(items, tensor, indices):
+  """items with rows ``indices`` replaced by ``tensor``."""
+  return items.at[indices].set(tensor.astype(items.dtype))
+
+
+def _scatter_into_jvp(primals, tangents):
+  items, tensor, indices = primals
+  t_items, t_tensor, _ = tangents
+  out = ScatterInto(items, tensor, indices)
+  if type(t_items) is ad.Zero and type(t_tensor) is ad.Zero:
+    return out, ad.Zero(jax.typeof(out).to_tangent_aval())
+  return out, ScatterInto(_inst(t_items, items), _inst(t_tensor, tensor), indices)
+
+
+ScatterInto = define_op(
+    "TensorListScatterIntoExistingList", _scatter_into_impl, family=FAMILY,
+    jvp=_scatter_into_jvp,
+    transpose=lambda ct, items, tensor, indices: [
+        ScatterInto(ct, _zeros_like_aval(tensor), indices) if U(items) else None,
+        Gather(ct, indices) if U(tensor) else None, None],
+    interpret=lambda node, inputs: _scatter_into_interpret(node, inputs))
+
+
+def _scatter_v2_impl(tensor, indices, *, num_elements):
+  """A list of ``num_elements`` zeros with rows ``indices`` set to ``tensor``."""
+  zeros = jnp.zeros((num_elements,) + tuple(tensor.shape[1:]), tensor.dtype)
+  return zeros.at[indices].set(tensor)
+
+
+ScatterV2 = define_op(
+    "TensorListScatterV2", _scatter_v2_impl, family=FAMILY,
+    jvp=(lambda t, tensor, indices, **p: ScatterV2(t, indices, **p), None),
+    transpose=lambda ct, tensor, indices, **p: [Gather(ct, indices) if U(tensor) else None,
+                                                None],
+    interpret=lambda node, inputs: _scatter_v2_interpret(node, inputs))
+
+
+def _push_back_impl(items, tensor):
+  """items with ``tensor`` appended."""
+  return jnp.concatenate([items, jnp.asarray(tensor, items.dtype)[None]], axis=0)
+
+
+def _pop_back_impl(items):
+  """(items without its last row, the last row)."""
+  return items[:-1], items[-1]
+
+
+PushBack = define_op(
+    "TensorListPushBack", _push_back_impl, family=FAMILY, linear=True,
+    transpose=lambda ct, items, tensor: list(PopBack(ct)),
+    interpret=lambda node, inputs: _push_back_interpret(node, inputs))
+
+PopBack = define_op(
+    "TensorListPopBack", _pop_back_impl, family=FAMILY, linear=True, multiple_results=True,
+    transpose=lambda cts, items: [PushBack(_inst(cts[0], _rest_aval(items)),
+                                          _inst(cts[1], _last_aval(items)))],
+    interpret=lambda node, inputs: _pop_back_interpret(node, inputs))
+
+
+def _rest_aval(items):
+  aval = items.aval
+  return jax.ShapeDtypeStruct((aval.shape[0] - 1,) + aval.shape[1:], aval.dtype)
+
+
+def _last_aval(items):
+  aval = items.aval
+  return jax.ShapeDtypeStruct(aval.shape[1:], aval.dtype)
+
+
+def _concat_impl(items):
+  """The elements concatenated along their first axis."""
+  return items.reshape((items.shape[0] * items.shape[1],) + items.shape[2:])
+
+
+ConcatV2 = define_op(
+    "TensorListConcatV2", _concat_impl, family=FAMILY, linear=True,
+    transpose=lambda ct, items: [ct.reshape(items.aval.shape)],
+    interpret=lambda node, inputs: _concat_interpret(node, inputs))
+
+
+def _resize_impl(items, *, size):
+  """items truncated or zero-padded to ``size`` rows."""
+  n = items.shape[0]
+  if size <= n:
+    return items[:size]
+  return jnp.concatenate([items, jnp.zeros((size - n,) + items.shape[1:], items.dtype)])
+
+
+Resize = define_op(
+    "TensorListResize", _resize_impl, family=FAMILY, linear=True,
+    transpose=lambda ct, items, *, size: [Resize(ct, size=items.aval.shape[0])],
+    interpret=lambda node, inputs: _resize_interpret(node, inputs))
+
+
+# --- interpreter hooks ----------------------------------------------------------------
+
+
+def _set_item_interpret(node, inputs):
+  lst, index, item = _list(node, inputs[0]), inputs[1], inputs[2]
+  resize = bool(node.attr("resize_if_index_out_of_bounds", False))
+  if core.is_concrete(index):
+    i = int(np.asarray(index))
+    if i < 0:
+      raise errors.OpError(node.op, node.name, f"negative index {i}")
+    if i >= lst.length:
+      if not resize:
+        raise errors.OpError(node.op, node.name,
+                             f"index {i} is out of range for a list of {lst.length} "
+                             "elements (resize_if_index_out_of_bounds is false)")
+      lst = _grow(lst, i + 1, np.shape(item))
+  elif resize:
+    raise NeedsConcreteIndex(
+        f"{node.op} node '{node.name}' may grow its list (a TensorArray with "
+        "dynamic_size=True) at an index that depends on runtime data; the list length "
+        "must be known at trace time. Give the TensorArray a fixed size, or write it "
+        "in a loop whose trip count is known at trace time.")
+  shape = tuple(np.shape(item))
+  lst = lst.materialized(shape, node) if lst.items is None else lst
+  if tuple(lst.items.shape[1:]) != shape:
+    raise errors.OpError(node.op, node.name,
+                         f"item of shape {list(shape)} does not match the list's element "
+                         f"shape {list(lst.items.shape[1:])} (ragged lists are not supported)")
+  return [lst.with_items(SetItem.apply([lst.items, index, item], {}))]
+
+
+def _grow(lst: TensorList, size: int, element_shape) -> TensorList:
+  if lst.items is None:
+    return TensorList(None, size, lst.element_dtype, lst.element_shape)
+  return lst.with_items(Resize.apply([lst.items], {"size": size}))
+
+
+def _get_item_interpret(node, inputs):
+  lst, index = _list(node, inputs[0]), inputs[1]
+  _check_index(node, lst, index)
+  lst = lst.materialized(decode_shape(inputs[2]), node)
+  return [GetItem.apply([lst.items, index], {})]
+
+
+def _gather_interpret(node, inputs):
+  lst, indices = _list(node, inputs[0]), inputs[1]
+  if core.is_concrete(indices):
+    idx = np.asarray(indices)
+    if idx.size and (idx.min() < 0 or idx.max() >= lst.length):
+      raise errors.OpError(node.op, node.name,
+                           f"indices {idx.tolist()} out of range for a list of "
+                           f"{lst.length} elements")
+  lst = lst.materialized(decode_shape(inputs[2]), node)
+  return [Gather.apply([lst.items, indices], {})]
+
+
+def _scatter_into_interpret(node, inputs):
+  lst, tensor, indices = _list(node, inputs[0]), inputs[1], inputs[2]
+  if core.is_concrete(indices):
+    idx = np.asarray(indices)
+    if idx.size and idx.min() < 0:
+      raise errors.OpError(node.op, node.name, "negative indices")
+    needed = int(idx.max()) + 1 if idx.size else 0
+    if needed > lst.length:
+      lst = _grow(lst, needed, np.shape(tensor)[1:])
+  lst = lst.materialized(tuple(np.shape(tensor)[1:]), node)
+  return [lst.with_items(ScatterInto.apply([lst.items, tensor, indices], {}))]
+
+
+def _scatter_v2_interpret(node, inputs):
+  tensor, indices, element_shape, num = inputs
+  num = _static_int(node, num, "num_elements")
+  if num < 0:
+    if not core.is_concrete(indices):
+      raise TensorListSizeError(
+          f"{node.op} node '{node.name}': the list size is the largest index + 1, and "
+          "the indices depend on runtime data; pass num_elements")
+    idx = np.asarray(indices)
+    num = int(idx.max()) + 1 if idx.size else 0
+  dtype = _dtype(node)
+  shape = merge_shapes(decode_shape(element_shape), tuple(np.shape(tensor)[1:]), node)
+  items = ScatterV2.apply([tensor, indices], {"num_elements": num})
+  return [TensorList(items, num, dtype, shape)]
+
+
+def _push_back_interpret(node, inputs):
+  lst, tensor = _list(node, inputs[0]), inputs[1]
+  shape = tuple(np.shape(tensor))
+  if lst.items is None:
+    if lst.length == 0:
+      merge_shapes(lst.element_shape, shape, node)
+      items = jnp.asarray(tensor, lst.element_dtype)[None] if not core.is_concrete(tensor) \
+          else np.asarray(tensor, lst.element_dtype)[None]
+      return [TensorList(items, 1, lst.element_dtype, shape)]
+    lst = lst.materialized(shape, node)
+  return [lst.with_items(PushBack.apply([lst.items, tensor], {}))]
+
+
+def _pop_back_interpret(node, inputs):
+  lst = _list(node, inputs[0])
+  if lst.length == 0:
+    raise errors.OpError(node.op, node.name, "pops from an empty list")
+  lst = lst.materialized(decode_shape(inputs[1]), node)
+  rest, last = PopBack.apply([lst.items], {})
+  return [lst.with_items(rest), last]
+
+
+def _concat_interpret(node, inputs):
+  lst = _list(node, inputs[0])
+  shape = decode_shape(inputs[1])
+  lst = lst.materialized(shape, node)
+  if len(lst.items.shape) < 2:
+    raise errors.OpError(node.op, node.name, "concatenates scalar elements")
+  d0 = lst.items.shape[1]
+  lengths = np.full((lst.length,), d0, dtypes.canonical_dtype(np.int64))
+  return [ConcatV2.apply([lst.items], {}), lengths]
+
+
+def _resize_interpret(node, inputs):
+  lst = _list(node, inputs[0])
+  size = _static_int(node, inputs[1], "size")
+  if size < 0:
+    raise errors.OpError(node.op, node.name, f"negative size {size}")
+  if lst.items is None:
+    return [TensorList(None, size, lst.element_dtype, lst.element_shape)]
+  return [lst.with_items(Resize.apply([lst.items], {"size": size}))]
+
+
+# --- bookkeeping ops (no primitive is bound) ---------------------------------------------
+
+
+def _reserve_interpret(node, inputs):
+  shape = decode_shape(inputs[0])
+  n = _static_int(node, inputs[1], "num_elements")
+  if n < 0:
+    raise errors.OpError(node.op, node.name, f"negative num_elements {n}")
+  lst = TensorList(None, n, _dtype(node), shape)
+  return [lst.materialized() if lst.shape_known else lst]
+
+
+def _empty_interpret(node, inputs):
+  return [TensorList(None, 0, _dtype(node), decode_shape(inputs[0]))]
+
+
+def _from_tensor_interpret(node, inputs):
+  tensor = inputs[0]
+  if np.ndim(tensor) < 1:
+    raise errors.OpError(node.op, node.name, "needs a tensor of rank >= 1")
+  merge_shapes(decode_shape(inputs[1]), tuple(np.shape(tensor)[1:]), node)
+  return [TensorList(tensor, np.shape(tensor)[0], _dtype(node), None)]
+
+
+def _stack_interpret(node, inputs):
+  lst = _list(node, inputs[0])
+  num = node.attr("num_elements", -1)
+  if num is not None and num >= 0 and num != lst.length:
+    raise errors.OpError(node.op, node.name,
+                         f"expected {num} elements, the list has {lst.length}")
+  return [lst.materialized(decode_shape(inputs[1]), node).items]
+
+
+def _length_interpret(node, inputs):
+  return [np.asarray(_list(node, inputs[0]).length, np.int32)]
+
+
+def _element_shape_interpret(node, inputs):
+  lst = _list(node, inputs[0])
+  dtype = dtypes.canonical_dtype(node.attr("shape_type"))
+  if lst.element_shape is None:
+    return [np.asarray(-1, dtype)]
+  return [np.asarray([-1 if d is None else d for d in lst.element_shape], dtype)]
+
+
+def _split_interpret(node, inputs):
+  tensor, element_shape, lengths = inputs
+  if not core.is_concrete(lengths):
+    raise TensorListSizeError(
+        f"{node.op} node '{node.name}': lengths depend on runtime data")
+  lengths = np.asarray(lengths).reshape(-1)
+  if lengths.size and (lengths != lengths[0]).any():
+    raise errors.OpError(node.op, node.name,
+                         f"splits into pieces of different lengths {lengths.tolist()}; "
+                         "ragged lists are not supported")
+  n = int(lengths.size)
+  d = int(lengths[0]) if n else 0
+  shape = tuple(np.shape(tensor))
+  if n * d != shape[0]:
+    raise errors.OpError(node.op, node.name,
+                         f"lengths sum to {n * d}, the tensor has {shape[0]} rows")
+  items = core.get_op("Reshape").apply([tensor], {"shape": (n, d) + shape[1:]}) \
+      if not core.is_concrete(tensor) else np.reshape(tensor, (n, d) + shape[1:])
+  return [TensorList(items, n, _dtype(node), None)]
+
+
+def _bookkeeping(op_type: str, hook, doc: str, multiple_results=False):
+  def impl(*args, **params):
+    raise NotImplementedError(f"{op_type} is evaluated by the interpreter")
+  impl.__doc__ = doc
+  return define_op(op_type, impl, family=FAMILY, interpret=hook,
+                   multiple_results=multiple_results)
+
+
+Reserve = _bookkeeping("TensorListReserve", _reserve_interpret,
+                       "A list of num_elements uninitialized elements (zeros once read).")
+Empty = _bookkeeping("EmptyTensorList", _empty_interpret, "An empty list.")
+FromTensor = _bookkeeping("TensorListFromTensor", _from_tensor_interpret,
+                          "The list of the tensor's rows (no copy).")
+Stack = _bookkeeping("TensorListStack", _stack_interpret,
+                     "The elements stacked: the dense items themselves.")
+Length = _bookkeeping("TensorListLength", _length_interpret, "The static length.")
+ElementShape = _bookkeeping("TensorListElementShape", _element_shape_interpret,
+                            "The (partial) element shape; -1 for unknown dims or rank.")
+Split = _bookkeeping("TensorListSplit", _split_interpret,
+                     "Splits a tensor into equal-length pieces (ragged pieces are refused).")
