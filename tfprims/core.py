@@ -96,6 +96,7 @@ class TFOp:
   batching_source: str = "derived"     # "derived", "elementwise", "explicit" or "override"
   transpose_source: str = "none"
   _defaults: dict = dataclasses.field(default_factory=dict, repr=False)
+  _rules: dict = dataclasses.field(default_factory=dict, repr=False)
 
   @property
   def name(self) -> str:
@@ -332,6 +333,7 @@ def define_op(
       "transpose": (ad.primitive_transposes.get(prim), op.transpose_source),
       "batching": (batching_rule, op.batching_source),
   }
+  op._rules = {kind: rule for kind, (rule, _) in op._defaults.items()}
   _REGISTRY[op_type] = op
   return op
 
@@ -363,17 +365,20 @@ def all_ops() -> tuple[TFOp, ...]:
   return tuple(_REGISTRY[k] for k in sorted(_REGISTRY))
 
 
-def _override(op_type: str, kind: str, table: dict, rule, wrap=lambda r: r):
+def _override(op_type: str, kind: str, table, rule, wrap=lambda r: r):
+  # JAX's batcher table is write-only, so each op tracks the rules it installed.
   op = get_op(op_type)
-  previous = table.get(op.primitive)
+  previous = op._rules[kind]
   if rule is None:
-    rule, source = op._defaults[kind]
+    installed, source = op._defaults[kind]
   else:
-    rule, source = wrap(rule), "override"
-  if rule is None:
-    table.pop(op.primitive, None)
+    installed, source = wrap(rule), "override"
+  if installed is None:
+    if previous is not None:
+      del table[op.primitive]
   else:
-    table[op.primitive] = rule
+    table[op.primitive] = installed
+  op._rules[kind] = installed
   setattr(op, f"{kind}_source", source)
   return previous
 
