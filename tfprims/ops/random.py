@@ -231,9 +231,14 @@ RandomUniformInt = _define_stateful(
                             note="minval >= maxval (a TF run-time error) returns minval"))
 
 
+def _values(st):
+  return st.arrays(st.dtypes(st.NUMERIC + ("bool",)), st.shapes(), special=False,
+                   min_value=-100, max_value=100)
+
+
 def _shuffle_spec(st):
   return st.Spec(
-      st.call(value=st.arrays(st.dtypes(st.NUMERIC + ("bool",)), st.shapes(), special=False),
+      st.call(value=_values(st),
               seed=st.integers(0, 100)),
       skip=_RANDOM_SKIPS)
 
@@ -249,7 +254,8 @@ def _multinomial_spec(st, stateless=False):
     dtype = d(st.dtypes(RANDOM_FLOATS))
     batch = d(st.integers(0, 3))
     classes = d(st.integers(1, 4))
-    out = dict(logits=d(st.arrays(dtype, (batch, classes), min_value=-10, max_value=10)),
+    out = dict(logits=d(st.arrays(dtype, (batch, classes), special=False, min_value=-10,
+                                           max_value=10)),
                num_samples=np.asarray(d(st.integers(0, 4)), np.int32),
                output_dtype=d(st.dtypes(("int32", "int64"))))
     if stateless:
@@ -374,10 +380,11 @@ StatelessRandomUniformFullIntV2 = _define(
                 **_key_counter_strategy(st)),
         skip=_STATELESS_SKIPS))
 StatelessShuffle = _define(
-    "StatelessShuffle", _v2(lambda k, value: _shuffle(k, value)), static=(), attrs=(),
+    "StatelessShuffle",
+    lambda value, key, counter, alg: _shuffle(_key_counter_key(key, counter), value),
+    static=(), attrs=(),
     spec=lambda st: st.Spec(
-        st.call(value=st.arrays(st.dtypes(st.NUMERIC + ("bool",)), st.shapes(),
-                                special=False), **_key_counter_strategy(st)),
+        st.call(value=_values(st), **_key_counter_strategy(st)),
         skip=_STATELESS_SKIPS))
 
 
