@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 CHECKS = ("values", "shape", "jvp", "vjp", "vmap", "jit")
+GRAD_ORACLES = ("forward", "vjp", "fd")
+
+Tolerance = Union[None, float, Mapping[str, float]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,24 +20,48 @@ class Spec:
       ``tf.raw_ops.<Op>``: TF inputs as numpy arrays (static inputs too), attrs
       as Python values (dtype attrs as numpy dtypes).
     skip: check name (one of ``CHECKS``) -> the reason it does not apply.
-    rtol, atol: tolerances; a float, or a mapping from dtype name
-      (``"float32"``) to float. Defaults are dtype-aware.
+    rtol, atol: value tolerances; a float, or a mapping from dtype name
+      (``"float32"``) to float (the dtype of the compared output). Defaults are
+      dtype-aware (see ``tfprims.testing.runner.VALUE_TOL``).
     diff_args: TF input names to differentiate for jvp/vjp/vmap-of-grad
       (default: every non-static input of a float or complex dtype).
     grad_oracle: ``"forward"`` (``tf.autodiff.ForwardAccumulator``), ``"vjp"``
-      (``tf.GradientTape``) or ``"fd"`` (central differences), for ops whose TF
-      forward mode is known to be wrong.
+      (``tf.GradientTape``, as a dot-product test for the JVP) or ``"fd"``
+      (central differences of TF for the JVP; the VJP is then checked to be the
+      transpose of our JVP), for ops whose TF forward mode is known to be wrong
+      or missing.
     note: free text shown in docs/ops.md.
+    grad_rtol, grad_atol: tolerances of the derivative checks (default: the
+      larger of ``runner.GRAD_TOL`` and the value tolerances).
+    jit_tol: relative and absolute tolerance of jit vs eager (default: a few ulps).
+    sanitize_grads: derivative checks replace NaN by 0.5 and clip ±inf and huge
+      values of float inputs (IEEE overflow is tested by ``values``, not by the
+      derivative checks); set False to differentiate the drawn values as they are.
+    oracle: the TF op type to compare with when it differs from the op's own.
   """
   calls: Any
   skip: Mapping[str, str] = dataclasses.field(default_factory=dict)
-  rtol: Union[None, float, Mapping[str, float]] = None
-  atol: Union[None, float, Mapping[str, float]] = None
+  rtol: Tolerance = None
+  atol: Tolerance = None
   diff_args: Optional[Sequence[str]] = None
   grad_oracle: str = "forward"
   note: str = ""
+  grad_rtol: Tolerance = None
+  grad_atol: Tolerance = None
+  jit_tol: Tolerance = None
+  sanitize_grads: bool = True
+  oracle: Union[None, str, Callable[..., Any]] = None
 
   def __post_init__(self):
     unknown = set(self.skip) - set(CHECKS)
     if unknown:
       raise ValueError(f"unknown checks in skip: {sorted(unknown)}; known: {CHECKS}")
+    empty = [k for k, v in self.skip.items() if not (isinstance(v, str) and v.strip())]
+    if empty:
+      raise ValueError(f"skip reasons must be non-empty strings: {empty}")
+    if self.grad_oracle not in GRAD_ORACLES:
+      raise ValueError(f"grad_oracle must be one of {GRAD_ORACLES}, got {self.grad_oracle!r}")
+
+  @property
+  def skips_everything(self) -> bool:
+    return all(c in self.skip for c in CHECKS)

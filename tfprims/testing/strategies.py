@@ -80,12 +80,37 @@ def elements(dtype, *, special: bool = True, min_value=None, max_value=None,
   width = {2: 16, 4: 32, 8: 64}.get(dtype.itemsize, 32)
   if dtype.name == "bfloat16":
     width = 32
-  nan = special if allow_nan is None else allow_nan
-  inf = special if allow_inf is None else allow_inf
-  if min_value is not None or max_value is not None:
-    inf = False
+  bounded = min_value is not None or max_value is not None
+  nan = (special and not bounded) if allow_nan is None else allow_nan
+  inf = (special and not bounded) if allow_inf is None else allow_inf
+  if bounded:
+    # Hypothesis refuses NaN with bounds; ±inf only where a bound is open.
+    nan = False
+    inf = inf and (min_value is None or max_value is None)
+  min_value, max_value = _representable_bounds(min_value, max_value, width)
   return hst.floats(min_value=min_value, max_value=max_value, allow_nan=nan,
                     allow_infinity=inf, allow_subnormal=special, width=width)
+
+
+def _representable_bounds(lo, hi, width):
+  """Float bounds rounded inward to values representable at ``width`` bits
+  (Hypothesis refuses others, e.g. float32 bounds of ±(2**31 - 1))."""
+  ftype = {16: np.float16, 32: np.float32, 64: np.float64}[width]
+  info = np.finfo(ftype)
+
+  def fit(v, direction):
+    if v is None:
+      return None
+    v = float(v)
+    v = min(max(v, float(info.min)), float(info.max))
+    f = ftype(v)
+    if direction > 0 and float(f) < v:
+      f = np.nextafter(f, ftype(np.inf))
+    if direction < 0 and float(f) > v:
+      f = np.nextafter(f, ftype(-np.inf))
+    return float(f)
+
+  return fit(lo, 1), fit(hi, -1)
 
 
 @hst.composite

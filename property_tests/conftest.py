@@ -1,0 +1,40 @@
+"""Hypothesis profiles for the property tests, and the max-error record.
+
+Profiles (select with ``HYPOTHESIS_PROFILE``):
+
+* ``default`` / ``ci``: derandomized (reproducible), few examples per op per
+  check, no deadline: the whole suite fits CI (~5 s per op).
+* ``thorough``: 200 random examples per op per check.
+* ``dev``: 20 random examples.
+
+With ``TFPRIMS_MAX_ERRORS=path.json`` set, the largest errors vs TF seen per op,
+check and dtype are merged into that JSON file at the end of the session
+(``scripts/gen_ops_doc.py`` shows them in docs/ops.md); use it with the
+thorough profile, e.g.
+``HYPOTHESIS_PROFILE=thorough TFPRIMS_MAX_ERRORS=property_tests/max_errors.json pytest property_tests``.
+"""
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import hypothesis  # noqa: E402
+
+from tfprims.testing import runner  # noqa: E402
+
+runner.register_profiles()
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "default")
+hypothesis.settings.load_profile(PROFILE)
+
+
+def pytest_report_header(config):
+  s = hypothesis.settings.default
+  return (f"tfprims property tests: hypothesis profile {PROFILE!r} "
+          f"(max_examples={s.max_examples}, derandomize={s.derandomize})")
+
+
+def pytest_sessionfinish(session, exitstatus):
+  path = os.environ.get(runner.ERRORS_ENV)
+  if path:
+    runner.write_errors(path, profile=PROFILE)

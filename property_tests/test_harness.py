@@ -1,0 +1,170 @@
+"""The runner catches deliberately wrong ops and rules (and passes right ones).
+
+Each broken op is registered under a real TF op type (so TF is the oracle) with
+``temporary_op``, which restores the registry afterwards.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from tfprims.core import get_op
+from tfprims.testing import runner
+from tfprims.testing import strategies as st
+from tfprims.testing.runner import OpCheckError, check_op, temporary_op
+
+import tfprims.ops  # noqa: F401
+
+FLOAT_SPEC = lambda s: s.Spec(s.unary(("float32", "float64")))
+N = 8  # examples per check: enough for derandomized runs to hit a differing value
+
+
+def _sin_spec(s):
+  return s.Spec(s.unary(("float32", "float64"), min_value=-4, max_value=4))
+
+
+def test_correct_op_passes():
+  with temporary_op("Sin", jnp.sin, spec=_sin_spec) as op:
+    report = check_op(op, max_examples=N)
+  assert {r.status for r in report.results.values()} == {"passed"}, report.summary()
+  assert all(r.examples > 0 for r in report.results.values())
+
+
+def test_wrong_value_is_caught_with_a_snippet():
+  wrong = lambda x: jnp.sin(x) * (1 + 1e-3)
+  with temporary_op("Sin", wrong, spec=_sin_spec) as op:
+    with pytest.raises(OpCheckError) as info:
+      check_op(op, ["values"], max_examples=N)
+    msg = str(info.value)
+    assert "check 'values' failed" in msg
+    assert "tf.raw_ops.Sin(**inputs, **attrs)" in msg
+    assert "x=np.array(" in msg and "dtype=np.float" in msg
+    # The snippet is ready to run: it reproduces both sides of the mismatch.
+    src = msg.split("reproduce:\n", 1)[1].split("\n\n", 1)[0]
+    src = "\n".join(l[4:] for l in src.splitlines() if l.startswith("    "))
+    scope = {}
+    exec(compile(src, "<snippet>", "exec"), scope)  # noqa: S102
+  x = np.asarray(scope["inputs"]["x"])
+  np.testing.assert_allclose(np.asarray(scope["actual"]), np.sin(x) * (1 + 1e-3), rtol=1e-6)
+  np.testing.assert_allclose(np.asarray(scope["expected"]), np.sin(x), rtol=1e-6)
+  # Shrunk to a small call: one element.
+  assert x.size <= 1
+
+
+def test_wrong_jvp_sign_is_caught():
+  cos = get_op("Cos")
+  with temporary_op("Sin", jnp.sin, spec=_sin_spec,
+                    jvp=(lambda t, x: -t * cos(x),)) as op:
+    with pytest.raises(OpCheckError, match="check 'jvp' failed"):
+      check_op(op, ["jvp"], max_examples=N)
+    with pytest.raises(OpCheckError, match="check 'vjp' failed"):
+      check_op(op, ["vjp"], max_examples=N)
+    # The forward values are still right.
+    check_op(op, ["values", "shape", "jit"], max_examples=N)
+
+
+def test_wrong_transpose_is_caught():
+  # Neg's JVP is itself; a transpose that forgets the sign breaks only the VJP.
+  with temporary_op("Neg", jnp.negative, linear=True, transpose=lambda ct, x: [ct],
+                    spec=FLOAT_SPEC) as op:
+    check_op(op, ["jvp"], max_examples=N)
+    with pytest.raises(OpCheckError, match="check 'vjp' failed"):
+      check_op(op, ["vjp"], max_examples=N)
+
+
+def _dropping_batch_rule(args, dims, **params):
+  # Forgets the batch axis: computes example 0 only and calls it unbatched.
+  (x,), (d,) = args, dims
+  return jnp.sin(jnp.take(x, 0, axis=d)), None
+
+
+def test_batching_rule_dropping_the_batch_axis_is_caught():
+  with temporary_op("Sin", jnp.sin, spec=_sin_spec, batching=_dropping_batch_rule) as op:
+    with pytest.raises(OpCheckError, match="check 'vmap' failed"):
+      check_op(op, ["vmap"], max_examples=N)
+
+
+def _misplaced_batch_rule(args, dims, **params):
+  # Claims the output batch axis is 0 whatever the input's was.
+  (x,), (d,) = args, dims
+  return jnp.sin(x), 0
+
+
+def test_batching_rule_misplacing_the_batch_axis_is_caught():
+  spec = lambda s: s.Spec(s.unary(("float32",), s.shapes(min_rank=1, min_side=2),
+                                  min_value=-4, max_value=4)
+                          if False else s.call(x=s.arrays(
+                              s.dtypes(("float32",)), s.shapes(min_rank=1, min_side=2),
+                              min_value=-4, max_value=4)))
+  with temporary_op("Sin", jnp.sin, spec=spec, batching=_misplaced_batch_rule) as op:
+    with pytest.raises(OpCheckError, match="check 'vmap' failed"):
+      check_op(op, ["vmap"], max_examples=20)
+
+
+def test_wrong_dtype_is_caught_by_shape():
+  with temporary_op("Sin", lambda x: jnp.sin(x).astype(jnp.float32), spec=_sin_spec) as op:
+    with pytest.raises(OpCheckError, match="check 'shape' failed"):
+      check_op(op, ["shape"], max_examples=N)
+
+
+def test_x64_off_dtype_warning_is_caught():
+  # A Cast-like op ignoring canonical_dtype warns with x64 off.
+  def cast(x, *, DstT):
+    return jnp.asarray(x, dtype=DstT)
+  spec = lambda s: s.Spec(s.call(x=s.arrays("float32", s.shapes(max_rank=1)),
+                                 DstT=s.just(np.dtype("float64"))))
+  with temporary_op("Cast", cast, attrs=("DstT",), spec=spec) as op:
+    with pytest.raises(OpCheckError, match="x64 off"):
+      check_op(op, ["shape"], max_examples=4)
+
+
+def test_spec_drawing_mostly_invalid_calls_fails():
+  # MatMul with independent random shapes: TF rejects most calls.
+  spec = lambda s: s.Spec(s.call(a=s.arrays("float32", s.shapes(2, 2, 1)),
+                                 b=s.arrays("float32", s.shapes(2, 2, 1))))
+  with temporary_op("MatMul", lambda a, b, transpose_a=False, transpose_b=False: a @ b,
+                    attrs=("transpose_a", "transpose_b"), spec=spec) as op:
+    with pytest.raises(OpCheckError, match="TF rejected most drawn calls"):
+      check_op(op, ["values"], max_examples=N)
+
+
+def test_temporary_op_restores_the_registry():
+  before = get_op("Sin")
+  with temporary_op("Sin", jnp.cos, spec=_sin_spec) as op:
+    assert get_op("Sin") is op
+  assert get_op("Sin") is before
+
+
+def test_run_checks_on_one_call():
+  x = np.array([0.5, -1.0, 2.0], np.float32)
+  out = runner.run_checks("Sin", {"x": x})
+  assert out["values"] == "passed" and out["vmap"] == "passed"
+  with temporary_op("Sin", lambda x: jnp.sin(x) + 1e-3, spec=_sin_spec) as op:
+    with pytest.raises(AssertionError, match="eager vs TF"):
+      runner.run_checks(op, {"x": x}, ["values"])
+
+
+def test_compare():
+  f = np.float32
+  assert runner.compare(np.array([1.0, np.nan, np.inf], f), np.array([1.0, np.nan, np.inf], f)).ok
+  assert not runner.compare(np.array([np.nan], f), np.array([1.0], f)).ok
+  assert not runner.compare(np.array([np.inf], f), np.array([-np.inf], f)).ok
+  assert not runner.compare(np.array([1], np.int32), np.array([1], np.int64)).ok
+  assert runner.compare(np.array([1 + 1e-7], f), np.array([1.0], f), rtol=1e-5).ok
+  assert not runner.compare(np.array([1 + 1e-4], f), np.array([1.0], f), rtol=1e-5).ok
+  assert not runner.compare(np.array([1 + 1j], np.complex64),
+                            np.array([1 + 2j], np.complex64), rtol=1e-5).ok
+  assert not runner.compare(np.zeros((2, 1)), np.zeros((1, 2))).ok
+
+
+def test_literal_round_trips():
+  import ml_dtypes
+  values = [np.array([[1.5, np.nan], [-np.inf, -0.0]], np.float32),
+            np.array(3, np.int64), np.zeros((0, 2), np.int8),
+            np.array([1 + 2j, complex(np.nan, 1)], np.complex64),
+            np.array([0.1, 2.0], ml_dtypes.bfloat16), np.array([True, False])]
+  for v in values:
+    back = eval(runner.literal(v), {"np": np, "ml_dtypes": ml_dtypes})  # noqa: S307
+    assert back.dtype == v.dtype and back.shape == v.shape
+    np.testing.assert_array_equal(back, v)
