@@ -32,8 +32,9 @@ FAMILY = "random"
 
 RANDOM_FLOATS = ("float16", "bfloat16", "float32", "float64")
 
-# Marks the ops whose first operand is a JAX key the caller must supply (the
-# interpreter does it from rng=; direct callers pass key data themselves).
+# The ops whose first operand is a JAX key the caller must supply (the interpreter
+# does it from rng=; direct callers pass raw key data themselves). Their TFOp also
+# carries ``rng_operand = True``.
 RNG_OPS: set[str] = set()
 
 
@@ -190,6 +191,7 @@ _RANDOM_SKIPS = {
 def _define_stateful(op_type, impl, *, static=("shape",), attrs=("dtype",), spec=None):
   op = define_op(op_type, impl, family=FAMILY, static=static, attrs=attrs,
                  interpret=_stateful_interpret(op_type), spec=spec)
+  op.rng_operand = True
   RNG_OPS.add(op_type)
   return op
 
