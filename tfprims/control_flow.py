@@ -474,14 +474,20 @@ class _Loop:
     return self.while_loop()
 
   def cond_is_concrete(self) -> bool:
+    found = []
+
+    def probe():  # traced abstractly, so nothing is emitted into the caller's jaxpr
+      found.append(core.is_concrete(_run_graph(self.ctx, self.cond_g, self.inputs)[0]))
+      return ()
+
     saved = _save(self.ctx)
     try:
-      pred = _run_graph(self.ctx, self.cond_g, self.inputs)[0]
+      jax.eval_shape(probe)
     except errors.TFPrimsError:
       return False
     finally:
       _restore(self.ctx, saved)
-    return core.is_concrete(pred)
+    return bool(found and found[0])
 
   def _body(self, carry_vals, state_vals, rng):
     """One iteration on carried values; returns the new carry (same layout)."""
@@ -670,3 +676,6 @@ def _guard(x, where):
                                                                     jnp.inexact):
     return x
   return _guard_p.bind(x, where=where)
+
+
+from tfprims import custom_gradients  # noqa: E402,F401  (IdentityN with _gradient_op_type)

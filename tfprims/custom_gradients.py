@@ -1,0 +1,521 @@
+"""``tf.custom_gradient`` and gradient blockers (PreventGradient).
+
+TF marks a custom gradient with ``IdentityN(ys..., xs..., variable values...)``
+carrying a ``_gradient_op_type`` attr; the gradient function is registered in
+TF's gradient registry under that name. tfprims binds two primitives there:
+
+* ``tf.CustomGradient`` (operands: every IdentityN input; results: the ys): the
+  identity on ``ys``. Its JVP keeps forward mode exact: the tangent of ``ys`` is
+  the forward graph's own derivative, passed through
+* ``tf.CustomGradientTangent`` (operands: ``dys``, ``dxs``, then the primal values
+  as residuals), whose value is ``dys`` and whose *transpose* is TF's gradient
+  function: the cotangent of ``ys`` goes to ``xs`` through the converted gradient
+  function and none goes back to the ops that computed ``ys``, exactly as in TF.
+
+So ``jax.jvp``/``jacfwd`` use the true derivative and ``jax.grad``/``vjp`` the
+custom one, and ``hessian`` = jacfwd(jacrev) differentiates the converted
+gradient function. Both primitives batch by recording the batched operands;
+the gradient function is vmapped when it runs.
+
+The gradient function is traced with TF (``tf.function``) and converted the
+first time a gradient is taken. Tensors it captures from the forward graph are
+taken from the IdentityN inputs, or recomputed from them with the forward
+graph's own ops.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import threading
+import warnings
+from typing import Any, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+from tfprims import core, dtypes, errors, graph as graph_lib, interpreter
+from tfprims.core import define_op
+from tfprims.interpreter import StringConstant, VariableHandle
+
+
+class CustomGradientError(errors.ConversionError):
+  """A tf.custom_gradient's gradient function cannot be converted or evaluated."""
+
+
+class PreventGradientError(errors.TFPrimsError, LookupError):
+  """Differentiation through a ``PreventGradient`` op (e.g. jax2tf with_gradient=False)."""
+
+
+# --- the gradient function ----------------------------------------------------------------
+
+
+def _closure(fn) -> dict:
+  cells = fn.__closure__ or ()
+  return {name: cell.cell_contents for name, cell in zip(fn.__code__.co_freevars, cells)}
+
+
+def _registry_lookup(name: str):
+  from tensorflow.python.framework import ops
+  try:
+    return ops.gradient_registry.lookup(name)
+  except LookupError:
+    return None
+
+
+def _tape_closure(fn) -> dict:
+  """The variables of TF's ``_graph_mode_decorator`` closure (flat_result_len, result,
+  variables), or {} for gradient functions registered otherwise."""
+  try:
+    tape = _closure(fn).get("tape_grad_fn")
+    return _closure(tape) if tape is not None else {}
+  except (AttributeError, ValueError):
+    return {}
+
+
+def num_results(name: str) -> Optional[int]:
+  """How many leading IdentityN inputs are the custom-gradient function's results."""
+  fn = _registry_lookup(name)
+  if fn is None:
+    return None
+  n = _tape_closure(fn).get("flat_result_len")
+  return int(n) if n is not None else None
+
+
+def _tensor_key(t) -> tuple:
+  return (id(t.graph), t.op.name, t.value_index)
+
+
+def _sanitize_input_name(name: str) -> str:
+  return "__tfprims_cg_in_" + name.replace(":", "_").replace("/", "_")
+
+
+def _feed_graph(graph_def, feeds: Sequence[str], outputs: Sequence[str],
+                name: str) -> graph_lib.Graph:
+  """A Graph computing ``outputs`` with the tensors ``feeds`` ("op:i") as its inputs."""
+  g = graph_lib.from_graph_def(graph_def, [], list(outputs), name=name)
+  replace = {graph_lib.parse_ref(t): _sanitize_input_name(t) for t in feeds}
+  nodes = []
+  for n in g.nodes:
+    inputs = [(replace[r], 0) if r in replace else r for r in n.inputs]
+    nodes.append(graph_lib.Node(n.name, n.op, inputs, [], n._attr_protos, n.device))
+  for t in feeds:
+    nodes.insert(0, graph_lib.Node(_sanitize_input_name(t), "Placeholder", [], [], {}))
+  outs = [replace.get(graph_lib.parse_ref(o), None) for o in outputs]
+  out_refs = [(o, 0) if o is not None else graph_lib.parse_ref(t)
+              for o, t in zip(outs, outputs)]
+  return graph_lib.Graph(name=name, nodes=nodes,
+                         inputs=[_sanitize_input_name(t) for t in feeds], outputs=out_refs)
+
+
+@dataclasses.dataclass(eq=False)
+class GradFn:
+  """A TF gradient function converted to a function of (dys, inputs) -> dxs.
+
+  Hashed by identity: one per custom-gradient node, used as a primitive param.
+  """
+  name: str            # the _gradient_op_type
+  node: str
+  num_results: int
+  num_inputs: int      # IdentityN inputs (results + args + variable values)
+  _built: Any = None
+  _lock: Any = dataclasses.field(default_factory=threading.Lock)
+
+  def __hash__(self):
+    return id(self)
+
+  def __repr__(self):
+    return self.name
+
+  def _build(self, shapes):
+    import tensorflow as tf
+    fn = _registry_lookup(self.name)
+    where = f"IdentityN node '{self.node}' (tf.custom_gradient {self.name!r})"
+    if fn is None:
+      raise CustomGradientError(
+          f"{where}: the gradient function is not in TF's gradient registry (a loaded "
+          "SavedModel keeps custom gradients only when saved with "
+          "tf.saved_model.SaveOptions(experimental_custom_gradients=True))")
+    info = _tape_closure(fn)
+    op = _find_op(info, self.name)
+    if op is None:
+      raise CustomGradientError(f"{where}: cannot find the forward TF op")
+    specs = [tf.TensorSpec(shape, t.dtype) for shape, t in zip(shapes, op.inputs)]
+    try:
+      cf = tf.function(lambda *dys: fn(None, *dys), autograph=False).get_concrete_function(
+          *specs)
+    except Exception as e:  # the user's gradient function failed to trace
+      raise CustomGradientError(f"{where}: tracing the gradient function failed: "
+                                f"{type(e).__name__}: {e}") from e
+    n_args = len(cf.inputs) - len(cf.captured_inputs)
+    op_inputs = {_tensor_key(t): k for k, t in enumerate(op.inputs)}
+    variables = list(info.get("variables", ()))
+    n_vars = len(variables)
+    captures = []       # (placeholder node name, kind, payload)
+    recompute = []      # forward tensors to recompute from the IdentityN inputs
+    for internal, external in zip(cf.inputs[n_args:], cf.captured_inputs):
+      pname = internal.op.name
+      if external.dtype == tf.resource:
+        idx = next((j for j, v in enumerate(variables) if v.handle is external), None)
+        if idx is None:
+          raise CustomGradientError(
+              f"{where}: the gradient function uses a resource that is not one of the "
+              "variables of the custom-gradient function")
+        captures.append((pname, "var", self.num_inputs - n_vars + idx))
+      elif hasattr(external, "numpy"):
+        captures.append((pname, "const", dtypes.canonicalize_value(
+            external.numpy(), f"constant captured by {self.name}")))
+      elif _tensor_key(external) in op_inputs:
+        captures.append((pname, "input", op_inputs[_tensor_key(external)]))
+      else:
+        captures.append((pname, "recompute", len(recompute)))
+        recompute.append(external)
+    recompute_graph = recompute_lib = None
+    if recompute:
+      fwd = recompute[0].graph
+      gd = _graph_def(fwd)
+      recompute_graph = _feed_graph(gd, [t.name for t in op.inputs],
+                                    [t.name for t in recompute], f"{self.name}_recompute")
+      recompute_lib = graph_lib.Library(gd.library.function)
+      try:
+        interpreter.check_supported(recompute_graph, recompute_lib)
+      except errors.TFPrimsError as e:
+        raise CustomGradientError(f"{where}: recomputing forward values: {e}") from e
+      unfed = [n.name for n in recompute_graph.nodes
+               if n.op == "Placeholder" and n.name in recompute_graph.needed
+               and n.name not in recompute_graph.inputs]
+      if unfed:
+        raise CustomGradientError(
+            f"{where}: the gradient function captures forward tensors "
+            f"({', '.join(t.name for t in recompute)}) that depend on values which are not "
+            f"inputs of the custom-gradient function ({', '.join(unfed)}); pass them as "
+            "arguments of the decorated function")
+    gd = cf.graph.as_graph_def()
+    graph = graph_lib.from_graph_def(gd, [t.name for t in cf.inputs],
+                                     [t.name for t in cf.outputs], name=self.name)
+    library = graph_lib.Library(gd.library.function)
+    try:
+      interpreter.check_supported(graph, library)
+    except errors.TFPrimsError as e:
+      raise CustomGradientError(f"{where}: its gradient function: {e}") from e
+    # Structured outputs: [None] * num_results + one per input (None = no gradient).
+    flat_out = iter(range(len(cf.outputs)))
+    out_index = [None if o is None else next(flat_out)
+                 for o in tf.nest.flatten(cf.structured_outputs, expand_composites=False)]
+    if len(out_index) != self.num_inputs:
+      raise CustomGradientError(
+          f"{where}: the gradient function returns {len(out_index)} values for "
+          f"{self.num_inputs} inputs")
+    self._built = dict(graph=graph, library=library, n_args=n_args, captures=captures,
+                       recompute_graph=recompute_graph, recompute_lib=recompute_lib,
+                       arg_names=[t.op.name for t in cf.inputs[:n_args]],
+                       out_index=out_index)
+
+  def __call__(self, dys: Sequence[Any], values: Sequence[Any]) -> list:
+    """Cotangents of all IdentityN inputs (None: zero) given the cotangents of the
+    results (``dys``) and the forward values of all IdentityN inputs."""
+    with self._lock:
+      if self._built is None:
+        self._build([tuple(np.shape(v)) for v in values])
+    b = self._built
+    feeds = {}
+    for k, name in enumerate(b["arg_names"]):
+      feeds[name] = dys[k] if k < len(dys) else jnp.zeros_like(values[k])
+    state = {}
+    recomputed = None
+    for pname, kind, payload in b["captures"]:
+      if kind == "var":
+        key = f"__tfprims_cg_var_{payload}"
+        state[key] = values[payload]
+        feeds[pname] = VariableHandle(key)
+      elif kind == "const":
+        feeds[pname] = payload
+      elif kind == "input":
+        feeds[pname] = values[payload]
+      else:
+        if recomputed is None:
+          rctx = interpreter.Context(b["recompute_lib"], {})
+          rg = b["recompute_graph"]
+          recomputed = interpreter.run(rctx, rg, dict(zip(rg.inputs, values)))
+        feeds[pname] = recomputed[payload]
+    ctx = interpreter.Context(b["library"], state)
+    outs = interpreter.run(ctx, b["graph"], feeds)
+    return [None if i is None else outs[i] for i in b["out_index"]]
+
+
+def _find_op(info, name):
+  graphs = []
+  for t in tf_nest_flatten(info.get("result")):
+    g = getattr(t, "graph", None)
+    if g is not None and g not in graphs:
+      graphs.append(g)
+  for g in graphs:
+    for op in g.get_operations():
+      if op.type == "IdentityN":
+        try:
+          if op.get_attr("_gradient_op_type").decode() == name:
+            return op
+        except ValueError:
+          continue
+  return None
+
+
+def tf_nest_flatten(x):
+  import tensorflow as tf
+  return tf.nest.flatten(x, expand_composites=True) if x is not None else []
+
+
+@functools.lru_cache(maxsize=64)
+def _graph_def_cached(graph_id, graph):
+  return graph.as_graph_def()
+
+
+def _graph_def(graph):
+  return _graph_def_cached(id(graph), graph)
+
+
+_GRAD_FNS: dict[tuple, GradFn] = {}
+
+
+def grad_fn_for(name: str, node: str, num_results: int, num_inputs: int) -> GradFn:
+  key = (name, num_results, num_inputs)
+  if key not in _GRAD_FNS:
+    _GRAD_FNS[key] = GradFn(name, node, num_results, num_inputs)
+  return _GRAD_FNS[key]
+
+
+# --- primitives ------------------------------------------------------------------------------
+
+
+def _is_float(x) -> bool:
+  return jnp.issubdtype(jax.typeof(x).dtype if not ad.is_undefined_primal(x) else x.aval.dtype,
+                        jnp.inexact)
+
+
+custom_gradient_p = Primitive("tf.CustomGradient")
+custom_gradient_p.multiple_results = True
+tangent_p = Primitive("tf.CustomGradientTangent")
+tangent_p.multiple_results = True
+
+
+def _cg_impl(*values, grad, n_y, float_mask, batch):
+  return list(values[:n_y])
+
+
+custom_gradient_p.def_impl(_cg_impl)
+custom_gradient_p.def_abstract_eval(lambda *avals, **p: list(avals[:p["n_y"]]))
+mlir.register_lowering(custom_gradient_p, mlir.lower_fun(_cg_impl, multiple_results=True))
+
+
+def _split_tangent_operands(operands, float_mask, n_y):
+  n_fy = sum(float_mask[:n_y])
+  n_fx = sum(float_mask[n_y:])
+  return (list(operands[:n_fy]), list(operands[n_fy:n_fy + n_fx]),
+          list(operands[n_fy + n_fx:]))
+
+
+def _cg_jvp(primals, tangents, *, grad, n_y, float_mask, batch):
+  ys = custom_gradient_p.bind(*primals, grad=grad, n_y=n_y, float_mask=float_mask,
+                              batch=batch)
+  fy = [i for i in range(n_y) if float_mask[i]]
+  fx = [i for i in range(n_y, len(primals)) if float_mask[i]]
+  if all(type(tangents[i]) is ad.Zero for i in fy + fx):
+    return ys, [ad.Zero(jax.typeof(y).to_tangent_aval()) for y in ys]
+  dys = [ad.instantiate_zeros(tangents[i]) for i in fy]
+  dxs = [ad.instantiate_zeros(tangents[i]) for i in fx]
+  # Tangent layout per batch level: (dys, dxs) follow their primals' layout.
+  tbatch = tuple(tuple(level[i] for i in fy) + tuple(level[i] for i in fx) + tuple(level)
+                 for level in batch)
+  touts = tangent_p.bind(*dys, *dxs, *primals, grad=grad, n_y=n_y, float_mask=float_mask,
+                         batch=tbatch)
+  it = iter(touts)
+  return ys, [next(it) if float_mask[i] else ad.Zero(jax.typeof(ys[i]).to_tangent_aval())
+              for i in range(n_y)]
+
+
+ad.primitive_jvps[custom_gradient_p] = _cg_jvp
+
+
+def _move_front(args, dims):
+  moved, flags = [], []
+  for a, d in zip(args, dims):
+    if d is None:
+      moved.append(a)
+      flags.append(False)
+    else:
+      moved.append(jnp.moveaxis(a, d, 0) if d != 0 else a)
+      flags.append(True)
+  return moved, tuple(flags)
+
+
+def _cg_batch(args, dims, *, grad, n_y, float_mask, batch):
+  moved, flags = _move_front(args, dims)
+  out = custom_gradient_p.bind(*moved, grad=grad, n_y=n_y, float_mask=float_mask,
+                               batch=batch + (flags,))
+  return out, [0 if f else None for f in flags[:n_y]]
+
+
+batching.primitive_batchers[custom_gradient_p] = _cg_batch
+
+
+def _tangent_impl(*operands, grad, n_y, float_mask, batch):
+  return list(operands[:sum(float_mask[:n_y])])
+
+
+tangent_p.def_impl(_tangent_impl)
+tangent_p.def_abstract_eval(
+    lambda *avals, **p: list(avals[:sum(p["float_mask"][:p["n_y"]])]))
+mlir.register_lowering(tangent_p, mlir.lower_fun(_tangent_impl, multiple_results=True))
+
+
+def _tangent_jvp(primals, tangents, *, grad, n_y, float_mask, batch):
+  out = tangent_p.bind(*primals, grad=grad, n_y=n_y, float_mask=float_mask, batch=batch)
+  n_lin = sum(float_mask)
+  lin_t = tangents[:n_lin]
+  if all(type(t) is ad.Zero for t in lin_t):
+    return out, [ad.Zero(jax.typeof(o).to_tangent_aval()) for o in out]
+  lin_t = [ad.instantiate_zeros(t) for t in lin_t]
+  return out, tangent_p.bind(*lin_t, *primals[n_lin:], grad=grad, n_y=n_y,
+                             float_mask=float_mask, batch=batch)
+
+
+ad.primitive_jvps[tangent_p] = _tangent_jvp
+
+
+def _tangent_batch(args, dims, *, grad, n_y, float_mask, batch):
+  moved, flags = _move_front(args, dims)
+  n_fy = sum(float_mask[:n_y])
+  out = tangent_p.bind(*moved, grad=grad, n_y=n_y, float_mask=float_mask,
+                       batch=batch + (flags,))
+  return out, [0 if f else None for f in flags[:n_fy]]
+
+
+batching.primitive_batchers[tangent_p] = _tangent_batch
+
+
+def _apply_grad(grad, n_y, float_mask, batch, cts, values, dx_shapes):
+  """Cotangents of the float inputs' tangents (dxs), running the gradient function
+  under one vmap per batch level. ``dx_shapes``: the shapes the results must have."""
+  fy = [i for i in range(n_y) if float_mask[i]]
+  fx = [i for i in range(n_y, len(float_mask)) if float_mask[i]]
+  if not batch:
+    dys = [jnp.zeros(np.shape(values[i]), jnp.result_type(values[i])) for i in range(n_y)]
+    for i, ct in zip(fy, cts):
+      dys[i] = ct
+    grads = grad(dys, values)
+    out = []
+    for i, shape in zip(fx, dx_shapes):
+      g = grads[i]
+      if g is not None:
+        g = jnp.asarray(g).astype(jnp.result_type(values[i]))
+        g = g if g.shape == tuple(shape) else jnp.broadcast_to(g, shape)
+      out.append(g)
+    return out
+  level = batch[-1]
+  n_fy, n_fx = len(fy), len(fx)
+  ct_axes = [0 if f else None for f in level[:n_fy]]
+  dx_flags = level[n_fy:n_fy + n_fx]
+  val_axes = [0 if f else None for f in level[n_fy + n_fx:]]
+  inner_shapes = [tuple(s[1:]) if f else tuple(s) for s, f in zip(dx_shapes, dx_flags)]
+  if not any(a == 0 for a in ct_axes + val_axes):
+    res = _apply_grad(grad, n_y, float_mask, batch[:-1], cts, values, inner_shapes)
+    return [r if r is None or not f else jnp.broadcast_to(r[None], s)
+            for r, f, s in zip(res, dx_flags, dx_shapes)]
+  nones = []
+
+  def one(c, v):
+    res = _apply_grad(grad, n_y, float_mask, batch[:-1], c, v, inner_shapes)
+    nones[:] = [r is None for r in res]
+    return [jnp.zeros((), jnp.float32) if r is None else r for r in res]
+
+  res = jax.vmap(one, in_axes=(ct_axes, val_axes), out_axes=0)(list(cts), list(values))
+  return [None if is_none else (r if batched else jnp.sum(r, axis=0))
+          for r, is_none, batched in zip(res, nones, dx_flags)]
+
+
+def _tangent_transpose(cts, *operands, grad, n_y, float_mask, batch):
+  n_fy = sum(float_mask[:n_y])
+  n_lin = sum(float_mask)
+  lin, values = operands[:n_lin], operands[n_lin:]
+  if any(ad.is_undefined_primal(v) for v in values):
+    raise CustomGradientError(f"tf.custom_gradient {grad}: its residuals are linear")
+  if all(type(c) is ad.Zero for c in cts):
+    return [ad.Zero(x.aval) if ad.is_undefined_primal(x) else None for x in lin] + \
+        [None] * len(values)
+  cts = [ad.instantiate_zeros(c) for c in cts]
+  dx_shapes = [x.aval.shape for x in lin[n_fy:]]
+  dxs = _apply_grad(grad, n_y, float_mask, batch, cts, list(values), dx_shapes)
+  out = []
+  for k, x in enumerate(lin):
+    if not ad.is_undefined_primal(x):
+      out.append(None)
+    elif k < n_fy:
+      out.append(ad.Zero(x.aval))   # no gradient flows to the ops computing ys (as in TF)
+    else:
+      g = dxs[k - n_fy]
+      out.append(ad.Zero(x.aval) if g is None else g)
+  return out + [None] * len(values)
+
+
+ad.primitive_transposes[tangent_p] = _tangent_transpose
+
+
+# --- interpreter handlers --------------------------------------------------------------------
+
+
+_warned: set = set()
+
+
+def _identity_n(ctx, node, inputs):
+  name = node.attr("_gradient_op_type", None)
+  if not name or all(core.is_concrete(v) for v in inputs):
+    return list(inputs)
+  if any(isinstance(v, (VariableHandle, StringConstant)) or not hasattr(v, "dtype")
+         for v in inputs):
+    return list(inputs)
+  n_y = num_results(name)
+  if n_y is None:
+    if name not in _warned:
+      _warned.add(name)
+      warnings.warn(
+          f"IdentityN node '{node.name}': the gradient function {name!r} of this "
+          "tf.custom_gradient is not in TF's gradient registry; JAX will differentiate "
+          "the forward computation instead", stacklevel=2)
+    return list(inputs)
+  values = [jnp.asarray(v) for v in inputs]
+  float_mask = tuple(bool(jnp.issubdtype(v.dtype, jnp.inexact)) for v in values)
+  grad = grad_fn_for(name, node.name, n_y, len(values))
+  ys = custom_gradient_p.bind(*values, grad=grad, n_y=n_y, float_mask=float_mask, batch=())
+  return list(ys) + list(inputs[n_y:])
+
+
+interpreter.STRUCTURAL["IdentityN"] = _identity_n
+
+
+# --- PreventGradient -----------------------------------------------------------------------
+
+
+def _prevent_gradient_jvp(primals, tangents, *, message):
+  node = ""
+  raise PreventGradientError(
+      "differentiation through a PreventGradient op" + (f": {message}" if message else "")
+      + node + " (TF forbids gradients here, e.g. a jax2tf function converted with "
+      "with_gradient=False)")
+
+
+def _prevent_batch(args, dims, *, message):
+  return PreventGradient(args[0], message=message), dims[0]
+
+
+if "PreventGradient" not in core._REGISTRY:
+  PreventGradient = define_op(
+      "PreventGradient", lambda input, *, message: input, family="custom_gradients",
+      attrs=("message",), jvp=_prevent_gradient_jvp, batching=_prevent_batch,
+      spec=lambda st: st.Spec(st.unary(st.ALL, arg="input"), skip={
+          "jvp": "differentiation raises PreventGradientError (TF raises LookupError)",
+          "vjp": "differentiation raises PreventGradientError (TF raises LookupError)"}))
+else:  # pragma: no cover
+  PreventGradient = core.get_op("PreventGradient")
