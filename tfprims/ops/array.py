@@ -116,7 +116,14 @@ def _unbroadcast(x, shape):
 
 
 def _instantiate(cts):
-  return [ad.instantiate_zeros(ct) for ct in cts]
+  """Cotangents with symbolic zeros made concrete by a tf.Fill (keeps TF names)."""
+  return [_instantiate1(ct) for ct in cts]
+
+
+def _instantiate1(ct):
+  if type(ct) is ad.Zero:
+    return Fill(np.zeros((), ct.aval.dtype), shape=tuple(ct.aval.shape))
+  return ct
 
 
 def _no_batch_rule(op_name):
@@ -256,7 +263,8 @@ ExpandDims = define_op(
     transpose=lambda ct, x, *, axis: [
         Squeeze(ct, squeeze_dims=(_expand_axis(axis, len(_shape(x))),))],
     batching=_expand_dims_batch,
-    spec=lambda st: st.Spec(_expand_dims_calls(st)))
+    spec=lambda st: st.Spec(_expand_dims_calls(st),
+                            oracle=_renamed_oracle("ExpandDims", dim="axis")))
 
 
 def _squeeze_axes(shape, squeeze_dims) -> tuple:
@@ -285,7 +293,8 @@ Squeeze = define_op(
     "Squeeze", _squeeze_impl, family=FAMILY, attrs=("squeeze_dims",), linear=True,
     transpose=lambda ct, x, *, squeeze_dims: [Reshape(ct, shape=_shape(x))],
     batching=_squeeze_batch,
-    spec=lambda st: st.Spec(_squeeze_calls(st)))
+    spec=lambda st: st.Spec(_squeeze_calls(st),
+                            oracle=_renamed_oracle("Squeeze", squeeze_dims="axis")))
 
 
 # ---------------------------------------------------------------------------
@@ -379,7 +388,7 @@ def _split_impl(value, *, axis, num_split):
 
 def _split_transpose(cts, x, *, axis, num_split):
   if num_split == 1:
-    return [ad.instantiate_zeros(cts[0])]
+    return [_instantiate1(cts[0])]
   return [ConcatV2(*_instantiate(cts), axis=_norm_axis(_int(axis), len(_shape(x))))]
 
 
@@ -392,7 +401,8 @@ def _split_batch(args, dims, *, axis, num_split):
 Split = define_op(
     "Split", _split_impl, family=FAMILY, static={"split_dim": "axis"}, attrs=("num_split",),
     multiple_results=True, linear=True, transpose=_split_transpose, batching=_split_batch,
-    spec=lambda st: st.Spec(_split_calls(st)))
+    spec=lambda st: st.Spec(_split_calls(st),
+                            oracle=_renamed_oracle("Split", split_dim="axis")))
 
 
 def _split_sizes(size_splits, n: int, num_split: int) -> tuple:
@@ -426,7 +436,7 @@ def _splitv_impl(value, *, size_splits, axis, num_split):
 
 def _splitv_transpose(cts, x, *, size_splits, axis, num_split):
   if num_split == 1:
-    return [ad.instantiate_zeros(cts[0])]
+    return [_instantiate1(cts[0])]
   return [ConcatV2(*_instantiate(cts), axis=_norm_axis(_int(axis), len(_shape(x))))]
 
 
@@ -442,7 +452,8 @@ SplitV = define_op(
                                                    "split_dim": "axis"},
     attrs=("num_split",), multiple_results=True, linear=True, transpose=_splitv_transpose,
     batching=_splitv_batch,
-    spec=lambda st: st.Spec(_splitv_calls(st)))
+    spec=lambda st: st.Spec(_splitv_calls(st),
+                            oracle=_renamed_oracle("SplitV", split_dim="axis")))
 
 
 # ---------------------------------------------------------------------------
@@ -1013,7 +1024,8 @@ Select = define_op(
     jvp=(None, lambda g, c, t, e: Select(c, g, ZerosLike(e)),
          lambda g, c, t, e: Select(c, ZerosLike(t), g)),
     transpose=_select_transpose, batching=_select_batch,
-    spec=lambda st: st.Spec(_select_calls(st)))
+    spec=lambda st: st.Spec(_select_calls(st),
+                            oracle=_renamed_oracle("Select", t="x", e="y")))
 
 
 def _select_v2_transpose(ct, c, t, e):
@@ -1112,7 +1124,7 @@ def _range_impl(*, start, limit, delta, Tidx):
 Range = define_op(
     "Range", _range_impl, family=FAMILY, static=("start", "limit", "delta"), attrs=("Tidx",),
     batching=_no_batch_rule("Range"),
-    spec=lambda st: st.Spec(_range_calls(st), skip={
+    spec=lambda st: st.Spec(_range_calls(st), oracle=_range_oracle, skip={
         "jvp": "no operands (all inputs are static)", "vjp": "no operands (all inputs are static)",
         "vmap": "no operands (all inputs are static)"}))
 
@@ -1375,6 +1387,24 @@ Cumprod = define_op(
 _IDX = ("int32", "int64")
 
 
+def _renamed_oracle(op_type, **renames):
+  """A TF oracle taking op-def argument names (what specs draw and ``prepare`` reads)
+  for a ``tf.raw_ops`` function whose Python argument names differ."""
+  def oracle(**kwargs):
+    import tensorflow as tf
+    return getattr(tf.raw_ops, op_type)(**{renames.get(k, k): v for k, v in kwargs.items()})
+  oracle.__name__ = op_type
+  return oracle
+
+
+def _range_oracle(start, limit, delta, Tidx=None):
+  # Tensors, not numpy values: with numpy inputs tf.raw_ops.Range converts them to
+  # its default Tidx (int32). Tidx itself is inferred by TF (drawn for prepare).
+  import tensorflow as tf
+  return tf.raw_ops.Range(start=tf.constant(start), limit=tf.constant(limit),
+                          delta=tf.constant(delta))
+
+
 def _hst():
   from hypothesis import strategies as hst
   return hst
@@ -1432,7 +1462,7 @@ def _expand_dims_calls(st):
   def calls(draw):
     x = draw(st.arrays(st.dtypes(st.ALL), st.shapes(max_rank=3)))
     axis = draw(hst.integers(-x.ndim - 1, x.ndim))
-    return {"input": x, "axis": _idx(draw, st, axis)}
+    return {"input": x, "dim": _idx(draw, st, axis)}
   return calls()
 
 
@@ -1449,7 +1479,7 @@ def _squeeze_calls(st):
     ones = [i for i, n in enumerate(shape) if n == 1]
     axes = draw(hst.lists(hst.sampled_from(ones), unique=True)) if ones else []
     axes = [a - len(shape) if draw(hst.booleans()) else a for a in axes]
-    return {"input": x, "axis": axes}
+    return {"input": x, "squeeze_dims": axes}
   return calls()
 
 
@@ -1508,7 +1538,7 @@ def _split_calls(st):
     axis = draw(hst.integers(-x.ndim, x.ndim - 1))
     n = x.shape[axis]
     num = draw(hst.sampled_from([k for k in range(1, 5) if n % k == 0]))
-    return {"axis": np.int32(axis), "value": x, "num_split": num}
+    return {"split_dim": np.int32(axis), "value": x, "num_split": num}
   return calls()
 
 
@@ -1525,7 +1555,7 @@ def _splitv_calls(st):
     if len(sizes) > 1 and draw(hst.booleans()):
       sizes[draw(hst.integers(0, len(sizes) - 1))] = -1
     return {"value": x, "size_splits": _idx(draw, st, sizes, ("int8", "int32", "int64")),
-            "axis": np.int32(axis), "num_split": len(sizes)}
+            "split_dim": np.int32(axis), "num_split": len(sizes)}
   return calls()
 
 
@@ -1690,7 +1720,9 @@ def _gather_calls(st):
     if n == 0:
       ishape = ishape[:batch_dims] + ((0,) if ishape[batch_dims:] else (0,))
       extra = ishape[batch_dims:]
-    indices = draw(st.arrays(st.dtypes(("int16", "int32", "int64")), ishape,
+    # int16 indices only without batch_dims: TF's own GatherV2 gradient fails on them.
+    itypes = ("int16", "int32", "int64") if batch_dims == 0 else _IDX
+    indices = draw(st.arrays(st.dtypes(itypes), ishape,
                              min_value=0, max_value=max(n - 1, 0)))
     if draw(hst.booleans()):
       axis -= params.ndim
@@ -1727,8 +1759,8 @@ def _select_calls(st):
     kind = draw(hst.sampled_from(["same", "scalar", "vector"] if len(shape) > 1
                                  else ["same", "scalar"]))
     cshape = {"same": shape, "scalar": (), "vector": shape[:1]}[kind]
-    return {"condition": draw(st.arrays("bool", cshape)), "x": draw(st.arrays(dtype, shape)),
-            "y": draw(st.arrays(dtype, shape))}
+    return {"condition": draw(st.arrays("bool", cshape)), "t": draw(st.arrays(dtype, shape)),
+            "e": draw(st.arrays(dtype, shape))}
   return calls()
 
 
@@ -1769,7 +1801,7 @@ def _range_calls(st):
     if (delta > 0 and start > limit) or (delta < 0 and start < limit):
       start, limit = limit, start
     return {"start": np.asarray(start).astype(dtype), "limit": np.asarray(limit).astype(dtype),
-            "delta": np.asarray(delta).astype(dtype)}
+            "delta": np.asarray(delta).astype(dtype), "Tidx": dtype}
   return calls()
 
 
