@@ -56,8 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
   parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
   sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-  listing = "\n".join(f"  {name:<6}{' (default)' if name == examples.DEFAULT else ''}  "
-                      f"{examples.describe(name)}" for name in examples.names())
+  import textwrap
+  listing = "\n".join(
+      textwrap.fill(("[default] " if name == examples.DEFAULT else "") + examples.describe(name),
+                    width=79, initial_indent=f"  {name:<6}", subsequent_indent=" " * 8)
+      for name in examples.names())
   inspect = sub.add_parser(
       "inspect", formatter_class=argparse.RawDescriptionHelpFormatter,
       help="convert a SavedModel signature or an embedded example and show the result",
@@ -445,7 +448,13 @@ def compare(jax_fn, params, target: Target, tolerance: float) -> Comparison:
   jax_out = jax.jit(_call_converted(jax_fn))(params, target.args, target.kwargs)
   jax_out = jax.block_until_ready(jax_out)
   seconds = time.perf_counter() - start
-  tf_out = target.call_tf(*target.args, **target.kwargs)
+  tf = sys.modules["tensorflow"]
+  try:
+    tf_out = target.call_tf(*target.args, **target.kwargs)
+  except (tf.errors.OpError, ValueError, TypeError) as e:
+    first = (str(e).strip().splitlines() or [""])[0]
+    raise CLIError(f"TensorFlow itself fails on the example inputs ({type(e).__name__}: "
+                   f"{first}); for a SavedModel, try another --unknown-dim") from None
 
   tf_leaves = tree.flatten_with_path(tf_out)
   jax_leaves = tree.flatten(jax_out)
