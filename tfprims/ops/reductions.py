@@ -1,1 +1,537 @@
-"""reductions ops (being written)."""
+"""Reductions: Sum, Mean, Prod, Max, Min, All, Any, EuclideanNorm, ArgMax, ArgMin.
+
+Reduction axes are static: ``tf.Sum[axis=(0, 1) keep_dims=False]``. The
+``canonicalize`` hook (run by ``TFOp.prepare``) turns TF's ``reduction_indices``
+(scalar or vector, negative allowed, empty = no-op) into a sorted tuple of
+non-negative ints; the impls accept any TF-valid form too. Batching re-binds
+the same primitive with the axes shifted, so vmapped jaxprs keep ``tf.Sum`` etc.
+Sum and Mean are linear with TF-named transposes (Reshape + BroadcastTo); Max
+and Min have TF's gradient (ties share the gradient evenly). Semantics chosen
+where TF is platform-dependent: docs/semantics/reductions_linalg.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.interpreters import ad
+
+from tfprims import dtypes as tfdtypes
+from tfprims.core import define_op, get_op
+
+U = ad.is_undefined_primal
+
+# ---------------------------------------------------------------------------
+# Helpers shared with linalg.py (TF ops from other families, called lazily).
+
+
+def tf_op(op_type: str, inputs: dict, attrs: dict | None = None,
+          fallback: Callable[[], Any] | None = None):
+  """Binds the TF op ``op_type`` (inputs by op-def arg name), or runs ``fallback``
+  when that op is not registered (families are written independently)."""
+  try:
+    op = get_op(op_type)
+  except KeyError:
+    if fallback is None:
+      raise
+    return fallback()
+  operands, params = op.prepare(inputs, attrs or {})
+  return op(*operands, **params)
+
+
+def _shape_of(x):
+  return tuple(x.aval.shape) if U(x) else tuple(jnp.shape(x))
+
+
+def reshape(x, shape):
+  shape = tuple(int(d) for d in shape)
+  if _shape_of(x) == shape:
+    return x
+  return tf_op("Reshape", {"tensor": x, "shape": np.array(shape, np.int32)},
+               fallback=lambda: jnp.reshape(x, shape))
+
+
+def broadcast_to(x, shape):
+  shape = tuple(int(d) for d in shape)
+  if _shape_of(x) == shape:
+    return x
+  return tf_op("BroadcastTo", {"input": x, "shape": np.array(shape, np.int32)},
+               fallback=lambda: jnp.broadcast_to(x, shape))
+
+
+def transpose(x, perm):
+  perm = tuple(int(p) for p in perm)
+  if perm == tuple(range(len(perm))):
+    return x
+  return tf_op("Transpose", {"x": x, "perm": np.array(perm, np.int32)},
+               fallback=lambda: jnp.transpose(x, perm))
+
+
+def moveaxis(x, src: int, dst: int):
+  """``jnp.moveaxis`` written with the TF Transpose op when it is registered."""
+  ndim = len(_shape_of(x))
+  src, dst = src % ndim, dst % ndim
+  perm = [i for i in range(ndim) if i != src]
+  perm.insert(dst, src)
+  return transpose(x, perm)
+
+
+def _binary(op_type: str, jnp_fn, x, y):
+  return tf_op(op_type, {"x": x, "y": y}, fallback=lambda: jnp_fn(x, y))
+
+
+# ---------------------------------------------------------------------------
+# Axes.
+
+
+def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
+  """TF ``reduction_indices`` (int or sequence) -> sorted non-negative tuple.
+
+  Raises ValueError like TF's "Invalid reduction dimension" / "duplicate" errors.
+  """
+  axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+  out = []
+  for a in axes:
+    a = int(a)
+    if not -ndim <= a < ndim:
+      raise ValueError(f"Invalid reduction dimension ({a} for input with {ndim} "
+                       "dimension(s)")
+    a %= ndim
+    if a in out:
+      raise ValueError(f"Invalid reduction arguments: Axes contains duplicate "
+                       f"dimension: {a}")
+    out.append(a)
+  return tuple(sorted(out))
+
+
+def _canonicalize_axes(params, x, *_):
+  params = dict(params)
+  params["axis"] = normalize_axes(params["axis"], jnp.ndim(x))
+  return params
+
+
+def _canonicalize_dimension(params, x, *_):
+  params = dict(params)
+  ndim = jnp.ndim(x)
+  dim = int(params["dimension"])
+  if not -ndim <= dim < ndim:
+    raise ValueError(f"Expected dimension in the range [{-ndim}, {ndim}), but got {dim}")
+  params["dimension"] = dim % ndim
+  return params
+
+
+def _kept_shape(shape, axes):
+  return tuple(1 if i in axes else d for i, d in enumerate(shape))
+
+
+def _count(shape, axes) -> int:
+  return int(np.prod([shape[a] for a in axes], dtype=np.int64))
+
+
+def _keep(out, axes, keep_dims):
+  return lax.expand_dims(out, axes) if keep_dims and axes else out
+
+
+# ---------------------------------------------------------------------------
+# Impls.
+
+
+def _sum(x, *, axis, keep_dims):
+  """Sum; integer sums wrap in the input dtype like TF's."""
+  axes = normalize_axes(axis, x.ndim)
+  dtype = x.dtype if jnp.issubdtype(x.dtype, jnp.integer) else None
+  return jnp.sum(x, axis=axes, dtype=dtype, keepdims=keep_dims)
+
+
+def _prod(x, *, axis, keep_dims):
+  axes = normalize_axes(axis, x.ndim)
+  dtype = x.dtype if jnp.issubdtype(x.dtype, jnp.integer) else None
+  return jnp.prod(x, axis=axes, dtype=dtype, keepdims=keep_dims)
+
+
+def _max(x, *, axis, keep_dims):
+  """Max; NaN propagates; an empty reduction gives -inf (the dtype's min for ints)."""
+  axes = normalize_axes(axis, x.ndim)
+  return _keep(lax.reduce_max(x, axes), axes, keep_dims)
+
+
+def _min(x, *, axis, keep_dims):
+  axes = normalize_axes(axis, x.ndim)
+  return _keep(lax.reduce_min(x, axes), axes, keep_dims)
+
+
+def _all(x, *, axis, keep_dims):
+  axes = normalize_axes(axis, x.ndim)
+  return jnp.all(x, axis=axes, keepdims=keep_dims)
+
+
+def _any(x, *, axis, keep_dims):
+  axes = normalize_axes(axis, x.ndim)
+  return jnp.any(x, axis=axes, keepdims=keep_dims)
+
+
+def _int_mean(x, axes, keep_dims, n):
+  """TF's integer Mean: sum in 64 bits, divide truncating toward zero."""
+  dtype = x.dtype
+  signed = jnp.issubdtype(dtype, jnp.signedinteger)
+  if tfdtypes.x64_enabled() or dtype.itemsize < 4:
+    if tfdtypes.x64_enabled():
+      acc = np.dtype(np.int64 if signed else np.uint64)
+    else:
+      acc = np.dtype(np.int32 if signed else np.uint32)   # exact for n < 2**16
+    s = jnp.sum(x.astype(acc), axis=axes, dtype=acc, keepdims=keep_dims)
+    return lax.div(s, np.array(n, acc)).astype(dtype)
+  # 32-bit ints without x64: the 64-bit sum S is never formed. With
+  # x = n*q + r (floor division, 0 <= r < n): floor(S/n) = sum(q) + sum(r)//n,
+  # where sum(q) may wrap but the result fits in int32 so wrapping cancels;
+  # sum(r) < n**2 is exact in uint32 for n < 2**16.
+  nn = np.array(n, dtype)
+  q = jnp.floor_divide(x, nn)
+  r = (x - q * nn).astype(np.uint32)
+  qs = jnp.sum(q, axis=axes, dtype=dtype, keepdims=keep_dims)
+  rs = jnp.sum(r, axis=axes, dtype=np.uint32, keepdims=keep_dims)
+  nu = np.array(n, np.uint32)
+  floor = qs + lax.div(rs, nu).astype(dtype)
+  if not signed:
+    return floor
+  inexact = lax.rem(rs, nu) != 0
+  return jnp.where((floor < 0) & inexact, floor + np.array(1, dtype), floor)
+
+
+def _mean(x, *, axis, keep_dims):
+  """Mean. Floats: sum in the input dtype then divide (float16 sums that
+  overflow give inf, as in TF); ints: TF's 64-bit sum and truncating division;
+  empty reductions give NaN for floats and 0 for ints and complex."""
+  axes = normalize_axes(axis, x.ndim)
+  n = _count(x.shape, axes)
+  out_shape = _kept_shape(x.shape, axes) if keep_dims else tuple(
+      d for i, d in enumerate(x.shape) if i not in axes)
+  if n == 0:
+    fill = np.nan if jnp.issubdtype(x.dtype, jnp.floating) else 0
+    return jnp.full(out_shape, fill, x.dtype)
+  if jnp.issubdtype(x.dtype, jnp.integer):
+    return _int_mean(x, axes, keep_dims, n)
+  s = jnp.sum(x, axis=axes, keepdims=keep_dims)
+  return s / np.array(n, x.dtype)
+
+
+def _isqrt_unsigned(u):
+  """floor(sqrt(u)) exactly, for an unsigned integer array."""
+  fdt = np.float64 if u.dtype.itemsize == 8 else np.float32
+  r = jnp.floor(jnp.sqrt(u.astype(fdt))).astype(u.dtype)
+  one = np.array(1, u.dtype)
+  # The float estimate is off by at most one; fix it with overflow-free divisions.
+  too_big = (r > 0) & (r > lax.div(u, jnp.maximum(r, one)))
+  r = jnp.where(too_big, r - one, r)
+  small_enough = (r + one) <= lax.div(u, r + one)
+  return jnp.where(small_enough, r + one, r)
+
+
+def _complex_norm(x, axes, keep_dims):
+  """TF's complex norm, special values included: TF computes sqrt(sum(x * conj(x)))
+  with C99 (Annex G) complex products, which give (inf, NaN) when a part is inf
+  (or NaN beside a part whose square overflows), and Eigen's complex sqrt, which
+  overflows to inf for sums above max/2."""
+  a, b = jnp.real(x), jnp.imag(x)
+  aa, bb, ab = a * a, b * b, a * b
+  nan_in = jnp.isnan(a) | jnp.isnan(b)
+  to_inf = jnp.isinf(a) | jnp.isinf(b) | (nan_in & (jnp.isinf(aa) | jnp.isinf(bb)))
+  re = jnp.where(to_inf, np.array(np.inf, a.dtype), aa + bb)
+  sr = jnp.sum(re, axis=axes, keepdims=keep_dims)
+  si = jnp.sum(ab - ab, axis=axes, keepdims=keep_dims)   # 0, or NaN beside inf/NaN
+  half = np.array(0.5, a.dtype)
+  return lax.complex(jnp.sqrt(half * (sr + sr)), si * np.array(0, a.dtype))
+
+
+def _euclidean_norm(x, *, axis, keep_dims):
+  """sqrt(sum(x * conj(x))). Integers follow TF's CPU kernel: squares and sum
+  wrap in the input dtype, then floor(sqrt()); a negative (wrapped) sum is the
+  x86 cast of NaN: 0 for 8/16-bit, the dtype's min for 32/64-bit ints."""
+  axes = normalize_axes(axis, x.ndim)
+  if jnp.issubdtype(x.dtype, jnp.complexfloating):
+    return _complex_norm(x, axes, keep_dims)
+  if jnp.issubdtype(x.dtype, jnp.integer):
+    s = jnp.sum(x * x, axis=axes, dtype=x.dtype, keepdims=keep_dims)
+    if _count(x.shape, axes) == 1:
+      s = lax.optimization_barrier(s)   # keep XLA from assuming x * x >= 0
+    unsigned = np.dtype(f"uint{8 * x.dtype.itemsize}")
+    r = _isqrt_unsigned(s.astype(unsigned)).astype(x.dtype)
+    if jnp.issubdtype(x.dtype, jnp.signedinteger):
+      nan_as_int = np.iinfo(x.dtype).min if x.dtype.itemsize >= 4 else 0
+      r = jnp.where(s < 0, np.array(nan_as_int, x.dtype), r)
+    return r
+  s = jnp.sum(x * x, axis=axes, keepdims=keep_dims)
+  if _count(x.shape, axes) == 1:
+    # XLA rewrites sqrt(x * x) to |x|; TF's squares underflow (tiny x -> 0).
+    s = lax.optimization_barrier(s)
+  return jnp.sqrt(s)
+
+
+def _arg_chooser(kind):
+  def impl(x, *, dimension, output_type):
+    dim = normalize_axes(dimension, x.ndim)[0]
+    if x.shape[dim] == 0:
+      raise ValueError(f"Reduction axis {dim} is empty in shape {list(x.shape)}")
+    if jnp.issubdtype(x.dtype, jnp.floating):
+      # TF's CPU kernel skips NaN (it never compares greater/less than anything).
+      x = jnp.where(jnp.isnan(x), np.array(-np.inf if kind == "max" else np.inf, x.dtype), x)
+    fn = jnp.argmax if kind == "max" else jnp.argmin
+    return fn(x, axis=dim).astype(tfdtypes.canonical_dtype(output_type))
+  impl.__doc__ = (f"Index of the first {kind}imum; NaN is skipped (index 0 when the "
+                  "whole row is NaN), as in TF's CPU kernel.")
+  return impl
+
+
+# ---------------------------------------------------------------------------
+# Rules.
+
+
+def _reduce_transpose(ct, x, *, axis, keep_dims, scale=None):
+  """Transpose of a sum over ``axis``: Reshape to the kept-dims shape, BroadcastTo."""
+  shape = x.aval.shape
+  axes = normalize_axes(axis, len(shape))
+  if scale is not None:
+    ct = scale(ct)
+  if not keep_dims:
+    ct = reshape(ct, _kept_shape(shape, axes))
+  return [broadcast_to(ct, shape)]
+
+
+def _mean_transpose(ct, x, *, axis, keep_dims):
+  shape = x.aval.shape
+  n = _count(shape, normalize_axes(axis, len(shape)))
+  if n <= 1:
+    return _reduce_transpose(ct, x, axis=axis, keep_dims=keep_dims)
+  from tfprims.ops import elementwise
+
+  def scale(c):
+    # TF divides by the count (RealDiv); use it when it has a transpose rule
+    # (needed for grad-of-grad), else multiply by the reciprocal.
+    try:
+      div = get_op("RealDiv")
+    except KeyError:
+      div = None
+    if div is not None and div.transpose_source != "none":
+      return div(c, np.array(n, c.dtype))
+    return elementwise.Mul(c, np.array(1.0 / n, c.dtype))
+  return _reduce_transpose(ct, x, axis=axis, keep_dims=keep_dims, scale=scale)
+
+
+def _reduction_batching(get_prim):
+  def rule(args, dims, *, axis, **params):
+    (x,), (d,) = args, dims
+    if d != 0:
+      x = moveaxis(x, d, 0)
+    axes = tuple(a + 1 for a in normalize_axes(axis, x.ndim - 1))
+    return get_prim().bind(x, axis=axes, **params), 0
+  return rule
+
+
+def _arg_batching(get_prim):
+  def rule(args, dims, *, dimension, **params):
+    (x,), (d,) = args, dims
+    if d != 0:
+      x = moveaxis(x, d, 0)
+    dim = normalize_axes(dimension, x.ndim - 1)[0] + 1
+    return get_prim().bind(x, dimension=dim, **params), 0
+  return rule
+
+
+def _chooser_jvp(get_op_fn):
+  """TF's Max/Min gradient: the tangent is averaged over the tied extrema
+  (indicators / count), so a NaN in the slice gives NaN."""
+  def rule(primals, tangents, *, axis, keep_dims):
+    (x,), (t,) = primals, tangents
+    op = get_op_fn()
+    y = op(x, axis=axis, keep_dims=keep_dims)
+    if type(t) is ad.Zero:
+      return y, t
+    axes = normalize_axes(axis, x.ndim)
+    y_kept = y if keep_dims else reshape(y, _kept_shape(x.shape, axes))
+    eq = _binary("Equal", jnp.equal, x, y_kept)
+    ind = tf_op("Cast", {"x": eq}, {"DstT": x.dtype, "Truncate": False},
+                fallback=lambda: eq.astype(x.dtype))
+    count = Sum(ind, axis=axes, keep_dims=True)
+    weights = _binary("RealDiv", jnp.divide, ind, count)
+    from tfprims.ops import elementwise
+    return y, Sum(elementwise.Mul(t, weights), axis=axes, keep_dims=keep_dims)
+  return rule
+
+
+def _euclidean_norm_jvp(primals, tangents, *, axis, keep_dims):
+  """TF's gradient: x / norm (NaN where the norm is 0), i.e. the tangent is
+  sum(conj(x) / norm * t). For complex inputs this is TF's formula, which also
+  maps imaginary tangents (the exact derivative of the real-valued norm would
+  keep only the real part). An empty reduction has a zero tangent."""
+  (x,), (t,) = primals, tangents
+  y = EuclideanNorm(x, axis=axis, keep_dims=keep_dims)
+  if type(t) is ad.Zero:
+    return y, t
+  axes = normalize_axes(axis, x.ndim)
+  if _count(x.shape, axes) == 0:
+    return y, jnp.zeros(y.shape, y.dtype)
+  y_kept = y if keep_dims else reshape(y, _kept_shape(x.shape, axes))
+  if jnp.issubdtype(x.dtype, jnp.complexfloating):
+    x = tf_op("Conj", {"input": x}, fallback=lambda: jnp.conj(x))
+  weights = _binary("RealDiv", jnp.divide, x, y_kept)
+  from tfprims.ops import elementwise
+  return y, Sum(elementwise.Mul(t, weights), axis=axes, keep_dims=keep_dims)
+
+
+# ---------------------------------------------------------------------------
+# Specs (hypothesis is only imported when a spec is built).
+
+
+def _wide_bounds(dtype, bound):
+  """Value bounds keeping 64-bit results in 32-bit range (x64 off computes in 32 bits)."""
+  if dtype.name in ("int64", "uint64") and bound is not None:
+    return {"min_value": 0 if dtype.name == "uint64" else -bound, "max_value": bound}
+  if dtype.name == "int64":
+    return {"min_value": -2**31, "max_value": 2**31 - 1}
+  if dtype.name == "uint64":
+    return {"min_value": 0, "max_value": 2**32 - 1}
+  return {}
+
+
+def _axis_strategy(st, rank):
+  """TF reduction_indices: a scalar or a vector (maybe empty), negative axes too."""
+  @st.composite
+  def draw(draw):
+    idx = np.dtype(draw(st.sampled_from(["int32", "int64"])))
+    if rank and draw(st.booleans()):
+      return np.array(draw(st.integers(-rank, rank - 1)), idx)
+    axes = draw(st.lists(st.integers(0, rank - 1), unique=True, max_size=rank)) if rank else []
+    negs = draw(st.lists(st.booleans(), min_size=len(axes), max_size=len(axes)))
+    return np.array([a - rank if neg else a for a, neg in zip(axes, negs)], idx)
+  return draw()
+
+
+def reduction_calls(st, dtype_names, wide_bound=None):
+  """Calls of a reduction: input of any small shape, reduction_indices, keep_dims."""
+  @st.composite
+  def draw(draw):
+    dtype = draw(st.dtypes(dtype_names))
+    shape = draw(st.shapes())
+    x = draw(st.arrays(dtype, shape, **_wide_bounds(dtype, wide_bound)))
+    return {"input": x, "reduction_indices": draw(_axis_strategy(st, len(shape))),
+            "keep_dims": draw(st.booleans())}
+  return draw()
+
+
+def raw_oracle(op_type: str):
+  """``tf.raw_ops.<op_type>`` called with op-def input names: the raw_ops
+  wrappers rename ``reduction_indices`` to ``axis``, while ``TFOp.prepare`` and
+  the runner use op-def names."""
+  def oracle(reduction_indices, **kwargs):
+    import tensorflow as tf
+    return getattr(tf.raw_ops, op_type)(axis=reduction_indices, **kwargs)
+  oracle.__name__ = op_type
+  return oracle
+
+
+def reduction_spec(st, op_type, dtype_names, wide_bound=None, **kwargs):
+  return st.Spec(reduction_calls(st, dtype_names, wide_bound), oracle=raw_oracle(op_type),
+                 **kwargs)
+
+
+_TIE_VALUES = {"f": [0.0, -0.0, 1.0, -1.0, np.nan, np.inf, -np.inf],
+               "i": [0, 1, -1, 2], "u": [0, 1, 2], "b": [False, True]}
+
+
+def _tie_array(st, dtype, shape):
+  """Arrays with few distinct values (ties, NaN, ±inf)."""
+  size = int(np.prod(shape))
+  kind = "f" if dtype.name == "bfloat16" else dtype.kind
+  values = _TIE_VALUES[kind]
+  return st.lists(st.sampled_from(values), min_size=size, max_size=size).map(
+      lambda v: np.array(v, dtype=np.float32 if kind == "f" else None)
+      .astype(dtype).reshape(shape))
+
+
+def arg_calls(st, output_types):
+  @st.composite
+  def draw(draw):
+    dtype = draw(st.dtypes(st.NUMERIC + ("bool",)))
+    shape = list(draw(st.shapes(min_rank=1)))
+    dim = draw(st.integers(-len(shape), len(shape) - 1))
+    shape[dim] = max(shape[dim], 1)
+    shape = tuple(shape)
+    if dtype.kind == "b" or draw(st.booleans()):
+      x = draw(_tie_array(st, dtype, shape))
+    else:
+      x = draw(st.arrays(dtype, shape, **_wide_bounds(dtype, None)))
+    idx = np.dtype(draw(st.sampled_from(["int32", "int64"])))
+    return {"input": x, "dimension": np.array(dim, idx),
+            "output_type": np.dtype(draw(st.sampled_from(output_types)))}
+  return draw()
+
+
+_NO_GRAD_INT = "integer/boolean op: not differentiable"
+
+# ---------------------------------------------------------------------------
+# Ops.
+
+_RED = dict(family="reductions", static={"reduction_indices": "axis"}, attrs=("keep_dims",),
+            canonicalize=_canonicalize_axes)
+
+Sum = define_op(
+    "Sum", _sum, **_RED, linear=True, transpose=_reduce_transpose,
+    batching=_reduction_batching(lambda: Sum.primitive),
+    spec=lambda st: reduction_spec(st, "Sum", st.NUMERIC + st.COMPLEX, wide_bound=2**22))
+
+Mean = define_op(
+    "Mean", _mean, **_RED, linear=True, transpose=_mean_transpose,
+    batching=_reduction_batching(lambda: Mean.primitive),
+    spec=lambda st: reduction_spec(st, "Mean", st.NUMERIC + st.COMPLEX))
+
+Prod = define_op(
+    "Prod", _prod, **_RED, batching=_reduction_batching(lambda: Prod.primitive),
+    spec=lambda st: reduction_spec(st, "Prod", st.NUMERIC + st.COMPLEX, wide_bound=1))
+
+Max = define_op(
+    "Max", _max, **_RED, jvp=_chooser_jvp(lambda: Max),
+    batching=_reduction_batching(lambda: Max.primitive),
+    spec=lambda st: reduction_spec(st, "Max", st.NUMERIC))
+
+Min = define_op(
+    "Min", _min, **_RED, jvp=_chooser_jvp(lambda: Min),
+    batching=_reduction_batching(lambda: Min.primitive),
+    spec=lambda st: reduction_spec(st, "Min", st.NUMERIC))
+
+All = define_op(
+    "All", _all, **_RED, batching=_reduction_batching(lambda: All.primitive),
+    spec=lambda st: reduction_spec(st, "All", ("bool",),
+                                   skip={"jvp": _NO_GRAD_INT, "vjp": _NO_GRAD_INT}))
+
+Any = define_op(
+    "Any", _any, **_RED, batching=_reduction_batching(lambda: Any.primitive),
+    spec=lambda st: reduction_spec(st, "Any", ("bool",),
+                                   skip={"jvp": _NO_GRAD_INT, "vjp": _NO_GRAD_INT}))
+
+EuclideanNorm = define_op(
+    "EuclideanNorm", _euclidean_norm, **_RED, jvp=_euclidean_norm_jvp,
+    batching=_reduction_batching(lambda: EuclideanNorm.primitive),
+    spec=lambda st: reduction_spec(
+        st, "EuclideanNorm", st.NUMERIC + st.COMPLEX, wide_bound=2**11,
+        # TF's forward mode linearises its gradient x / (norm / ct) in ct, which
+        # gives NaN (its own GradientTape gives inf) where x**2 underflows to 0.
+        grad_oracle="vjp"))
+
+_ARG = dict(family="reductions", static=("dimension",), attrs=("output_type",),
+            canonicalize=_canonicalize_dimension)
+
+ArgMax = define_op(
+    "ArgMax", _arg_chooser("max"), **_ARG,
+    batching=_arg_batching(lambda: ArgMax.primitive),
+    spec=lambda st: st.Spec(arg_calls(st, ("int16", "uint16", "int32", "int64")),
+                            skip={"jvp": "integer output", "vjp": "integer output"}))
+
+ArgMin = define_op(
+    "ArgMin", _arg_chooser("min"), **_ARG,
+    batching=_arg_batching(lambda: ArgMin.primitive),
+    spec=lambda st: st.Spec(arg_calls(st, ("int32", "int64")),
+                            skip={"jvp": "integer output", "vjp": "integer output"}))
