@@ -148,9 +148,17 @@ class _Strings(tf.Module):
     return tf.strings.length(tf.strings.as_string(x))
 
 
+class _StringInput(tf.Module):
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+  def __call__(self, text):
+    return tf.strings.length(text)
+
+
 @pytest.mark.parametrize("module, error, mentions", [
     (_Unique, "DynamicShapeError", "Unique"),
     (_Strings, "UnsupportedOpError", "AsString"),
+    (_StringInput, "UnsupportedInputError", "'text' has dtype string"),
 ])
 def test_unsupported_ops_exit_2_with_one_message(capsys, tmp_path, module, error, mentions):
   tf.saved_model.save(module(), str(tmp_path))

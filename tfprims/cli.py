@@ -212,8 +212,10 @@ class Target:
   name: str
   concrete_fn: Any
   call_tf: Callable[..., Any]
-  args: tuple
-  kwargs: dict
+  args: tuple = ()
+  kwargs: dict = dataclasses.field(default_factory=dict)
+  # Builds (args, kwargs) once the function is known to convert (SavedModels).
+  make_inputs: Optional[Callable[[], tuple]] = None
 
 
 def _inspect(args, out: TextIO) -> int:
@@ -224,6 +226,8 @@ def _inspect(args, out: TextIO) -> int:
   start = time.perf_counter()
   jax_fn, params = _convert(tf, target)
   convert_s = time.perf_counter() - start
+  if target.make_inputs is not None:
+    target.args, target.kwargs = target.make_inputs()
 
   report = Report(out, full=args.full, max_equations=args.max_equations)
   report.header(target, jax_fn, params, convert_s)
@@ -301,14 +305,16 @@ def _saved_model_target(tf, args) -> Target:
   sig_args, sig_kwargs = sig.structured_input_signature
   rng = np.random.default_rng(args.seed)
   make = lambda spec: _example_value(spec, rng, args.unknown_dim)  # noqa: E731
-  import tree
-  call_args = tuple(tree.map_structure(make, tuple(sig_args)))
-  call_kwargs = dict(tree.map_structure(make, dict(sig_kwargs)))
+
+  def make_inputs():
+    import tree
+    return (tuple(tree.map_structure(make, tuple(sig_args))),
+            dict(tree.map_structure(make, dict(sig_kwargs))))
   # Keep the restored object alive: the signature's variables belong to it.
   call_tf = lambda *a, _keep=restored, **k: sig(*a, **k)  # noqa: E731
   return Target(title=f"SavedModel {path}", description=f"signature '{args.signature}'",
                 name=re.sub(r"\W", "_", args.signature),
-                concrete_fn=sig, call_tf=call_tf, args=call_args, kwargs=call_kwargs)
+                concrete_fn=sig, call_tf=call_tf, make_inputs=make_inputs)
 
 
 def _example_value(spec, rng, unknown_dim: int):
