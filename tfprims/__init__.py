@@ -17,5 +17,8 @@ from tfprims.errors import (ConversionError, DynamicShapeError, InputDtypeError,
                             StaticInputError, TFPrimsError, UnsupportedInputError,
                             UnsupportedOpError)
 from tfprims.interpreter import supported_op_types
+from tfprims.saved_model import (AmbiguousSignatureError, convert_from_restored,
+                                 convert_functional_from_restored, load_saved_model)
+from tfprims.state import assign_variables, merge_params, split_trainable, trainable_names
 
 __version__ = "0.1.0"
