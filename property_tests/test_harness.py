@@ -38,7 +38,7 @@ def test_wrong_value_is_caught_with_a_snippet():
       check_op(op, ["values"], max_examples=N)
     msg = str(info.value)
     assert "check 'values' failed" in msg
-    assert "tf.raw_ops.Sin(**inputs, **attrs)" in msg
+    assert "tf.raw_ops.Sin(**tf_inputs, **attrs)" in msg
     assert "x=np.array(" in msg and "dtype=np.float" in msg
     # The snippet is ready to run: it reproduces both sides of the mismatch.
     src = msg.split("reproduce:\n", 1)[1].split("\n\n", 1)[0]
@@ -168,3 +168,12 @@ def test_literal_round_trips():
     back = eval(runner.literal(v), {"np": np, "ml_dtypes": ml_dtypes})  # noqa: S307
     assert back.dtype == v.dtype and back.shape == v.shape
     np.testing.assert_array_equal(back, v)
+
+
+def test_oracle_keeps_input_dtypes():
+  # Given numpy arrays, TF's eager fast path runs LeakyRelu on a float16 vector
+  # in float32 (its T attr's default); the runner passes tf.constant inputs.
+  call = runner.make_call(get_op("LeakyRelu"), {"features": np.array([1.0, -2.0], np.float16),
+                                                "alpha": 0.2})
+  (out,) = runner.tf_outputs(call)
+  assert out.dtype == np.float16

@@ -143,7 +143,8 @@ class CheckResult:
     stats = (f" [{self.examples} ok, {self.rejected} rejected by TF, "
              f"{self.not_applicable} n/a, {self.seconds:.1f}s]"
              if self.status in ("passed", "failed") else "")
-    return f"{self.check}: {self.status}{extra}{stats}"
+    notes = "".join(f"\n    note: {n}" for n in self.notes)
+    return f"{self.check}: {self.status}{extra}{stats}{notes}"
 
 
 @dataclasses.dataclass
@@ -450,13 +451,32 @@ def _prepare(call: Call) -> Call:
   return call
 
 
+def _tf_kwargs(kwargs) -> dict:
+  """Inputs as tf.constant: given numpy arrays, TF's eager fast path may convert
+  an input to the type attr's *default* dtype (LeakyRelu on a float16 vector
+  runs in float32, Conj of complex128 in complex64)."""
+  tf = _tf()
+
+  def const(v):
+    if isinstance(v, list):
+      return [const(x) for x in v]
+    if isinstance(v, (np.ndarray, np.generic)):
+      return tf.constant(v)
+    return v
+
+  return {k: const(v) for k, v in kwargs.items()}
+
+
+def _call_tf(call: Call, kwargs=None):
+  tf = _tf()
+  with tf.device("/CPU:0"):
+    return _tf_fn(call.oracle)(**_tf_kwargs(call.kwargs if kwargs is None else kwargs))
+
+
 def tf_outputs(call: Call) -> list:
   """TF's outputs for the call (flat list of numpy arrays); raises _Rejected."""
-  tf = _tf()
-  fn = _tf_fn(call.oracle)
-  with _tf_errors_as_rejections(), tf.device("/CPU:0"):
-    out = fn(**call.kwargs)
-    return [_to_numpy(o) for o in _flatten(out)]
+  with _tf_errors_as_rejections():
+    return [_to_numpy(o) for o in _flatten(_call_tf(call))]
 
 
 # --------------------------------------------------------------------------
@@ -546,6 +566,7 @@ def _tf_kwargs_with_tensors(call: Call, idx: Sequence[int], values=None):
   tf = _tf()
   kwargs = {k: (list(v) if isinstance(v, list) else v) for k, v in call.kwargs.items()}
   tensors = []
+  kwargs = _tf_kwargs(kwargs)
   for n, i in enumerate(idx):
     name, j = call.operand_args[i]
     t = tf.constant(call.operands[i] if values is None else values[n])
@@ -559,11 +580,10 @@ def _tf_kwargs_with_tensors(call: Call, idx: Sequence[int], values=None):
 
 def tf_jvp(call, diff_idx, out_mask, tangents) -> list:
   tf = _tf()
-  fn = _tf_fn(call.oracle)
   kwargs, primals = _tf_kwargs_with_tensors(call, diff_idx)
   with _tf_errors_as_rejections(), tf.device("/CPU:0"):
     with tf.autodiff.ForwardAccumulator(primals, [tf.constant(t) for t in tangents]) as acc:
-      outs = _flatten(fn(**kwargs))
+      outs = _flatten(_call_tf(call, kwargs))
     res = []
     for o, m in zip(outs, out_mask):
       if m:
@@ -574,12 +594,11 @@ def tf_jvp(call, diff_idx, out_mask, tangents) -> list:
 
 def tf_vjp(call, diff_idx, out_mask, cts) -> list:
   tf = _tf()
-  fn = _tf_fn(call.oracle)
   kwargs, primals = _tf_kwargs_with_tensors(call, diff_idx)
   with _tf_errors_as_rejections(), tf.device("/CPU:0"):
     with tf.GradientTape() as tape:
       tape.watch(primals)
-      outs = _flatten(fn(**kwargs))
+      outs = _flatten(_call_tf(call, kwargs))
     fouts = [o for o, m in zip(outs, out_mask) if m]
     grads = tape.gradient(fouts, primals, output_gradients=[tf.constant(c) for c in cts],
                           unconnected_gradients=tf.UnconnectedGradients.ZERO)
@@ -750,8 +769,10 @@ def snippet(call: Call, check: str = "values", extra: Optional[dict] = None) -> 
   lines.append(")")
   lines.append("attrs = dict(" + ", ".join(f"{k}={literal(v)}" for k, v in call.attrs.items())
                + ")")
-  tf_call = (f"tf.raw_ops.{call.oracle_name}(**inputs, **attrs)"
-             if isinstance(call.oracle, str) else "oracle(**inputs, **attrs)")
+  tf_call = (f"tf.raw_ops.{call.oracle_name}(**tf_inputs, **attrs)"
+             if isinstance(call.oracle, str) else "oracle(**tf_inputs, **attrs)")
+  lines.append("tf_inputs = tf.nest.map_structure(tf.constant, inputs)  "
+               "# numpy inputs may be cast to a default dtype")
   lines.append(f"expected = {tf_call}")
   lines += [
       "# tfprims:",
@@ -827,12 +848,12 @@ def _tf_call_src(call: Call, diff: Sequence[int]) -> str:
   for name, value in call.inputs.items():
     if isinstance(value, list):
       if any((name, j) in pos for j in range(len(value))):
-        items = [f"xs[{pos[(name, j)]}]" if (name, j) in pos else f"inputs[{name!r}][{j}]"
+        items = [f"xs[{pos[(name, j)]}]" if (name, j) in pos else f"tf_inputs[{name!r}][{j}]"
                  for j in range(len(value))]
         parts.append(f"{name}=[{', '.join(items)}]")
     elif (name, None) in pos:
       parts.append(f"{name}=xs[{pos[(name, None)]}]")
-  return (f"tf.raw_ops.{call.oracle_name}(**dict(inputs, {', '.join(parts)}), **attrs)")
+  return (f"tf.raw_ops.{call.oracle_name}(**dict(tf_inputs, {', '.join(parts)}), **attrs)")
 
 
 # --------------------------------------------------------------------------
@@ -847,19 +868,19 @@ class _Drawer:
     self.data, self.rng, self.record = data, rng, []
 
   def call(self, strategy):
+    """Draws the call, then one seed for everything else the checks choose
+    (tangents, batch axes...): every example draws the same way, whatever the
+    check does with it."""
     if self.data is None:
       raise ValueError("drawing calls needs Hypothesis data")
     kwargs = self.data.draw(strategy, label="call")
-    self.record.append(kwargs)
+    seed = self.data.draw(hst.integers(0, 2**32 - 1), label="seed")
+    self.rng = np.random.default_rng(seed)
+    self.record += [kwargs, seed]
     return kwargs
 
   def integer(self, lo: int, hi: int, label: str) -> int:
-    if self.data is not None:
-      v = self.data.draw(hst.integers(lo, hi), label=label)
-    else:
-      v = int(self.rng.integers(lo, hi + 1))
-    self.record.append(v)
-    return v
+    return int(self.rng.integers(lo, hi + 1))
 
   def fingerprint(self) -> str:
     h = hashlib.sha256()
@@ -1121,12 +1142,14 @@ def _check_jvp(run, call, tf_outs, draw):
     return
   expected = _oracle(run, call, "ForwardAccumulator",
                      lambda: tf_jvp(call, diff_idx, out_mask, tangents), extra)
+  wide = all(np.asarray(call.operands[i]).dtype in (np.float64, np.complex128)
+             for i in diff_idx)
   try:
     _compare_lists(run, call, "jvp vs TF ForwardAccumulator", ours, expected, grad_tolerance,
                    record_as="jvp", extra=extra, labels=labels)
   except CheckFailure as failure:
     # Cross-check the oracle with central differences where they are accurate.
-    if all(np.asarray(call.operands[i]).dtype in (np.float64, np.complex128) for i in diff_idx):
+    if wide:
       try:
         fd = tf_central_difference(call, diff_idx, out_mask, tangents)
         ok = lambda xs: all(compare(x, y, rtol=1e-5, atol=1e-7).ok for x, y in zip(xs, fd))
@@ -1139,6 +1162,20 @@ def _check_jvp(run, call, tf_outs, draw):
         verdict = "central differences: TF rejected the shifted inputs"
       raise CheckFailure(f"{failure}\n  oracle cross-check: {verdict}") from None
     raise
+  if wide:
+    # Ours and TF agree; check the oracle itself against central differences.
+    # Disagreement is only noted (non-smooth points disagree legitimately).
+    try:
+      fd = tf_central_difference(call, diff_idx, out_mask, tangents)
+    except _Rejected:
+      return
+    for k, (e, d) in enumerate(zip(expected, fd)):
+      diff = compare(e, d, rtol=FD_TOL["float64"][0] * 10, atol=FD_TOL["float64"][1] * 10)
+      finite = np.all(np.isfinite(np.asarray(e))) and np.all(np.isfinite(np.asarray(d)))
+      if finite and not diff.ok:
+        run.note(f"TF's JVP (and ours) differ from central differences on a float64 call "
+                 f"(output {k}, max abs err {diff.max_abs:.3g}): a non-smooth point, or a "
+                 "wrong TF gradient")
 
 
 def _check_vjp(run, call, tf_outs, draw):
