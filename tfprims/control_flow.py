@@ -37,7 +37,7 @@ from jax.interpreters import ad, batching, mlir
 
 from tfprims import core, errors, graph as graph_lib, interpreter, opdefs
 from tfprims.interpreter import StringConstant, VariableHandle, structural
-from tfprims.ops.tensorlist import NeedsConcreteIndex, TensorList
+from tfprims.ops.tensorlist import NeedsConcreteIndex, TensorList, UnavailableList
 
 # Loops whose trip count is known but whose body needs trace-time values are
 # unrolled up to this many iterations.
@@ -115,8 +115,8 @@ def _is_static_value(v) -> bool:
 
 
 def _as_jax(v):
-  """A branch/loop output as a JAX-compatible pytree leaf (or TensorList)."""
-  if isinstance(v, TensorList):
+  """A branch/loop output as a JAX-compatible pytree leaf (or TensorList/Optional)."""
+  if isinstance(v, (TensorList, OptionalValue)):
     return v
   if isinstance(v, (np.ndarray, np.generic)):
     return jnp.asarray(v)
@@ -166,8 +166,8 @@ def _structure_mismatch(a, b) -> Optional[str]:
 
 
 def _join_lists(a, b, node):
-  """Values of two branches/iterations made structurally equal where possible
-  (a TensorList without items gets zeros shaped like the other's)."""
+  """Value ``a`` made structurally equal to ``b`` where possible (a TensorList
+  without items gets zeros shaped like the other's; an empty Optional gets zeros)."""
   if isinstance(a, TensorList) and isinstance(b, TensorList):
     if a.length != b.length:
       raise ControlFlowError(
@@ -177,6 +177,13 @@ def _join_lists(a, b, node):
       a = TensorList(np.zeros(np.shape(b.items), b.element_dtype), a.length,
                      a.element_dtype, None)
     return a
+  if isinstance(a, OptionalValue) and isinstance(b, OptionalValue):
+    if a.values is None and b.values is not None:
+      return OptionalValue(np.asarray(False), jax.tree_util.tree_map(
+          lambda l: np.zeros(np.shape(l), l.dtype), tuple(b.values)))
+    if a.values is not None and b.values is not None:
+      return OptionalValue(a.has_value, tuple(_join_lists(x, y, node)
+                                              for x, y in zip(a.values, b.values)))
   return a
 
 
@@ -191,11 +198,60 @@ def _coerce(values, like, node):
             jnp.result_type(v.items) != l.items.dtype:
           v = TensorList(jnp.asarray(v.items).astype(l.items.dtype), v.length,
                          v.element_dtype, None)
+    elif isinstance(l, OptionalValue):
+      if isinstance(v, OptionalValue):
+        v = _join_lists(v, l, node)
     elif v is not None and l is not None and hasattr(l, "dtype") and \
-        not isinstance(v, TensorList) and jnp.result_type(v) != l.dtype:
+        not isinstance(v, (TensorList, OptionalValue)) and jnp.result_type(v) != l.dtype:
       v = jnp.asarray(v).astype(l.dtype)
     out.append(v)
   return out
+
+
+# --- Optional (TF's gradient rewrite of If/While outputs intermediates as optionals) -----
+
+
+@jax.tree_util.register_pytree_node_class
+class OptionalValue:
+  """A TF Optional variant: ``has_value`` (bool) and its components (or None)."""
+
+  def __init__(self, has_value, values):
+    self.has_value = has_value
+    self.values = None if values is None else tuple(values)
+
+  def tree_flatten(self):
+    if self.values is None:
+      return (), None
+    return (self.has_value,) + self.values, len(self.values)
+
+  @classmethod
+  def tree_unflatten(cls, n, children):
+    if n is None:
+      return cls(np.asarray(False), None)
+    return cls(children[0], children[1:])
+
+
+@structural("OptionalFromValue")
+def _optional_from_value(ctx, node, inputs):
+  return [OptionalValue(np.asarray(True), inputs)]
+
+
+@structural("OptionalNone")
+def _optional_none(ctx, node, inputs):
+  return [OptionalValue(np.asarray(False), None)]
+
+
+@structural("OptionalHasValue")
+def _optional_has_value(ctx, node, inputs):
+  return [inputs[0].has_value]
+
+
+@structural("OptionalGetValue")
+def _optional_get_value(ctx, node, inputs):
+  opt = inputs[0]
+  if opt.values is None:
+    raise errors.OpError(node.op, node.name, "the optional has no value")
+  return list(opt.values)
 
 
 # --- If / Case ---------------------------------------------------------------------------
@@ -358,8 +414,8 @@ def _run_graph(ctx, graph, values):
   return interpreter.run(ctx, graph, dict(zip(graph.inputs, values)))
 
 
-class _Unroll(Exception):
-  """The scan body needs trace-time values: unroll instead."""
+class _Unroll(errors.TFPrimsError):
+  """The scan body needs trace-time values: unroll instead (internal)."""
 
   def __init__(self, reason):
     super().__init__(reason)
@@ -372,6 +428,46 @@ class _Rematerialize(Exception):
   def __init__(self, init):
     super().__init__("rematerialize")
     self.init = init
+
+
+# One entry per enclosing loop whose scan body is being traced: True when that
+# loop could be unrolled instead (so an inner loop whose bound depends on the
+# outer counter can ask for it).
+_UNROLLABLE: list[bool] = []
+
+
+def _consumers(graph: graph_lib.Graph) -> dict:
+  """Input/node name -> names of the nodes reading it (data inputs) or '<output>'."""
+  cache = _cache(graph)
+  if "consumers" not in cache:
+    users: dict[str, set] = {}
+    for n in graph.nodes:
+      for ref in n.inputs:
+        users.setdefault(ref[0], set()).add(n.name)
+    for ref in graph.outputs:
+      users.setdefault(ref[0], set()).add("<output>")
+    cache["consumers"] = users
+  return cache["consumers"]
+
+
+def _accumulators(body: graph_lib.Graph, cond: graph_lib.Graph) -> dict:
+  """Loop vars that are only pushed to (``TensorListPushBack(var, value)`` is the
+  body's output and nothing else reads the var): index -> ref of the pushed value.
+  TF's gradient rewrite adds such accumulators; they become scan outputs."""
+  cache = _cache(body)
+  if "accumulators" in cache:
+    return cache["accumulators"]
+  found = {}
+  users = _consumers(body)
+  cond_users = _consumers(cond)
+  for i, ref in enumerate(body.outputs):
+    node = body.by_name.get(_resolve_identity(body, ref)[0])
+    name = body.inputs[i]
+    if (node is not None and node.op == "TensorListPushBack" and node.inputs[0] == (name, 0)
+        and users.get(name, set()) == {node.name} and not cond_users.get(cond.inputs[i])):
+      found[i] = node.inputs[1]
+  cache["accumulators"] = found
+  return found
 
 
 @dataclasses.dataclass
@@ -394,14 +490,28 @@ class _Loop:
           _resolve_identity(self.body_g, ref) == (self.body_g.inputs[i], 0)
           for i, ref in enumerate(self.body_g.outputs)]
     self.invariant = cache["invariant"]
+    self.acc = {i: r for i, r in _accumulators(self.body_g, self.cond_g).items()
+                if isinstance(self.inputs[i], TensorList)}
+    if self.acc:
+      key = ("emit", tuple(sorted(self.acc.items())))
+      if key not in cache:
+        outs = [self.acc.get(i, ref) for i, ref in enumerate(self.body_g.outputs)]
+        cache[key] = graph_lib.Graph(name=self.body_g.name, nodes=self.body_g.nodes,
+                                     inputs=list(self.body_g.inputs), outputs=outs,
+                                     control_outputs=list(self.body_g.control_outputs))
+      self.body_run = cache[key]
+    else:
+      self.body_run = self.body_g
     self.keys = _state_keys(ctx, [self.cond_name, self.body_name], self.inputs)
     self.use_rng = _uses_rng(ctx, [self.body_name])
-    self.carried = [i for i in range(n) if not self.invariant[i]]
+    self.carried = [i for i in range(n) if not self.invariant[i] and i not in self.acc]
+    self.where = f"{node.op} node '{node.name}' (body {self.body_name!r})"
 
   # --- analysis ----------------------------------------------------------------------------
 
-  def static_vars(self) -> set:
-    concrete = [core.is_concrete(v) for v in self.inputs]
+  def static_vars(self, assume_concrete=()) -> set:
+    concrete = [core.is_concrete(v) or i in assume_concrete
+                for i, v in enumerate(self.inputs)]
     fixed = {i for i in range(len(self.inputs)) if self.invariant[i] and concrete[i]}
     static = {i for i in self.carried if concrete[i]}
     while True:
@@ -416,20 +526,24 @@ class _Loop:
     self.fixed = fixed
     return static
 
-  def trip_count(self, static: set):
-    """(n, dynamic conjunct refs, final static values) or (None, ...) when unbounded."""
-    conj = _conjuncts(self.cond_g)
+  def _static_conjuncts(self, static):
     known = static | self.fixed
     static_conj, dynamic_conj = [], []
-    for ref in conj:
+    for ref in _conjuncts(self.cond_g):
       d = _ref_deps(self.cond_g, ref)
       (static_conj if d is not _IMPURE and d <= known else dynamic_conj).append(ref)
+    return static_conj, dynamic_conj
+
+  def trip_count(self, static: set):
+    """(n, dynamic conjunct refs, final static values); n is None when unbounded."""
+    static_conj, dynamic_conj = self._static_conjuncts(static)
     if not static_conj:
       return None, dynamic_conj, None
     cond_sub = _value_subgraph(self.cond_g, static_conj)
     order = sorted(static)
     body_sub = _value_subgraph(self.body_g, [self.body_g.outputs[i] for i in order])
     values = list(self.inputs)
+    conj = static_conj + dynamic_conj
     n = 0
     while True:
       preds = _run_graph(self.ctx, cond_sub, values)
@@ -447,6 +561,18 @@ class _Loop:
       n += 1
     return n, dynamic_conj, values
 
+  def _bound_depends_on_traced_ints(self) -> bool:
+    """Whether the loop would have a static bound if its traced integer scalars
+    (e.g. an enclosing loop's counter) were known."""
+    ints = {i for i, v in enumerate(self.inputs)
+            if not core.is_concrete(v) and hasattr(v, "dtype") and np.shape(v) == ()
+            and jnp.issubdtype(v.dtype, jnp.integer)}
+    if not ints:
+      return False
+    static_conj, _ = self._static_conjuncts(self.static_vars(assume_concrete=ints))
+    self.static_vars()  # restore self.fixed
+    return bool(static_conj)
+
   # --- running -----------------------------------------------------------------------------
 
   def run(self):
@@ -454,23 +580,28 @@ class _Loop:
     n, dynamic_conj, final_static = self.trip_count(static)
     if n is not None:
       if n == 0:
-        return list(self.inputs)
+        return self._zero_trip()
+      unrollable = not dynamic_conj and n <= UNROLL_LIMIT
+      _UNROLLABLE.append(unrollable)
       try:
         return self.scan(n, dynamic_conj, static, final_static)
       except _Unroll as e:
         if dynamic_conj:
           raise ControlFlowError(
-              f"{self.node.op} node '{self.node.name}' (body {self.body_name!r}): "
-              f"{e.reason}; the loop also has a data-dependent exit condition, so it "
-              "cannot be unrolled") from None
+              f"{self.where}: {e.reason}; the loop also has a data-dependent exit "
+              "condition, so it cannot be unrolled") from None
         if n > UNROLL_LIMIT:
           raise ControlFlowError(
-              f"{self.node.op} node '{self.node.name}' (body {self.body_name!r}): "
-              f"{e.reason}; unrolling its {n} iterations exceeds "
+              f"{self.where}: {e.reason}; unrolling its {n} iterations exceeds "
               f"tfprims.control_flow.UNROLL_LIMIT={UNROLL_LIMIT}") from None
-        return self.unroll()
+      finally:
+        _UNROLLABLE.pop()
+      return self.unroll()
     if self.cond_is_concrete():
       return self.unroll()
+    if _UNROLLABLE and _UNROLLABLE[-1] and self._bound_depends_on_traced_ints():
+      raise _Unroll(f"the trip count of the inner loop {self.where} depends on the "
+                    "enclosing loop's variables")
     return self.while_loop()
 
   def cond_is_concrete(self) -> bool:
@@ -489,8 +620,13 @@ class _Loop:
       _restore(self.ctx, saved)
     return bool(found and found[0])
 
+  def _run_body(self, values):
+    if self.body_run is self.body_g:
+      return interpreter.call_function(self.ctx, self.body_name, values, self.node)
+    return _run_graph(self.ctx, self.body_run, values)
+
   def _body(self, carry_vals, state_vals, rng):
-    """One iteration on carried values; returns the new carry (same layout)."""
+    """One iteration on carried values: (new carry, state, rng, emitted acc values)."""
     ctx = self.ctx
     values = list(self.inputs)
     for i, v in zip(self.carried, carry_vals):
@@ -502,16 +638,15 @@ class _Loop:
       if self.use_rng:
         ctx.rng = rng
       try:
-        outs = interpreter.call_function(ctx, self.body_name, values, self.node)
-      except NeedsConcreteIndex as e:
-        raise _Unroll(str(e)) from None
-      except errors.StaticInputError as e:
+        outs = self._run_body(values)
+      except (NeedsConcreteIndex, errors.StaticInputError) as e:
         raise _Unroll(str(e)) from None
       new_state = [ctx.state[key] for key in self.keys]
       new_rng = ctx.rng if self.use_rng else None
     finally:
       _restore(ctx, saved)
-    return [outs[i] for i in self.carried], new_state, new_rng
+    return [outs[i] for i in self.carried], new_state, new_rng, \
+        [_as_jax(outs[i]) for i in sorted(self.acc)]
 
   def _cond(self, carry_vals, refs):
     values = list(self.inputs)
@@ -522,9 +657,10 @@ class _Loop:
     out = True
     for p in preds:
       t = _truth(self.node, p)
-      out = t if out is True else (out & t if t is not True else out)
       if t is False:
         return False
+      if t is not True:
+        out = t if out is True else out & t
     return out
 
   def _init(self):
@@ -539,9 +675,8 @@ class _Loop:
 
   def _checked(self, init, out):
     """The body output cast to the carry's layout, or an exception saying why not."""
-    carry, state, rng = out
+    carry, state, rng, emitted = out
     carry = [_as_jax(v) for v in carry]
-    fixed = []
     rematerialize = False
     for v, l in zip(carry, init[0]):
       if isinstance(v, TensorList) and isinstance(l, TensorList):
@@ -549,7 +684,6 @@ class _Loop:
           raise _Unroll("a TensorList changes length inside the loop")
         if l.items is None and v.items is not None:
           rematerialize = True
-      fixed.append(v)
     if rematerialize:
       new_init = [_join_lists(l, v, self.node) for l, v in zip(init[0], carry)]
       raise _Rematerialize((new_init, init[1], init[2]))
@@ -559,19 +693,41 @@ class _Loop:
     if why:
       raise errors.OpError(self.node.op, self.node.name,
                            f"loop body {self.body_name!r} changes a loop variable: {why}")
-    return carry, state, rng
+    return (carry, state, rng), emitted
 
-  def _finish(self, carry, state, rng, final_static=None, static=()):
+  def _finish(self, carry, state, rng, final_static=None, static=(), emitted=None):
     outs = list(self.inputs)
     for i, v in zip(self.carried, carry):
       outs[i] = v
     if final_static is not None:
       for i in static:
         outs[i] = final_static[i]
+    for k, i in enumerate(sorted(self.acc)):
+      outs[i] = self._accumulated(i, None if emitted is None else emitted[k])
     for key, v in zip(self.keys, state):
       self.ctx.state[key] = v
     if self.use_rng:
       self.ctx.rng = rng
+    return outs
+
+  def _accumulated(self, i, stacked):
+    """The list loop var ``i`` after its pushes (``stacked``: the pushed values)."""
+    entry = self.inputs[i]
+    if stacked is None:
+      return UnavailableList(f"{self.where} pushes to it in a loop whose trip count is not "
+                             "known at trace time")
+    if not hasattr(stacked, "dtype") or isinstance(stacked, (TensorList, OptionalValue)):
+      return UnavailableList(f"{self.where} pushes values that are not tensors to it")
+    if entry.length == 0:
+      return TensorList(stacked, stacked.shape[0], entry.element_dtype, None)
+    entry = entry.materialized(tuple(stacked.shape[1:]), self.node)
+    return TensorList(jnp.concatenate([jnp.asarray(entry.items, stacked.dtype), stacked]),
+                      entry.length + stacked.shape[0], entry.element_dtype, None)
+
+  def _zero_trip(self):
+    outs = list(self.inputs)
+    for i in self.acc:
+      outs[i] = self.inputs[i]
     return outs
 
   def scan(self, n, dynamic_conj, static, final_static):
@@ -590,28 +746,39 @@ class _Loop:
         if pred is False:
           return c, None
         if pred is True:
-          return self._checked(init, self._body(*c)), None
-        # Trace the body once outside lax.cond so list materialization is detected.
-        return lax.cond(pred, lambda: self._checked(init, self._body(*c)), lambda: c), None
-      return self._checked(init, self._body(*c)), None
+          return self._checked(init, self._body(*c))[0], None
+        return lax.cond(pred, lambda: self._checked(init, self._body(*c))[0],
+                        lambda: c), None
+      return self._checked(init, self._body(*c))
 
-    (carry, state, rng), _ = lax.scan(step, init, length=n)
-    return self._finish(carry, state, rng, None if dynamic_conj else final_static, static)
+    (carry, state, rng), emitted = lax.scan(step, init, length=n)
+    if dynamic_conj:
+      return self._finish(carry, state, rng)
+    return self._finish(carry, state, rng, final_static, static, emitted)
 
   def unroll(self):
     ctx, values = self.ctx, list(self.inputs)
+    pushed = {i: [] for i in self.acc}
     for _ in range(UNROLL_LIMIT + 1):
       pred = _truth(self.node, _run_graph(ctx, self.cond_g, values)[0])
       if not isinstance(pred, bool):
         raise ControlFlowError(
-            f"{self.node.op} node '{self.node.name}': the loop was unrolled because its "
-            "body needs trace-time values, but its condition became data-dependent")
+            f"{self.where}: the loop was unrolled because its body needs trace-time "
+            "values, but its condition became data-dependent")
       if not pred:
+        for i, items in pushed.items():
+          values[i] = self.inputs[i] if not items else self._accumulated(
+              i, jnp.stack([jnp.asarray(v) for v in items]) if all(
+                  hasattr(v, "dtype") for v in items) else items)
         return values
-      values = interpreter.call_function(ctx, self.body_name, values, self.node)
+      outs = self._run_body(values)
+      for i in self.acc:
+        pushed[i].append(outs[i])
+        outs[i] = values[i]
+      values = outs
     raise ControlFlowError(
-        f"{self.node.op} node '{self.node.name}' (body {self.body_name!r}) runs more than "
-        f"tfprims.control_flow.UNROLL_LIMIT={UNROLL_LIMIT} iterations at trace time")
+        f"{self.where} runs more than tfprims.control_flow.UNROLL_LIMIT={UNROLL_LIMIT} "
+        "iterations at trace time")
 
   def while_loop(self):
     init = self._init()
@@ -626,22 +793,19 @@ class _Loop:
     refs = list(self.cond_g.outputs)
 
     def cond(c):
-      pred = self._cond(c[0], refs)
-      return jnp.asarray(pred, jnp.bool_)
+      return jnp.asarray(self._cond(c[0], refs), jnp.bool_)
 
     def body(c):
       try:
-        return self._checked(init, self._body(*c))
+        return self._checked(init, self._body(*c))[0]
       except _Unroll as e:
         raise ControlFlowError(
-            f"{self.node.op} node '{self.node.name}' (body {self.body_name!r}): {e.reason}; "
-            "the loop's trip count is not known at trace time, so it cannot be "
-            "unrolled") from None
+            f"{self.where}: {e.reason}; the loop's trip count is not known at trace time, "
+            "so it cannot be unrolled") from None
 
     carry, state, rng = lax.while_loop(cond, body, init)
-    where = f"{self.node.op} node '{self.node.name}' (body {self.body_name!r})"
-    carry = jax.tree_util.tree_map(lambda x: _guard(x, where), carry)
-    state = [_guard(s, where) for s in state]
+    carry = jax.tree_util.tree_map(lambda x: _guard(x, self.where), carry)
+    state = [_guard(s, self.where) for s in state]
     return self._finish(carry, state, rng)
 
 

@@ -52,7 +52,9 @@ class TensorList:
   def __init__(self, items, length: int, element_dtype, element_shape: Optional[tuple]):
     self.items = items
     self.length = int(length)
-    self.element_dtype = np.dtype(element_dtype)
+    # A numpy dtype, or TF's name ("variant") for lists of lists/optionals.
+    self.element_dtype = element_dtype if isinstance(element_dtype, str) else \
+        np.dtype(element_dtype)
     if items is not None and hasattr(items, "shape"):
       element_shape = tuple(items.shape[1:])
     self.element_shape = None if element_shape is None else tuple(element_shape)
@@ -81,6 +83,10 @@ class TensorList:
     """This list with ``items`` allocated (uninitialized elements are zeros, as in TF)."""
     if self.items is not None:
       return self
+    if isinstance(self.element_dtype, str):
+      where = f"{node.op} node '{node.name}'" if node is not None else "a TensorList"
+      raise TensorListSizeError(f"{where}: lists of {self.element_dtype} elements are "
+                                "not supported")
     shape = merge_shapes(self.element_shape, element_shape, node)
     if shape is None or any(d is None for d in shape):
       where = f"{node.op} node '{node.name}'" if node is not None else "a TensorList"
@@ -92,7 +98,7 @@ class TensorList:
                       self.length, self.element_dtype, shape)
 
   def __repr__(self):
-    return (f"TensorList(length={self.length}, dtype={self.element_dtype.name}, "
+    return (f"TensorList(length={self.length}, dtype={self.element_dtype}, "
             f"element_shape={_shape_str(self.element_shape)}, "
             f"items={'None' if self.items is None else type(self.items).__name__})")
 
@@ -132,7 +138,21 @@ def merge_shapes(a: Optional[tuple], b: Optional[tuple], node=None) -> Optional[
   return tuple(out)
 
 
+class UnavailableList:
+  """A list output that cannot be computed (e.g. pushed to in a loop without a static
+  trip count); using it raises :class:`TensorListSizeError`."""
+
+  def __init__(self, reason: str):
+    self.reason = reason
+
+  def __repr__(self):
+    return f"UnavailableList({self.reason!r})"
+
+
 def _list(node, value) -> TensorList:
+  if isinstance(value, UnavailableList):
+    raise TensorListSizeError(f"{node.op} node '{node.name}' uses a list that cannot be "
+                              f"computed: {value.reason}")
   if not isinstance(value, TensorList):
     raise errors.OpError(node.op, node.name,
                          f"expects a TensorList input, got {type(value).__name__}")
@@ -148,8 +168,9 @@ def _static_int(node, value, what: str) -> int:
   return int(np.asarray(value))
 
 
-def _dtype(node) -> np.dtype:
-  return dtypes.canonical_dtype(node.attr("element_dtype"))
+def _dtype(node):
+  dtype = node.attr("element_dtype")
+  return dtype if isinstance(dtype, str) else dtypes.canonical_dtype(dtype)
 
 
 def _check_index(node, lst: TensorList, index) -> Optional[int]:
