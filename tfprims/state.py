@@ -48,10 +48,13 @@ def _resource_gather_jvp(t, value, indices, *, batch_dims):
 
 
 def _resource_gather_batching(args, dims, *, batch_dims):
-  # GatherV2's own rule, which re-binds tf.GatherV2.
-  from jax.interpreters import batching
-  rule = batching.primitive_batchers[_gather_v2().primitive]
-  return rule(args, dims, axis=batch_dims, batch_dims=batch_dims)
+  # Under vmap a gathered variable value is just a batched tensor: GatherV2's own
+  # batching rule applies (it re-binds tf.GatherV2).
+  import jax
+  gather = _gather_v2()
+  out = jax.vmap(lambda v, i: gather(v, i, axis=batch_dims, batch_dims=batch_dims),
+                 in_axes=tuple(dims))(*args)
+  return out, 0
 
 
 def _resource_gather_oracle(resource, indices, batch_dims=0, **_):
