@@ -308,9 +308,15 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
   output_names = [t.name for t in cf.outputs]
   index_of = {name: i for i, name in enumerate(output_names)}
 
+  spec_positions = iter(range(len(output_names)))
+
   def to_index(x):
     if isinstance(x, tf.Tensor):
       return index_of[x.name]
+    if isinstance(x, tf.TensorSpec):
+      # Functions restored from SavedModels describe outputs by spec: cf.outputs
+      # are their tensors in flattening order.
+      return next(spec_positions)
     if x is None or isinstance(x, (int, float, bool, str)):
       return x
     raise errors.UnsupportedInputError(

@@ -68,6 +68,18 @@ def _describe_signature(cf) -> str:
   return "(" + ", ".join(parts) + ")"
 
 
+def _describe_args(args, kwargs) -> str:
+  import tensorflow as tf
+
+  def one(a):
+    if isinstance(a, tf.TensorSpec) or hasattr(a, "shape") and hasattr(a, "dtype"):
+      shape = list(a.shape) if not isinstance(a, tf.TensorSpec) else a.shape.as_list()
+      dtype = a.dtype.name if hasattr(a.dtype, "name") else str(a.dtype)
+      return f"{dtype}{shape}"
+    return repr(a)
+  return ", ".join([one(a) for a in args] + [f"{k}={one(v)}" for k, v in kwargs.items()])
+
+
 def _pick(restored_fn, args, kwargs):
   if _is_concrete(restored_fn):
     if args or kwargs:
@@ -81,10 +93,11 @@ def _pick(restored_fn, args, kwargs):
   if args or kwargs:
     try:
       return restored_fn.get_concrete_function(*args, **kwargs)
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError):
       cfs = concrete_functions(restored_fn)
       raise errors.ConversionError(
-          f"restored function {name!r} has no concrete function for these args ({e}). "
+          f"restored function {name!r} has no concrete function for these args "
+          f"({_describe_args(args, kwargs)}). "
           "Available input signatures:\n  " +
           "\n  ".join(_describe_signature(c) for c in cfs)) from None
   cfs = concrete_functions(restored_fn)
