@@ -209,7 +209,6 @@ class Target:
   """What to convert: a ConcreteFunction, how to call it in TF, example inputs."""
   title: str
   description: str
-  name: str
   concrete_fn: Any
   call_tf: Callable[..., Any]
   args: tuple = ()
@@ -223,8 +222,9 @@ def _inspect(args, out: TextIO) -> int:
   target = (_saved_model_target(tf, args) if args.saved_model
             else _example_target(tf, args.example or examples.DEFAULT))
 
+  import tfprims
   start = time.perf_counter()
-  jax_fn, params = _convert(tf, target)
+  jax_fn, params = tfprims.convert(target.concrete_fn)
   convert_s = time.perf_counter() - start
   if target.make_inputs is not None:
     target.args, target.kwargs = target.make_inputs()
@@ -241,44 +241,11 @@ def _inspect(args, out: TextIO) -> int:
   return EXIT_OK if comparison.ok else EXIT_MISMATCH
 
 
-def _convert(tf, target: Target):
-  """``tfprims.convert(target.concrete_fn)``.
-
-  Signatures restored by ``tf.saved_model.load`` describe their outputs with
-  TensorSpecs rather than graph tensors, which ``tfprims.convert`` may reject;
-  such a signature is then converted through a ``tf.function`` calling it (the
-  graph is the same, one call deeper), and ``target.concrete_fn`` becomes that.
-  """
-  import tfprims
-  cf = target.concrete_fn
-  try:
-    return tfprims.convert(cf)
-  except tfprims.TFPrimsError:
-    if not any(isinstance(x, tf.TensorSpec) for x in tf.nest.flatten(cf.structured_outputs)):
-      raise
-  sig_args, sig_kwargs = cf.structured_input_signature
-
-  def call(*args, **kwargs):
-    return cf(*args, **kwargs)
-  call.__name__ = target.name or _function_name(cf)
-  target.concrete_fn = tf.function(call, autograph=False).get_concrete_function(
-      *sig_args, **sig_kwargs)
-  return tfprims.convert(target.concrete_fn)
-
-
-def _function_name(cf) -> str:
-  name = getattr(cf, "name", "signature")
-  name = name.decode() if isinstance(name, bytes) else str(name)
-  name = re.sub(r"^__inference_|_\d+$", "", name)
-  return re.sub(r"\W", "_", name) or "signature"
-
-
 def _example_target(tf, name: str) -> Target:
   ex = examples.build(name)
   cf = ex.tf_fn.get_concrete_function(*ex.inputs)
-  return Target(title=f"example '{name}'", description=ex.description, name=name,
-                concrete_fn=cf,
-                call_tf=ex.tf_fn, args=tuple(ex.inputs), kwargs={})
+  return Target(title=f"example '{name}'", description=ex.description, concrete_fn=cf,
+                call_tf=ex.tf_fn, args=tuple(ex.inputs))
 
 
 def _saved_model_target(tf, args) -> Target:
@@ -313,7 +280,6 @@ def _saved_model_target(tf, args) -> Target:
   # Keep the restored object alive: the signature's variables belong to it.
   call_tf = lambda *a, _keep=restored, **k: sig(*a, **k)  # noqa: E731
   return Target(title=f"SavedModel {path}", description=f"signature '{args.signature}'",
-                name=re.sub(r"\W", "_", args.signature),
                 concrete_fn=sig, call_tf=call_tf, make_inputs=make_inputs)
 
 
