@@ -132,11 +132,15 @@ class TFOp:
     for name in self.attrs:
       if name in attrs:
         params[name] = hashable(attrs[name])
-      else:
-        try:
-          params[name] = hashable(opdefs.attr_default(self.op_type, name))
-        except KeyError:
-          raise errors.OpError(self.op_type, node, f"missing attr {name!r}") from None
+        continue
+      inferred = opdefs.infer_type_attr(self.op_type, name, inputs)
+      if inferred is not None:  # a type attr: the dtype of the input it types
+        params[name] = inferred
+        continue
+      try:
+        params[name] = hashable(opdefs.attr_default(self.op_type, name))
+      except KeyError:
+        raise errors.OpError(self.op_type, node, f"missing attr {name!r}") from None
     if self.canonicalize is not None:
       params = self.canonicalize(params, *operands)
     return operands, params
@@ -288,6 +292,12 @@ def define_op(
   if op_type in _REGISTRY and not replace:
     raise ValueError(f"TF op {op_type!r} is already registered; pass replace=True "
                      "to redefine it")
+  # JAX's batching machinery passes ``args``/``dims`` positionally to rules.
+  reserved = {"args", "dims"} & (set(attrs) | set(
+      static.values() if isinstance(static, Mapping) else static))
+  if reserved:
+    raise ValueError(f"{op_type}: params may not be named {sorted(reserved)} "
+                     "(JAX reserves them in batching rules); rename them with static={...}")
   if linear and transpose is None:
     raise ValueError(f"{op_type}: linear=True needs a transpose rule")
   prim = Primitive(f"tf.{op_type}")

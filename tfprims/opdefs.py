@@ -136,6 +136,20 @@ def output_offsets(op_type: str, attrs: Mapping[str, Any]) -> dict[str, int]:
   return offsets
 
 
+def infer_type_attr(op_type: str, attr: str, inputs: Mapping[str, Any]) -> Optional[np.dtype]:
+  """The dtype a type attr takes from the input it types (None if it types none)."""
+  od = op_def(op_type)
+  if od is None:
+    return None
+  for arg in od.input_arg:
+    if arg.type_attr == attr and arg.name in inputs:
+      value = inputs[arg.name]
+      value = value[0] if isinstance(value, list) and value else value
+      dtype = getattr(value, "dtype", None)
+      return np.dtype(dtype) if dtype is not None else None
+  return None
+
+
 def input_arg_names(op_type: str) -> tuple[str, ...]:
   od = op_def(op_type)
   return tuple(a.name for a in od.input_arg) if od is not None else ()
