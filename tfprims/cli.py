@@ -528,7 +528,8 @@ class Report:
     n_values = sum(int(np.size(v)) for v in params.values())
     n_trainable = sum(1 for s in specs.values() if s.trainable)
     nbytes = sum(int(np.asarray(v).nbytes) for v in params.values())
-    self.line(f"params: {len(params)} arrays, {n_values:,} values ({_bytes(nbytes)}), "
+    self.line(f"params: {_plural(len(params), 'array')}, {_plural(n_values, 'value')} "
+              f"({_bytes(nbytes)}), "
               f"{n_trainable} trainable")
     names = sorted(specs)
     shown = names if self.full else names[:8]
@@ -543,8 +544,8 @@ class Report:
     tf_counts = {k[3:]: v for k, v in counts.items() if k.startswith("tf.")}
     other = {k: v for k, v in counts.items() if not k.startswith("tf.")}
     total = sum(counts.values())
-    self.section(f"TF ops in the jaxpr ({sum(tf_counts.values())} equations, "
-                 f"{len(tf_counts)} op types)")
+    self.section(f"TF ops in the jaxpr ({_plural(sum(tf_counts.values()), 'equation')}, "
+                 f"{_plural(len(tf_counts), 'op type')})")
     rows = sorted(tf_counts.items(), key=lambda kv: (-kv[1], kv[0]))
     width = max([len(k) for k, _ in rows] + [6])
     self.line(f"  {'TF op':<{width}}  {'jaxpr':>5}  {'graph':>5}")
@@ -568,7 +569,7 @@ class Report:
 
   def jaxpr(self, closed_jaxpr, input_names: list) -> None:
     n_eqns = len(closed_jaxpr.jaxpr.eqns)
-    self.section(f"jaxpr ({n_eqns} top-level equations)")
+    self.section(f"jaxpr ({_plural(n_eqns, 'top-level equation')})")
     text = str(closed_jaxpr.pretty_print(use_color=False))
     legend = _legend(text, input_names)
     if legend:
@@ -598,6 +599,10 @@ class Report:
     self.line(f"max abs difference vs TF: {c.max_abs:.3g} (relative to the output scale "
               f"{c.scale:.3g}: {c.relative:.3g})")
     self.line(f"{verdict} {bound}   [jit compile + run: {c.seconds:.2f} s]")
+
+
+def _plural(n: int, word: str) -> str:
+  return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def _bytes(n: int) -> str:
