@@ -255,7 +255,7 @@ Gather = define_op(
 
 def _scatter_into_impl(items, tensor, indices):
   """items with rows ``indices`` replaced by ``tensor``."""
-  return items.at[indices].set(tensor.astype(items.dtype))
+  return jnp.asarray(items).at[indices].set(jnp.asarray(tensor).astype(items.dtype))
 
 
 def _scatter_into_jvp(primals, tangents):
