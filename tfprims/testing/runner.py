@@ -605,8 +605,30 @@ def tf_vjp(call, diff_idx, out_mask, cts) -> list:
     return [_to_numpy(g) for g in grads]
 
 
-def tf_central_difference(call, diff_idx, out_mask, tangents) -> list:
-  """(f(x + h t) - f(x - h t)) / 2h with TF, in the inputs' dtype."""
+def tf_central_difference(call, diff_idx, out_mask, tangents, widen: bool = True) -> list:
+  """(f(x + h t) - f(x - h t)) / 2h with TF.
+
+  With ``widen``, inputs of the differentiated dtype are cast to float64 /
+  complex128 first (when TF accepts that), so float16/bfloat16/float32 calls
+  get accurate differences; results are then float64/complex128.
+  """
+  if widen:
+    dts = {np.asarray(call.operands[i]).dtype for i in diff_idx}
+    wide_of = lambda d: np.dtype(np.complex128 if _is_complex(d) else np.float64)
+    if any(d != wide_of(d) for d in dts):
+      ops = [np.asarray(o).astype(wide_of(np.asarray(o).dtype))
+             if np.asarray(o).dtype in dts else o for o in call.operands]
+      attrs_wide = {k: (wide_of(v) if isinstance(v, np.dtype) and v in dts else v)
+                    for k, v in call.attrs.items()}
+      wide = dataclasses.replace(call.with_operands(ops))
+      wide.kwargs = dict(wide.kwargs, **attrs_wide)
+      wide.attrs = attrs_wide
+      try:
+        return tf_central_difference(wide, diff_idx, out_mask,
+                                     [np.asarray(t).astype(wide_of(np.asarray(t).dtype))
+                                      for t in tangents], widen=False)
+      except _Rejected:
+        pass
   xs = [np.asarray(call.operands[i]) for i in diff_idx]
   scale = max([1.0] + [float(np.max(np.abs(x.astype(np.complex128)))) for x in xs if x.size])
   eps = max(float(jnp.finfo(x.dtype).eps) for x in xs)
@@ -615,9 +637,8 @@ def tf_central_difference(call, diff_idx, out_mask, tangents) -> list:
   def at(sign):
     ops = list(call.operands)
     for i, x, t in zip(diff_idx, xs, tangents):
-      ops[i] = (x.astype(np.complex128 if _is_complex(x.dtype) else np.float64)
-                + sign * h * np.asarray(t).astype(np.complex128 if _is_complex(x.dtype)
-                                                  else np.float64)).astype(x.dtype)
+      wide = np.complex128 if _is_complex(x.dtype) else np.float64
+      ops[i] = (x.astype(wide) + sign * h * np.asarray(t).astype(wide)).astype(x.dtype)
     outs = tf_outputs(call.with_operands(ops))
     return [o for o, m in zip(outs, out_mask) if m]
 
@@ -625,7 +646,7 @@ def tf_central_difference(call, diff_idx, out_mask, tangents) -> list:
   res = []
   for p, m in zip(plus, minus):
     wide = np.complex128 if _is_complex(p.dtype) else np.float64
-    res.append(((p.astype(wide) - m.astype(wide)) / (2 * h)).astype(p.dtype))
+    res.append((p.astype(wide) - m.astype(wide)) / (2 * h))
   return res
 
 
@@ -677,9 +698,18 @@ def _sanitize(x) -> np.ndarray:
   return fix(x.astype(np.float64)).astype(x.dtype)
 
 
-def _vary(x, rng, k: int, floats_only: bool) -> np.ndarray:
-  """Another batch member: the values permuted (floats shifted when that changes nothing)."""
+def _vary(x, rng, k: int, floats_only: bool, how: str = "permute") -> np.ndarray:
+  """Another batch member: the values permuted (floats shifted when that changes
+  nothing); with ``how="scale"`` floats are scaled by 0.5**k instead (keeps
+  positive-definiteness, symmetry, order and signs) and ints left alone."""
   x = np.asarray(x)
+  if how == "none":
+    return x
+  if how == "scale":
+    if not _is_inexact(x.dtype):
+      return x
+    wide = np.complex128 if _is_complex(x.dtype) else np.float64
+    return (x.astype(wide) * 0.5 ** k).astype(x.dtype)
   if floats_only and not _is_inexact(x.dtype):
     return x
   flat = x.reshape(-1)
@@ -1117,31 +1147,30 @@ def _check_jvp(run, call, tf_outs, draw):
   if oracle == "fd":
     fd = _oracle(run, call, "central differences",
                  lambda: tf_central_difference(call, diff_idx, out_mask, tangents), extra)
-    _compare_lists(run, call, "jvp vs TF central differences", ours, fd,
-                   lambda s, d: FD_TOL.get(np.dtype(d).name, (0, 0)), extra=extra,
-                   labels=labels)
+    for k, (a, e) in enumerate(zip(ours, fd)):
+      rtol, atol = FD_TOL.get(np.asarray(a).dtype.name, (0.0, 0.0))
+      rtol, atol = max(rtol, grad_tolerance(run.spec, np.asarray(a).dtype)[0]), max(
+          atol, grad_tolerance(run.spec, np.asarray(a).dtype)[1])
+      diff = compare(a, e, rtol=rtol, atol=atol, check_dtype=False,
+                     what=f"jvp vs TF central differences, {labels[k]}")
+      if not diff.ok:
+        run.fail(call, diff.message, extra)
     return
   if oracle == "vjp":
-    cts = [_random_like(rng, o) for o, m in zip(tf_outs, out_mask) if m]
-    g = _oracle(run, call, "GradientTape", lambda: tf_vjp(call, diff_idx, out_mask, cts),
-                extra)
-    lhs = sum(float(np.real(np.sum(np.conj(c.astype(np.complex128)) * t.astype(np.complex128))))
-              for c, t in zip(cts, ours))
-    rhs = sum(float(np.real(np.sum(np.conj(gg.astype(np.complex128)) * t.astype(np.complex128))))
-              for gg, t in zip(g, tangents))
-    scale = sum(float(np.sum(np.abs(c.astype(np.complex128) * t.astype(np.complex128))))
-                for c, t in zip(cts, ours)) + 1.0
-    rtol, atol = grad_tolerance(run.spec, tf_outs[out_mask.index(True)].dtype)
-    if not (np.isfinite(lhs) and np.isfinite(rhs)):
-      if np.isnan(lhs) != np.isnan(rhs):
-        run.fail(call, f"jvp dot-product test vs TF GradientTape: <ct, jvp> = {lhs}, "
-                 f"<TF vjp(ct), t> = {rhs}", extra)
-    elif abs(lhs - rhs) > atol + rtol * scale:
-      run.fail(call, f"jvp dot-product test vs TF GradientTape: <ct, jvp> = {lhs!r}, "
-               f"<TF vjp(ct), t> = {rhs!r} (rtol={rtol:g})", extra)
+    _jvp_dot_test(run, call, tf_outs, diff_idx, out_mask, tangents, ours, rng, extra)
     return
-  expected = _oracle(run, call, "ForwardAccumulator",
-                     lambda: tf_jvp(call, diff_idx, out_mask, tangents), extra)
+  try:
+    expected = _oracle(run, call, "ForwardAccumulator",
+                       lambda: tf_jvp(call, diff_idx, out_mask, tangents), extra)
+  except _Rejected as e:
+    if not e.category.startswith("TF ForwardAccumulator raised"):
+      raise
+    # TF's forward mode (a double-backward trick) is broken for this call, e.g.
+    # a missing second-order gradient: use GradientTape (dot-product test).
+    run.note(f"TF ForwardAccumulator failed ({e.category[len('TF ForwardAccumulator raised '):]}: "
+             f"{str(e)[:120]}); the JVP was checked against GradientTape instead")
+    _jvp_dot_test(run, call, tf_outs, diff_idx, out_mask, tangents, ours, rng, extra)
+    return
   wide = all(np.asarray(call.operands[i]).dtype in (np.float64, np.complex128)
              for i in diff_idx)
   try:
@@ -1152,7 +1181,8 @@ def _check_jvp(run, call, tf_outs, draw):
     if wide:
       try:
         fd = tf_central_difference(call, diff_idx, out_mask, tangents)
-        ok = lambda xs: all(compare(x, y, rtol=1e-5, atol=1e-7).ok for x, y in zip(xs, fd))
+        ok = lambda xs: all(compare(x, y, rtol=1e-5, atol=1e-7, check_dtype=False).ok
+                            for x, y in zip(xs, fd))
         verdict = ("central differences agree with ours, not TF: if TF's forward mode is "
                    "wrong here, set grad_oracle='vjp' or 'fd' in the spec"
                    if ok(ours) and not ok(expected) else
@@ -1170,12 +1200,31 @@ def _check_jvp(run, call, tf_outs, draw):
     except _Rejected:
       return
     for k, (e, d) in enumerate(zip(expected, fd)):
-      diff = compare(e, d, rtol=FD_TOL["float64"][0] * 10, atol=FD_TOL["float64"][1] * 10)
+      diff = compare(e, d, rtol=FD_TOL["float64"][0] * 10, atol=FD_TOL["float64"][1] * 10,
+                     check_dtype=False)
       finite = np.all(np.isfinite(np.asarray(e))) and np.all(np.isfinite(np.asarray(d)))
       if finite and not diff.ok:
         run.note(f"TF's JVP (and ours) differ from central differences on a float64 call "
                  f"(output {k}, max abs err {diff.max_abs:.3g}): a non-smooth point, or a "
                  "wrong TF gradient")
+
+
+def _jvp_dot_test(run, call, tf_outs, diff_idx, out_mask, tangents, ours, rng, extra):
+  """<ct, J t> (our JVP) == <J^T ct, t> (TF's GradientTape), real inner products."""
+  cts = [_random_like(rng, o) for o, m in zip(tf_outs, out_mask) if m]
+  g = _oracle(run, call, "GradientTape", lambda: tf_vjp(call, diff_idx, out_mask, cts), extra)
+  c128 = lambda a: np.asarray(a).astype(np.complex128)
+  lhs = sum(float(np.real(np.sum(np.conj(c128(c)) * c128(t)))) for c, t in zip(cts, ours))
+  rhs = sum(float(np.real(np.sum(np.conj(c128(gg)) * c128(t)))) for gg, t in zip(g, tangents))
+  scale = sum(float(np.sum(np.abs(c128(c) * c128(t)))) for c, t in zip(cts, ours)) + 1.0
+  rtol, atol = grad_tolerance(run.spec, tf_outs[out_mask.index(True)].dtype)
+  if not (np.isfinite(lhs) and np.isfinite(rhs)):
+    if np.isnan(lhs) != np.isnan(rhs):
+      run.fail(call, f"jvp dot-product test vs TF GradientTape: <ct, jvp(t)> = {lhs}, "
+               f"<TF vjp(ct), t> = {rhs}", extra)
+  elif abs(lhs - rhs) > atol + rtol * scale:
+    run.fail(call, f"jvp dot-product test vs TF GradientTape: <ct, jvp(t)> = {lhs!r}, "
+             f"<TF vjp(ct), t> = {rhs!r} (rtol={rtol:g}, scale {scale:.3g})", extra)
 
 
 def _check_vjp(run, call, tf_outs, draw):
@@ -1223,8 +1272,9 @@ def _check_vmap(run, call, tf_outs, draw):
   members, member_tf = [call], [tf_outs]
   for k in range(1, batch):
     chosen = None
+    how = getattr(run.spec, "vmap_variation", "permute")
     for mode in ("all", "floats"):
-      ops = [_vary(o, rng, k, mode == "floats") if a is not None else o
+      ops = [_vary(o, rng, k, mode == "floats", how) if a is not None else o
              for o, a in zip(call.operands, axes)]
       cand = _prepare(call.with_operands(ops))
       if cand.params != call.params:
@@ -1462,10 +1512,13 @@ def _run_check(run: _Run, settings: hypothesis.settings) -> CheckResult:
                         f"no CPU kernel for ({kernel[0]} times), e.g.: {kernel[1]}")
     elif run.rejected > run.examples:
       reasons = "; ".join(f"{k} x{v[0]}: {v[1]}" for k, v in run.reject_reasons.items())
+      forward = sum(v[0] for k, v in run.reject_reasons.items() if ":" not in k)
+      why = ("the spec draws calls TF refuses" if forward * 2 >= run.rejected else
+             "TF's oracle for this check fails on most calls TF itself accepts: restrict the "
+             "spec, choose Spec.grad_oracle, or skip the check with a reason")
       result.status = "failed"
       result.message = (f"{run.op.op_type}: check {run.check!r}: TF rejected most drawn calls "
-                        f"({run.rejected} rejected, {run.examples} valid): the spec draws "
-                        f"invalid calls. {reasons}")
+                        f"({run.rejected} rejected, {run.examples} valid): {why}. {reasons}")
     elif run.examples == 0:
       if run.not_applicable:
         result.status = "auto-skipped"

@@ -38,6 +38,12 @@ class Spec:
       values of float inputs (IEEE overflow is tested by ``values``, not by the
       derivative checks); set False to differentiate the drawn values as they are.
     oracle: the TF op type to compare with when it differs from the op's own.
+    vmap_variation: how the vmap check makes the other batch members from the
+      drawn call: ``"permute"`` (values shuffled; floats shifted when that
+      changes nothing), ``"scale"`` (floats times 0.5**k, ints unchanged: keeps
+      positive-definite, symmetric, sorted or sign-constrained inputs valid) or
+      ``"none"`` (copies: only the batching mechanics are tested). Members TF
+      rejects fall back to copies.
   """
   calls: Any
   skip: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -51,6 +57,7 @@ class Spec:
   jit_tol: Tolerance = None
   sanitize_grads: bool = True
   oracle: Union[None, str, Callable[..., Any]] = None
+  vmap_variation: str = "permute"
 
   def __post_init__(self):
     unknown = set(self.skip) - set(CHECKS)
@@ -59,6 +66,9 @@ class Spec:
     empty = [k for k, v in self.skip.items() if not (isinstance(v, str) and v.strip())]
     if empty:
       raise ValueError(f"skip reasons must be non-empty strings: {empty}")
+    if self.vmap_variation not in ("permute", "scale", "none"):
+      raise ValueError(f"vmap_variation must be 'permute', 'scale' or 'none', got "
+                       f"{self.vmap_variation!r}")
     if self.grad_oracle not in GRAD_ORACLES:
       raise ValueError(f"grad_oracle must be one of {GRAD_ORACLES}, got {self.grad_oracle!r}")
 
