@@ -136,6 +136,30 @@ def test_loop_counter_compared_with_a_tensor_shape():
   assert "while" not in jaxpr_primitives(jax.make_jaxpr(fn)(XS))
 
 
+@pytest.mark.parametrize("start,limit,step,cmp", [
+    (0, 7, 1, tf.less), (0, 7, 3, tf.less), (2, 7, 2, tf.less_equal), (10, 3, -2, tf.greater),
+    (10, 4, -3, tf.greater_equal), (5, 5, 1, tf.less), (5, 5, 1, tf.less_equal),
+    (-4, 9, 5, tf.less), (0, 100, 0, None)])
+def test_trip_count_of_counted_loops(start, limit, step, cmp):
+  """The closed-form trip count (counters v + c compared with bounds) agrees with TF;
+  `None` uses a non-affine update (i * 2 + 1), computed by iterating."""
+  if cmp is None:
+    def f(x):
+      return tf.while_loop(lambda i, a: i < limit, lambda i, a: (i * 2 + 1, a * x + 1.0),
+                           [start, x])
+  else:
+    def f(x):
+      return tf.while_loop(lambda i, a: cmp(i, limit), lambda i, a: (i + step, a * x + 1.0),
+                           [start, x])
+  f = tf.function(f, autograph=False)
+  x = np.float32(0.9)
+  fn = _convert(f, x)
+  i, a = fn(x)
+  want_i, want_a = f(x)
+  assert int(i) == int(want_i)
+  np.testing.assert_allclose(a, want_a, rtol=RTOL)
+
+
 def test_zero_trip_loop_returns_inputs():
   @tf.function(autograph=False)
   def f(x):

@@ -544,6 +544,9 @@ class _Loop:
     body_sub = _value_subgraph(self.body_g, [self.body_g.outputs[i] for i in order])
     values = list(self.inputs)
     conj = static_conj + dynamic_conj
+    fast = self._affine_trip_count(order, static_conj, body_sub, values)
+    if fast is not None:
+      return fast[0], dynamic_conj, fast[1]
     n = 0
     while True:
       preds = _run_graph(self.ctx, cond_sub, values)
@@ -560,6 +563,73 @@ class _Loop:
         values[i] = v
       n += 1
     return n, dynamic_conj, values
+
+  def _affine_trip_count(self, order, static_conj, body_sub, values):
+    """Closed-form trip count when every static variable is an integer counter
+    (``v + c`` / ``v - c``) and every static conjunct compares such counters or
+    constants (``Less``, ``LessEqual``, ``Greater``, ``GreaterEqual``): (n, final values)
+    or None when the pattern does not apply."""
+    body, cond = self.body_g, self.cond_g
+    for i in order:
+      v = values[i]
+      if not (np.shape(v) == () and np.asarray(v).dtype.kind in "iu"):
+        return None
+      node = body.by_name.get(_resolve_identity(body, body.outputs[i])[0])
+      if node is None or node.op not in ("AddV2", "Add", "Sub"):
+        return None
+      refs = [_resolve_identity(body, r) for r in node.inputs]
+      self_ref = (body.inputs[i], 0)
+      if node.op == "Sub" and refs[0] != self_ref:
+        return None
+      if self_ref not in refs or any(_ref_deps(body, r) is _IMPURE or i in _ref_deps(body, r)
+                                     for r in refs if r != self_ref):
+        return None
+    flips = {"Less": False, "LessEqual": False, "Greater": True, "GreaterEqual": True}
+    terms = []
+    for ref in static_conj:
+      node = cond.by_name.get(_resolve_identity(cond, ref)[0])
+      if node is None or node.op not in flips or ref[1] != 0:
+        return None
+      terms.append((node, [_resolve_identity(cond, r) for r in node.inputs]))
+    # Values at iterations 0 and 1 give each counter's step.
+    step_values = _run_graph(self.ctx, body_sub, values)
+    if not all(core.is_concrete(v) for v in step_values):
+      return None
+    step = {i: int(np.asarray(v1)) - int(np.asarray(values[i]))
+            for i, v1 in zip(order, step_values)}
+    index = {name: k for k, name in enumerate(cond.inputs)}
+    n_max = None
+    for node, (a, b) in terms:
+      lin = []
+      for r in (a, b):
+        if r[0] in index and index[r[0]] in step:
+          lin.append((int(np.asarray(values[index[r[0]]])), step[index[r[0]]]))
+        else:
+          d = _ref_deps(cond, r)
+          if d is _IMPURE or d & set(step):
+            return None
+          c = _run_graph(self.ctx, _value_subgraph(cond, [r]), values)[0]
+          if not core.is_concrete(c) or np.shape(c) != () or np.asarray(c).dtype.kind not in "iu":
+            return None
+          lin.append((int(np.asarray(c)), 0))
+      if flips[node.op]:
+        lin.reverse()
+      d0, dd = lin[0][0] - lin[1][0], lin[0][1] - lin[1][1]
+      strict = node.op in ("Less", "Greater")   # true while d < 0 (strict) or d <= 0
+      if (d0 >= 0) if strict else (d0 > 0):
+        k = 0
+      elif dd <= 0:
+        continue  # never becomes false
+      else:
+        k = -(-(-d0) // dd) if strict else (-d0) // dd + 1
+      n_max = k if n_max is None else min(n_max, k)
+    if n_max is None or n_max > MAX_STATIC_TRIP_COUNT:
+      return None
+    final = list(values)
+    for i in order:
+      v = np.asarray(values[i])
+      final[i] = np.asarray(int(v) + n_max * step[i], v.dtype)
+    return n_max, final
 
   def _bound_depends_on_traced_ints(self) -> bool:
     """Whether the loop would have a static bound if its traced integer scalars
