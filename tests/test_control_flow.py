@@ -187,6 +187,22 @@ def test_nested_loops_and_loop_inside_cond_inside_loop():
   assert {"scan", "cond", "tf.Sin"} <= jaxpr_primitives(jaxpr)
 
 
+def test_loops_in_nested_tf_functions_called_from_branches():
+  @tf.function(autograph=False)
+  def inner(x):
+    return tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, tf.nn.silu(a) * 1.1),
+                         [0, x])[1]
+
+  @tf.function(autograph=False)
+  def outer(x):
+    return tf.cond(tf.reduce_sum(x) > 0, lambda: inner(x), lambda: inner(-x) * 2.0)
+
+  fn = _check_all(outer, X)
+  _check_all(outer, -X)
+  jaxpr = jax.make_jaxpr(fn)(X)
+  assert {"cond", "scan", "tf.CustomGradient", "tf.Sigmoid"} <= jaxpr_primitives(jaxpr)
+
+
 def test_doubly_nested_counted_loops():
   @tf.function(autograph=False)
   def f(x):

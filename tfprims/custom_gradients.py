@@ -130,7 +130,7 @@ class GradFn:
   def __repr__(self):
     return self.name
 
-  def _build(self, shapes):
+  def _build(self):
     import tensorflow as tf
     fn = _registry_lookup(self.name)
     where = f"IdentityN node '{self.node}' (tf.custom_gradient {self.name!r})"
@@ -143,7 +143,9 @@ class GradFn:
     op = _find_op(info, self.name)
     if op is None:
       raise CustomGradientError(f"{where}: cannot find the forward TF op")
-    specs = [tf.TensorSpec(shape, t.dtype) for shape, t in zip(shapes, op.inputs)]
+    # The forward op's own (possibly partial) shapes: the converted gradient
+    # function then works for every batch size, like the forward graph.
+    specs = [tf.TensorSpec.from_tensor(t) for t in op.inputs]
     try:
       cf = tf.function(lambda *dys: fn(None, *dys), autograph=False).get_concrete_function(
           *specs)
@@ -219,7 +221,7 @@ class GradFn:
     results (``dys``) and the forward values of all IdentityN inputs."""
     with self._lock:
       if self._built is None:
-        self._build([tuple(np.shape(v)) for v in values])
+        self._build()
     b = self._built
     feeds = {}
     for k, name in enumerate(b["arg_names"]):
