@@ -1177,11 +1177,15 @@ def _check_jvp(run, call, tf_outs, draw):
     _compare_lists(run, call, "jvp vs TF ForwardAccumulator", ours, expected, grad_tolerance,
                    record_as="jvp", extra=extra, labels=labels)
   except CheckFailure as failure:
-    # Cross-check the oracle with central differences where they are accurate.
-    if wide:
+    # Cross-check the oracle with central differences (computed in float64
+    # when TF accepts it, so meaningful for every dtype).
+    if True:
       try:
         fd = tf_central_difference(call, diff_idx, out_mask, tangents)
-        ok = lambda xs: all(compare(x, y, rtol=1e-5, atol=1e-7, check_dtype=False).ok
+        dt = np.asarray(ours[0]).dtype if ours else np.dtype("float64")
+        rtol, atol = grad_tolerance(run.spec, dt)
+        rtol, atol = max(rtol, FD_TOL["float64"][0]), max(atol, FD_TOL["float64"][1])
+        ok = lambda xs: all(compare(x, y, rtol=rtol, atol=atol, check_dtype=False).ok
                             for x, y in zip(xs, fd))
         verdict = ("central differences agree with ours, not TF: if TF's forward mode is "
                    "wrong here, set grad_oracle='vjp' or 'fd' in the spec"
@@ -1510,15 +1514,12 @@ def _run_check(run: _Run, settings: hypothesis.settings) -> CheckResult:
       result.status = "failed"
       result.message = (f"{run.op.op_type}: check {run.check!r}: the spec draws calls TF has "
                         f"no CPU kernel for ({kernel[0]} times), e.g.: {kernel[1]}")
-    elif run.rejected > run.examples:
+    elif _too_many_rejections(run):
       reasons = "; ".join(f"{k} x{v[0]}: {v[1]}" for k, v in run.reject_reasons.items())
-      forward = sum(v[0] for k, v in run.reject_reasons.items() if ":" not in k)
-      why = ("the spec draws calls TF refuses" if forward * 2 >= run.rejected else
-             "TF's oracle for this check fails on most calls TF itself accepts: restrict the "
-             "spec, choose Spec.grad_oracle, or skip the check with a reason")
       result.status = "failed"
       result.message = (f"{run.op.op_type}: check {run.check!r}: TF rejected most drawn calls "
-                        f"({run.rejected} rejected, {run.examples} valid): {why}. {reasons}")
+                        f"({run.rejected} rejected, {run.examples} checked, "
+                        f"{run.not_applicable} n/a): {_too_many_rejections(run)}. {reasons}")
     elif run.examples == 0:
       if run.not_applicable:
         result.status = "auto-skipped"
@@ -1527,6 +1528,23 @@ def _run_check(run: _Run, settings: hypothesis.settings) -> CheckResult:
         result.status = "failed"
         result.message = f"{run.op.op_type}: check {run.check!r}: no valid example was drawn"
   return result
+
+
+def _too_many_rejections(run: _Run) -> str:
+  """Why the rejections say the spec (or the oracle) is bad; "" if they don't.
+
+  Calls TF's forward op refuses count against every drawn call (n/a calls were
+  accepted by TF); failures of the check's own TF oracle (autodiff, shifted or
+  batched calls) count against the calls the check ran on.
+  """
+  forward = sum(v[0] for k, v in run.reject_reasons.items() if ":" not in k)
+  oracle = run.rejected - forward
+  if forward > run.examples + run.not_applicable:
+    return "the spec draws calls TF refuses"
+  if oracle > run.examples:
+    return ("TF's oracle for this check fails on most calls TF itself accepts: restrict the "
+            "spec, choose Spec.grad_oracle, or skip the check with a reason")
+  return ""
 
 
 def _resolve_op(op_or_name):
