@@ -93,6 +93,37 @@ def test_keras_rnn_slow(kind):
   _check(kind)
 
 
+def test_masked_lstm_with_states_and_custom_cell():
+  keras.utils.set_random_seed(0)
+  x = np.random.default_rng(1).normal(size=(2, 5, 3)).astype(np.float32)
+  x[0, 3:] = 0.0  # masked steps
+
+  class SiluCell(keras.layers.Layer):
+    state_size = 3
+
+    def build(self, shape):
+      self.w = self.add_weight(shape=(3, 3))
+
+    def call(self, inputs, states):
+      h = tf.nn.silu(tf.matmul(inputs, self.w) + states[0])   # a custom gradient
+      return h, [h]
+
+  inp = keras.Input((5, 3))
+  masked = keras.layers.Masking(0.0)(inp)
+  out, h, c = keras.layers.LSTM(4, return_state=True)(masked)
+  model = keras.Model(inp, [out, h, c, keras.layers.RNN(SiluCell())(inp)])
+  tf_fn = tf.function(lambda x: model(x))
+  fn, params = tfprims.convert(tf_fn, tf.TensorSpec((None, 5, 3)))
+  for got, want in zip(fn(params, x)[0], tf_fn(x)):
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+  grads = jax.grad(lambda p: sum(jnp.sum(o) for o in fn(p, x)[0]))(params)
+  with tf.GradientTape() as tape:
+    y = tf.add_n([tf.reduce_sum(o) for o in tf_fn(x)])
+  tf_grads = tape.gradient(y, [fn.tf_variables[k] for k in params])
+  for k, g in zip(params, tf_grads):
+    np.testing.assert_allclose(grads[k], g.numpy(), rtol=GRAD_TOL, atol=GRAD_TOL, err_msg=k)
+
+
 def test_lstm_jaxpr_shows_the_cell_inside_the_scan():
   model, tf_fn, fn, params, x = _build("lstm")
   jaxpr = jax.make_jaxpr(lambda p, x: fn(p, x)[0])(params, x)

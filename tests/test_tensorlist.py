@@ -144,6 +144,24 @@ def test_tensor_array_in_while_loop_with_traced_index():
   assert "scan" in jaxpr_primitives(jaxpr)
 
 
+@pytest.mark.parametrize("max_iterations", [None, 6])
+def test_tensor_array_with_unknown_element_shape_in_data_dependent_loops(max_iterations):
+  """The element shape is found by tracing the body (while_loop, or a scan with an
+  early exit when the loop is bounded)."""
+  def f(x):
+    ta = tf.TensorArray(tf.float32, size=6)
+
+    def body(i, a, ta):
+      return [i + 1, a * 0.5, ta.write(i % 6, a)]
+
+    _, a, ta = tf.while_loop(lambda i, a, ta: tf.reduce_sum(tf.abs(a)) > 0.1, body,
+                             [0, x[0], ta], maximum_iterations=max_iterations)
+    return ta.stack(), a
+
+  fn = _check(f, grad=max_iterations is not None)
+  assert ("while" in jaxpr_primitives(jax.make_jaxpr(fn)(X))) == (max_iterations is None)
+
+
 def test_list_size_unknown_at_trace_time_is_a_clear_error():
   def f(x):
     n = tf.cast(tf.reduce_sum(x) > 0, tf.int32) + 2
