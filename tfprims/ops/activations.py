@@ -1,1 +1,306 @@
-"""activations ops (being written)."""
+"""Activations: Relu, Relu6, Elu, Selu, LeakyRelu, Softplus, Softsign, Sigmoid,
+Softmax, LogSoftmax, and TF's gradient ops of the elementwise ones.
+
+Impls follow TF's CPU kernels (``tensorflow/core/kernels/relu_op_functor.h``,
+``softplus_op.h``, ``softmax_op_functor.h``) formula for formula, so special
+values agree: Relu keeps -0.0 and NaN, Elu/Selu use ``exp(x) - 1`` like TF,
+Softplus uses TF's ``log(epsilon) + 2`` thresholds. Tanh lives in
+elementwise.py; Gelu is not a TF raw op.
+
+JVPs are written with TF's gradient ops, as TF's own gradients are
+(``tensorflow/python/ops/nn_grad.py``): ``Relu -> ReluGrad(t, x)``,
+``Elu -> EluGrad(t, y)``, ``Sigmoid -> SigmoidGrad(y, t)``... The gradient ops
+are linear in their ``gradients`` input and have TF-named transposes, so grad
+jaxprs read like TF. At kinks the derivative is TF's: Relu and Relu6 have 0 at
+x == 0 (and at x == 6), LeakyRelu has ``alpha`` at 0, Elu has 1 at 0.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.interpreters import ad
+
+from tfprims.core import define_op, get_op, unbroadcast
+from tfprims.ops import elementwise as ew
+from tfprims.ops.elementwise import (
+    AddV2, Div, Exp, Less, Mul, Neg, SigmoidGrad, Sub, C, F, I)
+
+U = ad.is_undefined_primal
+
+_ACT = dict(family="activations", batching="elementwise")
+
+_SELU_SCALE = 1.0507009873554804934193349852946
+_SELU_ALPHA = 1.6732632423543772848170429916717
+
+
+def _c(value, x):
+  return jnp.asarray(value, x.dtype)
+
+
+def _grad_op_transpose(op_name):
+  """Transpose of ``Op(gradients, features, ...)`` in ``gradients`` (linear)."""
+  def rule(ct, g, f, **params):
+    assert U(g) and not U(f)
+    return [unbroadcast(get_op(op_name)(ct, f, **params), ew._shape(g)), None]
+  return rule
+
+
+# ---------------------------------------------------------------------------
+# Elementwise activations.
+
+
+def _relu(x):
+  # TF: features.cwiseMax(0) (std::max): keeps NaN and -0.0.
+  return jnp.where(x < 0, jnp.zeros((), x.dtype), x)
+
+
+def _relu6(x):
+  m = _relu(x)
+  six = _c(6, x)
+  return jnp.where(six < m, six, m)
+
+
+def _elu(x):
+  return jnp.where(x < 0, jnp.exp(x) - _c(1, x), x)
+
+
+def _selu(x):
+  return jnp.where(x < 0, _c(_SELU_SCALE * _SELU_ALPHA, x) * (jnp.exp(x) - _c(1, x)),
+                   _c(_SELU_SCALE, x) * x)
+
+
+def _leaky_relu(x, *, alpha):
+  return jnp.where(x > 0, x, x * _c(alpha, x))
+
+
+def _softplus_threshold(dtype):
+  return float(np.log(float(jnp.finfo(dtype).eps)) + 2)
+
+
+def _softplus(x):
+  th = _c(_softplus_threshold(x.dtype), x)
+  e = jnp.exp(x)
+  return jnp.where(x > -th, x, jnp.where(x < th, e, jnp.log(e + _c(1, x))))
+
+
+def _softsign(x):
+  return x / (jnp.abs(x) + _c(1, x))
+
+
+def _sigmoid(x):
+  return lax.logistic(x)
+
+
+def _unary_spec(st, dtypes, arg="features", **kw):
+  return ew._calls(st, (arg,), dtypes, **kw)
+
+
+Relu = define_op(
+    "Relu", _relu, **_ACT,
+    jvp=(lambda t, x: ReluGrad(t, x),),
+    spec=lambda st: st.Spec(_unary_spec(st, F + I)))
+
+Relu6 = define_op(
+    "Relu6", _relu6, **_ACT,
+    jvp=(lambda t, x: Relu6Grad(t, x),),
+    spec=lambda st: st.Spec(_unary_spec(st, F + I)))
+
+Elu = define_op(
+    "Elu", _elu, **_ACT,
+    jvp=ew._unary_out_jvp("Elu", lambda t, y, x: EluGrad(t, y)),
+    spec=lambda st: st.Spec(_unary_spec(st, F)))
+
+Selu = define_op(
+    "Selu", _selu, **_ACT,
+    jvp=ew._unary_out_jvp("Selu", lambda t, y, x: SeluGrad(t, y)),
+    spec=lambda st: st.Spec(_unary_spec(st, F)))
+
+_ALPHAS = (0.2, 0.0, 0.01, 1.0, -0.5, 2.0)
+
+LeakyRelu = define_op(
+    "LeakyRelu", _leaky_relu, **_ACT, attrs=("alpha",),
+    jvp=(lambda t, x, *, alpha: LeakyReluGrad(t, x, alpha=alpha),),
+    spec=lambda st: st.Spec(_unary_spec(st, F, attrs={"alpha": st.sampled_from(_ALPHAS)})))
+
+Softplus = define_op(
+    "Softplus", _softplus, **_ACT,
+    jvp=(lambda t, x: SoftplusGrad(t, x),),
+    spec=lambda st: st.Spec(_unary_spec(st, F)))
+
+Softsign = define_op(
+    "Softsign", _softsign, **_ACT,
+    jvp=(lambda t, x: SoftsignGrad(t, x),),
+    spec=lambda st: st.Spec(_unary_spec(st, F)))
+
+Sigmoid = define_op(
+    "Sigmoid", _sigmoid, **_ACT,
+    jvp=ew._unary_out_jvp("Sigmoid", lambda t, y, x: SigmoidGrad(y, t)),
+    spec=lambda st: st.Spec(_unary_spec(st, F + C, arg="x", cbound=30)))
+
+# ---------------------------------------------------------------------------
+# Softmax and LogSoftmax over the last axis.
+
+
+def _softmax(logits):
+  if logits.ndim == 0:
+    raise ValueError("Softmax: logits must have >= 1 dimension")
+  if logits.shape[-1] == 0:
+    return logits
+  shifted = logits - jnp.max(logits, axis=-1, keepdims=True)
+  e = jnp.exp(shifted)
+  return e * (_c(1, e) / jnp.sum(e, axis=-1, keepdims=True))
+
+
+def _log_softmax(logits):
+  if logits.ndim == 0:
+    raise ValueError("LogSoftmax: logits must have >= 1 dimension")
+  if logits.shape[-1] == 0:
+    return logits
+  shifted = logits - jnp.max(logits, axis=-1, keepdims=True)
+  return shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=-1, keepdims=True))
+
+
+def _softmax_jvp(primals, tangents):
+  # TF's SoftmaxGrad: (t - sum(t * y, -1)) * y.
+  (x,), (t,) = primals, tangents
+  y = Softmax(x)
+  if type(t) is ad.Zero:
+    return y, ew._zero_tangent(y)
+  return y, Mul(Sub(t, ew._tf_sum_last(Mul(t, y))), y)
+
+
+def _log_softmax_jvp(primals, tangents):
+  # TF's LogSoftmaxGrad: t - sum(t, -1) * exp(y).
+  (x,), (t,) = primals, tangents
+  y = LogSoftmax(x)
+  if type(t) is ad.Zero:
+    return y, ew._zero_tangent(y)
+  return y, Sub(t, Mul(ew._tf_sum_last(t), Exp(y)))
+
+
+def _last_axis_batching(op_type):
+  """Batch axis to the front; the op still works on the last axis."""
+  def rule(args, dims):
+    (x,), (d,) = args, dims
+    if d != 0:
+      x = jnp.moveaxis(x, d, 0)
+    return get_op(op_type)(x), 0
+  return rule
+
+
+def _softmax_spec(st):
+  # +inf/NaN logits: TF's CPU kernel gives NaN for them but 0 for the other
+  # entries of the row (tfprims: NaN for the row); -inf is masking and agrees.
+  @st.composite
+  def draw(draw):
+    dtype = draw(st.dtypes(F))
+    shape = draw(st.shapes(min_rank=1))
+    x = ew._array(st, draw, dtype, shape, finite=True)
+    if x.size and draw(st.booleans()):
+      mask = np.array(draw(st.lists(st.booleans(), min_size=x.size, max_size=x.size)))
+      x = np.where(mask.reshape(shape), np.array(-np.inf, dtype), x).astype(dtype)
+    return {"logits": x}
+  return draw()
+
+
+Softmax = define_op(
+    "Softmax", _softmax, family="activations", jvp=_softmax_jvp,
+    batching=_last_axis_batching("Softmax"),
+    spec=lambda st: st.Spec(_softmax_spec(st)))
+
+LogSoftmax = define_op(
+    "LogSoftmax", _log_softmax, family="activations", jvp=_log_softmax_jvp,
+    batching=_last_axis_batching("LogSoftmax"),
+    spec=lambda st: st.Spec(_softmax_spec(st)))
+
+# ---------------------------------------------------------------------------
+# TF's gradient ops (``gradients`` is linear; the other input is the forward
+# op's features or outputs). Formulas are the CPU kernels': ReluGrad multiplies
+# (so a NaN/inf gradient gives NaN even where features <= 0), the others select.
+
+
+def _relu_grad(g, f):
+  # TF multiplies by the mask (inf/NaN gradients give NaN where it is 0); XLA
+  # would rewrite ``g * convert(mask)`` into a select, so write g * 0 out.
+  return jnp.where(f > 0, g, g * jnp.zeros((), g.dtype))
+
+
+def _relu6_grad(g, f):
+  return jnp.where((f > 0) & (f < 6), g, g * jnp.zeros((), g.dtype))
+
+
+def _elu_grad(g, y):
+  return jnp.where(y < 0, (y + _c(1, y)) * g, g)
+
+
+def _selu_grad(g, y):
+  return jnp.where(y < 0, g * (y + _c(_SELU_SCALE * _SELU_ALPHA, y)), g * _c(_SELU_SCALE, y))
+
+
+def _leaky_relu_grad(g, f, *, alpha):
+  return jnp.where(f > 0, g, g * _c(alpha, g))
+
+
+def _softplus_grad(g, f):
+  return g / (jnp.exp(-f) + _c(1, f))
+
+
+def _softsign_grad(g, f):
+  d = _c(1, f) + jnp.abs(f)
+  return g / (d * d)
+
+
+def _grad_spec(st, dtypes, second="features", **kw):
+  return ew._calls(st, ("gradients", second), dtypes, same_shape=True, **kw)
+
+
+_GRAD_OP = "a gradient op; its own derivative is derived (jax.jvp of the impl)"
+
+ReluGrad = define_op(
+    "ReluGrad", _relu_grad, **_ACT,
+    jvp=(lambda t, g, f: ReluGrad(t, f), None),     # TF's ReluGradGrad
+    transpose=_grad_op_transpose("ReluGrad"),
+    spec=lambda st: st.Spec(_grad_spec(st, F + I), diff_args=("gradients",)))
+
+Relu6Grad = define_op(
+    "Relu6Grad", _relu6_grad, **_ACT,
+    jvp=(lambda t, g, f: Relu6Grad(t, f), None),
+    transpose=_grad_op_transpose("Relu6Grad"),
+    spec=lambda st: st.Spec(_grad_spec(st, F + I), diff_args=("gradients",)))
+
+EluGrad = define_op(
+    "EluGrad", _elu_grad, **_ACT,
+    # TF's EluGradGrad: (EluGrad(t, y), where(y < 0, t * g, 0)).
+    jvp=(lambda t, g, y: EluGrad(t, y),
+         lambda t, g, y: Mul(Mul(t, g), ew._mask(Less(y, ew._const(0, y)), y))),
+    transpose=_grad_op_transpose("EluGrad"),
+    spec=lambda st: st.Spec(_grad_spec(st, F, second="outputs")))
+
+SeluGrad = define_op(
+    "SeluGrad", _selu_grad, **_ACT,
+    jvp=(lambda t, g, y: SeluGrad(t, y),
+         lambda t, g, y: Mul(Mul(t, g), ew._mask(Less(y, ew._const(0, y)), y))),
+    transpose=_grad_op_transpose("SeluGrad"),
+    spec=lambda st: st.Spec(_grad_spec(st, F, second="outputs")))
+
+LeakyReluGrad = define_op(
+    "LeakyReluGrad", _leaky_relu_grad, **_ACT, attrs=("alpha",),
+    jvp=(lambda t, g, f, *, alpha: LeakyReluGrad(t, f, alpha=alpha), None),
+    transpose=_grad_op_transpose("LeakyReluGrad"),
+    spec=lambda st: st.Spec(_grad_spec(st, F, attrs={"alpha": st.sampled_from(_ALPHAS)}),
+                            diff_args=("gradients",)))
+
+SoftplusGrad = define_op(
+    "SoftplusGrad", _softplus_grad, **_ACT,
+    # TF's SoftplusGradGrad: (SoftplusGrad(t, x), t * g / (exp(-x) + 2 + exp(x))).
+    jvp=(lambda t, g, f: SoftplusGrad(t, f),
+         lambda t, g, f: Div(Mul(t, g), AddV2(AddV2(Exp(Neg(f)), ew._const(2, f)), Exp(f)))),
+    transpose=_grad_op_transpose("SoftplusGrad"),
+    spec=lambda st: st.Spec(_grad_spec(st, F)))
+
+SoftsignGrad = define_op(
+    "SoftsignGrad", _softsign_grad, **_ACT,
+    transpose=_grad_op_transpose("SoftsignGrad"),
+    spec=lambda st: st.Spec(_grad_spec(st, F)))
