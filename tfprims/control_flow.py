@@ -109,11 +109,6 @@ def _uses_rng(ctx, fnames) -> bool:
   return ctx.rng is not None and bool(_reachable_ops(ctx.library, fnames) & _rng_ops())
 
 
-def _is_static_value(v) -> bool:
-  """Values closed over as Python objects (never carried through lax control flow)."""
-  return core.is_concrete(v) or isinstance(v, (VariableHandle, StringConstant))
-
-
 def _as_jax(v):
   """A branch/loop output as a JAX-compatible pytree leaf (or TensorList/Optional)."""
   if isinstance(v, (TensorList, OptionalValue)):

@@ -292,11 +292,6 @@ def grad_fn_for(name: str, node: str, num_results: int, num_inputs: int) -> Grad
 # --- primitives ------------------------------------------------------------------------------
 
 
-def _is_float(x) -> bool:
-  return jnp.issubdtype(jax.typeof(x).dtype if not ad.is_undefined_primal(x) else x.aval.dtype,
-                        jnp.inexact)
-
-
 custom_gradient_p = Primitive("tf.CustomGradient")
 custom_gradient_p.multiple_results = True
 tangent_p = Primitive("tf.CustomGradientTangent")
@@ -310,13 +305,6 @@ def _cg_impl(*values, grad, n_y, float_mask, batch):
 custom_gradient_p.def_impl(_cg_impl)
 custom_gradient_p.def_abstract_eval(lambda *avals, **p: list(avals[:p["n_y"]]))
 mlir.register_lowering(custom_gradient_p, mlir.lower_fun(_cg_impl, multiple_results=True))
-
-
-def _split_tangent_operands(operands, float_mask, n_y):
-  n_fy = sum(float_mask[:n_y])
-  n_fx = sum(float_mask[n_y:])
-  return (list(operands[:n_fy]), list(operands[n_fy:n_fy + n_fx]),
-          list(operands[n_fy + n_fx:]))
 
 
 def _cg_jvp(primals, tangents, *, grad, n_y, float_mask, batch):
@@ -501,10 +489,9 @@ interpreter.STRUCTURAL["IdentityN"] = _identity_n
 
 
 def _prevent_gradient_jvp(primals, tangents, *, message):
-  node = ""
   raise PreventGradientError(
       "differentiation through a PreventGradient op" + (f": {message}" if message else "")
-      + node + " (TF forbids gradients here, e.g. a jax2tf function converted with "
+      + " (TF forbids gradients here, e.g. a jax2tf function converted with "
       "with_gradient=False)")
 
 

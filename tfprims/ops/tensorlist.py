@@ -17,7 +17,7 @@ whose effect on the length depends on runtime data raises
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
