@@ -177,3 +177,20 @@ def test_oracle_keeps_input_dtypes():
                                                 "alpha": 0.2})
   (out,) = runner.tf_outputs(call)
   assert out.dtype == np.float16
+
+
+def test_x64_is_restored_and_checks_auto_skip():
+  before = jax.config.jax_enable_x64
+  report = check_op("BitwiseAnd", ["values", "jvp", "vjp"], max_examples=3)
+  assert jax.config.jax_enable_x64 == before
+  assert report.results["values"].status == "passed"
+  # Integer-only op def: no derivative checks.
+  assert report.results["jvp"].status == "auto-skipped"
+  assert "no float inputs" in report.results["jvp"].reason
+
+
+def test_int_draws_do_not_count_as_jvp_examples():
+  # Mul draws ints and floats: the int calls are discarded (n/a) for jvp.
+  report = check_op("Mul", ["jvp"], max_examples=4)
+  r = report.results["jvp"]
+  assert r.status == "passed" and r.examples == 4 and r.not_applicable > 0

@@ -30,7 +30,7 @@ BATCHING = {"explicit": "TF-named", "elementwise": "elementwise", "derived": "de
 TRANSPOSE = {"explicit": "TF-named", "none": "—", "override": "override"}
 SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
          "complex64": "c64", "complex128": "c128"}
-ERROR_HEADER = "max abs error vs TF"
+ERROR_HEADER = "max error vs TF (rel/abs)"
 
 HEADER = """# Registered ops
 
@@ -47,8 +47,8 @@ the primitive with the batch axis in front; **derived** = `jax.jvp(impl)` /
 Checks (see docs/testing.md): `values`, `shape`, `jvp`, `vjp`, `vmap`, `jit`,
 each against `tf.raw_ops.<Op>`. *Not run* lists the checks a spec skips
 (with its reason) or that cannot apply (auto: no TF gradient, no float
-inputs...). The error column is the largest absolute error vs TF per output
-dtype seen by the last run that recorded errors ({source}).
+inputs...). The error column is the largest relative / absolute error vs TF
+per output dtype (values) or per input dtype (vjp) seen by the last run that recorded errors ({source}).
 """
 
 
@@ -63,7 +63,7 @@ def strip_error_columns(text: str) -> str:
     if in_table:
       cells = line.rstrip().rstrip("|").split("|")
       line = "|".join(cells[:-1]) + "|"
-    if "dtype seen by the last run" in line:
+    if "the last run that recorded errors" in line:
       continue
     out.append(line)
   return "\n".join(out)
@@ -77,7 +77,8 @@ def _errors_cell(entry) -> str:
     dtypes = entry.get(check)
     if not dtypes:
       continue
-    vals = " ".join(f"{SHORT.get(d, d)} {s['max_abs']:.2g}" for d, s in sorted(dtypes.items()))
+    vals = " ".join(f"{SHORT.get(d, d)} {s['max_rel']:.1g}/{s['max_abs']:.1g}"
+                    for d, s in sorted(dtypes.items()))
     parts.append(f"{check}: {vals}")
   return "; ".join(parts)
 
