@@ -1420,20 +1420,19 @@ def auto_skips(op, spec: Optional[Spec] = None, oracle=None) -> dict:
     tf = _tf()
     if not hasattr(tf.raw_ops, oracle):
       return {c: f"tf.raw_ops has no {oracle}" for c in CHECKS}
-    grad = tf_gradient_status(oracle)
-    if grad and not (spec is not None and spec.grad_oracle == "fd"):
-      out["jvp"] = out["vjp"] = grad
     od = opdefs.op_def(oracle)
     if od is not None:
       ins = [a for a in od.input_arg if a.name not in op.static]
       if not ins:
         out["vmap"] = "no non-static inputs to batch"
       if not any(_arg_may_be_float(od, a) for a in ins):
-        out.setdefault("jvp", "no float inputs")
-        out.setdefault("vjp", "no float inputs")
+        out["jvp"] = out["vjp"] = "no float inputs"
       elif not any(_arg_may_be_float(od, a) for a in od.output_arg):
-        out.setdefault("jvp", "no float outputs")
-        out.setdefault("vjp", "no float outputs")
+        out["jvp"] = out["vjp"] = "no float outputs"
+    grad = tf_gradient_status(oracle)
+    if grad and not (spec is not None and spec.grad_oracle == "fd"):
+      out.setdefault("jvp", grad)
+      out.setdefault("vjp", grad)
   return out
 
 
