@@ -182,7 +182,6 @@ def test_nested_loops_and_loop_inside_cond_inside_loop():
     return tf.while_loop(lambda i, a: i < 4, outer_body, [0, x])[1]
 
   fn = _check_all(f, X)
-  _check_all(f, -X)
   jaxpr = jax.make_jaxpr(fn)(X)
   assert {"scan", "cond", "tf.Sin"} <= jaxpr_primitives(jaxpr)
 
@@ -198,7 +197,6 @@ def test_loops_in_nested_tf_functions_called_from_branches():
     return tf.cond(tf.reduce_sum(x) > 0, lambda: inner(x), lambda: inner(-x) * 2.0)
 
   fn = _check_all(outer, X)
-  _check_all(outer, -X)
   jaxpr = jax.make_jaxpr(fn)(X)
   assert {"cond", "scan", "tf.CustomGradient", "tf.Sigmoid"} <= jaxpr_primitives(jaxpr)
 
