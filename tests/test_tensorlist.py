@@ -168,7 +168,7 @@ def test_list_size_unknown_at_trace_time_is_a_clear_error():
     return tf.TensorArray(tf.float32, size=n).write(0, x[0]).stack()
 
   fn = _convert(f, X)
-  with pytest.raises(tensorlist.TensorListSizeError, match="num_elements"):
+  with pytest.raises(tfprims.TensorListSizeError, match="num_elements"):
     fn(X)
 
 

@@ -11,11 +11,12 @@ from tfprims.api import (ConvertedFunction, TensorSpec, convert, convert_functio
 from tfprims.config import get_config, override_config, update_config
 from tfprims.core import (TFOp, define_op, get_op, override_batching, override_jvp,
                           override_transpose, primitive, register_op, registered_ops)
-from tfprims.errors import (ConversionError, DynamicShapeError, InputDtypeError,
-                            InputError, InputShapeError, InputStructureError,
-                            Int64OverflowError, MissingRngError, OpError,
-                            StaticInputError, TFPrimsError, UnsupportedInputError,
-                            UnsupportedOpError)
+from tfprims.errors import (ControlFlowError, ConversionError, CustomGradientError,
+                            DynamicShapeError, InputDtypeError, InputError,
+                            InputShapeError, InputStructureError, Int64OverflowError,
+                            MissingRngError, OpError, PreventGradientError,
+                            ReverseModeLoopError, StaticInputError, TensorListSizeError,
+                            TFPrimsError, UnsupportedInputError, UnsupportedOpError)
 from tfprims.interpreter import supported_op_types
 from tfprims.saved_model import (AmbiguousSignatureError, convert_from_restored,
                                  convert_functional_from_restored, load_saved_model)

@@ -305,17 +305,24 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
       captures[node_name] = dtypes.canonicalize_value(
           captured.numpy(), f"captured tensor '{node_name}'")
 
-  output_names = [t.name for t in cf.outputs]
+  # Only the structured outputs are converted: after a GradientTape has
+  # differentiated a tf.function, TF appends intermediates to cf.outputs.
+  leaves = tree.flatten(cf.structured_outputs)
+  if any(isinstance(x, tf.TensorSpec) for x in leaves):
+    # Functions restored from SavedModels describe outputs by spec; cf.outputs
+    # holds their tensors in flattening order.
+    n_specs = sum(isinstance(x, tf.TensorSpec) for x in leaves)
+    out_tensors = list(cf.outputs[:n_specs])
+  else:
+    out_tensors = list({x.name: x for x in leaves if isinstance(x, tf.Tensor)}.values())
+  output_names = [t.name for t in out_tensors]
   index_of = {name: i for i, name in enumerate(output_names)}
-
   spec_positions = iter(range(len(output_names)))
 
   def to_index(x):
     if isinstance(x, tf.Tensor):
       return index_of[x.name]
     if isinstance(x, tf.TensorSpec):
-      # Functions restored from SavedModels describe outputs by spec: cf.outputs
-      # are their tensors in flattening order.
       return next(spec_positions)
     if x is None or isinstance(x, (int, float, bool, str)):
       return x
@@ -324,7 +331,7 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
 
   output_structure = tree.map_structure(to_index, cf.structured_outputs)
   output_specs = []
-  for t in cf.outputs:
+  for t in out_tensors:
     np_dtype = dtypes.from_tf(t.dtype)
     shape = None if t.shape.rank is None else tuple(t.shape.as_list())
     output_specs.append(TensorSpec(t.name, shape, np_dtype or t.dtype.name))

@@ -17,7 +17,7 @@ interpreter (so jaxprs show ``tf.*`` primitives inside ``cond``/``scan``/``while
   body needs trace-time values (a growing TensorArray, an op with a static input
   computed from the counter) are unrolled when the trip count is known. A loop
   without a static bound becomes ``lax.while_loop``: forward mode (``jvp``)
-  works, reverse mode raises :class:`ReverseModeLoopError`.
+  works, reverse mode raises :class:`errors.ReverseModeLoopError`.
 * Variables assigned in a body or branch (``AssignVariableOp``...) and the
   random key are threaded as loop/branch state; the new values come back in the
   converted function's ``new_params``.
@@ -45,14 +45,6 @@ UNROLL_LIMIT = 1000
 # A static trip count is computed by iterating the loop counters at trace time,
 # up to this many iterations (beyond: the loop is treated as dynamic).
 MAX_STATIC_TRIP_COUNT = 1_000_000
-
-
-class ReverseModeLoopError(errors.TFPrimsError, ValueError):
-  """Reverse-mode differentiation through a while loop whose trip count is dynamic."""
-
-
-class ControlFlowError(errors.ConversionError):
-  """A control-flow construct that cannot be expressed with static shapes."""
 
 
 # --- helpers -----------------------------------------------------------------------------
@@ -165,7 +157,7 @@ def _join_lists(a, b, node):
   without items gets zeros shaped like the other's; an empty Optional gets zeros)."""
   if isinstance(a, TensorList) and isinstance(b, TensorList):
     if a.length != b.length:
-      raise ControlFlowError(
+      raise errors.ControlFlowError(
           f"{node.op} node '{node.name}': a TensorList has {a.length} elements on one "
           f"path and {b.length} on another; list lengths must be known at trace time")
     if a.items is None and b.items is not None:
@@ -652,11 +644,11 @@ class _Loop:
         return self.scan(n, dynamic_conj, static, final_static)
       except _Unroll as e:
         if dynamic_conj:
-          raise ControlFlowError(
+          raise errors.ControlFlowError(
               f"{self.where}: {e.reason}; the loop also has a data-dependent exit "
               "condition, so it cannot be unrolled") from None
         if n > UNROLL_LIMIT:
-          raise ControlFlowError(
+          raise errors.ControlFlowError(
               f"{self.where}: {e.reason}; unrolling its {n} iterations exceeds "
               f"tfprims.control_flow.UNROLL_LIMIT={UNROLL_LIMIT}") from None
       finally:
@@ -827,7 +819,7 @@ class _Loop:
     for _ in range(UNROLL_LIMIT + 1):
       pred = _truth(self.node, _run_graph(ctx, self.cond_g, values)[0])
       if not isinstance(pred, bool):
-        raise ControlFlowError(
+        raise errors.ControlFlowError(
             f"{self.where}: the loop was unrolled because its body needs trace-time "
             "values, but its condition became data-dependent")
       if not pred:
@@ -841,7 +833,7 @@ class _Loop:
         pushed[i].append(outs[i])
         outs[i] = values[i]
       values = outs
-    raise ControlFlowError(
+    raise errors.ControlFlowError(
         f"{self.where} runs more than tfprims.control_flow.UNROLL_LIMIT={UNROLL_LIMIT} "
         "iterations at trace time")
 
@@ -864,7 +856,7 @@ class _Loop:
       try:
         return self._checked(init, self._body(*c))[0]
       except _Unroll as e:
-        raise ControlFlowError(
+        raise errors.ControlFlowError(
             f"{self.where}: {e.reason}; the loop's trip count is not known at trace time, "
             "so it cannot be unrolled") from None
 
@@ -890,7 +882,7 @@ batching.primitive_batchers[_guard_p] = lambda args, dims, *, where: (
 
 
 def _guard_transpose(ct, x, *, where):
-  raise ReverseModeLoopError(
+  raise errors.ReverseModeLoopError(
       f"{where}: reverse-mode differentiation (jax.grad/vjp) through a while loop "
       "whose trip count is not known at trace time is not possible in JAX. Bound the "
       "loop (tf.while_loop(..., maximum_iterations=N), or a loop counter compared with a "

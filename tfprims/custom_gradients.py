@@ -42,14 +42,6 @@ from tfprims.core import define_op
 from tfprims.interpreter import StringConstant, VariableHandle
 
 
-class CustomGradientError(errors.ConversionError):
-  """A tf.custom_gradient's gradient function cannot be converted or evaluated."""
-
-
-class PreventGradientError(errors.TFPrimsError, LookupError):
-  """Differentiation through a ``PreventGradient`` op (e.g. jax2tf with_gradient=False)."""
-
-
 # --- the gradient function ----------------------------------------------------------------
 
 
@@ -135,14 +127,14 @@ class GradFn:
     fn = _registry_lookup(self.name)
     where = f"IdentityN node '{self.node}' (tf.custom_gradient {self.name!r})"
     if fn is None:
-      raise CustomGradientError(
+      raise errors.CustomGradientError(
           f"{where}: the gradient function is not in TF's gradient registry (a loaded "
           "SavedModel keeps custom gradients only when saved with "
           "tf.saved_model.SaveOptions(experimental_custom_gradients=True))")
     info = _tape_closure(fn)
     op = _find_op(info, self.name)
     if op is None:
-      raise CustomGradientError(f"{where}: cannot find the forward TF op")
+      raise errors.CustomGradientError(f"{where}: cannot find the forward TF op")
     # The forward op's own (possibly partial) shapes: the converted gradient
     # function then works for every batch size, like the forward graph.
     specs = [tf.TensorSpec.from_tensor(t) for t in op.inputs]
@@ -150,7 +142,7 @@ class GradFn:
       cf = tf.function(lambda *dys: fn(None, *dys), autograph=False).get_concrete_function(
           *specs)
     except Exception as e:  # the user's gradient function failed to trace
-      raise CustomGradientError(f"{where}: tracing the gradient function failed: "
+      raise errors.CustomGradientError(f"{where}: tracing the gradient function failed: "
                                 f"{type(e).__name__}: {e}") from e
     n_args = len(cf.inputs) - len(cf.captured_inputs)
     op_inputs = {_tensor_key(t): k for k, t in enumerate(op.inputs)}
@@ -163,7 +155,7 @@ class GradFn:
       if external.dtype == tf.resource:
         idx = next((j for j, v in enumerate(variables) if v.handle is external), None)
         if idx is None:
-          raise CustomGradientError(
+          raise errors.CustomGradientError(
               f"{where}: the gradient function uses a resource that is not one of the "
               "variables of the custom-gradient function")
         captures.append((pname, "var", self.num_inputs - n_vars + idx))
@@ -185,12 +177,12 @@ class GradFn:
       try:
         interpreter.check_supported(recompute_graph, recompute_lib)
       except errors.TFPrimsError as e:
-        raise CustomGradientError(f"{where}: recomputing forward values: {e}") from e
+        raise errors.CustomGradientError(f"{where}: recomputing forward values: {e}") from e
       unfed = [n.name for n in recompute_graph.nodes
                if n.op == "Placeholder" and n.name in recompute_graph.needed
                and n.name not in recompute_graph.inputs]
       if unfed:
-        raise CustomGradientError(
+        raise errors.CustomGradientError(
             f"{where}: the gradient function captures forward tensors "
             f"({', '.join(t.name for t in recompute)}) that depend on values which are not "
             f"inputs of the custom-gradient function ({', '.join(unfed)}); pass them as "
@@ -202,13 +194,13 @@ class GradFn:
     try:
       interpreter.check_supported(graph, library)
     except errors.TFPrimsError as e:
-      raise CustomGradientError(f"{where}: its gradient function: {e}") from e
+      raise errors.CustomGradientError(f"{where}: its gradient function: {e}") from e
     # Structured outputs: [None] * num_results + one per input (None = no gradient).
     flat_out = iter(range(len(cf.outputs)))
     out_index = [None if o is None else next(flat_out)
                  for o in tf.nest.flatten(cf.structured_outputs, expand_composites=False)]
     if len(out_index) != self.num_inputs:
-      raise CustomGradientError(
+      raise errors.CustomGradientError(
           f"{where}: the gradient function returns {len(out_index)} values for "
           f"{self.num_inputs} inputs")
     self._built = dict(graph=graph, library=library, n_args=n_args, captures=captures,
@@ -431,7 +423,7 @@ def _tangent_transpose(cts, *operands, grad, n_y, float_mask, batch):
   n_lin = sum(float_mask)
   lin, values = operands[:n_lin], operands[n_lin:]
   if any(ad.is_undefined_primal(v) for v in values):
-    raise CustomGradientError(f"tf.custom_gradient {grad}: its residuals are linear")
+    raise errors.CustomGradientError(f"tf.custom_gradient {grad}: its residuals are linear")
   if all(type(c) is ad.Zero for c in cts):
     return [ad.Zero(x.aval) if ad.is_undefined_primal(x) else None for x in lin] + \
         [None] * len(values)
@@ -489,7 +481,7 @@ interpreter.STRUCTURAL["IdentityN"] = _identity_n
 
 
 def _prevent_gradient_jvp(primals, tangents, *, message):
-  raise PreventGradientError(
+  raise errors.PreventGradientError(
       "differentiation through a PreventGradient op" + (f": {message}" if message else "")
       + " (TF forbids gradients here, e.g. a jax2tf function converted with "
       "with_gradient=False)")
@@ -504,7 +496,7 @@ if "PreventGradient" not in core._REGISTRY:
       "PreventGradient", lambda input, *, message: input, family="custom_gradients",
       attrs=("message",), jvp=_prevent_gradient_jvp, batching=_prevent_batch,
       spec=lambda st: st.Spec(st.unary(st.ALL, arg="input"), skip={
-          "jvp": "differentiation raises PreventGradientError (TF raises LookupError)",
-          "vjp": "differentiation raises PreventGradientError (TF raises LookupError)"}))
+          "jvp": "differentiation raises errors.PreventGradientError (TF raises LookupError)",
+          "vjp": "differentiation raises errors.PreventGradientError (TF raises LookupError)"}))
 else:  # pragma: no cover
   PreventGradient = core.get_op("PreventGradient")

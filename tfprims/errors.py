@@ -94,5 +94,25 @@ class Int64OverflowError(ConversionError, OverflowError):
   """A 64-bit value does not fit the 32-bit type JAX uses with x64 disabled."""
 
 
+class ControlFlowError(ConversionError):
+  """A control-flow construct that cannot be expressed with static shapes."""
+
+
+class ReverseModeLoopError(TFPrimsError, ValueError):
+  """Reverse-mode differentiation through a while loop whose trip count is dynamic."""
+
+
+class TensorListSizeError(ConversionError):
+  """A TensorList's length (or element shape) cannot be known at trace time."""
+
+
+class CustomGradientError(ConversionError):
+  """A tf.custom_gradient's gradient function cannot be converted or evaluated."""
+
+
+class PreventGradientError(TFPrimsError, LookupError):
+  """Differentiation through a ``PreventGradient`` op (e.g. jax2tf with_gradient=False)."""
+
+
 def join_names(names: Iterable[str]) -> str:
   return ", ".join(repr(n) for n in names)

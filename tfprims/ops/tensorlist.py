@@ -12,7 +12,7 @@ Ops that compute on the items bind their own primitive (``tf.TensorListSetItem``
 bookkeeping ops (Reserve, Length, ElementShape, Stack, FromTensor) bind nothing.
 The list length must be known at trace time (it is an array dimension): an op
 whose effect on the length depends on runtime data raises
-:class:`TensorListSizeError`.
+:class:`errors.TensorListSizeError`.
 """
 
 from __future__ import annotations
@@ -40,11 +40,7 @@ def _spec(st):
                              ("values", "shape", "jvp", "vjp", "vmap", "jit")})
 
 
-class TensorListSizeError(errors.ConversionError):
-  """A TensorList's length (or element shape) cannot be known at trace time."""
-
-
-class NeedsConcreteIndex(TensorListSizeError):
+class NeedsConcreteIndex(errors.TensorListSizeError):
   """A list op needs a trace-time index (e.g. to grow the list) but got a traced one.
 
   The while-loop converter catches it and unrolls the loop when its trip count
@@ -94,12 +90,12 @@ class TensorList:
       return self
     if isinstance(self.element_dtype, str):
       where = f"{node.op} node '{node.name}'" if node is not None else "a TensorList"
-      raise TensorListSizeError(f"{where}: lists of {self.element_dtype} elements are "
+      raise errors.TensorListSizeError(f"{where}: lists of {self.element_dtype} elements are "
                                 "not supported")
     shape = merge_shapes(self.element_shape, element_shape, node)
     if shape is None or any(d is None for d in shape):
       where = f"{node.op} node '{node.name}'" if node is not None else "a TensorList"
-      raise TensorListSizeError(
+      raise errors.TensorListSizeError(
           f"{where} reads uninitialized elements of a list whose element shape "
           f"({_shape_str(shape)}) is not fully known; write the elements first or "
           "give the TensorArray an element_shape")
@@ -149,7 +145,7 @@ def merge_shapes(a: Optional[tuple], b: Optional[tuple], node=None) -> Optional[
 
 class UnavailableList:
   """A list output that cannot be computed (e.g. pushed to in a loop without a static
-  trip count); using it raises :class:`TensorListSizeError`."""
+  trip count); using it raises :class:`errors.TensorListSizeError`."""
 
   def __init__(self, reason: str):
     self.reason = reason
@@ -160,7 +156,7 @@ class UnavailableList:
 
 def _list(node, value) -> TensorList:
   if isinstance(value, UnavailableList):
-    raise TensorListSizeError(f"{node.op} node '{node.name}' uses a list that cannot be "
+    raise errors.TensorListSizeError(f"{node.op} node '{node.name}' uses a list that cannot be "
                               f"computed: {value.reason}")
   if not isinstance(value, TensorList):
     raise errors.OpError(node.op, node.name,
@@ -170,7 +166,7 @@ def _list(node, value) -> TensorList:
 
 def _static_int(node, value, what: str) -> int:
   if not core.is_concrete(value):
-    raise TensorListSizeError(
+    raise errors.TensorListSizeError(
         f"{node.op} node '{node.name}': {what} depends on runtime data, but a "
         "TensorList's length must be known at trace time (JAX arrays have static "
         "shapes); compute it from constants or shapes")
@@ -430,7 +426,7 @@ def _scatter_v2_interpret(node, inputs):
   num = _static_int(node, num, "num_elements")
   if num < 0:
     if not core.is_concrete(indices):
-      raise TensorListSizeError(
+      raise errors.TensorListSizeError(
           f"{node.op} node '{node.name}': the list size is the largest index + 1, and "
           "the indices depend on runtime data; pass num_elements")
     idx = np.asarray(indices)
@@ -532,7 +528,7 @@ def _element_shape_interpret(node, inputs):
 def _split_interpret(node, inputs):
   tensor, element_shape, lengths = inputs
   if not core.is_concrete(lengths):
-    raise TensorListSizeError(
+    raise errors.TensorListSizeError(
         f"{node.op} node '{node.name}': lengths depend on runtime data")
   lengths = np.asarray(lengths).reshape(-1)
   if lengths.size and (lengths != lengths[0]).any():
