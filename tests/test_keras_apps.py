@@ -82,31 +82,32 @@ APPS = {
     "InceptionV3": 75,       # the smallest input it accepts
     "ConvNeXtTiny": 32,
     "MobileNetV3Small": 32,  # cheap extra: hard-swish, squeeze-excite, Rescaling
-    "DenseNet121": 32,       # cheap extra: concatenations, AvgPool
 }
 
 
 def _calibrate(model, x):
-  """weights=None models shrink activations layer after layer; give each
-  BatchNormalization the statistics of a real batch (momentum 0 for one training
-  call) so that outputs have a healthy scale and every nonlinearity is exercised."""
+  """weights=None models shrink activations layer after layer (outputs ~1e-12); move
+  each BatchNormalization's statistics halfway to those of a real batch (momentum
+  0.5 for one training call). Outputs get a healthy scale (~1) and stay
+  well-conditioned: pure batch statistics (momentum 0) of the 1x1 late feature maps
+  make some channels' variances tiny, and then TF's own jit_compile=True run
+  differs from TF by more than 1e-4."""
   bns = [l for l in model._flatten_layers() if isinstance(l, keras.layers.BatchNormalization)]
   momenta = [l.momentum for l in bns]
   for l in bns:
-    l.momentum = 0.0
+    l.momentum = 0.5
   model(x, training=True)
   for l, m in zip(bns, momenta):
     l.momentum = m
 
 
-@functools.lru_cache(maxsize=1)   # one application in memory at a time
 def _app(name):
   size = APPS[name]
   keras.utils.set_random_seed(0)
   kwargs = dict(weights=None, input_shape=(size, size, 3), classes=10,
                 classifier_activation=None)
   model = getattr(keras.applications, name)(**kwargs)
-  _calibrate(model, _inputs((8, size, size, 3), seed=3) * 50 + 100)
+  _calibrate(model, _inputs((16, size, size, 3), seed=3) * 50 + 100)
   tf_fn = tf.function(lambda x: model(x, training=False))
   fn, params = tfprims.convert(tf_fn, tf.TensorSpec([None, size, size, 3]))
   x = (_inputs((2, size, size, 3)) * 50 + 100).astype(np.float32)   # pixel-like values
@@ -115,7 +116,9 @@ def _app(name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(APPS))
-def test_application_outputs_jit_vmap(name):
+def test_application(name):
+  """Only tf.* primitives; jit outputs, vmap over examples, and jit(grad) w.r.t. the
+  input and every param (moving statistics included) vs TF."""
   _, tf_fn, fn, params, x = _app(name)
   ref = tf_fn(x).numpy()
   assert float(np.abs(ref).max()) > 1e-3, "degenerate model output"
@@ -123,12 +126,6 @@ def test_application_outputs_jit_vmap(name):
   assert non_tf_primitives(jaxpr) == set()
   assert_close(jax.jit(lambda p, x: fn(p, x)[0])(params, x), ref, what=name)
   check_vmap(fn, params, tf_fn, x)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(APPS))
-def test_application_grads(name):
-  _, tf_fn, fn, params, x = _app(name)
   check_grads(fn, params, tf_fn, x)
 
 
@@ -140,7 +137,7 @@ def test_application_training_mode_updates_moving_statistics():
   keras.utils.set_random_seed(0)
   model = keras.applications.MobileNetV2(weights=None, input_shape=(64, 64, 3), classes=10,
                                          classifier_activation=None)
-  _calibrate(model, _inputs((8, 64, 64, 3), seed=3) * 50 + 100)
+  _calibrate(model, _inputs((16, 64, 64, 3), seed=3) * 50 + 100)
   x = (_inputs((4, 64, 64, 3), seed=7) * 50 + 100).astype(np.float32)
   train = tf.function(lambda x: model(x, training=True))
   fn, params = tfprims.convert(train, tf.TensorSpec([None, 64, 64, 3]))
