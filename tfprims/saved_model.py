@@ -68,6 +68,19 @@ def _describe_signature(cf) -> str:
   return "(" + ", ".join(parts) + ")"
 
 
+def _check_alive(cf) -> None:
+  try:
+    cf.variables  # pylint: disable=pointless-statement
+  except AssertionError as e:
+    if "deleted" not in str(e):
+      raise
+    raise errors.ConversionError(
+        "the restored function's variables were deleted: the object returned by "
+        "tf.saved_model.load was garbage-collected. Keep a reference to it while "
+        "converting: restored = tf.saved_model.load(path); "
+        "tfprims.convert_from_restored(restored.f)") from None
+
+
 def _describe_args(args, kwargs) -> str:
   import tensorflow as tf
 
@@ -129,6 +142,7 @@ def convert_from_restored(restored_fn, *args, **kwargs) -> tuple[api.ConvertedFu
       restored function's concrete functions (needed when it has several).
   """
   cf = _pick(restored_fn, args, kwargs)
+  _check_alive(cf)
   fn, params = api.from_concrete_function(cf)
   _keyword_only_inputs(fn, cf)
   params.update(_read_graph_variables(fn, cf, allow=True))
@@ -140,6 +154,7 @@ def convert_functional_from_restored(restored_fn, *args, **kwargs):
   """As :func:`tfprims.convert_functional` for a function of a loaded SavedModel;
   refuses functions that use variables."""
   cf = _pick(restored_fn, args, kwargs)
+  _check_alive(cf)
   fn, _ = api.from_concrete_function(cf, allow_variables=False)
   _keyword_only_inputs(fn, cf)
   _read_graph_variables(fn, cf, allow=False)
