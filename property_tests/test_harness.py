@@ -196,3 +196,13 @@ def test_int_draws_do_not_count_as_jvp_examples():
   report = check_op("Mul", ["jvp"], max_examples=4)
   r = report.results["jvp"]
   assert r.status == "passed" and r.examples == 4 and r.not_applicable > 0
+
+
+def test_ops_taking_a_rng_key_operand():
+  # Stateful random ops take a JAX key operand first (op.rng_operand); the runner
+  # supplies one and vmap batches it.
+  op = get_op("RandomUniform")
+  if not getattr(op, "rng_operand", False):
+    pytest.skip("RandomUniform takes no key operand")
+  report = check_op(op, ["shape", "vmap", "jit"], max_examples=2)
+  assert {r.status for r in report.results.values()} == {"passed"}, report.summary()

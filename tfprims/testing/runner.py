@@ -384,6 +384,7 @@ class Call:
   operand_args: list          # (input name, list index or None) per operand
   operands: list = None
   params: dict = None
+  rng_key: Any = None         # the JAX key operand of ops with ``rng_operand``
 
   @property
   def oracle_name(self) -> str:
@@ -394,17 +395,30 @@ class Call:
     """The same call with new operand values (static inputs and attrs kept)."""
     inputs = {k: (list(v) if isinstance(v, list) else v) for k, v in self.inputs.items()}
     for (name, j), value in zip(self.operand_args, operands):
+      if name == RNG_KEY:
+        continue
       if j is None:
         inputs[name] = value
       else:
         inputs[name][j] = value
     kwargs = dict(self.kwargs)
     kwargs.update(inputs)
-    return dataclasses.replace(self, kwargs=kwargs, inputs=inputs, operands=list(operands))
+    key = self.rng_key
+    for (name, _), value in zip(self.operand_args, operands):
+      if name == RNG_KEY:
+        key = value
+    return dataclasses.replace(self, kwargs=kwargs, inputs=inputs, operands=list(operands),
+                               rng_key=key)
 
   def operand_label(self, i: int) -> str:
     name, j = self.operand_args[i]
     return name if j is None else f"{name}[{j}]"
+
+
+#: Operand label of the JAX key that ops with ``op.rng_operand`` take first (not a
+#: TF input: the interpreter supplies it from ``rng=``).
+RNG_KEY = "<rng key>"
+DEFAULT_RNG_KEY = np.array([0, 1234], np.uint32)
 
 
 def _input_names(op, oracle) -> tuple:
@@ -438,12 +452,18 @@ def make_call(op, kwargs: Mapping[str, Any], oracle=None) -> Call:
       operand_args.extend((name, j) for j in range(len(value)))
     else:
       operand_args.append((name, None))
+  rng_key = None
+  if getattr(op, "rng_operand", False):
+    operand_args.insert(0, (RNG_KEY, None))
+    rng_key = DEFAULT_RNG_KEY
   return Call(op=op, oracle=oracle, kwargs=full, inputs=inputs, attrs=attrs,
-              operand_args=operand_args)
+              operand_args=operand_args, rng_key=rng_key)
 
 
 def _prepare(call: Call) -> Call:
   operands, params = call.op.prepare(call.inputs, call.attrs)
+  if call.rng_key is not None:
+    operands = [call.rng_key] + list(operands)
   if len(operands) != len(call.operand_args):
     raise CheckFailure(f"op.prepare returned {len(operands)} operands; the op def has "
                        f"{len(call.operand_args)} non-static input tensors")
@@ -812,8 +832,11 @@ def snippet(call: Call, check: str = "values", extra: Optional[dict] = None) -> 
       "from tfprims.core import get_op",
       f"op = get_op({call.op.op_type!r})",
       "operands, params = op.prepare(inputs, attrs)",
-      "f = lambda *a: op(*a, **params)",
   ]
+  if call.rng_key is not None:
+    lines.append(f"operands = [{literal(np.asarray(call.rng_key))}] + list(operands)"
+                 "  # the op's JAX key operand")
+  lines.append("f = lambda *a: op(*a, **params)")
   if check in ("values", "shape"):
     lines += ["actual = f(*operands)", "actual_jit = jax.jit(f)(*operands)"]
     if check == "shape":
@@ -1423,7 +1446,7 @@ def auto_skips(op, spec: Optional[Spec] = None, oracle=None) -> dict:
     od = opdefs.op_def(oracle)
     if od is not None:
       ins = [a for a in od.input_arg if a.name not in op.static]
-      if not ins:
+      if not ins and not getattr(op, "rng_operand", False):
         out["vmap"] = "no non-static inputs to batch"
       if not any(_arg_may_be_float(od, a) for a in ins):
         out["jvp"] = out["vjp"] = "no float inputs"
