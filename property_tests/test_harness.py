@@ -206,3 +206,15 @@ def test_ops_taking_a_rng_key_operand():
     pytest.skip("RandomUniform takes no key operand")
   report = check_op(op, ["shape", "vmap", "jit"], max_examples=2)
   assert {r.status for r in report.results.values()} == {"passed"}, report.summary()
+
+
+def test_write_errors_merges_per_op(tmp_path):
+  import json
+  path = str(tmp_path / "errors.json")
+  stats = lambda e: {"values": {"float32": {"max_abs": e, "max_rel": e, "examples": 1}}}
+  runner.write_errors(path, {"Sin": stats(1e-7), "Cos": stats(2e-7)}, profile="thorough")
+  runner.write_errors(path, {"Sin": stats(3e-7)})
+  ops = json.loads(open(path).read())["ops"]
+  assert ops["Sin"]["values"]["float32"]["max_abs"] == 3e-7   # replaced by the newer run
+  assert ops["Cos"]["profile"] == "thorough"                   # kept
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["errors.json"]

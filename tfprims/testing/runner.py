@@ -1709,8 +1709,10 @@ def write_errors(path: str, errors: Optional[dict] = None, profile: Optional[str
   if not errors:
     return
   import fcntl
+  import tempfile
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with open(path + ".lock", "w") as lock:
+  lock_name = hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:16]
+  with open(os.path.join(tempfile.gettempdir(), f"tfprims-errors-{lock_name}.lock"), "w") as lock:
     fcntl.flock(lock, fcntl.LOCK_EX)
     try:
       with open(path) as f:
@@ -1727,7 +1729,7 @@ def write_errors(path: str, errors: Optional[dict] = None, profile: Optional[str
         entry["profile"] = profile
       ops[op_type] = entry
     data["ops"] = dict(sorted(ops.items()))
-    tmp = path + ".tmp"
+    tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
       json.dump(data, f, indent=1, sort_keys=True)
       f.write("\n")
