@@ -128,6 +128,12 @@ def _kept_shape(shape, axes):
   return tuple(1 if i in axes else d for i, d in enumerate(shape))
 
 
+def _out_shape(shape, axes, keep_dims):
+  if keep_dims:
+    return _kept_shape(shape, axes)
+  return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
 def _count(shape, axes) -> int:
   return int(np.prod([shape[a] for a in axes], dtype=np.int64))
 
@@ -208,8 +214,7 @@ def _mean(x, *, axis, keep_dims):
   empty reductions give NaN for floats and 0 for ints and complex."""
   axes = normalize_axes(axis, x.ndim)
   n = _count(x.shape, axes)
-  out_shape = _kept_shape(x.shape, axes) if keep_dims else tuple(
-      d for i, d in enumerate(x.shape) if i not in axes)
+  out_shape = _out_shape(x.shape, axes, keep_dims)
   if n == 0:
     fill = np.nan if jnp.issubdtype(x.dtype, jnp.floating) else 0
     return jnp.full(out_shape, fill, x.dtype)
@@ -410,15 +415,15 @@ def _axis_strategy(st, rank):
   return draw()
 
 
-def reduction_calls(st, dtype_names, wide_bound=None, complex_nan=True):
+def reduction_calls(st, dtype_names, wide_bound=None, complex_kwargs=None):
   """Calls of a reduction: input of any small shape, reduction_indices, keep_dims."""
   @st.composite
   def draw(draw):
     dtype = draw(st.dtypes(dtype_names))
     shape = draw(st.shapes())
     kwargs = _wide_bounds(dtype, wide_bound)
-    if dtype.kind == "c" and not complex_nan:
-      kwargs["allow_nan"] = False
+    if dtype.kind == "c":
+      kwargs.update(complex_kwargs or {})
     x = draw(st.arrays(dtype, shape, **kwargs))
     return {"input": x, "reduction_indices": draw(_axis_strategy(st, len(shape))),
             "keep_dims": draw(st.booleans())}
@@ -436,8 +441,9 @@ def raw_oracle(op_type: str):
   return oracle
 
 
-def reduction_spec(st, op_type, dtype_names, wide_bound=None, complex_nan=True, **kwargs):
-  return st.Spec(reduction_calls(st, dtype_names, wide_bound, complex_nan),
+def reduction_spec(st, op_type, dtype_names, wide_bound=None, complex_kwargs=None,
+                   **kwargs):
+  return st.Spec(reduction_calls(st, dtype_names, wide_bound, complex_kwargs),
                  oracle=raw_oracle(op_type), **kwargs)
 
 
@@ -486,14 +492,25 @@ Sum = define_op(
     batching=_reduction_batching(lambda: Sum.primitive),
     spec=lambda st: reduction_spec(st, "Sum", st.NUMERIC + st.COMPLEX, wide_bound=2**22))
 
+def _mean_jvp(t, x, *, axis, keep_dims):
+  """Mean of the tangent; an empty reduction has a zero tangent (as in TF), not NaN."""
+  if _count(x.shape, normalize_axes(axis, x.ndim)) == 0:
+    return jnp.zeros(_out_shape(x.shape, normalize_axes(axis, x.ndim), keep_dims), t.dtype)
+  return Mean(t, axis=axis, keep_dims=keep_dims)
+
+
 Mean = define_op(
-    "Mean", _mean, **_RED, linear=True, transpose=_mean_transpose,
+    "Mean", _mean, **_RED, jvp=(_mean_jvp,), transpose=_mean_transpose,
     batching=_reduction_batching(lambda: Mean.primitive),
     spec=lambda st: reduction_spec(st, "Mean", st.NUMERIC + st.COMPLEX))
 
 Prod = define_op(
     "Prod", _prod, **_RED, batching=_reduction_batching(lambda: Prod.primitive),
-    spec=lambda st: reduction_spec(st, "Prod", st.NUMERIC + st.COMPLEX, wide_bound=1))
+    # Complex products reaching inf follow each library's complex arithmetic (TF:
+    # C99 Annex G; XLA: plain formulas, batched and unbatched differing): complex
+    # factors are drawn with |z| < 1.
+    spec=lambda st: reduction_spec(st, "Prod", st.NUMERIC + st.COMPLEX, wide_bound=1,
+                                   complex_kwargs={"min_value": -0.7, "max_value": 0.7}))
 
 Max = define_op(
     "Max", _max, **_RED, jvp=_chooser_jvp(lambda: Max),
@@ -521,7 +538,7 @@ EuclideanNorm = define_op(
     spec=lambda st: reduction_spec(
         st, "EuclideanNorm", st.NUMERIC + st.COMPLEX, wide_bound=2**11,
         # TF's result for a NaN part beside an inf depends on its kernel's path.
-        complex_nan=False,
+        complex_kwargs={"allow_nan": False},
         # TF's forward mode linearises its gradient x / (norm / ct) in ct, which
         # gives NaN (its own GradientTape gives inf) where x**2 underflows to 0.
         grad_oracle="vjp"))
