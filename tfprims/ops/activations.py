@@ -82,7 +82,7 @@ def _softplus_threshold(dtype):
 def _softplus(x):
   th = _c(_softplus_threshold(x.dtype), x)
   e = jnp.exp(x)
-  return jnp.where(x > -th, x, jnp.where(x < th, e, jnp.log(e + _c(1, x))))
+  return jnp.where(x > -th, x, jnp.where(x < th, e, jnp.log1p(e)))
 
 
 def _softsign(x):
@@ -132,7 +132,9 @@ Softplus = define_op(
 Softsign = define_op(
     "Softsign", _softsign, **_ACT,
     jvp=(lambda t, x: SoftsignGrad(t, x),),
-    spec=lambda st: st.Spec(_unary_spec(st, F)))
+    # TF has no gradient of SoftsignGrad, so its forward mode fails: compare
+    # with tf.GradientTape instead.
+    spec=lambda st: st.Spec(_unary_spec(st, F), grad_oracle="vjp"))
 
 Sigmoid = define_op(
     "Sigmoid", _sigmoid, **_ACT,
@@ -172,12 +174,13 @@ def _softmax_jvp(primals, tangents):
 
 
 def _log_softmax_jvp(primals, tangents):
-  # TF's LogSoftmaxGrad: t - sum(t, -1) * exp(y).
+  # t - sum(t * softmax, -1); its transpose is TF's gradient
+  # ct - sum(ct, -1) * softmax.
   (x,), (t,) = primals, tangents
   y = LogSoftmax(x)
   if type(t) is ad.Zero:
     return y, ew._zero_tangent(y)
-  return y, Sub(t, Mul(ew._tf_sum_last(t), Exp(y)))
+  return y, Sub(t, ew._tf_sum_last(Mul(t, Exp(y))))
 
 
 def _last_axis_batching(op_type):

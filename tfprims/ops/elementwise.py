@@ -152,7 +152,8 @@ def _array(st, draw, dtype, shape, *, lo=None, hi=None, int_lo=None, int_hi=None
   must fit in 32 bits). Complex components are finite, within ``±cbound``
   (default 1e4) and without -0.0: TF's std::complex kernels and XLA's differ
   on non-finite components, overflow (naive |z|) and which side of a branch
-  cut a signed zero lands on; ``cnonzero`` avoids complex 0 (complex division by
+  cut a signed zero lands on, so components are never 0 either (except in
+  ``ties``); ``cnonzero`` avoids complex 0 (complex division by
   zero: TF nan+nanj, XLA inf+nanj). float16 subnormals are flushed to ±0 (XLA's
   vectorised CPU code flushes them in some ops). ``ties`` draws from a few
   values (ties, NaN, ±inf).
@@ -202,8 +203,12 @@ def _array(st, draw, dtype, shape, *, lo=None, hi=None, int_lo=None, int_hi=None
       # division's result then depends on the array's size); TF does not.
       tiny = np.finfo(np.float16).tiny
       x = np.where(np.abs(x) < tiny, x * np.float16(0), x).astype(dtype)
-  if _kind(dtype) == "c":
-    x = (x + 0).astype(dtype)    # no -0.0 components
+  if _kind(dtype) == "c" and not ties:
+    # No zero components: on branch cuts (Sqrt/Log of negative reals, Asin of
+    # reals > 1...) the side taken depends on the sign of a zero imaginary part,
+    # which std::complex and XLA treat differently.
+    x = (np.where(x.real == 0, 0.25, x.real) + 1j * np.where(x.imag == 0, 0.25, x.imag))
+    x = x.astype(dtype)
   if nonzero or (cnonzero and _kind(dtype) == "c"):
     x = np.where(x == 0, np.ones((), dtype), x).astype(dtype)
   return x
@@ -472,7 +477,8 @@ Imag = define_op(
 
 Angle = define_op(
     "Angle", jnp.angle, **_EW,
-    spec=lambda st: st.Spec(_unary_spec(st, C, arg="input", attrs={"Tout": _tout})))
+    spec=lambda st: st.Spec(_unary_spec(st, C, arg="input", attrs={"Tout": _tout},
+                                        cnonzero=True)))
 
 
 def _complex_abs_jvp(primals, tangents):
@@ -587,11 +593,18 @@ def _mul_no_nan_transpose(ct, x, y):
           unbroadcast(MulNoNan(x, ct), _shape(y)) if U(y) else None]
 
 
+# TF's gradients of MulNoNan, SquaredDifference, Xdivy, Xlogy and Xlog1py omit
+# the conjugations its complex convention needs, so for complex inputs they are
+# not derivatives of the op; the property specs draw real dtypes only and
+# tests/test_ops_elementwise.py checks complex values and derivatives.
+_CPLX_GRAD_NOTE = ("complex inputs: values and derivatives are tested in "
+                   "tests/test_ops_elementwise.py (TF's complex gradient lacks conj)")
+
 MulNoNan = define_op(
     "MulNoNan", _mul_no_nan, **_EW,
     jvp=(lambda t, x, y: MulNoNan(t, y), lambda t, x, y: MulNoNan(x, t)),
     transpose=_mul_no_nan_transpose,
-    spec=lambda st: st.Spec(_binary_spec(st, F + C)))
+    spec=lambda st: st.Spec(_binary_spec(st, F), note=_CPLX_GRAD_NOTE))
 
 
 def _int_floor_div(x, y):
@@ -599,7 +612,7 @@ def _int_floor_div(x, y):
   if jnp.issubdtype(x.dtype, jnp.unsignedinteger):
     return q
   r = lax.rem(x, y)
-  adjust = (r != 0) & ((r < 0) != (y < 0))
+  adjust = (r != 0) & ((r < 0) != (y < 0)) & (y != 0)    # x // 0 stays -1
   return jnp.where(adjust, q - jnp.ones((), q.dtype), q)
 
 
@@ -673,7 +686,15 @@ Mod = define_op(
 def _pow(x, y):
   x, y = _bcast(x, y)
   if jnp.issubdtype(x.dtype, jnp.integer):
-    return jnp.power(x, y)   # wraps on overflow like TF; y < 0 raises in TF
+    # Wraps on overflow like TF. y < 0 raises in TF; here it gives 1 / x**-y
+    # truncated toward zero (1 and -1 keep magnitude 1, everything else 0).
+    one = jnp.ones((), x.dtype)
+    neg = y < 0
+    p = jnp.power(x, jnp.where(neg, jnp.zeros((), y.dtype), y))
+    odd = (y & 1) != 0
+    inv = jnp.where(x == one, one,
+                    jnp.where(x == -one, jnp.where(odd, -one, one), jnp.zeros((), x.dtype)))
+    return jnp.where(neg, inv, p)
   return lax.pow(x, y)
 
 
@@ -686,7 +707,8 @@ def _pow_jvp(primals, tangents):
     tangent = Mul(tx, Mul(y, Pow(x, Sub(y, _const(1, y)))))
   if type(ty) is not ad.Zero:
     # TF: grad * z * log(x) where x > 0 (x != 0 for complex), else 0.
-    pred = NotEqual(x, _const(0, x)) if _is_complex(x) else Greater(x, _const(0, x))
+    pred = (NotEqual(x, _const(0, x), incompatible_shape_error=True) if _is_complex(x)
+            else Greater(x, _const(0, x)))
     m = _mask(pred, x)
     safe_x = AddV2(MulNoNan(x, m), Sub(_const(1, x), m))
     log_x = MulNoNan(Log(safe_x), m)
@@ -760,8 +782,8 @@ def _sqdiff_jvp(primals, tangents):
 
 SquaredDifference = define_op(
     "SquaredDifference", _squared_difference, **_EW, jvp=_sqdiff_jvp,
-    spec=lambda st: st.Spec(_binary_spec(st, F + ("int32", "int64") + C,
-                                         wide=2**14)))
+    spec=lambda st: st.Spec(_binary_spec(st, F + ("int32", "int64"), wide=2**14),
+                            note=_CPLX_GRAD_NOTE))
 
 
 def _atan2_jvps():
@@ -784,26 +806,26 @@ def _x_where_zero(x, y, fn):
 
 
 def _nonzero(x):
-  return _mask(NotEqual(x, _const(0, x)), x)
+  return _mask(NotEqual(x, _const(0, x), incompatible_shape_error=True), x)
 
 
 Xdivy = define_op(
     "Xdivy", lambda x, y: _x_where_zero(x, y, lax.div), **_EW,
     jvp=(lambda t, x, y: Mul(t, Xdivy(_nonzero(x), y)),
          lambda t, x, y: Mul(t, Xdivy(Neg(x), Square(y)))),
-    spec=lambda st: st.Spec(_binary_spec(st, F + C, per_arg={"y": {"cnonzero": True}})))
+    spec=lambda st: st.Spec(_binary_spec(st, F), note=_CPLX_GRAD_NOTE))
 
 Xlogy = define_op(
     "Xlogy", lambda x, y: _x_where_zero(x, y, lambda a, b: a * jnp.log(b)), **_EW,
     jvp=(lambda t, x, y: Mul(t, Xlogy(_nonzero(x), y)),
          lambda t, x, y: Mul(t, Xdivy(x, y))),
-    spec=lambda st: st.Spec(_binary_spec(st, F + C)))
+    spec=lambda st: st.Spec(_binary_spec(st, F), note=_CPLX_GRAD_NOTE))
 
 Xlog1py = define_op(
     "Xlog1py", lambda x, y: _x_where_zero(x, y, lambda a, b: a * jnp.log1p(b)), **_EW,
     jvp=(lambda t, x, y: Mul(t, Xlog1py(_nonzero(x), y)),
          lambda t, x, y: Mul(t, Xdivy(x, AddV2(y, _const(1, y))))),
-    spec=lambda st: st.Spec(_binary_spec(st, F + C)))
+    spec=lambda st: st.Spec(_binary_spec(st, F), note=_CPLX_GRAD_NOTE))
 
 # ---------------------------------------------------------------------------
 # Bitwise and logical.
@@ -890,7 +912,7 @@ def _equality(fn, incompatible_value):
 
 
 def _equality_batching(op_type, incompatible_value):
-  def rule(args, dims, *, incompatible_shape_error):
+  def rule(args, dims, *, incompatible_shape_error=True):
     (x, y), (dx, dy) = args, dims
     size = x.shape[dx] if dx is not None else y.shape[dy]
     example = [tuple(s for i, s in enumerate(a.shape) if i != d) if d is not None else a.shape
@@ -898,7 +920,8 @@ def _equality_batching(op_type, incompatible_value):
     if not incompatible_shape_error and not _broadcastable(*example):
       return jnp.full((size,), incompatible_value, jnp.bool_), 0
     prim = get_op(op_type).primitive
-    return elementwise_batching(prim)(args, dims, incompatible_shape_error=True)
+    return elementwise_batching(prim)(args, dims,
+                                      incompatible_shape_error=incompatible_shape_error)
   return rule
 
 
@@ -989,9 +1012,10 @@ def _float_to_int(x, dst):
   """TF (x86 CPU) float -> int: truncate toward zero. NaN, ±inf and values out
   of range give the x86 "integer indefinite" value (INT_MIN) for 32/64-bit
   signed results; unsigned 32/64-bit results wrap values in (-2^(bits-1), 0) and
-  give 2^(bits-1) for the other invalid ones; 8/16-bit results are the int32
-  result saturated to the range (TF's vectorised path; its scalar path differs
-  and TF's result then depends on the tensor's size; see the semantics doc)."""
+  give 2^(bits-1) for the other invalid ones (TF's uint64 result; for uint32 TF
+  depends on the tensor's size there); 8/16-bit results are the int32 result
+  saturated to the range (TF's vectorised path; its scalar path keeps the low
+  bits, so TF's result depends on the tensor's size). See the semantics doc."""
   dst = np.dtype(dst)
   if x.dtype in (jnp.float16, jnp.bfloat16):
     x = x.astype(jnp.float32)
@@ -1024,10 +1048,10 @@ def _cast(x, *, DstT, Truncate=False):
   src = np.dtype(x.dtype)
   if src == dst:
     return x
+  if _kind(src) == "c" and _kind(dst) != "c":
+    x, src = jnp.real(x), np.dtype(jnp.real(x).dtype)    # TF: the real part (bool too)
   if dst == np.bool_:
     return x != jnp.zeros((), src)
-  if _kind(src) == "c" and _kind(dst) != "c":
-    x, src = jnp.real(x), np.dtype(jnp.real(x).dtype)
   if _kind(src) == "f" and _kind(dst) in "iu":
     return _float_to_int(x, dst)
   if Truncate and _kind(src) in "fc" and _kind(dst) in "fc":
@@ -1065,10 +1089,15 @@ def _cast_spec(st):
       # TF's result is well defined only when trunc(x) fits dst (or for NaN/inf/
       # out-of-range values converted to int32/int64/uint64); 64-bit results
       # must also fit the 32-bit canonical type when x64 is off.
-      defined = info.bits == 32 and _kind(dst) == "i"
+      # (TF's x86 result: INT_MIN for int32/int64, 2^63 for uint64); 64-bit
+      # results must also fit the 32-bit canonical type when x64 is off.
+      defined = dst.name == "int32" or (dst.name in ("int64", "uint64") and
+                                         jax.config.jax_enable_x64)
       if not defined or draw(st.booleans()):
-        lo = max(int(info.min), -2**31 + 1)
-        hi = min(int(info.max), 2**31 - 1)
+        lo = int(info.min) if info.bits < 64 else -2**31 + 1
+        hi = int(info.max) if info.bits < 64 else 2**31 - 1
+        if dst.name == "uint32":
+          lo = -2**31 + 1      # TF wraps negative values into uint32
         t = np.trunc(np.real(x).astype(np.float64))
         x = np.where((t >= lo) & (t <= hi), x, np.zeros((), src)).astype(src)
     return {"x": x, "DstT": dst, "Truncate": truncate}

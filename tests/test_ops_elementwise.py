@@ -1,0 +1,504 @@
+"""Elementwise math and activations: behaviour the generic property runner does
+not cover (TF names in grad/vmap jaxprs, edge cases pinned against TF, choices
+documented in docs/semantics/elementwise.md)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfprims.ops  # noqa: F401  (registers the ops)
+from tfprims.core import get_op
+
+from helpers import non_tf_primitives
+
+ALLOWED = {
+    "add_any",            # JAX's cotangent accumulation for values used twice
+    "broadcast_in_dim",   # zeros/ones, tangent broadcast, batching rank padding
+    "reduce_sum",         # unbroadcast: transpose of TF's implicit broadcasting
+    "reshape",            # unbroadcast / rank padding
+}
+
+
+def op(name):
+  return get_op(name)
+
+
+def call(name, *args, **params):
+  o = op(name)
+  return o(*args, **params)
+
+
+def tf_call(name, **kwargs):
+  return getattr(tf.raw_ops, name)(**kwargs).numpy()
+
+
+# ---------------------------------------------------------------------------
+# TF names in grad and vmap jaxprs.
+
+
+def _composite(x, b, w):
+  return call("Sigmoid", call("Mul", call("AddV2", x, b), w))
+
+
+def test_grad_and_vmap_jaxprs_keep_tf_names():
+  x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+  b = np.array([0.1, -0.2, 0.3], np.float32)
+  w = np.array(1.5, np.float32)
+
+  loss = lambda x, b, w: jnp.sum(_composite(x, b, w))
+  grad_jaxpr = jax.make_jaxpr(jax.grad(loss, argnums=(0, 1, 2)))(x, b, w)
+  assert non_tf_primitives(grad_jaxpr, ALLOWED) == set(), grad_jaxpr
+  names = {e.primitive.name for e in grad_jaxpr.jaxpr.eqns}
+  assert {"tf.SigmoidGrad", "tf.Mul", "tf.AddV2"} <= names
+
+  vmap_jaxpr = jax.make_jaxpr(jax.vmap(_composite, in_axes=(0, None, None)))(
+      np.stack([x, -x]), b, w)
+  assert non_tf_primitives(vmap_jaxpr, ALLOWED) == set(), vmap_jaxpr
+
+  # and the gradients are TF's
+  gx, gb, gw = jax.grad(loss, argnums=(0, 1, 2))(x, b, w)
+  tx, tb, tw = (tf.constant(v) for v in (x, b, w))
+  with tf.GradientTape() as tape:
+    tape.watch([tx, tb, tw])
+    y = tf.reduce_sum(tf.raw_ops.Sigmoid(x=tf.raw_ops.Mul(x=tf.raw_ops.AddV2(x=tx, y=tb), y=tw)))
+  want = tape.gradient(y, [tx, tb, tw])
+  for g, t in zip((gx, gb, gw), want):
+    np.testing.assert_allclose(g, t.numpy(), rtol=1e-5, atol=1e-6)
+
+
+# Ops whose JVP (and the transposes it needs) are written with TF ops.
+TF_NAMED = {
+    "Abs": 1, "Neg": 1, "Square": 1, "Sqrt": 1, "Rsqrt": 1, "Exp": 1, "Log": 1, "Log1p": 1,
+    "Expm1": 1, "Sin": 1, "Cos": 1, "Tan": 1, "Tanh": 1, "Asinh": 1, "Reciprocal": 1,
+    "Erf": 1, "Sigmoid": 1, "Relu": 1, "Relu6": 1, "Elu": 1, "Selu": 1, "Softplus": 1,
+    "Softsign": 1, "Softmax": 1, "LogSoftmax": 1,
+    "AddV2": 2, "Add": 2, "Sub": 2, "Mul": 2, "Div": 2, "RealDiv": 2, "DivNoNan": 2,
+    "MulNoNan": 2, "Maximum": 2, "Minimum": 2, "Pow": 2, "SquaredDifference": 2,
+    "Atan2": 2, "Xlogy": 2, "Xdivy": 2, "Xlog1py": 2, "FloorMod": 2,
+}
+
+
+@pytest.mark.parametrize("name", sorted(TF_NAMED))
+def test_grad_jaxpr_is_tf_named(name):
+  arity = TF_NAMED[name]
+  x = np.array([[0.3, 0.7, 1.2]], np.float32)     # shape (1, 3)
+  y = np.array([[1.1], [0.4]], np.float32)         # shape (2, 1): broadcasting
+  args = (x, y)[:arity]
+  f = lambda *a: jnp.sum(call(name, *a))
+  jaxpr = jax.make_jaxpr(jax.grad(f, argnums=tuple(range(arity))))(*args)
+  assert non_tf_primitives(jaxpr, ALLOWED) == set(), jaxpr
+  vjaxpr = jax.make_jaxpr(jax.vmap(lambda *a: call(name, *a)))(*(np.stack([a, a]) for a in args))
+  assert non_tf_primitives(vjaxpr, ALLOWED | {"transpose"}) == set(), vjaxpr
+
+
+def test_leaky_relu_grad_keeps_alpha():
+  x = np.array([-2.0, 0.0, 3.0], np.float32)
+  f = lambda x: jnp.sum(call("LeakyRelu", x, alpha=0.3))
+  jaxpr = jax.make_jaxpr(jax.grad(f))(x)
+  assert "tf.LeakyReluGrad" in str(jaxpr) and "alpha=0.3" in str(jaxpr)
+  np.testing.assert_allclose(jax.grad(f)(x), [0.3, 0.3, 1.0])
+
+
+# ---------------------------------------------------------------------------
+# Broadcasting binary ops: gradients vs tf.GradientTape.
+
+SHAPES = [((2, 1, 3), (4, 1)), ((3,), ()), ((), (2, 3)), ((1, 3), (2, 1))]
+BINARY = ["AddV2", "Add", "Sub", "Mul", "Div", "RealDiv", "DivNoNan", "MulNoNan", "Maximum",
+          "Minimum", "Pow", "SquaredDifference", "Atan2", "Xlogy", "Xdivy", "Xlog1py",
+          "FloorMod"]
+
+
+@pytest.mark.parametrize("name", BINARY)
+def test_broadcasting_grads_match_tf(name):
+  rng = np.random.default_rng(0)
+  names = ("y", "x") if name == "Atan2" else ("x", "y")
+  for sa, sb in SHAPES:
+    a = rng.uniform(0.5, 2.0, sa).astype(np.float32)
+    b = rng.uniform(0.5, 2.0, sb).astype(np.float32)
+    if name in ("Maximum", "Minimum") and a.size and b.size:
+      a.flat[0] = b.flat[0]     # a tie
+    ct = rng.standard_normal(np.broadcast_shapes(sa, sb)).astype(np.float32)
+    _, pull = jax.vjp(lambda a, b: call(name, a, b), a, b)
+    ga, gb = pull(ct)
+    ta, tb = tf.constant(a), tf.constant(b)
+    with tf.GradientTape() as tape:
+      tape.watch([ta, tb])
+      out = getattr(tf.raw_ops, name)(**{names[0]: ta, names[1]: tb})
+    wa, wb = tape.gradient(out, [ta, tb], output_gradients=tf.constant(ct),
+                           unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    np.testing.assert_allclose(ga, wa.numpy(), rtol=2e-5, atol=1e-6, err_msg=f"{name} {sa} {sb}")
+    np.testing.assert_allclose(gb, wb.numpy(), rtol=2e-5, atol=1e-6, err_msg=f"{name} {sa} {sb}")
+
+
+# ---------------------------------------------------------------------------
+# TF's derivative conventions at kinks and singular points.
+
+
+def _tf_grad(name, x, **kwargs):
+  tx = tf.constant(x)
+  with tf.GradientTape() as tape:
+    tape.watch(tx)
+    y = getattr(tf.raw_ops, name)(**{_first_arg(name): tx}, **kwargs)
+  return tape.gradient(y, tx, unconnected_gradients=tf.UnconnectedGradients.ZERO).numpy()
+
+
+def _first_arg(name):
+  from tfprims import opdefs
+  return opdefs.input_arg_names(name)[0]
+
+
+@pytest.mark.parametrize("name,x,kwargs", [
+    ("Abs", [-1.0, 0.0, -0.0, 2.0], {}),
+    ("Relu", [-1.0, 0.0, 2.0], {}),
+    ("Relu6", [-1.0, 0.0, 3.0, 6.0, 7.0], {}),
+    ("LeakyRelu", [-1.0, 0.0, 2.0], {"alpha": 0.1}),
+    ("Elu", [-1.0, 0.0, 2.0], {}),
+    ("Selu", [-1.0, 0.0, 2.0], {}),
+    ("Sign", [-1.0, 0.0, 2.0], {}),
+    ("Floor", [-1.5, 0.0, 2.0], {}),
+    ("Round", [-1.5, 0.5, 2.0], {}),
+    ("Sqrt", [0.0, 4.0], {}),
+    ("Rsqrt", [0.0, 4.0], {}),
+    ("Reciprocal", [0.0, 4.0], {}),
+    ("Softplus", [-100.0, 0.0, 100.0], {}),
+])
+def test_unary_grad_conventions_match_tf(name, x, kwargs):
+  x = np.array(x, np.float32)
+  ours = jax.grad(lambda v: jnp.sum(call(name, v, **kwargs)))(x)
+  np.testing.assert_allclose(ours, _tf_grad(name, x, **kwargs), rtol=1e-6)
+
+
+def _tf_grads2(name, a, b):
+  ta, tb = tf.constant(a), tf.constant(b)
+  names = ("y", "x") if name == "Atan2" else ("x", "y")
+  with tf.GradientTape() as tape:
+    tape.watch([ta, tb])
+    out = getattr(tf.raw_ops, name)(**{names[0]: ta, names[1]: tb})
+  return [g.numpy() for g in tape.gradient(out, [ta, tb],
+                                           unconnected_gradients=tf.UnconnectedGradients.ZERO)]
+
+
+@pytest.mark.parametrize("name,a,b", [
+    ("Maximum", [1.0, 2.0, 3.0], [1.0, 1.0, 4.0]),      # tie goes to x
+    ("Minimum", [1.0, 2.0, 3.0], [1.0, 1.0, 4.0]),
+    ("Maximum", [np.nan, 1.0], [1.0, np.nan]),          # NaN: gradient to y
+    ("Pow", [0.0, 0.0, -2.0, 2.0], [0.0, 2.0, 3.0, 0.5]),  # 0*inf = nan at x=y=0; dy = 0 for x <= 0
+    ("Xlogy", [0.0, 0.0, 2.0], [0.0, 3.0, 3.0]),
+    ("Xdivy", [0.0, 0.0, 2.0], [0.0, 3.0, 3.0]),
+    ("Xlog1py", [0.0, 0.0, 2.0], [-1.0, 3.0, 3.0]),
+    ("DivNoNan", [1.0, 0.0, 2.0], [0.0, 0.0, 4.0]),
+    ("MulNoNan", [np.inf, np.nan, 2.0], [0.0, 0.0, 4.0]),
+    ("FloorMod", [7.0, -7.0, 7.5], [2.0, 2.0, -2.0]),
+    ("FloorDiv", [7.0, -7.0, 7.5], [2.0, 2.0, -2.0]),
+    ("TruncateDiv", [7.0, -7.0, 7.5], [2.0, 2.0, -2.0]),
+])
+def test_binary_grad_conventions_match_tf(name, a, b):
+  a, b = np.array(a, np.float32), np.array(b, np.float32)
+  ours = jax.grad(lambda u, v: jnp.sum(call(name, u, v)), argnums=(0, 1))(a, b)
+  for g, w in zip(ours, _tf_grads2(name, a, b)):
+    np.testing.assert_allclose(g, w, rtol=1e-6, equal_nan=True)
+
+
+def test_clip_by_value_grads_match_tf():
+  t = np.array([-2.0, 0.0, 0.5, 1.0, 3.0], np.float32)
+  lo, hi = np.array(0.0, np.float32), np.array(1.0, np.float32)
+  ours = jax.grad(lambda *a: jnp.sum(call("ClipByValue", *a)), argnums=(0, 1, 2))(t, lo, hi)
+  tt, tl, th = (tf.constant(v) for v in (t, lo, hi))
+  with tf.GradientTape() as tape:
+    tape.watch([tt, tl, th])
+    y = tf.raw_ops.ClipByValue(t=tt, clip_value_min=tl, clip_value_max=th)
+  for g, w in zip(ours, tape.gradient(y, [tt, tl, th])):
+    np.testing.assert_allclose(g, w.numpy())
+
+
+def test_softmax_second_order_matches_tf():
+  x = np.array([[0.5, -1.0, 2.0], [0.0, 0.0, 0.0]], np.float32)
+  w = np.array([1.0, 2.0, -1.0], np.float32)
+  for name in ("Softmax", "LogSoftmax"):
+    f = lambda v: jnp.sum(call(name, v) * w)
+    hess_jaxpr = jax.make_jaxpr(jax.hessian(f))(x)
+    hess = jax.hessian(f)(x)
+    tx = tf.constant(x)
+    with tf.GradientTape() as t2:
+      t2.watch(tx)
+      with tf.GradientTape() as t1:
+        t1.watch(tx)
+        y = tf.reduce_sum(getattr(tf.raw_ops, name)(logits=tx) * w)
+      g = t1.gradient(y, tx)
+    want = t2.jacobian(g, tx).numpy()
+    np.testing.assert_allclose(hess, want, rtol=1e-4, atol=1e-5)
+    assert "tf.Sum" in str(hess_jaxpr) or "reduce_sum" in str(hess_jaxpr)
+
+
+# ---------------------------------------------------------------------------
+# Integer division and modulo: TF's rounding, INT_MIN / -1, and division by zero.
+
+
+def _int_cases(dtype):
+  info = np.iinfo(dtype)
+  if info.min < 0:
+    xs = [7, -7, 7, -7, 0, info.min, info.min, info.max, info.min, 5, -5, info.max]
+    ys = [2, 2, -2, -2, -3, -1, 3, -1, info.min, info.min, info.min, info.min]
+  else:
+    xs = [7, 200 % (info.max + 1), 0, info.max, info.max, 5]
+    ys = [2, 3, 3, 2, info.max, info.max]
+  return np.array(xs, dtype), np.array(ys, dtype)
+
+
+@pytest.mark.parametrize("name", ["Div", "FloorDiv", "FloorMod", "TruncateDiv", "TruncateMod", "Mod"])
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                                   "uint64"])
+def test_integer_division_matches_tf(x64, name, dtype):
+  x, y = _int_cases(np.dtype(dtype))
+  try:
+    want = tf_call(name, x=tf.constant(x), y=tf.constant(y))
+  except (tf.errors.InvalidArgumentError, tf.errors.NotFoundError):
+    pytest.skip(f"no TF CPU kernel for {name} {dtype}")
+  ours = np.asarray(call(name, x, y))
+  np.testing.assert_array_equal(ours, want)
+  assert ours.dtype == want.dtype
+
+
+@pytest.mark.parametrize("name,quotient", [("Div", True), ("FloorDiv", True), ("TruncateDiv", True),
+                                           ("FloorMod", False), ("TruncateMod", False),
+                                           ("Mod", False)])
+def test_integer_division_by_zero_is_documented(name, quotient):
+  """TF raises; tfprims returns -1 (all bits set) for quotients and x for
+  remainders, eagerly and under jit (docs/semantics/elementwise.md)."""
+  x = np.array([7, -7, 0, np.iinfo(np.int32).min], np.int32)
+  y = np.zeros_like(x)
+  with pytest.raises((tf.errors.InvalidArgumentError, tf.errors.InternalError)):
+    tf_call(name, x=tf.constant(x), y=tf.constant(y))
+  want = np.full_like(x, -1) if quotient else x
+  np.testing.assert_array_equal(call(name, x, y), want)
+  np.testing.assert_array_equal(jax.jit(lambda a, b: call(name, a, b))(x, y), want)
+  if name in ("Div", "FloorDiv", "TruncateDiv", "FloorMod"):
+    u = np.array([7, 255], np.uint8)
+    np.testing.assert_array_equal(call(name, u, np.zeros_like(u)),
+                                  [255, 255] if quotient else u)
+
+
+def test_float_floor_div_and_mod_match_tf():
+  x = np.array([7.5, -7.5, 7.5, -7.5, 0.0, -0.0, 5.0, np.inf, 5.0, np.nan, 3.0, -3.0, 1e30],
+               np.float32)
+  y = np.array([2.0, 2.0, -2.0, -2.0, 3.0, 3.0, 0.0, 2.0, np.inf, 1.0, -np.inf, np.inf, 3e-30],
+               np.float32)
+  for name in ("FloorDiv", "FloorMod", "TruncateDiv", "TruncateMod", "Mod", "Div", "RealDiv"):
+    for b in (y, -y):
+      want = tf_call(name, x=tf.constant(x), y=tf.constant(b))
+      ours = np.asarray(call(name, x, b))
+      np.testing.assert_array_equal(ours, want, err_msg=name)
+      np.testing.assert_array_equal(np.signbit(ours), np.signbit(want), err_msg=name)
+
+
+def test_integer_pow_matches_tf_and_negative_exponents_are_documented():
+  x = np.array([2, 3, -2, 0, 1, -1, 7], np.int32)
+  y = np.array([30, 21, 31, 0, 5, 3, 13], np.int32)   # wraps like TF
+  np.testing.assert_array_equal(call("Pow", x, y), tf_call("Pow", x=tf.constant(x), y=tf.constant(y)))
+  # TF raises for negative exponents; tfprims: 1 / x**-y truncated toward zero.
+  with pytest.raises(tf.errors.InvalidArgumentError):
+    tf_call("Pow", x=tf.constant(np.array([2], np.int32)), y=tf.constant(np.array([-1], np.int32)))
+  xn = np.array([2, 1, -1, -1, 0, -3], np.int32)
+  yn = np.array([-1, -4, -3, -2, -1, -2], np.int32)
+  np.testing.assert_array_equal(call("Pow", xn, yn), [0, 1, -1, 1, 0, 0])
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "uint8", "uint32"])
+def test_shifts_match_tf(dtype):
+  dtype = np.dtype(dtype)
+  bits = 8 * dtype.itemsize
+  info = np.iinfo(dtype)
+  x = np.array([1, 5, 100, info.max, info.min, 3, 3, 3, 3, info.max // 3], dtype)
+  amounts = [0, 1, 3, 1, 1, bits - 1, bits, bits + 1, 100, bits // 2]
+  if info.min < 0:
+    amounts[-1] = -3
+  y = np.array(amounts, dtype)
+  for name in ("LeftShift", "RightShift"):
+    np.testing.assert_array_equal(call(name, x, y), tf_call(name, x=tf.constant(x), y=tf.constant(y)))
+
+
+def test_int64_shifts_match_tf(x64):
+  x = np.array([1, -8, 2**40, -(2**50), 3], np.int64)
+  y = np.array([40, 70, 23, 63, -2], np.int64)
+  for name in ("LeftShift", "RightShift"):
+    np.testing.assert_array_equal(call(name, x, y), tf_call(name, x=tf.constant(x), y=tf.constant(y)))
+
+
+# ---------------------------------------------------------------------------
+# Cast.
+
+_BAD = np.array([np.nan, np.inf, -np.inf, 3e9, -3e9, 1e20, -1e20, 2.7, -2.7, 300.0, -300.0,
+                 2147483520.0, 2147483648.0, -2147483648.0, -2147483904.0, 4294967040.0,
+                 5e9, 9.3e18, -9.2233715e18], np.float32)
+
+
+def test_cast_float_to_int32_matches_tf_for_nan_inf_and_out_of_range():
+  for src in (np.float32, np.float16, np.float64):
+    with np.errstate(over="ignore"):
+      x = _BAD.astype(src)
+    want = tf_call("Cast", x=tf.constant(x), DstT=tf.int32)
+    np.testing.assert_array_equal(call("Cast", x, DstT=np.dtype("int32"), Truncate=False), want)
+    np.testing.assert_array_equal(
+        jax.jit(lambda v: call("Cast", v, DstT=np.dtype("int32"), Truncate=False))(x), want)
+
+
+@pytest.mark.parametrize("dst", ["int64", "uint64", "uint32"])
+def test_cast_float_to_wide_ints_matches_tf(x64, dst):
+  x = _BAD
+  if dst == "uint32":     # TF's result outside (-2**31, 2**32) depends on the tensor size
+    t = np.trunc(x)
+    x = x[(t > -2.0**31) & (t < 2.0**32)]
+  want = tf_call("Cast", x=tf.constant(x), DstT=tf.as_dtype(dst))
+  np.testing.assert_array_equal(call("Cast", x, DstT=np.dtype(dst), Truncate=False), want)
+
+
+@pytest.mark.parametrize("dst", ["int8", "uint8", "int16", "uint16"])
+def test_cast_float_to_narrow_ints(dst):
+  """In range: TF's value. Out of range TF's result depends on the tensor size
+  (vectorised: the int32 result saturated; scalar tail: its low bits);
+  tfprims always saturates, which is TF's vectorised result."""
+  info = np.iinfo(dst)
+  x = np.array([2.7, -2.7, info.max + 0.5, float(info.min), 0.0, -0.9], np.float32)
+  x = x[(np.trunc(x) >= info.min) & (np.trunc(x) <= info.max)]
+  want = tf_call("Cast", x=tf.constant(x), DstT=tf.as_dtype(dst))
+  np.testing.assert_array_equal(call("Cast", x, DstT=np.dtype(dst), Truncate=False), want)
+  bad = np.repeat(_BAD[:, None], 64, axis=1)     # big enough for TF's vectorised path
+  want = tf_call("Cast", x=tf.constant(bad), DstT=tf.as_dtype(dst))[:, 0]
+  ours = np.asarray(call("Cast", bad, DstT=np.dtype(dst), Truncate=False))[:, 0]
+  np.testing.assert_array_equal(ours, want)
+
+
+def test_cast_truncate_and_other_pairs_match_tf():
+  f = np.array([1.00048828125, 1.25122, 65520.0, 1e-8, 3.4e38, np.nan, -1.00146484375,
+                1.0 + 2**-9 + 2**-12, -np.inf], np.float32)
+  import ml_dtypes
+  for dst in (np.float16, ml_dtypes.bfloat16):
+    for truncate in (False, True):
+      want = tf_call("Cast", x=tf.constant(f), DstT=dst, Truncate=truncate)
+      ours = np.asarray(call("Cast", f, DstT=np.dtype(dst), Truncate=truncate))
+      np.testing.assert_array_equal(ours.astype(np.float32), want.astype(np.float32))
+  c = np.array([2.7 + 5j, complex(np.nan, 1), 1j, -3.5 + 0j, 0j], np.complex64)  # bool: real part
+  for dst in ("float32", "int32", "bool", "complex128", "float16"):
+    want = tf_call("Cast", x=tf.constant(c), DstT=tf.as_dtype(dst))
+    ours = np.asarray(call("Cast", c, DstT=np.dtype(dst), Truncate=False))
+    np.testing.assert_array_equal(ours, want.astype(ours.dtype))
+  i = np.array([300, -300, 70000, -1, 2**31 - 1, -2**31], np.int32)
+  for dst in ("int8", "uint8", "uint16", "float16", "bool", "uint32"):
+    want = tf_call("Cast", x=tf.constant(i), DstT=tf.as_dtype(dst))
+    np.testing.assert_array_equal(call("Cast", i, DstT=np.dtype(dst), Truncate=False), want)
+
+
+def test_cast_x64_off_gives_32_bit_dtypes_without_warnings():
+  import warnings
+  x = np.array([1.5, -2.5], np.float32)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    assert call("Cast", x, DstT=np.dtype("int64"), Truncate=False).dtype == jnp.int32
+    assert call("Cast", x, DstT=np.dtype("float64"), Truncate=False).dtype == jnp.float32
+    assert call("Cast", x, DstT=np.dtype("complex128"), Truncate=False).dtype == jnp.complex64
+
+
+def test_cast_grads_match_tf():
+  x = np.array([1.5, -2.0], np.float32)
+  for dst in ("float16", "float64", "complex64"):
+    f = lambda v: jnp.sum(jnp.real(call("Cast", v, DstT=np.dtype(dst), Truncate=False)))
+    tx = tf.constant(x)
+    with tf.GradientTape() as tape:
+      tape.watch(tx)
+      y = tf.reduce_sum(tf.math.real(tf.raw_ops.Cast(x=tx, DstT=tf.as_dtype(dst))))
+    np.testing.assert_allclose(jax.grad(f)(x), tape.gradient(y, tx).numpy())
+  # to an integer: zero derivative (TF: no gradient)
+  assert jax.jvp(lambda v: call("Cast", v, DstT=np.dtype("int32"), Truncate=False),
+                 (x,), (x,))[1].dtype == jax.dtypes.float0
+
+
+# ---------------------------------------------------------------------------
+# Other choices.
+
+
+def test_round_half_to_even_and_integers():
+  x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, np.nan], np.float32)
+  np.testing.assert_array_equal(call("Round", x), tf_call("Round", x=tf.constant(x)))
+  # TF 2.21's CPU kernel returns 0 for integer Round; tf.round returns x (documented).
+  i = np.array([5, -3, 7], np.int32)
+  np.testing.assert_array_equal(call("Round", i), tf.round(tf.constant(i)).numpy())
+
+
+def test_approximate_equal_uses_less_equal_like_tf():
+  x = np.array([1.0, 1.0, 1.0, np.nan, np.inf], np.float32)
+  y = np.array([1.0, 1.5, 2.0, np.nan, np.inf], np.float32)
+  for tol in (0.0, 0.5, 1.0):
+    np.testing.assert_array_equal(
+        call("ApproximateEqual", x, y, tolerance=tol),
+        tf_call("ApproximateEqual", x=tf.constant(x), y=tf.constant(y), tolerance=tol))
+
+
+def test_equal_incompatible_shapes():
+  x = np.array([1, 2], np.int32)
+  y = np.array([1, 2, 3], np.int32)
+  for name in ("Equal", "NotEqual"):
+    want = tf_call(name, x=tf.constant(x), y=tf.constant(y), incompatible_shape_error=False)
+    ours = call(name, x, y, incompatible_shape_error=False)
+    np.testing.assert_array_equal(ours, want)
+    assert ours.shape == want.shape == ()
+    batched = jax.vmap(lambda a, b: call(name, a, b, incompatible_shape_error=False))(
+        np.stack([x, x]), np.stack([y, y]))
+    np.testing.assert_array_equal(batched, [want, want])
+    with pytest.raises((ValueError, TypeError)):
+      call(name, x, y, incompatible_shape_error=True)
+
+
+def test_clip_by_value_nan_bounds_and_complex_match_tf():
+  t = np.array([np.nan, 1.0, 5.0, -3.0], np.float32)
+  for lo, hi in ((0.0, 2.0), (3.0, 2.0), (np.nan, 2.0), (0.0, np.nan)):
+    lo, hi = np.array(lo, np.float32), np.array(hi, np.float32)
+    want = tf_call("ClipByValue", t=tf.constant(t), clip_value_min=tf.constant(lo),
+                   clip_value_max=tf.constant(hi))
+    np.testing.assert_array_equal(call("ClipByValue", t, lo, hi), want)
+  c = np.array([1 + 5j, 3 - 1j, -2 + 0j, 0.5 + 0.5j], np.complex64)
+  lo, hi = np.array(0 + 1j, np.complex64), np.array(2 + 0j, np.complex64)
+  want = tf_call("ClipByValue", t=tf.constant(c), clip_value_min=tf.constant(lo),
+                 clip_value_max=tf.constant(hi))
+  np.testing.assert_array_equal(call("ClipByValue", c, lo, hi), want)
+
+
+@pytest.mark.parametrize("name", ["MulNoNan", "SquaredDifference", "Xdivy", "Xlogy", "Xlog1py"])
+def test_complex_values_and_derivatives(name):
+  """Values vs TF; derivatives vs central differences (TF's complex gradients
+  of these ops lack the conjugations its convention needs)."""
+  rng = np.random.default_rng(3)
+  x = (rng.uniform(-2, 2, (3,)) + 1j * rng.uniform(-2, 2, (3,))).astype(np.complex128)
+  y = (rng.uniform(-2, 2, (2, 1)) + 1j * rng.uniform(-2, 2, (2, 1))).astype(np.complex128)
+  x[0] = 0
+  with jax.enable_x64(True):
+    np.testing.assert_allclose(call(name, x, y), tf_call(name, x=tf.constant(x), y=tf.constant(y)),
+                               rtol=1e-12, atol=1e-12)
+    tx = (rng.standard_normal(3) + 1j * rng.standard_normal(3))
+    ty = (rng.standard_normal((2, 1)) + 1j * rng.standard_normal((2, 1)))
+    f = lambda a, b: call(name, a, b)
+    _, jvp = jax.jvp(f, (x, y), (tx, ty))
+    h = 1e-6
+    fd = (np.asarray(f(x + h * tx, y + h * ty)) - np.asarray(f(x - h * tx, y - h * ty))) / (2 * h)
+    mask = np.broadcast_to(x != 0, fd.shape)   # x == 0 is a kink (TF's 0 there)
+    np.testing.assert_allclose(np.asarray(jvp)[mask], fd[mask], rtol=1e-6, atol=1e-8)
+
+
+def test_relu_grad_ops_propagate_nan_like_tf_kernels():
+  g = np.array([np.nan, np.inf, 1.0, 1.0], np.float32)
+  f = np.array([-1.0, -1.0, 0.0, np.nan], np.float32)
+  for name in ("ReluGrad", "Relu6Grad"):
+    want = tf_call(name, gradients=tf.constant(g), features=tf.constant(f))
+    np.testing.assert_array_equal(call(name, g, f), want)
+    np.testing.assert_array_equal(jax.jit(lambda a, b: call(name, a, b))(g, f), want)
+
+
+def test_softplus_thresholds_match_tf():
+  import ml_dtypes
+  x = np.array([-20, -16, -15, -10, -3, -2.5, 0, 2.5, 3, 10, 15, 16, 20], np.float32)
+  for dtype in (np.float32, np.float16, ml_dtypes.bfloat16):
+    xd = x.astype(dtype)
+    want = tf_call("Softplus", features=tf.constant(xd)).astype(np.float32)
+    ours = np.asarray(call("Softplus", xd)).astype(np.float32)
+    np.testing.assert_allclose(ours, want, rtol=1e-2 if dtype != np.float32 else 1e-6)
