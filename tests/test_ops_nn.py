@@ -272,6 +272,22 @@ def test_vmap_of_conv_pool_bias_keeps_tf_names():
       np.testing.assert_allclose(out[i], net(*ex), rtol=1e-5, atol=1e-5)
 
 
+def test_per_example_gradients_keep_tf_names():
+  """vmap(grad): batched Conv2DBackpropFilter/Input and BiasAddGrad become grouped
+  (one group per example) TF ops instead of lax code."""
+  params = (_randn(3, 3, 2, 4), _randn(4), _randn(2, 2, 4, 3), _randn(3))
+  xs = _randn(3, 1, 6, 6, 2)
+  per_example = jax.vmap(jax.grad(_convnet), in_axes=(None, 0))
+  names = _prims(jax.make_jaxpr(per_example)(params, xs))
+  assert {"tf.Conv2D", "tf.Conv2DBackpropFilter", "tf.Conv2DBackpropInput",
+          "tf.BiasAddGrad"} <= names, names
+  assert "conv_general_dilated" not in names
+  grads = per_example(params, xs)
+  for k in range(3):
+    for g, ref in zip(grads, jax.grad(_convnet)(params, xs[k])):
+      np.testing.assert_allclose(g[k], ref, rtol=1e-4, atol=1e-4)
+
+
 def test_vmap_nchw_bias_add_and_backprop_input():
   v, b = _randn(4, 2, 3, 2, 2), _randn(3)
   out = jax.vmap(lambda v: nn.BiasAdd(v, b, data_format="NCHW"), in_axes=0)(v)
@@ -361,6 +377,28 @@ def test_max_pool_gradient_goes_to_first_max_like_tf():
   _, jvp = jax.jvp(lambda x: nn.MaxPool(x, **attrs), (x,), (t,))
   np.testing.assert_array_equal(jvp, acc.jvp(y))
   np.testing.assert_array_equal(jvp.ravel(), [2, 2, 4, 8])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_max_pool_ties_grad_and_tangent_match_tf(seed):
+  """Tie-heavy inputs (0/1 values), SAME windows: reverse mode (MaxPoolGrad) and forward
+  mode (MaxPoolGradGrad) pick TF's element; XLA's own max-pool JVP does not always."""
+  rng = np.random.default_rng(seed)
+  x = rng.integers(0, 2, (2, 4, 5, 2)).astype(np.float32)
+  t = rng.normal(size=x.shape).astype(np.float32)
+  attrs = dict(ksize=(1, 2, 3, 1), strides=(1, 1, 2, 1), padding="SAME", explicit_paddings=(),
+               data_format="NHWC")
+  xv = tf.Variable(x)
+  with tf.autodiff.ForwardAccumulator(xv, tf.constant(t)) as acc:
+    y = tf.raw_ops.MaxPool(input=xv, ksize=[1, 2, 3, 1], strides=[1, 1, 2, 1], padding="SAME")
+  ct = rng.normal(size=y.shape).astype(np.float32)
+  with tf.GradientTape() as tape:
+    loss = tf.reduce_sum(tf.raw_ops.MaxPool(input=xv, ksize=[1, 2, 3, 1], strides=[1, 1, 2, 1],
+                                            padding="SAME") * ct)
+  f = lambda x: nn.MaxPool(x, **attrs)
+  np.testing.assert_array_equal(jax.jvp(f, (x,), (t,))[1], acc.jvp(y))
+  np.testing.assert_array_equal(jax.jit(jax.grad(lambda x: jnp.sum(f(x) * ct)))(x),
+                                tape.gradient(loss, xv))
 
 
 def test_max_pool_explicit_padding_grad_matches_tf():

@@ -16,7 +16,9 @@ Explicit TF-named rules:
 * MaxPool's JVP is MaxPoolGradGrad (the tangent at each window's first max),
   whose transpose is MaxPoolGrad (and vice versa).
 * Batching folds the vmapped axis into N (reshape, op, reshape) where the op
-  treats examples independently.
+  treats examples independently, and otherwise, for convolutions and BiasAdd(Grad),
+  into the channels (one convolution group per example), so vmap and per-example
+  gradients keep the TF names.
 
 Semantics choices are written down in docs/semantics/nn.md.
 """
@@ -364,39 +366,70 @@ def _split_batch(out, b):
   return out.reshape((b, out.shape[0] // b if b else 0) + out.shape[1:])
 
 
-def _conv_batching(op_type, fold_filter=True):
-  """vmap of fwd(x, w): x-only batched folds into N; w-only batched (no groups)
-  folds into the output channels; both batched uses vmap(impl)."""
+def _unbatched(a, d):
+  return tuple(a.shape) if d is None else tuple(a.shape[:d]) + tuple(a.shape[d + 1:])
+
+
+def _batch_into_axis(a, d, axis, size):
+  """Moves batch axis ``d`` (broadcasting if None) just before ``axis`` of the unbatched
+  array and merges the two: (..., B * n, ...), B-major."""
+  if d is None:
+    a, d = jnp.broadcast_to(a, (size,) + a.shape), 0
+  a = jnp.moveaxis(a, d, axis)
+  return a.reshape(a.shape[:axis] + (a.shape[axis] * a.shape[axis + 1],) + a.shape[axis + 2:])
+
+
+def _split_axis(a, axis, size):
+  return a.reshape(a.shape[:axis] + (size, a.shape[axis] // size) + a.shape[axis + 1:])
+
+
+def _conv_batching(op_type, kind, groupable=True):
+  """vmap for a convolution family member, keeping its TF name.
+
+  fwd(x, w): x-only batched folds into N; otherwise the batch goes into the channels:
+  w's batch into its output channels, x's (if batched) into the input channels, which
+  makes a B-group convolution (one group per example). bi(w, dy) (dy-only batched folds
+  into N) and bf(x, dy) likewise: per-example gradients are grouped backprops. Grouped or
+  depthwise convolutions, and empty batches, use vmap(impl).
+  """
   def rule(args, dims, **p):
-    (x, w), (bx, bw) = args, dims
     op = get_op(op_type)
-    if bw is None:
-      b, n = x.shape[bx], x.shape[1 if bx == 0 else 0]
-      out = op(_merge_batch(x, bx), w, **p)
-      return out.reshape((b, n) + out.shape[1:]), 0
-    if bx is None and fold_filter:
-      w = jnp.moveaxis(w, bw, w.ndim - 2)            # (..., I, B, O)
-      b, o = w.shape[-2], w.shape[-1]
-      if _groups(x.shape, w.shape[:-2] + (o,), p["data_format"]) == 1:
-        out = op(x, w.reshape(w.shape[:-2] + (b * o,)), **p)
-        ch = _channel_axis(p["data_format"], out.ndim)
-        return out.reshape(out.shape[:ch] + (b, o) + out.shape[ch + 1:]), ch
-    return _vmap_impl(op_type, args, dims, p)
-  return rule
-
-
-def _backprop_input_batching(op_type):
-  """vmap of bi(w, dy): dy-only batched folds into N (input_sizes adjusted)."""
-  def rule(args, dims, **p):
-    (w, dy), (bw, bdy) = args, dims
-    if bw is None:
-      b = dy.shape[bdy]
-      dyf = _merge_batch(dy, bdy)
-      unbatched = dy.shape[:bdy] + dy.shape[bdy + 1:]
-      shape = _full_input_shape(p["input_sizes"], w.shape[-2], unbatched, p["data_format"])
-      p = dict(p, input_sizes=(b * shape[0],) + tuple(shape[1:]))
-      return _split_batch(get_op(op_type)(w, dyf, **p), b), 0
-    return _vmap_impl(op_type, args, dims, p)
+    (a, b), (da, db) = args, dims
+    fmt = p["data_format"]
+    size = a.shape[da] if da is not None else b.shape[db]
+    ua, ub = _unbatched(a, da), _unbatched(b, db)
+    rank = len(ua) if kind != "bi" else len(ub)
+    ch = _channel_axis(fmt, rank)
+    nd = rank - 2
+    if kind == "fwd" and db is None:
+      return _split_batch(op(_merge_batch(a, da), b, **p), size), 0
+    if kind == "bi" and da is None:
+      unb_in = _full_input_shape(p["input_sizes"], ua[-2], ub, fmt)
+      q = dict(p, input_sizes=(size * unb_in[0],) + tuple(unb_in[1:]))
+      return _split_batch(op(a, _merge_batch(b, db), **q), size), 0
+    if kind == "fwd":
+      in_shape, w_shape = ua, ub
+    elif kind == "bi":
+      w_shape = ua
+      in_shape = _full_input_shape(p["input_sizes"], ua[-2], ub, fmt)
+    else:
+      in_shape, w_shape = ua, tuple(int(v) for v in p["filter_sizes"])
+    if not groupable or size == 0 or _groups(in_shape, w_shape, fmt) != 1:
+      return _vmap_impl(op_type, args, dims, p)
+    if kind == "fwd":   # x unbatched: an ordinary convolution with B * O output channels
+      x = a if da is None else _batch_into_axis(a, da, ch, size)
+      out = op(x, _batch_into_axis(b, db, nd + 1, size), **p)
+      return _split_axis(out, ch, size), ch
+    if kind == "bi":
+      shape = list(in_shape)
+      shape[ch] *= size
+      out = op(_batch_into_axis(a, da, nd + 1, size), _batch_into_axis(b, db, ch, size),
+               **dict(p, input_sizes=tuple(shape)))
+      return _split_axis(out, ch, size), ch
+    sizes = w_shape[:-1] + (size * w_shape[-1],)
+    x = a if da is None else _batch_into_axis(a, da, ch, size)   # x unbatched: no groups
+    out = op(x, _batch_into_axis(b, db, ch, size), **dict(p, filter_sizes=sizes))
+    return _split_axis(out, nd + 1, size), nd + 1
   return rule
 
 
@@ -525,7 +558,7 @@ _c2 = _bilinear_conv_rules(**_C2)
 
 Conv2D = define_op(
     "Conv2D", conv2d, family="nn", attrs=_CONV2D_ATTRS,
-    jvp=_c2["fwd"][0], transpose=_c2["fwd"][1], batching=_conv_batching("Conv2D"),
+    jvp=_c2["fwd"][0], transpose=_c2["fwd"][1], batching=_conv_batching("Conv2D", "fwd"),
     spec=lambda st: st.Spec(
         _conv_calls(st, _C2, "fwd",
                     dtypes=("float16", "bfloat16", "float32", "float64", "int32")),
@@ -534,7 +567,7 @@ Conv2D = define_op(
 Conv2DBackpropInput = define_op(
     "Conv2DBackpropInput", conv2d_backprop_input, family="nn", static=("input_sizes",),
     attrs=_CONV2D_ATTRS, jvp=_c2["bi"][0], transpose=_c2["bi"][1],
-    batching=_backprop_input_batching("Conv2DBackpropInput"),
+    batching=_conv_batching("Conv2DBackpropInput", "bi"),
     spec=lambda st: st.Spec(
         _conv_calls(st, _C2, "bi",
                     dtypes=("float16", "bfloat16", "float32", "float64", "int32")),
@@ -543,6 +576,7 @@ Conv2DBackpropInput = define_op(
 Conv2DBackpropFilter = define_op(
     "Conv2DBackpropFilter", conv2d_backprop_filter, family="nn", static=("filter_sizes",),
     attrs=_CONV2D_ATTRS, jvp=_c2["bf"][0], transpose=_c2["bf"][1],
+    batching=_conv_batching("Conv2DBackpropFilter", "bf"),
     spec=lambda st: st.Spec(_conv_calls(st, _C2, "bf"),
                             note=_CONV_NOTE, **_CONV_TOL))
 
@@ -557,14 +591,14 @@ _DW_NOTE = (_CONV_NOTE + " Depthwise: TF's CPU backprop kernels ignore dilations
 DepthwiseConv2dNative = define_op(
     "DepthwiseConv2dNative", depthwise_conv2d_native, family="nn", attrs=_CONV2D_ATTRS,
     jvp=_dw["fwd"][0], transpose=_dw["fwd"][1],
-    batching=_conv_batching("DepthwiseConv2dNative", fold_filter=False),
+    batching=_conv_batching("DepthwiseConv2dNative", "fwd", groupable=False),
     spec=lambda st: st.Spec(_conv_calls(st, _DW, "fwd", **_DW_SPEC),
                             note=_DW_NOTE, **_CONV_TOL))
 
 DepthwiseConv2dNativeBackpropInput = define_op(
     "DepthwiseConv2dNativeBackpropInput", depthwise_backprop_input, family="nn",
     static=("input_sizes",), attrs=_CONV2D_ATTRS, jvp=_dw["bi"][0], transpose=_dw["bi"][1],
-    batching=_backprop_input_batching("DepthwiseConv2dNativeBackpropInput"),
+    batching=_conv_batching("DepthwiseConv2dNativeBackpropInput", "bi", groupable=False),
     spec=lambda st: st.Spec(
         _conv_calls(st, _DW, "bi", **_DW_SPEC),
         note=_DW_NOTE, **_CONV_TOL))
@@ -572,6 +606,7 @@ DepthwiseConv2dNativeBackpropInput = define_op(
 DepthwiseConv2dNativeBackpropFilter = define_op(
     "DepthwiseConv2dNativeBackpropFilter", depthwise_backprop_filter, family="nn",
     static=("filter_sizes",), attrs=_CONV2D_ATTRS, jvp=_dw["bf"][0], transpose=_dw["bf"][1],
+    batching=_conv_batching("DepthwiseConv2dNativeBackpropFilter", "bf", groupable=False),
     spec=lambda st: st.Spec(
         _conv_calls(st, _DW, "bf", **_DW_SPEC),
         note=_DW_NOTE, **_CONV_TOL))
@@ -580,20 +615,21 @@ _c3 = _bilinear_conv_rules(**_C3)
 
 Conv3D = define_op(
     "Conv3D", conv3d, family="nn", attrs=_CONV3D_ATTRS,
-    jvp=_c3["fwd"][0], transpose=_c3["fwd"][1], batching=_conv_batching("Conv3D"),
+    jvp=_c3["fwd"][0], transpose=_c3["fwd"][1], batching=_conv_batching("Conv3D", "fwd"),
     spec=lambda st: st.Spec(_conv_calls(st, _C3, "fwd", nd=3, explicit=False),
                             note=_CONV_NOTE, **_CONV_TOL))
 
 Conv3DBackpropInputV2 = define_op(
     "Conv3DBackpropInputV2", conv3d_backprop_input, family="nn", static=("input_sizes",),
     attrs=_CONV3D_ATTRS, jvp=_c3["bi"][0], transpose=_c3["bi"][1],
-    batching=_backprop_input_batching("Conv3DBackpropInputV2"),
+    batching=_conv_batching("Conv3DBackpropInputV2", "bi"),
     spec=lambda st: st.Spec(_conv_calls(st, _C3, "bi", nd=3,
                                         explicit=False), note=_CONV_NOTE, **_CONV_TOL))
 
 Conv3DBackpropFilterV2 = define_op(
     "Conv3DBackpropFilterV2", conv3d_backprop_filter, family="nn", static=("filter_sizes",),
     attrs=_CONV3D_ATTRS, jvp=_c3["bf"][0], transpose=_c3["bf"][1],
+    batching=_conv_batching("Conv3DBackpropFilterV2", "bf"),
     spec=lambda st: st.Spec(_conv_calls(st, _C3, "bf", nd=3,
                                         explicit=False), note=_CONV_NOTE, **_CONV_TOL))
 
@@ -631,17 +667,30 @@ def _bias_add_grad_transpose(ct, out_backprop, *, data_format="NHWC"):
 
 
 def _bias_add_batching(op_type):
-  """value-only batched: NHWC re-binds with the batch axis in front; NCHW folds it into N."""
+  """value-only batched: NHWC re-binds with the batch axis in front, NCHW folds it into
+  N. A batched bias goes into the channels: BiasAdd over B * C channels."""
   def rule(args, dims, **p):
     (value, bias), (bv, bb) = args, dims
+    op = get_op(op_type)
+    fmt = p.get("data_format", "NHWC")
     if bb is None:
-      op = get_op(op_type)
-      if _channels_first(p.get("data_format", "NHWC")):
-        b = value.shape[bv]
-        return _split_batch(op(_merge_batch(value, bv), bias, **p), b), 0
+      if _channels_first(fmt):
+        return _split_batch(op(_merge_batch(value, bv), bias, **p), value.shape[bv]), 0
       return op(jnp.moveaxis(value, bv, 0), bias, **p), 0
-    return _vmap_impl(op_type, args, dims, p)
+    size = bias.shape[bb]
+    ch = _channel_axis(fmt, len(_unbatched(value, bv)))
+    out = op(_batch_into_axis(value, bv, ch, size), _batch_into_axis(bias, bb, 0, size), **p)
+    return _split_axis(out, ch, size), ch
   return rule
+
+
+def _bias_add_grad_batching(args, dims, *, data_format="NHWC"):
+  """The batch goes into the channels: BiasAddGrad over B * C channels."""
+  (g,), (d,) = args, dims
+  size = g.shape[d]
+  ch = _channel_axis(data_format, g.ndim - 1)
+  out = BiasAddGrad(_batch_into_axis(g, d, ch, size), data_format=data_format)
+  return out.reshape(size, -1) if size else jnp.zeros((0, g.shape[ch + (d <= ch)]), g.dtype), 0
 
 
 def _bias_calls(st, with_format=True, grad=False):
@@ -673,7 +722,7 @@ BiasAddV1 = define_op(
 
 BiasAddGrad = define_op(
     "BiasAddGrad", bias_add_grad, family="nn", attrs=("data_format",), linear=True,
-    transpose=_bias_add_grad_transpose,
+    transpose=_bias_add_grad_transpose, batching=_bias_add_grad_batching,
     spec=lambda st: st.Spec(_bias_calls(st, grad=True),
                             rtol={"float16": 1e-2, "bfloat16": 5e-2},
                             note="float16/bfloat16 sums: TF accumulates in float32."))
@@ -722,7 +771,11 @@ def max_pool(input, *, ksize, strides, padding, explicit_paddings=(), data_forma
 
 def max_pool_grad(orig_input, orig_output, grad, *, ksize, strides, padding,
                   explicit_paddings=(), data_format="NHWC"):
-  """TF MaxPoolGrad: ``grad`` routed to the first max of each window (row-major)."""
+  """TF MaxPoolGrad: ``grad`` routed to the first max of each window (row-major).
+
+  This is JAX's own max-pool VJP (select-and-scatter, the HLO hand-written JAX code
+  gets); XLA's CPU select-and-scatter visits each window in row-major order, which picks
+  TF's element (tested with ties)."""
   del orig_output  # recomputed from orig_input, as TF's CPU kernel does
   _, vjp = jax.vjp(functools.partial(max_pool, ksize=ksize, strides=strides, padding=padding,
                                      explicit_paddings=explicit_paddings,
@@ -730,14 +783,39 @@ def max_pool_grad(orig_input, orig_output, grad, *, ksize, strides, padding,
   return vjp(grad)[0]
 
 
+def _first_max_index(x, ksize, strides, pads):
+  """Flat index into ``x`` of each window's first maximum in row-major order (TF's
+  rule), with the same NaN/-inf clamping as max_pool. Ties break on the smaller index
+  inside the reducer, so the result does not depend on XLA's reduction order (JAX's own
+  max-pool JVP, select-and-gather, does)."""
+  if jnp.issubdtype(x.dtype, jnp.floating):
+    low = np.array(_lowest(x.dtype), x.dtype)
+    x = jnp.where(x >= low, x, low)
+    init = np.array(-np.inf, x.dtype)
+  else:
+    init = np.array(np.iinfo(x.dtype).min, x.dtype)
+  index = lax.reshape(lax.iota(np.int32, x.size), x.shape)
+
+  def first_max(a, b):
+    (av, ai), (bv, bi) = a, b
+    take_a = (av > bv) | ((av == bv) & (ai < bi))
+    return lax.select(take_a, av, bv), lax.select(take_a, ai, bi)
+
+  _, out = lax.reduce_window((x, index), (init, np.array(x.size, np.int32)), first_max,
+                             tuple(ksize), tuple(strides), pads)
+  return out
+
+
 def max_pool_grad_grad(orig_input, orig_output, grad, *, ksize, strides, padding,
                        explicit_paddings=(), data_format="NHWC"):
   """TF MaxPoolGradGrad: ``grad`` (input-shaped) read at each window's first max.
   ``explicit_paddings`` is not a TF attr of this op; MaxPool's JVP passes it."""
-  del orig_output
-  return jax.jvp(functools.partial(max_pool, ksize=ksize, strides=strides, padding=padding,
-                                   explicit_paddings=explicit_paddings,
-                                   data_format=data_format), (orig_input,), (grad,))[1]
+  del orig_output  # recomputed from orig_input
+  _check_pool_format(data_format)
+  pads = _pool_pads(orig_input.shape, ksize, strides, padding, explicit_paddings)
+  index = _first_max_index(orig_input, ksize, strides, pads)
+  flat = jnp.concatenate([grad.reshape(-1), jnp.zeros((1,), grad.dtype)])
+  return jnp.take(flat, index, mode="clip")
 
 
 def _grad_params(p):
@@ -833,6 +911,8 @@ def _pool_calls(st, op_type, dtypes, *, explicit=False, v2=False, special=True, 
                               else ("MaxPoolGrad", "MaxPoolGradGrad"))
   needs = {"MaxPool": (fwd_name, grad_name), "MaxPoolV2": (fwd_name, grad_name),
            "MaxPoolGrad": (grad_name, gradgrad_name), "MaxPoolGradGrad": (gradgrad_name, grad_name),
+           "MaxPoolGradV2": (grad_name, gradgrad_name),
+           "MaxPoolGradGradV2": (gradgrad_name, grad_name),
            "AvgPool": ("AvgPool", "AvgPoolGrad"), "AvgPoolGrad": ("AvgPoolGrad", "AvgPool")}
 
   @st.composite
@@ -924,6 +1004,28 @@ MaxPoolGradGrad = define_op(
         note="float dtypes only (TF also has integer kernels). orig_output is ignored "
              "(recomputed); TF's kernel matches it against orig_input, so the vmap check "
              "keeps batch members consistent (copies)."))
+
+MaxPoolGradV2 = define_op(
+    "MaxPoolGradV2", max_pool_grad, family="nn", static=("ksize", "strides"),
+    attrs=("padding", "data_format"),
+    jvp=(None, None, lambda t, x, y, g, **p: MaxPoolGradV2(x, y, t, **p)),
+    transpose=lambda ct, x, y, g, **p: [None, None, MaxPoolGradGradV2(x, y, ct, **p)],
+    batching=_fold_batching("MaxPoolGradV2"),
+    spec=lambda st: st.Spec(
+        _pool_calls(st, "MaxPoolGradV2", ("float16", "bfloat16", "float32", "float64"),
+                    v2=True, special=False, ties=True),
+        diff_args=("grad",), **_HALF_TOL, note="float dtypes only."))
+
+MaxPoolGradGradV2 = define_op(
+    "MaxPoolGradGradV2", max_pool_grad_grad, family="nn", static=("ksize", "strides"),
+    attrs=("padding", "data_format"),
+    jvp=(None, None, lambda t, x, y, g, **p: MaxPoolGradGradV2(x, y, t, **p)),
+    transpose=lambda ct, x, y, g, **p: [None, None, MaxPoolGradV2(x, y, ct, **p)],
+    batching=_fold_batching("MaxPoolGradGradV2"),
+    spec=lambda st: st.Spec(
+        _pool_calls(st, "MaxPoolGradGradV2", ("float16", "bfloat16", "float32", "float64"),
+                    v2=True, special=False, ties=True),
+        diff_args=("grad",), vmap_variation="none", note="float dtypes only."))
 
 AvgPool = define_op(
     "AvgPool", avg_pool, family="nn", attrs=("ksize", "strides", "padding", "data_format"),
@@ -1051,6 +1153,99 @@ FusedBatchNorm = define_op(
     attrs=_FBN_ATTRS, multiple_results=True, spec=lambda st: _fbn_spec(st, 1))
 
 
+def _fused_batch_norm_grad(y_backprop, x, scale, reserve_space_1, reserve_space_2,
+                           *reserve_space_3, epsilon=1e-4, data_format="NHWC",
+                           is_training=True):
+  """TF FusedBatchNormGrad{,V2,V3}: (x_backprop, scale_backprop, offset_backprop) and two
+  empty reserve outputs (scalars, as TF's CPU kernel).
+
+  Values use reserve_space_1/2 as the mean and (biased) variance, as TF's CPU kernel does.
+  Derivatives follow TF's gradient of this op: in training mode the statistics are
+  differentiated as the batch moments of ``x`` (TF re-derives them from ``x``), and the
+  reserve spaces get no gradient.
+  """
+  del reserve_space_3
+  rank = x.ndim
+  ch = _channel_axis(data_format, rank)
+  axes = tuple(a for a in range(rank) if a != ch)
+  u = scale.dtype
+  bc = lambda v: lax.broadcast_in_dim(v, x.shape, (ch,))
+  xf, dy = x.astype(u), y_backprop.astype(u)
+  eps = np.array(np.float32(epsilon), u)
+  mean, var = lax.stop_gradient(reserve_space_1), lax.stop_gradient(reserve_space_2)
+  if is_training:
+    bm = jnp.mean(xf, axis=axes)
+    bv = jnp.mean(jnp.square(xf - bc(lax.stop_gradient(bm))), axis=axes)
+    mean = mean + (bm - lax.stop_gradient(bm))   # value: reserve_space_1; derivative: d(bm)
+    var = var + (bv - lax.stop_gradient(bv))
+  inv = lax.rsqrt(var + eps)
+  x_offset = xf - bc(mean)
+  offset_backprop = jnp.sum(dy, axis=axes)
+  scale_backprop = jnp.sum(dy * x_offset, axis=axes) * inv
+  if is_training:
+    dy_offset = dy - bc(jnp.mean(dy, axis=axes))
+    m = jnp.mean(dy * x_offset, axis=axes)
+    x_backprop = bc(scale * inv) * (dy_offset - bc(m * jnp.square(inv)) * x_offset)
+  else:
+    x_backprop = dy * bc(scale * inv)
+  if x.size == 0:
+    x_backprop = jnp.zeros(x.shape, u)
+  zeros = jnp.zeros((), u)
+  return (x_backprop.astype(x.dtype), scale_backprop, offset_backprop, zeros, zeros)
+
+
+def _fbn_grad_calls(st, version):
+  @st.composite
+  def draw_call(draw):
+    fmt = draw(st.sampled_from(("NHWC", "NCHW")))
+    dtype = "float32" if version == 1 else draw(st.sampled_from(_ONEDNN_DTYPES))
+    n, c = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    shape = _layout_shape(fmt, n, c, [draw(st.integers(1, 3)) for _ in range(2)])
+    u = "float32" if version > 1 else dtype
+    x = draw(_values(st, dtype, shape, bound=4.0))
+    training = draw(st.booleans())
+    call = dict(
+        y_backprop=draw(_values(st, dtype, shape)), x=x, scale=draw(_values(st, u, (c,))),
+        reserve_space_1=draw(_values(st, u, (c,))),
+        reserve_space_2=draw(st.arrays(u, (c,), special=False, min_value=0.0, max_value=4.0)),
+        epsilon=draw(st.sampled_from([1e-3, 1e-4, 0.1])), data_format=fmt,
+        is_training=training)
+    if training:   # reserve spaces as the forward op saves them (TF's gradient assumes it)
+      ones = np.ones((c,), np.float32)
+      fwd = _tf_call("FusedBatchNormV3", dict(x=x, scale=ones, offset=ones, mean=ones,
+                                              variance=ones, data_format=fmt))
+      call.update(reserve_space_1=fwd[3].numpy(), reserve_space_2=fwd[4].numpy())
+    if version == 3:
+      call["reserve_space_3"] = np.zeros((0,), np.float32)
+    return call
+  return draw_call()
+
+
+def _fbn_grad_spec(st, version):
+  return st.Spec(_fbn_grad_calls(st, version), diff_args=("y_backprop", "x", "scale"),
+                 rtol={"float32": 1e-4, "bfloat16": 5e-2}, atol={"float32": 1e-4,
+                                                                  "bfloat16": 1e-1},
+                 note="Values read the reserve spaces as mean and biased variance (TF's CPU "
+                      "kernel); derivatives are TF's (statistics re-derived from x in "
+                      "training mode, none for the reserve spaces), so in training mode the "
+                      "spec draws reserve spaces saved by the forward op.")
+
+
+_FBN_GRAD_ATTRS = ("epsilon", "data_format", "is_training")
+
+FusedBatchNormGradV3 = define_op(
+    "FusedBatchNormGradV3", _fused_batch_norm_grad, family="nn", attrs=_FBN_GRAD_ATTRS,
+    multiple_results=True, spec=lambda st: _fbn_grad_spec(st, 3))
+
+FusedBatchNormGradV2 = define_op(
+    "FusedBatchNormGradV2", _fused_batch_norm_grad, family="nn", attrs=_FBN_GRAD_ATTRS,
+    multiple_results=True, spec=lambda st: _fbn_grad_spec(st, 2))
+
+FusedBatchNormGrad = define_op(
+    "FusedBatchNormGrad", _fused_batch_norm_grad, family="nn", attrs=_FBN_GRAD_ATTRS,
+    multiple_results=True, spec=lambda st: _fbn_grad_spec(st, 1))
+
+
 # --------------------------------------------------------------------------
 # LRN
 # --------------------------------------------------------------------------
@@ -1072,13 +1267,53 @@ LRN = define_op(
     "LRN", lrn, family="nn", attrs=("depth_radius", "bias", "alpha", "beta"),
     batching=_fold_batching("LRN"),
     spec=lambda st: st.Spec(
-        st.fixed_dictionaries(dict(
-            input=st.tuples(st.sampled_from(("float16", "float32")),
-                            st.shapes(min_rank=4, max_rank=4, min_side=1, max_side=4))
-            .flatmap(lambda a: _values(st, a[0], a[1], bound=3.0)),
-            depth_radius=st.integers(0, 3), bias=st.sampled_from([1.0, 0.5, 2.0]),
-            alpha=st.sampled_from([1.0, 0.1, 1e-4]), beta=st.sampled_from([0.5, 0.75, 1.0]))),
-        rtol={"float16": 1e-2, "float32": 1e-5}, atol={"float16": 1e-2, "float32": 1e-6}))
+        _lrn_calls(st), rtol={"float16": 1e-2, "float32": 1e-5},
+        atol={"float16": 1e-2, "float32": 1e-6}))
+
+
+def lrn_grad(input_grads, input_image, output_image, *, depth_radius=5, bias=1.0, alpha=1.0,
+             beta=0.5):
+  """TF LRNGrad, TF's CPU formula (it reads output_image):
+  dx_k = g_k * norm_k ** -beta - 2 * alpha * beta * x_k * sum_{|j-k|<=r} g_j * out_j / norm_j
+  with norm_j = bias + alpha * sum_{|i-j|<=r} x_i ** 2."""
+  half = input_image.dtype in (jnp.float16, jnp.bfloat16)
+  cast = (lambda v: v.astype(jnp.float32)) if half else (lambda v: v)
+  g, x, y = cast(input_grads), cast(input_image), cast(output_image)
+  r = int(depth_radius)
+  window = (1,) * (x.ndim - 1) + (2 * r + 1,)
+  pads = [(0, 0)] * (x.ndim - 1) + [(r, r)]
+  wsum = lambda v: lax.reduce_window(v, np.array(0, v.dtype), lax.add, window, (1,) * v.ndim,
+                                     pads)
+  f = lambda v: np.array(np.float32(v), x.dtype)
+  norm = f(bias) + f(alpha) * wsum(x * x)
+  out = g * norm ** -f(beta) - f(2.0 * alpha * beta) * x * wsum(g * y / norm)
+  return out.astype(input_image.dtype)
+
+
+def _lrn_calls(st, grad=False):
+  @st.composite
+  def draw_call(draw):
+    dtype = draw(st.sampled_from(("float16", "float32")))
+    shape = draw(st.shapes(min_rank=4, max_rank=4, min_side=1, max_side=4))
+    attrs = dict(depth_radius=draw(st.integers(0, 3)), bias=draw(st.sampled_from([1.0, 0.5, 2.0])),
+                 alpha=draw(st.sampled_from([1.0, 0.1, 1e-4])),
+                 beta=draw(st.sampled_from([0.5, 0.75, 1.0])))
+    x = draw(_values(st, dtype, shape, bound=3.0))
+    if not grad:
+      return dict(input=x, **attrs)
+    y = _tf_call("LRN", dict(input=x, **attrs)).numpy()
+    return dict(input_grads=draw(_values(st, dtype, shape)), input_image=x, output_image=y,
+                **attrs)
+  return draw_call()
+
+
+LRNGrad = define_op(
+    "LRNGrad", lrn_grad, family="nn", attrs=("depth_radius", "bias", "alpha", "beta"),
+    batching=_fold_batching("LRNGrad"),
+    spec=lambda st: st.Spec(_lrn_calls(st, grad=True), diff_args=("input_grads",),
+                            rtol={"float16": 2e-2, "float32": 1e-4},
+                            atol={"float16": 2e-2, "float32": 1e-5},
+                            note="TF's LRNGrad has no registered gradient (jvp/vjp n/a)."))
 
 
 # --------------------------------------------------------------------------
@@ -1185,3 +1420,64 @@ ResizeBilinear = define_op(
         note="TF's forward mode gives a zero tangent for float16/bfloat16 images (float32 "
              "output); the JVP is checked against GradientTape, whose gradient is rounded "
              "to the images' dtype (hence the loose float32 derivative tolerance)."))
+
+
+def resize_bilinear_grad(grads, original_image, *, align_corners=False,
+                         half_pixel_centers=False):
+  """TF ResizeBilinearGrad: the transpose of ResizeBilinear (float32 grads), in the
+  original image's dtype."""
+  oh, ow = grads.shape[1:3]
+  f = functools.partial(resize_bilinear, size=(oh, ow), align_corners=align_corners,
+                        half_pixel_centers=half_pixel_centers)
+  shape = jax.ShapeDtypeStruct(original_image.shape, jnp.float32)
+  return jax.linear_transpose(f, shape)(grads.astype(jnp.float32))[0].astype(
+      original_image.dtype)
+
+
+def resize_nearest_neighbor_grad(grads, *, size, align_corners=False, half_pixel_centers=False):
+  """TF ResizeNearestNeighborGrad: grads summed into the source pixels (in grads' dtype)."""
+  h, w = (int(v) for v in size)
+  n, gh, gw, c = grads.shape
+  if align_corners and half_pixel_centers:
+    raise ValueError("align_corners and half_pixel_centers cannot both be true")
+  out = jnp.zeros((n, h, w, c), grads.dtype)
+  if 0 in (h, w, gh, gw):
+    return out
+  iy = _nearest_indices(h, gh, align_corners, half_pixel_centers)
+  ix = _nearest_indices(w, gw, align_corners, half_pixel_centers)
+  return out.at[:, iy[:, None], ix[None, :], :].add(grads)
+
+
+def _resize_grad_calls(st, op_type, dtypes):
+  @st.composite
+  def draw_call(draw):
+    dtype = draw(st.sampled_from(dtypes))
+    n, c = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    orig = (draw(st.integers(1, 5)), draw(st.integers(1, 5)))
+    resized = (draw(st.integers(1, 7)), draw(st.integers(1, 7)))
+    align = draw(st.booleans())
+    attrs = dict(align_corners=align, half_pixel_centers=False if align else draw(st.booleans()))
+    if op_type == "ResizeBilinearGrad":
+      return dict(grads=draw(_values(st, "float32", (n,) + resized + (c,))),
+                  original_image=draw(_values(st, dtype, (n,) + orig + (c,))), **attrs)
+    return dict(grads=draw(_values(st, dtype, (n,) + resized + (c,))),
+                size=np.array(orig, np.int32), **attrs)
+  return draw_call()
+
+
+ResizeBilinearGrad = define_op(
+    "ResizeBilinearGrad", resize_bilinear_grad, family="nn", attrs=_RESIZE_ATTRS,
+    batching=_fold_batching("ResizeBilinearGrad"),
+    spec=lambda st: st.Spec(
+        _resize_grad_calls(st, "ResizeBilinearGrad",
+                           ("float16", "bfloat16", "float32", "float64")),
+        diff_args=("grads",), rtol=1e-5, atol=1e-5,
+        note="original_image gives only the shape and dtype."))
+
+ResizeNearestNeighborGrad = define_op(
+    "ResizeNearestNeighborGrad", resize_nearest_neighbor_grad, family="nn", static=("size",),
+    attrs=_RESIZE_ATTRS, batching=_fold_batching("ResizeNearestNeighborGrad"),
+    spec=lambda st: st.Spec(_resize_grad_calls(
+        st, "ResizeNearestNeighborGrad",
+        ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int32")),
+        rtol={"float16": 1e-2, "bfloat16": 5e-2}, atol={"float16": 1e-2, "bfloat16": 5e-2}))
