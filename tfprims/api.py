@@ -134,7 +134,9 @@ class ConvertedFunction:
     for name, param in self.signature.parameters.items():
       if name not in bound.arguments:
         continue
-      if param.kind == inspect.Parameter.KEYWORD_ONLY:
+      # TF1 signatures take every input by keyword although their parameters
+      # are positional-or-keyword: the input signature decides.
+      if param.kind == inspect.Parameter.KEYWORD_ONLY or name in sig_kwargs:
         keyword[name] = bound.arguments[name]
       else:
         positional.append(bound.arguments[name])
