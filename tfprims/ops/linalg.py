@@ -379,6 +379,67 @@ def _matrix_determinant(x):
   return jnp.linalg.det(x)
 
 
+def _matrix_solve(matrix, rhs, *, adjoint):
+  """Solves ``adj(matrix) @ x = rhs``; equal batch dims (TF does not broadcast).
+  A singular matrix gives inf/NaN (TF raises)."""
+  if matrix.shape[:-2] != rhs.shape[:-2]:
+    raise ValueError(f"MatrixSolve: matrix and rhs must have the same batch dims; got "
+                     f"{matrix.shape} and {rhs.shape}")
+  if matrix.shape[-1] == 0 or rhs.shape[-1] == 0:
+    return jnp.zeros(rhs.shape, rhs.dtype)
+  return jnp.linalg.solve(_adjoint(matrix, adjoint), rhs)
+
+
+def _matrix_triangular_solve(matrix, rhs, *, lower, adjoint):
+  """Triangular solve reading only the ``lower`` (or upper) triangle; batch dims
+  broadcast (TF >= 2.2). A zero on the diagonal gives inf/NaN, as in TF."""
+  batch = jnp.broadcast_shapes(matrix.shape[:-2], rhs.shape[:-2])
+  matrix = jnp.broadcast_to(matrix, batch + matrix.shape[-2:])
+  rhs = jnp.broadcast_to(rhs, batch + rhs.shape[-2:])
+  if matrix.shape[-1] == 0 or rhs.shape[-1] == 0:
+    return jnp.zeros(rhs.shape, rhs.dtype)
+  return lax.linalg.triangular_solve(matrix, rhs, left_side=True, lower=lower,
+                                     transpose_a=adjoint, conjugate_a=adjoint)
+
+
+def _log_matrix_determinant(x):
+  """(sign, log|det|), both of the input dtype; singular: (0, -inf); 0x0: (1, 0)."""
+  if x.shape[-1] == 0:
+    batch = x.shape[:-2]
+    return jnp.ones(batch, x.dtype), jnp.zeros(batch, x.dtype)
+  sign, logdet = jnp.linalg.slogdet(x)
+  # TF defines no gradient for the sign.
+  return lax.stop_gradient(sign).astype(x.dtype), logdet.astype(x.dtype)
+
+
+def _matrix_set_diag_v3(x, diagonal, *, k, align):
+  """``x`` with diagonals ``k`` replaced by ``diagonal`` (aligned per ``align``)."""
+  lo, hi = _diag_range(k)
+  m, n = x.shape[-2], x.shape[-1]
+  for d in (lo, hi):
+    if not (-m < d < n or d == 0):
+      raise ValueError(f"diagonal index {d} is out of bounds: it must be between {-m} "
+                       f"and {n}")
+  diag = diagonal if lo != hi else diagonal[..., None, :]
+  num, max_len = hi - lo + 1, max(0, min(m + min(hi, 0), n - max(lo, 0)))
+  if diag.shape[-2:] != (num, max_len) or diag.shape[:-2] != x.shape[:-2]:
+    raise ValueError(f"diagonal must have shape {x.shape[:-2] + ((num,) if lo != hi else ())}"
+                     f" + ({max_len},); got {diagonal.shape}")
+  src = np.zeros((m, n), np.int64)
+  valid = np.zeros((m, n), bool)
+  for r in range(m):
+    for c in range(n):
+      d = c - r
+      if lo <= d <= hi:
+        offset = 0 if _left_aligned(d, align) else max_len - _diag_len(m, n, d)
+        src[r, c], valid[r, c] = (hi - d) * max_len + (c - max(d, 0)) + offset, True
+  if not valid.any():
+    return x
+  flat = diag.reshape(diag.shape[:-2] + (num * max_len,))
+  gathered = jnp.take(flat, jnp.asarray(src.reshape(-1), np.int32), axis=-1)
+  return jnp.where(valid, gathered.reshape(x.shape), x)
+
+
 def _cross(a, b):
   """Cross product over the last axis (size 3); same shapes, no broadcasting (TF)."""
   if a.shape != b.shape or a.shape[-1:] != (3,):
@@ -612,6 +673,55 @@ def _cholesky_oracle(input):  # noqa: A002  (TF arg name)
   return tf.linalg.band_part(tf.raw_ops.Cholesky(input=input), -1, 0)
 
 
+def _solve_calls(st, triangular):
+  """Well-conditioned systems (|diagonal| >= 1.5, small off-diagonal entries);
+  MatrixTriangularSolve's batch dims broadcast."""
+  @st.composite
+  def draw(draw):
+    dtype = st.np_dtype(draw(st.sampled_from(("float32", "float64", "complex64",
+                                              "complex128"))))
+    real = np.float32 if dtype in (np.float32, np.complex64) else np.float64
+    n = draw(st.integers(0, 4))
+    if triangular:
+      bm, br = draw(st.broadcastable_shapes(2, max_rank=2, max_side=3))
+    else:
+      bm = br = tuple(draw(st.shapes(max_rank=2, max_side=3)))
+
+    def arr(shape, bound):
+      a = draw(st.arrays(real, shape, min_value=-bound, max_value=bound))
+      if dtype.kind == "c":
+        a = a + 1j * draw(st.arrays(real, shape, min_value=-bound, max_value=bound))
+      return a
+    diag = draw(st.sampled_from([2.0, -2.0]))
+    matrix = arr(tuple(bm) + (n, n), 0.5) + diag * np.eye(n)
+    rhs = arr(tuple(br) + (n, draw(st.integers(0, 3))), 4.0)
+    call = {"matrix": matrix.astype(dtype), "rhs": rhs.astype(dtype),
+            "adjoint": draw(st.booleans())}
+    if triangular:
+      call["lower"] = draw(st.booleans())
+    return call
+  return draw()
+
+
+def _set_diag_v3_calls(st):
+  @st.composite
+  def draw(draw):
+    dtype = draw(st.dtypes(st.NUMERIC + st.COMPLEX + ("bool",)))
+    shape = tuple(draw(st.shapes(min_rank=2, max_rank=4, min_side=1)))
+    m, n = shape[-2:]
+    lo = draw(st.integers(-m + 1, n - 1))
+    hi = draw(st.integers(lo, n - 1))
+    max_len = max(0, min(m + min(hi, 0), n - max(lo, 0)))
+    if lo == hi:   # one diagonal (also for k = [lo, lo]): no num_diags dim
+      k = np.array(lo, np.int32) if draw(st.booleans()) else np.array([lo, lo], np.int32)
+      dshape = shape[:-2] + (max_len,)
+    else:
+      k, dshape = np.array([lo, hi], np.int32), shape[:-2] + (hi - lo + 1, max_len)
+    return {"input": draw(st.arrays(dtype, shape)), "diagonal": draw(st.arrays(dtype, dshape)),
+            "k": k, "align": draw(st.sampled_from(_ALIGNS))}
+  return draw()
+
+
 _INVERTIBLE = "TF raises on singular input; specs draw well-conditioned matrices"
 
 # ---------------------------------------------------------------------------
@@ -698,3 +808,37 @@ MatrixDeterminant = define_op(
 
 Cross = define_op(
     "Cross", _cross, family=FAMILY, spec=lambda st: st.Spec(_cross_calls(st)))
+
+MatrixSolve = define_op(
+    "MatrixSolve", _matrix_solve, family=FAMILY, attrs=("adjoint",),
+    spec=lambda st: st.Spec(_solve_calls(st, triangular=False), note=_INVERTIBLE,
+                            vmap_variation="scale"))
+
+MatrixTriangularSolve = define_op(
+    "MatrixTriangularSolve", _matrix_triangular_solve, family=FAMILY,
+    attrs=("lower", "adjoint"),
+    spec=lambda st: st.Spec(_solve_calls(st, triangular=True), vmap_variation="scale"))
+
+LogMatrixDeterminant = define_op(
+    "LogMatrixDeterminant", _log_matrix_determinant, family=FAMILY, multiple_results=True,
+    jvp=lambda primals, tangents: _log_matrix_determinant_jvp(primals, tangents),
+    spec=lambda st: st.Spec(
+        _square_calls(st, ("float32", "float64", "complex64", "complex128"), "near_identity"),
+        vmap_variation="scale"))
+
+def _log_matrix_determinant_jvp(primals, tangents):
+  """TF's gradient: the sign has none, log|det| gets tr(inv(A) dA), which for
+  complex inputs is the derivative of log(det) (its imaginary part is the phase's;
+  the exact derivative of the real log|det| is the real part)."""
+  (x,), (t,) = primals, tangents
+  sign, logdet = LogMatrixDeterminant(x)
+  zeros = jnp.zeros(sign.shape, sign.dtype)
+  if type(t) is ad.Zero or x.shape[-1] == 0:
+    return [sign, logdet], [zeros, zeros]
+  dlog = jnp.trace(jnp.linalg.solve(x, t), axis1=-2, axis2=-1)
+  return [sign, logdet], [zeros, dlog.astype(logdet.dtype)]
+
+
+MatrixSetDiagV3 = define_op(
+    "MatrixSetDiagV3", _matrix_set_diag_v3, family=FAMILY, static=("k",), attrs=("align",),
+    spec=lambda st: st.Spec(_set_diag_v3_calls(st)))
