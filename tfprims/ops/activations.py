@@ -71,8 +71,13 @@ def _selu(x):
                    _c(_SELU_SCALE, x) * x)
 
 
+def _alpha(alpha, x):
+  """TF float attrs are 32-bit: alpha is float32(alpha) cast to x's dtype."""
+  return _c(np.float32(alpha), x)
+
+
 def _leaky_relu(x, *, alpha):
-  return jnp.where(x > 0, x, x * _c(alpha, x))
+  return jnp.where(x > 0, x, x * _alpha(alpha, x))
 
 
 def _softplus_threshold(dtype):
@@ -243,7 +248,7 @@ def _selu_grad(g, y):
 
 
 def _leaky_relu_grad(g, f, *, alpha):
-  return jnp.where(f > 0, g, g * _c(alpha, g))
+  return jnp.where(f > 0, g, g * _alpha(alpha, g))
 
 
 def _softplus_grad(g, f):

@@ -782,7 +782,10 @@ def _sqdiff_jvp(primals, tangents):
 
 SquaredDifference = define_op(
     "SquaredDifference", _squared_difference, **_EW, jvp=_sqdiff_jvp,
+    # bfloat16/float16 cotangents summed over broadcast axes cancel (terms of
+    # ±200 from inputs clipped to ±100): XLA keeps float32 between fused ops.
     spec=lambda st: st.Spec(_binary_spec(st, F + ("int32", "int64"), wide=2**14),
+                            grad_atol={"bfloat16": 2.0, "float16": 0.25},
                             note=_CPLX_GRAD_NOTE))
 
 
@@ -972,7 +975,8 @@ GreaterEqual = define_op(
 
 def _approximate_equal(x, y, *, tolerance):
   # TF's kernel compares with <= (its docs say <): |x - y| <= tolerance.
-  return jnp.abs(jnp.subtract(x, y)) <= jnp.asarray(tolerance, x.dtype)
+  # (tolerance is a 32-bit float attr, cast to x's dtype.)
+  return jnp.abs(jnp.subtract(x, y)) <= jnp.asarray(np.float32(tolerance), x.dtype)
 
 
 ApproximateEqual = define_op(
