@@ -510,7 +510,10 @@ def _bmm_calls(st, dtypes=None, broadcast=True, v3=False):
   @st.composite
   def draw(draw):
     if v3:
-      ta, tb, tout = draw(st.sampled_from(_BMM_V3_COMBOS))
+      # Mostly same-dtype float combos: TF's gradient of the mixed ones
+      # (bfloat16 x int8...) fails, and the runner counts those as rejections.
+      floats = [c for c in _BMM_V3_COMBOS if c[0] == c[1] and c[0][0] in "bfc"]
+      ta, tb, tout = draw(st.one_of(st.sampled_from(floats), st.sampled_from(_BMM_V3_COMBOS)))
     else:
       ta = tb = draw(st.sampled_from(dtypes))
     m, k, n = (draw(st.integers(0, 3)) for _ in range(3))
