@@ -37,7 +37,8 @@ def bucketize():
 
   op = tfprims.register_op("Bucketize", impl, attrs=("boundaries",), batching="elementwise")
   yield op
-  del core._REGISTRY["Bucketize"]
+  tfprims.unregister_op("Bucketize")
+  assert "Bucketize" not in tfprims.registered_ops()
 
 
 def test_registering_a_new_op_and_converting_a_graph_that_uses_it(bucketize):

@@ -10,7 +10,8 @@ from tfprims.api import (ConvertedFunction, TensorSpec, convert, convert_functio
                          convert_graph_def)
 from tfprims.config import get_config, override_config, update_config
 from tfprims.core import (TFOp, define_op, get_op, override_batching, override_jvp,
-                          override_transpose, primitive, register_op, registered_ops)
+                          override_transpose, primitive, register_op, registered_ops,
+                          unregister_op)
 from tfprims.errors import (ControlFlowError, ConversionError, CustomGradientError,
                             DynamicShapeError, InputDtypeError, InputError,
                             InputShapeError, InputStructureError, Int64OverflowError,

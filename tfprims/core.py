@@ -32,7 +32,7 @@ from jax.interpreters import batching as jax_batching
 from tfprims import errors
 
 __all__ = [
-    "TFOp", "define_op", "register_op", "primitive", "get_op", "registered_ops",
+    "TFOp", "define_op", "register_op", "unregister_op", "primitive", "get_op", "registered_ops",
     "override_jvp", "override_batching", "override_transpose", "hashable",
     "elementwise_batching", "unbroadcast",
 ]
@@ -350,6 +350,20 @@ def define_op(
 
 # The public name for library authors adding their own ops.
 register_op = define_op
+
+
+def unregister_op(op_type: str) -> TFOp:
+  """Removes an op from the registry (graphs using it no longer convert); returns it.
+
+  ``define_op(..., replace=True)`` or re-registering the returned op's declaration
+  brings it back; its primitive keeps working for code that already holds it.
+  """
+  return _REGISTRY.pop(get_op(op_type).op_type)
+
+
+def install_op(op: TFOp) -> None:
+  """Puts a previously registered (e.g. unregistered) :class:`TFOp` back in the registry."""
+  _REGISTRY[op.op_type] = op
 
 
 def get_op(op_type: str) -> TFOp:

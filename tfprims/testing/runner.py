@@ -1685,15 +1685,15 @@ def property_test(op_type: str, checks: Optional[Iterable[str]] = None, **kwargs
 def temporary_op(op_type: str, impl, **define_kwargs):
   """Registers an op for the duration of a ``with`` block (replacing and then
   restoring any op of that type). Used to test the runner with broken rules."""
-  previous = core._REGISTRY.get(op_type)  # pylint: disable=protected-access
+  previous = core.get_op(op_type) if op_type in core.registered_ops() else None
   op = core.define_op(op_type, impl, replace=True, **define_kwargs)
   try:
     yield op
   finally:
     if previous is None:
-      core._REGISTRY.pop(op_type, None)  # pylint: disable=protected-access
+      core.unregister_op(op_type)
     else:
-      core._REGISTRY[op_type] = previous  # pylint: disable=protected-access
+      core.install_op(previous)
     for key in [k for k in _JIT_CACHE if k[0] is op]:
       del _JIT_CACHE[key]
 
