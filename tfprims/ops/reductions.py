@@ -12,9 +12,8 @@ where TF is platform-dependent: docs/semantics/reductions_linalg.md.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable, Optional
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -29,8 +28,8 @@ U = ad.is_undefined_primal
 # Helpers shared with linalg.py (TF ops from other families, called lazily).
 
 
-def tf_op(op_type: str, inputs: dict, attrs: dict | None = None,
-          fallback: Callable[[], Any] | None = None):
+def tf_op(op_type: str, inputs: dict, attrs: Optional[dict] = None,
+          fallback: Optional[Callable[[], object]] = None):
   """Binds the TF op ``op_type`` (inputs by op-def arg name), or runs ``fallback``
   when that op is not registered (families are written independently)."""
   try:
