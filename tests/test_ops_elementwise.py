@@ -201,6 +201,36 @@ def test_binary_grad_conventions_match_tf(name, a, b):
     np.testing.assert_allclose(g, w, rtol=1e-6, equal_nan=True)
 
 
+@pytest.mark.parametrize("name", ["Tanh", "Sigmoid", "Elu", "Selu", "Softplus", "Sqrt", "Rsqrt",
+                                  "Reciprocal", "Relu", "LeakyRelu", "Exp", "Log", "Square",
+                                  "Abs"])
+def test_second_derivatives_match_tf(name):
+  """Second order goes through the gradient ops' own JVPs (TanhGrad, EluGrad...)."""
+  x = np.array([-1.5, -0.3, 0.4, 2.0], np.float32)
+  if name in ("Sqrt", "Rsqrt", "Log"):
+    x = np.abs(x)
+  kw = {"alpha": 0.2} if name == "LeakyRelu" else {}
+  d1 = lambda v: jax.grad(lambda u: jnp.sum(call(name, u, **kw)))(v)
+  ours = jax.grad(lambda v: jnp.sum(d1(v)))(x)
+  tx = tf.constant(x)
+  with tf.GradientTape() as t2:
+    t2.watch(tx)
+    with tf.GradientTape() as t1:
+      t1.watch(tx)
+      y = getattr(tf.raw_ops, name)(**{_first_arg(name): tx}, **kw)
+    g = t1.gradient(y, tx)
+  want = t2.gradient(g, tx, unconnected_gradients=tf.UnconnectedGradients.ZERO).numpy()
+  np.testing.assert_allclose(ours, want, rtol=1e-5, atol=1e-6)
+
+
+def test_softsign_second_derivative():
+  # TF has no gradient for SoftsignGrad; compare with -2 sign(x) / (1 + |x|)^3.
+  x = np.array([-1.5, -0.3, 0.4, 2.0], np.float32)
+  d1 = lambda v: jax.grad(lambda u: jnp.sum(call("Softsign", u)))(v)
+  ours = jax.grad(lambda v: jnp.sum(d1(v)))(x)
+  np.testing.assert_allclose(ours, -2 * np.sign(x) / (1 + np.abs(x)) ** 3, rtol=1e-5)
+
+
 def test_clip_by_value_grads_match_tf():
   t = np.array([-2.0, 0.0, 0.5, 1.0, 3.0], np.float32)
   lo, hi = np.array(0.0, np.float32), np.array(1.0, np.float32)
