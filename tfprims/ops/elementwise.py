@@ -878,9 +878,8 @@ def _right_shift(x, y):
 def _shift_spec(st, left):
   # Shift amounts: in range, negative or >= the bit width. 64-bit values stay
   # small so that x64-off (32-bit) results equal TF's 64-bit ones.
-  y_hi = 70
   return _binary_spec(st, I, per_arg={"x": {"wide": 2**15},
-                                      "y": {"int_lo": -70, "int_hi": y_hi,
+                                      "y": {"int_lo": -70, "int_hi": 70,
                                             "wide": 15 if left else 70}})
 
 
