@@ -242,17 +242,25 @@ def _concrete_function(tf_fn, args, kwargs):
 
 
 def _variable_names(variables) -> dict[int, tuple[str, Any]]:
-  """Unique, stable param names for variables, keyed by id(handle)."""
-  names, seen = {}, {}
-  for v in variables:
-    base = v.name[:-2] if v.name.endswith(":0") else v.name
-    name = base
-    n = seen.get(base, 0)
-    while name in seen:
-      n += 1
-      name = f"{base}_{n}"
-    seen[base] = n
-    seen[name] = 0
+  """Unique, stable param names for variables, keyed by id(handle).
+
+  A name TF gave one variable only is kept as it is; variables sharing a name get
+  ``name``, ``name_2``, ``name_3``... skipping names other variables already have,
+  so the set of names does not depend on the order TF lists the captures in.
+  """
+  bases = [v.name[:-2] if v.name.endswith(":0") else v.name for v in variables]
+  counts: dict[str, int] = {}
+  for base in bases:
+    counts[base] = counts.get(base, 0) + 1
+  taken = {base for base in bases if counts[base] == 1}
+  names = {}
+  for v, base in zip(variables, bases):
+    name, n = base, 1
+    if counts[base] > 1:
+      while name in taken:
+        n += 1
+        name = f"{base}_{n}"
+    taken.add(name)
     names[id(v.handle)] = (name, v)
   return names
 
