@@ -7,7 +7,7 @@ and node involved and say what the user can do about it.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 
 class TFPrimsError(Exception):
@@ -113,6 +113,3 @@ class CustomGradientError(ConversionError):
 class PreventGradientError(TFPrimsError, LookupError):
   """Differentiation through a ``PreventGradient`` op (e.g. jax2tf with_gradient=False)."""
 
-
-def join_names(names: Iterable[str]) -> str:
-  return ", ".join(repr(n) for n in names)
