@@ -34,7 +34,9 @@ def pytest_report_header(config):
           f"(max_examples={s.max_examples}, derandomize={s.derandomize})")
 
 
-def pytest_sessionfinish(session, exitstatus):
+def pytest_runtest_teardown(item):
+  # Written after every test, not once per session: a long thorough run keeps
+  # what it measured even when a later op aborts the process.
   path = os.environ.get(runner.ERRORS_ENV)
   if path:
     runner.write_errors(path, profile=PROFILE)
