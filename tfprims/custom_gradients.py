@@ -213,7 +213,7 @@ class GradFn:
     results (``dys``) and the forward values of all IdentityN inputs."""
     with self._lock:
       if self._built is None:
-        self._build()
+        _outside_jax(self._build)
     b = self._built
     feeds = {}
     for k, name in enumerate(b["arg_names"]):
@@ -238,6 +238,27 @@ class GradFn:
     ctx = interpreter.Context(b["library"], state)
     outs = interpreter.run(ctx, b["graph"], feeds)
     return [None if i is None else outs[i] for i in b["out_index"]]
+
+
+def _outside_jax(fn):
+  """Runs ``fn`` in a fresh thread: JAX's trace state is per thread, and gradient
+  functions that call JAX themselves (jax2tf's) refuse to trace inside a JAX
+  transformation, which is where gradients are first taken."""
+  result = []
+
+  def run():
+    try:
+      result.append((True, fn()))
+    except BaseException as e:  # re-raised in the caller's thread
+      result.append((False, e))
+
+  t = threading.Thread(target=run, name="tfprims-custom-gradient")
+  t.start()
+  t.join()
+  ok, value = result[0]
+  if not ok:
+    raise value
+  return value
 
 
 def _find_op(info, name):
@@ -281,6 +302,61 @@ def grad_fn_for(name: str, node: str, num_results: int, num_inputs: int) -> Grad
   return _GRAD_FNS[key]
 
 
+# --- jax2tf: custom gradients around XlaCallModule ops ----------------------------------------
+
+_SCANNED: set = set()
+_JAX2TF_NAMES: set = set()
+_JAX2TF_MODULES: set = set()
+
+
+def _producing_module(t):
+  """The ``module`` attr of the XlaCallModule op computing ``t`` (through the
+  Identity/Cast ops jax2tf adds around it), or None."""
+  for _ in range(8):
+    op = t.op
+    if op.type == "XlaCallModule":
+      return bytes(op.get_attr("module"))
+    if op.type not in ("Identity", "Cast", "IdentityN") or not op.inputs:
+      return None
+    t = op.inputs[t.value_index if op.type == "IdentityN" else 0]
+  return None
+
+
+def _scan_jax2tf() -> None:
+  """Finds the custom gradients jax2tf registered (forward results computed by an
+  XlaCallModule op), scanning each registered gradient name once."""
+  from tensorflow.python.framework import ops
+  for name in ops.gradient_registry.list():
+    if name in _SCANNED:
+      continue
+    _SCANNED.add(name)
+    fn = _registry_lookup(name)
+    info = _tape_closure(fn) if fn is not None else {}
+    n = info.get("flat_result_len")
+    op = _find_op(info, name) if n is not None else None
+    if op is None:
+      continue
+    modules = [_producing_module(t) for t in list(op.inputs)[:int(n)]]
+    if any(m is not None for m in modules):
+      _JAX2TF_NAMES.add(name)
+      _JAX2TF_MODULES.update(m for m in modules if m is not None)
+
+
+def wraps_module(module: bytes) -> bool:
+  """Whether a jax2tf ``tf.custom_gradient`` registered in this process wraps an
+  XlaCallModule op with this module (so the op's own derivative is never needed)."""
+  if module not in _JAX2TF_MODULES:
+    _scan_jax2tf()
+  return module in _JAX2TF_MODULES
+
+
+def is_jax2tf(name: str) -> bool:
+  """Whether the custom gradient ``name`` wraps XlaCallModule ops (jax2tf's)."""
+  if name not in _SCANNED:
+    _scan_jax2tf()
+  return name in _JAX2TF_NAMES
+
+
 # --- primitives ------------------------------------------------------------------------------
 
 
@@ -290,7 +366,7 @@ tangent_p = Primitive("tf.CustomGradientTangent")
 tangent_p.multiple_results = True
 
 
-def _cg_impl(*values, grad, n_y, float_mask, batch):
+def _cg_impl(*values, grad, n_y, float_mask, batch, forward):
   return list(values[:n_y])
 
 
@@ -299,9 +375,9 @@ custom_gradient_p.def_abstract_eval(lambda *avals, **p: list(avals[:p["n_y"]]))
 mlir.register_lowering(custom_gradient_p, mlir.lower_fun(_cg_impl, multiple_results=True))
 
 
-def _cg_jvp(primals, tangents, *, grad, n_y, float_mask, batch):
+def _cg_jvp(primals, tangents, *, grad, n_y, float_mask, batch, forward):
   ys = custom_gradient_p.bind(*primals, grad=grad, n_y=n_y, float_mask=float_mask,
-                              batch=batch)
+                              batch=batch, forward=forward)
   fy = [i for i in range(n_y) if float_mask[i]]
   fx = [i for i in range(n_y, len(primals)) if float_mask[i]]
   if all(type(tangents[i]) is ad.Zero for i in fy + fx):
@@ -312,7 +388,7 @@ def _cg_jvp(primals, tangents, *, grad, n_y, float_mask, batch):
   tbatch = tuple(tuple(level[i] for i in fy) + tuple(level[i] for i in fx) + tuple(level)
                  for level in batch)
   touts = tangent_p.bind(*dys, *dxs, *primals, grad=grad, n_y=n_y, float_mask=float_mask,
-                         batch=tbatch)
+                         batch=tbatch, forward=forward)
   it = iter(touts)
   return ys, [next(it) if float_mask[i] else ad.Zero(jax.typeof(ys[i]).to_tangent_aval())
               for i in range(n_y)]
@@ -333,18 +409,48 @@ def _move_front(args, dims):
   return moved, tuple(flags)
 
 
-def _cg_batch(args, dims, *, grad, n_y, float_mask, batch):
+def _cg_batch(args, dims, *, grad, n_y, float_mask, batch, forward):
   moved, flags = _move_front(args, dims)
   out = custom_gradient_p.bind(*moved, grad=grad, n_y=n_y, float_mask=float_mask,
-                               batch=batch + (flags,))
+                               batch=batch + (flags,), forward=forward)
   return out, [0 if f else None for f in flags[:n_y]]
 
 
 batching.primitive_batchers[custom_gradient_p] = _cg_batch
 
 
-def _tangent_impl(*operands, grad, n_y, float_mask, batch):
-  return list(operands[:sum(float_mask[:n_y])])
+def _tangent_impl(*operands, grad, n_y, float_mask, batch, forward):
+  n_fy = sum(float_mask[:n_y])
+  if forward == "graph":
+    return list(operands[:n_fy])
+  return _forward_from_grad(grad, n_y, float_mask, batch, operands)
+
+
+def _forward_from_grad(grad, n_y, float_mask, batch, operands):
+  """The tangent of ys as the transpose of the gradient function applied to dxs.
+
+  The gradient function maps the cotangents of ys to those of xs linearly
+  (``ct -> J^T ct``); the derivative of that map with respect to ``ct``, pulled back
+  from ``dxs``, is ``J dxs``. This is what TF's ForwardAccumulator computes; it needs the
+  gradient function to be differentiable itself (jax2tf's is: it carries its own
+  custom gradient).
+  """
+  n_fy, n_lin = sum(float_mask[:n_y]), sum(float_mask)
+  dxs, values = list(operands[n_fy:n_lin]), list(operands[n_lin:])
+  fy = [i for i in range(n_y) if float_mask[i]]
+  dx_shapes = [np.shape(d) for d in dxs]
+
+  def lin(cts):
+    grads = _apply_grad(grad, n_y, float_mask, batch, cts, values, dx_shapes)
+    return [jnp.zeros(s, jnp.result_type(d)) if g is None else g
+            for g, s, d in zip(grads, dx_shapes, dxs)]
+
+  # Cotangents of ys are laid out (batched) like the ys' tangents, the first operands.
+  ct0 = [jnp.zeros(np.shape(operands[k]), jnp.result_type(values[i]))
+         for k, i in enumerate(fy)]
+  _, pullback = jax.vjp(lin, ct0)
+  (out,) = pullback(dxs)
+  return list(out)
 
 
 tangent_p.def_impl(_tangent_impl)
@@ -353,25 +459,32 @@ tangent_p.def_abstract_eval(
 mlir.register_lowering(tangent_p, mlir.lower_fun(_tangent_impl, multiple_results=True))
 
 
-def _tangent_jvp(primals, tangents, *, grad, n_y, float_mask, batch):
-  out = tangent_p.bind(*primals, grad=grad, n_y=n_y, float_mask=float_mask, batch=batch)
+def _tangent_jvp(primals, tangents, *, grad, n_y, float_mask, batch, forward):
+  params = dict(grad=grad, n_y=n_y, float_mask=float_mask, batch=batch, forward=forward)
+  out = tangent_p.bind(*primals, **params)
   n_lin = sum(float_mask)
   lin_t = tangents[:n_lin]
+  zero_out = [ad.Zero(jax.typeof(o).to_tangent_aval()) for o in out]
+  residual_t = [t for t in tangents[n_lin:] if type(t) is not ad.Zero]
+  if residual_t and forward == "grad":
+    # J(x) dx also varies with x: that term is not available (a marker that raises
+    # if its value is ever needed, e.g. jvp of jvp; hessian never reads it).
+    ts = [ad.instantiate_zeros(t) for t in tangents]
+    return out, unavailable_p.bind(*out, *ts, n_out=len(out), what=str(grad))
   if all(type(t) is ad.Zero for t in lin_t):
-    return out, [ad.Zero(jax.typeof(o).to_tangent_aval()) for o in out]
+    return out, zero_out
   lin_t = [ad.instantiate_zeros(t) for t in lin_t]
-  return out, tangent_p.bind(*lin_t, *primals[n_lin:], grad=grad, n_y=n_y,
-                             float_mask=float_mask, batch=batch)
+  return out, tangent_p.bind(*lin_t, *primals[n_lin:], **params)
 
 
 ad.primitive_jvps[tangent_p] = _tangent_jvp
 
 
-def _tangent_batch(args, dims, *, grad, n_y, float_mask, batch):
+def _tangent_batch(args, dims, *, grad, n_y, float_mask, batch, forward):
   moved, flags = _move_front(args, dims)
   n_fy = sum(float_mask[:n_y])
   out = tangent_p.bind(*moved, grad=grad, n_y=n_y, float_mask=float_mask,
-                       batch=batch + (flags,))
+                       batch=batch + (flags,), forward=forward)
   return out, [0 if f else None for f in flags[:n_fy]]
 
 
@@ -418,7 +531,7 @@ def _apply_grad(grad, n_y, float_mask, batch, cts, values, dx_shapes):
           for r, is_none, batched in zip(res, nones, dx_flags)]
 
 
-def _tangent_transpose(cts, *operands, grad, n_y, float_mask, batch):
+def _tangent_transpose(cts, *operands, grad, n_y, float_mask, batch, forward):
   n_fy = sum(float_mask[:n_y])
   n_lin = sum(float_mask)
   lin, values = operands[:n_lin], operands[n_lin:]
@@ -443,6 +556,50 @@ def _tangent_transpose(cts, *operands, grad, n_y, float_mask, batch):
 
 
 ad.primitive_transposes[tangent_p] = _tangent_transpose
+
+
+# A derivative that is not available; fine as long as nothing reads its value.
+unavailable_p = Primitive("tf.CustomGradientTangent.unavailable")
+unavailable_p.multiple_results = True
+
+
+def _unavailable_error(what):
+  return errors.CustomGradientError(
+      f"tf.custom_gradient {what}: this derivative needs the forward-mode derivative of "
+      "the Jacobian-vector product derived from the gradient function (e.g. jvp of jvp of "
+      "a jax2tf function); use reverse mode for the inner derivative (jax.hessian, "
+      "jacfwd(jacrev(f)) and jacrev(jacrev(f)) work)")
+
+
+def _unavailable_impl(*args, n_out, what):
+  raise _unavailable_error(what)
+
+
+def _unavailable_lowering(ctx, *args, n_out, what):
+  raise _unavailable_error(what)
+
+
+def _unavailable_transpose(cts, *args, n_out, what):
+  if all(type(c) is ad.Zero for c in cts):
+    return [ad.Zero(a.aval) if ad.is_undefined_primal(a) else None for a in args]
+  raise _unavailable_error(what)
+
+
+def _unavailable_batch(args, dims, *, n_out, what):
+  size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+  moved = [jnp.moveaxis(a, d, 0) if d is not None else jnp.broadcast_to(a, (size,) + a.shape)
+           for a, d in zip(args, dims)]
+  return unavailable_p.bind(*moved, n_out=n_out, what=what), [0] * n_out
+
+
+unavailable_p.def_impl(_unavailable_impl)
+unavailable_p.def_abstract_eval(lambda *avals, n_out, what: [a.to_tangent_aval()
+                                                             for a in avals[:n_out]])
+mlir.register_lowering(unavailable_p, _unavailable_lowering)
+ad.primitive_transposes[unavailable_p] = _unavailable_transpose
+ad.primitive_jvps[unavailable_p] = lambda primals, tangents, **p: (_ for _ in ()).throw(
+    _unavailable_error(p["what"]))
+batching.primitive_batchers[unavailable_p] = _unavailable_batch
 
 
 # --- interpreter handlers --------------------------------------------------------------------
@@ -470,7 +627,11 @@ def _identity_n(ctx, node, inputs):
   values = [jnp.asarray(v) for v in inputs]
   float_mask = tuple(bool(jnp.issubdtype(v.dtype, jnp.inexact)) for v in values)
   grad = grad_fn_for(name, node.name, n_y, len(values))
-  ys = custom_gradient_p.bind(*values, grad=grad, n_y=n_y, float_mask=float_mask, batch=())
+  # jax2tf's forward computation (XlaCallModule) is opaque to JAX: forward mode is
+  # derived from the gradient function instead of the forward graph.
+  forward = "grad" if is_jax2tf(name) else "graph"
+  ys = custom_gradient_p.bind(*values, grad=grad, n_y=n_y, float_mask=float_mask, batch=(),
+                              forward=forward)
   return list(ys) + list(inputs[n_y:])
 
 

@@ -8,3 +8,4 @@ from tfprims.ops import linalg  # noqa: F401
 from tfprims.ops import nn  # noqa: F401
 from tfprims.ops import random  # noqa: F401
 from tfprims.ops import tensorlist  # noqa: F401
+from tfprims.ops import xla  # noqa: F401

@@ -1,0 +1,286 @@
+"""``XlaCallModule``: a serialized StableHLO module called from a TF graph.
+
+``jax2tf.convert`` (native serialization, the only mode in jax 0.10) turns a JAX
+function into one ``XlaCallModule`` op whose ``module`` attr is the function's
+StableHLO, serialized as a portable (VHLO bytecode) artifact. ``tf.XlaCallModule``
+binds it as a primitive:
+
+* abstract eval: the op's ``Sout``/``Tout`` attrs (static shapes only);
+* lowering: the module is deserialized in the caller's MLIR context, its
+  functions are merged into the module being lowered
+  (``jax.interpreters.mlir.merge_mlir_modules``) and its ``main`` is called;
+  with several ``platforms`` the platform index argument is passed, as JAX's own
+  ``jax.export`` calling convention requires;
+* eager: ``apply_primitive`` (compiled once per signature);
+* batching: ``lax.map`` over the batch (the module has fixed shapes, so it runs
+  once per example, sequentially);
+* differentiation: the module is opaque to JAX. Its JVP emits the tangent as
+  ``tf.XlaCallModule.tangent``, a marker whose value and transpose raise
+  :class:`NonDifferentiableModuleError`. Under ``jax2tf.convert(...,
+  with_gradient=True)`` the module is wrapped in a ``tf.custom_gradient`` whose
+  gradient function is another ``XlaCallModule``: reverse mode uses it and never
+  reads the marker (tfprims.custom_gradients), and forward mode is derived from
+  it too (see there). Without ``with_gradient`` every derivative raises.
+
+Only public JAX APIs are used (``jax.interpreters.mlir``,
+``jax.extend.mlir.dialects``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import jax
+import numpy as np
+from jax.extend.core import Primitive
+from jax.extend.mlir.dialects import func as func_dialect
+from jax.extend.mlir.dialects import stablehlo as hlo
+from jax.interpreters import ad, batching, mlir
+from jax.interpreters import xla as jax_xla
+
+from tfprims import dtypes, errors
+from tfprims.core import define_op
+
+FAMILY = "xla"
+ir = mlir.ir
+
+# The XlaCallModule calling-convention versions this lowering implements (those
+# jax.export writes; >= 9 passes ordered-effect tokens, which we refuse).
+MIN_VERSION, MAX_VERSION = 5, 10
+
+# TF's platform names -> JAX's lowering platforms.
+_PLATFORMS = {"CPU": "cpu", "CUDA": "cuda", "ROCM": "rocm", "TPU": "tpu"}
+
+
+class XlaCallModuleError(errors.ConversionError):
+  """An XlaCallModule op that tfprims cannot call (polymorphic shapes, tokens,
+  custom function_list, a module not serialized for this platform, ...)."""
+
+
+class NonDifferentiableModuleError(errors.TFPrimsError, LookupError):
+  """Differentiating an XlaCallModule op without a custom gradient.
+
+  The embedded StableHLO is opaque to JAX; only ``jax2tf.convert(...,
+  with_gradient=True)`` (the default) records a gradient function with it.
+  """
+
+
+class SerializedModule:
+  """The ``module`` attr as a primitive param: hashed and compared by content, printed
+  short (``<StableHLO 921 bytes 1a2b3c4d>``) so jaxprs stay readable."""
+
+  __slots__ = ("data", "_digest")
+
+  def __init__(self, data: bytes):
+    self.data = bytes(data)
+    self._digest = hashlib.sha256(self.data).hexdigest()[:8]
+
+  def __eq__(self, other):
+    return isinstance(other, SerializedModule) and other.data == self.data
+
+  def __hash__(self):
+    return hash(self.data)
+
+  def __repr__(self):
+    return f"<StableHLO {len(self.data)} bytes {self._digest}>"
+
+
+def _where(node) -> str:
+  return f"XlaCallModule node '{node.name}'" if node is not None else "an XlaCallModule op"
+
+
+def _deserialize(context, module: bytes):
+  try:
+    return hlo.deserialize_portable_artifact(context, module)
+  except Exception:  # not a portable artifact: try textual/bytecode MLIR
+    return ir.Module.parse(module, context=context)
+
+
+# --- the primitive ---------------------------------------------------------------------
+
+
+def _call_impl(*args, module, version, Sout, Tout, platforms):
+  """Calls the module's main function on ``args`` (the lowering inlines it)."""
+  return XlaCallModule.primitive.bind(*args, module=module, version=version, Sout=Sout,
+                                      Tout=Tout, platforms=platforms)
+
+
+def _abstract_eval(*avals, module, version, Sout, Tout, platforms):
+  return [jax.core.ShapedArray(shape, dtypes.canonical_dtype(dtype))
+          for shape, dtype in zip(Sout, Tout)]
+
+
+def _lowering(ctx, *args, module, version, Sout, Tout, platforms):
+  mc = ctx.module_context
+  sub = _deserialize(mc.context, module.data)
+  symtab = ir.SymbolTable(sub.operation)
+  callee_type = symtab["main"].type
+  name = mlir.merge_mlir_modules(mc.module, "xla_call_module", sub,
+                                 dst_symtab=mc.symbol_table)
+  call_args = []
+  if len(platforms) > 1:
+    # The module takes the index of the platform it runs on as its first argument.
+    lowering = tuple(mc.platforms)
+    if len(lowering) != 1:
+      raise XlaCallModuleError(
+          f"XlaCallModule: multi-platform lowering {lowering} of a module serialized for "
+          f"{platforms} is not supported; lower for one platform")
+    index = [_PLATFORMS.get(p, p.lower()) for p in platforms].index(lowering[0])
+    idx = mlir.ir_constant(np.int32(index))
+    if idx.type != callee_type.inputs[0]:
+      idx = hlo.convert(callee_type.inputs[0], idx)
+    call_args.append(idx)
+  params_types = list(callee_type.inputs)[len(call_args):]
+  for a, t in zip(args, params_types):  # 64-bit types with x64 off: convert
+    call_args.append(a if a.type == t else hlo.convert(t, a))
+  call = func_dialect.CallOp(list(callee_type.results), ir.FlatSymbolRefAttr.get(name),
+                             call_args)
+  outs = []
+  for r, aval in zip(call.results, ctx.avals_out):
+    t = mlir.aval_to_ir_type(mc, aval)
+    outs.append(r if r.type == t else hlo.convert(t, r))
+  return outs
+
+
+# --- differentiation: an opaque module has no derivative ----------------------------------
+
+tangent_p = Primitive("tf.XlaCallModule.tangent")
+tangent_p.multiple_results = True
+
+
+def _no_derivative(what: str):
+  return NonDifferentiableModuleError(
+      f"{what} of an XlaCallModule op (a function serialized by jax2tf): its StableHLO is "
+      "opaque to JAX. Convert the JAX function with jax2tf.convert(..., "
+      "with_gradient=True) (the default), whose tf.custom_gradient tfprims uses; or "
+      "call the original JAX function")
+
+
+def _tangent_impl(*operands, n_args, wrapped, **params):
+  if wrapped:  # only a custom gradient reads it, and it ignores the value
+    return [np.zeros(s, dtypes.canonical_dtype(t)) for s, t in zip(params["Sout"],
+                                                                   params["Tout"])]
+  raise _no_derivative("the forward-mode derivative (jax.jvp, jacfwd)")
+
+
+def _tangent_abstract_eval(*avals, n_args, wrapped, **params):
+  return [a.to_tangent_aval() for a in _abstract_eval(**params)]
+
+
+def _tangent_lowering(ctx, *args, n_args, wrapped, **params):
+  if wrapped:
+    return [mlir.ir_constant(np.zeros(a.shape, a.dtype)) for a in ctx.avals_out]
+  raise _no_derivative("the forward-mode derivative (jax.jvp, jacfwd)")
+
+
+def _tangent_transpose(cts, *operands, n_args, wrapped, **params):
+  if all(type(c) is ad.Zero for c in cts):  # unused (as under a custom gradient)
+    return [ad.Zero(x.aval) if ad.is_undefined_primal(x) else None for x in operands]
+  raise _no_derivative("the reverse-mode derivative (jax.grad, vjp)")
+
+
+def _tangent_batch(args, dims, *, n_args, wrapped, **params):
+  # Never evaluated successfully: keep the shapes right, move the batch axis out.
+  size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+  moved = [jax.numpy.moveaxis(a, d, 0) if d is not None else
+           jax.numpy.broadcast_to(a, (size,) + a.shape) for a, d in zip(args, dims)]
+  outs = jax.lax.map(
+      lambda xs: tangent_p.bind(*xs, n_args=n_args, wrapped=wrapped, **params), moved)
+  return list(outs), [0] * len(outs)
+
+
+tangent_p.def_impl(_tangent_impl)
+tangent_p.def_abstract_eval(_tangent_abstract_eval)
+mlir.register_lowering(tangent_p, _tangent_lowering)
+ad.primitive_transposes[tangent_p] = _tangent_transpose
+batching.primitive_batchers[tangent_p] = _tangent_batch
+
+
+def _jvp(primals, tangents, **params):
+  outs = XlaCallModule.primitive.bind(*primals, **params)
+  if all(type(t) is ad.Zero for t in tangents):
+    return outs, [ad.Zero(jax.typeof(o).to_tangent_aval()) for o in outs]
+  # tangent_p is linear in the tangents (its first operands); primals are residuals.
+  ts = [ad.instantiate_zeros(t) for t in tangents]
+  from tfprims import custom_gradients  # noqa: PLC0415 (import cycle)
+  wrapped = custom_gradients.wraps_module(params["module"].data)
+  return outs, tangent_p.bind(*ts, *primals, n_args=len(primals), wrapped=wrapped, **params)
+
+
+def _tangent_jvp(primals, tangents, *, n_args, wrapped, **params):
+  if wrapped:  # a constant (zeros): its derivative is zero
+    outs = tangent_p.bind(*primals, n_args=n_args, wrapped=wrapped, **params)
+    return outs, [ad.Zero(jax.typeof(o).to_tangent_aval()) for o in outs]
+  raise _no_derivative("a higher-order derivative")
+
+
+ad.primitive_jvps[tangent_p] = _tangent_jvp
+
+
+# --- batching -------------------------------------------------------------------------
+
+
+def _batch(args, dims, **params):
+  """One module call per example (``lax.map``): the module's shapes are fixed."""
+  batched = [i for i, d in enumerate(dims) if d is not None]
+  xs = [jax.numpy.moveaxis(args[i], dims[i], 0) for i in batched]
+
+  def one(slices):
+    full = list(args)
+    for i, s in zip(batched, slices):
+      full[i] = s
+    return XlaCallModule.primitive.bind(*full, **params)
+
+  outs = jax.lax.map(one, xs)
+  return list(outs), [0] * len(outs)
+
+
+# --- the interpreter hook -----------------------------------------------------------------
+
+
+def _interpret(node, inputs):
+  where = _where(node)
+  version = int(node.attr("version"))
+  if not MIN_VERSION <= version <= MAX_VERSION:
+    raise XlaCallModuleError(f"{where}: calling-convention version {version} is not "
+                             f"supported (supported: {MIN_VERSION}..{MAX_VERSION})")
+  if node.attr("function_list", ()):
+    raise XlaCallModuleError(f"{where}: modules calling TF functions (function_list, from "
+                             "jax2tf's call_tf) are not supported")
+  if node.attr("has_token_input_output", False):
+    raise XlaCallModuleError(f"{where}: modules with token inputs/outputs (ordered "
+                             "effects, host callbacks) are not supported")
+  if node.attr("dim_args_spec", ()):
+    raise XlaCallModuleError(f"{where}: dimension arguments (dim_args_spec) are not "
+                             "supported")
+  sout = tuple(node.attr("Sout"))
+  if any(s is None or any(d is None for d in s) for s in sout):
+    raise XlaCallModuleError(
+        f"{where}: its output shapes {[list(s) if s is not None else None for s in sout]} "
+        "are not static (a function converted with jax2tf polymorphic_shapes); "
+        "tfprims needs static shapes: convert the JAX function for concrete shapes")
+  platforms = tuple(node.attr("platforms", ()))
+  backend = jax.default_backend()
+  if platforms and backend not in [_PLATFORMS.get(p, p.lower()) for p in platforms]:
+    raise XlaCallModuleError(
+        f"{where}: the module was serialized for {list(platforms)}, not for this JAX "
+        f"backend ({backend!r}); convert with jax2tf.convert(..., "
+        f"native_serialization_platforms=('{backend}', ...))")
+  module = node.attr("module")
+  module = module.encode("utf-8") if isinstance(module, str) else bytes(module)
+  params = dict(module=SerializedModule(module), version=version, Sout=sout,
+                Tout=tuple(np.dtype(t) for t in node.attr("Tout")), platforms=platforms)
+  return list(XlaCallModule(*[jax.numpy.asarray(x) for x in inputs], **params))
+
+
+_SKIP = ("the op's input is a serialized StableHLO module, which the generic runner "
+         "cannot draw; tested against jax2tf-converted JAX functions in "
+         "tests/test_xla_call_module.py")
+
+XlaCallModule = define_op(
+    "XlaCallModule", _call_impl, family=FAMILY, multiple_results=True,
+    attrs=("module", "version", "Sout", "Tout", "platforms"),
+    abstract_eval=_abstract_eval, jvp=_jvp, batching=_batch, interpret=_interpret,
+    spec=lambda st: st.Spec(None, skip={check: _SKIP for check in
+                                        ("values", "shape", "jvp", "vjp", "vmap", "jit")}))
+mlir.register_lowering(XlaCallModule.primitive, _lowering)
