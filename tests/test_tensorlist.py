@@ -215,3 +215,61 @@ def test_primitives_rules_directly():
                                                                                       item)
   np.testing.assert_allclose(g[0], 2 * items)
   np.testing.assert_allclose(g[1], 2 * item)
+
+
+# --- V1 / rarely emitted variants, built with tf.raw_ops ----------------------------------
+
+
+def test_scatter_v1_and_concat_v1():
+  def f(x):
+    lst = tf.raw_ops.TensorListScatter(tensor=tf.sin(x[:2]), indices=[3, 1],
+                                       element_shape=tf.constant([3]))
+    stacked = tf.raw_ops.TensorListStack(input_handle=lst, element_dtype=tf.float32,
+                                         element_shape=[3])
+    lst2 = tf.raw_ops.TensorListFromTensor(tensor=tf.reshape(x, [2, 2, 3]) * 2.0,
+                                           element_shape=tf.constant([2, 3]))
+    cat, lengths = tf.raw_ops.TensorListConcat(input_handle=lst2, element_dtype=tf.float32,
+                                               element_shape=[2, 3])
+    return stacked, cat, lengths
+
+  fn = _check(f)
+  prims = jaxpr_primitives(jax.make_jaxpr(fn)(X))
+  assert {"tf.TensorListScatter", "tf.TensorListConcat"} <= prims
+
+
+def test_scatter_v1_with_traced_indices_is_a_clear_error():
+  def f(x):
+    idx = tf.cast(tf.reduce_sum(x) > 0, tf.int32) + tf.constant([0, 1])
+    lst = tf.raw_ops.TensorListScatter(tensor=x[:2], indices=idx,
+                                       element_shape=tf.constant([3]))
+    return tf.raw_ops.TensorListStack(input_handle=lst, element_dtype=tf.float32,
+                                      element_shape=[3])
+
+  with pytest.raises(tfprims.TensorListSizeError, match="num_elements"):
+    _convert(f, X)(X)
+
+
+def _concat_lists(x):
+  a = tf.raw_ops.TensorListFromTensor(tensor=tf.exp(x[:3]), element_shape=tf.constant([3]))
+  b = tf.raw_ops.TensorListReserve(element_shape=tf.constant([3]), num_elements=2,
+                                   element_dtype=tf.float32)
+  b = tf.raw_ops.TensorListSetItem(input_handle=b, index=1, item=x[3] * 4.0)
+  ab = tf.raw_ops.TensorListConcatLists(input_a=a, input_b=b, element_dtype=tf.float32)
+  ba = tf.raw_ops.TensorListConcatLists(input_a=b, input_b=a, element_dtype=tf.float32)
+  return [tf.raw_ops.TensorListStack(input_handle=h, element_dtype=tf.float32,
+                                     element_shape=[3]) for h in (ab, ba)] + \
+      [tf.raw_ops.TensorListLength(input_handle=ab)]
+
+
+def test_concat_lists_values_vmap_and_tf_gradient_semantics():
+  fn = _check(_concat_lists, grad=False)
+  assert "tf.TensorListConcatLists" in jaxpr_primitives(jax.make_jaxpr(fn)(X))
+  # TF declares TensorListConcatLists not differentiable: no gradient flows through it.
+  xt = tf.constant(X)
+  with tf.GradientTape() as tape:
+    tape.watch(xt)
+    y = tf.reduce_sum(_concat_lists(xt)[0]) + tf.reduce_sum(xt)
+  want = tape.gradient(y, xt).numpy()
+  got = jax.grad(lambda a: jnp.sum(fn(a)[0]) + jnp.sum(a))(X)
+  np.testing.assert_allclose(got, want)
+  np.testing.assert_allclose(got, np.ones_like(X))

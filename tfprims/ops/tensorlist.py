@@ -295,6 +295,14 @@ ScatterV2 = define_op(
     interpret=lambda node, inputs: _scatter_v2_interpret(node, inputs))
 
 
+Scatter = define_op(
+    "TensorListScatter", _scatter_v2_impl, family=FAMILY, spec=_spec,
+    jvp=(lambda t, tensor, indices, **p: Scatter(t, indices, **p), None),
+    transpose=lambda ct, tensor, indices, **p: [Gather(ct, indices) if U(tensor) else None,
+                                                None],
+    interpret=lambda node, inputs: _scatter_v1_interpret(node, inputs))
+
+
 def _push_back_impl(items, tensor):
   """items with ``tensor`` appended."""
   return jnp.concatenate([items, jnp.asarray(tensor, items.dtype)[None]], axis=0)
@@ -336,6 +344,30 @@ ConcatV2 = define_op(
     "TensorListConcatV2", _concat_impl, family=FAMILY, spec=_spec, linear=True,
     transpose=lambda ct, items: [ct.reshape(items.aval.shape)],
     interpret=lambda node, inputs: _concat_interpret(node, inputs))
+
+
+Concat = define_op(
+    "TensorListConcat", _concat_impl, family=FAMILY, spec=_spec, linear=True,
+    transpose=lambda ct, items: [ct.reshape(items.aval.shape)],
+    interpret=lambda node, inputs: _concat_interpret(node, inputs))
+
+
+def _concat_lists_impl(a, b):
+  """The elements of list ``a`` followed by those of list ``b``."""
+  return jnp.concatenate([a, jnp.asarray(b, a.dtype)], axis=0)
+
+
+def _concat_lists_jvp(primals, tangents):
+  # TF declares TensorListConcatLists not differentiable (no gradient flows through
+  # it); tfprims keeps that: its derivative is zero.
+  out = ConcatLists(*primals)
+  return out, ad.Zero(jax.typeof(out).to_tangent_aval())
+
+
+ConcatLists = define_op(
+    "TensorListConcatLists", _concat_lists_impl, family=FAMILY, spec=_spec,
+    jvp=_concat_lists_jvp,
+    interpret=lambda node, inputs: _concat_lists_interpret(node, inputs))
 
 
 def _resize_impl(items, *, size):
@@ -437,6 +469,40 @@ def _scatter_v2_interpret(node, inputs):
   return [TensorList(items, num, dtype, shape)]
 
 
+def _scatter_v1_interpret(node, inputs):
+  tensor, indices, element_shape = inputs
+  if not core.is_concrete(indices):
+    raise errors.TensorListSizeError(
+        f"{node.op} node '{node.name}': the list size is the largest index + 1, and the "
+        "indices depend on runtime data; use TensorListScatterV2 with num_elements "
+        "(tf.TensorArray.scatter on a sized array)")
+  idx = np.asarray(indices).reshape(-1)
+  if idx.size and idx.min() < 0:
+    raise errors.OpError(node.op, node.name, "negative indices")
+  if len(idx) != (np.shape(tensor)[0] if np.ndim(tensor) else -1):
+    raise errors.OpError(node.op, node.name,
+                         f"{len(idx)} indices for a tensor of shape {list(np.shape(tensor))}")
+  num = int(idx.max()) + 1 if idx.size else 0
+  shape = merge_shapes(decode_shape(element_shape), tuple(np.shape(tensor)[1:]), node)
+  items = Scatter.apply([tensor, indices], {"num_elements": num})
+  return [TensorList(items, num, _dtype(node), shape)]
+
+
+def _concat_lists_interpret(node, inputs):
+  a, b = _list(node, inputs[0]), _list(node, inputs[1])
+  if a.element_dtype != b.element_dtype:
+    raise errors.OpError(node.op, node.name, f"lists of {a.element_dtype} and "
+                         f"{b.element_dtype} elements")
+  shape = merge_shapes(a.element_shape if a.items is None else tuple(a.items.shape[1:]),
+                       b.element_shape if b.items is None else tuple(b.items.shape[1:]), node)
+  length = a.length + b.length
+  if a.items is None and b.items is None and (shape is None or None in shape):
+    return [TensorList(None, length, a.element_dtype, shape)]
+  a, b = a.materialized(shape, node), b.materialized(shape, node)
+  return [TensorList(ConcatLists.apply([a.items, b.items], {}), length, a.element_dtype,
+                     shape)]
+
+
 def _push_back_interpret(node, inputs):
   lst, tensor = _list(node, inputs[0]), inputs[1]
   shape = tuple(np.shape(tensor))
@@ -461,13 +527,16 @@ def _pop_back_interpret(node, inputs):
 
 def _concat_interpret(node, inputs):
   lst = _list(node, inputs[0])
-  shape = decode_shape(inputs[1])
+  if node.op == "TensorListConcat":  # V1: element_shape is an attr, no leading_dims
+    shape, op = node.attr("element_shape", None), Concat
+  else:
+    shape, op = decode_shape(inputs[1]), ConcatV2
   lst = lst.materialized(shape, node)
   if len(lst.items.shape) < 2:
     raise errors.OpError(node.op, node.name, "concatenates scalar elements")
   d0 = lst.items.shape[1]
   lengths = np.full((lst.length,), d0, dtypes.canonical_dtype(np.int64))
-  return [ConcatV2.apply([lst.items], {}), lengths]
+  return [op.apply([lst.items], {}), lengths]
 
 
 def _resize_interpret(node, inputs):
