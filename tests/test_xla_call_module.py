@@ -149,6 +149,9 @@ def test_bare_module_matches_tf_and_refuses_derivatives():
     jax.jvp(fn, (x,), (x,))
   with pytest.raises(xla.NonDifferentiableModuleError, match="reverse-mode"):
     jax.grad(lambda a: jnp.sum(fn(a)))(x)
+  wrong = tfprims.convert_functional(bare, tf.TensorSpec((3, 2), tf.float32))
+  with pytest.raises(xla.XlaCallModuleError, match="shapes must match"):
+    wrong(np.ones((3, 2), np.float32))
 
 
 def test_polymorphic_shapes_raise():

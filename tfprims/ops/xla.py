@@ -110,6 +110,13 @@ def _abstract_eval(*avals, module, version, Sout, Tout, platforms):
           for shape, dtype in zip(Sout, Tout)]
 
 
+def _shape(t):
+  try:
+    return tuple(ir.RankedTensorType(t).shape)
+  except (TypeError, ValueError):
+    return None
+
+
 def _lowering(ctx, *args, module, version, Sout, Tout, platforms):
   mc = ctx.module_context
   sub = _deserialize(mc.context, module.data)
@@ -131,7 +138,13 @@ def _lowering(ctx, *args, module, version, Sout, Tout, platforms):
       idx = hlo.convert(callee_type.inputs[0], idx)
     call_args.append(idx)
   params_types = list(callee_type.inputs)[len(call_args):]
-  for a, t in zip(args, params_types):  # 64-bit types with x64 off: convert
+  if len(params_types) != len(args):
+    raise XlaCallModuleError(f"XlaCallModule: the module takes {len(params_types)} "
+                             f"arguments, the op has {len(args)} inputs")
+  for k, (a, t) in enumerate(zip(args, params_types)):  # 64-bit types, x64 off: convert
+    if a.type != t and _shape(t) != _shape(a.type):
+      raise XlaCallModuleError(f"XlaCallModule: argument {k} has type {a.type}, the module "
+                               f"expects {t} (shapes must match the serialized module)")
     call_args.append(a if a.type == t else hlo.convert(t, a))
   call = func_dialect.CallOp(list(callee_type.results), ir.FlatSymbolRefAttr.get(name),
                              call_args)
