@@ -219,7 +219,9 @@ def _validate(spec: TensorSpec, value, kind: str, exact_shape: bool = False):
              "; disable the check with tfprims.update_config('strict_shape_check', False)"))
   if isinstance(value, (np.ndarray, np.generic)):
     value = dtypes.canonicalize_value(np.asarray(value), f"{kind} '{spec.name}'")
-    return jnp.asarray(value)
+    # A read-only array (the params tfprims.convert returns, views of TF's
+    # buffers) cannot change under us: JAX may share it rather than copy it.
+    return jnp.asarray(value) if value.flags.writeable else jax.device_put(value)
   return value
 
 
@@ -295,11 +297,11 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
             f"the function captures variable '{key}'; convert_functional needs a "
             "stateless function: use tfprims.convert, which returns the variables "
             "as params")
-      value = variable.numpy()
       np_dtype = dtypes.from_tf(variable.dtype)
       if np_dtype is None:
         raise errors.UnsupportedInputError(
             f"variable '{key}' has dtype {variable.dtype.name}, which has no JAX equivalent")
+      value = dtypes.value_from_tf(variable.value())
       captures[node_name] = interpreter.VariableHandle(key)
       tf_variables[key] = variable
       param_specs.append(TensorSpec(key, tuple(value.shape), np_dtype,

@@ -10,6 +10,7 @@ kept exactly.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Optional
 
 import jax
@@ -65,6 +66,7 @@ def canonicalize_value(value: np.ndarray, what: str = "value") -> np.ndarray:
   return value
 
 
+@functools.lru_cache(maxsize=None)
 def from_tf(dtype: Any) -> Optional[np.dtype]:
   """numpy dtype of a TF dtype (``tf.DType``, enum int or name); None if not numeric."""
   import tensorflow as tf
@@ -72,3 +74,19 @@ def from_tf(dtype: Any) -> Optional[np.dtype]:
   if tf_dtype in (tf.string, tf.resource, tf.variant) or tf_dtype.is_quantized:
     return None
   return np.dtype(tf_dtype.as_numpy_dtype)
+
+
+
+
+def value_from_tf(tensor) -> np.ndarray:
+  """The value of an eager TF tensor as a numpy array, without copying it.
+
+  The array is a read-only view of the tensor's buffer (DLPack): converting a
+  model makes no copy of its weights, and TF copies on write, so a later
+  ``assign`` to the variable does not change it. Dtypes DLPack cannot hand to
+  numpy (bfloat16) are copied.
+  """
+  try:
+    return np.from_dlpack(tensor)
+  except (RuntimeError, BufferError, TypeError):
+    return tensor.numpy()

@@ -201,12 +201,13 @@ def _arity_attr_names(op_type: str) -> frozenset:
 def func_attrs(node: Node) -> list[str]:
   """Names of the library functions a node refers to (via func or list(func) attrs)."""
   names = []
-  for key in node._attr_protos:
-    value = node.attr(key)
-    if isinstance(value, opdefs.FuncAttr):
-      names.append(value.name)
-    elif isinstance(value, tuple) and value and isinstance(value[0], opdefs.FuncAttr):
-      names.extend(v.name for v in value)
+  for proto in node._attr_protos.values():
+    # Raw protos: decoding every attr of every node just to find functions is slow.
+    kind = proto.WhichOneof("value")
+    if kind == "func":
+      names.append(proto.func.name)
+    elif kind == "list" and proto.list.func:
+      names.extend(f.name for f in proto.list.func)
   return names
 
 

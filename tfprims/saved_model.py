@@ -248,7 +248,7 @@ def _read_graph_variables(fn, cf, *, allow: bool) -> dict:
                if hasattr(v, "op")}
   params = {}
   for node, value in zip(nodes, values):
-    value = value.numpy()
+    value = dtypes.value_from_tf(value)
     np_dtype = dtypes.from_tf(node.attr("dtype"))
     fn.param_specs[node.name] = api.TensorSpec(node.name, tuple(value.shape), np_dtype,
                                                trainable=node.name in trainable)
