@@ -104,7 +104,7 @@ class TFOp:
 
   def __call__(self, *operands, **params):
     params = {k: hashable(v) for k, v in params.items()}
-    return self.primitive.bind(*operands, **params)
+    return self.primitive.bind(*_match_varying(operands), **params)
 
   def prepare(self, inputs: Mapping[str, Any], attrs: Mapping[str, Any],
               node: str = "<call>") -> tuple[list, dict]:
@@ -163,10 +163,58 @@ class TFOp:
     return f"<TFOp {self.op_type} ({self.family})>"
 
 
+def _varying_axes(x) -> frozenset:
+  axis_type = getattr(jax.typeof(x), "manual_axis_type", None)
+  return axis_type.varying if axis_type is not None else frozenset()
+
+
+def _match_varying(operands):
+  """Inside shard_map, casts operands that vary over fewer manual axes than others
+  to varying, as lax's own binary ops do: the transpose of that cast is the psum
+  that gives an invariant operand (a replicated weight) an invariant cotangent."""
+  if len(operands) < 2:
+    return operands
+  varying = [_varying_axes(o) for o in operands]
+  union = frozenset().union(*varying)
+  if not union:
+    return operands
+  return [jax.lax.pcast(o, tuple(sorted(union - v)), to="varying") if union - v else o
+          for o, v in zip(operands, varying)]
+
+
 def _default_abstract_eval(impl, multiple_results):
   def abstract_eval(*avals, **params):
     out = jax.make_jaxpr(functools.partial(impl, **params))(*avals).out_avals
     return list(out) if multiple_results else out[0]
+  return abstract_eval
+
+
+def _unsharded(aval) -> bool:
+  sharding = getattr(aval, "sharding", None)
+  return sharding is None or sharding.mesh.empty
+
+
+def _elementwise_abstract_eval(impl, multiple_results):
+  """For ops that broadcast elementwise: output shape by broadcasting, dtypes by
+  tracing the impl on scalars. One trace per (dtypes, params) serves every shape,
+  so a model's first trace does not re-trace AddV2 for each activation size."""
+  derive = _default_abstract_eval(impl, multiple_results)
+
+  @functools.lru_cache(maxsize=None)
+  def scalar_avals(operand_types, params, x64):  # output dtypes depend on x64
+    return derive(*(jax.ShapeDtypeStruct((), d, weak_type=w) for d, w in operand_types),
+                  **dict(params))
+
+  def abstract_eval(*avals, **params):
+    if not all(_unsharded(a) for a in avals):
+      # Shardings and shard_map's manual axes must propagate: trace with the real avals.
+      return derive(*avals, **params)
+    shape = np.broadcast_shapes(*(a.shape for a in avals))
+    out = scalar_avals(tuple((a.dtype, a.weak_type) for a in avals),
+                       tuple(sorted(params.items())), bool(jax.config.jax_enable_x64))
+    if multiple_results:
+      return [o.update(shape=shape) for o in out]
+    return out.update(shape=shape)
   return abstract_eval
 
 
@@ -266,7 +314,8 @@ def define_op(
       (``("shape",)``, or ``{"reduction_indices": "axis"}`` to rename).
     attrs: TF attrs kept as params (missing ones take the op def's default).
     multiple_results: whether impl returns a tuple of arrays.
-    abstract_eval: explicit shape/dtype rule; default derives it from impl.
+    abstract_eval: explicit shape/dtype rule; default derives it from impl (for
+      ``batching="elementwise"`` ops: dtypes from impl on scalars, shape by broadcasting).
     jvp: ``None`` derives the tangent with ``jax.jvp(impl)``; a sequence gives one
       rule per operand (``ad.defjvp``: ``rule(t, *primals, **params)``, ``None``
       for non-differentiable operands); a callable is the full
@@ -303,7 +352,10 @@ def define_op(
   prim = Primitive(f"tf.{op_type}")
   prim.multiple_results = multiple_results
   prim.def_impl(functools.partial(xla.apply_primitive, prim))
-  prim.def_abstract_eval(abstract_eval or _default_abstract_eval(impl, multiple_results))
+  if abstract_eval is None:
+    abstract_eval = (_elementwise_abstract_eval if batching == "elementwise"
+                     else _default_abstract_eval)(impl, multiple_results)
+  prim.def_abstract_eval(abstract_eval)
   mlir.register_lowering(prim, mlir.lower_fun(impl, multiple_results=multiple_results))
 
   static = dict(static) if isinstance(static, Mapping) else {s: s for s in static}
