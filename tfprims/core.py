@@ -293,6 +293,7 @@ def define_op(
     attrs: Sequence[str] = (),
     multiple_results: bool = False,
     abstract_eval: Optional[Callable[..., Any]] = None,
+    lowering: Optional[Callable[..., Any]] = None,
     jvp: JvpRule = None,
     linear: bool = False,
     transpose: Optional[Callable[..., Any]] = None,
@@ -316,6 +317,8 @@ def define_op(
     multiple_results: whether impl returns a tuple of arrays.
     abstract_eval: explicit shape/dtype rule; default derives it from impl (for
       ``batching="elementwise"`` ops: dtypes from impl on scalars, shape by broadcasting).
+    lowering: an MLIR lowering rule (``mlir.register_lowering`` signature); the
+      default lowers ``impl`` with ``mlir.lower_fun``.
     jvp: ``None`` derives the tangent with ``jax.jvp(impl)``; a sequence gives one
       rule per operand (``ad.defjvp``: ``rule(t, *primals, **params)``, ``None``
       for non-differentiable operands); a callable is the full
@@ -356,7 +359,7 @@ def define_op(
     abstract_eval = (_elementwise_abstract_eval if batching == "elementwise"
                      else _default_abstract_eval)(impl, multiple_results)
   prim.def_abstract_eval(abstract_eval)
-  mlir.register_lowering(prim, mlir.lower_fun(impl, multiple_results=multiple_results))
+  mlir.register_lowering(prim, lowering or mlir.lower_fun(impl, multiple_results=multiple_results))
 
   static = dict(static) if isinstance(static, Mapping) else {s: s for s in static}
   op = TFOp(op_type=op_type, primitive=prim, impl=impl, family=family, static=static,

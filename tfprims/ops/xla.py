@@ -293,7 +293,7 @@ _SKIP = ("the op's input is a serialized StableHLO module, which the generic run
 XlaCallModule = define_op(
     "XlaCallModule", _call_impl, family=FAMILY, multiple_results=True,
     attrs=("module", "version", "Sout", "Tout", "platforms"),
-    abstract_eval=_abstract_eval, jvp=_jvp, batching=_batch, interpret=_interpret,
+    abstract_eval=_abstract_eval, lowering=_lowering, jvp=_jvp, batching=_batch,
+    interpret=_interpret,
     spec=lambda st: st.Spec(None, skip={check: _SKIP for check in
                                         ("values", "shape", "jvp", "vjp", "vmap", "jit")}))
-mlir.register_lowering(XlaCallModule.primitive, _lowering)
