@@ -92,6 +92,24 @@ class Graph:
     return frozenset(needed)
 
 
+  @functools.cached_property
+  def schedule(self) -> list[tuple[Node, tuple[str, ...]]]:
+    """The needed nodes in order, each with the values to drop once it has run
+    (those it reads last and that are not outputs), so that evaluating the graph
+    holds only live intermediates."""
+    order = [n for n in self.nodes if n.name in self.needed]
+    last_reader: dict[str, int] = {}
+    for i, node in enumerate(order):
+      for name, _ in node.inputs:
+        last_reader[name] = i
+    keep = {name for name, _ in self.outputs}
+    drops: list[list[str]] = [[] for _ in order]
+    for name, i in last_reader.items():
+      if name not in keep:
+        drops[i].append(name)
+    return [(node, tuple(d)) for node, d in zip(order, drops)]
+
+
 def parse_ref(ref: str) -> tuple[str, int]:
   name, _, idx = ref.partition(":")
   return name, int(idx) if idx else 0

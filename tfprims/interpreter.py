@@ -128,14 +128,14 @@ def check_supported(graph: graph_lib.Graph, library: graph_lib.Library) -> None:
 def run(ctx: Context, graph: graph_lib.Graph, feeds: Mapping[str, Any]) -> list:
   """Evaluates ``graph`` given values for its inputs (by name); returns its outputs."""
   env: dict[str, list] = {name: [value] for name, value in feeds.items()}
-  needed = graph.needed
   _CONTEXTS.append(ctx)
   try:
-    for node in graph.nodes:
-      if node.name in env or node.name not in needed:
-        continue
-      inputs = [_lookup(env, ref, node) for ref in node.inputs]
-      env[node.name] = _run_node(ctx, node, inputs)
+    for node, drops in graph.schedule:
+      if node.name not in env:
+        inputs = [_lookup(env, ref, node) for ref in node.inputs]
+        env[node.name] = _run_node(ctx, node, inputs)
+      for name in drops:  # free intermediates after their last use
+        env.pop(name, None)
     return [_lookup(env, ref, None) for ref in graph.outputs]
   finally:
     _CONTEXTS.pop()
