@@ -160,6 +160,35 @@ def test_trip_count_of_counted_loops(start, limit, step, cmp):
   np.testing.assert_allclose(a, want_a, rtol=RTOL)
 
 
+@pytest.mark.parametrize("body,init", [
+    (lambda i, j, a, x: (i + j, j + 1, a * x + 1.0), (0, 1)),   # step changes: not affine
+    (lambda i, j, a, x: (i + i, j, a * x + 1.0), (1, 0)),       # i + i doubles: not affine
+    (lambda i, j, a, x: (j + i, j, a * x + 1.0), (-3, 2)),      # c + v with invariant c
+    (lambda i, j, a, x: (i - j, j, a * x + 1.0), (15, 4))])
+def test_trip_count_when_counters_depend_on_other_loop_variables(body, init):
+  def f(x):
+    return tf.while_loop(lambda i, j, a: tf.logical_and(i < 20, i > -10),
+                         lambda i, j, a: body(i, j, a, x), [*init, x])
+  f = tf.function(f, autograph=False)
+  x = np.float32(0.9)
+  fn = _convert(f, x)
+  got, want = fn(x), f(x)
+  assert [int(v) for v in got[:2]] == [int(v) for v in want[:2]]
+  np.testing.assert_allclose(got[2], want[2], rtol=RTOL)
+
+
+def test_counted_loop_trip_count_folds_nothing(monkeypatch):
+  """The closed-form trip count reads the step constants: nothing is evaluated
+  through XLA at trace time (the first such fold of a dtype compiles a program)."""
+  fn = _convert(counter_loop, X)
+  folded = []
+  original = tfprims.core.TFOp.fold
+  monkeypatch.setattr(tfprims.core.TFOp, "fold",
+                      lambda self, *a, **p: folded.append(self.op_type) or original(self, *a, **p))
+  jax.make_jaxpr(fn)(X)
+  assert folded == []
+
+
 def test_zero_trip_loop_returns_inputs():
   @tf.function(autograph=False)
   def f(x):

@@ -531,7 +531,7 @@ class _Loop:
     body_sub = _value_subgraph(self.body_g, [self.body_g.outputs[i] for i in order])
     values = list(self.inputs)
     conj = static_conj + dynamic_conj
-    fast = self._affine_trip_count(order, static_conj, body_sub, values)
+    fast = self._affine_trip_count(order, static_conj, values)
     if fast is not None:
       return fast[0], dynamic_conj, fast[1]
     n = 0
@@ -551,26 +551,33 @@ class _Loop:
       n += 1
     return n, dynamic_conj, values
 
-  def _affine_trip_count(self, order, static_conj, body_sub, values):
+  def _affine_trip_count(self, order, static_conj, values):
     """Closed-form trip count when every static variable is an integer counter
-    (``v + c`` / ``v - c``) and every static conjunct compares such counters or
-    constants (``Less``, ``LessEqual``, ``Greater``, ``GreaterEqual``): (n, final values)
-    or None when the pattern does not apply."""
+    (``v + c`` / ``c + v`` / ``v - c`` with ``c`` loop-invariant and known) and every
+    static conjunct compares such counters or constants (``Less``, ``LessEqual``,
+    ``Greater``, ``GreaterEqual``): (n, final values) or None when the pattern does
+    not apply. Nothing is folded through XLA: the steps are the constants ``c``."""
     body, cond = self.body_g, self.cond_g
+    step = {}
     for i in order:
       v = values[i]
       if not (np.shape(v) == () and np.asarray(v).dtype.kind in "iu"):
         return None
       node = body.by_name.get(_resolve_identity(body, body.outputs[i])[0])
-      if node is None or node.op not in ("AddV2", "Add", "Sub"):
+      if node is None or node.op not in ("AddV2", "Add", "Sub") or len(node.inputs) != 2:
         return None
       refs = [_resolve_identity(body, r) for r in node.inputs]
       self_ref = (body.inputs[i], 0)
-      if node.op == "Sub" and refs[0] != self_ref:
+      if refs.count(self_ref) != 1 or (node.op == "Sub" and refs[0] != self_ref):
         return None
-      if self_ref not in refs or any(_ref_deps(body, r) is _IMPURE or i in _ref_deps(body, r)
-                                     for r in refs if r != self_ref):
+      other = refs[1] if refs[0] == self_ref else refs[0]
+      d = _ref_deps(body, other)
+      if d is _IMPURE or not d <= self.fixed:  # the step must not change between iterations
         return None
+      c = _run_graph(self.ctx, _value_subgraph(body, [other]), values)[0]
+      if not core.is_concrete(c) or np.shape(c) != () or np.asarray(c).dtype.kind not in "iu":
+        return None
+      step[i] = -int(np.asarray(c)) if node.op == "Sub" else int(np.asarray(c))
     flips = {"Less": False, "LessEqual": False, "Greater": True, "GreaterEqual": True}
     terms = []
     for ref in static_conj:
@@ -578,12 +585,6 @@ class _Loop:
       if node is None or node.op not in flips or ref[1] != 0:
         return None
       terms.append((node, [_resolve_identity(cond, r) for r in node.inputs]))
-    # Values at iterations 0 and 1 give each counter's step.
-    step_values = _run_graph(self.ctx, body_sub, values)
-    if not all(core.is_concrete(v) for v in step_values):
-      return None
-    step = {i: int(np.asarray(v1)) - int(np.asarray(values[i]))
-            for i, v1 in zip(order, step_values)}
     index = {name: k for k, name in enumerate(cond.inputs)}
     n_max = None
     for node, (a, b) in terms:
@@ -615,7 +616,10 @@ class _Loop:
     final = list(values)
     for i in order:
       v = np.asarray(values[i])
-      final[i] = np.asarray(int(v) + n_max * step[i], v.dtype)
+      end = int(v) + n_max * step[i]
+      if not np.iinfo(v.dtype).min <= end <= np.iinfo(v.dtype).max:
+        return None  # the counter wraps around: iterate instead
+      final[i] = np.asarray(end, v.dtype)
     return n_max, final
 
   def _bound_depends_on_traced_ints(self) -> bool:
