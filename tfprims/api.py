@@ -98,6 +98,7 @@ class ConvertedFunction:
 
   # --- calling ------------------------------------------------------------------
 
+  @interpreter.gc_paused()
   def __call__(self, params: Mapping[str, Any], *args, rng=None, **kwargs):
     flat_args = self._flatten_args(args, kwargs)
     state = self._check_params(params)
@@ -267,6 +268,7 @@ def _variable_names(variables) -> dict[int, tuple[str, Any]]:
   return names
 
 
+@interpreter.gc_paused()
 def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[ConvertedFunction, dict]:
   """Converts a ``ConcreteFunction``; returns ``(converted_fn, params)``."""
   import tensorflow as tf

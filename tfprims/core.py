@@ -29,7 +29,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, mlir, xla
 from jax.interpreters import batching as jax_batching
 
-from tfprims import errors
+from tfprims import errors, opdefs
 
 __all__ = [
     "TFOp", "define_op", "register_op", "unregister_op", "primitive", "get_op", "registered_ops",
@@ -114,7 +114,6 @@ class TFOp:
     attrs (op-def defaults fill missing ones). Used by the graph interpreter and
     the property-test runner alike.
     """
-    from tfprims import opdefs
     operands, params = [], {}
     names = opdefs.input_arg_names(self.op_type) or tuple(inputs)
     for arg in names:
@@ -163,9 +162,13 @@ class TFOp:
     return f"<TFOp {self.op_type} ({self.family})>"
 
 
+_INVARIANT = frozenset()
+
+
 def _varying_axes(x) -> frozenset:
-  axis_type = getattr(jax.typeof(x), "manual_axis_type", None)
-  return axis_type.varying if axis_type is not None else frozenset()
+  aval = getattr(x, "aval", None)  # numpy constants have none, and no varying axes
+  axis_type = getattr(aval, "manual_axis_type", None)
+  return axis_type.varying if axis_type is not None else _INVARIANT
 
 
 def _match_varying(operands):
@@ -175,7 +178,7 @@ def _match_varying(operands):
   if len(operands) < 2:
     return operands
   varying = [_varying_axes(o) for o in operands]
-  union = frozenset().union(*varying)
+  union = _INVARIANT.union(*varying)
   if not union:
     return operands
   return [jax.lax.pcast(o, tuple(sorted(union - v)), to="varying") if union - v else o

@@ -9,7 +9,9 @@ written in a ``state`` mapping that becomes the converted function's params.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import jax
@@ -123,6 +125,25 @@ def check_supported(graph: graph_lib.Graph, library: graph_lib.Library) -> None:
     if hints:
       err.args = (err.args[0] + "\n" + "\n".join("Note: " + h for h in hints),)
     raise err
+
+
+@contextlib.contextmanager
+def gc_paused():
+  """Pauses Python's cyclic garbage collector.
+
+  Interpreting a graph allocates a few objects per node, which triggers full
+  collections over the whole heap (TF, Keras and JAX hold millions of objects):
+  on large graphs those took more time than the conversion itself. The
+  interpreter creates almost no reference cycles, so refcounting frees its
+  garbage; whatever cycles there are wait for the next collection.
+  """
+  enabled = gc.isenabled()
+  gc.disable()
+  try:
+    yield
+  finally:
+    if enabled:
+      gc.enable()
 
 
 def run(ctx: Context, graph: graph_lib.Graph, feeds: Mapping[str, Any]) -> list:
