@@ -526,14 +526,14 @@ class _Loop:
     static_conj, dynamic_conj = self._static_conjuncts(static)
     if not static_conj:
       return None, dynamic_conj, None
-    cond_sub = _value_subgraph(self.cond_g, static_conj)
     order = sorted(static)
-    body_sub = _value_subgraph(self.body_g, [self.body_g.outputs[i] for i in order])
     values = list(self.inputs)
     conj = static_conj + dynamic_conj
     fast = self._affine_trip_count(order, static_conj, values)
     if fast is not None:
       return fast[0], dynamic_conj, fast[1]
+    cond_sub = _value_subgraph(self.cond_g, static_conj)
+    body_sub = _value_subgraph(self.body_g, [self.body_g.outputs[i] for i in order])
     n = 0
     while True:
       preds = _run_graph(self.ctx, cond_sub, values)
@@ -574,7 +574,7 @@ class _Loop:
       d = _ref_deps(body, other)
       if d is _IMPURE or not d <= self.fixed:  # the step must not change between iterations
         return None
-      c = _run_graph(self.ctx, _value_subgraph(body, [other]), values)[0]
+      c = self._known_value(body, other, values)
       if not core.is_concrete(c) or np.shape(c) != () or np.asarray(c).dtype.kind not in "iu":
         return None
       step[i] = -int(np.asarray(c)) if node.op == "Sub" else int(np.asarray(c))
@@ -596,7 +596,7 @@ class _Loop:
           d = _ref_deps(cond, r)
           if d is _IMPURE or d & set(step):
             return None
-          c = _run_graph(self.ctx, _value_subgraph(cond, [r]), values)[0]
+          c = self._known_value(cond, r, values)
           if not core.is_concrete(c) or np.shape(c) != () or np.asarray(c).dtype.kind not in "iu":
             return None
           lin.append((int(np.asarray(c)), 0))
@@ -621,6 +621,17 @@ class _Loop:
         return None  # the counter wraps around: iterate instead
       final[i] = np.asarray(end, v.dtype)
     return n_max, final
+
+  def _known_value(self, graph, ref, values):
+    """The value of ``ref`` in ``graph`` (an input or a Const read directly; else the
+    subgraph computing it is evaluated)."""
+    if ref[1] == 0:
+      if ref[0] in graph.inputs:
+        return values[graph.inputs.index(ref[0])]
+      node = graph.by_name.get(ref[0])
+      if node is not None and node.op == "Const":
+        return interpreter.STRUCTURAL["Const"](self.ctx, node, [])[0]
+    return _run_graph(self.ctx, _value_subgraph(graph, [ref]), values)[0]
 
   def _bound_depends_on_traced_ints(self) -> bool:
     """Whether the loop would have a static bound if its traced integer scalars
