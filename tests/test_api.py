@@ -314,3 +314,28 @@ def test_shapes_of_traced_values_are_static():
   jaxpr = jax.make_jaxpr(lambda x: fn(params, x)[0])(x)
   assert "tf.Reshape[shape=(6, -1)]" in str(jaxpr)
   np.testing.assert_allclose(fn(params, x)[0], f(x))
+
+
+def test_params_share_the_variables_memory_without_copies():
+  rng = np.random.default_rng(0)
+  w = tf.Variable(rng.normal(size=(64, 32)).astype(np.float32))
+  b = tf.Variable(np.zeros(32, np.float32))
+
+  @tf.function
+  def f(x):
+    return tf.matmul(x, w) + b
+
+  fn, params = tfprims.convert(f, tf.TensorSpec([2, 64], tf.float32))
+  p = next(v for v in params.values() if v.shape == (64, 32))
+  # A read-only view of TF's buffer: no copy of the weights was made ...
+  assert isinstance(p, np.ndarray) and not p.flags.writeable
+  assert np.shares_memory(p, np.from_dlpack(w.value()))
+  before = p.copy()
+  # ... and TF copies on write, so assigning the variable leaves the params alone.
+  w.assign_add(tf.ones_like(w))
+  np.testing.assert_array_equal(p, before)
+  x = rng.normal(size=(2, 64)).astype(np.float32)
+  np.testing.assert_allclose(fn(params, x)[0], x @ before, rtol=1e-5, atol=1e-5)
+  # Updated params (e.g. after a training step) are plain arrays again.
+  out, _ = fn({k: jnp.asarray(v) + 0 for k, v in params.items()}, x)
+  np.testing.assert_allclose(out, x @ before, rtol=1e-5, atol=1e-5)
