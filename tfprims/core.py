@@ -267,15 +267,30 @@ def elementwise_batching(prim):
   return rule
 
 
+def call_op(op_type: str, inputs: Mapping[str, Any], attrs: Optional[Mapping[str, Any]] = None):
+  """Binds the registered TF op ``op_type`` given its inputs by op-def arg name
+  (static inputs as numpy values) and attrs, as a graph node would: for rules
+  written with TF ops."""
+  op = get_op(op_type)
+  operands, params = op.prepare(inputs, attrs or {})
+  return op(*operands, **params)
+
+
 def unbroadcast(x, shape):
-  """Sums ``x`` down to ``shape`` (the transpose of TF's implicit broadcasting)."""
+  """Sums ``x`` down to ``shape`` (the transpose of TF's implicit broadcasting),
+  with tf.Sum and tf.Reshape so gradient jaxprs keep TF names."""
   shape = tuple(shape)
   if tuple(x.shape) == shape:
     return x
   lead = x.ndim - len(shape)
   axes = tuple(range(lead)) + tuple(
       lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1)
-  return jnp.sum(x, axis=axes).reshape(shape) if axes else x.reshape(shape)
+  if axes:
+    x = call_op("Sum", {"input": x, "reduction_indices": np.asarray(axes, np.int32)},
+                {"keep_dims": False})
+  if tuple(x.shape) != shape:
+    x = call_op("Reshape", {"tensor": x, "shape": np.asarray(shape, np.int64)})
+  return x
 
 
 def _zero_safe_transpose(rule):
