@@ -101,7 +101,12 @@ class ConvertedFunction:
   @interpreter.gc_paused()
   def __call__(self, params: Mapping[str, Any], *args, rng=None, **kwargs):
     flat_args = self._flatten_args(args, kwargs)
-    state = self._check_params(params)
+    # Called eagerly, read-only numpy params (as tfprims.convert returns them) go
+    # to the primitives as they are: JAX's dispatch takes numpy operands far more
+    # cheaply than device_put. Under a trace they must be JAX arrays, or every op
+    # reading only weights would be folded into a constant.
+    eager = not any(isinstance(a, jax.core.Tracer) for a in flat_args)
+    state = self._check_params(params, keep_numpy=eager)
     ctx = interpreter.Context(self._library, dict(state), rng=rng)
     feeds = dict(zip(self._input_nodes, flat_args))
     for node_name, capture in self._captures.items():
@@ -161,7 +166,7 @@ class ConvertedFunction:
   def _check_input(self, spec: TensorSpec, value):
     return _validate(spec, value, "input")
 
-  def _check_params(self, params: Mapping[str, Any]) -> dict:
+  def _check_params(self, params: Mapping[str, Any], keep_numpy: bool = False) -> dict:
     if not isinstance(params, Mapping):
       raise errors.InputStructureError(
           f"params must be a mapping of variable name to array (the params "
@@ -174,7 +179,8 @@ class ConvertedFunction:
           + (f"missing {missing}" if missing else "")
           + ("; " if missing and extra else "")
           + (f"unexpected {extra}" if extra else ""))
-    return {k: _validate(self.param_specs[k], params[k], "param", exact_shape=True)
+    return {k: _validate(self.param_specs[k], params[k], "param", exact_shape=True,
+                         keep_numpy=keep_numpy)
             for k in self.param_specs}
 
 
@@ -184,8 +190,10 @@ def _describe(structure) -> str:
   return f"args={args}, kwargs={kwargs}"
 
 
-def _validate(spec: TensorSpec, value, kind: str, exact_shape: bool = False):
-  """Checks (and canonicalizes) one input or param against its spec."""
+def _validate(spec: TensorSpec, value, kind: str, exact_shape: bool = False,
+              keep_numpy: bool = False):
+  """Checks (and canonicalizes) one input or param against its spec; numpy values
+  become JAX arrays unless ``keep_numpy`` and they are read-only."""
   weak = isinstance(value, (int, float, bool, complex, list, tuple))
   if weak:
     try:
@@ -222,7 +230,9 @@ def _validate(spec: TensorSpec, value, kind: str, exact_shape: bool = False):
     value = dtypes.canonicalize_value(np.asarray(value), f"{kind} '{spec.name}'")
     # A read-only array (the params tfprims.convert returns, views of TF's
     # buffers) cannot change under us: JAX may share it rather than copy it.
-    return jnp.asarray(value) if value.flags.writeable else jax.device_put(value)
+    if value.flags.writeable:
+      return jnp.asarray(value)
+    return value if keep_numpy else jax.device_put(value)
   return value
 
 
