@@ -101,12 +101,11 @@ class ConvertedFunction:
   @interpreter.gc_paused()
   def __call__(self, params: Mapping[str, Any], *args, rng=None, **kwargs):
     flat_args = self._flatten_args(args, kwargs)
-    # Called eagerly, read-only numpy params (as tfprims.convert returns them) go
-    # to the primitives as they are: JAX's dispatch takes numpy operands far more
-    # cheaply than device_put. Under a trace they must be JAX arrays, or every op
-    # reading only weights would be folded into a constant.
-    eager = not any(isinstance(a, jax.core.Tracer) for a in flat_args)
-    state = self._check_params(params, keep_numpy=eager)
+    # Read-only numpy params (as tfprims.convert returns them) go to the
+    # primitives as they are: JAX's dispatch converts numpy operands cheaply. Under
+    # jit/make_jaxpr they must be JAX values, or every op reading only weights
+    # would be folded into a constant.
+    state = self._check_params(params, keep_numpy=not _staging())
     ctx = interpreter.Context(self._library, dict(state), rng=rng)
     feeds = dict(zip(self._input_nodes, flat_args))
     for node_name, capture in self._captures.items():
@@ -184,6 +183,12 @@ class ConvertedFunction:
             for k in self.param_specs}
 
 
+def _staging() -> bool:
+  """Whether a jit/make_jaxpr trace is active: there, even a numpy constant
+  becomes a tracer when JAX touches it."""
+  return isinstance(jnp.asarray(np.float32(0)), jax.core.Tracer)
+
+
 def _describe(structure) -> str:
   (args, kwargs) = tree.map_structure(
       lambda x: "Tensor" if hasattr(x, "shape") else type(x).__name__, structure)
@@ -229,10 +234,8 @@ def _validate(spec: TensorSpec, value, kind: str, exact_shape: bool = False,
   if isinstance(value, (np.ndarray, np.generic)):
     value = dtypes.canonicalize_value(np.asarray(value), f"{kind} '{spec.name}'")
     # A read-only array (the params tfprims.convert returns, views of TF's
-    # buffers) cannot change under us: JAX may share it rather than copy it.
-    if value.flags.writeable:
-      return jnp.asarray(value)
-    return value if keep_numpy else jax.device_put(value)
+    # buffers) cannot change under us, so it need not be copied now.
+    return value if keep_numpy and not value.flags.writeable else jnp.asarray(value)
   return value
 
 

@@ -134,14 +134,26 @@ def _arity(arg, attrs: Mapping[str, Any]) -> Optional[int]:
   return None
 
 
+@functools.lru_cache(maxsize=None)
+def _input_args(op_type: str):
+  """The op def's input args, and whether any stands for a list of tensors."""
+  od = op_def(op_type)
+  if od is None:
+    return None, False
+  args = tuple(od.input_arg)
+  return args, any(a.number_attr or a.type_list_attr for a in args)
+
+
 def group_inputs(op_type: str, inputs: Sequence[Any],
                  attrs: Mapping[str, Any]) -> dict[str, Any]:
   """Splits a node's flat input list by op-def input arg: {arg: value or list}."""
-  od = op_def(op_type)
-  if od is None:
+  args, has_lists = _input_args(op_type)
+  if args is None:
     return {f"input_{i}": v for i, v in enumerate(inputs)}
+  if not has_lists:
+    return dict(zip(input_arg_names(op_type), inputs))
   grouped, pos = {}, 0
-  for arg in od.input_arg:
+  for arg in args:
     n = _arity(arg, attrs)
     if n is None:
       grouped[arg.name] = inputs[pos]
@@ -179,6 +191,7 @@ def infer_type_attr(op_type: str, attr: str, inputs: Mapping[str, Any]) -> Optio
   return None
 
 
+@functools.lru_cache(maxsize=None)
 def input_arg_names(op_type: str) -> tuple[str, ...]:
   od = op_def(op_type)
   return tuple(a.name for a in od.input_arg) if od is not None else ()
