@@ -123,3 +123,35 @@ def test_unsupported_ops_are_all_listed_including_nested_functions():
   assert any("/" in node for node in err.ops["Betainc"])  # found inside the nested function
   assert len(err.ops["Zeta"]) == 2  # one at top level, one nested
   assert "Betainc" in str(err) and "Zeta" in str(err)
+
+
+_SHAPE_RULE_OPS = sorted(t for t in tfprims.registered_ops() if core.get_op(t).shape_rule)
+
+
+def test_some_ops_have_shape_rules():
+  assert {"Conv2D", "BiasAdd", "FusedBatchNormV3"} <= set(_SHAPE_RULE_OPS)
+
+
+@pytest.mark.parametrize("op_type", _SHAPE_RULE_OPS)
+def test_shape_rules_agree_with_the_impl(op_type):
+  """An explicit shape rule is a shortcut: it must give exactly the avals that
+  tracing the impl gives, on every call the op's property spec draws."""
+  import functools
+  from hypothesis import given, settings
+  from tfprims.testing import runner
+  op = core.get_op(op_type)
+  spec = runner.load_spec(op)
+
+  @settings(max_examples=30, deadline=None, derandomize=True, database=None)
+  @given(spec.calls)
+  def check(kwargs):
+    call = runner.make_call(op, kwargs, getattr(spec, "oracle", None))
+    operands, params = op.prepare(call.inputs, call.attrs)
+    avals = [jax.typeof(np.asarray(o)) for o in operands]
+    want = jax.make_jaxpr(functools.partial(op.impl, **params))(*avals).out_avals
+    got = op.shape_rule(*avals, **params)
+    got = got if op.multiple_results else [got]
+    assert [(tuple(g.shape), np.dtype(g.dtype)) for g in got] == \
+        [(tuple(w.shape), np.dtype(w.dtype)) for w in want]
+
+  check()

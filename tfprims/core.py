@@ -92,6 +92,7 @@ class TFOp:
   interpret: Optional[Callable[..., Any]]
   spec: Optional[Callable[[Any], Any]]
   doc: str
+  shape_rule: Optional[Callable[..., Any]] = None
   jvp_source: str = "derived"          # "derived", "explicit", "linear" or "override"
   batching_source: str = "derived"     # "derived", "elementwise", "explicit" or "override"
   transpose_source: str = "none"
@@ -195,6 +196,20 @@ def _default_abstract_eval(impl, multiple_results):
 def _unsharded(aval) -> bool:
   sharding = getattr(aval, "sharding", None)
   return sharding is None or sharding.mesh.empty
+
+
+def _shape_rule_abstract_eval(shape_rule, derive, multiple_results):
+  """Output avals from an explicit shape rule: far cheaper than tracing the impl,
+  which matters on a model's first trace (each new shape is a new signature)."""
+  def abstract_eval(*avals, **params):
+    if not all(_unsharded(a) for a in avals):
+      # Shardings and shard_map's manual axes must propagate: trace with the real avals.
+      return derive(*avals, **params)
+    out = shape_rule(*avals, **params)
+    avals_out = [jax.core.ShapedArray(o.shape, o.dtype, weak_type=bool(o.weak_type))
+                 for o in (out if multiple_results else [out])]
+    return avals_out if multiple_results else avals_out[0]
+  return abstract_eval
 
 
 def _elementwise_abstract_eval(impl, multiple_results):
@@ -311,6 +326,7 @@ def define_op(
     attrs: Sequence[str] = (),
     multiple_results: bool = False,
     abstract_eval: Optional[Callable[..., Any]] = None,
+    shape_rule: Optional[Callable[..., Any]] = None,
     lowering: Optional[Callable[..., Any]] = None,
     jvp: JvpRule = None,
     linear: bool = False,
@@ -335,6 +351,10 @@ def define_op(
     multiple_results: whether impl returns a tuple of arrays.
     abstract_eval: explicit shape/dtype rule; default derives it from impl (for
       ``batching="elementwise"`` ops: dtypes from impl on scalars, shape by broadcasting).
+    shape_rule: ``shape_rule(*avals, **params)`` -> ``jax.ShapeDtypeStruct`` (a
+      list with ``multiple_results``): a cheap abstract eval for unsharded
+      operands; sharded ones still derive it from impl. tests/test_registry.py
+      checks every shape rule against the derived abstract eval.
     lowering: an MLIR lowering rule (``mlir.register_lowering`` signature); the
       default lowers ``impl`` with ``mlir.lower_fun``.
     jvp: ``None`` derives the tangent with ``jax.jvp(impl)``; a sequence gives one
@@ -374,8 +394,12 @@ def define_op(
   prim.multiple_results = multiple_results
   prim.def_impl(functools.partial(xla.apply_primitive, prim))
   if abstract_eval is None:
-    abstract_eval = (_elementwise_abstract_eval if batching == "elementwise"
-                     else _default_abstract_eval)(impl, multiple_results)
+    if shape_rule is not None:
+      abstract_eval = _shape_rule_abstract_eval(
+          shape_rule, _default_abstract_eval(impl, multiple_results), multiple_results)
+    else:
+      abstract_eval = (_elementwise_abstract_eval if batching == "elementwise"
+                       else _default_abstract_eval)(impl, multiple_results)
   prim.def_abstract_eval(abstract_eval)
   mlir.register_lowering(prim, lowering or mlir.lower_fun(impl, multiple_results=multiple_results))
 
@@ -383,7 +407,7 @@ def define_op(
   op = TFOp(op_type=op_type, primitive=prim, impl=impl, family=family, static=static,
             attrs=tuple(attrs), multiple_results=multiple_results,
             canonicalize=canonicalize, interpret=interpret, spec=spec,
-            doc=(impl.__doc__ or "").strip())
+            doc=(impl.__doc__ or "").strip(), shape_rule=shape_rule)
 
   if linear:
     ad.deflinear2(prim, transpose)

@@ -556,8 +556,20 @@ _C3 = dict(fwd="Conv3D", bi="Conv3DBackpropInputV2", bf="Conv3DBackpropFilterV2"
 
 _c2 = _bilinear_conv_rules(**_C2)
 
+
+def _conv_shape(input, filter, **params):
+  _groups(input.shape, filter.shape, params["data_format"])
+  return jax.ShapeDtypeStruct(_conv_out_shape(input.shape, filter.shape, **params),
+                              input.dtype)
+
+
+def _depthwise_shape(input, filter, **params):
+  return jax.ShapeDtypeStruct(
+      _conv_out_shape(input.shape, filter.shape, out_channels=filter.shape[-2] * filter.shape[-1],
+                      **params), input.dtype)
+
 Conv2D = define_op(
-    "Conv2D", conv2d, family="nn", attrs=_CONV2D_ATTRS,
+    "Conv2D", conv2d, family="nn", attrs=_CONV2D_ATTRS, shape_rule=_conv_shape,
     jvp=_c2["fwd"][0], transpose=_c2["fwd"][1], batching=_conv_batching("Conv2D", "fwd"),
     spec=lambda st: st.Spec(
         _conv_calls(st, _C2, "fwd",
@@ -590,7 +602,7 @@ _DW_NOTE = (_CONV_NOTE + " Depthwise: TF's CPU backprop kernels ignore dilations
 
 DepthwiseConv2dNative = define_op(
     "DepthwiseConv2dNative", depthwise_conv2d_native, family="nn", attrs=_CONV2D_ATTRS,
-    jvp=_dw["fwd"][0], transpose=_dw["fwd"][1],
+    shape_rule=_depthwise_shape, jvp=_dw["fwd"][0], transpose=_dw["fwd"][1],
     batching=_conv_batching("DepthwiseConv2dNative", "fwd", groupable=False),
     spec=lambda st: st.Spec(_conv_calls(st, _DW, "fwd", **_DW_SPEC),
                             note=_DW_NOTE, **_CONV_TOL))
@@ -710,8 +722,13 @@ def _bias_calls(st, with_format=True, grad=False):
   return draw_call()
 
 
+def _bias_add_shape(value, bias, **params):
+  return jax.ShapeDtypeStruct(value.shape, value.dtype)
+
+
 BiasAdd = define_op(
     "BiasAdd", bias_add, family="nn", attrs=("data_format",), linear=True,
+    shape_rule=_bias_add_shape,
     transpose=_bias_add_transpose, batching=_bias_add_batching("BiasAdd"),
     spec=lambda st: st.Spec(_bias_calls(st)))
 
@@ -1140,9 +1157,18 @@ def _fbn_spec(st, version):
                  note=_FBN_NOTE)
 
 
+def _fbn_shape(version):
+  def rule(x, scale, offset, mean, variance, **params):
+    side = jax.ShapeDtypeStruct(scale.shape, scale.dtype)
+    reserve_3 = [jax.ShapeDtypeStruct((0,), scale.dtype)] if version == 3 else []
+    return [jax.ShapeDtypeStruct(x.shape, x.dtype)] + [side] * 4 + reserve_3
+  return rule
+
+
 FusedBatchNormV3 = define_op(
     "FusedBatchNormV3", functools.partial(_fused_batch_norm, version=3), family="nn",
-    attrs=_FBN_ATTRS, multiple_results=True, spec=lambda st: _fbn_spec(st, 3))
+    attrs=_FBN_ATTRS, multiple_results=True, shape_rule=_fbn_shape(3),
+    spec=lambda st: _fbn_spec(st, 3))
 
 FusedBatchNormV2 = define_op(
     "FusedBatchNormV2", functools.partial(_fused_batch_norm, version=2), family="nn",
