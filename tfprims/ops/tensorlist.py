@@ -208,7 +208,8 @@ def _inst(t, like):
 
 def _set_item_impl(items, index, item):
   """items with row ``index`` replaced by ``item``."""
-  return jax.lax.dynamic_update_index_in_dim(items, jnp.asarray(item, items.dtype), index, 0)
+  return jax.lax.dynamic_update_index_in_dim(items, jnp.asarray(item, items.dtype), index, 0,
+                                             allow_negative_indices=False)
 
 
 def _set_item_jvp(primals, tangents):
@@ -234,7 +235,8 @@ SetItem = define_op(
 
 def _get_item_impl(items, index):
   """Row ``index`` of items."""
-  return jax.lax.dynamic_index_in_dim(items, index, 0, keepdims=False)
+  return jax.lax.dynamic_index_in_dim(items, index, 0, keepdims=False,
+                                      allow_negative_indices=False)
 
 
 GetItem = define_op(
