@@ -175,3 +175,24 @@ def test_jit_compiles_to_the_same_hlo_as_hand_written_jnp(kind, reference):
   ours = _hlo_computations(jax.jit(lambda p, x: fn(p, x)[0]).lower(params, x))
   theirs = _hlo_computations(jax.jit(lambda p, x: reference(p, x, names)).lower(params, x))
   assert ours == theirs
+
+
+@pytest.mark.parametrize("kind", MODELS)
+@pytest.mark.parametrize("batch", ["b", 3])
+def test_jax_export_round_trip(kind, batch):
+  """jax.export with a symbolic batch dimension (shape polymorphism) and with a
+  fixed one: the deserialized program matches TF for several batch sizes."""
+  _, tf_fn, fn, params, shape = _model(kind)
+  dims = jax.export.symbolic_shape(batch) if isinstance(batch, str) else (batch,)
+  arg = jax.ShapeDtypeStruct(tuple(dims) + shape, np.float32)
+  export = jax.export.export(jax.jit(lambda p, x: fn(p, x)[0]))
+  if kind == "cnn" and isinstance(batch, str):
+    # Keras Flatten reshapes to a size computed from Shape(x) in the graph.
+    with pytest.raises(tfprims.errors.DynamicShapeError, match="symbolic"):
+      export(params, arg)
+    return
+  exported = export(params, arg)
+  restored = jax.export.deserialize(exported.serialize())
+  for n in ((1, 4) if isinstance(batch, str) else (batch,)):
+    x = _inputs(shape, batch=n, seed=n)
+    np.testing.assert_allclose(restored.call(params, x), tf_fn(x).numpy(), rtol=RTOL, atol=ATOL)

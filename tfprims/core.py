@@ -193,19 +193,23 @@ def _default_abstract_eval(impl, multiple_results):
   return abstract_eval
 
 
-def _unsharded(aval) -> bool:
+def _plain(aval) -> bool:
+  """An aval shortcut rules may handle: unsharded, outside shard_map, with integer
+  (not symbolic, jax.export-polymorphic) dims."""
   sharding = getattr(aval, "sharding", None)
-  return sharding is None or sharding.mesh.empty
+  return ((sharding is None or sharding.mesh.empty)
+          and all(type(d) is int for d in aval.shape))
 
 
 def _shape_rule_abstract_eval(shape_rule, derive, multiple_results):
   """Output avals from an explicit shape rule: far cheaper than tracing the impl,
   which matters on a model's first trace (each new shape is a new signature)."""
   def abstract_eval(*avals, **params):
-    if not all(_unsharded(a) for a in avals):
-      # Shardings and shard_map's manual axes must propagate: trace with the real avals.
+    out = shape_rule(*avals, **params) if all(_plain(a) for a in avals) else None
+    if out is None:
+      # Shardings, shard_map's manual axes and symbolic dims must propagate (or the
+      # rule declined): trace the impl with the real avals.
       return derive(*avals, **params)
-    out = shape_rule(*avals, **params)
     avals_out = [jax.core.ShapedArray(o.shape, o.dtype, weak_type=bool(o.weak_type))
                  for o in (out if multiple_results else [out])]
     return avals_out if multiple_results else avals_out[0]
@@ -224,8 +228,9 @@ def _elementwise_abstract_eval(impl, multiple_results):
                   **dict(params))
 
   def abstract_eval(*avals, **params):
-    if not all(_unsharded(a) for a in avals):
-      # Shardings and shard_map's manual axes must propagate: trace with the real avals.
+    if not all(_plain(a) for a in avals):
+      # Shardings, shard_map's manual axes and symbolic dims must propagate: trace
+      # the impl with the real avals.
       return derive(*avals, **params)
     shape = np.broadcast_shapes(*(a.shape for a in avals))
     out = scalar_avals(tuple((a.dtype, a.weak_type) for a in avals),
@@ -352,8 +357,8 @@ def define_op(
     abstract_eval: explicit shape/dtype rule; default derives it from impl (for
       ``batching="elementwise"`` ops: dtypes from impl on scalars, shape by broadcasting).
     shape_rule: ``shape_rule(*avals, **params)`` -> ``jax.ShapeDtypeStruct`` (a
-      list with ``multiple_results``): a cheap abstract eval for unsharded
-      operands; sharded ones still derive it from impl. tests/test_registry.py
+      list with ``multiple_results``), or None to decline: a cheap abstract eval
+      for unsharded operands of static shape; others still derive it from impl. tests/test_registry.py
       checks every shape rule against the derived abstract eval.
     lowering: an MLIR lowering rule (``mlir.register_lowering`` signature); the
       default lowers ``impl`` with ``mlir.lower_fun``.

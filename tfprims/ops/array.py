@@ -22,7 +22,7 @@ import numpy as np
 from jax import lax
 from jax.interpreters import ad
 
-from tfprims import dtypes as tfdtypes
+from tfprims import dtypes as tfdtypes, errors
 from tfprims.core import define_op, get_op
 
 U = ad.is_undefined_primal
@@ -199,8 +199,15 @@ def _reshape_batch(args, dims, *, shape):
   return Reshape(_moved(x, d), shape=(x.shape[d],) + tuple(target)), 0
 
 
+def _reshape_shape(tensor, *, shape):
+  if not _static_shape(shape):
+    return None
+  return jax.ShapeDtypeStruct(tuple(_resolve_shape(tensor.shape, shape)), tensor.dtype)
+
+
 Reshape = define_op(
     "Reshape", _reshape_impl, family=FAMILY, static=("shape",), linear=True,
+    shape_rule=_reshape_shape,
     transpose=lambda ct, x, *, shape: [Reshape(ct, shape=_shape(x))],
     batching=_reshape_batch,
     spec=lambda st: st.Spec(_reshape_calls(st)))
@@ -320,8 +327,22 @@ def _concat_batch(args, dims, *, axis):
   return ConcatV2(*values, axis=ax + 1), 0
 
 
+def _concat_shape(*values, axis):
+  rank = len(values[0].shape)
+  if rank == 0 or len({(v.dtype, len(v.shape)) for v in values}) != 1:
+    return None  # the impl raises the error
+  ax = _norm_axis(_int(axis), rank)
+  shape = list(values[0].shape)
+  if any(tuple(v.shape[:ax]) + tuple(v.shape[ax + 1:]) != tuple(shape[:ax] + shape[ax + 1:])
+         for v in values):
+    return None
+  shape[ax] = sum(v.shape[ax] for v in values)
+  return jax.ShapeDtypeStruct(tuple(shape), values[0].dtype)
+
+
 ConcatV2 = define_op(
     "ConcatV2", _concat_impl, family=FAMILY, static=("axis",), linear=True,
+    shape_rule=_concat_shape,
     transpose=_concat_transpose, batching=_concat_batch,
     spec=lambda st: st.Spec(_concat_calls(st)))
 
@@ -1131,7 +1152,15 @@ Range = define_op(
 
 
 def _shape_value(x, out_type) -> np.ndarray:
-  return np.array(tuple(np.shape(x)), dtype=tfdtypes.canonical_dtype(out_type))
+  shape = tuple(np.shape(x))
+  if not all(isinstance(d, (int, np.integer)) for d in shape):
+    raise errors.DynamicShapeError(
+        f"the graph computes with the shape {shape} of a value whose dimensions are "
+        "symbolic (jax.export shape polymorphism); tfprims resolves shape computations "
+        "(Shape -> StridedSlice/Pack -> Reshape, as in Keras Flatten) at trace time and "
+        "needs concrete sizes there: export with concrete shapes, or convert a TF "
+        "function whose shape arithmetic uses static sizes")
+  return np.array(shape, dtype=tfdtypes.canonical_dtype(out_type))
 
 
 def _const_batch(compute, multiple=False):

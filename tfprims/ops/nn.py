@@ -981,8 +981,17 @@ def _pool_calls(st, op_type, dtypes, *, explicit=False, v2=False, special=True, 
 _POOL_ATTRS = ("ksize", "strides", "padding", "explicit_paddings", "data_format")
 _HALF_TOL = dict(rtol={"float16": 1e-2, "bfloat16": 2e-2}, atol={"float16": 1e-2, "bfloat16": 2e-2})
 
+def _pool_shape(input, *, ksize, strides, padding, explicit_paddings=(), data_format="NHWC"):
+  _check_pool_format(data_format)
+  pads = _pool_pads(input.shape, ksize, strides, padding, explicit_paddings)
+  return jax.ShapeDtypeStruct(
+      tuple(_out_size(n, k, s, 1, p) for n, k, s, p in zip(input.shape, ksize, strides, pads)),
+      input.dtype)
+
+
 MaxPool = define_op(
-    "MaxPool", max_pool, family="nn", attrs=_POOL_ATTRS, jvp=_max_pool_jvp("MaxPool"),
+    "MaxPool", max_pool, family="nn", attrs=_POOL_ATTRS, shape_rule=_pool_shape,
+    jvp=_max_pool_jvp("MaxPool"),
     batching=_fold_batching("MaxPool"),
     spec=lambda st: st.Spec(
         _pool_calls(st, "MaxPool", ("float16", "bfloat16", "float32", "float64") + st.SIGNED
@@ -1046,7 +1055,7 @@ MaxPoolGradGradV2 = define_op(
 
 AvgPool = define_op(
     "AvgPool", avg_pool, family="nn", attrs=("ksize", "strides", "padding", "data_format"),
-    linear=True,
+    shape_rule=_pool_shape, linear=True,
     transpose=lambda ct, x, **p: [AvgPoolGrad(ct, orig_input_shape=_shape(x), **p)],
     batching=_fold_batching("AvgPool"),
     spec=lambda st: st.Spec(
