@@ -46,7 +46,7 @@ def main(argv=None):
   env = dict(os.environ, HYPOTHESIS_PROFILE=args.profile, JAX_PLATFORMS="cpu",
              TF_CPP_MIN_LOG_LEVEL="3",
              TFPRIMS_MAX_ERRORS=str(ROOT / "property_tests" / "max_errors.json"))
-  session = 0
+  session = len(list(log.glob("session*.log")))  # a restart continues the numbering
   while remaining:
     batch, remaining = remaining[:args.batch], remaining[args.batch:]
     session += 1
