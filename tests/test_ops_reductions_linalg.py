@@ -128,6 +128,60 @@ def test_vmap_of_batch_matmul_pads_batch_rank():
                                rtol=1e-5)
 
 
+# XLA's CPU compiler miscompiles a dot whose operands are both transposed by
+# the same cyclic batch permutation: a verifier error, or (after layout
+# assignment) a CHECK abort in AlgebraicSimplifier that kills the process. The
+# old BatchMatMul batching rule (batch dim to the front of both operands)
+# emitted exactly that for in_axes=(2, 2). Run in a subprocess so an abort
+# fails the test instead of killing pytest.
+_XLA_DOT_TRANSPOSE_REPRO = """
+import itertools, sys
+import jax, numpy as np
+import tfprims
+from tfprims.ops import linalg as L
+
+rng = np.random.default_rng(0)
+for name, (da, db), (ax, ay) in itertools.product(
+    ["BatchMatMul", "BatchMatMulV2"], itertools.product(range(5), repeat=2),
+    [(False, False), (True, False)]):
+  op = getattr(L, name)
+  def shaped(d, rows, cols, adj):
+    s = [3, 3] + ([cols, rows] if adj else [rows, cols])
+    s.insert(d, 2)
+    return rng.standard_normal(s).astype(np.float32)
+  x, y = shaped(da, 4, 2, ax), shaped(db, 2, 3, ay)
+  f = jax.vmap(lambda a, b: op(a, b, adj_x=ax, adj_y=ay), in_axes=(da, db))
+  out = np.asarray(jax.jit(f)(x, y))
+  for k in range(2):
+    want = np.asarray(op(np.take(x, k, da), np.take(y, k, db), adj_x=ax, adj_y=ay))
+    np.testing.assert_allclose(out[k], want, rtol=1e-5, atol=1e-5, err_msg=f"{name} {da} {db}")
+print("ok")
+"""
+
+
+def test_vmap_of_batch_matmul_avoids_xla_transpose_bug():
+  import subprocess
+  import sys
+  proc = subprocess.run([sys.executable, "-c", _XLA_DOT_TRANSPOSE_REPRO], capture_output=True,
+                        text=True, timeout=300)
+  assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+def test_vmap_of_batch_matmul_in_place_batch_dim_needs_no_input_transpose():
+  # in_axes=(2, 2): the vmapped dim is already a batch dim of both operands.
+  x, y = _rand(3, 3, 2, 2, 4), _rand(3, 3, 2, 4, 2)
+  f = lambda x, y: L.BatchMatMul(x, y, adj_x=False, adj_y=False)  # noqa: E731
+  jaxpr = jax.make_jaxpr(jax.vmap(f, in_axes=(2, 2)))(x, y)
+  assert not non_tf_primitives(jaxpr), jaxpr
+  eqns = jaxpr.jaxpr.eqns
+  assert [e.primitive.name for e in eqns] == ["tf.BatchMatMulV2", "tf.Transpose"], jaxpr
+  assert eqns[0].invars == jaxpr.jaxpr.invars
+  out = jax.jit(jax.vmap(f, in_axes=(2, 2)))(x, y)
+  for k in range(2):
+    np.testing.assert_allclose(
+        out[k], tf.raw_ops.BatchMatMul(x=x[:, :, k], y=y[:, :, k]).numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_matmul_lowers_like_jnp():
   x, w = _rand(4, 3), _rand(2, 3)
 

@@ -160,24 +160,49 @@ def _bmm_transpose(get_op, broadcast):
 
 
 def _bmm_batching(get_op):
-  """Batch axis to the front, the batched operands padded with size-1 dims so
-  batch ranks line up (BatchMatMulV2 broadcasts right-aligned); re-binds ``get_op()``."""
+  """Re-binds ``get_op()`` (BatchMatMulV2 broadcasts batch dims right-aligned)
+  with the vmapped dim as one more batch dim at output batch position ``t``,
+  then moves it to the front of the result with tf.Transpose.
+
+  ``t`` is where a batched operand already has its vmapped dim among its batch
+  dims (else 0): that operand needs no transpose, and when both operands are
+  batched at the same place neither does. An operand whose vmapped dim sits
+  elsewhere is moved to ``t`` with tf.Transpose; batched operands with fewer
+  batch dims get size-1 dims (tf.Reshape) in front, unbatched ones a size-1 dim
+  at ``t`` where they span it. Transposing both operands by one batch
+  permutation is what this avoids: XLA's CPU compiler miscompiles a dot whose
+  two operands are transposed by the same cyclic batch permutation (a verifier
+  error, or a CHECK abort in its AlgebraicSimplifier; the old rule, "batch dim
+  to the front of both", emitted exactly that for ``in_axes=(2, 2)``; see
+  test_vmap_of_batch_matmul_avoids_xla_transpose_bug).
+  """
   def rule(args, dims, **params):
     ranks = [len(_shape(a)) - (d is not None) for a, d in zip(args, dims)]
     batch_rank = max(r - 2 for r in ranks)
+    # Output batch positions 0..batch_rank; an operand's k batch dims align right.
+    offsets = [batch_rank - (r - 2) for r in ranks]
+    in_place = [o + d for d, r, o in zip(dims, ranks, offsets)
+                if d is not None and d <= r - 2]
+    t = in_place[0] if in_place else 0
     moved = []
-    for a, d, r in zip(args, dims, ranks):
+    for a, d, o in zip(args, dims, offsets):
       if d is None:
+        if t > o:  # it spans position t (its batch dims start at o + 1)
+          s = _shape(a)
+          a = reshape(a, s[:t - o] + (1,) + s[t - o:])
         moved.append(a)
         continue
-      if d != 0:
-        a = moveaxis(a, d, 0)
-      pad = batch_rank - (r - 2)
-      if pad:
+      if t >= o:
+        if d != t - o:
+          a = moveaxis(a, d, t - o)
+      else:
+        if d != 0:
+          a = moveaxis(a, d, 0)
         s = _shape(a)
-        a = reshape(a, s[:1] + (1,) * pad + s[1:])
+        a = reshape(a, s[:1] + (1,) * (o - t) + s[1:])
       moved.append(a)
-    return get_op()(*moved, **params), 0
+    out = get_op()(*moved, **params)
+    return (moveaxis(out, t, 0) if t else out), 0
   return rule
 
 
