@@ -398,3 +398,102 @@ def test_multi_output_transposes_fill_symbolic_zeros_with_tf_fill():
   assert "tf.Fill" in jaxpr_primitives(grad)
   g = jax.vjp(f, x)[1](np.ones((2, 3), np.float32))[0]
   np.testing.assert_array_equal(g, [[1] * 3] * 2 + [[0] * 3] * 2)
+
+
+# ---------------------------------------------------------------------------
+# Bitcast
+
+
+def _bitcast_input(src, dst, rng):
+  """Random bytes viewed as ``src``, shaped [2, 3] (+ the last dim a wider ``dst`` needs)."""
+  src, dst = tfprims.dtypes.np.dtype(src), tfprims.dtypes.np.dtype(dst)
+  shape = (2, 3) + ((dst.itemsize // src.itemsize,) if src.itemsize < dst.itemsize else ())
+  raw = rng.integers(0, 256, size=int(np.prod(shape)) * src.itemsize, dtype=np.uint8)
+  return raw.view(src).reshape(shape)
+
+
+def _bitcast_dtypes():
+  import ml_dtypes
+  return [np.dtype(ml_dtypes.bfloat16) if n == "bfloat16" else np.dtype(n)
+          for n in A._BITCAST_TYPES]
+
+
+def _same_bits(a, b):
+  a, b = np.asarray(a), np.asarray(b)
+  assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, a.dtype, b.shape, b.dtype)
+  np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+def test_bitcast_every_type_pair_matches_tf_bit_for_bit(x64):
+  # NaN payloads, subnormals and signed zeros included: the bytes must agree.
+  rng = np.random.default_rng(0)
+  types = _bitcast_dtypes()
+  f = jax.jit(lambda x, T, type: A.Bitcast(x, T=T, type=type), static_argnums=(1, 2))
+  for src in types:
+    for dst in types:
+      x = _bitcast_input(src, dst, rng)
+      want = tf.raw_ops.Bitcast(input=x, type=tf.as_dtype(dst)).numpy()
+      ours, params = A.Bitcast.prepare({"input": x}, {"type": dst})
+      _same_bits(A.Bitcast(*ours, **params), want)
+      _same_bits(f(x, src, dst), want)
+
+
+@pytest.mark.parametrize("src,dst,shape", [
+    ("int8", "int16", (3,)),        # last dim must be 2
+    ("int8", "int32", ()),          # a scalar cannot widen
+    ("uint8", "complex64", (4,)),   # needs 8
+])
+def test_bitcast_rejects_what_tf_rejects(src, dst, shape):
+  x = np.zeros(shape, src)
+  with pytest.raises(tf.errors.InvalidArgumentError):
+    tf.raw_ops.Bitcast(input=x, type=tf.as_dtype(dst))
+  with pytest.raises(ValueError, match="last dimension must be"):
+    A.Bitcast(x, T=np.dtype(src), type=np.dtype(dst))
+
+
+def test_bitcast_rejects_bool_like_tf():
+  x = np.zeros((2,), np.int8)
+  with pytest.raises(tf.errors.InvalidArgumentError):
+    tf.raw_ops.Bitcast(input=x, type=tf.bool)
+  with pytest.raises(TypeError, match="allowed"):
+    A.Bitcast(x, T=np.dtype("int8"), type=np.dtype("bool"))
+  with pytest.raises(TypeError, match="allowed"):
+    A.Bitcast(np.zeros((2,), bool), T=np.dtype("bool"), type=np.dtype("int8"))
+
+
+def test_bitcast_in_a_graph_and_its_x64_off_choices():
+  # x64 off: int64 <-> uint64 reinterpret the 32-bit values (as Cast would);
+  # pairs whose bytes need 64-bit values raise Int64OverflowError at trace time.
+  @tf.function
+  def f(x):
+    return tf.bitcast(x, tf.uint64)
+
+  fn = tfprims.convert(f, tf.TensorSpec([3], tf.int64))[0]
+  out = fn({}, np.array([0, 5, 2**31 - 1], np.int64))[0]
+  assert out.dtype == np.uint32
+  np.testing.assert_array_equal(out, [0, 5, 2**31 - 1])
+
+  @tf.function
+  def g(x):
+    return tf.bitcast(x, tf.int64)
+
+  gn = tfprims.convert(g, tf.TensorSpec([3], tf.float64))[0]
+  with pytest.raises(tfprims.TFPrimsError, match="needs x64"):
+    gn({}, np.ones(3))
+  with jax.enable_x64(True):
+    _same_bits(gn({}, np.ones(3))[0], g(np.ones(3)).numpy())
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_bitcast_vmap_over_the_last_dim_keeps_tf_names(axis):
+  x = np.random.default_rng(1).integers(-100, 100, size=(3, 2, 2)).astype(np.int16)
+  for dst in ("int8", "int32"):
+    f = lambda v: A.Bitcast(v, T=np.dtype("int16"), type=np.dtype(dst))  # noqa: E731
+    # The batch axis stays where it is (JAX moves it to out_axes=0 at the end),
+    # except the last one, which Bitcast adds or removes: tf.Transpose first.
+    jaxpr = jax.make_jaxpr(jax.vmap(f, in_axes=axis, out_axes=axis if axis < 2 else 0))(x)
+    assert not non_tf_primitives(jaxpr), jaxpr
+    assert ("tf.Transpose" in jaxpr_primitives(jaxpr)) == (axis == 2)
+    out = jax.vmap(f, in_axes=axis)(x)
+    for k in range(x.shape[axis]):
+      _same_bits(out[k], tf.bitcast(np.take(x, k, axis), tf.as_dtype(dst)).numpy())

@@ -799,17 +799,25 @@ SquaredDifference = define_op(
                             note=_CPLX_GRAD_NOTE))
 
 
-def _atan2_jvps():
-  def ty(t, y, x):
-    return Mul(t, Div(x, AddV2(Square(y), Square(x))))
-
-  def tx(t, y, x):
-    return Mul(t, Div(Neg(y), AddV2(Square(y), Square(x))))
-  return (ty, tx)
+def _atan2_jvp(primals, tangents):
+  """TF's _Atan2Grad shares ``grad / (x^2 + y^2)`` between both inputs, so its
+  forward mode divides the summed numerator ``t_y x - t_x y`` once: inf, not
+  inf + NaN, where ``x^2 + y^2`` underflows (float16 x = 6e-5, y = 0)."""
+  (y, x), (ty, tx) = primals, tangents
+  out = Atan2(y, x)
+  num = None
+  if type(ty) is not ad.Zero:
+    num = Mul(ty, x)
+  if type(tx) is not ad.Zero:
+    t = Mul(tx, Neg(y))
+    num = t if num is None else AddV2(num, t)
+  if num is None:
+    return out, _zero_tangent(out)
+  return out, Div(num, AddV2(Square(x), Square(y)))
 
 
 Atan2 = define_op(
-    "Atan2", lambda y, x: jnp.arctan2(y, x), **_EW, jvp=_atan2_jvps(),
+    "Atan2", lambda y, x: jnp.arctan2(y, x), **_EW, jvp=_atan2_jvp,
     spec=lambda st: st.Spec(_binary_spec(st, F, args=("y", "x"))))
 
 
