@@ -29,7 +29,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, mlir, xla
 from jax.interpreters import batching as jax_batching
 
-from tfprims import errors, opdefs
+from tfprims import errors, folding, opdefs
 
 __all__ = [
     "TFOp", "define_op", "register_op", "unregister_op", "primitive", "get_op", "registered_ops",
@@ -152,12 +152,15 @@ class TFOp:
     return self(*operands, **params)
 
   def fold(self, *operands, **params):
-    """Evaluates the op on concrete values at trace time (constant folding)."""
-    with jax.ensure_compile_time_eval():
-      out = self.impl(*operands, **params)
-    if self.multiple_results:
-      return [np.asarray(o) for o in out]
-    return np.asarray(out)
+    """Evaluates the op on concrete values at trace time (constant folding): with
+    numpy where that is exactly XLA's result (tfprims.folding), else with XLA."""
+    out = folding.fold(self.impl, operands, params)
+    if out is None:
+      with jax.ensure_compile_time_eval():
+        out = self.impl(*operands, **params)
+      out = out if self.multiple_results else [out]
+    out = [np.asarray(o) for o in out]
+    return out if self.multiple_results else out[0]
 
   def __repr__(self):
     return f"<TFOp {self.op_type} ({self.family})>"

@@ -1,0 +1,195 @@
+"""Constant folding with numpy: evaluating an op on values known at trace time
+without compiling an XLA program.
+
+The interpreter folds every op whose inputs are all known (shape arithmetic,
+``Fill``/``Range`` of static sizes, loop-counter bookkeeping...). Folding through
+XLA (``jax.ensure_compile_time_eval``) compiles one program per new signature, at
+10-80 ms each, which dominated the first trace of recurrent models. Here the op's
+impl is traced to a jaxpr once per signature and evaluated with numpy.
+
+Only primitives whose numpy evaluation is bit-identical to XLA's are handled:
+data movement for every dtype, and arithmetic on integers and booleans (floats
+only compare). Anything else (transcendentals, float arithmetic whose rounding
+or NaN/zero-sign rules could differ, integer division by zero, float-to-int
+casts) makes :func:`fold` return None and the caller folds with XLA.
+tests/test_folding.py compares both on every op's property-spec draws.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Optional, Sequence
+
+import jax
+import numpy as np
+from jax.extend.core import Literal
+
+
+class _NotFoldable(Exception):
+  pass
+
+
+def _exact(*xs):
+  """Arithmetic is bit-identical to XLA's only for integers and booleans."""
+  for x in xs:
+    if x.dtype.kind not in "iub":
+      raise _NotFoldable(f"arithmetic on {x.dtype}")
+
+
+def _arith(fn):
+  def rule(*xs, **_):
+    _exact(*xs)
+    return fn(*xs)
+  return rule
+
+
+def _div(a, b, **_):
+  _exact(a, b)
+  if np.any(b == 0):
+    raise _NotFoldable("integer division by zero")
+  if a.dtype.kind == "i" and np.any((a == np.iinfo(a.dtype).min) & (b == -1)):
+    raise _NotFoldable("integer division overflow")
+  q = np.floor_divide(a, b)  # XLA truncates towards zero: undo numpy's flooring
+  return np.where((np.remainder(a, b) != 0) & ((a < 0) != (b < 0)), q + 1, q)
+
+
+def _rem(a, b, **_):
+  _exact(a, b)
+  if np.any(b == 0):
+    raise _NotFoldable("integer remainder by zero")
+  return np.fmod(a, b)  # the dividend's sign, as XLA
+
+
+def _convert(x, *, new_dtype, **_):
+  new_dtype = np.dtype(new_dtype)
+  if x.dtype.kind in "fc" and (new_dtype.kind not in "fc" or
+                               new_dtype.itemsize < x.dtype.itemsize):
+    raise _NotFoldable("float to int or to a narrower float")
+  return x.astype(new_dtype)
+
+
+def _broadcast_in_dim(x, *, shape, broadcast_dimensions, **_):
+  expanded = [1] * len(shape)
+  for i, d in enumerate(broadcast_dimensions):
+    expanded[d] = x.shape[i]
+  return np.broadcast_to(x.reshape(expanded), shape)
+
+
+def _reduce(fn, any_dtype):
+  def rule(x, *, axes, **_):
+    if not any_dtype:
+      _exact(x)
+    return fn(x, axis=tuple(axes))
+  return rule
+
+
+def _select_n(which, *cases):
+  return np.where(which, cases[1], cases[0]) if which.dtype == np.bool_ else \
+      np.choose(which, cases)
+
+
+def _slice(x, *, start_indices, limit_indices, strides=None, **_):
+  strides = strides or (1,) * x.ndim
+  return x[tuple(slice(s, e, st) for s, e, st in zip(start_indices, limit_indices, strides))]
+
+
+def _integer_pow(x, *, y, **_):
+  _exact(x)
+  if y < 0:
+    raise _NotFoldable("negative integer power")
+  return x ** y  # wraps around like XLA's repeated multiplication
+
+
+def _iota(*, dtype, shape, dimension, **_):
+  return _broadcast_in_dim(np.arange(shape[dimension], dtype=dtype), shape=shape,
+                           broadcast_dimensions=(dimension,))
+
+
+_RULES = {
+    "add": _arith(np.add), "sub": _arith(np.subtract), "mul": _arith(np.multiply),
+    "neg": _arith(np.negative), "abs": _arith(np.abs),
+    "max": _arith(np.maximum), "min": _arith(np.minimum),
+    "div": _div, "rem": _rem,
+    "and": _arith(np.bitwise_and), "or": _arith(np.bitwise_or),
+    "xor": _arith(np.bitwise_xor), "not": _arith(np.invert),
+    "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+    "eq": np.equal, "ne": np.not_equal,
+    "select_n": _select_n,
+    "convert_element_type": _convert,
+    "broadcast_in_dim": _broadcast_in_dim,
+    "reshape": lambda x, *, new_sizes, **_: x.reshape(new_sizes),
+    "squeeze": lambda x, *, dimensions, **_: np.squeeze(x, tuple(dimensions)),
+    "iota": _iota,
+    "concatenate": lambda *xs, dimension, **_: np.concatenate(xs, axis=dimension),
+    "stack": lambda *xs, axis, **_: np.stack(xs, axis=axis),
+    "rev": lambda x, *, dimensions, **_: np.flip(x, tuple(dimensions)),
+    "sign": _arith(np.sign),
+    "clamp": _arith(lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi)),
+    "integer_pow": _integer_pow,
+    "slice": _slice,
+    "transpose": lambda x, *, permutation, **_: np.transpose(x, permutation),
+    "split": lambda x, *, sizes, axis, **_: np.split(x, np.cumsum(sizes)[:-1], axis=axis),
+    "reduce_max": _reduce(np.max, False), "reduce_min": _reduce(np.min, False),
+    "reduce_sum": _reduce(np.sum, False), "reduce_prod": _reduce(np.prod, False),
+    "reduce_and": _reduce(np.all, True), "reduce_or": _reduce(np.any, True),
+    "copy": lambda x, **_: x, "copy_p": lambda x, **_: x,
+}
+_CALLS = ("pjit", "jit", "closed_call")
+
+
+@functools.lru_cache(maxsize=4096)
+def _traced(impl, params: tuple, signature: tuple, x64: bool):
+  """The impl's jaxpr for one signature, or None if it cannot be traced
+  abstractly (an impl that branches on values folds with XLA)."""
+  del x64  # part of the key: the jaxpr's dtypes depend on it
+  args = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in signature]
+  try:
+    return jax.make_jaxpr(functools.partial(impl, **dict(params)))(*args)
+  except Exception:  # noqa: BLE001 - any failure means: fold with XLA instead
+    return None
+
+
+def _eval(jaxpr, consts: Sequence[Any], args: Sequence[np.ndarray]) -> list:
+  env: dict = {}
+  read = lambda v: v.val if isinstance(v, Literal) else env[v]
+  for var, value in list(zip(jaxpr.constvars, consts)) + list(zip(jaxpr.invars, args)):
+    env[var] = np.asarray(value, dtype=var.aval.dtype)
+  for eqn in jaxpr.eqns:
+    ins = [np.asarray(read(v)) for v in eqn.invars]
+    name = eqn.primitive.name
+    if name in _CALLS:
+      inner = eqn.params.get("jaxpr") or eqn.params.get("call_jaxpr")
+      outs = _eval(inner.jaxpr, inner.consts, ins)
+    else:
+      rule = _RULES.get(name)
+      if rule is None:
+        raise _NotFoldable(name)
+      out = rule(*ins, **eqn.params)
+      outs = list(out) if eqn.primitive.multiple_results else [out]
+    for var, out in zip(eqn.outvars, outs):
+      out = np.asarray(out)
+      want = np.dtype(var.aval.dtype)
+      if out.shape != tuple(var.aval.shape) or out.dtype.kind != want.kind:
+        raise _NotFoldable(f"{name} gave {out.dtype}{list(out.shape)}")
+      env[var] = out.astype(want, copy=False)
+  return [np.asarray(read(v)) for v in jaxpr.outvars]
+
+
+def fold(impl, operands: Sequence[Any], params: dict) -> Optional[list]:
+  """``impl(*operands, **params)``'s outputs (a list) evaluated with numpy, or
+  None when that would not be exactly what XLA computes."""
+  if not all(isinstance(o, (np.ndarray, np.generic)) for o in operands):
+    return None  # Python scalars are weakly typed: leave them to JAX
+  signature = tuple((np.shape(o), np.asarray(o).dtype) for o in operands)
+  try:
+    closed = _traced(impl, tuple(sorted(params.items())), signature,
+                     bool(jax.config.jax_enable_x64))
+  except TypeError:  # unhashable params
+    return None
+  if closed is None:
+    return None
+  try:
+    with np.errstate(all="ignore"):  # integer wrap-around is XLA's too
+      return _eval(closed.jaxpr, closed.consts, operands)
+  except (_NotFoldable, ValueError, TypeError, IndexError):
+    return None
