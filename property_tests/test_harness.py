@@ -218,3 +218,14 @@ def test_write_errors_merges_per_op(tmp_path):
   assert ops["Sin"]["values"]["float32"]["max_abs"] == 3e-7   # replaced by the newer run
   assert ops["Cos"]["profile"] == "thorough"                   # kept
   assert sorted(p.name for p in tmp_path.iterdir()) == ["errors.json"]
+
+
+def test_raw_ops_keywords_renamed_generically():
+  # Specs draw op-def names; tf.raw_ops renames a few keywords (TF's API defs).
+  assert runner.raw_ops_renames("Sum") == {"reduction_indices": "axis"}
+  assert runner.raw_ops_renames("Squeeze") == {"squeeze_dims": "axis"}
+  assert runner.raw_ops_renames("Split") == {"split_dim": "axis"}
+  assert runner.raw_ops_renames("Select") == {"t": "x", "e": "y"}
+  assert runner.raw_ops_renames("MatMul") == {}
+  report = check_op("Mean", ["values"], max_examples=3)
+  assert report.results["values"].status == "passed", report.summary()

@@ -265,8 +265,7 @@ ExpandDims = define_op(
     transpose=lambda ct, x, *, axis: [
         Squeeze(ct, squeeze_dims=(_expand_axis(axis, len(_shape(x))),))],
     batching=_expand_dims_batch,
-    spec=lambda st: st.Spec(_expand_dims_calls(st),
-                            oracle=_renamed_oracle("ExpandDims", dim="axis")))
+    spec=lambda st: st.Spec(_expand_dims_calls(st)))
 
 
 def _squeeze_axes(shape, squeeze_dims) -> tuple:
@@ -295,8 +294,7 @@ Squeeze = define_op(
     "Squeeze", _squeeze_impl, family=FAMILY, attrs=("squeeze_dims",), linear=True,
     transpose=lambda ct, x, *, squeeze_dims: [Reshape(ct, shape=_shape(x))],
     batching=_squeeze_batch,
-    spec=lambda st: st.Spec(_squeeze_calls(st),
-                            oracle=_renamed_oracle("Squeeze", squeeze_dims="axis")))
+    spec=lambda st: st.Spec(_squeeze_calls(st)))
 
 
 # ---------------------------------------------------------------------------
@@ -417,8 +415,7 @@ def _split_batch(args, dims, *, axis, num_split):
 Split = define_op(
     "Split", _split_impl, family=FAMILY, static={"split_dim": "axis"}, attrs=("num_split",),
     multiple_results=True, linear=True, transpose=_split_transpose, batching=_split_batch,
-    spec=lambda st: st.Spec(_split_calls(st),
-                            oracle=_renamed_oracle("Split", split_dim="axis")))
+    spec=lambda st: st.Spec(_split_calls(st)))
 
 
 def _split_sizes(size_splits, n: int, num_split: int) -> tuple:
@@ -468,8 +465,7 @@ SplitV = define_op(
                                                    "split_dim": "axis"},
     attrs=("num_split",), multiple_results=True, linear=True, transpose=_splitv_transpose,
     batching=_splitv_batch,
-    spec=lambda st: st.Spec(_splitv_calls(st),
-                            oracle=_renamed_oracle("SplitV", split_dim="axis")))
+    spec=lambda st: st.Spec(_splitv_calls(st)))
 
 
 # ---------------------------------------------------------------------------
@@ -1041,8 +1037,7 @@ Select = define_op(
     jvp=(None, lambda g, c, t, e: Select(c, g, ZerosLike(e)),
          lambda g, c, t, e: Select(c, ZerosLike(t), g)),
     transpose=_select_transpose, batching=_select_batch,
-    spec=lambda st: st.Spec(_select_calls(st),
-                            oracle=_renamed_oracle("Select", t="x", e="y")))
+    spec=lambda st: st.Spec(_select_calls(st)))
 
 
 def _select_v2_transpose(ct, c, t, e):
@@ -1520,16 +1515,6 @@ Cumprod = define_op(
 # ---------------------------------------------------------------------------
 
 _IDX = ("int32", "int64")
-
-
-def _renamed_oracle(op_type, **renames):
-  """A TF oracle taking op-def argument names (what specs draw and ``prepare`` reads)
-  for a ``tf.raw_ops`` function whose Python argument names differ."""
-  def oracle(**kwargs):
-    import tensorflow as tf
-    return getattr(tf.raw_ops, op_type)(**{renames.get(k, k): v for k, v in kwargs.items()})
-  oracle.__name__ = op_type
-  return oracle
 
 
 def _range_oracle(start, limit, delta, Tidx=None):

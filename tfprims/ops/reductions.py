@@ -429,21 +429,11 @@ def reduction_calls(st, dtype_names, wide_bound=None, complex_kwargs=None):
   return draw()
 
 
-def raw_oracle(op_type: str):
-  """``tf.raw_ops.<op_type>`` called with op-def input names: the raw_ops
-  wrappers rename ``reduction_indices`` to ``axis``, while ``TFOp.prepare`` and
-  the runner use op-def names."""
-  def oracle(reduction_indices, **kwargs):
-    import tensorflow as tf
-    return getattr(tf.raw_ops, op_type)(axis=reduction_indices, **kwargs)
-  oracle.__name__ = op_type
-  return oracle
-
-
 def reduction_spec(st, op_type, dtype_names, wide_bound=None, complex_kwargs=None,
                    **kwargs):
-  return st.Spec(reduction_calls(st, dtype_names, wide_bound, complex_kwargs),
-                 oracle=raw_oracle(op_type), **kwargs)
+  """Calls with op-def names (``reduction_indices``); the runner passes it to
+  ``tf.raw_ops.<op_type>`` as ``axis`` (``runner.raw_ops_renames``)."""
+  return st.Spec(reduction_calls(st, dtype_names, wide_bound, complex_kwargs), **kwargs)
 
 
 _TIE_VALUES = {"f": [0.0, -0.0, 1.0, -1.0, np.nan, np.inf, -np.inf],

@@ -172,14 +172,53 @@ def _tf():
   return tf
 
 
+@functools.lru_cache(maxsize=None)
+def raw_ops_renames(op_type: str) -> dict:
+  """Op-def argument name -> ``tf.raw_ops.<op_type>`` keyword, where they differ.
+
+  Specs draw (and ``TFOp.prepare`` reads) op-def names, but TF's API defs
+  rename some raw_ops keywords (``Sum(reduction_indices=)`` is
+  ``tf.raw_ops.Sum(axis=)``, ``Squeeze``'s ``squeeze_dims`` is ``axis``,
+  ``Select``'s ``t``/``e`` are ``x``/``y``...). The raw_ops signature lists the
+  inputs in op-def order, then the attrs TF does not infer (without defaults
+  first), so the two line up by position.
+  """
+  import inspect
+  fn = getattr(_tf().raw_ops, op_type, None)
+  od = opdefs.op_def(op_type)
+  if fn is None or od is None:
+    return {}
+  params = [p for p in inspect.signature(fn).parameters if p != "name"]
+  inferred = set()
+  for arg in od.input_arg:
+    inferred |= {arg.type_attr, arg.number_attr, arg.type_list_attr} - {""}
+  attrs = [a for a in od.attr if a.name not in inferred]
+  attrs = ([a for a in attrs if not a.HasField("default_value")] +
+           [a for a in attrs if a.HasField("default_value")])
+  names = [a.name for a in od.input_arg] + [a.name for a in attrs]
+  if len(names) != len(params):
+    return {}
+  return {n: p for n, p in zip(names, params) if n != p}
+
+
 def _tf_fn(oracle):
   if callable(oracle):
     return oracle
   tf = _tf()
   try:
-    return getattr(tf.raw_ops, oracle)
+    fn = getattr(tf.raw_ops, oracle)
   except AttributeError:
     raise OpCheckError(f"tf.raw_ops has no op {oracle!r}: pass oracle= to check_op") from None
+  renames = raw_ops_renames(oracle)
+  if not renames:
+    return fn
+  return lambda **kwargs: fn(**{renames.get(k, k): v for k, v in kwargs.items()})
+
+
+def _tf_callee_src(call) -> str:
+  if not isinstance(call.oracle, str):
+    return "oracle"
+  return "raw_op" if raw_ops_renames(call.oracle) else f"tf.raw_ops.{call.oracle_name}"
 
 
 def _flatten(out) -> list:
@@ -819,10 +858,13 @@ def snippet(call: Call, check: str = "values", extra: Optional[dict] = None) -> 
   lines.append(")")
   lines.append("attrs = dict(" + ", ".join(f"{k}={literal(v)}" for k, v in call.attrs.items())
                + ")")
-  tf_call = (f"tf.raw_ops.{call.oracle_name}(**tf_inputs, **attrs)"
-             if isinstance(call.oracle, str) else "oracle(**tf_inputs, **attrs)")
+  tf_call = f"{_tf_callee_src(call)}(**tf_inputs, **attrs)"
   lines.append("tf_inputs = tf.nest.map_structure(tf.constant, inputs)  "
                "# numpy inputs may be cast to a default dtype")
+  if _tf_callee_src(call) == "raw_op":
+    renames = raw_ops_renames(call.oracle)
+    lines.append(f"raw_op = lambda **kw: tf.raw_ops.{call.oracle_name}(**{{{renames!r}.get(k, k): "
+                 "v for k, v in kw.items()})  # raw_ops renames op-def arguments")
   lines.append(f"expected = {tf_call}")
   lines += [
       "# tfprims:",
@@ -906,7 +948,7 @@ def _tf_call_src(call: Call, diff: Sequence[int]) -> str:
         parts.append(f"{name}=[{', '.join(items)}]")
     elif (name, None) in pos:
       parts.append(f"{name}=xs[{pos[(name, None)]}]")
-  return (f"tf.raw_ops.{call.oracle_name}(**dict(tf_inputs, {', '.join(parts)}), **attrs)")
+  return f"{_tf_callee_src(call)}(**dict(tf_inputs, {', '.join(parts)}), **attrs)"
 
 
 # --------------------------------------------------------------------------
