@@ -229,3 +229,20 @@ def test_raw_ops_keywords_renamed_generically():
   assert runner.raw_ops_renames("MatMul") == {}
   report = check_op("Mean", ["values"], max_examples=3)
   assert report.results["values"].status == "passed", report.summary()
+
+
+def test_complex_values_compared_by_magnitude():
+  # A tiny imaginary part of a large value carries the value's rounding error.
+  close = runner.compare(np.array([1e6 + 1e-3j], np.complex64),
+                         np.array([1e6 + 2e-3j], np.complex64), rtol=1e-5, atol=1e-6)
+  assert close.ok, close.message
+  assert not runner.compare(np.array([1 + 1j]), np.array([1 + 1.1j]), rtol=1e-5, atol=1e-6).ok
+  # A part that is not finite: parts compared one by one.
+  assert not runner.compare(np.array([complex(np.inf, 1)]), np.array([complex(np.inf, 1.5)]),
+                            rtol=1e-5, atol=1e-6).ok
+
+
+def test_strategies_treat_bfloat16_as_float():
+  assert st.is_float("bfloat16") and st.is_float(st.np_dtype("bfloat16"))
+  assert st.kind("bfloat16") == "f" and st.is_inexact("complex64")
+  assert not st.is_float("int8") and not st.is_float("complex64")

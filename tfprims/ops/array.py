@@ -1992,7 +1992,7 @@ def _scan_calls(st, op):
   def calls(draw):
     dtype = draw(st.dtypes(st.NUMERIC + st.COMPLEX))
     shape = draw(st.shapes(min_rank=1))
-    if dtype.kind in "fc" or dtype.name == "bfloat16":
+    if st.is_inexact(dtype):
       lo, hi = (0.5, 2.0) if op == "Cumprod" else (-100.0, 100.0)
       x = draw(st.arrays(dtype, shape, min_value=lo, max_value=hi, special=False))
     else:

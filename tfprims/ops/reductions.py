@@ -443,7 +443,7 @@ _TIE_VALUES = {"f": [0.0, -0.0, 1.0, -1.0, np.nan, np.inf, -np.inf],
 def _tie_array(st, dtype, shape):
   """Arrays with few distinct values (ties, NaN, ±inf)."""
   size = int(np.prod(shape))
-  kind = "f" if dtype.name == "bfloat16" else dtype.kind
+  kind = st.kind(dtype)
   values = _TIE_VALUES[kind]
   return st.lists(st.sampled_from(values), min_size=size, max_size=size).map(
       lambda v: np.array(v, dtype=np.float32 if kind == "f" else None)

@@ -329,8 +329,9 @@ def compare(actual, expected, *, rtol: float = 0.0, atol: float = 0.0,
   """Compares two arrays the way the runner does.
 
   Shapes (and dtypes when ``check_dtype``) must be equal; ints and bools
-  exactly; floats (and complex parts) with ``|a - e| <= atol + rtol * |e|``,
-  NaNs at the same positions and infinities equal.
+  exactly; floats with ``|a - e| <= atol + rtol * |e|``, complex values by
+  the magnitudes ``|a - e|`` and ``|e|`` (part by part where a part is not
+  finite); NaNs at the same positions (per part) and infinities equal.
   """
   a, e = np.asarray(actual), np.asarray(expected)
   if a.shape != e.shape:
@@ -344,7 +345,8 @@ def compare(actual, expected, *, rtol: float = 0.0, atol: float = 0.0,
     if not bad.any():
       return Diff(True)
     return Diff(False, _mismatch_message(what, a, e, bad, "exact equality"))
-  if _is_complex(a.dtype) or _is_complex(e.dtype):
+  cplx = _is_complex(a.dtype) or _is_complex(e.dtype)
+  if cplx:
     ac, ec = a.astype(np.complex128), e.astype(np.complex128)
     parts = [(ac.real, ec.real), (ac.imag, ec.imag)]
   else:
@@ -352,20 +354,30 @@ def compare(actual, expected, *, rtol: float = 0.0, atol: float = 0.0,
   bad = np.zeros(a.shape, bool)
   max_abs = max_rel = 0.0
   tiny = float(jnp.finfo(e.dtype).tiny) if _is_inexact(e.dtype) else 1e-300
+
+  def within(err, ref, where):
+    nonlocal bad, max_abs, max_rel
+    bad |= where & (err > atol + rtol * ref)
+    if where.any():
+      max_abs = max(max_abs, float(err[where].max()))
+      big = where & (ref >= tiny)
+      if big.any():
+        max_rel = max(max_rel, float((err[big] / ref[big]).max()))
+
   with np.errstate(invalid="ignore", over="ignore"):
+    # Complex values whose parts are all finite: |a - e| against |e| (a tiny
+    # part of a large value may carry the large value's rounding error).
+    whole = (np.isfinite(ac) & np.isfinite(ec)) if cplx else np.zeros(a.shape, bool)
+    if cplx:
+      within(np.where(whole, np.abs(ac - ec), 0.0), np.abs(ec), whole)
     for pa, pe in parts:
       nan_a, nan_e = np.isnan(pa), np.isnan(pe)
       bad |= nan_a != nan_e
       inf = (np.isinf(pa) | np.isinf(pe)) & ~nan_a & ~nan_e
       bad |= inf & (pa != pe)
-      fin = np.isfinite(pa) & np.isfinite(pe)
-      err = np.where(fin, np.abs(pa - pe), 0.0)
-      bad |= fin & (err > atol + rtol * np.abs(pe))
-      if fin.any():
-        max_abs = max(max_abs, float(err.max()))
-        big = fin & (np.abs(pe) >= tiny)
-        if big.any():
-          max_rel = max(max_rel, float((err[big] / np.abs(pe[big])).max()))
+      # Parts of complex values with a non-finite part, and real values.
+      fin = np.isfinite(pa) & np.isfinite(pe) & ~whole
+      within(np.where(fin, np.abs(pa - pe), 0.0), np.abs(pe), fin)
   if not bad.any():
     return Diff(True, max_abs=max_abs, max_rel=max_rel)
   msg = _mismatch_message(what, a, e, bad, f"rtol={rtol:g}, atol={atol:g}")

@@ -36,6 +36,22 @@ def np_dtype(name) -> np.dtype:
   return np.dtype(name)
 
 
+def kind(dtype) -> str:
+  """numpy's dtype kind, with bfloat16 (numpy kind ``'V'``) as ``'f'``."""
+  dtype = np_dtype(dtype)
+  return "f" if dtype.name == "bfloat16" else dtype.kind
+
+
+def is_float(dtype) -> bool:
+  """A real floating dtype, bfloat16 included."""
+  return kind(dtype) == "f"
+
+
+def is_inexact(dtype) -> bool:
+  """A float (bfloat16 included) or complex dtype."""
+  return kind(dtype) in "fc"
+
+
 def dtypes(names: Sequence[str] = FLOATS) -> hst.SearchStrategy:
   """One of the named dtypes, as ``np.dtype``."""
   return hst.sampled_from([np_dtype(n) for n in names])
