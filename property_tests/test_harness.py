@@ -246,3 +246,14 @@ def test_strategies_treat_bfloat16_as_float():
   assert st.is_float("bfloat16") and st.is_float(st.np_dtype("bfloat16"))
   assert st.kind("bfloat16") == "f" and st.is_inexact("complex64")
   assert not st.is_float("int8") and not st.is_float("complex64")
+
+
+def test_derivative_tolerance_follows_the_least_precise_dtype():
+  call = runner.make_call(get_op("Cast"), {"x": np.ones(3, np.float16),
+                                           "DstT": np.dtype("float64"), "Truncate": False})
+  runner._prepare(call)
+  spec = runner.load_spec(call.op)
+  tol = runner.derivative_tolerance(call, [0], [np.dtype("float64")])
+  assert tol(spec, np.dtype("float64")) == runner.grad_tolerance(spec, np.dtype("float16"))
+  same = runner.derivative_tolerance(call, [], [np.dtype("float64")])
+  assert same(spec, np.dtype("float64")) == runner.grad_tolerance(spec, np.dtype("float64"))

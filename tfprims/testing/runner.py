@@ -295,6 +295,24 @@ def grad_tolerance(spec: Spec, dtype) -> tuple[float, float]:
           _resolve(getattr(spec, "grad_atol", None), name, atol))
 
 
+def derivative_tolerance(call, diff_idx, out_dtypes):
+  """``tol_fn(spec, dtype)`` for derivative comparisons: the loosest of
+  ``grad_tolerance`` over the compared dtype, the differentiated inputs' and
+  the float outputs' dtypes. An op whose output dtype differs from its inputs'
+  (Cast float16 -> float64, Complex, ComplexAbs, BatchMatMulV3...) computes its
+  derivatives no more precisely than its least precise dtype allows."""
+  dts = {np.asarray(call.operands[i]).dtype for i in diff_idx}
+  dts |= {np.dtype(d) for d in out_dtypes}
+
+  def tol(spec, dtype):
+    rtol, atol = grad_tolerance(spec, dtype)
+    for d in dts:
+      r, a = grad_tolerance(spec, d)
+      rtol, atol = max(rtol, r), max(atol, a)
+    return rtol, atol
+  return tol
+
+
 def jit_tolerance(spec: Spec, dtype) -> tuple[float, float]:
   name = np.dtype(dtype).name
   rtol, atol = JIT_TOL.get(name, (0.0, 0.0))
@@ -1273,7 +1291,8 @@ def _check_jvp(run, call, tf_outs, draw):
   wide = all(np.asarray(call.operands[i]).dtype in (np.float64, np.complex128)
              for i in diff_idx)
   try:
-    _compare_lists(run, call, "jvp vs TF ForwardAccumulator", ours, expected, grad_tolerance,
+    _compare_lists(run, call, "jvp vs TF ForwardAccumulator", ours, expected,
+                   derivative_tolerance(call, diff_idx, [np.asarray(o).dtype for o in expected]),
                    record_as="jvp", extra=extra, labels=labels)
   except CheckFailure as failure:
     # Cross-check the oracle with central differences (computed in float64
@@ -1320,7 +1339,8 @@ def _jvp_dot_test(run, call, tf_outs, diff_idx, out_mask, tangents, ours, rng, e
   lhs = sum(float(np.real(np.sum(np.conj(c128(c)) * c128(t)))) for c, t in zip(cts, ours))
   rhs = sum(float(np.real(np.sum(np.conj(c128(gg)) * c128(t)))) for gg, t in zip(g, tangents))
   scale = sum(float(np.sum(np.abs(c128(c) * c128(t)))) for c, t in zip(cts, ours)) + 1.0
-  rtol, atol = grad_tolerance(run.spec, tf_outs[out_mask.index(True)].dtype)
+  out_dtypes = [o.dtype for o, m in zip(tf_outs, out_mask) if m]
+  rtol, atol = derivative_tolerance(call, diff_idx, out_dtypes)(run.spec, out_dtypes[0])
   if not (np.isfinite(lhs) and np.isfinite(rhs)):
     if np.isnan(lhs) != np.isnan(rhs):
       run.fail(call, f"jvp dot-product test vs TF GradientTape: <ct, jvp(t)> = {lhs}, "
@@ -1356,7 +1376,9 @@ def _check_vjp(run, call, tf_outs, draw):
     return
   expected = _oracle(run, call, "GradientTape", lambda: tf_vjp(call, diff_idx, out_mask, cts),
                      extra)
-  _compare_lists(run, call, "vjp vs TF GradientTape", ours, expected, grad_tolerance,
+  _compare_lists(run, call, "vjp vs TF GradientTape", ours, expected,
+                 derivative_tolerance(call, diff_idx, [o.dtype for o, m in zip(tf_outs, out_mask)
+                                                       if m]),
                  record_as="vjp", extra=extra, labels=labels)
 
 
