@@ -532,3 +532,17 @@ def test_softplus_thresholds_match_tf():
     want = tf_call("Softplus", features=tf.constant(xd)).astype(np.float32)
     ours = np.asarray(call("Softplus", xd)).astype(np.float32)
     np.testing.assert_allclose(ours, want, rtol=1e-2 if dtype != np.float32 else 1e-6)
+
+
+def test_erf_float64_of_huge_values_is_one_where_tf_cpu_gives_nan(x64):
+  from tfprims.ops import elementwise as E
+  x = np.array([np.inf, -np.inf, 1e200, -2e154, 1e10], np.float64)
+  np.testing.assert_array_equal(np.asarray(E.Erf(x)), [1, -1, 1, -1, 1])
+  # The documented difference: TF's CPU double kernel is NaN from 1.34e154 on.
+  tf_out = tf.raw_ops.Erf(x=x).numpy()
+  assert np.isnan(tf_out[:4]).all() and tf_out[4] == 1
+  below = np.nextafter(E._TF_ERF_F64_NAN_FROM, 0)
+  assert tf.raw_ops.Erf(x=np.array([below])).numpy()[0] == 1
+  # float32 agrees with TF everywhere, infinities included.
+  x32 = np.array([np.inf, -np.inf, 3e38], np.float32)
+  np.testing.assert_array_equal(np.asarray(E.Erf(x32)), tf.raw_ops.Erf(x=x32).numpy())
