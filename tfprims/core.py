@@ -146,10 +146,11 @@ class TFOp:
     return operands, params
 
   def apply(self, operands: Sequence[Any], params: Mapping[str, Any]):
-    """Folds when every operand is concrete, binds the primitive otherwise."""
+    """Folds when every operand is concrete, binds the primitive otherwise
+    (``params`` as :meth:`prepare` made them: already hashable)."""
     if all(is_concrete(o) for o in operands):
       return self.fold(*operands, **params)
-    return self(*operands, **params)
+    return self.primitive.bind(*_match_varying(operands), **params)
 
   def fold(self, *operands, **params):
     """Evaluates the op on concrete values at trace time (constant folding): with

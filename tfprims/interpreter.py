@@ -185,25 +185,30 @@ def _run_node(ctx: Context, node: graph_lib.Node, inputs: list) -> list:
     if op is None:
       raise errors.UnsupportedOpError({node.op: [node.name]})
     for value in inputs:
-      if isinstance(value, VariableHandle):
-        raise errors.UnsupportedInputError(
-            f"{node.op} node '{node.name}' takes a resource variable handle directly; "
-            "only ReadVariableOp/Assign*VariableOp/ResourceGather may use variables")
-      if isinstance(value, StringConstant):
-        raise errors.UnsupportedInputError(
-            f"{node.op} node '{node.name}' uses the string constant '{value.node}': "
-            "string tensors have no JAX representation; do string processing in TF "
-            "before calling the converted function")
+      if isinstance(value, _OPAQUE):
+        _refuse_opaque(node, value)
     if op.interpret is not None:
       return list(op.interpret(node, inputs))
-    grouped = opdefs.group_inputs(node.op, inputs, _AttrView(node))
-    operands, params = op.prepare(grouped, _AttrView(node), node.name)
+    attrs = _AttrView(node)
+    grouped = opdefs.group_inputs(node.op, inputs, attrs)
+    operands, params = op.prepare(grouped, attrs, node.name)
     out = op.apply(operands, params)
     return list(out) if op.multiple_results else [out]
   except errors.TFPrimsError:
     raise
   except Exception as e:  # anything from JAX/numpy: name the node
     raise errors.OpError(node.op, node.name, f"{type(e).__name__}: {e}") from e
+
+
+def _refuse_opaque(node, value):
+  if isinstance(value, VariableHandle):
+    raise errors.UnsupportedInputError(
+        f"{node.op} node '{node.name}' takes a resource variable handle directly; "
+        "only ReadVariableOp/Assign*VariableOp/ResourceGather may use variables")
+  raise errors.UnsupportedInputError(
+      f"{node.op} node '{node.name}' uses the string constant '{value.node}': "
+      "string tensors have no JAX representation; do string processing in TF "
+      "before calling the converted function")
 
 
 class _AttrView(Mapping):
@@ -308,3 +313,6 @@ STRUCTURAL["AssignAddVariableOp"] = _assign(lambda old, value: core.get_op("AddV
     [old, value], {}))
 STRUCTURAL["AssignSubVariableOp"] = _assign(lambda old, value: core.get_op("Sub").apply(
     [old, value], {}))
+
+
+_OPAQUE = (VariableHandle, StringConstant)  # values no op may take as a tensor
