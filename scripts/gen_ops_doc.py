@@ -80,7 +80,8 @@ def _errors_cell(entry) -> str:
     vals = " ".join(f"{SHORT.get(d, d)} {s['max_rel']:.1g}/{s['max_abs']:.1g}"
                     for d, s in sorted(dtypes.items()))
     parts.append(f"{check}: {vals}")
-  return "; ".join(parts)
+  profile = entry.get("profile")
+  return "; ".join(parts) + (f" ({profile} run)" if profile and parts else "")
 
 
 def _escape(text: str) -> str:
