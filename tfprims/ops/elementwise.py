@@ -1293,4 +1293,10 @@ SigmoidGrad = define_op(
     jvp=(lambda t, y, dy: Mul(Mul(t, dy), Sub(_const(1, y), Mul(_const(2, y), y))),
          lambda t, y, dy: SigmoidGrad(y, t)),
     transpose=_grad_op_transpose("SigmoidGrad"),
-    spec=lambda st: st.Spec(_grad_spec(st)))
+    # TF's kernel multiplies in two orders ((dy * y) * (1 - y) for the scalar tail,
+    # dy * (y * (1 - y)) for SIMD packets): where an intermediate overflows (y far
+    # outside [0, 1]) its result depends on the element's position. y is a
+    # sigmoid output: drawn in [0, 1], where both orders agree.
+    spec=lambda st: st.Spec(_binary_spec(st, F + C, args=("y", "dy"), same_shape=True,
+                                         per_arg={"y": {"lo": 0.0, "hi": 1.0,
+                                                        "cnonzero": True}})))
