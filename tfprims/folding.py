@@ -26,14 +26,19 @@ from jax.extend.core import Literal
 
 
 class _NotFoldable(Exception):
-  pass
+  """These values cannot be folded with numpy (e.g. an integer division by zero)."""
+
+
+class _NeverFoldable(_NotFoldable):
+  """No values of this signature can (a primitive or dtype numpy does not match
+  XLA on): remembered, so eager calls do not retry it on every call."""
 
 
 def _exact(*xs):
   """Arithmetic is bit-identical to XLA's only for integers and booleans."""
   for x in xs:
     if x.dtype.kind not in "iub":
-      raise _NotFoldable(f"arithmetic on {x.dtype}")
+      raise _NeverFoldable(f"arithmetic on {x.dtype}")
 
 
 def _arith(fn):
@@ -64,7 +69,7 @@ def _convert(x, *, new_dtype, **_):
   new_dtype = np.dtype(new_dtype)
   if x.dtype.kind in "fc" and (new_dtype.kind not in "fc" or
                                new_dtype.itemsize < x.dtype.itemsize):
-    raise _NotFoldable("float to int or to a narrower float")
+    raise _NeverFoldable("float to int or to a narrower float")
   return x.astype(new_dtype)
 
 
@@ -96,7 +101,7 @@ def _slice(x, *, start_indices, limit_indices, strides=None, **_):
 def _integer_pow(x, *, y, **_):
   _exact(x)
   if y < 0:
-    raise _NotFoldable("negative integer power")
+    raise _NeverFoldable("negative integer power")
   return x ** y  # wraps around like XLA's repeated multiplication
 
 
@@ -163,7 +168,7 @@ def _eval(jaxpr, consts: Sequence[Any], args: Sequence[np.ndarray]) -> list:
     else:
       rule = _RULES.get(name)
       if rule is None:
-        raise _NotFoldable(name)
+        raise _NeverFoldable(name)
       out = rule(*ins, **eqn.params)
       outs = list(out) if eqn.primitive.multiple_results else [out]
     for var, out in zip(eqn.outvars, outs):
@@ -180,10 +185,13 @@ def fold(impl, operands: Sequence[Any], params: dict) -> Optional[list]:
   None when that would not be exactly what XLA computes."""
   if not all(isinstance(o, (np.ndarray, np.generic)) for o in operands):
     return None  # Python scalars are weakly typed: leave them to JAX
-  signature = tuple((np.shape(o), np.asarray(o).dtype) for o in operands)
+  key = (impl, tuple(sorted(params.items())),
+         tuple((np.shape(o), np.asarray(o).dtype) for o in operands),
+         bool(jax.config.jax_enable_x64))
   try:
-    closed = _traced(impl, tuple(sorted(params.items())), signature,
-                     bool(jax.config.jax_enable_x64))
+    if key in _NEVER:
+      return None
+    closed = _traced(*key)
   except TypeError:  # unhashable params
     return None
   if closed is None:
@@ -191,5 +199,12 @@ def fold(impl, operands: Sequence[Any], params: dict) -> Optional[list]:
   try:
     with np.errstate(all="ignore"):  # integer wrap-around is XLA's too
       return _eval(closed.jaxpr, closed.consts, operands)
+  except _NeverFoldable:
+    if len(_NEVER) < 100_000:
+      _NEVER.add(key)
+    return None
   except (_NotFoldable, ValueError, TypeError, IndexError):
     return None
+
+
+_NEVER: set = set()  # signatures numpy cannot fold whatever the values
