@@ -1146,11 +1146,12 @@ Range = define_op(
 # ---------------------------------------------------------------------------
 
 
-def _shape_value(x, out_type) -> np.ndarray:
+def _shape_value(x, out_type, node=None) -> np.ndarray:
   shape = tuple(np.shape(x))
   if not all(isinstance(d, (int, np.integer)) for d in shape):
+    where = f"{node.op} node '{node.name}': " if node is not None else ""
     raise errors.DynamicShapeError(
-        f"the graph computes with the shape {shape} of a value whose dimensions are "
+        f"{where}the graph computes with the shape {shape} of a value whose dimensions are "
         "symbolic (jax.export shape polymorphism); tfprims resolves shape computations "
         "(Shape -> StridedSlice/Pack -> Reshape, as in Keras Flatten) at trace time and "
         "needs concrete sizes there: export with concrete shapes, or convert a TF "
@@ -1185,11 +1186,11 @@ def _rank_np(x):
 
 
 def _shape_interpret(node, inputs):
-  return [_shape_value(inputs[0], node.attr("out_type"))]
+  return [_shape_value(inputs[0], node.attr("out_type"), node)]
 
 
 def _shapen_interpret(node, inputs):
-  return [_shape_value(x, node.attr("out_type")) for x in inputs]
+  return [_shape_value(x, node.attr("out_type"), node) for x in inputs]
 
 
 def _size_interpret(node, inputs):
