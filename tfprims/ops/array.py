@@ -23,6 +23,7 @@ from jax import lax
 from jax.interpreters import ad
 
 from tfprims import dtypes as tfdtypes, errors
+from tfprims import core
 from tfprims.core import define_op, get_op
 
 U = ad.is_undefined_primal
@@ -89,13 +90,10 @@ def _sum(x, axes: Sequence[int], keep_dims: bool = False):
   axes = tuple(int(a) for a in axes)
   if not axes:
     return x
-  try:
-    op = get_op("Sum")
-  except KeyError:
+  if "Sum" not in core._REGISTRY:
     return jnp.sum(x, axis=axes, keepdims=keep_dims)
-  operands, params = op.prepare(
-      {"input": x, "reduction_indices": np.asarray(axes, np.int32)}, {"keep_dims": keep_dims})
-  return op(*operands, **params)
+  return core.call_op("Sum", {"input": x, "reduction_indices": np.asarray(axes, np.int32)},
+                      {"keep_dims": keep_dims})
 
 
 def _unbroadcast(x, shape):

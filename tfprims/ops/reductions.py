@@ -20,6 +20,7 @@ from jax import lax
 from jax.interpreters import ad
 
 from tfprims import dtypes as tfdtypes
+from tfprims import core
 from tfprims.core import define_op, get_op
 
 U = ad.is_undefined_primal
@@ -30,16 +31,11 @@ U = ad.is_undefined_primal
 
 def tf_op(op_type: str, inputs: dict, attrs: Optional[dict] = None,
           fallback: Optional[Callable[[], object]] = None):
-  """Binds the TF op ``op_type`` (inputs by op-def arg name), or runs ``fallback``
-  when that op is not registered (families are written independently)."""
-  try:
-    op = get_op(op_type)
-  except KeyError:
-    if fallback is None:
-      raise
+  """``core.call_op``, or ``fallback()`` when ``op_type`` is not registered
+  (families are written independently)."""
+  if fallback is not None and op_type not in core._REGISTRY:
     return fallback()
-  operands, params = op.prepare(inputs, attrs or {})
-  return op(*operands, **params)
+  return core.call_op(op_type, inputs, attrs)
 
 
 def _shape_of(x):
