@@ -240,6 +240,16 @@ def test_complex_values_compared_by_magnitude():
   # A part that is not finite: parts compared one by one.
   assert not runner.compare(np.array([complex(np.inf, 1)]), np.array([complex(np.inf, 1.5)]),
                             rtol=1e-5, atol=1e-6).ok
+  assert not runner.compare(np.array([complex(np.inf, 1)]), np.array([complex(-np.inf, 1)])).ok
+  # An overflowed product: TF's CPU kernels give NaN+NaNj in SIMD lanes and -inf+infj in
+  # scalar code for the same inputs, so non-finite values with a NaN part agree ...
+  c = np.complex64
+  nan_inf, inf_inf = c(complex(np.nan, np.inf)), c(complex(-np.inf, np.inf))
+  assert runner.compare(np.array([nan_inf, c(complex(np.nan, np.nan))]),
+                        np.array([inf_inf, inf_inf])).ok
+  # ... but not with a finite value, and real NaN is still not inf.
+  assert not runner.compare(np.array([nan_inf]), np.array([c(1e30)])).ok
+  assert not runner.compare(np.array([np.nan]), np.array([np.inf])).ok
 
 
 def test_strategies_treat_bfloat16_as_float():
