@@ -41,10 +41,7 @@ def test_wrong_value_is_caught_with_a_snippet():
     assert "tf.raw_ops.Sin(**tf_inputs, **attrs)" in msg
     assert "x=np.array(" in msg and "dtype=np.float" in msg
     # The snippet is ready to run: it reproduces both sides of the mismatch.
-    src = msg.split("reproduce:\n", 1)[1].split("\n\n", 1)[0]
-    src = "\n".join(l[4:] for l in src.splitlines() if l.startswith("    "))
-    scope = {}
-    exec(compile(src, "<snippet>", "exec"), scope)  # noqa: S102
+    scope = _snippet_scope(info.value)
   x = np.asarray(scope["inputs"]["x"])
   np.testing.assert_allclose(np.asarray(scope["actual"]), np.sin(x) * (1 + 1e-3), rtol=1e-6)
   np.testing.assert_allclose(np.asarray(scope["expected"]), np.sin(x), rtol=1e-6)
@@ -92,14 +89,41 @@ def _misplaced_batch_rule(args, dims, **params):
 
 
 def test_batching_rule_misplacing_the_batch_axis_is_caught():
-  spec = lambda s: s.Spec(s.unary(("float32",), s.shapes(min_rank=1, min_side=2),
-                                  min_value=-4, max_value=4)
-                          if False else s.call(x=s.arrays(
-                              s.dtypes(("float32",)), s.shapes(min_rank=1, min_side=2),
-                              min_value=-4, max_value=4)))
+  spec = lambda s: s.Spec(s.call(x=s.arrays(s.dtypes(("float32",)),
+                                            s.shapes(min_rank=1, min_side=2),
+                                            min_value=-4, max_value=4)))
   with temporary_op("Sin", jnp.sin, spec=spec, batching=_misplaced_batch_rule) as op:
     with pytest.raises(OpCheckError, match="check 'vmap' failed"):
       check_op(op, ["vmap"], max_examples=20)
+
+
+def _snippet_scope(error: OpCheckError) -> dict:
+  src = str(error).split("reproduce:\n", 1)[1].split("\n\n", 1)[0]
+  src = "\n".join(l[4:] for l in src.splitlines() if l.startswith("    "))
+  scope = {}
+  exec(compile(src, "<snippet>", "exec"), scope)  # noqa: S102
+  return scope
+
+
+def test_list_primitive_with_a_wrong_transpose_is_caught_and_reproduced():
+  # A TensorList primitive takes the list's items (Spec.operands); its oracle
+  # wraps them in a TF list. This PopBack transpose drops the last element's
+  # cotangent.
+  from tfprims.ops import tensorlist
+  real = get_op("TensorListPopBack")
+  drop_last = lambda cts, items: [tensorlist.PushBack(
+      cts[0], jnp.zeros(items.aval.shape[1:], items.aval.dtype))]
+  with temporary_op("TensorListPopBack", real.impl, multiple_results=True, linear=True,
+                    transpose=drop_last, spec=real.spec) as op:
+    check_op(op, ["values", "jvp", "vmap"], max_examples=N)
+    with pytest.raises(OpCheckError, match="check 'vjp' failed") as info:
+      check_op(op, ["vjp"], max_examples=N)
+    scope = _snippet_scope(info.value)
+  # The snippet imports the oracle and reproduces both sides.
+  assert scope["oracle"] is tensorlist.tf_pop_back
+  ours, theirs = np.asarray(scope["ours"][0]), np.asarray(scope["tf_grads"][0])
+  assert ours.shape == theirs.shape and not np.allclose(ours, theirs)
+  np.testing.assert_array_equal(ours[-1], 0)
 
 
 def test_wrong_dtype_is_caught_by_shape():

@@ -142,8 +142,9 @@ def render(errors_path=DEFAULT_ERRORS) -> str:
       else:
         auto = auto_skips(op, spec, spec.oracle or op.op_type)
         run = [c for c in CHECKS if c not in spec.skip and c not in auto]
-        why = [f"{c}: {spec.skip[c]}" for c in CHECKS if c in spec.skip]
-        why += [f"{c}: auto, {auto[c]}" for c in CHECKS if c in auto and c not in spec.skip]
+        reasons = {c: spec.skip[c] for c in CHECKS if c in spec.skip}
+        reasons.update({c: f"auto, {auto[c]}" for c in CHECKS if c in auto and c not in reasons})
+        why = _by_reason(reasons)
         if spec.note:
           why.append(f"note: {spec.note}")
       lines.append(
@@ -154,6 +155,14 @@ def render(errors_path=DEFAULT_ERRORS) -> str:
           f"{_escape(_errors_cell(errors.get(op.op_type)))} |")
     lines.append("")
   return "\n".join(lines).rstrip() + "\n"
+
+
+def _by_reason(reasons: dict) -> list:
+  """``["jvp, vjp: why", ...]``: checks skipped for one reason are listed together."""
+  grouped: dict = {}
+  for check, why in reasons.items():
+    grouped.setdefault(why, []).append(check)
+  return [f"{', '.join(checks)}: {why}" for why, checks in grouped.items()]
 
 
 def main(argv=None):

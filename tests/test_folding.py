@@ -30,8 +30,8 @@ def test_numpy_fold_equals_xla_fold(op_type):
   @given(spec.calls)
   def check(kwargs):
     try:
-      call = runner.make_call(op, kwargs, getattr(spec, "oracle", None))
-      operands, params = op.prepare(call.inputs, call.attrs)
+      call = runner.prepare_call(runner.make_call(op, kwargs, spec.oracle, spec))
+      operands, params = call.operands, call.params
     except Exception:  # a call the op rejects: nothing to fold
       return
     # As the interpreter's constants are: in the dtypes JAX computes in.

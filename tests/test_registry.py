@@ -145,8 +145,8 @@ def test_shape_rules_agree_with_the_impl(op_type):
   @settings(max_examples=30, deadline=None, derandomize=True, database=None)
   @given(spec.calls)
   def check(kwargs):
-    call = runner.make_call(op, kwargs, getattr(spec, "oracle", None))
-    operands, params = op.prepare(call.inputs, call.attrs)
+    call = runner.prepare_call(runner.make_call(op, kwargs, spec.oracle, spec))
+    operands, params = call.operands, call.params
     avals = [jax.typeof(np.asarray(o)) for o in operands]
     want = jax.make_jaxpr(functools.partial(op.impl, **params))(*avals).out_avals
     got = op.shape_rule(*avals, **params)

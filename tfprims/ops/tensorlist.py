@@ -30,14 +30,59 @@ from tfprims.core import define_op
 FAMILY = "tensorlist"
 U = ad.is_undefined_primal
 
-_VARIANT = ("TensorList ops take and return variant tensors (list handles), which the "
-            "generic runner cannot draw or compare; tested against TF through "
-            "tf.TensorArray and list_ops in tests/test_tensorlist.py")
+_BOOKKEEPING = ("binds no primitive: the interpreter evaluates it on the list's static "
+                "length and element shape, or passes the items through; tested against TF "
+                "through tf.TensorArray and list_ops in tests/test_tensorlist.py")
 
 
-def _spec(st):
-  return st.Spec(None, skip={check: _VARIANT for check in
+def _bookkeeping_spec(st):
+  return st.Spec(None, skip={check: _BOOKKEEPING for check in
                              ("values", "shape", "jvp", "vjp", "vmap", "jit")})
+
+
+# Property specs of the primitives: a list input is drawn as its items
+# ([length, *element_shape]) and is the primitive's operand; the oracle wraps it
+# in a TF list (TensorListFromTensor) and stacks list outputs back
+# (TensorListStack), so the runner compares and differentiates plain arrays,
+# TF's list-op gradients included.
+
+
+# TF's forward mode cannot see through list handles (ForwardAccumulator raises on
+# variants): the JVP is checked against GradientTape (a dot-product test).
+_GRAD_ORACLE = "vjp"
+
+
+def _tf():
+  import tensorflow as tf  # noqa: PLC0415 (the oracles run only in property tests)
+  return tf
+
+
+def _element_shape(like):
+  return _tf().shape(like, out_type="int32")[1:]
+
+
+def _tf_list(items):
+  return _tf().raw_ops.TensorListFromTensor(tensor=items, element_shape=_element_shape(items))
+
+
+def _tf_stacked(handle, like):
+  """A TF list as its items (elements never written read as zeros, like ours)."""
+  return _tf().raw_ops.TensorListStack(input_handle=handle, element_shape=_element_shape(like),
+                                       element_dtype=like.dtype)
+
+
+def _draw_items(st, draw, min_length=0, min_rank=0, dtype=None):
+  dtype = dtype if dtype is not None else draw(st.dtypes(st.ALL))
+  element_shape = draw(st.shapes(min_rank=min_rank, max_rank=2))
+  length = draw(st.integers(min_length, 4))
+  return draw(st.arrays(dtype, (length,) + tuple(element_shape)))
+
+
+def _draw_indices(st, draw, below, size=None, unique=False):
+  size = draw(st.integers(0, 4 if not unique else below)) if size is None else size
+  values = draw(st.lists(st.integers(0, below - 1), min_size=size, max_size=size,
+                         unique=unique)) if below else []
+  return np.array(values, np.int32)
 
 
 class NeedsConcreteIndex(errors.TensorListSizeError):
@@ -227,8 +272,24 @@ def _set_item_transpose(ct, items, index, item):
   return [ct_items, None, ct_item]
 
 
+def tf_set_item(input_handle, index, item):
+  """The property oracle of ``tf.TensorListSetItem`` (a list drawn as its items)."""
+  return _tf_stacked(_tf().raw_ops.TensorListSetItem(
+      input_handle=_tf_list(input_handle), index=index, item=item), input_handle)
+
+
+def _set_item_spec(st):
+  @st.composite
+  def calls(draw):
+    items = _draw_items(st, draw, min_length=1)
+    return dict(input_handle=items, index=np.int32(draw(st.integers(0, len(items) - 1))),
+                item=draw(st.arrays(items.dtype, items.shape[1:])))
+  return st.Spec(calls(), grad_oracle=_GRAD_ORACLE, oracle=tf_set_item,
+                 operands=("input_handle", "index", "item"))
+
+
 SetItem = define_op(
-    "TensorListSetItem", _set_item_impl, family=FAMILY, spec=_spec,
+    "TensorListSetItem", _set_item_impl, family=FAMILY, spec=_set_item_spec,
     jvp=_set_item_jvp, transpose=_set_item_transpose,
     interpret=lambda node, inputs: _set_item_interpret(node, inputs))
 
@@ -239,8 +300,24 @@ def _get_item_impl(items, index):
                                       allow_negative_indices=False)
 
 
+def tf_get_item(input_handle, index):
+  """The property oracle of ``tf.TensorListGetItem``."""
+  return _tf().raw_ops.TensorListGetItem(
+      input_handle=_tf_list(input_handle), index=index,
+      element_shape=_element_shape(input_handle), element_dtype=input_handle.dtype)
+
+
+def _get_item_spec(st):
+  @st.composite
+  def calls(draw):
+    items = _draw_items(st, draw, min_length=1)
+    return dict(input_handle=items, index=np.int32(draw(st.integers(0, len(items) - 1))))
+  return st.Spec(calls(), grad_oracle=_GRAD_ORACLE, oracle=tf_get_item,
+                 operands=("input_handle", "index"))
+
+
 GetItem = define_op(
-    "TensorListGetItem", _get_item_impl, family=FAMILY, spec=_spec,
+    "TensorListGetItem", _get_item_impl, family=FAMILY, spec=_get_item_spec,
     jvp=(lambda t, items, index: GetItem(t, index), None),
     transpose=lambda ct, items, index: [
         SetItem(_zeros_like_aval(items), index, ct) if U(items) else None, None],
@@ -252,8 +329,28 @@ def _gather_impl(items, indices):
   return jnp.take(items, indices, axis=0)
 
 
+def tf_gather(input_handle, indices):
+  """The property oracle of ``tf.TensorListGather``."""
+  return _tf().raw_ops.TensorListGather(
+      input_handle=_tf_list(input_handle), indices=indices,
+      element_shape=_element_shape(input_handle), element_dtype=input_handle.dtype)
+
+
+def _gather_spec(st):
+  @st.composite
+  def calls(draw):
+    items = _draw_items(st, draw)
+    return dict(input_handle=items, indices=_draw_indices(st, draw, len(items)))
+  # TF's gradient scatters the cotangents back (TensorListScatter), so an element
+  # gathered twice gets the last cotangent, not their sum: ours is the derivative,
+  # checked against central differences of TF's forward pass.
+  return st.Spec(calls(), grad_oracle="fd", oracle=tf_gather,
+                 operands=("input_handle", "indices"),
+                 note="gradient sums the cotangents of repeated indices (TF keeps the last)")
+
+
 Gather = define_op(
-    "TensorListGather", _gather_impl, family=FAMILY, spec=_spec,
+    "TensorListGather", _gather_impl, family=FAMILY, spec=_gather_spec,
     jvp=(lambda t, items, indices: Gather(t, indices), None),
     transpose=lambda ct, items, indices: [
         _zeros_like_aval(items).at[indices].add(ct) if U(items) else None, None],
@@ -274,8 +371,26 @@ def _scatter_into_jvp(primals, tangents):
   return out, ScatterInto(_inst(t_items, items), _inst(t_tensor, tensor), indices)
 
 
+def tf_scatter_into_existing_list(input_handle, tensor, indices):
+  """The property oracle of ``tf.TensorListScatterIntoExistingList``."""
+  return _tf_stacked(_tf().raw_ops.TensorListScatterIntoExistingList(
+      input_handle=_tf_list(input_handle), tensor=tensor, indices=indices), input_handle)
+
+
+def _scatter_into_spec(st):
+  @st.composite
+  def calls(draw):
+    items = _draw_items(st, draw)
+    indices = _draw_indices(st, draw, len(items), unique=True)  # TF: one write per element
+    return dict(input_handle=items, indices=indices,
+                tensor=draw(st.arrays(items.dtype, (len(indices),) + items.shape[1:])))
+  return st.Spec(calls(), grad_oracle=_GRAD_ORACLE, oracle=tf_scatter_into_existing_list,
+                 operands=("input_handle", "tensor", "indices"))
+
+
 ScatterInto = define_op(
-    "TensorListScatterIntoExistingList", _scatter_into_impl, family=FAMILY, spec=_spec,
+    "TensorListScatterIntoExistingList", _scatter_into_impl, family=FAMILY,
+    spec=_scatter_into_spec,
     jvp=_scatter_into_jvp,
     transpose=lambda ct, items, tensor, indices: [
         ScatterInto(ct, _zeros_like_aval(tensor), indices) if U(items) else None,
@@ -289,8 +404,45 @@ def _scatter_v2_impl(tensor, indices, *, num_elements):
   return zeros.at[indices].set(tensor)
 
 
+def tf_scatter_v2(tensor, indices, num_elements):
+  """The property oracle of ``tf.TensorListScatterV2``."""
+  return _tf_stacked(_tf().raw_ops.TensorListScatterV2(
+      tensor=tensor, indices=indices, element_shape=_element_shape(tensor),
+      num_elements=num_elements), tensor)
+
+
+def tf_scatter(tensor, indices):
+  """The property oracle of ``tf.TensorListScatter`` (V1: as many elements as the
+  largest index + 1)."""
+  return _tf_stacked(_tf().raw_ops.TensorListScatter(
+      tensor=tensor, indices=indices, element_shape=_element_shape(tensor)), tensor)
+
+
+def _scatter_spec(v2: bool):
+  def spec(st):
+    @st.composite
+    def calls(draw):
+      num = draw(st.integers(1 if not v2 else 0, 5))
+      indices = _draw_indices(st, draw, num, unique=True)
+      if not v2 and len(indices):
+        num = int(indices.max()) + 1
+      tensor = draw(st.arrays(st.dtypes(st.ALL), (len(indices),) +
+                              tuple(draw(st.shapes(max_rank=2)))))
+      return dict(tensor=tensor, indices=indices, **({"num_elements": np.int32(num)}
+                                                     if v2 else {}))
+    if v2:
+      return st.Spec(calls(), grad_oracle=_GRAD_ORACLE, oracle=tf_scatter_v2,
+                     operands=("tensor", "indices"),
+                     params=lambda kw: {"num_elements": int(kw["num_elements"])})
+    return st.Spec(calls(), grad_oracle=_GRAD_ORACLE, oracle=tf_scatter,
+                   operands=("tensor", "indices"),
+                   params=lambda kw: {"num_elements": int(np.max(kw["indices"]) + 1)
+                                      if np.size(kw["indices"]) else 0})
+  return spec
+
+
 ScatterV2 = define_op(
-    "TensorListScatterV2", _scatter_v2_impl, family=FAMILY, spec=_spec,
+    "TensorListScatterV2", _scatter_v2_impl, family=FAMILY, spec=_scatter_spec(True),
     jvp=(lambda t, tensor, indices, **p: ScatterV2(t, indices, **p), None),
     transpose=lambda ct, tensor, indices, **p: [Gather(ct, indices) if U(tensor) else None,
                                                 None],
@@ -298,7 +450,7 @@ ScatterV2 = define_op(
 
 
 Scatter = define_op(
-    "TensorListScatter", _scatter_v2_impl, family=FAMILY, spec=_spec,
+    "TensorListScatter", _scatter_v2_impl, family=FAMILY, spec=_scatter_spec(False),
     jvp=(lambda t, tensor, indices, **p: Scatter(t, indices, **p), None),
     transpose=lambda ct, tensor, indices, **p: [Gather(ct, indices) if U(tensor) else None,
                                                 None],
@@ -315,13 +467,45 @@ def _pop_back_impl(items):
   return items[:-1], items[-1]
 
 
+def tf_push_back(input_handle, tensor):
+  """The property oracle of ``tf.TensorListPushBack``."""
+  return _tf_stacked(_tf().raw_ops.TensorListPushBack(
+      input_handle=_tf_list(input_handle), tensor=tensor), input_handle)
+
+
+def tf_pop_back(input_handle):
+  """The property oracle of ``tf.TensorListPopBack``: (the rest, the last element)."""
+  rest, last = _tf().raw_ops.TensorListPopBack(
+      input_handle=_tf_list(input_handle), element_shape=_element_shape(input_handle),
+      element_dtype=input_handle.dtype)
+  return _tf_stacked(rest, input_handle), last
+
+
+def _push_back_spec(st):
+  @st.composite
+  def calls(draw):
+    items = _draw_items(st, draw)
+    return dict(input_handle=items, tensor=draw(st.arrays(items.dtype, items.shape[1:])))
+  return st.Spec(calls(), grad_oracle=_GRAD_ORACLE, oracle=tf_push_back,
+                 operands=("input_handle", "tensor"))
+
+
+def _pop_back_spec(st):
+  @st.composite
+  def calls(draw):
+    return dict(input_handle=_draw_items(st, draw, min_length=1))
+  return st.Spec(calls(), grad_oracle=_GRAD_ORACLE, oracle=tf_pop_back,
+                 operands=("input_handle",))
+
+
 PushBack = define_op(
-    "TensorListPushBack", _push_back_impl, family=FAMILY, spec=_spec, linear=True,
+    "TensorListPushBack", _push_back_impl, family=FAMILY, spec=_push_back_spec, linear=True,
     transpose=lambda ct, items, tensor: list(PopBack(ct)),
     interpret=lambda node, inputs: _push_back_interpret(node, inputs))
 
 PopBack = define_op(
-    "TensorListPopBack", _pop_back_impl, family=FAMILY, spec=_spec, linear=True, multiple_results=True,
+    "TensorListPopBack", _pop_back_impl, family=FAMILY, spec=_pop_back_spec, linear=True,
+    multiple_results=True,
     transpose=lambda cts, items: [PushBack(_inst(cts[0], _rest_aval(items)),
                                           _inst(cts[1], _last_aval(items)))],
     interpret=lambda node, inputs: _pop_back_interpret(node, inputs))
@@ -342,14 +526,41 @@ def _concat_impl(items):
   return items.reshape((items.shape[0] * items.shape[1],) + items.shape[2:])
 
 
+def tf_concat_v2(input_handle):
+  """The property oracle of ``tf.TensorListConcatV2`` (its tensor output; the
+  lengths output is the interpreter's, from static shapes)."""
+  tf = _tf()
+  return tf.raw_ops.TensorListConcatV2(
+      input_handle=_tf_list(input_handle), element_shape=_element_shape(input_handle),
+      leading_dims=tf.constant([], tf.int64), element_dtype=input_handle.dtype)[0]
+
+
+def tf_concat(input_handle):
+  """The property oracle of ``tf.TensorListConcat`` (V1; its tensor output)."""
+  return _tf().raw_ops.TensorListConcat(
+      input_handle=_tf_list(input_handle), element_dtype=input_handle.dtype,
+      element_shape=input_handle.shape[1:])[0]
+
+
+def _concat_spec(oracle):
+  def spec(st):
+    @st.composite
+    def calls(draw):
+      return dict(input_handle=_draw_items(st, draw, min_rank=1))
+    return st.Spec(calls(), grad_oracle=_GRAD_ORACLE, oracle=oracle,
+                   operands=("input_handle",))
+  return spec
+
+
 ConcatV2 = define_op(
-    "TensorListConcatV2", _concat_impl, family=FAMILY, spec=_spec, linear=True,
+    "TensorListConcatV2", _concat_impl, family=FAMILY, spec=_concat_spec(tf_concat_v2),
+    linear=True,
     transpose=lambda ct, items: [ct.reshape(items.aval.shape)],
     interpret=lambda node, inputs: _concat_interpret(node, inputs))
 
 
 Concat = define_op(
-    "TensorListConcat", _concat_impl, family=FAMILY, spec=_spec, linear=True,
+    "TensorListConcat", _concat_impl, family=FAMILY, spec=_concat_spec(tf_concat), linear=True,
     transpose=lambda ct, items: [ct.reshape(items.aval.shape)],
     interpret=lambda node, inputs: _concat_interpret(node, inputs))
 
@@ -366,8 +577,25 @@ def _concat_lists_jvp(primals, tangents):
   return out, ad.Zero(jax.typeof(out).to_tangent_aval())
 
 
+def tf_concat_lists(input_a, input_b):
+  """The property oracle of ``tf.TensorListConcatLists``."""
+  return _tf_stacked(_tf().raw_ops.TensorListConcatLists(
+      input_a=_tf_list(input_a), input_b=_tf_list(input_b), element_dtype=input_a.dtype),
+      input_a)
+
+
+def _concat_lists_spec(st):
+  @st.composite
+  def calls(draw):
+    a = _draw_items(st, draw)
+    b = draw(st.arrays(a.dtype, (draw(st.integers(0, 4)),) + a.shape[1:]))
+    return dict(input_a=a, input_b=b)
+  return st.Spec(calls(), grad_oracle=_GRAD_ORACLE, oracle=tf_concat_lists,
+                 operands=("input_a", "input_b"))
+
+
 ConcatLists = define_op(
-    "TensorListConcatLists", _concat_lists_impl, family=FAMILY, spec=_spec,
+    "TensorListConcatLists", _concat_lists_impl, family=FAMILY, spec=_concat_lists_spec,
     jvp=_concat_lists_jvp,
     interpret=lambda node, inputs: _concat_lists_interpret(node, inputs))
 
@@ -380,8 +608,23 @@ def _resize_impl(items, *, size):
   return jnp.concatenate([items, jnp.zeros((size - n,) + items.shape[1:], items.dtype)])
 
 
+def tf_resize(input_handle, size):
+  """The property oracle of ``tf.TensorListResize`` (new elements read as zeros)."""
+  return _tf_stacked(_tf().raw_ops.TensorListResize(
+      input_handle=_tf_list(input_handle), size=size), input_handle)
+
+
+def _resize_spec(st):
+  @st.composite
+  def calls(draw):
+    return dict(input_handle=_draw_items(st, draw), size=np.int32(draw(st.integers(0, 6))))
+  return st.Spec(calls(), grad_oracle=_GRAD_ORACLE, oracle=tf_resize,
+                 operands=("input_handle",),
+                 params=lambda kw: {"size": int(kw["size"])})
+
+
 Resize = define_op(
-    "TensorListResize", _resize_impl, family=FAMILY, spec=_spec, linear=True,
+    "TensorListResize", _resize_impl, family=FAMILY, spec=_resize_spec, linear=True,
     transpose=lambda ct, items, *, size: [Resize(ct, size=items.aval.shape[0])],
     interpret=lambda node, inputs: _resize_interpret(node, inputs))
 
@@ -621,7 +864,7 @@ def _bookkeeping(op_type: str, hook, doc: str, multiple_results=False):
   def impl(*args, **params):
     raise NotImplementedError(f"{op_type} is evaluated by the interpreter")
   impl.__doc__ = doc
-  return define_op(op_type, impl, family=FAMILY, spec=_spec, interpret=hook,
+  return define_op(op_type, impl, family=FAMILY, spec=_bookkeeping_spec, interpret=hook,
                    multiple_results=multiple_results)
 
 

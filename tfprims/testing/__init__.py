@@ -15,7 +15,7 @@ _RUNNER_NAMES = (
     "check_op", "property_test", "run_checks", "temporary_op", "OpCheckError",
     "OpReport", "CheckResult", "CheckFailure", "compare", "register_profiles",
     "auto_skips", "recorded_errors", "write_errors", "ERRORS_ENV", "load_spec",
-    "make_call", "snippet",
+    "make_call", "prepare_call", "snippet",
 )
 
 __all__ = ["CHECKS", "GRAD_ORACLES", "Spec", *_RUNNER_NAMES]

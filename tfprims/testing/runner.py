@@ -53,7 +53,7 @@ __all__ = [
     "check_op", "property_test", "run_checks", "temporary_op", "OpCheckError",
     "OpReport", "CheckResult", "compare", "register_profiles", "auto_skips",
     "recorded_errors", "write_errors", "ERRORS_ENV", "load_spec", "CheckFailure",
-    "make_call", "snippet",
+    "make_call", "prepare_call", "snippet",
 ]
 
 #: Environment variable naming a JSON file where the largest errors vs TF are
@@ -461,6 +461,7 @@ class Call:
   operands: list = None
   params: dict = None
   rng_key: Any = None         # the JAX key operand of ops with ``rng_operand``
+  spec: Optional[Spec] = None  # for ``Spec.operands``/``Spec.params``
 
   @property
   def oracle_name(self) -> str:
@@ -504,10 +505,12 @@ def _input_names(op, oracle) -> tuple:
   return names
 
 
-def make_call(op, kwargs: Mapping[str, Any], oracle=None) -> Call:
-  """Splits drawn ``tf.raw_ops`` kwargs into inputs and attrs and prepares our operands."""
+def make_call(op, kwargs: Mapping[str, Any], oracle=None, spec: Optional[Spec] = None) -> Call:
+  """Splits drawn ``tf.raw_ops`` kwargs into inputs and attrs (``prepare_call``
+  then makes our operands and params)."""
   oracle = oracle or op.op_type
-  names = _input_names(op, oracle)
+  custom = spec is not None and spec.operands is not None
+  names = tuple(spec.operands) if custom else _input_names(op, oracle)
   if names:
     inputs = {k: _normalize_input(kwargs[k]) for k in names if k in kwargs}
     missing = [k for k in names if k not in kwargs]
@@ -521,7 +524,7 @@ def make_call(op, kwargs: Mapping[str, Any], oracle=None) -> Call:
   full.update(inputs)
   operand_args = []
   for name in (names or tuple(inputs)):
-    if name in op.static:
+    if name in op.static and not custom:
       continue
     value = inputs[name]
     if isinstance(value, list):
@@ -533,11 +536,24 @@ def make_call(op, kwargs: Mapping[str, Any], oracle=None) -> Call:
     operand_args.insert(0, (RNG_KEY, None))
     rng_key = DEFAULT_RNG_KEY
   return Call(op=op, oracle=oracle, kwargs=full, inputs=inputs, attrs=attrs,
-              operand_args=operand_args, rng_key=rng_key)
+              operand_args=operand_args, rng_key=rng_key, spec=spec if custom else None)
+
+
+def prepare_call(call: Call) -> Call:
+  """Sets the call's operands and params: ``op.prepare``, or the spec's
+  ``operands``/``params`` where the primitive does not take the TF inputs."""
+  return _prepare(call)
 
 
 def _prepare(call: Call) -> Call:
-  operands, params = call.op.prepare(call.inputs, call.attrs)
+  if call.spec is not None:
+    operands = [v for name in call.spec.operands
+                for v in (call.inputs[name] if isinstance(call.inputs[name], list)
+                          else [call.inputs[name]])]
+    drawn = call.spec.params(call.kwargs) if call.spec.params is not None else {}
+    params = {k: core.hashable(v) for k, v in drawn.items()}
+  else:
+    operands, params = call.op.prepare(call.inputs, call.attrs)
   if call.rng_key is not None:
     operands = [call.rng_key] + list(operands)
   if len(operands) != len(call.operand_args):
@@ -898,6 +914,8 @@ def snippet(call: Call, check: str = "values", extra: Optional[dict] = None) -> 
   tf_call = f"{_tf_callee_src(call)}(**tf_inputs, **attrs)"
   lines.append("tf_inputs = tf.nest.map_structure(tf.constant, inputs)  "
                "# numpy inputs may be cast to a default dtype")
+  if _tf_callee_src(call) == "oracle":
+    lines.append(_oracle_import(call.oracle))
   if _tf_callee_src(call) == "raw_op":
     renames = raw_ops_renames(call.oracle)
     lines.append(f"raw_op = lambda **kw: tf.raw_ops.{call.oracle_name}(**{{{renames!r}.get(k, k): "
@@ -910,8 +928,13 @@ def snippet(call: Call, check: str = "values", extra: Optional[dict] = None) -> 
       "import tfprims.ops  # registers the ops",
       "from tfprims.core import get_op",
       f"op = get_op({call.op.op_type!r})",
-      "operands, params = op.prepare(inputs, attrs)",
   ]
+  if call.spec is None:
+    lines.append("operands, params = op.prepare(inputs, attrs)")
+  else:  # the primitive takes some of the drawn inputs (Spec.operands)
+    lines.append(f"operands = [v for k in {list(call.spec.operands)!r} for v in "
+                 "(inputs[k] if isinstance(inputs[k], list) else [inputs[k]])]")
+    lines.append(f"params = {call.params!r}")
   if call.rng_key is not None:
     lines.append(f"operands = [{literal(np.asarray(call.rng_key))}] + list(operands)"
                  "  # the op's JAX key operand")
@@ -971,6 +994,14 @@ def snippet(call: Call, check: str = "values", extra: Optional[dict] = None) -> 
               "for o, a in zip(batched, in_axes)]) for k in range("
               f"{extra['batch']})]"]
   return "\n".join("    " + l for l in lines)
+
+
+def _oracle_import(oracle) -> str:
+  """Where a snippet gets a callable oracle from."""
+  module, name = getattr(oracle, "__module__", None), getattr(oracle, "__qualname__", "")
+  if module and name and "<" not in name:
+    return f"from {module} import {name} as oracle"
+  return f"oracle = ...  # {oracle!r}: the spec's oracle"
 
 
 def _tf_call_src(call: Call, diff: Sequence[int]) -> str:
@@ -1478,7 +1509,7 @@ def _one_example(run: _Run, drawer: _Drawer, kwargs=None):
   """Runs ``run.check`` on one drawn call."""
   if kwargs is None:
     kwargs = drawer.call(run.spec.calls)
-  call = make_call(run.op, kwargs, run.oracle)
+  call = make_call(run.op, kwargs, run.oracle, run.spec)
   try:
     try:
       tf_outs = tf_outputs(call)

@@ -44,6 +44,13 @@ class Spec:
       positive-definite, symmetric, sorted or sign-constrained inputs valid) or
       ``"none"`` (copies: only the batching mechanics are tested). Members TF
       rejects fall back to copies.
+    operands: for ops whose primitive does not take the TF op's inputs one to
+      one: the drawn inputs (by name) that are its operands, in order (a list
+      input gives one operand per element). The TensorList primitives compute
+      on a list's dense items: their specs draw the list as an items array and
+      their oracles wrap it in a TF list. None: ``op.prepare`` maps the inputs.
+    params: with ``operands``: the drawn kwargs -> the primitive's params
+      (default: none).
   """
   calls: Any
   skip: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -58,6 +65,8 @@ class Spec:
   sanitize_grads: bool = True
   oracle: Union[None, str, Callable[..., Any]] = None
   vmap_variation: str = "permute"
+  operands: Optional[Sequence[str]] = None
+  params: Optional[Callable[[Mapping[str, Any]], Mapping[str, Any]]] = None
 
   def __post_init__(self):
     unknown = set(self.skip) - set(CHECKS)
@@ -69,6 +78,8 @@ class Spec:
     if self.vmap_variation not in ("permute", "scale", "none"):
       raise ValueError(f"vmap_variation must be 'permute', 'scale' or 'none', got "
                        f"{self.vmap_variation!r}")
+    if self.params is not None and self.operands is None:
+      raise ValueError("params= needs operands= (op.prepare makes the params otherwise)")
     if self.grad_oracle not in GRAD_ORACLES:
       raise ValueError(f"grad_oracle must be one of {GRAD_ORACLES}, got {self.grad_oracle!r}")
 
