@@ -279,21 +279,74 @@ def _interpret(node, inputs):
         f"{where}: the module was serialized for {list(platforms)}, not for this JAX "
         f"backend ({backend!r}); convert with jax2tf.convert(..., "
         f"native_serialization_platforms=('{backend}', ...))")
-  module = node.attr("module")
-  module = module.encode("utf-8") if isinstance(module, str) else bytes(module)
-  params = dict(module=SerializedModule(module), version=version, Sout=sout,
-                Tout=tuple(np.dtype(t) for t in node.attr("Tout")), platforms=platforms)
+  params = _canonicalize(dict(module=node.attr("module"), version=version, Sout=sout,
+                             Tout=node.attr("Tout"), platforms=platforms))
   return list(XlaCallModule(*[jax.numpy.asarray(x) for x in inputs], **params))
 
 
-_SKIP = ("the op's input is a serialized StableHLO module, which the generic runner "
-         "cannot draw; tested against jax2tf-converted JAX functions in "
-         "tests/test_xla_call_module.py")
+def _canonicalize(params, *args):
+  """The attrs of a drawn call (``op.prepare``) as the interpreter hook makes them."""
+  module = params["module"]
+  if not isinstance(module, SerializedModule):
+    module = SerializedModule(module.encode("utf-8") if isinstance(module, str)
+                              else bytes(module))
+  return dict(params, module=module, version=int(params["version"]),
+              Sout=tuple(tuple(int(d) for d in s) for s in params["Sout"]),
+              Tout=tuple(np.dtype(t) for t in params["Tout"]),
+              platforms=tuple(params["platforms"]))
+
+
+# --- property spec: modules exported from a few JAX functions ------------------------
+# Both sides run the same StableHLO, so the checks test the call itself: merging and
+# calling the module, its calling convention, abstract eval, eager/jit, batching.
+
+_SPEC_FUNCTIONS = {
+    "sin_cos": (1, lambda x: (jax.numpy.sin(x), jax.numpy.cos(x) * 2)),
+    "where": (2, lambda x, y: jax.numpy.where(x > y, x - y, y * 3)),
+    "reductions": (1, lambda x: (jax.numpy.sum(x), jax.numpy.cumsum(x.reshape(-1)),
+                                 jax.numpy.max(x, initial=0).astype(x.dtype))),
+    "outer": (2, lambda x, y: jax.numpy.outer(x, y)),
+}
+
+
+def _export(name: str, shape: tuple, dtype: np.dtype) -> dict:
+  arity, fn = _SPEC_FUNCTIONS[name]
+  args = [jax.ShapeDtypeStruct(shape, dtype)] * arity
+  exported = jax.export.export(jax.jit(fn), platforms=["cpu"])(*args)
+  return dict(module=exported.mlir_module_serialized,
+              version=exported.calling_convention_version,
+              Sout=[list(a.shape) for a in exported.out_avals],
+              Tout=[np.dtype(a.dtype) for a in exported.out_avals],
+              platforms=["CPU"], dim_args_spec=[], function_list=[],
+              has_token_input_output=False, disabled_checks=[])
+
+
+def tf_xla_call_module(**kwargs):
+  """The property oracle: TF's ``XlaCallModule`` kernel (not in ``tf.raw_ops``)."""
+  from tensorflow.compiler.tf2xla.ops import gen_xla_ops  # noqa: PLC0415
+  return gen_xla_ops.xla_call_module(**kwargs)
+
+
+_NO_TF_GRADIENT = ("TF registers no gradient for a bare XlaCallModule (jax2tf wraps it "
+                   "in tf.custom_gradient; those gradients are tested in "
+                   "tests/test_xla_call_module.py)")
+
+
+def _spec(st):
+  @st.composite
+  def calls(draw):
+    name = draw(st.sampled_from(sorted(_SPEC_FUNCTIONS)))
+    dtype = draw(st.dtypes(("float32", "float64", "bfloat16", "int32", "uint8")))
+    shape = tuple(draw(st.shapes(max_rank=3)))
+    arity = _SPEC_FUNCTIONS[name][0]
+    return dict(args=[draw(st.arrays(dtype, shape)) for _ in range(arity)],
+                **_export(name, shape, dtype))
+  return st.Spec(calls(), oracle=tf_xla_call_module,
+                 skip={"jvp": _NO_TF_GRADIENT, "vjp": _NO_TF_GRADIENT})
+
 
 XlaCallModule = define_op(
     "XlaCallModule", _call_impl, family=FAMILY, multiple_results=True,
-    attrs=("module", "version", "Sout", "Tout", "platforms"),
+    attrs=("module", "version", "Sout", "Tout", "platforms"), canonicalize=_canonicalize,
     abstract_eval=_abstract_eval, lowering=_lowering, jvp=_jvp, batching=_batch,
-    interpret=_interpret,
-    spec=lambda st: st.Spec(None, skip={check: _SKIP for check in
-                                        ("values", "shape", "jvp", "vjp", "vmap", "jit")}))
+    interpret=_interpret, spec=_spec)
