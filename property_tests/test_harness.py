@@ -285,7 +285,7 @@ def test_strategies_treat_bfloat16_as_float():
 def test_derivative_tolerance_follows_the_least_precise_dtype():
   call = runner.make_call(get_op("Cast"), {"x": np.ones(3, np.float16),
                                            "DstT": np.dtype("float64"), "Truncate": False})
-  runner._prepare(call)
+  runner.prepare_call(call)
   spec = runner.load_spec(call.op)
   tol = runner.derivative_tolerance(call, [0], [np.dtype("float64")])
   assert tol(spec, np.dtype("float64")) == runner.grad_tolerance(spec, np.dtype("float16"))

@@ -542,10 +542,6 @@ def make_call(op, kwargs: Mapping[str, Any], oracle=None, spec: Optional[Spec] =
 def prepare_call(call: Call) -> Call:
   """Sets the call's operands and params: ``op.prepare``, or the spec's
   ``operands``/``params`` where the primitive does not take the TF inputs."""
-  return _prepare(call)
-
-
-def _prepare(call: Call) -> Call:
   if call.spec is not None:
     operands = [v for name in call.spec.operands
                 for v in (call.inputs[name] if isinstance(call.inputs[name], list)
@@ -1204,7 +1200,7 @@ def _check_shape(run, call, tf_outs, draw):
     mode = "x64 on" if x64 else "x64 off"
     with jax.enable_x64(x64), warnings.catch_warnings(record=True) as caught:
       warnings.simplefilter("always")
-      c = call if x64 else _prepare(dataclasses.replace(call))
+      c = call if x64 else prepare_call(dataclasses.replace(call))
       try:
         avals = _guard(run, call, f"abstract eval ({mode})",
                        lambda: _eval_shape_x64_off_may_refuse(op, c.params, structs(not x64),
@@ -1268,7 +1264,7 @@ def _diff_setup(run, call, tf_outs):
   if getattr(run.spec, "sanitize_grads", True):
     clean = [_sanitize(o) for o in call.operands]
     if any(not np.array_equal(a, b, equal_nan=True) for a, b in zip(clean, call.operands)):
-      call = _prepare(call.with_operands(clean))
+      call = prepare_call(call.with_operands(clean))
       try:
         tf_outs = tf_outputs(call)
       except _Rejected as e:
@@ -1439,7 +1435,7 @@ def _check_vmap(run, call, tf_outs, draw):
     for mode in ("all", "floats"):
       ops = [_vary(o, rng, k, mode == "floats", how) if a is not None else o
              for o, a in zip(call.operands, axes)]
-      cand = _prepare(call.with_operands(ops))
+      cand = prepare_call(call.with_operands(ops))
       if cand.params != call.params:
         continue
       try:
@@ -1470,7 +1466,7 @@ def _check_vmap(run, call, tf_outs, draw):
   # vmap of the VJP.
   if not _grad_applies(run):
     return
-  gcall = _prepare(call.with_operands([_sanitize(o) for o in call.operands]))
+  gcall = prepare_call(call.with_operands([_sanitize(o) for o in call.operands]))
   diff_idx = _diff_indices(run.spec, gcall)
   out_mask = [_is_inexact(o.dtype) for o in tf_outs]
   if not diff_idx or not any(out_mask) or gcall.params != call.params:
@@ -1487,7 +1483,7 @@ def _check_vmap(run, call, tf_outs, draw):
                 lambda: [np.asarray(g) for g in gfn(list(gbatched), list(cts))], gextra)
   for k in range(batch):
     ops_k = [np.take(b, k, axis=a) if a is not None else b for b, a in zip(gbatched, axes)]
-    mk = _prepare(gcall.with_operands(ops_k))
+    mk = prepare_call(gcall.with_operands(ops_k))
     per = _guard(run, call, "jax.vjp",
                  lambda: ours_vjp(mk, diff_idx, out_mask, [c[k] for c in cts]), gextra)
     _compare_lists(run, call, f"vmap(vjp) example {k} vs vjp on that example",
@@ -1516,7 +1512,7 @@ def _one_example(run: _Run, drawer: _Drawer, kwargs=None):
     except _Rejected as e:
       run.reject(e)
     try:
-      _prepare(call)
+      prepare_call(call)
     except (CheckFailure, hypothesis.errors.UnsatisfiedAssumption):
       raise
     except Exception as e:  # pylint: disable=broad-except
