@@ -349,10 +349,16 @@ def test_max_pool_nan_and_minus_inf_like_tf(dtype):
   windows = [[nan, 1, 2, 3], [1, nan, 2, 0], [nan, nan, nan, nan], [-inf, nan, -inf, nan],
              [-inf, -inf, -inf, -inf], [1, 2, 3, nan]]
   x = tf.cast(np.array(windows, np.float32).reshape(6, 2, 2, 1), dtype)
-  ref = tf.raw_ops.MaxPool(input=x, ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1], padding="VALID")
+  window = dict(ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1], padding="VALID")
+  ref = tf.raw_ops.MaxPool(input=x, **window)
   ours = nn.MaxPool(x.numpy(), ksize=(1, 2, 2, 1), strides=(1, 1, 1, 1), padding="VALID",
                     explicit_paddings=(), data_format="NHWC")
   assert ours.dtype == ref.dtype.as_numpy_dtype
+  np.testing.assert_array_equal(np.asarray(ours, np.float64), ref.numpy().astype(np.float64))
+  # MaxPoolV2's kernel differs for bfloat16: all-NaN/-inf windows give the lowest finite value.
+  ref = tf.raw_ops.MaxPoolV2(input=x, **window)
+  ours = nn.MaxPoolV2(x.numpy(), ksize=(1, 2, 2, 1), strides=(1, 1, 1, 1), padding="VALID",
+                      data_format="NHWC")
   np.testing.assert_array_equal(np.asarray(ours, np.float64), ref.numpy().astype(np.float64))
 
 

@@ -781,19 +781,29 @@ def _check_pool_format(data_format):
     raise NotImplementedError(f"pooling with data_format={data_format!r} is not supported")
 
 
-def max_pool(input, *, ksize, strides, padding, explicit_paddings=(), data_format="NHWC"):
+def max_pool(input, *, ksize, strides, padding, explicit_paddings=(), data_format="NHWC",
+             floor=None):
   """TF MaxPool. Like TF's CPU kernels, NaNs never win and results are clamped
-  below at the dtype's lowest finite value (a window of NaN/-inf gives it)."""
+  below at the dtype's lowest finite value (a window of NaN/-inf gives it);
+  ``floor`` overrides that value."""
   _check_pool_format(data_format)
   pads = _pool_pads(input.shape, ksize, strides, padding, explicit_paddings)
   x = input
   if jnp.issubdtype(x.dtype, jnp.floating):
-    low = np.array(_lowest(x.dtype), x.dtype)
+    low = np.array(_lowest(x.dtype) if floor is None else floor, x.dtype)
     x = jnp.where(x >= low, x, low)
     init = np.array(-np.inf, x.dtype)
   else:
     init = np.array(np.iinfo(x.dtype).min, x.dtype)
   return lax.reduce_window(x, init, lax.max, tuple(ksize), tuple(strides), pads)
+
+
+def max_pool_v2(input, *, ksize, strides, padding, data_format="NHWC"):
+  """TF MaxPoolV2: MaxPool with ksize/strides as inputs. Its CPU kernel clamps
+  bfloat16 at bfloat16's lowest finite value (MaxPool's keeps -inf there)."""
+  floor = float(jnp.finfo(jnp.bfloat16).min) if input.dtype == jnp.bfloat16 else None
+  return max_pool(input, ksize=ksize, strides=strides, padding=padding,
+                  data_format=data_format, floor=floor)
 
 
 def max_pool_grad(orig_input, orig_output, grad, *, ksize, strides, padding,
@@ -1011,7 +1021,7 @@ MaxPool = define_op(
              "TF's CPU kernels do; gradients go to the first max of each window."))
 
 MaxPoolV2 = define_op(
-    "MaxPoolV2", max_pool, family="nn", static=("ksize", "strides"),
+    "MaxPoolV2", max_pool_v2, family="nn", static=("ksize", "strides"),
     attrs=("padding", "data_format"), jvp=_max_pool_jvp("MaxPoolV2"),
     batching=_fold_batching("MaxPoolV2"),
     spec=lambda st: st.Spec(
