@@ -469,6 +469,7 @@ def _cross(a, b):
   if a.shape != b.shape or a.shape[-1:] != (3,):
     raise ValueError(f"Cross: both inputs must have one shape [..., 3]; got {a.shape} "
                      f"and {b.shape}")
+  a, b = jnp.asarray(a), jnp.asarray(b)  # numpy inputs (constant folding) compute in XLA too
   a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
   b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
   return jnp.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
