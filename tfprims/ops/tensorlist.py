@@ -44,11 +44,9 @@ def _bookkeeping_spec(st):
 # ([length, *element_shape]) and is the primitive's operand; the oracle wraps it
 # in a TF list (TensorListFromTensor) and stacks list outputs back
 # (TensorListStack), so the runner compares and differentiates plain arrays,
-# TF's list-op gradients included.
-
-
-# TF's forward mode cannot see through list handles (ForwardAccumulator raises on
-# variants): the JVP is checked against GradientTape (a dot-product test).
+# TF's list-op gradients included. TF's forward mode cannot see through list
+# handles (ForwardAccumulator raises on variants): JVPs are checked against
+# GradientTape (a dot-product test).
 _GRAD_ORACLE = "vjp"
 
 
@@ -71,15 +69,15 @@ def _tf_stacked(handle, like):
                                        element_dtype=like.dtype)
 
 
-def _draw_items(st, draw, min_length=0, min_rank=0, dtype=None):
-  dtype = dtype if dtype is not None else draw(st.dtypes(st.ALL))
+def _draw_items(st, draw, min_length=0, min_rank=0):
+  dtype = draw(st.dtypes(st.ALL))
   element_shape = draw(st.shapes(min_rank=min_rank, max_rank=2))
   length = draw(st.integers(min_length, 4))
   return draw(st.arrays(dtype, (length,) + tuple(element_shape)))
 
 
-def _draw_indices(st, draw, below, size=None, unique=False):
-  size = draw(st.integers(0, 4 if not unique else below)) if size is None else size
+def _draw_indices(st, draw, below, unique=False):
+  size = draw(st.integers(0, below if unique else 4))
   values = draw(st.lists(st.integers(0, below - 1), min_size=size, max_size=size,
                          unique=unique)) if below else []
   return np.array(values, np.int32)
