@@ -28,6 +28,7 @@ Only public JAX APIs are used (``jax.interpreters.mlir``,
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 import jax
@@ -309,10 +310,15 @@ _SPEC_FUNCTIONS = {
 }
 
 
-def _export(name: str, shape: tuple, dtype: np.dtype) -> dict:
+@functools.lru_cache(maxsize=None)  # every check draws the same few signatures again
+def _exported(name: str, shape: tuple, dtype: np.dtype):
   arity, fn = _SPEC_FUNCTIONS[name]
   args = [jax.ShapeDtypeStruct(shape, dtype)] * arity
-  exported = jax.export.export(jax.jit(fn), platforms=["cpu"])(*args)
+  return jax.export.export(jax.jit(fn), platforms=["cpu"])(*args)
+
+
+def _export(name: str, shape: tuple, dtype: np.dtype) -> dict:
+  exported = _exported(name, shape, dtype)
   return dict(module=exported.mlir_module_serialized,
               version=exported.calling_convention_version,
               Sout=[list(a.shape) for a in exported.out_avals],
