@@ -292,6 +292,73 @@ def test_data_dependent_output_shapes_are_refused_at_conversion(body):
     tfprims.convert(tf.function(body), tf.TensorSpec([4], F32))
 
 
+_STRING_OPS = ("AsString", "StringLength", "StringUpper", "StringJoin", "Substr",
+               "StaticRegexReplace", "StringToNumber")
+
+
+def test_conversion_reports_every_blocker_in_one_error():
+  # Seven unsupported ops and a data-dependent shape: the dynamic-shape error used
+  # to hide the unsupported ops.
+  @tf.function
+  def f(x):
+    s = tf.strings.as_string(x)
+    n = tf.strings.length(tf.strings.upper(s))
+    joined = tf.strings.join([tf.strings.substr(s, 0, 1), tf.strings.regex_replace(s, "1", "2")])
+    back = tf.strings.to_number(joined)
+    return tf.cast(tf.where(x > 0.0), F32)[:, 0] * 0.0, back + tf.cast(n, F32)
+
+  with pytest.raises(tfprims.ConversionError) as e:
+    tfprims.convert(f, tf.TensorSpec([4], F32))
+  err = e.value
+  assert isinstance(err, tfprims.UnsupportedOpError)
+  assert isinstance(err, tfprims.DynamicShapeError)
+  assert isinstance(err, tfprims.BlockedConversionError)
+  assert set(_STRING_OPS) <= set(err.ops)
+  assert [(op, node) for op, node, _ in err.dynamic_shapes] == [("Where", "Where")]
+  for op in _STRING_OPS + ("Where",):
+    assert op in str(err)
+
+
+def test_unsupported_input_and_op_in_a_branch_are_reported_together():
+  @tf.function
+  def f(s, x):
+    y = tf.cond(x[0] > 0.0, lambda: tf.strings.to_number(tf.strings.as_string(x)),
+                lambda: x)
+    return y + tf.cast(tf.strings.length(s), F32)
+
+  with pytest.raises(tfprims.ConversionError) as e:
+    tfprims.convert(f, tf.TensorSpec([], tf.string), tf.TensorSpec([2], F32))
+  err = e.value
+  assert isinstance(err, tfprims.UnsupportedInputError)
+  assert isinstance(err, tfprims.UnsupportedOpError)
+  assert not isinstance(err, tfprims.DynamicShapeError)
+  assert any("'s' has dtype string" in m for m in err.inputs)
+  assert any("cond_true" in node for node in err.ops["AsString"])
+  assert "StringLength" in err.ops
+
+
+def test_one_kind_of_blocker_keeps_its_error_type_name():
+  with pytest.raises(tfprims.DynamicShapeError) as e:
+    tfprims.convert(tf.function(lambda x: tf.where(x > 0.0)), tf.TensorSpec([4], F32))
+  assert type(e.value).__name__ == "DynamicShapeError"
+  assert not isinstance(e.value, tfprims.UnsupportedOpError)
+  assert e.value.ops == {} and e.value.inputs == ()
+
+
+def test_data_dependent_op_on_constants_is_computed_at_trace_time():
+  @tf.function
+  def f(x):
+    mask = tf.constant([True, False, True, True])
+    idx = tf.where(mask)[:, 0]
+    vals, pos = tf.unique(tf.constant([3, 1, 3, 2, 1]))
+    return tf.gather(x, idx), vals, pos
+
+  fn = tfprims.convert_functional(f, tf.TensorSpec([4], F32))
+  x = np.arange(4, dtype=np.float32)
+  for got, want in zip(jax.jit(fn)(x), f(x)):
+    np.testing.assert_array_equal(got, want)
+
+
 def test_reshape_to_a_computed_shape_names_the_node():
   @tf.function
   def f(x, n):

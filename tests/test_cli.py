@@ -158,7 +158,9 @@ class _StringInput(tf.Module):
 @pytest.mark.parametrize("module, error, mentions", [
     (_Unique, "DynamicShapeError", "Unique"),
     (_Strings, "UnsupportedOpError", "AsString"),
-    (_StringInput, "UnsupportedInputError", "'text' has dtype string"),
+    # Both blockers at once: the string input and the string op reading it.
+    (_StringInput, "BlockedConversionError", "'text' has dtype string"),
+    (_StringInput, "BlockedConversionError", "StringLength"),
 ])
 def test_unsupported_ops_exit_2_with_one_message(capsys, tmp_path, module, error, mentions):
   tf.saved_model.save(module(), str(tmp_path))

@@ -8,7 +8,6 @@ import pytest
 import tensorflow as tf
 
 import tfprims
-from tfprims import control_flow
 from helpers import jaxpr_primitives
 
 RTOL = ATOL = 1e-5
@@ -123,6 +122,39 @@ def test_dynamic_while_forward_mode_works_and_reverse_mode_raises_typed_error():
     jax.grad(_jax_loss(fn))(X)
   assert isinstance(e.value, tfprims.TFPrimsError)
   assert "StatelessWhile node" in str(e.value)
+
+
+def _data_dependent_while(x):
+  return tf.while_loop(lambda n: n < 10.0, lambda n: n + tf.reduce_max(x), [0.0])[0]
+
+
+def _python_while_on_a_tensor(x):
+  n = tf.constant(0.0)
+  while n < 10.0:  # autograph: a tf.while_loop whose condition becomes data-dependent
+    n += tf.reduce_max(x)
+  return n
+
+
+@pytest.mark.parametrize("f", [
+    tf.function(_data_dependent_while, autograph=False),
+    tf.function(_python_while_on_a_tensor),
+])
+def test_loop_whose_condition_becomes_data_dependent_is_a_real_loop(f):
+  # The condition is known at trace time on the first iteration only (n starts
+  # at the constant 0): this used to raise ControlFlowError ("its condition became
+  # data-dependent") even under jit.
+  x = np.array([1.5, 3.0, -2.0], np.float32)
+  fn = tfprims.convert_functional(f, _spec(x))
+  want = f(x).numpy()
+  np.testing.assert_allclose(fn(x), want)
+  np.testing.assert_allclose(jax.jit(fn)(x), want)
+  np.testing.assert_allclose(fn(2 * x), f(2 * x).numpy())
+  assert "while" in jaxpr_primitives(jax.make_jaxpr(fn)(x))
+  # Forward mode: d n / d x = trip count at the argmax.
+  _, tangent = jax.jvp(fn, (x,), (np.array([0.0, 1.0, 0.0], np.float32),))
+  np.testing.assert_allclose(tangent, np.ceil(10.0 / 3.0))
+  with pytest.raises(tfprims.ReverseModeLoopError):
+    jax.grad(fn)(x)
 
 
 def test_loop_counter_compared_with_a_tensor_shape():
@@ -329,6 +361,43 @@ def test_variable_assignments_in_loops_and_branches_come_back_in_new_params():
     np.testing.assert_allclose(new["acc"], acc.numpy(), rtol=RTOL)
     np.testing.assert_allclose(new["cnt"], cnt.numpy(), rtol=RTOL)
     params = new
+
+
+@pytest.mark.parametrize("x0", [1.0, -1.0])
+def test_generator_state_written_inside_cond_comes_back_in_new_params(x0):
+  # RngReadAndSkip writes the generator's state: inside a branch the write used to
+  # be dropped (the op matched no list of state-writing op names).
+  g = tf.random.Generator.from_seed(1)
+  f = tf.function(lambda x: tf.cond(x[0] > 0, lambda: x + g.normal([3]), lambda: x))
+  fn, params = tfprims.convert(f, tf.TensorSpec([3], tf.float32))
+  (key,) = [k for k, v in fn.tf_variables.items() if v is g.state]
+  x = np.full(3, x0, np.float32)
+  for call in (fn, jax.jit(fn)):
+    _, new = call(params, x)
+    assert (np.asarray(new[key]) != np.asarray(params[key])).any() == (x0 > 0)
+  f(x)  # TF advances its generator only when the branch runs
+  np.testing.assert_array_equal(new[key], g.state.numpy())
+
+
+def test_state_written_in_a_while_body_inside_a_nested_function():
+  g = tf.random.Generator.from_seed(3)
+
+  @tf.function
+  def draw(a):
+    return a + g.uniform([2])
+
+  @tf.function
+  def f(x):
+    for _ in tf.range(tf.cast(x[0], tf.int32)):
+      x = draw(x)
+    return x
+
+  fn, params = tfprims.convert(f, tf.TensorSpec([2], tf.float32))
+  (key,) = [k for k, v in fn.tf_variables.items() if v is g.state]
+  x = np.array([3.0, 0.0], np.float32)
+  _, new = jax.jit(fn)(params, x)
+  f(x)
+  np.testing.assert_array_equal(new[key], g.state.numpy())
 
 
 def test_random_ops_inside_loops_use_the_rng_key():

@@ -11,7 +11,6 @@ import pytest
 import tensorflow as tf
 
 import tfprims
-from tfprims import custom_gradients
 from helpers import jaxpr_primitives
 
 X = np.array([[0.5, -1.0, 2.0], [0.1, 0.2, -3.0]], np.float32)

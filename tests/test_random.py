@@ -9,6 +9,7 @@ import tensorflow as tf
 from scipy import stats
 
 import tfprims
+from tfprims import interpreter
 from tfprims.ops import random as R
 from helpers import jaxpr_primitives
 
@@ -144,7 +145,7 @@ def test_jaxpr_keeps_tf_names_with_key_operand():
   assert "tf.RandomStandardNormal[dtype=float32 shape=(2, 3)]" in text
   # The primitive's key operand is raw uint32[2] key data.
   direct = jax.make_jaxpr(lambda k: R.RandomUniform(k, shape=(2,), dtype=np.dtype("float32")))(
-      R.key_data(jax.random.key(0)))
+      interpreter.key_data(jax.random.key(0)))
   assert str(direct.jaxpr.invars[0].aval) == "uint32[2]"
 
 

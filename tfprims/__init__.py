@@ -10,17 +10,18 @@ from tfprims.api import (ConvertedFunction, TensorSpec, convert, convert_functio
                          convert_graph_def)
 from tfprims.config import get_config, override_config, update_config
 from tfprims.core import (TFOp, define_op, get_op, override_batching, override_jvp,
-                          override_transpose, primitive, register_op, registered_ops,
-                          unregister_op)
-from tfprims.errors import (ControlFlowError, ConversionError, CustomGradientError,
+                          override_transpose, primitive, register_op, register_structural,
+                          registered_ops, unregister_op)
+from tfprims.core import declared_op_types as supported_op_types
+from tfprims.errors import (BlockedConversionError, ControlFlowError, ConversionError,
+                            CustomGradientError,
                             DynamicShapeError, InputDtypeError, InputError,
                             InputShapeError, InputStructureError, Int64OverflowError,
                             MissingRngError, OpError, PreventGradientError,
                             ReverseModeLoopError, StaticInputError, TensorListSizeError,
                             TFPrimsError, UnsupportedInputError, UnsupportedOpError)
-from tfprims.interpreter import supported_op_types
+from tfprims.params import assign_variables, merge_params, split_trainable, trainable_names
 from tfprims.saved_model import (AmbiguousSignatureError, convert_from_restored,
                                  convert_functional_from_restored, load_saved_model)
-from tfprims.state import assign_variables, merge_params, split_trainable, trainable_names
 
 __version__ = "0.1.0"

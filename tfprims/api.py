@@ -19,7 +19,6 @@ import tree
 
 from tfprims import config, core, dtypes, errors, graph as graph_lib, interpreter
 import tfprims.ops  # noqa: F401  (registers every op)
-import tfprims.control_flow  # noqa: F401  (If/Case/While, TensorLists, custom gradients)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,21 +36,22 @@ class TensorSpec:
     return f"{self.name}: {dtype}{shape}"
 
 
-def _spec_from_tf(name: str, spec) -> TensorSpec:
+def _spec_from_tf(name: str, spec) -> tuple[Optional[TensorSpec], Optional[str]]:
+  """The :class:`TensorSpec` of a signature leaf, or None and why it is unsupported."""
   import tensorflow as tf
   if not isinstance(spec, tf.TensorSpec):
     kind = type(spec).__name__.replace("Spec", "").replace("Tensor", " tensor").strip()
-    raise errors.UnsupportedInputError(
+    return None, (
         f"input '{name}' is a {kind or type(spec).__name__} ({type(spec).__name__}); "
         "tfprims converts dense tensors only: convert it to a dense tf.Tensor in the "
         "TF function's caller and pass that instead")
   np_dtype = dtypes.from_tf(spec.dtype)
   if np_dtype is None:
-    raise errors.UnsupportedInputError(
+    return None, (
         f"input '{name}' has dtype {spec.dtype.name}, which has no JAX equivalent; "
         "do string/resource handling in TF and pass numeric tensors")
   shape = None if spec.shape.rank is None else tuple(spec.shape.as_list())
-  return TensorSpec(name, shape, np_dtype)
+  return TensorSpec(name, shape, np_dtype), None
 
 
 def _path_name(path: Sequence[Any]) -> str:
@@ -111,21 +111,11 @@ class ConvertedFunction:
     for node_name, capture in self._captures.items():
       feeds[node_name] = capture
     outputs = interpreter.run(ctx, self._graph, feeds)
-    outputs = [self._as_output(o, i) for i, o in enumerate(outputs)]
+    outputs = [jnp.asarray(o) for o in outputs]
     structured = tree.map_structure(
         lambda i: outputs[i] if isinstance(i, int) else i, self._output_structure)
     new_params = {k: ctx.state[k] for k in self.param_specs}
     return structured, new_params
-
-  def _as_output(self, value, index):
-    if isinstance(value, interpreter.StringConstant):
-      raise errors.UnsupportedInputError(
-          f"output {self.output_specs[index].name} is a string tensor; tfprims outputs "
-          "numeric tensors only")
-    if isinstance(value, interpreter.VariableHandle):
-      raise errors.UnsupportedInputError(
-          f"output {self.output_specs[index].name} is a resource handle")
-    return jnp.asarray(value)
 
   def _flatten_args(self, args, kwargs) -> list:
     try:
@@ -288,14 +278,20 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
   graph_def = cf.graph.as_graph_def()
   library = graph_lib.Library(graph_def.library.function)
 
+  # Everything that keeps the function from converting is collected, then
+  # reported in one error with the unsupported ops (interpreter.check_supported).
+  problems: list[str] = []
   sig_args, sig_kwargs = cf.structured_input_signature
   flat_specs = []
   for path, leaf in tree.flatten_with_path((tuple(sig_args), dict(sig_kwargs))):
     if isinstance(leaf, tf.TypeSpec):
       name = getattr(leaf, "name", None) or _path_name(path[1:])
-      flat_specs.append(_spec_from_tf(name, leaf))
+      spec, problem = _spec_from_tf(name, leaf)
+      flat_specs.append(spec)
+      if problem:
+        problems.append(problem)
   n_args = len(cf.inputs) - len(cf.captured_inputs)
-  if n_args != len(flat_specs):
+  if n_args != len(flat_specs) and not problems:
     raise errors.ConversionError(
         f"cannot match the {len(flat_specs)} TF signature leaves with the graph's "
         f"{n_args} inputs (composite tensors are not supported)")
@@ -314,8 +310,9 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
             "as params")
       np_dtype = dtypes.from_tf(variable.dtype)
       if np_dtype is None:
-        raise errors.UnsupportedInputError(
-            f"variable '{key}' has dtype {variable.dtype.name}, which has no JAX equivalent")
+        problems.append(f"variable '{key}' has dtype {variable.dtype.name}, which has no "
+                        "JAX equivalent")
+        continue
       value = dtypes.value_from_tf(variable.value())
       captures[node_name] = interpreter.VariableHandle(key)
       tf_variables[key] = variable
@@ -323,7 +320,7 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
                                     trainable=bool(variable.trainable)))
       params[key] = value
     elif captured.dtype == tf.resource:
-      raise errors.UnsupportedInputError(
+      problems.append(
           f"the function captures a resource '{node_name}' that is not a variable "
           "(a lookup table, iterator or similar); such resources are not supported")
     elif captured.dtype == tf.string:
@@ -353,20 +350,24 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
       return next(spec_positions)
     if x is None or isinstance(x, (int, float, bool, str)):
       return x
-    raise errors.UnsupportedInputError(
-        f"output of kind {type(x).__name__} is not supported; return dense tensors")
+    problems.append(f"an output of kind {type(x).__name__} is not supported; return "
+                    "dense tensors")
+    return None
 
   output_structure = tree.map_structure(to_index, cf.structured_outputs)
   output_specs = []
   for t in out_tensors:
     np_dtype = dtypes.from_tf(t.dtype)
+    if np_dtype is None:
+      problems.append(f"output {t.name} is a {t.dtype.name} tensor; tfprims outputs "
+                      "numeric tensors only")
     shape = None if t.shape.rank is None else tuple(t.shape.as_list())
     output_specs.append(TensorSpec(t.name, shape, np_dtype or t.dtype.name))
 
   graph = graph_lib.from_graph_def(
       graph_def, [t.name for t in cf.inputs], output_names, name=_function_name(cf),
       control_outputs=[op.name for op in getattr(cf.graph, "control_outputs", [])])
-  interpreter.check_supported(graph, library)
+  interpreter.check_supported(graph, library, problems)
 
   signature = inspect.Signature([
       inspect.Parameter(p.name, p.kind) for p in cf.function_type.parameters.values()
@@ -445,14 +446,14 @@ def convert_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str]
   """
   library = graph_lib.Library(graph_def.library.function)
   graph = graph_lib.from_graph_def(graph_def, inputs, outputs)
-  specs = []
+  specs, problems = [], []
   for name in graph.inputs:
     node = graph.by_name.get(name)
     if node is None:
       raise errors.ConversionError(f"input {name!r} is not a node of the GraphDef")
     np_dtype = dtypes.from_tf(node.attr("dtype"))
     if np_dtype is None:
-      raise errors.UnsupportedInputError(f"input {name!r} is not a numeric tensor")
+      problems.append(f"input {name!r} is not a numeric tensor")
     shape = node.attr("shape", None)
     specs.append(TensorSpec(name, shape, np_dtype))
   fed = set(graph.inputs)
@@ -462,7 +463,7 @@ def convert_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str]
   if unfed:
     raise errors.InputStructureError(
         f"the outputs depend on Placeholders that are not listed as inputs: {unfed}")
-  interpreter.check_supported(graph, library)
+  interpreter.check_supported(graph, library, problems)
 
   def fn(*args, rng=None):
     if len(args) != len(specs):

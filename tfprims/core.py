@@ -1,17 +1,26 @@
-"""TF ops as JAX primitives: one declaration per op.
+"""The op registry: every TF op type tfprims converts, declared once.
 
-``define_op`` turns an op declaration (TF op type, an impl written with
-jax.numpy/lax, which TF inputs are static, which TF attrs are kept) into a
-:class:`TFOp` owning a ``jax.extend.core.Primitive`` named ``tf.<OpType>`` with
+An op is registered in one of two ways, and the interpreter runs it one way:
 
-* eager impl: ``apply_primitive`` (compiled and cached per shape and params);
-* abstract eval: ``jax.make_jaxpr(impl).out_avals`` unless given (keeps weak
-  types, shardings and shard_map's varying axes);
-* lowering: ``mlir.lower_fun(impl)``, so jit gives the XLA program jnp would;
-* JVP: ``jax.jvp(impl)`` unless given; ``linear=True`` ops get
-  ``ad.deflinear2`` with their transpose;
-* batching: ``jax.vmap(impl)`` unless given; ``batching="elementwise"``
-  re-binds the same primitive so vmapped jaxprs keep the TF name.
+* :func:`define_op` (public name :func:`register_op`): a :class:`TFOp` owning a
+  ``jax.extend.core.Primitive`` named ``tf.<OpType>``. A node is run by
+  :meth:`TFOp.prepare` (TF inputs and attrs -> operands and params) and
+  :meth:`TFOp.apply` (fold when every operand is known, else bind), unless the op
+  declares an ``interpret(ctx, node, inputs)`` hook (Shape answers from static
+  shapes; TensorList ops keep list metadata). Rules the op does not declare are
+  derived from its impl (:mod:`tfprims.derived`).
+* :func:`register_structural`: a :class:`StructuralOp`, an op with no primitive
+  of its own (Const, Placeholder, function calls, control flow, variable reads
+  and writes), run by its ``interpret`` hook.
+
+Both declare *what the op is* as fields (``writes_state``, ``uses_rng``,
+``shape_only``, ``pass_through``, ``dynamic_shape``...). Control flow, folding,
+:func:`tfprims.interpreter.check_supported`, the property runner and docs/ops.md
+ask the registry; nothing keeps lists of op names elsewhere.
+
+Rules refer to other ops through :data:`tfops` (``tfops.Sum(x, axis=(0,),
+keep_dims=False)``), which looks the op up at each use: replacing an op
+(``define_op(..., replace=True)``) reaches every rule that binds it.
 
 Only public JAX APIs are used.
 """
@@ -23,22 +32,24 @@ import functools
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, mlir, xla
 from jax.interpreters import batching as jax_batching
 
-from tfprims import errors, folding, opdefs
+from tfprims import derived, errors, folding, opdefs
 
 __all__ = [
-    "TFOp", "define_op", "register_op", "unregister_op", "primitive", "get_op", "registered_ops",
-    "override_jvp", "override_batching", "override_transpose", "hashable",
-    "elementwise_batching", "unbroadcast",
+    "Op", "TFOp", "StructuralOp", "define_op", "register_op", "register_structural",
+    "declare_unsupported", "unregister_op", "install_op", "lookup", "get_op", "primitive",
+    "registered_ops", "all_ops", "declared_op_types", "tfops", "override_jvp",
+    "override_batching", "override_transpose", "hashable", "is_concrete",
 ]
 
-_REGISTRY: dict[str, "TFOp"] = {}
+_REGISTRY: dict[str, "Op"] = {}
+_UNSUPPORTED_HINTS: dict[str, str] = {}
 
+Interpret = Callable[[Any, Any, list], Sequence[Any]]
 JvpRule = Union[None, Callable[..., Any], Sequence[Optional[Callable[..., Any]]]]
 BatchRule = Union[None, str, Callable[..., Any]]
 
@@ -74,24 +85,92 @@ def is_concrete(value: Any) -> bool:
   return isinstance(value, (np.ndarray, np.generic, int, float, bool, complex))
 
 
-@dataclasses.dataclass(eq=False)
-class TFOp:
+# --- declarations ------------------------------------------------------------------------
+
+#: The properties an op declares about itself (fields of :class:`Op`).
+TRAITS = ("writes_state", "reads_state", "uses_rng", "shape_only", "pass_through",
+          "calls_functions", "creates_variable", "graph_input", "dynamic_shape")
+
+
+
+@dataclasses.dataclass(eq=False, kw_only=True)
+class Op:
+  """A registered TF op type: what it is, and how a node of it runs.
+
+  Attributes:
+    op_type: the TF op type (``"MatMul"``).
+    family: the op family (docs and reports).
+    interpret: ``interpret(ctx, node, inputs) -> list of outputs``: runs a node
+      (``ctx`` is the call's :class:`tfprims.interpreter.Context`, ``node`` a
+      :class:`tfprims.graph.Node`, ``inputs`` its flat input values: numpy when
+      known at trace time, JAX values otherwise). Required for structural ops;
+      optional for primitive ops, whose default is prepare -> fold or bind.
+    writes_state: assigns variables through the handles it is given; control
+      flow threads those variables through branches and loops, and their final
+      values come back in ``new_params``.
+    reads_state: reads variables through the handles it is given.
+    uses_rng: draws random numbers from the call's ``rng=``. A primitive op takes
+      the raw ``uint32[2]`` key data as its first operand, which the interpreter
+      splits off ``rng=`` for each node (callers binding it pass their own key).
+    shape_only: its outputs depend on the shapes of its inputs, not their values.
+    pass_through: its outputs are its inputs (Identity); analyses see through it.
+    calls_functions: runs library functions (calls, control flow): analyses
+      treat its outputs as opaque.
+    creates_variable: creates a variable in the graph (TF1); its value is a param
+      named after the node.
+    graph_input: a graph input (Placeholder): its value comes from the caller.
+    dynamic_shape: why its output shape depends on data (None: it does not).
+    doc: one line saying what the op computes.
+  """
+  op_type: str
+  family: str = "custom"
+  interpret: Optional[Interpret] = None
+  writes_state: bool = False
+  reads_state: bool = False
+  uses_rng: bool = False
+  shape_only: bool = False
+  pass_through: bool = False
+  calls_functions: bool = False
+  creates_variable: bool = False
+  graph_input: bool = False
+  dynamic_shape: Optional[str] = None
+  doc: str = ""
+
+  @property
+  def takes_handles(self) -> bool:
+    """Whether the op may receive values that are not tensors (variable handles,
+    string constants): the interpreter refuses them for every other op."""
+    return self.reads_state or self.writes_state or self.pass_through
+
+  @property
+  def traits(self) -> tuple[str, ...]:
+    """The declared properties that are set, by name (docs and reports)."""
+    return tuple(n for n in TRAITS if getattr(self, n))
+
+
+@dataclasses.dataclass(eq=False, kw_only=True)
+class StructuralOp(Op):
+  """An op the interpreter runs by its ``interpret`` hook alone: it has no primitive
+  (Const, Placeholder, PartitionedCall, If, While, ReadVariableOp...)."""
+
+  def __repr__(self):
+    return f"<StructuralOp {self.op_type} ({self.family})>"
+
+
+@dataclasses.dataclass(eq=False, kw_only=True)
+class TFOp(Op):
   """A TF op type bound to its JAX primitive and rules.
 
   Calling the op binds the primitive: ``MatMul(a, b, transpose_a=False,
   transpose_b=True)``. Params are the kept TF attrs plus the static inputs.
   """
-  op_type: str
   primitive: Primitive
   impl: Callable[..., Any]
-  family: str
   static: Mapping[str, str]            # TF input arg name -> param name
   attrs: tuple[str, ...]
   multiple_results: bool
-  canonicalize: Optional[Callable[..., dict]]
-  interpret: Optional[Callable[..., Any]]
-  spec: Optional[Callable[[Any], Any]]
-  doc: str
+  canonicalize: Optional[Callable[..., dict]] = None
+  spec: Optional[Callable[[Any], Any]] = None
   shape_rule: Optional[Callable[..., Any]] = None
   jvp_source: str = "derived"          # "derived", "explicit", "linear" or "override"
   batching_source: str = "derived"     # "derived", "elementwise", "explicit" or "override"
@@ -105,7 +184,7 @@ class TFOp:
 
   def __call__(self, *operands, **params):
     params = {k: hashable(v) for k, v in params.items()}
-    return self.primitive.bind(*_match_varying(operands), **params)
+    return self.primitive.bind(*derived.match_varying(operands), **params)
 
   def prepare(self, inputs: Mapping[str, Any], attrs: Mapping[str, Any],
               node: str = "<call>") -> tuple[list, dict]:
@@ -113,7 +192,8 @@ class TFOp:
 
     Static inputs must be concrete (numpy); they become params, as do the kept
     attrs (op-def defaults fill missing ones). Used by the graph interpreter and
-    the property-test runner alike.
+    the property-test runner alike. The rng key of a ``uses_rng`` op is not a TF
+    input: callers put it in front of the operands.
     """
     operands, params = [], {}
     names = opdefs.input_arg_names(self.op_type) or tuple(inputs)
@@ -123,8 +203,8 @@ class TFOp:
         values = value if isinstance(value, list) else [value]
         if not all(is_concrete(v) for v in values):
           raise errors.StaticInputError(self.op_type, node, arg)
-        params[self.static[arg]] = opdefs.to_param(
-            [np.asarray(v) for v in value] if isinstance(value, list) else value)
+        params[self.static[arg]] = hashable(np.asarray(
+            [np.asarray(v) for v in value] if isinstance(value, list) else value))
       elif isinstance(value, list):
         operands.extend(value)
       else:
@@ -150,7 +230,7 @@ class TFOp:
     (``params`` as :meth:`prepare` made them: already hashable)."""
     if all(is_concrete(o) for o in operands):
       return self.fold(*operands, **params)
-    return self.primitive.bind(*_match_varying(operands), **params)
+    return self.primitive.bind(*derived.match_varying(operands), **params)
 
   def fold(self, *operands, **params):
     """Evaluates the op on concrete values at trace time (constant folding): with
@@ -167,163 +247,10 @@ class TFOp:
     return f"<TFOp {self.op_type} ({self.family})>"
 
 
-_INVARIANT = frozenset()
-
-
-def _varying_axes(x) -> frozenset:
-  aval = getattr(x, "aval", None)  # numpy constants have none, and no varying axes
-  axis_type = getattr(aval, "manual_axis_type", None)
-  return axis_type.varying if axis_type is not None else _INVARIANT
-
-
-def _match_varying(operands):
-  """Inside shard_map, casts operands that vary over fewer manual axes than others
-  to varying, as lax's own binary ops do: the transpose of that cast is the psum
-  that gives an invariant operand (a replicated weight) an invariant cotangent."""
-  if len(operands) < 2:
-    return operands
-  varying = [_varying_axes(o) for o in operands]
-  union = _INVARIANT.union(*varying)
-  if not union:
-    return operands
-  return [jax.lax.pcast(o, tuple(sorted(union - v)), to="varying") if union - v else o
-          for o, v in zip(operands, varying)]
-
-
-def _default_abstract_eval(impl, multiple_results):
-  def abstract_eval(*avals, **params):
-    out = jax.make_jaxpr(functools.partial(impl, **params))(*avals).out_avals
-    return list(out) if multiple_results else out[0]
-  return abstract_eval
-
-
-def _plain(aval) -> bool:
-  """An aval shortcut rules may handle: unsharded, outside shard_map, with integer
-  (not symbolic, jax.export-polymorphic) dims."""
-  sharding = getattr(aval, "sharding", None)
-  return ((sharding is None or sharding.mesh.empty)
-          and all(type(d) is int for d in aval.shape))
-
-
-def _shape_rule_abstract_eval(shape_rule, derive, multiple_results):
-  """Output avals from an explicit shape rule: far cheaper than tracing the impl,
-  which matters on a model's first trace (each new shape is a new signature)."""
-  def abstract_eval(*avals, **params):
-    out = shape_rule(*avals, **params) if all(_plain(a) for a in avals) else None
-    if out is None:
-      # Shardings, shard_map's manual axes and symbolic dims must propagate (or the
-      # rule declined): trace the impl with the real avals.
-      return derive(*avals, **params)
-    avals_out = [jax.core.ShapedArray(o.shape, o.dtype, weak_type=bool(o.weak_type))
-                 for o in (out if multiple_results else [out])]
-    return avals_out if multiple_results else avals_out[0]
-  return abstract_eval
-
-
-def _elementwise_abstract_eval(impl, multiple_results):
-  """For ops that broadcast elementwise: output shape by broadcasting, dtypes by
-  tracing the impl on scalars. One trace per (dtypes, params) serves every shape,
-  so a model's first trace does not re-trace AddV2 for each activation size."""
-  derive = _default_abstract_eval(impl, multiple_results)
-
-  @functools.lru_cache(maxsize=None)
-  def scalar_avals(operand_types, params, x64):  # output dtypes depend on x64
-    return derive(*(jax.ShapeDtypeStruct((), d, weak_type=w) for d, w in operand_types),
-                  **dict(params))
-
-  def abstract_eval(*avals, **params):
-    if not all(_plain(a) for a in avals):
-      # Shardings, shard_map's manual axes and symbolic dims must propagate: trace
-      # the impl with the real avals.
-      return derive(*avals, **params)
-    shape = np.broadcast_shapes(*(a.shape for a in avals))
-    out = scalar_avals(tuple((a.dtype, a.weak_type) for a in avals),
-                       tuple(sorted(params.items())), bool(jax.config.jax_enable_x64))
-    if multiple_results:
-      return [o.update(shape=shape) for o in out]
-    return out.update(shape=shape)
-  return abstract_eval
-
-
-def _generic_jvp(prim, impl):
-  """Tangent from ``jax.jvp(impl)``; the primal stays the TF primitive."""
-  def rule(primals, tangents, **params):
-    live = [i for i, t in enumerate(tangents) if type(t) is not ad.Zero]
-
-    def f(*live_args):
-      args = list(primals)
-      for i, v in zip(live, live_args):
-        args[i] = v
-      return impl(*args, **params)
-
-    _, tangent_out = jax.jvp(f, [primals[i] for i in live], [tangents[i] for i in live])
-    primal_out = prim.bind(*primals, **params)
-    if prim.multiple_results:
-      return primal_out, list(tangent_out)
-    return primal_out, tangent_out
-  return rule
-
-
-def _generic_batching(impl, multiple_results):
-  def rule(args, dims, **params):
-    out = jax.vmap(functools.partial(impl, **params), in_axes=tuple(dims), out_axes=0)(*args)
-    return (list(out), [0] * len(out)) if multiple_results else (out, 0)
-  return rule
-
-
-def elementwise_batching(prim):
-  """Batching by re-binding ``prim``: TF (numpy) broadcasting is right-aligned, so
-  batched operands get their batch axis in front and are padded to the output rank."""
-  def rule(args, dims, **params):
-    out_rank = max(np.ndim(a) - (d is not None) for a, d in zip(args, dims))
-    moved = []
-    for a, d in zip(args, dims):
-      if d is None:
-        moved.append(a)
-        continue
-      a = jnp.moveaxis(a, d, 0) if d != 0 else a
-      pad = out_rank - (a.ndim - 1)
-      if pad:
-        a = jax.lax.expand_dims(a, tuple(range(1, 1 + pad)))
-      moved.append(a)
-    out = prim.bind(*moved, **params)
-    return (out, [0] * len(out)) if prim.multiple_results else (out, 0)
-  return rule
-
-
-def call_op(op_type: str, inputs: Mapping[str, Any], attrs: Optional[Mapping[str, Any]] = None):
-  """Binds the registered TF op ``op_type`` given its inputs by op-def arg name
-  (static inputs as numpy values) and attrs, as a graph node would: for rules
-  written with TF ops."""
-  op = get_op(op_type)
-  operands, params = op.prepare(inputs, attrs or {})
-  return op(*operands, **params)
-
-
-def unbroadcast(x, shape):
-  """Sums ``x`` down to ``shape`` (the transpose of TF's implicit broadcasting),
-  with tf.Sum and tf.Reshape so gradient jaxprs keep TF names."""
-  shape = tuple(shape)
-  if tuple(x.shape) == shape:
-    return x
-  lead = x.ndim - len(shape)
-  axes = tuple(range(lead)) + tuple(
-      lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1)
-  if axes:
-    x = call_op("Sum", {"input": x, "reduction_indices": np.asarray(axes, np.int32)},
-                {"keep_dims": False})
-  if tuple(x.shape) != shape:
-    x = call_op("Reshape", {"tensor": x, "shape": np.asarray(shape, np.int64)})
-  return x
-
-
-def _zero_safe_transpose(rule):
-  """Wraps a transpose rule so a symbolic-zero cotangent yields symbolic zeros."""
-  def wrapped(ct, *args, **params):
-    if type(ct) is ad.Zero:
-      return [ad.Zero(a.aval) if ad.is_undefined_primal(a) else None for a in args]
-    return rule(ct, *args, **params)
-  return wrapped
+def _check_new(op_type: str, replace: bool) -> None:
+  if op_type in _REGISTRY and not replace:
+    raise ValueError(f"TF op {op_type!r} is already registered "
+                     f"({_REGISTRY[op_type]!r}); pass replace=True to redefine it")
 
 
 def define_op(
@@ -342,8 +269,15 @@ def define_op(
     transpose: Optional[Callable[..., Any]] = None,
     batching: BatchRule = None,
     canonicalize: Optional[Callable[..., dict]] = None,
-    interpret: Optional[Callable[..., Any]] = None,
+    interpret: Optional[Interpret] = None,
     spec: Optional[Callable[[Any], Any]] = None,
+    doc: Optional[str] = None,
+    writes_state: bool = False,
+    reads_state: bool = False,
+    uses_rng: bool = False,
+    shape_only: bool = False,
+    pass_through: bool = False,
+    dynamic_shape: Optional[str] = None,
     replace: bool = False,
 ) -> TFOp:
   """Declares a TF op as a JAX primitive named ``tf.<op_type>``.
@@ -351,8 +285,8 @@ def define_op(
   Args:
     op_type: the TF op type (``"MatMul"``).
     impl: ``impl(*operands, **params)`` in jax.numpy/lax. Operands are the op's
-      non-static TF inputs in op-def order (list inputs flattened); params are
-      the kept attrs and the static inputs.
+      non-static TF inputs in op-def order (list inputs flattened; a ``uses_rng``
+      op's key first); params are the kept attrs and the static inputs.
     family: the op family (used in docs and reports).
     static: TF input args resolved at trace time and passed as params
       (``("shape",)``, or ``{"reduction_indices": "axis"}`` to rename).
@@ -362,8 +296,8 @@ def define_op(
       ``batching="elementwise"`` ops: dtypes from impl on scalars, shape by broadcasting).
     shape_rule: ``shape_rule(*avals, **params)`` -> ``jax.ShapeDtypeStruct`` (a
       list with ``multiple_results``), or None to decline: a cheap abstract eval
-      for unsharded operands of static shape; others still derive it from impl. tests/test_registry.py
-      checks every shape rule against the derived abstract eval.
+      for unsharded operands of static shape; others still derive it from impl.
+      tests/test_registry.py checks every shape rule against the derived one.
     lowering: an MLIR lowering rule (``mlir.register_lowering`` signature); the
       default lowers ``impl`` with ``mlir.lower_fun``.
     jvp: ``None`` derives the tangent with ``jax.jvp(impl)``; a sequence gives one
@@ -377,20 +311,18 @@ def define_op(
     batching: ``None`` derives it with ``jax.vmap(impl)``; ``"elementwise"``
       re-binds the primitive with batch axes in front; a callable is a
       ``rule(args, dims, **params) -> (out, out_dim)``.
-    canonicalize: ``canonicalize(params, *operand_avals) -> params``, applied by
-      the graph interpreter before binding (e.g. to normalise negative axes).
-    interpret: an interpreter hook ``interpret(node, inputs) -> list of outputs``
-      replacing the default prepare/fold/bind (for Shape, Identity, ...); ``node``
-      is a :class:`tfprims.graph.Node` (``node.name``, ``node.op``,
-      ``node.attr(name)``), ``inputs`` the flat list of input values (numpy
-      arrays when concrete, JAX values otherwise).
+    canonicalize: ``canonicalize(params, *operands) -> params``, applied by
+      :meth:`TFOp.prepare` (e.g. to normalise negative axes).
+    interpret: ``interpret(ctx, node, inputs) -> list of outputs`` replacing the
+      default prepare -> fold/bind for graph nodes (see :class:`Op`).
     spec: ``spec(st) -> tfprims.testing.Spec`` for the property tests (``st`` is
       ``tfprims.testing.strategies``).
+    doc: what the op computes, one line (default: the impl's docstring).
+    writes_state, reads_state, uses_rng, shape_only, pass_through, dynamic_shape:
+      what the op is (see :class:`Op`).
     replace: allow replacing an already registered op of the same type.
   """
-  if op_type in _REGISTRY and not replace:
-    raise ValueError(f"TF op {op_type!r} is already registered; pass replace=True "
-                     "to redefine it")
+  _check_new(op_type, replace)
   # JAX's batching machinery passes ``args``/``dims`` positionally to rules.
   reserved = {"args", "dims"} & (set(attrs) | set(
       static.values() if isinstance(static, Mapping) else static))
@@ -404,11 +336,11 @@ def define_op(
   prim.def_impl(functools.partial(xla.apply_primitive, prim))
   if abstract_eval is None:
     if shape_rule is not None:
-      abstract_eval = _shape_rule_abstract_eval(
-          shape_rule, _default_abstract_eval(impl, multiple_results), multiple_results)
+      abstract_eval = derived.shape_rule_abstract_eval(shape_rule, impl, multiple_results)
+    elif batching == "elementwise":
+      abstract_eval = derived.elementwise_abstract_eval(impl, multiple_results)
     else:
-      abstract_eval = (_elementwise_abstract_eval if batching == "elementwise"
-                       else _default_abstract_eval)(impl, multiple_results)
+      abstract_eval = derived.abstract_eval(impl, multiple_results)
   prim.def_abstract_eval(abstract_eval)
   mlir.register_lowering(prim, lowering or mlir.lower_fun(impl, multiple_results=multiple_results))
 
@@ -416,14 +348,17 @@ def define_op(
   op = TFOp(op_type=op_type, primitive=prim, impl=impl, family=family, static=static,
             attrs=tuple(attrs), multiple_results=multiple_results,
             canonicalize=canonicalize, interpret=interpret, spec=spec,
-            doc=(impl.__doc__ or "").strip(), shape_rule=shape_rule)
+            doc=_first_line(doc if doc is not None else impl.__doc__),
+            shape_rule=shape_rule, writes_state=writes_state, reads_state=reads_state,
+            uses_rng=uses_rng, shape_only=shape_only, pass_through=pass_through,
+            dynamic_shape=dynamic_shape)
 
   if linear:
     ad.deflinear2(prim, transpose)
     op.jvp_source, op.transpose_source = "linear", "explicit"
   else:
     if jvp is None:
-      ad.primitive_jvps[prim] = _generic_jvp(prim, impl)
+      ad.primitive_jvps[prim] = derived.jvp(prim, impl)
     elif callable(jvp):
       ad.primitive_jvps[prim] = jvp
       op.jvp_source = "explicit"
@@ -431,13 +366,13 @@ def define_op(
       ad.defjvp(prim, *jvp)
       op.jvp_source = "explicit"
     if transpose is not None:
-      ad.primitive_transposes[prim] = _zero_safe_transpose(transpose)
+      ad.primitive_transposes[prim] = derived.zero_safe_transpose(transpose)
       op.transpose_source = "explicit"
 
   if batching is None:
-    batching_rule = _generic_batching(impl, multiple_results)
+    batching_rule = derived.vmap_batching(impl, multiple_results)
   elif batching == "elementwise":
-    batching_rule, op.batching_source = elementwise_batching(prim), "elementwise"
+    batching_rule, op.batching_source = derived.elementwise_batching(prim), "elementwise"
   elif callable(batching):
     batching_rule, op.batching_source = batching, "explicit"
   else:
@@ -458,27 +393,79 @@ def define_op(
 register_op = define_op
 
 
-def unregister_op(op_type: str) -> TFOp:
+def register_structural(op_types: Union[str, Sequence[str]], interpret: Interpret, *,
+                        family: str, doc: str, replace: bool = False,
+                        **traits) -> Interpret:
+  """Registers op types the interpreter runs by ``interpret(ctx, node, inputs)``
+  alone, with no primitive of their own; ``traits`` are :class:`Op`'s declared
+  properties (``writes_state=True``...). Returns ``interpret`` (usable as a
+  decorator through ``functools.partial``)."""
+  unknown = set(traits) - set(TRAITS)
+  if unknown:
+    raise TypeError(f"unknown op properties {sorted(unknown)}; known: {list(TRAITS)}")
+  for op_type in [op_types] if isinstance(op_types, str) else op_types:
+    _check_new(op_type, replace)
+    _REGISTRY[op_type] = StructuralOp(op_type=op_type, family=family, interpret=interpret,
+                                      doc=_first_line(doc), **traits)
+  return interpret
+
+
+def structural(*op_types: str, family: str, doc: str, **traits):
+  """Decorator form of :func:`register_structural`."""
+  return lambda fn: register_structural(op_types, fn, family=family, doc=doc, **traits)
+
+
+def declare_unsupported(*op_types: str, hint: str) -> None:
+  """Declares op types tfprims does not convert, with the hint an error shows."""
+  for op_type in op_types:
+    if op_type in _REGISTRY:
+      raise ValueError(f"TF op {op_type!r} is registered; it cannot be declared unsupported")
+    _UNSUPPORTED_HINTS[op_type] = hint
+
+
+def unsupported_hint(op_type: str) -> Optional[str]:
+  """The declared hint for an op type tfprims does not convert, if any."""
+  return None if op_type in _REGISTRY else _UNSUPPORTED_HINTS.get(op_type)
+
+
+def _first_line(text: Optional[str]) -> str:
+  return " ".join((text or "").strip().split("\n\n")[0].split())
+
+
+# --- lookup ------------------------------------------------------------------------------
+
+
+def lookup(op_type: str) -> Optional[Op]:
+  """The declaration of ``op_type`` (primitive or structural), or None."""
+  return _REGISTRY.get(op_type)
+
+
+def unregister_op(op_type: str) -> Op:
   """Removes an op from the registry (graphs using it no longer convert); returns it.
 
-  ``define_op(..., replace=True)`` or re-registering the returned op's declaration
-  brings it back; its primitive keeps working for code that already holds it.
+  ``install_op`` (or re-registering its declaration) brings it back; its
+  primitive keeps working for code that already holds it.
   """
-  return _REGISTRY.pop(get_op(op_type).op_type)
+  if op_type not in _REGISTRY:
+    get_op(op_type)  # raises with a hint
+  return _REGISTRY.pop(op_type)
 
 
-def install_op(op: TFOp) -> None:
-  """Puts a previously registered (e.g. unregistered) :class:`TFOp` back in the registry."""
+def install_op(op: Op) -> None:
+  """Puts a previously registered (e.g. unregistered) op back in the registry."""
   _REGISTRY[op.op_type] = op
 
 
 def get_op(op_type: str) -> TFOp:
   """The :class:`TFOp` registered for ``op_type`` (raises KeyError with a hint)."""
-  try:
-    return _REGISTRY[op_type]
-  except KeyError:
-    raise KeyError(f"no TF op {op_type!r} is registered; see tfprims.registered_ops() "
-                   "or register it with tfprims.register_op") from None
+  op = _REGISTRY.get(op_type)
+  if isinstance(op, TFOp):
+    return op
+  if op is not None:
+    raise KeyError(f"TF op {op_type!r} has no primitive: the interpreter runs it "
+                   "(tfprims.core.lookup returns its declaration)")
+  raise KeyError(f"no TF op {op_type!r} is registered; see tfprims.registered_ops() "
+                 "or register it with tfprims.register_op")
 
 
 def primitive(op_type: str) -> Primitive:
@@ -487,12 +474,46 @@ def primitive(op_type: str) -> Primitive:
 
 
 def registered_ops() -> tuple[str, ...]:
-  """Sorted names of all registered TF op types."""
-  return tuple(sorted(_REGISTRY))
+  """Sorted names of the registered TF op types that have a primitive."""
+  return tuple(sorted(k for k, v in _REGISTRY.items() if isinstance(v, TFOp)))
 
 
 def all_ops() -> tuple[TFOp, ...]:
-  return tuple(_REGISTRY[k] for k in sorted(_REGISTRY))
+  """The registered ops that have a primitive, sorted by op type."""
+  return tuple(_REGISTRY[k] for k in registered_ops())
+
+
+def declared_op_types() -> frozenset:
+  """Every op type the interpreter can run: primitive and structural ops."""
+  return frozenset(_REGISTRY)
+
+
+def declares(op_type: str, trait: str) -> bool:
+  """Whether ``op_type`` is registered with the property ``trait`` set."""
+  op = _REGISTRY.get(op_type)
+  return op is not None and bool(getattr(op, trait))
+
+
+class _OpNamespace:
+  """``tfops.MatMul``: the :class:`TFOp` registered as ``MatMul``, looked up at each
+  use, so rules bind whatever op is registered when they run."""
+
+  __slots__ = ()
+
+  def __getattr__(self, op_type: str) -> TFOp:
+    try:
+      return get_op(op_type)
+    except KeyError as e:
+      raise AttributeError(str(e)) from None
+
+  def __dir__(self):
+    return list(registered_ops())
+
+
+tfops = _OpNamespace()
+
+
+# --- overriding rules --------------------------------------------------------------------
 
 
 def _override(op_type: str, kind: str, table, rule, wrap=lambda r: r):
@@ -523,7 +544,8 @@ def override_jvp(op_type: str, rule: Optional[Callable[..., Any]]) -> Callable[.
 
 def override_transpose(op_type: str, rule: Optional[Callable[..., Any]]) -> Callable[..., Any]:
   """Replaces an op's transpose rule ``rule(ct, *args, **params)`` (None restores)."""
-  return _override(op_type, "transpose", ad.primitive_transposes, rule, _zero_safe_transpose)
+  return _override(op_type, "transpose", ad.primitive_transposes, rule,
+                   derived.zero_safe_transpose)
 
 
 def override_batching(op_type: str, rule: Optional[Callable[..., Any]]) -> Callable[..., Any]:

@@ -28,14 +28,17 @@ class UnsupportedOpError(ConversionError):
 
   def __init__(self, ops: Mapping[str, Sequence[str]]):
     self.ops = {k: tuple(v) for k, v in sorted(ops.items())}
-    lines = []
-    for op_type, nodes in self.ops.items():
-      shown = ", ".join(nodes[:8]) + (f", ... ({len(nodes)} nodes)" if len(nodes) > 8 else "")
-      lines.append(f"  {op_type}: {shown}")
-    super().__init__(
-        f"{len(self.ops)} unsupported TF op type(s):\n" + "\n".join(lines) +
-        "\nRegister them with tfprims.register_op (see docs/extending.md) or "
-        "avoid them in the TF function.")
+    super().__init__(_unsupported_ops_message(self.ops))
+
+
+def _unsupported_ops_message(ops: Mapping[str, Sequence[str]]) -> str:
+  lines = []
+  for op_type, nodes in ops.items():
+    shown = ", ".join(nodes[:8]) + (f", ... ({len(nodes)} nodes)" if len(nodes) > 8 else "")
+    lines.append(f"  {op_type}: {shown}")
+  return (f"{len(ops)} unsupported TF op type(s):\n" + "\n".join(lines) +
+          "\nRegister them with tfprims.register_op (see docs/extending.md) or "
+          "avoid them in the TF function.")
 
 
 class UnsupportedInputError(ConversionError):
@@ -68,6 +71,60 @@ class OpError(ConversionError):
   def __init__(self, op_type: str, node: str, message: str):
     self.op_type, self.node = op_type, node
     super().__init__(f"{op_type} node '{node}': {message}")
+
+
+class BlockedConversionError(ConversionError):
+  """Everything found at conversion that keeps a graph from converting, in one error.
+
+  Raised as a class that also derives from the error type of each kind of
+  blocker present (:class:`UnsupportedOpError`, :class:`DynamicShapeError`,
+  :class:`UnsupportedInputError`), so ``except`` clauses written for one kind keep
+  catching it, and named after that type when only one kind is present.
+
+  Attributes:
+    ops: ``{op type: node names}`` of the unsupported ops (in the graph and every
+      library function it reaches).
+    dynamic_shapes: ``(op type, node, why)`` of the ops whose output shape depends
+      on runtime data.
+    inputs: messages about unsupported inputs, captures and outputs.
+  """
+
+  def __init__(self, ops: Mapping[str, Sequence[str]], dynamic_shapes: Sequence[tuple],
+               inputs: Sequence[str], hints: Sequence[str] = ()):
+    self.ops = {k: tuple(v) for k, v in sorted(ops.items())}
+    self.dynamic_shapes = tuple(dynamic_shapes)
+    self.inputs = tuple(inputs)
+    parts = []
+    if self.inputs:
+      parts.append("unsupported inputs:\n" + "\n".join(f"  {m}" for m in self.inputs))
+    if self.ops:
+      parts.append(_unsupported_ops_message(self.ops) + "".join(
+          f"\nNote: {h}" for h in hints))
+    if self.dynamic_shapes:
+      parts.append(
+          "data-dependent output shapes cannot be converted to JAX (static shapes are "
+          "required):\n" + "\n".join(f"  {op} node '{node}': {why}"
+                                     for op, node, why in self.dynamic_shapes) +
+          "\nUse a fixed-size formulation instead (e.g. tf.where(cond, x, y) with three "
+          "arguments, or masking instead of tf.boolean_mask).")
+    Exception.__init__(self, "\n".join(parts))
+
+
+_BLOCKED_CLASSES: dict = {}
+
+
+def blocked_conversion(ops, dynamic_shapes, inputs, hints=()) -> BlockedConversionError:
+  """The :class:`BlockedConversionError` for these blockers (see its docstring)."""
+  kinds = tuple(k for k, present in ((UnsupportedInputError, inputs),
+                                     (UnsupportedOpError, ops),
+                                     (DynamicShapeError, dynamic_shapes)) if present)
+  cls = _BLOCKED_CLASSES.get(kinds)
+  if cls is None:
+    name = kinds[0].__name__ if len(kinds) == 1 else "BlockedConversionError"
+    cls = type(name, (BlockedConversionError,) + kinds,
+               {"__module__": __name__, "__doc__": BlockedConversionError.__doc__})
+    _BLOCKED_CLASSES[kinds] = cls
+  return cls(ops, dynamic_shapes, inputs, hints)
 
 
 class InputError(TFPrimsError, ValueError):

@@ -11,6 +11,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from tfprims.dtypes import from_tf
+
 
 @dataclasses.dataclass(frozen=True)
 class FuncAttr:
@@ -28,7 +30,6 @@ def op_def(op_type: str):
 
 def _decode_dtype(enum: int):
   import tensorflow as tf
-  from tfprims.dtypes import from_tf
   np_dtype = from_tf(enum)
   return np_dtype if np_dtype is not None else tf.dtypes.as_dtype(enum).name
 
@@ -92,7 +93,6 @@ def decode_tensor(proto) -> np.ndarray:
   float/int/bool type) are read here directly: ``tf.make_ndarray`` costs tens of
   microseconds per call, which added up on graphs with thousands of constants.
   """
-  from tfprims.dtypes import from_tf
   dtype = from_tf(proto.dtype)
   shape = tuple(d.size for d in proto.tensor_shape.dim)
   if dtype is not None and dtype.kind != "V":  # bfloat16's numpy kind is 'V'
@@ -195,9 +195,3 @@ def infer_type_attr(op_type: str, attr: str, inputs: Mapping[str, Any]) -> Optio
 def input_arg_names(op_type: str) -> tuple[str, ...]:
   od = op_def(op_type)
   return tuple(a.name for a in od.input_arg) if od is not None else ()
-
-
-def to_param(value: Any) -> Any:
-  """A static input's concrete value as a hashable param (scalar or nested tuple)."""
-  from tfprims.core import hashable
-  return hashable(np.asarray(value))

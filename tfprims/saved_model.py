@@ -20,7 +20,7 @@ import inspect
 import os
 from typing import Any, Optional, Sequence
 
-from tfprims import api, dtypes, errors, graph as graph_lib, state
+from tfprims import api, core, dtypes, errors, graph as graph_lib
 
 __all__ = ["convert_from_restored", "convert_functional_from_restored", "load_saved_model",
            "AmbiguousSignatureError", "concrete_functions"]
@@ -207,9 +207,9 @@ def load_saved_model(path: str, signature: Optional[str] = "serving_default", *,
 def _graph_variable_nodes(fn) -> list:
   graph = fn._graph  # pylint: disable=protected-access
   library = fn._library  # pylint: disable=protected-access
-  nodes = [n for n in graph.nodes if n.op in state.GRAPH_VARIABLE_OPS]
+  nodes = [n for n in graph.nodes if core.declares(n.op, "creates_variable")]
   for g in library.reachable(graph).values():
-    inner = [n.name for n in g.nodes if n.op in state.GRAPH_VARIABLE_OPS]
+    inner = [n.name for n in g.nodes if core.declares(n.op, "creates_variable")]
     if inner:
       raise errors.UnsupportedInputError(
           f"variables created inside library function {g.name!r} ({inner}) are not "

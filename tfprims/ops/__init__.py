@@ -1,11 +1,17 @@
-"""Op families, one module each. Importing this package registers every op."""
+"""Every op tfprims converts, one module or package per family; importing this
+package registers them all."""
 
+from tfprims.ops import graph_nodes  # noqa: F401
 from tfprims.ops import elementwise  # noqa: F401
 from tfprims.ops import activations  # noqa: F401
 from tfprims.ops import array  # noqa: F401
+from tfprims.ops import dynamic_shape  # noqa: F401
 from tfprims.ops import reductions  # noqa: F401
 from tfprims.ops import linalg  # noqa: F401
 from tfprims.ops import nn  # noqa: F401
 from tfprims.ops import random  # noqa: F401
 from tfprims.ops import tensorlist  # noqa: F401
+from tfprims.ops import variables  # noqa: F401
+from tfprims.ops import control_flow  # noqa: F401
+from tfprims.ops import custom_gradients  # noqa: F401
 from tfprims.ops import xla  # noqa: F401

@@ -22,7 +22,8 @@ import numpy as np
 from jax import lax
 from jax.interpreters import ad
 
-from tfprims.core import define_op, get_op, unbroadcast
+from tfprims.core import define_op, get_op
+from tfprims.rules import unbroadcast
 from tfprims.ops import elementwise as ew
 from tfprims.ops.elementwise import (
     AddV2, Div, Exp, Less, Mul, Neg, SigmoidGrad, Sub, C, F, I)

@@ -23,7 +23,7 @@ from jax import lax
 from jax.interpreters import ad
 
 from tfprims import dtypes as tfdtypes, errors
-from tfprims import core
+from tfprims import core, rules
 from tfprims.core import define_op, get_op
 
 U = ad.is_undefined_primal
@@ -90,10 +90,7 @@ def _sum(x, axes: Sequence[int], keep_dims: bool = False):
   axes = tuple(int(a) for a in axes)
   if not axes:
     return x
-  if "Sum" not in core._REGISTRY:
-    return jnp.sum(x, axis=axes, keepdims=keep_dims)
-  return core.call_op("Sum", {"input": x, "reduction_indices": np.asarray(axes, np.int32)},
-                      {"keep_dims": keep_dims})
+  return rules.reduce_sum(x, axes, keep_dims)
 
 
 def _unbroadcast(x, shape):
@@ -1183,19 +1180,19 @@ def _rank_np(x):
   return np.array(np.ndim(x), dtype=np.int32)
 
 
-def _shape_interpret(node, inputs):
+def _shape_interpret(ctx, node, inputs):
   return [_shape_value(inputs[0], node.attr("out_type"), node)]
 
 
-def _shapen_interpret(node, inputs):
+def _shapen_interpret(ctx, node, inputs):
   return [_shape_value(x, node.attr("out_type"), node) for x in inputs]
 
 
-def _size_interpret(node, inputs):
+def _size_interpret(ctx, node, inputs):
   return [_size_np(inputs[0], out_type=node.attr("out_type"))]
 
 
-def _rank_interpret(node, inputs):
+def _rank_interpret(ctx, node, inputs):
   return [_rank_np(inputs[0])]
 
 
@@ -1203,26 +1200,26 @@ _SHAPE_SKIP = {"jvp": "integer output", "vjp": "integer output"}
 
 Shape = define_op(
     "Shape", lambda input, *, out_type: jnp.asarray(_shape_np(input, out_type=out_type)),
-    family=FAMILY, attrs=("out_type",), interpret=_shape_interpret,
+    family=FAMILY, attrs=("out_type",), interpret=_shape_interpret, shape_only=True,
     batching=_const_batch(_shape_np),
     spec=lambda st: st.Spec(_shape_calls(st, "Shape"), skip=_SHAPE_SKIP))
 
 ShapeN = define_op(
     "ShapeN", lambda *input, out_type: tuple(
         jnp.asarray(v) for v in _shapen_np(*input, out_type=out_type)),
-    family=FAMILY, attrs=("out_type",), multiple_results=True, interpret=_shapen_interpret,
+    family=FAMILY, attrs=("out_type",), multiple_results=True, interpret=_shapen_interpret, shape_only=True,
     batching=_const_batch(_shapen_np, multiple=True),
     spec=lambda st: st.Spec(_shape_calls(st, "ShapeN"), skip=_SHAPE_SKIP))
 
 Size = define_op(
     "Size", lambda input, *, out_type: jnp.asarray(_size_np(input, out_type=out_type)),
-    family=FAMILY, attrs=("out_type",), interpret=_size_interpret,
+    family=FAMILY, attrs=("out_type",), interpret=_size_interpret, shape_only=True,
     batching=_const_batch(_size_np),
     spec=lambda st: st.Spec(_shape_calls(st, "Size"), skip=_SHAPE_SKIP))
 
 Rank = define_op(
     "Rank", lambda input: jnp.asarray(_rank_np(input)), family=FAMILY,
-    interpret=_rank_interpret, batching=_const_batch(_rank_np),
+    interpret=_rank_interpret, shape_only=True, batching=_const_batch(_rank_np),
     spec=lambda st: st.Spec(_shape_calls(st, "Rank"), skip=_SHAPE_SKIP))
 
 
@@ -1235,25 +1232,21 @@ def _identity(x):
   return x
 
 
-def _pass_through(node, inputs):
+def _pass_through(ctx, node, inputs):
   """Interpreter hook: the values flow through without an equation."""
   return list(inputs)
 
 
 Identity = define_op(
     "Identity", _identity, family=FAMILY, linear=True, transpose=lambda ct, x: [ct],
-    interpret=_pass_through, batching=_passthrough_batching(lambda: Identity),
+    interpret=_pass_through, pass_through=True,
+    batching=_passthrough_batching(lambda: Identity),
     spec=lambda st: st.Spec(st.unary(st.ALL, arg="input")))
-
-IdentityN = define_op(
-    "IdentityN", lambda *input: tuple(input), family=FAMILY, multiple_results=True,
-    linear=True, transpose=lambda cts, *xs: _instantiate(cts),
-    interpret=_pass_through, batching=_passthrough_batching(lambda: IdentityN),
-    spec=lambda st: st.Spec(_identity_n_calls(st)))
 
 Snapshot = define_op(
     "Snapshot", _identity, family=FAMILY, linear=True, transpose=lambda ct, x: [ct],
-    interpret=_pass_through, batching=_passthrough_batching(lambda: Snapshot),
+    interpret=_pass_through, pass_through=True,
+    batching=_passthrough_batching(lambda: Snapshot),
     spec=lambda st: st.Spec(st.unary(st.ALL, arg="input"), skip={
         "jvp": "TF registers no gradient for Snapshot (ours is the identity's)",
         "vjp": "TF registers no gradient for Snapshot (ours is the identity's)"}))
@@ -1938,16 +1931,6 @@ def _shape_calls(st, op):
     if op != "Rank":
       out["out_type"] = draw(st.dtypes(_IDX))
     return out
-  return calls()
-
-
-def _identity_n_calls(st):
-  hst = _hst()
-
-  @st.composite
-  def calls(draw):
-    n = draw(hst.integers(1, 3))
-    return {"input": [draw(st.arrays(st.dtypes(st.ALL), st.shapes())) for _ in range(n)]}
   return calls()
 
 

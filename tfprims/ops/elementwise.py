@@ -24,7 +24,8 @@ import numpy as np
 from jax import lax
 from jax.interpreters import ad
 
-from tfprims.core import define_op, elementwise_batching, get_op, unbroadcast
+from tfprims.core import define_op, get_op
+from tfprims.rules import elementwise_batching, unbroadcast
 from tfprims.dtypes import canonical_dtype
 
 U = ad.is_undefined_primal

@@ -4,9 +4,9 @@ Every random op is a primitive whose randomness comes from an *operand*, so
 jaxprs stay pure and ``jit``/``vmap``/``grad`` compose:
 
 * Stateful ops (``RandomUniform``, ``RandomStandardNormal``, ``TruncatedNormal``,
-  ``RandomUniformInt``, ``RandomShuffle``, ``Multinomial``) take a leading raw
-  ``uint32[2]`` JAX key operand that the interpreter splits off the converted
-  function's ``rng=`` argument (``Context.next_key``), one fresh key per node
+  ``RandomUniformInt``, ``RandomShuffle``, ``Multinomial``) declare ``uses_rng``:
+  they take a leading raw ``uint32[2]`` JAX key operand that the interpreter
+  splits off the converted function's ``rng=`` argument, one fresh key per node
   and call: ``tf.RandomUniform[dtype=float32 shape=(2, 3)] key``. TF's
   ``seed``/``seed2`` attrs are dropped: in TF2 they do not make repeated calls
   repeat either. Calling without ``rng=`` raises :class:`tfprims.MissingRngError`.
@@ -32,35 +32,7 @@ FAMILY = "random"
 
 RANDOM_FLOATS = ("float16", "bfloat16", "float32", "float64")
 
-# The ops whose first operand is a JAX key the caller must supply (the interpreter
-# does it from rng=; direct callers pass raw key data themselves). Their TFOp also
-# carries ``rng_operand = True``.
-RNG_OPS: set[str] = set()
-
-
 # --- keys --------------------------------------------------------------------
-
-
-def key_data(key) -> jax.Array:
-  """Raw ``uint32[2]`` threefry key data for a JAX key (typed or raw).
-
-  Typed keys of another PRNG implementation (rbg...) are turned into threefry
-  data by drawing two words from them.
-  """
-  if _is_typed(key):
-    data = jax.random.key_data(key)
-    if data.shape == (2,) and data.dtype == jnp.uint32:
-      return data
-    return jax.random.bits(key, (2,), jnp.uint32)
-  data = jnp.asarray(key)
-  if data.shape == (2,) and data.dtype == jnp.uint32:
-    return data
-  raise TypeError(f"rng must be a JAX key (jax.random.key(0) or jax.random.PRNGKey(0)); "
-                  f"got an array of shape {data.shape} and dtype {data.dtype}")
-
-
-def _is_typed(key) -> bool:
-  return jnp.issubdtype(getattr(key, "dtype", np.dtype("float32")), jax.dtypes.prng_key)
 
 
 def _wrap(data):
@@ -156,19 +128,6 @@ def _multinomial(key, logits, num_samples, output_dtype):
 # --- stateful ops: leading key operand ----------------------------------------
 
 
-def _stateful_interpret(op_type):
-  """Interpreter hook: binds the op with a fresh key split from the call's rng."""
-  def interpret(node, inputs):
-    from tfprims import core, interpreter, opdefs
-    op = core.get_op(op_type)
-    ctx = interpreter.current_context()
-    key = key_data(ctx.next_key(node))
-    grouped = opdefs.group_inputs(node.op, inputs, node.attrs)
-    operands, params = op.prepare(grouped, node.attrs, node.name)
-    return [op(key, *operands, **params)]
-  return interpret
-
-
 def _shape_arrays(st, min_side=0):
   return st.shapes(min_side=min_side).map(lambda s: np.asarray(s, dtype=np.int32))
 
@@ -189,11 +148,8 @@ _RANDOM_SKIPS = {
 
 
 def _define_stateful(op_type, impl, *, static=("shape",), attrs=("dtype",), spec=None):
-  op = define_op(op_type, impl, family=FAMILY, static=static, attrs=attrs,
-                 interpret=_stateful_interpret(op_type), spec=spec)
-  op.rng_operand = True
-  RNG_OPS.add(op_type)
-  return op
+  return define_op(op_type, impl, family=FAMILY, static=static, attrs=attrs, uses_rng=True,
+                   spec=spec)
 
 
 RandomUniform = _define_stateful(

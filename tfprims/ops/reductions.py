@@ -33,9 +33,9 @@ def tf_op(op_type: str, inputs: dict, attrs: Optional[dict] = None,
           fallback: Optional[Callable[[], object]] = None):
   """``core.call_op``, or ``fallback()`` when ``op_type`` is not registered
   (families are written independently)."""
-  if fallback is not None and op_type not in core._REGISTRY:
-    return fallback()
-  return core.call_op(op_type, inputs, attrs)
+  op = get_op(op_type)
+  operands, params = op.prepare(inputs, attrs or {})
+  return op(*operands, **params)
 
 
 def _shape_of(x):

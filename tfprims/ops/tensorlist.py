@@ -25,20 +25,10 @@ import numpy as np
 from jax.interpreters import ad
 
 from tfprims import core, dtypes, errors
-from tfprims.core import define_op
+from tfprims.core import define_op, register_structural, tfops
 
 FAMILY = "tensorlist"
 U = ad.is_undefined_primal
-
-_BOOKKEEPING = ("binds no primitive: the interpreter evaluates it on the list's static "
-                "length and element shape, or passes the items through; tested against TF "
-                "through tf.TensorArray and list_ops in tests/test_tensorlist.py")
-
-
-def _bookkeeping_spec(st):
-  return st.Spec(None, skip={check: _BOOKKEEPING for check in
-                             ("values", "shape", "jvp", "vjp", "vmap", "jit")})
-
 
 # Property specs of the primitives: a list input is drawn as its items
 # ([length, *element_shape]) and is the primitive's operand; the oracle wraps it
@@ -246,6 +236,171 @@ def _inst(t, like):
   return _zeros_like_aval(like)
 
 
+# --- interpreter hooks ----------------------------------------------------------------
+
+
+def _set_item_interpret(ctx, node, inputs):
+  lst, index, item = _list(node, inputs[0]), inputs[1], inputs[2]
+  resize = bool(node.attr("resize_if_index_out_of_bounds", False))
+  if core.is_concrete(index):
+    i = int(np.asarray(index))
+    if i < 0:
+      raise errors.OpError(node.op, node.name, f"negative index {i}")
+    if i >= lst.length:
+      if not resize:
+        raise errors.OpError(node.op, node.name,
+                             f"index {i} is out of range for a list of {lst.length} "
+                             "elements (resize_if_index_out_of_bounds is false)")
+      lst = _grow(lst, i + 1, np.shape(item))
+  elif resize:
+    raise NeedsConcreteIndex(
+        f"{node.op} node '{node.name}' may grow its list (a TensorArray with "
+        "dynamic_size=True) at an index that depends on runtime data; the list length "
+        "must be known at trace time. Give the TensorArray a fixed size, or write it "
+        "in a loop whose trip count is known at trace time.")
+  shape = tuple(np.shape(item))
+  lst = lst.materialized(shape, node) if lst.items is None else lst
+  if tuple(lst.items.shape[1:]) != shape:
+    raise errors.OpError(node.op, node.name,
+                         f"item of shape {list(shape)} does not match the list's element "
+                         f"shape {list(lst.items.shape[1:])} (ragged lists are not supported)")
+  return [lst.with_items(SetItem.apply([lst.items, index, item], {}))]
+
+
+def _grow(lst: TensorList, size: int, element_shape) -> TensorList:
+  if lst.items is None:
+    return TensorList(None, size, lst.element_dtype, lst.element_shape)
+  return lst.with_items(Resize.apply([lst.items], {"size": size}))
+
+
+def _get_item_interpret(ctx, node, inputs):
+  lst, index = _list(node, inputs[0]), inputs[1]
+  _check_index(node, lst, index)
+  lst = lst.materialized(decode_shape(inputs[2]), node)
+  return [GetItem.apply([lst.items, index], {})]
+
+
+def _gather_interpret(ctx, node, inputs):
+  lst, indices = _list(node, inputs[0]), inputs[1]
+  if core.is_concrete(indices):
+    idx = np.asarray(indices)
+    if idx.size and (idx.min() < 0 or idx.max() >= lst.length):
+      raise errors.OpError(node.op, node.name,
+                           f"indices {idx.tolist()} out of range for a list of "
+                           f"{lst.length} elements")
+  lst = lst.materialized(decode_shape(inputs[2]), node)
+  return [Gather.apply([lst.items, indices], {})]
+
+
+def _scatter_into_interpret(ctx, node, inputs):
+  lst, tensor, indices = _list(node, inputs[0]), inputs[1], inputs[2]
+  if core.is_concrete(indices):
+    idx = np.asarray(indices)
+    if idx.size and idx.min() < 0:
+      raise errors.OpError(node.op, node.name, "negative indices")
+    needed = int(idx.max()) + 1 if idx.size else 0
+    if needed > lst.length:
+      lst = _grow(lst, needed, np.shape(tensor)[1:])
+  lst = lst.materialized(tuple(np.shape(tensor)[1:]), node)
+  return [lst.with_items(ScatterInto.apply([lst.items, tensor, indices], {}))]
+
+
+def _scatter_v2_interpret(ctx, node, inputs):
+  tensor, indices, element_shape, num = inputs
+  num = _static_int(node, num, "num_elements")
+  if num < 0:
+    if not core.is_concrete(indices):
+      raise errors.TensorListSizeError(
+          f"{node.op} node '{node.name}': the list size is the largest index + 1, and "
+          "the indices depend on runtime data; pass num_elements")
+    idx = np.asarray(indices)
+    num = int(idx.max()) + 1 if idx.size else 0
+  dtype = _dtype(node)
+  shape = merge_shapes(decode_shape(element_shape), tuple(np.shape(tensor)[1:]), node)
+  items = ScatterV2.apply([tensor, indices], {"num_elements": num})
+  return [TensorList(items, num, dtype, shape)]
+
+
+def _scatter_v1_interpret(ctx, node, inputs):
+  tensor, indices, element_shape = inputs
+  if not core.is_concrete(indices):
+    raise errors.TensorListSizeError(
+        f"{node.op} node '{node.name}': the list size is the largest index + 1, and the "
+        "indices depend on runtime data; use TensorListScatterV2 with num_elements "
+        "(tf.TensorArray.scatter on a sized array)")
+  idx = np.asarray(indices).reshape(-1)
+  if idx.size and idx.min() < 0:
+    raise errors.OpError(node.op, node.name, "negative indices")
+  if len(idx) != (np.shape(tensor)[0] if np.ndim(tensor) else -1):
+    raise errors.OpError(node.op, node.name,
+                         f"{len(idx)} indices for a tensor of shape {list(np.shape(tensor))}")
+  num = int(idx.max()) + 1 if idx.size else 0
+  shape = merge_shapes(decode_shape(element_shape), tuple(np.shape(tensor)[1:]), node)
+  items = Scatter.apply([tensor, indices], {"num_elements": num})
+  return [TensorList(items, num, _dtype(node), shape)]
+
+
+def _concat_lists_interpret(ctx, node, inputs):
+  a, b = _list(node, inputs[0]), _list(node, inputs[1])
+  if a.element_dtype != b.element_dtype:
+    raise errors.OpError(node.op, node.name, f"lists of {a.element_dtype} and "
+                         f"{b.element_dtype} elements")
+  shape = merge_shapes(a.element_shape if a.items is None else tuple(a.items.shape[1:]),
+                       b.element_shape if b.items is None else tuple(b.items.shape[1:]), node)
+  length = a.length + b.length
+  if a.items is None and b.items is None and (shape is None or None in shape):
+    return [TensorList(None, length, a.element_dtype, shape)]
+  a, b = a.materialized(shape, node), b.materialized(shape, node)
+  return [TensorList(ConcatLists.apply([a.items, b.items], {}), length, a.element_dtype,
+                     shape)]
+
+
+def _push_back_interpret(ctx, node, inputs):
+  lst, tensor = _list(node, inputs[0]), inputs[1]
+  shape = tuple(np.shape(tensor))
+  if lst.items is None:
+    if lst.length == 0:
+      merge_shapes(lst.element_shape, shape, node)
+      items = jnp.asarray(tensor, lst.element_dtype)[None] if not core.is_concrete(tensor) \
+          else np.asarray(tensor, lst.element_dtype)[None]
+      return [TensorList(items, 1, lst.element_dtype, shape)]
+    lst = lst.materialized(shape, node)
+  return [lst.with_items(PushBack.apply([lst.items, tensor], {}))]
+
+
+def _pop_back_interpret(ctx, node, inputs):
+  lst = _list(node, inputs[0])
+  if lst.length == 0:
+    raise errors.OpError(node.op, node.name, "pops from an empty list")
+  lst = lst.materialized(decode_shape(inputs[1]), node)
+  rest, last = PopBack.apply([lst.items], {})
+  return [lst.with_items(rest), last]
+
+
+def _concat_interpret(ctx, node, inputs):
+  lst = _list(node, inputs[0])
+  if node.op == "TensorListConcat":  # V1: element_shape is an attr, no leading_dims
+    shape, op = node.attr("element_shape", None), Concat
+  else:
+    shape, op = decode_shape(inputs[1]), ConcatV2
+  lst = lst.materialized(shape, node)
+  if len(lst.items.shape) < 2:
+    raise errors.OpError(node.op, node.name, "concatenates scalar elements")
+  d0 = lst.items.shape[1]
+  lengths = np.full((lst.length,), d0, dtypes.canonical_dtype(np.int64))
+  return [op.apply([lst.items], {}), lengths]
+
+
+def _resize_interpret(ctx, node, inputs):
+  lst = _list(node, inputs[0])
+  size = _static_int(node, inputs[1], "size")
+  if size < 0:
+    raise errors.OpError(node.op, node.name, f"negative size {size}")
+  if lst.items is None:
+    return [TensorList(None, size, lst.element_dtype, lst.element_shape)]
+  return [lst.with_items(Resize.apply([lst.items], {"size": size}))]
+
+
 # --- primitives computing on the dense items ----------------------------------------
 
 
@@ -289,7 +444,7 @@ def _set_item_spec(st):
 SetItem = define_op(
     "TensorListSetItem", _set_item_impl, family=FAMILY, spec=_set_item_spec,
     jvp=_set_item_jvp, transpose=_set_item_transpose,
-    interpret=lambda node, inputs: _set_item_interpret(node, inputs))
+    interpret=_set_item_interpret)
 
 
 def _get_item_impl(items, index):
@@ -319,7 +474,7 @@ GetItem = define_op(
     jvp=(lambda t, items, index: GetItem(t, index), None),
     transpose=lambda ct, items, index: [
         SetItem(_zeros_like_aval(items), index, ct) if U(items) else None, None],
-    interpret=lambda node, inputs: _get_item_interpret(node, inputs))
+    interpret=_get_item_interpret)
 
 
 def _gather_impl(items, indices):
@@ -352,7 +507,7 @@ Gather = define_op(
     jvp=(lambda t, items, indices: Gather(t, indices), None),
     transpose=lambda ct, items, indices: [
         _zeros_like_aval(items).at[indices].add(ct) if U(items) else None, None],
-    interpret=lambda node, inputs: _gather_interpret(node, inputs))
+    interpret=_gather_interpret)
 
 
 def _scatter_into_impl(items, tensor, indices):
@@ -393,7 +548,7 @@ ScatterInto = define_op(
     transpose=lambda ct, items, tensor, indices: [
         ScatterInto(ct, _zeros_like_aval(tensor), indices) if U(items) else None,
         Gather(ct, indices) if U(tensor) else None, None],
-    interpret=lambda node, inputs: _scatter_into_interpret(node, inputs))
+    interpret=_scatter_into_interpret)
 
 
 def _scatter_v2_impl(tensor, indices, *, num_elements):
@@ -444,7 +599,7 @@ ScatterV2 = define_op(
     jvp=(lambda t, tensor, indices, **p: ScatterV2(t, indices, **p), None),
     transpose=lambda ct, tensor, indices, **p: [Gather(ct, indices) if U(tensor) else None,
                                                 None],
-    interpret=lambda node, inputs: _scatter_v2_interpret(node, inputs))
+    interpret=_scatter_v2_interpret)
 
 
 Scatter = define_op(
@@ -452,7 +607,7 @@ Scatter = define_op(
     jvp=(lambda t, tensor, indices, **p: Scatter(t, indices, **p), None),
     transpose=lambda ct, tensor, indices, **p: [Gather(ct, indices) if U(tensor) else None,
                                                 None],
-    interpret=lambda node, inputs: _scatter_v1_interpret(node, inputs))
+    interpret=_scatter_v1_interpret)
 
 
 def _push_back_impl(items, tensor):
@@ -499,14 +654,14 @@ def _pop_back_spec(st):
 PushBack = define_op(
     "TensorListPushBack", _push_back_impl, family=FAMILY, spec=_push_back_spec, linear=True,
     transpose=lambda ct, items, tensor: list(PopBack(ct)),
-    interpret=lambda node, inputs: _push_back_interpret(node, inputs))
+    interpret=_push_back_interpret)
 
 PopBack = define_op(
     "TensorListPopBack", _pop_back_impl, family=FAMILY, spec=_pop_back_spec, linear=True,
     multiple_results=True,
     transpose=lambda cts, items: [PushBack(_inst(cts[0], _rest_aval(items)),
                                           _inst(cts[1], _last_aval(items)))],
-    interpret=lambda node, inputs: _pop_back_interpret(node, inputs))
+    interpret=_pop_back_interpret)
 
 
 def _rest_aval(items):
@@ -554,13 +709,13 @@ ConcatV2 = define_op(
     "TensorListConcatV2", _concat_impl, family=FAMILY, spec=_concat_spec(tf_concat_v2),
     linear=True,
     transpose=lambda ct, items: [ct.reshape(items.aval.shape)],
-    interpret=lambda node, inputs: _concat_interpret(node, inputs))
+    interpret=_concat_interpret)
 
 
 Concat = define_op(
     "TensorListConcat", _concat_impl, family=FAMILY, spec=_concat_spec(tf_concat), linear=True,
     transpose=lambda ct, items: [ct.reshape(items.aval.shape)],
-    interpret=lambda node, inputs: _concat_interpret(node, inputs))
+    interpret=_concat_interpret)
 
 
 def _concat_lists_impl(a, b):
@@ -595,7 +750,7 @@ def _concat_lists_spec(st):
 ConcatLists = define_op(
     "TensorListConcatLists", _concat_lists_impl, family=FAMILY, spec=_concat_lists_spec,
     jvp=_concat_lists_jvp,
-    interpret=lambda node, inputs: _concat_lists_interpret(node, inputs))
+    interpret=_concat_lists_interpret)
 
 
 def _resize_impl(items, *, size):
@@ -624,178 +779,13 @@ def _resize_spec(st):
 Resize = define_op(
     "TensorListResize", _resize_impl, family=FAMILY, spec=_resize_spec, linear=True,
     transpose=lambda ct, items, *, size: [Resize(ct, size=items.aval.shape[0])],
-    interpret=lambda node, inputs: _resize_interpret(node, inputs))
-
-
-# --- interpreter hooks ----------------------------------------------------------------
-
-
-def _set_item_interpret(node, inputs):
-  lst, index, item = _list(node, inputs[0]), inputs[1], inputs[2]
-  resize = bool(node.attr("resize_if_index_out_of_bounds", False))
-  if core.is_concrete(index):
-    i = int(np.asarray(index))
-    if i < 0:
-      raise errors.OpError(node.op, node.name, f"negative index {i}")
-    if i >= lst.length:
-      if not resize:
-        raise errors.OpError(node.op, node.name,
-                             f"index {i} is out of range for a list of {lst.length} "
-                             "elements (resize_if_index_out_of_bounds is false)")
-      lst = _grow(lst, i + 1, np.shape(item))
-  elif resize:
-    raise NeedsConcreteIndex(
-        f"{node.op} node '{node.name}' may grow its list (a TensorArray with "
-        "dynamic_size=True) at an index that depends on runtime data; the list length "
-        "must be known at trace time. Give the TensorArray a fixed size, or write it "
-        "in a loop whose trip count is known at trace time.")
-  shape = tuple(np.shape(item))
-  lst = lst.materialized(shape, node) if lst.items is None else lst
-  if tuple(lst.items.shape[1:]) != shape:
-    raise errors.OpError(node.op, node.name,
-                         f"item of shape {list(shape)} does not match the list's element "
-                         f"shape {list(lst.items.shape[1:])} (ragged lists are not supported)")
-  return [lst.with_items(SetItem.apply([lst.items, index, item], {}))]
-
-
-def _grow(lst: TensorList, size: int, element_shape) -> TensorList:
-  if lst.items is None:
-    return TensorList(None, size, lst.element_dtype, lst.element_shape)
-  return lst.with_items(Resize.apply([lst.items], {"size": size}))
-
-
-def _get_item_interpret(node, inputs):
-  lst, index = _list(node, inputs[0]), inputs[1]
-  _check_index(node, lst, index)
-  lst = lst.materialized(decode_shape(inputs[2]), node)
-  return [GetItem.apply([lst.items, index], {})]
-
-
-def _gather_interpret(node, inputs):
-  lst, indices = _list(node, inputs[0]), inputs[1]
-  if core.is_concrete(indices):
-    idx = np.asarray(indices)
-    if idx.size and (idx.min() < 0 or idx.max() >= lst.length):
-      raise errors.OpError(node.op, node.name,
-                           f"indices {idx.tolist()} out of range for a list of "
-                           f"{lst.length} elements")
-  lst = lst.materialized(decode_shape(inputs[2]), node)
-  return [Gather.apply([lst.items, indices], {})]
-
-
-def _scatter_into_interpret(node, inputs):
-  lst, tensor, indices = _list(node, inputs[0]), inputs[1], inputs[2]
-  if core.is_concrete(indices):
-    idx = np.asarray(indices)
-    if idx.size and idx.min() < 0:
-      raise errors.OpError(node.op, node.name, "negative indices")
-    needed = int(idx.max()) + 1 if idx.size else 0
-    if needed > lst.length:
-      lst = _grow(lst, needed, np.shape(tensor)[1:])
-  lst = lst.materialized(tuple(np.shape(tensor)[1:]), node)
-  return [lst.with_items(ScatterInto.apply([lst.items, tensor, indices], {}))]
-
-
-def _scatter_v2_interpret(node, inputs):
-  tensor, indices, element_shape, num = inputs
-  num = _static_int(node, num, "num_elements")
-  if num < 0:
-    if not core.is_concrete(indices):
-      raise errors.TensorListSizeError(
-          f"{node.op} node '{node.name}': the list size is the largest index + 1, and "
-          "the indices depend on runtime data; pass num_elements")
-    idx = np.asarray(indices)
-    num = int(idx.max()) + 1 if idx.size else 0
-  dtype = _dtype(node)
-  shape = merge_shapes(decode_shape(element_shape), tuple(np.shape(tensor)[1:]), node)
-  items = ScatterV2.apply([tensor, indices], {"num_elements": num})
-  return [TensorList(items, num, dtype, shape)]
-
-
-def _scatter_v1_interpret(node, inputs):
-  tensor, indices, element_shape = inputs
-  if not core.is_concrete(indices):
-    raise errors.TensorListSizeError(
-        f"{node.op} node '{node.name}': the list size is the largest index + 1, and the "
-        "indices depend on runtime data; use TensorListScatterV2 with num_elements "
-        "(tf.TensorArray.scatter on a sized array)")
-  idx = np.asarray(indices).reshape(-1)
-  if idx.size and idx.min() < 0:
-    raise errors.OpError(node.op, node.name, "negative indices")
-  if len(idx) != (np.shape(tensor)[0] if np.ndim(tensor) else -1):
-    raise errors.OpError(node.op, node.name,
-                         f"{len(idx)} indices for a tensor of shape {list(np.shape(tensor))}")
-  num = int(idx.max()) + 1 if idx.size else 0
-  shape = merge_shapes(decode_shape(element_shape), tuple(np.shape(tensor)[1:]), node)
-  items = Scatter.apply([tensor, indices], {"num_elements": num})
-  return [TensorList(items, num, _dtype(node), shape)]
-
-
-def _concat_lists_interpret(node, inputs):
-  a, b = _list(node, inputs[0]), _list(node, inputs[1])
-  if a.element_dtype != b.element_dtype:
-    raise errors.OpError(node.op, node.name, f"lists of {a.element_dtype} and "
-                         f"{b.element_dtype} elements")
-  shape = merge_shapes(a.element_shape if a.items is None else tuple(a.items.shape[1:]),
-                       b.element_shape if b.items is None else tuple(b.items.shape[1:]), node)
-  length = a.length + b.length
-  if a.items is None and b.items is None and (shape is None or None in shape):
-    return [TensorList(None, length, a.element_dtype, shape)]
-  a, b = a.materialized(shape, node), b.materialized(shape, node)
-  return [TensorList(ConcatLists.apply([a.items, b.items], {}), length, a.element_dtype,
-                     shape)]
-
-
-def _push_back_interpret(node, inputs):
-  lst, tensor = _list(node, inputs[0]), inputs[1]
-  shape = tuple(np.shape(tensor))
-  if lst.items is None:
-    if lst.length == 0:
-      merge_shapes(lst.element_shape, shape, node)
-      items = jnp.asarray(tensor, lst.element_dtype)[None] if not core.is_concrete(tensor) \
-          else np.asarray(tensor, lst.element_dtype)[None]
-      return [TensorList(items, 1, lst.element_dtype, shape)]
-    lst = lst.materialized(shape, node)
-  return [lst.with_items(PushBack.apply([lst.items, tensor], {}))]
-
-
-def _pop_back_interpret(node, inputs):
-  lst = _list(node, inputs[0])
-  if lst.length == 0:
-    raise errors.OpError(node.op, node.name, "pops from an empty list")
-  lst = lst.materialized(decode_shape(inputs[1]), node)
-  rest, last = PopBack.apply([lst.items], {})
-  return [lst.with_items(rest), last]
-
-
-def _concat_interpret(node, inputs):
-  lst = _list(node, inputs[0])
-  if node.op == "TensorListConcat":  # V1: element_shape is an attr, no leading_dims
-    shape, op = node.attr("element_shape", None), Concat
-  else:
-    shape, op = decode_shape(inputs[1]), ConcatV2
-  lst = lst.materialized(shape, node)
-  if len(lst.items.shape) < 2:
-    raise errors.OpError(node.op, node.name, "concatenates scalar elements")
-  d0 = lst.items.shape[1]
-  lengths = np.full((lst.length,), d0, dtypes.canonical_dtype(np.int64))
-  return [op.apply([lst.items], {}), lengths]
-
-
-def _resize_interpret(node, inputs):
-  lst = _list(node, inputs[0])
-  size = _static_int(node, inputs[1], "size")
-  if size < 0:
-    raise errors.OpError(node.op, node.name, f"negative size {size}")
-  if lst.items is None:
-    return [TensorList(None, size, lst.element_dtype, lst.element_shape)]
-  return [lst.with_items(Resize.apply([lst.items], {"size": size}))]
+    interpret=_resize_interpret)
 
 
 # --- bookkeeping ops (no primitive is bound) ---------------------------------------------
 
 
-def _reserve_interpret(node, inputs):
+def _reserve_interpret(ctx, node, inputs):
   shape = decode_shape(inputs[0])
   n = _static_int(node, inputs[1], "num_elements")
   if n < 0:
@@ -804,11 +794,11 @@ def _reserve_interpret(node, inputs):
   return [lst.materialized() if lst.shape_known else lst]
 
 
-def _empty_interpret(node, inputs):
+def _empty_interpret(ctx, node, inputs):
   return [TensorList(None, 0, _dtype(node), decode_shape(inputs[0]))]
 
 
-def _from_tensor_interpret(node, inputs):
+def _from_tensor_interpret(ctx, node, inputs):
   tensor = inputs[0]
   if np.ndim(tensor) < 1:
     raise errors.OpError(node.op, node.name, "needs a tensor of rank >= 1")
@@ -816,7 +806,7 @@ def _from_tensor_interpret(node, inputs):
   return [TensorList(tensor, np.shape(tensor)[0], _dtype(node), None)]
 
 
-def _stack_interpret(node, inputs):
+def _stack_interpret(ctx, node, inputs):
   lst = _list(node, inputs[0])
   num = node.attr("num_elements", -1)
   if num is not None and num >= 0 and num != lst.length:
@@ -825,11 +815,11 @@ def _stack_interpret(node, inputs):
   return [lst.materialized(decode_shape(inputs[1]), node).items]
 
 
-def _length_interpret(node, inputs):
+def _length_interpret(ctx, node, inputs):
   return [np.asarray(_list(node, inputs[0]).length, np.int32)]
 
 
-def _element_shape_interpret(node, inputs):
+def _element_shape_interpret(ctx, node, inputs):
   lst = _list(node, inputs[0])
   dtype = dtypes.canonical_dtype(node.attr("shape_type"))
   if lst.element_shape is None:
@@ -837,7 +827,7 @@ def _element_shape_interpret(node, inputs):
   return [np.asarray([-1 if d is None else d for d in lst.element_shape], dtype)]
 
 
-def _split_interpret(node, inputs):
+def _split_interpret(ctx, node, inputs):
   tensor, element_shape, lengths = inputs
   if not core.is_concrete(lengths):
     raise errors.TensorListSizeError(
@@ -853,28 +843,23 @@ def _split_interpret(node, inputs):
   if n * d != shape[0]:
     raise errors.OpError(node.op, node.name,
                          f"lengths sum to {n * d}, the tensor has {shape[0]} rows")
-  items = core.get_op("Reshape").apply([tensor], {"shape": (n, d) + shape[1:]}) \
-      if not core.is_concrete(tensor) else np.reshape(tensor, (n, d) + shape[1:])
+  items = tfops.Reshape.apply([tensor], {"shape": (n, d) + shape[1:]})
   return [TensorList(items, n, _dtype(node), None)]
 
 
-def _bookkeeping(op_type: str, hook, doc: str, multiple_results=False):
-  def impl(*args, **params):
-    raise NotImplementedError(f"{op_type} is evaluated by the interpreter")
-  impl.__doc__ = doc
-  return define_op(op_type, impl, family=FAMILY, spec=_bookkeeping_spec, interpret=hook,
-                   multiple_results=multiple_results)
+def _bookkeeping(op_type: str, hook, doc: str, **traits):
+  register_structural(op_type, hook, family=FAMILY, doc=doc, **traits)
 
 
-Reserve = _bookkeeping("TensorListReserve", _reserve_interpret,
-                       "A list of num_elements uninitialized elements (zeros once read).")
-Empty = _bookkeeping("EmptyTensorList", _empty_interpret, "An empty list.")
-FromTensor = _bookkeeping("TensorListFromTensor", _from_tensor_interpret,
-                          "The list of the tensor's rows (no copy).")
-Stack = _bookkeeping("TensorListStack", _stack_interpret,
-                     "The elements stacked: the dense items themselves.")
-Length = _bookkeeping("TensorListLength", _length_interpret, "The static length.")
-ElementShape = _bookkeeping("TensorListElementShape", _element_shape_interpret,
-                            "The (partial) element shape; -1 for unknown dims or rank.")
-Split = _bookkeeping("TensorListSplit", _split_interpret,
-                     "Splits a tensor into equal-length pieces (ragged pieces are refused).")
+_bookkeeping("TensorListReserve", _reserve_interpret,
+             "A list of num_elements uninitialized elements (zeros once read).")
+_bookkeeping("EmptyTensorList", _empty_interpret, "An empty list.")
+_bookkeeping("TensorListFromTensor", _from_tensor_interpret,
+             "The list of the tensor's rows (no copy).")
+_bookkeeping("TensorListStack", _stack_interpret,
+             "The elements stacked: the dense items themselves.")
+_bookkeeping("TensorListLength", _length_interpret, "The static length.")
+_bookkeeping("TensorListElementShape", _element_shape_interpret,
+             "The (partial) element shape; -1 for unknown dims or rank.", shape_only=True)
+_bookkeeping("TensorListSplit", _split_interpret,
+             "Splits a tensor into equal-length pieces (ragged pieces are refused).")

@@ -41,6 +41,7 @@ from jax.interpreters import xla as jax_xla
 
 from tfprims import dtypes, errors
 from tfprims.core import define_op
+from tfprims.ops import custom_gradients
 
 FAMILY = "xla"
 ir = mlir.ir
@@ -216,7 +217,6 @@ def _jvp(primals, tangents, **params):
     return outs, [ad.Zero(jax.typeof(o).to_tangent_aval()) for o in outs]
   # tangent_p is linear in the tangents (its first operands); primals are residuals.
   ts = [ad.instantiate_zeros(t) for t in tangents]
-  from tfprims import custom_gradients  # noqa: PLC0415 (import cycle)
   wrapped = custom_gradients.wraps_module(params["module"].data)
   return outs, tangent_p.bind(*ts, *primals, n_args=len(primals), wrapped=wrapped, **params)
 
@@ -252,7 +252,7 @@ def _batch(args, dims, **params):
 # --- the interpreter hook -----------------------------------------------------------------
 
 
-def _interpret(node, inputs):
+def _interpret(ctx, node, inputs):
   where = _where(node)
   version = int(node.attr("version"))
   if not MIN_VERSION <= version <= MAX_VERSION:

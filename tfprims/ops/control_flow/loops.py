@@ -1,32 +1,24 @@
-"""TF2 functional control flow: If/StatelessIf, Case/StatelessCase, While/StatelessWhile.
+"""While/StatelessWhile.
 
-Branch and loop bodies are library functions, interpreted by the same
-interpreter (so jaxprs show ``tf.*`` primitives inside ``cond``/``scan``/``while``):
-
-* **If / Case**: a concrete predicate (or branch index) runs the taken branch
-  inline; otherwise ``lax.cond`` / ``lax.switch`` (TF's out-of-range Case index
-  selects the last branch).
-* **While**: loop variables the body passes through unchanged are closed over,
-  not carried (they stay concrete when they are). Variables whose initial value
-  is concrete and whose update depends only on such variables (loop counters,
-  ``tf.range`` indices) are *static*: when a conjunct of the loop condition (the
-  condition split at ``LogicalAnd``) depends only on static variables, the trip
-  count is computed at trace time and the loop becomes ``lax.scan`` with that
-  length, which JAX can reverse-differentiate. Remaining (dynamic) conjuncts
-  become an early exit inside the scan (``lax.cond`` per step). Loops whose
-  body needs trace-time values (a growing TensorArray, an op with a static input
-  computed from the counter) are unrolled when the trip count is known. A loop
-  without a static bound becomes ``lax.while_loop``: forward mode (``jvp``)
-  works, reverse mode raises :class:`errors.ReverseModeLoopError`.
-* Variables assigned in a body or branch (``AssignVariableOp``...) and the
-  random key are threaded as loop/branch state; the new values come back in the
-  converted function's ``new_params``.
+Loop variables the body passes through unchanged are closed over, not carried
+(they stay concrete when they are). Variables whose initial value is concrete and
+whose update depends only on such variables (loop counters, ``tf.range`` indices)
+are *static*: when a conjunct of the loop condition (the condition split at
+``LogicalAnd``) depends only on static variables, the trip count is computed at
+trace time and the loop becomes ``lax.scan`` with that length, which JAX can
+reverse-differentiate. Remaining (dynamic) conjuncts become an early exit inside
+the scan (``lax.cond`` per step). Loops whose body needs trace-time values (a
+growing TensorArray, an op with a static input computed from the counter) are
+unrolled while their condition is known at trace time. A loop whose condition
+becomes data-dependent and has no static bound becomes ``lax.while_loop``: forward
+mode (``jvp``) works, reverse mode raises :class:`errors.ReverseModeLoopError`.
+Variables the body writes and the rng key are carried as loop state.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -35,9 +27,17 @@ from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from tfprims import core, errors, graph as graph_lib, interpreter, opdefs
-from tfprims.interpreter import StringConstant, VariableHandle, structural
+from tfprims import core, errors, graph as graph_lib, interpreter
+from tfprims.core import structural
+from tfprims.interpreter import StringConstant, VariableHandle
+from tfprims.ops.control_flow.common import (IMPURE, as_jax, cache_of, coerce, conjuncts,
+                                             join_lists, ref_deps, resolve_identity, restore,
+                                             save, state_keys, structure_mismatch, truth,
+                                             uses_rng, value_subgraph)
+from tfprims.ops.control_flow.optional import OptionalValue
 from tfprims.ops.tensorlist import NeedsConcreteIndex, TensorList, UnavailableList
+
+FAMILY = "control_flow"
 
 # Loops whose trip count is known but whose body needs trace-time values are
 # unrolled up to this many iterations.
@@ -47,366 +47,16 @@ UNROLL_LIMIT = 1000
 MAX_STATIC_TRIP_COUNT = 1_000_000
 
 
-# --- helpers -----------------------------------------------------------------------------
-
-
-_IDENTITY_OPS = ("Identity", "Snapshot")
-_SHAPE_ONLY_OPS = frozenset({"Shape", "ShapeN", "Rank", "Size", "TensorListElementShape"})
-_CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf",
-                       "While", "StatelessWhile", "Case", "StatelessCase"})
-_STATE_WRITER_PREFIXES = ("Assign", "ResourceScatter", "ResourceApply", "ResourceSparseApply",
-                          "ResourceStridedSliceAssign")
-_IMPURE = -1
-
-
-def _cache(graph: graph_lib.Graph) -> dict:
-  return graph.__dict__.setdefault("_control_flow_cache", {})
-
-
-def _rng_ops() -> frozenset:
-  try:
-    from tfprims.ops import random as random_ops
-    return frozenset(getattr(random_ops, "RNG_OPS", ()))
-  except ImportError:  # pragma: no cover
-    return frozenset()
-
-
-def _reachable_ops(library: graph_lib.Library, fnames: Sequence[str]) -> frozenset:
-  ops: set[str] = set()
-  for fname in fnames:
-    g = library.graph(fname)
-    cache = _cache(g)
-    if "ops" not in cache:
-      found = {n.op for n in g.nodes}
-      for sub in library.reachable(g).values():
-        found |= {n.op for n in sub.nodes}
-      cache["ops"] = frozenset(found)
-    ops |= cache["ops"]
-  return frozenset(ops)
-
-
-def _state_keys(ctx, fnames, inputs) -> list[str]:
-  """Variables a body/branch may assign: the handles it receives, if it assigns at all."""
-  ops = _reachable_ops(ctx.library, fnames)
-  if not any(op.startswith(_STATE_WRITER_PREFIXES) for op in ops):
-    return []
-  keys = []
-  for v in inputs:
-    if isinstance(v, VariableHandle) and v.key not in keys and v.key in ctx.state:
-      keys.append(v.key)
-  return keys
-
-
-def _uses_rng(ctx, fnames) -> bool:
-  return ctx.rng is not None and bool(_reachable_ops(ctx.library, fnames) & _rng_ops())
-
-
-def _as_jax(v):
-  """A branch/loop output as a JAX-compatible pytree leaf (or TensorList/Optional)."""
-  if isinstance(v, (TensorList, OptionalValue)):
-    return v
-  if isinstance(v, (np.ndarray, np.generic)):
-    return jnp.asarray(v)
-  return v
-
-
-def _truth(node, value) -> Any:
-  """TF's predicate truth value: a Python bool when decidable at trace time,
-  else a traced scalar bool."""
-  shape = np.shape(value)
-  if shape != ():
-    return bool(int(np.prod(shape)) > 0)  # non-scalar: non-empty means True
-  if core.is_concrete(value):
-    return bool(np.asarray(value))
-  if isinstance(value, (VariableHandle, StringConstant, TensorList)):
-    raise errors.OpError(node.op, node.name, "predicate is not a numeric tensor")
-  value = jnp.asarray(value)
-  return value if value.dtype == jnp.bool_ else value != 0
-
-
-@dataclasses.dataclass
-class _Saved:
-  state: dict
-  rng: Any
-
-
-def _save(ctx) -> _Saved:
-  return _Saved(dict(ctx.state), ctx.rng)
-
-
-def _restore(ctx, saved: _Saved) -> None:
-  ctx.state.clear()
-  ctx.state.update(saved.state)
-  ctx.rng = saved.rng
-
-
-def _structure_mismatch(a, b) -> Optional[str]:
-  """Why two carries (lists of values) differ in a way lax control flow rejects."""
-  sa, sb = jax.tree_util.tree_structure(a), jax.tree_util.tree_structure(b)
-  if sa != sb:
-    return f"structure {sb} differs from {sa}"
-  for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
-    if np.shape(x) != np.shape(y) or jnp.result_type(x) != jnp.result_type(y):
-      return (f"a value changes from {jnp.result_type(x)}{list(np.shape(x))} to "
-              f"{jnp.result_type(y)}{list(np.shape(y))}")
-  return None
-
-
-def _join_lists(a, b, node):
-  """Value ``a`` made structurally equal to ``b`` where possible (a TensorList
-  without items gets zeros shaped like the other's; an empty Optional gets zeros)."""
-  if isinstance(a, TensorList) and isinstance(b, TensorList):
-    if a.length != b.length:
-      raise errors.ControlFlowError(
-          f"{node.op} node '{node.name}': a TensorList has {a.length} elements on one "
-          f"path and {b.length} on another; list lengths must be known at trace time")
-    if a.items is None and b.items is not None:
-      a = TensorList(np.zeros(np.shape(b.items), b.element_dtype), a.length,
-                     a.element_dtype, None)
-    return a
-  if isinstance(a, OptionalValue) and isinstance(b, OptionalValue):
-    if a.values is None and b.values is not None:
-      return OptionalValue(np.asarray(False), jax.tree_util.tree_map(
-          lambda l: np.zeros(np.shape(l), l.dtype), tuple(b.values)))
-    if a.values is not None and b.values is not None:
-      return OptionalValue(a.has_value, tuple(_join_lists(x, y, node)
-                                              for x, y in zip(a.values, b.values)))
-  return a
-
-
-def _coerce(values, like, node):
-  """``values`` cast to the structure/dtypes of ``like`` (materializing lists)."""
-  out = []
-  for v, l in zip(values, like):
-    if isinstance(l, TensorList):
-      if isinstance(v, TensorList):
-        v = _join_lists(v, l, node)
-        if v.items is not None and l.items is not None and \
-            jnp.result_type(v.items) != l.items.dtype:
-          v = TensorList(jnp.asarray(v.items).astype(l.items.dtype), v.length,
-                         v.element_dtype, None)
-    elif isinstance(l, OptionalValue):
-      if isinstance(v, OptionalValue):
-        v = _join_lists(v, l, node)
-    elif v is not None and l is not None and hasattr(l, "dtype") and \
-        not isinstance(v, (TensorList, OptionalValue)) and jnp.result_type(v) != l.dtype:
-      v = jnp.asarray(v).astype(l.dtype)
-    out.append(v)
-  return out
-
-
-# --- Optional (TF's gradient rewrite of If/While outputs intermediates as optionals) -----
-
-
-@jax.tree_util.register_pytree_node_class
-class OptionalValue:
-  """A TF Optional variant: ``has_value`` (bool) and its components (or None)."""
-
-  def __init__(self, has_value, values):
-    self.has_value = has_value
-    self.values = None if values is None else tuple(values)
-
-  def tree_flatten(self):
-    if self.values is None:
-      return (), None
-    return (self.has_value,) + self.values, len(self.values)
-
-  @classmethod
-  def tree_unflatten(cls, n, children):
-    if n is None:
-      return cls(np.asarray(False), None)
-    return cls(children[0], children[1:])
-
-
-@structural("OptionalFromValue")
-def _optional_from_value(ctx, node, inputs):
-  return [OptionalValue(np.asarray(True), inputs)]
-
-
-@structural("OptionalNone")
-def _optional_none(ctx, node, inputs):
-  return [OptionalValue(np.asarray(False), None)]
-
-
-@structural("OptionalHasValue")
-def _optional_has_value(ctx, node, inputs):
-  return [inputs[0].has_value]
-
-
-@structural("OptionalGetValue")
-def _optional_get_value(ctx, node, inputs):
-  opt = inputs[0]
-  if opt.values is None:
-    raise errors.OpError(node.op, node.name, "the optional has no value")
-  return list(opt.values)
-
-
-# --- If / Case ---------------------------------------------------------------------------
-
-
-@structural("If", "StatelessIf")
-def _if(ctx, node, inputs):
-  pred = _truth(node, inputs[0])
-  branches = [node.attr("else_branch").name, node.attr("then_branch").name]
-  if isinstance(pred, bool):
-    return interpreter.call_function(ctx, branches[int(pred)], inputs[1:], node)
-  return _switch(ctx, node, pred.astype(jnp.int32), branches, inputs[1:])
-
-
-@structural("Case", "StatelessCase")
-def _case(ctx, node, inputs):
-  index = inputs[0]
-  branches = [f.name for f in node.attr("branches")]
-  n = len(branches)
-  if core.is_concrete(index):
-    i = int(np.asarray(index))
-    return interpreter.call_function(ctx, branches[i if 0 <= i < n else n - 1], inputs[1:],
-                                     node)
-  index = jnp.asarray(index).astype(jnp.int32)
-  index = jnp.where((index < 0) | (index >= n), n - 1, index)  # TF: out of range -> last
-  return _switch(ctx, node, index, branches, inputs[1:])
-
-
-def _switch(ctx, node, index, branches, args):
-  keys = _state_keys(ctx, branches, args)
-  use_rng = _uses_rng(ctx, branches)
-  statics: dict[int, list] = {}
-
-  def make(k, like=None):
-    def branch():
-      saved = _save(ctx)
-      try:
-        outs = interpreter.call_function(ctx, branches[k], args, node)
-        state = [ctx.state[key] for key in keys]
-        rng = ctx.rng if use_rng else None
-      finally:
-        _restore(ctx, saved)
-      static = [o if isinstance(o, (VariableHandle, StringConstant)) else None for o in outs]
-      statics[k] = static
-      dyn = [None if s is not None else _as_jax(o) for o, s in zip(outs, static)]
-      if like is not None:
-        dyn = _coerce(dyn, like, node)
-      return dyn, [jnp.asarray(s) for s in state], rng
-    return branch
-
-  like = None
-  if any(t == "variant" for t in node.attr("Tout", ())):
-    # Lists may be materialized on one path only: find each branch's output
-    # structure first, then make them agree.
-    shapes = [jax.eval_shape(make(k))[0] for k in range(len(branches))]
-    like = shapes[0]
-    for other in shapes[1:]:
-      like = [_join_lists(a, b, node) for a, b in zip(like, other)]
-    like = [_join_lists(a, b, node) for a, b in zip(like, shapes[0])]
-  fns = [make(k, like) for k in range(len(branches))]
-  try:
-    outs, state, rng = lax.switch(index, fns)
-  except TypeError as e:
-    raise errors.OpError(node.op, node.name,
-                         f"branches return values of different types: {e}") from None
-  first = statics[0]
-  for k, s in statics.items():
-    if any((a is None) != (b is None) or (a is not None and a != b) for a, b in zip(first, s)):
-      raise errors.OpError(node.op, node.name,
-                           "branches return different resources or string constants")
-  for key, value in zip(keys, state):
-    ctx.state[key] = value
-  if use_rng:
-    ctx.rng = rng
-  return [s if s is not None else o for o, s in zip(outs, first)]
-
-
-# --- While -------------------------------------------------------------------------------
-
-
-def _resolve_identity(graph: graph_lib.Graph, ref):
-  """Follows Identity chains from an output ref."""
-  by_name = graph.by_name
-  while ref[0] in by_name and by_name[ref[0]].op in _IDENTITY_OPS and ref[1] == 0:
-    ref = by_name[ref[0]].inputs[0]
-  return ref
-
-
-def _value_deps(graph: graph_lib.Graph) -> dict:
-  """For each node: the graph inputs (indices) its value depends on, or _IMPURE."""
-  cache = _cache(graph)
-  if "deps" in cache:
-    return cache["deps"]
-  index = {name: i for i, name in enumerate(graph.inputs)}
-  deps: dict[str, Any] = {}
-
-  def of(ref):
-    name = ref[0]
-    if name in index:
-      return frozenset({index[name]})
-    return deps.get(name, _IMPURE)
-
-  for node in graph.nodes:
-    if node.name in index:
-      continue
-    od = opdefs.op_def(node.op)
-    if node.op in _SHAPE_ONLY_OPS:
-      deps[node.name] = frozenset()
-      continue
-    if (node.op in _CALL_OPS or node.op == "ReadVariableOp" or od is None
-        or od.is_stateful or node.op in ("Placeholder", "_Arg")):
-      deps[node.name] = _IMPURE
-      continue
-    acc: set = set()
-    for ref in node.inputs:
-      d = of(ref)
-      if d is _IMPURE:
-        acc = None
-        break
-      acc |= d
-    deps[node.name] = _IMPURE if acc is None else frozenset(acc)
-  cache["deps"] = deps
-  return deps
-
-
-def _ref_deps(graph, ref):
-  index = {name: i for i, name in enumerate(graph.inputs)}
-  if ref[0] in index:
-    return frozenset({index[ref[0]]})
-  return _value_deps(graph).get(ref[0], _IMPURE)
-
-
-def _conjuncts(graph: graph_lib.Graph) -> list:
-  """The cond function's output split at LogicalAnd (refs)."""
-  out, stack = [], [_resolve_identity(graph, graph.outputs[0])]
-  by_name = graph.by_name
-  while stack:
-    ref = stack.pop()
-    node = by_name.get(ref[0])
-    if node is not None and node.op == "LogicalAnd":
-      stack.extend(_resolve_identity(graph, r) for r in node.inputs)
-    else:
-      out.append(ref)
-  return out
-
-
-def _value_subgraph(graph: graph_lib.Graph, outputs: Sequence) -> graph_lib.Graph:
-  """``graph`` restricted to what ``outputs`` compute, without control dependencies."""
-  key = ("sub", tuple(outputs))
-  cache = _cache(graph)
-  if key not in cache:
-    nodes = [graph_lib.Node(n.name, n.op, n.inputs, [], n._attr_protos, n.device)
-             for n in graph.nodes]
-    cache[key] = graph_lib.Graph(name=graph.name, nodes=nodes, inputs=list(graph.inputs),
-                                 outputs=list(outputs))
-  return cache[key]
-
-
-def _run_graph(ctx, graph, values):
-  return interpreter.run(ctx, graph, dict(zip(graph.inputs, values)))
-
-
 class _Unroll(errors.TFPrimsError):
   """The scan body needs trace-time values: unroll instead (internal)."""
 
   def __init__(self, reason):
     super().__init__(reason)
     self.reason = reason
+
+
+class _CondBecameTraced(Exception):
+  """An unrolled loop's condition stopped being known at trace time (internal)."""
 
 
 class _Rematerialize(Exception):
@@ -425,7 +75,7 @@ _UNROLLABLE: list[bool] = []
 
 def _consumers(graph: graph_lib.Graph) -> dict:
   """Input/node name -> names of the nodes reading it (data inputs) or '<output>'."""
-  cache = _cache(graph)
+  cache = cache_of(graph)
   if "consumers" not in cache:
     users: dict[str, set] = {}
     for n in graph.nodes:
@@ -441,14 +91,14 @@ def _accumulators(body: graph_lib.Graph, cond: graph_lib.Graph) -> dict:
   """Loop vars that are only pushed to (``TensorListPushBack(var, value)`` is the
   body's output and nothing else reads the var): index -> ref of the pushed value.
   TF's gradient rewrite adds such accumulators; they become scan outputs."""
-  cache = _cache(body)
+  cache = cache_of(body)
   if "accumulators" in cache:
     return cache["accumulators"]
   found = {}
   users = _consumers(body)
   cond_users = _consumers(cond)
   for i, ref in enumerate(body.outputs):
-    node = body.by_name.get(_resolve_identity(body, ref)[0])
+    node = body.by_name.get(resolve_identity(body, ref)[0])
     name = body.inputs[i]
     if (node is not None and node.op == "TensorListPushBack" and node.inputs[0] == (name, 0)
         and users.get(name, set()) == {node.name} and not cond_users.get(cond.inputs[i])):
@@ -471,10 +121,10 @@ class _Loop:
     n = len(self.inputs)
     if len(self.body_g.outputs) != n or len(self.body_g.inputs) != n:
       raise errors.OpError(node.op, node.name, "body signature does not match the loop vars")
-    cache = _cache(self.body_g)
+    cache = cache_of(self.body_g)
     if "invariant" not in cache:
       cache["invariant"] = [
-          _resolve_identity(self.body_g, ref) == (self.body_g.inputs[i], 0)
+          resolve_identity(self.body_g, ref) == (self.body_g.inputs[i], 0)
           for i, ref in enumerate(self.body_g.outputs)]
     self.invariant = cache["invariant"]
     self.acc = {i: r for i, r in _accumulators(self.body_g, self.cond_g).items()
@@ -489,8 +139,8 @@ class _Loop:
       self.body_run = cache[key]
     else:
       self.body_run = self.body_g
-    self.keys = _state_keys(ctx, [self.cond_name, self.body_name], self.inputs)
-    self.use_rng = _uses_rng(ctx, [self.body_name])
+    self.keys = state_keys(ctx, [self.cond_name, self.body_name], self.inputs)
+    self.use_rng = uses_rng(ctx, [self.body_name])
     self.carried = [i for i in range(n) if not self.invariant[i] and i not in self.acc]
     self.where = f"{node.op} node '{node.name}' (body {self.body_name!r})"
 
@@ -504,8 +154,8 @@ class _Loop:
     while True:
       keep = set()
       for i in static:
-        d = _ref_deps(self.body_g, self.body_g.outputs[i])
-        if d is not _IMPURE and d <= (static | fixed):
+        d = ref_deps(self.body_g, self.body_g.outputs[i])
+        if d is not IMPURE and d <= (static | fixed):
           keep.add(i)
       if keep == static:
         break
@@ -516,9 +166,9 @@ class _Loop:
   def _static_conjuncts(self, static):
     known = static | self.fixed
     static_conj, dynamic_conj = [], []
-    for ref in _conjuncts(self.cond_g):
-      d = _ref_deps(self.cond_g, ref)
-      (static_conj if d is not _IMPURE and d <= known else dynamic_conj).append(ref)
+    for ref in conjuncts(self.cond_g):
+      d = ref_deps(self.cond_g, ref)
+      (static_conj if d is not IMPURE and d <= known else dynamic_conj).append(ref)
     return static_conj, dynamic_conj
 
   def trip_count(self, static: set):
@@ -532,18 +182,18 @@ class _Loop:
     fast = self._affine_trip_count(order, static_conj, values)
     if fast is not None:
       return fast[0], dynamic_conj, fast[1]
-    cond_sub = _value_subgraph(self.cond_g, static_conj)
-    body_sub = _value_subgraph(self.body_g, [self.body_g.outputs[i] for i in order])
+    cond_sub = value_subgraph(self.cond_g, static_conj)
+    body_sub = value_subgraph(self.body_g, [self.body_g.outputs[i] for i in order])
     n = 0
     while True:
-      preds = _run_graph(self.ctx, cond_sub, values)
+      preds = self.ctx.run(cond_sub, values)
       if not all(core.is_concrete(p) and np.shape(p) == () for p in preds):
         return None, conj, None
       if not all(bool(np.asarray(p)) for p in preds):
         break
       if n >= MAX_STATIC_TRIP_COUNT:
         return None, conj, None
-      new = _run_graph(self.ctx, body_sub, values)
+      new = self.ctx.run(body_sub, values)
       if not all(core.is_concrete(v) for v in new):
         return None, conj, None
       for i, v in zip(order, new):
@@ -563,16 +213,16 @@ class _Loop:
       v = values[i]
       if not (np.shape(v) == () and np.asarray(v).dtype.kind in "iu"):
         return None
-      node = body.by_name.get(_resolve_identity(body, body.outputs[i])[0])
+      node = body.by_name.get(resolve_identity(body, body.outputs[i])[0])
       if node is None or node.op not in ("AddV2", "Add", "Sub") or len(node.inputs) != 2:
         return None
-      refs = [_resolve_identity(body, r) for r in node.inputs]
+      refs = [resolve_identity(body, r) for r in node.inputs]
       self_ref = (body.inputs[i], 0)
       if refs.count(self_ref) != 1 or (node.op == "Sub" and refs[0] != self_ref):
         return None
       other = refs[1] if refs[0] == self_ref else refs[0]
-      d = _ref_deps(body, other)
-      if d is _IMPURE or not d <= self.fixed:  # the step must not change between iterations
+      d = ref_deps(body, other)
+      if d is IMPURE or not d <= self.fixed:  # the step must not change between iterations
         return None
       c = self._known_value(body, other, values)
       if not core.is_concrete(c) or np.shape(c) != () or np.asarray(c).dtype.kind not in "iu":
@@ -581,10 +231,10 @@ class _Loop:
     flips = {"Less": False, "LessEqual": False, "Greater": True, "GreaterEqual": True}
     terms = []
     for ref in static_conj:
-      node = cond.by_name.get(_resolve_identity(cond, ref)[0])
+      node = cond.by_name.get(resolve_identity(cond, ref)[0])
       if node is None or node.op not in flips or ref[1] != 0:
         return None
-      terms.append((node, [_resolve_identity(cond, r) for r in node.inputs]))
+      terms.append((node, [resolve_identity(cond, r) for r in node.inputs]))
     index = {name: k for k, name in enumerate(cond.inputs)}
     n_max = None
     for node, (a, b) in terms:
@@ -593,8 +243,8 @@ class _Loop:
         if r[0] in index and index[r[0]] in step:
           lin.append((int(np.asarray(values[index[r[0]]])), step[index[r[0]]]))
         else:
-          d = _ref_deps(cond, r)
-          if d is _IMPURE or d & set(step):
+          d = ref_deps(cond, r)
+          if d is IMPURE or d & set(step):
             return None
           c = self._known_value(cond, r, values)
           if not core.is_concrete(c) or np.shape(c) != () or np.asarray(c).dtype.kind not in "iu":
@@ -630,8 +280,8 @@ class _Loop:
         return values[graph.inputs.index(ref[0])]
       node = graph.by_name.get(ref[0])
       if node is not None and node.op == "Const":
-        return interpreter.STRUCTURAL["Const"](self.ctx, node, [])[0]
-    return _run_graph(self.ctx, _value_subgraph(graph, [ref]), values)[0]
+        return interpreter.run_node(self.ctx, node, [])[0]
+    return self.ctx.run(value_subgraph(graph, [ref]), values)[0]
 
   def _bound_depends_on_traced_ints(self) -> bool:
     """Whether the loop would have a static bound if its traced integer scalars
@@ -665,12 +315,18 @@ class _Loop:
         if n > UNROLL_LIMIT:
           raise errors.ControlFlowError(
               f"{self.where}: {e.reason}; unrolling its {n} iterations exceeds "
-              f"tfprims.control_flow.UNROLL_LIMIT={UNROLL_LIMIT}") from None
+              f"tfprims.ops.control_flow.loops.UNROLL_LIMIT={UNROLL_LIMIT}") from None
       finally:
         _UNROLLABLE.pop()
       return self.unroll()
     if self.cond_is_concrete():
-      return self.unroll()
+      saved = save(self.ctx)
+      try:
+        return self.unroll()
+      except _CondBecameTraced:
+        # The condition depends on data after all (x += tf.reduce_max(y)): the
+        # iterations traced so far are dropped and the loop runs as a real loop.
+        restore(self.ctx, saved)
     if _UNROLLABLE and _UNROLLABLE[-1] and self._bound_depends_on_traced_ints():
       raise _Unroll(f"the trip count of the inner loop {self.where} depends on the "
                     "enclosing loop's variables")
@@ -680,22 +336,22 @@ class _Loop:
     found = []
 
     def probe():  # traced abstractly, so nothing is emitted into the caller's jaxpr
-      found.append(core.is_concrete(_run_graph(self.ctx, self.cond_g, self.inputs)[0]))
+      found.append(core.is_concrete(self.ctx.run(self.cond_g, self.inputs)[0]))
       return ()
 
-    saved = _save(self.ctx)
+    saved = save(self.ctx)
     try:
       jax.eval_shape(probe)
     except errors.TFPrimsError:
       return False
     finally:
-      _restore(self.ctx, saved)
+      restore(self.ctx, saved)
     return bool(found and found[0])
 
   def _run_body(self, values):
     if self.body_run is self.body_g:
-      return interpreter.call_function(self.ctx, self.body_name, values, self.node)
-    return _run_graph(self.ctx, self.body_run, values)
+      return self.ctx.call(self.body_name, values, self.node)
+    return self.ctx.run(self.body_run, values)
 
   def _body(self, carry_vals, state_vals, rng):
     """One iteration on carried values: (new carry, state, rng, emitted acc values)."""
@@ -703,7 +359,7 @@ class _Loop:
     values = list(self.inputs)
     for i, v in zip(self.carried, carry_vals):
       values[i] = v
-    saved = _save(ctx)
+    saved = save(ctx)
     try:
       for key, v in zip(self.keys, state_vals):
         ctx.state[key] = v
@@ -716,19 +372,19 @@ class _Loop:
       new_state = [ctx.state[key] for key in self.keys]
       new_rng = ctx.rng if self.use_rng else None
     finally:
-      _restore(ctx, saved)
+      restore(ctx, saved)
     return [outs[i] for i in self.carried], new_state, new_rng, \
-        [_as_jax(outs[i]) for i in sorted(self.acc)]
+        [as_jax(outs[i]) for i in sorted(self.acc)]
 
   def _cond(self, carry_vals, refs):
     values = list(self.inputs)
     for i, v in zip(self.carried, carry_vals):
       values[i] = v
-    sub = _value_subgraph(self.cond_g, refs)
-    preds = _run_graph(self.ctx, sub, values)
+    sub = value_subgraph(self.cond_g, refs)
+    preds = self.ctx.run(sub, values)
     out = True
     for p in preds:
-      t = _truth(self.node, p)
+      t = truth(self.node, p)
       if t is False:
         return False
       if t is not True:
@@ -741,14 +397,14 @@ class _Loop:
         raise errors.OpError(self.node.op, self.node.name,
                              f"loop variable {i} is a resource or string that the body "
                              "changes; only numeric tensors and TensorLists can be carried")
-    carry = [_as_jax(self.inputs[i]) for i in self.carried]
+    carry = [as_jax(self.inputs[i]) for i in self.carried]
     state = [jnp.asarray(self.ctx.state[k]) for k in self.keys]
     return carry, state, self.ctx.rng if self.use_rng else None
 
   def _checked(self, init, out):
     """The body output cast to the carry's layout, or an exception saying why not."""
     carry, state, rng, emitted = out
-    carry = [_as_jax(v) for v in carry]
+    carry = [as_jax(v) for v in carry]
     rematerialize = False
     for v, l in zip(carry, init[0]):
       if isinstance(v, TensorList) and isinstance(l, TensorList):
@@ -757,11 +413,11 @@ class _Loop:
         if l.items is None and v.items is not None:
           rematerialize = True
     if rematerialize:
-      new_init = [_join_lists(l, v, self.node) for l, v in zip(init[0], carry)]
+      new_init = [join_lists(l, v, self.node) for l, v in zip(init[0], carry)]
       raise _Rematerialize((new_init, init[1], init[2]))
-    carry = _coerce(carry, init[0], self.node)
+    carry = coerce(carry, init[0], self.node)
     state = [jnp.asarray(s).astype(jnp.result_type(l)) for s, l in zip(state, init[1])]
-    why = _structure_mismatch(init[0], carry)
+    why = structure_mismatch(init[0], carry)
     if why:
       raise errors.OpError(self.node.op, self.node.name,
                            f"loop body {self.body_name!r} changes a loop variable: {why}")
@@ -832,11 +488,9 @@ class _Loop:
     ctx, values = self.ctx, list(self.inputs)
     pushed = {i: [] for i in self.acc}
     for _ in range(UNROLL_LIMIT + 1):
-      pred = _truth(self.node, _run_graph(ctx, self.cond_g, values)[0])
+      pred = truth(self.node, ctx.run(self.cond_g, values)[0])
       if not isinstance(pred, bool):
-        raise errors.ControlFlowError(
-            f"{self.where}: the loop was unrolled because its body needs trace-time "
-            "values, but its condition became data-dependent")
+        raise _CondBecameTraced()
       if not pred:
         for i, items in pushed.items():
           values[i] = self.inputs[i] if not items else self._accumulated(
@@ -849,7 +503,7 @@ class _Loop:
         outs[i] = values[i]
       values = outs
     raise errors.ControlFlowError(
-        f"{self.where} runs more than tfprims.control_flow.UNROLL_LIMIT={UNROLL_LIMIT} "
+        f"{self.where} runs more than tfprims.ops.control_flow.loops.UNROLL_LIMIT={UNROLL_LIMIT} "
         "iterations at trace time")
 
   def while_loop(self):
@@ -881,7 +535,8 @@ class _Loop:
     return self._finish(carry, state, rng)
 
 
-@structural("While", "StatelessWhile")
+@structural("While", "StatelessWhile", family=FAMILY, calls_functions=True,
+            doc="Runs body while cond holds: lax.scan, lax.while_loop, or unrolled.")
 def _while(ctx, node, inputs):
   return _Loop(ctx, node, list(inputs)).run()
 
@@ -912,6 +567,3 @@ def _guard(x, where):
                                                                     jnp.inexact):
     return x
   return _guard_p.bind(x, where=where)
-
-
-from tfprims import custom_gradients  # noqa: E402,F401  (IdentityN with _gradient_op_type)

@@ -1,10 +1,11 @@
-"""Variables and state: resource-variable ops beyond read/assign, TF1 variables,
-and helpers to work with a converted function's params.
+"""Variables: reads, writes, in-graph (TF1) variables and tf.random.Generator state.
 
-Params are a flat ``{variable name: array}`` mapping (see
-:func:`tfprims.convert`); ``fn.param_specs[name].trainable`` tells which ones
-are trainable and ``fn.tf_variables[name]`` is the ``tf.Variable`` each came
-from. This module adds:
+Resource variables captured by a converted function become its *params*; inside
+the interpreter a variable is a :class:`~tfprims.interpreter.VariableHandle` whose
+value lives in the call's state (``ctx.state``): ``ReadVariableOp`` reads it,
+``Assign*VariableOp`` writes it, and the final state comes back as ``new_params``.
+Every op that writes a variable declares ``writes_state``, so control flow threads
+the variables it writes through branches and loops.
 
 * ``ResourceGather`` (``tf.gather`` / ``tf.nn.embedding_lookup`` on a variable):
   a ``tf.ResourceGather[batch_dims=...]`` primitive over the variable's value,
@@ -14,47 +15,96 @@ from. This module adds:
   Their values come from params keyed by the node name; the SavedModel loaders
   (:mod:`tfprims.saved_model`) read them for you.
 * ``RngReadAndSkip``: the state update of ``tf.random.Generator``.
-* :func:`split_trainable`, :func:`merge_params`, :func:`assign_variables`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
+import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tfprims import core, dtypes, errors, interpreter
-from tfprims.core import define_op
+from tfprims import config, dtypes, errors
+from tfprims.core import declare_unsupported, define_op, structural, tfops
+from tfprims.interpreter import AttrView, VariableHandle
 
-__all__ = ["split_trainable", "merge_params", "assign_variables", "trainable_names"]
+FAMILY = "state"
+
+
+def _handle(node, value) -> VariableHandle:
+  if not isinstance(value, VariableHandle):
+    raise errors.UnsupportedInputError(
+        f"{node.op} node '{node.name}' needs a resource variable captured by the "
+        "function; got a value of another kind")
+  return value
+
+
+# --- reads and writes --------------------------------------------------------------
+
+
+@structural("ReadVariableOp", family=FAMILY, reads_state=True,
+            doc="The variable's value in the call's state.")
+def _read_variable(ctx, node, inputs):
+  return [ctx.state[_handle(node, inputs[0]).key]]
+
+
+def _assign(update):
+  def interpret(ctx, node, inputs):
+    handle = _handle(node, inputs[0])
+    old = ctx.state[handle.key]
+    new = update(old, inputs[1])
+    if np.shape(new) != np.shape(old) and config.get_config("strict_shape_check"):
+      raise errors.OpError(node.op, node.name,
+                           f"assigns shape {np.shape(new)} to variable '{handle.key}' "
+                           f"of shape {np.shape(old)}")
+    ctx.state[handle.key] = new
+    return []
+  return interpret
+
+
+structural("AssignVariableOp", family=FAMILY, writes_state=True,
+           doc="Sets the variable's value in the call's state.")(
+               _assign(lambda old, value: value))
+structural("AssignAddVariableOp", family=FAMILY, writes_state=True,
+           doc="Adds to the variable (tf.AddV2).")(
+               _assign(lambda old, value: tfops.AddV2.apply([old, value], {})))
+structural("AssignSubVariableOp", family=FAMILY, writes_state=True,
+           doc="Subtracts from the variable (tf.Sub).")(
+               _assign(lambda old, value: tfops.Sub.apply([old, value], {})))
+
+declare_unsupported(
+    "HashTableV2", "MutableHashTableV2", "MutableHashTableOfTensorsV2",
+    "LookupTableFindV2", "LookupTableImportV2", "LookupTableInsertV2",
+    hint="lookup tables hold strings/state outside the graph; do the lookup in TF "
+         "before calling the converted function")
 
 
 # --- ResourceGather ---------------------------------------------------------------
 
 
-def _gather_v2():
-  return core.get_op("GatherV2")
-
-
 def _resource_gather_impl(value, indices, *, batch_dims):
   """``GatherV2(value, indices, axis=batch_dims, batch_dims=batch_dims)`` (TF's own
   definition of ResourceGather); out-of-range indices as GatherV2."""
-  return _gather_v2().impl(value, indices, axis=batch_dims, batch_dims=batch_dims)
+  return tfops.GatherV2.impl(value, indices, axis=batch_dims, batch_dims=batch_dims)
 
 
 def _resource_gather_jvp(t, value, indices, *, batch_dims):
-  return _gather_v2()(t, indices, axis=batch_dims, batch_dims=batch_dims)
+  return tfops.GatherV2(t, indices, axis=batch_dims, batch_dims=batch_dims)
 
 
 def _resource_gather_batching(args, dims, *, batch_dims):
   # Under vmap a gathered variable value is just a batched tensor: GatherV2's own
   # batching rule applies (it re-binds tf.GatherV2).
-  import jax
-  gather = _gather_v2()
-  out = jax.vmap(lambda v, i: gather(v, i, axis=batch_dims, batch_dims=batch_dims),
+  out = jax.vmap(lambda v, i: tfops.GatherV2(v, i, axis=batch_dims, batch_dims=batch_dims),
                  in_axes=tuple(dims))(*args)
   return out, 0
+
+
+def _resource_gather_interpret(ctx, node, inputs):
+  value = ctx.state[_handle(node, inputs[0]).key]
+  op = tfops.ResourceGather
+  operands, params = op.prepare({"resource": value, "indices": inputs[1]}, AttrView(node),
+                                node.name)
+  return [op.apply(operands, params)]
 
 
 def _resource_gather_oracle(resource, indices, batch_dims=0, **_):
@@ -94,26 +144,9 @@ def _resource_gather_spec(st):
 
 
 ResourceGather = define_op(
-    "ResourceGather", _resource_gather_impl, family="state", attrs=("batch_dims",),
+    "ResourceGather", _resource_gather_impl, family=FAMILY, attrs=("batch_dims",),
     jvp=(_resource_gather_jvp, None), batching=_resource_gather_batching,
-    spec=_resource_gather_spec)
-
-
-def _handle(node, value) -> interpreter.VariableHandle:
-  if not isinstance(value, interpreter.VariableHandle):
-    raise errors.UnsupportedInputError(
-        f"{node.op} node '{node.name}' needs a resource variable; got a value of "
-        "another kind")
-  return value
-
-
-@interpreter.structural("ResourceGather")
-def _resource_gather(ctx, node, inputs):
-  handle = _handle(node, inputs[0])
-  value = ctx.state[handle.key]
-  operands, params = ResourceGather.prepare(
-      {"resource": value, "indices": inputs[1]}, node.attrs, node.name)
-  return [ResourceGather.apply(operands, params)]
+    interpret=_resource_gather_interpret, reads_state=True, spec=_resource_gather_spec)
 
 
 # --- variables created inside the graph (TF1) -------------------------------------
@@ -129,29 +162,30 @@ def _graph_variable_key(ctx, node) -> str:
   return node.name
 
 
-@interpreter.structural("VarHandleOp")
+@structural("VarHandleOp", family=FAMILY, creates_variable=True,
+            doc="A variable created in the graph: its value is the param named after the node.")
 def _var_handle(ctx, node, inputs):
-  return [interpreter.VariableHandle(_graph_variable_key(ctx, node))]
+  return [VariableHandle(_graph_variable_key(ctx, node))]
 
 
-@interpreter.structural("VariableV2", "Variable")
+@structural("VariableV2", "Variable", family=FAMILY, creates_variable=True,
+            doc="A TF1 reference variable: the param named after the node.")
 def _ref_variable(ctx, node, inputs):
   # A TF1 reference variable: its output *is* the value (read-only here).
   return [ctx.state[_graph_variable_key(ctx, node)]]
 
 
-@interpreter.structural("VarIsInitializedOp", "IsVariableInitialized")
+@structural("VarIsInitializedOp", "IsVariableInitialized", family=FAMILY, reads_state=True,
+            doc="True: every variable is initialized (its value is a param).")
 def _is_initialized(ctx, node, inputs):
   return [np.bool_(True)]
-
-
-GRAPH_VARIABLE_OPS = ("VarHandleOp", "VariableV2", "Variable")
 
 
 # --- tf.random.Generator state ----------------------------------------------------
 
 
-@interpreter.structural("RngReadAndSkip")
+@structural("RngReadAndSkip", family=FAMILY, reads_state=True, writes_state=True,
+            doc="tf.random.Generator's state: returned, then advanced by 256 * delta.")
 def _rng_read_and_skip(ctx, node, inputs):
   """Returns the generator state and advances its 128-bit counter (state[0] low
   64 bits, state[1] high 64 bits) by ``256 * delta``, as TF's Philox kernel."""
@@ -173,54 +207,3 @@ def _rng_read_and_skip(ctx, node, inputs):
   return [state]
 
 
-# --- params helpers ----------------------------------------------------------------
-
-
-def trainable_names(fn) -> list[str]:
-  """Names of the trainable params of a converted function, in param order."""
-  return [k for k, s in fn.param_specs.items() if s.trainable]
-
-
-def split_trainable(fn, params: Mapping[str, Any]) -> tuple[dict, dict]:
-  """Splits params into ``(trainable, non_trainable)`` dicts using the TF
-  variables' ``trainable`` flags (e.g. BatchNorm moving statistics and Keras
-  seed-generator states are not trainable)."""
-  unknown = sorted(set(params) - set(fn.param_specs))
-  if unknown:
-    raise errors.InputStructureError(f"params {unknown} are not params of {fn!r}")
-  trainable, rest = {}, {}
-  for k, v in params.items():
-    (trainable if fn.param_specs[k].trainable else rest)[k] = v
-  return trainable, rest
-
-
-def merge_params(*parts: Mapping[str, Any]) -> dict:
-  """The union of param dicts (e.g. updated trainable params and new_params'
-  non-trainable ones); a name present twice raises."""
-  out: dict = {}
-  for part in parts:
-    dup = sorted(set(out) & set(part))
-    if dup:
-      raise errors.InputStructureError(f"params {dup} given twice")
-    out.update(part)
-  return out
-
-
-def assign_variables(fn, params: Mapping[str, Any]) -> None:
-  """Writes params back into the TF variables they came from
-  (``fn.tf_variables``), casting to each variable's dtype: after this the TF
-  function computes with the new values."""
-  variables = getattr(fn, "tf_variables", None) or {}
-  missing = sorted(set(params) - set(variables))
-  if missing:
-    raise errors.InputStructureError(
-        f"params {missing} have no tf.Variable to write to (only variables captured "
-        "by the converted TF function can be assigned)")
-  for k, value in params.items():
-    var = variables[k]
-    value = np.asarray(value)
-    want = var.dtype.as_numpy_dtype
-    if value.shape != tuple(var.shape):
-      raise errors.InputShapeError(
-          f"param '{k}' has shape {list(value.shape)}, variable has {var.shape.as_list()}")
-    var.assign(value.astype(want, copy=False))

@@ -37,8 +37,8 @@ import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from tfprims import core, dtypes, errors, graph as graph_lib, interpreter
-from tfprims.core import define_op
+from tfprims import core, dtypes, errors, graph as graph_lib, interpreter, rules
+from tfprims.core import define_op, tfops
 from tfprims.interpreter import StringConstant, VariableHandle
 
 
@@ -602,13 +602,15 @@ ad.primitive_jvps[unavailable_p] = lambda primals, tangents, **p: (_ for _ in ()
 batching.primitive_batchers[unavailable_p] = _unavailable_batch
 
 
-# --- interpreter handlers --------------------------------------------------------------------
+# --- IdentityN: the identity, and the marker of tf.custom_gradient -------------------------
 
 
 _warned: set = set()
 
 
 def _identity_n(ctx, node, inputs):
+  """Passes its inputs through; a node carrying ``_gradient_op_type`` (TF's
+  marker of a tf.custom_gradient) binds ``tf.CustomGradient`` instead."""
   name = node.attr("_gradient_op_type", None)
   if not name or all(core.is_concrete(v) for v in inputs):
     return list(inputs)
@@ -635,7 +637,20 @@ def _identity_n(ctx, node, inputs):
   return list(ys) + list(inputs[n_y:])
 
 
-interpreter.STRUCTURAL["IdentityN"] = _identity_n
+def _identity_n_spec(st):
+  @st.composite
+  def calls(draw):
+    n = draw(st.integers(1, 3))
+    return {"input": [draw(st.arrays(st.dtypes(st.ALL), st.shapes())) for _ in range(n)]}
+  return st.Spec(calls())
+
+
+IdentityN = define_op(
+    "IdentityN", lambda *input: tuple(input), family="array", multiple_results=True,
+    linear=True, transpose=lambda cts, *xs: [rules.instantiate(ct) for ct in cts],
+    interpret=_identity_n, pass_through=True, batching=rules.same_op_batching("IdentityN"),
+    doc="Its inputs, unchanged (with _gradient_op_type: a tf.custom_gradient).",
+    spec=_identity_n_spec)
 
 
 # --- PreventGradient -----------------------------------------------------------------------
@@ -649,15 +664,13 @@ def _prevent_gradient_jvp(primals, tangents, *, message):
 
 
 def _prevent_batch(args, dims, *, message):
-  return PreventGradient(args[0], message=message), dims[0]
+  return tfops.PreventGradient(args[0], message=message), dims[0]
 
 
-if "PreventGradient" not in core._REGISTRY:
-  PreventGradient = define_op(
-      "PreventGradient", lambda input, *, message: input, family="custom_gradients",
-      attrs=("message",), jvp=_prevent_gradient_jvp, batching=_prevent_batch,
-      spec=lambda st: st.Spec(st.unary(st.ALL, arg="input"), skip={
-          "jvp": "differentiation raises errors.PreventGradientError (TF raises LookupError)",
-          "vjp": "differentiation raises errors.PreventGradientError (TF raises LookupError)"}))
-else:  # pragma: no cover
-  PreventGradient = core.get_op("PreventGradient")
+PreventGradient = define_op(
+    "PreventGradient", lambda input, *, message: input, family="custom_gradients",
+    attrs=("message",), jvp=_prevent_gradient_jvp, batching=_prevent_batch,
+    doc="The identity; differentiating through it raises PreventGradientError.",
+    spec=lambda st: st.Spec(st.unary(st.ALL, arg="input"), skip={
+        "jvp": "differentiation raises errors.PreventGradientError (TF raises LookupError)",
+        "vjp": "differentiation raises errors.PreventGradientError (TF raises LookupError)"}))

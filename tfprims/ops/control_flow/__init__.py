@@ -1,0 +1,18 @@
+"""TF2 functional control flow: If/Case (branches.py), While (loops.py) and the
+Optional variants TF's gradient rewrite passes between them (optional.py).
+
+Branch and loop bodies are library functions run by the same interpreter, so
+jaxprs show ``tf.*`` primitives inside ``cond``/``scan``/``while``. Variables that
+a body or branch writes (its ops declare ``writes_state``) and the rng key (ops
+declaring ``uses_rng``) are threaded as branch/loop state; the new values come
+back in the converted function's ``new_params``.
+"""
+
+from tfprims.core import declare_unsupported
+from tfprims.ops.control_flow import branches, loops, optional  # noqa: F401
+
+declare_unsupported(
+    "Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond", "RefSwitch", "RefMerge",
+    "RefEnter", "RefExit", "RefNextIteration",
+    hint="TF1 control flow (Switch/Merge/Enter/Exit): convert a TF2 function (tf.cond/"
+         "tf.while_loop in a tf.function) instead")

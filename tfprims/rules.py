@@ -1,0 +1,163 @@
+"""Helpers for writing JVP, transpose and batching rules with TF ops.
+
+Every helper that builds a value binds TF primitives (``tf.Reshape``,
+``tf.Transpose``, ``tf.Sum``, ``tf.BroadcastTo``, ``tf.Fill``) through
+:data:`tfprims.core.tfops`, so gradient and batched jaxprs keep TF names and a
+replaced op is used by every rule. Shapes are read with :func:`shape_of`, which
+also works on the undefined primals transpose rules receive.
+
+    from tfprims.core import define_op, tfops
+    from tfprims import rules
+
+    Mul = define_op("Mul", jnp.multiply, batching="elementwise",
+                    jvp=(lambda t, x, y: tfops.Mul(t, y), lambda t, x, y: tfops.Mul(x, t)),
+                    transpose=lambda ct, x, y: [
+                        rules.unbroadcast(tfops.Mul(ct, y), rules.shape_of(x)) if U(x) else None,
+                        rules.unbroadcast(tfops.Mul(x, ct), rules.shape_of(y)) if U(y) else None])
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import jax.numpy as jnp
+import numpy as np
+from jax.interpreters import ad
+
+from tfprims import derived
+from tfprims.core import tfops
+
+__all__ = [
+    "U", "shape_of", "dtype_of", "reshape", "transpose", "reduce_sum", "broadcast_to",
+    "unbroadcast", "instantiate", "zeros", "batch_size", "to_front", "with_batch_axis",
+    "unbatched_shape", "move_axes", "vmap_batching", "elementwise_batching",
+    "same_op_batching",
+]
+
+U = ad.is_undefined_primal
+
+# Derived rules, for ops that want them explicitly (e.g. a batching rule that
+# handles the common case and falls back to vmap(impl)).
+vmap_batching = derived.vmap_batching
+elementwise_batching = derived.elementwise_batching
+
+
+# --- shapes ------------------------------------------------------------------------------
+
+
+def shape_of(x) -> tuple:
+  """The static shape of a value, tracer, or undefined primal."""
+  return tuple(x.aval.shape) if U(x) else tuple(jnp.shape(x))
+
+
+def dtype_of(x) -> np.dtype:
+  """The dtype of a value, tracer, or undefined primal."""
+  return np.dtype(x.aval.dtype) if U(x) else np.dtype(jnp.result_type(x))
+
+
+# --- TF-named building blocks -------------------------------------------------------------
+
+
+def reshape(x, shape: Sequence[int]):
+  """``tf.Reshape`` (nothing when the shape is already ``shape``)."""
+  shape = tuple(int(d) for d in shape)
+  return x if shape_of(x) == shape else tfops.Reshape(x, shape=shape)
+
+
+def transpose(x, perm: Sequence[int]):
+  """``tf.Transpose`` (nothing for the identity permutation)."""
+  perm = tuple(int(p) for p in perm)
+  return x if perm == tuple(range(len(perm))) else tfops.Transpose(x, perm=perm)
+
+
+def reduce_sum(x, axes: Sequence[int], keep_dims: bool = False):
+  """``tf.Sum`` over ``axes`` (nothing for no axes)."""
+  axes = tuple(sorted(int(a) % max(np.ndim(x), 1) for a in axes))
+  if not axes:
+    return x
+  return tfops.Sum(x, axis=axes, keep_dims=keep_dims)
+
+
+def broadcast_to(x, shape: Sequence[int]):
+  """``tf.BroadcastTo`` (nothing when the shape is already ``shape``)."""
+  shape = tuple(int(d) for d in shape)
+  return x if shape_of(x) == shape else tfops.BroadcastTo(x, shape=shape)
+
+
+def unbroadcast(x, shape: Sequence[int]):
+  """Sums ``x`` down to ``shape``: the transpose of TF's implicit broadcasting."""
+  shape = tuple(shape)
+  if shape_of(x) == shape:
+    return x
+  lead = np.ndim(x) - len(shape)
+  axes = tuple(range(lead)) + tuple(
+      lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1)
+  return reshape(reduce_sum(x, axes), shape)
+
+
+def zeros(shape: Sequence[int], dtype):
+  """Zeros as a ``tf.Fill``."""
+  return tfops.Fill(np.zeros((), dtype), shape=tuple(int(d) for d in shape))
+
+
+def instantiate(ct):
+  """A cotangent with a symbolic zero made concrete (by a ``tf.Fill``)."""
+  if type(ct) is ad.Zero:
+    return zeros(ct.aval.shape, ct.aval.dtype)
+  return ct
+
+
+# --- batching ----------------------------------------------------------------------------
+
+
+def batch_size(args, dims) -> int:
+  """The size of the batch axis of the first batched operand."""
+  for a, d in zip(args, dims):
+    if d is not None:
+      return a.shape[d]
+  raise ValueError("no batched operand")
+
+
+def to_front(x, d):
+  """``x`` with its batch axis ``d`` moved to the front by a ``tf.Transpose``
+  (unchanged when ``d`` is None or 0)."""
+  if d is None or d == 0:
+    return x
+  return tfops.Transpose(x, perm=(d,) + tuple(i for i in range(np.ndim(x)) if i != d))
+
+
+def with_batch_axis(x, d, size: int):
+  """``x`` with a leading batch axis: moved there, or broadcast when ``d`` is None."""
+  if d is None:
+    return tfops.BroadcastTo(x, shape=(size,) + shape_of(x))
+  return to_front(x, d)
+
+
+def unbatched_shape(x, d) -> tuple:
+  """The per-example shape of ``x`` (its shape without batch axis ``d``)."""
+  shape = shape_of(x)
+  return shape if d is None else shape[:d] + shape[d + 1:]
+
+
+def same_op_batching(op_type: str):
+  """Batching for ops that act on each element independently of its position
+  (Identity, StopGradient, CheckNumerics...): re-bind the op on the batched
+  value; the batch axis stays where it is."""
+  def rule(args, dims, **params):
+    op = getattr(tfops, op_type)
+    out = op(*args, **params)
+    if op.multiple_results:
+      return out, list(dims)
+    return out, dims[0]
+  return rule
+
+
+def move_axes(x, source: Sequence[int], destination: Sequence[int]):
+  """``jnp.moveaxis`` as one ``tf.Transpose``."""
+  rank = np.ndim(x)
+  source = [s % rank for s in source]
+  destination = [d % rank for d in destination]
+  order = [i for i in range(rank) if i not in source]
+  for dst, src in sorted(zip(destination, source)):
+    order.insert(dst, src)
+  return transpose(x, order)
