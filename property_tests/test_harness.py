@@ -223,10 +223,10 @@ def test_int_draws_do_not_count_as_jvp_examples():
 
 
 def test_ops_taking_a_rng_key_operand():
-  # Stateful random ops take a JAX key operand first (op.rng_operand); the runner
+  # Stateful random ops take a JAX key operand first (op.uses_rng); the runner
   # supplies one and vmap batches it.
   op = get_op("RandomUniform")
-  if not getattr(op, "rng_operand", False):
+  if not op.uses_rng:
     pytest.skip("RandomUniform takes no key operand")
   report = check_op(op, ["shape", "vmap", "jit"], max_examples=2)
   assert {r.status for r in report.results.values()} == {"passed"}, report.summary()

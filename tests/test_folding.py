@@ -22,7 +22,7 @@ _applied: dict = {}
 def test_numpy_fold_equals_xla_fold(op_type):
   op = core.get_op(op_type)
   spec = runner.load_spec(op)
-  if spec is None or spec.calls is None or getattr(op, "rng_operand", False):
+  if spec is None or spec.calls is None or op.uses_rng:
     pytest.skip("no drawable calls")
 
   @settings(max_examples=10, deadline=None, derandomize=True, database=None,

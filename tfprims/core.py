@@ -98,6 +98,7 @@ class TFOp:
   transpose_source: str = "none"
   _defaults: dict = dataclasses.field(default_factory=dict, repr=False)
   _rules: dict = dataclasses.field(default_factory=dict, repr=False)
+  uses_rng: bool = False
 
   @property
   def name(self) -> str:

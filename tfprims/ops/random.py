@@ -191,7 +191,7 @@ _RANDOM_SKIPS = {
 def _define_stateful(op_type, impl, *, static=("shape",), attrs=("dtype",), spec=None):
   op = define_op(op_type, impl, family=FAMILY, static=static, attrs=attrs,
                  interpret=_stateful_interpret(op_type), spec=spec)
-  op.rng_operand = True
+  op.uses_rng = True
   RNG_OPS.add(op_type)
   return op
 

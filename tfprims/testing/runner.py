@@ -460,7 +460,7 @@ class Call:
   operand_args: list          # (input name, list index or None) per operand
   operands: list = None
   params: dict = None
-  rng_key: Any = None         # the JAX key operand of ops with ``rng_operand``
+  rng_key: Any = None         # the JAX key operand of ops with ``uses_rng``
   spec: Optional[Spec] = None  # for ``Spec.operands``/``Spec.params``
 
   @property
@@ -492,7 +492,7 @@ class Call:
     return name if j is None else f"{name}[{j}]"
 
 
-#: Operand label of the JAX key that ops with ``op.rng_operand`` take first (not a
+#: Operand label of the JAX key that ops with ``op.uses_rng`` take first (not a
 #: TF input: the interpreter supplies it from ``rng=``).
 RNG_KEY = "<rng key>"
 DEFAULT_RNG_KEY = np.array([0, 1234], np.uint32)
@@ -532,7 +532,7 @@ def make_call(op, kwargs: Mapping[str, Any], oracle=None, spec: Optional[Spec] =
     else:
       operand_args.append((name, None))
   rng_key = None
-  if getattr(op, "rng_operand", False):
+  if op.uses_rng:
     operand_args.insert(0, (RNG_KEY, None))
     rng_key = DEFAULT_RNG_KEY
   return Call(op=op, oracle=oracle, kwargs=full, inputs=inputs, attrs=attrs,
@@ -1578,7 +1578,7 @@ def auto_skips(op, spec: Optional[Spec] = None, oracle=None) -> dict:
     od = opdefs.op_def(oracle)
     if od is not None:
       ins = [a for a in od.input_arg if a.name not in op.static]
-      if not ins and not getattr(op, "rng_operand", False):
+      if not ins and not op.uses_rng:
         out["vmap"] = "no non-static inputs to batch"
       if not any(_arg_may_be_float(od, a) for a in ins):
         out["jvp"] = out["vjp"] = "no float inputs"
