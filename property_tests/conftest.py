@@ -21,7 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import hypothesis  # noqa: E402
 
-from tfprims.testing import runner  # noqa: E402
+from tfprims.testing import report, runner  # noqa: E402
 
 runner.register_profiles()
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "default")
@@ -37,6 +37,6 @@ def pytest_report_header(config):
 def pytest_runtest_teardown(item):
   # Written after every test, not once per session: a long thorough run keeps
   # what it measured even when a later op aborts the process.
-  path = os.environ.get(runner.ERRORS_ENV)
+  path = os.environ.get(report.ERRORS_ENV)
   if path:
-    runner.write_errors(path, profile=PROFILE)
+    report.write_errors(path, profile=PROFILE)

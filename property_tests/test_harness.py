@@ -10,9 +10,13 @@ import numpy as np
 import pytest
 
 from tfprims.core import get_op
-from tfprims.testing import runner
 from tfprims.testing import strategies as st
-from tfprims.testing.runner import OpCheckError, check_op, temporary_op
+from tfprims.testing.calls import load_spec, make_call, prepare_call
+from tfprims.testing.comparison import compare, derivative_tolerance, grad_tolerance
+from tfprims.testing.oracles import raw_ops_renames, tf_outputs
+from tfprims.testing.report import OpCheckError, write_errors
+from tfprims.testing.runner import check_op, run_checks, temporary_op
+from tfprims.testing.snippets import literal
 
 import tfprims.ops  # noqa: F401
 
@@ -162,24 +166,24 @@ def test_temporary_op_restores_the_registry():
 
 def test_run_checks_on_one_call():
   x = np.array([0.5, -1.0, 2.0], np.float32)
-  out = runner.run_checks("Sin", {"x": x})
+  out = run_checks("Sin", {"x": x})
   assert out["values"] == "passed" and out["vmap"] == "passed"
   with temporary_op("Sin", lambda x: jnp.sin(x) + 1e-3, spec=_sin_spec) as op:
     with pytest.raises(AssertionError, match="eager vs TF"):
-      runner.run_checks(op, {"x": x}, ["values"])
+      run_checks(op, {"x": x}, ["values"])
 
 
 def test_compare():
   f = np.float32
-  assert runner.compare(np.array([1.0, np.nan, np.inf], f), np.array([1.0, np.nan, np.inf], f)).ok
-  assert not runner.compare(np.array([np.nan], f), np.array([1.0], f)).ok
-  assert not runner.compare(np.array([np.inf], f), np.array([-np.inf], f)).ok
-  assert not runner.compare(np.array([1], np.int32), np.array([1], np.int64)).ok
-  assert runner.compare(np.array([1 + 1e-7], f), np.array([1.0], f), rtol=1e-5).ok
-  assert not runner.compare(np.array([1 + 1e-4], f), np.array([1.0], f), rtol=1e-5).ok
-  assert not runner.compare(np.array([1 + 1j], np.complex64),
-                            np.array([1 + 2j], np.complex64), rtol=1e-5).ok
-  assert not runner.compare(np.zeros((2, 1)), np.zeros((1, 2))).ok
+  assert compare(np.array([1.0, np.nan, np.inf], f), np.array([1.0, np.nan, np.inf], f)).ok
+  assert not compare(np.array([np.nan], f), np.array([1.0], f)).ok
+  assert not compare(np.array([np.inf], f), np.array([-np.inf], f)).ok
+  assert not compare(np.array([1], np.int32), np.array([1], np.int64)).ok
+  assert compare(np.array([1 + 1e-7], f), np.array([1.0], f), rtol=1e-5).ok
+  assert not compare(np.array([1 + 1e-4], f), np.array([1.0], f), rtol=1e-5).ok
+  assert not compare(np.array([1 + 1j], np.complex64),
+                     np.array([1 + 2j], np.complex64), rtol=1e-5).ok
+  assert not compare(np.zeros((2, 1)), np.zeros((1, 2))).ok
 
 
 def test_literal_round_trips():
@@ -189,7 +193,7 @@ def test_literal_round_trips():
             np.array([1 + 2j, complex(np.nan, 1)], np.complex64),
             np.array([0.1, 2.0], ml_dtypes.bfloat16), np.array([True, False])]
   for v in values:
-    back = eval(runner.literal(v), {"np": np, "ml_dtypes": ml_dtypes})  # noqa: S307
+    back = eval(literal(v), {"np": np, "ml_dtypes": ml_dtypes})  # noqa: S307
     assert back.dtype == v.dtype and back.shape == v.shape
     np.testing.assert_array_equal(back, v)
 
@@ -197,9 +201,9 @@ def test_literal_round_trips():
 def test_oracle_keeps_input_dtypes():
   # Given numpy arrays, TF's eager fast path runs LeakyRelu on a float16 vector
   # in float32 (its T attr's default); the runner passes tf.constant inputs.
-  call = runner.make_call(get_op("LeakyRelu"), {"features": np.array([1.0, -2.0], np.float16),
-                                                "alpha": 0.2})
-  (out,) = runner.tf_outputs(call)
+  call = make_call(get_op("LeakyRelu"), {"features": np.array([1.0, -2.0], np.float16),
+                                         "alpha": 0.2})
+  (out,) = tf_outputs(call)
   assert out.dtype == np.float16
 
 
@@ -223,10 +227,10 @@ def test_int_draws_do_not_count_as_jvp_examples():
 
 
 def test_ops_taking_a_rng_key_operand():
-  # Stateful random ops take a JAX key operand first (op.rng_operand); the runner
+  # Stateful random ops take a JAX key operand first (op.uses_rng); the runner
   # supplies one and vmap batches it.
   op = get_op("RandomUniform")
-  if not getattr(op, "rng_operand", False):
+  if not op.uses_rng:
     pytest.skip("RandomUniform takes no key operand")
   report = check_op(op, ["shape", "vmap", "jit"], max_examples=2)
   assert {r.status for r in report.results.values()} == {"passed"}, report.summary()
@@ -236,8 +240,8 @@ def test_write_errors_merges_per_op(tmp_path):
   import json
   path = str(tmp_path / "errors.json")
   stats = lambda e: {"values": {"float32": {"max_abs": e, "max_rel": e, "examples": 1}}}
-  runner.write_errors(path, {"Sin": stats(1e-7), "Cos": stats(2e-7)}, profile="thorough")
-  runner.write_errors(path, {"Sin": stats(3e-7)})
+  write_errors(path, {"Sin": stats(1e-7), "Cos": stats(2e-7)}, profile="thorough")
+  write_errors(path, {"Sin": stats(3e-7)})
   ops = json.loads(open(path).read())["ops"]
   assert ops["Sin"]["values"]["float32"]["max_abs"] == 3e-7   # replaced by the newer run
   assert ops["Cos"]["profile"] == "thorough"                   # kept
@@ -246,34 +250,34 @@ def test_write_errors_merges_per_op(tmp_path):
 
 def test_raw_ops_keywords_renamed_generically():
   # Specs draw op-def names; tf.raw_ops renames a few keywords (TF's API defs).
-  assert runner.raw_ops_renames("Sum") == {"reduction_indices": "axis"}
-  assert runner.raw_ops_renames("Squeeze") == {"squeeze_dims": "axis"}
-  assert runner.raw_ops_renames("Split") == {"split_dim": "axis"}
-  assert runner.raw_ops_renames("Select") == {"t": "x", "e": "y"}
-  assert runner.raw_ops_renames("MatMul") == {}
+  assert raw_ops_renames("Sum") == {"reduction_indices": "axis"}
+  assert raw_ops_renames("Squeeze") == {"squeeze_dims": "axis"}
+  assert raw_ops_renames("Split") == {"split_dim": "axis"}
+  assert raw_ops_renames("Select") == {"t": "x", "e": "y"}
+  assert raw_ops_renames("MatMul") == {}
   report = check_op("Mean", ["values"], max_examples=3)
   assert report.results["values"].status == "passed", report.summary()
 
 
 def test_complex_values_compared_by_magnitude():
   # A tiny imaginary part of a large value carries the value's rounding error.
-  close = runner.compare(np.array([1e6 + 1e-3j], np.complex64),
-                         np.array([1e6 + 2e-3j], np.complex64), rtol=1e-5, atol=1e-6)
+  close = compare(np.array([1e6 + 1e-3j], np.complex64),
+                  np.array([1e6 + 2e-3j], np.complex64), rtol=1e-5, atol=1e-6)
   assert close.ok, close.message
-  assert not runner.compare(np.array([1 + 1j]), np.array([1 + 1.1j]), rtol=1e-5, atol=1e-6).ok
+  assert not compare(np.array([1 + 1j]), np.array([1 + 1.1j]), rtol=1e-5, atol=1e-6).ok
   # A part that is not finite: parts compared one by one.
-  assert not runner.compare(np.array([complex(np.inf, 1)]), np.array([complex(np.inf, 1.5)]),
-                            rtol=1e-5, atol=1e-6).ok
-  assert not runner.compare(np.array([complex(np.inf, 1)]), np.array([complex(-np.inf, 1)])).ok
+  assert not compare(np.array([complex(np.inf, 1)]), np.array([complex(np.inf, 1.5)]),
+                     rtol=1e-5, atol=1e-6).ok
+  assert not compare(np.array([complex(np.inf, 1)]), np.array([complex(-np.inf, 1)])).ok
   # An overflowed product: TF's CPU kernels give NaN+NaNj in SIMD lanes and -inf+infj in
   # scalar code for the same inputs, so non-finite values with a NaN part agree ...
   c = np.complex64
   nan_inf, inf_inf = c(complex(np.nan, np.inf)), c(complex(-np.inf, np.inf))
-  assert runner.compare(np.array([nan_inf, c(complex(np.nan, np.nan))]),
-                        np.array([inf_inf, inf_inf])).ok
+  assert compare(np.array([nan_inf, c(complex(np.nan, np.nan))]),
+                 np.array([inf_inf, inf_inf])).ok
   # ... but not with a finite value, and real NaN is still not inf.
-  assert not runner.compare(np.array([nan_inf]), np.array([c(1e30)])).ok
-  assert not runner.compare(np.array([np.nan]), np.array([np.inf])).ok
+  assert not compare(np.array([nan_inf]), np.array([c(1e30)])).ok
+  assert not compare(np.array([np.nan]), np.array([np.inf])).ok
 
 
 def test_strategies_treat_bfloat16_as_float():
@@ -283,11 +287,11 @@ def test_strategies_treat_bfloat16_as_float():
 
 
 def test_derivative_tolerance_follows_the_least_precise_dtype():
-  call = runner.make_call(get_op("Cast"), {"x": np.ones(3, np.float16),
-                                           "DstT": np.dtype("float64"), "Truncate": False})
-  runner.prepare_call(call)
-  spec = runner.load_spec(call.op)
-  tol = runner.derivative_tolerance(call, [0], [np.dtype("float64")])
-  assert tol(spec, np.dtype("float64")) == runner.grad_tolerance(spec, np.dtype("float16"))
-  same = runner.derivative_tolerance(call, [], [np.dtype("float64")])
-  assert same(spec, np.dtype("float64")) == runner.grad_tolerance(spec, np.dtype("float64"))
+  call = make_call(get_op("Cast"), {"x": np.ones(3, np.float16),
+                                    "DstT": np.dtype("float64"), "Truncate": False})
+  prepare_call(call)
+  spec = load_spec(call.op)
+  tol = derivative_tolerance(call, [0], [np.dtype("float64")])
+  assert tol(spec, np.dtype("float64")) == grad_tolerance(spec, np.dtype("float16"))
+  same = derivative_tolerance(call, [], [np.dtype("float64")])
+  assert same(spec, np.dtype("float64")) == grad_tolerance(spec, np.dtype("float64"))

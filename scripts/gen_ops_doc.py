@@ -100,7 +100,8 @@ def render(errors_path=DEFAULT_ERRORS) -> str:
   import tfprims.ops  # noqa: F401  (registers the ops)
   from tfprims import core
   from tfprims.testing import CHECKS
-  from tfprims.testing.runner import auto_skips, load_spec
+  from tfprims.testing.calls import load_spec
+  from tfprims.testing.runner import auto_skips
 
   errors = load_errors(errors_path)
   try:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 
 import tfprims
 from tfprims import core, dtypes, folding
-from tfprims.testing import runner
+from tfprims.testing.calls import load_spec, make_call, prepare_call
 
 _OPS = sorted(t for t in tfprims.registered_ops() if core.get_op(t).spec is not None)
 _applied: dict = {}
@@ -21,8 +21,8 @@ _applied: dict = {}
 @pytest.mark.parametrize("op_type", _OPS)
 def test_numpy_fold_equals_xla_fold(op_type):
   op = core.get_op(op_type)
-  spec = runner.load_spec(op)
-  if spec is None or spec.calls is None or getattr(op, "rng_operand", False):
+  spec = load_spec(op)
+  if spec is None or spec.calls is None or op.uses_rng:
     pytest.skip("no drawable calls")
 
   @settings(max_examples=10, deadline=None, derandomize=True, database=None,
@@ -30,7 +30,7 @@ def test_numpy_fold_equals_xla_fold(op_type):
   @given(spec.calls)
   def check(kwargs):
     try:
-      call = runner.prepare_call(runner.make_call(op, kwargs, spec.oracle, spec))
+      call = prepare_call(make_call(op, kwargs, spec.oracle, spec))
       operands, params = call.operands, call.params
     except Exception:  # a call the op rejects: nothing to fold
       return

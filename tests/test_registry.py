@@ -138,14 +138,14 @@ def test_shape_rules_agree_with_the_impl(op_type):
   tracing the impl gives, on every call the op's property spec draws."""
   import functools
   from hypothesis import given, settings
-  from tfprims.testing import runner
+  from tfprims.testing.calls import load_spec, make_call, prepare_call
   op = core.get_op(op_type)
-  spec = runner.load_spec(op)
+  spec = load_spec(op)
 
   @settings(max_examples=30, deadline=None, derandomize=True, database=None)
   @given(spec.calls)
   def check(kwargs):
-    call = runner.prepare_call(runner.make_call(op, kwargs, spec.oracle, spec))
+    call = prepare_call(make_call(op, kwargs, spec.oracle, spec))
     operands, params = call.operands, call.params
     avals = [jax.typeof(np.asarray(o)) for o in operands]
     want = jax.make_jaxpr(functools.partial(op.impl, **params))(*avals).out_avals

@@ -1,7 +1,7 @@
 """Property-testing TF ops against TensorFlow: specs, strategies and the runner.
 
-``import tfprims.testing`` is light (no TensorFlow, no Hypothesis); the runner
-is imported on first use of one of its names::
+``import tfprims.testing`` is light (no TensorFlow, no Hypothesis); the runner's
+modules are imported on first use of one of their names::
 
     from tfprims.testing import check_op
     check_op("MatMul")                 # raises OpCheckError on failure
@@ -11,21 +11,28 @@ is imported on first use of one of its names::
 
 from tfprims.testing.spec import CHECKS, GRAD_ORACLES, Spec  # noqa: F401
 
-_RUNNER_NAMES = (
-    "check_op", "property_test", "run_checks", "temporary_op", "OpCheckError",
-    "OpReport", "CheckResult", "CheckFailure", "compare", "register_profiles",
-    "auto_skips", "recorded_errors", "write_errors", "ERRORS_ENV", "load_spec",
-    "make_call", "prepare_call", "snippet",
-)
+# Name -> the submodule defining it, imported on first access.
+_LAZY_NAMES = {
+    "check_op": "runner", "property_test": "runner", "run_checks": "runner",
+    "temporary_op": "runner", "register_profiles": "runner", "auto_skips": "runner",
+    "OpCheckError": "report", "OpReport": "report", "CheckResult": "report",
+    "CheckFailure": "report", "recorded_errors": "report", "write_errors": "report",
+    "ERRORS_ENV": "report",
+    "compare": "comparison",
+    "load_spec": "calls", "make_call": "calls", "prepare_call": "calls",
+    "snippet": "snippets",
+}
 
-__all__ = ["CHECKS", "GRAD_ORACLES", "Spec", *_RUNNER_NAMES]
+_SUBMODULES = ("strategies", "report", "comparison", "oracles", "calls", "snippets", "checks",
+               "runner")
+
+__all__ = ["CHECKS", "GRAD_ORACLES", "Spec", *_LAZY_NAMES]
 
 
 def __getattr__(name):
-  if name in _RUNNER_NAMES:
-    from tfprims.testing import runner
-    return getattr(runner, name)
-  if name in ("strategies", "runner"):
-    import importlib
+  import importlib
+  if name in _LAZY_NAMES:
+    return getattr(importlib.import_module(f"tfprims.testing.{_LAZY_NAMES[name]}"), name)
+  if name in _SUBMODULES:
     return importlib.import_module(f"tfprims.testing.{name}")
   raise AttributeError(f"module 'tfprims.testing' has no attribute {name!r}")

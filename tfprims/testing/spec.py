@@ -22,7 +22,7 @@ class Spec:
     skip: check name (one of ``CHECKS``) -> the reason it does not apply.
     rtol, atol: value tolerances; a float, or a mapping from dtype name
       (``"float32"``) to float (the dtype of the compared output). Defaults are
-      dtype-aware (see ``tfprims.testing.runner.VALUE_TOL``).
+      dtype-aware (see ``tfprims.testing.comparison.VALUE_TOL``).
     diff_args: TF input names to differentiate for jvp/vjp/vmap-of-grad
       (default: every non-static input of a float or complex dtype).
     grad_oracle: ``"forward"`` (``tf.autodiff.ForwardAccumulator``), ``"vjp"``
@@ -32,7 +32,7 @@ class Spec:
       or missing.
     note: free text shown in docs/ops.md.
     grad_rtol, grad_atol: tolerances of the derivative checks (default: the
-      larger of ``runner.GRAD_TOL`` and the value tolerances).
+      larger of ``comparison.GRAD_TOL`` and the value tolerances).
     jit_tol: relative and absolute tolerance of jit vs eager (default: a few ulps).
     sanitize_grads: derivative checks replace NaN by 0.5 and clip ±inf and huge
       values of float inputs (IEEE overflow is tested by ``values``, not by the
