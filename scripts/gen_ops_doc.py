@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 DEFAULT_OUT = ROOT / "docs" / "ops.md"
 DEFAULT_ERRORS = ROOT / "property_tests" / "max_errors.json"
+UNIVERSE = ROOT / "docs" / "coverage" / "op-universe.json"
 
 JVP = {"explicit": "TF-named", "linear": "linear", "derived": "derived",
        "override": "override"}
@@ -114,6 +115,8 @@ def render(errors_path=DEFAULT_ERRORS) -> str:
     families.setdefault(op.family, []).append(op)
 
   lines = [HEADER.format(source=f"`{source}`").rstrip(), ""]
+  lines += coverage_lines(core.declared_op_types()) + [""]
+  lines += ["## Primitive ops by family", ""]
   lines += ["| family | ops | TF-named JVP | linear | TF-named/elementwise batching |",
             "|---|---|---|---|---|"]
   for fam in sorted(families):
@@ -128,9 +131,10 @@ def render(errors_path=DEFAULT_ERRORS) -> str:
   lines.append("")
 
   for fam in sorted(families):
-    lines += [f"## {fam}", "",
-              f"| op | JVP | transpose | batching | checks run | not run (why) | {ERROR_HEADER} |",
-              "|---|---|---|---|---|---|---|"]
+    lines += [f"### {fam}", "",
+              f"| op | JVP | transpose | batching | declares | checks run | not run (why) | "
+              f"{ERROR_HEADER} |",
+              "|---|---|---|---|---|---|---|---|"]
     for op in sorted(families[fam], key=lambda o: o.op_type):
       try:
         spec = load_spec(op)
@@ -152,10 +156,50 @@ def render(errors_path=DEFAULT_ERRORS) -> str:
           f"| {op.op_type} | {JVP.get(op.jvp_source, op.jvp_source)} | "
           f"{TRANSPOSE.get(op.transpose_source, op.transpose_source)} | "
           f"{BATCHING.get(op.batching_source, op.batching_source)} | "
+          f"{' '.join(op.traits)} | "
           f"{' '.join(run) or '—'} | {_escape('; '.join(why))} | "
           f"{_escape(_errors_cell(errors.get(op.op_type)))} |")
     lines.append("")
+  lines += structural_lines(core)
   return "\n".join(lines).rstrip() + "\n"
+
+
+def coverage_lines(declared) -> list:
+  """Coverage of the op universe (docs/coverage/op-universe.json), per family."""
+  with open(UNIVERSE) as f:
+    universe = json.load(f)["ops"]
+  by_family: dict = {}
+  for op_type, fam in universe.items():
+    by_family.setdefault(fam, []).append(op_type)
+  lines = ["## Coverage of the op universe", "",
+           f"Op types of the {len(universe)}-op universe (docs/coverage/) that are "
+           "registered, per family; the rest are listed.", "",
+           "| family | covered | missing |", "|---|---|---|"]
+  total = 0
+  for fam in sorted(by_family):
+    names = sorted(by_family[fam])
+    missing = [n for n in names if n not in declared]
+    total += len(names) - len(missing)
+    lines.append(f"| {fam} | {len(names) - len(missing)} of {len(names)} | "
+                 f"{', '.join(missing) or '—'} |")
+  lines.append(f"| **all** | {total} of {len(universe)} "
+               f"({100 * total / len(universe):.0f}%) | |")
+  return lines
+
+
+def structural_lines(core) -> list:
+  """The ops without a primitive of their own (the interpreter runs them)."""
+  ops = sorted((o for o in map(core.lookup, core.declared_op_types())
+                if isinstance(o, core.StructuralOp)), key=lambda o: (o.family, o.op_type))
+  lines = ["## Structural ops", "",
+           "Run by the interpreter's hooks (no primitive, so no property checks): "
+           "constants, inputs, calls, control flow, variables, list bookkeeping, and "
+           "data-dependent-shape ops computed on values known at trace time.", "",
+           "| op | family | declares | what it does |", "|---|---|---|---|"]
+  for op in ops:
+    lines.append(f"| {op.op_type} | {op.family} | {' '.join(op.traits)} | "
+                 f"{_escape(op.doc)} |")
+  return lines + [""]
 
 
 def _by_reason(reasons: dict) -> list:

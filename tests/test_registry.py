@@ -107,6 +107,92 @@ def test_registering_twice_needs_replace(bucketize):
     tfprims.register_op("Bucketize", lambda x: x)
 
 
+def test_structural_ops_are_registered_once():
+  with pytest.raises(ValueError, match="already registered"):
+    core.register_structural("If", lambda ctx, node, inputs: [], family="custom", doc="")
+  with pytest.raises(ValueError, match="already registered"):
+    tfprims.register_op("Const", lambda x: x)
+  with pytest.raises(KeyError, match="has no primitive"):
+    tfprims.get_op("Const")
+  assert "Const" in tfprims.supported_op_types() and "Const" not in tfprims.registered_ops()
+
+
+def test_ops_declare_what_they_are():
+  lookup = core.lookup
+  assert lookup("RngReadAndSkip").writes_state and lookup("AssignVariableOp").writes_state
+  assert lookup("ReadVariableOp").reads_state and lookup("ResourceGather").reads_state
+  assert lookup("RandomUniform").uses_rng and not lookup("StatelessRandomUniformV2").uses_rng
+  assert lookup("Shape").shape_only and lookup("TensorListElementShape").shape_only
+  assert lookup("Identity").pass_through and lookup("IdentityN").pass_through
+  assert lookup("While").calls_functions and lookup("PartitionedCall").calls_functions
+  assert lookup("Placeholder").graph_input and lookup("VarHandleOp").creates_variable
+  assert "depends on the data" in lookup("Where").dynamic_shape
+  # IdentityN is declared once: a primitive whose hook handles tf.custom_gradient.
+  assert isinstance(lookup("IdentityN"), core.TFOp) and lookup("IdentityN").interpret
+
+
+@pytest.fixture
+def replaced():
+  """Replaces registered ops for the test; restores the originals afterwards."""
+  saved = {}
+
+  def replace(op_type, **kwargs):
+    saved.setdefault(op_type, core.lookup(op_type))
+    if "impl" in kwargs:
+      return tfprims.register_op(op_type, kwargs.pop("impl"), replace=True, **kwargs)
+    return core.register_structural(op_type, kwargs.pop("interpret"), replace=True, **kwargs)
+
+  yield replace
+  for op in saved.values():
+    core.install_op(op)
+
+
+def test_replacing_an_op_reaches_every_rule_that_binds_it(replaced):
+  new_cos = replaced("Cos", impl=jnp.cos, family="elementwise", batching="elementwise")
+  sin = tfprims.get_op("Sin")
+  jaxpr = jax.make_jaxpr(lambda x: jax.jvp(sin, (x,), (x,)))(np.float32(0.5))
+  assert new_cos.primitive in {e.primitive for e in jaxpr.eqns}
+
+
+def test_a_state_writer_declares_it_and_control_flow_threads_its_writes(replaced):
+  v = tf.Variable(np.zeros(2, np.float32))
+  f = tf.function(lambda x: tf.cond(x[0] > 0, lambda: v.assign_add(x), lambda: v.read_value()))
+  fn, params = tfprims.convert(f, tf.TensorSpec([2], tf.float32))
+  (key,) = params
+  x = np.ones(2, np.float32)
+
+  def add_twice(ctx, node, inputs):
+    handle, value = inputs
+    ctx.state[handle.key] = ctx.state[handle.key] + 2 * value
+    return []
+
+  # The declaration, not the op's name, decides whether a branch's writes survive.
+  replaced("AssignAddVariableOp", interpret=add_twice, family="custom", doc="", writes_state=True)
+  np.testing.assert_allclose(jax.jit(lambda p, x: fn(p, x))(params, x)[1][key], 2 * x)
+  replaced("AssignAddVariableOp", interpret=add_twice, family="custom", doc="")
+  np.testing.assert_allclose(jax.jit(lambda p, x: fn(p, x))(params, x)[1][key], 0 * x)
+
+
+def test_an_rng_op_declares_it_and_gets_keys_inside_loops(replaced):
+  def shifted_uniform(key, *, shape, dtype):
+    k = jax.random.wrap_key_data(key, impl="threefry2x32")
+    return jax.random.uniform(k, shape, dtype=dtype) + 100
+
+  replaced("RandomUniform", impl=shifted_uniform, family="custom", static=("shape",),
+           attrs=("dtype",), uses_rng=True)
+
+  @tf.function(autograph=False)
+  def f(x):
+    return tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a + tf.random.uniform([2])),
+                         [0, x])[1]
+
+  fn = tfprims.convert_functional(f, tf.TensorSpec([2], tf.float32))
+  out = jax.jit(lambda x, k: fn(x, rng=k))(np.zeros(2, np.float32), jax.random.key(0))
+  assert np.all((out >= 300) & (out <= 303))
+  with pytest.raises(tfprims.MissingRngError):
+    fn(np.zeros(2, np.float32))
+
+
 def test_unsupported_ops_are_all_listed_including_nested_functions():
   @tf.function
   def inner(x):

@@ -494,6 +494,18 @@ def declares(op_type: str, trait: str) -> bool:
   return op is not None and bool(getattr(op, trait))
 
 
+def is_pure(op_type: str) -> bool:
+  """Whether a node of ``op_type`` computes its outputs from its data inputs alone:
+  registered, not stateful in TF's op def, and not a graph input, a variable read,
+  a random draw or a function call."""
+  op = _REGISTRY.get(op_type)
+  od = opdefs.op_def(op_type)
+  if op is None or od is None or od.is_stateful:
+    return False
+  return not (op.graph_input or op.reads_state or op.uses_rng or op.calls_functions
+              or op.creates_variable)
+
+
 class _OpNamespace:
   """``tfops.MatMul``: the :class:`TFOp` registered as ``MatMul``, looked up at each
   use, so rules bind whatever op is registered when they run."""

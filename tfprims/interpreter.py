@@ -206,24 +206,13 @@ def call_function(ctx: Context, fname: str, inputs: Sequence[Any],
 
 def trace_time_values(graph: graph_lib.Graph) -> frozenset:
   """Names of the nodes of ``graph`` whose values are known at trace time whatever
-  the inputs: numeric constants, shape queries, and pure ops computing only from
-  them (the interpreter folds those)."""
+  the inputs: constants, shape queries, and pure ops computing only from them (the
+  interpreter folds those)."""
   known: set = set()
   for node in graph.nodes:
-    if node.name in graph.inputs:
+    if node.name in graph.inputs or not core.is_pure(node.op):
       continue
-    op = core.lookup(node.op)
-    if node.op == "Const":
-      if opdefs.decode_attr(node._attr_protos["value"]).dtype.kind not in "OSU":
-        known.add(node.name)
-      continue
-    if op is None or op.graph_input or op.calls_functions or op.uses_rng or op.reads_state \
-        or op.creates_variable:
-      continue
-    if op.shape_only or all(ref[0] in known for ref in node.inputs):
-      od = opdefs.op_def(node.op)
-      if od is not None and od.is_stateful and not op.shape_only:
-        continue
+    if core.declares(node.op, "shape_only") or all(ref[0] in known for ref in node.inputs):
       known.add(node.name)
   return frozenset(known)
 

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tfprims import core, errors, graph as graph_lib, opdefs
+from tfprims import core, errors, graph as graph_lib
 from tfprims.interpreter import StringConstant, VariableHandle
 from tfprims.ops.control_flow.optional import OptionalValue
 from tfprims.ops.tensorlist import TensorList
@@ -55,17 +55,6 @@ def uses_rng(ctx, fnames) -> bool:
   """Whether the functions draw from the call's rng (an op declares ``uses_rng``)."""
   return ctx.rng is not None and any(
       core.declares(op, "uses_rng") for op in reachable_ops(ctx.library, fnames))
-
-
-def is_pure(op_type: str) -> bool:
-  """Whether a node's value is a function of its data inputs alone: not a graph
-  input, not reading variables or rng, not calling functions, not stateful."""
-  op = core.lookup(op_type)
-  od = opdefs.op_def(op_type)
-  if op is None or od is None or od.is_stateful:
-    return False
-  return not (op.graph_input or op.reads_state or op.uses_rng or op.calls_functions
-              or op.creates_variable)
 
 
 def as_jax(v):
@@ -198,7 +187,7 @@ def value_deps(graph: graph_lib.Graph) -> dict:
     if op is not None and op.shape_only:
       deps[node.name] = frozenset()
       continue
-    if not is_pure(node.op):
+    if not core.is_pure(node.op):
       deps[node.name] = IMPURE
       continue
     acc: set = set()

@@ -1,0 +1,93 @@
+"""The package layout holds: modules small enough to read in one sitting, imports
+that go one way, and no tables of op names outside the op declarations."""
+
+import ast
+import pathlib
+
+import pytest
+
+import tfprims
+from tfprims import core
+
+PACKAGE = pathlib.Path(tfprims.__file__).resolve().parent
+MAX_LINES = 700
+
+
+def _modules():
+  for path in sorted(PACKAGE.rglob("*.py")):
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    yield ".".join(parts), path
+
+
+MODULES = dict(_modules())
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_module_is_small_enough_to_read(name):
+  lines = MODULES[name].read_text().count("\n")
+  assert lines <= MAX_LINES, f"{name} has {lines} lines (limit {MAX_LINES}): split it"
+
+
+def _imported(name, path) -> set:
+  """tfprims modules ``name`` imports anywhere (module level or inside functions)."""
+  is_package = path.name == "__init__.py"
+  found = set()
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.Import):
+      targets = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+      base = node.module or ""
+      if node.level:  # relative import
+        anchor = name.split(".") if is_package else name.split(".")[:-1]
+        anchor = anchor[:len(anchor) - node.level + 1]
+        base = ".".join(anchor + ([base] if base else []))
+      targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base
+                 for a in node.names]
+    else:
+      continue
+    found.update(t for t in targets if t in MODULES and t != name)
+  return found
+
+
+def test_imports_have_no_cycles():
+  graph = {name: _imported(name, path) for name, path in MODULES.items()}
+  # A package's __init__ importing its own submodules is how packages assemble
+  # themselves; a cycle is a module reaching itself through the others.
+  for name in graph:
+    graph[name] = {t for t in graph[name] if not t.startswith(name + ".")}
+  state, stack = {}, []
+
+  def visit(m):
+    state[m] = 1
+    stack.append(m)
+    for n in sorted(graph[m]):
+      if state.get(n) == 1:
+        cycle = stack[stack.index(n):] + [n]
+        pytest.fail("import cycle: " + " -> ".join(cycle))
+      if n not in state:
+        visit(n)
+    stack.pop()
+    state[m] = 2
+
+  for m in sorted(graph):
+    if m not in state:
+      visit(m)
+
+
+def test_no_op_name_tables_outside_the_op_declarations():
+  # What an op is (writes state, uses rng, shape only...) is declared with the op;
+  # code outside tfprims/ops asks the registry instead of listing op names.
+  declared = core.declared_op_types()
+  offenders = []
+  for name, path in MODULES.items():
+    if name.startswith(("tfprims.ops", "tfprims.testing")):
+      continue
+    for node in ast.walk(ast.parse(path.read_text())):
+      if isinstance(node, (ast.Set, ast.Tuple, ast.List, ast.Dict)):
+        items = node.keys if isinstance(node, ast.Dict) else node.elts
+        ops = [i.value for i in items
+               if isinstance(i, ast.Constant) and isinstance(i.value, str) and i.value in declared]
+        if len(ops) >= 2:
+          offenders.append(f"{name}:{node.lineno}: {ops}")
+  assert not offenders, "op-name tables outside op declarations:\n" + "\n".join(offenders)
