@@ -13,6 +13,11 @@ _DEFAULTS = {
     "strict_dtype_check": True,
     # Wrap each inlined function call in jax.named_scope(<function name>).
     "named_scopes": True,
+    # Check what TF's CPU kernels check on data (indices in range, integer division
+    # by zero...): eager calls raise RuntimeCheckError naming the node; under jit a
+    # failed check raises through jax.debug.callback when the program runs. Off by
+    # default: the converted program then computes what docs/semantics describes.
+    "runtime_checks": False,
 }
 _config = dict(_DEFAULTS)
 

@@ -120,6 +120,9 @@ class Op:
       named after the node.
     graph_input: a graph input (Placeholder): its value comes from the caller.
     dynamic_shape: why its output shape depends on data (None: it does not).
+    check: ``check(*operands, **params) -> (bad, message)``: what TF's kernel
+      checks on data (``bad`` a boolean JAX scalar, true when the values are
+      invalid), run when the ``runtime_checks`` config is on.
     doc: one line saying what the op computes.
   """
   op_type: str
@@ -134,6 +137,7 @@ class Op:
   creates_variable: bool = False
   graph_input: bool = False
   dynamic_shape: Optional[str] = None
+  check: Optional[Callable[..., Any]] = None
   doc: str = ""
 
   @property
@@ -278,6 +282,7 @@ def define_op(
     shape_only: bool = False,
     pass_through: bool = False,
     dynamic_shape: Optional[str] = None,
+    check: Optional[Callable[..., Any]] = None,
     replace: bool = False,
 ) -> TFOp:
   """Declares a TF op as a JAX primitive named ``tf.<op_type>``.
@@ -320,6 +325,8 @@ def define_op(
     doc: what the op computes, one line (default: the impl's docstring).
     writes_state, reads_state, uses_rng, shape_only, pass_through, dynamic_shape:
       what the op is (see :class:`Op`).
+    check: what TF checks on the op's data, run with the ``runtime_checks`` config
+      (see :class:`Op`).
     replace: allow replacing an already registered op of the same type.
   """
   _check_new(op_type, replace)
@@ -351,7 +358,7 @@ def define_op(
             doc=_first_line(doc if doc is not None else impl.__doc__),
             shape_rule=shape_rule, writes_state=writes_state, reads_state=reads_state,
             uses_rng=uses_rng, shape_only=shape_only, pass_through=pass_through,
-            dynamic_shape=dynamic_shape)
+            dynamic_shape=dynamic_shape, check=check)
 
   if linear:
     ad.deflinear2(prim, transpose)

@@ -127,6 +127,11 @@ def blocked_conversion(ops, dynamic_shapes, inputs, hints=()) -> BlockedConversi
   return cls(ops, dynamic_shapes, inputs, hints)
 
 
+class RuntimeCheckError(OpError, ValueError):
+  """A value TF's kernel would reject (an out-of-range index, an integer division by
+  zero...), found by the opt-in runtime checks (``update_config("runtime_checks", True)``)."""
+
+
 class InputError(TFPrimsError, ValueError):
   """The converted function was called with inputs that do not match the TF signature."""
 

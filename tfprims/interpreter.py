@@ -129,12 +129,30 @@ def run_node(ctx: Context, node: graph_lib.Node, inputs: list) -> list:
                                   node.name)
     if op.uses_rng:
       operands = [ctx.next_key(node)] + operands
+    if op.check is not None and config.get_config("runtime_checks"):
+      run_check(op, node, operands, params)
     out = op.apply(operands, params)
     return list(out) if op.multiple_results else [out]
   except errors.TFPrimsError:
     raise
   except Exception as e:  # anything from JAX/numpy: name the node
     raise errors.OpError(node.op, node.name, f"{type(e).__name__}: {e}") from e
+
+
+def run_check(op, node, operands, params) -> None:
+  """Runs ``op.check``: raises now when the values are known (an eager call), or
+  when the compiled program runs (through ``jax.debug.callback``)."""
+  bad, message = op.check(*operands, **params)
+  if not isinstance(bad, jax.core.Tracer):
+    if bool(bad):
+      raise errors.RuntimeCheckError(node.op, node.name, message)
+    return
+
+  def fail(bad):
+    if bool(bad):
+      raise errors.RuntimeCheckError(node.op, node.name, message)
+
+  jax.debug.callback(fail, bad)
 
 
 def key_data(key) -> jax.Array:
