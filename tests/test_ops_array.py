@@ -14,6 +14,7 @@ import tensorflow as tf
 
 import tfprims
 from tfprims.ops import array as A
+from tfprims.ops.array.bitcast import _BITCAST_TYPES
 from helpers import jaxpr_primitives, non_tf_primitives
 
 MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
@@ -415,7 +416,7 @@ def _bitcast_input(src, dst, rng):
 def _bitcast_dtypes():
   import ml_dtypes
   return [np.dtype(ml_dtypes.bfloat16) if n == "bfloat16" else np.dtype(n)
-          for n in A._BITCAST_TYPES]
+          for n in _BITCAST_TYPES]
 
 
 def _same_bits(a, b):

@@ -5,7 +5,6 @@ from tfprims.ops import graph_nodes  # noqa: F401
 from tfprims.ops import elementwise  # noqa: F401
 from tfprims.ops import activations  # noqa: F401
 from tfprims.ops import array  # noqa: F401
-from tfprims.ops import dynamic_shape  # noqa: F401
 from tfprims.ops import reductions  # noqa: F401
 from tfprims.ops import linalg  # noqa: F401
 from tfprims.ops import nn  # noqa: F401

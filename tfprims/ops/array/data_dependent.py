@@ -1,5 +1,6 @@
 """Ops whose output shape depends on the values of their inputs: Where (one
-argument), Unique*, ListDiff, NonMaxSuppressionV3-V5.
+argument), Unique*, ListDiff, and (declared here for now, family "image")
+NonMaxSuppressionV3-V5.
 
 JAX needs static shapes, so these have no primitive: they are computed with numpy
 when their inputs are known (constants and values folded from them, or concrete
@@ -15,8 +16,8 @@ import numpy as np
 
 from tfprims import core, dtypes, errors
 from tfprims.core import structural
+from tfprims.ops.array._common import FAMILY
 
-FAMILY = "array"
 _DATA = "its output size depends on the data"
 
 

@@ -1,0 +1,53 @@
+"""Array ops: reshaping, joining and splitting, slicing, padding, gathering,
+selection, filling, shape queries, identities, bitcasts, scans, and the ops whose
+output shape depends on data.
+
+=================  ==============================================================
+module             ops
+=================  ==============================================================
+``shape``          Reshape, Transpose, ExpandDims, Squeeze; Shape, ShapeN, Size,
+                   Rank (``shape_only``: answered from static shapes)
+``join_split``     ConcatV2, Pack, Unpack, Split, SplitV
+``slicing``        Slice, StridedSlice, StridedSliceGrad (``strided_slice_plan``)
+``pad_tile``       Tile, BroadcastTo, Pad, PadV2, MirrorPad
+``gather``         GatherV2, OneHot
+``select``         Select, SelectV2
+``fill``           Fill, ZerosLike, OnesLike, Range (``range_values``)
+``identity``       Identity, Snapshot (``pass_through``), StopGradient, EnsureShape,
+                   CheckNumerics, CheckNumericsV2
+``bitcast``        Bitcast
+``scan``           ReverseV2, Cumsum, Cumprod
+``data_dependent`` Where (one argument), Unique*, ListDiff, NonMaxSuppressionV3-V5:
+                   no primitive; computed with numpy when their inputs are known
+=================  ==============================================================
+
+``_common`` holds what the modules share (static params as ints, TF's axis check,
+helpers of the property-test strategies). Each op's impl, rules and property spec
+live together in its module.
+
+Shape-deciding inputs (shapes, axes, begin/end/size, paddings, multiples...) are
+static: they arrive as params. The data-movement ops are linear, with transposes
+written with TF ops (Slice <-> Pad, StridedSlice <-> StridedSliceGrad, ConcatV2 ->
+SplitV, Pack <-> Unpack, Tile/BroadcastTo -> Sum + Reshape...), and their batching
+rules re-bind TF ops with adjusted params, so grad and vmap jaxprs keep TF names.
+Rules reach every op through :data:`tfprims.core.tfops`. Choices where TF raises
+at run time (GatherV2 out-of-range indices, CheckNumerics) are documented in
+docs/semantics/array.md.
+"""
+
+from tfprims.ops.array import (bitcast, data_dependent, fill, gather, identity,  # noqa: F401
+                               join_split, pad_tile, scan, select, shape, slicing)
+from tfprims.ops.array._common import FAMILY  # noqa: F401
+from tfprims.ops.array.bitcast import Bitcast  # noqa: F401
+from tfprims.ops.array.fill import Fill, OnesLike, Range, ZerosLike, range_values  # noqa: F401
+from tfprims.ops.array.gather import GatherV2, OneHot  # noqa: F401
+from tfprims.ops.array.identity import (CheckNumerics, CheckNumericsV2, EnsureShape,  # noqa: F401
+                                        Identity, Snapshot, StopGradient)
+from tfprims.ops.array.join_split import ConcatV2, Pack, Split, SplitV, Unpack  # noqa: F401
+from tfprims.ops.array.pad_tile import BroadcastTo, MirrorPad, Pad, PadV2, Tile  # noqa: F401
+from tfprims.ops.array.scan import Cumprod, Cumsum, ReverseV2  # noqa: F401
+from tfprims.ops.array.select import Select, SelectV2  # noqa: F401
+from tfprims.ops.array.shape import (ExpandDims, Rank, Reshape, Shape, ShapeN, Size,  # noqa: F401
+                                     Squeeze, Transpose)
+from tfprims.ops.array.slicing import (StridedPlan, StridedSlice, StridedSliceGrad,  # noqa: F401
+                                       Slice, strided_slice_plan)

@@ -1,0 +1,127 @@
+"""Identities: Identity, Snapshot, StopGradient, EnsureShape, CheckNumerics(V2).
+(IdentityN, which TF also uses to mark custom gradients, is declared in
+tfprims/ops/custom_gradients.py.)
+
+Identity and Snapshot are ``pass_through``: the interpreter passes values
+through without an equation; their primitives exist for direct use (linear,
+transposed to themselves). StopGradient's JVP is a symbolic zero. EnsureShape
+checks once, at trace time. CheckNumerics checks nothing (a JAX program cannot
+raise on data): it stays in jaxprs so its place is visible
+(docs/semantics/array.md).
+"""
+
+from __future__ import annotations
+
+import jax
+from jax.interpreters import ad
+
+from tfprims import rules
+from tfprims.core import define_op, tfops
+from tfprims.ops.array._common import FAMILY, lazy_hst
+
+
+def _identity(x):
+  return x
+
+
+def _pass_through(ctx, node, inputs):
+  """Interpreter hook: the values flow through without an equation."""
+  return list(inputs)
+
+
+Identity = define_op(
+    "Identity", _identity, family=FAMILY, linear=True, transpose=lambda ct, x: [ct],
+    interpret=_pass_through, pass_through=True,
+    batching=rules.same_op_batching("Identity"),
+    spec=lambda st: st.Spec(st.unary(st.ALL, arg="input")))
+
+Snapshot = define_op(
+    "Snapshot", _identity, family=FAMILY, linear=True, transpose=lambda ct, x: [ct],
+    interpret=_pass_through, pass_through=True,
+    batching=rules.same_op_batching("Snapshot"),
+    spec=lambda st: st.Spec(st.unary(st.ALL, arg="input"), skip={
+        "jvp": "TF registers no gradient for Snapshot (ours is the identity's)",
+        "vjp": "TF registers no gradient for Snapshot (ours is the identity's)"}))
+
+
+def _stop_gradient_jvp(primals, tangents):
+  out = tfops.StopGradient(*primals)
+  return out, ad.Zero(jax.typeof(out).to_tangent_aval())
+
+
+StopGradient = define_op(
+    "StopGradient", _identity, family=FAMILY, jvp=_stop_gradient_jvp,
+    batching=rules.same_op_batching("StopGradient"),
+    spec=lambda st: st.Spec(st.unary(st.ALL, arg="input")))
+
+
+def _check_shape(x_shape, shape):
+  if shape is None:  # unknown rank
+    return
+  shape = tuple(shape)
+  ok = len(shape) == len(x_shape) and all(
+      s is None or s == -1 or s == d for s, d in zip(shape, x_shape))
+  if not ok:
+    want = tuple(None if s in (None, -1) else s for s in shape)
+    raise ValueError(f"EnsureShape: shape of tensor {tuple(x_shape)} is not compatible with "
+                     f"expected shape {want}")
+
+
+def _ensure_shape_impl(input, *, shape):
+  """Checked at trace time (shapes are static in JAX)."""
+  _check_shape(input.shape, shape)
+  return input
+
+
+def _ensure_shape_batch(args, dims, *, shape):
+  (x,), (d,) = args, dims
+  shape = None if shape is None else (None,) + tuple(shape)
+  return tfops.EnsureShape(rules.to_front(x, d), shape=shape), 0
+
+
+EnsureShape = define_op(
+    "EnsureShape", _ensure_shape_impl, family=FAMILY, attrs=("shape",), linear=True,
+    transpose=lambda ct, x, *, shape: [tfops.EnsureShape(ct, shape=shape)],
+    batching=_ensure_shape_batch,
+    spec=lambda st: st.Spec(_ensure_shape_calls(st)))
+
+
+def _check_numerics_impl(tensor, *, message):
+  """A pass-through: NaN/Inf are not checked (see docs/semantics/array.md)."""
+  return tensor
+
+
+CheckNumerics = define_op(
+    "CheckNumerics", _check_numerics_impl, family=FAMILY, attrs=("message",), linear=True,
+    transpose=lambda ct, x, *, message: [tfops.CheckNumerics(ct, message=message)],
+    batching=rules.same_op_batching("CheckNumerics"),
+    spec=lambda st: st.Spec(_check_numerics_calls(st)))
+
+CheckNumericsV2 = define_op(
+    "CheckNumericsV2", _check_numerics_impl, family=FAMILY, attrs=("message",), linear=True,
+    transpose=lambda ct, x, *, message: [tfops.CheckNumericsV2(ct, message=message)],
+    batching=rules.same_op_batching("CheckNumericsV2"),
+    spec=lambda st: st.Spec(_check_numerics_calls(st)))
+
+
+# --- property-test strategies (hypothesis is imported lazily) ---------------------
+
+
+def _ensure_shape_calls(st):
+  hst = lazy_hst()
+
+  @st.composite
+  def calls(draw):
+    x = draw(st.arrays(st.dtypes(st.ALL), st.shapes()))
+    shape = None if draw(hst.integers(0, 4)) == 0 else [
+        None if draw(hst.booleans()) else n for n in x.shape]
+    return {"input": x, "shape": shape}
+  return calls()
+
+
+def _check_numerics_calls(st):
+  @st.composite
+  def calls(draw):
+    x = draw(st.arrays(st.dtypes(st.FLOATS), st.shapes(), allow_nan=False, allow_inf=False))
+    return {"tensor": x, "message": "tfprims"}
+  return calls()

@@ -1,0 +1,223 @@
+"""Tiling and padding: Tile, BroadcastTo, Pad, PadV2, MirrorPad.
+
+Tile, BroadcastTo, Pad and PadV2 are linear: Tile -> Reshape + Sum, BroadcastTo
+-> Sum + Reshape, Pad/PadV2 -> Slice (PadV2's constant gets the sum of the padded
+cotangent, where TF's gradient ignores it: docs/semantics/array.md). MirrorPad's
+derivatives are derived from its jnp impl. PadV2 with a batched constant is
+batched by ``vmap`` of the impl.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from tfprims import rules
+from tfprims.core import define_op, tfops
+from tfprims.ops.array._common import FAMILY, index_array, ints, lazy_hst
+from tfprims.rules import U
+
+
+def _multiples(multiples, rank) -> tuple:
+  m = ints(multiples)
+  if len(m) != rank:
+    raise ValueError(f"Tile: expected multiples argument to be a vector of length {rank} but "
+                     f"got length {len(m)}")
+  if any(k < 0 for k in m):
+    raise ValueError(f"Tile: expected multiples to be non-negative, got {m}")
+  return m
+
+
+def _tile_impl(input, *, multiples):
+  return jnp.tile(input, _multiples(multiples, input.ndim))
+
+
+def _tile_transpose(ct, x, *, multiples):
+  shape = rules.shape_of(x)
+  m = _multiples(multiples, len(shape))
+  split = tuple(v for k, n in zip(m, shape) for v in (k, n))
+  summed = rules.reduce_sum(tfops.Reshape(ct, shape=split), tuple(range(0, 2 * len(shape), 2)))
+  return [rules.reshape(summed, shape)]
+
+
+def _tile_batch(args, dims, *, multiples):
+  (x,), (d,) = args, dims
+  return tfops.Tile(rules.to_front(x, d), multiples=(1,) + ints(multiples)), 0
+
+
+Tile = define_op(
+    "Tile", _tile_impl, family=FAMILY, static=("multiples",), linear=True,
+    transpose=_tile_transpose, batching=_tile_batch,
+    spec=lambda st: st.Spec(_tile_calls(st)))
+
+
+def _broadcast_to_impl(input, *, shape):
+  shape = ints(shape)
+  if input.ndim > len(shape):
+    raise ValueError(f"BroadcastTo: rank of input ({input.ndim}) must be no greater than rank "
+                     f"of output shape ({len(shape)})")
+  return jnp.broadcast_to(input, shape)
+
+
+def _broadcast_to_batch(args, dims, *, shape):
+  (x,), (d,) = args, dims
+  shape = ints(shape)
+  x = rules.to_front(x, d)
+  size, inner = x.shape[0], tuple(x.shape[1:])
+  if len(inner) < len(shape):
+    x = tfops.Reshape(x, shape=(size,) + (1,) * (len(shape) - len(inner)) + inner)
+  return tfops.BroadcastTo(x, shape=(size,) + shape), 0
+
+
+BroadcastTo = define_op(
+    "BroadcastTo", _broadcast_to_impl, family=FAMILY, static=("shape",), linear=True,
+    transpose=lambda ct, x, *, shape: [rules.unbroadcast(ct, rules.shape_of(x))],
+    batching=_broadcast_to_batch,
+    spec=lambda st: st.Spec(_broadcast_to_calls(st)))
+
+
+def _paddings(paddings, rank) -> tuple:
+  p = np.asarray(paddings, dtype=np.int64).reshape(-1)
+  if p.size != 2 * rank:
+    raise ValueError(f"Pad: the first dimension of paddings must be the rank of inputs "
+                     f"({rank}), got paddings {paddings}")
+  p = tuple((int(a), int(b)) for a, b in p.reshape(rank, 2))
+  if any(a < 0 or b < 0 for a, b in p):
+    raise ValueError(f"Pad: paddings must be non-negative, got {p}")
+  return p
+
+
+def _pad_impl(input, *, paddings):
+  p = _paddings(paddings, input.ndim)
+  return lax.pad(input, jnp.zeros((), input.dtype), [(a, b, 0) for a, b in p])
+
+
+def _pad_transpose(ct, x, *, paddings):
+  shape = rules.shape_of(x)
+  p = _paddings(paddings, len(shape))
+  return [tfops.Slice(ct, begin=tuple(a for a, _ in p), size=shape)]
+
+
+def _pad_batch(args, dims, *, paddings):
+  (x,), (d,) = args, dims
+  paddings = ((0, 0),) + _paddings(paddings, x.ndim - 1)
+  return tfops.Pad(rules.to_front(x, d), paddings=paddings), 0
+
+
+Pad = define_op(
+    "Pad", _pad_impl, family=FAMILY, static=("paddings",), linear=True,
+    transpose=_pad_transpose, batching=_pad_batch,
+    spec=lambda st: st.Spec(_pad_calls(st, "Pad")))
+
+
+def _padv2_impl(input, constant_values, *, paddings):
+  p = _paddings(paddings, input.ndim)
+  if jnp.ndim(constant_values) != 0:
+    raise ValueError("PadV2: constant_values must be a scalar")
+  return lax.pad(input, jnp.asarray(constant_values, input.dtype), [(a, b, 0) for a, b in p])
+
+
+def _padv2_transpose(ct, x, c, *, paddings):
+  shape = rules.shape_of(x)
+  p = _paddings(paddings, len(shape))
+  inner = tfops.Slice(ct, begin=tuple(a for a, _ in p), size=shape)
+  ct_x = inner if U(x) else None
+  ct_c = None
+  if U(c):
+    axes = tuple(range(len(shape)))
+    ct_c = (rules.reduce_sum(ct, axes) - rules.reduce_sum(inner, axes) if axes
+            else jnp.zeros_like(ct))
+  return [ct_x, ct_c]
+
+
+def _padv2_batch(args, dims, *, paddings):
+  (x, c), (dx, dc) = args, dims
+  if dc is not None:
+    return rules.vmap_batching(_padv2_impl, False)(args, dims, paddings=paddings)
+  paddings = ((0, 0),) + _paddings(paddings, x.ndim - 1)
+  return tfops.PadV2(rules.to_front(x, dx), c, paddings=paddings), 0
+
+
+PadV2 = define_op(
+    "PadV2", _padv2_impl, family=FAMILY, static=("paddings",), linear=True,
+    transpose=_padv2_transpose, batching=_padv2_batch,
+    spec=lambda st: st.Spec(_pad_calls(st, "PadV2"), diff_args=("input",),
+                            note="TF's gradient ignores constant_values; ours is the sum of "
+                                 "the padded cotangent"))
+
+
+def _mirror_pad_impl(input, *, paddings, mode):
+  p = _paddings(paddings, input.ndim)
+  offset = {"REFLECT": 1, "SYMMETRIC": 0}[mode]
+  for i, (a, b) in enumerate(p):
+    if a > input.shape[i] - offset or b > input.shape[i] - offset:
+      bound = "less than" if offset else "no greater than"
+      raise ValueError(f"MirrorPad: paddings must be {bound} the dimension size: {a}, {b} "
+                       f"vs {input.shape[i]} ({mode})")
+  if not any(a or b for a, b in p):
+    return input
+  return jnp.pad(input, p, mode=mode.lower())
+
+
+def _mirror_pad_batch(args, dims, *, paddings, mode):
+  (x,), (d,) = args, dims
+  paddings = ((0, 0),) + _paddings(paddings, x.ndim - 1)
+  return tfops.MirrorPad(rules.to_front(x, d), paddings=paddings, mode=mode), 0
+
+
+MirrorPad = define_op(
+    "MirrorPad", _mirror_pad_impl, family=FAMILY, static=("paddings",), attrs=("mode",),
+    batching=_mirror_pad_batch,
+    spec=lambda st: st.Spec(_pad_calls(st, "MirrorPad")))
+
+
+# --- property-test strategies (hypothesis is imported lazily) ---------------------
+
+
+def _tile_calls(st):
+  hst = lazy_hst()
+
+  @st.composite
+  def calls(draw):
+    x = draw(st.arrays(st.dtypes(tuple(n for n in st.ALL if n != "uint16")),
+                       st.shapes(max_rank=3, max_side=3)))
+    m = [draw(hst.integers(0, 3)) for _ in range(x.ndim)]
+    return {"input": x, "multiples": index_array(draw, st, np.array(m, np.int64).reshape(-1))}
+  return calls()
+
+
+def _broadcast_to_calls(st):
+  hst = lazy_hst()
+
+  @st.composite
+  def calls(draw):
+    target = list(draw(st.shapes()))
+    k = draw(hst.integers(0, len(target)))
+    in_shape = [1 if draw(hst.booleans()) else n for n in target[len(target) - k:]]
+    x = draw(st.arrays(st.dtypes(st.ALL), tuple(in_shape)))
+    return {"input": x, "shape": index_array(draw, st, np.array(target, np.int64).reshape(-1))}
+  return calls()
+
+
+def _pad_calls(st, op):
+  hst = lazy_hst()
+
+  @st.composite
+  def calls(draw):
+    dtype = draw(st.dtypes(st.ALL))
+    # MirrorPad: no zero-size dims, TF's own gradient (MirrorPadGrad) rejects them.
+    x = draw(st.arrays(dtype, st.shapes(max_side=3, min_side=int(op == "MirrorPad"))))
+    if op == "MirrorPad":
+      mode = draw(hst.sampled_from(["REFLECT", "SYMMETRIC"]))
+      hi = [n - (mode == "REFLECT") for n in x.shape]
+      p = [[draw(hst.integers(0, max(h, 0))), draw(hst.integers(0, max(h, 0)))] for h in hi]
+    else:
+      p = [[draw(hst.integers(0, 2)), draw(hst.integers(0, 2))] for _ in x.shape]
+    out = {"input": x, "paddings": index_array(draw, st, np.array(p, np.int64).reshape(x.ndim, 2))}
+    if op == "PadV2":
+      out["constant_values"] = draw(st.arrays(dtype, ()))
+    if op == "MirrorPad":
+      out["mode"] = mode
+    return out
+  return calls()
