@@ -16,6 +16,7 @@ import tensorflow as tf
 
 import tfprims  # noqa: F401  (registers the ops)
 from tfprims.ops import nn
+from tfprims.ops.nn._common import _tf_accepts
 
 RNG = np.random.default_rng(0)
 
@@ -45,10 +46,10 @@ def _prims(jaxpr):
 def _onednn() -> bool:
   """Whether TF's CPU kernels come from oneDNN (NCHW, grouped and dilated-depthwise
   convolutions exist only there; TF_ENABLE_ONEDNN_OPTS=0 turns it off)."""
-  return nn._tf_accepts("Conv2D", dict(input=np.zeros((1, 1, 2, 2), np.float32),
-                                      filter=np.zeros((1, 1, 1, 1), np.float32),
-                                      strides=[1, 1, 1, 1], padding="VALID",
-                                      data_format="NCHW"))
+  return _tf_accepts("Conv2D", dict(input=np.zeros((1, 1, 2, 2), np.float32),
+                                   filter=np.zeros((1, 1, 1, 1), np.float32),
+                                   strides=[1, 1, 1, 1], padding="VALID",
+                                   data_format="NCHW"))
 
 
 needs_onednn = pytest.mark.skipif("not _onednn()", reason="needs TF's oneDNN CPU kernels")

@@ -1,0 +1,51 @@
+"""Neural-network ops: bias, convolutions, pooling, batch norm, LRN, resize.
+
+Layouts are expressed as convolution dimension numbers / window dims, never by
+transposing NHWC or NCHW data, so jit compiles to the program hand-written
+``lax.conv_general_dilated`` / ``lax.reduce_window`` code gives. ``SAME``
+padding is TF's (the odd pad goes at the end).
+
+What lives where (each op's impl, rules and property spec in one module):
+
+* ``conv.py``: Conv2D, DepthwiseConv2dNative, Conv3D and their backprop ops.
+* ``bias.py``: BiasAdd, BiasAddV1, BiasAddGrad.
+* ``pool.py``: MaxPool(V2), AvgPool and their grad / grad-grad ops.
+* ``batch_norm.py``: FusedBatchNorm{,V2,V3} and FusedBatchNormGrad{,V2,V3}.
+* ``lrn.py``: LRN, LRNGrad.
+* ``resize.py``: ResizeNearestNeighbor, ResizeBilinear and their grad ops.
+* ``_common.py``: layout and padding helpers, batch folding, spec helpers.
+
+Explicit TF-named rules (they bind other ops through ``tfops``):
+
+* Conv2D, DepthwiseConv2dNative, Conv3D and their backprop ops form closed
+  bilinear families: each JVP applies the op to the tangents, each transpose is
+  another member (Conv2D's transposes are Conv2DBackpropInput/Filter, as in a
+  TF gradient graph).
+* BiasAdd / BiasAddV1 are linear, transposed by BiasAddGrad.
+* AvgPool <-> AvgPoolGrad are each other's transposes.
+* MaxPool's JVP is MaxPoolGradGrad (the tangent at each window's first max),
+  whose transpose is MaxPoolGrad (and vice versa).
+* Batching folds the vmapped axis into N (reshape, op, reshape) where the op
+  treats examples independently, and otherwise, for convolutions and BiasAdd(Grad),
+  into the channels (one convolution group per example), so vmap and per-example
+  gradients keep the TF names.
+
+Semantics choices are written down in docs/semantics/nn.md.
+"""
+
+# Registered in this order (conv, bias, pool, batch_norm, lrn, resize), as nn.py did.
+from tfprims.ops.nn import conv, bias, pool, batch_norm, lrn, resize  # noqa: F401,I001
+from tfprims.ops.nn.batch_norm import (  # noqa: F401
+    FusedBatchNorm, FusedBatchNormGrad, FusedBatchNormGradV2, FusedBatchNormGradV3,
+    FusedBatchNormV2, FusedBatchNormV3)
+from tfprims.ops.nn.bias import BiasAdd, BiasAddGrad, BiasAddV1  # noqa: F401
+from tfprims.ops.nn.conv import (  # noqa: F401
+    Conv2D, Conv2DBackpropFilter, Conv2DBackpropInput, Conv3D, Conv3DBackpropFilterV2,
+    Conv3DBackpropInputV2, DepthwiseConv2dNative, DepthwiseConv2dNativeBackpropFilter,
+    DepthwiseConv2dNativeBackpropInput)
+from tfprims.ops.nn.lrn import LRN, LRNGrad  # noqa: F401
+from tfprims.ops.nn.pool import (  # noqa: F401
+    AvgPool, AvgPoolGrad, MaxPool, MaxPoolGrad, MaxPoolGradGrad, MaxPoolGradGradV2,
+    MaxPoolGradV2, MaxPoolV2)
+from tfprims.ops.nn.resize import (  # noqa: F401
+    ResizeBilinear, ResizeBilinearGrad, ResizeNearestNeighbor, ResizeNearestNeighborGrad)

@@ -1,0 +1,350 @@
+"""Pooling: MaxPool, MaxPoolV2, AvgPool and their gradient ops.
+
+Windows are ``lax.reduce_window`` over the full-rank ksize/strides (NHWC or NCHW),
+with TF's SAME padding. Semantics follow TF's CPU kernels: MaxPool never lets NaN win
+and clamps results below at the dtype's lowest finite value; AvgPool's SAME windows
+average only their real elements.
+
+Explicit TF-named rules:
+
+* AvgPool <-> AvgPoolGrad are each other's transposes.
+* MaxPool's JVP is MaxPoolGradGrad (the tangent read at each window's first max),
+  whose transpose is MaxPoolGrad (and vice versa); the V2 ops (ksize/strides as
+  inputs) pair up the same way.
+* vmap folds the batch axis into N (:func:`tfprims.ops.nn._common._fold_batching`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.interpreters import ad
+
+from tfprims import rules
+from tfprims.core import define_op, tfops
+from tfprims.ops.nn._common import (
+    _ONEDNN_DTYPES, _fold_batching, _layout_attr, _layout_shape, _out_size, _pads, _tf_accepts,
+    _tf_call, _values)
+
+def _lowest(dtype):
+  """The max-pool initial value of TF's CPU kernels: the lowest finite value
+  (Eigen's NumTraits<bfloat16>::lowest() is -inf)."""
+  dtype = np.dtype(dtype)
+  if dtype == jnp.bfloat16:
+    return -np.inf
+  if dtype.kind == "f":
+    return np.finfo(dtype).min
+  return np.iinfo(dtype).min
+
+
+def _pool_pads(shape, ksize, strides, padding, explicit_paddings=()):
+  rank = len(shape)
+  return _pads(padding, explicit_paddings, shape, ksize, strides, (1,) * rank, range(rank))
+
+
+def _check_pool_format(data_format):
+  if data_format not in ("NHWC", "NCHW"):
+    raise NotImplementedError(f"pooling with data_format={data_format!r} is not supported")
+
+
+def max_pool(input, *, ksize, strides, padding, explicit_paddings=(), data_format="NHWC",
+             floor=None):
+  """TF MaxPool. Like TF's CPU kernels, NaNs never win and results are clamped
+  below at the dtype's lowest finite value (a window of NaN/-inf gives it);
+  ``floor`` overrides that value."""
+  _check_pool_format(data_format)
+  pads = _pool_pads(input.shape, ksize, strides, padding, explicit_paddings)
+  x = input
+  if jnp.issubdtype(x.dtype, jnp.floating):
+    low = np.array(_lowest(x.dtype) if floor is None else floor, x.dtype)
+    x = jnp.where(x >= low, x, low)
+    init = np.array(-np.inf, x.dtype)
+  else:
+    init = np.array(np.iinfo(x.dtype).min, x.dtype)
+  return lax.reduce_window(x, init, lax.max, tuple(ksize), tuple(strides), pads)
+
+
+def max_pool_v2(input, *, ksize, strides, padding, data_format="NHWC"):
+  """TF MaxPoolV2: MaxPool with ksize/strides as inputs. Its CPU kernel clamps
+  bfloat16 at bfloat16's lowest finite value (MaxPool's keeps -inf there)."""
+  floor = float(jnp.finfo(jnp.bfloat16).min) if input.dtype == jnp.bfloat16 else None
+  return max_pool(input, ksize=ksize, strides=strides, padding=padding,
+                  data_format=data_format, floor=floor)
+
+
+def max_pool_grad(orig_input, orig_output, grad, *, ksize, strides, padding,
+                  explicit_paddings=(), data_format="NHWC"):
+  """TF MaxPoolGrad: ``grad`` routed to the first max of each window (row-major).
+
+  This is JAX's own max-pool VJP (select-and-scatter, the HLO hand-written JAX code
+  gets); XLA's CPU select-and-scatter visits each window in row-major order, which picks
+  TF's element (tested with ties)."""
+  del orig_output  # recomputed from orig_input, as TF's CPU kernel does
+  _, vjp = jax.vjp(functools.partial(max_pool, ksize=ksize, strides=strides, padding=padding,
+                                     explicit_paddings=explicit_paddings,
+                                     data_format=data_format), orig_input)
+  return vjp(grad)[0]
+
+
+def _first_max_index(x, ksize, strides, pads):
+  """Flat index into ``x`` of each window's first maximum in row-major order (TF's
+  rule), with the same NaN/-inf clamping as max_pool. Ties break on the smaller index
+  inside the reducer, so the result does not depend on XLA's reduction order (JAX's own
+  max-pool JVP, select-and-gather, does)."""
+  if jnp.issubdtype(x.dtype, jnp.floating):
+    low = np.array(_lowest(x.dtype), x.dtype)
+    x = jnp.where(x >= low, x, low)
+    init = np.array(-np.inf, x.dtype)
+  else:
+    init = np.array(np.iinfo(x.dtype).min, x.dtype)
+  index = lax.reshape(lax.iota(np.int32, x.size), x.shape)
+
+  def first_max(a, b):
+    (av, ai), (bv, bi) = a, b
+    take_a = (av > bv) | ((av == bv) & (ai < bi))
+    return lax.select(take_a, av, bv), lax.select(take_a, ai, bi)
+
+  _, out = lax.reduce_window((x, index), (init, np.array(x.size, np.int32)), first_max,
+                             tuple(ksize), tuple(strides), pads)
+  return out
+
+
+def max_pool_grad_grad(orig_input, orig_output, grad, *, ksize, strides, padding,
+                       explicit_paddings=(), data_format="NHWC"):
+  """TF MaxPoolGradGrad: ``grad`` (input-shaped) read at each window's first max.
+  ``explicit_paddings`` is not a TF attr of this op; MaxPool's JVP passes it."""
+  del orig_output  # recomputed from orig_input
+  _check_pool_format(data_format)
+  pads = _pool_pads(orig_input.shape, ksize, strides, padding, explicit_paddings)
+  index = _first_max_index(orig_input, ksize, strides, pads)
+  flat = jnp.concatenate([grad.reshape(-1), jnp.zeros((1,), grad.dtype)])
+  return jnp.take(flat, index, mode="clip")
+
+
+def _grad_params(p):
+  """Params for tf.MaxPoolGrad (which always has explicit_paddings)."""
+  return dict(p, explicit_paddings=p.get("explicit_paddings", ()))
+
+
+def _gradgrad_params(p):
+  """Params for tf.MaxPoolGradGrad: TF's op has no explicit_paddings attr; we add it
+  only for EXPLICIT padding."""
+  q = dict(p)
+  pads = q.pop("explicit_paddings", ())
+  if q.get("padding") == "EXPLICIT":
+    q["explicit_paddings"] = pads
+  return q
+
+
+def _max_pool_jvp(op_type):
+  """Tangent = tf.MaxPoolGradGrad(x, y, t): t read at each window's first max."""
+  def rule(primals, tangents, **p):
+    (x,), (t,) = primals, tangents
+    y = getattr(tfops, op_type)(x, **p)
+    return y, tfops.MaxPoolGradGrad(x, y, ad.instantiate_zeros(t), **_gradgrad_params(p))
+  return rule
+
+
+def _max_pool_grad_transpose(ct, x, y, g, **p):
+  return [None, None, tfops.MaxPoolGradGrad(x, y, ct, **_gradgrad_params(p))]
+
+
+def _max_pool_grad_grad_transpose(ct, x, y, g, **p):
+  return [None, None, tfops.MaxPoolGrad(x, y, ct, **_grad_params(p))]
+
+
+def _avg_pool_counts(shape, ksize, strides, pads, out_shape):
+  """How many real (unpadded) elements each output window averages."""
+  counts = np.ones((1,) * len(shape), np.float64)
+  for a, (n, k, s, (lo, _), o) in enumerate(zip(shape, ksize, strides, pads, out_shape)):
+    start = np.arange(o) * s - lo
+    c = (np.minimum(start + k, n) - np.maximum(start, 0)).astype(np.float64)
+    counts = counts * c.reshape((1,) * a + (o,) + (1,) * (len(shape) - a - 1))
+  return counts
+
+
+def avg_pool(value, *, ksize, strides, padding, data_format="NHWC"):
+  """TF AvgPool: SAME windows average only their real elements."""
+  _check_pool_format(data_format)
+  pads = _pool_pads(value.shape, ksize, strides, padding)
+  total = lax.reduce_window(value, np.array(0, value.dtype), lax.add, tuple(ksize),
+                            tuple(strides), pads)
+  if all(p == (0, 0) for p in pads):
+    return total / math.prod(ksize)
+  counts = _avg_pool_counts(value.shape, ksize, strides, pads, total.shape)
+  return total / counts.astype(value.dtype)
+
+
+def avg_pool_grad(grad, *, orig_input_shape, ksize, strides, padding, data_format="NHWC"):
+  """TF AvgPoolGrad: the transpose of AvgPool."""
+  shape = tuple(int(v) for v in orig_input_shape)
+  f = functools.partial(avg_pool, ksize=ksize, strides=strides, padding=padding,
+                        data_format=data_format)
+  return jax.linear_transpose(f, jax.ShapeDtypeStruct(shape, grad.dtype))(grad)[0]
+
+
+def _pool_calls(st, op_type, dtypes, *, explicit=False, v2=False, special=True, ties=False):
+  """Calls of a pooling op or its grad ops. For float dtypes only calls whose TF
+  gradient op also runs on CPU are kept (it is the gradient oracle)."""
+  from hypothesis import assume
+  from hypothesis.extra import numpy as hnp
+
+  avg = op_type.startswith("AvgPool")
+  fwd_name = "AvgPool" if avg else ("MaxPoolV2" if v2 else "MaxPool")
+  grad_name, gradgrad_name = (("MaxPoolGradV2", "MaxPoolGradGradV2") if v2
+                              else ("MaxPoolGrad", "MaxPoolGradGrad"))
+  needs = {"MaxPool": (fwd_name, grad_name), "MaxPoolV2": (fwd_name, grad_name),
+           "MaxPoolGrad": (grad_name, gradgrad_name), "MaxPoolGradGrad": (gradgrad_name, grad_name),
+           "MaxPoolGradV2": (grad_name, gradgrad_name),
+           "MaxPoolGradGradV2": (gradgrad_name, grad_name),
+           "AvgPool": ("AvgPool", "AvgPoolGrad"), "AvgPoolGrad": ("AvgPoolGrad", "AvgPool")}
+
+  @st.composite
+  def draw_call(draw):
+    fmt = draw(st.sampled_from(("NHWC", "NCHW")))
+    dtype = draw(st.sampled_from(
+        [d for d in dtypes if d in _ONEDNN_DTYPES] if fmt == "NCHW" else list(dtypes)))
+    n, c = draw(st.integers(1, 2)), draw(st.integers(1, 3))
+    ks = [draw(st.integers(1, 3)) for _ in range(2)]
+    ss = [draw(st.integers(1, 3)) for _ in range(2)]
+    padding = draw(st.sampled_from(("SAME", "VALID", "EXPLICIT") if explicit
+                                   else ("SAME", "VALID")))
+    epads = [(draw(st.integers(0, k - 1)), draw(st.integers(0, k - 1)))
+             if padding == "EXPLICIT" else (0, 0) for k in ks]
+    sizes = [draw(st.integers(max(1, k - lo - hi), 5)) if padding != "SAME"
+             else draw(st.integers(1, 5)) for k, (lo, hi) in zip(ks, epads)]
+    shape = _layout_shape(fmt, n, c, sizes)
+    attrs = dict(padding=padding, data_format=fmt)
+    ksize, strides = _layout_attr(fmt, ks), _layout_attr(fmt, ss)
+    if v2:
+      attrs.update(ksize=np.array(ksize, np.int32), strides=np.array(strides, np.int32))
+    else:
+      attrs.update(ksize=ksize, strides=strides)
+    gg_attrs = dict(attrs)
+    if explicit:
+      flat = _layout_attr(fmt, epads, fill=(0, 0))
+      attrs["explicit_paddings"] = ([v for pair in flat for v in pair]
+                                    if padding == "EXPLICIT" else [])
+    if ties and draw(st.booleans()):
+      x = draw(hnp.arrays(st.np_dtype(dtype), shape,
+                          elements=st.sampled_from([0.0, 1.0, 2.0]))).astype(st.np_dtype(dtype))
+    else:
+      x = draw(_values(st, dtype, shape, special=special))
+    fwd = dict(value=x, **attrs) if avg else dict(input=x, **attrs)
+    assume(_tf_accepts(fwd_name, fwd))
+    y = _tf_call(fwd_name, fwd).numpy()
+    gy, gx = draw(_values(st, dtype, y.shape)), draw(_values(st, dtype, shape))
+    calls = {fwd_name: fwd,
+             "AvgPoolGrad": dict(orig_input_shape=np.array(shape, np.int32), grad=gy, **attrs),
+             grad_name: dict(orig_input=x, orig_output=y, grad=gy, **attrs),
+             gradgrad_name: dict(orig_input=x, orig_output=y, grad=gx, **gg_attrs)}
+    needed = needs[op_type] if dtype in st.FLOATS else needs[op_type][:1]
+    assume(all(_tf_accepts(name, calls[name]) for name in needed))
+    return calls[needed[0]]
+
+  return draw_call()
+
+
+_POOL_ATTRS = ("ksize", "strides", "padding", "explicit_paddings", "data_format")
+_HALF_TOL = dict(rtol={"float16": 1e-2, "bfloat16": 2e-2}, atol={"float16": 1e-2, "bfloat16": 2e-2})
+
+def _pool_shape(input, *, ksize, strides, padding, explicit_paddings=(), data_format="NHWC"):
+  _check_pool_format(data_format)
+  pads = _pool_pads(input.shape, ksize, strides, padding, explicit_paddings)
+  return jax.ShapeDtypeStruct(
+      tuple(_out_size(n, k, s, 1, p) for n, k, s, p in zip(input.shape, ksize, strides, pads)),
+      input.dtype)
+
+
+MaxPool = define_op(
+    "MaxPool", max_pool, family="nn", attrs=_POOL_ATTRS, shape_rule=_pool_shape,
+    jvp=_max_pool_jvp("MaxPool"),
+    batching=_fold_batching("MaxPool"),
+    spec=lambda st: st.Spec(
+        _pool_calls(st, "MaxPool", ("float16", "bfloat16", "float32", "float64") + st.SIGNED
+                    + ("uint8", "uint16"), explicit=True, ties=True),
+
+        note="NaN never wins and results are clamped below at the lowest finite value, as "
+             "TF's CPU kernels do; gradients go to the first max of each window."))
+
+MaxPoolV2 = define_op(
+    "MaxPoolV2", max_pool_v2, family="nn", static=("ksize", "strides"),
+    attrs=("padding", "data_format"), jvp=_max_pool_jvp("MaxPoolV2"),
+    batching=_fold_batching("MaxPoolV2"),
+    spec=lambda st: st.Spec(
+        _pool_calls(st, "MaxPoolV2", ("float16", "bfloat16", "float32", "float64") + st.SIGNED
+                    + ("uint8", "uint16"), v2=True, ties=True)))
+
+MaxPoolGrad = define_op(
+    "MaxPoolGrad", max_pool_grad, family="nn", attrs=_POOL_ATTRS,
+    jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPoolGrad(x, y, t, **p)),
+    transpose=_max_pool_grad_transpose, batching=_fold_batching("MaxPoolGrad"),
+    spec=lambda st: st.Spec(
+        _pool_calls(st, "MaxPoolGrad", ("float16", "bfloat16", "float32", "float64"),
+                    special=False, ties=True),
+        diff_args=("grad",), **_HALF_TOL,
+        note="float dtypes only (TF also has integer kernels)."))
+
+MaxPoolGradGrad = define_op(
+    "MaxPoolGradGrad", max_pool_grad_grad, family="nn",
+    attrs=("ksize", "strides", "padding", "data_format"),
+    jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPoolGradGrad(x, y, t, **p)),
+    transpose=_max_pool_grad_grad_transpose, batching=_fold_batching("MaxPoolGradGrad"),
+    spec=lambda st: st.Spec(
+        _pool_calls(st, "MaxPoolGradGrad", ("float16", "bfloat16", "float32", "float64"),
+                    special=False, ties=True),
+        diff_args=("grad",), vmap_variation="none",
+        note="float dtypes only (TF also has integer kernels). orig_output is ignored "
+             "(recomputed); TF's kernel matches it against orig_input, so the vmap check "
+             "keeps batch members consistent (copies)."))
+
+MaxPoolGradV2 = define_op(
+    "MaxPoolGradV2", max_pool_grad, family="nn", static=("ksize", "strides"),
+    attrs=("padding", "data_format"),
+    jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPoolGradV2(x, y, t, **p)),
+    transpose=lambda ct, x, y, g, **p: [None, None, tfops.MaxPoolGradGradV2(x, y, ct, **p)],
+    batching=_fold_batching("MaxPoolGradV2"),
+    spec=lambda st: st.Spec(
+        _pool_calls(st, "MaxPoolGradV2", ("float16", "bfloat16", "float32", "float64"),
+                    v2=True, special=False, ties=True),
+        diff_args=("grad",), **_HALF_TOL, note="float dtypes only."))
+
+MaxPoolGradGradV2 = define_op(
+    "MaxPoolGradGradV2", max_pool_grad_grad, family="nn", static=("ksize", "strides"),
+    attrs=("padding", "data_format"),
+    jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPoolGradGradV2(x, y, t, **p)),
+    transpose=lambda ct, x, y, g, **p: [None, None, tfops.MaxPoolGradV2(x, y, ct, **p)],
+    batching=_fold_batching("MaxPoolGradGradV2"),
+    spec=lambda st: st.Spec(
+        _pool_calls(st, "MaxPoolGradGradV2", ("float16", "bfloat16", "float32", "float64"),
+                    v2=True, special=False, ties=True),
+        diff_args=("grad",), vmap_variation="none", note="float dtypes only."))
+
+AvgPool = define_op(
+    "AvgPool", avg_pool, family="nn", attrs=("ksize", "strides", "padding", "data_format"),
+    shape_rule=_pool_shape, linear=True,
+    transpose=lambda ct, x, **p: [tfops.AvgPoolGrad(ct, orig_input_shape=rules.shape_of(x), **p)],
+    batching=_fold_batching("AvgPool"),
+    spec=lambda st: st.Spec(
+        _pool_calls(st, "AvgPool", ("float16", "bfloat16", "float32", "float64"),
+                    special=False), **_HALF_TOL))
+
+
+def _fix_orig_shape(p, b):
+  shape = tuple(p["orig_input_shape"])
+  return dict(p, orig_input_shape=(b * shape[0],) + shape[1:])
+
+
+AvgPoolGrad = define_op(
+    "AvgPoolGrad", avg_pool_grad, family="nn", static=("orig_input_shape",),
+    attrs=("ksize", "strides", "padding", "data_format"), linear=True,
+    transpose=lambda ct, g, *, orig_input_shape, **p: [tfops.AvgPool(ct, **p)],
+    batching=_fold_batching("AvgPoolGrad", _fix_orig_shape),
+    spec=lambda st: st.Spec(
+        _pool_calls(st, "AvgPoolGrad", ("float16", "bfloat16", "float32", "float64"),
+                    ), **_HALF_TOL))
