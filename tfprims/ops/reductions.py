@@ -12,72 +12,14 @@ where TF is platform-dependent: docs/semantics/reductions_linalg.md.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
-
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.interpreters import ad
 
 from tfprims import dtypes as tfdtypes
-from tfprims import core
-from tfprims.core import define_op, get_op
-
-U = ad.is_undefined_primal
-
-# ---------------------------------------------------------------------------
-# Helpers shared with linalg.py (TF ops from other families, called lazily).
-
-
-def tf_op(op_type: str, inputs: dict, attrs: Optional[dict] = None,
-          fallback: Optional[Callable[[], object]] = None):
-  """``core.call_op``, or ``fallback()`` when ``op_type`` is not registered
-  (families are written independently)."""
-  op = get_op(op_type)
-  operands, params = op.prepare(inputs, attrs or {})
-  return op(*operands, **params)
-
-
-def _shape_of(x):
-  return tuple(x.aval.shape) if U(x) else tuple(jnp.shape(x))
-
-
-def reshape(x, shape):
-  shape = tuple(int(d) for d in shape)
-  if _shape_of(x) == shape:
-    return x
-  return tf_op("Reshape", {"tensor": x, "shape": np.array(shape, np.int32)},
-               fallback=lambda: jnp.reshape(x, shape))
-
-
-def broadcast_to(x, shape):
-  shape = tuple(int(d) for d in shape)
-  if _shape_of(x) == shape:
-    return x
-  return tf_op("BroadcastTo", {"input": x, "shape": np.array(shape, np.int32)},
-               fallback=lambda: jnp.broadcast_to(x, shape))
-
-
-def transpose(x, perm):
-  perm = tuple(int(p) for p in perm)
-  if perm == tuple(range(len(perm))):
-    return x
-  return tf_op("Transpose", {"x": x, "perm": np.array(perm, np.int32)},
-               fallback=lambda: jnp.transpose(x, perm))
-
-
-def moveaxis(x, src: int, dst: int):
-  """``jnp.moveaxis`` written with the TF Transpose op when it is registered."""
-  ndim = len(_shape_of(x))
-  src, dst = src % ndim, dst % ndim
-  perm = [i for i in range(ndim) if i != src]
-  perm.insert(dst, src)
-  return transpose(x, perm)
-
-
-def _binary(op_type: str, jnp_fn, x, y):
-  return tf_op(op_type, {"x": x, "y": y}, fallback=lambda: jnp_fn(x, y))
-
+from tfprims import rules
+from tfprims.core import define_op, tfops
 
 # ---------------------------------------------------------------------------
 # Axes.
@@ -297,8 +239,8 @@ def _reduce_transpose(ct, x, *, axis, keep_dims, scale=None):
   if scale is not None:
     ct = scale(ct)
   if not keep_dims:
-    ct = reshape(ct, _kept_shape(shape, axes))
-  return [broadcast_to(ct, shape)]
+    ct = rules.reshape(ct, _kept_shape(shape, axes))
+  return [rules.broadcast_to(ct, shape)]
 
 
 def _mean_transpose(ct, x, *, axis, keep_dims):
@@ -306,59 +248,54 @@ def _mean_transpose(ct, x, *, axis, keep_dims):
   n = _count(shape, normalize_axes(axis, len(shape)))
   if n <= 1:
     return _reduce_transpose(ct, x, axis=axis, keep_dims=keep_dims)
-  from tfprims.ops import elementwise
-
-  def scale(c):
-    # TF divides by the count (RealDiv); use it when it has a transpose rule
-    # (needed for grad-of-grad), else multiply by the reciprocal.
-    try:
-      div = get_op("RealDiv")
-    except KeyError:
-      div = None
-    if div is not None and div.transpose_source != "none":
-      return div(c, np.array(n, c.dtype))
-    return elementwise.Mul(c, np.array(1.0 / n, c.dtype))
-  return _reduce_transpose(ct, x, axis=axis, keep_dims=keep_dims, scale=scale)
+  # TF divides by the count (RealDiv, whose transpose gives grad-of-grad).
+  return _reduce_transpose(ct, x, axis=axis, keep_dims=keep_dims,
+                           scale=lambda c: tfops.RealDiv(c, np.array(n, c.dtype)))
 
 
-def _reduction_batching(get_prim):
+def _mean_jvp(t, x, *, axis, keep_dims):
+  """Mean of the tangent; an empty reduction has a zero tangent (as in TF), not NaN."""
+  if _count(x.shape, normalize_axes(axis, x.ndim)) == 0:
+    return jnp.zeros(_out_shape(x.shape, normalize_axes(axis, x.ndim), keep_dims), t.dtype)
+  return tfops.Mean(t, axis=axis, keep_dims=keep_dims)
+
+
+def _reduction_batching(op_type: str):
+  """Re-binds ``op_type`` with the batch axis moved to the front and the axes shifted."""
   def rule(args, dims, *, axis, **params):
     (x,), (d,) = args, dims
     if d != 0:
-      x = moveaxis(x, d, 0)
+      x = rules.move_axes(x, [d], [0])
     axes = tuple(a + 1 for a in normalize_axes(axis, x.ndim - 1))
-    return get_prim().bind(x, axis=axes, **params), 0
+    return getattr(tfops, op_type)(x, axis=axes, **params), 0
   return rule
 
 
-def _arg_batching(get_prim):
+def _arg_batching(op_type: str):
   def rule(args, dims, *, dimension, **params):
     (x,), (d,) = args, dims
     if d != 0:
-      x = moveaxis(x, d, 0)
+      x = rules.move_axes(x, [d], [0])
     dim = normalize_axes(dimension, x.ndim - 1)[0] + 1
-    return get_prim().bind(x, dimension=dim, **params), 0
+    return getattr(tfops, op_type)(x, dimension=dim, **params), 0
   return rule
 
 
-def _chooser_jvp(get_op_fn):
+def _chooser_jvp(op_type: str):
   """TF's Max/Min gradient: the tangent is averaged over the tied extrema
   (indicators / count), so a NaN in the slice gives NaN."""
   def rule(primals, tangents, *, axis, keep_dims):
     (x,), (t,) = primals, tangents
-    op = get_op_fn()
-    y = op(x, axis=axis, keep_dims=keep_dims)
+    y = getattr(tfops, op_type)(x, axis=axis, keep_dims=keep_dims)
     if type(t) is ad.Zero:
       return y, t
     axes = normalize_axes(axis, x.ndim)
-    y_kept = y if keep_dims else reshape(y, _kept_shape(x.shape, axes))
-    eq = _binary("Equal", jnp.equal, x, y_kept)
-    ind = tf_op("Cast", {"x": eq}, {"DstT": x.dtype, "Truncate": False},
-                fallback=lambda: eq.astype(x.dtype))
-    count = Sum(ind, axis=axes, keep_dims=True)
-    weights = _binary("RealDiv", jnp.divide, ind, count)
-    from tfprims.ops import elementwise
-    return y, Sum(elementwise.Mul(t, weights), axis=axes, keep_dims=keep_dims)
+    y_kept = y if keep_dims else rules.reshape(y, _kept_shape(x.shape, axes))
+    eq = tfops.Equal(x, y_kept, incompatible_shape_error=True)
+    ind = tfops.Cast(eq, DstT=np.dtype(x.dtype), Truncate=False)
+    count = tfops.Sum(ind, axis=axes, keep_dims=True)
+    weights = tfops.RealDiv(ind, count)
+    return y, tfops.Sum(tfops.Mul(t, weights), axis=axes, keep_dims=keep_dims)
   return rule
 
 
@@ -368,18 +305,17 @@ def _euclidean_norm_jvp(primals, tangents, *, axis, keep_dims):
   maps imaginary tangents (the exact derivative of the real-valued norm would
   keep only the real part). An empty reduction has a zero tangent."""
   (x,), (t,) = primals, tangents
-  y = EuclideanNorm(x, axis=axis, keep_dims=keep_dims)
+  y = tfops.EuclideanNorm(x, axis=axis, keep_dims=keep_dims)
   if type(t) is ad.Zero:
     return y, t
   axes = normalize_axes(axis, x.ndim)
   if _count(x.shape, axes) == 0:
     return y, jnp.zeros(y.shape, y.dtype)
-  y_kept = y if keep_dims else reshape(y, _kept_shape(x.shape, axes))
+  y_kept = y if keep_dims else rules.reshape(y, _kept_shape(x.shape, axes))
   if jnp.issubdtype(x.dtype, jnp.complexfloating):
-    x = tf_op("Conj", {"input": x}, fallback=lambda: jnp.conj(x))
-  weights = _binary("RealDiv", jnp.divide, x, y_kept)
-  from tfprims.ops import elementwise
-  return y, Sum(elementwise.Mul(t, weights), axis=axes, keep_dims=keep_dims)
+    x = tfops.Conj(x)
+  weights = tfops.RealDiv(x, y_kept)
+  return y, tfops.Sum(tfops.Mul(t, weights), axis=axes, keep_dims=keep_dims)
 
 
 # ---------------------------------------------------------------------------
@@ -428,7 +364,7 @@ def reduction_calls(st, dtype_names, wide_bound=None, complex_kwargs=None):
 def reduction_spec(st, op_type, dtype_names, wide_bound=None, complex_kwargs=None,
                    **kwargs):
   """Calls with op-def names (``reduction_indices``); the runner passes it to
-  ``tf.raw_ops.<op_type>`` as ``axis`` (``runner.raw_ops_renames``)."""
+  ``tf.raw_ops.<op_type>`` as ``axis`` (``tfprims.testing.oracles.raw_ops_renames``)."""
   return st.Spec(reduction_calls(st, dtype_names, wide_bound, complex_kwargs), **kwargs)
 
 
@@ -474,23 +410,16 @@ _RED = dict(family="reductions", static={"reduction_indices": "axis"}, attrs=("k
 
 Sum = define_op(
     "Sum", _sum, **_RED, linear=True, transpose=_reduce_transpose,
-    batching=_reduction_batching(lambda: Sum.primitive),
+    batching=_reduction_batching("Sum"),
     spec=lambda st: reduction_spec(st, "Sum", st.NUMERIC + st.COMPLEX, wide_bound=2**22))
-
-def _mean_jvp(t, x, *, axis, keep_dims):
-  """Mean of the tangent; an empty reduction has a zero tangent (as in TF), not NaN."""
-  if _count(x.shape, normalize_axes(axis, x.ndim)) == 0:
-    return jnp.zeros(_out_shape(x.shape, normalize_axes(axis, x.ndim), keep_dims), t.dtype)
-  return Mean(t, axis=axis, keep_dims=keep_dims)
-
 
 Mean = define_op(
     "Mean", _mean, **_RED, jvp=(_mean_jvp,), transpose=_mean_transpose,
-    batching=_reduction_batching(lambda: Mean.primitive),
+    batching=_reduction_batching("Mean"),
     spec=lambda st: reduction_spec(st, "Mean", st.NUMERIC + st.COMPLEX))
 
 Prod = define_op(
-    "Prod", _prod, **_RED, batching=_reduction_batching(lambda: Prod.primitive),
+    "Prod", _prod, **_RED, batching=_reduction_batching("Prod"),
     # Complex products reaching inf follow each library's complex arithmetic (TF:
     # C99 Annex G; XLA: plain formulas, batched and unbatched differing): complex
     # factors are drawn with |z| < 1.
@@ -498,28 +427,28 @@ Prod = define_op(
                                    complex_kwargs={"min_value": -0.7, "max_value": 0.7}))
 
 Max = define_op(
-    "Max", _max, **_RED, jvp=_chooser_jvp(lambda: Max),
-    batching=_reduction_batching(lambda: Max.primitive),
+    "Max", _max, **_RED, jvp=_chooser_jvp("Max"),
+    batching=_reduction_batching("Max"),
     spec=lambda st: reduction_spec(st, "Max", st.NUMERIC))
 
 Min = define_op(
-    "Min", _min, **_RED, jvp=_chooser_jvp(lambda: Min),
-    batching=_reduction_batching(lambda: Min.primitive),
+    "Min", _min, **_RED, jvp=_chooser_jvp("Min"),
+    batching=_reduction_batching("Min"),
     spec=lambda st: reduction_spec(st, "Min", st.NUMERIC))
 
 All = define_op(
-    "All", _all, **_RED, batching=_reduction_batching(lambda: All.primitive),
+    "All", _all, **_RED, batching=_reduction_batching("All"),
     spec=lambda st: reduction_spec(st, "All", ("bool",),
                                    skip={"jvp": _NO_GRAD_INT, "vjp": _NO_GRAD_INT}))
 
 Any = define_op(
-    "Any", _any, **_RED, batching=_reduction_batching(lambda: Any.primitive),
+    "Any", _any, **_RED, batching=_reduction_batching("Any"),
     spec=lambda st: reduction_spec(st, "Any", ("bool",),
                                    skip={"jvp": _NO_GRAD_INT, "vjp": _NO_GRAD_INT}))
 
 EuclideanNorm = define_op(
     "EuclideanNorm", _euclidean_norm, **_RED, jvp=_euclidean_norm_jvp,
-    batching=_reduction_batching(lambda: EuclideanNorm.primitive),
+    batching=_reduction_batching("EuclideanNorm"),
     spec=lambda st: reduction_spec(
         st, "EuclideanNorm", st.NUMERIC + st.COMPLEX, wide_bound=2**11,
         # TF's result for a NaN part beside an inf depends on its kernel's path.
@@ -533,12 +462,12 @@ _ARG = dict(family="reductions", static=("dimension",), attrs=("output_type",),
 
 ArgMax = define_op(
     "ArgMax", _arg_chooser("max"), **_ARG,
-    batching=_arg_batching(lambda: ArgMax.primitive),
+    batching=_arg_batching("ArgMax"),
     spec=lambda st: st.Spec(arg_calls(st, ("int16", "uint16", "int32", "int64")),
                             skip={"jvp": "integer output", "vjp": "integer output"}))
 
 ArgMin = define_op(
     "ArgMin", _arg_chooser("min"), **_ARG,
-    batching=_arg_batching(lambda: ArgMin.primitive),
+    batching=_arg_batching("ArgMin"),
     spec=lambda st: st.Spec(arg_calls(st, ("int32", "int64")),
                             skip={"jvp": "integer output", "vjp": "integer output"}))

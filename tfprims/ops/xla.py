@@ -37,10 +37,9 @@ from jax.extend.core import Primitive
 from jax.extend.mlir.dialects import func as func_dialect
 from jax.extend.mlir.dialects import stablehlo as hlo
 from jax.interpreters import ad, batching, mlir
-from jax.interpreters import xla as jax_xla
 
 from tfprims import dtypes, errors
-from tfprims.core import define_op
+from tfprims.core import define_op, tfops
 from tfprims.ops import custom_gradients
 
 FAMILY = "xla"
@@ -103,8 +102,8 @@ def _deserialize(context, module: bytes):
 
 def _call_impl(*args, module, version, Sout, Tout, platforms):
   """Calls the module's main function on ``args`` (the lowering inlines it)."""
-  return XlaCallModule.primitive.bind(*args, module=module, version=version, Sout=Sout,
-                                      Tout=Tout, platforms=platforms)
+  return tfops.XlaCallModule(*args, module=module, version=version, Sout=Sout, Tout=Tout,
+                             platforms=platforms)
 
 
 def _abstract_eval(*avals, module, version, Sout, Tout, platforms):
@@ -212,7 +211,7 @@ batching.primitive_batchers[tangent_p] = _tangent_batch
 
 
 def _jvp(primals, tangents, **params):
-  outs = XlaCallModule.primitive.bind(*primals, **params)
+  outs = tfops.XlaCallModule(*primals, **params)
   if all(type(t) is ad.Zero for t in tangents):
     return outs, [ad.Zero(jax.typeof(o).to_tangent_aval()) for o in outs]
   # tangent_p is linear in the tangents (its first operands); primals are residuals.
@@ -243,7 +242,7 @@ def _batch(args, dims, **params):
     full = list(args)
     for i, s in zip(batched, slices):
       full[i] = s
-    return XlaCallModule.primitive.bind(*full, **params)
+    return tfops.XlaCallModule(*full, **params)
 
   outs = jax.lax.map(one, xs)
   return list(outs), [0] * len(outs)
@@ -282,7 +281,7 @@ def _interpret(ctx, node, inputs):
         f"native_serialization_platforms=('{backend}', ...))")
   params = _canonicalize(dict(module=node.attr("module"), version=version, Sout=sout,
                              Tout=node.attr("Tout"), platforms=platforms))
-  return list(XlaCallModule(*[jax.numpy.asarray(x) for x in inputs], **params))
+  return list(tfops.XlaCallModule(*[jax.numpy.asarray(x) for x in inputs], **params))
 
 
 def _canonicalize(params, *args):

@@ -1,0 +1,32 @@
+"""Linear algebra: MatMul, BatchMatMul (V1/V2/V3), Einsum, Cross, band/diagonal ops,
+Cholesky, MatrixInverse, MatrixDeterminant, LogMatrixDeterminant, solvers.
+
+Submodules, each op with its impl, rules and property spec:
+
+* :mod:`~tfprims.ops.linalg.matmul`: MatMul, BatchMatMul/V2/V3, Einsum, Cross.
+  MatMul and BatchMatMul/V2 have TF-named rules: JVPs with the same op,
+  transposes written as TF's gradients are (MatMul with transpose flags,
+  BatchMatMulV2 with adjoint flags, Sum + Reshape to undo batch broadcasting),
+  and batching that re-binds ``tf.BatchMatMulV2`` (a vmapped MatMul becomes a
+  BatchMatMulV2; an unbatched operand is passed as is since BatchMatMulV2
+  broadcasts batch dims). Einsum re-binds itself under vmap with an extra label.
+* :mod:`~tfprims.ops.linalg.diagonals`: MatrixBandPart, MatrixDiag(Part) V1/V3,
+  MatrixSetDiagV3.
+* :mod:`~tfprims.ops.linalg.decompositions`: Cholesky, MatrixInverse,
+  MatrixDeterminant, LogMatrixDeterminant, MatrixSolve, MatrixTriangularSolve.
+
+Rules bind other ops through :data:`tfprims.core.tfops` and the helpers of
+:mod:`tfprims.rules`; ops without explicit rules use the derived ones. Semantics
+chosen where TF raises or is platform-dependent: docs/semantics/reductions_linalg.md.
+"""
+
+from tfprims.ops.linalg import decompositions, diagonals, matmul  # noqa: F401
+from tfprims.ops.linalg._common import FAMILY  # noqa: F401
+from tfprims.ops.linalg.decompositions import (  # noqa: F401
+    Cholesky, LogMatrixDeterminant, MatrixDeterminant, MatrixInverse, MatrixSolve,
+    MatrixTriangularSolve)
+from tfprims.ops.linalg.diagonals import (  # noqa: F401
+    MatrixBandPart, MatrixDiag, MatrixDiagPart, MatrixDiagPartV3, MatrixDiagV3,
+    MatrixSetDiagV3)
+from tfprims.ops.linalg.matmul import (  # noqa: F401
+    BatchMatMul, BatchMatMulV2, BatchMatMulV3, Cross, Einsum, MatMul)

@@ -1,0 +1,173 @@
+"""The TensorList value: what a TF list (a variant tensor) is inside the interpreter.
+
+A :class:`TensorList` holds ``items`` (an array of shape ``[length,
+*element_shape]``, or None while no element has been written and the element
+shape is not fully known), a static ``length``, the element dtype and the
+(possibly partial) element shape. It is a JAX pytree whose only leaf is
+``items``, so a list is carried through ``lax.scan``/``lax.cond`` like any other
+value. Also here: element-shape helpers, and the checks the interpreter hooks
+share (a list input, a static int, a range-checked index).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import numpy as np
+
+from tfprims import core, dtypes, errors
+
+FAMILY = "tensorlist"
+
+
+class NeedsConcreteIndex(errors.TensorListSizeError):
+  """A list op needs a trace-time index (e.g. to grow the list) but got a traced one.
+
+  The while-loop converter catches it and unrolls the loop when its trip count
+  is static, so the index becomes concrete.
+  """
+
+
+@jax.tree_util.register_pytree_node_class
+class TensorList:
+  """A TF TensorList inside the interpreter (see the module docstring)."""
+
+  __slots__ = ("items", "length", "element_dtype", "element_shape")
+
+  def __init__(self, items, length: int, element_dtype, element_shape: Optional[tuple]):
+    self.items = items
+    self.length = int(length)
+    # A numpy dtype, or TF's name ("variant") for lists of lists/optionals.
+    self.element_dtype = element_dtype if isinstance(element_dtype, str) else \
+        np.dtype(element_dtype)
+    if items is not None and hasattr(items, "shape"):
+      element_shape = tuple(items.shape[1:])
+    self.element_shape = None if element_shape is None else tuple(element_shape)
+
+  def tree_flatten(self):
+    children = () if self.items is None else (self.items,)
+    return children, (self.length, self.element_dtype, self.element_shape,
+                      self.items is not None)
+
+  @classmethod
+  def tree_unflatten(cls, aux, children):
+    length, dtype, shape, has_items = aux
+    obj = object.__new__(cls)
+    obj.items = children[0] if has_items else None
+    obj.length, obj.element_dtype, obj.element_shape = length, dtype, shape
+    return obj
+
+  @property
+  def shape_known(self) -> bool:
+    return self.element_shape is not None and all(d is not None for d in self.element_shape)
+
+  def with_items(self, items) -> "TensorList":
+    return TensorList(items, int(items.shape[0]), self.element_dtype, None)
+
+  def materialized(self, element_shape=None, node=None) -> "TensorList":
+    """This list with ``items`` allocated (uninitialized elements are zeros, as in TF)."""
+    if self.items is not None:
+      return self
+    if isinstance(self.element_dtype, str):
+      where = f"{node.op} node '{node.name}'" if node is not None else "a TensorList"
+      raise errors.TensorListSizeError(f"{where}: lists of {self.element_dtype} elements are "
+                                "not supported")
+    shape = merge_shapes(self.element_shape, element_shape, node)
+    if shape is None or any(d is None for d in shape):
+      where = f"{node.op} node '{node.name}'" if node is not None else "a TensorList"
+      raise errors.TensorListSizeError(
+          f"{where} reads uninitialized elements of a list whose element shape "
+          f"({_shape_str(shape)}) is not fully known; write the elements first or "
+          "give the TensorArray an element_shape")
+    return TensorList(np.zeros((self.length,) + tuple(shape), self.element_dtype),
+                      self.length, self.element_dtype, shape)
+
+  def __repr__(self):
+    return (f"TensorList(length={self.length}, dtype={self.element_dtype}, "
+            f"element_shape={_shape_str(self.element_shape)}, "
+            f"items={'None' if self.items is None else type(self.items).__name__})")
+
+
+def _shape_str(shape) -> str:
+  if shape is None:
+    return "<unknown rank>"
+  return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def decode_shape(value) -> Optional[tuple]:
+  """A TF element_shape tensor (-1 = unknown rank, -1 dims = unknown) as a partial shape."""
+  if value is None or not core.is_concrete(value):
+    return None
+  arr = np.asarray(value)
+  if arr.ndim == 0:
+    if int(arr) == -1:
+      return None
+    raise errors.ConversionError(f"invalid TensorList element_shape {arr!r}")
+  return tuple(None if int(d) < 0 else int(d) for d in arr.reshape(-1))
+
+
+def merge_shapes(a: Optional[tuple], b: Optional[tuple], node=None) -> Optional[tuple]:
+  if a is None:
+    return b
+  if b is None:
+    return a
+  if len(a) != len(b):
+    raise errors.OpError(node.op if node else "TensorList", node.name if node else "?",
+                         f"element shapes {_shape_str(a)} and {_shape_str(b)} differ in rank")
+  out = []
+  for x, y in zip(a, b):
+    if x is not None and y is not None and x != y:
+      raise errors.OpError(node.op if node else "TensorList", node.name if node else "?",
+                           f"element shapes {_shape_str(a)} and {_shape_str(b)} are incompatible")
+    out.append(x if x is not None else y)
+  return tuple(out)
+
+
+class UnavailableList:
+  """A list output that cannot be computed (e.g. pushed to in a loop without a static
+  trip count); using it raises :class:`errors.TensorListSizeError`."""
+
+  def __init__(self, reason: str):
+    self.reason = reason
+
+  def __repr__(self):
+    return f"UnavailableList({self.reason!r})"
+
+
+def as_list(node, value) -> TensorList:
+  """A node's list input, checked (an :class:`UnavailableList` raises its reason)."""
+  if isinstance(value, UnavailableList):
+    raise errors.TensorListSizeError(f"{node.op} node '{node.name}' uses a list that cannot be "
+                                     f"computed: {value.reason}")
+  if not isinstance(value, TensorList):
+    raise errors.OpError(node.op, node.name,
+                         f"expects a TensorList input, got {type(value).__name__}")
+  return value
+
+
+def static_int(node, value, what: str) -> int:
+  """A size input that must be known at trace time (it becomes an array dimension)."""
+  if not core.is_concrete(value):
+    raise errors.TensorListSizeError(
+        f"{node.op} node '{node.name}': {what} depends on runtime data, but a "
+        "TensorList's length must be known at trace time (JAX arrays have static "
+        "shapes); compute it from constants or shapes")
+  return int(np.asarray(value))
+
+
+def element_dtype(node):
+  """The node's ``element_dtype`` attr: a numpy dtype, or TF's name ("variant")."""
+  dtype = node.attr("element_dtype")
+  return dtype if isinstance(dtype, str) else dtypes.canonical_dtype(dtype)
+
+
+def check_index(node, lst: TensorList, index) -> Optional[int]:
+  """The index as an int when concrete (range-checked), None when traced."""
+  if not core.is_concrete(index):
+    return None
+  i = int(np.asarray(index))
+  if i < 0 or i >= lst.length:
+    raise errors.OpError(node.op, node.name,
+                         f"index {i} is out of range for a list of {lst.length} elements")
+  return i
