@@ -157,18 +157,13 @@ def _log_softmax(logits):
   return shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=-1, keepdims=True))
 
 
-def _sum_last(x):
-  """``tf.Sum`` over the last axis, keeping it."""
-  return rules.reduce_sum(x, (-1,), keep_dims=True)
-
-
 def _softmax_jvp(primals, tangents):
   # TF's SoftmaxGrad: (t - sum(t * y, -1)) * y.
   (x,), (t,) = primals, tangents
   y = tfops.Softmax(x)
   if type(t) is ad.Zero:
     return y, rules.zero_tangent(y)
-  return y, tfops.Mul(tfops.Sub(t, _sum_last(tfops.Mul(t, y))), y)
+  return y, tfops.Mul(tfops.Sub(t, rules.reduce_sum(tfops.Mul(t, y), (-1,), keep_dims=True)), y)
 
 
 def _log_softmax_jvp(primals, tangents):
@@ -178,7 +173,8 @@ def _log_softmax_jvp(primals, tangents):
   y = tfops.LogSoftmax(x)
   if type(t) is ad.Zero:
     return y, rules.zero_tangent(y)
-  return y, tfops.Sub(t, _sum_last(tfops.Mul(t, tfops.Exp(y))))
+  return y, tfops.Sub(
+      t, rules.reduce_sum(tfops.Mul(t, tfops.Exp(y)), (-1,), keep_dims=True))
 
 
 def _last_axis_batching(op_type):
