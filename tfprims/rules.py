@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.interpreters import ad
@@ -31,7 +32,8 @@ __all__ = [
     "U", "shape_of", "dtype_of", "reshape", "transpose", "reduce_sum", "broadcast_to",
     "unbroadcast", "instantiate", "zeros", "batch_size", "to_front", "with_batch_axis",
     "unbatched_shape", "move_axes", "vmap_batching", "elementwise_batching",
-    "same_op_batching",
+    "same_op_batching", "zero_tangent", "const", "cast_like", "no_grad_jvp", "output_jvp",
+    "linear_transpose",
 ]
 
 U = ad.is_undefined_primal
@@ -161,3 +163,58 @@ def move_axes(x, source: Sequence[int], destination: Sequence[int]):
   for dst, src in sorted(zip(destination, source)):
     order.insert(dst, src)
   return transpose(x, order)
+
+
+# --- added for elementwise and activations
+
+
+def zero_tangent(out):
+  """The symbolic-zero tangent of ``out`` (a JVP whose op has no derivative there)."""
+  return ad.Zero(jax.typeof(out).to_tangent_aval())
+
+
+def const(value, like) -> np.ndarray:
+  """``value`` as a numpy constant of ``like``'s dtype (a typed literal in jaxprs)."""
+  return np.array(value, dtype=dtype_of(like))
+
+
+def cast_like(x, like):
+  """``tf.Cast`` of ``x`` to ``like``'s dtype: TF's ``cast(pred, dtype)`` masks
+  (a boolean as 0/1), or a real cotangent made complex."""
+  return tfops.Cast(x, DstT=dtype_of(like), Truncate=False)
+
+
+def no_grad_jvp(op_type: str):
+  """JVP of an op TF gives no gradient (piecewise constant, integer or boolean
+  results): the op re-bound, with a zero tangent."""
+  def rule(primals, tangents, **params):
+    out = getattr(tfops, op_type)(*primals, **params)
+    return out, zero_tangent(out)
+  return rule
+
+
+def output_jvp(op_type: str, tangent_fn):
+  """Full JVP rule of a one-operand op whose derivative TF writes with its output
+  ``y`` (``tangent_fn(t, y, x, **params)``: ``TanhGrad(y, t)``, ``EluGrad(t, y)``)."""
+  def rule(primals, tangents, **params):
+    (x,), (t,) = primals, tangents
+    y = getattr(tfops, op_type)(x, **params)
+    if type(t) is ad.Zero:
+      return y, zero_tangent(y)
+    return y, tangent_fn(t, y, x, **params)
+  return rule
+
+
+def linear_transpose(op_type: str, index: int):
+  """Transpose of an op linear in its operand ``index`` alone (``Div`` in ``x``,
+  ``SqrtGrad`` in ``dy``, ``ReluGrad`` in ``gradients``): the op re-bound with the
+  cotangent in that place, summed back to the operand's shape."""
+  def rule(ct, *args, **params):
+    assert U(args[index]) and not any(U(a) for i, a in enumerate(args) if i != index)
+    operands = list(args)
+    operands[index] = ct
+    cts = [None] * len(args)
+    cts[index] = unbroadcast(getattr(tfops, op_type)(*operands, **params),
+                             shape_of(args[index]))
+    return cts
+  return rule

@@ -4,15 +4,17 @@ Softmax, LogSoftmax, and TF's gradient ops of the elementwise ones.
 Impls follow TF's CPU kernels (``tensorflow/core/kernels/relu_op_functor.h``,
 ``softplus_op.h``, ``softmax_op_functor.h``) formula for formula, so special
 values agree: Relu keeps -0.0 and NaN, Elu/Selu use ``exp(x) - 1`` like TF,
-Softplus uses TF's ``log(epsilon) + 2`` thresholds. Tanh lives in
-elementwise.py; Gelu is not a TF raw op.
+Softplus uses TF's ``log(epsilon) + 2`` thresholds. Tanh (and SigmoidGrad) live
+in the elementwise package; Gelu is not a TF raw op.
 
 JVPs are written with TF's gradient ops, as TF's own gradients are
 (``tensorflow/python/ops/nn_grad.py``): ``Relu -> ReluGrad(t, x)``,
 ``Elu -> EluGrad(t, y)``, ``Sigmoid -> SigmoidGrad(y, t)``... The gradient ops
 are linear in their ``gradients`` input and have TF-named transposes, so grad
 jaxprs read like TF. At kinks the derivative is TF's: Relu and Relu6 have 0 at
-x == 0 (and at x == 6), LeakyRelu has ``alpha`` at 0, Elu has 1 at 0.
+x == 0 (and at x == 6), LeakyRelu has ``alpha`` at 0, Elu has 1 at 0. Rules
+bind every TF op through :data:`tfprims.core.tfops`; property specs draw calls
+with ``st.unary_calls``/``st.elementwise_calls``.
 """
 
 from __future__ import annotations
@@ -22,13 +24,8 @@ import numpy as np
 from jax import lax
 from jax.interpreters import ad
 
-from tfprims.core import define_op, get_op
-from tfprims.rules import unbroadcast
-from tfprims.ops import elementwise as ew
-from tfprims.ops.elementwise import (
-    AddV2, Div, Exp, Less, Mul, Neg, SigmoidGrad, Sub, C, F, I)
-
-U = ad.is_undefined_primal
+from tfprims import rules
+from tfprims.core import define_op, tfops
 
 _ACT = dict(family="activations", batching="elementwise")
 
@@ -37,15 +34,8 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 
 
 def _c(value, x):
+  """An impl constant of ``x``'s dtype."""
   return jnp.asarray(value, x.dtype)
-
-
-def _grad_op_transpose(op_name):
-  """Transpose of ``Op(gradients, features, ...)`` in ``gradients`` (linear)."""
-  def rule(ct, g, f, **params):
-    assert U(g) and not U(f)
-    return [unbroadcast(get_op(op_name)(ct, f, **params), ew._shape(g)), None]
-  return rule
 
 
 # ---------------------------------------------------------------------------
@@ -99,53 +89,50 @@ def _sigmoid(x):
   return lax.logistic(x)
 
 
-def _unary_spec(st, dtypes, arg="features", **kw):
-  return ew._calls(st, (arg,), dtypes, **kw)
-
-
 Relu = define_op(
     "Relu", _relu, **_ACT,
-    jvp=(lambda t, x: ReluGrad(t, x),),
-    spec=lambda st: st.Spec(_unary_spec(st, F + I)))
+    jvp=(lambda t, x: tfops.ReluGrad(t, x),),
+    spec=lambda st: st.Spec(st.unary_calls(st.NUMERIC, arg="features")))
 
 Relu6 = define_op(
     "Relu6", _relu6, **_ACT,
-    jvp=(lambda t, x: Relu6Grad(t, x),),
-    spec=lambda st: st.Spec(_unary_spec(st, F + I)))
+    jvp=(lambda t, x: tfops.Relu6Grad(t, x),),
+    spec=lambda st: st.Spec(st.unary_calls(st.NUMERIC, arg="features")))
 
 Elu = define_op(
     "Elu", _elu, **_ACT,
-    jvp=ew._unary_out_jvp("Elu", lambda t, y, x: EluGrad(t, y)),
-    spec=lambda st: st.Spec(_unary_spec(st, F)))
+    jvp=rules.output_jvp("Elu", lambda t, y, x: tfops.EluGrad(t, y)),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features")))
 
 Selu = define_op(
     "Selu", _selu, **_ACT,
-    jvp=ew._unary_out_jvp("Selu", lambda t, y, x: SeluGrad(t, y)),
-    spec=lambda st: st.Spec(_unary_spec(st, F)))
+    jvp=rules.output_jvp("Selu", lambda t, y, x: tfops.SeluGrad(t, y)),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features")))
 
 _ALPHAS = (0.2, 0.0, 0.01, 1.0, -0.5, 2.0)
 
 LeakyRelu = define_op(
     "LeakyRelu", _leaky_relu, **_ACT, attrs=("alpha",),
-    jvp=(lambda t, x, *, alpha: LeakyReluGrad(t, x, alpha=alpha),),
-    spec=lambda st: st.Spec(_unary_spec(st, F, attrs={"alpha": st.sampled_from(_ALPHAS)})))
+    jvp=(lambda t, x, *, alpha: tfops.LeakyReluGrad(t, x, alpha=alpha),),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features",
+                                           attrs={"alpha": st.sampled_from(_ALPHAS)})))
 
 Softplus = define_op(
     "Softplus", _softplus, **_ACT,
-    jvp=(lambda t, x: SoftplusGrad(t, x),),
-    spec=lambda st: st.Spec(_unary_spec(st, F)))
+    jvp=(lambda t, x: tfops.SoftplusGrad(t, x),),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features")))
 
 Softsign = define_op(
     "Softsign", _softsign, **_ACT,
-    jvp=(lambda t, x: SoftsignGrad(t, x),),
+    jvp=(lambda t, x: tfops.SoftsignGrad(t, x),),
     # TF has no gradient of SoftsignGrad, so its forward mode fails: compare
     # with tf.GradientTape instead.
-    spec=lambda st: st.Spec(_unary_spec(st, F), grad_oracle="vjp"))
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features"), grad_oracle="vjp"))
 
 Sigmoid = define_op(
     "Sigmoid", _sigmoid, **_ACT,
-    jvp=ew._unary_out_jvp("Sigmoid", lambda t, y, x: SigmoidGrad(y, t)),
-    spec=lambda st: st.Spec(_unary_spec(st, F + C, arg="x", cbound=30)))
+    jvp=rules.output_jvp("Sigmoid", lambda t, y, x: tfops.SigmoidGrad(y, t)),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, arg="x", cbound=30)))
 
 # ---------------------------------------------------------------------------
 # Softmax and LogSoftmax over the last axis.
@@ -173,20 +160,21 @@ def _log_softmax(logits):
 def _softmax_jvp(primals, tangents):
   # TF's SoftmaxGrad: (t - sum(t * y, -1)) * y.
   (x,), (t,) = primals, tangents
-  y = Softmax(x)
+  y = tfops.Softmax(x)
   if type(t) is ad.Zero:
-    return y, ew._zero_tangent(y)
-  return y, Mul(Sub(t, ew._tf_sum_last(Mul(t, y))), y)
+    return y, rules.zero_tangent(y)
+  return y, tfops.Mul(tfops.Sub(t, rules.reduce_sum(tfops.Mul(t, y), (-1,), keep_dims=True)), y)
 
 
 def _log_softmax_jvp(primals, tangents):
   # t - sum(t * softmax, -1); its transpose is TF's gradient
   # ct - sum(ct, -1) * softmax.
   (x,), (t,) = primals, tangents
-  y = LogSoftmax(x)
+  y = tfops.LogSoftmax(x)
   if type(t) is ad.Zero:
-    return y, ew._zero_tangent(y)
-  return y, Sub(t, ew._tf_sum_last(Mul(t, Exp(y))))
+    return y, rules.zero_tangent(y)
+  return y, tfops.Sub(
+      t, rules.reduce_sum(tfops.Mul(t, tfops.Exp(y)), (-1,), keep_dims=True))
 
 
 def _last_axis_batching(op_type):
@@ -195,7 +183,7 @@ def _last_axis_batching(op_type):
     (x,), (d,) = args, dims
     if d != 0:
       x = jnp.moveaxis(x, d, 0)
-    return get_op(op_type)(x), 0
+    return getattr(tfops, op_type)(x), 0
   return rule
 
 
@@ -204,9 +192,9 @@ def _softmax_spec(st):
   # entries of the row (tfprims: NaN for the row); -inf is masking and agrees.
   @st.composite
   def draw(draw):
-    dtype = draw(st.dtypes(F))
+    dtype = draw(st.dtypes(st.FLOATS))
     shape = draw(st.shapes(min_rank=1))
-    x = ew._array(st, draw, dtype, shape, finite=True)
+    x = st.draw_array(draw, dtype, shape, finite=True)
     if x.size and draw(st.booleans()):
       mask = np.array(draw(st.lists(st.booleans(), min_size=x.size, max_size=x.size)))
       x = np.where(mask.reshape(shape), np.array(-np.inf, dtype), x).astype(dtype)
@@ -262,54 +250,57 @@ def _softsign_grad(g, f):
 
 
 def _grad_spec(st, dtypes, second="features", **kw):
-  return ew._calls(st, ("gradients", second), dtypes, same_shape=True, **kw)
+  return st.elementwise_calls(("gradients", second), dtypes, same_shape=True, **kw)
 
 
-_GRAD_OP = "a gradient op; its own derivative is derived (jax.jvp of the impl)"
+def _elu_grad_y_jvp(t, g, y):
+  """TF's EluGradGrad/SeluGradGrad in ``y``: ``where(y < 0, t * g, 0)``."""
+  return tfops.Mul(tfops.Mul(t, g), rules.cast_like(tfops.Less(y, rules.const(0, y)), y))
+
 
 ReluGrad = define_op(
     "ReluGrad", _relu_grad, **_ACT,
-    jvp=(lambda t, g, f: ReluGrad(t, f), None),     # TF's ReluGradGrad
-    transpose=_grad_op_transpose("ReluGrad"),
-    spec=lambda st: st.Spec(_grad_spec(st, F + I), diff_args=("gradients",)))
+    jvp=(lambda t, g, f: tfops.ReluGrad(t, f), None),     # TF's ReluGradGrad
+    transpose=rules.linear_transpose("ReluGrad", 0),
+    spec=lambda st: st.Spec(_grad_spec(st, st.NUMERIC), diff_args=("gradients",)))
 
 Relu6Grad = define_op(
     "Relu6Grad", _relu6_grad, **_ACT,
-    jvp=(lambda t, g, f: Relu6Grad(t, f), None),
-    transpose=_grad_op_transpose("Relu6Grad"),
-    spec=lambda st: st.Spec(_grad_spec(st, F + I), diff_args=("gradients",)))
+    jvp=(lambda t, g, f: tfops.Relu6Grad(t, f), None),
+    transpose=rules.linear_transpose("Relu6Grad", 0),
+    spec=lambda st: st.Spec(_grad_spec(st, st.NUMERIC), diff_args=("gradients",)))
 
 EluGrad = define_op(
     "EluGrad", _elu_grad, **_ACT,
     # TF's EluGradGrad: (EluGrad(t, y), where(y < 0, t * g, 0)).
-    jvp=(lambda t, g, y: EluGrad(t, y),
-         lambda t, g, y: Mul(Mul(t, g), ew._mask(Less(y, ew._const(0, y)), y))),
-    transpose=_grad_op_transpose("EluGrad"),
-    spec=lambda st: st.Spec(_grad_spec(st, F, second="outputs")))
+    jvp=(lambda t, g, y: tfops.EluGrad(t, y), _elu_grad_y_jvp),
+    transpose=rules.linear_transpose("EluGrad", 0),
+    spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS, second="outputs")))
 
 SeluGrad = define_op(
     "SeluGrad", _selu_grad, **_ACT,
-    jvp=(lambda t, g, y: SeluGrad(t, y),
-         lambda t, g, y: Mul(Mul(t, g), ew._mask(Less(y, ew._const(0, y)), y))),
-    transpose=_grad_op_transpose("SeluGrad"),
-    spec=lambda st: st.Spec(_grad_spec(st, F, second="outputs")))
+    jvp=(lambda t, g, y: tfops.SeluGrad(t, y), _elu_grad_y_jvp),
+    transpose=rules.linear_transpose("SeluGrad", 0),
+    spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS, second="outputs")))
 
 LeakyReluGrad = define_op(
     "LeakyReluGrad", _leaky_relu_grad, **_ACT, attrs=("alpha",),
-    jvp=(lambda t, g, f, *, alpha: LeakyReluGrad(t, f, alpha=alpha), None),
-    transpose=_grad_op_transpose("LeakyReluGrad"),
-    spec=lambda st: st.Spec(_grad_spec(st, F, attrs={"alpha": st.sampled_from(_ALPHAS)}),
+    jvp=(lambda t, g, f, *, alpha: tfops.LeakyReluGrad(t, f, alpha=alpha), None),
+    transpose=rules.linear_transpose("LeakyReluGrad", 0),
+    spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS,
+                                       attrs={"alpha": st.sampled_from(_ALPHAS)}),
                             diff_args=("gradients",)))
 
 SoftplusGrad = define_op(
     "SoftplusGrad", _softplus_grad, **_ACT,
     # TF's SoftplusGradGrad: (SoftplusGrad(t, x), t * g / (exp(-x) + 2 + exp(x))).
-    jvp=(lambda t, g, f: SoftplusGrad(t, f),
-         lambda t, g, f: Div(Mul(t, g), AddV2(AddV2(Exp(Neg(f)), ew._const(2, f)), Exp(f)))),
-    transpose=_grad_op_transpose("SoftplusGrad"),
-    spec=lambda st: st.Spec(_grad_spec(st, F)))
+    jvp=(lambda t, g, f: tfops.SoftplusGrad(t, f),
+         lambda t, g, f: tfops.Div(tfops.Mul(t, g), tfops.AddV2(
+             tfops.AddV2(tfops.Exp(tfops.Neg(f)), rules.const(2, f)), tfops.Exp(f)))),
+    transpose=rules.linear_transpose("SoftplusGrad", 0),
+    spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS)))
 
 SoftsignGrad = define_op(
     "SoftsignGrad", _softsign_grad, **_ACT,
-    transpose=_grad_op_transpose("SoftsignGrad"),
-    spec=lambda st: st.Spec(_grad_spec(st, F)))
+    transpose=rules.linear_transpose("SoftsignGrad", 0),
+    spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS)))

@@ -1,7 +1,10 @@
 """Hypothesis strategies for drawing TF op calls.
 
 Op specs receive this module as ``st`` (``spec=lambda st: st.Spec(...)``) so op
-modules need not import Hypothesis at import time.
+modules need not import Hypothesis at import time. Specs name dtypes by the
+groups below (``st.FLOATS + st.COMPLEX``); calls of elementwise ops and
+activations are drawn by :func:`elementwise_calls` (:func:`unary_calls`,
+:func:`binary_calls`), their arrays by :func:`draw_array`.
 """
 
 from __future__ import annotations
@@ -155,18 +158,152 @@ def call(**kwargs) -> hst.SearchStrategy:
 
 
 def unary(dtype_names: Sequence[str] = FLOATS, arg: str = "x", **elem_kwargs):
-  """Calls of a one-input elementwise op."""
+  """Calls of a one-input op: plain values from :func:`elements` (elementwise
+  math draws TF/XLA-safe values and ties with :func:`unary_calls`)."""
   return call(**{arg: arrays(dtypes(dtype_names), shapes(), **elem_kwargs)})
 
 
 @hst.composite
 def binary(draw, dtype_names: Sequence[str] = FLOATS, args: Sequence[str] = ("x", "y"),
            **elem_kwargs):
-  """Calls of a two-input broadcasting op, both inputs of one dtype."""
+  """Calls of a two-input broadcasting op, both inputs of one dtype, plain values
+  from :func:`elements` (see :func:`binary_calls` for elementwise math)."""
   dtype = draw(dtypes(dtype_names))
   shape_a, shape_b = draw(broadcastable_shapes(2))
   return {args[0]: draw(arrays(dtype, shape_a, **elem_kwargs)),
           args[1]: draw(arrays(dtype, shape_b, **elem_kwargs))}
+
+
+# --- calls of elementwise ops (elementwise math and activations) -----------------------
+#
+# ``unary``/``binary`` above draw plain values; the builders below draw values on
+# which TF's CPU kernels and XLA are both well defined (complex components, float16
+# subnormals, 64-bit integers under x64 off) and, now and then, from a few tie values.
+
+_COMPLEX_BOUND = 1e4
+_TIES = {"f": [0.0, -0.0, 1.0, -1.0, 2.0, 0.5, np.nan, np.inf, -np.inf],
+         "c": [0j, 0.5 + 0j, -0.5j, 1 + 1j, -2 + 0.5j],
+         "i": [0, 1, -1, 2, -2, 3], "u": [0, 1, 2, 3], "b": [False, True]}
+
+
+def draw_array(draw, dtype, shape, *, lo=None, hi=None, int_lo=None, int_hi=None,
+               wide=2**31 - 1, cbound=None, cnonzero=False, special=True, nonzero=False,
+               finite=False, ties=False) -> np.ndarray:
+  """One array of ``dtype`` and ``shape``, drawn with ``draw`` (inside a
+  :func:`composite`).
+
+  Floats include NaN/±inf/-0.0/subnormals unless bounded (``lo``/``hi``) or
+  ``finite``; float64/complex128 are drawn from float32 values (x64 off rounds
+  them to 32 bits anyway). Integers are bounded by ``int_lo``/``int_hi``;
+  64-bit ones also by ``±wide`` (x64 off computes in 32 bits, so 64-bit results
+  must fit in 32 bits). Complex components are finite, within ``±cbound``
+  (default 1e4) and without -0.0: TF's std::complex kernels and XLA's differ
+  on non-finite components, overflow (naive |z|) and which side of a branch
+  cut a signed zero lands on, so components are never 0 either (except in
+  ``ties``); ``cnonzero`` avoids complex 0 (complex division by
+  zero: TF nan+nanj, XLA inf+nanj). float16 subnormals are flushed to ±0 (XLA's
+  vectorised CPU code flushes them in some ops). ``ties`` draws from a few
+  values (ties, NaN, ±inf). ``nonzero`` replaces zeros by ones.
+  """
+  if ties:
+    values = _TIES[kind(dtype)]
+    if finite:
+      values = [v for v in values if np.isfinite(v)]
+    size = int(np.prod(shape))
+    vals = draw(hst.lists(hst.sampled_from(values), min_size=size, max_size=size))
+    x = np.array(vals, dtype=np.complex64 if kind(dtype) == "c" else
+                 np.float32 if kind(dtype) == "f" else None).reshape(shape)
+    if kind(dtype) == "u":
+      x = x.astype(np.int64)
+    x = x.astype(dtype)
+  elif kind(dtype) in "iu":
+    kw = {}
+    lo_i, hi_i = int_lo, int_hi
+    if dtype.itemsize == 8:
+      lo_i = max(-wide if kind(dtype) == "i" else 0, lo_i if lo_i is not None else -wide)
+      hi_i = min(wide, hi_i if hi_i is not None else wide)
+    if lo_i is not None:
+      kw["min_value"] = lo_i
+    if hi_i is not None:
+      kw["max_value"] = hi_i
+    x = draw(arrays(dtype, shape, special=special, **kw))
+  elif kind(dtype) == "b":
+    x = draw(arrays(dtype, shape))
+  else:
+    draw_dtype = {"float64": np.dtype("float32"),
+                  "complex128": np.dtype("complex64")}.get(dtype.name, dtype)
+    kw = {}
+    if kind(dtype) == "c":
+      bound = _COMPLEX_BOUND if cbound is None else cbound
+      lo = -bound if lo is None else lo
+      hi = bound if hi is None else hi
+    if lo is not None:
+      kw["min_value"] = lo
+    if hi is not None:
+      kw["max_value"] = hi
+    if finite:
+      kw["allow_nan"], kw["allow_inf"] = False, False
+    x = draw(arrays(draw_dtype, shape, special=special and kind(dtype) != "c",
+                    **kw)).astype(dtype)
+    if dtype.name == "float16":
+      # XLA's vectorised CPU code flushes float16 subnormals in some ops (a
+      # division's result then depends on the array's size); TF does not.
+      tiny = np.finfo(np.float16).tiny
+      x = np.where(np.abs(x) < tiny, np.copysign(np.float16(0), x), x).astype(dtype)
+  if kind(dtype) == "c" and not ties:
+    # No zero components: on branch cuts (Sqrt/Log of negative reals, Asin of
+    # reals > 1...) the side taken depends on the sign of a zero imaginary part,
+    # which std::complex and XLA treat differently.
+    x = (np.where(x.real == 0, 0.25, x.real) + 1j * np.where(x.imag == 0, 0.25, x.imag))
+    x = x.astype(dtype)
+  if nonzero or (cnonzero and kind(dtype) == "c"):
+    x = np.where(x == 0, np.ones((), dtype), x).astype(dtype)
+  return x
+
+
+def elementwise_calls(arg_names: Sequence[str], dtype_names: Sequence[str], *,
+                      same_shape: bool = False, attrs: Optional[dict] = None,
+                      per_arg: Optional[dict] = None, tie_prob: bool = True, **array_kw):
+  """Calls of an elementwise op: every input of one dtype drawn from
+  ``dtype_names``, shapes mutually broadcastable (or equal); values by
+  :func:`draw_array` with ``array_kw``, and ``per_arg`` gives extra kwargs per
+  input; ``attrs`` maps attr name -> a strategy, a value, or a function of the
+  dtype returning one. Some draws use few distinct values (ties, NaN, ±inf)
+  when ``tie_prob``."""
+  per_arg = per_arg or {}
+
+  @hst.composite
+  def draw(draw):
+    dtype = draw(dtypes(dtype_names))
+    if same_shape:
+      shape = draw(shapes())
+      shapes_ = [shape] * len(arg_names)
+    else:
+      shapes_ = draw(broadcastable_shapes(len(arg_names)))
+    ties = tie_prob and draw(hst.integers(0, 3)) == 0
+    out = {}
+    for name, shape in zip(arg_names, shapes_):
+      kw = dict(array_kw)
+      kw.update(per_arg.get(name, {}))
+      if ties and not {"lo", "hi", "int_lo", "int_hi"} & set(kw):
+        kw["ties"] = True
+      out[name] = draw_array(draw, dtype, shape, **kw)
+    for name, value in (attrs or {}).items():
+      if callable(value) and not hasattr(value, "example"):
+        value = value(dtype)
+      out[name] = draw(value) if hasattr(value, "example") else value
+    return out
+  return draw()
+
+
+def unary_calls(dtype_names: Sequence[str], arg: str = "x", **kw):
+  """Calls of a one-input elementwise op (:func:`elementwise_calls`)."""
+  return elementwise_calls((arg,), dtype_names, **kw)
+
+
+def binary_calls(dtype_names: Sequence[str], args: Sequence[str] = ("x", "y"), **kw):
+  """Calls of a two-input broadcasting op (:func:`elementwise_calls`)."""
+  return elementwise_calls(args, dtype_names, **kw)
 
 
 # Re-exported so specs can build anything else they need.

@@ -1,0 +1,58 @@
+"""Elementwise math: unary, binary (TF broadcasting), comparisons, logical, Cast.
+
+One module per kind of op, each op with its impl, rules and property spec:
+
+* ``unary.py``: Neg, Abs, Sign, Square, Sqrt, Rsqrt, Exp, Expm1, Log, Log1p,
+  trigonometric and hyperbolic functions, rounding, Reciprocal/Inv, Erf, Erfc,
+  Lgamma, Digamma, IsNan/IsInf/IsFinite;
+* ``complex.py``: Conj, Real, Imag, Angle, ComplexAbs;
+* ``arithmetic.py``: AddV2, Add, Sub, Mul, the divisions and modulos, Pow,
+  Maximum, Minimum, SquaredDifference, Atan2, Xdivy, Xlogy, Xlog1py,
+  ClipByValue, AddN;
+* ``bitwise_logical.py``: Invert, Bitwise*, shifts, Logical*;
+* ``comparison.py``: Equal, NotEqual, Less(Equal), Greater(Equal), ApproximateEqual;
+* ``casts.py``: Cast;
+* ``grad_ops.py``: TF's gradient ops of unary math (SqrtGrad, RsqrtGrad,
+  ReciprocalGrad, InvGrad, TanhGrad, SigmoidGrad);
+* ``_common.py``: the family's ``define_op`` keywords, impl broadcasting and
+  spec vocabulary.
+
+Every op here batches with ``batching="elementwise"`` (vmap re-binds the same
+``tf.*`` primitive; Equal/NotEqual add the scalar result of incompatible
+shapes). The derivatives that matter are written with TF ops through
+:data:`tfprims.core.tfops`, as TF's own gradient functions
+(``tensorflow/python/ops/math_grad.py``) are, so ``jax.make_jaxpr(jax.grad(f))``
+reads like TF: ``tf.Mul``, ``tf.SqrtGrad``, ``tf.TanhGrad``, ... Each TF op used
+linearly inside a tangent has a transpose rule that sums the cotangent back to
+the operand's shape (TF broadcasting). Where TF defines a gradient at a kink
+(Abs at 0, Maximum/Minimum ties, ClipByValue at the bounds, Pow's exponent at
+x <= 0) the rules follow TF.
+
+Semantics chosen where TF raises at run time or is platform-dependent (integer
+division by zero, float->int casts of NaN/inf/out-of-range values, shift
+amounts, ...) are in docs/semantics/elementwise.md. Property specs draw calls
+with ``st.unary_calls``/``st.binary_calls`` (tfprims.testing.strategies).
+
+The ops are importable from this package (``from tfprims.ops.elementwise import
+Mul``); rules bind them through ``tfops``.
+"""
+
+from tfprims.ops.elementwise import (  # noqa: F401
+    arithmetic, bitwise_logical, casts, comparison, complex, grad_ops, unary)
+from tfprims.ops.elementwise.arithmetic import (  # noqa: F401
+    Add, AddN, AddV2, Atan2, ClipByValue, Div, DivNoNan, FloorDiv, FloorMod, Maximum,
+    Minimum, Mod, Mul, MulNoNan, Pow, RealDiv, SquaredDifference, Sub, TruncateDiv,
+    TruncateMod, Xdivy, Xlog1py, Xlogy)
+from tfprims.ops.elementwise.bitwise_logical import (  # noqa: F401
+    BitwiseAnd, BitwiseOr, BitwiseXor, Invert, LeftShift, LogicalAnd, LogicalNot, LogicalOr,
+    RightShift)
+from tfprims.ops.elementwise.casts import Cast  # noqa: F401
+from tfprims.ops.elementwise.comparison import (  # noqa: F401
+    ApproximateEqual, Equal, Greater, GreaterEqual, Less, LessEqual, NotEqual)
+from tfprims.ops.elementwise.complex import Angle, ComplexAbs, Conj, Imag, Real  # noqa: F401
+from tfprims.ops.elementwise.grad_ops import (  # noqa: F401
+    InvGrad, ReciprocalGrad, RsqrtGrad, SigmoidGrad, SqrtGrad, TanhGrad)
+from tfprims.ops.elementwise.unary import (  # noqa: F401
+    Abs, Acos, Acosh, Asin, Asinh, Atan, Atanh, Ceil, Cos, Cosh, Digamma, Erf, Erfc, Exp,
+    Expm1, Floor, Inv, IsFinite, IsInf, IsNan, Lgamma, Log, Log1p, Neg, Reciprocal, Rint,
+    Round, Rsqrt, Sign, Sin, Sinh, Sqrt, Square, Tan, Tanh)

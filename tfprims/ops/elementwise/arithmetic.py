@@ -1,0 +1,469 @@
+"""Binary arithmetic with TF broadcasting: AddV2, Add, Sub, Mul, Div, RealDiv,
+DivNoNan, MulNoNan, FloorDiv, FloorMod, TruncateDiv, TruncateMod, Mod, Pow,
+Maximum, Minimum, SquaredDifference, Atan2, Xdivy, Xlogy, Xlog1py; and
+ClipByValue, AddN.
+
+Transposes sum the cotangent back to each operand's shape (``rules.unbroadcast``).
+Integer division and modulo follow TF's rounding; what they do where TF raises
+(division by zero, negative integer exponents) is in docs/semantics/elementwise.md.
+Where TF defines a gradient at a kink (Maximum/Minimum ties go to x, ClipByValue
+at the bounds, Pow's exponent at x <= 0) the rules follow TF.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.interpreters import ad
+
+from tfprims import rules
+from tfprims.core import define_op, tfops
+from tfprims.ops.elementwise._common import (CPLX_MUL_RTOL, EW, NO_TF_GRAD, bcast,
+                                             is_complex)
+
+U = rules.U
+
+
+def _sum_tangents(*parts):
+  """The sum (``tf.AddV2``) of the tangent parts that are not None; None if all are."""
+  tangent = None
+  for part in parts:
+    if part is not None:
+      tangent = part if tangent is None else tfops.AddV2(tangent, part)
+  return tangent
+
+
+def _tangent_or_zero(out, tangent):
+  return rules.zero_tangent(out) if tangent is None else tangent
+
+
+# ---------------------------------------------------------------------------
+# Add, Sub, Mul.
+
+
+def _add_transpose(ct, x, y):
+  return [rules.unbroadcast(ct, rules.shape_of(x)) if U(x) else None,
+          rules.unbroadcast(ct, rules.shape_of(y)) if U(y) else None]
+
+
+AddV2 = define_op(
+    "AddV2", jnp.add, **EW, linear=True, transpose=_add_transpose,
+    spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC + st.COMPLEX, wide=2**30)))
+
+Add = define_op(
+    "Add", jnp.add, **EW, linear=True, transpose=_add_transpose,
+    spec=lambda st: st.Spec(st.binary_calls(
+        st.FLOATS + st.SIGNED + ("uint8",) + st.COMPLEX, wide=2**30)))
+
+Sub = define_op(
+    "Sub", jnp.subtract, **EW, linear=True,
+    transpose=lambda ct, x, y: [
+        rules.unbroadcast(ct, rules.shape_of(x)) if U(x) else None,
+        rules.unbroadcast(tfops.Neg(ct), rules.shape_of(y)) if U(y) else None],
+    spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC + st.COMPLEX, wide=2**30)))
+
+
+def _mul_transpose(op_type):
+  """Mul/MulNoNan: ``op(ct, y)`` for x and ``op(x, ct)`` for y, summed back."""
+  def rule(ct, x, y):
+    op = getattr(tfops, op_type)
+    return [rules.unbroadcast(op(ct, y), rules.shape_of(x)) if U(x) else None,
+            rules.unbroadcast(op(x, ct), rules.shape_of(y)) if U(y) else None]
+  return rule
+
+
+Mul = define_op(
+    "Mul", jnp.multiply, **EW,
+    jvp=(lambda t, x, y: tfops.Mul(t, y), lambda t, x, y: tfops.Mul(x, t)),
+    transpose=_mul_transpose("Mul"),
+    spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC + st.COMPLEX, wide=2**15),
+                            rtol=CPLX_MUL_RTOL))
+
+# ---------------------------------------------------------------------------
+# Division.
+
+
+def _div(x, y):
+  """Integer Div truncates (C semantics); float/complex Div is x / y."""
+  x, y = bcast(x, y)
+  return lax.div(x, y)
+
+
+def _div_jvps(op_type):
+  def tx(t, x, y):
+    return getattr(tfops, op_type)(t, y)
+
+  def ty(t, x, y):
+    op = getattr(tfops, op_type)
+    return tfops.Mul(t, op(op(tfops.Neg(x), y), y))   # TF: grad * (-x / y / y)
+  return (tx, ty)
+
+
+Div = define_op(
+    "Div", _div, **EW, jvp=_div_jvps("Div"), transpose=rules.linear_transpose("Div", 0),
+    spec=lambda st: st.Spec(
+        st.binary_calls(st.NUMERIC + st.COMPLEX,
+                        per_arg={"y": {"nonzero": True, "cnonzero": True}}),
+        rtol=CPLX_MUL_RTOL))
+
+RealDiv = define_op(
+    "RealDiv", _div, **EW, jvp=_div_jvps("RealDiv"),
+    transpose=rules.linear_transpose("RealDiv", 0),
+    spec=lambda st: st.Spec(st.binary_calls(st.FLOATS + st.COMPLEX,
+                                            per_arg={"y": {"cnonzero": True}}),
+                            rtol=CPLX_MUL_RTOL))
+
+
+def _div_no_nan(x, y):
+  x, y = bcast(x, y)
+  return jnp.where(y == 0, jnp.zeros((), x.dtype), lax.div(x, y))
+
+
+DivNoNan = define_op(
+    "DivNoNan", _div_no_nan, **EW, jvp=_div_jvps("DivNoNan"),
+    transpose=rules.linear_transpose("DivNoNan", 0),
+    spec=lambda st: st.Spec(st.binary_calls(st.FLOATS + st.COMPLEX)))
+
+
+def _mul_no_nan(x, y):
+  x, y = bcast(x, y)
+  return jnp.where(y == 0, jnp.zeros((), x.dtype), x * y)
+
+
+# TF's gradients of MulNoNan, SquaredDifference, Xdivy, Xlogy and Xlog1py omit
+# the conjugations its complex convention needs, so for complex inputs they are
+# not derivatives of the op; the property specs draw real dtypes only and
+# tests/test_ops_elementwise.py checks complex values and derivatives.
+_CPLX_GRAD_NOTE = ("complex inputs: values and derivatives are tested in "
+                   "tests/test_ops_elementwise.py (TF's complex gradient lacks conj)")
+
+MulNoNan = define_op(
+    "MulNoNan", _mul_no_nan, **EW,
+    jvp=(lambda t, x, y: tfops.MulNoNan(t, y), lambda t, x, y: tfops.MulNoNan(x, t)),
+    transpose=_mul_transpose("MulNoNan"),
+    spec=lambda st: st.Spec(st.binary_calls(st.FLOATS), note=_CPLX_GRAD_NOTE))
+
+# ---------------------------------------------------------------------------
+# Integer-style division and modulo.
+
+
+def _int_floor_div(x, y):
+  q = lax.div(x, y)
+  if jnp.issubdtype(x.dtype, jnp.unsignedinteger):
+    return q
+  r = lax.rem(x, y)
+  adjust = (r != 0) & ((r < 0) != (y < 0)) & (y != 0)    # x // 0 stays -1
+  return jnp.where(adjust, q - jnp.ones((), q.dtype), q)
+
+
+def _floor_div(x, y):
+  x, y = bcast(x, y)
+  if jnp.issubdtype(x.dtype, jnp.integer):
+    return _int_floor_div(x, y)
+  return jnp.floor(lax.div(x, y))   # TF: floor(x / y), not numpy's divmod
+
+
+def _floor_mod(x, y):
+  x, y = bcast(x, y)
+  r = lax.rem(x, y)
+  if jnp.issubdtype(x.dtype, jnp.unsignedinteger):
+    return r
+  # TF: trunc_mod != 0 && ((y < 0) != (trunc_mod < 0)) ? trunc_mod + y : trunc_mod
+  adjust = (r != 0) & ((y < 0) != (r < 0))
+  return jnp.where(adjust, r + y, r)
+
+
+def _truncate_div(x, y):
+  x, y = bcast(x, y)
+  if jnp.issubdtype(x.dtype, jnp.integer):
+    return lax.div(x, y)
+  return jnp.trunc(lax.div(x, y))
+
+
+def _truncate_mod(x, y):
+  x, y = bcast(x, y)
+  return lax.rem(x, y)
+
+
+FloorDiv = define_op(
+    "FloorDiv", _floor_div, **EW, jvp=rules.no_grad_jvp("FloorDiv"),
+    spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC, per_arg={"y": {"nonzero": True}})))
+
+
+def _to_out(t, *operands):
+  """A tangent of one operand, broadcast to the output shape (plumbing only)."""
+  shape = jnp.broadcast_shapes(*(rules.shape_of(o) for o in operands))
+  return t if tuple(t.shape) == shape else jnp.broadcast_to(t, shape)
+
+
+def _floor_mod_jvp(primals, tangents):
+  (x, y), (tx, ty) = primals, tangents
+  out = tfops.FloorMod(x, y)
+  tangent = _sum_tangents(
+      _to_out(tx, x, y) if type(tx) is not ad.Zero else None,
+      # TF: grad * -floor_div(x, y)
+      tfops.Mul(ty, tfops.Neg(tfops.FloorDiv(x, y))) if type(ty) is not ad.Zero else None)
+  return out, _tangent_or_zero(out, tangent)
+
+
+FloorMod = define_op(
+    "FloorMod", _floor_mod, **EW, jvp=_floor_mod_jvp,
+    spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC, per_arg={"y": {"nonzero": True}})))
+
+TruncateDiv = define_op(
+    "TruncateDiv", _truncate_div, **EW, jvp=rules.no_grad_jvp("TruncateDiv"),
+    spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC, per_arg={"y": {"nonzero": True}})))
+
+_MOD_TYPES = ("float32", "float64", "int32", "int64")
+
+TruncateMod = define_op(
+    "TruncateMod", _truncate_mod, **EW,
+    spec=lambda st: st.Spec(st.binary_calls(_MOD_TYPES, per_arg={"y": {"nonzero": True}}),
+                            skip={"jvp": NO_TF_GRAD, "vjp": NO_TF_GRAD}))
+
+Mod = define_op(
+    "Mod", _truncate_mod, **EW,
+    spec=lambda st: st.Spec(st.binary_calls(_MOD_TYPES, per_arg={"y": {"nonzero": True}}),
+                            skip={"jvp": NO_TF_GRAD, "vjp": NO_TF_GRAD}))
+
+# ---------------------------------------------------------------------------
+# Pow.
+
+
+def _pow(x, y):
+  x, y = bcast(x, y)
+  if jnp.issubdtype(x.dtype, jnp.integer):
+    # Wraps on overflow like TF. y < 0 raises in TF; here it gives 1 / x**-y
+    # truncated toward zero (1 and -1 keep magnitude 1, everything else 0).
+    one = jnp.ones((), x.dtype)
+    neg = y < 0
+    p = jnp.power(x, jnp.where(neg, jnp.zeros((), y.dtype), y))
+    odd = (y & 1) != 0
+    inv = jnp.where(x == one, one,
+                    jnp.where(x == -one, jnp.where(odd, -one, one), jnp.zeros((), x.dtype)))
+    return jnp.where(neg, inv, p)
+  return lax.pow(x, y)
+
+
+def _pow_jvp(primals, tangents):
+  (x, y), (tx, ty) = primals, tangents
+  z = tfops.Pow(x, y)
+  tangent = None
+  if type(tx) is not ad.Zero:
+    # TF: grad * y * pow(x, y - 1)
+    tangent = tfops.Mul(tx, tfops.Mul(y, tfops.Pow(x, tfops.Sub(y, rules.const(1, y)))))
+  if type(ty) is not ad.Zero:
+    # TF: grad * z * log(x) where x > 0 (x != 0 for complex), else 0.
+    pred = (tfops.NotEqual(x, rules.const(0, x), incompatible_shape_error=True)
+            if is_complex(x) else tfops.Greater(x, rules.const(0, x)))
+    m = rules.cast_like(pred, x)
+    safe_x = tfops.AddV2(tfops.MulNoNan(x, m), tfops.Sub(rules.const(1, x), m))
+    log_x = tfops.MulNoNan(tfops.Log(safe_x), m)
+    tangent = _sum_tangents(tangent, tfops.Mul(ty, tfops.Mul(z, log_x)))
+  return z, _tangent_or_zero(z, tangent)
+
+
+Pow = define_op(
+    "Pow", _pow, **EW, jvp=_pow_jvp,
+    spec=lambda st: st.Spec(st.binary_calls(
+        st.FLOATS + st.SIGNED + st.COMPLEX,
+        per_arg={"x": {"int_lo": -6, "int_hi": 6, "cbound": 10, "cnonzero": True},
+                 "y": {"int_lo": 0, "int_hi": 11, "cbound": 5}}),
+        # complex pow = exp(y log x): a small component of a large result
+        # carries the large one's absolute error.
+        rtol={"complex64": 1e-4}, atol={"complex64": 1e-4}))
+
+# ---------------------------------------------------------------------------
+# Maximum, Minimum, SquaredDifference, Atan2, Xdivy, Xlogy, Xlog1py.
+
+
+def _chooser_jvp(op_type, selector):
+  """Maximum/Minimum: the gradient goes to x where selector(x, y), else to y."""
+  def rule(primals, tangents):
+    (x, y), (tx, ty) = primals, tangents
+    out = getattr(tfops, op_type)(x, y)
+    pick_x = selector(x, y)
+    tangent = None
+    if type(tx) is not ad.Zero:
+      tangent = tfops.Mul(tx, rules.cast_like(pick_x, out))
+    if type(ty) is not ad.Zero:
+      tangent = _sum_tangents(
+          tangent, tfops.Mul(ty, rules.cast_like(tfops.LogicalNot(pick_x), out)))
+    return out, _tangent_or_zero(out, tangent)
+  return rule
+
+
+Maximum = define_op(
+    "Maximum", jnp.maximum, **EW,
+    jvp=_chooser_jvp("Maximum", lambda x, y: tfops.GreaterEqual(x, y)),   # ties go to x
+    spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC)))
+
+Minimum = define_op(
+    "Minimum", jnp.minimum, **EW,
+    jvp=_chooser_jvp("Minimum", lambda x, y: tfops.LessEqual(x, y)),
+    spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC)))
+
+
+def _squared_difference(x, y):
+  d = jnp.subtract(x, y)
+  return d * jnp.conj(d) if jnp.iscomplexobj(d) else d * d
+
+
+def _sqdiff_jvp(primals, tangents):
+  (x, y), (tx, ty) = primals, tangents
+  out = tfops.SquaredDifference(x, y)
+  d = tfops.Sub(x, y)
+  if is_complex(d):
+    # d conj(d): tangent t conj(d) + d conj(t) for t = tx - ty.
+    def part(t):
+      return tfops.AddV2(tfops.Mul(t, tfops.Conj(d)), tfops.Mul(d, tfops.Conj(t)))
+  else:
+    two_d = tfops.Mul(rules.const(2, d), d)    # TF: 2 * grad * (x - y)
+
+    def part(t):
+      return tfops.Mul(t, two_d)
+  tangent = None
+  if type(tx) is not ad.Zero:
+    tangent = part(tx)
+  if type(ty) is not ad.Zero:
+    tangent = _sum_tangents(tangent, tfops.Neg(part(ty)))
+  return out, _tangent_or_zero(out, tangent)
+
+
+SquaredDifference = define_op(
+    "SquaredDifference", _squared_difference, **EW, jvp=_sqdiff_jvp,
+    # bfloat16/float16 cotangents summed over broadcast axes cancel (terms of
+    # ±200 from inputs clipped to ±100): XLA keeps float32 between fused ops.
+    spec=lambda st: st.Spec(st.binary_calls(st.FLOATS + ("int32", "int64"), wide=2**14),
+                            grad_atol={"bfloat16": 2.0, "float16": 0.25},
+                            note=_CPLX_GRAD_NOTE))
+
+
+def _atan2_jvp(primals, tangents):
+  """TF's _Atan2Grad shares ``grad / (x^2 + y^2)`` between both inputs, so its
+  forward mode divides the summed numerator ``t_y x - t_x y`` once: inf, not
+  inf + NaN, where ``x^2 + y^2`` underflows (float16 x = 6e-5, y = 0)."""
+  (y, x), (ty, tx) = primals, tangents
+  out = tfops.Atan2(y, x)
+  num = None
+  if type(ty) is not ad.Zero:
+    num = tfops.Mul(ty, x)
+  if type(tx) is not ad.Zero:
+    num = _sum_tangents(num, tfops.Mul(tx, tfops.Neg(y)))
+  if num is None:
+    return out, rules.zero_tangent(out)
+  return out, tfops.Div(num, tfops.AddV2(tfops.Square(x), tfops.Square(y)))
+
+
+Atan2 = define_op(
+    "Atan2", lambda y, x: jnp.arctan2(y, x), **EW, jvp=_atan2_jvp,
+    spec=lambda st: st.Spec(st.binary_calls(st.FLOATS, args=("y", "x"))))
+
+
+def _x_where_zero(x, y, fn):
+  x, y = bcast(x, y)
+  return jnp.where(x == 0, jnp.zeros((), x.dtype), fn(x, y))
+
+
+def _nonzero(x):
+  """1 where x != 0, else 0, in x's dtype (TF: cast(not_equal(x, 0), dtype))."""
+  return rules.cast_like(
+      tfops.NotEqual(x, rules.const(0, x), incompatible_shape_error=True), x)
+
+
+Xdivy = define_op(
+    "Xdivy", lambda x, y: _x_where_zero(x, y, lax.div), **EW,
+    jvp=(lambda t, x, y: tfops.Mul(t, tfops.Xdivy(_nonzero(x), y)),
+         lambda t, x, y: tfops.Mul(t, tfops.Xdivy(tfops.Neg(x), tfops.Square(y)))),
+    spec=lambda st: st.Spec(st.binary_calls(st.FLOATS), note=_CPLX_GRAD_NOTE))
+
+Xlogy = define_op(
+    "Xlogy", lambda x, y: _x_where_zero(x, y, lambda a, b: a * jnp.log(b)), **EW,
+    jvp=(lambda t, x, y: tfops.Mul(t, tfops.Xlogy(_nonzero(x), y)),
+         lambda t, x, y: tfops.Mul(t, tfops.Xdivy(x, y))),
+    spec=lambda st: st.Spec(st.binary_calls(st.FLOATS), note=_CPLX_GRAD_NOTE))
+
+Xlog1py = define_op(
+    "Xlog1py", lambda x, y: _x_where_zero(x, y, lambda a, b: a * jnp.log1p(b)), **EW,
+    jvp=(lambda t, x, y: tfops.Mul(t, tfops.Xlog1py(_nonzero(x), y)),
+         lambda t, x, y: tfops.Mul(t, tfops.Xdivy(x, tfops.AddV2(y, rules.const(1, y))))),
+    spec=lambda st: st.Spec(st.binary_calls(st.FLOATS), note=_CPLX_GRAD_NOTE))
+
+# ---------------------------------------------------------------------------
+# ClipByValue and AddN.
+
+
+def _clip_by_value(t, lo, hi):
+  """TF: ``t.cwiseMin(hi).cwiseMax(lo)`` with C++ ``std::min/max`` semantics:
+  a NaN ``t`` stays NaN, NaN bounds are ignored; ``lo > hi`` gives ``lo``.
+  Complex values are clipped componentwise (Eigen's complex min/max)."""
+  t, lo, hi = bcast(t, lo, hi)
+  if jnp.iscomplexobj(t):
+    return lax.complex(_clip_by_value(jnp.real(t), jnp.real(lo), jnp.real(hi)),
+                       _clip_by_value(jnp.imag(t), jnp.imag(lo), jnp.imag(hi)))
+  m = jnp.where(hi < t, hi, t)
+  return jnp.where(m < lo, lo, m)
+
+
+def _derived_tangent(impl, primals, tangents):
+  """The tangent of ``impl`` by ``jax.jvp`` (for the dtypes a TF-named rule skips)."""
+  tangents = [ad.instantiate_zeros(t) for t in tangents]
+  return jax.jvp(impl, tuple(primals), tuple(tangents))[1]
+
+
+def _clip_jvp(primals, tangents):
+  # TF: the gradient goes to t unless t < lo or t > hi; to lo where t < lo and
+  # to hi where t > hi.
+  (t, lo, hi), (dt, dlo, dhi) = primals, tangents
+  out = tfops.ClipByValue(t, lo, hi)
+  if is_complex(t):   # TF has no gradient here (complex Less); clip componentwise
+    return out, _derived_tangent(_clip_by_value, primals, tangents)
+  below, above = tfops.Less(t, lo), tfops.Greater(t, hi)
+  inside = tfops.LogicalNot(tfops.LogicalOr(below, above))
+  tangent = None
+  for tan, pred in ((dt, inside), (dlo, below), (dhi, above)):
+    if type(tan) is not ad.Zero:
+      tangent = _sum_tangents(tangent, tfops.Mul(tan, rules.cast_like(pred, out)))
+  return out, _tangent_or_zero(out, tangent)
+
+
+def _clip_spec(st):
+  @st.composite
+  def draw(draw):
+    dtype = draw(st.dtypes(st.FLOATS + st.SIGNED + ("uint8", "uint16") + st.COMPLEX))
+    shape = draw(st.shapes())
+    bound_shapes = [shape if draw(st.booleans()) else () for _ in range(2)]
+    t = st.draw_array(draw, dtype, shape)
+    lo = st.draw_array(draw, dtype, bound_shapes[0])
+    hi = st.draw_array(draw, dtype, bound_shapes[1])
+    return {"t": t, "clip_value_min": lo, "clip_value_max": hi}
+  return draw()
+
+
+ClipByValue = define_op(
+    "ClipByValue", _clip_by_value, **EW, jvp=_clip_jvp,
+    spec=lambda st: st.Spec(_clip_spec(st)))
+
+
+def _add_n(*xs):
+  return functools.reduce(jnp.add, xs)
+
+
+def _add_n_spec(st):
+  @st.composite
+  def draw(draw):
+    dtype = draw(st.dtypes(st.NUMERIC + st.COMPLEX))
+    shape = draw(st.shapes())
+    n = draw(st.integers(1, 4))
+    return {"inputs": [st.draw_array(draw, dtype, shape, wide=2**20)
+                       for _ in range(n)]}
+  return draw()
+
+
+AddN = define_op(
+    "AddN", _add_n, **EW, linear=True,
+    transpose=lambda ct, *xs: [ct if U(x) else None for x in xs],
+    spec=lambda st: st.Spec(_add_n_spec(st)))

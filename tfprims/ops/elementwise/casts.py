@@ -1,0 +1,148 @@
+"""Cast, with TF's ``Truncate`` and its x86 CPU results for float -> int casts of
+NaN, ±inf and out-of-range values (docs/semantics/elementwise.md).
+
+Cast keeps ``DstT`` and ``Truncate`` as params. It is differentiable only between
+float/complex types (TF registers no gradient otherwise); its transpose casts
+the cotangent back to the input's dtype.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.interpreters import ad
+
+from tfprims import rules
+from tfprims.core import define_op, tfops
+from tfprims.dtypes import canonical_dtype
+from tfprims.ops.elementwise._common import EW
+
+
+def _kind(dtype) -> str:
+  """numpy's dtype kind, with bfloat16 (kind 'V' in numpy) as 'f'."""
+  dtype = np.dtype(dtype)
+  return "f" if dtype.name == "bfloat16" else dtype.kind
+
+
+_MANTISSA = {"float64": 52, "float32": 23, "float16": 10, "bfloat16": 7,
+             "complex128": 52, "complex64": 23}
+
+
+def _truncate_mantissa(x, dst):
+  """TF's ``Truncate=True``: zero the input's low mantissa bits that ``dst``
+  cannot hold (finite values only), so the conversion rounds toward zero.
+  TF does this only for float32/float64 (and complex) inputs."""
+  src = np.dtype(x.dtype)
+  if src.name not in ("float32", "float64", "complex64", "complex128"):
+    return x
+  drop = _MANTISSA[src.name] - _MANTISSA.get(np.dtype(dst).name, _MANTISSA[src.name])
+  if drop <= 0:
+    return x
+  if _kind(src) == "c":
+    return lax.complex(_truncate_mantissa(jnp.real(x), dst), _truncate_mantissa(jnp.imag(x), dst))
+  uint = np.uint64 if src.itemsize == 8 else np.uint32
+  mask = np.array(~((1 << drop) - 1) & np.iinfo(uint).max, uint)
+  bits = lax.bitcast_convert_type(x, uint) & mask
+  return jnp.where(jnp.isfinite(x), lax.bitcast_convert_type(bits, src), x)
+
+
+def _float_to_int(x, dst):
+  """TF (x86 CPU) float -> int: truncate toward zero. NaN, ±inf and values out
+  of range give the x86 "integer indefinite" value (INT_MIN) for 32/64-bit
+  signed results; unsigned 32/64-bit results wrap values in (-2^(bits-1), 0) and
+  give 2^(bits-1) for the other invalid ones (TF's uint64 result; for uint32 TF
+  depends on the tensor's size there); 8/16-bit results are the int32 result
+  saturated to the range (TF's vectorised path; its scalar path keeps the low
+  bits, so TF's result depends on the tensor's size). See the semantics doc."""
+  dst = np.dtype(dst)
+  if x.dtype in (jnp.float16, jnp.bfloat16):
+    x = x.astype(jnp.float32)
+  t = jnp.trunc(x)
+  nan = jnp.isnan(x)
+  bits = 8 * dst.itemsize
+  if _kind(dst) == "i" and bits >= 32:
+    lo, hi = -2.0 ** (bits - 1), 2.0 ** (bits - 1)
+    bad = nan | (t < lo) | (t >= hi)
+    return jnp.where(bad, jnp.array(np.iinfo(dst).min, dst), lax.convert_element_type(t, dst))
+  if _kind(dst) == "u" and bits >= 32:
+    signed = np.dtype(f"int{bits}")
+    ok = (t >= 0) & (t < 2.0 ** bits)
+    wrap = (t < 0) & (t > -2.0 ** (bits - 1))
+    safe_t = jnp.where(ok | wrap, t, jnp.zeros((), t.dtype))
+    as_unsigned = lax.convert_element_type(safe_t, dst)
+    wrapped = lax.convert_element_type(lax.convert_element_type(safe_t, signed), dst)
+    invalid = jnp.array(1 << (bits - 1), dst)
+    return jnp.where(ok, as_unsigned, jnp.where(wrap, wrapped, invalid))
+  # 8/16-bit: the int32 result, saturated.
+  bad = nan | (t < -2.0 ** 31) | (t >= 2.0 ** 31)
+  i32 = jnp.where(bad, jnp.array(np.iinfo(np.int32).min, np.int32),
+                  lax.convert_element_type(t, np.int32))
+  info = np.iinfo(dst)
+  return lax.convert_element_type(jnp.clip(i32, int(info.min), int(info.max)), dst)
+
+
+def _cast(x, *, DstT, Truncate=False):
+  dst = canonical_dtype(DstT)
+  src = np.dtype(x.dtype)
+  if src == dst:
+    return x
+  if _kind(src) == "c" and _kind(dst) != "c":
+    x, src = jnp.real(x), np.dtype(jnp.real(x).dtype)    # TF: the real part (bool too)
+  if dst == np.bool_:
+    return x != jnp.zeros((), src)
+  if _kind(src) == "f" and _kind(dst) in "iu":
+    return _float_to_int(x, dst)
+  if Truncate and _kind(src) in "fc" and _kind(dst) in "fc":
+    x = _truncate_mantissa(x, dst)
+  return lax.convert_element_type(x, dst)
+
+
+def _cast_jvp(primals, tangents, *, DstT, Truncate):
+  (x,), (t,) = primals, tangents
+  y = tfops.Cast(x, DstT=DstT, Truncate=Truncate)
+  if (type(t) is ad.Zero or _kind(rules.dtype_of(x)) not in "fc"
+      or _kind(y.dtype) not in "fc"):
+    return y, rules.zero_tangent(y)   # TF: no gradient unless both types are float/complex
+  return y, tfops.Cast(t, DstT=DstT, Truncate=False)
+
+
+def _cast_transpose(ct, x, *, DstT, Truncate):
+  return [tfops.Cast(ct, DstT=x.aval.dtype, Truncate=False)]
+
+
+def _cast_spec(st):
+  @st.composite
+  def draw(draw):
+    src = draw(st.dtypes(st.ALL))
+    dst = draw(st.dtypes(st.ALL))
+    shape = draw(st.shapes())
+    truncate = draw(st.booleans())
+    if src.name == "float64" and truncate:
+      truncate = False    # x64 off rounds float64 inputs before the cast sees them
+    x = st.draw_array(draw, src, shape, ties=draw(st.integers(0, 3)) == 0)
+    if st.kind(src) in "fc" and st.kind(dst) in "iu":
+      info = np.iinfo(dst)
+      # TF's result is well defined only when trunc(x) fits dst (or for NaN/inf/
+      # out-of-range values converted to int32/int64/uint64); 64-bit results
+      # must also fit the 32-bit canonical type when x64 is off.
+      # (TF's x86 result: INT_MIN for int32/int64, 2^63 for uint64); 64-bit
+      # results must also fit the 32-bit canonical type when x64 is off.
+      defined = dst.name == "int32" or (dst.name in ("int64", "uint64") and
+                                         jax.config.jax_enable_x64)
+      if not defined or draw(st.booleans()):
+        lo = int(info.min) if info.bits < 64 else -2**31 + 1
+        hi = int(info.max) if info.bits < 64 else 2**31 - 1
+        if dst.name == "uint32":
+          lo = -2**31 + 1      # TF wraps negative values into uint32
+        t = np.trunc(np.real(x).astype(np.float64))
+        x = np.where((t >= lo) & (t <= hi), x, np.zeros((), src)).astype(src)
+    return {"x": x, "DstT": dst, "Truncate": truncate}
+  return draw()
+
+
+Cast = define_op(
+    "Cast", _cast, **EW, attrs=("DstT", "Truncate"), jvp=_cast_jvp,
+    transpose=_cast_transpose,
+    spec=lambda st: st.Spec(_cast_spec(st)))

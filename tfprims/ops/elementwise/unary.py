@@ -1,0 +1,242 @@
+"""Unary math: Neg, Abs, Sign, Square, Sqrt, Rsqrt, Exp, Expm1, Log, Log1p, the
+trigonometric and hyperbolic functions and their inverses, Floor, Ceil, Round,
+Rint, Reciprocal, Inv, Erf, Erfc, Lgamma, Digamma, IsNan, IsInf, IsFinite.
+
+Derivatives are TF's (``math_grad.py``), written with TF ops: Sqrt, Rsqrt,
+Reciprocal/Inv and Tanh go through their gradient ops (grad_ops.py), which
+conjugate ``y`` for complex types, so the JVPs conjugate it first; Abs has 0 at
+0; rounding and the Is* predicates have none.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from tfprims import rules
+from tfprims.core import define_op, tfops
+from tfprims.ops.elementwise._common import BOOL_OUT, CPLX_MUL_RTOL, EW, is_complex
+
+Neg = define_op(
+    "Neg", jnp.negative, **EW, linear=True, transpose=lambda ct, x: [tfops.Neg(ct)],
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.SIGNED + st.COMPLEX)))
+
+Abs = define_op(
+    "Abs", jnp.abs, **EW,
+    jvp=(lambda t, x: tfops.Mul(t, tfops.Sign(x)),),   # TF: grad * sign(x), so 0 at x == 0
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.SIGNED)))
+
+Sign = define_op(
+    "Sign", jnp.sign, **EW, jvp=rules.no_grad_jvp("Sign"),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.SIGNED + st.COMPLEX)))
+
+Square = define_op(
+    "Square", lambda x: x * x, **EW,
+    jvp=(lambda t, x: tfops.Mul(t, tfops.Mul(x, rules.const(2, x))),),
+    spec=lambda st: st.Spec(st.unary_calls(st.NUMERIC + st.COMPLEX, wide=2**15),
+                            rtol=CPLX_MUL_RTOL))
+
+
+def _conj_if_complex(y):
+  """TF's SqrtGrad/RsqrtGrad/ReciprocalGrad kernels conjugate ``y`` for complex
+  types; a JVP must not, so it hands them ``conj(y)``."""
+  return tfops.Conj(y) if is_complex(y) else y
+
+
+Sqrt = define_op(
+    "Sqrt", jnp.sqrt, **EW,
+    jvp=rules.output_jvp("Sqrt", lambda t, y, x: tfops.SqrtGrad(_conj_if_complex(y), t)),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
+
+Rsqrt = define_op(
+    "Rsqrt", lax.rsqrt, **EW,
+    jvp=rules.output_jvp("Rsqrt", lambda t, y, x: tfops.RsqrtGrad(_conj_if_complex(y), t)),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
+
+Exp = define_op(
+    "Exp", jnp.exp, **EW,
+    jvp=rules.output_jvp("Exp", lambda t, y, x: tfops.Mul(t, y)),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
+
+Expm1 = define_op(
+    "Expm1", jnp.expm1, **EW,
+    jvp=(lambda t, x: tfops.Mul(t, tfops.Exp(x)),),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
+
+Log = define_op(
+    "Log", jnp.log, **EW,
+    jvp=(lambda t, x: tfops.Mul(t, tfops.Reciprocal(x)),),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
+
+Log1p = define_op(
+    "Log1p", jnp.log1p, **EW,
+    jvp=(lambda t, x: tfops.Mul(t, tfops.Reciprocal(tfops.AddV2(rules.const(1, x), x))),),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
+
+# ---------------------------------------------------------------------------
+# Trigonometric and hyperbolic functions.
+
+Sin = define_op(
+    "Sin", jnp.sin, **EW,
+    jvp=(lambda t, x: tfops.Mul(t, tfops.Cos(x)),),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
+
+Cos = define_op(
+    "Cos", jnp.cos, **EW,
+    jvp=(lambda t, x: tfops.Neg(tfops.Mul(t, tfops.Sin(x))),),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
+
+Tan = define_op(
+    "Tan", jnp.tan, **EW,
+    jvp=(lambda t, x: tfops.Mul(t, tfops.Square(tfops.Reciprocal(tfops.Cos(x)))),),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
+
+
+def _one_minus_square(x):
+  return tfops.Sub(rules.const(1, x), tfops.Square(x))
+
+
+Asin = define_op(
+    "Asin", jnp.arcsin, **EW,
+    jvp=(lambda t, x: tfops.Mul(t, tfops.Reciprocal(tfops.Sqrt(_one_minus_square(x)))),),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
+
+Acos = define_op(
+    "Acos", jnp.arccos, **EW,
+    jvp=(lambda t, x: tfops.Mul(
+        t, tfops.Neg(tfops.Reciprocal(tfops.Sqrt(_one_minus_square(x))))),),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
+
+Atan = define_op(
+    "Atan", jnp.arctan, **EW,
+    jvp=(lambda t, x: tfops.Mul(
+        t, tfops.Reciprocal(tfops.AddV2(rules.const(1, x), tfops.Square(x)))),),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
+
+Sinh = define_op(
+    "Sinh", jnp.sinh, **EW,
+    jvp=(lambda t, x: tfops.Mul(t, tfops.Cosh(x)),),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
+
+Cosh = define_op(
+    "Cosh", jnp.cosh, **EW,
+    jvp=(lambda t, x: tfops.Mul(t, tfops.Sinh(x)),),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
+
+Tanh = define_op(
+    "Tanh", jnp.tanh, **EW,
+    jvp=rules.output_jvp("Tanh", lambda t, y, x: tfops.TanhGrad(y, t)),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
+
+Asinh = define_op(
+    "Asinh", jnp.arcsinh, **EW,
+    jvp=rules.output_jvp("Asinh", lambda t, y, x: tfops.Div(t, tfops.Cosh(y))),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
+
+Acosh = define_op(
+    "Acosh", jnp.arccosh, **EW,
+    jvp=rules.output_jvp("Acosh", lambda t, y, x: tfops.Div(t, tfops.Sinh(y))),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
+
+Atanh = define_op(
+    "Atanh", jnp.arctanh, **EW,
+    jvp=(lambda t, x: tfops.Mul(t, tfops.Reciprocal(_one_minus_square(x))),),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
+
+# ---------------------------------------------------------------------------
+# Rounding.
+
+Floor = define_op(
+    "Floor", jnp.floor, **EW, jvp=rules.no_grad_jvp("Floor"),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS)))
+
+Ceil = define_op(
+    "Ceil", jnp.ceil, **EW, jvp=rules.no_grad_jvp("Ceil"),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS)))
+
+# Half to even, like TF. Integer inputs are returned unchanged (tf.round does
+# that in Python; TF 2.21's CPU kernel returns 0 for them, a bug not copied).
+Round = define_op(
+    "Round", lambda x: x if jnp.issubdtype(x.dtype, jnp.integer) else jnp.round(x),
+    **EW, jvp=rules.no_grad_jvp("Round"),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS),
+                            note="integer inputs: identity (TF's kernel gives 0)"))
+
+Rint = define_op(
+    "Rint", jnp.rint, **EW, jvp=rules.no_grad_jvp("Rint"),
+    spec=lambda st: st.Spec(st.unary_calls(("float32", "float64"))))
+
+# ---------------------------------------------------------------------------
+# Reciprocal, special functions, predicates.
+
+
+def _reciprocal(x):
+  return lax.div(jnp.ones((), x.dtype), x)
+
+
+Reciprocal = define_op(
+    "Reciprocal", _reciprocal, **EW,
+    jvp=rules.output_jvp("Reciprocal",
+                         lambda t, y, x: tfops.ReciprocalGrad(_conj_if_complex(y), t)),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
+
+Inv = define_op(
+    "Inv", _reciprocal, **EW,
+    jvp=rules.output_jvp("Inv", lambda t, y, x: tfops.InvGrad(_conj_if_complex(y), t)),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
+
+_TWO_OVER_SQRT_PI = 2.0 / np.sqrt(np.pi)
+
+# TF's CPU float64 Erf (Eigen's double erf) is NaN from here on (and at ±inf);
+# tfprims gives ±1, as C99 erf and TF's other dtypes do (docs/semantics/elementwise.md).
+_TF_ERF_F64_NAN_FROM = 1.3407807830046643e+154
+
+
+def _erf_calls(st):
+  def off_tf_nan_region(call):
+    x = call["x"]
+    if x.dtype == np.float64:
+      x = np.where(np.abs(x) >= _TF_ERF_F64_NAN_FROM, np.copysign(1e30, x), x)
+    return {"x": x}
+  return st.unary_calls(st.FLOATS).map(off_tf_nan_region)
+
+
+def _erf_jvp(scale):
+  """``t * scale * exp(-x^2)`` (Erf: 2 / sqrt(pi); Erfc: its negation)."""
+  return (lambda t, x: tfops.Mul(t, tfops.Mul(rules.const(scale, x),
+                                              tfops.Exp(tfops.Neg(tfops.Square(x))))),)
+
+
+Erf = define_op(
+    "Erf", jax.scipy.special.erf, **EW, jvp=_erf_jvp(_TWO_OVER_SQRT_PI),
+    spec=lambda st: st.Spec(_erf_calls(st), note="float64 |x| >= 1.34e154 (±inf too): TF's "
+                            "CPU kernel gives NaN, tfprims ±1 (not drawn)"))
+
+Erfc = define_op(
+    "Erfc", jax.scipy.special.erfc, **EW, jvp=_erf_jvp(-_TWO_OVER_SQRT_PI),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS)))
+
+Lgamma = define_op(
+    "Lgamma", lax.lgamma, **EW,
+    jvp=(lambda t, x: tfops.Mul(t, tfops.Digamma(x)),),
+    spec=lambda st: st.Spec(st.unary_calls(("float16", "float32", "float64")),
+                            rtol=1e-3, atol=1e-3))
+
+Digamma = define_op(
+    "Digamma", lax.digamma, **EW,   # derivative: polygamma(1, x) (derived)
+    spec=lambda st: st.Spec(st.unary_calls(("float16", "float32", "float64")),
+                            rtol=1e-3, atol=1e-3))
+
+IsNan = define_op(
+    "IsNan", jnp.isnan, **EW, jvp=rules.no_grad_jvp("IsNan"),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS), skip={"jvp": BOOL_OUT, "vjp": BOOL_OUT}))
+
+IsInf = define_op(
+    "IsInf", jnp.isinf, **EW, jvp=rules.no_grad_jvp("IsInf"),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS), skip={"jvp": BOOL_OUT, "vjp": BOOL_OUT}))
+
+IsFinite = define_op(
+    "IsFinite", jnp.isfinite, **EW, jvp=rules.no_grad_jvp("IsFinite"),
+    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS), skip={"jvp": BOOL_OUT, "vjp": BOOL_OUT}))
