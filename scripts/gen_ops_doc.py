@@ -132,9 +132,9 @@ def render(errors_path=DEFAULT_ERRORS) -> str:
 
   for fam in sorted(families):
     lines += [f"### {fam}", "",
-              f"| op | JVP | transpose | batching | declares | checks run | not run (why) | "
-              f"{ERROR_HEADER} |",
-              "|---|---|---|---|---|---|---|---|"]
+              f"| op | what it computes | JVP | transpose | batching | declares | checks run | "
+              f"not run (why) | {ERROR_HEADER} |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for op in sorted(families[fam], key=lambda o: o.op_type):
       try:
         spec = load_spec(op)
@@ -153,7 +153,7 @@ def render(errors_path=DEFAULT_ERRORS) -> str:
         if spec.note:
           why.append(f"note: {spec.note}")
       lines.append(
-          f"| {op.op_type} | {JVP.get(op.jvp_source, op.jvp_source)} | "
+          f"| {op.op_type} | {_escape(op.doc)} | {JVP.get(op.jvp_source, op.jvp_source)} | "
           f"{TRANSPOSE.get(op.transpose_source, op.transpose_source)} | "
           f"{BATCHING.get(op.batching_source, op.batching_source)} | "
           f"{' '.join(op.traits)} | "

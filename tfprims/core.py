@@ -322,7 +322,8 @@ def define_op(
       default prepare -> fold/bind for graph nodes (see :class:`Op`).
     spec: ``spec(st) -> tfprims.testing.Spec`` for the property tests (``st`` is
       ``tfprims.testing.strategies``).
-    doc: what the op computes, one line (default: the impl's docstring).
+    doc: what the op computes, one line (default: the impl's docstring, unless
+      the impl is a jax.numpy/lax function); shown in docs/ops.md.
     writes_state, reads_state, uses_rng, shape_only, pass_through, dynamic_shape:
       what the op is (see :class:`Op`).
     check: what TF checks on the op's data, run with the ``runtime_checks`` config
@@ -355,7 +356,7 @@ def define_op(
   op = TFOp(op_type=op_type, primitive=prim, impl=impl, family=family, static=static,
             attrs=tuple(attrs), multiple_results=multiple_results,
             canonicalize=canonicalize, interpret=interpret, spec=spec,
-            doc=_first_line(doc if doc is not None else impl.__doc__),
+            doc=_first_line(doc if doc is not None else _own_doc(impl)),
             shape_rule=shape_rule, writes_state=writes_state, reads_state=reads_state,
             uses_rng=uses_rng, shape_only=shape_only, pass_through=pass_through,
             dynamic_shape=dynamic_shape, check=check)
@@ -433,6 +434,15 @@ def declare_unsupported(*op_types: str, hint: str) -> None:
 def unsupported_hint(op_type: str) -> Optional[str]:
   """The declared hint for an op type tfprims does not convert, if any."""
   return None if op_type in _REGISTRY else _UNSUPPORTED_HINTS.get(op_type)
+
+
+def _own_doc(impl) -> Optional[str]:
+  """The impl's docstring when tfprims (or the library author) wrote the impl; not
+  the docstring of a jax.numpy function used as one."""
+  while isinstance(impl, functools.partial):
+    impl = impl.func
+  module = getattr(impl, "__module__", None) or ""
+  return None if module.startswith(("jax", "numpy")) else impl.__doc__
 
 
 def _first_line(text: Optional[str]) -> str:

@@ -19,7 +19,7 @@ binds it as a primitive:
   :class:`NonDifferentiableModuleError`. Under ``jax2tf.convert(...,
   with_gradient=True)`` the module is wrapped in a ``tf.custom_gradient`` whose
   gradient function is another ``XlaCallModule``: reverse mode uses it and never
-  reads the marker (tfprims.custom_gradients), and forward mode is derived from
+  reads the marker (tfprims.ops.custom_gradients), and forward mode is derived from
   it too (see there). Without ``with_gradient`` every derivative raises.
 
 Only public JAX APIs are used (``jax.interpreters.mlir``,
