@@ -13,10 +13,11 @@ _DEFAULTS = {
     "strict_dtype_check": True,
     # Wrap each inlined function call in jax.named_scope(<function name>).
     "named_scopes": True,
-    # Check what TF's CPU kernels check on data (indices in range, integer division
-    # by zero...): eager calls raise RuntimeCheckError naming the node; under jit a
-    # failed check raises through jax.debug.callback when the program runs. Off by
-    # default: the converted program then computes what docs/semantics describes.
+    # Check under jit what TF's CPU kernels check on data (indices in range, integer
+    # division by zero...): a failed check raises RuntimeCheckError through
+    # jax.debug.callback when the program runs. (Eager calls, whose values are known,
+    # always check and raise like TF.) Off by default: a jitted program then computes
+    # what docs/semantics describes.
     "runtime_checks": False,
 }
 _config = dict(_DEFAULTS)

@@ -120,9 +120,11 @@ class Op:
       named after the node.
     graph_input: a graph input (Placeholder): its value comes from the caller.
     dynamic_shape: why its output shape depends on data (None: it does not).
-    check: ``check(*operands, **params) -> (bad, message)``: what TF's kernel
-      checks on data (``bad`` a boolean JAX scalar, true when the values are
-      invalid), run when the ``runtime_checks`` config is on.
+    check: ``check(*operands, **params) -> (bad, message)`` or None: what TF's
+      kernel rejects on data (``bad`` a boolean scalar, true when the values are
+      invalid; None when nothing can be wrong for these dtypes/params). Run on
+      known values (eager calls) always, and under jit with the ``runtime_checks``
+      config; a failure raises RuntimeCheckError naming the node.
     doc: one line saying what the op computes.
   """
   op_type: str
@@ -326,8 +328,7 @@ def define_op(
       the impl is a jax.numpy/lax function); shown in docs/ops.md.
     writes_state, reads_state, uses_rng, shape_only, pass_through, dynamic_shape:
       what the op is (see :class:`Op`).
-    check: what TF checks on the op's data, run with the ``runtime_checks`` config
-      (see :class:`Op`).
+    check: what TF's kernel rejects on the op's data (see :class:`Op`).
     replace: allow replacing an already registered op of the same type.
   """
   _check_new(op_type, replace)

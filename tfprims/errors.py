@@ -129,7 +129,7 @@ def blocked_conversion(ops, dynamic_shapes, inputs, hints=()) -> BlockedConversi
 
 class RuntimeCheckError(OpError, ValueError):
   """A value TF's kernel would reject (an out-of-range index, an integer division by
-  zero...), found by the opt-in runtime checks (``update_config("runtime_checks", True)``)."""
+  zero...): raised by eager calls, and under jit with the ``runtime_checks`` config."""
 
 
 class InputError(TFPrimsError, ValueError):

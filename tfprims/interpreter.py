@@ -129,7 +129,7 @@ def run_node(ctx: Context, node: graph_lib.Node, inputs: list) -> list:
                                   node.name)
     if op.uses_rng:
       operands = [ctx.next_key(node)] + operands
-    if op.check is not None and config.get_config("runtime_checks"):
+    if op.check is not None:
       run_check(op, node, operands, params)
     out = op.apply(operands, params)
     return list(out) if op.multiple_results else [out]
@@ -140,9 +140,17 @@ def run_node(ctx: Context, node: graph_lib.Node, inputs: list) -> list:
 
 
 def run_check(op, node, operands, params) -> None:
-  """Runs ``op.check``: raises now when the values are known (an eager call), or
-  when the compiled program runs (through ``jax.debug.callback``)."""
-  bad, message = op.check(*operands, **params)
+  """Runs ``op.check`` (what TF's kernel rejects on data): on known values (an eager
+  call, constants) always, raising as TF does; on traced values only with the
+  ``runtime_checks`` config, raising when the compiled program runs (through
+  ``jax.debug.callback``)."""
+  traced = any(isinstance(o, jax.core.Tracer) for o in operands)
+  if traced and not config.get_config("runtime_checks"):
+    return
+  found = op.check(*operands, **params)
+  if found is None:  # nothing these dtypes/params can get wrong
+    return
+  bad, message = found
   if not isinstance(bad, jax.core.Tracer):
     if bool(bad):
       raise errors.RuntimeCheckError(node.op, node.name, message)
