@@ -310,6 +310,36 @@ def test_integer_division_by_zero_is_documented(name, quotient):
                                   [255, 255] if quotient else u)
 
 
+@pytest.mark.parametrize("f, message", [
+    (lambda x, y: tf.math.floordiv(x, y), "Integer division by zero"),
+    (lambda x, y: tf.math.floormod(x, y), "Integer division by zero"),
+    (lambda x, y: tf.raw_ops.TruncateDiv(x=x, y=y), "Integer division by zero"),
+    (lambda x, y: tf.raw_ops.TruncateMod(x=x, y=y), "Integer division by zero"),
+    (lambda x, y: tf.raw_ops.Div(x=x, y=y), "Integer division by zero"),
+    (lambda x, y: tf.raw_ops.Mod(x=x, y=y), "Integer division by zero"),
+    (lambda x, y: tf.math.pow(x, y), "Integers to negative integer powers are not allowed"),
+])
+def test_integer_errors_raise_in_eager_calls_and_in_checked_jit(f, message):
+  import tfprims
+  fn = tfprims.convert_functional(tf.function(f), tf.TensorSpec([2], tf.int32),
+                                  tf.TensorSpec([2], tf.int32))
+  x, good = np.array([7, -7], np.int32), np.array([2, 3], np.int32)
+  bad = np.array([2, 0], np.int32) if "division" in message else np.array([2, -1], np.int32)
+  with pytest.raises(tf.errors.InvalidArgumentError if "negative" in message else
+                     (tf.errors.InvalidArgumentError, tf.errors.InternalError)):
+    f(tf.constant(x), tf.constant(bad))
+  np.testing.assert_array_equal(fn(x, good), f(x, good))
+  with pytest.raises(tfprims.RuntimeCheckError, match=f"node '.*': {message}"):
+    fn(x, bad)  # known values: raise like TF
+  jitted = jax.jit(lambda a, b: fn(a, b))
+  jitted(x, bad).block_until_ready()  # the documented value, no error
+  with tfprims.override_config("runtime_checks", True):
+    checked = jax.jit(lambda a, b: fn(a, b))
+    np.testing.assert_array_equal(checked(x, good), f(x, good))
+    with pytest.raises(Exception, match=message):
+      checked(x, bad).block_until_ready()
+
+
 def test_float_floor_div_and_mod_match_tf():
   x = np.array([7.5, -7.5, 7.5, -7.5, 0.0, -0.0, 5.0, np.inf, 5.0, np.nan, 3.0, -3.0, 1e30],
                np.float32)

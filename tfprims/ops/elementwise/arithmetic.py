@@ -102,8 +102,16 @@ def _div_jvps(op_type):
   return (tx, ty)
 
 
+def _int_division_check(x, y):
+  """TF's CPU kernels reject integer division by zero ("Integer division by
+  zero"); floats divide by zero as IEEE does."""
+  if jnp.issubdtype(jnp.result_type(y), jnp.integer):
+    return jnp.any(y == 0), "Integer division by zero"
+  return None
+
+
 Div = define_op(
-    "Div", _div, **EW, jvp=_div_jvps("Div"), transpose=rules.linear_transpose("Div", 0),
+    "Div", _div, **EW, check=_int_division_check, jvp=_div_jvps("Div"), transpose=rules.linear_transpose("Div", 0),
     spec=lambda st: st.Spec(
         st.binary_calls(st.NUMERIC + st.COMPLEX,
                         per_arg={"y": {"nonzero": True, "cnonzero": True}}),
@@ -189,7 +197,8 @@ def _truncate_mod(x, y):
 
 
 FloorDiv = define_op(
-    "FloorDiv", _floor_div, **EW, jvp=rules.no_grad_jvp("FloorDiv"),
+    "FloorDiv", _floor_div, **EW, check=_int_division_check,
+    jvp=rules.no_grad_jvp("FloorDiv"),
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC, per_arg={"y": {"nonzero": True}})))
 
 
@@ -210,22 +219,23 @@ def _floor_mod_jvp(primals, tangents):
 
 
 FloorMod = define_op(
-    "FloorMod", _floor_mod, **EW, jvp=_floor_mod_jvp,
+    "FloorMod", _floor_mod, **EW, check=_int_division_check, jvp=_floor_mod_jvp,
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC, per_arg={"y": {"nonzero": True}})))
 
 TruncateDiv = define_op(
-    "TruncateDiv", _truncate_div, **EW, jvp=rules.no_grad_jvp("TruncateDiv"),
+    "TruncateDiv", _truncate_div, **EW, check=_int_division_check,
+    jvp=rules.no_grad_jvp("TruncateDiv"),
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC, per_arg={"y": {"nonzero": True}})))
 
 _MOD_TYPES = ("float32", "float64", "int32", "int64")
 
 TruncateMod = define_op(
-    "TruncateMod", _truncate_mod, **EW,
+    "TruncateMod", _truncate_mod, **EW, check=_int_division_check,
     spec=lambda st: st.Spec(st.binary_calls(_MOD_TYPES, per_arg={"y": {"nonzero": True}}),
                             skip={"jvp": NO_TF_GRAD, "vjp": NO_TF_GRAD}))
 
 Mod = define_op(
-    "Mod", _truncate_mod, **EW,
+    "Mod", _truncate_mod, **EW, check=_int_division_check,
     spec=lambda st: st.Spec(st.binary_calls(_MOD_TYPES, per_arg={"y": {"nonzero": True}}),
                             skip={"jvp": NO_TF_GRAD, "vjp": NO_TF_GRAD}))
 
@@ -266,8 +276,14 @@ def _pow_jvp(primals, tangents):
   return z, _tangent_or_zero(z, tangent)
 
 
+def _int_pow_check(x, y):
+  if jnp.issubdtype(jnp.result_type(y), jnp.integer):
+    return jnp.any(y < 0), "Integers to negative integer powers are not allowed"
+  return None
+
+
 Pow = define_op(
-    "Pow", _pow, **EW, jvp=_pow_jvp,
+    "Pow", _pow, **EW, jvp=_pow_jvp, check=_int_pow_check,
     spec=lambda st: st.Spec(st.binary_calls(
         st.FLOATS + st.SIGNED + st.COMPLEX,
         per_arg={"x": {"int_lo": -6, "int_hi": 6, "cbound": 10, "cnonzero": True},
