@@ -408,6 +408,28 @@ def test_max_pool_ties_grad_and_tangent_match_tf(seed):
                                 tape.gradient(loss, xv))
 
 
+def test_max_pool_gradient_and_tangent_in_nan_windows_match_tf():
+  """TF's MaxPoolGrad routes a window's gradient to its first element when that is
+  NaN (all-NaN windows included); its MaxPoolGradGrad reads nothing in NaN/-inf-only
+  windows. A converted function's grad and jvp follow each."""
+  nan, inf = np.nan, np.inf
+  windows = [[nan, nan, nan, nan], [nan, 5, 3, 2], [1, nan, 3, 2], [-inf, -inf, -inf, -inf],
+             [-inf, nan, -inf, 2], [2, 2, 1, 2]]
+  x = np.array(windows, np.float32).reshape(6, 2, 2, 1)
+  f = tf.function(lambda x: tf.nn.max_pool2d(x, 2, 2, "VALID"))
+  fn = tfprims.convert_functional(f, tf.TensorSpec(x.shape, tf.float32))
+  xv = tf.constant(x)
+  with tf.GradientTape() as tape:
+    tape.watch(xv)
+    y = f(xv)
+  np.testing.assert_array_equal(jax.grad(lambda a: jnp.sum(fn(a)))(x), tape.gradient(y, xv))
+  t = np.arange(1, x.size + 1, dtype=np.float32).reshape(x.shape)
+  with tf.autodiff.ForwardAccumulator(xv, tf.constant(t)) as acc:
+    y = f(xv)
+  np.testing.assert_array_equal(jax.jvp(fn, (x,), (t,))[1], acc.jvp(y))
+  np.testing.assert_array_equal(jax.grad(lambda a: jnp.sum(fn(a)))(x)[0].ravel(), [1, 0, 0, 0])
+
+
 def test_max_pool_explicit_padding_grad_matches_tf():
   x = _randn(1, 4, 5, 2)
   ep = [0, 0, 1, 0, 0, 1, 0, 0]

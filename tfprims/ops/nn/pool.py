@@ -69,61 +69,104 @@ def max_pool(input, *, ksize, strides, padding, explicit_paddings=(), data_forma
   return lax.reduce_window(x, init, lax.max, tuple(ksize), tuple(strides), pads)
 
 
+def _v2_floor(dtype):
+  """MaxPoolV2's CPU kernel clamps bfloat16 at bfloat16's lowest finite value
+  (MaxPool's keeps -inf there); other dtypes as MaxPool."""
+  return float(jnp.finfo(jnp.bfloat16).min) if dtype == jnp.bfloat16 else None
+
+
 def max_pool_v2(input, *, ksize, strides, padding, data_format="NHWC"):
-  """TF MaxPoolV2: MaxPool with ksize/strides as inputs. Its CPU kernel clamps
-  bfloat16 at bfloat16's lowest finite value (MaxPool's keeps -inf there)."""
-  floor = float(jnp.finfo(jnp.bfloat16).min) if input.dtype == jnp.bfloat16 else None
+  """TF MaxPoolV2: MaxPool with ksize/strides as inputs (and its bfloat16 clamp)."""
   return max_pool(input, ksize=ksize, strides=strides, padding=padding,
-                  data_format=data_format, floor=floor)
+                  data_format=data_format, floor=_v2_floor(input.dtype))
 
 
-def max_pool_grad(orig_input, orig_output, grad, *, ksize, strides, padding,
-                  explicit_paddings=(), data_format="NHWC"):
-  """TF MaxPoolGrad: ``grad`` routed to the first max of each window (row-major).
-
-  This is JAX's own max-pool VJP (select-and-scatter, the HLO hand-written JAX code
-  gets); XLA's CPU select-and-scatter visits each window in row-major order, which picks
-  TF's element (tested with ties)."""
-  del orig_output  # recomputed from orig_input, as TF's CPU kernel does
-  _, vjp = jax.vjp(functools.partial(max_pool, ksize=ksize, strides=strides, padding=padding,
-                                     explicit_paddings=explicit_paddings,
-                                     data_format=data_format), orig_input)
-  return vjp(grad)[0]
+def _first_index(shape, ksize, strides, pads):
+  """Flat index of each window's first real (unpadded) element, in row-major order."""
+  size = math.prod(shape)
+  index = lax.reshape(lax.iota(np.int32, size), tuple(shape))
+  return lax.reduce_window(index, np.array(size, np.int32), lax.min, tuple(ksize),
+                           tuple(strides), pads)
 
 
-def _first_max_index(x, ksize, strides, pads):
-  """Flat index into ``x`` of each window's first maximum in row-major order (TF's
-  rule), with the same NaN/-inf clamping as max_pool. Ties break on the smaller index
-  inside the reducer, so the result does not depend on XLA's reduction order (JAX's own
-  max-pool JVP, select-and-gather, does)."""
-  if jnp.issubdtype(x.dtype, jnp.floating):
-    low = np.array(_lowest(x.dtype), x.dtype)
-    x = jnp.where(x >= low, x, low)
-    init = np.array(-np.inf, x.dtype)
-  else:
-    init = np.array(np.iinfo(x.dtype).min, x.dtype)
-  index = lax.reshape(lax.iota(np.int32, x.size), x.shape)
+def _first_max(value, index, ksize, strides, pads):
+  """Per window, the index of the first maximum of ``value`` (ties break on the
+  smaller index inside the reducer, so the result does not depend on XLA's
+  reduction order); ``value`` must not hold NaN."""
+  size = index.size
 
-  def first_max(a, b):
+  def reducer(a, b):
     (av, ai), (bv, bi) = a, b
     take_a = (av > bv) | ((av == bv) & (ai < bi))
     return lax.select(take_a, av, bv), lax.select(take_a, ai, bi)
 
-  _, out = lax.reduce_window((x, index), (init, np.array(x.size, np.int32)), first_max,
+  init = (np.array(-np.inf, value.dtype) if jnp.issubdtype(value.dtype, jnp.floating)
+          else np.array(np.iinfo(value.dtype).min, value.dtype))
+  _, out = lax.reduce_window((value, index), (init, np.array(size, np.int32)), reducer,
                              tuple(ksize), tuple(strides), pads)
   return out
 
 
+def _grad_index(x, ksize, strides, pads):
+  """The element TF's MaxPoolGrad CPU kernel routes each window's gradient to: it
+  starts at the window's first element and moves to a later one only when that is
+  strictly greater. So a window whose first element is NaN sends its gradient
+  there (NaN compares false); otherwise NaNs are skipped and the first maximum wins
+  (-inf and ties included)."""
+  index = lax.reshape(lax.iota(np.int32, x.size), x.shape)
+  if not jnp.issubdtype(x.dtype, jnp.floating):
+    return _first_max(x, index, ksize, strides, pads)
+  first = _first_index(x.shape, ksize, strides, pads)
+  best = _first_max(jnp.where(jnp.isnan(x), -jnp.inf, x), index, ksize, strides, pads)
+  return jnp.where(jnp.isnan(x.reshape(-1)[first]), first, best)
+
+
+def _grad_grad_index(x, ksize, strides, pads, floor=None):
+  """The element TF's MaxPoolGradGrad CPU kernel reads in each window: the first
+  one equal to the window's max (MaxPool's output, which never lets NaN win and is
+  clamped below at the lowest finite value). A window of NaN/-inf only has none:
+  the index is then ``x.size`` (read as 0)."""
+  index = lax.reshape(lax.iota(np.int32, x.size), x.shape)
+  if not jnp.issubdtype(x.dtype, jnp.floating):
+    return _first_max(x, index, ksize, strides, pads)
+  low = _lowest(x.dtype) if floor is None else floor
+  valid = x >= np.array(low, x.dtype)  # false for NaN and below the clamp
+  return _first_max(jnp.where(valid, x, -jnp.inf), jnp.where(valid, index, x.size),
+                    ksize, strides, pads)
+
+
+def max_pool_grad(orig_input, orig_output, grad, *, ksize, strides, padding,
+                  explicit_paddings=(), data_format="NHWC"):
+  """TF MaxPoolGrad: ``grad`` scattered to the element each window routes it to
+  (:func:`_grad_index`: TF's CPU kernel, NaN and ties included)."""
+  del orig_output  # recomputed from orig_input, as TF's CPU kernel does
+  _check_pool_format(data_format)
+  pads = _pool_pads(orig_input.shape, ksize, strides, padding, explicit_paddings)
+  index = _grad_index(orig_input, ksize, strides, pads)
+  out = jnp.zeros((orig_input.size,), grad.dtype).at[index.reshape(-1)].add(
+      grad.reshape(-1), indices_are_sorted=False, unique_indices=False)
+  return out.reshape(orig_input.shape)
+
+
 def max_pool_grad_grad(orig_input, orig_output, grad, *, ksize, strides, padding,
-                       explicit_paddings=(), data_format="NHWC"):
-  """TF MaxPoolGradGrad: ``grad`` (input-shaped) read at each window's first max.
-  ``explicit_paddings`` is not a TF attr of this op; MaxPool's JVP passes it."""
+                       explicit_paddings=(), data_format="NHWC", floor=None):
+  """TF MaxPoolGradGrad: ``grad`` (input-shaped) read at each window's first max
+  (:func:`_grad_grad_index`), 0 for a window without one. ``explicit_paddings`` is
+  not a TF attr of this op; MaxPool's JVP passes it."""
   del orig_output  # recomputed from orig_input
   _check_pool_format(data_format)
   pads = _pool_pads(orig_input.shape, ksize, strides, padding, explicit_paddings)
-  index = _first_max_index(orig_input, ksize, strides, pads)
+  index = _grad_grad_index(orig_input, ksize, strides, pads, floor)
   flat = jnp.concatenate([grad.reshape(-1), jnp.zeros((1,), grad.dtype)])
   return jnp.take(flat, index, mode="clip")
+
+
+def max_pool_grad_grad_v2(orig_input, orig_output, grad, *, ksize, strides, padding,
+                          data_format="NHWC"):
+  """TF MaxPoolGradGradV2: MaxPoolGradGrad at MaxPoolV2's maxima (its bfloat16 clamp)."""
+  return max_pool_grad_grad(orig_input, orig_output, grad, ksize=ksize, strides=strides,
+                            padding=padding, data_format=data_format,
+                            floor=_v2_floor(orig_input.dtype))
 
 
 def _grad_params(p):
@@ -230,11 +273,21 @@ def _pool_calls(st, op_type, dtypes, *, explicit=False, v2=False, special=True, 
       flat = _layout_attr(fmt, epads, fill=(0, 0))
       attrs["explicit_paddings"] = ([v for pair in flat for v in pair]
                                     if padding == "EXPLICIT" else [])
+    # TF's MaxPoolGrad and MaxPoolGradGrad kernels (the gradient and the tangent of
+    # MaxPool) pick different elements in windows of NaN/-inf. Where TF has no
+    # forward mode — EXPLICIT padding (MaxPoolGradGrad takes no explicit paddings),
+    # MaxPoolGradV2 (no gradient of MaxPoolGradGradV2) — the runner's fallback would
+    # compare those two kernels with each other, so such calls draw no NaN/-inf.
+    nan_windows = padding != "EXPLICIT" and op_type != "MaxPoolGradV2"
     if ties and draw(st.booleans()):
+      # Tied windows, and (floats) windows of NaN/-inf: which element a max-pool
+      # gradient picks there is each TF kernel's own rule.
+      levels = [0.0, 1.0, 2.0] + ([np.nan, -np.inf] if dtype in st.FLOATS and nan_windows
+                                  else [])
       x = draw(hnp.arrays(st.np_dtype(dtype), shape,
-                          elements=st.sampled_from([0.0, 1.0, 2.0]))).astype(st.np_dtype(dtype))
+                          elements=st.sampled_from(levels))).astype(st.np_dtype(dtype))
     else:
-      x = draw(_values(st, dtype, shape, special=special))
+      x = draw(_values(st, dtype, shape, special=special and nan_windows))
     fwd = dict(value=x, **attrs) if avg else dict(input=x, **attrs)
     assume(_tf_accepts(fwd_name, fwd))
     y = _tf_call(fwd_name, fwd).numpy()
@@ -269,8 +322,10 @@ MaxPool = define_op(
         _pool_calls(st, "MaxPool", ("float16", "bfloat16", "float32", "float64") + st.SIGNED
                     + ("uint8", "uint16"), explicit=True, ties=True),
 
+        sanitize_grads=False,
         note="NaN never wins and results are clamped below at the lowest finite value, as "
-             "TF's CPU kernels do; gradients go to the first max of each window."))
+             "TF's CPU kernels do. The gradient (MaxPoolGrad) and the tangent "
+             "(MaxPoolGradGrad) follow TF's two kernels, which differ on NaN windows."))
 
 MaxPoolV2 = define_op(
     "MaxPoolV2", max_pool_v2, family="nn", static=("ksize", "strides"),
@@ -287,7 +342,7 @@ MaxPoolGrad = define_op(
     spec=lambda st: st.Spec(
         _pool_calls(st, "MaxPoolGrad", ("float16", "bfloat16", "float32", "float64"),
                     special=False, ties=True),
-        diff_args=("grad",), **_HALF_TOL,
+        diff_args=("grad",), sanitize_grads=False, **_HALF_TOL,
         note="float dtypes only (TF also has integer kernels)."))
 
 MaxPoolGradGrad = define_op(
@@ -298,7 +353,7 @@ MaxPoolGradGrad = define_op(
     spec=lambda st: st.Spec(
         _pool_calls(st, "MaxPoolGradGrad", ("float16", "bfloat16", "float32", "float64"),
                     special=False, ties=True),
-        diff_args=("grad",), vmap_variation="none",
+        diff_args=("grad",), vmap_variation="none", sanitize_grads=False,
         note="float dtypes only (TF also has integer kernels). orig_output is ignored "
              "(recomputed); TF's kernel matches it against orig_input, so the vmap check "
              "keeps batch members consistent (copies)."))
@@ -312,10 +367,10 @@ MaxPoolGradV2 = define_op(
     spec=lambda st: st.Spec(
         _pool_calls(st, "MaxPoolGradV2", ("float16", "bfloat16", "float32", "float64"),
                     v2=True, special=False, ties=True),
-        diff_args=("grad",), **_HALF_TOL, note="float dtypes only."))
+        diff_args=("grad",), sanitize_grads=False, **_HALF_TOL, note="float dtypes only."))
 
 MaxPoolGradGradV2 = define_op(
-    "MaxPoolGradGradV2", max_pool_grad_grad, family="nn", static=("ksize", "strides"),
+    "MaxPoolGradGradV2", max_pool_grad_grad_v2, family="nn", static=("ksize", "strides"),
     attrs=("padding", "data_format"),
     jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPoolGradGradV2(x, y, t, **p)),
     transpose=lambda ct, x, y, g, **p: [None, None, tfops.MaxPoolGradV2(x, y, ct, **p)],
@@ -323,7 +378,8 @@ MaxPoolGradGradV2 = define_op(
     spec=lambda st: st.Spec(
         _pool_calls(st, "MaxPoolGradGradV2", ("float16", "bfloat16", "float32", "float64"),
                     v2=True, special=False, ties=True),
-        diff_args=("grad",), vmap_variation="none", note="float dtypes only."))
+        diff_args=("grad",), vmap_variation="none", sanitize_grads=False,
+        note="float dtypes only."))
 
 AvgPool = define_op(
     "AvgPool", avg_pool, family="nn", attrs=("ksize", "strides", "padding", "data_format"),
