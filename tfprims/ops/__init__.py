@@ -14,3 +14,4 @@ from tfprims.ops import variables  # noqa: F401
 from tfprims.ops import control_flow  # noqa: F401
 from tfprims.ops import custom_gradients  # noqa: F401
 from tfprims.ops import xla  # noqa: F401
+from tfprims.ops import printing  # noqa: F401
