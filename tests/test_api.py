@@ -359,6 +359,54 @@ def test_data_dependent_op_on_constants_is_computed_at_trace_time():
     np.testing.assert_array_equal(got, want)
 
 
+def test_a_call_of_a_function_missing_from_the_library_is_found_at_conversion():
+  @tf.function
+  def inner(x):
+    return x * 2.0
+
+  @tf.function
+  def outer(x):
+    return inner(x) + 1.0
+
+  cf = outer.get_concrete_function(tf.TensorSpec([2], F32))
+  gd = cf.graph.as_graph_def()
+  called = [f.signature.name for f in gd.library.function]
+  del gd.library.function[:]
+  with pytest.raises(tfprims.ConversionError, match="not in the graph's function library") as e:
+    tfprims.convert_graph_def(gd, [cf.inputs[0].name], [cf.outputs[0].name])
+  assert any(name in str(e.value) for name in called)
+
+
+def test_a_placeholder_that_is_not_an_input_is_found_at_conversion():
+  g = tf.Graph()
+  with g.as_default():
+    x = tf.compat.v1.placeholder(F32, [2], name="x")
+    y = tf.compat.v1.placeholder(F32, [2], name="y")
+    z = tf.identity(x + y, name="z")
+  gd = g.as_graph_def()
+  with pytest.raises(tfprims.InputStructureError, match="not listed as inputs: \\['y'\\]"):
+    tfprims.convert_graph_def(gd, ["x:0"], [z.name])
+  # Inside a library function: a Placeholder in a body can never be fed either.
+  @tf.function
+  def inner(a):
+    return a * 2.0
+
+  @tf.function
+  def outer(a):
+    return inner(a) + 1.0
+
+  cf = outer.get_concrete_function(tf.TensorSpec([2], F32))
+  gd = cf.graph.as_graph_def()
+  (body,) = [f for f in gd.library.function if "inner" in f.signature.name]
+  (mul,) = [n for n in body.node_def if n.op == "Mul"]
+  ph = body.node_def.add(name="ph", op="Placeholder")
+  ph.attr["dtype"].type = tf.float32.as_datatype_enum
+  mul.input[1] = "ph:output:0"
+  with pytest.raises(tfprims.ConversionError, match="Placeholder node '.*inner.*/ph' is not an "
+                                                    "input of the function"):
+    tfprims.convert_graph_def(gd, [cf.inputs[0].name], [cf.outputs[0].name])
+
+
 def test_reshape_to_a_computed_shape_names_the_node():
   @tf.function
   def f(x, n):

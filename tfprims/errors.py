@@ -87,14 +87,19 @@ class BlockedConversionError(ConversionError):
     dynamic_shapes: ``(op type, node, why)`` of the ops whose output shape depends
       on runtime data.
     inputs: messages about unsupported inputs, captures and outputs.
+    problems: messages about the graph itself (a call of a function the library
+      lacks, a Placeholder nothing feeds).
   """
 
   def __init__(self, ops: Mapping[str, Sequence[str]], dynamic_shapes: Sequence[tuple],
-               inputs: Sequence[str], hints: Sequence[str] = ()):
+               inputs: Sequence[str], hints: Sequence[str] = (), problems: Sequence[str] = ()):
     self.ops = {k: tuple(v) for k, v in sorted(ops.items())}
     self.dynamic_shapes = tuple(dynamic_shapes)
     self.inputs = tuple(inputs)
+    self.problems = tuple(problems)
     parts = []
+    if self.problems:
+      parts.append("the graph cannot run:\n" + "\n".join(f"  {m}" for m in self.problems))
     if self.inputs:
       parts.append("unsupported inputs:\n" + "\n".join(f"  {m}" for m in self.inputs))
     if self.ops:
@@ -113,18 +118,20 @@ class BlockedConversionError(ConversionError):
 _BLOCKED_CLASSES: dict = {}
 
 
-def blocked_conversion(ops, dynamic_shapes, inputs, hints=()) -> BlockedConversionError:
+def blocked_conversion(ops, dynamic_shapes, inputs, hints=(), problems=()
+                       ) -> BlockedConversionError:
   """The :class:`BlockedConversionError` for these blockers (see its docstring)."""
   kinds = tuple(k for k, present in ((UnsupportedInputError, inputs),
                                      (UnsupportedOpError, ops),
                                      (DynamicShapeError, dynamic_shapes)) if present)
-  cls = _BLOCKED_CLASSES.get(kinds)
+  key = (kinds, bool(problems))
+  cls = _BLOCKED_CLASSES.get(key)
   if cls is None:
-    name = kinds[0].__name__ if len(kinds) == 1 else "BlockedConversionError"
+    name = kinds[0].__name__ if len(kinds) == 1 and not problems else "BlockedConversionError"
     cls = type(name, (BlockedConversionError,) + kinds,
                {"__module__": __name__, "__doc__": BlockedConversionError.__doc__})
-    _BLOCKED_CLASSES[kinds] = cls
-  return cls(ops, dynamic_shapes, inputs, hints)
+    _BLOCKED_CLASSES[key] = cls
+  return cls(ops, dynamic_shapes, inputs, hints, problems)
 
 
 class RuntimeCheckError(OpError, ValueError):

@@ -247,15 +247,26 @@ def check_supported(graph: graph_lib.Graph, library: graph_lib.Library,
                     inputs: Sequence[str] = ()) -> None:
   """Raises one error listing everything that keeps ``graph`` from converting, found
   before anything is traced: unsupported ops in the graph and every library function
-  it reaches, ops whose output shape depends on runtime data, and the unsupported
-  ``inputs`` the caller found (messages)."""
+  it reaches, ops whose output shape depends on runtime data, calls of functions the
+  library lacks, graph inputs nothing can feed, and the unsupported ``inputs`` the
+  caller found (messages)."""
   unsupported: dict[str, list[str]] = {}
   dynamic: list[tuple[str, str, str]] = []
+  problems: list[str] = []
   for fname, g in [("", graph)] + sorted(library.reachable(graph).items()):
     known = None
     for node in g.nodes:
       where = f"{fname}/{node.name}" if fname else node.name
+      for called in graph_lib.func_attrs(node):
+        if called not in library:
+          problems.append(f"{node.op} node '{where}' calls function {called!r}, which is "
+                          "not in the graph's function library")
       op = core.lookup(node.op)
+      if op is not None and op.graph_input and node.name not in g.inputs \
+          and node.name in g.needed:
+        problems.append(f"{node.op} node '{where}' is not an input of the "
+                        f"{'function ' + repr(fname) if fname else 'graph'}, so nothing "
+                        "can feed it; list it as an input")
       if op is None:
         if node.op not in library:
           unsupported.setdefault(node.op, []).append(where)
@@ -264,6 +275,6 @@ def check_supported(graph: graph_lib.Graph, library: graph_lib.Library,
         known = trace_time_values(g) if known is None else known
         if not all(ref[0] in known for ref in node.inputs):
           dynamic.append((node.op, where, op.dynamic_shape))
-  if unsupported or dynamic or inputs:
+  if unsupported or dynamic or inputs or problems:
     hints = sorted({h for h in map(core.unsupported_hint, unsupported) if h})
-    raise errors.blocked_conversion(unsupported, dynamic, list(inputs), hints)
+    raise errors.blocked_conversion(unsupported, dynamic, list(inputs), hints, problems)
