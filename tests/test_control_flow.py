@@ -535,3 +535,21 @@ def test_keras_model_with_while_cond_and_dynamic_tensor_array():
   # per-example vmap
   vm = jax.vmap(lambda r: fn(params, r[None])[0][0])(x)
   np.testing.assert_allclose(vm, f(x), rtol=RTOL, atol=ATOL)
+
+
+def test_optionals_are_values_with_a_flag_through_branches():
+  @tf.function
+  def f(x):
+    some = tf.experimental.Optional.from_value(x * 2.0)
+    none = tf.experimental.Optional.empty(tf.TensorSpec([3], tf.float32))
+    picked = tf.cond(x[0] > 0, lambda: some, lambda: none)
+    return tf.cond(picked.has_value(), picked.get_value, lambda: -x)
+
+  fn = tfprims.convert_functional(f, tf.TensorSpec([3], tf.float32))
+  for x in (X, -X):
+    np.testing.assert_allclose(fn(x), f(x))
+    np.testing.assert_allclose(jax.jit(fn)(x), f(x))
+  # An Optional returned from the function has no array form: refused at conversion.
+  with pytest.raises(tfprims.UnsupportedInputError, match="_OptionalImpl"):
+    tfprims.convert_functional(tf.function(tf.experimental.Optional.from_value),
+                               tf.TensorSpec([3], tf.float32))
