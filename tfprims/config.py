@@ -43,11 +43,11 @@ OPTIONS: Mapping[str, Option] = {
     "named_scopes": Option(True, "call", (
         "Wrap each inlined function call in jax.named_scope(<function name>).")),
     "runtime_checks": Option(False, "call", (
-        "Check what TF's CPU kernels check on data (indices in range, integer division "
-        "by zero, Assert conditions...): eager calls raise RuntimeCheckError naming the "
-        "node; under jit a failed check raises through jax.debug.callback when the "
-        "program runs. Off by default: the converted program then computes what "
-        "docs/semantics describes.")),
+        "Check under jit what TF's CPU kernels check on data (indices in range, integer "
+        "division by zero, Assert conditions...): a failed check raises "
+        "RuntimeCheckError through jax.debug.callback when the program runs. (Eager "
+        "calls, whose values are known, always check and raise like TF.) Off by "
+        "default: a jitted program then computes what docs/semantics describes.")),
     "force_const_float32_to_bfloat16": Option(False, "convert", (
         "Const nodes of dtype float32 become bfloat16 (to run a function in bfloat16 "
         "without constants promoting it back to float32).")),
@@ -106,12 +106,12 @@ def _option(name: str) -> Option:
   return OPTIONS[name]
 
 
-def _note_noop(name: str) -> None:
+def _note_noop(name: str, stacklevel: int) -> None:
   option = OPTIONS[name]
   if option.noop and name not in _noted:
     _noted.add(name)
     warnings.warn(f"tfprims config option {name!r} is accepted for tf2jax compatibility "
-                  f"and has no effect: {option.noop}", stacklevel=3)
+                  f"and has no effect: {option.noop}", stacklevel=stacklevel)
 
 
 def get_config(name: str) -> Any:
@@ -123,7 +123,7 @@ def get_config(name: str) -> Any:
 def update_config(name: str, value: Any) -> None:
   """Sets a config option globally."""
   _option(name)
-  _note_noop(name)
+  _note_noop(name, stacklevel=3)
   _config[name] = value
 
 
@@ -131,7 +131,7 @@ def update_config(name: str, value: Any) -> None:
 def override_config(name: str, value: Any) -> Iterator[None]:
   """Temporarily sets a config option: ``with tfprims.override_config("strict_shape_check", False):``."""
   previous = get_config(name)
-  _note_noop(name)
+  _note_noop(name, stacklevel=4)
   _config[name] = value
   try:
     yield

@@ -176,8 +176,9 @@ def checkify_check(op, node, operands, params) -> None:
   """``op.check`` as a ``jax.experimental.checkify.check`` (seen by functions wrapped
   in ``checkify.checkify``), the ``enable_checkify_for_asserts`` config."""
   from jax.experimental import checkify
-  bad, message = op.check(*operands, **params)
-  if bad is not None:
+  found = op.check(*operands, **params)
+  if found is not None:
+    bad, message = found
     checkify.check(jax.numpy.logical_not(bad), checkify_message(
         f"{node.op} node '{node.name}': {message}"))
 
