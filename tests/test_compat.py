@@ -184,7 +184,8 @@ def test_convert_functional_and_its_refusal_of_variables():
   f = tf.function(lambda x: tf.tanh(x) - x)
   jax_fn = tf2jax.convert_functional(f, np.zeros_like(X))
   _close(jax_fn(X), f(X))
-  assert isinstance(jax_fn, tf2jax.AnnotatedFunction)
+  assert isinstance(jax_fn, tf2jax.AnnotatedFunction) and jax_fn.fn is jax_fn
+  assert list(inspect.signature(jax_fn).parameters) == ["x", "rng"]
   forward, _ = _dense_model()
   with pytest.raises(ValueError, match="captures variable"):
     tf2jax.convert_functional(forward, np.zeros_like(X))
@@ -298,7 +299,9 @@ def test_convert_from_restored(saved):
   assert set(params) == {"w"} and params["w"].trainable and params["w"].name == "w:0"
   out, new_params = jax_fn(params, X)
   _close(out, saved.f(X))
-  assert list(inspect.signature(jax_fn).parameters)[0] == "params"
+  _close(new_params["w"], saved.w.numpy())
+  assert list(jax_fn.signature.parameters) == ["x"]
+  assert list(inspect.signature(jax_fn).parameters) == ["params", "x", "rng"]
 
   pure = tf2jax.convert_functional_from_restored(saved.h)
   x = np.arange(5, dtype=np.float32)
