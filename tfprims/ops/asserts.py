@@ -33,8 +33,6 @@ def _element(value) -> str:
     return str(value)
   if isinstance(value, (bool, np.bool_)):
     return "1" if value else "0"
-  if isinstance(value, (np.floating, float)) and not isinstance(value, np.float64):
-    value = np.float32(value) if not isinstance(value, np.floating) else value
   if isinstance(value, np.floating):
     short, long = (6, 9) if value.dtype.itemsize <= 4 else (15, 17)
     text = f"{float(value):.{short}g}"
