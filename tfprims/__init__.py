@@ -16,10 +16,10 @@ from tfprims.core import declared_op_types as supported_op_types
 from tfprims.errors import (BlockedConversionError, ControlFlowError, ConversionError,
                             CustomGradientError, DynamicShapeError, InputDtypeError,
                             InputError, InputShapeError, InputStructureError,
-                            Int64OverflowError, MissingRngError, OpError,
+                            Int64OverflowError, MissingInputError, MissingRngError, OpError,
                             PreventGradientError, ReverseModeLoopError, RuntimeCheckError,
                             StaticInputError, TensorListSizeError, TFPrimsError,
-                            UnsupportedInputError, UnsupportedOpError)
+                            UnknownConfigError, UnsupportedInputError, UnsupportedOpError)
 from tfprims.params import assign_variables, merge_params, split_trainable, trainable_names
 from tfprims.saved_model import (AmbiguousSignatureError, convert_from_restored,
                                  convert_functional_from_restored, load_saved_model)

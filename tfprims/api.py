@@ -19,6 +19,7 @@ import tree
 
 from tfprims import config, core, dtypes, errors, graph as graph_lib, interpreter
 import tfprims.ops  # noqa: F401  (registers every op)
+from tfprims.ops import jax2tf_patterns
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +62,24 @@ def _path_name(path: Sequence[Any]) -> str:
   return str(head) + "".join(f"[{p!r}]" for p in rest)
 
 
+class _CallSignature:
+  """``__signature__`` of a converted function: the TF signature, with ``params``
+  in front (unless functional) and the keyword-only ``rng=None``."""
+
+  def __init__(self, with_params: bool):
+    self.with_params = with_params
+
+  def __get__(self, obj, owner=None) -> Optional[inspect.Signature]:
+    if obj is None:
+      return None
+    P = inspect.Parameter
+    tf_params = list(obj.signature.parameters.values())
+    if any(p.name in ("params", "rng") or p.kind == P.VAR_KEYWORD for p in tf_params):
+      return None  # cannot be written as one signature
+    front = [P("params", P.POSITIONAL_ONLY)] if self.with_params else []
+    return inspect.Signature(front + tf_params + [P("rng", P.KEYWORD_ONLY, default=None)])
+
+
 class ConvertedFunction:
   """A converted TF function. ``fn(params, *args, rng=None, **kwargs) -> (outputs, new_params)``.
 
@@ -71,6 +90,9 @@ class ConvertedFunction:
     input_specs / output_specs: flat :class:`TensorSpec` tuples.
     param_specs: param name -> :class:`TensorSpec` (with ``trainable``).
     tf_variables: param name -> the ``tf.Variable`` it was read from.
+    options: the config options read at conversion, as they were then
+      (``tfprims.config.OPTIONS``); every call uses them.
+    fn: the function itself (tf2jax's ``AnnotatedFunction.fn``).
   """
 
   def __init__(self, *, graph, library, signature, structured_inputs, input_specs,
@@ -89,12 +111,20 @@ class ConvertedFunction:
     self.structured_outputs = tree.map_structure(
         lambda i: output_specs[i] if isinstance(i, int) else i, output_structure)
     self.tf_variables: dict[str, Any] = {}
+    self.options: Optional[dict] = None  # config read at conversion (config.read_at_conversion)
     self.__name__ = name
     self.__doc__ = f"tfprims conversion of TF function {name!r}."
 
   def __repr__(self):
     ins = ", ".join(str(s) for s in self.input_specs)
     return f"<tfprims.ConvertedFunction {self.__name__}({ins}) with {len(self.param_specs)} params>"
+
+  __signature__ = _CallSignature(with_params=True)
+
+  @property
+  def fn(self):
+    """The callable itself (tf2jax's ``AnnotatedFunction.fn``)."""
+    return self
 
   # --- calling ------------------------------------------------------------------
 
@@ -106,7 +136,7 @@ class ConvertedFunction:
     # jit/make_jaxpr they must be JAX values, or every op reading only weights
     # would be folded into a constant.
     state = self._check_params(params, keep_numpy=not _staging())
-    ctx = interpreter.Context(self._library, dict(state), rng=rng)
+    ctx = interpreter.Context(self._library, dict(state), rng=rng, options=self.options)
     feeds = dict(zip(self._input_nodes, flat_args))
     for node_name, capture in self._captures.items():
       feeds[node_name] = capture
@@ -121,10 +151,11 @@ class ConvertedFunction:
     try:
       bound = self.signature.bind(*args, **kwargs)
     except TypeError as e:
-      raise errors.InputStructureError(
-          f"arguments do not match the TF signature {self.signature}: {e}") from None
+      cls = errors.MissingInputError if "missing" in str(e) else errors.InputStructureError
+      raise cls(f"arguments do not match the TF signature {self.signature}: {e}") from None
+    bound.apply_defaults()
     sig_args, sig_kwargs = self.structured_inputs
-    positional = []
+    positional, names = [], []
     keyword = {}
     for name, param in self.signature.parameters.items():
       if name not in bound.arguments:
@@ -135,21 +166,36 @@ class ConvertedFunction:
         keyword[name] = bound.arguments[name]
       else:
         positional.append(bound.arguments[name])
+        names.append(name)
+
+    def where(path) -> str:  # a leaf's path in (args, kwargs), named
+      if path[0] == 0 and len(path) > 1 and path[1] < len(names):
+        path = (names[path[1]],) + tuple(path[2:])
+      else:
+        path = tuple(path[1:])
+      return _path_name(path)
+
     user = (tuple(positional), keyword)
     expected = (tuple(sig_args), dict(sig_kwargs))
     try:
       flat_user = tree.flatten_up_to(expected, user, check_types=False)
     except (ValueError, TypeError):
-      raise errors.InputStructureError(
+      missing = [where(p) for p in _missing_paths(expected, user)]
+      raise (errors.MissingInputError if missing else errors.InputStructureError)(
           f"input structure does not match the TF signature: expected "
-          f"{_describe(expected)}, got {_describe(user)}") from None
-    flat_expected = tree.flatten(expected)
+          f"{_describe(expected)}, got {_describe(user)}"
+          + (f"; missing inputs: {', '.join(missing)}" if missing else "")) from None
     import tensorflow as tf
     flat = []
     specs = iter(self.input_specs)
-    for exp, value in zip(flat_expected, flat_user):
+    for (path, exp), value in zip(tree.flatten_with_path(expected), flat_user):
       if isinstance(exp, tf.TypeSpec):
         flat.append(self._check_input(next(specs), value))
+      elif not _same_literal(exp, value):
+        raise errors.InputStructureError(
+            f"input '{where(path)}': found unexpected literal value {value!r}, expected "
+            f"{exp!r}: the TF function was traced with that Python value (convert it "
+            "again for another one, or trace it with a tensor)")
     return flat
 
   def _check_input(self, spec: TensorSpec, value):
@@ -171,6 +217,26 @@ class ConvertedFunction:
     return {k: _validate(self.param_specs[k], params[k], "param", exact_shape=True,
                          keep_numpy=keep_numpy)
             for k in self.param_specs}
+
+
+def _missing_paths(expected, user) -> list[tuple]:
+  """Leaves of ``expected`` that ``user`` has nothing for (neither the leaf nor a
+  structure above or below it)."""
+  have = [p for p, _ in tree.flatten_with_path(user)]
+  return [path for path, _ in tree.flatten_with_path(expected)
+          if not any(h[:len(path)] == path or path[:len(h)] == h for h in have)]
+
+
+def _same_literal(expected, value) -> bool:
+  """Whether a call passes the Python value the TF function was traced with."""
+  if expected is value:
+    return True
+  if isinstance(value, jax.core.Tracer) or expected is None or value is None:
+    return False
+  try:
+    return bool(np.all(expected == value)) and np.shape(expected) == np.shape(value)
+  except Exception:  # noqa: BLE001 (incomparable values differ)
+    return False
 
 
 def _staging() -> bool:
@@ -208,17 +274,21 @@ def _validate(spec: TensorSpec, value, kind: str, exact_shape: bool = False,
     if config.get_config("strict_dtype_check"):
       raise errors.InputDtypeError(
           f"{kind} '{spec.name}' has dtype {np.dtype(value.dtype).name}, expected "
-          f"{np.dtype(spec.dtype).name}; cast it, or disable the check with "
-          "tfprims.update_config('strict_dtype_check', False)")
-    value = value.astype(spec.dtype) if isinstance(value, np.ndarray) else \
-        jnp.asarray(value).astype(want)
+          f"{np.dtype(spec.dtype).name} (incompatible {kind} dtype); cast it, or disable "
+          "the check with tfprims.update_config('strict_dtype_check', False)")
+    # Unchecked, floating values for floating inputs keep their precision (a
+    # bfloat16 run of a float32 function, as in tf2jax); the rest are cast.
+    if not (jnp.issubdtype(got, jnp.floating) and jnp.issubdtype(want, jnp.floating)):
+      value = value.astype(spec.dtype) if isinstance(value, np.ndarray) else \
+          jnp.asarray(value).astype(want)
   if spec.shape is not None:
     shape = tuple(value.shape)
     ok = len(shape) == len(spec.shape) and all(
         e is None or e == s for e, s in zip(spec.shape, shape))
     if not ok and (exact_shape or config.get_config("strict_shape_check")):
       raise errors.InputShapeError(
-          f"{kind} '{spec.name}' has shape {list(shape)}, expected {_shape_str(spec.shape)}"
+          f"{kind} '{spec.name}' has shape {list(shape)}, expected {_shape_str(spec.shape)} "
+          f"(incompatible {kind} shape)"
           + ("" if exact_shape else
              "; disable the check with tfprims.update_config('strict_shape_check', False)"))
   if isinstance(value, (np.ndarray, np.generic)):
@@ -244,7 +314,19 @@ def _concrete_function(tf_fn, args, kwargs):
     if not callable(tf_fn):
       raise TypeError(f"expected a tf.function, ConcreteFunction or callable; got {tf_fn!r}")
     tf_fn = tf.function(tf_fn, autograph=False)
+  args, kwargs = tree.map_structure(example_spec, (args, kwargs))
   return tf_fn.get_concrete_function(*args, **kwargs)
+
+
+def example_spec(value):
+  """An example argument as TF's tracing takes it: a JAX tracer (``convert`` called
+  inside a JAX transformation) becomes a ``tf.TensorSpec`` of its shape and dtype
+  (symbolic dimensions become None); anything else is unchanged."""
+  if not isinstance(value, jax.core.Tracer):
+    return value
+  import tensorflow as tf
+  shape = [d if isinstance(d, int) else None for d in value.shape]
+  return tf.TensorSpec(shape, tf.as_dtype(np.dtype(value.dtype)))
 
 
 def _variable_names(variables) -> dict[int, tuple[str, Any]]:
@@ -275,6 +357,7 @@ def _variable_names(variables) -> dict[int, tuple[str, Any]]:
 def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[ConvertedFunction, dict]:
   """Converts a ``ConcreteFunction``; returns ``(converted_fn, params)``."""
   import tensorflow as tf
+  options = config.read_at_conversion()
   graph_def = cf.graph.as_graph_def()
   library = graph_lib.Library(graph_def.library.function)
 
@@ -313,12 +396,21 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
         problems.append(f"variable '{key}' has dtype {variable.dtype.name}, which has no "
                         "JAX equivalent")
         continue
-      value = dtypes.value_from_tf(variable.value())
       captures[node_name] = interpreter.VariableHandle(key)
       tf_variables[key] = variable
-      param_specs.append(TensorSpec(key, tuple(value.shape), np_dtype,
+      if tf.inside_function():  # a TF trace: variables have no value
+        if not options["skip_variables_evaluation_inside_tf_tracing"]:
+          raise errors.ConversionError(
+              f"unable to evaluate variable '{key}' inside a TF tracing context "
+              "(tfprims.convert called inside a tf.function); convert outside it, or "
+              "set tfprims.update_config('skip_variables_evaluation_inside_tf_tracing', "
+              "True) to get no params (pass them yourself when calling)")
+        shape = None if variable.shape.rank is None else tuple(variable.shape.as_list())
+      else:
+        params[key] = dtypes.value_from_tf(variable.value())
+        shape = tuple(params[key].shape)
+      param_specs.append(TensorSpec(key, shape, np_dtype,
                                     trainable=bool(variable.trainable)))
-      params[key] = value
     elif captured.dtype == tf.resource:
       problems.append(
           f"the function captures a resource '{node_name}' that is not a variable "
@@ -369,9 +461,9 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
       control_outputs=[op.name for op in getattr(cf.graph, "control_outputs", [])])
   interpreter.check_supported(graph, library, problems)
 
-  signature = inspect.Signature([
-      inspect.Parameter(p.name, p.kind) for p in cf.function_type.parameters.values()
-      if p.kind != inspect.Parameter.VAR_KEYWORD])
+  signature = _signature(cf)
+  if options["infer_relu_from_jax2tf"]:
+    jax2tf_patterns.infer_relu([graph, *library.reachable(graph).values()])
   fn = ConvertedFunction(
       graph=graph, library=library, signature=signature,
       structured_inputs=cf.structured_input_signature, input_specs=flat_specs,
@@ -379,7 +471,33 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
       output_structure=output_structure, output_specs=output_specs,
       name=_function_name(cf))
   fn.tf_variables = tf_variables
+  fn.options = options
   return fn, params
+
+
+def _signature(cf) -> inspect.Signature:
+  """The TF function's Python signature. A parameter traced with a Python value
+  (not a tensor) defaults to that value: the converted function is specialized
+  to it, and calls may leave it out (passing another value raises)."""
+  import tensorflow as tf
+  sig_args, sig_kwargs = cf.structured_input_signature
+  P = inspect.Parameter
+  params = [p for p in cf.function_type.parameters.values() if p.kind != P.VAR_KEYWORD]
+
+  def literal(value) -> bool:
+    return not any(isinstance(x, tf.TypeSpec) for x in tree.flatten(value))
+
+  defaults = {}
+  positional = [p for p in params if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
+  for i, p in enumerate(positional):  # only trailing positional parameters may default
+    if i < len(sig_args) and literal(sig_args[i]) and all(
+        j < len(sig_args) and literal(sig_args[j]) for j in range(i, len(positional))):
+      defaults[p.name] = sig_args[i]
+  for p in params:
+    if p.kind == P.KEYWORD_ONLY and p.name in sig_kwargs and literal(sig_kwargs[p.name]):
+      defaults[p.name] = sig_kwargs[p.name]
+  return inspect.Signature([P(p.name, p.kind, default=defaults.get(p.name, P.empty))
+                            for p in params])
 
 
 def _function_name(cf) -> str:
@@ -419,7 +537,7 @@ class _Functional:
   """A converted function without params."""
 
   def __init__(self, fn: ConvertedFunction):
-    self.fn = fn
+    self.converted = fn
     self.signature = fn.signature
     self.structured_inputs = fn.structured_inputs
     self.structured_outputs = fn.structured_outputs
@@ -427,11 +545,18 @@ class _Functional:
     self.__name__ = fn.__name__
     self.__doc__ = fn.__doc__
 
+  __signature__ = _CallSignature(with_params=False)
+
+  @property
+  def fn(self):
+    """The callable itself (tf2jax's ``AnnotatedFunction.fn``)."""
+    return self
+
   def __call__(self, *args, rng=None, **kwargs):
-    return self.fn({}, *args, rng=rng, **kwargs)[0]
+    return self.converted({}, *args, rng=rng, **kwargs)[0]
 
   def __repr__(self):
-    return repr(self.fn).replace("ConvertedFunction", "functional")
+    return repr(self.converted).replace("ConvertedFunction", "functional")
 
 
 def convert_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str]
@@ -444,6 +569,7 @@ def convert_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str]
     inputs: names of the Placeholder tensors fed, in call order (``"x:0"`` or ``"x"``).
     outputs: names of the tensors returned.
   """
+  options = config.read_at_conversion()
   library = graph_lib.Library(graph_def.library.function)
   graph = graph_lib.from_graph_def(graph_def, inputs, outputs)
   specs, problems = [], []
@@ -464,13 +590,15 @@ def convert_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str]
     raise errors.InputStructureError(
         f"the outputs depend on Placeholders that are not listed as inputs: {unfed}")
   interpreter.check_supported(graph, library, problems)
+  if options["infer_relu_from_jax2tf"]:
+    jax2tf_patterns.infer_relu([graph, *library.reachable(graph).values()])
 
   def fn(*args, rng=None):
     if len(args) != len(specs):
       raise errors.InputStructureError(
           f"expected {len(specs)} inputs ({', '.join(s.name for s in specs)}), got {len(args)}")
     values = [_validate(s, a, "input") for s, a in zip(specs, args)]
-    ctx = interpreter.Context(library, {}, rng=rng)
+    ctx = interpreter.Context(library, {}, rng=rng, options=options)
     return [jnp.asarray(o) for o in interpreter.run(ctx, graph, dict(zip(graph.inputs, values)))]
 
   fn.input_specs = tuple(specs)

@@ -1,38 +1,129 @@
-"""Global conversion options (tf2jax-compatible names)."""
+"""Global conversion options: tfprims' own and every option of tf2jax 0.3.x.
+
+    tfprims.update_config("strict_shape_check", False)          # from now on
+    with tfprims.override_config("convert_custom_gradient", False):
+      fn = tfprims.convert_functional(f, spec)                   # this conversion
+
+Each option is read either when a function is *converted* or when the converted
+function is *called* (:data:`OPTIONS` says which): an option read at conversion
+is remembered by the converted function, as tf2jax does, so
+``with override_config(...): fn = convert(...)`` keeps its effect on every later
+call. docs/migrating-from-tf2jax.md lists every option with tf2jax's meaning
+and what tfprims does.
+"""
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+import dataclasses
+import warnings
+from typing import Any, Iterator, Mapping
 
-_DEFAULTS = {
-    # Inputs and params must match the TF signature's shapes (None dims match anything).
-    "strict_shape_check": True,
-    # Array inputs must have the signature's dtype; when off they are cast to it.
-    # Python scalars/lists are always cast.
-    "strict_dtype_check": True,
-    # Wrap each inlined function call in jax.named_scope(<function name>).
-    "named_scopes": True,
-    # Check under jit what TF's CPU kernels check on data (indices in range, integer
-    # division by zero...): a failed check raises RuntimeCheckError through
-    # jax.debug.callback when the program runs. (Eager calls, whose values are known,
-    # always check and raise like TF.) Off by default: a jitted program then computes
-    # what docs/semantics describes.
-    "runtime_checks": False,
+from tfprims import errors
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+  """One config option: its default, when it is read, what it does."""
+  default: Any
+  read: str          # "call": when the converted function runs; "convert": when converting
+  doc: str
+  noop: str = ""     # why the option has no effect in tfprims ("" when it has one)
+
+
+OPTIONS: Mapping[str, Option] = {
+    "strict_shape_check": Option(True, "call", (
+        "Inputs must match the TF signature's shapes (None dims match anything); when "
+        "off, other shapes are accepted. Params always match exactly.")),
+    "strict_dtype_check": Option(True, "call", (
+        "Array inputs and params must have the signature's dtype. When off, floating "
+        "values for floating inputs keep their precision (bfloat16 inputs run in "
+        "bfloat16, as in tf2jax) and other mismatches are cast to the signature's "
+        "dtype. tf2jax's default is off.")),
+    "named_scopes": Option(True, "call", (
+        "Wrap each inlined function call in jax.named_scope(<function name>).")),
+    "runtime_checks": Option(False, "call", (
+        "Check under jit what TF's CPU kernels check on data (indices in range, integer "
+        "division by zero, Assert conditions...): a failed check raises "
+        "RuntimeCheckError through jax.debug.callback when the program runs. (Eager "
+        "calls, whose values are known, always check and raise like TF.) Off by "
+        "default: a jitted program then computes what docs/semantics describes.")),
+    "force_const_float32_to_bfloat16": Option(False, "convert", (
+        "Const nodes of dtype float32 become bfloat16 (to run a function in bfloat16 "
+        "without constants promoting it back to float32).")),
+    "force_const_float64_to_bfloat16": Option(False, "convert", (
+        "Const nodes of dtype float64 become bfloat16.")),
+    "convert_custom_gradient": Option(True, "convert", (
+        "tf.custom_gradient functions keep their gradient function (tf.CustomGradient); "
+        "when off the forward graph is differentiated instead.")),
+    "infer_relu_from_jax2tf": Option(True, "convert", (
+        "In graphs from jax2tf's old graph serialization, max(x, 0) under a '_relu_' "
+        "name scope becomes tf.Relu, whose derivative at 0 is JAX's (0), not "
+        "tf.Maximum's (1).")),
+    "infer_cumulative_reduction_from_jax2tf": Option(True, "convert", (
+        "tf2jax: rewrite jax2tf's XlaReduceWindow encodings of cumsum/cumprod/cummax/"
+        "cummin as cumulative reductions."),
+        noop="tfprims does not convert XlaReduceWindow, the only op the pattern occurs "
+             "in (a graph using it is refused with UnsupportedOpError either way)"),
+    "raise_on_prevent_gradient": Option(True, "convert", (
+        "Differentiating through a PreventGradient op raises PreventGradientError (a "
+        "LookupError, as in TF); when off the op is the identity, derivatives "
+        "included, and a warning names the node.")),
+    "resize_bilinear_precision": Option("highest", "convert", (
+        "tf2jax: the dot-product precision of its ResizeBilinear."),
+        noop="tfprims' ResizeBilinear gathers and interpolates elementwise in float32 "
+             "(TF's own arithmetic); it has no dot product whose precision could vary"),
+    "enable_checkify_for_asserts": Option(False, "call", (
+        "Assert and CheckNumerics ops become jax.experimental.checkify checks (wrap "
+        "the converted function in checkify.checkify to see them). Without it they "
+        "check nothing, unless runtime_checks is on.")),
+    "xlacallmodule_strict_checks": Option(True, "call", (
+        "An XlaCallModule op (jax2tf native serialization) must have been serialized "
+        "for the JAX backend it runs on; when off, a module serialized for one other "
+        "platform is run anyway (with a warning), as tf2jax does. A module serialized "
+        "for several platforms none of which is this one is still refused: there is "
+        "no platform index to give it.")),
+    "disable_assert_in_tensor_list_get_item": Option(False, "call", (
+        "tf2jax: skip its assert that TensorListGetItem's element dtype matches the "
+        "list's."),
+        noop="tfprims makes no such assert: a TensorList's items keep the dtype they "
+             "were written with"),
+    "skip_variables_evaluation_inside_tf_tracing": Option(False, "convert", (
+        "Converting inside a TF trace (tf.function), where variables have no value: "
+        "return no params (the converted function still expects them) instead of "
+        "raising.")),
 }
-_config = dict(_DEFAULTS)
+
+_config = {name: option.default for name, option in OPTIONS.items()}
+_noted: set = set()
+
+
+def _option(name: str) -> Option:
+  if name not in OPTIONS:
+    raise errors.UnknownConfigError(
+        f"unknown tfprims config option {name!r}: not found in config; known: "
+        f"{sorted(OPTIONS)}")
+  return OPTIONS[name]
+
+
+def _note_noop(name: str, stacklevel: int) -> None:
+  option = OPTIONS[name]
+  if option.noop and name not in _noted:
+    _noted.add(name)
+    warnings.warn(f"tfprims config option {name!r} is accepted for tf2jax compatibility "
+                  f"and has no effect: {option.noop}", stacklevel=stacklevel)
 
 
 def get_config(name: str) -> Any:
   """The current value of a config option."""
-  if name not in _config:
-    raise KeyError(f"unknown tfprims config option {name!r}; known: {sorted(_config)}")
+  _option(name)
   return _config[name]
 
 
 def update_config(name: str, value: Any) -> None:
   """Sets a config option globally."""
-  get_config(name)
+  _option(name)
+  _note_noop(name, stacklevel=3)
   _config[name] = value
 
 
@@ -40,8 +131,24 @@ def update_config(name: str, value: Any) -> None:
 def override_config(name: str, value: Any) -> Iterator[None]:
   """Temporarily sets a config option: ``with tfprims.override_config("strict_shape_check", False):``."""
   previous = get_config(name)
+  _note_noop(name, stacklevel=4)
   _config[name] = value
   try:
     yield
   finally:
     _config[name] = previous
+
+
+def read_at_conversion() -> dict[str, Any]:
+  """The current values of the options read when converting (a converted function
+  keeps them for every call)."""
+  return {name: _config[name] for name, option in OPTIONS.items()
+          if option.read == "convert"}
+
+
+def resolve(name: str, remembered: Mapping[str, Any] | None) -> Any:
+  """An option's value for a converted function: the value it was converted with
+  for an option read at conversion, else the current one."""
+  if remembered is not None and name in remembered:
+    return remembered[name]
+  return get_config(name)

@@ -125,6 +125,9 @@ class Op:
       invalid; None when nothing can be wrong for these dtypes/params). Run on
       known values (eager calls) always, and under jit with the ``runtime_checks``
       config; a failure raises RuntimeCheckError naming the node.
+    assertion: the op exists to check its input (CheckNumerics): with the
+      ``enable_checkify_for_asserts`` config its ``check`` also becomes a
+      ``jax.experimental.checkify.check``.
     doc: one line saying what the op computes.
   """
   op_type: str
@@ -140,6 +143,7 @@ class Op:
   graph_input: bool = False
   dynamic_shape: Optional[str] = None
   check: Optional[Callable[..., Any]] = None
+  assertion: bool = False
   doc: str = ""
 
   @property
@@ -285,6 +289,7 @@ def define_op(
     pass_through: bool = False,
     dynamic_shape: Optional[str] = None,
     check: Optional[Callable[..., Any]] = None,
+    assertion: bool = False,
     replace: bool = False,
 ) -> TFOp:
   """Declares a TF op as a JAX primitive named ``tf.<op_type>``.
@@ -329,6 +334,8 @@ def define_op(
     writes_state, reads_state, uses_rng, shape_only, pass_through, dynamic_shape:
       what the op is (see :class:`Op`).
     check: what TF's kernel rejects on the op's data (see :class:`Op`).
+    assertion: the op exists to check its input; ``enable_checkify_for_asserts``
+      turns its ``check`` into a checkify check (see :class:`Op`).
     replace: allow replacing an already registered op of the same type.
   """
   _check_new(op_type, replace)
@@ -360,7 +367,7 @@ def define_op(
             doc=_first_line(doc if doc is not None else _own_doc(impl)),
             shape_rule=shape_rule, writes_state=writes_state, reads_state=reads_state,
             uses_rng=uses_rng, shape_only=shape_only, pass_through=pass_through,
-            dynamic_shape=dynamic_shape, check=check)
+            dynamic_shape=dynamic_shape, check=check, assertion=assertion)
 
   if linear:
     ad.deflinear2(prim, transpose)

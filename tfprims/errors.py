@@ -3,6 +3,12 @@
 Every error a user can trigger derives from :class:`TFPrimsError`, so
 ``except tfprims.TFPrimsError`` catches all of them. Messages name the TF op type
 and node involved and say what the user can do about it.
+
+Each error also derives from the builtin exception tf2jax raises for the same
+mistake (ValueError for conversion problems and bad inputs, TypeError for calls
+that do not match the signature, LookupError for blocked gradients, KeyError and
+ValueError for unknown config options), so code written against tf2jax keeps
+catching them (docs/migrating-from-tf2jax.md).
 """
 
 from __future__ import annotations
@@ -14,8 +20,16 @@ class TFPrimsError(Exception):
   """Base class of every error raised by tfprims."""
 
 
-class ConversionError(TFPrimsError):
-  """The TF graph cannot be converted as it is."""
+class UnknownConfigError(TFPrimsError, KeyError, ValueError):
+  """A config option tfprims does not know (a KeyError, as from ``get_config``, and a
+  ValueError, as tf2jax's ``update_config`` raises)."""
+
+  def __str__(self):  # KeyError would show the message quoted
+    return str(self.args[0]) if self.args else ""
+
+
+class ConversionError(TFPrimsError, ValueError):
+  """The TF graph cannot be converted as it is (a ValueError, as in tf2jax)."""
 
 
 class UnsupportedOpError(ConversionError):
@@ -36,7 +50,9 @@ def _unsupported_ops_message(ops: Mapping[str, Sequence[str]]) -> str:
   for op_type, nodes in ops.items():
     shown = ", ".join(nodes[:8]) + (f", ... ({len(nodes)} nodes)" if len(nodes) > 8 else "")
     lines.append(f"  {op_type}: {shown}")
-  return (f"{len(ops)} unsupported TF op type(s):\n" + "\n".join(lines) +
+  return (f"Unsupported operations in graph ({len(ops)} TF op type(s) tfprims does not "
+          "convert):\n" +
+          "\n".join(lines) +
           "\nRegister them with tfprims.register_op (see docs/extending.md) or "
           "avoid them in the TF function.")
 
@@ -143,8 +159,13 @@ class InputError(TFPrimsError, ValueError):
   """The converted function was called with inputs that do not match the TF signature."""
 
 
-class InputStructureError(InputError):
-  """Missing, extra or differently nested inputs."""
+class InputStructureError(InputError, TypeError):
+  """Missing, extra or differently nested inputs (also a TypeError: Python raises one
+  for a call that does not match a function's signature)."""
+
+
+class MissingInputError(InputStructureError):
+  """An input the TF signature needs was not given (tf2jax's ``MissingInputError``)."""
 
 
 class InputShapeError(InputError):
@@ -155,8 +176,8 @@ class InputDtypeError(InputError, TypeError):
   """An input's dtype differs from the TF signature."""
 
 
-class MissingRngError(TFPrimsError):
-  """The function uses random ops but was called without ``rng=``."""
+class MissingRngError(TFPrimsError, ValueError):
+  """The function uses random ops but was called without ``rng=`` (a PRNG key)."""
 
 
 class Int64OverflowError(ConversionError, OverflowError):

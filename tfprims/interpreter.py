@@ -42,18 +42,25 @@ _OPAQUE = (VariableHandle, StringConstant)  # values no op may take as a tensor
 
 @dataclasses.dataclass
 class Context:
-  """Per-call interpreter state: the function library, variables and rng key."""
+  """Per-call interpreter state: the function library, variables and rng key, and
+  the config options the function was converted with (``options``, from
+  :func:`tfprims.config.read_at_conversion`; None: the current ones)."""
   library: graph_lib.Library
   state: dict[str, Any]
   rng: Optional[jax.Array] = None
+  options: Optional[Mapping[str, Any]] = None
+
+  def option(self, name: str) -> Any:
+    """A config option as this call sees it (see :func:`tfprims.config.resolve`)."""
+    return config.resolve(name, self.options)
 
   def next_key(self, node: graph_lib.Node) -> jax.Array:
     """Fresh raw ``uint32[2]`` key data for a random op, split off the call's
     ``rng``: the key operand of ``uses_rng`` primitives."""
     if self.rng is None:
       raise errors.MissingRngError(
-          f"{node.op} node '{node.name}' draws random numbers: call the converted "
-          "function with rng=jax.random.key(...).")
+          f"{node.op} node '{node.name}' draws random numbers: PRNG key required for "
+          "random ops; call the converted function with rng=jax.random.key(...).")
     self.rng, key = jax.random.split(self.rng)
     return key_data(key)
 
@@ -131,6 +138,8 @@ def run_node(ctx: Context, node: graph_lib.Node, inputs: list) -> list:
       operands = [ctx.next_key(node)] + operands
     if op.check is not None:
       run_check(op, node, operands, params)
+      if op.assertion and ctx.option("enable_checkify_for_asserts"):
+        checkify_check(op, node, operands, params)
     out = op.apply(operands, params)
     return list(out) if op.multiple_results else [out]
   except errors.TFPrimsError:
@@ -161,6 +170,22 @@ def run_check(op, node, operands, params) -> None:
       raise errors.RuntimeCheckError(node.op, node.name, message)
 
   jax.debug.callback(fail, bad)
+
+
+def checkify_check(op, node, operands, params) -> None:
+  """``op.check`` as a ``jax.experimental.checkify.check`` (seen by functions wrapped
+  in ``checkify.checkify``), the ``enable_checkify_for_asserts`` config."""
+  from jax.experimental import checkify
+  found = op.check(*operands, **params)
+  if found is not None:
+    bad, message = found
+    checkify.check(jax.numpy.logical_not(bad), checkify_message(
+        f"{node.op} node '{node.name}': {message}"))
+
+
+def checkify_message(text: str) -> str:
+  """``text`` as a checkify format string that prints as itself."""
+  return text.replace("{", "{{").replace("}", "}}")
 
 
 def key_data(key) -> jax.Array:

@@ -13,5 +13,7 @@ from tfprims.ops import tensorlist  # noqa: F401
 from tfprims.ops import variables  # noqa: F401
 from tfprims.ops import control_flow  # noqa: F401
 from tfprims.ops import custom_gradients  # noqa: F401
+from tfprims.ops import prevent_gradient  # noqa: F401
+from tfprims.ops import asserts  # noqa: F401
 from tfprims.ops import xla  # noqa: F401
 from tfprims.ops import printing  # noqa: F401

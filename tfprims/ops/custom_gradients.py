@@ -1,4 +1,5 @@
-"""``tf.custom_gradient`` and gradient blockers (PreventGradient).
+"""``tf.custom_gradient`` (PreventGradient, which blocks gradients, is in
+:mod:`tfprims.ops.prevent_gradient`).
 
 TF marks a custom gradient with ``IdentityN(ys..., xs..., variable values...)``
 carrying a ``_gradient_op_type`` attr; the gradient function is registered in
@@ -37,8 +38,9 @@ import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from tfprims import core, dtypes, errors, graph as graph_lib, interpreter, rules
+from tfprims import config, core, dtypes, errors, graph as graph_lib, interpreter, rules
 from tfprims.core import define_op, tfops
+from tfprims.ops import jax2tf_patterns
 from tfprims.interpreter import StringConstant, VariableHandle
 
 
@@ -113,6 +115,7 @@ class GradFn:
   node: str
   num_results: int
   num_inputs: int      # IdentityN inputs (results + args + variable values)
+  options: Optional[dict] = None  # the config the forward function was converted with
   _built: Any = None
   _lock: Any = dataclasses.field(default_factory=threading.Lock)
 
@@ -195,6 +198,8 @@ class GradFn:
       interpreter.check_supported(graph, library)
     except errors.TFPrimsError as e:
       raise errors.CustomGradientError(f"{where}: its gradient function: {e}") from e
+    if config.resolve("infer_relu_from_jax2tf", self.options):
+      jax2tf_patterns.infer_relu([graph, *library.reachable(graph).values()])
     # Structured outputs: [None] * num_results + one per input (None = no gradient).
     flat_out = iter(range(len(cf.outputs)))
     out_index = [None if o is None else next(flat_out)
@@ -231,11 +236,11 @@ class GradFn:
         feeds[pname] = values[payload]
       else:
         if recomputed is None:
-          rctx = interpreter.Context(b["recompute_lib"], {})
+          rctx = interpreter.Context(b["recompute_lib"], {}, options=self.options)
           rg = b["recompute_graph"]
           recomputed = interpreter.run(rctx, rg, dict(zip(rg.inputs, values)))
         feeds[pname] = recomputed[payload]
-    ctx = interpreter.Context(b["library"], state)
+    ctx = interpreter.Context(b["library"], state, options=self.options)
     outs = interpreter.run(ctx, b["graph"], feeds)
     return [None if i is None else outs[i] for i in b["out_index"]]
 
@@ -295,10 +300,12 @@ def _graph_def(graph):
 _GRAD_FNS: dict[tuple, GradFn] = {}
 
 
-def grad_fn_for(name: str, node: str, num_results: int, num_inputs: int) -> GradFn:
-  key = (name, num_results, num_inputs)
+def grad_fn_for(name: str, node: str, num_results: int, num_inputs: int,
+                options: Optional[dict] = None) -> GradFn:
+  key = (name, num_results, num_inputs, tuple(sorted((options or {}).items())))
   if key not in _GRAD_FNS:
-    _GRAD_FNS[key] = GradFn(name, node, num_results, num_inputs)
+    _GRAD_FNS[key] = GradFn(name, node, num_results, num_inputs,
+                            dict(options) if options is not None else None)
   return _GRAD_FNS[key]
 
 
@@ -614,6 +621,8 @@ def _identity_n(ctx, node, inputs):
   name = node.attr("_gradient_op_type", None)
   if not name or all(core.is_concrete(v) for v in inputs):
     return list(inputs)
+  if not ctx.option("convert_custom_gradient"):
+    return list(inputs)  # the config says: differentiate the forward graph
   if any(isinstance(v, (VariableHandle, StringConstant)) or not hasattr(v, "dtype")
          for v in inputs):
     return list(inputs)
@@ -628,7 +637,7 @@ def _identity_n(ctx, node, inputs):
     return list(inputs)
   values = [jnp.asarray(v) for v in inputs]
   float_mask = tuple(bool(jnp.issubdtype(v.dtype, jnp.inexact)) for v in values)
-  grad = grad_fn_for(name, node.name, n_y, len(values))
+  grad = grad_fn_for(name, node.name, n_y, len(values), ctx.options)
   # jax2tf's forward computation (XlaCallModule) is opaque to JAX: forward mode is
   # derived from the gradient function instead of the forward graph.
   forward = "grad" if is_jax2tf(name) else "graph"
@@ -651,26 +660,3 @@ IdentityN = define_op(
     interpret=_identity_n, pass_through=True, batching=rules.same_op_batching("IdentityN"),
     doc="Its inputs, unchanged (with _gradient_op_type: a tf.custom_gradient).",
     spec=_identity_n_spec)
-
-
-# --- PreventGradient -----------------------------------------------------------------------
-
-
-def _prevent_gradient_jvp(primals, tangents, *, message):
-  raise errors.PreventGradientError(
-      "differentiation through a PreventGradient op" + (f": {message}" if message else "")
-      + " (TF forbids gradients here, e.g. a jax2tf function converted with "
-      "with_gradient=False)")
-
-
-def _prevent_batch(args, dims, *, message):
-  return tfops.PreventGradient(args[0], message=message), dims[0]
-
-
-PreventGradient = define_op(
-    "PreventGradient", lambda input, *, message: input, family="custom_gradients",
-    attrs=("message",), jvp=_prevent_gradient_jvp, batching=_prevent_batch,
-    doc="The identity; differentiating through it raises PreventGradientError.",
-    spec=lambda st: st.Spec(st.unary(st.ALL, arg="input"), skip={
-        "jvp": "differentiation raises errors.PreventGradientError (TF raises LookupError)",
-        "vjp": "differentiation raises errors.PreventGradientError (TF raises LookupError)"}))

@@ -7,6 +7,9 @@ None of these has a primitive: the interpreter runs them by their hooks.
 
 from __future__ import annotations
 
+import jax.numpy as jnp
+import numpy as np
+
 from tfprims import dtypes, errors
 from tfprims.core import structural
 from tfprims.interpreter import StringConstant
@@ -19,6 +22,11 @@ def _const(ctx, node, inputs):
   value = node.attr("value")
   if value.dtype.kind in "OSU":
     return [StringConstant(node.name, value)]
+  # The force_const_float{32,64}_to_bfloat16 configs (tf2jax's): float constants
+  # that would otherwise promote a bfloat16 computation back to float32.
+  if (value.dtype == np.float32 and ctx.option("force_const_float32_to_bfloat16") or
+      value.dtype == np.float64 and ctx.option("force_const_float64_to_bfloat16")):
+    return [np.asarray(value, dtype=jnp.bfloat16)]
   return [dtypes.canonicalize_value(value, f"Const node '{node.name}'")]
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import warnings
 
 import jax
 import numpy as np
@@ -273,15 +274,33 @@ def _interpret(ctx, node, inputs):
         "are not static (a function converted with jax2tf polymorphic_shapes); "
         "tfprims needs static shapes: convert the JAX function for concrete shapes")
   platforms = tuple(node.attr("platforms", ()))
-  backend = jax.default_backend()
-  if platforms and backend not in [_PLATFORMS.get(p, p.lower()) for p in platforms]:
-    raise XlaCallModuleError(
-        f"{where}: the module was serialized for {list(platforms)}, not for this JAX "
-        f"backend ({backend!r}); convert with jax2tf.convert(..., "
-        f"native_serialization_platforms=('{backend}', ...))")
+  _check_platform(ctx, node, platforms)
   params = _canonicalize(dict(module=node.attr("module"), version=version, Sout=sout,
                              Tout=node.attr("Tout"), platforms=platforms))
   return list(tfops.XlaCallModule(*[jax.numpy.asarray(x) for x in inputs], **params))
+
+
+def _check_platform(ctx, node, platforms) -> None:
+  """The module must have been serialized for this JAX backend. With the
+  ``xlacallmodule_strict_checks`` config off (tf2jax's), a module serialized for one
+  other platform runs anyway (its StableHLO is usually portable); a multi-platform
+  module takes the index of a platform it was lowered for, so it is still refused."""
+  backend = jax.default_backend()
+  if not platforms or backend in [_PLATFORMS.get(p, p.lower()) for p in platforms]:
+    return
+  where = _where(node)
+  found = f"Unsupported backend: {backend!r} not in {list(platforms)}"
+  if len(platforms) == 1 and not ctx.option("xlacallmodule_strict_checks"):
+    warnings.warn(f"{where}: {found}; running it anyway (xlacallmodule_strict_checks "
+                  "is off): it may be slower or fail to compile", stacklevel=2)
+    return
+  fix = ("convert with jax2tf.convert(..., native_serialization_platforms="
+         f"('{backend}', ...))")
+  if len(platforms) == 1:
+    fix += (", or run it anyway with tfprims.update_config("
+            "'xlacallmodule_strict_checks', False)")
+  raise XlaCallModuleError(f"{where}: {found}: the module was serialized for "
+                           f"{list(platforms)}, not for this JAX backend; {fix}")
 
 
 def _canonicalize(params, *args):

@@ -5,9 +5,10 @@ tfprims/ops/custom_gradients.py.)
 Identity and Snapshot are ``pass_through``: the interpreter passes values
 through without an equation; their primitives exist for direct use (linear,
 transposed to themselves). StopGradient's JVP is a symbolic zero. EnsureShape
-checks once, at trace time. CheckNumerics checks nothing (a JAX program cannot
-raise on data): it stays in jaxprs so its place is visible
-(docs/semantics/array.md).
+checks once, at trace time. CheckNumerics is the identity; its NaN/Inf check is
+a declared ``check`` (eager calls raise like TF; under jit with runtime_checks,
+or as a checkify check with enable_checkify_for_asserts) and it stays in jaxprs
+so its place is visible (docs/semantics/array.md).
 """
 
 from __future__ import annotations
@@ -87,20 +88,28 @@ EnsureShape = define_op(
 
 
 def _check_numerics_impl(tensor, *, message):
-  """A pass-through: NaN/Inf are not checked (see docs/semantics/array.md)."""
+  """The identity; TF's NaN/Inf check is the op's declared check (docs/semantics/array.md)."""
   return tensor
+
+
+def _check_numerics_check(tensor, *, message):
+  """TF's kernel raises when the tensor holds NaN or Inf."""
+  bad = jax.numpy.any(jax.numpy.logical_not(jax.numpy.isfinite(tensor)))
+  return bad, f"{message} : Tensor had NaN or Inf values"
 
 
 CheckNumerics = define_op(
     "CheckNumerics", _check_numerics_impl, family=FAMILY, attrs=("message",), linear=True,
     transpose=lambda ct, x, *, message: [tfops.CheckNumerics(ct, message=message)],
     batching=rules.same_op_batching("CheckNumerics"),
+    check=_check_numerics_check, assertion=True,
     spec=lambda st: st.Spec(_check_numerics_calls(st)))
 
 CheckNumericsV2 = define_op(
     "CheckNumericsV2", _check_numerics_impl, family=FAMILY, attrs=("message",), linear=True,
     transpose=lambda ct, x, *, message: [tfops.CheckNumericsV2(ct, message=message)],
     batching=rules.same_op_batching("CheckNumericsV2"),
+    check=_check_numerics_check, assertion=True,
     spec=lambda st: st.Spec(_check_numerics_calls(st)))
 
 
