@@ -1,5 +1,7 @@
 """The public conversion API: structure, signature checks and typed errors."""
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -454,3 +456,27 @@ def test_params_share_the_variables_memory_without_copies():
   # Updated params (e.g. after a training step) are plain arrays again.
   out, _ = fn({k: jnp.asarray(v) + 0 for k, v in params.items()}, x)
   np.testing.assert_allclose(out, x @ before, rtol=1e-5, atol=1e-5)
+
+
+def test_float64_with_x64_off_warns_at_conversion_naming_the_values():
+  if jax.config.jax_enable_x64:
+    pytest.skip("x64 is on")
+  v = tf.Variable(np.ones(3), dtype=tf.float64, name="w64")
+  f = tf.function(lambda x, n: ((x - 1) * 1e10 + v, n + 1))
+  specs = (tf.TensorSpec([3], tf.float64), tf.TensorSpec([], tf.int64))
+  with pytest.warns(tfprims.PrecisionWarning, match=r"inputs: x \(float64\), n \(int64\); "
+                                                    r"params: w64 \(float64\); constants: .*") as w:
+    fn, params = tfprims.convert(f, *specs)
+  assert "jax_enable_x64" in str(w[0].message)
+  x = 1 + 1e-9 * np.arange(1, 4)
+  assert np.all(np.asarray(fn(params, x, 2)[0][0]) == 1.0)  # what the warning is about
+  with tfprims.override_config("x64_narrowing", "error"):
+    with pytest.raises(tfprims.PrecisionError):
+      tfprims.convert(f, *specs)
+  with tfprims.override_config("x64_narrowing", "ignore"):
+    with warnings.catch_warnings():
+      warnings.simplefilter("error")
+      tfprims.convert(f, *specs)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    tfprims.convert(tf.function(lambda x: x * 2.0), tf.TensorSpec([3], tf.float32))

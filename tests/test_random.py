@@ -276,3 +276,24 @@ def test_int64_seeds_with_x64_match_int32_seeds(x64):
   big = _functional(lambda: tf.random.stateless_uniform([5], seed=tf.constant([3, 2**40],
                                                                               tf.int64)))
   assert not np.array_equal(big(), f64())
+
+
+@pytest.mark.parametrize("rng, message", [
+    (0, "got the int 0.*jax.random.key\\(0\\)"),
+    (np.zeros(5, np.uint32), "shape \\(5,\\) and dtype uint32"),
+    (np.zeros(2, np.int32), "shape \\(2,\\) and dtype int32"),
+    ("seed", "got str"),
+    (jax.random.split(jax.random.key(0), 3), "array of \\(3,\\) keys"),
+])
+def test_bad_rng_is_a_typed_error_naming_rng(rng, message):
+  fn = _functional(lambda: tf.random.uniform([2]))
+  with pytest.raises(tfprims.InvalidRngError, match="rng must be one JAX key.*" + message) as e:
+    fn(rng=rng)
+  assert isinstance(e.value, TypeError) and isinstance(e.value, tfprims.TFPrimsError)
+
+
+def test_both_kinds_of_key_are_accepted():
+  fn = _functional(lambda: tf.random.uniform([2]))
+  a = fn(rng=jax.random.key(3))
+  np.testing.assert_array_equal(a, fn(rng=jax.random.PRNGKey(3)))
+  np.testing.assert_array_equal(a, jax.jit(lambda k: fn(rng=k))(jax.random.key(3)))

@@ -16,9 +16,11 @@ from tfprims.core import declared_op_types as supported_op_types
 from tfprims.errors import (BlockedConversionError, ControlFlowError, ConversionError,
                             CustomGradientError, DynamicShapeError, InputDtypeError,
                             InputError, InputShapeError, InputStructureError,
-                            Int64OverflowError, MissingInputError, MissingRngError, OpError,
+                            Int64OverflowError, InvalidRngError, MissingInputError,
+                            MissingRngError, OpError, PrecisionError, PrecisionWarning,
                             PreventGradientError, ReverseModeLoopError, RuntimeCheckError,
                             StaticInputError, TensorListSizeError, TFPrimsError,
+                            TFPrimsWarning,
                             UnknownConfigError, UnsupportedInputError, UnsupportedOpError)
 from tfprims.params import assign_variables, merge_params, split_trainable, trainable_names
 from tfprims.saved_model import (AmbiguousSignatureError, convert_from_restored,

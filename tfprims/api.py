@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import warnings
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import jax
@@ -239,6 +240,44 @@ def _same_literal(expected, value) -> bool:
     return False
 
 
+_WIDE_FLOATS = frozenset({np.dtype("float64"), np.dtype("complex128")})
+_WIDE_INTS = frozenset({np.dtype("int64"), np.dtype("uint64")})
+
+
+def _check_narrowing(options, graph, library, inputs=(), params=(), captured=()) -> None:
+  """With x64 off, names the 64-bit values JAX will compute in 32 bits (float64 and
+  complex128 inputs, params and constants; int64 inputs and params): a
+  PrecisionWarning, a PrecisionError or nothing, as the ``x64_narrowing`` option says."""
+  mode = options["x64_narrowing"]
+  if mode == "ignore" or dtypes.x64_enabled():
+    return
+  found = {}
+  for kind, specs in (("inputs", inputs), ("params", params)):
+    names = [f"{s.name} ({np.dtype(s.dtype).name})" for s in specs
+             if s is not None and isinstance(s.dtype, np.dtype)
+             and s.dtype in _WIDE_FLOATS | _WIDE_INTS]
+    if names:
+      found[kind] = names
+  consts = list(captured)
+  for fname, g in [("", graph)] + sorted(library.reachable(graph).items()):
+    consts += [f"{fname}/{n.name}" if fname else n.name for n in g.nodes
+               if n.op == "Const" and n.attr("dtype", None) in _WIDE_FLOATS]
+  if consts:
+    found["constants"] = consts
+  if not found:
+    return
+  listed = "; ".join(f"{kind}: " + ", ".join(names[:6]) + (f" and {len(names) - 6} more"
+                                                           if len(names) > 6 else "")
+                     for kind, names in found.items())
+  message = (f"jax_enable_x64 is off, so JAX computes these 64-bit values in 32 bits and "
+             f"results may differ from TF's: {listed}. Enable it before converting "
+             "(jax.config.update('jax_enable_x64', True)) to get TF's results, or set "
+             "tfprims.update_config('x64_narrowing', 'ignore').")
+  if mode == "error":
+    raise errors.PrecisionError(message)
+  warnings.warn(errors.PrecisionWarning(message), stacklevel=4)
+
+
 def _staging() -> bool:
   """Whether a jit/make_jaxpr trace is active: there, even a numpy constant
   becomes a tracer when JAX touches it."""
@@ -460,6 +499,9 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
       graph_def, [t.name for t in cf.inputs], output_names, name=_function_name(cf),
       control_outputs=[op.name for op in getattr(cf.graph, "control_outputs", [])])
   interpreter.check_supported(graph, library, problems)
+  _check_narrowing(options, graph, library, inputs=flat_specs, params=param_specs,
+                   captured=[k for k, v in captures.items() if isinstance(v, np.ndarray)
+                             and v.dtype.kind in "fc" and v.dtype.itemsize == 8])
 
   signature = _signature(cf)
   if options["infer_relu_from_jax2tf"]:

@@ -20,6 +20,18 @@ class TFPrimsError(Exception):
   """Base class of every error raised by tfprims."""
 
 
+class TFPrimsWarning(UserWarning):
+  """Base class of the warnings tfprims gives (filter them with ``warnings``)."""
+
+
+class PrecisionWarning(TFPrimsWarning):
+  """64-bit values will be computed in 32 bits because ``jax_enable_x64`` is off."""
+
+
+class PrecisionError(TFPrimsError, ValueError):
+  """A :class:`PrecisionWarning` turned into an error (config ``x64_narrowing="error"``)."""
+
+
 class UnknownConfigError(TFPrimsError, KeyError, ValueError):
   """A config option tfprims does not know (a KeyError, as from ``get_config``, and a
   ValueError, as tf2jax's ``update_config`` raises)."""
@@ -174,6 +186,10 @@ class InputShapeError(InputError):
 
 class InputDtypeError(InputError, TypeError):
   """An input's dtype differs from the TF signature."""
+
+
+class InvalidRngError(InputError, TypeError):
+  """``rng=`` is not one JAX key (``jax.random.key(seed)`` or ``jax.random.PRNGKey(seed)``)."""
 
 
 class MissingRngError(TFPrimsError, ValueError):

@@ -50,6 +50,10 @@ class Context:
   rng: Optional[jax.Array] = None
   options: Optional[Mapping[str, Any]] = None
 
+  def __post_init__(self):
+    if self.rng is not None:
+      check_rng(self.rng)
+
   def option(self, name: str) -> Any:
     """A config option as this call sees it (see :func:`tfprims.config.resolve`)."""
     return config.resolve(name, self.options)
@@ -186,6 +190,27 @@ def checkify_check(op, node, operands, params) -> None:
 def checkify_message(text: str) -> str:
   """``text`` as a checkify format string that prints as itself."""
   return text.replace("{", "{{").replace("}", "}}")
+
+
+def check_rng(rng) -> None:
+  """Refuses an ``rng=`` that is not one JAX key (typed, or raw uint32[2] data)."""
+  want = ("rng must be one JAX key: jax.random.key(seed) (a typed key) or "
+          "jax.random.PRNGKey(seed) (uint32[2] key data)")
+  if isinstance(rng, (bool, int, float, np.integer, np.floating)):
+    raise errors.InvalidRngError(f"{want}; got the {type(rng).__name__} {rng!r}. To use a "
+                                 f"number as a seed, pass rng=jax.random.key({rng!r}).")
+  dtype, shape = getattr(rng, "dtype", None), getattr(rng, "shape", None)
+  if dtype is None or shape is None:
+    raise errors.InvalidRngError(f"{want}; got {type(rng).__name__}")
+  if jax.numpy.issubdtype(dtype, jax.dtypes.prng_key):
+    if tuple(shape) != ():
+      raise errors.InvalidRngError(
+          f"{want}; got an array of {tuple(shape)} keys (use jax.vmap over keys, or "
+          "pass one key and let the function split it)")
+    return
+  if np.dtype(dtype) != np.uint32 or tuple(shape) != (2,):
+    raise errors.InvalidRngError(f"{want}; got an array of shape {tuple(shape)} and dtype "
+                                 f"{np.dtype(dtype).name}")
 
 
 def key_data(key) -> jax.Array:
