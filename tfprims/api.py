@@ -149,6 +149,11 @@ class ConvertedFunction:
     return structured, new_params
 
   def _flatten_args(self, args, kwargs) -> list:
+    unknown = sorted(set(kwargs) - set(self.signature.parameters))
+    if unknown:
+      raise errors.InputStructureError(
+          f"arguments do not match the TF signature {self.signature}: unexpected keyword "
+          f"argument(s) {unknown}")
     try:
       bound = self.signature.bind(*args, **kwargs)
     except TypeError as e:
@@ -404,10 +409,15 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
   # reported in one error with the unsupported ops (interpreter.check_supported).
   problems: list[str] = []
   sig_args, sig_kwargs = cf.structured_input_signature
+  arg_names = [p.name for p in cf.function_type.parameters.values()]
   flat_specs = []
   for path, leaf in tree.flatten_with_path((tuple(sig_args), dict(sig_kwargs))):
     if isinstance(leaf, tf.TypeSpec):
-      name = getattr(leaf, "name", None) or _path_name(path[1:])
+      # Name a positional input after its parameter ("x", "x['a']"), as TF names specs.
+      where = path[1:]
+      if path[0] == 0 and where and isinstance(where[0], int) and where[0] < len(arg_names):
+        where = (arg_names[where[0]],) + tuple(where[1:])
+      name = getattr(leaf, "name", None) or _path_name(where)
       spec, problem = _spec_from_tf(name, leaf)
       flat_specs.append(spec)
       if problem:

@@ -179,6 +179,8 @@ def from_function_def(fdef) -> Graph:
     if len(parts) == 2:  # only function args are referenced as "arg:i"
       return parts[0], int(parts[1])
     node_name, out_arg, idx = parts
+    if node_name not in raw:  # check_supported reports the dangling reference
+      return node_name, int(idx)
     if node_name not in offsets_cache:
       nd = raw[node_name]
       attrs = {k: opdefs.decode_attr(v) for k, v in nd.attr.items()

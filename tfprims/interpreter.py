@@ -311,6 +311,10 @@ def check_supported(graph: graph_lib.Graph, library: graph_lib.Library,
         if called not in library:
           problems.append(f"{node.op} node '{where}' calls function {called!r}, which is "
                           "not in the graph's function library")
+      for ref in node.inputs:
+        if ref[0] not in g.by_name and ref[0] not in g.inputs:
+          problems.append(f"{node.op} node '{where}' reads '{ref[0]}', which is not a node "
+                          f"of the {'function ' + repr(fname) if fname else 'graph'}")
       op = core.lookup(node.op)
       if op is not None and op.graph_input and node.name not in g.inputs \
           and node.name in g.needed:

@@ -178,7 +178,12 @@ def load_saved_model(path: str, signature: Optional[str] = "serving_default", *,
   import tensorflow as tf
   if not os.path.isdir(path):
     raise errors.ConversionError(f"no SavedModel directory at {path!r}")
-  restored = tf.saved_model.load(path, tags=tags)
+  try:
+    restored = tf.saved_model.load(path, tags=tags)
+  except Exception as e:  # missing, truncated or corrupt files: TF raises many kinds
+    raise errors.ConversionError(
+        f"cannot load the SavedModel at {path!r}: {type(e).__name__}: "
+        f"{str(e).splitlines()[0] if str(e) else ''}") from e
   signatures = dict(getattr(restored, "signatures", {}) or {})
   if signature is None:
     if len(signatures) != 1:
