@@ -480,3 +480,33 @@ def test_float64_with_x64_off_warns_at_conversion_naming_the_values():
   with warnings.catch_warnings():
     warnings.simplefilter("error")
     tfprims.convert(tf.function(lambda x: x * 2.0), tf.TensorSpec([3], tf.float32))
+
+
+def test_new_params_hold_every_variable_and_no_later_tf_write_changes_them():
+  read_only = tf.Variable(np.full(3, 2.0, np.float32), name="read_only")
+  written = tf.Variable(np.zeros(3, np.float32), name="written")
+  unused = tf.Variable(np.ones(2, np.float32), name="unused")  # read, result unused
+
+  @tf.function
+  def f(x):
+    unused.read_value()
+    written.assign(x * read_only)
+    return written.read_value() + 1.0
+
+  fn, params = tfprims.convert(f, tf.TensorSpec([3], F32))
+  assert set(params) == {"read_only", "written", "unused"}
+  x = np.arange(3, dtype=np.float32)
+  for call in (fn, jax.jit(fn)):
+    out, new = call(params, x)
+    assert set(new) == set(params)
+    np.testing.assert_array_equal(new["written"], x * 2.0)
+    np.testing.assert_array_equal(new["read_only"], params["read_only"])
+    np.testing.assert_array_equal(new["unused"], params["unused"])
+    kept = {k: np.array(v) for k, v in new.items()}
+    # TF writes to the variables after the call do not reach the returned arrays.
+    for v in (read_only, written, unused):
+      v.assign(v + 100.0)
+    for k, v in new.items():
+      np.testing.assert_array_equal(v, kept[k])
+    for v in (read_only, written, unused):
+      v.assign(v - 100.0)
