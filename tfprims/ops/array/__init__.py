@@ -37,6 +37,7 @@ docs/semantics/array.md.
 
 from tfprims.ops.array import (bitcast, data_dependent, fill, gather, identity,  # noqa: F401
                                join_split, pad_tile, scan, select, shape, slicing)
+from tfprims.ops.array import layout, misc, space_batch  # noqa: F401
 from tfprims.ops.array._common import FAMILY  # noqa: F401
 from tfprims.ops.array.bitcast import Bitcast  # noqa: F401
 from tfprims.ops.array.fill import Fill, OnesLike, Range, ZerosLike, range_values  # noqa: F401
