@@ -318,3 +318,42 @@ def test_push_back_batch_refuses_ragged_batches():
   x, t = _rand((3, 2)), _rand((2, 2), seed=1)
   with pytest.raises(errors.TensorListSizeError, match="different lengths"):
     tfprims.convert_functional(f, x, t)(x, t)
+
+
+def test_ops_in_one_converted_graph():
+  """Each op as a node of a TF graph (attrs decoded from the GraphDef), against TF."""
+  R = tf.raw_ops
+
+  @tf.function
+  def f(x, lengths, idx, perm, start):
+    v = tf.reshape(x, [1, 4, 6, 1])
+    outs = [
+        R.ParallelConcat(values=[x[:1], x[1:2]], shape=[2, 6]),
+        R.SpaceToBatch(input=v, paddings=[[0, 0], [1, 1]], block_size=2),
+        R.BatchToSpace(input=tf.reshape(x, [4, 1, 1, 6]), crops=[[0, 1], [0, 0]], block_size=2),
+        R.DataFormatVecPermute(x=tf.shape(v), src_format="NHWC", dst_format="NCHW"),
+        R.DataFormatDimMap(x=idx, src_format="NHWC", dst_format="NCHW"),
+        R.Reverse(tensor=x, dims=[False, True]),
+        R.ReverseSequence(input=x, seq_lengths=lengths, seq_dim=1, batch_dim=0),
+        R.Roll(input=x, shift=[2, -1], axis=[1, 0]),
+        R.Concat(concat_dim=1, values=[x, x]),
+        R.MirrorPadGrad(input=x, paddings=[[1, 1], [2, 1]], mode="REFLECT"),
+        R.Diag(diagonal=x[0]),
+        R.DiagPart(input=R.Diag(diagonal=x)),
+        R.UnravelIndex(indices=idx, dims=[2, 3]),
+        R.InvertPermutation(x=perm),
+        R.LinSpace(start=start, stop=start * 3.0, num=5),
+        R.Empty(shape=[2, 3], dtype=tf.float32, init=True),
+        R.DeepCopy(x=x),
+        R.BroadcastArgs(s0=tf.shape(x), s1=[1, 6]),
+    ]
+    return outs
+
+  x = _rand((4, 6))
+  args = (x, np.array([1, 6, 3, 0], np.int64), np.array([3, 0, 5], np.int32),
+          np.array([2, 0, 3, 1], np.int32), np.float32(0.5))
+  fn = tfprims.convert_functional(f, *args)
+  for i, (ours, theirs) in enumerate(zip(fn(*args), f(*args))):
+    np.testing.assert_allclose(np.asarray(ours), theirs.numpy(), rtol=1e-6, err_msg=str(i))
+  jaxpr = jax.make_jaxpr(fn)(*args)
+  assert not non_tf_primitives(jaxpr)

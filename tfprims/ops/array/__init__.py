@@ -17,6 +17,11 @@ module             ops
                    CheckNumerics, CheckNumericsV2
 ``bitcast``        Bitcast
 ``scan``           ReverseV2, Cumsum, Cumprod
+``space_batch``    SpaceToBatchND, BatchToSpaceND, SpaceToBatch, BatchToSpace
+``layout``         DataFormatDimMap, DataFormatVecPermute, Reverse, ReverseSequence,
+                   Roll, Concat, ConcatOffset, ParallelConcat, MirrorPadGrad
+``misc``           Diag, DiagPart, UnravelIndex, InvertPermutation, LinSpace, Empty,
+                   DeepCopy, BroadcastArgs, BroadcastGradientArgs
 ``data_dependent`` Where (one argument), Unique*, ListDiff, NonMaxSuppressionV3-V5:
                    no primitive; computed with numpy when their inputs are known
 =================  ==============================================================
@@ -31,7 +36,8 @@ written with TF ops (Slice <-> Pad, StridedSlice <-> StridedSliceGrad, ConcatV2 
 SplitV, Pack <-> Unpack, Tile/BroadcastTo -> Sum + Reshape...), and their batching
 rules re-bind TF ops with adjusted params, so grad and vmap jaxprs keep TF names.
 Rules reach every op through :data:`tfprims.core.tfops`. Choices where TF raises
-at run time (GatherV2 out-of-range indices, CheckNumerics) are documented in
+at run time (GatherV2 out-of-range indices, CheckNumerics, ReverseSequence lengths,
+UnravelIndex, InvertPermutation, BroadcastArgs) are documented in
 docs/semantics/array.md.
 """
 
