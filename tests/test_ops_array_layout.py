@@ -147,6 +147,15 @@ def test_linspace_derivative_and_diag_part_of_a_scalar():
   y = 1 + 2 * w
   np.testing.assert_allclose([float(ga), float(gb)], [np.sum(2 * y * (1 - w)),
                                                       np.sum(2 * y * w)], rtol=1e-5)
+  # Values: TF's endpoints exactly, interior points within one ulp (XLA's FMA).
+  rng = np.random.default_rng(0)
+  for _ in range(50):
+    a, b = (rng.standard_normal(2) * 10).astype(np.float32)
+    n = int(rng.integers(2, 9))
+    ours = np.asarray(tfops.LinSpace(a, b, num=n))
+    theirs = tf.raw_ops.LinSpace(start=a, stop=b, num=n).numpy()
+    assert ours[0] == theirs[0] and ours[-1] == theirs[-1]
+    np.testing.assert_array_max_ulp(ours, theirs, maxulp=1)
   # A scalar is its own diagonal (TF's gradient of it fails).
   g = jax.grad(lambda x: tfops.DiagPart(x) * 3.0)(np.float32(2.0))
   assert float(g) == 3.0

@@ -205,7 +205,10 @@ def _linspace_impl(start, stop, *, num):
   first = jnp.reshape(start, (1,))
   if n == 1:
     return first
-  step = (stop - start) / np.array(n - 1, start.dtype)
+  # XLA would multiply by the rounded reciprocal of a constant divisor (TF divides):
+  # the barrier keeps the divisor opaque. (XLA may still contract start + step * i into
+  # an FMA: docs/semantics/array.md.)
+  step = (stop - start) / lax.optimization_barrier(jnp.asarray(n - 1, start.dtype))
   mid = start + step * lax.iota(start.dtype, n)[1:n - 1]
   return jnp.concatenate([first, mid, jnp.reshape(stop, (1,))])
 
