@@ -10,6 +10,8 @@ the variables it writes through branches and loops.
 * ``ResourceGather`` (``tf.gather`` / ``tf.nn.embedding_lookup`` on a variable):
   a ``tf.ResourceGather[batch_dims=...]`` primitive over the variable's value,
   whose tangent is ``tf.GatherV2``.
+* ``VariableShape``: the shape of a variable through its handle, answered from
+  the static shape of its value (``shape_only``, like ``Shape``).
 * ``VarHandleOp`` / ``VariableV2`` / ``VarIsInitializedOp``: variables created
   *inside* a graph (TF1 SavedModels and hub modules with reference variables).
   Their values come from params keyed by the node name; the SavedModel loaders
@@ -147,6 +149,52 @@ ResourceGather = define_op(
     "ResourceGather", _resource_gather_impl, family=FAMILY, attrs=("batch_dims",),
     jvp=(_resource_gather_jvp, None), batching=_resource_gather_batching,
     interpret=_resource_gather_interpret, reads_state=True, spec=_resource_gather_spec)
+
+
+# --- VariableShape ----------------------------------------------------------------
+
+
+def _variable_shape_impl(value, *, out_type):
+  """The shape of the variable's value (a constant: shapes are static)."""
+  return jnp.asarray(np.array(np.shape(value), dtypes.canonical_dtype(out_type)))
+
+
+def _variable_shape_interpret(ctx, node, inputs):
+  # Answered from the static shape of the variable's value in the call's state, as a
+  # numpy constant (so the shape arithmetic around it folds, like Shape's).
+  value = ctx.state[_handle(node, inputs[0]).key]
+  return [np.array(np.shape(value), dtypes.canonical_dtype(node.attr("out_type")))]
+
+
+def _variable_shape_batching(args, dims, *, out_type):
+  (value,), (d,) = args, dims
+  shape = tuple(np.shape(value))
+  per_example = shape if d is None else shape[:d] + shape[d + 1:]
+  return jnp.asarray(np.array(per_example, dtypes.canonical_dtype(out_type))), None
+
+
+def _variable_shape_oracle(input, out_type=np.int32, **_):
+  """TF oracle for the property runner: the drawn value becomes a real variable."""
+  import tensorflow as tf
+  return tf.raw_ops.VariableShape(input=tf.Variable(input).handle, out_type=out_type)
+
+
+def _variable_shape_spec(st):
+  @st.composite
+  def calls(draw):
+    return dict(input=draw(st.arrays(st.dtypes(st.ALL), st.shapes())),
+                out_type=draw(st.dtypes(("int32", "int64"))))
+  spec = st.Spec(calls(), skip={"jvp": "integer output", "vjp": "integer output"},
+                 note="the 'input' handle is drawn as the variable's value; the oracle wraps "
+                      "it in a tf.Variable")
+  object.__setattr__(spec, "oracle", _variable_shape_oracle)
+  return spec
+
+
+VariableShape = define_op(
+    "VariableShape", _variable_shape_impl, family=FAMILY, attrs=("out_type",),
+    interpret=_variable_shape_interpret, batching=_variable_shape_batching,
+    reads_state=True, shape_only=True, spec=_variable_shape_spec)
 
 
 # --- variables created inside the graph (TF1) -------------------------------------

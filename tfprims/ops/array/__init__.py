@@ -17,6 +17,11 @@ module             ops
                    CheckNumerics, CheckNumericsV2
 ``bitcast``        Bitcast
 ``scan``           ReverseV2, Cumsum, Cumprod
+``space_batch``    SpaceToBatchND, BatchToSpaceND, SpaceToBatch, BatchToSpace
+``layout``         DataFormatDimMap, DataFormatVecPermute, Reverse, ReverseSequence,
+                   Roll, Concat, ConcatOffset, ParallelConcat, MirrorPadGrad
+``misc``           Diag, DiagPart, UnravelIndex, InvertPermutation, LinSpace, Empty,
+                   DeepCopy, BroadcastArgs, BroadcastGradientArgs
 ``data_dependent`` Where (one argument), Unique*, ListDiff, NonMaxSuppressionV3-V5:
                    no primitive; computed with numpy when their inputs are known
 =================  ==============================================================
@@ -31,12 +36,14 @@ written with TF ops (Slice <-> Pad, StridedSlice <-> StridedSliceGrad, ConcatV2 
 SplitV, Pack <-> Unpack, Tile/BroadcastTo -> Sum + Reshape...), and their batching
 rules re-bind TF ops with adjusted params, so grad and vmap jaxprs keep TF names.
 Rules reach every op through :data:`tfprims.core.tfops`. Choices where TF raises
-at run time (GatherV2 out-of-range indices, CheckNumerics) are documented in
+at run time (GatherV2 out-of-range indices, CheckNumerics, ReverseSequence lengths,
+UnravelIndex, InvertPermutation, BroadcastArgs) are documented in
 docs/semantics/array.md.
 """
 
 from tfprims.ops.array import (bitcast, data_dependent, fill, gather, identity,  # noqa: F401
                                join_split, pad_tile, scan, select, shape, slicing)
+from tfprims.ops.array import layout, misc, space_batch  # noqa: F401
 from tfprims.ops.array._common import FAMILY  # noqa: F401
 from tfprims.ops.array.bitcast import Bitcast  # noqa: F401
 from tfprims.ops.array.fill import Fill, OnesLike, Range, ZerosLike, range_values  # noqa: F401

@@ -3,7 +3,8 @@
 All five are linear and transpose to each other (ConcatV2 -> SplitV, Split/SplitV
 -> ConcatV2, Pack <-> Unpack; symbolic-zero cotangents of the split outputs are
 made concrete with ``tf.Fill``). Under vmap the joins broadcast unbatched operands
-with ``tf.BroadcastTo``; the axis moves by one.
+with ``tf.BroadcastTo``; the axis moves by one. Pack/Unpack of TensorList handles
+make and split a vector of lists (``tfprims.ops.tensorlist.batch``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from tfprims import rules
+from tfprims import opdefs, rules
 from tfprims.core import define_op, tfops
+from tfprims.interpreter import AttrView
 from tfprims.ops.array._common import (FAMILY, index_array, ints, lazy_hst, norm_axis,
                                        scalar_int)
 from tfprims.rules import U
@@ -81,9 +83,31 @@ def _pack_batch(args, dims, *, axis):
   return tfops.Pack(*values, axis=ax + 1), 0
 
 
+def _run_default(op, node, inputs):
+  attrs = AttrView(node)
+  operands, params = op.prepare(opdefs.group_inputs(node.op, inputs, attrs), attrs, node.name)
+  out = op.apply(operands, params)
+  return list(out) if op.multiple_results else [out]
+
+
+def _pack_interpret(ctx, node, inputs):
+  # tf.stack of TensorList handles (a vector of lists): see tfprims.ops.tensorlist.batch.
+  from tfprims.ops.tensorlist import batch
+  if any(batch.is_list_value(v) for v in inputs):
+    return [batch.pack_lists(node, inputs)]
+  return _run_default(tfops.Pack, node, inputs)
+
+
+def _unpack_interpret(ctx, node, inputs):
+  from tfprims.ops.tensorlist import batch
+  if batch.is_list_value(inputs[0]):
+    return batch.unpack_lists(node, inputs[0])
+  return _run_default(tfops.Unpack, node, inputs)
+
+
 Pack = define_op(
     "Pack", _pack_impl, family=FAMILY, attrs=("axis",), linear=True,
-    transpose=_pack_transpose, batching=_pack_batch,
+    transpose=_pack_transpose, batching=_pack_batch, interpret=_pack_interpret,
     spec=lambda st: st.Spec(_pack_calls(st)))
 
 
@@ -108,6 +132,7 @@ def _unpack_batch(args, dims, *, num, axis):
 Unpack = define_op(
     "Unpack", _unpack_impl, family=FAMILY, attrs=("num", "axis"), multiple_results=True,
     linear=True, transpose=_unpack_transpose, batching=_unpack_batch,
+    interpret=_unpack_interpret,
     spec=lambda st: st.Spec(_unpack_calls(st)))
 
 

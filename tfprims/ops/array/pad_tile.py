@@ -2,9 +2,9 @@
 
 Tile, BroadcastTo, Pad and PadV2 are linear: Tile -> Reshape + Sum, BroadcastTo
 -> Sum + Reshape, Pad/PadV2 -> Slice (PadV2's constant gets the sum of the padded
-cotangent, where TF's gradient ignores it: docs/semantics/array.md). MirrorPad's
-derivatives are derived from its jnp impl. PadV2 with a batched constant is
-batched by ``vmap`` of the impl.
+cotangent, where TF's gradient ignores it: docs/semantics/array.md), MirrorPad ->
+MirrorPadGrad (in ``layout``). PadV2 with a batched constant is batched by ``vmap``
+of the impl.
 """
 
 from __future__ import annotations
@@ -168,6 +168,9 @@ def _mirror_pad_batch(args, dims, *, paddings, mode):
 
 MirrorPad = define_op(
     "MirrorPad", _mirror_pad_impl, family=FAMILY, static=("paddings",), attrs=("mode",),
+    linear=True,
+    transpose=lambda ct, x, *, paddings, mode: [
+        tfops.MirrorPadGrad(ct, paddings=paddings, mode=mode)],
     batching=_mirror_pad_batch,
     spec=lambda st: st.Spec(_pad_calls(st, "MirrorPad")))
 
