@@ -135,21 +135,27 @@ def run_node(ctx: Context, node: graph_lib.Node, inputs: list) -> list:
           _refuse_opaque(node, value)
     if op.interpret is not None:
       return list(op.interpret(ctx, node, inputs))
-    attrs = AttrView(node)
-    operands, params = op.prepare(opdefs.group_inputs(node.op, inputs, attrs), attrs,
-                                  node.name)
-    if op.uses_rng:
-      operands = [ctx.next_key(node)] + operands
-    if op.check is not None:
-      run_check(op, node, operands, params)
-      if op.assertion and ctx.option("enable_checkify_for_asserts"):
-        checkify_check(op, node, operands, params)
-    out = op.apply(operands, params)
-    return list(out) if op.multiple_results else [out]
+    return bind_node(ctx, op, node, inputs)
   except errors.TFPrimsError:
     raise
   except Exception as e:  # anything from JAX/numpy: name the node
     raise errors.OpError(node.op, node.name, f"{type(e).__name__}: {e}") from e
+
+
+def bind_node(ctx: Context, op: core.TFOp, node: graph_lib.Node, inputs: list) -> list:
+  """The default way to run a node of a primitive op: prepare (grouped inputs, attrs)
+  -> operands and params (a key in front for a ``uses_rng`` op), the op's checks,
+  then fold or bind. A hook that handles only some inputs falls back to it."""
+  attrs = AttrView(node)
+  operands, params = op.prepare(opdefs.group_inputs(node.op, inputs, attrs), attrs, node.name)
+  if op.uses_rng:
+    operands = [ctx.next_key(node)] + operands
+  if op.check is not None:
+    run_check(op, node, operands, params)
+    if op.assertion and ctx.option("enable_checkify_for_asserts"):
+      checkify_check(op, node, operands, params)
+  out = op.apply(operands, params)
+  return list(out) if op.multiple_results else [out]
 
 
 def run_check(op, node, operands, params) -> None:
@@ -160,7 +166,11 @@ def run_check(op, node, operands, params) -> None:
   traced = any(isinstance(o, jax.core.Tracer) for o in operands)
   if traced and not config.get_config("runtime_checks"):
     return
-  found = op.check(*operands, **params)
+  if traced:
+    found = op.check(*operands, **params)
+  else:  # known values, even inside a trace: compute the check now
+    with jax.ensure_compile_time_eval():
+      found = op.check(*operands, **params)
   if found is None:  # nothing these dtypes/params can get wrong
     return
   bad, message = found

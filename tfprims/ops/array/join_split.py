@@ -14,11 +14,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from tfprims import opdefs, rules
+from tfprims import interpreter, rules
 from tfprims.core import define_op, tfops
-from tfprims.interpreter import AttrView
 from tfprims.ops.array._common import (FAMILY, index_array, ints, lazy_hst, norm_axis,
                                        scalar_int)
+from tfprims.ops.tensorlist import batch as list_batch
 from tfprims.rules import U
 
 
@@ -83,26 +83,17 @@ def _pack_batch(args, dims, *, axis):
   return tfops.Pack(*values, axis=ax + 1), 0
 
 
-def _run_default(op, node, inputs):
-  attrs = AttrView(node)
-  operands, params = op.prepare(opdefs.group_inputs(node.op, inputs, attrs), attrs, node.name)
-  out = op.apply(operands, params)
-  return list(out) if op.multiple_results else [out]
-
-
 def _pack_interpret(ctx, node, inputs):
   # tf.stack of TensorList handles (a vector of lists): see tfprims.ops.tensorlist.batch.
-  from tfprims.ops.tensorlist import batch
-  if any(batch.is_list_value(v) for v in inputs):
-    return [batch.pack_lists(node, inputs)]
-  return _run_default(tfops.Pack, node, inputs)
+  if any(list_batch.is_list_value(v) for v in inputs):
+    return [list_batch.pack_lists(node, inputs)]
+  return interpreter.bind_node(ctx, tfops.Pack, node, inputs)
 
 
 def _unpack_interpret(ctx, node, inputs):
-  from tfprims.ops.tensorlist import batch
-  if batch.is_list_value(inputs[0]):
-    return batch.unpack_lists(node, inputs[0])
-  return _run_default(tfops.Unpack, node, inputs)
+  if list_batch.is_list_value(inputs[0]):
+    return list_batch.unpack_lists(node, inputs[0])
+  return interpreter.bind_node(ctx, tfops.Unpack, node, inputs)
 
 
 Pack = define_op(
