@@ -1,0 +1,269 @@
+"""Scatters by index vectors: ScatterNd, ScatterNdNonAliasingAdd and
+TensorScatterAdd/Sub/Min/Max/Update.
+
+``scatter_nd_values`` combines ``updates`` into a tensor at the index vectors
+``indices [..., K]`` (the leading K dims) the way TF's CPU kernels do, updates
+applied in order: duplicates accumulate (add, sub), the smallest/largest wins
+(min, max: a NaN update never wins, a NaN in the tensor stays), the last one wins
+(update); booleans add as OR and subtract as XOR. Out-of-range index vectors
+(negative ones included) are dropped, like TF's GPU kernels and
+``bad_indices_policy="IGNORE"``; TF's CPU kernels raise, which ``check=``
+reproduces under ``runtime_checks`` (docs/semantics/array.md). The variable
+writers (ResourceScatterNd*, ResourceScatter*) use these impls through ``tfops``.
+
+Rules are TF-named: add/sub/update are linear in (tensor, updates) with the
+scatter of the tangents as JVP and ``tf.GatherNd`` in their transposes (update's
+masked to the last writer of each location); min/max take TF's gradient
+(``rules.scatter_min_max_jvp``); batching re-binds the op
+(``rules.scatter_nd_batching``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+from jax.interpreters import ad
+
+from tfprims import rules
+from tfprims.core import define_op, tfops
+from tfprims.ops.array._common import FAMILY, ints
+from tfprims.ops.array.gather_nd import _dims, _policy, index_validity
+from tfprims.rules import U
+
+
+def _validate(op_type, shape, indices, updates_shape):
+  """TF's shape checks of the scatter ops (raised at trace time). TF also refuses
+  scalar updates (a full index vector into the tensor), ``K == 0`` and index
+  vectors into an empty tensor; they are accepted here with their natural meaning
+  (transposes of gathers produce them)."""
+  if indices.ndim < 1:
+    raise ValueError(f"{op_type}: Indices shape must have rank at least one. Found:"
+                     f"{_dims(indices.shape)}")
+  k = indices.shape[-1]
+  lead = tuple(indices.shape[:-1])
+  n = math.prod(lead)
+  if k > len(shape):
+    raise ValueError(f"{op_type}: Output must have rank >= indices.shape[-1] = {k}; "
+                     f"shape is {_dims(shape)}")
+  if tuple(updates_shape) != lead + tuple(shape[k:]):
+    raise ValueError(f"{op_type}: updates must have shape indices.shape[:-1] + "
+                     f"shape[indices.shape[-1]:] = {_dims(lead + tuple(shape[k:]))}, got "
+                     f"{_dims(updates_shape)}")
+
+
+def last_writer(idx, valid, prefix):
+  """``idx [n, K]`` -> boolean ``[n]``: the update that writes each location last."""
+  n = idx.shape[0]
+  cols = tuple(idx[:, j] for j in range(idx.shape[1]))
+  pos = jnp.arange(n, dtype=jnp.int32)
+  winner = jnp.full(tuple(prefix), -1, jnp.int32).at[cols].max(
+      jnp.where(valid, pos, -1), mode="drop")
+  return winner.at[cols].get(mode="clip") == pos
+
+
+def scatter_nd_values(kind, tensor, indices, updates, op_type="scatter"):
+  """``tensor`` with ``updates`` combined in at ``indices [..., K]`` (``kind``: add,
+  sub, min, max or update, as TF's CPU kernels); out-of-range vectors are dropped."""
+  shape = tuple(tensor.shape)
+  _validate(op_type, shape, indices, updates.shape)
+  k = indices.shape[-1]
+  n = math.prod(indices.shape[:-1])
+  if n == 0 or tensor.size == 0:
+    return tensor
+  if k == 0:  # every update addresses the whole tensor: index a new leading axis
+    lead = tuple(indices.shape[:-1])
+    out = scatter_nd_values(kind, tensor[None], jnp.zeros(lead + (1,), jnp.int32),
+                            updates, op_type)
+    return out[0]
+  idx = jnp.reshape(indices, (n, k))
+  idx = idx.astype(jnp.int32) if idx.dtype.itemsize < 4 else idx
+  upd = jnp.reshape(updates, (n,) + shape[k:])
+  valid = index_validity(idx, shape[:k])
+  if kind == "update":
+    valid = valid & last_writer(idx, valid, shape[:k])
+  # Invalid (and overwritten) updates get an index past the end: mode="drop" drops them.
+  idx = jnp.where(valid[:, None], idx, np.asarray(shape[:k], idx.dtype))
+  cols = tuple(idx[:, j] for j in range(k))
+  at = tensor.at[cols]
+  if kind == "update":
+    return at.set(upd, mode="drop", unique_indices=True)
+  if tensor.dtype == np.bool_:
+    if kind == "add":  # true + x is true: OR
+      return at.max(upd, mode="drop")
+    if kind == "sub":  # a - b in bool is a != b: XOR, once per true update
+      count = jnp.zeros(shape, jnp.int32).at[cols].add(upd.astype(jnp.int32), mode="drop")
+      return tensor ^ (count % 2 == 1)
+    raise TypeError(f"{op_type}: bool tensors support add, sub and update only")
+  if kind == "add":
+    return at.add(upd, mode="drop")
+  if kind == "sub":  # x + (-u) is x - u bit for bit (wrapping ints included)
+    return at.add(-upd, mode="drop")
+  floating = jnp.issubdtype(tensor.dtype, jnp.floating)
+  if kind == "min":
+    if floating:  # TF keeps x unless u < x: a NaN update never wins
+      upd = jnp.where(jnp.isnan(upd), jnp.array(jnp.inf, upd.dtype), upd)
+    return at.min(upd, mode="drop")
+  if kind == "max":
+    if floating:
+      upd = jnp.where(jnp.isnan(upd), jnp.array(-jnp.inf, upd.dtype), upd)
+    return at.max(upd, mode="drop")
+  raise ValueError(f"unknown scatter kind {kind!r}")
+
+
+def scatter_nd_check(shape, indices, policy=""):
+  """TF's CPU check (unless the policy is IGNORE): every index vector is in range."""
+  if _policy(policy) == "IGNORE":
+    return jnp.asarray(False), ""
+  k = indices.shape[-1]
+  n = math.prod(indices.shape[:-1])
+  if n == 0:
+    return jnp.asarray(False), ""
+  valid = index_validity(jnp.reshape(indices, (n, k)), shape[:k])
+  return ~jnp.all(valid), f"indices[i] = [...] does not index into shape {_dims(shape)}"
+
+
+# --- ScatterNd -----------------------------------------------------------------------
+
+
+def _scatter_nd_impl(indices, updates, *, shape, bad_indices_policy):
+  _policy(bad_indices_policy)
+  zeros = jnp.zeros(ints(shape), updates.dtype)
+  return scatter_nd_values("add", zeros, indices, updates, "ScatterNd")
+
+
+def _scatter_nd_transpose(ct, indices, updates, *, shape, bad_indices_policy):
+  assert U(updates) and not U(indices)
+  return [None, tfops.GatherNd(ct, indices, bad_indices_policy="")]
+
+
+def _scatter_nd_batch(args, dims, *, shape, bad_indices_policy):
+  (i, u), (di, du) = args, dims
+  size = rules.batch_size(args, dims)
+  shape = ints(shape)
+  u = rules.with_batch_axis(u, du, size)
+  if di is None:
+    k, lead = rules.shape_of(i)[-1], len(rules.shape_of(i)) - 1
+    return tfops.ScatterNd(i, rules.move_axes(u, [0], [lead]),
+                           shape=shape[:k] + (size,) + shape[k:],
+                           bad_indices_policy=bad_indices_policy), k
+  return tfops.ScatterNd(rules.batch_coordinates(rules.to_front(i, di), size), u,
+                         shape=(size,) + shape, bad_indices_policy=bad_indices_policy), 0
+
+
+ScatterNd = define_op(
+    "ScatterNd", _scatter_nd_impl, family=FAMILY, static=("shape",),
+    attrs=("bad_indices_policy",),
+    jvp=(None, lambda t, i, u, *, shape, bad_indices_policy: tfops.ScatterNd(
+        i, t, shape=shape, bad_indices_policy=bad_indices_policy)),
+    transpose=_scatter_nd_transpose, batching=_scatter_nd_batch,
+    check=lambda i, u, *, shape, bad_indices_policy: scatter_nd_check(
+        ints(shape), i, bad_indices_policy),
+    spec=lambda st: st.Spec(_scatter_nd_calls(st)))
+
+
+# --- TensorScatter*, ScatterNdNonAliasingAdd -------------------------------------------
+
+
+def _linear_jvp(op_type):
+  """JVP of a scatter linear in (tensor, updates): the same scatter of the tangents."""
+  def rule(primals, tangents, **params):
+    (x, i, u), (tx, _, tu) = primals, tangents
+    op = getattr(tfops, op_type)
+    out = op(x, i, u, **params)
+    if type(tx) is ad.Zero and type(tu) is ad.Zero:
+      return out, rules.zero_tangent(out)
+    return out, op(rules.instantiate(tx), i, rules.instantiate(tu), **params)
+  return rule
+
+
+def _add_transpose(negate):
+  def rule(ct, x, i, u, **params):
+    ct = rules.instantiate(ct)
+    cu = None
+    if U(u):
+      cu = tfops.GatherNd(ct, i, bad_indices_policy="")
+      cu = tfops.Neg(cu) if negate else cu
+    return [ct if U(x) else None, None, cu]
+  return rule
+
+
+def _update_transpose(op_type):
+  """The tensor keeps the cotangent where no update lands; each location's last
+  writer gets it (earlier duplicates are overwritten: they get zero)."""
+  def rule(ct, x, i, u, **params):
+    ct = rules.instantiate(ct)
+    ushape, dt = rules.shape_of(u), rules.dtype_of(u)
+    cx = cu = None
+    if U(x):
+      cx = getattr(tfops, op_type)(ct, i, rules.zeros(ushape, dt), **params)
+    if U(u):
+      k = rules.shape_of(i)[-1]
+      lead = rules.shape_of(i)[:-1]
+      mask = rules.last_writer_mask(i, rules.shape_of(x)[:k])
+      mask = rules.reshape(tfops.Cast(mask, DstT=dt, Truncate=False),
+                           lead + (1,) * (len(ushape) - len(lead)))
+      cu = tfops.Mul(tfops.GatherNd(ct, i, bad_indices_policy=""), mask)
+    return [cx, None, cu]
+  return rule
+
+
+def _tensor_scatter(op_type, kind, dtype_names, *, tensor_arg="tensor", jvp, transpose=None,
+                    index_dtypes=("int32", "int64"), unique=False, doc):
+  def impl(tensor, indices, updates, *, bad_indices_policy):
+    _policy(bad_indices_policy)
+    return scatter_nd_values(kind, tensor, indices, updates, op_type)
+
+  def check(tensor, indices, updates, *, bad_indices_policy):
+    return scatter_nd_check(tuple(tensor.shape), indices, bad_indices_policy)
+
+  return define_op(
+      op_type, impl, family=FAMILY, attrs=("bad_indices_policy",), doc=doc, jvp=jvp,
+      transpose=transpose, batching=rules.scatter_nd_batching(op_type), check=check,
+      spec=lambda st: st.Spec(st.nd_scatter_calls(dtype_names, tensor_arg=tensor_arg,
+                                                  index_dtypes=index_dtypes, unique=unique)))
+
+
+_REAL = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
+         "uint8", "uint16", "uint32", "uint64")
+_NUMBERS = _REAL + ("complex64", "complex128")
+
+TensorScatterAdd = _tensor_scatter(
+    "TensorScatterAdd", "add", _NUMBERS, jvp=_linear_jvp("TensorScatterAdd"),
+    transpose=_add_transpose(False),
+    doc="tensor with updates added at the index vectors (duplicates accumulate).")
+TensorScatterSub = _tensor_scatter(
+    "TensorScatterSub", "sub", _NUMBERS, jvp=_linear_jvp("TensorScatterSub"),
+    transpose=_add_transpose(True),
+    doc="tensor with updates subtracted at the index vectors (duplicates accumulate).")
+TensorScatterMin = _tensor_scatter(
+    "TensorScatterMin", "min", _REAL, jvp=rules.scatter_min_max_jvp("TensorScatterMin"),
+    doc="tensor with each indexed element the minimum of it and its updates.")
+TensorScatterMax = _tensor_scatter(
+    "TensorScatterMax", "max", _REAL, jvp=rules.scatter_min_max_jvp("TensorScatterMax"),
+    doc="tensor with each indexed element the maximum of it and its updates.")
+# TF's gradient gives every duplicate update the cotangent; only the last writer
+# affects the output, so the spec draws distinct index vectors (duplicates: unit tests).
+TensorScatterUpdate = _tensor_scatter(
+    "TensorScatterUpdate", "update", _NUMBERS + ("bool",),
+    jvp=_linear_jvp("TensorScatterUpdate"), transpose=_update_transpose("TensorScatterUpdate"),
+    unique=True,
+    doc="tensor with the indexed slices replaced by updates (the last duplicate wins).")
+ScatterNdNonAliasingAdd = _tensor_scatter(
+    "ScatterNdNonAliasingAdd", "add", _NUMBERS + ("bool",), tensor_arg="input",
+    jvp=_linear_jvp("ScatterNdNonAliasingAdd"), transpose=_add_transpose(False),
+    doc="input with updates added at the index vectors (bool: OR).")
+
+
+# --- property-test strategies (hypothesis is imported lazily) ---------------------
+
+
+def _scatter_nd_calls(st):
+  @st.composite
+  def calls(draw):
+    kw = draw(st.nd_scatter_calls(_NUMBERS + ("bool",), tensor_arg="tensor"))
+    shape = kw.pop("tensor").shape
+    kw["shape"] = np.asarray(shape, kw["indices"].dtype)
+    return kw
+  return calls()
