@@ -1,5 +1,5 @@
-"""Scatters by index vectors: ScatterNd, ScatterNdNonAliasingAdd and
-TensorScatterAdd/Sub/Min/Max/Update.
+"""Scatters by index vectors: ScatterNd, ScatterNdNonAliasingAdd,
+TensorScatterAdd/Sub/Min/Max/Update and SparseToDense.
 
 ``scatter_nd_values`` combines ``updates`` into a tensor at the index vectors
 ``indices [..., K]`` (the leading K dims) the way TF's CPU kernels do, updates
@@ -256,6 +256,115 @@ ScatterNdNonAliasingAdd = _tensor_scatter(
     doc="input with updates added at the index vectors (bool: OR).")
 
 
+# --- SparseToDense ------------------------------------------------------------------------
+
+
+def _sparse_index_matrix(op_type, indices, rank):
+  """sparse_indices as ``[N, rank]`` index vectors (TF: a scalar is one index, a
+  vector N indices into a vector)."""
+  if indices.ndim > 2:
+    raise ValueError(f"{op_type}: sparse_indices should be a scalar, vector, or matrix, "
+                     f"got shape {_dims(indices.shape)}")
+  matrix = jnp.reshape(indices, (-1, 1)) if indices.ndim < 2 else indices
+  if matrix.shape[1] != rank:
+    raise ValueError(f"{op_type}: output_shape has incorrect number of elements: {rank} "
+                     f"should be: {matrix.shape[1]}")
+  return matrix
+
+
+def _sparse_to_dense_impl(sparse_indices, sparse_values, default_value, *, output_shape,
+                          validate_indices):
+  """default_value everywhere but at sparse_indices (the last duplicate wins;
+  out-of-range indices are dropped)."""
+  shape = ints(output_shape)
+  idx = _sparse_index_matrix("SparseToDense", sparse_indices, len(shape))
+  n = idx.shape[0]
+  if sparse_values.ndim > 1 or (sparse_values.ndim == 1 and sparse_values.shape[0] != n):
+    raise ValueError(f"SparseToDense: sparse_values has incorrect shape "
+                     f"{_dims(sparse_values.shape)}, should be [] or [{n}]")
+  if default_value.ndim:
+    raise ValueError("SparseToDense: default_value should be a scalar")
+  out = jnp.full(shape, default_value, sparse_values.dtype)
+  values = jnp.broadcast_to(sparse_values, (n,))
+  return scatter_nd_values("update", out, idx, values, "SparseToDense")
+
+
+def _sparse_to_dense_check(sparse_indices, sparse_values, default_value, *, output_shape,
+                           validate_indices):
+  """TF's CPU checks: indices in bounds; with validate_indices also sorted and unique."""
+  shape = ints(output_shape)
+  idx = _sparse_index_matrix("SparseToDense", sparse_indices, len(shape))
+  if idx.shape[0] == 0:
+    return jnp.asarray(False), ""
+  bad = ~jnp.all(index_validity(idx, shape))
+  if not validate_indices:
+    return bad, f"Indices are not valid (out of bounds).  Shape: {_dims(shape)}"
+  if idx.shape[0] > 1 and shape:
+    wide = idx.astype(jnp.int64 if idx.dtype.itemsize == 8 else jnp.int32)
+    # Row-major order of consecutive index vectors: the first differing coordinate.
+    diff = wide[1:] - wide[:-1]
+    first = jnp.argmax(diff != 0, axis=1)
+    step = jnp.take_along_axis(diff, first[:, None], axis=1)[:, 0]
+    bad = bad | jnp.any(step <= 0)
+  return bad, (f"indices[i] = [...] is out of bounds: need 0 <= index < {_dims(shape)}, "
+               "or is out of order or repeated (validate_indices: many sparse ops "
+               "require sorted indices)")
+
+
+def _sparse_to_dense_jvp(primals, tangents, **params):
+  (i, v, d), (_, tv, td) = primals, tangents
+  out = tfops.SparseToDense(i, v, d, **params)
+  if type(tv) is ad.Zero and type(td) is ad.Zero:
+    return out, rules.zero_tangent(out)
+  return out, tfops.SparseToDense(i, rules.instantiate(tv), rules.instantiate(td), **params)
+
+
+def _sparse_to_dense_transpose(ct, i, v, d, *, output_shape, validate_indices):
+  ct = rules.instantiate(ct)
+  shape = ints(output_shape)
+  dt = rules.dtype_of(ct)
+  ishape = rules.shape_of(i)
+  idx = i if len(ishape) == 2 else rules.reshape(i, (int(np.prod(ishape)), 1))
+  cv = cd = None
+  if U(v):
+    mask = tfops.Cast(rules.last_writer_mask(idx, shape), DstT=dt, Truncate=False)
+    cv = tfops.Mul(tfops.GatherNd(ct, idx, bad_indices_policy=""), mask)
+    cv = rules.reshape(rules.reduce_sum(cv, (0,)), ()) if not rules.shape_of(v) else cv
+  if U(d):
+    written = tfops.SparseToDense(i, np.ones((), bool), np.zeros((), bool),
+                                  output_shape=output_shape, validate_indices=False)
+    cd = rules.reduce_sum(tfops.SelectV2(written, np.zeros((), dt), ct), range(len(shape)))
+  return [None, cv, cd]
+
+
+def _sparse_to_dense_batch(args, dims, *, output_shape, validate_indices):
+  (i, v, d), (di, dv, dd) = args, dims
+  size = rules.batch_size(args, dims)
+  shape = ints(output_shape)
+  n = int(np.prod(rules.unbatched_shape(i, di)[:1] or (1,)))
+  i = rules.reshape(rules.with_batch_axis(i, di, size), (size, n, len(shape)))
+  i = rules.reshape(rules.batch_coordinates(i, size), (size * n, len(shape) + 1))
+  v = rules.with_batch_axis(v, dv, size)
+  v = rules.reshape(rules.broadcast_to(rules.reshape(v, (size, -1)), (size, n)), (size * n,))
+  new_shape = (size,) + shape
+  if dd is None:
+    return tfops.SparseToDense(i, v, d, output_shape=new_shape,
+                               validate_indices=validate_indices), 0
+  out = tfops.SparseToDense(i, v, np.zeros((), rules.dtype_of(v)), output_shape=new_shape,
+                            validate_indices=validate_indices)
+  written = tfops.SparseToDense(i, np.ones((), bool), np.zeros((), bool),
+                                output_shape=new_shape, validate_indices=False)
+  return tfops.SelectV2(written, out,
+                        rules.reshape(rules.to_front(d, dd), (size,) + (1,) * len(shape))), 0
+
+
+SparseToDense = define_op(
+    "SparseToDense", _sparse_to_dense_impl, family=FAMILY, static=("output_shape",),
+    attrs=("validate_indices",), jvp=_sparse_to_dense_jvp,
+    transpose=_sparse_to_dense_transpose, batching=_sparse_to_dense_batch,
+    check=_sparse_to_dense_check, spec=lambda st: st.Spec(_sparse_to_dense_calls(st)))
+
+
 # --- property-test strategies (hypothesis is imported lazily) ---------------------
 
 
@@ -266,4 +375,28 @@ def _scatter_nd_calls(st):
     shape = kw.pop("tensor").shape
     kw["shape"] = np.asarray(shape, kw["indices"].dtype)
     return kw
+  return calls()
+
+
+def _sparse_to_dense_calls(st):
+  from tfprims.ops.array._common import lazy_hst
+  hst = lazy_hst()
+
+  @st.composite
+  def calls(draw):
+    shape = tuple(draw(st.shapes(min_rank=1, max_rank=3, min_side=1)))
+    total = int(np.prod(shape))
+    n = draw(hst.integers(0, min(total, 4)))
+    # Sorted distinct positions (TF validates them; its gradient assumes them).
+    flat = sorted(draw(hst.permutations(range(total)))[:n])
+    itype = draw(st.dtypes(("int32", "int64")))
+    idx = np.stack(np.unravel_index(np.asarray(flat, np.int64), shape), -1).reshape(n, len(shape))
+    # (An empty vector of indices breaks TF's gradient: it gathers with K = 0.)
+    if len(shape) == 1 and n and draw(hst.booleans()):
+      idx = idx[:, 0] if n != 1 or draw(hst.booleans()) else idx[0, 0]
+    dtype = draw(st.dtypes(st.ALL))
+    return {"sparse_indices": np.asarray(idx, itype), "output_shape": np.asarray(shape, itype),
+            "sparse_values": draw(st.arrays(dtype, (n,))),
+            "default_value": draw(st.arrays(dtype, ())),
+            "validate_indices": draw(hst.booleans())}
   return calls()
