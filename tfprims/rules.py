@@ -351,3 +351,49 @@ def scatter_min_max_jvp(op_type: str, rows: bool = False):
       t = ts if t is None else tfops.AddV2(t, ts)
     return out, t
   return rule
+
+
+def scatter_linear_jvp(op_type: str):
+  """JVP of a scatter linear in (tensor, updates): the same scatter of the tangents."""
+  def rule(primals, tangents, **params):
+    (x, i, u), (tx, _, tu) = primals, tangents
+    op = getattr(tfops, op_type)
+    out = op(x, i, u, **params)
+    if type(tx) is ad.Zero and type(tu) is ad.Zero:
+      return out, zero_tangent(out)
+    return out, op(instantiate(tx), i, instantiate(tu), **params)
+  return rule
+
+
+def scatter_nd_add_transpose(negate: bool):
+  """Transpose of an nd scatter-add (-sub): the tensor keeps the cotangent, each
+  update gets it gathered back (``tf.GatherNd``; negated for a subtraction)."""
+  def rule(ct, x, i, u, **params):
+    ct = instantiate(ct)
+    cu = None
+    if U(u):
+      cu = tfops.GatherNd(ct, i, bad_indices_policy="")
+      cu = tfops.Neg(cu) if negate else cu
+    return [ct if U(x) else None, None, cu]
+  return rule
+
+
+def scatter_nd_update_transpose(op_type: str):
+  """Transpose of an nd scatter-update: the tensor keeps the cotangent where no
+  update lands; each location's last writer gets it (earlier duplicates are
+  overwritten: they get zero)."""
+  def rule(ct, x, i, u, **params):
+    ct = instantiate(ct)
+    ushape, dt = shape_of(u), dtype_of(u)
+    cx = cu = None
+    if U(x):
+      cx = getattr(tfops, op_type)(ct, i, zeros(ushape, dt), **params)
+    if U(u):
+      k = shape_of(i)[-1]
+      lead = shape_of(i)[:-1]
+      mask = last_writer_mask(i, shape_of(x)[:k])
+      mask = reshape(tfops.Cast(mask, DstT=dt, Truncate=False),
+                     lead + (1,) * (len(ushape) - len(lead)))
+      cu = tfops.Mul(tfops.GatherNd(ct, i, bad_indices_policy=""), mask)
+    return [cx, None, cu]
+  return rule

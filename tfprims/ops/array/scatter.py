@@ -166,49 +166,6 @@ ScatterNd = define_op(
 # --- TensorScatter*, ScatterNdNonAliasingAdd -------------------------------------------
 
 
-def _linear_jvp(op_type):
-  """JVP of a scatter linear in (tensor, updates): the same scatter of the tangents."""
-  def rule(primals, tangents, **params):
-    (x, i, u), (tx, _, tu) = primals, tangents
-    op = getattr(tfops, op_type)
-    out = op(x, i, u, **params)
-    if type(tx) is ad.Zero and type(tu) is ad.Zero:
-      return out, rules.zero_tangent(out)
-    return out, op(rules.instantiate(tx), i, rules.instantiate(tu), **params)
-  return rule
-
-
-def _add_transpose(negate):
-  def rule(ct, x, i, u, **params):
-    ct = rules.instantiate(ct)
-    cu = None
-    if U(u):
-      cu = tfops.GatherNd(ct, i, bad_indices_policy="")
-      cu = tfops.Neg(cu) if negate else cu
-    return [ct if U(x) else None, None, cu]
-  return rule
-
-
-def _update_transpose(op_type):
-  """The tensor keeps the cotangent where no update lands; each location's last
-  writer gets it (earlier duplicates are overwritten: they get zero)."""
-  def rule(ct, x, i, u, **params):
-    ct = rules.instantiate(ct)
-    ushape, dt = rules.shape_of(u), rules.dtype_of(u)
-    cx = cu = None
-    if U(x):
-      cx = getattr(tfops, op_type)(ct, i, rules.zeros(ushape, dt), **params)
-    if U(u):
-      k = rules.shape_of(i)[-1]
-      lead = rules.shape_of(i)[:-1]
-      mask = rules.last_writer_mask(i, rules.shape_of(x)[:k])
-      mask = rules.reshape(tfops.Cast(mask, DstT=dt, Truncate=False),
-                           lead + (1,) * (len(ushape) - len(lead)))
-      cu = tfops.Mul(tfops.GatherNd(ct, i, bad_indices_policy=""), mask)
-    return [cx, None, cu]
-  return rule
-
-
 def _tensor_scatter(op_type, kind, dtype_names, *, tensor_arg="tensor", jvp, transpose=None,
                     index_dtypes=("int32", "int64"), unique=False, doc):
   def impl(tensor, indices, updates, *, bad_indices_policy):
@@ -230,12 +187,12 @@ _REAL = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", 
 _NUMBERS = _REAL + ("complex64", "complex128")
 
 TensorScatterAdd = _tensor_scatter(
-    "TensorScatterAdd", "add", _NUMBERS, jvp=_linear_jvp("TensorScatterAdd"),
-    transpose=_add_transpose(False),
+    "TensorScatterAdd", "add", _NUMBERS, jvp=rules.scatter_linear_jvp("TensorScatterAdd"),
+    transpose=rules.scatter_nd_add_transpose(False),
     doc="tensor with updates added at the index vectors (duplicates accumulate).")
 TensorScatterSub = _tensor_scatter(
-    "TensorScatterSub", "sub", _NUMBERS, jvp=_linear_jvp("TensorScatterSub"),
-    transpose=_add_transpose(True),
+    "TensorScatterSub", "sub", _NUMBERS, jvp=rules.scatter_linear_jvp("TensorScatterSub"),
+    transpose=rules.scatter_nd_add_transpose(True),
     doc="tensor with updates subtracted at the index vectors (duplicates accumulate).")
 TensorScatterMin = _tensor_scatter(
     "TensorScatterMin", "min", _REAL, jvp=rules.scatter_min_max_jvp("TensorScatterMin"),
@@ -247,12 +204,14 @@ TensorScatterMax = _tensor_scatter(
 # affects the output, so the spec draws distinct index vectors (duplicates: unit tests).
 TensorScatterUpdate = _tensor_scatter(
     "TensorScatterUpdate", "update", _NUMBERS + ("bool",),
-    jvp=_linear_jvp("TensorScatterUpdate"), transpose=_update_transpose("TensorScatterUpdate"),
+    jvp=rules.scatter_linear_jvp("TensorScatterUpdate"),
+    transpose=rules.scatter_nd_update_transpose("TensorScatterUpdate"),
     unique=True,
     doc="tensor with the indexed slices replaced by updates (the last duplicate wins).")
 ScatterNdNonAliasingAdd = _tensor_scatter(
     "ScatterNdNonAliasingAdd", "add", _NUMBERS + ("bool",), tensor_arg="input",
-    jvp=_linear_jvp("ScatterNdNonAliasingAdd"), transpose=_add_transpose(False),
+    jvp=rules.scatter_linear_jvp("ScatterNdNonAliasingAdd"),
+    transpose=rules.scatter_nd_add_transpose(False),
     doc="input with updates added at the index vectors (bool: OR).")
 
 
