@@ -98,6 +98,7 @@ def _rows_impl(op_type, kind):
     if tensor_op is not None:
       return getattr(tfops, tensor_op).impl(resource, idx, upd, bad_indices_policy="")
     # Mul, Div: in order, like TF (a division multiplies by the reciprocal).
+    resource = jnp.asarray(resource)
     n = resource.shape[0]
     flat = jnp.reshape(indices, (-1,))
     flat = flat.astype(jnp.int32) if flat.dtype.itemsize < 4 else flat

@@ -135,6 +135,7 @@ def _slice_update_plan(shape, params):
 
 def _slice_update_impl(input, value, **params):
   """input with the strided slice replaced by value (broadcast to the slice's shape)."""
+  input = jnp.asarray(input)
   plan, ranges = _slice_update_plan(input.shape, params)
   try:
     value = jnp.broadcast_to(value, plan.final_shape)

@@ -66,6 +66,7 @@ def last_writer(idx, valid, prefix):
 def scatter_nd_values(kind, tensor, indices, updates, op_type="scatter"):
   """``tensor`` with ``updates`` combined in at ``indices [..., K]`` (``kind``: add,
   sub, min, max or update, as TF's CPU kernels); out-of-range vectors are dropped."""
+  tensor = jnp.asarray(tensor)
   shape = tuple(tensor.shape)
   _validate(op_type, shape, indices, updates.shape)
   k = indices.shape[-1]
