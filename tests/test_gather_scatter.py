@@ -221,6 +221,62 @@ def test_inplace_ops_wrap_row_indices():
     np.testing.assert_array_equal(jax.jit(op)(x, i, v), expected, err_msg=name)
 
 
+# --- batching: batched data only, batched indices only, both ----------------------------------
+
+
+_B = 3
+
+
+def _batch_cases():
+  rng = np.random.default_rng(7)
+  x = rng.normal(size=(_B, 4, 3)).astype(np.float32)
+  nd = np.stack([rng.integers(0, 4, size=(2, 1)) for _ in range(_B)]).astype(np.int32)
+  rows = np.stack([rng.integers(0, 4, size=(2,)) for _ in range(_B)]).astype(np.int32)
+  rows[0, 1] = 7  # out of range: dropped / zero in every layout
+  u = rng.normal(size=(_B, 2, 3)).astype(np.float32)
+  return [
+      ("GatherNd", lambda x, i: R.GatherNd(params=x, indices=i), (x, nd), {}),
+      ("Gather", lambda x, i: R.Gather(params=x, indices=i), (x, rows), {}),
+      ("ScatterNd", lambda i, u: R.ScatterNd(indices=i, updates=u, shape=[4, 3]), (nd, u),
+       {"shape": (4, 3)}),
+      ("TensorScatterUpdate", lambda x, i, u: R.TensorScatterUpdate(
+          tensor=x, indices=i, updates=u), (x, nd, u), {}),
+      ("TensorScatterMax", lambda x, i, u: R.TensorScatterMax(tensor=x, indices=i, updates=u),
+       (x, nd, u), {}),
+      ("ResourceScatterMul", None, (x, rows, u), {}),
+      ("InplaceUpdate", lambda x, i, u: R.InplaceUpdate(x=x, i=i, v=u), (x, rows, u), {}),
+  ]
+
+
+@pytest.mark.parametrize("case", range(7))
+@pytest.mark.parametrize("batched", ["data", "indices", "both"])
+def test_batching_rules_map_batched_indices(case, batched):
+  name, tf_fn, args, params = _batch_cases()[case]
+  op = getattr(tfops, name)
+  if name in ("GatherNd", "TensorScatterUpdate", "TensorScatterMax", "ScatterNd"):
+    params = dict(params, bad_indices_policy="")
+  if name == "Gather":
+    params = dict(validate_indices=True)
+  index_pos = 0 if name == "ScatterNd" else 1
+  axes = [0 if (k == index_pos) == (batched != "data") or batched == "both" else None
+          for k in range(len(args))]
+  if name == "ScatterNd" and batched == "data":
+    axes = [None, 0]
+  call_args = [a if ax == 0 else a[1] for a, ax in zip(args, axes)]
+  out = jax.vmap(lambda *a: op(*a, **params), in_axes=tuple(axes))(*call_args)
+  assert out.shape[0] == _B
+  for b in range(_B):
+    per = [a[b] if ax == 0 else a for a, ax in zip(call_args, axes)]
+    np.testing.assert_allclose(out[b], op(*per, **params), rtol=1e-6, err_msg=f"{name} {b}")
+    if tf_fn is not None and not (per[index_pos] >= 4).any():  # TF raises out of range
+      np.testing.assert_allclose(out[b], tf_fn(*per).numpy(), rtol=1e-6)
+  jaxpr = jax.make_jaxpr(jax.vmap(lambda *a: op(*a, **params), in_axes=tuple(axes)))(
+      *call_args)
+  assert f"tf.{name}" in str(jaxpr) or name == "Gather"  # Gather batches as GatherV2 too
+  # (vmap's own "transpose" moves a batch axis the rule left inside to out_axes=0.)
+  assert not non_tf_primitives(jaxpr, allowed={"transpose"})
+
+
 # --- TF names in derivative and batched jaxprs -------------------------------------------------
 
 
