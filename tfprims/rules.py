@@ -218,3 +218,182 @@ def linear_transpose(op_type: str, index: int):
                              shape_of(args[index]))
     return cts
   return rule
+
+
+# --- gather and scatter (coverage: gather-scatter) ------------------------------------
+#
+# Batching rules and derivatives shared by the gather/scatter ops of the array family
+# (GatherNd, ScatterNd, TensorScatter*) and the variable writers (ResourceScatter*,
+# ResourceGatherNd). "nd" ops index the leading K dims of a tensor with the last axis
+# of ``indices`` ([..., K]); "rows" ops (Gather, ResourceScatter*) index axis 0.
+
+
+def batch_coordinates(indices, size: int):
+  """``indices [size, ..., K]`` with each example's position in the batch prepended
+  as coordinate 0 (``[size, ..., K + 1]``): a numpy iota joined by ``tf.ConcatV2``."""
+  shape = shape_of(indices)
+  iota = np.arange(size, dtype=dtype_of(indices)).reshape((size,) + (1,) * (len(shape) - 1))
+  iota = np.ascontiguousarray(np.broadcast_to(iota, shape[:-1] + (1,)))
+  return tfops.ConcatV2(iota, indices, axis=len(shape) - 1)
+
+
+def gather_nd_batching(op_type: str):
+  """Batching of an nd gather ``op(params, indices)``: batched params alone put the
+  batch axis after the K indexed dims; batched indices alone are leading index
+  dims; both prepend each example's batch coordinate to its indices."""
+  def rule(args, dims, **params):
+    (p, i), (dp, di) = args, dims
+    op = getattr(tfops, op_type)
+    if di is None:
+      k = shape_of(i)[-1]
+      return op(move_axes(p, [dp], [k]), i, **params), len(shape_of(i)) - 1
+    i = to_front(i, di)
+    if dp is None:
+      return op(p, i, **params), 0
+    return op(to_front(p, dp), batch_coordinates(i, shape_of(i)[0]), **params), 0
+  return rule
+
+
+def scatter_nd_batching(op_type: str):
+  """Batching of an nd scatter ``op(tensor, indices, updates)`` (TensorScatter*,
+  ResourceScatterNd*): with unbatched indices the batch axis goes after the K
+  indexed dims of the tensor (and after the index dims of the updates), so each
+  update writes a slice holding the whole batch; batched indices get each
+  example's batch coordinate prepended. Unbatched operands are broadcast."""
+  def rule(args, dims, **params):
+    (x, i, u), (dx, di, du) = args, dims
+    size = batch_size(args, dims)
+    op = getattr(tfops, op_type)
+    if di is None:
+      k, lead = shape_of(i)[-1], len(shape_of(i)) - 1
+      x = move_axes(with_batch_axis(x, dx, size), [0], [k])
+      u = move_axes(with_batch_axis(u, du, size), [0], [lead])
+      return op(x, i, u, **params), k
+    return op(with_batch_axis(x, dx, size), batch_coordinates(to_front(i, di), size),
+              with_batch_axis(u, du, size), **params), 0
+  return rule
+
+
+def scatter_rows_batching(op_type: str):
+  """Batching of a scatter into rows (axis 0) ``op(value, indices, updates)``
+  (ResourceScatter*; ``updates`` is ``indices.shape + value.shape[1:]`` or a
+  scalar): with unbatched indices the batch axis becomes axis 1 of the value;
+  batched indices address the rows of the batch flattened into one axis (each
+  example's indices offset by its position times the row count; out-of-range
+  ones stay out of range, so they are still dropped)."""
+  def rule(args, dims, **params):
+    (x, i, u), (dx, di, du) = args, dims
+    size = batch_size(args, dims)
+    op = getattr(tfops, op_type)
+    ishape, xshape = unbatched_shape(i, di), unbatched_shape(x, dx)
+    full = ishape + xshape[1:]
+    u = with_batch_axis(u, du, size)
+    if shape_of(u)[1:] != full:  # scalar updates: made explicit
+      u = broadcast_to(reshape(u, (size,) + (1,) * len(full)), (size,) + full)
+    x = with_batch_axis(x, dx, size)
+    if di is None:
+      return op(move_axes(x, [0], [1]), i, move_axes(u, [0], [len(ishape)]), **params), 1
+    rows = xshape[0]
+    i = to_front(i, di)
+    dt = dtype_of(i)
+    offsets = (np.arange(size, dtype=dt) * rows).reshape((size,) + (1,) * len(ishape))
+    valid = tfops.LogicalAnd(tfops.GreaterEqual(i, np.zeros((), dt)),
+                             tfops.Less(i, np.array(rows, dt)))
+    i = tfops.SelectV2(valid, tfops.AddV2(i, offsets), np.array(-1, dt))
+    out = op(reshape(x, (size * rows,) + xshape[1:]), i, u, **params)
+    return reshape(out, (size,) + xshape), 0
+  return rule
+
+
+def last_writer_mask(indices, prefix_shape: Sequence[int]):
+  """For nd ``indices [..., K]`` into a tensor whose first K dims are ``prefix_shape``:
+  a boolean ``indices.shape[:-1]`` mask, true for the update that writes each
+  location last (TF's CPU kernels apply updates in order: the last write wins).
+  A ``tf.TensorScatterMax`` of update positions, gathered back by ``tf.GatherNd``."""
+  lead = shape_of(indices)[:-1]
+  pos = np.arange(int(np.prod(lead)), dtype=np.int32).reshape(lead)
+  winner = tfops.TensorScatterMax(np.full(tuple(prefix_shape), -1, np.int32), indices, pos,
+                                  bad_indices_policy="")
+  return tfops.Equal(tfops.GatherNd(winner, indices, bad_indices_policy=""), pos,
+                     incompatible_shape_error=True)
+
+
+def scatter_min_max_jvp(op_type: str, rows: bool = False):
+  """JVP of a scatter min/max ``op(x, indices, y)``, TF's gradient of
+  TensorScatterMin/Max transposed: each output element's tangent is the mean of the
+  tangents of the inputs (``x`` and every update) equal to it, so ties share it.
+  ``rows``: the op scatters into axis 0 (ResourceScatterMin/Max; scalar updates are
+  broadcast)."""
+  def rule(primals, tangents, **params):
+    (x, i, y), (tx, _, ty) = primals, tangents
+    out = getattr(tfops, op_type)(x, i, y, **params)
+    zx, zy = type(tx) is ad.Zero, type(ty) is ad.Zero
+    if zx and zy:
+      return out, zero_tangent(out)
+    shape, dt = shape_of(x), dtype_of(x)
+    if rows:
+      full = shape_of(i) + shape[1:]
+      i = tfops.ExpandDims(i, axis=-1)
+      y = broadcast_to(y, full)
+      ty = ty if zy else broadcast_to(ty, full)
+    gather = lambda v: tfops.GatherNd(v, i, bad_indices_policy="")
+    scatter = lambda v: tfops.ScatterNd(i, v, shape=shape, bad_indices_policy="")
+    eq = lambda a, b: tfops.Cast(tfops.Equal(a, b, incompatible_shape_error=True), DstT=dt,
+                                 Truncate=False)
+    x_ind = eq(x, out)
+    y_ind = eq(y, gather(out))
+    inv = tfops.Reciprocal(tfops.AddV2(x_ind, scatter(y_ind)))
+    t = None
+    if not zx:
+      t = tfops.Mul(tfops.Mul(x_ind, inv), tx)
+    if not zy:
+      ts = scatter(tfops.Mul(tfops.Mul(y_ind, gather(inv)), ty))
+      t = ts if t is None else tfops.AddV2(t, ts)
+    return out, t
+  return rule
+
+
+def scatter_linear_jvp(op_type: str):
+  """JVP of a scatter linear in (tensor, updates): the same scatter of the tangents."""
+  def rule(primals, tangents, **params):
+    (x, i, u), (tx, _, tu) = primals, tangents
+    op = getattr(tfops, op_type)
+    out = op(x, i, u, **params)
+    if type(tx) is ad.Zero and type(tu) is ad.Zero:
+      return out, zero_tangent(out)
+    return out, op(instantiate(tx), i, instantiate(tu), **params)
+  return rule
+
+
+def scatter_nd_add_transpose(negate: bool):
+  """Transpose of an nd scatter-add (-sub): the tensor keeps the cotangent, each
+  update gets it gathered back (``tf.GatherNd``; negated for a subtraction)."""
+  def rule(ct, x, i, u, **params):
+    ct = instantiate(ct)
+    cu = None
+    if U(u):
+      cu = tfops.GatherNd(ct, i, bad_indices_policy="")
+      cu = tfops.Neg(cu) if negate else cu
+    return [ct if U(x) else None, None, cu]
+  return rule
+
+
+def scatter_nd_update_transpose(op_type: str):
+  """Transpose of an nd scatter-update: the tensor keeps the cotangent where no
+  update lands; each location's last writer gets it (earlier duplicates are
+  overwritten: they get zero)."""
+  def rule(ct, x, i, u, **params):
+    ct = instantiate(ct)
+    ushape, dt = shape_of(u), dtype_of(u)
+    cx = cu = None
+    if U(x):
+      cx = getattr(tfops, op_type)(ct, i, zeros(ushape, dt), **params)
+    if U(u):
+      k = shape_of(i)[-1]
+      lead = shape_of(i)[:-1]
+      mask = last_writer_mask(i, shape_of(x)[:k])
+      mask = reshape(tfops.Cast(mask, DstT=dt, Truncate=False),
+                     lead + (1,) * (len(ushape) - len(lead)))
+      cu = tfops.Mul(tfops.GatherNd(ct, i, bad_indices_policy=""), mask)
+    return [cx, None, cu]
+  return rule

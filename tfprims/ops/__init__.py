@@ -11,6 +11,7 @@ from tfprims.ops import nn  # noqa: F401
 from tfprims.ops import random  # noqa: F401
 from tfprims.ops import tensorlist  # noqa: F401
 from tfprims.ops import variables  # noqa: F401
+from tfprims.ops import variable_updates  # noqa: F401
 from tfprims.ops import control_flow  # noqa: F401
 from tfprims.ops import custom_gradients  # noqa: F401
 from tfprims.ops import prevent_gradient  # noqa: F401

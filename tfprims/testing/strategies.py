@@ -317,3 +317,90 @@ tuples = hst.tuples
 lists = hst.lists
 one_of = hst.one_of
 fixed_dictionaries = hst.fixed_dictionaries
+
+
+# --- gather and scatter (coverage: gather-scatter) ------------------------------------
+#
+# Calls of the nd gathers (GatherNd, ResourceGatherNd) and nd scatters
+# (TensorScatter*, ScatterNdNonAliasingAdd, ResourceScatterNd*): ``indices [..., K]``
+# index the leading K dims of a tensor.
+
+
+def draw_nd_indices(draw, bounds, lead, k: int, index_dtypes=("int32", "int64"), *,
+                    oor: bool = False, unique: bool = False) -> np.ndarray:
+  """``lead + (k,)`` index vectors into the leading ``k`` dims of ``bounds``: in range
+  (duplicates likely), all distinct with ``unique`` (``lead`` must then fit), or with
+  ``oor`` sometimes out of range or negative."""
+  dtype = draw(dtypes(index_dtypes))
+  lead = tuple(int(d) for d in lead)
+  n = int(np.prod(lead))
+  if k == 0:
+    return np.zeros(lead + (0,), dtype)
+  bounds = [int(b) for b in bounds[:k]]
+  if unique:
+    flat = draw(hst.permutations(range(int(np.prod(bounds)))))[:n]
+    return np.stack(np.unravel_index(np.asarray(flat, np.int64), bounds), -1).reshape(
+        lead + (k,)).astype(dtype)
+  cols = [draw(arrays(dtype, lead, min_value=-2 if oor else 0,
+                      max_value=b + 1 if oor else max(b - 1, 0))) for b in bounds]
+  return np.stack(cols, axis=-1).reshape(lead + (k,)).astype(dtype)
+
+
+def nd_gather_calls(index_dtypes=("int32", "int64"), *, policy: bool = True,
+                    params_arg: str = "params"):
+  """Calls of an nd gather: any dtype, in-range indices; with ``policy`` (GatherNd)
+  also ``bad_indices_policy`` "" / "ERROR", or "IGNORE" with out-of-range indices."""
+  @hst.composite
+  def calls(draw):
+    params = draw(arrays(dtypes(ALL), shapes(min_rank=1, max_rank=3)))
+    if params.size == 0:  # TF raises for any index vector into empty params
+      k = draw(hst.integers(1, params.ndim))
+      lead = (0,) + tuple(draw(shapes(max_rank=1, max_side=2)))
+    else:
+      k = draw(hst.integers(0, params.ndim))
+      lead = tuple(draw(shapes(max_rank=2, max_side=3)))
+    ignore = policy and draw(hst.booleans())
+    kw = {params_arg: params,
+          "indices": draw_nd_indices(draw, params.shape, lead, k, index_dtypes, oor=ignore)}
+    if policy:
+      kw["bad_indices_policy"] = "IGNORE" if ignore else draw(hst.sampled_from(["", "ERROR"]))
+    return kw
+  return calls()
+
+
+def nd_scatter_calls(dtype_names: Sequence[str], *, tensor_arg: str = "tensor",
+                     index_dtypes=("int32", "int64"), policy: bool = True,
+                     unique: bool = False, distinct: bool = False):
+  """Calls of an nd scatter ``op(tensor, indices, updates)``: ``K >= 1`` (TF rejects
+  ``K == 0``), updates of shape ``indices.shape[:-1] + tensor.shape[K:]`` (at least
+  a vector, as TF requires), duplicate index vectors likely (distinct with
+  ``unique``); with ``policy`` also ``bad_indices_policy`` "" or "IGNORE" with
+  out-of-range indices. ``distinct``: float values all different, without NaN
+  (derivatives by central differences, where ties would be non-smooth points)."""
+  @hst.composite
+  def calls(draw):
+    dtype = np_dtype(draw(dtypes(dtype_names)))
+    shape = tuple(draw(shapes(min_rank=1, max_rank=3, min_side=1)))
+    k = draw(hst.integers(1, len(shape)))
+    max_lead = int(np.prod(shape[:k])) if unique else 3
+    lead = tuple(draw(shapes(min_rank=1 if k == len(shape) else 0, max_rank=2,
+                             max_side=min(3, max_lead))))
+    if unique and int(np.prod(lead)) > max_lead:
+      lead = (max_lead,)
+    ignore = policy and not unique and draw(hst.booleans())
+    indices = draw_nd_indices(draw, shape, lead, k, index_dtypes, oor=ignore, unique=unique)
+    ushape = lead + shape[k:]
+    if distinct and is_float(dtype):
+      size = int(np.prod(shape)) + int(np.prod(ushape))
+      perm = np.asarray(draw(hst.permutations(range(size))), np.float64)
+      values = ((perm - size // 2) * 0.5).astype(dtype)  # exact in every float dtype
+      tensor = values[:int(np.prod(shape))].reshape(shape)
+      updates = values[int(np.prod(shape)):].reshape(ushape)
+    else:
+      tensor = draw(arrays(dtype, shape))
+      updates = draw(arrays(dtype, ushape))
+    kw = {tensor_arg: tensor, "indices": indices, "updates": updates}
+    if policy:
+      kw["bad_indices_policy"] = "IGNORE" if ignore else ""
+    return kw
+  return calls()

@@ -11,6 +11,10 @@ module             ops
 ``slicing``        Slice, StridedSlice, StridedSliceGrad (``strided_slice_plan``)
 ``pad_tile``       Tile, BroadcastTo, Pad, PadV2, MirrorPad
 ``gather``         GatherV2, OneHot
+``gather_nd``      GatherNd, Gather (v1)
+``scatter``        ScatterNd, ScatterNdNonAliasingAdd, TensorScatterAdd/Sub/Min/Max/Update,
+                   SparseToDense
+``inplace``        InplaceAdd, InplaceSub, InplaceUpdate, TensorStridedSliceUpdate
 ``select``         Select, SelectV2
 ``fill``           Fill, ZerosLike, OnesLike, Range (``range_values``)
 ``identity``       Identity, Snapshot (``pass_through``), StopGradient, EnsureShape,
@@ -44,6 +48,7 @@ docs/semantics/array.md.
 from tfprims.ops.array import (bitcast, data_dependent, fill, gather, identity,  # noqa: F401
                                join_split, pad_tile, scan, select, shape, slicing)
 from tfprims.ops.array import layout, misc, space_batch  # noqa: F401
+from tfprims.ops.array import gather_nd, inplace, scatter  # noqa: F401
 from tfprims.ops.array._common import FAMILY  # noqa: F401
 from tfprims.ops.array.bitcast import Bitcast  # noqa: F401
 from tfprims.ops.array.fill import Fill, OnesLike, Range, ZerosLike, range_values  # noqa: F401

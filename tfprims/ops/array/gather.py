@@ -3,8 +3,7 @@
 GatherV2 writes zeros for out-of-range indices (negative ones included), like
 TF's GPU kernel; TF's CPU kernel raises, which a JAX program cannot do on data
 (docs/semantics/array.md). Its JVP gathers the tangent with ``tf.GatherV2``; its
-transpose is a scatter-add written with jnp (``jax.linear_transpose`` of the
-impl). OneHot with batched on/off values is batched by ``vmap`` of the impl.
+transpose is a ``tf.ScatterNd`` (scatter.py) of the cotangent. OneHot with batched on/off values is batched by ``vmap`` of the impl.
 """
 
 from __future__ import annotations
@@ -63,12 +62,34 @@ def _gather_impl(params, indices, *, axis, batch_dims):
 
 
 def _gather_transpose(ct, params, indices, *, axis, batch_dims):
+  """The scatter-add of the cotangent into zeros of params' shape, as ``tf.ScatterNd``
+  (which drops the out-of-range indices the gather zeroed): params laid out as
+  ``batch + [n] + rest``, each index prefixed with its batch coordinates."""
   if not U(params):
     return [None, None]
-  aval = jax.ShapeDtypeStruct(params.aval.shape, params.aval.dtype)
-  f = jax.linear_transpose(
-      lambda p: _gather_impl(p, indices, axis=axis, batch_dims=batch_dims), aval)
-  return [f(ct)[0], None]
+  pshape = rules.shape_of(params)
+  ishape = rules.shape_of(indices)
+  ax, bd = _gather_axes(len(pshape), len(ishape), axis, batch_dims)
+  ct = rules.instantiate(ct)
+  nj = len(ishape) - bd               # index dims after the batch dims
+  mid = list(range(bd, ax))           # params dims between the batch dims and axis
+  jdims = list(range(ax, ax + nj))    # where the index dims sit in ct
+  tail = list(range(ax + nj, len(rules.shape_of(ct))))
+  ct = rules.transpose(ct, list(range(bd)) + jdims + mid + tail)
+  idx = tfops.ExpandDims(indices, axis=-1)
+  if bd:
+    dt = rules.dtype_of(indices)
+    coords = [np.ascontiguousarray(np.broadcast_to(
+        np.arange(ishape[d], dtype=dt).reshape(
+            (1,) * d + (ishape[d],) + (1,) * (len(ishape) - d)), ishape + (1,)))
+              for d in range(bd)]
+    idx = tfops.ConcatV2(*coords, idx, axis=len(ishape))
+  layout = pshape[:bd] + (pshape[ax],) + pshape[bd:ax] + pshape[ax + 1:]
+  out = tfops.ScatterNd(idx, ct, shape=layout, bad_indices_policy="")
+  # layout dims: batch, n, mid, rest -> params' order: batch, mid, n, rest
+  order = list(range(bd)) + [bd + 1 + k for k in range(len(mid))] + [bd] + list(
+      range(bd + 1 + len(mid), len(pshape)))
+  return [rules.transpose(out, order), None]
 
 
 def _gather_batch(args, dims, *, axis, batch_dims):
