@@ -232,6 +232,17 @@ def test_gather_out_of_range_indices_give_zeros():
   # A zero-size gathered axis: every index is out of range.
   assert np.array_equal(A.GatherV2(np.zeros((0, 2), np.float32), indices, axis=0,
                                    batch_dims=0), np.zeros((5, 2)))
+  # In a converted function, known values raise like TF's CPU kernel; jitted programs
+  # give the zeros (and raise with runtime_checks).
+  import tfprims
+  fn = tfprims.convert_functional(tf.function(lambda p, i: tf.gather(p, i)),
+                                  tf.TensorSpec([3, 2]), tf.TensorSpec([5], tf.int32))
+  with pytest.raises(tfprims.RuntimeCheckError, match=r"GatherV2 node .* not in \[0, 3\)"):
+    fn(params, indices)
+  np.testing.assert_array_equal(jax.jit(fn)(params, indices), want)
+  with tfprims.override_config("runtime_checks", True):
+    with pytest.raises(Exception, match=r"not in \[0, 3\)"):
+      jax.jit(lambda p, i: fn(p, i))(params, indices).block_until_ready()
 
 
 def test_gather_batching_keeps_tf_names():

@@ -13,7 +13,8 @@ ResourceScatterNd* are TensorScatter*, ResourceScatter* (rows: axis 0) are
 TensorScatter* with ``indices[..., None]`` and the updates broadcast (a scalar
 update is allowed), ResourceStridedSliceAssign is TensorStridedSliceUpdate,
 ResourceGatherNd is GatherNd. Out-of-range indices are dropped (gathers give
-zeros), ``runtime_checks`` raises with TF's message (docs/semantics/state.md).
+zeros), and known values raise with TF's message (eager calls; under jit with
+``runtime_checks``; docs/semantics/state.md).
 
 TF registers no gradient through variable writes; these primitives have
 TF-named rules all the same (grads of a converted training step flow through
@@ -30,30 +31,23 @@ import numpy as np
 from jax import lax
 from jax.interpreters import ad
 
-from tfprims import config, opdefs, rules
+from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.interpreter import AttrView, run_check
+from tfprims.interpreter import bind_node
 from tfprims.ops.variables import _handle
 from tfprims.rules import U
 
 FAMILY = "state"
 
 
-def _writer_interpret(value_arg):
-  """The hook of a variable writer: the handle's value replaces the resource input,
-  the primitive's result is the variable's new value."""
-  def interpret(ctx, node, inputs):
-    handle = _handle(node, inputs[0])
-    op = getattr(tfops, node.op)
-    attrs = AttrView(node)
-    grouped = dict(opdefs.group_inputs(node.op, inputs, attrs))
-    grouped[value_arg] = ctx.state[handle.key]
-    operands, params = op.prepare(grouped, attrs, node.name)
-    if op.check is not None and config.get_config("runtime_checks"):
-      run_check(op, node, operands, params)
-    ctx.state[handle.key] = op.apply(operands, params)
-    return []
-  return interpret
+def _writer_interpret(ctx, node, inputs):
+  """The hook of a variable writer: the variable's value replaces the handle (the
+  op's first input), the node runs as any primitive op (checks included), and its
+  result is the variable's new value."""
+  handle = _handle(node, inputs[0])
+  (new,) = bind_node(ctx, getattr(tfops, node.op), node, [ctx.state[handle.key], *inputs[1:]])
+  ctx.state[handle.key] = new
+  return []
 
 
 def _variable_oracle(op_type, value_arg):
@@ -241,7 +235,7 @@ def _define_rows(op_type, kind, dtype_names):
   return define_op(
       op_type, _rows_impl(op_type, kind), family=FAMILY, jvp=jvp, transpose=transpose,
       batching=rules.scatter_rows_batching(op_type), check=_rows_check(kind),
-      interpret=_writer_interpret("resource"), writes_state=True,
+      interpret=_writer_interpret, writes_state=True,
       spec=_rows_oracle_spec(op_type, kind, dtype_names))
 
 
@@ -282,7 +276,7 @@ def _define_nd(op_type, tensor_op, dtype_names):
   return define_op(
       op_type, impl, family=FAMILY, attrs=("bad_indices_policy",), jvp=jvp,
       transpose=transpose, batching=rules.scatter_nd_batching(op_type), check=check,
-      interpret=_writer_interpret("ref"), writes_state=True,
+      interpret=_writer_interpret, writes_state=True,
       spec=lambda st: st.Spec(
           st.nd_scatter_calls(dtype_names, tensor_arg="ref", distinct=kind in ("min", "max")),
           oracle=_variable_oracle(op_type, "ref"), grad_oracle="fd", note=_NOTE))
@@ -348,7 +342,7 @@ ResourceStridedSliceAssign = define_op(
     "ResourceStridedSliceAssign", _slice_assign_impl, family=FAMILY,
     static=("begin", "end", "strides"), attrs=_MASKS, jvp=_slice_assign_jvp,
     transpose=_slice_assign_transpose, batching=_slice_assign_batch,
-    interpret=_writer_interpret("ref"), writes_state=True, spec=_slice_assign_spec)
+    interpret=_writer_interpret, writes_state=True, spec=_slice_assign_spec)
 
 
 # --- ResourceGatherNd --------------------------------------------------------------------
@@ -356,12 +350,7 @@ ResourceStridedSliceAssign = define_op(
 
 def _gather_nd_read(ctx, node, inputs):
   value = ctx.state[_handle(node, inputs[0]).key]
-  op = tfops.ResourceGatherNd
-  operands, params = op.prepare({"resource": value, "indices": inputs[1]}, AttrView(node),
-                                node.name)
-  if op.check is not None and config.get_config("runtime_checks"):
-    run_check(op, node, operands, params)
-  return [op.apply(operands, params)]
+  return bind_node(ctx, tfops.ResourceGatherNd, node, [value, *inputs[1:]])
 
 
 def _gather_nd_oracle(resource, indices, **_):

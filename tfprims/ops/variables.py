@@ -27,7 +27,7 @@ import numpy as np
 
 from tfprims import config, dtypes, errors
 from tfprims.core import declare_unsupported, define_op, structural, tfops
-from tfprims.interpreter import AttrView, VariableHandle
+from tfprims.interpreter import VariableHandle, bind_node
 
 FAMILY = "state"
 
@@ -103,10 +103,7 @@ def _resource_gather_batching(args, dims, *, batch_dims):
 
 def _resource_gather_interpret(ctx, node, inputs):
   value = ctx.state[_handle(node, inputs[0]).key]
-  op = tfops.ResourceGather
-  operands, params = op.prepare({"resource": value, "indices": inputs[1]}, AttrView(node),
-                                node.name)
-  return [op.apply(operands, params)]
+  return bind_node(ctx, tfops.ResourceGather, node, [value, *inputs[1:]])
 
 
 def _resource_gather_oracle(resource, indices, batch_dims=0, **_):
@@ -145,8 +142,14 @@ def _resource_gather_spec(st):
   return spec
 
 
+def _resource_gather_check(value, indices, *, batch_dims):
+  """As GatherV2's: indices outside [0, value.shape[batch_dims]) are rejected."""
+  return tfops.GatherV2.check(value, indices, axis=batch_dims, batch_dims=batch_dims)
+
+
 ResourceGather = define_op(
     "ResourceGather", _resource_gather_impl, family=FAMILY, attrs=("batch_dims",),
+    check=_resource_gather_check,
     jvp=(_resource_gather_jvp, None), batching=_resource_gather_batching,
     interpret=_resource_gather_interpret, reads_state=True, spec=_resource_gather_spec)
 

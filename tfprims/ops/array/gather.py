@@ -106,8 +106,18 @@ def _gather_batch(args, dims, *, axis, batch_dims):
                         axis=ax + 1, batch_dims=bd + 1), 0
 
 
+def _gather_check(params, indices, *, axis, batch_dims):
+  """TF's CPU kernel rejects indices outside [0, params.shape[axis])."""
+  ax, _ = _gather_axes(params.ndim, indices.ndim, axis, batch_dims)
+  n = params.shape[ax]
+  if indices.size == 0:
+    return None
+  return jnp.any((indices < 0) | (indices >= n)), f"indices[i] = ... is not in [0, {n})"
+
+
 GatherV2 = define_op(
     "GatherV2", _gather_impl, family=FAMILY, static=("axis",), attrs=("batch_dims",),
+    check=_gather_check,
     jvp=(lambda t, p, i, *, axis, batch_dims: tfops.GatherV2(t, i, axis=axis,
                                                               batch_dims=batch_dims),
          None),
