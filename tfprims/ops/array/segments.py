@@ -91,10 +91,12 @@ def _segment_mean_transpose(ct, data, *, segment_ids):
 
 
 def _sorted_batching(op_type):
-  """The batch axis goes right after the segment axis; the ids stay as they are."""
+  """The batch axis goes right after the segment axis (the ids stay as they are),
+  and back to the front of the result, where the next op's batching rule wants it."""
   def rule(args, dims, *, segment_ids):
     (x,), (d,) = args, dims
-    return getattr(tfops, op_type)(rules.move_axes(x, [d], [1]), segment_ids=segment_ids), 1
+    out = getattr(tfops, op_type)(rules.move_axes(x, [d], [1]), segment_ids=segment_ids)
+    return rules.move_axes(out, [1], [0]), 0
   return rule
 
 
@@ -147,15 +149,16 @@ def _unsorted_sum_transpose(ct, data, segment_ids, *, num_segments):
 
 
 def _unsorted_batching(op_type):
-  """A batch of data goes after the ids' axes; batched ids are offset per example
-  into ``num_segments * batch`` segments, and the result reshaped."""
+  """A batch of data goes after the ids' axes (and to the front of the result);
+  batched ids are offset per example into ``num_segments * batch`` segments, and the
+  result reshaped."""
   def rule(args, dims, *, num_segments):
     (x, ids), (dx, di) = args, dims
     op = getattr(tfops, op_type)
     num = scalar_int(num_segments)
     if di is None:
       out = op(rules.move_axes(x, [dx], [ids.ndim]), ids, num_segments=num)
-      return out, 1
+      return rules.move_axes(out, [1], [0]), 0
     size = rules.batch_size(args, dims)
     ids_b = C.offset_ids(ids, di, size, num, num)
     out = op(rules.with_batch_axis(x, dx, size), ids_b, num_segments=size * num)

@@ -128,7 +128,8 @@ def _num_transpose(kind):
 
 
 def _sparse_batching(op_type, with_num):
-  """Batched data alone goes next to the row axis. Batched indices or segment ids:
+  """Batched data alone goes next to the row axis (and the result's batch axis to
+  the front, where the next op's batching rule wants it). Batched indices or segment ids:
   the data's batch is folded into its rows (indices offset by the rows), the ids
   offset by the segments, and the result split back."""
   def rule(args, dims, **params):
@@ -144,7 +145,8 @@ def _sparse_batching(op_type, with_num):
       num = int(ids[-1]) + 1 if ids.size else 0
       rest = [i]
     if di is None and ds is None:
-      return op(rules.move_axes(x, [dx], [1]), *rest, **params), 1
+      out = op(rules.move_axes(x, [dx], [1]), *rest, **params)
+      return rules.move_axes(out, [1], [0]), 0
     size = rules.batch_size(args, dims)
     n = rules.unbatched_shape(x, dx)[0]
     k = rules.unbatched_shape(i, di)[0]
@@ -210,7 +212,7 @@ def _grad_batching(op_type):
     op = getattr(tfops, op_type)
     n = scalar_int(output_dim0)
     if di is None and ds is None:
-      return op(rules.move_axes(g, [dg], [1]), i, s, output_dim0=n), 1
+      return rules.move_axes(op(rules.move_axes(g, [dg], [1]), i, s, output_dim0=n), [1], [0]), 0
     size = rules.batch_size(args, dims)
     num = rules.unbatched_shape(g, dg)[0]
     k = rules.unbatched_shape(i, di)[0]
@@ -282,7 +284,7 @@ def _v2_batching(op_type):
     params = dict(indices=indices, dense_output_dim0=dense_output_dim0, Tidx=Tidx)
     if ds is None:
       values, uniq = op(rules.move_axes(g, [dg], [1]), s, **params)
-      return [values, uniq], [1, None]
+      return [rules.move_axes(values, [1], [0]), uniq], [0, None]
     size = rules.batch_size(args, dims)
     num = rules.unbatched_shape(g, dg)[0]
     n = scalar_int(dense_output_dim0)
