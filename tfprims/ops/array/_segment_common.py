@@ -24,7 +24,7 @@ WITH_COMPLEX = REAL + ("complex64", "complex128")
 HALF = ("float16", "bfloat16")
 
 
-# --- kernels -------------------------------------------------------------------------------
+# --- kernels ------------------------------------------------------------------------------
 
 
 def wide_ids(ids):
@@ -160,7 +160,7 @@ def sparse_grad(grad, indices, segment_ids, out_rows: int, kind: str):
   return scatter_sum(rows, out_idx, out_rows).astype(grad.dtype)
 
 
-# --- static segment ids ----------------------------------------------------------------------
+# --- static segment ids -------------------------------------------------------------------
 
 
 def static_ids(value) -> np.ndarray:
@@ -191,7 +191,7 @@ def ids_constant(ids: np.ndarray) -> np.ndarray:
   return ids.astype(np.int32) if ids.size == 0 or ids.max() < 2**31 else ids
 
 
-# --- batching ----------------------------------------------------------------------------------
+# --- batching -----------------------------------------------------------------------------
 
 
 def offset_ids(ids, d, size: int, stride: int, limit: int):

@@ -100,7 +100,7 @@ def _sorted_batching(op_type):
   return rule
 
 
-# --- unsorted segment ids ----------------------------------------------------------------------
+# --- unsorted segment ids -----------------------------------------------------------------
 
 
 def _unsorted_setup(data, segment_ids, num_segments):
@@ -211,7 +211,7 @@ def _split_args(primals, tangents, sorted_ids):
   return x, ids, t
 
 
-def _extremum_jvp(op_type, kind, sorted_ids):
+def _extremum_jvp(op_type, sorted_ids):
   """TF's Min/Max gradient: the tangent of a segment is the mean of the tangents of
   its rows equal to the result (``Equal``, ``SegmentSum`` of the indicator)."""
   def rule(primals, tangents, **params):
@@ -259,7 +259,7 @@ def _prod_jvp(op_type, sorted_ids):
   return rule
 
 
-# --- ops ------------------------------------------------------------------------------------------
+# --- ops ----------------------------------------------------------------------------------
 
 _SORTED = dict(family=FAMILY, static=("segment_ids",))
 
@@ -286,11 +286,11 @@ SegmentMean = define_op(
     spec=_sorted_spec("mean", C.WITH_COMPLEX))
 
 SegmentMin = define_op(
-    "SegmentMin", _sorted_impl("min"), **_SORTED, jvp=_extremum_jvp("SegmentMin", "min", True),
+    "SegmentMin", _sorted_impl("min"), **_SORTED, jvp=_extremum_jvp("SegmentMin", True),
     batching=_sorted_batching("SegmentMin"), spec=_sorted_spec("min", C.REAL))
 
 SegmentMax = define_op(
-    "SegmentMax", _sorted_impl("max"), **_SORTED, jvp=_extremum_jvp("SegmentMax", "max", True),
+    "SegmentMax", _sorted_impl("max"), **_SORTED, jvp=_extremum_jvp("SegmentMax", True),
     batching=_sorted_batching("SegmentMax"), spec=_sorted_spec("max", C.REAL))
 
 SegmentProd = define_op(
@@ -314,12 +314,12 @@ UnsortedSegmentSum = define_op(
 
 UnsortedSegmentMin = define_op(
     "UnsortedSegmentMin", _unsorted_impl("min"), **_UNSORTED,
-    jvp=_extremum_jvp("UnsortedSegmentMin", "min", False),
+    jvp=_extremum_jvp("UnsortedSegmentMin", False),
     batching=_unsorted_batching("UnsortedSegmentMin"), spec=_unsorted_spec("min", C.REAL))
 
 UnsortedSegmentMax = define_op(
     "UnsortedSegmentMax", _unsorted_impl("max"), **_UNSORTED,
-    jvp=_extremum_jvp("UnsortedSegmentMax", "max", False),
+    jvp=_extremum_jvp("UnsortedSegmentMax", False),
     batching=_unsorted_batching("UnsortedSegmentMax"), spec=_unsorted_spec("max", C.REAL))
 
 UnsortedSegmentProd = define_op(
@@ -329,7 +329,7 @@ UnsortedSegmentProd = define_op(
     spec=_unsorted_spec("prod", C.WITH_COMPLEX))
 
 
-# --- property-test strategies ----------------------------------------------------------------------
+# --- property-test strategies -------------------------------------------------------------
 
 
 def _sorted_calls(st, kind, dtype_names):

@@ -52,7 +52,7 @@ def _check_data(data, what="input"):
     raise ValueError(f"{what} must be at least rank 1")
 
 
-# --- the reductions -----------------------------------------------------------------------------
+# --- the reductions -----------------------------------------------------------------------
 
 
 def _static_num(segment_ids, indices):
@@ -171,7 +171,7 @@ def _reduction_jvp(op_type, with_num):
   return (lin, None, None) if with_num else (lin, None)
 
 
-# --- the gradients --------------------------------------------------------------------------------
+# --- the gradients ------------------------------------------------------------------------
 
 
 def _grad_impl(kind):
@@ -301,7 +301,7 @@ def _v2_batching(op_type):
   return rule
 
 
-# --- ops ----------------------------------------------------------------------------------------------
+# --- ops ----------------------------------------------------------------------------------
 
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
 
@@ -349,7 +349,7 @@ SparseSegmentMeanGradV2 = _OPS["SparseSegmentMeanGradV2"]
 SparseSegmentSqrtNGradV2 = _OPS["SparseSegmentSqrtNGradV2"]
 
 
-# --- property-test strategies ------------------------------------------------------------------------
+# --- property-test strategies -------------------------------------------------------------
 
 
 def _reduction_calls(st, dtype_names, with_num):
