@@ -18,6 +18,12 @@ _DEFAULTS = {
     # failed check raises through jax.debug.callback when the program runs. Off by
     # default: the converted program then computes what docs/semantics describes.
     "runtime_checks": False,
+    # Output bounds for ops whose output size depends on data ({node name or op type:
+    # n}). When such a node's input is traced (jit, vmap, grad) and a bound applies,
+    # the op binds its padded primitive (tf.Where[size=n]...): the output has n rows,
+    # the first results padded or truncated to n (docs/semantics/array.md). Known
+    # inputs are still computed exactly.
+    "dynamic_shape_bounds": {},
 }
 _config = dict(_DEFAULTS)
 

@@ -19,6 +19,9 @@ module             ops
 ``scan``           ReverseV2, Cumsum, Cumprod
 ``data_dependent`` Where (one argument), Unique*, ListDiff, NonMaxSuppressionV3-V5:
                    no primitive; computed with numpy when their inputs are known
+``buckets``        Bucketize, LowerBound, UpperBound, HistogramFixedWidth, Bincount,
+                   DenseBincount
+``stitch``         DynamicStitch, ParallelDynamicStitch (``size`` param)
 =================  ==============================================================
 
 ``_common`` holds what the modules share (static params as ints, TF's axis check,
@@ -37,6 +40,7 @@ docs/semantics/array.md.
 
 from tfprims.ops.array import (bitcast, data_dependent, fill, gather, identity,  # noqa: F401
                                join_split, pad_tile, scan, select, shape, slicing)
+from tfprims.ops.array import buckets, stitch  # noqa: F401
 from tfprims.ops.array._common import FAMILY  # noqa: F401
 from tfprims.ops.array.bitcast import Bitcast  # noqa: F401
 from tfprims.ops.array.fill import Fill, OnesLike, Range, ZerosLike, range_values  # noqa: F401
