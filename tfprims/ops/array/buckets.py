@@ -19,8 +19,8 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from tfprims import config, core, errors, interpreter, opdefs, rules
 from tfprims import dtypes as tfdtypes
-from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.array._common import FAMILY, lazy_hst, scalar_int
 from tfprims.rules import U
@@ -195,6 +195,32 @@ def _count_rows(idx, weights, size: int):
   return out.reshape(rows, size)
 
 
+def _bounded_size(op_type):
+  """The hook of Bincount/DenseBincount: a ``size`` computed from the data
+  (``tf.math.bincount``: ``max(arr) + 1`` clipped to minlength/maxlength) is taken
+  from the ``dynamic_shape_bounds`` config when it bounds the node (the first n
+  bins, padded with zero bins: exact with n = maxlength); else StaticInputError."""
+  def interpret(ctx, node, inputs):
+    op = core.lookup(op_type)
+    attrs = interpreter.AttrView(node)
+    grouped = opdefs.group_inputs(node.op, inputs, attrs)
+    if not core.is_concrete(grouped["size"]):
+      bound = interpreter.dynamic_shape_bound(node)
+      if bound is None:
+        raise errors.StaticInputError(
+            node.op, node.name, "size",
+            "the number of bins is computed from the data (tf.math.bincount: max(arr) + 1 "
+            "clipped to [minlength, maxlength]); bound it with tfprims.update_config("
+            f"'dynamic_shape_bounds', {{'{node.name}': maxlength}}) to get the first "
+            "maxlength bins")
+      grouped["size"] = np.asarray(bound, rules.dtype_of(grouped["size"]))
+    operands, params = op.prepare(grouped, attrs, node.name)
+    if config.get_config("runtime_checks"):
+      interpreter.run_check(op, node, operands, params)
+    return [op.apply(operands, params)]
+  return interpret
+
+
 def _bincount_impl(arr, weights, *, size):
   """Sum of ``weights`` (or counts) per value of ``arr`` in ``[0, size)``; other
   values are dropped (TF ignores values >= size and raises on negative ones)."""
@@ -248,6 +274,7 @@ def _bincount_batch(args, dims, *, size):
 
 Bincount = define_op(
     "Bincount", _bincount_impl, family=FAMILY, static=("size",), check=_negative_check,
+    interpret=_bounded_size("Bincount"),
     jvp=(None, _bincount_jvp), transpose=_bincount_transpose, batching=_bincount_batch,
     spec=lambda st: st.Spec(
         _bincount_calls(st, "arr", ("int32",), max_rank=3, flat=True), diff_args=("weights",),
@@ -312,7 +339,8 @@ def _dense_bincount_batch(args, dims, *, size, binary_output):
 
 DenseBincount = define_op(
     "DenseBincount", _dense_bincount_impl, family=FAMILY, static=("size",),
-    attrs=("binary_output",), check=_negative_check, jvp=(None, _dense_bincount_jvp),
+    attrs=("binary_output",), check=_negative_check, interpret=_bounded_size("DenseBincount"),
+    jvp=(None, _dense_bincount_jvp),
     transpose=_dense_bincount_transpose, batching=_dense_bincount_batch,
     spec=lambda st: st.Spec(
         _bincount_calls(st, "input", ("int32", "int64"), max_rank=2, binary=True),
