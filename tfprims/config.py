@@ -21,8 +21,9 @@ _DEFAULTS = {
     # Output bounds for ops whose output size depends on data ({node name or op type:
     # n}). When such a node's input is traced (jit, vmap, grad) and a bound applies,
     # the op binds its padded primitive (tf.Where[size=n]...): the output has n rows,
-    # the first results padded or truncated to n (docs/semantics/array.md). Known
-    # inputs are still computed exactly.
+    # TF's first results padded or cut to n (docs/semantics/array.md). Values known at
+    # trace time (numpy inputs of an eager call) are still computed exactly. Read at
+    # trace time.
     "dynamic_shape_bounds": {},
 }
 _config = dict(_DEFAULTS)
