@@ -420,7 +420,7 @@ def _histogram_calls(st):
       pool = edges + [lo - 1.0, lo + width + 1.0, np.inf, -np.inf, -0.0]
       x = _pick(draw, st, dtype, draw(st.shapes()), pool)
       x = np.where(np.isnan(x), 0.5, x).astype(dtype)   # TF raises on NaN
-      x = np.where(np.abs(x) > 1e30, np.sign(x) * np.inf, x).astype(dtype)
+      x = np.where(np.abs(x) > 1e30, np.copysign(np.inf, x), x).astype(dtype)
     else:
       lo = draw(hst.integers(-5, 5))
       width = draw(hst.integers(1, 12))
