@@ -384,3 +384,17 @@ def test_dynamic_stitch_traced_indices_need_a_bound():
   want = f(i, x).numpy()
   np.testing.assert_array_equal(out[:want.shape[0]], want)
   np.testing.assert_array_equal(out[want.shape[0]:], 0)   # padded rows
+
+
+def test_histogram_bins_at_float32_edges_follow_tf_kernel(x64):
+  # x - lo rounds to 5.0 in float32 (the edge of bin 1); TF's kernel keeps it in bin 0.
+  x, r = np.float32([5.099999904632568]), np.float32([0.10000000149011612, 10.100000381469727])
+  got = tfprims.get_op("HistogramFixedWidth")(x, r, nbins=2, dtype=np.dtype("int32"))
+  want = tf.raw_ops.HistogramFixedWidth(values=x, value_range=r, nbins=2)
+  np.testing.assert_array_equal(got, want.numpy())
+  np.testing.assert_array_equal(want.numpy(), [1, 0])
+  # int32 differences do not wrap.
+  xi, ri = np.int32([2**31 - 1, -2**31, 1]), np.int32([-5, 5])
+  got = tfprims.get_op("HistogramFixedWidth")(xi, ri, nbins=3, dtype=np.dtype("int32"))
+  np.testing.assert_array_equal(got, tf.raw_ops.HistogramFixedWidth(
+      values=xi, value_range=ri, nbins=3).numpy())

@@ -130,23 +130,19 @@ def _nbins(nbins) -> int:
 
 def _histogram_impl(values, value_range, *, nbins, dtype):
   """Counts of ``values`` in ``nbins`` equal bins over ``value_range``, values
-  outside it counted in the edge bins: TF's ``(max(x, lo) - lo) / step`` in double,
-  capped at ``nbins - 1`` and truncated (the subtraction in T for floats, exact for
-  ints). NaN values are not counted (TF raises)."""
+  outside it counted in the edge bins: TF's ``(max(x, lo) - lo) / ((hi - lo) / nbins)``
+  with both differences taken in double, capped at ``nbins - 1`` and truncated. NaN
+  values are not counted (TF raises)."""
   n = _nbins(nbins)
   if value_range.shape != (2,):
     raise ValueError("value_range should be a vector of 2 elements.")
   x = values.reshape(-1)
   lo, hi = value_range[0], value_range[1]
+  # TF's CPU kernel gives the results of double differences (exact for ints, no
+  # float32 rounding of x - lo: tests/test_sort_buckets.py); x64 off computes in float32.
   wide = np.dtype(np.float64 if tfdtypes.x64_enabled() else np.float32)
-  if jnp.issubdtype(x.dtype, jnp.integer):
-    # Exact differences (TF's int subtraction overflows there; it is undefined in C++).
-    idt = np.dtype(np.int64 if tfdtypes.x64_enabled() else np.int32)
-    diff = (jnp.maximum(x, lo).astype(idt) - lo.astype(idt)).astype(wide)
-    width = (hi.astype(idt) - lo.astype(idt)).astype(wide)
-  else:
-    diff = (jnp.maximum(x, lo) - lo).astype(wide)
-    width = (hi - lo).astype(wide)
+  diff = jnp.maximum(x, lo).astype(wide) - lo.astype(wide)
+  width = hi.astype(wide) - lo.astype(wide)
   q = jnp.minimum(diff / (width / np.array(n, wide)), np.array(n - 1, wide))
   q = jnp.where(jnp.isnan(q), np.array(n - 1, wide), q)   # inf / inf: an infinite value
   bins = jnp.clip(q, 0, n - 1).astype(np.int32)
@@ -416,8 +412,10 @@ def _histogram_calls(st):
     if dtype.kind == "f":
       lo = draw(hst.sampled_from([0.0, -1.0, 0.1, -2.5, 1e-3]))
       width = draw(hst.sampled_from([1.0, 0.9, 3.0, 10.0, 1e-3, 7.3]))
-      edges = [lo + width * i / nbins for i in range(nbins + 1)]
-      pool = edges + [lo - 1.0, lo + width + 1.0, np.inf, -np.inf, -0.0]
+      edges = np.asarray([lo + width * i / nbins for i in range(nbins + 1)], dtype)
+      near = [np.nextafter(edges, np.asarray(s, dtype)) for s in (-np.inf, np.inf)]
+      pool = [float(e) for e in np.concatenate([edges] + near)] + [
+          lo - 1.0, lo + width + 1.0, np.inf, -np.inf, -0.0]
       x = _pick(draw, st, dtype, draw(st.shapes()), pool)
       x = np.where(np.isnan(x), 0.5, x).astype(dtype)   # TF raises on NaN
       x = np.where(np.abs(x) > 1e30, np.copysign(np.inf, x), x).astype(dtype)
