@@ -28,39 +28,41 @@ def test_params_must_be_hashable():
 
 
 @pytest.fixture
-def bucketize():
-  """Registers TF's Bucketize (not shipped by tfprims) the way a library author would."""
-  assert "Bucketize" not in tfprims.registered_ops()
+def debug_identity():
+  """Registers TF's DebugIdentity (a debugger tap tfprims does not ship: it is not in
+  docs/coverage/op-universe.json) the way a library author would."""
+  assert "DebugIdentity" not in tfprims.registered_ops()
 
-  def impl(x, *, boundaries):
-    return jnp.searchsorted(jnp.asarray(boundaries, x.dtype), x, side="right").astype(jnp.int32)
+  def impl(x, *, tensor_name):
+    return x
 
-  op = tfprims.register_op("Bucketize", impl, attrs=("boundaries",), batching="elementwise")
+  op = tfprims.register_op("DebugIdentity", impl, attrs=("tensor_name",),
+                           batching="elementwise")
   yield op
-  tfprims.unregister_op("Bucketize")
-  assert "Bucketize" not in tfprims.registered_ops()
+  tfprims.unregister_op("DebugIdentity")
+  assert "DebugIdentity" not in tfprims.registered_ops()
 
 
-def test_registering_a_new_op_and_converting_a_graph_that_uses_it(bucketize):
+def test_registering_a_new_op_and_converting_a_graph_that_uses_it(debug_identity):
   @tf.function
   def f(x):
-    return tf.raw_ops.Bucketize(input=x * 2.0, boundaries=[0.0, 1.0, 5.0])
+    return tf.raw_ops.DebugIdentity(input=x * 2.0, tensor_name="doubled") + 1.0
 
   fn, params = tfprims.convert(f, tf.TensorSpec([None], tf.float32))
   x = np.float32([-1.0, 0.0, 0.2, 0.5, 2.4, 3.0, 7.0])
   out, _ = fn(params, x)
   np.testing.assert_array_equal(out, f(x).numpy())
   jaxpr = str(jax.make_jaxpr(lambda x: fn(params, x)[0])(x))
-  assert "tf.Bucketize[boundaries=(0.0, 1.0, 5.0)]" in jaxpr
+  assert "tf.DebugIdentity[tensor_name=doubled]" in jaxpr
 
   # "elementwise" batching re-binds the op under vmap.
   xs = np.stack([x, -x])
   batched = jax.vmap(lambda x: fn(params, x)[0])(xs)
   np.testing.assert_array_equal(batched, np.stack([f(x).numpy(), f(-x).numpy()]))
-  assert "tf.Bucketize" in str(jax.make_jaxpr(jax.vmap(lambda x: fn(params, x)[0]))(xs))
+  assert "tf.DebugIdentity" in str(jax.make_jaxpr(jax.vmap(lambda x: fn(params, x)[0]))(xs))
 
 
-def test_overriding_a_batching_rule(bucketize):
+def test_overriding_a_batching_rule(debug_identity):
   calls = []
 
   def rule(args, dims, **params):
@@ -68,21 +70,21 @@ def test_overriding_a_batching_rule(bucketize):
     (x,), (d,) = args, dims
     x = jnp.moveaxis(x, d, 0)
     # Evaluate example by example: a deliberately different but correct strategy.
-    return jnp.stack([bucketize(x[i], **params) for i in range(x.shape[0])]), 0
+    return jnp.stack([debug_identity(x[i], **params) for i in range(x.shape[0])]), 0
 
-  tfprims.override_batching("Bucketize", rule)
+  tfprims.override_batching("DebugIdentity", rule)
   try:
-    assert bucketize.batching_source == "override"
+    assert debug_identity.batching_source == "override"
     fn, params = tfprims.convert(
-        tf.function(lambda x: tf.raw_ops.Bucketize(input=x, boundaries=[0.5])),
+        tf.function(lambda x: tf.raw_ops.DebugIdentity(input=x, tensor_name="x") * 3.0),
         tf.TensorSpec([3], tf.float32))
     xs = np.float32([[0, 1, 2], [1, 0, 0]])
     out = jax.vmap(lambda x: fn(params, x)[0], in_axes=1)(xs.T)
-    np.testing.assert_array_equal(out, (xs > 0.5).astype(np.int32))
+    np.testing.assert_array_equal(out, xs * 3.0)
     assert calls == [(1,)]
   finally:
-    tfprims.override_batching("Bucketize", None)
-  assert bucketize.batching_source == "elementwise"
+    tfprims.override_batching("DebugIdentity", None)
+  assert debug_identity.batching_source == "elementwise"
 
 
 def test_overriding_a_jvp_rule():
@@ -102,9 +104,9 @@ def test_overriding_a_jvp_rule():
   np.testing.assert_allclose(jax.grad(lambda x: sin(x))(0.3), np.cos(0.3), rtol=1e-6)
 
 
-def test_registering_twice_needs_replace(bucketize):
+def test_registering_twice_needs_replace(debug_identity):
   with pytest.raises(ValueError, match="already registered"):
-    tfprims.register_op("Bucketize", lambda x: x)
+    tfprims.register_op("DebugIdentity", lambda x: x)
 
 
 def test_structural_ops_are_registered_once():

@@ -450,16 +450,18 @@ def test_runtime_checks_raise_like_tf():
   x = np.ones(4, np.float32)
   good_ids, bad_ids = np.array([0, 1, -1, 1], np.int32), np.array([0, 2, 1, 1], np.int32)
   good_idx, bad_idx = np.array([0, 1, 2, 3], np.int32), np.array([0, 1, 2, 4], np.int32)
-  fn(x, bad_ids, bad_idx)  # checks off: dropped, no error
-  with tfprims.override_config("runtime_checks", True):
-    fn(x, good_ids, good_idx)
-    jax.block_until_ready(jax.jit(fn)(x, good_ids, good_idx))
-    with pytest.raises(errors.RuntimeCheckError, match="num_segments"):
-      fn(x, bad_ids, good_idx)
-    with pytest.raises(errors.RuntimeCheckError, match="indices out of range"):
-      fn(x, good_ids, bad_idx)
+  # Eager calls know the values: they raise like TF's kernels.
+  fn(x, good_ids, good_idx)
+  with pytest.raises(errors.RuntimeCheckError, match="num_segments"):
+    fn(x, bad_ids, good_idx)
+  with pytest.raises(errors.RuntimeCheckError, match="indices out of range"):
+    fn(x, good_ids, bad_idx)
+  jax.block_until_ready(jax.jit(fn)(x, bad_ids, bad_idx))  # jit, checks off: dropped
+  with tfprims.override_config("runtime_checks", True):  # read when jit traces
+    checked = jax.jit(lambda *a: fn(*a))
+    jax.block_until_ready(checked(x, good_ids, good_idx))
     with pytest.raises(Exception, match="num_segments"):
-      jax.block_until_ready(jax.jit(fn)(x, bad_ids, good_idx))
+      jax.block_until_ready(checked(x, bad_ids, good_idx))
 
 
 def test_grad_v2_needs_known_indices():

@@ -97,6 +97,13 @@ OPTIONS: Mapping[str, Option] = {
         "Converting inside a TF trace (tf.function), where variables have no value: "
         "return no params (the converted function still expects them) instead of "
         "raising.")),
+    "dynamic_shape_bounds": Option({}, "call", (
+        "Output bounds for ops whose output size depends on data ({node name or op "
+        "type: n}). When such a node's input is traced (jit, vmap, grad) and a bound "
+        "applies, the op binds its padded primitive (tf.Where[size=n]...): the output "
+        "has n rows, TF's first results padded or cut to n (docs/semantics/array.md). "
+        "Values known at trace time (numpy inputs of an eager call) are still computed "
+        "exactly.")),
 }
 
 _config = {name: option.default for name, option in OPTIONS.items()}

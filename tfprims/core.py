@@ -119,7 +119,10 @@ class Op:
     creates_variable: creates a variable in the graph (TF1); its value is a param
       named after the node.
     graph_input: a graph input (Placeholder): its value comes from the caller.
-    dynamic_shape: why its output shape depends on data (None: it does not).
+    dynamic_shape: why its output shape depends on data (None: it does not). Such an
+      op with a primitive (a :class:`TFOp`) has a padded form: its primitive takes
+      the output bound as a param, and its hook binds it when the
+      ``dynamic_shape_bounds`` config bounds the node.
     check: ``check(*operands, **params) -> (bad, message)`` or None: what TF's
       kernel rejects on data (``bad`` a boolean scalar, true when the values are
       invalid; None when nothing can be wrong for these dtypes/params). Run on

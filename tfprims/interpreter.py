@@ -303,6 +303,19 @@ def trace_time_values(graph: graph_lib.Graph) -> frozenset:
   return frozenset(known)
 
 
+def dynamic_shape_bound(node: graph_lib.Node) -> Optional[int]:
+  """The output bound the ``dynamic_shape_bounds`` config gives ``node`` (by node
+  name, else by op type), or None."""
+  bounds = config.get_config("dynamic_shape_bounds") or {}
+  bound = bounds.get(node.name, bounds.get(node.op))
+  if bound is None:
+    return None
+  if isinstance(bound, bool) or not isinstance(bound, (int, np.integer)) or bound < 0:
+    raise errors.ConversionError(f"dynamic_shape_bounds: the bound of {node.op} node "
+                                 f"'{node.name}' must be a non-negative int, got {bound!r}")
+  return int(bound)
+
+
 def check_supported(graph: graph_lib.Graph, library: graph_lib.Library,
                     inputs: Sequence[str] = ()) -> None:
   """Raises one error listing everything that keeps ``graph`` from converting, found
@@ -337,7 +350,9 @@ def check_supported(graph: graph_lib.Graph, library: graph_lib.Library,
         continue
       if op.dynamic_shape:
         known = trace_time_values(g) if known is None else known
-        if not all(ref[0] in known for ref in node.inputs):
+        # A data-dependent-shape op with a primitive has a padded form: bounded, it runs.
+        bounded = isinstance(op, core.TFOp) and dynamic_shape_bound(node) is not None
+        if not bounded and not all(ref[0] in known for ref in node.inputs):
           dynamic.append((node.op, where, op.dynamic_shape))
   if unsupported or dynamic or inputs or problems:
     hints = sorted({h for h in map(core.unsupported_hint, unsupported) if h})

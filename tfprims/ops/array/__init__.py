@@ -28,6 +28,9 @@ module             ops
                    DeepCopy, BroadcastArgs, BroadcastGradientArgs
 ``data_dependent`` Where (one argument), Unique*, ListDiff, NonMaxSuppressionV3-V5:
                    no primitive; computed with numpy when their inputs are known
+``buckets``        Bucketize, LowerBound, UpperBound, HistogramFixedWidth, Bincount,
+                   DenseBincount
+``stitch``         DynamicStitch, ParallelDynamicStitch (``size`` param)
 =================  ==============================================================
 
 ``_common`` holds what the modules share (static params as ints, TF's axis check,
@@ -49,6 +52,7 @@ from tfprims.ops.array import (bitcast, data_dependent, fill, gather, identity, 
                                join_split, pad_tile, scan, select, shape, slicing)
 from tfprims.ops.array import layout, misc, space_batch  # noqa: F401
 from tfprims.ops.array import gather_nd, inplace, scatter  # noqa: F401
+from tfprims.ops.array import buckets, stitch  # noqa: F401
 from tfprims.ops.array._common import FAMILY  # noqa: F401
 from tfprims.ops.array import segments, sparse_segments  # noqa: F401,E402
 from tfprims.ops.array.bitcast import Bitcast  # noqa: F401

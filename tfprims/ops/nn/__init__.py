@@ -13,6 +13,8 @@ What lives where (each op's impl, rules and property spec in one module):
 * ``batch_norm.py``: FusedBatchNorm{,V2,V3} and FusedBatchNormGrad{,V2,V3}.
 * ``lrn.py``: LRN, LRNGrad.
 * ``resize.py``: ResizeNearestNeighbor, ResizeBilinear and their grad ops.
+* ``top_k.py``: TopKV2, NthElement, ApproxTopK, InTopK, InTopKV2 (sorting and
+  selection; ``tf.sort``/``tf.argsort``/``tf.math.top_k`` lower to TopKV2).
 * ``_common.py``: layout and padding helpers, batch folding, spec helpers.
 
 Explicit TF-named rules (they bind other ops through ``tfops``):
@@ -35,6 +37,7 @@ Semantics choices are written down in docs/semantics/nn.md.
 
 # Registered in this order (conv, bias, pool, batch_norm, lrn, resize), as nn.py did.
 from tfprims.ops.nn import conv, bias, pool, batch_norm, lrn, resize  # noqa: F401,I001
+from tfprims.ops.nn import top_k  # noqa: F401
 from tfprims.ops.nn.batch_norm import (  # noqa: F401
     FusedBatchNorm, FusedBatchNormGrad, FusedBatchNormGradV2, FusedBatchNormGradV3,
     FusedBatchNormV2, FusedBatchNormV3)
