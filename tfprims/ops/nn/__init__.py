@@ -35,7 +35,7 @@ Semantics choices are written down in docs/semantics/nn.md.
 
 # Registered in this order (conv, bias, pool, batch_norm, lrn, resize), as nn.py did.
 from tfprims.ops.nn import conv, bias, pool, batch_norm, lrn, resize  # noqa: F401,I001
-from tfprims.ops.nn import losses  # noqa: F401
+from tfprims.ops.nn import losses, ctc, ctc_decode  # noqa: F401
 from tfprims.ops.nn.batch_norm import (  # noqa: F401
     FusedBatchNorm, FusedBatchNormGrad, FusedBatchNormGradV2, FusedBatchNormGradV3,
     FusedBatchNormV2, FusedBatchNormV3)
