@@ -336,8 +336,11 @@ def _jvp(op_type):
       return [loss, grad], [rules.zero_tangent(loss), rules.zero_tangent(grad)]
     # TF: grad_inputs = grad_loss[None, :, None] * prevent_gradient(gradient).
     g = tfops.PreventGradient(grad, message=_NO_SECOND)
+    # TF's gradient ignores the cotangent of `gradient`: its tangent is 0, but a
+    # materialised 0 (not a symbolic zero), so that differentiating this rule again
+    # reaches PreventGradient's JVP and raises, as TF does.
     return [loss, grad], [rules.reduce_sum(tfops.Mul(g, t), (0, 2)),
-                          rules.zero_tangent(grad)]
+                          rules.zeros(rules.shape_of(grad), rules.dtype_of(grad))]
   return rule
 
 

@@ -157,11 +157,13 @@ def _sparse_check(features, labels):
   if isinstance(labels, jax.core.Tracer):
     return jnp.any(bad), (f"Received a label value outside the valid range of [0, {n}).  "
                           "Label values must be in [0, num_classes)")
-  bad = np.asarray(bad)
-  first = int(np.asarray(labels)[bad][0]) if bad.any() else 0
-  return bool(bad.any()), (f"Received a label value of {first} which is outside the valid "
-                           f"range of [0, {n}).  Label values: "
-                           f"{' '.join(str(int(v)) for v in np.asarray(labels).ravel())}")
+  values = np.asarray(labels).ravel()
+  if not np.asarray(bad).any():
+    return False, ""
+  # TF reports the smallest label when it is negative, else the largest.
+  worst = int(values.min()) if values.min() < 0 else int(values.max())
+  return True, (f"Received a label value of {worst} which is outside the valid range of "
+                f"[0, {n}).  Label values: {' '.join(str(int(v)) for v in values)}")
 
 
 def _sparse_xent_jvp(primals, tangents):
