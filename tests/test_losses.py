@@ -381,6 +381,27 @@ def test_tf_nn_ctc_loss_sparse_values_and_grad(blank_index):
   _close(g, tape.gradient(out, x, output_gradients=tf.constant(ct)))
 
 
+def test_direct_calls_of_library_functions_return_each_output():
+  """ctc_loss_dense's loops (functional_ops.While with Defun bodies) call the body
+  through a wrapper FunctionDef that reads the callee's outputs by name
+  (``callee:ret_name:0``): each name is its own output (they all used to be output 0)."""
+  from tensorflow.python.framework import function
+
+  @function.Defun(F32, F32)
+  def inner(a, b):
+    return a + b, a * b
+
+  @function.Defun(F32, F32)
+  def outer(a, b):
+    s, p = inner(a, b)
+    return p - s
+
+  f = tf.function(lambda x, y: outer(x, y))
+  x, y = np.float32([1, 2]), np.float32([3, 4])
+  fn = tfprims.convert_functional(f, tf.TensorSpec([2], F32), tf.TensorSpec([2], F32))
+  _close(fn(x, y), f(x, y))
+
+
 @needs_ops(*_DENSE_CTC_OPS)
 @pytest.mark.parametrize("blank_index", [0, -1])
 def test_tf_nn_ctc_loss_dense_labels(blank_index):
