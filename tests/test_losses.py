@@ -406,7 +406,9 @@ def test_direct_calls_of_library_functions_return_each_output():
 @pytest.mark.parametrize("blank_index", [0, -1])
 def test_tf_nn_ctc_loss_dense_labels(blank_index):
   """Dense labels run TF's own forward-backward (While loops, scatters), not CTCLoss;
-  the converted program agrees with TF, gradients included."""
+  the converted program agrees with TF, gradients included. It needs x64: TF's "log 0"
+  is log(1e-307) computed in float64 (-706.9); in 32 bits it is -inf and the masks
+  multiplying it give NaN."""
   dense, label_len, logit_len = _ctc_batch(blank_last=blank_index == -1, seed=5)
   tf_fn = tf.function(lambda lg, y, yl, ll: tf.nn.ctc_loss(
       y, lg, yl, ll, logits_time_major=False, blank_index=blank_index))
@@ -415,20 +417,21 @@ def test_tf_nn_ctc_loss_dense_labels(blank_index):
   fn = tfprims.convert_functional(tf_fn, *specs)
   logits = RNG.normal(size=(3, 8, 6)).astype(np.float32)
   args = (dense, label_len, logit_len)
-  _close(fn(logits, *args), tf_fn(logits, *args), rtol=1e-4)
-  g = jax.grad(lambda x: jnp.sum(fn(x, *args)))(logits)
   x = tf.constant(logits)
   with tf.GradientTape() as tape:
     tape.watch(x)
     s = tf.reduce_sum(tf_fn(x, *args))
-  _close(g, tape.gradient(s, x), rtol=1e-4)
-  # the dense and sparse formulations agree (CTCLoss with the blank moved last)
-  idx, vals = _sparse(dense, label_len)
-  sparse = get_op("CTCLossV2" if blank_index == 0 else "CTCLoss")
-  loss, _ = sparse(np.transpose(logits, (1, 0, 2)), idx, vals, logit_len,
-                   preprocess_collapse_repeated=False, ctc_merge_repeated=True,
-                   ignore_longer_outputs_than_inputs=False)
-  _close(fn(logits, *args), loss, rtol=1e-4)
+  with jax.enable_x64(True):
+    _close(fn(logits, *args), tf_fn(logits, *args), rtol=1e-4)
+    g = jax.grad(lambda x: jnp.sum(fn(x, *args)))(logits)
+    _close(g, tape.gradient(s, x), rtol=1e-4)
+    # the dense and sparse formulations agree (CTCLoss with the blank moved last)
+    idx, vals = _sparse(dense, label_len)
+    sparse = get_op("CTCLossV2" if blank_index == 0 else "CTCLoss")
+    loss, _ = sparse(np.transpose(logits, (1, 0, 2)), idx, vals, logit_len,
+                     preprocess_collapse_repeated=False, ctc_merge_repeated=True,
+                     ignore_longer_outputs_than_inputs=False)
+    _close(fn(logits, *args), loss, rtol=1e-4)
 
 
 @needs_ops(*_DENSE_CTC_OPS)
@@ -440,7 +443,8 @@ def test_keras_ops_ctc_loss_matches_tf():
   fn = tfprims.convert_functional(tf_fn, *specs)
   logits = RNG.normal(size=(3, 8, 6)).astype(np.float32)
   args = (dense, logits, label_len, logit_len)
-  _close(fn(*args), tf_fn(*args), rtol=1e-4)
+  with jax.enable_x64(True):   # see test_tf_nn_ctc_loss_dense_labels
+    _close(fn(*args), tf_fn(*args), rtol=1e-4)
 
 
 def test_ctc_grad_and_vmap_jaxprs_are_tf_named_and_second_derivative_raises():
