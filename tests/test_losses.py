@@ -459,8 +459,21 @@ def test_ctc_grad_and_vmap_jaxprs_are_tf_named_and_second_derivative_raises():
   names = jaxpr_primitives(jax.make_jaxpr(jax.grad(loss))(logits))
   assert {"tf.CTCLoss", "tf.PreventGradient", "tf.Mul"} <= names
   assert not {n for n in names if not n.startswith("tf.")} - {"pjit", "jit"}, names
-  with pytest.raises(errors.PreventGradientError):
+  # TF forbids second derivatives (prevent_gradient); so do we, forward or reverse
+  x = tf.constant(logits)
+  with pytest.raises(LookupError, match="second"):
+    with tf.GradientTape() as outer:
+      outer.watch(x)
+      with tf.GradientTape() as inner:
+        inner.watch(x)
+        tl, _ = tf.raw_ops.CTCLoss(inputs=x, labels_indices=idx, labels_values=vals,
+                                   sequence_length=logit_len, **attrs)
+      g = inner.gradient(tl, x)
+    outer.gradient(g, x)
+  with pytest.raises(errors.PreventGradientError, match="second"):
     jax.hessian(loss)(logits)
+  with pytest.raises(errors.PreventGradientError, match="second"):
+    jax.grad(lambda x: jnp.vdot(jax.grad(loss)(x), x))(logits)
   # vmap over examples (each with its own labels) folds them into one CTCLoss
   blog = RNG.normal(size=(2, 8, 3, 6)).astype(np.float32)
   bvals = np.stack([vals, (vals + 1) % 5]).astype(np.int32)

@@ -250,8 +250,8 @@ def _invalid(indices, values, seq_len, shape, *, collapse, ignore_longer, null_e
     later = (b[1:] > b[:-1]) | ((b[1:] == b[:-1]) & (t[1:] > t[:-1]))
     bad = bad | ~jnp.all(later)
   bad = bad | jnp.any((seq_len < 0) | (seq_len > t_max))
-  _, length, raw_len, invalid = _labels(indices, values, batch, num_classes,
-                                        collapse=collapse, null_ends=null_ends)
+  _, _, raw_len, invalid = _labels(indices, values, batch, num_classes,
+                                   collapse=collapse, null_ends=null_ends)
   bad = bad | jnp.any(raw_len == 0) | jnp.any(invalid)
   if not ignore_longer:
     bad = bad | jnp.any(raw_len > seq_len)
@@ -336,11 +336,11 @@ def _jvp(op_type):
       return [loss, grad], [rules.zero_tangent(loss), rules.zero_tangent(grad)]
     # TF: grad_inputs = grad_loss[None, :, None] * prevent_gradient(gradient).
     g = tfops.PreventGradient(grad, message=_NO_SECOND)
-    # TF's gradient ignores the cotangent of `gradient`: its tangent is 0, but a
-    # materialised 0 (not a symbolic zero), so that differentiating this rule again
+    # TF's gradient ignores the cotangent of `gradient`: its tangent is 0, but written
+    # as ZerosLike(t) (linear in t, not a symbolic or constant zero, which JAX would
+    # drop), so that differentiating this rule again, in forward or reverse mode,
     # reaches PreventGradient's JVP and raises, as TF does.
-    return [loss, grad], [rules.reduce_sum(tfops.Mul(g, t), (0, 2)),
-                          rules.zeros(rules.shape_of(grad), rules.dtype_of(grad))]
+    return [loss, grad], [rules.reduce_sum(tfops.Mul(g, t), (0, 2)), tfops.ZerosLike(t)]
   return rule
 
 
