@@ -527,6 +527,26 @@ def test_ctc_invalid_data_raises_like_tf_eagerly_and_is_nan_under_jit(runtime_ch
     fn(logits, idx[[1, 0, 2]], np.array([1, 1, 2], np.int32), np.array([2, 2], np.int32))
 
 
+def test_ctc_label_states_are_bounded_by_max_time():
+  """Label values (12 here) bound the label length statically, but only max_time (4)
+  labels can be emitted: longer entries have no path (skipped with
+  ignore_longer_outputs_than_inputs), and the recursion has 2 * 4 + 1 states."""
+  rng = np.random.default_rng(8)
+  logits = rng.normal(size=(4, 3, 5)).astype(np.float32)
+  lengths = [3, 6, 3]
+  idx = np.array([[b, t] for b, n in enumerate(lengths) for t in range(n)], np.int64)
+  vals = rng.integers(0, 4, size=len(idx)).astype(np.int32)
+  seq = np.array([4, 4, 3], np.int32)
+  attrs = dict(preprocess_collapse_repeated=False, ctc_merge_repeated=False,
+               ignore_longer_outputs_than_inputs=True)
+  op = get_op("CTCLoss")
+  _tree_close(op(logits, idx, vals, seq, **attrs),
+              tf.raw_ops.CTCLoss(inputs=logits, labels_indices=idx, labels_values=vals,
+                                 sequence_length=seq, **attrs))
+  text = str(jax.make_jaxpr(lambda x: op.impl(x, idx, vals, seq, **attrs))(logits))
+  assert "f32[3,9]" in text and "f32[3,25]" not in text
+
+
 def test_ctc_loss_v2_refuses_attrs_its_only_kernel_refuses():
   op = get_op("CTCLossV2")
   with pytest.raises(ValueError, match="preprocess_collapse_repeated"):

@@ -59,7 +59,7 @@ def _dense_rows(indices, values, batch):
   """Each batch entry's values in array order, ``[batch, n]`` (padded), and their
   counts; entries whose batch index is out of range are dropped."""
   n = values.shape[0]
-  b = indices[:, 0]
+  b = jnp.asarray(indices)[:, 0]
   ok = (b >= 0) & (b < batch)
   hot = (b[:, None] == jnp.arange(batch, dtype=b.dtype)) & ok[:, None]      # [n, batch]
   hot_i = hot.astype(jnp.int32)
@@ -130,7 +130,12 @@ def _ctc(inputs, indices, values, seq_len, *, blank, collapse, merge, ignore_lon
   ninf = jnp.array(-np.inf, dtype)
   labels, length, raw_len, invalid = _labels(
       indices, values, batch, num_classes, collapse=collapse, null_ends=null_ends)
-  n = labels.shape[1]
+  # A path over max_time frames emits at most max_time labels: longer sequences have no
+  # valid path, so the states of labels past max_time are never needed (the label
+  # bound is the number of label values, often far more than one entry's length).
+  n = min(labels.shape[1], t_max)
+  labels, too_long = labels[:, :n], length > n
+  length = jnp.minimum(length, n)
   n_states = 2 * n + 1
   # l': a blank before each label and at the end.
   s = jnp.arange(n_states, dtype=jnp.int32)
@@ -183,7 +188,7 @@ def _ctc(inputs, indices, values, seq_len, *, blank, collapse, merge, ignore_lon
                      (jnp.arange(t_max, dtype=jnp.int32), lp_next), reverse=True)
 
   ab = alpha + beta
-  log_p = _logsumexp(ab[0], axis=1)                                       # [batch]
+  log_p = jnp.where(too_long, ninf, _logsumexp(ab[0], axis=1))          # [batch]
   # Gradient: softmax - sum over the states of each class of alpha * beta / p.
   m = jnp.max(ab, axis=2, keepdims=True)
   m = jnp.where(jnp.isneginf(m), jnp.zeros((), dtype), m)
