@@ -166,8 +166,10 @@ def from_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str],
                output_names=list(outputs), control_outputs=list(control_outputs))
 
 
-def from_function_def(fdef) -> Graph:
-  """A :class:`Graph` from a FunctionDef (refs ``node:out_arg:i`` made flat)."""
+def from_function_def(fdef, function_defs: Optional[Mapping[str, Any]] = None) -> Graph:
+  """A :class:`Graph` from a FunctionDef (refs ``node:out_arg:i`` made flat);
+  ``function_defs`` (the library, by name) gives the outputs of direct calls of
+  library functions (Defun-style calls: ``callee:ret_name:0``)."""
   raw = {nd.name: nd for nd in fdef.node_def}
   arg_names = [a.name for a in fdef.signature.input_arg]
   offsets_cache: dict[str, dict[str, int]] = {}
@@ -186,8 +188,10 @@ def from_function_def(fdef) -> Graph:
       attrs = {k: opdefs.decode_attr(v) for k, v in nd.attr.items()
                if k in _arity_attr_names(nd.op)}
       offsets = opdefs.output_offsets(nd.op, attrs)
-      if not offsets:  # a call of a library function: outputs are its ret names
-        offsets = {}
+      if not offsets and nd.op in (function_defs or {}):
+        # a call of a library function: its outputs are the callee's output args
+        offsets = {a.name: i for i, a in
+                   enumerate(function_defs[nd.op].signature.output_arg)}
       offsets_cache[node_name] = offsets
     return node_name, offsets_cache[node_name].get(out_arg, 0) + int(idx)
 
@@ -248,7 +252,7 @@ class Library:
     if name not in self._graphs:
       if name not in self._fdefs:
         raise errors.ConversionError(f"function {name!r} is not in the graph's library")
-      self._graphs[name] = from_function_def(self._fdefs[name])
+      self._graphs[name] = from_function_def(self._fdefs[name], self._fdefs)
     return self._graphs[name]
 
   def reachable(self, graph: Graph) -> dict[str, Graph]:

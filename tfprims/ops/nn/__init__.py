@@ -1,4 +1,5 @@
-"""Neural-network ops: bias, convolutions, pooling, batch norm, LRN, resize.
+"""Neural-network ops: bias, convolutions, pooling, batch norm, LRN, resize, top-k,
+losses, CTC.
 
 Layouts are expressed as convolution dimension numbers / window dims, never by
 transposing NHWC or NCHW data, so jit compiles to the program hand-written
@@ -15,6 +16,10 @@ What lives where (each op's impl, rules and property spec in one module):
 * ``resize.py``: ResizeNearestNeighbor, ResizeBilinear and their grad ops.
 * ``top_k.py``: TopKV2, NthElement, ApproxTopK, InTopK, InTopKV2 (sorting and
   selection; ``tf.sort``/``tf.argsort``/``tf.math.top_k`` lower to TopKV2).
+* ``losses.py``: SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits,
+  L2Loss.
+* ``ctc.py``: CTCLoss, CTCLossV2; ``ctc_decode.py``: CTCGreedyDecoder,
+  CTCBeamSearchDecoder (data-dependent output shapes).
 * ``_common.py``: layout and padding helpers, batch folding, spec helpers.
 
 Explicit TF-named rules (they bind other ops through ``tfops``):
@@ -38,6 +43,7 @@ Semantics choices are written down in docs/semantics/nn.md.
 # Registered in this order (conv, bias, pool, batch_norm, lrn, resize), as nn.py did.
 from tfprims.ops.nn import conv, bias, pool, batch_norm, lrn, resize  # noqa: F401,I001
 from tfprims.ops.nn import top_k  # noqa: F401
+from tfprims.ops.nn import losses, ctc, ctc_decode  # noqa: F401
 from tfprims.ops.nn.batch_norm import (  # noqa: F401
     FusedBatchNorm, FusedBatchNormGrad, FusedBatchNormGradV2, FusedBatchNormGradV3,
     FusedBatchNormV2, FusedBatchNormV3)
