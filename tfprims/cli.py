@@ -3,14 +3,19 @@
     tfprims inspect                      # the embedded example CNN
     tfprims inspect --example mlp
     tfprims inspect path/to/saved_model [--signature serving_default] [--full]
+    tfprims ops path/to/saved_model | frozen_graph.pb | --example NAME [--json]
 
 ``inspect`` converts a model, then prints a header (model, inputs, outputs,
 params), the histogram of TF ops in the converted jaxpr, the jaxpr itself
 (abridged unless ``--full``) and how far the converted function's outputs are
 from TensorFlow's on an example input.
 
-Exit status: 0 when the outputs match TF within the tolerance, 1 when they do
-not, 2 on errors (unsupported ops, unreadable SavedModel, bad arguments...).
+``ops`` lists the op types a model uses (and its library functions use), with
+counts, and which tfprims converts, without converting.
+
+Exit status: 0 when the outputs match TF within the tolerance (``ops``: when
+everything converts), 1 when they do not, 2 on errors (unsupported ops,
+unreadable SavedModel, bad arguments...).
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
       prog=PROG,
       description="tfprims: TensorFlow functions as JAX functions, one JAX primitive "
                   "(tf.<OpType>) per TF op.",
-      epilog="Run 'tfprims inspect --help' for the inspect command.")
+      epilog="Run 'tfprims inspect --help' or 'tfprims ops --help' for a command.")
   from tfprims import __version__
   parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
   sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -97,6 +102,27 @@ def build_parser() -> argparse.ArgumentParser:
   inspect.add_argument("--seed", type=int, default=0,
                        help="seed of the random SavedModel inputs (default: %(default)s)")
   inspect.set_defaults(run=_inspect)
+  ops = sub.add_parser(
+      "ops", formatter_class=argparse.RawDescriptionHelpFormatter,
+      help="list the op types a model uses and whether tfprims converts them",
+      description=(
+          "Before converting: list the op types of a SavedModel signature, a frozen\n"
+          "GraphDef (.pb / .pbtxt) or an embedded example, and of every library function\n"
+          "they call, with counts; which tfprims converts, which it does not (with node\n"
+          "names), which have data-dependent output shapes, and dtypes no JAX primitive\n"
+          "takes (strings, quantized types). Nothing is traced and no variable read."),
+      epilog="Exit status: 0 when everything converts, 1 when something does not, 2 on "
+             "errors.")
+  ops.add_argument("source", nargs="?", metavar="SRC",
+                   help="a SavedModel directory or a frozen GraphDef file")
+  ops.add_argument("--example", choices=examples.names(), metavar="NAME",
+                   help=f"an embedded example instead of SRC (one of {', '.join(examples.names())})")
+  ops.add_argument("--signature", default="serving_default", metavar="NAME",
+                   help="SavedModel signature (default: serving_default)")
+  ops.add_argument("--outputs", metavar="NAMES",
+                   help="frozen graph: comma-separated output tensors (default: every node)")
+  ops.add_argument("--json", action="store_true", help="print the report as JSON")
+  ops.set_defaults(run=_ops)
   return parser
 
 
@@ -239,6 +265,26 @@ def _inspect(args, out: TextIO) -> int:
   comparison = compare(jax_fn, params, target, args.tolerance)
   report.comparison(comparison)
   return EXIT_OK if comparison.ok else EXIT_MISMATCH
+
+
+def _ops(args, out: TextIO) -> int:
+  if bool(args.source) == bool(args.example):
+    raise CLIError("give either SRC or --example")
+  import_tensorflow()
+  from tfprims import op_report
+  if args.example:
+    ex = examples.build(args.example)
+    report = op_report.report_concrete_function(
+        ex.tf_fn.get_concrete_function(*ex.inputs), source=f"example '{args.example}'")
+  else:
+    report = op_report.report_path(args.source, args.signature,
+                                   args.outputs.split(",") if args.outputs else None)
+  if args.json:
+    import json
+    print(json.dumps(report.as_json(), indent=1), file=out)
+  else:
+    print(report.format(), file=out)
+  return EXIT_OK if report.convertible else EXIT_MISMATCH
 
 
 def _example_target(tf, name: str) -> Target:

@@ -1,0 +1,214 @@
+"""What a graph asks of tfprims, found before converting it (``tfprims ops SRC``).
+
+:func:`report_graph_def` reads a GraphDef (a frozen graph, a SavedModel
+signature's graph, a tf.function's graph) and its function library and says,
+per op type: how many nodes use it and where, whether tfprims converts it, whether
+its output shape depends on data, and which dtypes it is used with that a JAX
+primitive cannot take (strings, quantized types). Nothing is traced and no
+variable is read, so it answers in a fraction of a conversion's time, for models
+that do not convert as well as for those that do.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+from typing import Any, Optional, Sequence
+
+from tfprims import core
+from tfprims import graph as graph_lib
+
+SUPPORTED, DATA_DEPENDENT, UNSUPPORTED, CALL = (
+    "supported", "data-dependent", "unsupported", "function call")
+
+
+@dataclasses.dataclass
+class OpUsage:
+  """One op type as a graph uses it."""
+  op_type: str
+  status: str                       # SUPPORTED, DATA_DEPENDENT, UNSUPPORTED or CALL
+  nodes: list[str] = dataclasses.field(default_factory=list)  # "node" or "function/node"
+  dtypes: set[str] = dataclasses.field(default_factory=set)   # of its type attrs
+  problems: list[str] = dataclasses.field(default_factory=list)
+  why: str = ""                     # why data-dependent, or the declared hint of an unsupported op
+
+  @property
+  def count(self) -> int:
+    return len(self.nodes)
+
+  def as_json(self) -> dict[str, Any]:
+    return {"op": self.op_type, "status": self.status, "count": self.count,
+            "nodes": self.nodes, "dtypes": sorted(self.dtypes), "problems": self.problems,
+            "why": self.why}
+
+
+@dataclasses.dataclass
+class OpsReport:
+  """Op types of a graph and of every library function it reaches."""
+  source: str
+  functions: dict[str, collections.Counter]   # "" is the graph itself
+  ops: dict[str, OpUsage]
+
+  def by_status(self, status: str) -> list[OpUsage]:
+    return [u for u in self.ops.values() if u.status == status]
+
+  @property
+  def convertible(self) -> bool:
+    """No unsupported op and no dtype a primitive cannot take. (Data-dependent ops
+    still convert when their inputs are known at trace time, or are bounded.)"""
+    return not self.by_status(UNSUPPORTED) and not any(u.problems for u in self.ops.values())
+
+  def as_json(self) -> dict[str, Any]:
+    return {"source": self.source, "convertible": self.convertible,
+            "functions": {name or "<graph>": dict(sorted(c.items()))
+                          for name, c in self.functions.items()},
+            "ops": [u.as_json() for u in self.ops.values()]}
+
+  def format(self, max_nodes: int = 5) -> str:
+    lines = [f"{self.source}: {sum(u.count for u in self.ops.values())} nodes of "
+             f"{len(self.ops)} op types in the graph and {len(self.functions) - 1} "
+             "library functions"]
+    for status in (UNSUPPORTED, DATA_DEPENDENT, SUPPORTED):
+      usages = self.by_status(status)
+      if not usages:
+        continue
+      lines.append(f"\n{status} ({len(usages)}):")
+      for u in usages:
+        dtypes = f"  [{', '.join(sorted(u.dtypes))}]" if u.dtypes else ""
+        lines.append(f"  {u.op_type:<32} x{u.count}{dtypes}")
+        if status != SUPPORTED or u.problems:
+          shown = ", ".join(u.nodes[:max_nodes])
+          more = f" (+{u.count - max_nodes} more)" if u.count > max_nodes else ""
+          lines.append(f"      nodes: {shown}{more}")
+        if u.why:
+          lines.append(f"      {u.why}")
+        lines.extend(f"      problem: {p}" for p in u.problems)
+    lines.append("\nper function: " + "; ".join(
+        f"{name or '<graph>'}: {sum(c.values())} nodes" for name, c in self.functions.items()))
+    verdict = ("converts" if self.convertible else "does not convert: see unsupported ops "
+               "and problems above")
+    lines.append(f"\nverdict: {verdict}")
+    return "\n".join(lines)
+
+
+def _dtype_names(node: graph_lib.Node) -> set[str]:
+  import tensorflow as tf
+  names = set()
+  for proto in node._attr_protos.values():
+    kind = proto.WhichOneof("value")
+    if kind == "type":
+      names.add(tf.dtypes.as_dtype(proto.type).name)
+    elif kind == "list" and proto.list.type:
+      names.update(tf.dtypes.as_dtype(t).name for t in proto.list.type)
+  return names
+
+
+def _usage(op_type: str, library: graph_lib.Library) -> OpUsage:
+  op = core.lookup(op_type)
+  if op is None:
+    if op_type in library:
+      return OpUsage(op_type, CALL)
+    return OpUsage(op_type, UNSUPPORTED, why=core.unsupported_hint(op_type) or "")
+  if op.dynamic_shape:
+    return OpUsage(op_type, DATA_DEPENDENT, why=f"data-dependent output shape: {op.dynamic_shape}")
+  return OpUsage(op_type, SUPPORTED)
+
+
+def report(graph: graph_lib.Graph, library: graph_lib.Library, source: str) -> OpsReport:
+  """The report of ``graph`` (its nodes the outputs need) and the library functions
+  they reach."""
+  top = dataclasses.replace(graph, nodes=[n for n in graph.nodes if n.name in graph.needed])
+  functions: dict[str, collections.Counter] = {}
+  ops: dict[str, OpUsage] = {}
+  for fname, g in [("", top)] + sorted(library.reachable(top).items()):
+    functions[fname] = collections.Counter(n.op for n in g.nodes)
+    for node in g.nodes:
+      usage = ops.get(node.op) or ops.setdefault(node.op, _usage(node.op, library))
+      usage.nodes.append(f"{fname}/{node.name}" if fname else node.name)
+      names = _dtype_names(node)
+      usage.dtypes |= names
+      # No JAX array holds strings or quantized values, so no primitive takes them
+      # (structural ops run on trace-time values: string Consts of Assert messages,
+      # tf.print's formats).
+      op = core.lookup(node.op)
+      bad = sorted(d for d in names if d.startswith(("qint", "quint")) or (
+          d == "string" and op is not None and (isinstance(op, core.TFOp) or op.graph_input)))
+      if bad and usage.status == SUPPORTED:
+        usage.problems.append(f"node '{usage.nodes[-1]}' uses {', '.join(bad)}: no JAX array "
+                              "holds this dtype")
+  order = {UNSUPPORTED: 0, DATA_DEPENDENT: 1, CALL: 2, SUPPORTED: 3}
+  ops = dict(sorted(ops.items(), key=lambda kv: (order[kv[1].status], kv[0])))
+  # Calls of library functions are listed under "per function", not as op types.
+  ops = {k: u for k, u in ops.items() if u.status != CALL}
+  return OpsReport(source, functions, ops)
+
+
+def report_graph_def(graph_def, outputs: Optional[Sequence[str]] = None,
+                     source: str = "graph") -> OpsReport:
+  """The report of a GraphDef; with ``outputs`` (tensor or node names) only the
+  nodes they need count, otherwise every node does."""
+  library = graph_lib.Library(graph_def.library.function)
+  if outputs is None:
+    g = graph_lib.from_graph_def(graph_def, [], [])
+    g = dataclasses.replace(g, control_outputs=[n.name for n in g.nodes])
+  else:
+    g = graph_lib.from_graph_def(graph_def, [], outputs)
+  return report(g, library, source)
+
+
+def report_saved_model(path: str, signature: str = "serving_default") -> OpsReport:
+  """The report of one signature of a SavedModel, read from its saved_model.pb
+  (no variables are loaded, no function is traced)."""
+  from tensorflow.core.protobuf import saved_model_pb2
+
+  from tfprims import errors
+  pb = os.path.join(path, "saved_model.pb")
+  if not os.path.exists(pb):
+    raise errors.ConversionError(f"{path!r} is not a SavedModel directory (no saved_model.pb)")
+  model = saved_model_pb2.SavedModel()
+  with open(pb, "rb") as f:
+    model.ParseFromString(f.read())
+  for meta in model.meta_graphs:
+    if signature in meta.signature_def:
+      sig = meta.signature_def[signature]
+      outputs = [t.name for t in sig.outputs.values()]
+      return report_graph_def(meta.graph_def, outputs,
+                              source=f"{path} (signature {signature!r})")
+  known = sorted(k for m in model.meta_graphs for k in m.signature_def)
+  raise errors.ConversionError(
+      f"SavedModel {path!r} has no signature {signature!r}; its signatures: {known}")
+
+
+def report_concrete_function(cf, source: str = "function") -> OpsReport:
+  """The report of a ``tf.function``'s concrete function."""
+  return report_graph_def(cf.graph.as_graph_def(), [t.name for t in cf.outputs], source)
+
+
+def report_path(path: str, signature: str = "serving_default",
+                outputs: Optional[Sequence[str]] = None) -> OpsReport:
+  """The report of a SavedModel directory (one signature) or a frozen-graph file."""
+  from tfprims import errors
+  if os.path.isdir(path):
+    return report_saved_model(path, signature)
+  if not os.path.isfile(path):
+    raise errors.ConversionError(f"{path!r} does not exist")
+  try:
+    graph_def = read_graph_def(path)
+  except Exception as e:  # noqa: BLE001 (protobuf raises several kinds)
+    raise errors.ConversionError(f"{path!r} is not a GraphDef file: {e}") from None
+  return report_graph_def(graph_def, outputs, source=path)
+
+
+def read_graph_def(path: str):
+  """A GraphDef from a frozen-graph file: binary (.pb) or text (.pbtxt)."""
+  import tensorflow as tf
+  from google.protobuf import text_format
+  graph_def = tf.compat.v1.GraphDef()
+  with open(path, "rb") as f:
+    data = f.read()
+  if path.endswith((".pbtxt", ".txt")):
+    text_format.Parse(data.decode(), graph_def)
+  else:
+    graph_def.ParseFromString(data)
+  return graph_def
