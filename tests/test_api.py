@@ -510,3 +510,30 @@ def test_new_params_hold_every_variable_and_no_later_tf_write_changes_them():
       np.testing.assert_array_equal(v, kept[k])
     for v in (read_only, written, unused):
       v.assign(v - 100.0)
+
+
+def test_node_scopes_put_tf_node_names_in_the_compiled_program():
+  import re
+
+  from tfprims import examples
+  ex = examples.build("cnn")
+  cf = ex.tf_fn.get_concrete_function(*ex.inputs)
+  fn, params = tfprims.convert(cf)
+  by_op = {}
+  for node in cf.graph.as_graph_def().node:
+    by_op.setdefault(node.op, []).append(node.name)
+  x = np.zeros((2, 28, 28, 1), np.float32)
+
+  def op_names(on):
+    with tfprims.override_config("node_scopes", on):
+      compiled = jax.jit(lambda p, x: fn(p, x)[0]).lower(params, x).compile()
+    return set(re.findall(r'op_name="([^"]*)"', compiled.as_text()))
+
+  named = op_names(True)
+  # Each Conv2D / MatMul node of the TF graph names the XLA op it became.
+  for op, lowered in [("Conv2D", "conv_general_dilated"), ("MatMul", "dot_general")]:
+    assert by_op[op]
+    for node in by_op[op]:
+      assert f"jit(<lambda>)/{node}/{lowered}" in named, (node, sorted(named))
+  # Off (the default), the metadata names only the primitives.
+  assert not any(node in name for name in op_names(False) for node in by_op["Conv2D"])

@@ -42,6 +42,12 @@ OPTIONS: Mapping[str, Option] = {
         "dtype. tf2jax's default is off.")),
     "named_scopes": Option(True, "call", (
         "Wrap each inlined function call in jax.named_scope(<function name>).")),
+    "node_scopes": Option(False, "call", (
+        "Bind each TF node's primitive inside jax.named_scope(<node name>), so the "
+        "compiled program's op_name metadata (XLA dumps, Compiled.as_text(), the JAX "
+        "profiler) names the TF node: jit(f)/model/conv1/Conv2D/conv_general_dilated. "
+        "Off by default: it adds 10-25% to trace + lower time (MobileNetV2, ResNet50; "
+        "docs/performance.md).")),
     "runtime_checks": Option(False, "call", (
         "Check under jit what TF's CPU kernels check on data (indices in range, integer "
         "division by zero, Assert conditions...): a failed check raises "

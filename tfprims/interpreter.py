@@ -154,7 +154,13 @@ def bind_node(ctx: Context, op: core.TFOp, node: graph_lib.Node, inputs: list) -
     run_check(op, node, operands, params)
     if op.assertion and ctx.option("enable_checkify_for_asserts"):
       checkify_check(op, node, operands, params)
-  out = op.apply(operands, params)
+  if ctx.option("node_scopes"):
+    # The node's name becomes part of the HLO op_name metadata of what it lowers to,
+    # so XLA dumps and profiles name TF nodes (conv1/Conv2D), not anonymous fusions.
+    with jax.named_scope(node.name):
+      out = op.apply(operands, params)
+  else:
+    out = op.apply(operands, params)
   return list(out) if op.multiple_results else [out]
 
 
