@@ -9,6 +9,7 @@ from tfprims import ops as _ops  # noqa: F401  (registers every op)
 from tfprims.api import (ConvertedFunction, TensorSpec, convert, convert_functional,
                          convert_graph_def)
 from tfprims.config import get_config, override_config, update_config
+from tfprims.deploy import ExportedModel, load_exported
 from tfprims.core import (TFOp, define_op, get_op, override_batching, override_jvp,
                           override_transpose, primitive, register_op, register_structural,
                           registered_ops, unregister_op)

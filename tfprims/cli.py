@@ -4,6 +4,7 @@
     tfprims inspect --example mlp
     tfprims inspect path/to/saved_model [--signature serving_default] [--full]
     tfprims ops path/to/saved_model | frozen_graph.pb | --example NAME [--json]
+    tfprims export path/to/saved_model OUT_DIR   # a TF-free jax.export artifact
 
 ``inspect`` converts a model, then prints a header (model, inputs, outputs,
 params), the histogram of TF ops in the converted jaxpr, the jaxpr itself
@@ -37,6 +38,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np
 
 from tfprims import examples
+from tfprims.cli_report import Report, jaxpr_op_counts  # noqa: F401 (re-exported)
 
 PROG = "tfprims"
 EXIT_OK, EXIT_MISMATCH, EXIT_ERROR = 0, 1, 2
@@ -56,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
       prog=PROG,
       description="tfprims: TensorFlow functions as JAX functions, one JAX primitive "
                   "(tf.<OpType>) per TF op.",
-      epilog="Run 'tfprims inspect --help' or 'tfprims ops --help' for a command.")
+      epilog="Run 'tfprims COMMAND --help' for a command (inspect, ops, export).")
   from tfprims import __version__
   parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
   sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -123,6 +125,29 @@ def build_parser() -> argparse.ArgumentParser:
                    help="frozen graph: comma-separated output tensors (default: every node)")
   ops.add_argument("--json", action="store_true", help="print the report as JSON")
   ops.set_defaults(run=_ops)
+  export = sub.add_parser(
+      "export", help="convert, then write a TensorFlow-free jax.export artifact",
+      description=(
+          "Convert a SavedModel signature (or an embedded example) and write to OUT:\n"
+          "model.jax_exported (jax.export: StableHLO and its calling convention),\n"
+          "params.npz and manifest.json. Unknown (None) input dims are symbolic, so one\n"
+          "artifact serves every batch size. Load it with tfprims.load_exported(OUT),\n"
+          "which needs no TensorFlow."),
+      formatter_class=argparse.RawDescriptionHelpFormatter)
+  export.add_argument("source", nargs="?", metavar="SRC", help="a SavedModel directory")
+  export.add_argument("out", metavar="OUT", help="the artifact directory to write")
+  export.add_argument("--example", choices=examples.names(), metavar="NAME",
+                      help="an embedded example instead of SRC")
+  export.add_argument("--signature", default="serving_default", metavar="NAME")
+  export.add_argument("--no-batch-polymorphic", dest="batch_polymorphic",
+                      action="store_false",
+                      help="refuse unknown input dims instead of making them symbolic")
+  export.add_argument("--batch", type=_positive_int, metavar="N",
+                      help="a concrete batch size instead of a symbolic one (for graphs that "
+                           "compute with the batch size, e.g. Keras Dense on 3-D inputs)")
+  export.add_argument("--platforms", metavar="LIST",
+                      help="comma-separated platforms (cpu,cuda,rocm,tpu); default: this one")
+  export.set_defaults(run=_export)
   return parser
 
 
@@ -287,6 +312,32 @@ def _ops(args, out: TextIO) -> int:
   return EXIT_OK if report.convertible else EXIT_MISMATCH
 
 
+def _export(args, out: TextIO) -> int:
+  if bool(args.source) == bool(args.example):
+    raise CLIError("give either SRC or --example")
+  import_tensorflow()
+  import tfprims
+  from tfprims import deploy
+  if args.example:
+    ex = examples.build(args.example)
+    jax_fn, params = tfprims.convert(ex.tf_fn.get_concrete_function(*ex.inputs))
+    source = f"example '{args.example}'"
+  else:
+    if not os.path.isdir(args.source):
+      raise CLIError(f"{args.source!r} is not a SavedModel directory")
+    jax_fn, params = tfprims.load_saved_model(args.source, args.signature)
+    source = f"SavedModel {args.source} (signature {args.signature!r})"
+  manifest = deploy.export(jax_fn, params, args.out, batch_polymorphic=args.batch_polymorphic,
+                           batch=args.batch, source=source,
+                           platforms=args.platforms.split(",") if args.platforms else None)
+  ins = ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in manifest["inputs"])
+  print(f"tfprims export: {source} -> {args.out}\n  inputs: {ins}\n  outputs: "
+        + ", ".join(f"{o['name']}: {o['dtype']}{o['shape']}" for o in manifest["outputs"])
+        + f"\n  params: {len(manifest['params'])} arrays; platforms: "
+        + ",".join(manifest["platforms"]), file=out)
+  return EXIT_OK
+
+
 def _example_target(tf, name: str) -> Target:
   ex = examples.build(name)
   cf = ex.tf_fn.get_concrete_function(*ex.inputs)
@@ -374,19 +425,6 @@ def _input_names(params, target: Target, jax_fn) -> list:
 
 
 # --- op counts -----------------------------------------------------------------
-
-
-def jaxpr_op_counts(closed_jaxpr) -> collections.Counter:
-  """Primitive name -> number of equations, sub-jaxprs included."""
-  from jax.extend import core as jex_core
-  counts: collections.Counter = collections.Counter()
-  stack = [getattr(closed_jaxpr, "jaxpr", closed_jaxpr)]
-  while stack:
-    jaxpr = stack.pop()
-    for eqn in jaxpr.eqns:
-      counts[eqn.primitive.name] += 1
-    stack.extend(getattr(j, "jaxpr", j) for j in jex_core.subjaxprs(jaxpr))
-  return counts
 
 
 def _graph_op_counts(concrete_fn) -> collections.Counter:
@@ -516,177 +554,3 @@ def _diff(name: str, t: np.ndarray, j: np.ndarray) -> OutputDiff:
   if bad:
     diff.note = f"{bad} non-finite value(s) disagree"
   return diff
-
-
-# --- printing --------------------------------------------------------------------
-
-
-def _spec_str(spec) -> str:
-  return str(spec)
-
-
-def _output_names(jax_fn) -> list:
-  """(structure path or "", TensorSpec) for each output, in output order."""
-  import tree
-  leaves = [(path, spec) for path, spec in tree.flatten_with_path(jax_fn.structured_outputs)
-            if hasattr(spec, "dtype")]
-  if len(leaves) != len(jax_fn.output_specs):
-    return [("", spec) for spec in jax_fn.output_specs]
-  return [("/".join(str(p) for p in path), spec) for path, spec in leaves]
-
-
-def _array_str(value) -> str:
-  return f"{np.dtype(value.dtype).name}{list(np.shape(value))}"
-
-
-class Report:
-  """Writes the sections of ``tfprims inspect``."""
-
-  def __init__(self, out: TextIO, *, full: bool, max_equations: int):
-    self.out, self.full, self.max_equations = out, full, max_equations
-
-  def line(self, text: str = "") -> None:
-    print(text, file=self.out)
-
-  def section(self, title: str) -> None:
-    self.line()
-    self.line(f"== {title} ==")
-
-  def header(self, target: Target, jax_fn, params, convert_s: float) -> None:
-    self.line(f"tfprims inspect: {target.title}")
-    self.line(f"  {target.description}")
-    self.line(f"function: {jax_fn.__name__}  (converted in {convert_s:.2f} s)")
-    examples_in = {}
-    import tree
-    flat = [v for v in tree.flatten((target.args, target.kwargs))]
-    for spec, value in zip(jax_fn.input_specs, flat):
-      examples_in[spec.name] = value
-    self.line("inputs:")
-    for spec in jax_fn.input_specs:
-      value = examples_in.get(spec.name)
-      example = f"   (example: {_array_str(value)})" if value is not None else ""
-      self.line(f"  {_spec_str(spec)}{example}")
-    self.line("outputs:")
-    for name, spec in _output_names(jax_fn):
-      self.line(f"  {name}: {_spec_str(spec).split(': ', 1)[1]}  ({spec.name})" if name
-                else f"  {_spec_str(spec)}")
-    specs = jax_fn.param_specs
-    n_values = sum(int(np.size(v)) for v in params.values())
-    n_trainable = sum(1 for s in specs.values() if s.trainable)
-    nbytes = sum(int(np.asarray(v).nbytes) for v in params.values())
-    self.line(f"params: {_plural(len(params), 'array')}, {_plural(n_values, 'value')} "
-              f"({_bytes(nbytes)}), "
-              f"{n_trainable} trainable")
-    names = sorted(specs)
-    shown = names if self.full else names[:8]
-    for name in shown:
-      flag = "" if specs[name].trainable in (None, True) else "  (non-trainable)"
-      self.line(f"  {_spec_str(specs[name])}{flag}")
-    if len(shown) < len(names):
-      self.line(f"  ... {len(names) - len(shown)} more (use --full)")
-
-  def histogram(self, closed_jaxpr, graph_counts: collections.Counter) -> None:
-    counts = jaxpr_op_counts(closed_jaxpr)
-    tf_counts = {k[3:]: v for k, v in counts.items() if k.startswith("tf.")}
-    other = {k: v for k, v in counts.items() if not k.startswith("tf.")}
-    total = sum(counts.values())
-    self.section(f"TF ops in the jaxpr ({_plural(sum(tf_counts.values()), 'equation')}, "
-                 f"{_plural(len(tf_counts), 'op type')})")
-    rows = sorted(tf_counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    width = max([len(k) for k, _ in rows] + [6])
-    self.line(f"  {'TF op':<{width}}  {'jaxpr':>5}  {'graph':>5}")
-    for op, n in rows:
-      self.line(f"  {op:<{width}}  {n:>5}  {graph_counts.get(op, 0):>5}")
-    if other:
-      listing = ", ".join(f"{k} {v}" for k, v in sorted(other.items(), key=lambda kv: -kv[1]))
-      self.line(f"  non-TF primitives: {listing}")
-    else:
-      self.line(f"  non-TF primitives: none (all {total} equations are tf.* primitives)")
-    absent = sorted((op, n) for op, n in graph_counts.items() if op not in tf_counts)
-    if absent:
-      self.line("  graph nodes folded at conversion or handled structurally (no equation):")
-      self._wrapped(", ".join(f"{op} {n}" for op, n in absent), indent="    ")
-
-  def _wrapped(self, text: str, indent: str, width: int = 88) -> None:
-    import textwrap
-    for chunk in textwrap.wrap(text, width=width, initial_indent=indent,
-                               subsequent_indent=indent, break_on_hyphens=False):
-      self.line(chunk)
-
-  def jaxpr(self, closed_jaxpr, input_names: list) -> None:
-    n_eqns = len(closed_jaxpr.jaxpr.eqns)
-    self.section(f"jaxpr ({_plural(n_eqns, 'top-level equation')})")
-    text = str(closed_jaxpr.pretty_print(use_color=False))
-    legend = _legend(text, input_names)
-    if legend:
-      self.line("inputs:")
-      shown = legend if self.full or len(legend) <= 24 else legend[:16]
-      for var, name in shown:
-        self.line(f"  {var:>4} = {name}")
-      if len(shown) < len(legend):
-        self.line(f"  ... {len(legend) - len(shown)} more (use --full)")
-    if self.full or n_eqns <= self.max_equations:
-      self.line(text)
-    else:
-      self.line(abridge_jaxpr_text(text, self.max_equations))
-      self.line(f"    ... {n_eqns - self.max_equations} more equations (use --full)")
-
-  def comparison(self, c: Comparison) -> None:
-    self.section("outputs vs TF (example input, converted function under jax.jit)")
-    width = max([len(o.name) for o in c.outputs] + [6])
-    for o in c.outputs:
-      dtype = o.tf_dtype if o.tf_dtype == o.jax_dtype else f"{o.tf_dtype}->{o.jax_dtype}"
-      note = f"  {o.note}" if o.note else ""
-      self.line(f"  {o.name:<{width}}  {dtype}{list(o.shape)}  max|diff| {o.max_abs:.3g}  "
-                f"max|tf| {o.scale:.3g}{note}")
-    verdict = "OK: within" if c.ok else "MISMATCH: not within"
-    bound = f"{c.tolerance:g}" if c.scale <= 1 else \
-        f"{c.tolerance:g} * {c.scale:.3g} (the output scale)"
-    self.line(f"max abs difference vs TF: {c.max_abs:.3g} (relative to the output scale "
-              f"{c.scale:.3g}: {c.relative:.3g})")
-    self.line(f"{verdict} {bound}   [jit compile + run: {c.seconds:.2f} s]")
-
-
-def _plural(n: int, word: str) -> str:
-  return f"{n:,} {word}{'' if n == 1 else 's'}"
-
-
-def _bytes(n: int) -> str:
-  for unit in ("B", "KiB", "MiB", "GiB"):
-    if n < 1024 or unit == "GiB":
-      return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-    n /= 1024
-  return f"{n} B"
-
-
-_INVAR = re.compile(r"([a-z]+):[a-z0-9]+\[[^\]]*\]")
-
-
-def _legend(text: str, input_names: list) -> list:
-  """(jaxpr variable, input name) pairs, read from the printed ``lambda`` line."""
-  head = text.split(" let", 1)[0]
-  if ";" not in head:
-    return []
-  invars = _INVAR.findall(head.split(";", 1)[1])
-  if len(invars) != len(input_names):
-    return []
-  return list(zip(invars, input_names))
-
-
-def abridge_jaxpr_text(text: str, max_equations: int) -> str:
-  """The printed jaxpr cut after ``max_equations`` top-level equations."""
-  lines = text.splitlines()
-  body = next((i + 1 for i, line in enumerate(lines) if line.rstrip().endswith("let")), 1)
-  kept, eqns, indent = lines[:body], 0, None
-  for line in lines[body:]:
-    stripped = line.lstrip(" ")
-    depth = len(line) - len(stripped)
-    if indent is None and stripped:
-      indent = depth
-    starts_eqn = re.match(r"[a-z_]+:", stripped) is not None  # not "] x y" or "in (...)"
-    if depth == indent and starts_eqn:
-      eqns += 1
-      if eqns > max_equations:
-        break
-    kept.append(line)
-  return "\n".join(kept)

@@ -30,6 +30,8 @@ from tfprims.ops.array._common import (FAMILY, INDEX_DTYPES, index_array, ints, 
 def _resolve_shape(in_shape, shape) -> tuple:
   """TF Reshape's target shape with its -1 resolved (errors as TF's kernel)."""
   shape = ints(shape)
+  if not all(isinstance(d, (int, np.integer)) for d in in_shape):
+    return _resolve_symbolic(in_shape, shape)
   in_shape = tuple(int(d) for d in in_shape)
   size = math.prod(in_shape)
   unknown, product, has_zero = None, 1, False
@@ -56,6 +58,19 @@ def _resolve_shape(in_shape, shape) -> tuple:
     raise ValueError(f"Reshape: input to reshape is a tensor with {size} values, but the "
                      f"requested shape {tuple(out)} has {math.prod(out)}")
   return tuple(out)
+
+
+def _resolve_symbolic(in_shape, shape) -> tuple:
+  """The -1 of a target shape for an input with symbolic dims (jax.export shape
+  polymorphism): the input size over the product of the other sizes, which JAX
+  checks divides exactly."""
+  if list(shape).count(-1) != 1:
+    return tuple(shape)
+  known = math.prod(s for s in shape if s != -1)
+  if known == 0:
+    raise ValueError("Reshape: a -1 next to a zero size is ambiguous for symbolic dims")
+  missing = math.prod(in_shape) // known
+  return tuple(missing if s == -1 else s for s in shape)
 
 
 def _static_shape(shape):
@@ -185,8 +200,8 @@ def _shape_value(x, out_type, node=None) -> np.ndarray:
         f"{where}the graph computes with the shape {shape} of a value whose dimensions are "
         "symbolic (jax.export shape polymorphism); tfprims resolves shape computations "
         "(Shape -> StridedSlice/Pack -> Reshape, as in Keras Flatten) at trace time and "
-        "needs concrete sizes there: export with concrete shapes, or convert a TF "
-        "function whose shape arithmetic uses static sizes")
+        "needs concrete sizes there: export with concrete shapes (tfprims export "
+        "--batch N), or convert a TF function whose shape arithmetic uses static sizes")
   return np.array(shape, dtype=tfdtypes.canonical_dtype(out_type))
 
 

@@ -1,0 +1,177 @@
+"""``tfprims export`` and ``tfprims.load_exported``: one TF-free artifact with a symbolic
+batch, whose outputs equal TF's SavedModel at several batch sizes."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import jax
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfprims
+from tfprims import cli
+
+
+def run(capsys, *argv):
+  code = cli.main(list(argv))
+  captured = capsys.readouterr()
+  return code, captured.out, captured.err
+
+
+class _Serving(tf.Module):
+
+  def __init__(self, model, shape, name):
+    super().__init__()
+    self.model = model
+    self.serve = tf.function(lambda x: {"scores": self.model(x, training=False)},
+                             input_signature=[tf.TensorSpec([None, *shape], tf.float32,
+                                                            name=name)])
+
+
+def _transformer(dense=False):
+  """An encoder block. Its feed-forward layer is an EinsumDense, as in Keras' own
+  attention layers; a Dense on 3-D inputs reshapes with tf.shape(x) (see below)."""
+  keras.utils.set_random_seed(0)
+  tokens = keras.Input((16, 8))
+  x = keras.layers.MultiHeadAttention(2, 4)(tokens, tokens)
+  x = keras.layers.LayerNormalization()(x + tokens)
+  ffn = (keras.layers.Dense(16, activation="gelu") if dense else
+         keras.layers.EinsumDense("btd,df->btf", (None, 16), bias_axes="f", activation="gelu"))
+  x = ffn(x)
+  return keras.Model(tokens, keras.layers.Dense(3)(keras.layers.GlobalAveragePooling1D()(x)))
+
+
+def _mobilenet():
+  keras.utils.set_random_seed(0)
+  return keras.applications.MobileNetV2(input_shape=(64, 64, 3), weights=None, classes=5)
+
+
+@pytest.fixture(scope="module", params=["transformer", "mobilenet_v2"])
+def saved(request, tmp_path_factory):
+  model, shape, name = {"transformer": (_transformer, (16, 8), "tokens"),
+                        "mobilenet_v2": (_mobilenet, (64, 64, 3), "images")}[request.param]
+  root = tmp_path_factory.mktemp(request.param)
+  module = _Serving(model(), shape, name)
+  tf.saved_model.save(module, str(root / "sm"), signatures={"serving_default": module.serve})
+  return root, shape, name
+
+
+def test_one_artifact_every_batch_size_equals_tf(capsys, saved):
+  root, shape, name = saved
+  code, out, err = run(capsys, "export", str(root / "sm"), str(root / "art"))
+  assert code == 0, err
+  assert f"{name}: float32['batch', {', '.join(map(str, shape))}]" in out
+  manifest = json.loads((root / "art" / "manifest.json").read_text())
+  assert manifest["inputs"][0]["shape"][0] == "batch"
+  assert manifest["outputs"][0]["name"] == "scores"
+  model = tfprims.load_exported(str(root / "art"))
+  served = tf.saved_model.load(str(root / "sm")).signatures["serving_default"]
+  for batch in (1, 7, 32):
+    x = np.random.default_rng(batch).standard_normal((batch, *shape)).astype(np.float32)
+    want = served(**{name: x})["scores"].numpy()
+    got = model(x)["scores"]                      # positional, in signature order
+    assert got.shape == want.shape
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(model(**{name: x})["scores"]), np.asarray(got))
+
+
+def test_loading_needs_no_tensorflow(saved):
+  root, shape, name = saved
+  if not (root / "art").exists():
+    tf_fn, params = tfprims.load_saved_model(str(root / "sm"))
+    tfprims.deploy.export(tf_fn, params, str(root / "art"))
+  x = np.random.default_rng(5).standard_normal((5, *shape)).astype(np.float32)
+  served = tf.saved_model.load(str(root / "sm")).signatures["serving_default"]
+  np.save(root / "x.npy", x)
+  np.save(root / "want.npy", served(**{name: x})["scores"].numpy())
+  script = textwrap.dedent(f"""
+      import sys
+      class NoTensorFlow:
+        def find_spec(self, name, path=None, target=None):
+          if name.split(".")[0] == "tensorflow":
+            raise ImportError("tensorflow is not installed here")
+      sys.meta_path.insert(0, NoTensorFlow())
+      import numpy as np, jax
+      import tfprims
+      model = tfprims.load_exported({str(root / 'art')!r})
+      got = np.asarray(model(np.load({str(root / 'x.npy')!r}))["scores"])
+      np.testing.assert_allclose(got, np.load({str(root / 'want.npy')!r}), rtol=1e-4, atol=1e-5)
+      # Plain JAX reads it too: jax.export plus the params file.
+      import json
+      manifest = json.load(open({str(root / 'art' / 'manifest.json')!r}))
+      exp = jax.export.deserialize(bytearray(open({str(root / 'art' / 'model.jax_exported')!r}, "rb").read()))
+      npz = np.load({str(root / 'art' / 'params.npz')!r})
+      params = {{p["name"]: npz[p["key"]] for p in manifest["params"]}}
+      plain = np.asarray(exp.call(params, np.load({str(root / 'x.npy')!r}))["scores"])
+      np.testing.assert_array_equal(plain, got)
+      assert "tensorflow" not in sys.modules
+      print("ok")
+  """)
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                        timeout=600)
+  assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+def test_bfloat16_params_and_keyword_errors(tmp_path):
+  v = tf.Variable(np.arange(4, dtype=np.float32).astype(tf.bfloat16.as_numpy_dtype), name="file")
+
+  @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.bfloat16, name="x")])
+  def f(x):
+    return x * v
+
+  fn, params = tfprims.convert(f)
+  tfprims.deploy.export(fn, params, str(tmp_path))
+  model = tfprims.load_exported(str(tmp_path))
+  assert model.params["file"].dtype == jax.numpy.bfloat16
+  x = np.ones((3, 4), np.float32)
+  np.testing.assert_array_equal(np.asarray(model(x), np.float32),
+                                np.asarray(f(tf.cast(x, tf.bfloat16)), np.float32))
+  with pytest.raises(TypeError, match="missing inputs"):
+    model()
+  with pytest.raises(TypeError, match="unknown input 'y'"):
+    model(y=x)
+
+
+def test_shape_arithmetic_on_the_batch_needs_a_concrete_batch(capsys, tmp_path):
+  module = _Serving(_transformer(dense=True), (16, 8), "tokens")
+  tf.saved_model.save(module, str(tmp_path / "sm"), signatures={"serving_default": module.serve})
+  code, _, err = run(capsys, "export", str(tmp_path / "sm"), str(tmp_path / "art"))
+  assert code == 2 and err.startswith("tfprims export: DynamicShapeError")
+  assert "Tensordot/Shape" in err and "--batch N" in err and "Traceback" not in err
+  code, out, err = run(capsys, "export", str(tmp_path / "sm"), str(tmp_path / "art"),
+                       "--batch", "7")
+  assert code == 0, err
+  assert "tokens: float32[7, 16, 8]" in out
+  x = np.random.default_rng(0).standard_normal((7, 16, 8)).astype(np.float32)
+  served = tf.saved_model.load(str(tmp_path / "sm")).signatures["serving_default"]
+  np.testing.assert_allclose(np.asarray(tfprims.load_exported(str(tmp_path / "art"))(x)["scores"]),
+                             served(tokens=x)["scores"].numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_export_errors_are_clean(capsys, tmp_path):
+  class Flatten(tf.Module):
+    @tf.function(input_signature=[tf.TensorSpec([None, 2, 3], tf.float32)])
+    def __call__(self, x):
+      return tf.reshape(x, [tf.shape(x)[0], -1])   # shape arithmetic on the symbolic batch
+
+  tf.saved_model.save(Flatten(), str(tmp_path / "sm"))
+  code, _, err = run(capsys, "export", str(tmp_path / "sm"), str(tmp_path / "art"),
+                     "--no-batch-polymorphic")
+  assert code == 2 and "InputShapeError" in err and "unknown dim 0" in err
+  code, _, err = run(capsys, "export", str(tmp_path / "nope"), str(tmp_path / "art"))
+  assert code == 2 and "not a SavedModel directory" in err
+  with pytest.raises(FileNotFoundError):
+    tfprims.load_exported(str(tmp_path / "nope"))
+  (tmp_path / "other").mkdir()
+  (tmp_path / "other" / "manifest.json").write_text('{"format": "something else"}')
+  with pytest.raises(ValueError, match="not a tfprims export artifact"):
+    tfprims.load_exported(str(tmp_path / "other"))

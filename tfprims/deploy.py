@@ -1,0 +1,195 @@
+"""A converted function as a TensorFlow-free artifact: ``tfprims export`` and
+:func:`load_exported`.
+
+An artifact is a directory:
+
+* ``model.jax_exported``: the jitted function ``(params, *inputs) -> outputs``,
+  serialized with ``jax.export`` (StableHLO plus its calling convention); unknown
+  (None) input dims are symbolic, so one artifact serves every batch size;
+* ``params.npz``: the params by name (dtypes numpy cannot store natively, such
+  as bfloat16, as same-width unsigned integers; the manifest has the dtype);
+* ``manifest.json``: the inputs (names, shapes with symbolic dims, dtypes) in
+  call order, the outputs, the params, the platforms, and the versions.
+
+Loading needs jax and numpy only: this module imports no TensorFlow on the
+load path, and neither does ``import tfprims``. Without tfprims, the artifact
+is read with ``jax.export.deserialize`` and ``numpy.load`` (see README).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Mapping, Optional, Sequence
+
+import jax
+import numpy as np
+
+FORMAT = "tfprims-export/1"
+MODEL_FILE, PARAMS_FILE, MANIFEST_FILE = "model.jax_exported", "params.npz", "manifest.json"
+
+
+def _storable(value: np.ndarray) -> np.ndarray:
+  """``value`` as numpy can save without pickling: extension dtypes (bfloat16,
+  float8...) as unsigned integers of the same width."""
+  if value.dtype.isbuiltin:
+    return value
+  return value.view(np.dtype(f"uint{8 * value.dtype.itemsize}"))
+
+
+def _dims(specs, batch_polymorphic: bool, batch: Optional[int]):
+  """Shapes for ``jax.export``: a leading None dim is ``batch`` (an int, or one
+  symbolic dim shared by the inputs); any other None dim gets its own symbol."""
+  from tfprims import errors
+  names: list[str] = []
+  layout = []
+  for spec in specs:
+    if spec.shape is None:
+      raise errors.InputShapeError(
+          f"input {spec.name!r} has an unknown rank: give its shape (`shapes`)")
+    dims = []
+    for axis, d in enumerate(spec.shape):
+      if d is not None:
+        dims.append(int(d))
+      elif axis == 0 and batch is not None:
+        dims.append(int(batch))
+      elif not batch_polymorphic:
+        raise errors.InputShapeError(
+            f"input {spec.name!r} has an unknown dim {axis} ({spec.shape}): export with "
+            "symbolic dims (batch_polymorphic=True), or give a batch size or concrete "
+            "shapes (`batch`, `shapes`)")
+      else:
+        name = "batch" if axis == 0 else f"{_identifier(spec.name)}_{axis}"
+        if name not in names:
+          names.append(name)
+        dims.append(name)
+    layout.append(dims)
+  if not names:
+    return [tuple(d) for d in layout]
+  symbols = dict(zip(names, jax.export.symbolic_shape(", ".join(names))))
+  return [tuple(symbols[d] if isinstance(d, str) else d for d in dims) for dims in layout]
+
+
+def _output_names(fn, n: int) -> list[str]:
+  """Each output's path in the function's output structure ("logits", "0"...)."""
+  import tree
+  paths = [path for path, spec in tree.flatten_with_path(fn.structured_outputs)
+           if hasattr(spec, "dtype")]
+  if len(paths) != n:
+    return [str(i) for i in range(n)]
+  return ["/".join(str(p) for p in path) or "output" for path in paths]
+
+
+def _identifier(name: str) -> str:
+  return "".join(c if c.isalnum() else "_" for c in name) or "x"
+
+
+def export(fn, params: Mapping[str, Any], path: str, *, batch_polymorphic: bool = True,
+           batch: Optional[int] = None, shapes: Optional[Mapping[str, Sequence[int]]] = None,
+           platforms: Optional[Sequence[str]] = None, source: str = "") -> dict:
+  """Writes the artifact of a :class:`~tfprims.ConvertedFunction` and its params to
+  directory ``path``; returns the manifest.
+
+  Args:
+    fn, params: what :func:`tfprims.convert` returned.
+    batch_polymorphic: unknown (None) input dims become symbolic dims. A graph that
+      computes with the shape of such a value (``tf.shape(x)`` feeding a reshape, as
+      Keras Dense on 3-D inputs and Flatten do) cannot: tfprims resolves shapes at
+      trace time, and conversion raises DynamicShapeError naming the node; export
+      with ``batch`` then.
+    batch: a concrete size for the leading unknown dim of every input.
+    shapes: concrete shapes for some inputs (by input name), replacing their specs'.
+    platforms: e.g. ``("cpu", "cuda")``; default: the current backend.
+    source: what was converted (recorded in the manifest).
+  """
+  import tree
+
+  specs = [dataclasses.replace(s, shape=tuple(shapes[s.name])) if shapes and s.name in shapes
+           else s for s in fn.input_specs]
+  shapes_in = _dims(specs, batch_polymorphic, batch)
+  structure = fn.structured_inputs
+
+  def call(params, *flat):
+    args, kwargs = tree.unflatten_as(structure, list(flat))
+    return fn(params, *args, **kwargs)[0]
+
+  param_structs = {k: jax.ShapeDtypeStruct(np.shape(v), np.asarray(v).dtype)
+                   for k, v in params.items()}
+  in_structs = [jax.ShapeDtypeStruct(shape, s.dtype) for shape, s in zip(shapes_in, specs)]
+  exported = jax.export.export(jax.jit(call), platforms=platforms)(param_structs, *in_structs)
+
+  os.makedirs(path, exist_ok=True)
+  with open(os.path.join(path, MODEL_FILE), "wb") as f:
+    f.write(exported.serialize())
+  arrays = {k: np.asarray(v) for k, v in params.items()}
+  # Keys of their own: a param named like a savez argument ("file") must not clash.
+  keys = {k: f"p{i}" for i, k in enumerate(arrays)}
+  np.savez(os.path.join(path, PARAMS_FILE), **{keys[k]: _storable(v) for k, v in arrays.items()})
+  from tfprims import __version__
+  manifest = {
+      "format": FORMAT,
+      "source": source,
+      "function": fn.__name__,
+      "inputs": [{"name": s.name, "shape": [str(d) if not isinstance(d, int) else d
+                                            for d in shape], "dtype": str(s.dtype)}
+                 for s, shape in zip(specs, shapes_in)],
+      "outputs": [{"name": name, "shape": [str(d) if not isinstance(d, int) else d
+                                           for d in a.shape], "dtype": str(a.dtype)}
+                  for name, a in zip(_output_names(fn, len(exported.out_avals)),
+                                     exported.out_avals)],
+      "params": [{"name": k, "key": keys[k], "shape": list(v.shape), "dtype": str(v.dtype)}
+                 for k, v in arrays.items()],
+      "platforms": list(exported.platforms),
+      "versions": {"tfprims": __version__, "jax": jax.__version__},
+  }
+  with open(os.path.join(path, MANIFEST_FILE), "w") as f:
+    json.dump(manifest, f, indent=1)
+  return manifest
+
+
+class ExportedModel:
+  """A loaded artifact: ``model(*inputs)`` or ``model(**inputs_by_name)`` returns the
+  converted function's outputs (same structure). Attributes: ``manifest``,
+  ``exported`` (the ``jax.export.Exported``), ``params``, ``input_names``."""
+
+  def __init__(self, path: str):
+    with open(os.path.join(path, MANIFEST_FILE)) as f:
+      self.manifest = json.load(f)
+    if self.manifest.get("format") != FORMAT:
+      raise ValueError(f"{path!r} is not a tfprims export artifact "
+                       f"(format {self.manifest.get('format')!r}, expected {FORMAT!r})")
+    with open(os.path.join(path, MODEL_FILE), "rb") as f:
+      self.exported = jax.export.deserialize(bytearray(f.read()))
+    with np.load(os.path.join(path, PARAMS_FILE), allow_pickle=False) as data:
+      self.params = {p["name"]: data[p["key"]].view(jax.numpy.dtype(p["dtype"]))
+                     for p in self.manifest["params"]}
+    self.input_names = [i["name"] for i in self.manifest["inputs"]]
+
+  def __call__(self, *args, **kwargs):
+    names = self.input_names
+    if len(args) > len(names):
+      raise TypeError(f"expected at most {len(names)} inputs ({', '.join(names)}), "
+                      f"got {len(args)}")
+    given = dict(zip(names, args))
+    for name, value in kwargs.items():
+      if name not in names:
+        raise TypeError(f"unknown input {name!r}; inputs: {names}")
+      if name in given:
+        raise TypeError(f"input {name!r} given twice")
+      given[name] = value
+    missing = [n for n in names if n not in given]
+    if missing:
+      raise TypeError(f"missing inputs: {missing} (inputs, in order: {names})")
+    inputs = [np.asarray(given[i["name"]], dtype=i["dtype"]) for i in self.manifest["inputs"]]
+    return self.exported.call(self.params, *inputs)
+
+  def __repr__(self):
+    ins = ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in self.manifest["inputs"])
+    return f"<tfprims.ExportedModel {self.manifest['function']}({ins})>"
+
+
+def load_exported(path: str) -> ExportedModel:
+  """The artifact ``tfprims export`` (or :func:`export`) wrote to ``path``, as a
+  callable; needs no TensorFlow."""
+  return ExportedModel(path)
