@@ -249,6 +249,10 @@ class TFOp(Op):
     """Evaluates the op on concrete values at trace time (constant folding): with
     numpy where that is exactly XLA's result (tfprims.folding), else with XLA."""
     out = folding.fold(self.impl, operands, params)
+    if out is None and folding.has_symbolic(operands):
+      # Symbolic dims numpy could not fold: the program computes their values.
+      return self.primitive.bind(*derived.match_varying(folding.materialize(operands)),
+                                 **params)
     if out is None:
       with jax.ensure_compile_time_eval():
         out = self.impl(*operands, **params)

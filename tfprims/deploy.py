@@ -93,11 +93,10 @@ def export(fn, params: Mapping[str, Any], path: str, *, batch_polymorphic: bool 
 
   Args:
     fn, params: what :func:`tfprims.convert` returned.
-    batch_polymorphic: unknown (None) input dims become symbolic dims. A graph that
-      computes with the shape of such a value (``tf.shape(x)`` feeding a reshape, as
-      Keras Dense on 3-D inputs and Flatten do) cannot: tfprims resolves shapes at
-      trace time, and conversion raises DynamicShapeError naming the node; export
-      with ``batch`` then.
+    batch_polymorphic: unknown (None) input dims become symbolic dims. Shape
+      arithmetic on them (``tf.shape(x)`` feeding a reshape, as in Keras Dense on
+      3-D inputs and Flatten) is folded symbolically; a static input that needs a
+      concrete size raises, naming its node: export with ``batch`` then.
     batch: a concrete size for the leading unknown dim of every input.
     shapes: concrete shapes for some inputs (by input name), replacing their specs'.
     platforms: e.g. ``("cpu", "cuda")``; default: the current backend.

@@ -37,7 +37,7 @@ class _NeverFoldable(_NotFoldable):
 def _exact(*xs):
   """Arithmetic is bit-identical to XLA's only for integers and booleans."""
   for x in xs:
-    if x.dtype.kind not in "iub":
+    if x.dtype.kind not in "iubO":
       raise _NeverFoldable(f"arithmetic on {x.dtype}")
 
 
@@ -67,6 +67,10 @@ def _rem(a, b, **_):
 
 def _convert(x, *, new_dtype, **_):
   new_dtype = np.dtype(new_dtype)
+  if x.dtype == object:
+    if new_dtype.kind not in "iu":
+      raise _NotFoldable("symbolic dims to a non-integer dtype")
+    return x
   if x.dtype.kind in "fc" and (new_dtype.kind not in "fc" or
                                new_dtype.itemsize < x.dtype.itemsize):
     raise _NeverFoldable("float to int or to a narrower float")
@@ -158,7 +162,8 @@ def _eval(jaxpr, consts: Sequence[Any], args: Sequence[np.ndarray]) -> list:
   env: dict = {}
   read = lambda v: v.val if isinstance(v, Literal) else env[v]
   for var, value in list(zip(jaxpr.constvars, consts)) + list(zip(jaxpr.invars, args)):
-    env[var] = np.asarray(value, dtype=var.aval.dtype)
+    value = np.asarray(value)
+    env[var] = value if value.dtype == object else value.astype(var.aval.dtype, copy=False)
   for eqn in jaxpr.eqns:
     ins = [np.asarray(read(v)) for v in eqn.invars]
     name = eqn.primitive.name
@@ -172,12 +177,61 @@ def _eval(jaxpr, consts: Sequence[Any], args: Sequence[np.ndarray]) -> list:
       out = rule(*ins, **eqn.params)
       outs = list(out) if eqn.primitive.multiple_results else [out]
     for var, out in zip(eqn.outvars, outs):
-      out = np.asarray(out)
+      out = _symbolic_or_int(np.asarray(out))
       want = np.dtype(var.aval.dtype)
-      if out.shape != tuple(var.aval.shape) or out.dtype.kind != want.kind:
+      if out.shape != tuple(var.aval.shape) or (
+          out.dtype.kind != want.kind and not (out.dtype == object and want.kind in "iu")):
         raise _NotFoldable(f"{name} gave {out.dtype}{list(out.shape)}")
-      env[var] = out.astype(want, copy=False)
+      env[var] = out if out.dtype == object else out.astype(want, copy=False)
   return [np.asarray(read(v)) for v in jaxpr.outvars]
+
+
+def _symbolic_or_int(x: np.ndarray) -> np.ndarray:
+  """An object array of symbolic dims, or, once no symbol is left, of int64."""
+  if x.dtype == object and all(isinstance(v, (int, np.integer)) for v in x.flat):
+    return x.astype(np.int64)
+  return x
+
+
+def _gather(operand, indices, *, dimension_numbers, slice_sizes, **_):
+  """Gathers of whole slices along one axis (what ``jnp.take`` emits), in range."""
+  dn = dimension_numbers
+  if (len(dn.start_index_map) != 1 or tuple(dn.collapsed_slice_dims) != tuple(dn.start_index_map)
+      or dn.operand_batching_dims or indices.shape[-1:] != (1,)):
+    raise _NeverFoldable("gather")
+  axis = dn.start_index_map[0]
+  if any(s != (1 if d == axis else operand.shape[d]) for d, s in enumerate(slice_sizes)):
+    raise _NeverFoldable("gather")
+  idx = indices[..., 0].astype(np.int64)
+  if np.any((idx < 0) | (idx >= operand.shape[axis])):
+    raise _NotFoldable("gather index out of range")  # XLA clamps or fills: leave it to XLA
+  # np.take's dims: operand dims before axis, index dims, operand dims after axis.
+  taken = np.take(operand, idx, axis=axis)
+  batch = idx.ndim
+  perm = [None] * taken.ndim
+  for position, d in zip(dn.offset_dims, [d for d in range(operand.ndim) if d != axis]):
+    perm[position] = d if d < axis else d - 1 + batch
+  index_dims = iter(range(axis, axis + batch))
+  return np.transpose(taken, [p if p is not None else next(index_dims) for p in perm])
+
+
+_RULES["gather"] = _gather
+
+
+def has_symbolic(operands: Sequence[Any]) -> bool:
+  """Whether an operand holds symbolic dims (an object array: see Shape)."""
+  return any(isinstance(o, np.ndarray) and o.dtype == object for o in operands)
+
+
+def materialize(operands: Sequence[Any]) -> list:
+  """Operands with their symbolic dims as values the program computes (JAX lowers a
+  dim to its size), typed like the other integer operands (else int32, Shape's
+  default)."""
+  import jax.numpy as jnp
+  ints = [o.dtype for o in operands if isinstance(o, np.ndarray) and o.dtype.kind in "iu"]
+  dtype = ints[0] if ints else np.dtype(np.int32)
+  return [jnp.asarray(o.tolist(), dtype=dtype) if isinstance(o, np.ndarray) and o.dtype == object
+          else o for o in operands]
 
 
 def fold(impl, operands: Sequence[Any], params: dict) -> Optional[list]:
@@ -185,9 +239,11 @@ def fold(impl, operands: Sequence[Any], params: dict) -> Optional[list]:
   None when that would not be exactly what XLA computes."""
   if not all(isinstance(o, (np.ndarray, np.generic)) for o in operands):
     return None  # Python scalars are weakly typed: leave them to JAX
+  x64 = bool(jax.config.jax_enable_x64)
+  # Symbolic dims (object arrays) trace as the default integer type.
   key = (impl, tuple(sorted(params.items())),
-         tuple((np.shape(o), np.asarray(o).dtype) for o in operands),
-         bool(jax.config.jax_enable_x64))
+         tuple((np.shape(o), np.asarray(o).dtype if np.asarray(o).dtype != object
+                else np.dtype(np.int64 if x64 else np.int32)) for o in operands), x64)
   try:
     if key in _NEVER:
       return None
@@ -205,6 +261,10 @@ def fold(impl, operands: Sequence[Any], params: dict) -> Optional[list]:
     return None
   except (_NotFoldable, ValueError, TypeError, IndexError):
     return None
+  except Exception:  # noqa: BLE001 - comparisons of symbolic dims can be inconclusive
+    if has_symbolic(operands):
+      return None
+    raise
 
 
 _NEVER: set = set()  # signatures numpy cannot fold whatever the values

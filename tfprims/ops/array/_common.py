@@ -10,7 +10,12 @@ FAMILY = "array"
 
 def ints(value) -> tuple:
   """A static param (scalar or nested tuple) as a flat tuple of Python ints."""
-  return tuple(int(v) for v in np.asarray(value, dtype=np.int64).reshape(-1))
+  try:
+    return tuple(int(v) for v in np.asarray(value, dtype=np.int64).reshape(-1))
+  except TypeError:  # a symbolic dim (jax.export shape polymorphism) where an int is needed
+    raise TypeError(f"this static input needs concrete sizes, but {value!r} holds the "
+                    "symbolic dims of a shape-polymorphic export: export with concrete "
+                    "shapes (tfprims export --batch N)") from None
 
 
 def scalar_int(value) -> int:

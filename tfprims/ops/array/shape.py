@@ -1,12 +1,13 @@
 """Shapes: Reshape, Transpose, ExpandDims, Squeeze, and the shape queries Shape,
 ShapeN, Size, Rank.
 
-Reshape's target shape resolves one ``-1`` with TF's kernel errors (symbolic dims
-of jax.export shape polymorphism pass through unresolved). The four reshapes are
+Reshape's target shape resolves one ``-1`` with TF's kernel errors (symbolically
+for inputs with the symbolic dims of jax.export shape polymorphism). The four reshapes are
 linear: Reshape/Squeeze transpose to Reshape, ExpandDims to Squeeze, Transpose
 to the inverse permutation. The shape queries are ``shape_only``: the
 interpreter answers them from static shapes through ``interpret`` hooks (numpy
-constants, so ``Reshape(x, Shape(y))`` stays static); their primitives exist for
+constants, so ``Reshape(x, Shape(y))`` stays static; object arrays holding the
+symbolic dims of a shape-polymorphic export); their primitives exist for
 direct use and, under vmap, give the per-example value unbatched.
 """
 
@@ -18,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tfprims import dtypes as tfdtypes, errors, rules
+from tfprims import dtypes as tfdtypes, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.array._common import (FAMILY, INDEX_DTYPES, index_array, ints, lazy_hst,
                                        norm_axis, scalar_int)
@@ -192,16 +193,17 @@ Squeeze = define_op(
 # --- shape queries: Shape, ShapeN, Size, Rank (values from static shapes) -----------------
 
 
-def _shape_value(x, out_type, node=None) -> np.ndarray:
+def _symbolic(shape) -> bool:
+  return not all(isinstance(d, (int, np.integer)) for d in shape)
+
+
+def _shape_value(x, out_type) -> np.ndarray:
+  """The shape as a constant; with symbolic dims (jax.export shape polymorphism) an
+  object array of ints and dims, which tfprims.folding carries through the graph's
+  shape arithmetic (Shape -> StridedSlice/Pack/Prod -> Reshape) into static params."""
   shape = tuple(np.shape(x))
-  if not all(isinstance(d, (int, np.integer)) for d in shape):
-    where = f"{node.op} node '{node.name}': " if node is not None else ""
-    raise errors.DynamicShapeError(
-        f"{where}the graph computes with the shape {shape} of a value whose dimensions are "
-        "symbolic (jax.export shape polymorphism); tfprims resolves shape computations "
-        "(Shape -> StridedSlice/Pack -> Reshape, as in Keras Flatten) at trace time and "
-        "needs concrete sizes there: export with concrete shapes (tfprims export "
-        "--batch N), or convert a TF function whose shape arithmetic uses static sizes")
+  if _symbolic(shape):
+    return np.array(shape, dtype=object)
   return np.array(shape, dtype=tfdtypes.canonical_dtype(out_type))
 
 
@@ -224,6 +226,8 @@ def _shapen_np(*xs, out_type):
 
 
 def _size_np(x, *, out_type):
+  if _symbolic(np.shape(x)):
+    return np.array(math.prod(np.shape(x)), dtype=object)
   return np.array(math.prod(np.shape(x)), dtype=tfdtypes.canonical_dtype(out_type))
 
 
@@ -232,11 +236,11 @@ def _rank_np(x):
 
 
 def _shape_interpret(ctx, node, inputs):
-  return [_shape_value(inputs[0], node.attr("out_type"), node)]
+  return [_shape_value(inputs[0], node.attr("out_type"))]
 
 
 def _shapen_interpret(ctx, node, inputs):
-  return [_shape_value(x, node.attr("out_type"), node) for x in inputs]
+  return [_shape_value(x, node.attr("out_type")) for x in inputs]
 
 
 def _size_interpret(ctx, node, inputs):
