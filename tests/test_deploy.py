@@ -180,3 +180,26 @@ def test_export_errors_are_clean(capsys, tmp_path):
   (tmp_path / "other" / "manifest.json").write_text('{"format": "something else"}')
   with pytest.raises(ValueError, match="not a tfprims export artifact"):
     tfprims.load_exported(str(tmp_path / "other"))
+
+
+def test_frozen_graph_and_multi_platform_artifact(capsys, tmp_path):
+  keras.utils.set_random_seed(2)
+  model = keras.Sequential([keras.Input((4, 3)), keras.layers.Flatten(), keras.layers.Dense(2)])
+  fn = tf.function(lambda x: model(x)).get_concrete_function(
+      tf.TensorSpec([None, 4, 3], tf.float32, name="x"))
+  from tensorflow.python.framework import convert_to_constants
+  frozen = convert_to_constants.convert_variables_to_constants_v2(fn).graph.as_graph_def()
+  (tmp_path / "g.pb").write_bytes(frozen.SerializeToString())
+  output = fn.outputs[0].name
+  code, _, err = run(capsys, "export", str(tmp_path / "g.pb"), str(tmp_path / "art"))
+  assert code == 2 and "--inputs and --outputs" in err
+  code, out, err = run(capsys, "export", str(tmp_path / "g.pb"), str(tmp_path / "art"),
+                       "--inputs", "x", "--outputs", output, "--platforms", "cpu,cuda")
+  assert code == 0, err
+  manifest = json.loads((tmp_path / "art" / "manifest.json").read_text())
+  assert manifest["platforms"] == ["cpu", "cuda"] and manifest["params"] == []
+  assert manifest["outputs"][0]["name"] == output
+  loaded = tfprims.load_exported(str(tmp_path / "art"))
+  for batch in (1, 6):
+    x = np.random.default_rng(batch).standard_normal((batch, 4, 3)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(loaded(x)[0]), model(x).numpy(), rtol=1e-5, atol=1e-6)

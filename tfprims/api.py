@@ -654,4 +654,5 @@ def convert_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str]
     return [jnp.asarray(o) for o in interpreter.run(ctx, graph, dict(zip(graph.inputs, values)))]
 
   fn.input_specs = tuple(specs)
+  fn.output_names = tuple(outputs)
   return fn

@@ -134,11 +134,16 @@ def build_parser() -> argparse.ArgumentParser:
           "artifact serves every batch size. Load it with tfprims.load_exported(OUT),\n"
           "which needs no TensorFlow."),
       formatter_class=argparse.RawDescriptionHelpFormatter)
-  export.add_argument("source", nargs="?", metavar="SRC", help="a SavedModel directory")
+  export.add_argument("source", nargs="?", metavar="SRC",
+                      help="a SavedModel directory or a frozen GraphDef (.pb/.pbtxt)")
   export.add_argument("out", metavar="OUT", help="the artifact directory to write")
   export.add_argument("--example", choices=examples.names(), metavar="NAME",
                       help="an embedded example instead of SRC")
   export.add_argument("--signature", default="serving_default", metavar="NAME")
+  export.add_argument("--inputs", metavar="NAMES",
+                      help="frozen graph: comma-separated input Placeholders, in call order")
+  export.add_argument("--outputs", metavar="NAMES",
+                      help="frozen graph: comma-separated output tensors")
   export.add_argument("--no-batch-polymorphic", dest="batch_polymorphic",
                       action="store_false",
                       help="refuse unknown input dims instead of making them symbolic")
@@ -322,9 +327,20 @@ def _export(args, out: TextIO) -> int:
     ex = examples.build(args.example)
     jax_fn, params = tfprims.convert(ex.tf_fn.get_concrete_function(*ex.inputs))
     source = f"example '{args.example}'"
+  elif os.path.isfile(args.source):
+    if not (args.inputs and args.outputs):
+      raise CLIError("a frozen graph needs --inputs and --outputs")
+    from tfprims import op_report
+    try:
+      graph_def = op_report.read_graph_def(args.source)
+    except Exception as e:  # noqa: BLE001 (protobuf raises several kinds)
+      raise CLIError(f"{args.source!r} is not a GraphDef file: {e}") from None
+    jax_fn = tfprims.convert_graph_def(graph_def, args.inputs.split(","),
+                                       args.outputs.split(","))
+    params, source = {}, f"frozen graph {args.source}"
   else:
     if not os.path.isdir(args.source):
-      raise CLIError(f"{args.source!r} is not a SavedModel directory")
+      raise CLIError(f"{args.source!r} is not a SavedModel directory or a GraphDef file")
     jax_fn, params = tfprims.load_saved_model(args.source, args.signature)
     source = f"SavedModel {args.source} (signature {args.signature!r})"
   manifest = deploy.export(jax_fn, params, args.out, batch_polymorphic=args.batch_polymorphic,

@@ -72,8 +72,11 @@ def _dims(specs, batch_polymorphic: bool, batch: Optional[int]):
 
 
 def _output_names(fn, n: int) -> list[str]:
-  """Each output's path in the function's output structure ("logits", "0"...)."""
+  """Each output's path in the function's output structure ("logits", "0"...), or
+  a GraphDef's output tensor names."""
   import tree
+  if hasattr(fn, "output_names"):
+    return list(fn.output_names)
   paths = [path for path, spec in tree.flatten_with_path(fn.structured_outputs)
            if hasattr(spec, "dtype")]
   if len(paths) != n:
@@ -88,11 +91,12 @@ def _identifier(name: str) -> str:
 def export(fn, params: Mapping[str, Any], path: str, *, batch_polymorphic: bool = True,
            batch: Optional[int] = None, shapes: Optional[Mapping[str, Sequence[int]]] = None,
            platforms: Optional[Sequence[str]] = None, source: str = "") -> dict:
-  """Writes the artifact of a :class:`~tfprims.ConvertedFunction` and its params to
-  directory ``path``; returns the manifest.
+  """Writes the artifact of a converted function and its params to directory
+  ``path``; returns the manifest.
 
   Args:
-    fn, params: what :func:`tfprims.convert` returned.
+    fn, params: what :func:`tfprims.convert` returned, or the function
+      :func:`tfprims.convert_graph_def` returned (a frozen graph) and ``{}``.
     batch_polymorphic: unknown (None) input dims become symbolic dims. Shape
       arithmetic on them (``tf.shape(x)`` feeding a reshape, as in Keras Dense on
       3-D inputs and Flatten) is folded symbolically; a static input that needs a
@@ -107,11 +111,14 @@ def export(fn, params: Mapping[str, Any], path: str, *, batch_polymorphic: bool 
   specs = [dataclasses.replace(s, shape=tuple(shapes[s.name])) if shapes and s.name in shapes
            else s for s in fn.input_specs]
   shapes_in = _dims(specs, batch_polymorphic, batch)
-  structure = fn.structured_inputs
-
-  def call(params, *flat):
-    args, kwargs = tree.unflatten_as(structure, list(flat))
-    return fn(params, *args, **kwargs)[0]
+  if hasattr(fn, "structured_inputs"):  # a ConvertedFunction
+    def call(params, *flat):
+      args, kwargs = tree.unflatten_as(fn.structured_inputs, list(flat))
+      return fn(params, *args, **kwargs)[0]
+  else:  # a converted GraphDef: fn(*inputs) -> list of outputs
+    def call(params, *flat):
+      del params
+      return fn(*flat)
 
   param_structs = {k: jax.ShapeDtypeStruct(np.shape(v), np.asarray(v).dtype)
                    for k, v in params.items()}
@@ -129,7 +136,7 @@ def export(fn, params: Mapping[str, Any], path: str, *, batch_polymorphic: bool 
   manifest = {
       "format": FORMAT,
       "source": source,
-      "function": fn.__name__,
+      "function": getattr(fn, "__name__", "graph"),
       "inputs": [{"name": s.name, "shape": [str(d) if not isinstance(d, int) else d
                                             for d in shape], "dtype": str(s.dtype)}
                  for s, shape in zip(specs, shapes_in)],
