@@ -196,3 +196,41 @@ def test_lu_singular_input_policy():
                                  tf.TensorSpec([2, 2], tf.float64))
   with pytest.raises(tfprims.RuntimeCheckError, match="not invertible"):
     f(x)
+
+
+# --- V2 diagonal ops, ConjugateTranspose ----------------------------------------------
+
+
+def test_matrix_diag_part_v2_grad_is_exact_where_tfs_is_not():
+  x = np.arange(1.0, 7.0).reshape(2, 3)
+  k = np.array([0, 2], np.int32)
+  op = get_op("MatrixDiagPartV2")
+  f = lambda a: op(a, jnp.zeros((), a.dtype), k=(0, 2))
+  ct = np.arange(1.0, 7.0).reshape(3, 2)
+  ours = jax.vjp(f, x)[1](ct)[0]
+  # Exact: each output entry reads one input entry (LEFT_LEFT: diagonals start at 0).
+  expected = np.zeros_like(x)
+  out = R.MatrixDiagPartV2(input=x, k=k, padding_value=0.0).numpy()
+  for d in range(3):
+    for j in range(2):
+      hits = np.argwhere(x == out[d, j]) if out[d, j] != 0 else []
+      for r, c in hits:
+        expected[r, c] += ct[d, j]
+  _close(ours, expected)
+  tf_grad = _tf_grad(lambda a: tf.reduce_sum(R.MatrixDiagPartV2(input=a, k=k, padding_value=0.0)
+                                             * ct), x)[0]
+  assert not np.allclose(tf_grad, expected)   # TF's gradient uses RIGHT_LEFT
+
+
+def test_conjugate_transpose_grad_and_vmap_keep_tf_names():
+  x = (_rng(8).standard_normal((2, 3, 4)) + 1j * _rng(9).standard_normal((2, 3, 4)))
+  f = tf.function(lambda a: tf.linalg.adjoint(a))
+  fn = tfprims.convert_functional(f, tf.TensorSpec(x.shape, tf.complex128))
+  _close(fn(x), f(x).numpy())
+  loss = lambda a: jnp.sum(jnp.real(fn(a)) * jnp.arange(24.0).reshape(2, 4, 3))
+  names = jaxpr_primitives(jax.make_jaxpr(jax.grad(loss))(x))
+  assert "tf.ConjugateTranspose" in names
+  xs = np.stack([x, 2 * x], axis=1)
+  batched = jax.make_jaxpr(jax.vmap(fn, in_axes=1))(xs)
+  assert "tf.ConjugateTranspose" in jaxpr_primitives(batched)
+  _close(jax.vmap(fn, in_axes=1)(xs), np.stack([f(x).numpy(), f(2 * x).numpy()]))
