@@ -264,3 +264,65 @@ def test_lstsq_program_values_grad_vmap(fast, shape):
     theirs = _tf_grad(lambda m, rhs: tf.reduce_sum(tf.linalg.pinv(m) @ rhs * w), a, b)
   for o, t in zip(ours, theirs):
     _close(o, t, 1e-7)
+
+
+# --- banded and tridiagonal -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("partial_pivoting", [True, False])
+def test_tridiagonal_solve_program_values_grad_vmap(partial_pivoting):
+  rng = _rng(11)
+  diags = rng.standard_normal((2, 3, 5))
+  diags[:, 1] += 4.0
+  b = rng.standard_normal((2, 5, 2))
+
+  def f(d, rhs):
+    x = tf.linalg.tridiagonal_solve(d, rhs, partial_pivoting=partial_pivoting)
+    return x, tf.linalg.tridiagonal_matmul(d, x)
+
+  spec = [tf.TensorSpec(diags.shape, tf.float64), tf.TensorSpec(b.shape, tf.float64)]
+  fn = tfprims.convert_functional(tf.function(f), *spec)
+  for o, e in zip(fn(diags, b), tf.function(f)(diags, b)):
+    _close(o, e.numpy())
+  _close(fn(diags, b)[1], b)
+  _batched(fn, np.stack([diags, diags * 1.5]), b)
+  w = rng.standard_normal(b.shape)
+  loss = lambda d, rhs: tf.reduce_sum(tf.sin(f(d, rhs)[0]) * w)
+  lfn = tfprims.convert_functional(tf.function(loss), *spec)
+  for o, t in zip(jax.grad(lfn, argnums=(0, 1))(diags, b), _tf_grad(loss, diags, b)):
+    _close(o, t, 1e-7)
+  jaxpr = jax.make_jaxpr(jax.vmap(fn, in_axes=(0, None)))(np.stack([diags, diags]), b)
+  assert {"tf.TridiagonalSolve", "tf.TridiagonalMatMul"} <= jaxpr_primitives(jaxpr)
+
+
+def test_banded_triangular_solve_program_and_zero_diagonal():
+  rng = _rng(12)
+  band = rng.standard_normal((3, 4)) * 0.3
+  band[0] += 2.0
+  b = rng.standard_normal((2, 4, 2))
+  f = tf.function(lambda m, rhs: tf.linalg.banded_triangular_solve(m, rhs, lower=True))
+  fn = tfprims.convert_functional(f, tf.TensorSpec(band.shape, tf.float64),
+                                  tf.TensorSpec(b.shape, tf.float64))
+  _close(fn(band, b), f(band, b).numpy())
+  bad = band.copy()
+  bad[0, 2] = 0.0
+  with pytest.raises(tf.errors.InvalidArgumentError):
+    f(bad, b)
+  with pytest.raises(tfprims.RuntimeCheckError, match="not invertible"):
+    fn(bad, b)
+  assert not np.all(np.isfinite(jax.jit(fn)(bad, b)))
+
+
+def test_cholesky_grad_is_tfs_cholesky_gradient():
+  rng = _rng(13)
+  a = rng.standard_normal((4, 4))
+  a = a @ a.T + 4 * np.eye(4)
+  g = rng.standard_normal((4, 4))
+  low = np.linalg.cholesky(a)
+  ours = get_op("CholeskyGrad")(jnp.asarray(low), jnp.asarray(g))
+  _close(ours, R.CholeskyGrad(l=low, grad=g).numpy())
+  # ... which is the symmetrised gradient of Cholesky (through the converted op).
+  chol = tfprims.convert_functional(tf.function(tf.linalg.cholesky), tf.TensorSpec([4, 4],
+                                                                                   tf.float64))
+  gj = jax.grad(lambda m: jnp.sum(chol(m) * g))(a)
+  _close(0.5 * (gj + gj.T), ours)
