@@ -326,3 +326,48 @@ def test_cholesky_grad_is_tfs_cholesky_gradient():
                                                                                    tf.float64))
   gj = jax.grad(lambda m: jnp.sum(chol(m) * g))(a)
   _close(0.5 * (gj + gj.T), ours)
+
+
+# --- sqrtm, logm ----------------------------------------------------------------------
+
+
+def _right_half_plane(rng, n, complex_=False):
+  a = rng.standard_normal((n, n)) * 0.3 + 2 * np.eye(n)
+  if complex_:
+    a = a + 1j * rng.standard_normal((n, n)) * 0.3
+  return a
+
+
+def test_sqrtm_program_values_grad_vmap():
+  x = _right_half_plane(_rng(14), 4)
+  w = _rng(15).standard_normal((4, 4))
+  loss = lambda a: tf.reduce_sum(tf.linalg.sqrtm(a) * w)
+  fn = tfprims.convert_functional(tf.function(tf.linalg.sqrtm), tf.TensorSpec([4, 4],
+                                                                              tf.float64))
+  _close(fn(x), tf.linalg.sqrtm(x).numpy(), 1e-9)
+  _close(fn(x) @ fn(x), x, 1e-9)
+  lfn = tfprims.convert_functional(tf.function(loss), tf.TensorSpec([4, 4], tf.float64))
+  _close(jax.grad(lfn)(x), _tf_grad(loss, x)[0], 1e-7)
+  _batched(fn, np.stack([x, 2 * x]))
+  for shape in [(0, 0), (2, 0, 0)]:
+    assert get_op("MatrixSquareRoot")(jnp.zeros(shape)).shape == tuple(
+        R.MatrixSquareRoot(input=np.zeros(shape)).shape)
+
+
+def test_logm_program_values_grad_vmap():
+  x = _right_half_plane(_rng(16), 3, complex_=True)
+  f = tf.function(tf.linalg.logm)
+  fn = tfprims.convert_functional(f, tf.TensorSpec([3, 3], tf.complex128))
+  _close(fn(x), f(x).numpy(), 1e-9)
+  _close(jax.scipy.linalg.expm(fn(x)), x, 1e-9)
+  _batched(fn, np.stack([x, 0.5 * x]))
+  # TF has no gradient for logm: compare with central differences of TF's op.
+  t = _rng(17).standard_normal((3, 3)) + 1j * _rng(18).standard_normal((3, 3))
+  ours = jax.jvp(fn, (x,), (t,))[1]
+  h = 1e-6
+  fd = (f(x + h * t).numpy() - f(x - h * t).numpy()) / (2 * h)
+  _close(ours, fd, 1e-6)
+  # ... and the VJP is its transpose (JAX's bilinear convention): ct.(J t) == (J^T ct).t
+  ct = _rng(19).standard_normal((3, 3)) + 1j * _rng(20).standard_normal((3, 3))
+  g = jax.vjp(fn, x)[1](ct)[0]
+  np.testing.assert_allclose(np.sum(ct * ours), np.sum(g * t), rtol=1e-9)
