@@ -371,3 +371,27 @@ def test_logm_program_values_grad_vmap():
   ct = _rng(19).standard_normal((3, 3)) + 1j * _rng(20).standard_normal((3, 3))
   g = jax.vjp(fn, x)[1](ct)[0]
   np.testing.assert_allclose(np.sum(ct * ours), np.sum(g * t), rtol=1e-9)
+
+
+# --- Eig ------------------------------------------------------------------------------
+
+
+def test_eig_program_values_grad_vmap():
+  rng = _rng(21)
+  s = rng.standard_normal((4, 4)) + 2 * np.eye(4)
+  x = s @ np.diag([-1.0, 0.5, 2.0, 3.5]) @ np.linalg.inv(s)
+  x[0, 1] += 0.3   # non-normal, a generic (possibly complex) spectrum
+
+  def loss(a):   # gauge- and order-invariant: sum of f(eigenvalues), projector traces
+    e, v = tf.linalg.eig(a)
+    return tf.math.real(tf.reduce_sum(e * e)) + tf.reduce_sum(tf.abs(v) ** 4)
+
+  fn = tfprims.convert_functional(tf.function(loss), tf.TensorSpec([4, 4], tf.float64))
+  _close(fn(x), loss(tf.constant(x)).numpy())
+  _close(jax.grad(fn)(x), _tf_grad(loss, x)[0], 1e-6)
+  _batched(fn, np.stack([x, 2 * x]))
+  ev = tfprims.convert_functional(tf.function(tf.linalg.eigvals), tf.TensorSpec([4, 4],
+                                                                                tf.float64))
+  ours, theirs = np.asarray(ev(x)), tf.linalg.eigvals(x).numpy()
+  _close(ours, theirs[np.lexsort((theirs.imag, theirs.real))])
+  assert np.all(np.diff(ours.real) >= 0)

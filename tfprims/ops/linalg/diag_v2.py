@@ -109,7 +109,10 @@ def _conjugate_transpose_calls(st):
 
   @st.composite
   def calls(draw):
-    x = draw(st.arrays(st.dtypes(st.COMPLEX + st.ALL), st.shapes()))
+    dtype = draw(st.dtypes(st.COMPLEX + st.ALL))
+    # TF's oneDNN kernel aborts the process on float32/bfloat16 scalars.
+    rank1 = dtype.name in ("float32", "bfloat16")
+    x = draw(st.arrays(dtype, st.shapes(min_rank=1 if rank1 else 0)))
     # Non-negative: TF's gradient (InvertPermutation) rejects negative perms.
     perm = list(draw(hst.permutations(range(x.ndim))))
     return {"x": x, "perm": index_array(draw, st, np.array(perm, np.int64).reshape(-1))}
