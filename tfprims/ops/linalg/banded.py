@@ -270,7 +270,9 @@ TridiagonalMatMul = define_op(
 CholeskyGrad = define_op(
     "CholeskyGrad", _cholesky_grad, family=FAMILY,
     batching=rules.leading_batching("CholeskyGrad"),
-    spec=lambda st: st.Spec(_cholesky_grad_calls(st), vmap_variation="scale"))
+    spec=lambda st: st.Spec(_cholesky_grad_calls(st), vmap_variation="scale", grad_oracle="fd",
+                            note="TF registers no gradient: derivatives checked against "
+                            "central differences"))
 
 SparseMatMul = define_op(
     "SparseMatMul", _sparse_mat_mul, family=FAMILY,

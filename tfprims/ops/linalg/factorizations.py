@@ -357,5 +357,6 @@ Lu = define_op(
         st.tuples(_matrix_calls(st, "lu", square=True),
                   st.sampled_from([np.dtype("int32"), np.dtype("int64")]))
         .map(lambda c: dict(c[0], output_idx_type=c[1])),
-        vmap_variation="scale",
-        note="TF raises on singular input (runtime check); complex input pivots by modulus"))
+        vmap_variation="scale", grad_oracle="fd",
+        note="TF raises on singular input (runtime check); complex input pivots by modulus; "
+        "TF registers no gradient: derivatives checked against central differences"))
