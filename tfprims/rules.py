@@ -33,7 +33,7 @@ __all__ = [
     "unbroadcast", "instantiate", "zeros", "batch_size", "to_front", "with_batch_axis",
     "unbatched_shape", "move_axes", "vmap_batching", "elementwise_batching",
     "same_op_batching", "zero_tangent", "const", "cast_like", "no_grad_jvp", "output_jvp",
-    "linear_transpose",
+    "linear_transpose", "leading_batching",
 ]
 
 U = ad.is_undefined_primal
@@ -396,4 +396,24 @@ def scatter_nd_update_transpose(op_type: str):
                      lead + (1,) * (len(ushape) - len(lead)))
       cu = tfops.Mul(tfops.GatherNd(ct, i, bad_indices_policy=""), mask)
     return [cx, None, cu]
+  return rule
+
+
+# --- linalg coverage (cov-linalg): decompositions and solvers -----------------------------
+
+
+def leading_batching(op_type: str):
+  """Batching for ops on the innermost dims of their operands whose leading dims
+  are batch dims shared by every operand (decompositions, solvers): each batch axis
+  moves to the front (``tf.Transpose``; unbatched operands are broadcast with
+  ``tf.BroadcastTo``) and the op is re-bound. Rank-0 outputs (placeholders, such
+  as Svd's ``u``/``v`` without ``compute_uv``) come out unbatched, the others
+  batched at axis 0."""
+  def rule(args, dims, **params):
+    size = batch_size(args, dims)
+    out = getattr(tfops, op_type)(*[with_batch_axis(a, d, size) for a, d in zip(args, dims)],
+                                  **params)
+    if isinstance(out, (list, tuple)):
+      return out, [0 if np.ndim(o) else None for o in out]
+    return out, 0
   return rule

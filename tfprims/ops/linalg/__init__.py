@@ -21,6 +21,8 @@ chosen where TF raises or is platform-dependent: docs/semantics/reductions_linal
 """
 
 from tfprims.ops.linalg import decompositions, diagonals, matmul  # noqa: F401
+from tfprims.ops.linalg import (  # noqa: F401
+    banded, diag_v2, eig, factorizations, matrix_functions, solvers)
 from tfprims.ops.linalg._common import FAMILY  # noqa: F401
 from tfprims.ops.linalg.decompositions import (  # noqa: F401
     Cholesky, LogMatrixDeterminant, MatrixDeterminant, MatrixInverse, MatrixSolve,
