@@ -1,5 +1,6 @@
 """Linear algebra: MatMul, BatchMatMul (V1/V2/V3), Einsum, Cross, band/diagonal ops,
-Cholesky, MatrixInverse, MatrixDeterminant, LogMatrixDeterminant, solvers.
+Cholesky, MatrixInverse, MatrixDeterminant, LogMatrixDeterminant, solvers,
+factorizations (Svd, Qr, eigendecompositions, Lu), matrix functions.
 
 Submodules, each op with its impl, rules and property spec:
 
@@ -14,6 +15,14 @@ Submodules, each op with its impl, rules and property spec:
   MatrixSetDiagV3.
 * :mod:`~tfprims.ops.linalg.decompositions`: Cholesky, MatrixInverse,
   MatrixDeterminant, LogMatrixDeterminant, MatrixSolve, MatrixTriangularSolve.
+* :mod:`~tfprims.ops.linalg.factorizations`: Svd, Qr, SelfAdjointEigV2, Lu
+  (vectors in one phase gauge); :mod:`~tfprims.ops.linalg.eig`: Eig.
+* :mod:`~tfprims.ops.linalg.diag_v2`: MatrixDiagV2, MatrixDiagPartV2,
+  MatrixSetDiagV2, MatrixSetDiag, ConjugateTranspose.
+* :mod:`~tfprims.ops.linalg.solvers`: MatrixSolveLs; :mod:`~tfprims.ops.linalg.banded`:
+  BandedTriangularSolve, TridiagonalSolve, TridiagonalMatMul, CholeskyGrad,
+  SparseMatMul.
+* :mod:`~tfprims.ops.linalg.matrix_functions`: MatrixSquareRoot, MatrixLogarithm.
 
 Rules bind other ops through :data:`tfprims.core.tfops` and the helpers of
 :mod:`tfprims.rules`; ops without explicit rules use the derived ones. Semantics
