@@ -1,0 +1,162 @@
+"""3-D pooling, max-pool-with-argmax, fractional pooling: TF kernels' rules and real programs.
+
+* The 3-D max-pool gradient kernels' own rules (ties, NaN, ±inf, orig_output read as
+  given) against tf.raw_ops.
+* A Keras Conv3D + MaxPool3D + AveragePooling3D video classifier converted and compared
+  with TF: outputs, jax.grad vs tf.GradientTape, jax.vmap vs per-example calls, and
+  TF-named grad/vmap jaxprs.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfprims
+from helpers import jaxpr_primitives, non_tf_primitives
+
+BF16 = tf.bfloat16.as_numpy_dtype
+
+
+def _ours(op, *args, **params):
+  return np.asarray(tfprims.get_op(op)(*[jnp.asarray(a) for a in args], **params))
+
+
+# --------------------------------------------------------------------------
+# 3-D max pooling: the gradient kernels' rules
+# --------------------------------------------------------------------------
+
+_WINDOW = dict(ksize=[1, 3, 1, 1, 1], strides=[1, 1, 1, 1, 1], padding="VALID",
+               data_format="NDHWC")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+@pytest.mark.parametrize("window,out", [
+    ([2, 1, 2], 2), ([np.nan, 1, 1], 1), ([-np.inf] * 3, -np.inf), ([np.inf, np.inf, 1], np.inf),
+    ([1, 1 + 5e-6, 0], 1 + 5e-6), ([5, 5, 5], 4), ([np.nan] * 3, np.nan)])
+def test_max_pool3d_grad_rules_match_tf(dtype, window, out):
+  """MaxPool3DGrad: every element within 1e-5 of the given orig_output gets the
+  gradient (so ties all do, ±inf and NaN never); MaxPool3DGradGrad reads the first
+  element exactly equal to it."""
+  x = np.array(window).reshape(1, 3, 1, 1, 1).astype(dtype)
+  y = np.array(out).reshape(1, 1, 1, 1, 1).astype(dtype)
+  g = np.array(3.0).reshape(y.shape).astype(dtype)
+  gx = np.array([10.0, 20.0, 30.0]).reshape(x.shape).astype(dtype)
+  expected = tf.raw_ops.MaxPool3DGrad(orig_input=x, orig_output=y, grad=g, **_WINDOW)
+  np.testing.assert_array_equal(_ours("MaxPool3DGrad", x, y, g, **_WINDOW), expected)
+  expected = tf.raw_ops.MaxPool3DGradGrad(orig_input=x, orig_output=y, grad=gx, **_WINDOW)
+  np.testing.assert_array_equal(_ours("MaxPool3DGradGrad", x, y, gx, **_WINDOW), expected)
+
+
+def test_max_pool3d_grads_on_tied_overlapping_same_windows():
+  rng = np.random.default_rng(0)
+  for dtype in (np.float32, BF16):
+    x = rng.choice([0.0, 1.0, 2.0, np.nan, -np.inf], size=(2, 4, 5, 3, 2)).astype(dtype)
+    kw = dict(ksize=[1, 3, 2, 3, 1], strides=[1, 2, 1, 2, 1], padding="SAME")
+    y = tf.raw_ops.MaxPool3D(input=x, **kw).numpy()
+    np.testing.assert_array_equal(_ours("MaxPool3D", x, **kw), y)
+    g = rng.normal(size=y.shape).astype(dtype)
+    gx = rng.normal(size=x.shape).astype(dtype)
+    np.testing.assert_allclose(
+        _ours("MaxPool3DGrad", x, y, g, **kw).astype(np.float32),
+        tf.raw_ops.MaxPool3DGrad(orig_input=x, orig_output=y, grad=g, **kw).numpy()
+        .astype(np.float32), rtol=2e-2, atol=2e-2)
+    np.testing.assert_array_equal(
+        _ours("MaxPool3DGradGrad", x, y, gx, **kw),
+        tf.raw_ops.MaxPool3DGradGrad(orig_input=x, orig_output=y, grad=gx, **kw))
+
+
+# --------------------------------------------------------------------------
+# A Keras video classifier: Conv3D + MaxPool3D + AveragePooling3D
+# --------------------------------------------------------------------------
+
+RTOL, ATOL = 1e-4, 1e-5
+SHAPE = (4, 8, 8, 3)   # frames, height, width, channels
+
+
+@functools.lru_cache(maxsize=None)
+def _video_model():
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([
+      keras.Input(SHAPE),
+      keras.layers.Conv3D(4, 3, padding="same", activation="relu"),
+      keras.layers.MaxPooling3D((1, 2, 2)),
+      keras.layers.Conv3D(6, (2, 3, 3), padding="valid", activation="relu"),
+      keras.layers.AveragePooling3D((1, 2, 2), padding="same"),
+      keras.layers.MaxPooling3D(2, strides=1, padding="same"),
+      keras.layers.GlobalAveragePooling3D(),
+      keras.layers.Dense(5, activation="softmax"),
+  ])
+  tf_fn = tf.function(lambda x: model(x))
+  fn, params = tfprims.convert(tf_fn, tf.TensorSpec((None,) + SHAPE, tf.float32))
+  return model, tf_fn, fn, params
+
+
+def _videos(batch=3, seed=0):
+  return np.random.default_rng(seed).normal(size=(batch,) + SHAPE).astype(np.float32)
+
+
+def test_video_classifier_outputs_match_tf():
+  _, tf_fn, fn, params = _video_model()
+  x = _videos()
+  jaxpr = jax.make_jaxpr(lambda p, x: fn(p, x)[0])(params, x)
+  assert non_tf_primitives(jaxpr) == set()
+  assert {"tf.MaxPool3D", "tf.AvgPool3D", "tf.Conv3D"} <= jaxpr_primitives(jaxpr)
+  ref = tf_fn(x).numpy()
+  np.testing.assert_allclose(fn(params, x)[0], ref, rtol=RTOL, atol=ATOL)
+  np.testing.assert_allclose(jax.jit(lambda p, x: fn(p, x)[0])(params, x), ref,
+                             rtol=RTOL, atol=ATOL)
+
+
+def test_video_classifier_grad_matches_gradient_tape():
+  _, tf_fn, fn, params = _video_model()
+  x = _videos()
+  weights = np.random.default_rng(1).normal(size=(3, 5)).astype(np.float32)
+
+  def loss(p, x):
+    return jnp.sum(fn(p, x)[0] * weights)
+
+  jaxpr = jax.make_jaxpr(jax.grad(loss, argnums=(0, 1)))(params, x)
+  names = jaxpr_primitives(jaxpr)
+  assert {"tf.MaxPool3DGrad", "tf.AvgPool3DGrad", "tf.Conv3DBackpropInputV2",
+          "tf.Conv3DBackpropFilterV2"} <= names
+  # mul, broadcast_in_dim and reduce_sum come from the jnp loss.
+  allowed = ("add_any", "mul", "pjit", "broadcast_in_dim", "reduce_sum")
+  assert non_tf_primitives(jaxpr, allowed=allowed) == set()
+  g_params, g_x = jax.grad(loss, argnums=(0, 1))(params, x)
+  xt = tf.constant(x)
+  with tf.GradientTape() as tape:
+    tape.watch(xt)
+    tf_loss = tf.reduce_sum(tf_fn(xt) * weights)
+  variables = fn.tf_variables
+  keys = sorted(variables)
+  grads = tape.gradient(tf_loss, [xt] + [variables[k] for k in keys])
+  np.testing.assert_allclose(g_x, grads[0], rtol=1e-3, atol=1e-6)
+  for k, g in zip(keys, grads[1:]):
+    np.testing.assert_allclose(g_params[k], g, rtol=1e-3, atol=1e-6, err_msg=k)
+
+
+def test_video_classifier_vmap_matches_per_example_calls():
+  _, tf_fn, fn, params = _video_model()
+  xs = _videos(batch=3)[:, None]
+  jaxpr = jax.make_jaxpr(jax.vmap(lambda x: fn(params, x)[0]))(xs)
+  assert {"tf.MaxPool3D", "tf.AvgPool3D"} <= jaxpr_primitives(jaxpr)
+  out = jax.vmap(lambda x: fn(params, x)[0])(xs)
+  ref = np.stack([tf_fn(x).numpy() for x in xs])
+  np.testing.assert_allclose(out, ref, rtol=RTOL, atol=ATOL)
+  # Per-example gradients keep the TF-named pooling gradients.
+  grad = jax.vmap(jax.grad(lambda x: jnp.sum(fn(params, x)[0] ** 2)))
+  jaxpr = jax.make_jaxpr(grad)(xs)
+  assert {"tf.MaxPool3DGrad", "tf.AvgPool3DGrad"} <= jaxpr_primitives(jaxpr)
+  per_example = []
+  for x in xs:
+    xt = tf.constant(x)
+    with tf.GradientTape() as tape:
+      tape.watch(xt)
+      y = tf.reduce_sum(tf_fn(xt) ** 2)
+    per_example.append(tape.gradient(y, xt).numpy())
+  np.testing.assert_allclose(grad(xs), np.stack(per_example), rtol=1e-3, atol=1e-7)
