@@ -160,3 +160,87 @@ def test_video_classifier_vmap_matches_per_example_calls():
       y = tf.reduce_sum(tf_fn(xt) ** 2)
     per_example.append(tape.gradient(y, xt).numpy())
   np.testing.assert_allclose(grad(xs), np.stack(per_example), rtol=1e-3, atol=1e-7)
+
+
+# --------------------------------------------------------------------------
+# Max pooling with argmax
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("include_batch", [False, True])
+def test_max_pool_with_argmax_program_grad_and_vmap(include_batch):
+  """tf.nn.max_pool_with_argmax and its gradient (MaxPoolGradWithArgmax), converted."""
+  @tf.function
+  def f(x):
+    y, argmax = tf.nn.max_pool_with_argmax(x, 3, 2, "SAME",
+                                           include_batch_in_index=include_batch)
+    return tf.nn.relu(y) * 2.0, argmax
+
+  fn = tfprims.convert_functional(f, tf.TensorSpec([None, 5, 6, 2]))
+  rng = np.random.default_rng(0)
+  x = rng.choice([0.0, 1.0, 2.0, np.nan, -np.inf], size=(2, 5, 6, 2)).astype(np.float32)
+  x[1] = rng.normal(size=(5, 6, 2))
+  for got, want in zip(fn(x), f(x)):
+    np.testing.assert_array_equal(got, want.numpy())
+  w = rng.normal(size=(2, 3, 3, 2)).astype(np.float32)
+  loss = lambda x: jnp.sum(fn(x)[0] * w)
+  assert "tf.MaxPoolGradWithArgmax" in jaxpr_primitives(jax.make_jaxpr(jax.grad(loss))(x))
+  xs = np.nan_to_num(x, neginf=-3.0)
+  xt = tf.constant(xs)
+  with tf.GradientTape() as tape:
+    tape.watch(xt)
+    tf_loss = tf.reduce_sum(f(xt)[0] * w)
+  np.testing.assert_allclose(jax.grad(loss)(xs), tape.gradient(tf_loss, xt), rtol=1e-6)
+  # vmap over examples (each a batch of one): indices stay relative to each member.
+  ys, argmaxes = jax.vmap(fn)(xs[:, None])
+  for i in range(2):
+    want_y, want_a = f(xs[i:i + 1])
+    np.testing.assert_array_equal(ys[i], want_y.numpy())
+    np.testing.assert_array_equal(argmaxes[i], want_a.numpy())
+  per_example = jax.vmap(jax.grad(lambda x: jnp.sum(fn(x)[0] * w[:1])))(xs[:, None])
+  for i in range(2):
+    xt = tf.constant(xs[i:i + 1])
+    with tf.GradientTape() as tape:
+      tape.watch(xt)
+      tf_loss = tf.reduce_sum(f(xt)[0] * w[:1])
+    np.testing.assert_allclose(per_example[i], tape.gradient(tf_loss, xt), rtol=1e-6)
+
+
+@pytest.mark.parametrize("include_batch", [False, True])
+def test_argmax_grad_ops_drop_out_of_range_indices(include_batch):
+  """Out-of-range argmax values: TF's CPU kernel aborts the process; ours drops them
+  (scatter) / reads 0 (gather) under jit, and raises on known values."""
+  kw = dict(ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID",
+            include_batch_in_index=include_batch)
+
+  @tf.function
+  def f(x, g, gx, argmax):
+    return (tf.raw_ops.MaxPoolGradWithArgmax(input=x, grad=g, argmax=argmax, **kw),
+            tf.raw_ops.MaxPoolGradGradWithArgmax(input=x, grad=gx, argmax=argmax, **kw))
+
+  fn = tfprims.convert_functional(
+      f, tf.TensorSpec([2, 2, 4, 1]), tf.TensorSpec([2, 1, 2, 1]), tf.TensorSpec([2, 2, 4, 1]),
+      tf.TensorSpec([2, 1, 2, 1], tf.int32))
+  x = np.arange(16, dtype=np.float32).reshape(2, 2, 4, 1)
+  g = np.array([1.0, 2.0, 3.0, 4.0], np.float32).reshape(2, 1, 2, 1)
+  gx = 10 * x
+  good = tf.nn.max_pool_with_argmax(x, 2, 2, "VALID", include_batch_in_index=include_batch)[1]
+  good = good.numpy()
+  bad = good.copy()
+  bad[0, 0, 1, 0], bad[1, 0, 0, 0] = -1, 16
+  good32, bad32 = good.astype(np.int32), bad.astype(np.int32)
+  expected_grad = tf.raw_ops.MaxPoolGradWithArgmax(
+      input=x, grad=np.where(bad == good, g, 0).astype(np.float32), argmax=good, **kw)
+  with tfprims.override_config("runtime_checks", False):
+    with pytest.raises(tfprims.RuntimeCheckError, match="Invalid output gradient index"):
+      fn(x, g, gx, bad32)
+    got_grad, got_gg = jax.jit(fn)(x, g, gx, bad32)
+  np.testing.assert_array_equal(got_grad, expected_grad.numpy())
+  # MaxPoolGradGradWithArgmax has no CPU kernel in TF: the gather by hand.
+  flat = gx.reshape(-1)
+  offsets = 0 if include_batch else np.arange(2).reshape(2, 1, 1, 1) * 8
+  idx = bad + offsets
+  expected_gg = np.where((idx >= 0) & (idx < 16), flat[np.clip(idx, 0, 15)], 0)
+  np.testing.assert_array_equal(got_gg, expected_gg)
+  want = tf.raw_ops.MaxPoolGradWithArgmax(input=x, grad=g, argmax=good, **kw)
+  np.testing.assert_array_equal(fn(x, g, gx, good32)[0], want.numpy())
