@@ -244,3 +244,57 @@ def test_argmax_grad_ops_drop_out_of_range_indices(include_batch):
   np.testing.assert_array_equal(got_gg, expected_gg)
   want = tf.raw_ops.MaxPoolGradWithArgmax(input=x, grad=g, argmax=good, **kw)
   np.testing.assert_array_equal(fn(x, g, gx, good32)[0], want.numpy())
+
+
+# --------------------------------------------------------------------------
+# Morphological dilation
+# --------------------------------------------------------------------------
+
+
+def test_dilation2d_program_grad_and_vmap():
+  """tf.nn.dilation2d (SAME, strides and rates), its gradient vs tf.GradientTape (ties
+  and NaN windows: TF's routing, defaults included) and vmap over a batched filter."""
+  @tf.function
+  def f(x, k):
+    return tf.nn.dilation2d(x, k, strides=[1, 2, 1, 1], padding="SAME", data_format="NHWC",
+                            dilations=[1, 1, 2, 1])
+
+  fn = tfprims.convert_functional(f, tf.TensorSpec([2, 5, 6, 2]), tf.TensorSpec([2, 3, 2]))
+  rng = np.random.default_rng(0)
+  x = rng.choice([0.0, 1.0, 2.0, np.nan, -np.inf], size=(2, 5, 6, 2)).astype(np.float32)
+  x[1] = rng.normal(size=(5, 6, 2))
+  k = rng.choice([0.0, 0.5], size=(2, 3, 2)).astype(np.float32)
+  np.testing.assert_array_equal(fn(x, k), f(x, k).numpy())
+  w = rng.normal(size=f(x, k).shape).astype(np.float32)
+  xt, kt = tf.constant(x), tf.constant(k)
+  with tf.GradientTape() as tape:
+    tape.watch([xt, kt])
+    tf_loss = tf.reduce_sum(tf.where(tf.math.is_finite(f(xt, kt)), f(xt, kt), 0.0) * w)
+  loss = lambda x, k: jnp.sum(jnp.where(jnp.isfinite(fn(x, k)), fn(x, k), 0.0) * w)
+  gx, gk = jax.grad(loss, argnums=(0, 1))(x, k)
+  want = tape.gradient(tf_loss, [xt, kt])
+  np.testing.assert_allclose(gx, want[0], rtol=1e-6)
+  np.testing.assert_allclose(gk, want[1], rtol=1e-6)
+  # vmap over filters (an ensemble): the batch goes into the channels, TF-named.
+  ks = np.stack([k, k + 1.0, -k])
+  jaxpr = jax.make_jaxpr(jax.vmap(lambda k: fn(x, k)))(ks)
+  assert "tf.Dilation2D" in jaxpr_primitives(jaxpr)
+  np.testing.assert_array_equal(jax.vmap(lambda k: fn(x, k))(ks),
+                                np.stack([f(x, kk).numpy() for kk in ks]))
+
+
+def test_dilation2d_backprops_transposes():
+  """The backprops are linear in out_backprop; their derived transposes are exact
+  (dot-product test), and grad through a graph holding them works."""
+  rng = np.random.default_rng(1)
+  x = rng.choice([0.0, 1.0, np.nan], size=(1, 4, 4, 2)).astype(np.float32)
+  k = rng.choice([0.0, 1.0], size=(2, 2, 2)).astype(np.float32)
+  kw = dict(strides=[1, 1, 1, 1], rates=[1, 1, 1, 1], padding="SAME")
+  g = rng.normal(size=(1, 4, 4, 2)).astype(np.float32)
+  for op, shape in (("Dilation2DBackpropInput", x.shape), ("Dilation2DBackpropFilter", k.shape)):
+    u = rng.normal(size=shape).astype(np.float32)
+    f = lambda g, op=op: tfprims.get_op(op)(x, k, g, **kw)
+    np.testing.assert_allclose(f(g), getattr(tf.raw_ops, op)(input=x, filter=k, out_backprop=g,
+                                                               **kw).numpy(), rtol=1e-6)
+    (ct,) = jax.linear_transpose(f, g)(u)
+    np.testing.assert_allclose(np.vdot(f(g), u), np.vdot(g, ct), rtol=1e-5)
