@@ -298,3 +298,80 @@ def test_dilation2d_backprops_transposes():
                                                                **kw).numpy(), rtol=1e-6)
     (ct,) = jax.linear_transpose(f, g)(u)
     np.testing.assert_allclose(np.vdot(f(g), u), np.vdot(g, ct), rtol=1e-5)
+
+
+# --------------------------------------------------------------------------
+# Convolution variants
+# --------------------------------------------------------------------------
+
+
+def test_conv_layouts_and_groups_tf_cpu_refuses():
+  """Conv with CHANNELS_FIRST, groups, or 3-D EXPLICIT padding (TF's CPU Conv refuses or
+  aborts): compared with TF's Conv2D / Conv3D on the same convolution."""
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(2, 4, 5, 6)).astype(np.float32)   # NCHW
+  w = rng.normal(size=(3, 2, 2, 6)).astype(np.float32)   # 2 groups of 2 input channels
+  kw = dict(strides=[1, 1, 2, 1], padding="SAME", dilations=[1, 1, 1, 2])
+  want = tf.raw_ops.Conv2D(input=x, filter=w, data_format="NCHW",
+                           **dict(kw, strides=[1, 1, 1, 2], dilations=[1, 1, 2, 1]))
+  got = _ours("Conv", x, w, strides=(1, 1, 1, 2), padding="SAME", explicit_paddings=(),
+              data_format="CHANNELS_FIRST", dilations=(1, 1, 2, 1), batch_dims=1, groups=2)
+  np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-4)
+  x3 = rng.normal(size=(1, 2, 3, 4, 4, 2)).astype(np.float32)   # batch_dims=2
+  w3 = rng.normal(size=(2, 2, 2, 2, 3)).astype(np.float32)
+  pads = [(1, 0), (0, 2), (1, 1)]
+  got = _ours("Conv", x3, w3, strides=(1, 1, 1, 1, 1), padding="EXPLICIT",
+              explicit_paddings=(0, 0, 1, 0, 0, 2, 1, 1, 0, 0), data_format="CHANNELS_LAST",
+              dilations=(), batch_dims=2, groups=1)
+  xp = np.pad(x3.reshape(2, 3, 4, 4, 2), [(0, 0)] + pads + [(0, 0)])
+  want = tf.raw_ops.Conv3D(input=xp, filter=w3, strides=[1] * 5, padding="VALID")
+  np.testing.assert_allclose(got, want.numpy().reshape(got.shape), rtol=1e-4, atol=1e-4)
+  # Its gradient is the transpose (no TF op for 3-D EXPLICIT: lax formulas).
+  f = lambda x: tfprims.get_op("Conv")(x, w3, strides=(1,) * 5, padding="EXPLICIT",
+                                       explicit_paddings=(0, 0, 1, 0, 0, 2, 1, 1, 0, 0),
+                                       data_format="CHANNELS_LAST", dilations=(),
+                                       batch_dims=2, groups=1)
+  u = rng.normal(size=got.shape).astype(np.float32)
+  (ct,) = jax.linear_transpose(f, x3)(u)
+  np.testing.assert_allclose(np.vdot(f(x3), u), np.vdot(x3, ct), rtol=1e-4)
+
+
+def test_conv_and_fused_convs_grad_jaxprs_are_tf_named():
+  rng = np.random.default_rng(1)
+  x = rng.normal(size=(2, 5, 5, 2)).astype(np.float32)
+  w = rng.normal(size=(3, 3, 2, 3)).astype(np.float32)
+
+  @tf.function
+  def f(x, w):
+    a = tf.raw_ops.Conv(input=x, filter=w, strides=[1, 1, 1, 1], padding="SAME")
+    b = tf.raw_ops.FusedPadConv2D(input=x, paddings=[[0, 0], [1, 1], [2, 1], [0, 0]], filter=w,
+                                  mode="REFLECT", strides=[1, 2, 1, 1], padding="VALID")
+    c = tf.raw_ops.FusedResizeAndPadConv2D(
+        input=x, size=[6, 4], paddings=[[0, 0], [1, 1], [0, 1], [0, 0]], filter=w,
+        mode="SYMMETRIC", strides=[1, 1, 1, 1], padding="SAME", resize_align_corners=True)
+    return tf.reduce_sum(a ** 2) + tf.reduce_sum(b ** 2) + tf.reduce_sum(c ** 2)
+
+  fn = tfprims.convert_functional(f, tf.TensorSpec(x.shape), tf.TensorSpec(w.shape))
+  grad = jax.grad(fn, argnums=(0, 1))
+  names = jaxpr_primitives(jax.make_jaxpr(grad)(x, w))
+  assert {"tf.Conv2DBackpropInput", "tf.Conv2DBackpropFilter", "tf.MirrorPadGrad",
+          "tf.ResizeBilinearGrad"} <= names
+  assert non_tf_primitives(jax.make_jaxpr(grad)(x, w), allowed=("add_any", "pjit")) == set()
+  # Batch 2: TF's fused kernels repeat the first image's result, so the reference is the
+  # unfused graph (the gradient too: TF registers none for the fused ops).
+  @tf.function
+  def unfused(x, w):
+    a = tf.nn.conv2d(x, w, 1, "SAME")
+    b = tf.nn.conv2d(tf.pad(x, [[0, 0], [1, 1], [2, 1], [0, 0]], "REFLECT"), w, [1, 2, 1, 1],
+                     "VALID")
+    r = tf.raw_ops.ResizeBilinear(images=x, size=[6, 4], align_corners=True)
+    c = tf.nn.conv2d(tf.pad(r, [[0, 0], [1, 1], [0, 1], [0, 0]], "SYMMETRIC"), w, 1, "SAME")
+    return tf.reduce_sum(a ** 2) + tf.reduce_sum(b ** 2) + tf.reduce_sum(c ** 2)
+
+  np.testing.assert_allclose(fn(x, w), unfused(x, w).numpy(), rtol=1e-5)
+  xt, wt = tf.constant(x), tf.constant(w)
+  with tf.GradientTape() as tape:
+    tape.watch([xt, wt])
+    y = unfused(xt, wt)
+  for got, want in zip(grad(x, w), tape.gradient(y, [xt, wt])):
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -13,6 +13,7 @@ What lives where (each op's impl, rules and property spec in one module):
 * ``pool3d.py``: MaxPool3D, AvgPool3D and their grad / grad-grad ops.
 * ``pool_argmax.py``: MaxPoolWithArgmax, MaxPoolGradWithArgmax, MaxPoolGradGradWithArgmax.
 * ``dilation.py``: Dilation2D, Dilation2DBackpropInput, Dilation2DBackpropFilter.
+* ``conv_variants.py``: Conv (generic N-d), FusedPadConv2D, FusedResizeAndPadConv2D.
 * ``batch_norm.py``: FusedBatchNorm{,V2,V3} and FusedBatchNormGrad{,V2,V3}.
 * ``lrn.py``: LRN, LRNGrad.
 * ``resize.py``: ResizeNearestNeighbor, ResizeBilinear and their grad ops.
@@ -41,6 +42,7 @@ from tfprims.ops.nn import conv, bias, pool, batch_norm, lrn, resize  # noqa: F4
 from tfprims.ops.nn import pool3d  # noqa: F401
 from tfprims.ops.nn import pool_argmax  # noqa: F401
 from tfprims.ops.nn import dilation  # noqa: F401
+from tfprims.ops.nn import conv_variants  # noqa: F401
 from tfprims.ops.nn.batch_norm import (  # noqa: F401
     FusedBatchNorm, FusedBatchNormGrad, FusedBatchNormGradV2, FusedBatchNormGradV3,
     FusedBatchNormV2, FusedBatchNormV3)
