@@ -221,16 +221,23 @@ Dilation2D = define_op(
         note="TF's scan: NaN never wins, ties go to the first position, windows without a "
              "winner give the lowest finite value; the gradient follows TF's backprops."))
 
+_BACKPROP_NOTE = ("TF registers no gradient: the derivative in out_backprop (linear) is "
+                  "checked by central differences, the transpose against our JVP.")
+
 Dilation2DBackpropInput = define_op(
     "Dilation2DBackpropInput", dilation2d_backprop_input, family="nn", attrs=_ATTRS,
     jvp=(None, None, lambda t, x, f, g, **p: tfops.Dilation2DBackpropInput(x, f, t, **p)),
     transpose=_backprop_transpose("input"),
     batching=_channel_batching("Dilation2DBackpropInput"),
-    spec=lambda st: st.Spec(_dilation_calls(st, "Dilation2DBackpropInput", _DTYPES), **_TOL))
+    spec=lambda st: st.Spec(_dilation_calls(st, "Dilation2DBackpropInput", _DTYPES),
+                            diff_args=("out_backprop",), grad_oracle="fd", **_TOL,
+                            note=_BACKPROP_NOTE))
 
 Dilation2DBackpropFilter = define_op(
     "Dilation2DBackpropFilter", dilation2d_backprop_filter, family="nn", attrs=_ATTRS,
     jvp=(None, None, lambda t, x, f, g, **p: tfops.Dilation2DBackpropFilter(x, f, t, **p)),
     transpose=_backprop_transpose("filter"),
     batching=_channel_batching("Dilation2DBackpropFilter"),
-    spec=lambda st: st.Spec(_dilation_calls(st, "Dilation2DBackpropFilter", _DTYPES), **_TOL))
+    spec=lambda st: st.Spec(_dilation_calls(st, "Dilation2DBackpropFilter", _DTYPES),
+                            diff_args=("out_backprop",), grad_oracle="fd", **_TOL,
+                            note=_BACKPROP_NOTE))
