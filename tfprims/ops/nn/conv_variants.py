@@ -243,9 +243,9 @@ def _conv_op_calls(st):
                                    else ("SAME", "VALID")))
     epads = [(draw(st.integers(0, 2)), draw(st.integers(0, 2))) if padding == "EXPLICIT"
              else (0, 0) for _ in range(nd)]
-    sizes = [draw(st.integers(max(1, (k - 1) * d + 1 - lo - hi) if padding != "SAME" else 1,
-                              5 if nd == 2 else 4))
-             for k, d, (lo, hi) in zip(ks, dils, epads)]
+    need = [max(1, (k - 1) * d + 1 - lo - hi) if padding != "SAME" else 1
+            for k, d, (lo, hi) in zip(ks, dils, epads)]
+    sizes = [draw(st.integers(m, max(m, 5 if nd == 2 else 4))) for m in need]
     x = draw(_values(st, dtype, batch + tuple(sizes) + (cin,)))
     w = draw(_values(st, dtype, tuple(ks) + (cin, o)))
     call = dict(input=x, filter=w, strides=[1, *strides, 1], padding=padding,
