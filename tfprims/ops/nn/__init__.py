@@ -1,5 +1,5 @@
 """Neural-network ops: bias, convolutions, pooling, batch norm, LRN, resize, top-k,
-losses, CTC.
+losses, CTC, 3-D and argmax pooling, dilation, conv variants.
 
 Layouts are expressed as convolution dimension numbers / window dims, never by
 transposing NHWC or NCHW data, so jit compiles to the program hand-written
@@ -11,6 +11,10 @@ What lives where (each op's impl, rules and property spec in one module):
 * ``conv.py``: Conv2D, DepthwiseConv2dNative, Conv3D and their backprop ops.
 * ``bias.py``: BiasAdd, BiasAddV1, BiasAddGrad.
 * ``pool.py``: MaxPool(V2), AvgPool and their grad / grad-grad ops.
+* ``pool3d.py``: MaxPool3D, AvgPool3D and their grad / grad-grad ops.
+* ``pool_argmax.py``: MaxPoolWithArgmax, MaxPoolGradWithArgmax, MaxPoolGradGradWithArgmax.
+* ``dilation.py``: Dilation2D, Dilation2DBackpropInput, Dilation2DBackpropFilter.
+* ``conv_variants.py``: Conv (generic N-d), FusedPadConv2D, FusedResizeAndPadConv2D.
 * ``batch_norm.py``: FusedBatchNorm{,V2,V3} and FusedBatchNormGrad{,V2,V3}.
 * ``lrn.py``: LRN, LRNGrad.
 * ``resize.py``: ResizeNearestNeighbor, ResizeBilinear and their grad ops.
@@ -44,6 +48,10 @@ Semantics choices are written down in docs/semantics/nn.md.
 from tfprims.ops.nn import conv, bias, pool, batch_norm, lrn, resize  # noqa: F401,I001
 from tfprims.ops.nn import top_k  # noqa: F401
 from tfprims.ops.nn import losses, ctc, ctc_decode  # noqa: F401
+from tfprims.ops.nn import pool3d  # noqa: F401
+from tfprims.ops.nn import pool_argmax  # noqa: F401
+from tfprims.ops.nn import dilation  # noqa: F401
+from tfprims.ops.nn import conv_variants  # noqa: F401
 from tfprims.ops.nn.batch_norm import (  # noqa: F401
     FusedBatchNorm, FusedBatchNormGrad, FusedBatchNormGradV2, FusedBatchNormGradV3,
     FusedBatchNormV2, FusedBatchNormV3)
