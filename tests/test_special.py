@@ -170,6 +170,43 @@ def test_gamma_and_beta_log_prob_programs():
   _check_program(beta_log_prob, members, (0, 1, 2), rtol=1e-4, atol=1e-4)
 
 
+def test_bessel_programs():
+  special = tf.math.special
+
+  def von_mises_log_prob(x, kappa):
+    # log(exp(kappa cos x) / (2 pi I0(kappa))) with the scaled I0e, as TFP writes it.
+    return kappa * (tf.cos(x) - 1.0) - tf.math.log(2.0 * np.pi * special.bessel_i0e(kappa))
+
+  def waves(r, k):
+    kr = k * r
+    return (special.bessel_j0(kr) + 0.5 * special.bessel_y1(kr) - special.bessel_j1(r) * k
+            + special.bessel_k1e(r) * special.bessel_i1(k) + special.bessel_k0(kr)
+            + special.bessel_y0(r) * special.bessel_i1e(k) + special.bessel_i0(k)
+            + special.bessel_k0e(kr) - special.bessel_k1(r + 1.0))
+
+  members = [(_f32(0.3, -2.0, 1.0, 3.0), _f32(0.5, 2.0, 8.0, 30.0)),
+             (_f32(-0.7, 2.5, 0.0, -3.0), _f32(1.5, 0.1, 4.0, 12.0))]
+  _check_program(von_mises_log_prob, members, (0, 1), rtol=1e-4, atol=1e-5)
+  members = [(_f32(0.5, 1.5, 3.0, 7.0), _f32(1.0, 0.4, 2.2, 0.9)),
+             (_f32(2.5, 0.8, 6.0, 1.1), _f32(0.3, 1.7, 0.5, 2.0))]
+  f = _check_program(waves, members, (0, 1), rtol=1e-4, atol=1e-4)
+  jaxpr = jax.make_jaxpr(jax.grad(lambda r, k: jnp.sum(f(r, k)), argnums=(0, 1)))(*members[0])
+  assert {"tf.BesselJ1", "tf.BesselY0", "tf.BesselK0e", "tf.BesselI0e"} <= jaxpr_primitives(jaxpr)
+
+
+def test_student_t_cdf_program_differentiates_like_tf():
+  def student_t_cdf(x, df):
+    # TFP's formula: 1 - I_{df / (df + x^2)}(df / 2, 1/2) / 2 for x >= 0. TF has no
+    # gradient of betainc in a and b, so d/d df only follows the betainc's x.
+    y = df / (df + tf.square(x))
+    tail = 0.5 * tf.math.betainc(0.5 * df, 0.5 * tf.ones_like(df), y)
+    return tf.where(x < 0, tail, 1.0 - tail)
+
+  members = [(_f32(-2.0, -0.3, 0.5, 3.0), _f32(1.0, 4.0, 2.5, 30.0)),
+             (_f32(0.1, -1.5, 2.0, -6.0), _f32(7.0, 1.5, 0.8, 3.0))]
+  _check_program(student_t_cdf, members, (0, 1), rtol=1e-4, atol=1e-5)
+
+
 # ---------------------------------------------------------------------------
 # Edge values pinned against TF's kernels.
 
