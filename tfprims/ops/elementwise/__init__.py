@@ -5,13 +5,16 @@ One module per kind of op, each op with its impl, rules and property spec:
 * ``unary.py``: Neg, Abs, Sign, Square, Sqrt, Rsqrt, Exp, Expm1, Log, Log1p,
   trigonometric and hyperbolic functions, rounding, Reciprocal/Inv, Erf, Erfc,
   Lgamma, Digamma, IsNan/IsInf/IsFinite;
-* ``complex.py``: Conj, Real, Imag, Angle, ComplexAbs;
+* ``complex.py``: Complex, Conj, Real, Imag, Angle, ComplexAbs;
 * ``arithmetic.py``: AddV2, Add, Sub, Mul, the divisions and modulos, Pow,
-  Maximum, Minimum, SquaredDifference, Atan2, Xdivy, Xlogy, Xlog1py,
+  Maximum, Minimum, SquaredDifference, Atan2, Xdivy, Xlogy, Xlog1py, NextAfter,
   ClipByValue, AddN;
-* ``bitwise_logical.py``: Invert, Bitwise*, shifts, Logical*;
+* ``bitwise_logical.py``: Invert, Bitwise*, shifts, PopulationCount, Logical*;
 * ``comparison.py``: Equal, NotEqual, Less(Equal), Greater(Equal), ApproximateEqual;
-* ``casts.py``: Cast;
+* ``casts.py``: Cast, ToBool, StochasticCastToInt;
+* ``bessel.py``: BesselI0/I0e/I1/I1e, BesselK0/K0e/K1/K1e, BesselJ0/J1, BesselY0/Y1;
+* ``special.py``: Erfinv, Ndtri, Dawsn, Expint, FresnelCos, FresnelSin, Spence;
+* ``gamma.py``: Igamma, Igammac, IgammaGradA, Betainc, Zeta, Polygamma;
 * ``grad_ops.py``: TF's gradient ops of unary math (SqrtGrad, RsqrtGrad,
   ReciprocalGrad, InvGrad, TanhGrad, SigmoidGrad);
 * ``_common.py``: the family's ``define_op`` keywords, impl broadcasting and
@@ -39,19 +42,28 @@ Mul``); rules bind them through ``tfops``.
 
 from tfprims.ops.elementwise import (  # noqa: F401
     arithmetic, bitwise_logical, casts, comparison, complex, grad_ops, unary)
+from tfprims.ops.elementwise import bessel, gamma, special  # noqa: F401
 from tfprims.ops.elementwise.arithmetic import (  # noqa: F401
     Add, AddN, AddV2, Atan2, ClipByValue, Div, DivNoNan, FloorDiv, FloorMod, Maximum,
-    Minimum, Mod, Mul, MulNoNan, Pow, RealDiv, SquaredDifference, Sub, TruncateDiv,
-    TruncateMod, Xdivy, Xlog1py, Xlogy)
+    Minimum, Mod, Mul, MulNoNan, NextAfter, Pow, RealDiv, SquaredDifference, Sub,
+    TruncateDiv, TruncateMod, Xdivy, Xlog1py, Xlogy)
+from tfprims.ops.elementwise.bessel import (  # noqa: F401
+    BesselI0, BesselI0e, BesselI1, BesselI1e, BesselJ0, BesselJ1, BesselK0, BesselK0e,
+    BesselK1, BesselK1e, BesselY0, BesselY1)
 from tfprims.ops.elementwise.bitwise_logical import (  # noqa: F401
     BitwiseAnd, BitwiseOr, BitwiseXor, Invert, LeftShift, LogicalAnd, LogicalNot, LogicalOr,
-    RightShift)
-from tfprims.ops.elementwise.casts import Cast  # noqa: F401
+    PopulationCount, RightShift)
+from tfprims.ops.elementwise.casts import Cast, StochasticCastToInt, ToBool  # noqa: F401
 from tfprims.ops.elementwise.comparison import (  # noqa: F401
     ApproximateEqual, Equal, Greater, GreaterEqual, Less, LessEqual, NotEqual)
-from tfprims.ops.elementwise.complex import Angle, ComplexAbs, Conj, Imag, Real  # noqa: F401
+from tfprims.ops.elementwise.complex import (  # noqa: F401
+    Angle, Complex, ComplexAbs, Conj, Imag, Real)
+from tfprims.ops.elementwise.gamma import (  # noqa: F401
+    Betainc, Igamma, IgammaGradA, Igammac, Polygamma, Zeta)
 from tfprims.ops.elementwise.grad_ops import (  # noqa: F401
     InvGrad, ReciprocalGrad, RsqrtGrad, SigmoidGrad, SqrtGrad, TanhGrad)
+from tfprims.ops.elementwise.special import (  # noqa: F401
+    Dawsn, Erfinv, Expint, FresnelCos, FresnelSin, Ndtri, Spence)
 from tfprims.ops.elementwise.unary import (  # noqa: F401
     Abs, Acos, Acosh, Asin, Asinh, Atan, Atanh, Ceil, Cos, Cosh, Digamma, Erf, Erfc, Exp,
     Expm1, Floor, Inv, IsFinite, IsInf, IsNan, Lgamma, Log, Log1p, Neg, Reciprocal, Rint,

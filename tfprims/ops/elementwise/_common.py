@@ -30,3 +30,28 @@ def is_complex(x) -> bool:
   """Whether a value, tracer or undefined primal is complex (rules pick TF's
   complex formula by it)."""
   return rules.dtype_of(x).kind == "c"
+
+
+def conj_symmetric(fn):
+  """``fn`` (complex: XLA's) taking the side of a real-axis branch cut from the sign
+  of a zero imaginary part, as TF's std::complex kernels (C99) do:
+  f(x - 0j) = conj(f(x + 0j)) (Asin, Acos, Acosh). XLA ignores that sign."""
+  def impl(x):
+    if not jnp.iscomplexobj(x):
+      return fn(x)
+    flip = (jnp.imag(x) == 0) & jnp.signbit(jnp.imag(x))
+    y = fn(jnp.where(flip, jnp.conj(x), x))
+    return jnp.where(flip, jnp.conj(y), y)
+  return impl
+
+
+def odd_symmetric(fn):
+  """``fn`` (complex: XLA's) taking the side of an imaginary-axis branch cut from
+  the sign of a zero real part, as TF's kernels do: f(-0 + iy) = -f(+0 - iy) (Asinh)."""
+  def impl(x):
+    if not jnp.iscomplexobj(x):
+      return fn(x)
+    flip = (jnp.real(x) == 0) & jnp.signbit(jnp.real(x))
+    y = fn(jnp.where(flip, -x, x))
+    return jnp.where(flip, -y, y)
+  return impl

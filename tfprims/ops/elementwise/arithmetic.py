@@ -1,6 +1,6 @@
 """Binary arithmetic with TF broadcasting: AddV2, Add, Sub, Mul, Div, RealDiv,
 DivNoNan, MulNoNan, FloorDiv, FloorMod, TruncateDiv, TruncateMod, Mod, Pow,
-Maximum, Minimum, SquaredDifference, Atan2, Xdivy, Xlogy, Xlog1py; and
+Maximum, Minimum, SquaredDifference, Atan2, Xdivy, Xlogy, Xlog1py, NextAfter; and
 ClipByValue, AddN.
 
 Transposes sum the cotangent back to each operand's shape (``rules.unbroadcast``).
@@ -16,6 +16,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.interpreters import ad
 
@@ -255,6 +256,14 @@ def _pow(x, y):
     inv = jnp.where(x == one, one,
                     jnp.where(x == -one, jnp.where(odd, -one, one), jnp.zeros((), x.dtype)))
     return jnp.where(neg, inv, p)
+  if jnp.iscomplexobj(x):
+    # TF (C99 cpow, exp(y log x)) at x = 0: 0 for Re(y) > 0 (XLA: NaN), NaN for
+    # y = 0 (XLA: 1).
+    zero = x == 0
+    p = lax.pow(x, y)
+    p = jnp.where(zero & (jnp.real(y) > 0), jnp.zeros((), x.dtype), p)
+    nan = jnp.asarray(complex(np.nan, np.nan), x.dtype)
+    return jnp.where(zero & (y == 0), nan, p)
   return lax.pow(x, y)
 
 
@@ -407,6 +416,23 @@ Xlog1py = define_op(
     jvp=(lambda t, x, y: tfops.Mul(t, tfops.Xlog1py(_nonzero(x), y)),
          lambda t, x, y: tfops.Mul(t, tfops.Xdivy(x, tfops.AddV2(y, rules.const(1, y))))),
     spec=lambda st: st.Spec(st.binary_calls(st.FLOATS), note=_CPLX_GRAD_NOTE))
+
+
+
+def _next_after_jvp(primals, tangents):
+  # TF: d/dx1 = 1, d/dx2 = 0.
+  (x1, x2), (t1, _) = primals, tangents
+  out = tfops.NextAfter(x1, x2)
+  if type(t1) is ad.Zero:
+    return out, rules.zero_tangent(out)
+  return out, rules.broadcast_to(t1, jnp.shape(out))
+
+
+NextAfter = define_op(
+    "NextAfter", lambda x1, x2: lax.nextafter(*bcast(x1, x2)), **EW, jvp=_next_after_jvp,
+    doc="The next representable value after x1 in the direction of x2 (C nextafter).",
+    spec=lambda st: st.Spec(st.binary_calls(("float32", "float64"), args=("x1", "x2"),
+                                            tie_prob=True)))
 
 # ---------------------------------------------------------------------------
 # ClipByValue and AddN.

@@ -1,5 +1,5 @@
 """Bitwise and logical ops: Invert, BitwiseAnd, BitwiseOr, BitwiseXor, LeftShift,
-RightShift, LogicalNot, LogicalAnd, LogicalOr.
+RightShift, PopulationCount, LogicalNot, LogicalAnd, LogicalOr.
 
 Integer and boolean ops: no derivative. Shift amounts are clamped to
 ``[0, bits - 1]`` as TF does (docs/semantics/elementwise.md).
@@ -67,6 +67,16 @@ LeftShift = define_op(
 RightShift = define_op(
     "RightShift", _right_shift, **EW, jvp=rules.no_grad_jvp("RightShift"),
     spec=lambda st: st.Spec(_shift_spec(st, False), skip=_NO_GRAD))
+
+
+def _population_count(x):
+  """The number of bits set in each element (two's complement), as uint8."""
+  return lax.population_count(x).astype(jnp.uint8)
+
+
+PopulationCount = define_op(
+    "PopulationCount", _population_count, **EW, jvp=rules.no_grad_jvp("PopulationCount"),
+    spec=lambda st: st.Spec(st.unary_calls(st.INTS), skip=_NO_GRAD))
 
 LogicalNot = define_op(
     "LogicalNot", jnp.logical_not, **EW, jvp=rules.no_grad_jvp("LogicalNot"),

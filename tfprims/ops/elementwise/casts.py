@@ -1,5 +1,6 @@
 """Cast, with TF's ``Truncate`` and its x86 CPU results for float -> int casts of
-NaN, ±inf and out-of-range values (docs/semantics/elementwise.md).
+NaN, ±inf and out-of-range values (docs/semantics/elementwise.md); ToBool;
+StochasticCastToInt.
 
 Cast keeps ``DstT`` and ``Truncate`` as params. It is differentiable only between
 float/complex types (TF registers no gradient otherwise); its transpose casts
@@ -146,3 +147,91 @@ Cast = define_op(
     "Cast", _cast, **EW, attrs=("DstT", "Truncate"), jvp=_cast_jvp,
     transpose=_cast_transpose,
     spec=lambda st: st.Spec(_cast_spec(st)))
+
+
+# ---------------------------------------------------------------------------
+# ToBool and StochasticCastToInt.
+
+
+def _to_bool(x):
+  """TF's truth value of a tensor: a scalar is ``x != 0`` (NaN is true); any other
+  tensor is true when it has elements."""
+  if jnp.ndim(x) == 0:
+    return x if x.dtype == np.bool_ else x != jnp.zeros((), x.dtype)
+  return jnp.asarray(x.size > 0)
+
+
+def _to_bool_spec(st):
+  @st.composite
+  def draw(draw):
+    if draw(st.booleans()):   # scalars: TF's kernel takes these dtypes
+      dtype = draw(st.dtypes(("float32", "float64", "int8", "int16", "int32", "int64",
+                              "uint8", "bool")))
+      return {"input": st.draw_array(draw, dtype, (), ties=draw(st.booleans()))}
+    dtype = draw(st.dtypes(st.ALL))
+    return {"input": st.draw_array(draw, dtype, draw(st.shapes(min_rank=1)))}
+  return draw()
+
+
+ToBool = define_op(
+    "ToBool", _to_bool, family="elementwise", jvp=rules.no_grad_jvp("ToBool"),
+    spec=lambda st: st.Spec(_to_bool_spec(st), skip={"jvp": "boolean output",
+                                                    "vjp": "boolean output"}))
+
+
+def _stochastic_cast_to_int(x, key, counter, alg, *, Tout):
+  """Rounds down or up at random, up with probability frac(x) (TF's stateless
+  StochasticCastToInt): NaN -> 0, values beyond Tout's range saturate. The
+  uniforms are StatelessRandomUniformV2's for the same key and counter."""
+  dst = np.dtype(Tout)
+  u = tfops.StatelessRandomUniformV2(key, counter, alg, shape=tuple(jnp.shape(x)),
+                                     dtype=np.dtype(x.dtype))
+  one = jnp.ones((), x.dtype)
+  floor = jnp.floor(x)
+  r = jnp.where(x < 0, jnp.floor(x + u), jnp.floor(x + (one - u)))
+  r = jnp.where(floor == x, x, r)
+  hi = jnp.asarray(float(np.iinfo(dst).max), x.dtype)
+  lo = jnp.asarray(float(np.iinfo(dst).min), x.dtype)
+  r = jnp.where(x >= hi, hi, jnp.where(x <= lo, lo, r))
+  r = jnp.where(jnp.isnan(x), jnp.zeros((), x.dtype), r)
+  if x.dtype in (jnp.float16, jnp.bfloat16):
+    r = r.astype(jnp.float32)    # exact: |r| <= 2^31 fits, and float16 -> int is not direct
+  return lax.convert_element_type(jnp.clip(r, float(np.iinfo(dst).min),
+                                           float(np.iinfo(dst).max)), dst)
+
+
+def tf_stochastic_cast_to_int(input, key, counter, alg, Tout):  # noqa: A002
+  """TF's StochasticCastToInt (not in ``tf.raw_ops``), run eagerly: the spec's oracle."""
+  import tensorflow as tf
+  from tensorflow.python.eager import context, execute
+  inputs = [tf.constant(v) for v in (input, key, counter, alg)]
+  attrs = ("Tin", inputs[0].dtype.as_datatype_enum,
+           "Tout", tf.as_dtype(Tout).as_datatype_enum)
+  return execute.execute(b"StochasticCastToInt", 1, inputs=inputs, attrs=attrs,
+                         ctx=context.context())[0]
+
+
+def _stochastic_cast_spec(st):
+  @st.composite
+  def draw(draw):
+    dtype = draw(st.dtypes(st.FLOATS))
+    x = st.draw_array(draw, dtype, draw(st.shapes()), lo=-300.0, hi=300.0)
+    if draw(st.booleans()):
+      x = st.draw_array(draw, dtype, x.shape)    # NaN, ±inf, huge values
+    return {"input": x,
+            "key": draw(st.arrays(np.uint64, (1,), min_value=0, max_value=2**32 - 1)),
+            "counter": draw(st.arrays(np.uint64, (2,), min_value=0, max_value=2**32 - 1)),
+            "alg": np.asarray(draw(st.sampled_from([1, 3])), np.int32),   # Philox, auto
+            "Tout": draw(st.dtypes(("int8", "int16", "int32")))}
+  return draw()
+
+
+_RANDOM = ("random rounding: the uniforms are jax.random's (threefry), not TF's Philox; "
+           "tests/test_special.py checks the rounding probabilities")
+
+StochasticCastToInt = define_op(
+    "StochasticCastToInt", _stochastic_cast_to_int, family="elementwise", attrs=("Tout",),
+    jvp=rules.no_grad_jvp("StochasticCastToInt"),
+    spec=lambda st: st.Spec(_stochastic_cast_spec(st), oracle=tf_stochastic_cast_to_int,
+                            skip={"values": _RANDOM, "jvp": "integer output",
+                                  "vjp": "integer output"}))

@@ -1,7 +1,8 @@
-"""Complex numbers: Conj, Real, Imag, Angle, ComplexAbs.
+"""Complex numbers: Complex, Conj, Real, Imag, Angle, ComplexAbs.
 
-Real/Imag/Angle/ComplexAbs: ``Tout`` is decided by the input (complex64 ->
-float32, complex128 -> float64 are the only CPU kernels), so it is not kept.
+Complex/Real/Imag/Angle/ComplexAbs: ``Tout`` is decided by the input (float32
+<-> complex64, float64 <-> complex128 are the only CPU kernels), so it is not
+kept. Complex broadcasts its operands (TF's binary-op broadcasting).
 JAX's cotangent convention for C -> R maps: real^T(ct) = ct + 0j,
 imag^T(ct) = -i ct (the pairing is Re(u * v), without conjugation).
 """
@@ -10,16 +11,42 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 from jax.interpreters import ad
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.elementwise._common import EW
+from tfprims.ops.elementwise._common import EW, bcast
 
 
 def _tout(dtype):
   """The ``Tout`` attr of a drawn call: the real type of ``dtype``."""
   return np.dtype(np.float64 if dtype == np.complex128 else np.float32)
+
+
+def _complex_tout(dtype):
+  """The ``Tout`` attr of a drawn Complex call: the complex type of ``dtype``."""
+  return np.dtype(np.complex128 if dtype == np.float64 else np.complex64)
+
+
+def _complex(real, imag):
+  """real + i imag, broadcast (tf.complex)."""
+  return lax.complex(*bcast(real, imag))
+
+
+def _complex_transpose(ct, real, imag):
+  # JAX pairs a complex cotangent with a tangent by Re(ct * t): complex(x, 0)
+  # transposes to Re(ct), complex(0, y) to -Im(ct) (TF's _ComplexGrad returns
+  # (real(grad), imag(grad)) in its conjugated convention).
+  U = rules.U
+  return [rules.unbroadcast(tfops.Real(ct), rules.shape_of(real)) if U(real) else None,
+          rules.unbroadcast(tfops.Neg(tfops.Imag(ct)), rules.shape_of(imag)) if U(imag) else None]
+
+
+Complex = define_op(
+    "Complex", _complex, **EW, linear=True, transpose=_complex_transpose,
+    spec=lambda st: st.Spec(st.binary_calls(("float32", "float64"), args=("real", "imag"),
+                                            attrs={"Tout": _complex_tout})))
 
 
 Conj = define_op(

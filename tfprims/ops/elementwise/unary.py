@@ -17,7 +17,8 @@ from jax import lax
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.elementwise._common import BOOL_OUT, CPLX_MUL_RTOL, EW, is_complex
+from tfprims.ops.elementwise._common import (BOOL_OUT, CPLX_MUL_RTOL, EW, conj_symmetric,
+                                             is_complex, odd_symmetric)
 
 Neg = define_op(
     "Neg", jnp.negative, **EW, linear=True, transpose=lambda ct, x: [tfops.Neg(ct)],
@@ -46,12 +47,38 @@ def _conj_if_complex(y):
 
 
 Sqrt = define_op(
-    "Sqrt", jnp.sqrt, **EW,
+    "Sqrt", conj_symmetric(jnp.sqrt), **EW,
     jvp=rules.output_jvp("Sqrt", lambda t, y, x: tfops.SqrtGrad(_conj_if_complex(y), t)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
 
+def _complex_rsqrt(z):
+  """Eigen's complex_rsqrt (TF's kernel): the principal 1/sqrt(z), with the
+  result of +0j for a zero imaginary part of either sign (x - 0j included)."""
+  x, y = jnp.real(z), jnp.imag(z)
+  zero = jnp.zeros((), x.dtype)
+  abs_z = jnp.hypot(x, y)
+  w = jnp.sqrt(jnp.asarray(0.5, x.dtype) * (jnp.abs(x) + abs_z))
+  woz = w / abs_z
+  two = jnp.asarray(2, x.dtype)
+  sign_im = jnp.where(y < zero, woz, -woz)
+  re = jnp.where(x > zero, woz, jnp.abs(y) / (two * w * abs_z))
+  im = jnp.where(x > zero, -y / (two * w * abs_z), sign_im)
+  re = jnp.where(x == zero, woz, re)
+  im = jnp.where(x == zero, sign_im, im)
+  inf = jnp.isinf(x) | jnp.isinf(y)
+  re = jnp.where(inf, zero, re)
+  im = jnp.where(inf, zero, im)
+  re = jnp.where(abs_z == zero, jnp.asarray(np.inf, x.dtype), re)
+  im = jnp.where(abs_z == zero, jnp.asarray(np.nan, x.dtype), im)
+  return lax.complex(re, im)
+
+
+def _rsqrt(x):
+  return _complex_rsqrt(x) if jnp.iscomplexobj(x) else lax.rsqrt(x)
+
+
 Rsqrt = define_op(
-    "Rsqrt", lax.rsqrt, **EW,
+    "Rsqrt", _rsqrt, **EW,
     jvp=rules.output_jvp("Rsqrt", lambda t, y, x: tfops.RsqrtGrad(_conj_if_complex(y), t)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
 
@@ -70,8 +97,17 @@ Log = define_op(
     jvp=(lambda t, x: tfops.Mul(t, tfops.Reciprocal(x)),),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
 
+def _log1p(x):
+  """log(1 + x); complex -1 gives -inf + NaNj, as TF's x * log(1 + x) / ((1 + x) - 1)."""
+  y = jnp.log1p(x)
+  if jnp.iscomplexobj(x):
+    y = jnp.where(x == -1, lax.complex(*(jnp.full(jnp.shape(x), v, jnp.real(x).dtype)
+                                         for v in (-np.inf, np.nan))), y)
+  return y
+
+
 Log1p = define_op(
-    "Log1p", jnp.log1p, **EW,
+    "Log1p", _log1p, **EW,
     jvp=(lambda t, x: tfops.Mul(t, tfops.Reciprocal(tfops.AddV2(rules.const(1, x), x))),),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
 
@@ -99,12 +135,12 @@ def _one_minus_square(x):
 
 
 Asin = define_op(
-    "Asin", jnp.arcsin, **EW,
+    "Asin", conj_symmetric(jnp.arcsin), **EW,
     jvp=(lambda t, x: tfops.Mul(t, tfops.Reciprocal(tfops.Sqrt(_one_minus_square(x)))),),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
 
 Acos = define_op(
-    "Acos", jnp.arccos, **EW,
+    "Acos", conj_symmetric(jnp.arccos), **EW,
     jvp=(lambda t, x: tfops.Mul(
         t, tfops.Neg(tfops.Reciprocal(tfops.Sqrt(_one_minus_square(x))))),),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
@@ -131,12 +167,12 @@ Tanh = define_op(
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
 
 Asinh = define_op(
-    "Asinh", jnp.arcsinh, **EW,
+    "Asinh", odd_symmetric(jnp.arcsinh), **EW,
     jvp=rules.output_jvp("Asinh", lambda t, y, x: tfops.Div(t, tfops.Cosh(y))),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
 
 Acosh = define_op(
-    "Acosh", jnp.arccosh, **EW,
+    "Acosh", conj_symmetric(jnp.arccosh), **EW,
     jvp=rules.output_jvp("Acosh", lambda t, y, x: tfops.Div(t, tfops.Sinh(y))),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
 
