@@ -264,6 +264,16 @@ def _off_dawsn_bug(call):
   return {"x": np.where(x <= _TF_DAWSN_SIGN_BUG_BELOW, np.asarray(-1e8, x.dtype), x)}
 
 
+def _off_erfinv_saturation(call):
+  """TF's float32 Erfinv gives +-inf for the float32 next to +-1 (x/2 + 1/2 rounds
+  to 1); tfprims gives the finite value (docs/semantics/elementwise.md)."""
+  x = call["x"]
+  if x.dtype != np.float32:
+    return call
+  edge = np.abs(x) == np.float32(1 - 2.0**-24)
+  return {"x": np.where(edge, np.float32(0.5), x)}
+
+
 def _jvp(op_type, partial):
   """``t * partial(x, y)`` (TF: ``grad * partial_x``)."""
   return rules.output_jvp(op_type, lambda t, y, x: tfops.Mul(t, partial(x, y)))
@@ -275,7 +285,7 @@ Erfinv = define_op(
     jvp=rules.output_jvp("Erfinv", lambda t, y, x: tfops.Mul(
         tfops.Mul(t, rules.const(np.sqrt(np.pi) / 2, x)), tfops.Exp(tfops.Square(y)))),
     doc="Inverse error function (XLA's erf_inv; TF computes ndtri(x/2 + 1/2) / sqrt(2)).",
-    spec=lambda st: st.Spec(_calls(st, -1.0, 1.0)))
+    spec=lambda st: st.Spec(_calls(st, -1.0, 1.0, avoid=_off_erfinv_saturation)))
 
 Ndtri = define_op(
     "Ndtri", _in_float32_or_wider(jsp.ndtri), **EW,
