@@ -282,3 +282,39 @@ def test_apply_on_a_ref_variable_returns_and_writes_the_updated_value():
   np.testing.assert_allclose(result, expected, rtol=1e-6)
   np.testing.assert_allclose(ctx.state["w"], expected, rtol=1e-6)
   np.testing.assert_allclose(ctx.state["m"], expected_m, rtol=1e-6)
+
+
+def test_vmap_of_a_train_step_over_param_sets_matches_each_step():
+  step = _v1_step(V1_CASES["centered_rmsprop"][0]())
+  fn, params = tfprims.convert(step, *BATCHES[0])
+  sets = [{k: np.asarray(v) * (1 + 0.5 * i) for k, v in params.items()} for i in range(3)]
+  stacked = {k: np.stack([s[k] for s in sets]) for k in params}
+  x, y = BATCHES[1]
+  outs, news = jax.vmap(fn, in_axes=(0, None, None))(stacked, x, y)
+  jaxpr = jax.make_jaxpr(jax.vmap(fn, in_axes=(0, None, None)))(stacked, x, y)
+  assert "tf.ApplyCenteredRMSProp" in jaxpr_primitives(jaxpr)
+  for i, s in enumerate(sets):
+    out, new = fn(s, x, y)
+    np.testing.assert_allclose(outs[i], out, rtol=1e-5)
+    for k in params:
+      np.testing.assert_allclose(news[k][i], new[k], rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def test_optimizer_steps_inside_a_while_loop_thread_the_state():
+  w, b = _linear_model()
+  opt = V1.MomentumOptimizer(0.05, 0.9)
+
+  def loss_fn(x, y):
+    return lambda: tf.reduce_mean((tf.matmul(x, w) + b - y) ** 2)  # noqa: E731
+
+  _slots_created(opt, lambda x, y: opt.minimize(loss_fn(x, y), var_list=[w, b]),
+                 tf.TensorSpec([4, 3]), tf.TensorSpec([4, 2]))
+
+  @tf.function
+  def steps(x, y, n):
+    for _ in tf.range(n):
+      opt.minimize(loss_fn(x, y), var_list=[w, b])
+    return loss_fn(x, y)()
+
+  fn, params = _run_steps(steps, [(x, y, np.int32(3)) for x, y in BATCHES[:2]])
+  assert "tf.ApplyMomentum" in str(jax.make_jaxpr(fn)(params, *BATCHES[0], np.int32(3)))
