@@ -397,6 +397,28 @@ def _variable_names(variables) -> dict[int, tuple[str, Any]]:
   return names
 
 
+def _handle_only_variables(cf) -> list:
+  """Variables the function uses through their handles alone (a TF1 optimizer's slots,
+  which its ResourceApply* ops update without reading them): TF lists only the
+  variables it saw read or assigned in ``cf.variables``, so captured resources it does
+  not list are looked up among the live variables by their handle."""
+  import gc
+  import tensorflow as tf
+  known = {id(v.handle) for v in cf.variables}
+  wanted = {id(c) for c in cf.captured_inputs
+            if c.dtype == tf.resource and id(c) not in known}
+  if not wanted:
+    return []
+  found = []
+  for obj in gc.get_objects():
+    try:
+      if isinstance(obj, tf.Variable) and id(obj.handle) in wanted:
+        found.append(obj)
+    except Exception:  # noqa: BLE001  (variables of other kinds have no eager handle)
+      continue
+  return found
+
+
 @interpreter.gc_paused()
 def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[ConvertedFunction, dict]:
   """Converts a ``ConcreteFunction``; returns ``(converted_fn, params)``."""
@@ -429,7 +451,7 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
         f"{n_args} inputs (composite tensors are not supported)")
   input_nodes = [t.op.name for t in cf.inputs[:n_args]]
 
-  var_names = _variable_names(cf.variables)
+  var_names = _variable_names(list(cf.variables) + _handle_only_variables(cf))
   captures, param_specs, params, tf_variables = {}, [], {}, {}
   for placeholder, captured in zip(cf.inputs[n_args:], cf.captured_inputs):
     node_name = placeholder.op.name
