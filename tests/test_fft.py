@@ -257,3 +257,92 @@ def test_inverse_stft_round_trip_matches_tf():
   assert {"tf.RFFT", "tf.IRFFT"} <= _prims(jax.make_jaxpr(fn)(x))
   ct = _randn(*expected.shape)
   _close(_jax_grad(fn, x, ct), _tf_grad(round_trip, x, ct))
+
+
+# --- AudioSpectrogram and Mfcc ------------------------------------------------------------
+
+
+def _speech_features(audio, sample_rate):
+  spec = tf.raw_ops.AudioSpectrogram(input=audio, window_size=480, stride=160,
+                                     magnitude_squared=True)
+  mfcc = tf.raw_ops.Mfcc(spectrogram=spec, sample_rate=sample_rate,
+                         upper_frequency_limit=4000.0, lower_frequency_limit=20.0,
+                         filterbank_channel_count=40, dct_coefficient_count=13)
+  return spec, mfcc
+
+
+def _sine(n, freq, rate, channels=1):
+  t = np.arange(n) / rate
+  return np.stack([np.sin(2 * np.pi * freq * (c + 1) * t) * 0.5 for c in range(channels)],
+                  axis=1).astype(np.float32)
+
+
+def test_audio_spectrogram_and_mfcc_on_a_sine_wave_match_tf():
+  audio = _sine(4000, 440.0, 16000, channels=2)
+  rate = np.int32(16000)
+  fn = tfprims.convert_functional(tf.function(_speech_features),
+                                  tf.TensorSpec([4000, 2], tf.float32),
+                                  tf.TensorSpec([], tf.int32))  # the sample rate is traced
+  spec, mfcc = fn(audio, rate)
+  tf_spec, tf_mfcc = (t.numpy() for t in _speech_features(audio, rate))
+  assert spec.shape == tf_spec.shape == (2, 23, 257)
+  _close(spec, tf_spec, tol=1e-5)
+  # Without x64 the FFT runs in float32: the bins far from the tone (1e-8 of its
+  # energy) are rounding noise, and so are the logs of the mel bands made of them.
+  _close(mfcc, tf_mfcc, tol=2e-2)
+  # The 440 Hz tone peaks in its bin (440 / (16000 / 512) ~ bin 14).
+  assert int(np.argmax(np.asarray(spec)[0, 3])) == 14
+  names = _prims(jax.make_jaxpr(fn)(audio, rate))
+  assert {"tf.AudioSpectrogram", "tf.Mfcc"} <= names
+  with jax.enable_x64(True):
+    spec64, mfcc64 = fn(audio, rate)
+  np.testing.assert_allclose(np.asarray(spec64), tf_spec, rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(np.asarray(mfcc64), tf_mfcc, rtol=1e-6, atol=1e-5)
+
+
+def test_audio_ops_vmap_fold_the_batch_into_channels_and_match_tf():
+  audios = np.stack([_sine(2000, f, 8000) for f in (300.0, 700.0, 1100.0)])
+
+  def f(a):
+    spec = get_op("AudioSpectrogram")(a, window_size=256, stride=128, magnitude_squared=False)
+    return get_op("Mfcc")(spec, np.int32(8000), upper_frequency_limit=3800.0,
+                          lower_frequency_limit=20.0, filterbank_channel_count=20,
+                          dct_coefficient_count=10)
+
+  with jax.enable_x64(True):  # TF computes in double (see the sine-wave test)
+    out = jax.vmap(f)(audios)
+  for i, a in enumerate(audios):
+    spec = tf.raw_ops.AudioSpectrogram(input=a, window_size=256, stride=128)
+    ref = tf.raw_ops.Mfcc(spectrogram=spec, sample_rate=8000, upper_frequency_limit=3800.0,
+                          filterbank_channel_count=20, dct_coefficient_count=10)
+    _close(out[i], ref.numpy(), tol=1e-4)
+  names = _prims(jax.make_jaxpr(jax.vmap(f))(audios))
+  assert {"tf.AudioSpectrogram", "tf.Mfcc", "tf.Reshape"} <= names, names
+
+
+def test_mfcc_policies_match_tf():
+  spec = np.abs(_randn(1, 3, 33)) * 10
+  kw = dict(upper_frequency_limit=4000.0, lower_frequency_limit=20.0,
+            filterbank_channel_count=12, dct_coefficient_count=6)
+  mfcc = get_op("Mfcc")
+  # A NaN outside the filterbank's bins (DC is always excluded) changes nothing,
+  # as in TF's loop over the used bins.
+  nan_dc = spec.copy()
+  nan_dc[..., 0] = np.nan
+  _close(mfcc(nan_dc, np.int32(16000), **kw),
+         tf.raw_ops.Mfcc(spectrogram=nan_dc, sample_rate=16000, **kw).numpy())
+  assert np.isfinite(np.asarray(mfcc(nan_dc, np.int32(16000), **kw))).all()
+  # An upper limit past the last bin: TF's kernel computes nothing (zeros).
+  low_rate = tf.raw_ops.Mfcc(spectrogram=spec, sample_rate=4000, **kw).numpy()
+  np.testing.assert_array_equal(low_rate, 0)
+  np.testing.assert_array_equal(np.asarray(mfcc(spec, np.int32(4000), **kw)), low_rate)
+  # A non-positive sample rate: TF raises; eager calls check it like TF.
+  with pytest.raises(tf.errors.InvalidArgumentError):
+    tf.raw_ops.Mfcc(spectrogram=spec, sample_rate=0, **kw)
+  fn = tfprims.convert_functional(
+      tf.function(lambda s, r: tf.raw_ops.Mfcc(spectrogram=s, sample_rate=r, **kw)),
+      tf.TensorSpec([1, 3, 33], tf.float32), tf.TensorSpec([], tf.int32))
+  with pytest.raises(tfprims.errors.RuntimeCheckError, match="Sample rate must be positive"):
+    fn(spec, np.int32(0))
+  with pytest.raises(ValueError, match="dct_coefficient_count"):
+    mfcc(spec, np.int32(16000), **dict(kw, dct_coefficient_count=13))
