@@ -346,3 +346,49 @@ def test_mfcc_policies_match_tf():
     fn(spec, np.int32(0))
   with pytest.raises(ValueError, match="dct_coefficient_count"):
     mfcc(spec, np.int32(16000), **dict(kw, dct_coefficient_count=13))
+
+
+# --- AudioMicrofrontend (TFLite micro frontend, fixed point) ----------------------------------
+
+
+def _tf_microfrontend(audio, **kw):
+  from tensorflow.lite.experimental.microfrontend.python.ops import audio_microfrontend_op
+  return audio_microfrontend_op.audio_microfrontend(tf.convert_to_tensor(audio), **kw)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(),                                                        # the op's defaults
+    dict(enable_pcan=True, sample_rate=8000, window_size=30, upper_band_limit=3800.0,
+         num_channels=20),
+    dict(enable_log=False, smoothing_bits=8),
+    dict(left_context=2, right_context=1, frame_stride=3, zero_padding=True, out_scale=3,
+         out_type=tf.float32),
+    dict(left_context=1, right_context=2, out_scale=2),            # clamped context, uint16 //
+])
+def test_audio_microfrontend_is_bit_exact_with_tfs_kernel(kw):
+  t = np.arange(6000) / 16000
+  audio = np.concatenate([(np.sin(2 * np.pi * 440 * t) * 8000).astype(np.int16),
+                          RNG.integers(-20000, 20000, 2000).astype(np.int16)])
+  kw = dict(dict(enable_pcan=False), **kw)   # the Python wrapper's default is PCAN on
+  expected = _tf_microfrontend(audio, **kw).numpy()
+  fn = tfprims.convert_functional(
+      tf.function(lambda a: _tf_microfrontend(a, **kw)), tf.TensorSpec([8000], tf.int16))
+  with jax.enable_x64(True):
+    got = np.asarray(jax.jit(fn)(audio))
+  assert got.dtype == expected.dtype and got.shape == expected.shape
+  np.testing.assert_array_equal(got, expected)
+
+
+def test_audio_microfrontend_needs_x64_and_short_audio_gives_no_frames():
+  from tfprims.errors import Int64OverflowError
+  op = get_op("AudioMicrofrontend")
+  audio = RNG.integers(-1000, 1000, 1000).astype(np.int16)
+  operands, params = op.prepare({"audio": audio}, {})
+  with jax.enable_x64(False):
+    with pytest.raises(Int64OverflowError, match="64-bit"):
+      op(*operands, **params)
+  short = audio[:300]   # shorter than one 25 ms window at 16 kHz
+  with jax.enable_x64(True):
+    out = np.asarray(op(short, **params))
+  np.testing.assert_array_equal(out, _tf_microfrontend(short, enable_pcan=False).numpy())
+  assert out.shape == (0, 32)
