@@ -435,6 +435,8 @@ def _oracle(audio, **attrs):
 
 AudioMicrofrontend = define_op(
     "AudioMicrofrontend", _microfrontend_impl, family=FAMILY, attrs=_ATTRS,
+    # vmap of the impl: the op takes one signal, and its noise estimate runs across
+    # frames, so examples cannot be concatenated into one TF call.
     batching=rules.vmap_batching(_microfrontend_impl, False),
     spec=lambda st: st.Spec(_calls(st), oracle=_oracle,
                             skip={"jvp": "integer features: TF marks the op not differentiable",
