@@ -19,3 +19,4 @@ from tfprims.ops import prevent_gradient  # noqa: F401
 from tfprims.ops import asserts  # noqa: F401
 from tfprims.ops import xla  # noqa: F401
 from tfprims.ops import printing  # noqa: F401
+from tfprims.ops import fft  # noqa: F401
