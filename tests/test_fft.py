@@ -4,7 +4,6 @@ policies of docs/semantics/fft.md."""
 
 from __future__ import annotations
 
-import contextlib
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +13,6 @@ import tensorflow as tf
 
 import tfprims
 from tfprims.core import get_op
-from tfprims.testing import temporary_op
 
 RNG = np.random.default_rng(0)
 
@@ -41,19 +39,6 @@ def _prims(jaxpr):
             visit(sub.jaxpr)
   visit(jaxpr.jaxpr)
   return names
-
-
-@contextlib.contextmanager
-def _complex_op():
-  """tf.signal.dct builds its twiddle factors with TF's ``Complex`` op (constant
-  inputs, folded at trace time). ``Complex`` belongs to the elementwise coverage
-  work; until it is registered, a plain stand-in is registered for the block."""
-  if "Complex" in tfprims.registered_ops():
-    yield
-    return
-  with temporary_op("Complex", lambda real, imag: jax.lax.complex(real, imag),
-                    family="elementwise"):
-    yield
 
 
 def _tf_grad(fn, x, ct):
@@ -216,26 +201,25 @@ def _mfcc_pipeline(signals):
 
 def test_stft_log_mel_mfcc_pipeline_matches_tf_with_grad_and_vmap():
   x = _randn(2, 512)
-  with _complex_op():
-    fn = tfprims.convert_functional(tf.function(_mfcc_pipeline),
-                                    tf.TensorSpec([None, 512], tf.float32))
-    expected = _mfcc_pipeline(x).numpy()
-    _close(fn(x), expected, tol=2e-4)
-    jaxpr = jax.make_jaxpr(fn)(x)
-    assert "tf.RFFT" in _prims(jaxpr)
+  fn = tfprims.convert_functional(tf.function(_mfcc_pipeline),
+                                  tf.TensorSpec([None, 512], tf.float32))
+  expected = _mfcc_pipeline(x).numpy()
+  _close(fn(x), expected, tol=2e-4)
+  jaxpr = jax.make_jaxpr(fn)(x)
+  assert "tf.RFFT" in _prims(jaxpr)
 
-    ct = _randn(*expected.shape)
-    ours = _jax_grad(fn, x, ct)
-    _close(ours, _tf_grad(_mfcc_pipeline, x, ct), tol=5e-4)
-    grad_names = _prims(jax.make_jaxpr(lambda x: jax.vjp(fn, x)[1](ct))(x))
-    assert {"tf.RFFT", "tf.FFT", "tf.Real"} <= grad_names, grad_names
+  ct = _randn(*expected.shape)
+  ours = _jax_grad(fn, x, ct)
+  _close(ours, _tf_grad(_mfcc_pipeline, x, ct), tol=5e-4)
+  grad_names = _prims(jax.make_jaxpr(lambda x: jax.vjp(fn, x)[1](ct))(x))
+  assert {"tf.RFFT", "tf.FFT", "tf.Real"} <= grad_names, grad_names
 
-    # vmap over a batch of single signals vs per-example TF results.
-    xs = _randn(3, 1, 512)
-    batched = jax.vmap(fn)(xs)
-    for i in range(3):
-      _close(batched[i], _mfcc_pipeline(xs[i]).numpy(), tol=2e-4)
-    assert "tf.RFFT" in _prims(jax.make_jaxpr(jax.vmap(fn))(xs))
+  # vmap over a batch of single signals vs per-example TF results.
+  xs = _randn(3, 1, 512)
+  batched = jax.vmap(fn)(xs)
+  for i in range(3):
+    _close(batched[i], _mfcc_pipeline(xs[i]).numpy(), tol=2e-4)
+  assert "tf.RFFT" in _prims(jax.make_jaxpr(jax.vmap(fn))(xs))
 
 
 def test_inverse_stft_round_trip_matches_tf():
