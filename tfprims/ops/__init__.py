@@ -8,6 +8,7 @@ from tfprims.ops import array  # noqa: F401
 from tfprims.ops import reductions  # noqa: F401
 from tfprims.ops import linalg  # noqa: F401
 from tfprims.ops import nn  # noqa: F401
+from tfprims.ops import image  # noqa: F401
 from tfprims.ops import random  # noqa: F401
 from tfprims.ops import tensorlist  # noqa: F401
 from tfprims.ops import variables  # noqa: F401

@@ -1,0 +1,21 @@
+"""Image ops (NHWC): bicubic/area resizing, ScaleAndTranslate, CropAndResize and
+ImageProjectiveTransformV2/V3, with their TF gradient ops.
+
+(ResizeNearestNeighbor and ResizeBilinear live in ``tfprims.ops.nn.resize``.)
+
+* ``resize.py``: ResizeBicubic, ResizeBicubicGrad, ResizeArea.
+* ``scale_translate.py``: ScaleAndTranslate, ScaleAndTranslateGrad (every TF kernel).
+* ``crop_and_resize.py``: CropAndResize, CropAndResizeGradImage, CropAndResizeGradBoxes.
+* ``projective.py``: ImageProjectiveTransformV2, ImageProjectiveTransformV3.
+* ``_common.py``: helpers (TF's float32 roundings under XLA's CPU backend).
+
+Semantics choices are written down in docs/semantics/image.md.
+"""
+
+from tfprims.ops.image import crop_and_resize, projective, resize, scale_translate  # noqa: F401,I001
+from tfprims.ops.image.crop_and_resize import (  # noqa: F401
+    CropAndResize, CropAndResizeGradBoxes, CropAndResizeGradImage)
+from tfprims.ops.image.projective import (  # noqa: F401
+    ImageProjectiveTransformV2, ImageProjectiveTransformV3)
+from tfprims.ops.image.resize import ResizeArea, ResizeBicubic, ResizeBicubicGrad  # noqa: F401
+from tfprims.ops.image.scale_translate import ScaleAndTranslate, ScaleAndTranslateGrad  # noqa: F401
