@@ -13,6 +13,11 @@ only compare). Anything else (transcendentals, float arithmetic whose rounding
 or NaN/zero-sign rules could differ, integer division by zero, float-to-int
 casts) makes :func:`fold` return None and the caller folds with XLA.
 tests/test_folding.py compares both on every op's property-spec draws.
+
+Shapes with the symbolic dims of a jax.export shape-polymorphic trace are numpy
+object arrays (see Shape): integer rules evaluate them with the dims' own
+arithmetic, so ``Reshape(x, Pack(Prod(Shape(x)[1:]), -1))`` still gets a static
+(symbolic) shape; :func:`materialize` turns them into program values otherwise.
 """
 
 from __future__ import annotations
