@@ -199,7 +199,10 @@ def _symbolic_or_int(x: np.ndarray) -> np.ndarray:
 
 
 def _gather(operand, indices, *, dimension_numbers, slice_sizes, **_):
-  """Gathers of whole slices along one axis (what ``jnp.take`` emits), in range."""
+  """Gathers of whole slices along one axis (what ``jnp.take`` emits), in range, of
+  symbolic dims (other gathers fold with XLA, as before)."""
+  if operand.dtype != object:
+    raise _NeverFoldable("gather")
   dn = dimension_numbers
   if (len(dn.start_index_map) != 1 or tuple(dn.collapsed_slice_dims) != tuple(dn.start_index_map)
       or dn.operand_batching_dims or indices.shape[-1:] != (1,)):

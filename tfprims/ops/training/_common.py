@@ -27,6 +27,8 @@ through variable updates, so derivatives are checked against central differences
 
 from __future__ import annotations
 
+import inspect
+
 from typing import Callable, Mapping, Sequence
 
 import jax.numpy as jnp
@@ -168,10 +170,10 @@ def _spec(calls_fn, op_type, resource_type, n_state, dtype_names, ranges, bool_a
 
 
 def _dense_impl(op_type, n_state, update):
-  names = opdefs.input_arg_names(op_type)
-
   def impl(*operands, **params):
-    kw = dict(zip(names, operands))
+    # Input names from TF's op def, looked up when first traced (importing tfprims
+    # must not import TensorFlow).
+    kw = dict(zip(opdefs.input_arg_names(op_type), operands))
     dtype = jnp.result_type(operands[0])
     outs = update(**kw, **params)
     # Under vmap a batched hyperparameter broadcasts: every result takes the full shape.
@@ -182,10 +184,9 @@ def _dense_impl(op_type, n_state, update):
 
 
 def _sparse_impl(op_type, n_state, update, grad_name="grad"):
-  names = opdefs.input_arg_names(op_type)
-  state_names = names[:n_state]
-
   def impl(*operands, **params):
+    names = opdefs.input_arg_names(op_type)  # when first traced, as above
+    state_names = names[:n_state]
     kw = dict(zip(names, operands))
     indices, grad = kw.pop("indices"), kw.pop("grad")
     state = tuple(jnp.asarray(kw.pop(n)) for n in state_names)
@@ -211,11 +212,8 @@ def _sparse_impl(op_type, n_state, update, grad_name="grad"):
 
 
 def _sparse_check(op_type, n_state):
-  names = opdefs.input_arg_names(op_type)
-  pos = names.index("indices")
-
   def check(*operands, **params):
-    var, indices = operands[0], operands[pos]
+    var, indices = operands[0], operands[opdefs.input_arg_names(op_type).index("indices")]
     n = var.shape[0]
     if not indices.size:
       return None
@@ -247,9 +245,10 @@ def define_optimizer(name: str, update: Callable, *, n_state: int,
     # no single TF op formulates for a batch of variables.
     forms.append(("SparseApply", "ResourceSparseApply", sparse_dtypes, _sparse_impl,
                   _sparse_calls, None))
-  # The sparse ops call the gradient 'grad' where GradientDescent's call it 'delta'.
-  dense_names = opdefs.input_arg_names(("ResourceApply" if resource_only else "Apply") + name)
-  grad_name = "delta" if "delta" in dense_names else "grad"
+  # The sparse ops call the gradient 'grad' where GradientDescent's call it 'delta' (the
+  # update rule takes it under the dense op's name). Not read from TF's op defs: importing
+  # tfprims must not import TensorFlow.
+  grad_name = "delta" if "delta" in inspect.signature(update).parameters else "grad"
   for ref_prefix, res_prefix, dts, make_impl, calls_fn, batching in forms:
     resource_type = res_prefix + name
     prim_type = resource_type if resource_only else ref_prefix + name

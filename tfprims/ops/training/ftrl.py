@@ -42,7 +42,10 @@ def ftrl(var, accum, linear, grad, lr, l1, l2, lr_power, *, multiply_linear_by_l
                  multiply_linear_by_lr=multiply_linear_by_lr)
 
 
-_RANGES = {"accum": (0.1, 2.0), "lr": (0.1, 1.0), "l1": [0.0, 0.01, 0.1, 0.5],
+# l1 > 0: with l1 = 0 the all-zero draws put the new linear exactly on the |linear| > l1
+# kink, where central differences see one side's slope (values with l1 = 0 are tested
+# by the FtrlOptimizer programs in tests/test_optimizers.py).
+_RANGES = {"accum": (0.1, 2.0), "lr": (0.1, 1.0), "l1": [0.01, 0.1, 0.5],
            "l2": [0.0, 0.01, 0.1], "l2_shrinkage": [0.0, 0.01, 0.1],
            "lr_power": [-0.5, -0.5, -1.0, -0.25, 0.0]}
 _KW = dict(n_state=3, dtypes=REAL_DTYPES, ranges=_RANGES,
