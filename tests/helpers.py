@@ -24,3 +24,13 @@ def jaxpr_primitives(closed_jaxpr) -> set:
 def non_tf_primitives(closed_jaxpr, allowed=()) -> set:
   return {n for n in jaxpr_primitives(closed_jaxpr)
           if not n.startswith("tf.") and n not in allowed}
+
+
+def tape_vjp(fn, x, ct):
+  """TF's gradient of ``fn`` at ``x`` for output cotangent ``ct`` (GradientTape)."""
+  import tensorflow as tf
+  xt = tf.constant(x)
+  with tf.GradientTape() as tape:
+    tape.watch(xt)
+    y = fn(xt)
+  return tape.gradient(y, xt, output_gradients=tf.constant(ct)).numpy()

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 import tfprims
 from tfprims.core import get_op
+from helpers import jaxpr_primitives, tape_vjp
 
 RNG = np.random.default_rng(0)
 
@@ -23,30 +24,6 @@ def _randn(*shape, dtype=np.float32):
 
 def _crandn(*shape, dtype=np.complex64):
   return (RNG.normal(size=shape) + 1j * RNG.normal(size=shape)).astype(dtype)
-
-
-def _prims(jaxpr):
-  names = set()
-
-  def visit(j):
-    for eqn in j.eqns:
-      names.add(eqn.primitive.name)
-      for value in eqn.params.values():
-        for sub in value if isinstance(value, (tuple, list)) else (value,):
-          if hasattr(sub, "eqns"):
-            visit(sub)
-          elif hasattr(getattr(sub, "jaxpr", None), "eqns"):
-            visit(sub.jaxpr)
-  visit(jaxpr.jaxpr)
-  return names
-
-
-def _tf_grad(fn, x, ct):
-  xt = tf.constant(x)
-  with tf.GradientTape() as tape:
-    tape.watch(xt)
-    y = fn(xt)
-  return tape.gradient(y, xt, output_gradients=tf.constant(ct)).numpy()
 
 
 def _jax_grad(fn, x, ct):
@@ -102,7 +79,7 @@ def test_tf_signal_ffts_match_tf_with_grads(name, shape, fft_length, is_complex)
   _close(got, expected)
   jaxpr = jax.make_jaxpr(fn)(x)
   op = {"fft": "FFT", "ifft": "IFFT"}.get(name, name.upper().replace("D", "D"))
-  assert f"tf.{op}" in _prims(jaxpr), _prims(jaxpr)
+  assert f"tf.{op}" in jaxpr_primitives(jaxpr), jaxpr_primitives(jaxpr)
 
   ct = (_crandn(*expected.shape) if np.iscomplexobj(expected)
         else _randn(*expected.shape))
@@ -126,7 +103,7 @@ def test_tf_signal_ffts_match_tf_with_grads(name, shape, fft_length, is_complex)
       return jnp.fft.rfftn(x, s=lengths, axes=axes)
     _close(ours, _jax_grad(ref_fn, x, ct))
   else:
-    _close(ours, _tf_grad(f, x, ct))
+    _close(ours, tape_vjp(f, x, ct))
 
 
 def test_irfft_ignores_the_imaginary_parts_of_dc_and_nyquist_like_tf():
@@ -175,12 +152,12 @@ def test_grad_and_vmap_of_ffts_keep_tf_names():
     return get_op("IRFFT")(z, fft_length=(8,))
 
   g = jax.make_jaxpr(jax.grad(lambda x: jnp.sum(f(x) ** 2)))(x)
-  names = _prims(g)
+  names = jaxpr_primitives(g)
   assert {"tf.RFFT", "tf.IRFFT", "tf.FFT", "tf.IFFT", "tf.Real", "tf.Conj"} <= names, names
   assert not any(n in names for n in ("fft", "rfft")), names
   xs = _randn(8, 3)
   v = jax.make_jaxpr(jax.vmap(f, in_axes=1))(xs)
-  assert {"tf.RFFT", "tf.IRFFT", "tf.FFT", "tf.IFFT"} <= _prims(v)
+  assert {"tf.RFFT", "tf.IRFFT", "tf.FFT", "tf.IFFT"} <= jaxpr_primitives(v)
   np.testing.assert_allclose(jax.vmap(f, in_axes=1)(xs),
                              np.stack([f(xs[:, i]) for i in range(3)]), rtol=1e-5, atol=1e-5)
 
@@ -206,12 +183,12 @@ def test_stft_log_mel_mfcc_pipeline_matches_tf_with_grad_and_vmap():
   expected = _mfcc_pipeline(x).numpy()
   _close(fn(x), expected, tol=2e-4)
   jaxpr = jax.make_jaxpr(fn)(x)
-  assert "tf.RFFT" in _prims(jaxpr)
+  assert "tf.RFFT" in jaxpr_primitives(jaxpr)
 
   ct = _randn(*expected.shape)
   ours = _jax_grad(fn, x, ct)
-  _close(ours, _tf_grad(_mfcc_pipeline, x, ct), tol=5e-4)
-  grad_names = _prims(jax.make_jaxpr(lambda x: jax.vjp(fn, x)[1](ct))(x))
+  _close(ours, tape_vjp(_mfcc_pipeline, x, ct), tol=5e-4)
+  grad_names = jaxpr_primitives(jax.make_jaxpr(lambda x: jax.vjp(fn, x)[1](ct))(x))
   assert {"tf.RFFT", "tf.FFT", "tf.Real"} <= grad_names, grad_names
 
   # vmap over a batch of single signals vs per-example TF results.
@@ -219,7 +196,7 @@ def test_stft_log_mel_mfcc_pipeline_matches_tf_with_grad_and_vmap():
   batched = jax.vmap(fn)(xs)
   for i in range(3):
     _close(batched[i], _mfcc_pipeline(xs[i]).numpy(), tol=2e-4)
-  assert "tf.RFFT" in _prims(jax.make_jaxpr(jax.vmap(fn))(xs))
+  assert "tf.RFFT" in jaxpr_primitives(jax.make_jaxpr(jax.vmap(fn))(xs))
 
 
 def test_inverse_stft_round_trip_matches_tf():
@@ -238,9 +215,9 @@ def test_inverse_stft_round_trip_matches_tf():
   _close(got, expected)
   # Away from the edges the round trip reconstructs the signal.
   np.testing.assert_allclose(got[:, 64:-64], x[:, 64:-64], atol=1e-4)
-  assert {"tf.RFFT", "tf.IRFFT"} <= _prims(jax.make_jaxpr(fn)(x))
+  assert {"tf.RFFT", "tf.IRFFT"} <= jaxpr_primitives(jax.make_jaxpr(fn)(x))
   ct = _randn(*expected.shape)
-  _close(_jax_grad(fn, x, ct), _tf_grad(round_trip, x, ct))
+  _close(_jax_grad(fn, x, ct), tape_vjp(round_trip, x, ct))
 
 
 # --- AudioSpectrogram and Mfcc ------------------------------------------------------------
@@ -276,7 +253,7 @@ def test_audio_spectrogram_and_mfcc_on_a_sine_wave_match_tf():
   _close(mfcc, tf_mfcc, tol=2e-2)
   # The 440 Hz tone peaks in its bin (440 / (16000 / 512) ~ bin 14).
   assert int(np.argmax(np.asarray(spec)[0, 3])) == 14
-  names = _prims(jax.make_jaxpr(fn)(audio, rate))
+  names = jaxpr_primitives(jax.make_jaxpr(fn)(audio, rate))
   assert {"tf.AudioSpectrogram", "tf.Mfcc"} <= names
   with jax.enable_x64(True):
     spec64, mfcc64 = fn(audio, rate)
@@ -300,7 +277,7 @@ def test_audio_ops_vmap_fold_the_batch_into_channels_and_match_tf():
     ref = tf.raw_ops.Mfcc(spectrogram=spec, sample_rate=8000, upper_frequency_limit=3800.0,
                           filterbank_channel_count=20, dct_coefficient_count=10)
     _close(out[i], ref.numpy(), tol=1e-4)
-  names = _prims(jax.make_jaxpr(jax.vmap(f))(audios))
+  names = jaxpr_primitives(jax.make_jaxpr(jax.vmap(f))(audios))
   assert {"tf.AudioSpectrogram", "tf.Mfcc", "tf.Reshape"} <= names, names
 
 

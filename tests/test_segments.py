@@ -15,7 +15,7 @@ import tensorflow as tf
 import tfprims
 from tfprims import errors
 from tfprims.core import get_op
-from helpers import jaxpr_primitives, non_tf_primitives
+from helpers import jaxpr_primitives, non_tf_primitives, tape_vjp
 
 R = tf.raw_ops
 RTOL, ATOL = 1e-5, 1e-5
@@ -363,14 +363,6 @@ def test_sorted_min_max_nan_like_tf_scalar_rows(op):
 # --- gradients: ties, zeros, complex ------------------------------------------------------
 
 
-def _tape_grad(fn, x, ct):
-  xt = tf.constant(x)
-  with tf.GradientTape() as tape:
-    tape.watch(xt)
-    y = fn(xt)
-  return tape.gradient(y, xt, output_gradients=tf.constant(ct)).numpy()
-
-
 def _our_grad(fn, x, ct):
   _, pullback = jax.vjp(fn, x)
   return np.asarray(pullback(ct)[0])
@@ -382,10 +374,10 @@ def test_min_max_ties_share_the_gradient():
   ct = np.array([1.0, 3.0, 7.0, 2.0], np.float32)
   for kind in ["Max", "Min"]:
     ours = _our_grad(lambda v: get_op(f"Segment{kind}")(v, segment_ids=tuple(ids)), x, ct)
-    _close(ours, _tape_grad(lambda v: getattr(R, f"Segment{kind}")(data=v, segment_ids=ids),
+    _close(ours, tape_vjp(lambda v: getattr(R, f"Segment{kind}")(data=v, segment_ids=ids),
                             x, ct))
     ours = _our_grad(lambda v: get_op(f"UnsortedSegment{kind}")(v, ids, num_segments=4), x, ct)
-    _close(ours, _tape_grad(lambda v: getattr(R, f"UnsortedSegment{kind}")(
+    _close(ours, tape_vjp(lambda v: getattr(R, f"UnsortedSegment{kind}")(
         data=v, segment_ids=ids, num_segments=4), x, ct))
   ours = _our_grad(lambda v: get_op("SegmentMax")(v, segment_ids=tuple(ids)), x, ct)
   _close(ours, [0.5, 0.5, 0, 1, 1, 1, 2])
@@ -403,10 +395,10 @@ def test_prod_gradient_with_zeros_like_tf(dtype):
   conj = np.conj if dtype == "complex64" else (lambda v: v)
   ours = conj(_our_grad(lambda v: get_op("SegmentProd")(v, segment_ids=tuple(ids)), x,
                         conj(ct)))
-  _close(ours, _tape_grad(lambda v: R.SegmentProd(data=v, segment_ids=ids), x, ct))
+  _close(ours, tape_vjp(lambda v: R.SegmentProd(data=v, segment_ids=ids), x, ct))
   ours = conj(_our_grad(lambda v: get_op("UnsortedSegmentProd")(v, ids, num_segments=3), x,
                         conj(ct)))
-  _close(ours, _tape_grad(lambda v: R.UnsortedSegmentProd(data=v, segment_ids=ids,
+  _close(ours, tape_vjp(lambda v: R.UnsortedSegmentProd(data=v, segment_ids=ids,
                                                           num_segments=3), x, ct))
 
 

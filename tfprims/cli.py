@@ -303,9 +303,8 @@ def _ops(args, out: TextIO) -> int:
   import_tensorflow()
   from tfprims import op_report
   if args.example:
-    ex = examples.build(args.example)
-    report = op_report.report_concrete_function(
-        ex.tf_fn.get_concrete_function(*ex.inputs), source=f"example '{args.example}'")
+    target = _example_target(None, args.example)
+    report = op_report.report_concrete_function(target.concrete_fn, source=target.title)
   else:
     report = op_report.report_path(args.source, args.signature,
                                    args.outputs.split(",") if args.outputs else None)
@@ -324,9 +323,9 @@ def _export(args, out: TextIO) -> int:
   import tfprims
   from tfprims import deploy
   if args.example:
-    ex = examples.build(args.example)
-    jax_fn, params = tfprims.convert(ex.tf_fn.get_concrete_function(*ex.inputs))
-    source = f"example '{args.example}'"
+    target = _example_target(None, args.example)
+    jax_fn, params = tfprims.convert(target.concrete_fn)
+    source = target.title
   elif os.path.isfile(args.source):
     if not (args.inputs and args.outputs):
       raise CLIError("a frozen graph needs --inputs and --outputs")

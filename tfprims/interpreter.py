@@ -50,9 +50,12 @@ class Context:
   rng: Optional[jax.Array] = None
   options: Optional[Mapping[str, Any]] = None
 
+  node_scopes: bool = dataclasses.field(init=False)  # read once per call: every bind asks
+
   def __post_init__(self):
     if self.rng is not None:
       check_rng(self.rng)
+    self.node_scopes = bool(self.option("node_scopes"))
 
   def option(self, name: str) -> Any:
     """A config option as this call sees it (see :func:`tfprims.config.resolve`)."""
@@ -154,7 +157,7 @@ def bind_node(ctx: Context, op: core.TFOp, node: graph_lib.Node, inputs: list) -
     run_check(op, node, operands, params)
     if op.assertion and ctx.option("enable_checkify_for_asserts"):
       checkify_check(op, node, operands, params)
-  if ctx.option("node_scopes"):
+  if ctx.node_scopes:
     # The node's name becomes part of the HLO op_name metadata of what it lowers to,
     # so XLA dumps and profiles name TF nodes (conv1/Conv2D), not anonymous fusions.
     with jax.named_scope(node.name):

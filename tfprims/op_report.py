@@ -19,15 +19,14 @@ from typing import Any, Optional, Sequence
 from tfprims import core
 from tfprims import graph as graph_lib
 
-SUPPORTED, DATA_DEPENDENT, UNSUPPORTED, CALL = (
-    "supported", "data-dependent", "unsupported", "function call")
+SUPPORTED, DATA_DEPENDENT, UNSUPPORTED = "supported", "data-dependent", "unsupported"
 
 
 @dataclasses.dataclass
 class OpUsage:
   """One op type as a graph uses it."""
   op_type: str
-  status: str                       # SUPPORTED, DATA_DEPENDENT, UNSUPPORTED or CALL
+  status: str                       # SUPPORTED, DATA_DEPENDENT or UNSUPPORTED
   nodes: list[str] = dataclasses.field(default_factory=list)  # "node" or "function/node"
   dtypes: set[str] = dataclasses.field(default_factory=set)   # of its type attrs
   problems: list[str] = dataclasses.field(default_factory=list)
@@ -104,11 +103,9 @@ def _dtype_names(node: graph_lib.Node) -> set[str]:
   return names
 
 
-def _usage(op_type: str, library: graph_lib.Library) -> OpUsage:
+def _usage(op_type: str) -> OpUsage:
   op = core.lookup(op_type)
   if op is None:
-    if op_type in library:
-      return OpUsage(op_type, CALL)
     return OpUsage(op_type, UNSUPPORTED, why=core.unsupported_hint(op_type) or "")
   if op.dynamic_shape:
     return OpUsage(op_type, DATA_DEPENDENT, why=f"data-dependent output shape: {op.dynamic_shape}")
@@ -124,7 +121,9 @@ def report(graph: graph_lib.Graph, library: graph_lib.Library, source: str) -> O
   for fname, g in [("", top)] + sorted(library.reachable(top).items()):
     functions[fname] = collections.Counter(n.op for n in g.nodes)
     for node in g.nodes:
-      usage = ops.get(node.op) or ops.setdefault(node.op, _usage(node.op, library))
+      if core.lookup(node.op) is None and node.op in library:
+        continue  # a call of a library function: counted under its function
+      usage = ops.get(node.op) or ops.setdefault(node.op, _usage(node.op))
       usage.nodes.append(f"{fname}/{node.name}" if fname else node.name)
       names = _dtype_names(node)
       usage.dtypes |= names
@@ -137,10 +136,8 @@ def report(graph: graph_lib.Graph, library: graph_lib.Library, source: str) -> O
       if bad and usage.status == SUPPORTED:
         usage.problems.append(f"node '{usage.nodes[-1]}' uses {', '.join(bad)}: no JAX array "
                               "holds this dtype")
-  order = {UNSUPPORTED: 0, DATA_DEPENDENT: 1, CALL: 2, SUPPORTED: 3}
+  order = {UNSUPPORTED: 0, DATA_DEPENDENT: 1, SUPPORTED: 2}
   ops = dict(sorted(ops.items(), key=lambda kv: (order[kv[1].status], kv[0])))
-  # Calls of library functions are listed under "per function", not as op types.
-  ops = {k: u for k, u in ops.items() if u.status != CALL}
   return OpsReport(source, functions, ops)
 
 

@@ -34,6 +34,7 @@ from jax.interpreters import ad
 from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.interpreter import bind_node
+from tfprims.ops.array.inplace import slice_update_rules
 from tfprims.ops.variables import _handle
 from tfprims.rules import U
 
@@ -302,22 +303,7 @@ def _slice_assign_impl(ref, value, **params):
   return tfops.TensorStridedSliceUpdate.impl(ref, value, **params)
 
 
-def _slice_assign_jvp(primals, tangents, **params):
-  (x, v), (tx, tv) = primals, tangents
-  out = tfops.ResourceStridedSliceAssign(x, v, **params)
-  if type(tx) is ad.Zero and type(tv) is ad.Zero:
-    return out, rules.zero_tangent(out)
-  return out, tfops.ResourceStridedSliceAssign(rules.instantiate(tx), rules.instantiate(tv),
-                                               **params)
-
-
-def _slice_assign_transpose(ct, x, v, **params):
-  ct = rules.instantiate(ct)
-  vshape, dt = rules.shape_of(v), rules.dtype_of(ct)
-  cx = (tfops.ResourceStridedSliceAssign(ct, rules.zeros(vshape, dt), **params)
-        if U(x) else None)
-  cv = rules.unbroadcast(tfops.StridedSlice(ct, **params), vshape) if U(v) else None
-  return [cx, cv]
+_SLICE_ASSIGN_JVP, _SLICE_ASSIGN_TRANSPOSE = slice_update_rules("ResourceStridedSliceAssign")
 
 
 def _slice_assign_batch(args, dims, **params):
@@ -340,8 +326,8 @@ def _slice_assign_spec(st):
 
 ResourceStridedSliceAssign = define_op(
     "ResourceStridedSliceAssign", _slice_assign_impl, family=FAMILY,
-    static=("begin", "end", "strides"), attrs=_MASKS, jvp=_slice_assign_jvp,
-    transpose=_slice_assign_transpose, batching=_slice_assign_batch,
+    static=("begin", "end", "strides"), attrs=_MASKS, jvp=_SLICE_ASSIGN_JVP,
+    transpose=_SLICE_ASSIGN_TRANSPOSE, batching=_slice_assign_batch,
     interpret=_writer_interpret, writes_state=True, spec=_slice_assign_spec)
 
 

@@ -149,21 +149,25 @@ def _slice_update_impl(input, value, **params):
   return input.at[np.ix_(*ranges)].set(jnp.reshape(value, counts), unique_indices=True)
 
 
-def _slice_update_jvp(primals, tangents, **params):
-  (x, v), (tx, tv) = primals, tangents
-  out = tfops.TensorStridedSliceUpdate(x, v, **params)
-  if type(tx) is ad.Zero and type(tv) is ad.Zero:
-    return out, rules.zero_tangent(out)
-  return out, tfops.TensorStridedSliceUpdate(rules.instantiate(tx), rules.instantiate(tv),
-                                             **params)
+def slice_update_rules(op_type: str):
+  """JVP and transpose of a strided-slice update (``op_type``: TensorStridedSliceUpdate,
+  or ResourceStridedSliceAssign on a variable's value): linear in (input, value)."""
+  def jvp(primals, tangents, **params):
+    (x, v), (tx, tv) = primals, tangents
+    op = getattr(tfops, op_type)
+    out = op(x, v, **params)
+    if type(tx) is ad.Zero and type(tv) is ad.Zero:
+      return out, rules.zero_tangent(out)
+    return out, op(rules.instantiate(tx), rules.instantiate(tv), **params)
 
-
-def _slice_update_transpose(ct, x, v, **params):
-  ct = rules.instantiate(ct)
-  vshape, dt = rules.shape_of(v), rules.dtype_of(v)
-  cx = tfops.TensorStridedSliceUpdate(ct, rules.zeros(vshape, dt), **params) if U(x) else None
-  cv = rules.unbroadcast(tfops.StridedSlice(ct, **params), vshape) if U(v) else None
-  return [cx, cv]
+  def transpose(ct, x, v, **params):
+    ct = rules.instantiate(ct)
+    vshape = rules.shape_of(v)
+    cx = (getattr(tfops, op_type)(ct, rules.zeros(vshape, rules.dtype_of(ct)), **params)
+          if U(x) else None)
+    cv = rules.unbroadcast(tfops.StridedSlice(ct, **params), vshape) if U(v) else None
+    return [cx, cv]
+  return jvp, transpose
 
 
 def _slice_update_batch(args, dims, **params):
@@ -178,10 +182,12 @@ def _slice_update_batch(args, dims, **params):
                                         **_shift_spec(params)), 0
 
 
+_SLICE_UPDATE_RULES = slice_update_rules("TensorStridedSliceUpdate")
+
 TensorStridedSliceUpdate = define_op(
     "TensorStridedSliceUpdate", _slice_update_impl, family=FAMILY,
-    static=("begin", "end", "strides"), attrs=_MASKS, jvp=_slice_update_jvp,
-    transpose=_slice_update_transpose, batching=_slice_update_batch,
+    static=("begin", "end", "strides"), attrs=_MASKS, jvp=_SLICE_UPDATE_RULES[0],
+    transpose=_SLICE_UPDATE_RULES[1], batching=_slice_update_batch,
     spec=lambda st: st.Spec(_slice_update_calls(st)))
 
 

@@ -214,6 +214,11 @@ def _avg_pool_counts(shape, ksize, strides, pads, out_shape):
 def avg_pool(value, *, ksize, strides, padding, data_format="NHWC"):
   """TF AvgPool: SAME windows average only their real elements."""
   _check_pool_format(data_format)
+  return average_windows(value, ksize, strides, padding)
+
+
+def average_windows(value, ksize, strides, padding):
+  """Window means over the real (unpadded) elements, any rank (AvgPool, AvgPool3D)."""
   pads = _pool_pads(value.shape, ksize, strides, padding)
   total = lax.reduce_window(value, np.array(0, value.dtype), lax.add, tuple(ksize),
                             tuple(strides), pads)

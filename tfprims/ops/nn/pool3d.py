@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import math
 
 import jax
 import jax.numpy as jnp
@@ -41,7 +40,7 @@ from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.nn._common import (
     _fold_batching, _layout_attr, _layout_shape, _out_size, _tf_accepts, _tf_call, _values)
-from tfprims.ops.nn.pool import _avg_pool_counts, _lowest, _pool_pads
+from tfprims.ops.nn.pool import _lowest, _pool_pads, average_windows
 
 _FORMATS = ("NDHWC", "NCDHW")
 
@@ -119,13 +118,7 @@ def max_pool3d_grad_grad(orig_input, orig_output, grad, *, ksize, strides, paddi
 def avg_pool3d(input, *, ksize, strides, padding, data_format="NDHWC"):
   """TF AvgPool3D: SAME windows average only their real elements."""
   _check_format(data_format)
-  pads = _pool_pads(input.shape, ksize, strides, padding)
-  total = lax.reduce_window(input, np.array(0, input.dtype), lax.add, tuple(ksize),
-                            tuple(strides), pads)
-  if all(p == (0, 0) for p in pads):
-    return total / np.array(math.prod(ksize), input.dtype)
-  counts = _avg_pool_counts(input.shape, ksize, strides, pads, total.shape)
-  return total / counts.astype(input.dtype)
+  return average_windows(input, ksize, strides, padding)
 
 
 def avg_pool3d_grad(grad, *, orig_input_shape, ksize, strides, padding, data_format="NDHWC"):
