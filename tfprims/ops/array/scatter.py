@@ -89,7 +89,9 @@ def scatter_nd_values(kind, tensor, indices, updates, op_type="scatter"):
   cols = tuple(idx[:, j] for j in range(k))
   at = tensor.at[cols]
   if kind == "update":
-    return at.set(upd, mode="drop", unique_indices=True)
+    # Not unique_indices=True: the dropped updates share one past-the-end index, and XLA's
+    # CPU scatter, told the indices are unique, may then skip a valid write.
+    return at.set(upd, mode="drop")
   if tensor.dtype == np.bool_:
     if kind == "add":  # true + x is true: OR
       return at.max(upd, mode="drop")
