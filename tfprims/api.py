@@ -21,6 +21,7 @@ import tree
 from tfprims import config, core, dtypes, errors, graph as graph_lib, interpreter
 import tfprims.ops  # noqa: F401  (registers every op)
 from tfprims.ops import jax2tf_patterns
+from tfprims.ops.control_flow import v1 as control_flow_v1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -530,6 +531,7 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
   graph = graph_lib.from_graph_def(
       graph_def, [t.name for t in cf.inputs], output_names, name=_function_name(cf),
       control_outputs=[op.name for op in getattr(cf.graph, "control_outputs", [])])
+  graph = control_flow_v1.functionalize(graph, library)  # TF1 conds/loops -> If/While
   interpreter.check_supported(graph, library, problems)
   _check_narrowing(options, graph, library, inputs=flat_specs, params=param_specs,
                    captured=[k for k, v in captures.items() if isinstance(v, np.ndarray)
@@ -646,6 +648,7 @@ def convert_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str]
   options = config.read_at_conversion()
   library = graph_lib.Library(graph_def.library.function)
   graph = graph_lib.from_graph_def(graph_def, inputs, outputs)
+  graph = control_flow_v1.functionalize(graph, library)  # TF1 conds/loops -> If/While
   specs, problems = [], []
   for name in graph.inputs:
     node = graph.by_name.get(name)

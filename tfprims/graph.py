@@ -136,16 +136,21 @@ def _toposort(nodes: list[Node], graph_name: str) -> list[Node]:
       stack.append((node, True))
       for dep in [r[0] for r in node.inputs] + node.control_inputs:
         dep_node = by_name.get(dep)
+        if dep_node is not None and dep_node.op.endswith("NextIteration") and \
+            node.op.endswith("Merge"):
+          # A TF1 while loop's back edge: the Merge comes first, its NextIteration
+          # after the body (tfprims.ops.control_flow.v1 turns the loop into a While).
+          continue
         if dep_node is not None and state.get(dep) is None:
           stack.append((dep_node, False))
-        elif dep_node is not None and state.get(dep) == 1 and node.op not in (
-            "NextIteration",):
-          # A cycle: only TF1 while loops (NextIteration) create them.
+        elif dep_node is not None and state.get(dep) == 1:
           raise errors.ConversionError(
-              f"graph {graph_name!r} has a cycle through node {dep!r}; TF1 control "
-              "flow (Switch/Merge/NextIteration) is not supported: build the model "
-              "with TF2 control flow (tf.function, tf.while_loop in TF2 mode).")
+              f"graph {graph_name!r} has a cycle through node {dep!r} that is not a TF1 "
+              "while loop's NextIteration -> Merge edge")
   return order
+
+
+toposort = _toposort
 
 
 def from_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str],
@@ -244,6 +249,14 @@ class Library:
 
   def __contains__(self, name: str) -> bool:
     return name in self._fdefs
+
+  def add_graph(self, name: str, graph: "Graph") -> None:
+    """Adds a function given as a :class:`Graph` (the bodies tfprims builds when it
+    turns TF1 control flow into If/While nodes)."""
+    if name in self._fdefs:
+      raise errors.ConversionError(f"function {name!r} is already in the library")
+    self._fdefs[name] = None
+    self._graphs[name] = graph
 
   def function_def(self, name: str):
     return self._fdefs[name]

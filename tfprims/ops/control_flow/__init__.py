@@ -1,5 +1,6 @@
 """TF2 functional control flow: If/Case (branches.py), While (loops.py) and the
-Optional variants TF's gradient rewrite passes between them (optional.py).
+Optional variants TF's gradient rewrite passes between them (optional.py), and TF1
+control flow (Switch/Merge/Enter/Exit...) rebuilt as If/While nodes (v1.py).
 
 Branch and loop bodies are library functions run by the same interpreter, so
 jaxprs show ``tf.*`` primitives inside ``cond``/``scan``/``while``. Variables that
@@ -8,11 +9,4 @@ declaring ``uses_rng``) are threaded as branch/loop state; the new values come
 back in the converted function's ``new_params``.
 """
 
-from tfprims.core import declare_unsupported
-from tfprims.ops.control_flow import branches, loops, optional  # noqa: F401
-
-declare_unsupported(
-    "Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond", "RefSwitch", "RefMerge",
-    "RefEnter", "RefExit", "RefNextIteration",
-    hint="TF1 control flow (Switch/Merge/Enter/Exit): convert a TF2 function (tf.cond/"
-         "tf.while_loop in a tf.function) instead")
+from tfprims.ops.control_flow import branches, loops, optional, v1  # noqa: F401
