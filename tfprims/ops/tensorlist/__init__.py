@@ -25,11 +25,14 @@ Submodules:
 * :mod:`~tfprims.ops.tensorlist.hooks`: the primitives' interpreter hooks
   (list metadata, trace-time checks, then a bind on the items);
 * :mod:`~tfprims.ops.tensorlist.bookkeeping`: the structural ops;
+* :mod:`~tfprims.ops.tensorlist.tensor_array`: TF1's TensorArrayV3 ops, whose flow is
+  the list;
 * :mod:`~tfprims.ops.tensorlist.batch`: vectors of lists (:class:`TensorListBatch`,
   ``tf.stack`` of list handles) and TensorListPushBackBatch.
 """
 
 from tfprims.ops.tensorlist import batch, bookkeeping, hooks, primitives, value  # noqa: F401
+from tfprims.ops.tensorlist import tensor_array  # noqa: F401
 from tfprims.ops.tensorlist.batch import PushBackBatch, TensorListBatch  # noqa: F401
 from tfprims.ops.tensorlist.primitives import (  # noqa: F401
     Concat, ConcatLists, ConcatV2, Gather, GetItem, PopBack, PushBack, Resize, Scatter,
