@@ -23,6 +23,9 @@ def cond_case():
   x = v1.placeholder(tf.float32, [3], name="x")
   p = v1.placeholder(tf.bool, [], name="p")
   y = v1.cond(p, lambda: tf.sin(x) * 2.0, lambda: x * x + 1.0, name="c")
+  trigger = tf.raw_ops.ControlTrigger(name="trigger")
+  with tf.control_dependencies([trigger]):
+    y = tf.identity(y, name="y")
   return [x, p], [y], [x], [{"x": [0.5, -1.0, 2.0], "p": True},
                              {"x": [0.5, -1.0, 2.0], "p": False}]
 
@@ -127,6 +130,20 @@ class _Cell:
       return h, h
 
 
+def unsupported_case():
+  """Ops tfprims does not convert, inside a loop body and outside it."""
+  x = v1.placeholder(tf.float32, [3], name="x")
+  stack = tf.raw_ops.StackV2(max_size=10, elem_type=tf.float32, name="stack")
+
+  def body(i, a):
+    a = tf.raw_ops.StackPushV2(handle=stack, elem=a, name="push")
+    return i + 1, a * 2.0
+
+  _, y = v1.while_loop(lambda i, a: i < 3, body, [tf.constant(0), x], name="loop")
+  ta = tf.TensorArray(tf.float32, size=2).write(0, y).write(1, y)
+  return [x], [ta.concat(name="concat") + 0.0], [], []
+
+
 def dynamic_rnn_case(kind):
   def build():
     x = v1.placeholder(tf.float32, [2, 4, 3], name="x")
@@ -143,6 +160,7 @@ CASES = {
     "data_dependent_while": data_dependent_while_case,
     "nested_while": nested_while_case,
     "tensor_array": tensor_array_case,
+    "unsupported": unsupported_case,
     "dynamic_rnn_basic": dynamic_rnn_case("basic"),
     "dynamic_rnn_lstm": dynamic_rnn_case("lstm"),
 }

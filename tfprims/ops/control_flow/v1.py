@@ -181,7 +181,8 @@ class _Builder:
     loop_vars = []   # (enter, merge, next, switch or None, exit or None)
     structural_names = {loop_cond.name} | {e.name for e in enters}
     for enter in var_enters:
-      merges = [c for c in consumers.get((enter.name, 0), []) if c.op in _MERGE]
+      merges = list({c.name: c for c in consumers.get((enter.name, 0), [])
+                     if c.op in _MERGE}.values())
       if len(merges) != 1:
         _fail(f"Enter node '{enter.name}' of while frame {fname!r} feeds "
               f"{len(merges)} Merge nodes; a loop variable's Enter feeds one")
