@@ -271,7 +271,7 @@ def test_lookup_table_is_refused_at_conversion():
     tfprims.convert(f, tf.TensorSpec([2], tf.int64))
 
 
-def test_tf1_switch_merge_graph_is_refused():
+def test_tf1_switch_merge_graph_converts():
   tf.compat.v1.disable_control_flow_v2()
   try:
     g = tf.Graph()
@@ -281,8 +281,11 @@ def test_tf1_switch_merge_graph_is_refused():
       y = tf.compat.v1.cond(p, lambda: x * 2.0, lambda: x + 1.0)
   finally:
     tf.compat.v1.enable_control_flow_v2()
-  with pytest.raises(tfprims.UnsupportedOpError, match="(?s)Merge.*Switch.*TF1 control flow"):
-    tfprims.convert_graph_def(g.as_graph_def(), ["x:0", "p:0"], [y.name])
+  # rebuilt as an If (tests/test_tf1_control_flow.py tests TF1 control flow fully)
+  fn = tfprims.convert_graph_def(g.as_graph_def(), ["x:0", "p:0"], [y.name])
+  x = np.asarray([1.0, 2.0], np.float32)
+  np.testing.assert_allclose(fn(x, np.asarray(True))[0], x * 2.0)
+  np.testing.assert_allclose(fn(x, np.asarray(False))[0], x + 1.0)
 
 
 @pytest.mark.parametrize("body", [
