@@ -20,7 +20,7 @@ from helpers import jaxpr_primitives
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = ["cond", "nested_cond", "cond_in_while", "data_dependent_while", "nested_while",
-         "tensor_array", "dynamic_rnn_basic", "dynamic_rnn_lstm"]
+         "while_in_cond", "tensor_array", "dynamic_rnn_basic", "dynamic_rnn_lstm"]
 GRAD_CASES = [c for c in CASES if c != "data_dependent_while"]
 
 
@@ -101,6 +101,21 @@ def test_cond_with_traced_predicate_is_lax_cond(built):
   out = jax.vmap(lambda p: fn(x, p)[0])(ps)
   for b, p in enumerate(ps):
     np.testing.assert_allclose(out[b], fn(x, p)[0], rtol=1e-6)
+
+
+def test_known_predicate_runs_the_taken_branch_inline(built):
+  import tensorflow as tf
+  gd, m, arrays = _load(built, "cond")
+  p = _node(gd, "p")
+  p.op = "Const"
+  p.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(False))
+  for key in ("shape",):
+    del p.attr[key]
+  fn = tfprims.convert_graph_def(gd, ["x:0"], m["outputs"])
+  x = np.asarray([0.5, -1.0, 2.0], np.float32)
+  prims = jaxpr_primitives(jax.make_jaxpr(fn)(x))
+  assert "cond" not in prims and "tf.Sin" not in prims and "tf.AddV2" in prims
+  np.testing.assert_allclose(fn(x)[0], x * x + 1.0, rtol=1e-6)
 
 
 def test_loops_choose_scan_or_while_like_tf2(built):

@@ -130,6 +130,24 @@ class _Cell:
       return h, h
 
 
+def while_in_cond_case():
+  x = v1.placeholder(tf.float32, [3], name="x")
+  p = v1.placeholder(tf.bool, [], name="p")
+
+  def looped():
+    return v1.while_loop(lambda i, a: i < 4, lambda i, a: (i + 1, tf.sin(a) + a),
+                         [tf.constant(0), x], name="inner_loop")[1]
+
+  y = v1.cond(p, looped, lambda: x * 2.0, name="c")
+  # tf.compat.v1.case: a chain of nested conds on data-dependent predicates
+  s = tf.reduce_sum(x)
+  z = v1.case([(s > 1.0, lambda: y * 3.0), (s < -1.0, lambda: y - 1.0)],
+              default=lambda: tf.exp(y), name="case")
+  feeds = [{"x": v, "p": pp} for v in ([0.5, 0.25, 0.75], [-1.0, -0.5, 0.0], [0.1, 0.2, -0.1])
+           for pp in (True, False)]
+  return [x, p], [z], [x], feeds
+
+
 def unsupported_case():
   """Ops tfprims does not convert, inside a loop body and outside it."""
   x = v1.placeholder(tf.float32, [3], name="x")
@@ -160,6 +178,7 @@ CASES = {
     "data_dependent_while": data_dependent_while_case,
     "nested_while": nested_while_case,
     "tensor_array": tensor_array_case,
+    "while_in_cond": while_in_cond_case,
     "unsupported": unsupported_case,
     "dynamic_rnn_basic": dynamic_rnn_case("basic"),
     "dynamic_rnn_lstm": dynamic_rnn_case("lstm"),
