@@ -103,6 +103,19 @@ def test_cond_with_traced_predicate_is_lax_cond(built):
     np.testing.assert_allclose(out[b], fn(x, p)[0], rtol=1e-6)
 
 
+def test_constants_without_pivot_edges(built):
+  """Optimizers drop the control edges that put constants in a loop or branch (a
+  Merge of two such constants cannot be told apart from two live values: refused)."""
+  for name in ("cond_in_while", "cond", "nested_while"):
+    gd, m, arrays = _load(built, name)
+    for node in gd.node:
+      if node.op == "Const":
+        node.input[:] = []
+    fn = tfprims.convert_graph_def(gd, m["inputs"], m["outputs"])
+    for args, expected, _ in _feeds(m, arrays):
+      np.testing.assert_allclose(fn(*args)[0], expected[0], rtol=1e-5, atol=1e-6)
+
+
 def test_known_predicate_runs_the_taken_branch_inline(built):
   import tensorflow as tf
   gd, m, arrays = _load(built, "cond")

@@ -128,21 +128,40 @@ class _Builder:
   # --- while frames -------------------------------------------------------------------------
 
   def frames(self, nodes, inputs) -> dict:
-    """Node name -> its frame path (a tuple of frame names; () outside loops)."""
+    """Node name -> its frame path (a tuple of frame names; () outside loops; None
+    for constants without inputs, which belong to whichever frame reads them)."""
+    parents: dict = {}
+    self._frames(nodes, parents, strict=False)  # each frame's parent, from its Enters
+    return self._frames(nodes, parents, strict=True)
+
+  def _frames(self, nodes, parents, strict) -> dict:
     frame: dict[str, tuple] = {}
     for node in nodes:
       # A Merge's NextIteration input comes later in the order (the loop's back
       # edge), so only its Enter input decides its frame.
       deps = [r[0] for r in node.inputs] + node.control_inputs
-      found = {frame[d] for d in deps if d in frame}
-      if len(found) > 1:
+      if not deps and node.op not in V1_OPS and core.is_pure(node.op) and \
+          not core.declares(node.op, "graph_input"):
+        # A node without inputs (a constant whose pivot control edge an optimizer
+        # dropped) belongs to whichever frame reads it: None.
+        frame[node.name] = None
+        continue
+      found = {frame[d] for d in deps if frame.get(d) is not None}
+      if len(found) > 1 and strict:
         names = sorted(d for d in deps if d in frame)
         _fail(f"{node.op} node '{node.name}' reads values of different while frames "
               f"({', '.join(repr(n) for n in names)}): only Enter and Exit cross frames")
       f = found.pop() if found else ()
       if node.op in _ENTER:
-        f = f + (node.attr("frame_name"),)
+        name = node.attr("frame_name")
+        if found or any(frame.get(d, ()) is not None for d in deps):
+          parents.setdefault(name, f)
+        else:  # only constants enter here: the frame's other Enters tell its parent
+          f = parents.get(name, ())
+        f = f + (name,)
       elif node.op in _EXIT:
+        if not f and not strict:
+          continue
         if not f:
           _fail(f"{node.op} node '{node.name}' is outside any while frame (it reads "
                 f"'{node.inputs[0][0] if node.inputs else ''}', which no Enter leads to)")
@@ -154,7 +173,7 @@ class _Builder:
     frame = self.frames(nodes, inputs)
     top = []
     for node in nodes:
-      f = frame[node.name]
+      f = frame[node.name] or ()
       if f and f[0] not in top:
         top.append(f[0])
     for fname in top:
@@ -162,7 +181,7 @@ class _Builder:
     return nodes
 
   def loop(self, fname, nodes, frame):
-    members = [n for n in nodes if frame.get(n.name, ())[:1] == (fname,)]
+    members = [n for n in nodes if (frame.get(n.name) or ())[:1] == (fname,)]
     member_names = {n.name for n in members}
     consumers: dict = {}
     for n in nodes:
@@ -226,7 +245,10 @@ class _Builder:
     for enter, merge, nxt, switch, exits in loop_vars:
       if switch is not None:
         rename[(switch.name, 1)] = (merge.name, 0)
-    body_nodes = []
+    all_by_name = {n.name: n for n in nodes}
+    free = {r[0] for n in members for r in n.inputs
+            if r[0] in all_by_name and frame.get(r[0], ()) is None}
+    body_nodes = [all_by_name[name] for name in sorted(free)]  # copied into the functions
     for n in members:
       if n.name in structural_names:
         continue
