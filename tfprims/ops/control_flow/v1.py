@@ -432,27 +432,28 @@ class _Builder:
     outer_controls = set()
     for b in (1, 0):
       prefix = ((pred, b),)
-      region, order = {}, []
+      region: dict = {}
       remap: dict = {}
 
       def visit(ref, control=False):
+        """Where ``ref``, read in branch ``b``, comes from: a Switch of this cond or
+        outside (an If input), or a node computed under the branch (in ``region``)."""
         s = state_of(ref)
         node = by_name.get(ref[0])
         if node is not None and node.op in _SWITCH and s[:1] == prefix and \
             len(s) == 1 and ref[1] >= 0 and self.resolve(by_name, node.inputs[1]) == pred:
           remap[ref] = arg(node.inputs[0])
-          return True
+          return
         if not s:
           if control:
             outer_controls.add(ref[0])
           else:
             remap[ref] = arg(ref)
-          return False
+          return
         if s[:1] != prefix:
           _fail(f"'{ref[0]}' computed under {_describe(s)} is read in the "
                 f"{'true' if b else 'false'} branch of the cond on '{pred[0]}'")
         stack.append(ref[0])
-        return True
 
       stack = []
       outs = []
