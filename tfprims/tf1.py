@@ -168,14 +168,15 @@ def convert_session(sess, inputs: Sequence[str], outputs: Sequence[str],
     param_specs[node.name] = api.TensorSpec(node.name, tuple(value.shape),
                                             dtypes.from_tf(node.attr("dtype")),
                                             trainable=node.name in trainable)
-  output_specs = [_tensor_spec(o, tf_graph.get_tensor_by_name(_tensor_name(o)))
+  output_specs = [_tensor_spec(o, tf_graph.get_tensor_by_name(tensor_name(o)))
                   for o in outputs]
   fn = GraphFunction(graph, library, specs, output_specs, param_specs,
                      config.read_at_conversion(), name="session")
   return fn, params
 
 
-def _tensor_name(ref: str) -> str:
+def tensor_name(ref: str) -> str:
+  """``name:index`` for ``name`` or ``name:index``."""
   name, idx = graph_lib.parse_ref(ref)
   return f"{name}:{idx}"
 
@@ -186,7 +187,7 @@ def output_specs_of(graph_def, outputs: Sequence[str]) -> list:
   g = tf.Graph()
   with g.as_default():
     tf.compat.v1.import_graph_def(graph_def, name="")
-  return [_tensor_spec(o, g.get_tensor_by_name(_tensor_name(o))) for o in outputs]
+  return [_tensor_spec(o, g.get_tensor_by_name(tensor_name(o))) for o in outputs]
 
 
 def convert_frozen(graph_def, inputs: Sequence[str], outputs: Sequence[str],
