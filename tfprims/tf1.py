@@ -159,7 +159,9 @@ def convert_session(sess, inputs: Sequence[str], outputs: Sequence[str],
       fetches.append(tf.raw_ops.ReadVariableOp(resource=tensor, dtype=node.attr("dtype"))
                      if node.op == "VarHandleOp" else tensor)
   values = sess.run(fetches)
-  trainable = {v.op.name for v in tf_graph.get_collection("trainable_variables")}
+  # A graph imported from a GraphDef has no collections: trainability unknown (None).
+  listed = tf_graph.get_collection("trainable_variables")
+  trainable = {v.op.name for v in listed}
   params, param_specs = {}, {}
   for node, value in zip(variables, values):
     # sess.run gives numpy values (numpy scalars for scalars); bfloat16 & co. included
@@ -167,7 +169,8 @@ def convert_session(sess, inputs: Sequence[str], outputs: Sequence[str],
     params[node.name] = value
     param_specs[node.name] = api.TensorSpec(node.name, tuple(value.shape),
                                             dtypes.from_tf(node.attr("dtype")),
-                                            trainable=node.name in trainable)
+                                            trainable=node.name in trainable if listed
+                                            else None)
   output_specs = [_tensor_spec(o, tf_graph.get_tensor_by_name(tensor_name(o)))
                   for o in outputs]
   fn = GraphFunction(graph, library, specs, output_specs, param_specs,
