@@ -2,8 +2,9 @@
 a library function), run by hooks over the converted library function.
 
 * ``For(start, limit, delta, input, body)``: ``for i in range(start, limit, delta):
-  input = body(i, *input)`` (TF's kernel: ``i < limit`` for ``delta > 0``, ``i > limit``
-  for ``delta < 0``; ``delta == 0`` is refused). With known bounds the trip count is
+  input = body(i, *input)``. Known bounds that TF's kernel refuses ("Invalid
+  start/limit/delta": ``delta == 0``, or ``start`` past ``limit`` in ``delta``'s
+  direction) raise with its message; traced ones run no iteration. With known bounds the trip count is
   static: the loop is ``lax.scan`` (reverse-differentiable, vmappable); it is
   unrolled instead when the body writes variables, draws random numbers or carries
   values JAX cannot carry (variable handles, TensorLists), up to
@@ -50,8 +51,9 @@ def _for(ctx, node, inputs):
   impure = bool(state_keys(ctx, [fname], values)) or uses_rng(ctx, [fname]) or not plain
   if all(core.is_concrete(b) for b in (start, limit, delta)):
     start, limit, delta = (int(np.asarray(b)) for b in (start, limit, delta))
-    if delta == 0:
-      raise errors.RuntimeCheckError(node.op, node.name, "delta must be non-zero")
+    if not (delta > 0 and start <= limit or delta < 0 and start >= limit):
+      raise errors.RuntimeCheckError(node.op, node.name, "Invalid start/limit/delta: "
+                                     f"{start} {limit} {delta}")
     counters = range(start, limit, delta)
     if not counters:
       return list(values)
