@@ -58,6 +58,17 @@ def test_train_steps_match_tf(built, opt):
       np.testing.assert_allclose(params[n], ref[f"var_{i}/{n}"], rtol=1e-5, atol=1e-6,
                                  err_msg=f"step {i}, variable {n}")
   assert int(params["global_step"]) == 3
+  # an ensemble: vmap over stacked params takes one step per member
+  _, start = tfprims.convert_session(_session(built, f"train_{opt}"), ["x", "y"], ["loss"],
+                                     targets=["train"])
+  other = {k: np.asarray(v) + (0.5 if k != "global_step" else 0) for k, v in start.items()}
+  stacked = jax.tree_util.tree_map(lambda a, b: np.stack([a, b]), start, other)
+  (losses,), new = jax.vmap(fn, in_axes=(0, None, None))(stacked, ref["x"], ref["y"])
+  for member, p in enumerate((start, other)):
+    (loss,), one = fn(p, ref["x"], ref["y"])
+    np.testing.assert_allclose(losses[member], loss, rtol=1e-6)
+    for n in names:
+      np.testing.assert_allclose(new[n][member], one[n], rtol=1e-6, atol=1e-7)
   jaxpr = str(jax.make_jaxpr(lambda p: fn(p, ref["x"], ref["y"]))(params))
   assert ("tf.ApplyGradientDescent" if opt == "sgd" else "tf.ApplyMomentum") in jaxpr
 
@@ -81,8 +92,8 @@ def test_state_ops_in_control_dependency_order(built):
   ops = {n.op for n in sess.graph.as_graph_def().node}
   assert {"Assign", "AssignAdd", "AssignSub", "ScatterUpdate", "ScatterNdAdd", "ScatterAdd",
           "ScatterMul", "StridedSliceAssign", "CountUpTo"} <= ops
-  for i in range(2):  # the second run continues from the first one's variables
-    outs, params = fn(params, ref["x"] + i)
+  for i, run in enumerate([fn, jax.jit(fn)]):  # the second run continues from the first
+    outs, params = run(params, ref["x"] + i)
     for f, o in zip(fetches, outs):
       np.testing.assert_allclose(o, ref[f"run{i}/{f}"], err_msg=f"run {i}: {f}")
     for n in ("v", "m", "c"):
