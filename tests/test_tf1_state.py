@@ -145,6 +145,7 @@ def test_session_built_in_process_trainable_flags():
       y = tf.identity(x * s + r.read_value(), name="y")
     sess = tf.compat.v1.Session(graph=g)
     sess.run(tf.compat.v1.global_variables_initializer())
+  g.finalize()  # as tf.compat.v1.train.MonitoredSession leaves it: nothing may be added
   fn, params = tfprims.convert_session(sess, ["x"], ["y"])
   assert fn.param_specs["w"].trainable and fn.param_specs["r"].trainable
   assert fn.param_specs["s"].trainable is False

@@ -153,11 +153,16 @@ def convert_session(sess, inputs: Sequence[str], outputs: Sequence[str],
   variables = [n for n in graph.nodes
                if n.name in graph.needed and core.declares(n.op, "creates_variable")]
   fetches = []
-  with tf_graph.as_default():
-    for node in variables:
-      tensor = tf_graph.get_tensor_by_name(node.name + ":0")
-      fetches.append(tf.raw_ops.ReadVariableOp(resource=tensor, dtype=node.attr("dtype"))
-                     if node.op == "VarHandleOp" else tensor)
+  for node in variables:
+    tensor = tf_graph.get_tensor_by_name(node.name + ":0")
+    if node.op == "VarHandleOp":
+      # The read every TF1 resource variable has; else a new one (not in a finalized graph).
+      try:
+        tensor = tf_graph.get_tensor_by_name(node.name + "/Read/ReadVariableOp:0")
+      except KeyError:
+        with tf_graph.as_default():
+          tensor = tf.raw_ops.ReadVariableOp(resource=tensor, dtype=node.attr("dtype"))
+    fetches.append(tensor)
   values = sess.run(fetches)
   # A graph imported from a GraphDef has no collections: trainability unknown (None).
   listed = tf_graph.get_collection("trainable_variables")
