@@ -24,6 +24,7 @@ from tfprims.errors import (BlockedConversionError, ControlFlowError, Conversion
                             TFPrimsWarning,
                             UnknownConfigError, UnsupportedInputError, UnsupportedOpError)
 from tfprims.params import assign_variables, merge_params, split_trainable, trainable_names
+from tfprims.tf1 import GraphFunction, convert_session, load_frozen_graph
 from tfprims.saved_model import (AmbiguousSignatureError, convert_from_restored,
                                  convert_functional_from_restored, load_saved_model)
 

@@ -3,6 +3,7 @@
     tfprims inspect                      # the embedded example CNN
     tfprims inspect --example mlp
     tfprims inspect path/to/saved_model [--signature serving_default] [--full]
+    tfprims inspect frozen_graph.pb --inputs x:0 --outputs probs:0
     tfprims ops path/to/saved_model | frozen_graph.pb | --example NAME [--json]
     tfprims export path/to/saved_model OUT_DIR   # a TF-free jax.export artifact
 
@@ -86,7 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
           "outputs of scale <= 1, relative above).\n"
           "Exit status: 0 match, 1 mismatch, 2 error (unsupported op, bad model, ...)."))
   inspect.add_argument("saved_model", nargs="?", metavar="SAVEDMODEL_DIR",
-                       help="a TF2 SavedModel directory (tf.saved_model.save)")
+                       help="a TF2 SavedModel directory (tf.saved_model.save), or a frozen "
+                            "GraphDef file (.pb binary, .pbtxt text) with --inputs/--outputs")
+  inspect.add_argument("--inputs", metavar="NAMES",
+                       help="a frozen graph's input tensors, comma-separated (x:0,y:0)")
+  inspect.add_argument("--outputs", metavar="NAMES",
+                       help="a frozen graph's output tensors, comma-separated")
   inspect.add_argument("--example", choices=examples.names(), metavar="NAME",
                        help=f"an embedded example model: {', '.join(examples.names())} "
                             f"(default: {examples.DEFAULT} when no SAVEDMODEL_DIR)")
@@ -271,16 +277,26 @@ class Target:
   kwargs: dict = dataclasses.field(default_factory=dict)
   # Builds (args, kwargs) once the function is known to convert (SavedModels).
   make_inputs: Optional[Callable[[], tuple]] = None
+  # How to convert it when not tfprims.convert(concrete_fn) (frozen graphs), and the
+  # GraphDef whose ops the histogram counts.
+  convert: Optional[Callable[[], tuple]] = None
+  graph_def: Any = None
 
 
 def _inspect(args, out: TextIO) -> int:
   tf = import_tensorflow()
-  target = (_saved_model_target(tf, args) if args.saved_model
-            else _example_target(tf, args.example or examples.DEFAULT))
+  if args.saved_model and os.path.isfile(args.saved_model):
+    target = _frozen_graph_target(tf, args)
+  elif args.inputs or args.outputs:
+    raise CLIError("--inputs/--outputs go with a frozen GraphDef file")
+  else:
+    target = (_saved_model_target(tf, args) if args.saved_model
+              else _example_target(tf, args.example or examples.DEFAULT))
 
   import tfprims
   start = time.perf_counter()
-  jax_fn, params = tfprims.convert(target.concrete_fn)
+  jax_fn, params = (target.convert() if target.convert is not None
+                    else tfprims.convert(target.concrete_fn))
   convert_s = time.perf_counter() - start
   if target.make_inputs is not None:
     target.args, target.kwargs = target.make_inputs()
@@ -289,7 +305,7 @@ def _inspect(args, out: TextIO) -> int:
   report.header(target, jax_fn, params, convert_s)
 
   closed = _make_jaxpr(jax_fn, params, target)
-  report.histogram(closed, _graph_op_counts(target.concrete_fn))
+  report.histogram(closed, _graph_op_counts(target.concrete_fn, target.graph_def))
   report.jaxpr(closed, _input_names(params, target, jax_fn))
 
   comparison = compare(jax_fn, params, target, args.tolerance)
@@ -395,6 +411,43 @@ def _saved_model_target(tf, args) -> Target:
                 concrete_fn=sig, call_tf=call_tf, make_inputs=make_inputs)
 
 
+def _frozen_graph_target(tf, args) -> Target:
+  from tfprims import tf1
+  path = args.saved_model
+  if not (args.inputs and args.outputs):
+    raise CLIError("a frozen graph needs --inputs and --outputs (tensor names, "
+                   "comma-separated)")
+  inputs, outputs = args.inputs.split(","), args.outputs.split(",")
+  try:
+    graph_def = tf1.read_graph_def(path)
+  except Exception as e:  # noqa: BLE001 (protobuf raises several kinds)
+    raise CLIError(str(e)) from None
+  graph = tf.Graph()
+  with graph.as_default():
+    tf.compat.v1.import_graph_def(graph_def, name="")
+  try:
+    feeds = [graph.get_tensor_by_name(tf1.tensor_name(i)) for i in inputs]
+    fetches = [graph.get_tensor_by_name(tf1.tensor_name(o)) for o in outputs]
+  except (KeyError, ValueError) as e:
+    raise CLIError(f"{path!r}: {e}") from None
+  session = tf.compat.v1.Session(graph=graph)
+  rng = np.random.default_rng(args.seed)
+
+  def make_inputs():
+    specs = [tf.TensorSpec(t.shape, t.dtype) for t in feeds]
+    return tuple(_example_value(s, rng, args.unknown_dim) for s in specs), {}
+
+  def call_tf(*values):  # TF1 graph mode: a session runs the imported graph
+    return session.run(fetches, dict(zip(feeds, values)))
+
+  def convert():
+    return tf1.convert_frozen(graph_def, inputs, outputs, name=os.path.basename(path)), {}
+  return Target(title=f"frozen graph {path}",
+                description=f"inputs {', '.join(inputs)}; outputs {', '.join(outputs)}",
+                concrete_fn=None, call_tf=call_tf, make_inputs=make_inputs,
+                convert=convert, graph_def=graph_def)
+
+
 def _example_value(spec, rng, unknown_dim: int):
   """A deterministic example value for one ``tf.TensorSpec``."""
   import tensorflow as tf
@@ -442,9 +495,9 @@ def _input_names(params, target: Target, jax_fn) -> list:
 # --- op counts -----------------------------------------------------------------
 
 
-def _graph_op_counts(concrete_fn) -> collections.Counter:
+def _graph_op_counts(concrete_fn, graph_def=None) -> collections.Counter:
   """TF op type -> number of nodes, library functions counted once per call."""
-  graph_def = concrete_fn.graph.as_graph_def()
+  graph_def = graph_def if graph_def is not None else concrete_fn.graph.as_graph_def()
   functions = {f.signature.name: f for f in graph_def.library.function}
   memo: dict[str, collections.Counter] = {}
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
 from typing import Any, Mapping, Optional, Sequence
 
@@ -28,6 +29,36 @@ from tfprims import config, core, errors, graph as graph_lib, opdefs
 class VariableHandle:
   """The value a resource-variable handle takes inside the interpreter."""
   key: str
+
+
+@dataclasses.dataclass(frozen=True)
+class RefHandle(VariableHandle):
+  """A TF1 reference tensor (the output of ``VariableV2``, ``Assign``, ``RefIdentity``...).
+
+  Ops whose op def takes a ref input (``Assign``, ``ScatterAdd``, ``ApplyAdam``...)
+  get the handle and write ``ctx.state[key]``; identity-like ops (``Identity``,
+  the ``v/read`` of every TF1 variable) forward it, as TF's forward the
+  variable's buffer; every other consumer gets the variable's value as it is when
+  that consumer runs (:func:`deref`), so a read ordered after a write by a control
+  dependency sees the written value, as in TF. Graph outputs are read last.
+  """
+
+
+def deref(ctx: "Context", value):
+  """The value a TF1 ref tensor holds for a consumer running now (other values as
+  they are)."""
+  return ctx.state[value.key] if type(value) is RefHandle else value
+
+
+@functools.lru_cache(maxsize=None)
+def _keeps_refs(op_type: str) -> bool:
+  """Whether ``op_type`` gets TF1 ref tensors as they are: ops taking ref inputs, and
+  one-input identities (``pass_through``) that forward them."""
+  if opdefs.takes_refs(op_type):
+    return True
+  op, od = core.lookup(op_type), opdefs.op_def(op_type)
+  return (op is not None and op.pass_through and od is not None and len(od.input_arg) == 1
+          and not (od.input_arg[0].number_attr or od.input_arg[0].type_list_attr))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +140,7 @@ def run(ctx: Context, graph: graph_lib.Graph, feeds: Mapping[str, Any]) -> list:
       env[node.name] = run_node(ctx, node, inputs)
     for name in drops:  # free intermediates after their last use
       env.pop(name, None)
-  return [_lookup(env, ref, None) for ref in graph.outputs]
+  return [deref(ctx, _lookup(env, ref, None)) for ref in graph.outputs]
 
 
 def _lookup(env, ref, node):
@@ -128,6 +159,8 @@ def run_node(ctx: Context, node: graph_lib.Node, inputs: list) -> list:
   """Runs one node: its op's ``interpret`` hook, or prepare -> fold/bind."""
   try:
     op = core.lookup(node.op)
+    if not _keeps_refs(node.op):  # TF1 ref tensors: read now (see RefHandle)
+      inputs = [deref(ctx, v) for v in inputs]
     if op is None:
       if node.op in ctx.library:  # a direct call of a library function
         return call_function(ctx, node.op, inputs, node)
@@ -145,12 +178,17 @@ def run_node(ctx: Context, node: graph_lib.Node, inputs: list) -> list:
     raise errors.OpError(node.op, node.name, f"{type(e).__name__}: {e}") from e
 
 
-def bind_node(ctx: Context, op: core.TFOp, node: graph_lib.Node, inputs: list) -> list:
+def bind_node(ctx: Context, op: core.TFOp, node: graph_lib.Node, inputs: list,
+              grouped_as: Optional[str] = None) -> list:
   """The default way to run a node of a primitive op: prepare (grouped inputs, attrs)
   -> operands and params (a key in front for a ``uses_rng`` op), the op's checks,
-  then fold or bind. A hook that handles only some inputs falls back to it."""
+  then fold or bind. A hook that handles only some inputs falls back to it.
+  ``grouped_as``: the op type whose op def names ``inputs`` (default: the node's;
+  a hook binding another op's primitive, e.g. ``ScatterAdd`` binding
+  ``tf.ResourceScatterAdd``, passes that op's)."""
   attrs = AttrView(node)
-  operands, params = op.prepare(opdefs.group_inputs(node.op, inputs, attrs), attrs, node.name)
+  grouped = opdefs.group_inputs(grouped_as or node.op, inputs, attrs)
+  operands, params = op.prepare(grouped, attrs, node.name)
   if op.uses_rng:
     operands = [ctx.next_key(node)] + operands
   if op.check is not None:

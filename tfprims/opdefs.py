@@ -28,6 +28,13 @@ def op_def(op_type: str):
   return op_def_registry.get(op_type)
 
 
+@functools.lru_cache(maxsize=None)
+def takes_refs(op_type: str) -> bool:
+  """Whether ``op_type`` takes a TF1 reference tensor (``Assign``'s ``ref``...)."""
+  od = op_def(op_type)
+  return od is not None and any(a.is_ref for a in od.input_arg)
+
+
 def _decode_dtype(enum: int):
   import tensorflow as tf
   np_dtype = from_tf(enum)

@@ -13,6 +13,10 @@ from tfprims.ops import random  # noqa: F401
 from tfprims.ops import tensorlist  # noqa: F401
 from tfprims.ops import variables  # noqa: F401
 from tfprims.ops import variable_updates  # noqa: F401
+from tfprims.ops import ref_variables  # noqa: F401
+from tfprims.ops import state_misc  # noqa: F401
+from tfprims.ops import functional_ops  # noqa: F401
+from tfprims.ops import tensor_map  # noqa: F401
 from tfprims.ops import training  # noqa: F401
 from tfprims.ops import control_flow  # noqa: F401
 from tfprims.ops import custom_gradients  # noqa: F401

@@ -12,8 +12,9 @@ the variables it writes through branches and loops.
   whose tangent is ``tf.GatherV2``.
 * ``VariableShape``: the shape of a variable through its handle, answered from
   the static shape of its value (``shape_only``, like ``Shape``).
-* ``VarHandleOp`` / ``VariableV2`` / ``VarIsInitializedOp``: variables created
-  *inside* a graph (TF1 SavedModels and hub modules with reference variables).
+* ``VarHandleOp`` / ``VarIsInitializedOp``: variables created *inside* a graph
+  (TF1 SavedModels and hub modules; reference variables, ``VariableV2``, are in
+  :mod:`tfprims.ops.ref_variables`).
   Their values come from params keyed by the node name; the SavedModel loaders
   (:mod:`tfprims.saved_model`) read them for you.
 * ``RngReadAndSkip``: the state update of ``tf.random.Generator``.
@@ -217,13 +218,6 @@ def _graph_variable_key(ctx, node) -> str:
             doc="A variable created in the graph: its value is the param named after the node.")
 def _var_handle(ctx, node, inputs):
   return [VariableHandle(_graph_variable_key(ctx, node))]
-
-
-@structural("VariableV2", "Variable", family=FAMILY, creates_variable=True,
-            doc="A TF1 reference variable: the param named after the node.")
-def _ref_variable(ctx, node, inputs):
-  # A TF1 reference variable: its output *is* the value (read-only here).
-  return [ctx.state[_graph_variable_key(ctx, node)]]
 
 
 @structural("VarIsInitializedOp", "IsVariableInitialized", family=FAMILY, reads_state=True,

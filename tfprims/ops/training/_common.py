@@ -37,7 +37,7 @@ from jax import lax
 
 from tfprims import opdefs
 from tfprims.core import define_op, register_structural, tfops
-from tfprims.interpreter import bind_node
+from tfprims.interpreter import RefHandle, bind_node, deref
 from tfprims.ops.variables import _handle
 
 FAMILY = "training"
@@ -73,15 +73,16 @@ def _resource_hook(prim_type: str, n_state: int):
 
 
 def _ref_hook(prim_type: str, n_state: int):
-  """Apply* on TF1 reference variables: the node's output is the updated var; inputs
-  that come straight from a variable node whose value is a param get their new values
-  written back to that param (TF1 ref variables are otherwise read-only values here)."""
+  """Apply* on TF1 reference variables: the var and slots that are ref tensors
+  (``RefHandle``: a ``VariableV2`` node, whose value is a param) get their new values
+  written back; the node's output is the var's ref (or the new var, for values)."""
   def interpret(ctx, node, inputs):
-    outs = bind_node(ctx, getattr(tfops, prim_type), node, list(inputs))
-    for (src, _), new in zip(node.inputs[:n_state], outs):
-      if src in ctx.state:
-        ctx.state[src] = new
-    return [outs[0]]
+    values = [deref(ctx, v) for v in inputs]
+    outs = bind_node(ctx, getattr(tfops, prim_type), node, values)
+    for ref, new in zip(inputs[:n_state], outs):
+      if isinstance(ref, RefHandle):
+        ctx.state[ref.key] = new
+    return [inputs[0] if isinstance(inputs[0], RefHandle) else outs[0]]
   return interpret
 
 
