@@ -1,8 +1,10 @@
 """jax2tf round trip: JAX -> jax2tf.convert (XlaCallModule) -> tfprims -> JAX.
 
-Values, jit and vmap equal the original JAX function; with ``with_gradient=True``
-grad/jacrev use jax2tf's gradient function and jvp/jacfwd/hessian are derived from it
-(both equal the original's derivatives). Error paths are typed.
+Values, jit and vmap equal the original JAX function. The module's StableHLO is read
+as JAX operations (config ``xla_call_module="read"``, the default): jvp/jacfwd/hessian
+are JAX's own; with ``with_gradient=True`` grad/jacrev use jax2tf's gradient function.
+Called as one operation (``"opaque"``), forward mode is derived from that gradient
+function. Error paths are typed. (tests/test_jax2tf_roundtrip.py: many more functions.)
 """
 
 import jax
@@ -55,12 +57,28 @@ def _close(got, want, **tol):
     np.testing.assert_allclose(np.asarray(g), np.asarray(w), **(tol or TOL))
 
 
+@pytest.fixture
+def opaque():
+  """XlaCallModule ops called as one operation (the StableHLO is not read)."""
+  with tfprims.override_config("xla_call_module", "opaque"):
+    yield
+
+
+@pytest.mark.parametrize("mode", ["read", "opaque"])
 @pytest.mark.parametrize("f,args", [(mlp, (PARAMS, X)), (elementwise, (X,)),
                                     (multi, (PARAMS, X))], ids=["mlp", "elementwise", "multi"])
-def test_values_jit_vmap(f, args):
-  fn = _convert(f, *args)
-  jaxpr = jax.make_jaxpr(fn)(*args)
-  assert "tf.XlaCallModule" in jaxpr_primitives(jaxpr)
+def test_values_jit_vmap(f, args, mode):
+  with tfprims.override_config("xla_call_module", mode):
+    fn = _convert(f, *args)
+    names = jaxpr_primitives(jax.make_jaxpr(fn)(*args))
+    _values_jit_vmap(fn, f, args)
+  if mode == "opaque":
+    assert "tf.XlaCallModule" in names
+  else:  # the module's operations, as JAX's own
+    assert "tf.XlaCallModule" not in names and {"dot_general", "sin"} & names
+
+
+def _values_jit_vmap(fn, f, args):
   _close(fn(*args), f(*args))
   _close(jax.jit(fn)(*args), f(*args))
   xs = np.stack([X, -X, 2 * X])
@@ -95,7 +113,13 @@ def test_grad_multiple_outputs_and_elementwise():
   _close(jax.grad(lambda x: jnp.sum(fe(x)))(X), jax.grad(lambda x: jnp.sum(elementwise(x)))(X))
 
 
-def test_forward_mode_derived_from_the_gradient_function():
+@pytest.mark.parametrize("mode", ["read", "opaque"])
+def test_forward_mode(mode):
+  with tfprims.override_config("xla_call_module", mode):
+    _forward_mode()
+
+
+def _forward_mode():
   fn = _convert(mlp, PARAMS, X)
   dx = np.cos(X)
   want = jax.jvp(lambda x: mlp(PARAMS, x), (X,), (dx,))
@@ -107,7 +131,15 @@ def test_forward_mode_derived_from_the_gradient_function():
   _close(jax.hessian(h(fe))(X[0]), jax.hessian(h(elementwise))(X[0]), rtol=1e-4, atol=1e-4)
 
 
-def test_second_order_forward_mode_raises():
+def test_second_order_forward_mode_reads_the_module():
+  fe = _convert(elementwise, X)
+  dx = np.ones_like(X)
+  inner = lambda f: lambda x: jax.jvp(f, (x,), (dx,))[1]
+  _close(jax.jvp(inner(fe), (X,), (dx,)), jax.jvp(inner(elementwise), (X,), (dx,)),
+         rtol=1e-4, atol=1e-4)
+
+
+def test_second_order_forward_mode_raises(opaque):
   fe = _convert(elementwise, X)
   dx = np.ones_like(X)
   inner = lambda x: jax.jvp(fe, (x,), (dx,))[1]
@@ -139,7 +171,17 @@ def _bare_call(f, x):
   return bare
 
 
-def test_bare_module_matches_tf_and_refuses_derivatives():
+def test_bare_module_read_has_derivatives():
+  x = X[:2, :2]
+  f = lambda x: jnp.tanh(x) * 3.0 + 1.0
+  fn = tfprims.convert_functional(_bare_call(f, x), tf.TensorSpec(x.shape, tf.float32))
+  _close(jax.jvp(fn, (x,), (x,)), jax.jvp(f, (x,), (x,)))
+  _close(jax.grad(lambda a: jnp.sum(fn(a)))(x), jax.grad(lambda a: jnp.sum(f(a)))(x))
+  _close(jax.vmap(jax.grad(lambda a: jnp.sum(fn(a))))(np.stack([x, -x])),
+         jax.vmap(jax.grad(lambda a: jnp.sum(f(a))))(np.stack([x, -x])))
+
+
+def test_bare_module_matches_tf_and_refuses_derivatives(opaque):
   x = X[:2, :2]
   bare = _bare_call(lambda x: jnp.tanh(x) * 3.0 + 1.0, x)
   fn = tfprims.convert_functional(bare, tf.TensorSpec(x.shape, tf.float32))
@@ -154,7 +196,18 @@ def test_bare_module_matches_tf_and_refuses_derivatives():
     wrong(np.ones((3, 2), np.float32))
 
 
-def test_polymorphic_shapes_raise():
+def test_polymorphic_shapes_read_at_every_size():
+  tf_fn = tf.function(jax2tf.convert(mlp, polymorphic_shapes=[None, "(b, 3)"]),
+                      autograph=False)
+  fn = tfprims.convert_functional(tf_fn, *_specs(PARAMS), tf.TensorSpec((None, 3), tf.float32))
+  for n in (1, 4, 7):
+    x = np.resize(X, (n, 3))
+    _close(jax.jit(fn)(PARAMS, x), mlp(PARAMS, x))
+    _close(jax.grad(lambda p: jnp.sum(fn(p, x)))(PARAMS),
+           jax.grad(lambda p: jnp.sum(mlp(p, x)))(PARAMS), rtol=1e-4, atol=1e-4)
+
+
+def test_polymorphic_shapes_raise(opaque):
   tf_fn = tf.function(jax2tf.convert(elementwise, polymorphic_shapes=["(b, 3)"]),
                       autograph=False)
   with pytest.raises(xla.XlaCallModuleError, match="not static"):

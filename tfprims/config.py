@@ -94,6 +94,11 @@ OPTIONS: Mapping[str, Option] = {
         "platform is run anyway (with a warning), as tf2jax does. A module serialized "
         "for several platforms none of which is this one is still refused: there is "
         "no platform index to give it.")),
+    "xla_call_module": Option("read", "call", (
+        "'read': an XlaCallModule op's StableHLO (jax2tf) runs as the JAX operations it "
+        "was lowered from, so jax.grad/jvp/vmap work natively and jaxprs show them; a "
+        "module with an operation tfprims cannot read is called as one operation (with "
+        "a warning). 'opaque': always call it as one operation.")),
     "disable_assert_in_tensor_list_get_item": Option(False, "call", (
         "tf2jax: skip its assert that TensorListGetItem's element dtype matches the "
         "list's."),

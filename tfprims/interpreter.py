@@ -82,6 +82,8 @@ class Context:
   options: Optional[Mapping[str, Any]] = None
 
   node_scopes: bool = dataclasses.field(init=False)  # read once per call: every bind asks
+  # XlaCallModule modules this call ran as one opaque operation (not read as JAX ops).
+  opaque_modules: set = dataclasses.field(default_factory=set)
 
   def __post_init__(self):
     if self.rng is not None:

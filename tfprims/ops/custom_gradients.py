@@ -312,7 +312,7 @@ def grad_fn_for(name: str, node: str, num_results: int, num_inputs: int,
 # --- jax2tf: custom gradients around XlaCallModule ops ----------------------------------------
 
 _SCANNED: set = set()
-_JAX2TF_NAMES: set = set()
+_JAX2TF_NAMES: dict[str, set] = {}  # gradient name -> the modules it wraps
 _JAX2TF_MODULES: set = set()
 
 
@@ -345,8 +345,8 @@ def _scan_jax2tf() -> None:
       continue
     modules = [_producing_module(t) for t in list(op.inputs)[:int(n)]]
     if any(m is not None for m in modules):
-      _JAX2TF_NAMES.add(name)
-      _JAX2TF_MODULES.update(m for m in modules if m is not None)
+      _JAX2TF_NAMES[name] = {m for m in modules if m is not None}
+      _JAX2TF_MODULES.update(_JAX2TF_NAMES[name])
 
 
 def wraps_module(module: bytes) -> bool:
@@ -638,9 +638,11 @@ def _identity_n(ctx, node, inputs):
   values = [jnp.asarray(v) for v in inputs]
   float_mask = tuple(bool(jnp.issubdtype(v.dtype, jnp.inexact)) for v in values)
   grad = grad_fn_for(name, node.name, n_y, len(values), ctx.options)
-  # jax2tf's forward computation (XlaCallModule) is opaque to JAX: forward mode is
-  # derived from the gradient function instead of the forward graph.
-  forward = "grad" if is_jax2tf(name) else "graph"
+  # Where jax2tf's forward computation (XlaCallModule) was called as one operation,
+  # opaque to JAX, forward mode is derived from the gradient function; modules read as
+  # JAX operations are differentiated natively.
+  opaque = is_jax2tf(name) and bool(_JAX2TF_NAMES[name] & ctx.opaque_modules)
+  forward = "grad" if opaque else "graph"
   ys = custom_gradient_p.bind(*values, grad=grad, n_y=n_y, float_mask=float_mask, batch=(),
                               forward=forward)
   return list(ys) + list(inputs[n_y:])

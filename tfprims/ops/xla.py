@@ -39,7 +39,7 @@ from jax.extend.mlir.dialects import func as func_dialect
 from jax.extend.mlir.dialects import stablehlo as hlo
 from jax.interpreters import ad, batching, mlir
 
-from tfprims import dtypes, errors
+from tfprims import dtypes, errors, stablehlo
 from tfprims.core import define_op, tfops
 from tfprims.ops import custom_gradients
 
@@ -267,17 +267,47 @@ def _interpret(ctx, node, inputs):
   if node.attr("dim_args_spec", ()):
     raise XlaCallModuleError(f"{where}: dimension arguments (dim_args_spec) are not "
                              "supported")
+  platforms = tuple(node.attr("platforms", ()))
+  _check_platform(ctx, node, platforms)
+  module = bytes(node.attr("module"))
+  if ctx.option("xla_call_module") == "read":
+    outs = _read(node, module, platforms, inputs)
+    if outs is not None:
+      return outs
+  ctx.opaque_modules.add(module)
   sout = tuple(node.attr("Sout"))
   if any(s is None or any(d is None for d in s) for s in sout):
     raise XlaCallModuleError(
         f"{where}: its output shapes {[list(s) if s is not None else None for s in sout]} "
         "are not static (a function converted with jax2tf polymorphic_shapes); "
-        "tfprims needs static shapes: convert the JAX function for concrete shapes")
-  platforms = tuple(node.attr("platforms", ()))
-  _check_platform(ctx, node, platforms)
-  params = _canonicalize(dict(module=node.attr("module"), version=version, Sout=sout,
+        "called as one operation it needs static shapes: convert the JAX function for "
+        "concrete shapes")
+  params = _canonicalize(dict(module=module, version=version, Sout=sout,
                              Tout=node.attr("Tout"), platforms=platforms))
   return list(tfops.XlaCallModule(*[jax.numpy.asarray(x) for x in inputs], **params))
+
+
+_WARNED: set = set()
+
+
+def _read(node, module: bytes, platforms, inputs):
+  """The module's operations run as JAX operations (tfprims.stablehlo), or None
+  when it cannot be read (with a warning naming why, once per module)."""
+  index = None
+  if len(platforms) > 1:
+    names = [_PLATFORMS.get(p, p.lower()) for p in platforms]
+    backend = jax.default_backend()
+    index = names.index(backend) if backend in names else 0
+  why = stablehlo.unreadable(module, inputs, platform_index=index)
+  if why is not None:
+    if module not in _WARNED:
+      _WARNED.add(module)
+      warnings.warn(f"{_where(node)}: its StableHLO is called as one operation (no "
+                    f"vmap except one call per example, no derivative of its own): {why}",
+                    stacklevel=2)
+    return None
+  outs = stablehlo.call_module(module, inputs, platform_index=index)
+  return [stablehlo.as_jax(o, np.dtype(t)) for o, t in zip(outs, node.attr("Tout"))]
 
 
 def _check_platform(ctx, node, platforms) -> None:

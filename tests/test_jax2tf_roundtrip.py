@@ -1,0 +1,100 @@
+"""jax2tf round trips: JAX function -> jax2tf.convert (one XlaCallModule op) ->
+tf.function -> tfprims. The module's StableHLO is read as JAX operations, so values,
+jit, vmap, jvp and grad equal the original function's; with a symbolic batch
+dimension the converted function runs at every batch size.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import tensorflow as tf
+from jax.experimental import jax2tf
+
+import tfprims
+from helpers import jaxpr_primitives
+from jax_functions import FUNCTIONS
+
+TOL = dict(rtol=5e-5, atol=5e-5)
+# Forward mode through a custom call with no JAX equivalent (LAPACK's QR) raises.
+NO_JVP = {"qr"}
+# Reverse mode: the original has none (a while loop with a data-dependent trip count).
+NO_GRAD = {"while_data"}
+
+
+def _spec(a, batch=False):
+  shape = (None,) + np.shape(a)[1:] if batch else np.shape(a)
+  return tf.TensorSpec(shape, tf.as_dtype(np.asarray(a).dtype))
+
+
+def _close(got, want, **tol):
+  for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+    g, w = np.asarray(g), np.asarray(w)
+    if g.dtype.kind == "V" or w.dtype.kind == "V":  # bfloat16
+      g, w = g.astype(np.float32), w.astype(np.float32)
+    np.testing.assert_allclose(g, w, **(tol or TOL))
+
+
+def _loss(fn, args, i):
+  def loss(v):
+    outs = jax.tree.leaves(fn(*args[:i], v, *args[i + 1:]))
+    return sum(jnp.sum(jnp.real(o).astype(jnp.float32)) * (k + 1) for k, o in enumerate(outs)
+               if jnp.issubdtype(o.dtype, jnp.inexact))
+  return loss
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_round_trip(name):
+  f, args, _ = FUNCTIONS[name]
+  tf_fn = tf.function(jax2tf.convert(f), autograph=False)
+  fn = tfprims.convert_functional(tf_fn, *[_spec(a) for a in args])
+  assert "tf.XlaCallModule" not in jaxpr_primitives(jax.make_jaxpr(fn)(*args))
+  want = f(*args)
+  _close(fn(*args), want)
+  _close(jax.jit(fn)(*args), want)
+  i = next((k for k, a in enumerate(args) if np.asarray(a).dtype.kind == "f"), None)
+  if i is None:
+    return
+  batch = np.stack([args[i], np.cos(args[i])])
+  one = lambda g: (lambda v: g(*args[:i], v, *args[i + 1:]))
+  _close(jax.vmap(one(fn))(batch), jax.vmap(one(f))(batch))
+  floats = [o for o in jax.tree.leaves(want) if jnp.issubdtype(o.dtype, jnp.inexact)]
+  if not floats:
+    return
+  tangent = np.sin(args[i]) + 0.5
+  if name not in NO_JVP:
+    _close(jax.jvp(_loss(fn, args, i), (args[i],), (tangent,)),
+           jax.jvp(_loss(f, args, i), (args[i],), (tangent,)), rtol=3e-4, atol=3e-4)
+  if name not in NO_GRAD:
+    _close(jax.grad(_loss(fn, args, i))(args[i]), jax.grad(_loss(f, args, i))(args[i]),
+           rtol=3e-4, atol=3e-4)
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "transformer", "flax", "smooth", "sorting"])
+def test_symbolic_batch(name):
+  f, args, _ = FUNCTIONS[name]
+  poly = ["(b, ...)"] + [None] * (len(args) - 1)
+  tf_fn = tf.function(jax2tf.convert(f, polymorphic_shapes=poly), autograph=False)
+  fn = tfprims.convert_functional(tf_fn, _spec(args[0], batch=True),
+                                  *[_spec(a) for a in args[1:]])
+  jitted = jax.jit(fn)
+  for n in (1, 5):
+    x = np.resize(args[0], (n,) + np.shape(args[0])[1:])
+    _close(jitted(x, *args[1:]), f(x, *args[1:]))
+  xs = np.stack([args[0], args[0] * 0.5])
+  _close(jax.vmap(lambda x: fn(x, *args[1:]))(xs), jax.vmap(lambda x: f(x, *args[1:]))(xs))
+
+
+def test_saved_model_round_trip(tmp_path):
+  f, args, _ = FUNCTIONS["cnn"]
+  module = tf.Module()
+  module.f = tf.function(jax2tf.convert(f), autograph=False,
+                         input_signature=[_spec(a) for a in args])
+  tf.saved_model.save(module, str(tmp_path))
+  restored = tf.saved_model.load(str(tmp_path))
+  fn = tfprims.convert_functional(restored.f, *[_spec(a) for a in args])
+  _close(jax.jit(fn)(*args), f(*args))
+  loss = lambda g: (lambda x: jnp.sum(g(x, args[1]) ** 2))
+  _close(jax.grad(loss(fn))(args[0]), jax.grad(loss(f))(args[0]), rtol=3e-4, atol=3e-4)
+  _close(jax.vmap(jax.grad(loss(fn)))(np.stack([args[0]] * 2)),
+         jax.vmap(jax.grad(loss(f)))(np.stack([args[0]] * 2)), rtol=3e-4, atol=3e-4)
