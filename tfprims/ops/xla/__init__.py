@@ -1,0 +1,8 @@
+"""The Xla* ops: XLA's HLO operations as TF emits them (tf2xla's python wrappers,
+``jit_compile`` code paths, Keras' TF backend, jax2tf), one module per group."""
+
+from tfprims.ops.xla import call_module  # noqa: F401
+from tfprims.ops.xla import dot_conv  # noqa: F401
+from tfprims.ops.xla.call_module import (NonDifferentiableModuleError,  # noqa: F401
+                                         SerializedModule, XlaCallModule,
+                                         XlaCallModuleError, tf_xla_call_module)
