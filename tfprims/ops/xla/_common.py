@@ -178,7 +178,11 @@ def jit_oracle(op_type: str, tensor_args: tuple):
       static.append((k, _freeze(v)))
     names = tuple(k for k in tensor_args if k in kwargs)
     tensors = [kwargs[k] for k in names]
-    return _jitted(op_type, tuple(static), names)(*tensors)
+    import tensorflow as tf  # noqa: PLC0415
+    try:
+      return _jitted(op_type, tuple(static), names)(*tensors)
+    except (TypeError, ValueError) as e:  # refused while tracing (a dtype the op lacks)
+      raise tf.errors.InvalidArgumentError(None, None, str(e)) from None
 
   oracle.__name__ = f"tf_{op_type}"
   oracle.__qualname__ = oracle.__name__
