@@ -5,6 +5,8 @@ from tfprims.ops.xla import call_module  # noqa: F401
 from tfprims.ops.xla import dot_conv  # noqa: F401
 from tfprims.ops.xla import slicing  # noqa: F401
 from tfprims.ops.xla import misc  # noqa: F401
+from tfprims.ops.xla import gather_scatter  # noqa: F401
+from tfprims.ops.xla import control_flow  # noqa: F401
 from tfprims.ops.xla.call_module import (NonDifferentiableModuleError,  # noqa: F401
                                          SerializedModule, XlaCallModule,
                                          XlaCallModuleError, tf_xla_call_module)

@@ -187,3 +187,68 @@ def jit_oracle(op_type: str, tensor_args: tuple):
   oracle.__name__ = f"tf_{op_type}"
   oracle.__qualname__ = oracle.__name__
   return oracle
+
+
+# --- function attrs: XLA computations ---------------------------------------------------
+
+#: The binary computations recognised in reducer/update/comparator functions, by the
+#: TF op their single node runs.
+SIMPLE_COMPUTATIONS = {"Add": "add", "AddV2": "add", "Mul": "mul", "Maximum": "max",
+                       "Minimum": "min", "LogicalAnd": "and", "LogicalOr": "or"}
+
+
+def classify_computation(ctx, fname: str):
+  """What a two-argument library function computes, when it is one simple binary op
+  of its arguments (``"add"``, ``"max"``...), the second argument itself
+  (``"replace"``, a scatter's assignment), or None (any other computation)."""
+  graph = ctx.library.graph(fname)
+  if len(graph.inputs) != 2 or len(graph.outputs) != 1:
+    return None
+  by_name = graph.by_name
+
+  def through_identity(ref):
+    node = by_name.get(ref[0])
+    while node is not None and node.op in ("Identity", "IdentityN") and node.inputs:
+      ref = node.inputs[ref[1]] if node.op == "IdentityN" else node.inputs[0]
+      node = by_name.get(ref[0])
+    return ref
+
+  ref = through_identity(graph.outputs[0])
+  args = [(name, 0) for name in graph.inputs]
+  if ref == args[1]:
+    return "replace"
+  node = by_name.get(ref[0])
+  if node is None or node.op not in SIMPLE_COMPUTATIONS or len(node.inputs) != 2:
+    return None
+  operands = [through_identity(r) for r in node.inputs]
+  if sorted(operands) != sorted(args):
+    return None
+  return SIMPLE_COMPUTATIONS[node.op]
+
+
+@functools.lru_cache(maxsize=None)
+def tf_computation(kind: str, dtype_name: str):
+  """A TF concrete function computing ``kind`` on two scalars of ``dtype_name``: the
+  function attr of an oracle call drawn with a simple computation."""
+  import tensorflow as tf  # noqa: PLC0415
+  fns = {"add": tf.add, "mul": tf.multiply, "max": tf.maximum, "min": tf.minimum,
+         "and": tf.logical_and, "or": tf.logical_or, "replace": lambda a, b: b}
+  fn = fns[kind]
+  spec = tf.TensorSpec([], tf.as_dtype(dtype_name))
+  return tf.function(lambda a, b: fn(a, b), autograph=False).get_concrete_function(spec, spec)
+
+
+def with_computations(oracle, functions: dict):
+  """An oracle whose drawn computation names (``update_computation="add"``) become
+  TF functions of the dtype of the input named in ``functions[attr]``."""
+
+  def wrapped(**kwargs):
+    for attr, arg in functions.items():
+      if isinstance(kwargs.get(attr), str):
+        dtype = kwargs[arg].dtype
+        name = dtype.name if hasattr(dtype, "name") else np.dtype(dtype).name
+        kwargs[attr] = tf_computation(kwargs[attr], name)
+    return oracle(**kwargs)
+
+  wrapped.__name__ = wrapped.__qualname__ = oracle.__name__
+  return wrapped
