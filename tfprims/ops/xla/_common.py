@@ -252,3 +252,37 @@ def with_computations(oracle, functions: dict):
 
   wrapped.__name__ = wrapped.__qualname__ = oracle.__name__
   return wrapped
+
+
+class Computation:
+  """A library function converted to a closed jaxpr (``jax.make_jaxpr`` of the
+  function's conversion on scalars): the body of a reduce or reduce-window whose
+  function is not a simple binary op, kept as a primitive param. Params compare by
+  identity; jaxprs show the function's name."""
+
+  __slots__ = ("name", "jaxpr", "__weakref__")  # jax caches by weak reference
+
+  def __init__(self, name: str, jaxpr):
+    self.name, self.jaxpr = name, jaxpr
+
+  def __call__(self, *args):
+    from jax.extend.core import jaxpr_as_fun  # noqa: PLC0415
+    return jaxpr_as_fun(self.jaxpr)(*args)
+
+  def __repr__(self):
+    return f"<function {self.name}>"
+
+
+def convert_computation(ctx, node, fname: str, dtypes_) -> Computation:
+  """``fname`` from the graph's library, converted on scalars of ``dtypes_``."""
+  import jax  # noqa: PLC0415
+  avals = [jax.ShapeDtypeStruct((), d) for d in dtypes_]
+  closed = jax.make_jaxpr(lambda *a: list(ctx.call(fname, list(a), node)))(*avals)
+  return Computation(fname, closed)
+
+
+def python_computation(name: str, fn, dtypes_) -> Computation:
+  """A Python function as a :class:`Computation` (specs draw these by name)."""
+  import jax  # noqa: PLC0415
+  avals = [jax.ShapeDtypeStruct((), d) for d in dtypes_]
+  return Computation(name, jax.make_jaxpr(lambda *a: list(fn(*a)))(*avals))
