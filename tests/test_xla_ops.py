@@ -308,3 +308,49 @@ def test_cluster_only_ops_raise_typed_errors():
   from tfprims.core import unsupported_hint
   assert "XLA cluster" in unsupported_hint("XlaLaunch")
   assert "XLA cluster" in unsupported_hint("XlaLaunchV2")
+
+
+# --- XlaSharding under a mesh ----------------------------------------------------------
+
+_SHARDING_SCRIPT = """
+import numpy as np, tensorflow as tf, jax
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+from tensorflow.compiler.tf2xla.python import xla as tfxla
+import tfprims
+
+proto = tfxla.xla_data_pb2.OpSharding(type=3, tile_assignment_dimensions=[4, 1],
+                                      tile_assignment_devices=[0, 1, 2, 3])
+
+def fn(x):
+  return tfxla.sharding(x * 2.0, sharding=proto.SerializeToString())
+
+x = np.arange(32, dtype=np.float32).reshape(8, 4)
+f = tfprims.convert_functional(fn, x)
+np.testing.assert_array_equal(f(x), 2 * x)   # no mesh: the identity
+assert "sharding_constraint" not in jax.jit(f).lower(x).as_text()
+mesh = jax.make_mesh((4, 2), ("data", "model"), axis_types=(AxisType.Explicit,) * 2)
+with jax.sharding.set_mesh(mesh):
+  out = jax.jit(f)(x)
+  np.testing.assert_array_equal(out, 2 * x)
+  assert out.sharding.is_equivalent_to(NamedSharding(mesh, P("data", None)), 2), out.sharding
+  g = jax.jit(jax.grad(lambda v: (f(v) ** 2).sum()))(x)
+  np.testing.assert_allclose(g, 8 * x)
+auto = jax.make_mesh((4, 2), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
+with jax.sharding.set_mesh(auto):
+  assert "sharding_constraint" in jax.jit(f).lower(x).as_text()
+  out = jax.jit(f)(x)
+  np.testing.assert_array_equal(out, 2 * x)
+  assert out.sharding.is_equivalent_to(NamedSharding(auto, P("data", None)), 2), out.sharding
+print("OK")
+"""
+
+
+def test_sharding_constraint_under_mesh():
+  import os
+  import subprocess
+  import sys
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
+             JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
+  proc = subprocess.run([sys.executable, "-c", _SHARDING_SCRIPT], env=env,
+                        capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), proc.stderr[-3000:]
