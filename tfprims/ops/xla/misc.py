@@ -206,3 +206,9 @@ declare_unsupported(
          "replication); a converted function is one JAX program (TF's own CPU jit "
          "crashes on this op). Under shard_map, jax.lax.axis_index gives a device's "
          "position along a mesh axis")
+declare_unsupported(
+    "XlaSpmdFullToShardShape", "XlaSpmdShardToFullShape",
+    hint="these switch a value between its full shape and one device's shard for "
+         "manually partitioned code (TF's SPMD partitioner); in JAX that is "
+         "jax.shard_map's job: convert the per-shard computation and wrap it in "
+         "jax.shard_map")
