@@ -418,3 +418,8 @@ def flush_subnormals(x: np.ndarray) -> np.ndarray:
     return x
   tiny = np.finfo(x.dtype).tiny
   return np.where(np.abs(x) < tiny, np.copysign(np.zeros((), x.dtype), x), x).astype(x.dtype)
+
+
+# --- Xla* ops (cov-xla-ops) ---------------------------------------------------------------
+
+permutations = hst.permutations

@@ -43,7 +43,7 @@ from tfprims import dtypes, errors, stablehlo
 from tfprims.core import define_op, tfops
 from tfprims.ops import custom_gradients
 
-FAMILY = "xla"
+from tfprims.ops.xla._common import FAMILY
 ir = mlir.ir
 
 # The XlaCallModule calling-convention versions this lowering implements (those
