@@ -28,6 +28,13 @@ FAST_OPS = ("DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
             "DepthwiseConv2dNativeBackpropFilter", "Conv2D", "Conv3D")
 
 
+@pytest.fixture(autouse=True)
+def _small_channels_too(monkeypatch):
+  """The filter backprop keeps XLA's convolution below 64 channels (measured); these
+  tests draw a few channels, so they lower it as tap sums at every size."""
+  monkeypatch.setattr(conv_cpu, "_MIN_FILTER_BACKPROP_CHANNELS", 0)
+
+
 def _tol(dtype):
   name = np.dtype(dtype).name
   return dict(rtol=_CONV_TOL["rtol"][name], atol=_CONV_TOL["atol"][name])
@@ -245,6 +252,16 @@ def test_ops_without_a_gain_keep_xla_convolutions():
     (y, fast), (y0, default) = _both(lambda x, w: fn(x, w, **_NHWC), x, w)
     assert "convolution" in fast and fast == default
     np.testing.assert_array_equal(y, y0)
+
+
+def test_the_filter_backprop_keeps_the_convolution_below_its_channel_threshold(monkeypatch):
+  monkeypatch.setattr(conv_cpu, "_MIN_FILTER_BACKPROP_CHANNELS", 64)
+  for c, tap_sums in [(32, False), (64, True)]:
+    x, g = np.ones((1, 5, 5, c), np.float32), np.ones((1, 5, 5, c), np.float32)
+    (y, fast), (y0, _) = _both(lambda x, g: tfops.DepthwiseConv2dNativeBackpropFilter(
+        x, g, filter_sizes=(3, 3, c, 1), **_NHWC), x, g)
+    assert ("convolution" not in fast) == tap_sums
+    np.testing.assert_allclose(y, y0, rtol=1e-6)
 
 
 def test_other_platforms_keep_the_default_lowering():
