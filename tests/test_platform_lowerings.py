@@ -270,6 +270,10 @@ def test_other_platforms_keep_the_default_lowering():
   for platforms, has_conv in [(("cpu",), False), (("cuda",), True), (("tpu",), True)]:
     text = jax.export.export(fn, platforms=platforms)(x, f).mlir_module()
     assert ("convolution" in text) == has_conv, platforms
+  # A multi-platform export holds both lowerings, and its CPU branch runs here.
+  exported = jax.export.export(fn, platforms=("cpu", "cuda"))(x, f)
+  assert "convolution" in exported.mlir_module()
+  np.testing.assert_allclose(exported.call(x, f), fn(x, f), rtol=1e-6)
 
 
 # --------------------------------------------------------------------------
