@@ -11,8 +11,9 @@ from tfprims.api import (ConvertedFunction, TensorSpec, convert, convert_functio
 from tfprims.config import get_config, override_config, update_config
 from tfprims.deploy import ExportedModel, load_exported
 from tfprims.core import (TFOp, define_op, get_op, override_batching, override_jvp,
-                          override_transpose, primitive, register_op, register_structural,
-                          registered_ops, unregister_op)
+                          override_transpose, primitive, register_op,
+                          register_platform_lowering, register_structural, registered_ops,
+                          unregister_op)
 from tfprims.core import declared_op_types as supported_op_types
 from tfprims.errors import (BlockedConversionError, ControlFlowError, ConversionError,
                             CustomGradientError, DynamicShapeError, InputDtypeError,

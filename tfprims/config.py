@@ -26,7 +26,8 @@ from tfprims import errors
 class Option:
   """One config option: its default, when it is read, what it does."""
   default: Any
-  read: str          # "call": when the converted function runs; "convert": when converting
+  read: str          # "call": when the converted function runs; "convert": when converting;
+                     # "lower": when JAX lowers a program (the first call of a jitted function)
   doc: str
   noop: str = ""     # why the option has no effect in tfprims ("" when it has one)
 
@@ -48,6 +49,13 @@ OPTIONS: Mapping[str, Option] = {
         "profiler) names the TF node: jit(f)/model/conv1/Conv2D/conv_general_dilated. "
         "Off by default: it adds 10-25% to trace + lower time (MobileNetV2, ResNet50; "
         "docs/performance.md).")),
+    "fast_lowerings": Option(True, "lower", (
+        "Lower ops that declare a per-platform lowering (tfprims.register_platform_lowering) "
+        "with it on that platform: on CPU, DepthwiseConv2dNative and its backprops as sums "
+        "of shifted slices, 1x1 Conv2D/Conv3D as dot_general (docs/performance.md). Off: "
+        "every op lowers its default impl, so a program compiles to the same HLO as the "
+        "naive JAX program. Read when a program is lowered; changing it clears JAX's "
+        "caches (jax.clear_caches()) so programs lowered before are lowered again.")),
     "runtime_checks": Option(False, "call", (
         "Check under jit what TF's CPU kernels check on data (indices in range, integer "
         "division by zero, Assert conditions...): a failed check raises "
@@ -147,7 +155,7 @@ def update_config(name: str, value: Any) -> None:
   """Sets a config option globally."""
   _option(name)
   _note_noop(name, stacklevel=3)
-  _config[name] = value
+  _set(name, value)
 
 
 @contextlib.contextmanager
@@ -155,11 +163,20 @@ def override_config(name: str, value: Any) -> Iterator[None]:
   """Temporarily sets a config option: ``with tfprims.override_config("strict_shape_check", False):``."""
   previous = get_config(name)
   _note_noop(name, stacklevel=4)
-  _config[name] = value
+  _set(name, value)
   try:
     yield
   finally:
-    _config[name] = previous
+    _set(name, previous)
+
+
+def _set(name: str, value: Any) -> None:
+  changed = _config[name] != value
+  _config[name] = value
+  if changed and OPTIONS[name].read == "lower":
+    # JAX caches lowered and compiled programs by jaxpr, not by our config.
+    import jax
+    jax.clear_caches()
 
 
 def read_at_conversion() -> dict[str, Any]:

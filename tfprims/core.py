@@ -37,13 +37,14 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, mlir, xla
 from jax.interpreters import batching as jax_batching
 
-from tfprims import derived, errors, folding, opdefs
+from tfprims import config, derived, errors, folding, opdefs
 
 __all__ = [
     "Op", "TFOp", "StructuralOp", "define_op", "register_op", "register_structural",
     "declare_unsupported", "unregister_op", "install_op", "lookup", "get_op", "primitive",
     "registered_ops", "all_ops", "declared_op_types", "tfops", "override_jvp",
-    "override_batching", "override_transpose", "hashable", "is_concrete",
+    "override_batching", "override_transpose", "register_platform_lowering", "hashable",
+    "is_concrete",
 ]
 
 _REGISTRY: dict[str, "Op"] = {}
@@ -188,6 +189,8 @@ class TFOp(Op):
   jvp_source: str = "derived"          # "derived", "explicit", "linear" or "override"
   batching_source: str = "derived"     # "derived", "elementwise", "explicit" or "override"
   transpose_source: str = "none"
+  lowering: Optional[Callable[..., Any]] = None   # the default MLIR rule (every platform)
+  platform_lowerings: dict = dataclasses.field(default_factory=dict)  # platform -> impl
   _defaults: dict = dataclasses.field(default_factory=dict, repr=False)
   _rules: dict = dataclasses.field(default_factory=dict, repr=False)
 
@@ -281,6 +284,7 @@ def define_op(
     abstract_eval: Optional[Callable[..., Any]] = None,
     shape_rule: Optional[Callable[..., Any]] = None,
     lowering: Optional[Callable[..., Any]] = None,
+    lowerings: Optional[Mapping[str, Callable[..., Any]]] = None,
     jvp: JvpRule = None,
     linear: bool = False,
     transpose: Optional[Callable[..., Any]] = None,
@@ -319,6 +323,8 @@ def define_op(
       tests/test_registry.py checks every shape rule against the derived one.
     lowering: an MLIR lowering rule (``mlir.register_lowering`` signature); the
       default lowers ``impl`` with ``mlir.lower_fun``.
+    lowerings: ``{platform: fast_impl}``: per-platform lowerings (see
+      :func:`register_platform_lowering`), e.g. ``{"cpu": depthwise_as_tap_sums}``.
     jvp: ``None`` derives the tangent with ``jax.jvp(impl)``; a sequence gives one
       rule per operand (``ad.defjvp``: ``rule(t, *primals, **params)``, ``None``
       for non-differentiable operands); a callable is the full
@@ -365,7 +371,8 @@ def define_op(
     else:
       abstract_eval = derived.abstract_eval(impl, multiple_results)
   prim.def_abstract_eval(abstract_eval)
-  mlir.register_lowering(prim, lowering or mlir.lower_fun(impl, multiple_results=multiple_results))
+  lowering = lowering or mlir.lower_fun(impl, multiple_results=multiple_results)
+  mlir.register_lowering(prim, lowering)
 
   static = dict(static) if isinstance(static, Mapping) else {s: s for s in static}
   op = TFOp(op_type=op_type, primitive=prim, impl=impl, family=family, static=static,
@@ -374,7 +381,8 @@ def define_op(
             doc=_first_line(doc if doc is not None else _own_doc(impl)),
             shape_rule=shape_rule, writes_state=writes_state, reads_state=reads_state,
             uses_rng=uses_rng, shape_only=shape_only, pass_through=pass_through,
-            dynamic_shape=dynamic_shape, check=check, assertion=assertion)
+            dynamic_shape=dynamic_shape, check=check, assertion=assertion,
+            lowering=lowering)
 
   if linear:
     ad.deflinear2(prim, transpose)
@@ -409,7 +417,34 @@ def define_op(
   }
   op._rules = {kind: rule for kind, (rule, _) in op._defaults.items()}
   _REGISTRY[op_type] = op
+  for platform, fast_impl in (lowerings or {}).items():
+    register_platform_lowering(op_type, platform, fast_impl)
   return op
+
+
+def register_platform_lowering(op_type: str, platform: str,
+                               impl: Callable[..., Any]) -> None:
+  """Lowers ``op_type`` on ``platform`` ("cpu", "cuda", "rocm", "tpu") as ``impl``.
+
+  ``impl`` has the op impl's signature and computes the same values in a form that
+  platform's compiler runs faster (a depthwise convolution as a sum of shifted
+  slices on XLA:CPU); it may call the op's own impl for the params it does not
+  improve. Other platforms keep the default lowering. The rule reads the
+  ``fast_lowerings`` config each time it lowers: off, it lowers the default
+  impl, so a program compiles to what the naive JAX program gives.
+  Registering again for the same platform replaces the previous impl.
+  """
+  op = get_op(op_type)
+  fast = mlir.lower_fun(impl, multiple_results=op.multiple_results)
+  default = op.lowering
+
+  def rule(ctx, *args, **params):
+    if config.get_config("fast_lowerings"):
+      return fast(ctx, *args, **params)
+    return default(ctx, *args, **params)
+
+  mlir.register_lowering(op.primitive, rule, platform=platform)
+  op.platform_lowerings[platform] = impl
 
 
 # The public name for library authors adding their own ops.

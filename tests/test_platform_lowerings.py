@@ -1,0 +1,347 @@
+"""Per-platform lowerings (tfprims.register_platform_lowering, tfprims/ops/nn/conv_cpu.py).
+
+Each CPU lowering must compute what the default lowering computes (and what TF
+computes) on the op's property-spec draws and on a grid of strides, paddings,
+dilations, layouts, channel multipliers and dtypes; grad and vmap go through it; the
+``fast_lowerings`` config switches it off (the compiled program then has the
+default's convolution); other platforms keep the default.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import hypothesis
+import hypothesis.strategies as hst
+import jax
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfprims
+from tfprims.core import get_op, tfops
+from tfprims.ops.nn import conv_cpu
+from tfprims.ops.nn.conv import _CONV_TOL
+from tfprims.testing.calls import load_spec, make_call, prepare_call
+
+FAST_OPS = ("DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
+            "DepthwiseConv2dNativeBackpropFilter", "Conv2D", "Conv3D")
+
+
+@pytest.fixture(autouse=True)
+def _small_channels_too(monkeypatch):
+  """The filter backprop keeps XLA's convolution below 64 channels (measured); these
+  tests draw a few channels, so they lower it as tap sums at every size."""
+  monkeypatch.setattr(conv_cpu, "_MIN_FILTER_BACKPROP_CHANNELS", 0)
+
+
+def _tol(dtype):
+  name = np.dtype(dtype).name
+  return dict(rtol=_CONV_TOL["rtol"][name], atol=_CONV_TOL["atol"][name])
+
+
+def _both(fn, *args):
+  """fn's jitted results with the fast lowerings on and off, and the two HLO texts."""
+  out = {}
+  for fast in (True, False):
+    with tfprims.override_config("fast_lowerings", fast):
+      lowered = jax.jit(fn).lower(*args)
+      out[fast] = (np.asarray(lowered.compile()(*args), np.float64), lowered.as_text())
+  return out[True], out[False]
+
+
+def _assert_same(fn, args, dtype):
+  (fast, _), (default, _) = _both(fn, *args)
+  np.testing.assert_allclose(fast, default, **_tol(dtype))
+  return fast
+
+
+def test_every_fast_op_declares_a_cpu_lowering():
+  for op_type in FAST_OPS:
+    assert "cpu" in get_op(op_type).platform_lowerings, op_type
+  assert tfprims.get_config("fast_lowerings") is True
+
+
+# --------------------------------------------------------------------------
+# The ops' property-spec draws: fast == default
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op_type", FAST_OPS)
+def test_fast_lowering_equals_default_on_spec_draws(op_type):
+  op = get_op(op_type)
+  calls = load_spec(op).calls
+  seen = []
+
+  @hypothesis.settings(max_examples=8, derandomize=True, database=None, deadline=None,
+                       suppress_health_check=list(hypothesis.HealthCheck))
+  @hypothesis.given(data=hst.data())
+  def check(data):
+    call = prepare_call(make_call(op, data.draw(calls)))
+    dtype = call.operands[0].dtype
+    _assert_same(lambda *a: op(*a, **call.params), call.operands, dtype)
+    seen.append(dtype)
+
+  with jax.enable_x64(True):
+    check()
+  assert seen
+
+
+# --------------------------------------------------------------------------
+# Depthwise: a grid of geometries, fast == default == TF
+# --------------------------------------------------------------------------
+
+_DW_GRID = [
+    # fmt, (h, w), k, strides, padding, explicit, dilations, multiplier
+    ("NHWC", (7, 6), (3, 3), (1, 1), "SAME", None, (1, 1), 1),
+    ("NHWC", (7, 6), (3, 3), (2, 2), "SAME", None, (1, 1), 2),
+    ("NHWC", (8, 9), (3, 2), (2, 3), "VALID", None, (1, 1), 1),
+    ("NHWC", (6, 7), (3, 3), (1, 1), "SAME", None, (2, 2), 1),
+    ("NHWC", (6, 7), (2, 3), (1, 1), "VALID", None, (2, 1), 3),
+    ("NHWC", (5, 6), (3, 3), (2, 1), "EXPLICIT", ((1, 2), (0, 1)), (1, 1), 1),
+    ("NHWC", (5, 5), (5, 5), (1, 1), "SAME", None, (1, 1), 1),
+    ("NHWC", (4, 4), (1, 1), (3, 3), "SAME", None, (1, 1), 2),
+    ("NCHW", (7, 6), (3, 3), (1, 1), "SAME", None, (1, 1), 1),
+    ("NCHW", (8, 7), (3, 3), (2, 2), "VALID", None, (1, 1), 2),
+    ("NCHW", (6, 6), (3, 2), (1, 2), "EXPLICIT", ((2, 0), (1, 1)), (2, 1), 1),
+]
+_DTYPES = ("float32", "float64", "float16", "bfloat16")
+
+
+def _dw_case(case, dtype, seed=0):
+  fmt, (h, w), k, s, padding, explicit, d, m = case
+  rng = np.random.default_rng(seed)
+  n, c = 2, 3
+  x_shape = (n, h, w, c) if fmt == "NHWC" else (n, c, h, w)
+  lay = (lambda a, b, fill=1: (fill, a, b, fill)) if fmt == "NHWC" else (
+      lambda a, b, fill=1: (fill, fill, a, b))
+  flat = ()
+  if explicit:
+    flat = tuple(v for pair in lay(explicit[0], explicit[1], (0, 0)) for v in pair)
+  attrs = dict(strides=lay(*s), padding=padding, explicit_paddings=flat, data_format=fmt,
+               dilations=lay(*d))
+  cast = lambda a: np.asarray(a, np.float32).astype(jax.numpy.dtype(dtype))
+  x = cast(rng.uniform(-2, 2, x_shape))
+  f = cast(rng.uniform(-2, 2, k + (c, m)))
+  return x, f, attrs
+
+
+def _tf_or_none(op_type, **kwargs):
+  try:
+    return getattr(tf.raw_ops, op_type)(**kwargs).numpy()
+  except (tf.errors.OpError, ValueError, TypeError):
+    return None   # no TF CPU kernel for this layout/dtype/attr combination
+
+
+@pytest.mark.parametrize("dtype", _DTYPES)
+@pytest.mark.parametrize("case", _DW_GRID, ids=lambda c: "-".join(map(str, c[:5])))
+def test_depthwise_and_backprops_fast_equal_default_and_tf(case, dtype):
+  x, f, attrs = _dw_case(case, dtype)
+  with jax.enable_x64(dtype == "float64"):
+    y = _assert_same(lambda x, f: tfops.DepthwiseConv2dNative(x, f, **attrs), (x, f), dtype)
+    g = np.asarray(np.random.default_rng(1).uniform(-2, 2, y.shape), np.float32).astype(x.dtype)
+    dx = _assert_same(lambda f, g: tfops.DepthwiseConv2dNativeBackpropInput(
+        f, g, input_sizes=x.shape, **attrs), (f, g), dtype)
+    df = _assert_same(lambda x, g: tfops.DepthwiseConv2dNativeBackpropFilter(
+        x, g, filter_sizes=f.shape, **attrs), (x, g), dtype)
+  if dtype != "float32":
+    return
+  ref = _tf_or_none("DepthwiseConv2dNative", input=x, filter=f, **attrs)
+  if ref is not None:
+    np.testing.assert_allclose(y, ref, **_tol(dtype))
+  # TF's CPU backprop kernels ignore dilations (docs/semantics/nn.md): compare undilated.
+  if attrs["dilations"] == (1, 1, 1, 1) and attrs["data_format"] == "NHWC":
+    ref = _tf_or_none("DepthwiseConv2dNativeBackpropInput", input_sizes=x.shape, filter=f,
+                      out_backprop=g, **attrs)
+    if ref is not None:
+      np.testing.assert_allclose(dx, ref, **_tol(dtype))
+    ref = _tf_or_none("DepthwiseConv2dNativeBackpropFilter", input=x, filter_sizes=f.shape,
+                      out_backprop=g, **attrs)
+    if ref is not None:
+      np.testing.assert_allclose(df, ref, rtol=1e-4, atol=1e-3)
+
+
+# --------------------------------------------------------------------------
+# 1x1 Conv2D / Conv3D: fast == default == TF
+# --------------------------------------------------------------------------
+
+_PW_GRID = [
+    ("NHWC", (1, 1), "SAME", None, (1, 1)),
+    ("NHWC", (2, 3), "SAME", None, (1, 1)),
+    ("NHWC", (2, 2), "VALID", None, (2, 2)),
+    ("NHWC", (1, 2), "EXPLICIT", ((1, 0), (2, 1)), (1, 1)),
+    ("NCHW", (1, 1), "SAME", None, (1, 1)),
+    ("NCHW", (3, 2), "EXPLICIT", ((0, 2), (1, 1)), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("dtype", _DTYPES + ("int32",))
+@pytest.mark.parametrize("case", _PW_GRID, ids=lambda c: "-".join(map(str, c[:3])))
+def test_pointwise_conv2d_fast_equals_default_and_tf(case, dtype):
+  fmt, s, padding, explicit, d = case
+  rng = np.random.default_rng(2)
+  lay = (lambda a, b, fill=1: (fill, a, b, fill)) if fmt == "NHWC" else (
+      lambda a, b, fill=1: (fill, fill, a, b))
+  x_shape = (2, 5, 6, 4) if fmt == "NHWC" else (2, 4, 5, 6)
+  flat = tuple(v for pair in lay(*explicit, (0, 0)) for v in pair) if explicit else ()
+  attrs = dict(strides=lay(*s), padding=padding, explicit_paddings=flat, data_format=fmt,
+               dilations=lay(*d))
+  draw = (lambda sh: rng.integers(-5, 5, sh).astype(np.int32)) if dtype == "int32" else (
+      lambda sh: np.asarray(rng.uniform(-2, 2, sh), np.float32).astype(jax.numpy.dtype(dtype)))
+  x, f = draw(x_shape), draw((1, 1, 4, 3))
+  with jax.enable_x64(dtype == "float64"):
+    (y, fast_hlo), (y0, default_hlo) = _both(lambda x, f: tfops.Conv2D(x, f, **attrs), x, f)
+  tol = dict(rtol=0, atol=0) if dtype == "int32" else _tol(dtype)
+  np.testing.assert_allclose(y, y0, **tol)
+  assert "convolution" not in fast_hlo and "convolution" in default_hlo
+  if dtype in ("float32", "int32"):
+    ref = _tf_or_none("Conv2D", input=x, filter=f, **attrs)
+    if ref is not None:
+      np.testing.assert_allclose(y, ref, **tol)
+
+
+@pytest.mark.parametrize("fmt", ["NDHWC", "NCDHW"])
+@pytest.mark.parametrize("strides", [1, 2])
+def test_pointwise_conv3d_fast_equals_default_and_tf(fmt, strides):
+  rng = np.random.default_rng(3)
+  x_shape = (2, 3, 4, 5, 4) if fmt == "NDHWC" else (2, 4, 3, 4, 5)
+  sp = (1, strides, strides, strides, 1) if fmt == "NDHWC" else (1, 1) + (strides,) * 3
+  attrs = dict(strides=sp, padding="SAME", data_format=fmt, dilations=(1,) * 5)
+  x = rng.uniform(-2, 2, x_shape).astype(np.float32)
+  f = rng.uniform(-2, 2, (1, 1, 1, 4, 3)).astype(np.float32)
+  (y, fast_hlo), (y0, default_hlo) = _both(lambda x, f: tfops.Conv3D(x, f, **attrs), x, f)
+  np.testing.assert_allclose(y, y0, rtol=1e-5, atol=1e-5)
+  assert "convolution" not in fast_hlo and "convolution" in default_hlo
+  ref = _tf_or_none("Conv3D", input=x, filter=f, **attrs)
+  if ref is not None:
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+
+
+# --------------------------------------------------------------------------
+# The switch, the platforms, the fallbacks
+# --------------------------------------------------------------------------
+
+_NHWC = dict(strides=(1, 1, 1, 1), padding="SAME", explicit_paddings=(), data_format="NHWC",
+             dilations=(1, 1, 1, 1))
+
+
+def test_the_config_switch_changes_the_compiled_program():
+  x, f = np.ones((1, 6, 6, 4), np.float32), np.ones((3, 3, 4, 1), np.float32)
+  fn = lambda x, f: tfops.DepthwiseConv2dNative(x, f, **_NHWC)
+  (_, fast), (_, default) = _both(fn, x, f)
+  assert "convolution" not in fast and "convolution" in default
+  # update_config clears JAX's caches: a jitted function already lowered is lowered again.
+  jitted = jax.jit(fn)
+  assert "convolution" not in jitted.lower(x, f).as_text()
+  jitted(x, f)
+  tfprims.update_config("fast_lowerings", False)
+  try:
+    assert "convolution" in jitted.lower(x, f).as_text()
+  finally:
+    tfprims.update_config("fast_lowerings", True)
+  assert "convolution" not in jitted.lower(x, f).as_text()
+
+
+def test_ops_without_a_gain_keep_xla_convolutions():
+  x = np.ones((1, 12, 12, 4), np.float32)
+  big = np.ones((conv_cpu._MAX_TAPS // 7 + 1, 7 + 1, 4, 1), np.float32)   # > _MAX_TAPS taps
+  dense = np.ones((3, 3, 4, 2), np.float32)
+  grouped = np.ones((1, 1, 2, 4), np.float32)
+  for fn, w in [(tfops.DepthwiseConv2dNative, big), (tfops.Conv2D, dense),
+                (tfops.Conv2D, grouped)]:
+    (y, fast), (y0, default) = _both(lambda x, w: fn(x, w, **_NHWC), x, w)
+    assert "convolution" in fast and fast == default
+    np.testing.assert_array_equal(y, y0)
+
+
+def test_the_filter_backprop_keeps_the_convolution_below_its_channel_threshold(monkeypatch):
+  monkeypatch.setattr(conv_cpu, "_MIN_FILTER_BACKPROP_CHANNELS", 64)
+  for c, tap_sums in [(32, False), (64, True)]:
+    x, g = np.ones((1, 5, 5, c), np.float32), np.ones((1, 5, 5, c), np.float32)
+    (y, fast), (y0, _) = _both(lambda x, g: tfops.DepthwiseConv2dNativeBackpropFilter(
+        x, g, filter_sizes=(3, 3, c, 1), **_NHWC), x, g)
+    assert ("convolution" not in fast) == tap_sums
+    np.testing.assert_allclose(y, y0, rtol=1e-6)
+
+
+def test_other_platforms_keep_the_default_lowering():
+  x, f = np.ones((1, 6, 6, 4), np.float32), np.ones((3, 3, 4, 1), np.float32)
+  fn = jax.jit(lambda x, f: tfops.DepthwiseConv2dNative(x, f, **_NHWC))
+  for platforms, has_conv in [(("cpu",), False), (("cuda",), True), (("tpu",), True)]:
+    text = jax.export.export(fn, platforms=platforms)(x, f).mlir_module()
+    assert ("convolution" in text) == has_conv, platforms
+  # A multi-platform export holds both lowerings, and its CPU branch runs here.
+  exported = jax.export.export(fn, platforms=("cpu", "cuda"))(x, f)
+  assert "convolution" in exported.mlir_module()
+  np.testing.assert_allclose(exported.call(x, f), fn(x, f), rtol=1e-6)
+
+
+# --------------------------------------------------------------------------
+# grad, vmap, eager and a converted Keras block
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
+def test_grad_and_vmap_through_the_fast_lowerings(fmt):
+  x, f, attrs = _dw_case((fmt, (6, 7), (3, 3), (2, 2), "SAME", None, (1, 1), 2), "float32")
+  pw = np.random.default_rng(4).uniform(-1, 1, (1, 1, 6, 5)).astype(np.float32)
+  p2 = dict(attrs, dilations=(1, 1, 1, 1))
+
+  def loss(x, f, pw):
+    h = tfops.DepthwiseConv2dNative(x, f, **attrs)
+    return (tfops.Conv2D(h, pw, **p2) ** 2).sum()
+
+  grads = {}
+  for fast in (True, False):
+    with tfprims.override_config("fast_lowerings", fast):
+      g = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(x, f, pw)
+      v = jax.jit(jax.vmap(loss, in_axes=(0, None, 0)))(np.stack([x, -x]), f,
+                                                          np.stack([pw, 2 * pw]))
+      grads[fast] = [np.asarray(a) for a in g] + [np.asarray(v)]
+  for a, b in zip(grads[True], grads[False]):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+  # The gradient still binds TF's backprop ops (the lowering is below the jaxpr).
+  jaxpr = str(jax.make_jaxpr(jax.grad(loss, argnums=(0, 1)))(x, f, pw))
+  assert "tf.DepthwiseConv2dNativeBackpropInput" in jaxpr
+  assert "tf.DepthwiseConv2dNativeBackpropFilter" in jaxpr
+  # Eager calls compile the primitive with the same lowering.
+  np.testing.assert_allclose(np.asarray(tfops.DepthwiseConv2dNative(x, f, **attrs)),
+                             np.asarray(jax.jit(lambda x, f: tfops.DepthwiseConv2dNative(
+                                 x, f, **attrs))(x, f)), rtol=1e-6, atol=1e-6)
+
+
+def test_converted_mobilenet_block_matches_tf_with_and_without_fast_lowerings():
+  import keras
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([
+      keras.Input((12, 12, 8)),
+      keras.layers.Conv2D(16, 1, activation="relu"),
+      keras.layers.DepthwiseConv2D(3, strides=2, padding="same", depth_multiplier=2),
+      keras.layers.Conv2D(8, 1),
+  ])
+  tf_fn = tf.function(lambda x: model(x))
+  fn, params = tfprims.convert(tf_fn, tf.TensorSpec((None, 12, 12, 8), tf.float32))
+  x = np.random.default_rng(5).normal(size=(3, 12, 12, 8)).astype(np.float32)
+  xt = tf.constant(x)
+  with tf.GradientTape() as tape:
+    tape.watch(xt)
+    y = tf.reduce_sum(tf_fn(xt) ** 2)
+  tf_grad = tape.gradient(y, xt).numpy()
+  for fast in (True, False):
+    with tfprims.override_config("fast_lowerings", fast):
+      out = jax.jit(lambda p, x: fn(p, x)[0])(params, x)
+      grad = jax.jit(jax.grad(lambda x: (fn(params, x)[0] ** 2).sum()))(x)
+      text = jax.jit(lambda p, x: fn(p, x)[0]).lower(params, x).as_text()
+    np.testing.assert_allclose(out, tf_fn(x).numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(grad, tf_grad, rtol=1e-4, atol=1e-3)
+    assert ("convolution" in text) != fast
+
+
+def test_every_op_of_a_grid_uses_all_taps():
+  # A kernel one-hot in each tap picks exactly the shifted input (catches tap offsets).
+  x = np.arange(1 * 5 * 6 * 2, dtype=np.float32).reshape(1, 5, 6, 2)
+  for i, j in itertools.product(range(3), range(3)):
+    f = np.zeros((3, 3, 2, 1), np.float32)
+    f[i, j] = 1
+    (y, _), (y0, _) = _both(lambda x, f: tfops.DepthwiseConv2dNative(x, f, **_NHWC), x, f)
+    np.testing.assert_array_equal(y, y0)
