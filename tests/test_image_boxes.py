@@ -327,3 +327,39 @@ def test_sample_distorted_bounding_box_rejects_boxes_outside_the_unit_square():
     _run_graph(lambda b: tf.raw_ops.StatelessSampleDistortedBoundingBox(
         image_size=[8, 8, 3], bounding_boxes=b, min_object_covered=0.1, seed=[1, 2]),
         np.float32([[[0.1, 0.1, 1.5, 0.5]]]))
+
+
+def test_nms_thresholds_tf_rejects_raise_on_known_values():
+  b, s = _detections(2, 5)
+  with pytest.raises(tfprims.errors.RuntimeCheckError, match=r"iou_threshold must be in \[0, 1\]"):
+    _run_graph(lambda x, y: tf.raw_ops.NonMaxSuppressionV4(
+        boxes=x, scores=y, max_output_size=3, iou_threshold=1.5, score_threshold=0.0,
+        pad_to_max_output_size=True), b, s)
+  with pytest.raises(tfprims.errors.RuntimeCheckError, match="soft_nms_sigma"):
+    _run_graph(lambda x, y: tf.raw_ops.NonMaxSuppressionV5(
+        boxes=x, scores=y, max_output_size=3, iou_threshold=0.5, score_threshold=0.0,
+        soft_nms_sigma=-1.0, pad_to_max_output_size=True), b, s)
+  with pytest.raises(tfprims.errors.OpError, match=r"iou_threshold must be in \[0, 1\]"):
+    _run_graph(lambda x, y: tf.image.non_max_suppression(x, y, 3, iou_threshold=-0.5), b, s)
+
+
+def test_padded_nms_nodes_are_static_for_conversion_checks_and_reports():
+  from tfprims import op_report
+
+  @tf.function
+  def f(boxes, scores):
+    padded = tf.raw_ops.NonMaxSuppressionV4(
+        boxes=boxes, scores=scores, max_output_size=3, iou_threshold=0.5,
+        score_threshold=0.0, pad_to_max_output_size=True)
+    return padded[0], tf.image.non_max_suppression(boxes, scores, 3)
+
+  spec = (tf.TensorSpec([4, 4], F32), tf.TensorSpec([4], F32))
+  graph_def = f.get_concrete_function(*spec).graph.as_graph_def()
+  names = {n.op: n.name for n in graph_def.node}
+  report = op_report.report_graph_def(graph_def, [names["NonMaxSuppressionV4"]])
+  assert report.ops["NonMaxSuppressionV4"].status == op_report.SUPPORTED
+  report = op_report.report_graph_def(graph_def)
+  assert report.ops["NonMaxSuppressionV3"].status == op_report.DATA_DEPENDENT
+  with pytest.raises(tfprims.DynamicShapeError) as err:
+    tfprims.convert_functional(f, *spec)
+  assert [op for op, _, _ in err.value.dynamic_shapes] == ["NonMaxSuppressionV3"]

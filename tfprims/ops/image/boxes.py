@@ -144,13 +144,14 @@ def _stateless(image_size, bounding_boxes, min_object_covered, seed, **attrs):
                      **attrs)
 
 
-def _check(*operands, **params):
-  boxes = [o for o in operands if o.dtype == jnp.float32 and o.ndim == 3]
-  if not boxes or boxes[0].size == 0:
-    return None
-  b = boxes[0]
-  return (jnp.any(~((b >= 0) & (b <= 1))),
-          "All bounding box coordinates must be in [0.0, 1.0]")
+def _check_boxes(bounding_boxes, min_object_covered=None):
+  """TF's run-time errors: box coordinates outside [0, 1], a negative coverage."""
+  bad = jnp.any(~((bounding_boxes >= 0) & (bounding_boxes <= 1)))
+  message = "All bounding box coordinates must be in [0.0, 1.0]"
+  if min_object_covered is not None:
+    bad = bad | (min_object_covered < 0)
+    message += " and min_object_covered must be non-negative"
+  return bad, message
 
 
 def _calls(st, version):
@@ -194,19 +195,22 @@ _SKIP = {"values": "random crops from jax.random, not TF's Philox: invariants ar
 
 SampleDistortedBoundingBox = define_op(
     "SampleDistortedBoundingBox", _v1, family=FAMILY, multiple_results=True,
-    attrs=("min_object_covered",) + _ATTRS, uses_rng=True, check=_check,
+    attrs=("min_object_covered",) + _ATTRS, uses_rng=True,
+    check=lambda key, image_size, bounding_boxes, **p: _check_boxes(bounding_boxes),
     doc="A random crop (begin, size, normalised box) covering min_object_covered of "
         "one of the boxes, within the area and aspect-ratio ranges; else the image.",
     spec=lambda st: st.Spec(_calls(st, 1), skip=_SKIP))
 
 SampleDistortedBoundingBoxV2 = define_op(
     "SampleDistortedBoundingBoxV2", _v2, family=FAMILY, multiple_results=True,
-    attrs=_ATTRS, uses_rng=True, check=_check,
+    attrs=_ATTRS, uses_rng=True,
+    check=lambda key, image_size, boxes, covered, **p: _check_boxes(boxes, covered),
     doc="SampleDistortedBoundingBox with min_object_covered as an input.",
     spec=lambda st: st.Spec(_calls(st, 2), skip=_SKIP))
 
 StatelessSampleDistortedBoundingBox = define_op(
     "StatelessSampleDistortedBoundingBox", _stateless, family=FAMILY,
-    multiple_results=True, attrs=_ATTRS, check=_check,
+    multiple_results=True, attrs=_ATTRS,
+    check=lambda image_size, boxes, covered, seed, **p: _check_boxes(boxes, covered),
     doc="SampleDistortedBoundingBox with a key derived from seed (same seed, same crop).",
     spec=lambda st: st.Spec(_calls(st, 3), skip=_SKIP))

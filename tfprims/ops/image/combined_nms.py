@@ -63,6 +63,8 @@ def _sizes(num_boxes, num_classes, per_class, total, pad_per_class):
 
 def combined_nms(boxes, scores, iou_threshold, score_threshold, *,
                  max_output_size_per_class, max_total_size, pad_per_class, clip_boxes):
+  if max_output_size_per_class <= 0 or max_total_size <= 0:
+    raise ValueError("max_size_per_class must be positive and max_total_size must be > 0")
   batch, n, q, _ = boxes.shape
   c = scores.shape[2]
   size, out = _sizes(n, c, max_output_size_per_class, max_total_size, pad_per_class)
@@ -149,6 +151,8 @@ CombinedNonMaxSuppression = define_op(
     "CombinedNonMaxSuppression", combined_nms, family=FAMILY, multiple_results=True,
     static=("max_output_size_per_class", "max_total_size"),
     attrs=("pad_per_class", "clip_boxes"), batching=_batching,
+    check=lambda boxes, scores, iou_threshold, score_threshold, **p: (
+        (iou_threshold < 0) | (iou_threshold > 1), "iou_threshold must be in [0, 1]"),
     doc="Per-class greedy NMS over a batch, then the top max_total_size detections "
         "(boxes, scores, classes, number valid), zero-padded.",
     spec=lambda st: st.Spec(

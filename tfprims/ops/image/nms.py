@@ -37,9 +37,8 @@ from tfprims import core, errors, interpreter, rules
 from tfprims.core import define_op, structural
 from tfprims.ops.image._common import FAMILY, stored
 
-_WHY = ("the number of selected boxes depends on the data (use NonMaxSuppressionV4/V5 "
-        "with pad_to_max_output_size=True, e.g. tf.image.non_max_suppression_padded, "
-        "for a static shape)")
+_WHY = ("the number of selected boxes depends on the data (NonMaxSuppressionV4/V5 with "
+        "pad_to_max_output_size=True have a static shape)")
 
 
 # --- IoU -------------------------------------------------------------------------------
@@ -168,7 +167,7 @@ def padded_nms(sim, scores, iou_threshold, score_threshold, sigma, size):
 
 def _v4_impl(boxes, scores, iou_threshold, score_threshold, *, max_output_size,
              pad_to_max_output_size):
-  _padded_only(pad_to_max_output_size)
+  _padded_only(pad_to_max_output_size, max_output_size)
   boxes, scores = lax.stop_gradient(boxes), lax.stop_gradient(scores)
   dt = scores.dtype
   sel, _, count = padded_nms(iou_matrix(boxes).astype(dt), scores, iou_threshold.astype(dt),
@@ -178,17 +177,28 @@ def _v4_impl(boxes, scores, iou_threshold, score_threshold, *, max_output_size,
 
 def _v5_impl(boxes, scores, iou_threshold, score_threshold, soft_nms_sigma, *,
              max_output_size, pad_to_max_output_size):
-  _padded_only(pad_to_max_output_size)
+  _padded_only(pad_to_max_output_size, max_output_size)
   boxes, scores = lax.stop_gradient(boxes), lax.stop_gradient(scores)
   dt = scores.dtype
   return padded_nms(iou_matrix(boxes).astype(dt), scores, iou_threshold.astype(dt),
                     score_threshold.astype(dt), soft_nms_sigma.astype(dt), max_output_size)
 
 
-def _padded_only(pad):
+def _padded_only(pad, max_output_size):
   if not pad:
     raise ValueError("the NonMaxSuppressionV4/V5 primitive is the padded form "
                      "(pad_to_max_output_size=True); the unpadded op is data-dependent")
+  if max_output_size < 0:
+    raise ValueError("output size must be non-negative")
+
+
+def _v4_check(boxes, scores, iou_threshold, score_threshold, **params):
+  return (iou_threshold < 0) | (iou_threshold > 1), "iou_threshold must be in [0, 1]"
+
+
+def _v5_check(boxes, scores, iou_threshold, score_threshold, soft_nms_sigma, **params):
+  return ((iou_threshold < 0) | (iou_threshold > 1) | (soft_nms_sigma < 0),
+          "iou_threshold must be in [0, 1] and soft_nms_sigma_val must be >= 0")
 
 
 # --- graph hooks ----------------------------------------------------------------------
@@ -314,6 +324,7 @@ NonMaxSuppressionV4 = define_op(
     static=("max_output_size",), attrs=("pad_to_max_output_size",),
     dynamic_shape=_WHY + " unless pad_to_max_output_size", static_shape_if=_static_if_padded,
     interpret=_padded_hook(False), batching=rules.vmap_batching(_v4_impl, True),
+    check=_v4_check,
     doc="Greedy hard NMS above score_threshold: indices (padded with 0 to "
         "max_output_size when pad_to_max_output_size) and their number.",
     spec=lambda st: st.Spec(_nms_calls(st, False), skip=_SKIP, note=_NOTE))
@@ -323,6 +334,7 @@ NonMaxSuppressionV5 = define_op(
     static=("max_output_size",), attrs=("pad_to_max_output_size",),
     dynamic_shape=_WHY + " unless pad_to_max_output_size", static_shape_if=_static_if_padded,
     interpret=_padded_hook(True), batching=rules.vmap_batching(_v5_impl, True),
+    check=_v5_check,
     doc="Greedy NMS with soft-NMS (Gaussian decay, soft_nms_sigma > 0): indices, their "
         "(decayed) scores and their number.",
     spec=lambda st: st.Spec(_nms_calls(st, True), skip=_SKIP, note=_NOTE))
