@@ -124,6 +124,10 @@ class Op:
       op with a primitive (a :class:`TFOp`) has a padded form: its primitive takes
       the output bound as a param, and its hook binds it when the
       ``dynamic_shape_bounds`` config bounds the node.
+    static_shape_if: for a ``dynamic_shape`` op, ``static_shape_if(node)`` is True
+      when the node's attrs make its output shape static after all
+      (NonMaxSuppressionV4/V5 with ``pad_to_max_output_size``): conversion checks
+      let such nodes through.
     check: ``check(*operands, **params) -> (bad, message)`` or None: what TF's
       kernel rejects on data (``bad`` a boolean scalar, true when the values are
       invalid; None when nothing can be wrong for these dtypes/params). Run on
@@ -146,6 +150,7 @@ class Op:
   creates_variable: bool = False
   graph_input: bool = False
   dynamic_shape: Optional[str] = None
+  static_shape_if: Optional[Callable[[Any], bool]] = None
   check: Optional[Callable[..., Any]] = None
   assertion: bool = False
   doc: str = ""
@@ -299,6 +304,7 @@ def define_op(
     shape_only: bool = False,
     pass_through: bool = False,
     dynamic_shape: Optional[str] = None,
+    static_shape_if: Optional[Callable[[Any], bool]] = None,
     check: Optional[Callable[..., Any]] = None,
     assertion: bool = False,
     replace: bool = False,
@@ -344,8 +350,8 @@ def define_op(
       ``tfprims.testing.strategies``).
     doc: what the op computes, one line (default: the impl's docstring, unless
       the impl is a jax.numpy/lax function); shown in docs/ops.md.
-    writes_state, reads_state, uses_rng, shape_only, pass_through, dynamic_shape:
-      what the op is (see :class:`Op`).
+    writes_state, reads_state, uses_rng, shape_only, pass_through, dynamic_shape,
+    static_shape_if: what the op is (see :class:`Op`).
     check: what TF's kernel rejects on the op's data (see :class:`Op`).
     assertion: the op exists to check its input; ``enable_checkify_for_asserts``
       turns its ``check`` into a checkify check (see :class:`Op`).
@@ -381,8 +387,8 @@ def define_op(
             doc=_first_line(doc if doc is not None else _own_doc(impl)),
             shape_rule=shape_rule, writes_state=writes_state, reads_state=reads_state,
             uses_rng=uses_rng, shape_only=shape_only, pass_through=pass_through,
-            dynamic_shape=dynamic_shape, check=check, assertion=assertion,
-            lowering=lowering)
+            dynamic_shape=dynamic_shape, static_shape_if=static_shape_if, check=check,
+            assertion=assertion, lowering=lowering)
 
   if linear:
     ad.deflinear2(prim, transpose)

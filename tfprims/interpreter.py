@@ -401,6 +401,7 @@ def check_supported(graph: graph_lib.Graph, library: graph_lib.Library,
         known = trace_time_values(g) if known is None else known
         # A data-dependent-shape op with a primitive has a padded form: bounded, it runs.
         bounded = isinstance(op, core.TFOp) and dynamic_shape_bound(node) is not None
+        bounded = bounded or bool(op.static_shape_if and op.static_shape_if(node))
         if not bounded and not all(ref[0] in known for ref in node.inputs):
           dynamic.append((node.op, where, op.dynamic_shape))
   if unsupported or dynamic or inputs or problems:

@@ -103,11 +103,12 @@ def _dtype_names(node: graph_lib.Node) -> set[str]:
   return names
 
 
-def _usage(op_type: str) -> OpUsage:
+def _usage(op_type: str, node=None) -> OpUsage:
   op = core.lookup(op_type)
   if op is None:
     return OpUsage(op_type, UNSUPPORTED, why=core.unsupported_hint(op_type) or "")
-  if op.dynamic_shape:
+  if op.dynamic_shape and not (op.static_shape_if and node is not None
+                               and op.static_shape_if(node)):
     return OpUsage(op_type, DATA_DEPENDENT, why=f"data-dependent output shape: {op.dynamic_shape}")
   return OpUsage(op_type, SUPPORTED)
 
@@ -123,7 +124,10 @@ def report(graph: graph_lib.Graph, library: graph_lib.Library, source: str) -> O
     for node in g.nodes:
       if core.lookup(node.op) is None and node.op in library:
         continue  # a call of a library function: counted under its function
-      usage = ops.get(node.op) or ops.setdefault(node.op, _usage(node.op))
+      usage = ops.get(node.op) or ops.setdefault(node.op, _usage(node.op, node))
+      if usage.status == SUPPORTED and core.declares(node.op, "dynamic_shape"):
+        this = _usage(node.op, node)  # a dynamic-shape node that is not static after all
+        usage.status, usage.why = this.status, this.why
       usage.nodes.append(f"{fname}/{node.name}" if fname else node.name)
       names = _dtype_names(node)
       usage.dtypes |= names

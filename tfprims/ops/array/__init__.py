@@ -26,7 +26,7 @@ module             ops
                    Roll, Concat, ConcatOffset, ParallelConcat, MirrorPadGrad
 ``misc``           Diag, DiagPart, UnravelIndex, InvertPermutation, LinSpace, Empty,
                    DeepCopy, BroadcastArgs, BroadcastGradientArgs
-``data_dependent`` Where (one argument), Unique*, ListDiff, NonMaxSuppressionV3-V5:
+``data_dependent`` Where (one argument), Unique*, ListDiff:
                    no primitive; computed with numpy when their inputs are known
 ``buckets``        Bucketize, LowerBound, UpperBound, HistogramFixedWidth, Bincount,
                    DenseBincount

@@ -1,7 +1,7 @@
 """Ops whose output shape depends on the values of their inputs: Where (one
 argument), Unique, UniqueWithCounts, UniqueV2, UniqueWithCountsV2, ListDiff,
-DynamicPartition, and (declared here for now, family "image")
-NonMaxSuppressionV3-V5.
+DynamicPartition (the NonMaxSuppression ops live in
+:mod:`tfprims.ops.image.nms`).
 
 JAX needs static shapes. When the inputs are known (constants and values folded
 from them, or concrete arrays in an eager call) these ops are computed with numpy,
@@ -21,7 +21,7 @@ import jax
 import numpy as np
 
 from tfprims import config, core, dtypes, errors, interpreter
-from tfprims.core import define_op, structural
+from tfprims.core import define_op
 from tfprims.ops.array import padded
 from tfprims.ops.array._common import FAMILY
 
@@ -210,17 +210,3 @@ DynamicPartition = define_op(
     doc="The rows of data in each partition, in order (padded form: the first size rows "
         "of each, then zeros).",
     spec=padded.partition_spec)
-
-
-# --- NonMaxSuppression ---------------------------------------------------------------------
-
-
-@structural("NonMaxSuppressionV3", "NonMaxSuppressionV4", "NonMaxSuppressionV5",
-            family="image", dynamic_shape="the number of selected boxes " + _DATA[4:],
-            doc="Greedy non-maximum suppression (not evaluated at trace time yet).")
-def _nms(ctx, node, inputs):
-  _concrete(node, inputs)
-  raise errors.DynamicShapeError(
-      f"{node.op} node '{node.name}': evaluating it on values known at trace time is "
-      "not supported yet; use NonMaxSuppressionV4/V5 with pad_to_max_output_size=True "
-      "in a function whose boxes are inputs")
