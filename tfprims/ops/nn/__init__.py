@@ -55,6 +55,7 @@ from tfprims.ops.nn import conv_variants  # noqa: F401
 from tfprims.ops.nn import rnn_blocks  # noqa: F401
 from tfprims.ops.nn import fake_quant  # noqa: F401
 from tfprims.ops.nn import isotonic  # noqa: F401
+from tfprims.ops.nn import fractional_pool  # noqa: F401
 from tfprims.ops.nn.batch_norm import (  # noqa: F401
     FusedBatchNorm, FusedBatchNormGrad, FusedBatchNormGradV2, FusedBatchNormGradV3,
     FusedBatchNormV2, FusedBatchNormV3)
