@@ -24,6 +24,10 @@ What lives where (each op's impl, rules and property spec in one module):
   L2Loss.
 * ``ctc.py``: CTCLoss, CTCLossV2; ``ctc_decode.py``: CTCGreedyDecoder,
   CTCBeamSearchDecoder (data-dependent output shapes).
+* ``rnn_blocks.py``: LSTMBlockCell, GRUBlockCell, BlockLSTM(V2) and their Grad ops.
+* ``fake_quant.py``: FakeQuantWithMinMaxArgs/Vars/VarsPerChannel and their Gradient ops.
+* ``isotonic.py``: IsotonicRegression; ``fractional_pool.py``: FractionalAvgPoolGrad,
+  FractionalMaxPoolGrad.
 * ``_common.py``: layout and padding helpers, batch folding, spec helpers.
 
 Explicit TF-named rules (they bind other ops through ``tfops``):
