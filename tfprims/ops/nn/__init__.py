@@ -24,6 +24,13 @@ What lives where (each op's impl, rules and property spec in one module):
   L2Loss.
 * ``ctc.py``: CTCLoss, CTCLossV2; ``ctc_decode.py``: CTCGreedyDecoder,
   CTCBeamSearchDecoder (data-dependent output shapes).
+* ``rnn_blocks.py``: LSTMBlockCell, GRUBlockCell, BlockLSTM(V2) and their Grad ops.
+* ``fake_quant.py``: FakeQuantWithMinMaxArgs/Vars/VarsPerChannel and their Gradient ops.
+* ``isotonic.py``: IsotonicRegression; ``fractional_pool.py``: FractionalAvgPoolGrad,
+  FractionalMaxPoolGrad.
+* ``conv_cpu.py``: CPU lowerings of DepthwiseConv2dNative and its backprops (tap sums)
+  and of 1x1 Conv2D/Conv3D (``dot_general``), chosen by measurement (config
+  ``fast_lowerings``; docs/performance.md).
 * ``_common.py``: layout and padding helpers, batch folding, spec helpers.
 
 Explicit TF-named rules (they bind other ops through ``tfops``):
@@ -53,6 +60,10 @@ from tfprims.ops.nn import pool_argmax  # noqa: F401
 from tfprims.ops.nn import dilation  # noqa: F401
 from tfprims.ops.nn import conv_variants  # noqa: F401
 from tfprims.ops.nn import conv_cpu  # noqa: F401
+from tfprims.ops.nn import rnn_blocks  # noqa: F401
+from tfprims.ops.nn import fake_quant  # noqa: F401
+from tfprims.ops.nn import isotonic  # noqa: F401
+from tfprims.ops.nn import fractional_pool  # noqa: F401
 from tfprims.ops.nn.batch_norm import (  # noqa: F401
     FusedBatchNorm, FusedBatchNormGrad, FusedBatchNormGradV2, FusedBatchNormGradV3,
     FusedBatchNormV2, FusedBatchNormV3)
