@@ -375,3 +375,15 @@ StatelessRandomGetKeyCounterAlg = _define(
 StatelessRandomGetAlg = _define(
     "StatelessRandomGetAlg", lambda: jnp.asarray(_PHILOX, jnp.int32), static=(), attrs=(),
     spec=lambda st: st.Spec(st.call(), note="Philox (1), as TF on CPU/GPU"))
+
+
+# TF draws these from the OS's entropy; here they come from the call's rng= like the other
+# stateful ops (so the same rng gives the same integers).
+NonDeterministicInts = _define_stateful(
+    "NonDeterministicInts",
+    lambda key, *, shape, dtype: _full_int(_wrap(key), shape, dtype),
+    spec=lambda st: st.Spec(
+        st.call(shape=_shape_arrays(st).map(lambda s: s.astype(np.int64)),
+                dtype=st.dtypes(("int32", "int64", "uint32", "uint64"))),
+        skip=dict(_RANDOM_SKIPS, values="TF's integers come from the OS's entropy; ours "
+                                        "from rng= (jax.random bits)")))
