@@ -28,7 +28,7 @@ from jax import lax
 
 from tfprims.core import define_op
 from tfprims.ops.image._common import FAMILY, stored
-from tfprims.ops.random import _seed_key, _wrap
+from tfprims.ops.random.basic import _seed_key, _wrap
 
 _F32 = jnp.float32
 
