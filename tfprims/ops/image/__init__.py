@@ -20,3 +20,4 @@ from tfprims.ops.image.projective import (  # noqa: F401
 from tfprims.ops.image.resize import ResizeArea, ResizeBicubic, ResizeBicubicGrad  # noqa: F401
 from tfprims.ops.image.scale_translate import ScaleAndTranslate, ScaleAndTranslateGrad  # noqa: F401
 from tfprims.ops.image import patches  # noqa: F401
+from tfprims.ops.image import color  # noqa: F401
