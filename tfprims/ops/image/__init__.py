@@ -21,3 +21,4 @@ from tfprims.ops.image.resize import ResizeArea, ResizeBicubic, ResizeBicubicGra
 from tfprims.ops.image.scale_translate import ScaleAndTranslate, ScaleAndTranslateGrad  # noqa: F401
 from tfprims.ops.image import patches  # noqa: F401
 from tfprims.ops.image import color  # noqa: F401
+from tfprims.ops.image import draw  # noqa: F401
