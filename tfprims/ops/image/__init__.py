@@ -22,3 +22,4 @@ from tfprims.ops.image.scale_translate import ScaleAndTranslate, ScaleAndTransla
 from tfprims.ops.image import patches  # noqa: F401
 from tfprims.ops.image import color  # noqa: F401
 from tfprims.ops.image import draw  # noqa: F401
+from tfprims.ops.image import glimpse  # noqa: F401
