@@ -26,7 +26,7 @@ from jax.interpreters import ad
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.image._common import FAMILY
+from tfprims.ops.image._common import FAMILY, stored
 
 _F32 = jnp.float32
 
@@ -49,8 +49,10 @@ def rgb_to_hsv(images):
   rng = v - jnp.minimum(jnp.minimum(r, g), b)
   s = jnp.where(v > 0, rng / jnp.where(v > 0, v, c(1)), c(0))
   norm = (c(1) / rng) * (c(1) / c(6))
+  # stored(): TF rounds each product before the sum (XLA would fuse a multiply-add).
   h = jnp.where(r == v, norm * (g - b),
-                jnp.where(g == v, norm * (b - r) + c(2) / c(6), norm * (r - g) + c(4) / c(6)))
+                jnp.where(g == v, stored(norm * (b - r)) + c(2) / c(6),
+                          stored(norm * (r - g)) + c(4) / c(6)))
   h = jnp.where(rng > 0, h, c(0))
   h = jnp.where(h < 0, h + c(1), h)
   return jnp.stack([h, s, v], axis=-1)
@@ -61,13 +63,13 @@ def hsv_to_rgb(images):
   h, s, v = _channels(images)
   dt = images.dtype
   c = lambda x: jnp.asarray(x, dt)
-  dh = h * c(6)
+  dh = stored(h * c(6))
   dr = jnp.clip(jnp.abs(dh - c(3)) - c(1), c(0), c(1))
   dg = jnp.clip(-jnp.abs(dh - c(2)) + c(2), c(0), c(1))
   db = jnp.clip(-jnp.abs(dh - c(4)) + c(2), c(0), c(1))
   one_s = -s + c(1)
-  return jnp.stack([(one_s + s * dr) * v, (one_s + s * dg) * v, (one_s + s * db) * v],
-                   axis=-1)
+  return jnp.stack([(one_s + stored(s * dr)) * v, (one_s + stored(s * dg)) * v,
+                    (one_s + stored(s * db)) * v], axis=-1)
 
 
 def _recip(x):
@@ -146,12 +148,12 @@ def _hue_float(images, delta):
   ratio = (vmid - vmin) / jnp.where(same, _F32(1), vmax - vmin)
   h = cat.astype(_F32) + jnp.where(cat % 2 == 0, ratio, 1 - ratio)
   h = jnp.where(same, _F32(0), h)
-  h = h + delta.astype(_F32) * _F32(6)
+  h = h + stored(delta.astype(_F32) * _F32(6))
   h = _wrap(h, _F32(0), _F32(6), _F32(6))
   hc = h.astype(jnp.int32)
   ratio = h - hc.astype(_F32)
   ratio = jnp.where(hc % 2 == 0, ratio, 1 - ratio)
-  vmid = vmin + ratio * (vmax - vmin)
+  vmid = vmin + stored(ratio * (vmax - vmin))
   # (r, g, b) per category 0..5 as (max, mid, min) picks.
   table = [(vmax, vmid, vmin), (vmid, vmax, vmin), (vmin, vmax, vmid), (vmin, vmid, vmax),
            (vmid, vmin, vmax), (vmax, vmin, vmid)]
@@ -187,17 +189,17 @@ def adjust_saturation(images, scale):
   s = jnp.where(vv > 0, rng / jnp.where(vv > 0, vv, _F32(1)), _F32(0))
   norm = _F32(1) / (_F32(6) * rng)
   hh = jnp.where(r == vv, norm * (g - b),
-                 jnp.where(g == vv, norm * (b - r) + _F32(2.0 / 6.0),
-                           norm * (r - g) + _F32(4.0 / 6.0)))
+                 jnp.where(g == vv, stored(norm * (b - r)) + _F32(2.0 / 6.0),
+                           stored(norm * (r - g)) + _F32(4.0 / 6.0)))
   hh = jnp.where(rng <= 0, _F32(0), hh)
   hh = jnp.where(hh < 0, hh + 1, hh)
   s = jnp.minimum(_F32(1), jnp.maximum(_F32(0), s * scale.astype(_F32)))
-  c = s * vv
+  c = stored(s * vv)
   m = vv - c
-  dh = hh * _F32(6)
+  dh = stored(hh * _F32(6))
   cat = dh.astype(jnp.int32)
   fm = _wrap(jnp.where(dh <= 0, dh + 2, dh), _F32(-np.inf), _F32(2), _F32(2))
-  x = c * (1 - jnp.abs(fm - 1))
+  x = stored(c * (1 - jnp.abs(fm - 1)))
   zero = jnp.zeros_like(c)
   table = [(c, x, zero), (x, c, zero), (zero, c, x), (zero, x, c), (x, zero, c), (c, zero, x)]
   out = []
@@ -218,7 +220,7 @@ def adjust_contrast(images, contrast_factor):
     raise ValueError("contrast_factor must be scalar")
   x = images.astype(_F32)
   mean = jnp.mean(x, axis=(-3, -2), keepdims=True)
-  return ((x - mean) * contrast_factor.astype(_F32) + mean).astype(images.dtype)
+  return (stored((x - mean) * contrast_factor.astype(_F32)) + mean).astype(images.dtype)
 
 
 # --------------------------------------------------------------------------
