@@ -420,3 +420,21 @@ def test_glimpse_rejects_conflicting_noise_attrs():
     tfprims.get_op("ExtractGlimpseV2")(np.zeros(2, np.uint32), np.zeros((1, 2, 2, 1), np.float32),
                                        np.zeros((1, 2), np.float32), size=(1, 1), centered=True,
                                        normalized=True, uniform_noise=True, noise="gaussian")
+
+
+def test_volume_patches_same_padding_with_stride_past_kernel():
+  """Eigen's volume patches do not clamp a negative SAME padding (TF's image patches
+  do): stride 3 over 3 planes with a 1-plane kernel reads plane 1, not plane 0."""
+  x = np.arange(1, 4, dtype=np.float32).reshape(1, 3, 1, 1, 1)
+  kw = dict(ksizes=[1, 1, 1, 1, 1], strides=[1, 3, 1, 1, 1], padding="SAME")
+  expected = R.ExtractVolumePatches(input=x, **kw).numpy()
+  assert expected.reshape(-1).tolist() == [2.0]
+  np.testing.assert_array_equal(
+      tfprims.get_op("ExtractVolumePatches")(x, ksizes=(1, 1, 1, 1, 1),
+                                             strides=(1, 3, 1, 1, 1), padding="SAME"), expected)
+  img = x.reshape(1, 3, 1, 1)
+  np.testing.assert_array_equal(
+      tfprims.get_op("ExtractImagePatches")(img, ksizes=(1, 1, 1, 1), strides=(1, 3, 1, 1),
+                                            rates=(1, 1, 1, 1), padding="SAME"),
+      R.ExtractImagePatches(images=img, ksizes=[1, 1, 1, 1], strides=[1, 3, 1, 1],
+                            rates=[1, 1, 1, 1], padding="SAME").numpy())

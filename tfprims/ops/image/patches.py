@@ -140,16 +140,19 @@ SpaceToDepth = define_op(
 # --------------------------------------------------------------------------
 
 
-def _axis_positions(size, k, stride, rate, padding):
+def _axis_positions(size, k, stride, rate, padding, clamp=True):
   """(out, k) input positions read along one spatial axis (-1: padding), TF's
-  windowed-output arithmetic (SAME pads ``total // 2`` before)."""
+  windowed-output arithmetic. SAME pads ``max(total, 0) // 2`` before for images;
+  Eigen's volume patches do not clamp: a negative total (a stride past the kernel)
+  gives ``trunc(total / 2)``, i.e. the windows start inside the volume."""
   eff = (k - 1) * rate + 1
   if padding == "VALID":
     out = max(0, -(-(size - eff + 1) // stride))
     before = 0
   elif padding == "SAME":
     out = -(-size // stride)
-    before = max((out - 1) * stride + eff - size, 0) // 2
+    total = (out - 1) * stride + eff - size
+    before = max(total, 0) // 2 if clamp else int(total / 2)
   else:
     raise ValueError(f"padding must be SAME or VALID, got {padding!r}")
   pos = (np.arange(out)[:, None] * stride + np.arange(k)[None, :] * rate - before)
@@ -158,8 +161,9 @@ def _axis_positions(size, k, stride, rate, padding):
 
 def _patch_sources(spatial, ksizes, strides, rates, padding):
   """For each patch element ``(o_1..o_d, k_1..k_d)`` the flat input pixel it reads
-  (-1 for padding), shape ``outs + ks``."""
-  per_axis = [_axis_positions(s, k, st, r, padding)
+  (-1 for padding), shape ``outs + ks``. Three spatial dims: volume patches."""
+  clamp = len(spatial) != 3
+  per_axis = [_axis_positions(s, k, st, r, padding, clamp)
               for s, k, st, r in zip(spatial, ksizes, strides, rates)]
   d = len(spatial)
   flat = np.zeros(tuple(p.shape[0] for p in per_axis) + tuple(p.shape[1] for p in per_axis),
