@@ -23,3 +23,7 @@ from tfprims.ops.image.projective import (  # noqa: F401
     ImageProjectiveTransformV2, ImageProjectiveTransformV3)
 from tfprims.ops.image.resize import ResizeArea, ResizeBicubic, ResizeBicubicGrad  # noqa: F401
 from tfprims.ops.image.scale_translate import ScaleAndTranslate, ScaleAndTranslateGrad  # noqa: F401
+from tfprims.ops.image import patches  # noqa: F401
+from tfprims.ops.image import color  # noqa: F401
+from tfprims.ops.image import draw  # noqa: F401
+from tfprims.ops.image import glimpse  # noqa: F401
