@@ -30,13 +30,16 @@ from tfprims.stablehlo import custom_calls, ops, regions  # noqa: F401 (handlers
 from tfprims.stablehlo.reader import (HANDLERS, Runner, StableHLOError, as_jax, load,
                                       tensor_type, unsupported_operations)
 
-__all__ = ["StableHLOError", "as_jax", "call_module", "unreadable", "HANDLERS"]
+__all__ = ["StableHLOError", "as_jax", "call_module", "differentiable", "unreadable",
+           "HANDLERS"]
 
 
 def call_module(data: bytes, args: Sequence[Any], *,
-                platform_index: Optional[int] = None) -> list:
+                platform_index: Optional[int] = None, wrapped: bool = False) -> list:
   """Runs the module's ``main`` on ``args`` (JAX or numpy values) as JAX operations.
-  ``platform_index``: the platform argument of a multi-platform module."""
+  ``platform_index``: the platform argument of a multi-platform module; ``wrapped``:
+  a custom gradient around the call provides its derivatives (operations JAX cannot
+  differentiate then have zero tangents, never read, instead of raising)."""
   module = load(bytes(data))
   if "main" not in module.functions:
     raise StableHLOError("the module has no main function")
@@ -52,7 +55,7 @@ def call_module(data: bytes, args: Sequence[Any], *,
     if len(want) != np.ndim(x) or any(w not in (None, d) for w, d in zip(want, np.shape(x))):
       raise StableHLOError(f"argument {k} has shape {list(np.shape(x))}, the module expects "
                            f"{['?' if w is None else w for w in want]}")
-  return Runner(module).call("main", inputs)
+  return Runner(module, wrapped).call("main", inputs)
 
 
 @functools.lru_cache(maxsize=256)
@@ -67,6 +70,14 @@ def _unreadable(data: bytes, avals: tuple, platform_index: Optional[int]) -> Opt
   except StableHLOError as e:
     return str(e)
   return None
+
+
+@functools.lru_cache(maxsize=256)
+def differentiable(data: bytes) -> bool:
+  """Whether every operation of the module is read as a JAX operation that JAX can
+  differentiate (not a custom call without a JAX equivalent)."""
+  return all(custom_calls.has_derivative(op) for op in load(bytes(data)).operations()
+             if op.name == "stablehlo.custom_call")
 
 
 def unreadable(data: bytes, args: Sequence[Any], *,

@@ -97,6 +97,15 @@ def _lapack(op: Op, kind: str, args):
   raise op.error(f"LAPACK call {kind}")
 
 
+def has_derivative(op) -> bool:
+  """Whether JAX can differentiate this custom call as read (the others become
+  :data:`custom_call_p`, which has no derivative)."""
+  name = target(op)
+  match = _LAPACK.fullmatch(name)
+  return name in _IDENTITIES or name == "shape_assertion" or bool(
+      match and match.group(1) in _READ)
+
+
 @handler("stablehlo.custom_call")
 def _custom_call(op: Op, operands):
   name = target(op.op)
@@ -121,7 +130,8 @@ def _custom_call(op: Op, operands):
   if any(not t.static for t in op.result_types):
     raise op.error(f"custom call @{name} has dynamic result shapes")
   return custom_call_p.bind(*[as_jax(x) for x in operands], target=name,
-                            attributes=attributes, results=results)
+                            wrapped=op.runner.wrapped, attributes=attributes,
+                            results=results)
 
 
 # --- other custom calls: the same call, as a primitive -----------------------------------
@@ -134,12 +144,12 @@ class NoDerivativeError(errors.TFPrimsError, LookupError):
   """Differentiating a custom call of a StableHLO module (it has no JAX equivalent)."""
 
 
-def _abstract_eval(*avals, target, attributes, results):
+def _abstract_eval(*avals, target, wrapped, attributes, results):
   return [jax.core.ShapedArray(shape, dtypes.canonical_dtype(dtype))
           for shape, dtype in results]
 
 
-def _lowering(ctx, *args, target, attributes, results):
+def _lowering(ctx, *args, target, wrapped, attributes, results):
   types = [mlir.aval_to_ir_type(ctx.module_context, aval) for aval in ctx.avals_out]
   attrs = {name: ir.Attribute.parse(text) for name, text in attributes}
   call = ir.Operation.create("stablehlo.custom_call", results=types, operands=list(args),
@@ -147,7 +157,11 @@ def _lowering(ctx, *args, target, attributes, results):
   return list(call.results)
 
 
-def _no_jvp(primals, tangents, *, target, **params):
+def _jvp(primals, tangents, *, target, wrapped, **params):
+  outs = custom_call_p.bind(*primals, target=target, wrapped=wrapped, **params)
+  zeros = [ad.Zero(jax.typeof(o).to_tangent_aval()) for o in outs]
+  if wrapped or all(type(t) is ad.Zero for t in tangents):
+    return outs, zeros  # wrapped: the custom gradient's derivative is used instead
   raise NoDerivativeError(
       f"the derivative of custom call @{target} in a StableHLO module (from jax2tf): it "
       "has no JAX equivalent. Reverse mode works where jax2tf recorded the function's "
@@ -166,5 +180,5 @@ custom_call_p.def_impl(lambda *args, **params: xla.apply_primitive(custom_call_p
                                                                    **params))
 custom_call_p.def_abstract_eval(_abstract_eval)
 mlir.register_lowering(custom_call_p, _lowering)
-ad.primitive_jvps[custom_call_p] = _no_jvp
+ad.primitive_jvps[custom_call_p] = _jvp
 batching.primitive_batchers[custom_call_p] = _batch

@@ -240,6 +240,22 @@ def _slice(op: Op, operands):
   return [lax.slice(as_jax(x), start, limit, strides)]
 
 
+def _known_ints(op: Op, value, what: str) -> tuple:
+  if not is_known(value):
+    raise op.error(f"its {what} depend on values computed at run time")
+  return tuple(int(v) for v in np.asarray(value).reshape(-1))
+
+
+@handler("stablehlo.real_dynamic_slice")
+def _real_dynamic_slice(op: Op, operands):
+  x, start, limit, strides = operands
+  start, limit = _known_ints(op, start, "bounds"), _known_ints(op, limit, "bounds")
+  strides = _known_ints(op, strides, "strides")
+  if is_known(x):
+    return [np.asarray(x)[tuple(slice(a, b, c) for a, b, c in zip(start, limit, strides))]]
+  return [lax.slice(as_jax(x), start, limit, strides)]
+
+
 @handler("stablehlo.dynamic_slice")
 def _dynamic_slice(op: Op, operands):
   x, *starts = operands
@@ -272,6 +288,14 @@ def _pad(op: Op, operands):
   return [lax.pad(x, as_jax(value, x.dtype), config)]
 
 
+@handler("stablehlo.dynamic_pad")
+def _dynamic_pad(op: Op, operands):
+  x, value, low, high, interior = operands
+  config = list(zip(*(_known_ints(op, v, "paddings") for v in (low, high, interior))))
+  x = as_jax(x)
+  return [lax.pad(x, as_jax(value, x.dtype), config)]
+
+
 @handler("stablehlo.reverse")
 def _reverse(op: Op, operands):
   return [lax.rev(as_jax(operands[0]), ints(op.attr("dimensions")))]
@@ -295,9 +319,11 @@ def index_vector_last(indices, index_vector_dim: int):
   return indices
 
 
-@handler("stablehlo.gather")
+@handler("stablehlo.gather", "stablehlo.dynamic_gather")
 def _gather(op: Op, operands):
-  x, indices = (as_jax(v) for v in operands)
+  x, indices = (as_jax(v) for v in operands[:2])
+  slice_sizes = (_known_ints(op, operands[2], "slice sizes") if len(operands) == 3
+                 else ints(op.attr("slice_sizes")))
   dn = hlo.GatherDimensionNumbers(op.attr("dimension_numbers"))
   if dn.index_vector_dim != indices.ndim - 1 and dn.start_indices_batching_dims:
     raise op.error("batching dims with an index vector dimension that is not last")
@@ -309,7 +335,7 @@ def _gather(op: Op, operands):
       start_indices_batching_dims=tuple(dn.start_indices_batching_dims))
   sorted_ = op.attr("indices_are_sorted")
   # StableHLO clamps the start indices into range: lax's CLIP mode.
-  return [lax.gather(x, indices, numbers, ints(op.attr("slice_sizes")),
+  return [lax.gather(x, indices, numbers, slice_sizes,
                      indices_are_sorted=bool(sorted_ is not None and
                                              ir.BoolAttr(sorted_).value),
                      mode=lax.GatherScatterMode.CLIP)]

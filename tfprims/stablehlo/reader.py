@@ -284,8 +284,11 @@ class Op:
 class Runner:
   """Runs the functions of one module on JAX values."""
 
-  def __init__(self, module: Module):
+  def __init__(self, module: Module, wrapped: bool = False):
     self.module = module
+    # A custom gradient (jax2tf's) provides the module's derivatives: operations JAX
+    # cannot differentiate then give zero tangents instead of raising.
+    self.wrapped = wrapped
 
   def call(self, name: str, args: Sequence[Any]) -> list:
     if name not in self.module.functions:

@@ -271,7 +271,7 @@ def _interpret(ctx, node, inputs):
   _check_platform(ctx, node, platforms)
   module = bytes(node.attr("module"))
   if ctx.option("xla_call_module") == "read":
-    outs = _read(node, module, platforms, inputs)
+    outs = _read(ctx, node, module, platforms, inputs)
     if outs is not None:
       return outs
   ctx.opaque_modules.add(module)
@@ -290,7 +290,7 @@ def _interpret(ctx, node, inputs):
 _WARNED: set = set()
 
 
-def _read(node, module: bytes, platforms, inputs):
+def _read(ctx, node, module: bytes, platforms, inputs):
   """The module's operations run as JAX operations (tfprims.stablehlo), or None
   when it cannot be read (with a warning naming why, once per module)."""
   index = None
@@ -306,7 +306,10 @@ def _read(node, module: bytes, platforms, inputs):
                     f"vmap except one call per example, no derivative of its own): {why}",
                     stacklevel=2)
     return None
-  outs = stablehlo.call_module(module, inputs, platform_index=index)
+  if not stablehlo.differentiable(module):  # derivatives from jax2tf's gradient, if any
+    ctx.opaque_modules.add(module)
+  outs = stablehlo.call_module(module, inputs, platform_index=index,
+                               wrapped=custom_gradients.wraps_module(module))
   return [stablehlo.as_jax(o, np.dtype(t)) for o, t in zip(outs, node.attr("Tout"))]
 
 
