@@ -56,10 +56,18 @@ def test_stateful_ops_advance_the_state_as_tf(op_type, start, x64_mode):
     return tf.function(lambda: getattr(tf.raw_ops, op_type)(resource=var.handle,
                                                             algorithm=1, **kwargs))
 
-  # TF's side runs on its own variable: after tfprims.convert traced a function, TF's
-  # first call of that function was seen not to advance a StatefulRandomBinomial state.
-  tf_var = tf.Variable(np.array(start, np.int64))
-  expected = make(tf_var)()
+  def tf_run():
+    var = tf.Variable(np.array(start, np.int64))
+    return make(var)(), var.numpy()
+
+  # TF's side runs on its own variables. TF's StatefulRandomBinomial kernel now and then
+  # leaves the state where it was (seen in plain TF loops, with no tfprims involved, in
+  # runs of one order and not in others): a state that did not move is not TF's answer,
+  # so TF is asked again on a fresh variable.
+  for _ in range(5):
+    expected, tf_state = tf_run()
+    if list(tf_state) != start:
+      break
   with jax.enable_x64(x64_mode):
     fn, params = tfprims.convert(make(tf.Variable(np.array(start, np.int64))))
     out, new = fn(params)
@@ -67,10 +75,10 @@ def test_stateful_ops_advance_the_state_as_tf(op_type, start, x64_mode):
     assert out.dtype == tfprims.dtypes.canonical_dtype(expected.dtype.as_numpy_dtype)
     key = next(iter(params))
     if x64_mode:
-      np.testing.assert_array_equal(new[key], tf_var.numpy())
+      np.testing.assert_array_equal(new[key], tf_state)
     else:  # 32-bit state: only the low word moves (wrapping), as RngReadAndSkip's
       np.testing.assert_array_equal(np.asarray(new[key]),
-                                    [np.int64(tf_var.numpy()[0]).astype(np.int32), *start[1:]])
+                                    [np.int64(tf_state[0]).astype(np.int32), *start[1:]])
     f = lambda p: fn(p)
   # The jaxpr shows the op by its TF name, taking the state's value.
     assert f"tf.{op_type}" in jaxpr_primitives(jax.make_jaxpr(f)(params))
