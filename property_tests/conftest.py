@@ -21,7 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import hypothesis  # noqa: E402
 
-from tfprims.testing import report, runner  # noqa: E402
+from tfprims.testing import calls, report, runner  # noqa: E402
 
 runner.register_profiles()
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "default")
@@ -35,6 +35,7 @@ def pytest_report_header(config):
 
 
 def pytest_runtest_teardown(item):
+  calls.clear_caches()
   # Written after every test, not once per session: a long thorough run keeps
   # what it measured even when a later op aborts the process.
   path = os.environ.get(report.ERRORS_ENV)

@@ -7,6 +7,14 @@ import jax  # noqa: E402
 import pytest  # noqa: E402
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _release_compiled_programs():
+  """Each module's compiled programs are dropped after it: kept for the whole run, they
+  exhaust the process's memory mappings (Linux's limit: 65530) and XLA's compiler crashes."""
+  yield
+  jax.clear_caches()
+
+
 @pytest.fixture
 def x64():
   """Runs a test with jax_enable_x64 on."""

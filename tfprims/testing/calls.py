@@ -174,7 +174,11 @@ _JIT_CACHE: dict = {}
 
 
 def clear_caches():
+  """Drops the jitted callables and JAX's compiled programs. A long test process that keeps
+  them runs out of memory mappings (XLA's CPU code pages; Linux's default limit is 65530
+  per process) and XLA's compiler then crashes, so the property tests call this after each op."""
   _JIT_CACHE.clear()
+  jax.clear_caches()
 
 
 def _params_key(params) -> tuple:
