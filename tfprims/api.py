@@ -209,21 +209,26 @@ class ConvertedFunction:
     return _validate(spec, value, "input")
 
   def _check_params(self, params: Mapping[str, Any], keep_numpy: bool = False) -> dict:
-    if not isinstance(params, Mapping):
-      raise errors.InputStructureError(
-          f"params must be a mapping of variable name to array (the params "
-          f"returned by tfprims.convert); got {type(params).__name__}")
-    missing = sorted(set(self.param_specs) - set(params))
-    extra = sorted(set(params) - set(self.param_specs))
-    if missing or extra:
-      raise errors.InputStructureError(
-          "params do not match the function's variables: "
-          + (f"missing {missing}" if missing else "")
-          + ("; " if missing and extra else "")
-          + (f"unexpected {extra}" if extra else ""))
-    return {k: _validate(self.param_specs[k], params[k], "param", exact_shape=True,
-                         keep_numpy=keep_numpy)
-            for k in self.param_specs}
+    return check_params(self.param_specs, params, keep_numpy, owner="function")
+
+
+def check_params(param_specs: Mapping[str, TensorSpec], params: Mapping[str, Any],
+                 keep_numpy: bool = False, owner: str = "function") -> dict:
+  """``params`` validated against ``param_specs`` (same keys, exact shapes, dtypes)."""
+  if not isinstance(params, Mapping):
+    raise errors.InputStructureError(
+        f"params must be a mapping of variable name to array (the params "
+        f"returned by tfprims.convert); got {type(params).__name__}")
+  missing = sorted(set(param_specs) - set(params))
+  extra = sorted(set(params) - set(param_specs))
+  if missing or extra:
+    raise errors.InputStructureError(
+        f"params do not match the {owner}'s variables: "
+        + (f"missing {missing}" if missing else "")
+        + ("; " if missing and extra else "")
+        + (f"unexpected {extra}" if extra else ""))
+  return {k: _validate(spec, params[k], "param", exact_shape=True, keep_numpy=keep_numpy)
+          for k, spec in param_specs.items()}
 
 
 def _missing_paths(expected, user) -> list[tuple]:

@@ -92,14 +92,8 @@ class GraphFunction:
       raise errors.InputStructureError(
           f"expected {len(self.input_specs)} inputs "
           f"({', '.join(s.name for s in self.input_specs)}), got {len(args)}")
-    missing = sorted(set(self.param_specs) - set(params))
-    extra = sorted(set(params) - set(self.param_specs))
-    if missing or extra:
-      raise errors.InputStructureError(
-          f"params do not match the graph's variables: missing {missing}, unexpected {extra}")
-    keep = not api._staging()  # pylint: disable=protected-access
-    state = {k: api._validate(s, params[k], "param", exact_shape=True, keep_numpy=keep)  # pylint: disable=protected-access
-             for k, s in self.param_specs.items()}
+    state = api.check_params(self.param_specs, params, keep_numpy=not api._staging(),  # pylint: disable=protected-access
+                             owner="graph")
     values = [api._validate(s, a, "input") for s, a in zip(self.input_specs, args)]  # pylint: disable=protected-access
     ctx = interpreter.Context(self._library, state, rng=rng, options=self.options)
     outs = interpreter.run(ctx, self._graph, dict(zip(self._graph.inputs, values)))
