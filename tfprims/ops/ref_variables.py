@@ -36,17 +36,14 @@ import numpy as np
 from tfprims import dtypes, errors
 from tfprims.core import structural, register_structural, tfops
 from tfprims.interpreter import RefHandle, bind_node, deref, run_check
-from tfprims.ops.variables import _handle
+from tfprims.ops.variables import expect_handle
 
 FAMILY = "state"
 
 
 def _ref(node, value) -> RefHandle:
-  if not isinstance(value, RefHandle):
-    raise errors.UnsupportedInputError(
-        f"{node.op} node '{node.name}' needs a TF1 reference variable (a VariableV2 "
-        "node's output); got a value of another kind")
-  return value
+  return expect_handle(node, value, RefHandle,
+                       "a TF1 reference variable (a VariableV2 node's output)")
 
 
 # --- the variables ------------------------------------------------------------------
@@ -190,7 +187,7 @@ def _count_up_to_ref(ctx, node, inputs):
 @structural("ResourceCountUpTo", family=FAMILY, reads_state=True, writes_state=True,
             doc="CountUpTo on a resource variable.")
 def _count_up_to_resource(ctx, node, inputs):
-  handle = _handle(node, inputs[0])
+  handle = expect_handle(node, inputs[0])
   old = ctx.state[handle.key]
   ctx.state[handle.key] = _count_up_to(ctx, node, old)
   return [old]

@@ -23,7 +23,7 @@ import numpy as np
 from tfprims import dtypes
 from tfprims.core import structural
 from tfprims.ops.graph_nodes import _const
-from tfprims.ops.variables import _handle, _rng_read_and_skip
+from tfprims.ops.variables import expect_handle, _rng_read_and_skip
 
 FAMILY = "state"
 
@@ -57,7 +57,7 @@ def _device_index(ctx, node, inputs):
 @structural("DisableCopyOnRead", family=FAMILY, reads_state=True,
             doc="Nothing (TF's copy-on-read variable mode has no JAX counterpart).")
 def _disable_copy_on_read(ctx, node, inputs):
-  _handle(node, inputs[0])
+  expect_handle(node, inputs[0])
   return []
 
 

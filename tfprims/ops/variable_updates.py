@@ -35,7 +35,7 @@ from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.interpreter import bind_node
 from tfprims.ops.array.inplace import slice_update_rules
-from tfprims.ops.variables import _handle
+from tfprims.ops.variables import expect_handle
 from tfprims.rules import U
 
 FAMILY = "state"
@@ -45,7 +45,7 @@ def _writer_interpret(ctx, node, inputs):
   """The hook of a variable writer: the variable's value replaces the handle (the
   op's first input), the node runs as any primitive op (checks included), and its
   result is the variable's new value."""
-  handle = _handle(node, inputs[0])
+  handle = expect_handle(node, inputs[0])
   (new,) = bind_node(ctx, getattr(tfops, node.op), node, [ctx.state[handle.key], *inputs[1:]])
   ctx.state[handle.key] = new
   return []
@@ -335,7 +335,7 @@ ResourceStridedSliceAssign = define_op(
 
 
 def _gather_nd_read(ctx, node, inputs):
-  value = ctx.state[_handle(node, inputs[0]).key]
+  value = ctx.state[expect_handle(node, inputs[0]).key]
   return bind_node(ctx, tfops.ResourceGatherNd, node, [value, *inputs[1:]])
 
 

@@ -33,11 +33,12 @@ from tfprims.interpreter import VariableHandle, bind_node
 FAMILY = "state"
 
 
-def _handle(node, value) -> VariableHandle:
-  if not isinstance(value, VariableHandle):
+def expect_handle(node, value, kind=VariableHandle,
+                  what="a resource variable captured by the function"):
+  """``value`` if it is a ``kind`` handle, else the error naming the node and ``what``."""
+  if not isinstance(value, kind):
     raise errors.UnsupportedInputError(
-        f"{node.op} node '{node.name}' needs a resource variable captured by the "
-        "function; got a value of another kind")
+        f"{node.op} node '{node.name}' needs {what}; got a value of another kind")
   return value
 
 
@@ -47,12 +48,12 @@ def _handle(node, value) -> VariableHandle:
 @structural("ReadVariableOp", family=FAMILY, reads_state=True,
             doc="The variable's value in the call's state.")
 def _read_variable(ctx, node, inputs):
-  return [ctx.state[_handle(node, inputs[0]).key]]
+  return [ctx.state[expect_handle(node, inputs[0]).key]]
 
 
 def _assign(update):
   def interpret(ctx, node, inputs):
-    handle = _handle(node, inputs[0])
+    handle = expect_handle(node, inputs[0])
     old = ctx.state[handle.key]
     new = update(old, inputs[1])
     if np.shape(new) != np.shape(old) and config.get_config("strict_shape_check"):
@@ -103,7 +104,7 @@ def _resource_gather_batching(args, dims, *, batch_dims):
 
 
 def _resource_gather_interpret(ctx, node, inputs):
-  value = ctx.state[_handle(node, inputs[0]).key]
+  value = ctx.state[expect_handle(node, inputs[0]).key]
   return bind_node(ctx, tfops.ResourceGather, node, [value, *inputs[1:]])
 
 
@@ -166,7 +167,7 @@ def _variable_shape_impl(value, *, out_type):
 def _variable_shape_interpret(ctx, node, inputs):
   # Answered from the static shape of the variable's value in the call's state, as a
   # numpy constant (so the shape arithmetic around it folds, like Shape's).
-  value = ctx.state[_handle(node, inputs[0]).key]
+  value = ctx.state[expect_handle(node, inputs[0]).key]
   return [np.array(np.shape(value), dtypes.canonical_dtype(node.attr("out_type")))]
 
 
@@ -234,7 +235,7 @@ def _is_initialized(ctx, node, inputs):
 def _rng_read_and_skip(ctx, node, inputs):
   """Returns the generator state and advances its 128-bit counter (state[0] low
   64 bits, state[1] high 64 bits) by ``256 * delta``, as TF's Philox kernel."""
-  handle = _handle(node, inputs[0])
+  handle = expect_handle(node, inputs[0])
   state = ctx.state[handle.key]
   delta = inputs[2]
   if dtypes.x64_enabled():

@@ -38,7 +38,7 @@ from jax import lax
 from tfprims import opdefs
 from tfprims.core import define_op, register_structural, tfops
 from tfprims.interpreter import RefHandle, bind_node, deref
-from tfprims.ops.variables import _handle
+from tfprims.ops.variables import expect_handle
 
 FAMILY = "training"
 
@@ -63,7 +63,7 @@ def _resource_hook(prim_type: str, n_state: int):
   """ResourceApply*: the variables' values replace the handles, the primitive runs (its
   checks included) and its results are the variables' new values."""
   def interpret(ctx, node, inputs):
-    handles = [_handle(node, h) for h in inputs[:n_state]]
+    handles = [expect_handle(node, h) for h in inputs[:n_state]]
     values = [ctx.state[h.key] for h in handles]
     outs = bind_node(ctx, getattr(tfops, prim_type), node, values + list(inputs[n_state:]))
     for h, new in zip(handles, outs):
