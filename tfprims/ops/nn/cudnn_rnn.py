@@ -2,7 +2,7 @@
 computed in JAX on any backend (TF has GPU kernels only; Keras 2's LSTM/GRU export
 ``CudnnRNNV3`` in their GPU function).
 
-Values follow cuDNN's equations (docs/semantics/nn.md, cuDNN RNN): ``rnn_mode`` lstm
+Values follow cuDNN's equations (docs/semantics/nn.md, cuDNN RNNs): ``rnn_mode`` lstm
 (gates i, f, c, o; ``c' = f c + i c~``, ``h' = o tanh(c')``), gru (gates r, z, h;
 ``h~ = tanh(W x + b_W + r (R h + b_R))``, ``h' = (1 - z) h~ + z h``), rnn_tanh and
 rnn_relu. The params blob is the canonical layout: every weight matrix (per layer, per
