@@ -36,6 +36,7 @@ from jax.interpreters import ad, batching, mlir
 
 from tfprims import derived, errors, rules
 from tfprims.core import define_op, tfops
+from tfprims.dtypes import canonical_dtype
 
 _GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 
@@ -305,7 +306,7 @@ def _params_size(*, num_layers, num_units, input_size, S, rnn_mode="lstm",
   """TF CudnnRNNParamsSize: the number of elements of the params blob."""
   w, b = _layout(num_layers, num_units, input_size, rnn_mode, input_mode, direction,
                  num_proj)
-  return jnp.asarray(sum(int(np.prod(s)) for s in w + b), S)
+  return jnp.asarray(sum(int(np.prod(s)) for s in w + b), canonical_dtype(S))
 
 
 def _check_count(op, expected, got, what):
