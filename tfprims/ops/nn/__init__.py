@@ -25,6 +25,8 @@ What lives where (each op's impl, rules and property spec in one module):
 * ``ctc.py``: CTCLoss, CTCLossV2; ``ctc_decode.py``: CTCGreedyDecoder,
   CTCBeamSearchDecoder (data-dependent output shapes).
 * ``rnn_blocks.py``: LSTMBlockCell, GRUBlockCell, BlockLSTM(V2) and their Grad ops.
+* ``cudnn_rnn.py``: CudnnRNN(V2, V3), their Backprop ops and the params layout ops
+  (ParamsSize, ParamsToCanonical(V2), CanonicalToParams(V2)), in JAX on any backend.
 * ``fake_quant.py``: FakeQuantWithMinMaxArgs/Vars/VarsPerChannel and their Gradient ops.
 * ``isotonic.py``: IsotonicRegression; ``fractional_pool.py``: FractionalAvgPoolGrad,
   FractionalMaxPoolGrad.
@@ -61,6 +63,7 @@ from tfprims.ops.nn import dilation  # noqa: F401
 from tfprims.ops.nn import conv_variants  # noqa: F401
 from tfprims.ops.nn import conv_cpu  # noqa: F401
 from tfprims.ops.nn import rnn_blocks  # noqa: F401
+from tfprims.ops.nn import cudnn_rnn  # noqa: F401
 from tfprims.ops.nn import fake_quant  # noqa: F401
 from tfprims.ops.nn import isotonic  # noqa: F401
 from tfprims.ops.nn import fractional_pool  # noqa: F401
