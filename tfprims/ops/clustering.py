@@ -217,7 +217,10 @@ KMC2ChainInitialization = define_op(
 def _kmeans_pp(points, seed, *, num_to_sample, num_retries_per_sample):
   """TF's k-means++ seeding: the first center uniformly (``Uniform64``), each next one
   with probability proportional to its squared distance to the chosen centers
-  (``RandFloat`` times the total, searched in the running sum; chosen points redrawn),
+  (``RandFloat`` times the total, searched in the running sum; chosen points redrawn;
+  when the total is zero, i.e. fewer distinct points than samples, the search falls
+  past the end: TF 2.21's kernel then reads past its points (undefined), tfprims takes
+  the last point),
   keeping of ``1 + num_retries_per_sample`` draws the one of least total potential."""
   if points.ndim != 2:
     raise ValueError("KmeansPlusPlusInitialization: Input points should be a matrix.")
@@ -247,15 +250,18 @@ def _kmeans_pp(points, seed, *, num_to_sample, num_retries_per_sample):
     total = cumsum[n - 1]
 
     def one(p):
-      def by_potential(p):
-        r, p = _rand_float(key, p)
-        index = jnp.searchsorted(cumsum, r * total, side="right",
-                                 method="compare_all").astype(jnp.int32)
-        return jnp.minimum(index, n - 1), p
-      return lax.cond(total > 0, by_potential, lambda p: _uniform64(key, p, n), p)
+      # TF 2.21's kernel: an upper bound past the end (a zero total) is taken as the
+      # last point (newer TF kernels draw uniformly there instead).
+      r, p = _rand_float(key, p)
+      index = jnp.searchsorted(cumsum, r * total, side="right", method="compare_all")
+      return index.astype(jnp.int32), p
+
+    def taken(c):
+      return (c[0] < n) & sampled[jnp.minimum(c[0], n - 1)]
 
     index, pos = one(pos)
-    return lax.while_loop(lambda c: sampled[c[0]], lambda c: one(c[1]), (index, pos))
+    index, pos = lax.while_loop(taken, lambda c: one(c[1]), (index, pos))
+    return jnp.minimum(index, n - 1), pos
 
   def sample(i, state, first):
     pos, sampled, min_d, out = state
@@ -288,9 +294,12 @@ def _kmeans_pp_spec(st):
   @st.composite
   def calls(d):
     n, dim = d(st.integers(1, 8)), d(st.integers(1, 3))
-    points = (d(st.arrays(np.int32, (n, dim), special=False, min_value=-6, max_value=6))
-              / 2).astype(np.float32)
-    return dict(points=points, num_to_sample=np.int64(d(st.integers(1, n))),
+    grid = d(st.arrays(np.int32, (n, dim), special=False, min_value=-6, max_value=6))
+    # Distinct rows: with fewer distinct points than samples TF's kernel reads past the
+    # end of its points (undefined).
+    points = (np.unique(grid, axis=0) / 2).astype(np.float32)
+    points = points[d(st.permutations(range(len(points))))]
+    return dict(points=points, num_to_sample=np.int64(d(st.integers(1, len(points)))),
                 seed=_seed(st, d),
                 num_retries_per_sample=np.int64(d(st.integers(-1, 3))))
   return st.Spec(calls(), skip={
@@ -298,8 +307,8 @@ def _kmeans_pp_spec(st):
              "gradient)",
       "vjp": "the samples are rows of points chosen by a random search (TF registers no "
              "gradient)"},
-      note="TF's Philox stream reproduced; points on a half-integer grid (exact sums, so "
-           "the same choices as TF)")
+      note="TF's Philox stream reproduced; distinct points on a half-integer grid (exact "
+           "sums, so the same choices as TF)")
 
 
 KmeansPlusPlusInitialization = define_op(
