@@ -268,9 +268,8 @@ def test_user_mistakes_raise_the_builtin_errors_tf2jax_raises():
     fn({}, np.ones(3, np.float32))
 
   @tf.function
-  def unsupported(x):  # a clustering kernel no tfprims issue plans to cover
-    return tf.raw_ops.NearestNeighbors(
-        points=x[:, None], centers=tf.constant([[0.0], [1.0]]), k=tf.constant(1, tf.int64))
+  def unsupported(x):  # its direction-number table is not embedded
+    return x[0] + tf.raw_ops.SobolSample(dim=1, num_results=tf.shape(x)[0], skip=0)
   with pytest.raises(ValueError, match="Unsupported operations in graph"):
     tf2jax.convert_functional(unsupported, tf.TensorSpec([3], F32))
 

@@ -22,7 +22,7 @@ def run(capsys, *argv):
 
 class _Mixed(tf.Module):
   """Supported ops, a data-dependent one, and an unsupported op at top level and in a
-  nested function (NearestNeighbors: a clustering kernel no tfprims issue covers)."""
+  nested function (SobolSample: its direction-number table is not embedded)."""
 
   def __init__(self):
     super().__init__()
@@ -30,12 +30,11 @@ class _Mixed(tf.Module):
 
   @tf.function
   def nested(self, x):
-    return tf.raw_ops.NearestNeighbors(points=x, centers=self.w, k=tf.constant(1, tf.int64))[1]
+    return tf.raw_ops.SobolSample(dim=2, num_results=tf.shape(x)[0], skip=0)
 
   @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32, name="x")])
   def __call__(self, x):
-    near = tf.raw_ops.NearestNeighbors(points=x * 2.0, centers=self.w,
-                                       k=tf.constant(1, tf.int64))[1]
+    near = tf.raw_ops.SobolSample(dim=1, num_results=tf.shape(x)[0], skip=1)
     return {"y": tf.matmul(x, self.w) + self.nested(x), "near": near,
             "u": tf.unique(tf.reshape(x, [-1])).y}
 
@@ -70,13 +69,13 @@ def test_unsupported_ops_listed_with_nodes_exit_1(capsys, mixed):
   assert code == 1, err
   assert "Traceback" not in err
   unsupported = out[out.index("unsupported (1):"):out.index("data-dependent")]
-  assert "NearestNeighbors" in unsupported and "x2" in unsupported
+  assert "SobolSample" in unsupported and "x2" in unsupported
   assert "data-dependent (1):" in out and "Unique" in out
   assert "verdict: does not convert" in out
   # Conversion agrees: the same op types block it.
   with pytest.raises(tfprims.BlockedConversionError) as info:
     tfprims.load_saved_model(mixed)
-  assert set(info.value.ops) == {"NearestNeighbors"}
+  assert set(info.value.ops) == {"SobolSample"}
 
 
 def test_json_report_names_every_node_and_function(capsys, mixed):
@@ -85,7 +84,7 @@ def test_json_report_names_every_node_and_function(capsys, mixed):
   data = json.loads(out)
   assert data["convertible"] is False
   ops = {o["op"]: o for o in data["ops"]}
-  nn = ops["NearestNeighbors"]
+  nn = ops["SobolSample"]
   assert nn["status"] == "unsupported" and nn["count"] == 2
   # One at the signature function's top level, one inside the nested tf.function.
   fns = [n.split("/")[0] for n in nn["nodes"]]
@@ -121,8 +120,8 @@ def test_string_tensors_are_problems(capsys, tmp_path):
 def test_frozen_graph_and_outputs(capsys, tmp_path):
   @tf.function
   def f(x):
-    return tf.nn.softmax(x), tf.raw_ops.NearestNeighbors(
-        points=x, centers=x, k=tf.constant(1, tf.int64))[0]
+    return tf.nn.softmax(x), tf.raw_ops.SobolSample(dim=2, num_results=tf.shape(x)[0],
+                                                    skip=0)
 
   graph_def = f.get_concrete_function(tf.TensorSpec([2, 2], tf.float32)).graph.as_graph_def()
   pb, pbtxt = tmp_path / "g.pb", tmp_path / "g.pbtxt"
@@ -130,7 +129,7 @@ def test_frozen_graph_and_outputs(capsys, tmp_path):
   tf.io.write_graph(graph_def, str(tmp_path), "g.pbtxt", as_text=True)
   for path in (pb, pbtxt):
     code, out, _ = run(capsys, "ops", str(path))
-    assert code == 1 and "NearestNeighbors" in out
+    assert code == 1 and "SobolSample" in out
   # Only what the softmax output needs: converts.
   softmax = [n.name for n in graph_def.node if n.op == "Softmax"][0]
   code, out, _ = run(capsys, "ops", str(pb), "--outputs", softmax)

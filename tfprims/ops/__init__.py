@@ -25,3 +25,5 @@ from tfprims.ops import asserts  # noqa: F401
 from tfprims.ops import xla  # noqa: F401
 from tfprims.ops import printing  # noqa: F401
 from tfprims.ops import fft  # noqa: F401
+from tfprims.ops import clustering  # noqa: F401
+from tfprims.ops import runtime_info  # noqa: F401

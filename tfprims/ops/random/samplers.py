@@ -1,5 +1,7 @@
-"""Candidate samplers: ``UniformCandidateSampler``, ``LogUniformCandidateSampler``
-(``uses_rng``) and ``AllCandidateSampler`` (deterministic).
+"""Candidate samplers: ``UniformCandidateSampler``, ``LogUniformCandidateSampler``,
+``LearnedUnigramCandidateSampler``, ``ThreadUnsafeUnigramCandidateSampler`` (``uses_rng``)
+and ``AllCandidateSampler`` (deterministic); and ``ComputeAccidentalHits``, which finds
+the true classes among the sampled candidates (sampled softmax).
 
 Outputs as TF's: ``sampled_candidates`` int64 ``[num_sampled]``, ``true_expected_count``
 float32 ``[batch, num_true]``, ``sampled_expected_count`` float32 ``[num_sampled]``. The
@@ -19,7 +21,9 @@ from jax import lax
 
 from tfprims import dtypes as tf_dtypes
 from tfprims import errors
-from tfprims.core import define_op
+from tfprims.core import declare_unsupported, define_op
+from tfprims.ops.array import padded
+from tfprims.ops.array.data_dependent import _bounded_hook
 from tfprims.ops.random.basic import _RANDOM_SKIPS, FAMILY, _wrap
 
 _ATTRS = ("num_true", "num_sampled", "unique", "range_max")
@@ -131,6 +135,34 @@ LogUniformCandidateSampler = define_op(
     family=FAMILY, attrs=_ATTRS, uses_rng=True, multiple_results=True, spec=_random_spec)
 
 
+# TF's unigram samplers learn their weights from the true classes of the runs of the node
+# so far: the kernel starts every class at weight 1 and adds the true classes after
+# sampling. A converted function has no kernel-private state, so each call samples as
+# TF's first run does: uniformly, with p = 1 / range_max (docs/semantics/random.md).
+_UNIGRAM_NOTE = ("every call samples as TF's first run of the node (all learned counts "
+                 "1: uniform over [0, range_max)); the counts TF's kernel accumulates over "
+                 "later runs are not kept")
+
+
+def _unigram_spec(st):
+  spec = _random_spec(st)
+  return st.Spec(spec.calls, skip=spec.skip, note=_UNIGRAM_NOTE)
+
+
+LearnedUnigramCandidateSampler = define_op(
+    "LearnedUnigramCandidateSampler",
+    _sampler("LearnedUnigramCandidateSampler", _uniform_draw, _uniform_prob),
+    family=FAMILY, attrs=_ATTRS, uses_rng=True, multiple_results=True,
+    doc="Candidates from TF's learned unigram distribution as at the node's first run "
+        "(uniform), with TF's expected counts.", spec=_unigram_spec)
+ThreadUnsafeUnigramCandidateSampler = define_op(
+    "ThreadUnsafeUnigramCandidateSampler",
+    _sampler("ThreadUnsafeUnigramCandidateSampler", _uniform_draw, _uniform_prob),
+    family=FAMILY, attrs=_ATTRS, uses_rng=True, multiple_results=True,
+    doc="Candidates from TF's learned unigram distribution as at the node's first run "
+        "(uniform), with TF's expected counts.", spec=_unigram_spec)
+
+
 def _all_sampler(true_classes, *, num_true, num_sampled, unique):
   """Every class in [0, num_sampled), each with expected count 1 (deterministic)."""
   return (jnp.arange(num_sampled, dtype=_int()),
@@ -143,3 +175,94 @@ AllCandidateSampler = define_op(
     attrs=("num_true", "num_sampled", "unique"), multiple_results=True,
     spec=lambda st: st.Spec(_spec(st, with_range=False),
                             note="true classes must lie in [0, num_sampled) (TF raises)"))
+
+
+# --- ComputeAccidentalHits -----------------------------------------------------------------
+
+_FLT_MAX = np.float32(np.finfo(np.float32).max)
+
+
+def _accidental_hits_exact(node, inputs):
+  """TF's kernel on known values: for each true class (row-major) found among the
+  sampled candidates, its row, the position of its last occurrence there and -FLT_MAX."""
+  true_classes, sampled = (np.asarray(v) for v in inputs)
+  num_true = int(node.attr("num_true"))
+  if true_classes.ndim != 2 or true_classes.shape[1] != num_true:
+    raise errors.OpError(node.op, node.name, f"true_classes must be a matrix of shape "
+                         f"[batch_size, {num_true}], got {list(true_classes.shape)}")
+  if sampled.ndim != 1:
+    raise errors.OpError(node.op, node.name, "sampled_candidates must be a vector")
+  pos = {int(c): i for i, c in enumerate(sampled.tolist())}  # the last occurrence wins
+  hits = [(i, pos[int(c)]) for i, row in enumerate(true_classes.tolist()) for c in row
+          if int(c) in pos]
+  where = f"ComputeAccidentalHits node '{node.name}'"
+  return [tf_dtypes.canonicalize_value(np.asarray([h[0] for h in hits], np.int32), where),
+          tf_dtypes.canonicalize_value(np.asarray([h[1] for h in hits], np.int64), where),
+          np.full((len(hits),), -_FLT_MAX, np.float32)]
+
+
+def _accidental_hits(true_classes, sampled_candidates, *, num_true, size):
+  """The first ``size`` accidental hits in TF's order (true classes row-major): row,
+  last position among the sampled candidates, -FLT_MAX; padded with -1, -1, 0."""
+  if true_classes.ndim != 2 or true_classes.shape[1] != num_true:
+    raise ValueError(f"ComputeAccidentalHits: true_classes must be a matrix of shape "
+                     f"[batch_size, {num_true}], got {list(true_classes.shape)}")
+  n = sampled_candidates.shape[0]
+  eq = true_classes.reshape(-1)[:, None] == sampled_candidates[None, :]
+  last = (n - 1 - jnp.argmax(eq[:, ::-1], axis=1)) if n else jnp.zeros(eq.shape[:1], _int())
+  pos = padded._positions(jnp.any(eq, axis=1), size)
+  found = pos >= 0
+  safe = jnp.maximum(pos, 0)
+  indices = jnp.where(found, safe // max(num_true, 1), -1).astype(jnp.int32)
+  ids = jnp.where(found, last[safe] if last.size else -1, -1).astype(_int())
+  weights = jnp.where(found, -_FLT_MAX, np.float32(0))
+  return indices, ids, weights
+
+
+def _accidental_hits_padded(node, inputs, n):
+  return list(inputs), {"num_true": int(node.attr("num_true")), "size": n}
+
+
+def _accidental_hits_spec(st):
+  @st.composite
+  def calls(d):
+    batch, num_true = d(st.integers(0, 4)), d(st.integers(1, 3))
+    num_sampled = d(st.integers(0, 6))
+    high = d(st.integers(0, 8))
+    return dict(true_classes=d(st.arrays(np.int64, (batch, num_true), special=False,
+                                         min_value=0, max_value=high)),
+                sampled_candidates=d(st.arrays(np.int64, (num_sampled,), special=False,
+                                               min_value=0, max_value=high)),
+                num_true=num_true, size=d(st.integers(0, batch * num_true + 1)))
+
+  def oracle(true_classes, sampled_candidates, num_true, size):
+    import tensorflow as tf
+    idx, ids, w = tf.raw_ops.ComputeAccidentalHits(
+        true_classes=true_classes, sampled_candidates=sampled_candidates, num_true=num_true)
+    return (padded._fit(idx, size, -1), padded._fit(ids, size, -1),
+            padded._fit(w, size, 0))
+
+  no_grad = "integer and constant outputs (TF registers no gradient)"
+  return st.Spec(calls(), oracle=oracle, operands=("true_classes", "sampled_candidates"),
+                 params=lambda kw: {"num_true": kw["num_true"], "size": kw["size"]},
+                 skip={"jvp": no_grad, "vjp": no_grad},
+                 note="padded form: TF's hits padded with -1 (indices, ids) and 0 (weights) "
+                      "or cut to size")
+
+
+ComputeAccidentalHits = define_op(
+    "ComputeAccidentalHits", _accidental_hits, family=FAMILY, multiple_results=True,
+    attrs=("num_true",), dynamic_shape="returns one entry per true class found among the "
+    "sampled candidates: its output size depends on the data",
+    interpret=_bounded_hook(_accidental_hits_exact, _accidental_hits_padded),
+    doc="Each true class found among the sampled candidates: its row, the position of its "
+        "last occurrence among them and weight -FLT_MAX (padded form: the first size hits, "
+        "then -1, -1, 0).",
+    spec=_accidental_hits_spec)
+
+
+declare_unsupported(
+    "SobolSample",
+    hint="SobolSample reads Joe and Kuo's direction numbers for up to 21201 dimensions, "
+         "a table tfprims does not embed; compute the points outside the function "
+         "(tf.math.sobol_sample, or scipy.stats.qmc.Sobol) and pass them in as an input")
