@@ -175,10 +175,10 @@ _UNSIGNED = {"int8": "uint8", "int32": "uint32", "int64": "uint64"}
 def _rng_canonicalize(params, initial_state, *rest):
   algorithm = int(np.asarray(params["algorithm"]))
   if algorithm not in _ALGORITHMS:
-    raise errors.OpError(f"XlaRngBitGenerator: unknown algorithm {algorithm} (TF's "
+    raise errors.ConversionError(f"XlaRngBitGenerator: unknown algorithm {algorithm} (TF's "
                          "numbers: 1 Philox, 2 ThreeFry, 3 auto-select)")
   if np.shape(initial_state) != (2,):
-    raise errors.OpError(
+    raise errors.ConversionError(
         f"XlaRngBitGenerator: the state has shape {list(np.shape(initial_state))}; JAX's "
         "rng_bit_generator takes a two-word (uint64[2]) state (XLA's three-word Philox "
         "state is not supported)")
