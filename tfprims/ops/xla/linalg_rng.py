@@ -228,5 +228,7 @@ XlaRngBitGenerator = define_op(
     spec=lambda st: st.Spec(
         _rng_calls(st), oracle=_common.jit_oracle("XlaRngBitGenerator", ("initial_state",)),
         vmap_variation="permute",
+        skip={"jvp": "integer state and bits: nothing to differentiate",
+              "vjp": "integer state and bits: nothing to differentiate"},
         note="oracle: the op under tf.function(jit_compile=True); bits compared exactly "
         "(both run XLA's RngBitGenerator); signed dtypes (no TF CPU kernel) are not drawn"))

@@ -1,4 +1,6 @@
-"""XlaSharding: a sharding annotation (``tfxla.sharding``, DTensor and TPU graphs).
+"""XlaSharding, the SPMD shape ops and XlaReplicaId.
+
+XlaSharding is a sharding annotation (``tfxla.sharding``, DTensor and TPU graphs).
 
 Its ``sharding`` attr is a serialized ``OpSharding``, parsed when a node is
 prepared into ``("replicated",)``, ``("tiled", tile_dims, replicated_trailing)``
@@ -9,6 +11,17 @@ the mesh's order, whose sizes multiply to its tile count (the proto's device ord
 is not read: the tiles are assumed laid out along the mesh's axes); a tiling no
 mesh axes match, and maximal or manual shardings, leave the value unconstrained.
 Its derivative is the same annotation on the tangent (as TF's gradient).
+
+XlaSpmdFullToShardShape/XlaSpmdShardToFullShape switch a value between its full
+shape and one device's shard for manually partitioned code. On one device (the
+sharding splits nothing: replicated, manual, or tile counts of 1) both are the
+identity, as TF's jit computes them; a sharding that splits the value is
+refused when the node is prepared (manual partitioning is ``jax.shard_map``'s
+job; TF's CPU jit refuses it too). Each is the other's transpose (TF's gradients).
+
+XlaReplicaId is 0 outside ``jax.shard_map`` (one program is one replica; folded);
+inside it, the device's row-major index along the manual mesh axes
+(``lax.axis_index``). Under ``pmap`` no named axis is visible to it: 0.
 """
 
 from __future__ import annotations
@@ -286,7 +299,9 @@ XlaReplicaId = define_op(
     "XlaReplicaId", _replica_id_impl, family=FAMILY, canonicalize=_replica_canonicalize,
     interpret=_replica_interpret,
     spec=lambda st: st.Spec(st.just({}), oracle=_replica_oracle(),
-                            skip={"vmap": "the op has no operands"},
+                            skip={"vmap": "the op has no operands",
+                                  "jvp": "no operands, an integer output",
+                                  "vjp": "no operands, an integer output"},
                             note="oracle: TF's replica id in the default strategy (one "
                             "replica), as TF's CPU jit of the op crashes; under "
                             "jax.shard_map it is lax.axis_index over the manual axes "
