@@ -10,6 +10,7 @@ from tfprims.ops.xla import control_flow  # noqa: F401
 from tfprims.ops.xla import reduce  # noqa: F401
 from tfprims.ops.xla import sort  # noqa: F401
 from tfprims.ops.xla import sharding  # noqa: F401
+from tfprims.ops.xla import linalg_rng  # noqa: F401
 from tfprims.ops.xla.call_module import (NonDifferentiableModuleError,  # noqa: F401
                                          SerializedModule, XlaCallModule,
                                          XlaCallModuleError, tf_xla_call_module)

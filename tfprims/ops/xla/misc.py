@@ -1,5 +1,5 @@
 """XlaEinsum, XlaReducePrecision, XlaOptimizationBarrier, and the Xla* ops that only
-exist inside a TF-XLA cluster or a replicated computation (declared unsupported).
+exist inside a TF-XLA cluster (declared unsupported).
 
 XlaEinsum's derivatives are ``tf.XlaEinsum`` with rearranged equations and its
 batching adds a subscript; XlaReducePrecision is differentiated as JAX's
@@ -200,15 +200,3 @@ declare_unsupported(
     hint="XlaSend/XlaRecv exchange tensors between XLA computations on different devices "
          "through host channels, which a single JAX program does not have; pass the "
          "values as function inputs and outputs instead")
-declare_unsupported(
-    "XlaReplicaId",
-    hint="XlaReplicaId is the replica number in a replicated XLA computation (TPU "
-         "replication); a converted function is one JAX program (TF's own CPU jit "
-         "crashes on this op). Under shard_map, jax.lax.axis_index gives a device's "
-         "position along a mesh axis")
-declare_unsupported(
-    "XlaSpmdFullToShardShape", "XlaSpmdShardToFullShape",
-    hint="these switch a value between its full shape and one device's shard for "
-         "manually partitioned code (TF's SPMD partitioner); in JAX that is "
-         "jax.shard_map's job: convert the per-shard computation and wrap it in "
-         "jax.shard_map")

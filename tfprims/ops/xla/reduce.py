@@ -343,3 +343,183 @@ XlaReduceWindow = define_op(
                             note=_NOTE + _INIT_NOTE, diff_args=("input",),
                             oracle=_oracle("XlaReduceWindow", ("input", "init_value"),
                                            "input")))
+
+
+# --- XlaSelectAndScatter ------------------------------------------------------------------
+
+#: Recognised ``select`` functions (one comparison of the two arguments), by TF op.
+_SELECTS = {"GreaterEqual": "ge", "Greater": "gt", "LessEqual": "le", "Less": "lt"}
+_COMPARE = {"ge": lax.ge, "gt": lax.gt, "le": lax.le, "lt": lax.lt}
+
+
+def _classify_select(ctx, fname):
+  """``"ge"``... when the select function is one comparison of its arguments in
+  order, else None."""
+  graph = ctx.library.graph(fname)
+  if len(graph.inputs) != 2 or len(graph.outputs) != 1:
+    return None
+  node = graph.by_name.get(graph.outputs[0][0])
+  while node is not None and node.op == "Identity" and node.inputs:
+    node = graph.by_name.get(node.inputs[0][0])
+  if node is None or node.op not in _SELECTS or len(node.inputs) != 2:
+    return None
+  if [r[0] for r in node.inputs] != list(graph.inputs):
+    return None
+  return _SELECTS[node.op]
+
+
+def _scalar_fn(fn):
+  """A function on scalars (a converted computation) applied elementwise."""
+  if not isinstance(fn, _common.Computation):
+    return fn
+  return lambda a, b: jnp.vectorize(lambda x, y: fn(x, y)[0])(a, b)
+
+
+def _select_and_scatter_impl(operand, source, init_value, *, window_dimensions,
+                             window_strides, padding, select, scatter):
+  """XLA SelectAndScatter: in each window the element ``select`` keeps (folded in
+  window order over in-bounds elements: the current one stays while
+  ``select(current, next)``) receives the window's ``source`` value, combined by
+  ``scatter`` into an output that starts at ``init_value`` everywhere."""
+  rank = operand.ndim
+  keep = _COMPARE[select] if isinstance(select, str) else _scalar_fn(select)
+  combine = _COMBINE[scatter] if isinstance(scatter, str) else _scalar_fn(scatter)
+  padded_shape = tuple(n + lo + hi for n, (lo, hi) in zip(operand.shape, padding))
+  valid = lax.pad(jnp.ones(operand.shape, bool), False, [(lo, hi, 0) for lo, hi in padding])
+  values = lax.pad(operand, jnp.zeros((), operand.dtype), [(lo, hi, 0) for lo, hi in padding])
+  offsets = list(np.ndindex(*window_dimensions))
+
+  def window_slice(x, offset):
+    limit = [o + (s - 1) * st + 1 for o, s, st in zip(offset, source.shape, window_strides)]
+    return lax.slice(x, offset, limit, window_strides)
+
+  best_val = best_idx = have = None
+  for k, offset in enumerate(offsets):
+    val, ok = window_slice(values, offset), window_slice(valid, offset)
+    if best_val is None:
+      best_val, best_idx, have = val, jnp.zeros(source.shape, np.int32), ok
+      continue
+    take = ok & (~have | ~keep(best_val, val))
+    best_val = jnp.where(take, val, best_val)
+    best_idx = jnp.where(take, k, best_idx)
+    have = have | ok
+  out = jnp.broadcast_to(init_value, padded_shape)
+  for k, offset in enumerate(offsets):
+    hit = have & (best_idx == k)
+    config = [(o, p - o - (s - 1) * st - 1, st - 1) for o, p, s, st in
+              zip(offset, padded_shape, source.shape, window_strides)]
+    placed_hit = lax.pad(hit, False, config)
+    placed = lax.pad(source, jnp.zeros((), source.dtype), config)
+    out = jnp.where(placed_hit, combine(out, placed), out)
+  return lax.slice(out, [lo for lo, _ in padding],
+                   [lo + n for (lo, _), n in zip(padding, operand.shape)]) if rank else out
+
+
+def _sas_canonicalize(params, operand, *rest):
+  ints = lambda v: tuple(int(x) for x in np.ravel(v))  # noqa: E731
+  select, scatter = params["select"], params["scatter"]
+  d = np.dtype(operand.dtype)
+  if isinstance(select, str) and select not in _COMPARE:
+    select = spec_select(select, d)
+  return dict(params, window_dimensions=ints(params["window_dimensions"]),
+              window_strides=ints(params["window_strides"]),
+              padding=tuple(tuple(int(v) for v in p) for p in np.reshape(
+                  params["padding"], (-1, 2))), select=select, scatter=scatter)
+
+
+@functools.lru_cache(maxsize=None)
+def spec_select(name: str, dtype) -> _common.Computation:
+  """A drawn select written as a general body (``"select_ge"``: ``a >= b`` through a
+  select, not a single comparison)."""
+  assert name == "select_ge", name
+  return _common.python_computation(
+      name, lambda a, b: [jnp.where(a >= b, True, False)], (dtype, dtype))
+
+
+def _sas_interpret(ctx, node, inputs):
+  op = tfops.XlaSelectAndScatter
+  names = ("operand", "window_dimensions", "window_strides", "padding", "source",
+           "init_value")
+  groups = dict(zip(names, inputs))
+  d = dtypes.canonical_dtype(np.asarray(inputs[0]).dtype if not hasattr(inputs[0], "aval")
+                             else inputs[0].dtype)
+  select = node.attr("select").name
+  scatter = node.attr("scatter").name
+  sel = _classify_select(ctx, select)
+  if sel is None:
+    sel = _common.convert_computation(ctx, node, select, (d, d))
+  sca = _common.classify_computation(ctx, scatter)
+  if sca not in _KINDS:
+    sca = _common.convert_computation(ctx, node, scatter, (d, d))
+  operands, params = op.prepare(groups, dict(node.attrs, select=sel, scatter=sca), node.name)
+  return [op.apply(operands, params)]
+
+
+def _sas_calls(st):
+  @st.composite
+  def calls(draw):
+    select = draw(st.sampled_from(("ge", "gt", "le", "lt", "select_ge")))
+    scatter = draw(st.sampled_from(_KINDS))
+    dtype = draw(st.dtypes(("float32", "float64", "int32") if scatter != "mul"
+                           else ("float32", "int32")))
+    shape = tuple(draw(st.shapes(min_rank=1, max_rank=3, min_side=1, max_side=4)))
+    rank = len(shape)
+    window = [draw(st.integers(1, 3)) for _ in range(rank)]
+    strides = [draw(st.integers(1, 2)) for _ in range(rank)]
+    pad = [[draw(st.integers(0, 1)), draw(st.integers(0, 1))] for _ in range(rank)]
+    for k in range(rank):  # at least one window; every window holds an operand element
+      window[k] = min(window[k], shape[k] + pad[k][0] + pad[k][1])
+      pad[k] = [min(pad[k][0], window[k] - 1), min(pad[k][1], window[k] - 1)]
+    out = tuple((n + lo + hi - w) // s + 1 for n, (lo, hi), w, s in
+                zip(shape, pad, window, strides))
+    idx = st.np_dtype(draw(st.sampled_from(INDEX_DTYPES)))
+    # distinct operand values: the selection is piecewise constant, ties aside
+    perm = np.array(draw(st.permutations(list(range(int(np.prod(shape)))))))
+    x = (perm.reshape(shape) * (0.37 if st.is_float(dtype) else 1) - perm.size // 2)
+    src_bounds = dict(lo=-2, hi=2) if st.is_float(dtype) else dict(int_lo=-3, int_hi=3)
+    source = st.draw_array(draw, dtype, out, **src_bounds)
+    if scatter in ("max", "min") and st.is_float(dtype):  # no ties with init or each other
+      order = np.array(draw(st.permutations(list(range(int(np.prod(out)))))))
+      source = (order.reshape(out) * 0.31 - order.size * 0.1 + 0.07).astype(dtype)
+    return dict(operand=x.astype(dtype), window_dimensions=np.array(window, idx),
+                window_strides=np.array(strides, idx),
+                padding=np.array(pad, idx).reshape(rank, 2),
+                source=source,
+                # any finite init is well defined here (XLA folds each hit into it)
+                init_value=np.array(draw(st.sampled_from([0, 1, -1])), dtype),
+                select=select, scatter=scatter)
+  return calls()
+
+
+@functools.lru_cache(maxsize=None)
+def tf_select(name: str, dtype_name: str):
+  """The TF function of a drawn select."""
+  import tensorflow as tf  # noqa: PLC0415
+  fns = {"ge": tf.greater_equal, "gt": tf.greater, "le": tf.less_equal, "lt": tf.less,
+         "select_ge": lambda a, b: tf.where(a >= b, True, False)}
+  fn = fns[name]
+  spec = tf.TensorSpec([], tf.as_dtype(dtype_name))
+  return tf.function(lambda a, b: fn(a, b), autograph=False).get_concrete_function(spec, spec)
+
+
+def _sas_oracle():
+  base = _common.jit_oracle("XlaSelectAndScatter", ("operand", "source", "init_value"))
+
+  def oracle(**kwargs):
+    name = kwargs["operand"].dtype.name
+    return base(**dict(kwargs, select=tf_select(kwargs["select"], name),
+                       scatter=_common.tf_computation(kwargs["scatter"], name)))
+
+  oracle.__name__ = oracle.__qualname__ = base.__name__
+  return oracle
+
+
+XlaSelectAndScatter = define_op(
+    "XlaSelectAndScatter", _select_and_scatter_impl, family=FAMILY,
+    static=("window_dimensions", "window_strides", "padding"), attrs=("select", "scatter"),
+    canonicalize=_sas_canonicalize, interpret=_sas_interpret,
+    spec=lambda st: st.Spec(
+        _sas_calls(st), grad_oracle="fd", oracle=_sas_oracle(),
+        note="oracle: the op under tf.function(jit_compile=True), the drawn select and "
+        "scatter as TF functions; derivatives against central differences (distinct "
+        "operand values: the selection is piecewise constant)"))
