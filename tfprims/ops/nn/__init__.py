@@ -26,8 +26,8 @@ What lives where (each op's impl, rules and property spec in one module):
   CTCBeamSearchDecoder (data-dependent output shapes).
 * ``rnn_blocks.py``: LSTMBlockCell, GRUBlockCell, BlockLSTM(V2) and their Grad ops.
 * ``fake_quant.py``: FakeQuantWithMinMaxArgs/Vars/VarsPerChannel and their Gradient ops.
-* ``isotonic.py``: IsotonicRegression; ``fractional_pool.py``: FractionalAvgPoolGrad,
-  FractionalMaxPoolGrad.
+* ``isotonic.py``: IsotonicRegression; ``fractional_pool.py``: FractionalMaxPool,
+  FractionalAvgPool (``uses_rng``) and their Grad ops.
 * ``conv_cpu.py``: CPU lowerings of DepthwiseConv2dNative and its backprops (tap sums)
   and of 1x1 Conv2D/Conv3D (``dot_general``), chosen by measurement (config
   ``fast_lowerings``; docs/performance.md).
