@@ -10,13 +10,14 @@ ImageProjectiveTransformV2/V3, with their TF gradient ops.
 * ``nms.py``: NonMaxSuppression, V2-V5, WithOverlaps (greedy NMS, soft-NMS).
 * ``combined_nms.py``: CombinedNonMaxSuppression.
 * ``boxes.py``: SampleDistortedBoundingBox, V2, StatelessSampleDistortedBoundingBox.
+* ``bbox_proposals.py``: GenerateBoundingBoxProposals (TF has only a GPU kernel).
 * ``_common.py``: helpers (TF's float32 roundings under XLA's CPU backend).
 
 Semantics choices are written down in docs/semantics/image.md.
 """
 
 from tfprims.ops.image import crop_and_resize, projective, resize, scale_translate  # noqa: F401,I001
-from tfprims.ops.image import boxes, combined_nms, nms  # noqa: F401
+from tfprims.ops.image import bbox_proposals, boxes, combined_nms, nms  # noqa: F401
 from tfprims.ops.image.crop_and_resize import (  # noqa: F401
     CropAndResize, CropAndResizeGradBoxes, CropAndResizeGradImage)
 from tfprims.ops.image.projective import (  # noqa: F401

@@ -28,8 +28,8 @@ What lives where (each op's impl, rules and property spec in one module):
 * ``cudnn_rnn.py``: CudnnRNN(V2, V3), their Backprop ops and the params layout ops
   (ParamsSize, ParamsToCanonical(V2), CanonicalToParams(V2)), in JAX on any backend.
 * ``fake_quant.py``: FakeQuantWithMinMaxArgs/Vars/VarsPerChannel and their Gradient ops.
-* ``isotonic.py``: IsotonicRegression; ``fractional_pool.py``: FractionalAvgPoolGrad,
-  FractionalMaxPoolGrad.
+* ``isotonic.py``: IsotonicRegression; ``fractional_pool.py``: FractionalMaxPool,
+  FractionalAvgPool (``uses_rng``) and their Grad ops.
 * ``conv_cpu.py``: CPU lowerings of DepthwiseConv2dNative and its backprops (tap sums)
   and of 1x1 Conv2D/Conv3D (``dot_general``), chosen by measurement (config
   ``fast_lowerings``; docs/performance.md).
