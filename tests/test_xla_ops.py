@@ -16,6 +16,7 @@ from tensorflow.compiler.tf2xla.python import xla as tfxla
 
 import tfprims
 from helpers import jaxpr_primitives
+from tfprims.core import get_op
 
 RNG = np.random.default_rng(0)
 TOL = dict(rtol=2e-5, atol=2e-5)
@@ -354,3 +355,16 @@ def test_sharding_constraint_under_mesh():
   proc = subprocess.run([sys.executable, "-c", _SHARDING_SCRIPT], env=env,
                         capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), proc.stderr[-3000:]
+
+
+def test_drawn_reduce_body_follows_the_x64_setting():
+  """A spec's general body is cached per canonical dtype: traced once with x64 off (32-bit
+  avals), it must not be reused for the 64-bit operands of a later x64 run."""
+  op = get_op("XlaVariadicReduceV2")
+  inputs = dict(inputs=[np.array([1.0, 3.0, 3.0], np.float32), np.array([0, 1, 2], np.int64)],
+                init_values=[np.array(-3.0, np.float32), np.array(0, np.int64)])
+  for x64, index_dtype in ((False, np.int32), (True, np.int64)):
+    with jax.enable_x64(x64):
+      operands, params = op.prepare(inputs, dict(dimensions_to_reduce=[0], reducer="argmax"))
+      value, index = jax.jit(lambda *a: op(*a, **params))(*operands)
+      assert (float(value), int(index), index.dtype) == (3.0, 1, index_dtype)

@@ -83,7 +83,9 @@ def tf_spec_computation(name: str, dtype_names: tuple):
 def _reducer_param(reducer, operands):
   if isinstance(reducer, str) and reducer in _SPEC_BODIES:
     n = len(operands) // 2
-    return spec_computation(reducer, tuple(np.dtype(o.dtype) for o in operands[:n]))
+    # canonical dtypes key the cache: a body traced with x64 off has 32-bit avals
+    return spec_computation(reducer, tuple(dtypes.canonical_dtype(o.dtype)
+                                           for o in operands[:n]))
   return reducer
 
 
@@ -420,7 +422,7 @@ def _sas_canonicalize(params, operand, *rest):
   select, scatter = params["select"], params["scatter"]
   d = np.dtype(operand.dtype)
   if isinstance(select, str) and select not in _COMPARE:
-    select = spec_select(select, d)
+    select = spec_select(select, dtypes.canonical_dtype(d))
   return dict(params, window_dimensions=ints(params["window_dimensions"]),
               window_strides=ints(params["window_strides"]),
               padding=tuple(tuple(int(v) for v in p) for p in np.reshape(
