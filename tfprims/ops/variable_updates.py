@@ -216,10 +216,18 @@ def _mul_div_transpose(op_type):
   return rule
 
 
+# Central differences step h = eps**(1/3) * max|input|, so their truncation error
+# (h**2/6 times the third derivative) grows with the input's scale: a row multiplied or
+# divided by two updates is cubic in them, and a float64 draw with |x| = 32 was seen off by
+# 1.05e-7 (thorough run) while our exact JVP was 0.
+_FD_CUBIC_ATOL = {"float64": 1e-6}
+
+
 def _rows_oracle_spec(op_type, kind, dtype_names):
   def spec(st):
     return st.Spec(_rows_calls(st, kind, dtype_names), oracle=_variable_oracle(
-        op_type, "resource"), grad_oracle="fd", note=_NOTE)
+        op_type, "resource"), grad_oracle="fd", note=_NOTE,
+        **({"grad_atol": _FD_CUBIC_ATOL} if kind in ("mul", "div") else {}))
   return spec
 
 
