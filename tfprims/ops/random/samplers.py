@@ -149,18 +149,18 @@ def _unigram_spec(st):
   return st.Spec(spec.calls, skip=spec.skip, note=_UNIGRAM_NOTE)
 
 
-LearnedUnigramCandidateSampler = define_op(
-    "LearnedUnigramCandidateSampler",
-    _sampler("LearnedUnigramCandidateSampler", _uniform_draw, _uniform_prob),
-    family=FAMILY, attrs=_ATTRS, uses_rng=True, multiple_results=True,
-    doc="Candidates from TF's learned unigram distribution as at the node's first run "
-        "(uniform), with TF's expected counts.", spec=_unigram_spec)
-ThreadUnsafeUnigramCandidateSampler = define_op(
-    "ThreadUnsafeUnigramCandidateSampler",
-    _sampler("ThreadUnsafeUnigramCandidateSampler", _uniform_draw, _uniform_prob),
-    family=FAMILY, attrs=_ATTRS, uses_rng=True, multiple_results=True,
-    doc="Candidates from TF's learned unigram distribution as at the node's first run "
-        "(uniform), with TF's expected counts.", spec=_unigram_spec)
+def _unigram_sampler(op_type):
+  """TF's learned unigram samplers: both start from TF's all-ones counts, so a node's first
+  run (every run here: tfprims keeps no counts between calls) samples uniformly."""
+  return define_op(
+      op_type, _sampler(op_type, _uniform_draw, _uniform_prob),
+      family=FAMILY, attrs=_ATTRS, uses_rng=True, multiple_results=True,
+      doc="Candidates from TF's learned unigram distribution as at the node's first run "
+          "(uniform), with TF's expected counts.", spec=_unigram_spec)
+
+
+LearnedUnigramCandidateSampler = _unigram_sampler("LearnedUnigramCandidateSampler")
+ThreadUnsafeUnigramCandidateSampler = _unigram_sampler("ThreadUnsafeUnigramCandidateSampler")
 
 
 def _all_sampler(true_classes, *, num_true, num_sampled, unique):
