@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from jax.experimental import checkify
+from tensorflow.python.framework import ops as tf_ops
 
 import tfprims
 from tfprims import config as tfprims_config
@@ -268,8 +269,9 @@ def test_user_mistakes_raise_the_builtin_errors_tf2jax_raises():
     fn({}, np.ones(3, np.float32))
 
   @tf.function
-  def unsupported(x):  # its direction-number table is not embedded
-    return x[0] + tf.raw_ops.SobolSample(dim=1, num_results=tf.shape(x)[0], skip=0)
+  def unsupported(x):  # a converted function has no deadline
+    deadline = tf_ops.get_default_graph().create_op("GetDeadline", [], [tf.int64]).outputs[0]
+    return x[0] + tf.cast(deadline, F32)
   with pytest.raises(ValueError, match="Unsupported operations in graph"):
     tf2jax.convert_functional(unsupported, tf.TensorSpec([3], F32))
 

@@ -9,6 +9,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.python.framework import ops as tf_ops
 
 import tfprims
 from tfprims import cli, op_report
@@ -20,9 +21,14 @@ def run(capsys, *argv):
   return code, captured.out, captured.err
 
 
+def _deadline():
+  """A GetDeadline node (not in tf.raw_ops)."""
+  return tf_ops.get_default_graph().create_op("GetDeadline", [], [tf.int64]).outputs[0]
+
+
 class _Mixed(tf.Module):
   """Supported ops, a data-dependent one, and an unsupported op at top level and in a
-  nested function (SobolSample: its direction-number table is not embedded)."""
+  nested function (GetDeadline: a converted function has no deadline)."""
 
   def __init__(self):
     super().__init__()
@@ -30,11 +36,11 @@ class _Mixed(tf.Module):
 
   @tf.function
   def nested(self, x):
-    return tf.raw_ops.SobolSample(dim=2, num_results=tf.shape(x)[0], skip=0)
+    return tf.cast(_deadline(), tf.float32)
 
   @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32, name="x")])
   def __call__(self, x):
-    near = tf.raw_ops.SobolSample(dim=1, num_results=tf.shape(x)[0], skip=1)
+    near = _deadline()
     return {"y": tf.matmul(x, self.w) + self.nested(x), "near": near,
             "u": tf.unique(tf.reshape(x, [-1])).y}
 
@@ -69,13 +75,13 @@ def test_unsupported_ops_listed_with_nodes_exit_1(capsys, mixed):
   assert code == 1, err
   assert "Traceback" not in err
   unsupported = out[out.index("unsupported (1):"):out.index("data-dependent")]
-  assert "SobolSample" in unsupported and "x2" in unsupported
+  assert "GetDeadline" in unsupported and "x2" in unsupported
   assert "data-dependent (1):" in out and "Unique" in out
   assert "verdict: does not convert" in out
   # Conversion agrees: the same op types block it.
   with pytest.raises(tfprims.BlockedConversionError) as info:
     tfprims.load_saved_model(mixed)
-  assert set(info.value.ops) == {"SobolSample"}
+  assert set(info.value.ops) == {"GetDeadline"}
 
 
 def test_json_report_names_every_node_and_function(capsys, mixed):
@@ -84,7 +90,7 @@ def test_json_report_names_every_node_and_function(capsys, mixed):
   data = json.loads(out)
   assert data["convertible"] is False
   ops = {o["op"]: o for o in data["ops"]}
-  nn = ops["SobolSample"]
+  nn = ops["GetDeadline"]
   assert nn["status"] == "unsupported" and nn["count"] == 2
   # One at the signature function's top level, one inside the nested tf.function.
   fns = [n.split("/")[0] for n in nn["nodes"]]
@@ -120,8 +126,7 @@ def test_string_tensors_are_problems(capsys, tmp_path):
 def test_frozen_graph_and_outputs(capsys, tmp_path):
   @tf.function
   def f(x):
-    return tf.nn.softmax(x), tf.raw_ops.SobolSample(dim=2, num_results=tf.shape(x)[0],
-                                                    skip=0)
+    return tf.nn.softmax(x), _deadline()
 
   graph_def = f.get_concrete_function(tf.TensorSpec([2, 2], tf.float32)).graph.as_graph_def()
   pb, pbtxt = tmp_path / "g.pb", tmp_path / "g.pbtxt"
@@ -129,7 +134,7 @@ def test_frozen_graph_and_outputs(capsys, tmp_path):
   tf.io.write_graph(graph_def, str(tmp_path), "g.pbtxt", as_text=True)
   for path in (pb, pbtxt):
     code, out, _ = run(capsys, "ops", str(path))
-    assert code == 1 and "SobolSample" in out
+    assert code == 1 and "GetDeadline" in out
   # Only what the softmax output needs: converts.
   softmax = [n.name for n in graph_def.node if n.op == "Softmax"][0]
   code, out, _ = run(capsys, "ops", str(pb), "--outputs", softmax)

@@ -1,8 +1,7 @@
 """The clustering ops (tf.compat.v1's k-means building blocks: NearestNeighbors,
 KMC2ChainInitialization, KmeansPlusPlusInitialization) in converted functions with traced
 inputs, bit for bit against TF; Timestamp and IsTensorFloat32Enabled at run time; and the
-"other" ops tfprims refuses with a reason (GetDeadline, CompositeTensorVariant*,
-SobolSample)."""
+"other" ops tfprims refuses with a reason (GetDeadline, CompositeTensorVariant*)."""
 
 import time
 
@@ -119,7 +118,6 @@ def _graph_op(op_type, inputs, dtypes, **attrs):
 @pytest.mark.parametrize("op_type,body,hint", [
     ("GetDeadline", lambda: _graph_op("GetDeadline", [], [tf.int64])[0],
      "no such deadline"),
-    ("SobolSample", lambda: tf.math.sobol_sample(3, 4), "direction numbers"),
 ])
 def test_unconvertible_other_ops_say_why(op_type, body, hint):
   with pytest.raises(tfprims.errors.UnsupportedOpError, match=f"(?s){op_type}.*{hint}"):

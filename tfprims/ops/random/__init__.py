@@ -8,10 +8,11 @@
   truncated normal samplers, stateful and stateless.
 * ``index_shuffle.py``: RandomIndexShuffle (TF's Simon cipher, bit for bit).
 * ``samplers.py``: the uniform, log-uniform and all-classes candidate samplers.
+* ``sobol.py``: SobolSample (Joe and Kuo's direction numbers, bit for bit as TF).
 
 Semantics choices are written down in docs/semantics/random.md.
 """
 
-from tfprims.ops.random import basic, gamma_poisson, index_shuffle, samplers, stateful  # noqa: F401,I001
+from tfprims.ops.random import basic, gamma_poisson, index_shuffle, samplers, sobol, stateful  # noqa: F401,I001
 from tfprims.ops.random.basic import *  # noqa: F401,F403
 from tfprims.ops.random.basic import RandomUniform  # noqa: F401

@@ -21,7 +21,7 @@ from jax import lax
 
 from tfprims import dtypes as tf_dtypes
 from tfprims import errors
-from tfprims.core import declare_unsupported, define_op
+from tfprims.core import define_op
 from tfprims.ops.array import padded
 from tfprims.ops.array.data_dependent import _bounded_hook
 from tfprims.ops.random.basic import _RANDOM_SKIPS, FAMILY, _wrap
@@ -260,9 +260,3 @@ ComputeAccidentalHits = define_op(
         "then -1, -1, 0).",
     spec=_accidental_hits_spec)
 
-
-declare_unsupported(
-    "SobolSample",
-    hint="SobolSample reads Joe and Kuo's direction numbers for up to 21201 dimensions, "
-         "a table tfprims does not embed; compute the points outside the function "
-         "(tf.math.sobol_sample, or scipy.stats.qmc.Sobol) and pass them in as an input")
