@@ -295,3 +295,15 @@ def test_derivative_tolerance_follows_the_least_precise_dtype():
   assert tol(spec, np.dtype("float64")) == grad_tolerance(spec, np.dtype("float16"))
   same = derivative_tolerance(call, [], [np.dtype("float64")])
   assert same(spec, np.dtype("float64")) == grad_tolerance(spec, np.dtype("float64"))
+
+
+def test_spec_examples_share_scales_the_profile():
+  import hypothesis
+  half = lambda s: s.Spec(s.unary(("float32",), min_value=-4, max_value=4), examples=0.5)
+  with temporary_op("Sin", jnp.sin, spec=half) as op:
+    scaled = check_op(op, ["values"], settings=hypothesis.settings(max_examples=8))
+    explicit = check_op(op, ["values"], max_examples=5)
+  assert scaled.results["values"].examples == 4
+  assert explicit.results["values"].examples == 5
+  with pytest.raises(ValueError, match="share"):
+    st.Spec(st.unary(("float32",)), examples=0)

@@ -61,6 +61,9 @@ __all__ = [
 # spent shrinking it; then unseen examples pass so Hypothesis stops early.
 SHRINK_BUDGET = 150
 
+# The fewest examples a check runs when its spec asks for a share of the profile's.
+MIN_EXAMPLES = 2
+
 
 # --------------------------------------------------------------------------
 # Static applicability
@@ -243,7 +246,8 @@ def check_op(op_or_name, checks: Optional[Iterable[str]] = None, *,
     checks: a subset of ``CHECKS`` (default: all not skipped by the spec).
     oracle: the TF op type to compare with (default: the op's type), or a
       callable taking the same keyword arguments and returning TF tensors.
-    max_examples: examples per check (default: the current Hypothesis profile's).
+    max_examples: examples per check (default: the current Hypothesis profile's,
+      times the spec's ``examples`` share).
     settings: Hypothesis settings to use instead of the current profile.
     x64: run with ``jax_enable_x64`` on (64-bit dtypes compared exactly); the
       shape check always also runs with x64 off.
@@ -259,6 +263,8 @@ def check_op(op_or_name, checks: Optional[Iterable[str]] = None, *,
                        "to define_op")
   oracle = oracle or getattr(spec, "oracle", None) or op.op_type
   settings = settings or hypothesis.settings()
+  if max_examples is None and spec.examples < 1:
+    max_examples = max(MIN_EXAMPLES, round(settings.max_examples * spec.examples))
   from hypothesis import HealthCheck
   settings = hypothesis.settings(
       settings, deadline=None, report_multiple_bugs=False,

@@ -51,6 +51,9 @@ class Spec:
       their oracles wrap it in a TF list. None: ``op.prepare`` maps the inputs.
     params: with ``operands``: the drawn kwargs -> the primitive's params
       (default: none).
+    examples: the share of the Hypothesis profile's examples this op's checks
+      run (at least 2), for ops each of whose calls compiles a large program
+      (recurrent layers scanned over time, unrolled per layer and direction).
   """
   calls: Any
   skip: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -67,6 +70,7 @@ class Spec:
   vmap_variation: str = "permute"
   operands: Optional[Sequence[str]] = None
   params: Optional[Callable[[Mapping[str, Any]], Mapping[str, Any]]] = None
+  examples: float = 1.0
 
   def __post_init__(self):
     unknown = set(self.skip) - set(CHECKS)
@@ -80,6 +84,8 @@ class Spec:
                        f"{self.vmap_variation!r}")
     if self.params is not None and self.operands is None:
       raise ValueError("params= needs operands= (op.prepare makes the params otherwise)")
+    if not 0 < self.examples <= 1:
+      raise ValueError(f"examples must be a share in (0, 1], got {self.examples!r}")
     if self.grad_oracle not in GRAD_ORACLES:
       raise ValueError(f"grad_oracle must be one of {GRAD_ORACLES}, got {self.grad_oracle!r}")
 

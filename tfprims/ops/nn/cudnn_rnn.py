@@ -508,6 +508,9 @@ _RNN_NOTE = ("TF has CUDA kernels only: the oracle is cuDNN's documented equatio
 _BACKPROP_NOTE = ("TF has CUDA kernels only: the oracle is tf.GradientTape of tf_cudnn_rnn "
                   "(cuDNN's equations with TF CPU ops); reserve_space is not read.")
 _TOL = dict(rtol={"float32": 1e-4}, atol={"float32": 1e-5})
+# Every drawn call compiles new scans (one per layer and direction) in each check:
+# half the profile's examples keep the CI's share of these six ops near a minute.
+_SPEC_COST = dict(examples=0.5)
 
 
 def _layout_calls(st, op_type):
@@ -577,12 +580,12 @@ _LAYOUT_STATIC = ("num_layers", "num_units", "input_size")
 
 def _forward_spec(op_type):
   return lambda st: st.Spec(_rnn_calls(st, op_type), oracle=_forward_oracle(op_type),
-                            note=_RNN_NOTE, **_TOL)
+                            note=_RNN_NOTE, **_TOL, **_SPEC_COST)
 
 
 def _backprop_spec(op_type):
   return lambda st: st.Spec(_rnn_calls(st, op_type, True), oracle=_backprop_oracle(op_type),
-                            note=_BACKPROP_NOTE, **_TOL)
+                            note=_BACKPROP_NOTE, **_TOL, **_SPEC_COST)
 
 
 CudnnRNN = define_op(
