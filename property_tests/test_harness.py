@@ -307,3 +307,13 @@ def test_spec_examples_share_scales_the_profile():
   assert explicit.results["values"].examples == 5
   with pytest.raises(ValueError, match="share"):
     st.Spec(st.unary(("float32",)), examples=0)
+
+
+def test_fd_step_keeps_central_differences_on_one_piece():
+  from tfprims.testing.oracles import tf_central_difference
+  call = prepare_call(make_call(get_op("Abs"), {"x": np.array([2e-3], np.float32)}))
+  default = tf_central_difference(call, [0], [True], [np.ones(1, np.float32)], widen=False)
+  small = tf_central_difference(call, [0], [True], [np.ones(1, np.float32)], widen=False,
+                                step=1e-5)
+  assert abs(default[0][0] - 2e-3 / (np.finfo(np.float32).eps ** (1 / 3))) < 1e-3  # straddles 0
+  np.testing.assert_allclose(small[0], [1.0], rtol=1e-2)

@@ -326,7 +326,8 @@ def _check_jvp(run, call, tf_outs, draw):
   labels = [f"output {k}" for k, m in enumerate(out_mask) if m]
   if oracle == "fd":
     fd = _oracle(run, call, "central differences",
-                 lambda: tf_central_difference(call, diff_idx, out_mask, tangents), extra)
+                 lambda: tf_central_difference(call, diff_idx, out_mask, tangents,
+                                               step=run.spec.fd_step), extra)
     for k, (a, e) in enumerate(zip(ours, fd)):
       rtol, atol = FD_TOL.get(np.asarray(a).dtype.name, (0.0, 0.0))
       rtol, atol = max(rtol, grad_tolerance(run.spec, np.asarray(a).dtype)[0]), max(

@@ -205,8 +205,10 @@ def tf_vjp(call, diff_idx, out_mask, cts) -> list:
     return [_to_numpy(g) for g in grads]
 
 
-def tf_central_difference(call, diff_idx, out_mask, tangents, widen: bool = True) -> list:
-  """(f(x + h t) - f(x - h t)) / 2h with TF.
+def tf_central_difference(call, diff_idx, out_mask, tangents, widen: bool = True,
+                          step: Optional[float] = None) -> list:
+  """(f(x + h t) - f(x - h t)) / 2h with TF; ``h`` is ``step`` (default: eps**(1/3))
+  times the inputs' largest magnitude (at least 1).
 
   With ``widen``, inputs of the differentiated dtype are cast to float64 /
   complex128 first (when TF accepts that), so float16/bfloat16/float32 calls
@@ -226,13 +228,13 @@ def tf_central_difference(call, diff_idx, out_mask, tangents, widen: bool = True
       try:
         return tf_central_difference(wide, diff_idx, out_mask,
                                      [np.asarray(t).astype(wide_of(np.asarray(t).dtype))
-                                      for t in tangents], widen=False)
+                                      for t in tangents], widen=False, step=step)
       except _Rejected:
         pass
   xs = [np.asarray(call.operands[i]) for i in diff_idx]
   scale = max([1.0] + [float(np.max(np.abs(x.astype(np.complex128)))) for x in xs if x.size])
   eps = max(float(jnp.finfo(x.dtype).eps) for x in xs)
-  h = eps ** (1.0 / 3.0) * scale
+  h = (eps ** (1.0 / 3.0) if step is None else step) * scale
 
   def at(sign):
     ops = list(call.operands)

@@ -51,6 +51,10 @@ class Spec:
       their oracles wrap it in a TF list. None: ``op.prepare`` maps the inputs.
     params: with ``operands``: the drawn kwargs -> the primitive's params
       (default: none).
+    fd_step: the relative step of ``grad_oracle="fd"``'s central differences
+      (default: eps**(1/3) of the differentiated dtype, which balances truncation
+      and rounding error); a piecewise op whose drawn points lie near kinks takes a
+      smaller one, so the two evaluations stay on one piece.
     examples: the share of the Hypothesis profile's examples this op's checks
       run (at least 2), for ops each of whose calls compiles a large program
       (recurrent layers scanned over time, unrolled per layer and direction).
@@ -71,6 +75,7 @@ class Spec:
   operands: Optional[Sequence[str]] = None
   params: Optional[Callable[[Mapping[str, Any]], Mapping[str, Any]]] = None
   examples: float = 1.0
+  fd_step: Optional[float] = None
 
   def __post_init__(self):
     unknown = set(self.skip) - set(CHECKS)

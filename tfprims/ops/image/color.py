@@ -299,13 +299,43 @@ def _image_calls(st, dtypes, scalar=None, lo=0.0, hi=1.0, min_rank=1, separated=
                                         min_value=lo, max_value=hi)))
       if grid:   # TF's RGBToHSV gradient overflows for tiny values (1e-38): those are 0
         call["images"][np.abs(call["images"]) < 1e-3] = 0
-    if scalar is not None:
-      name, slo, shi = scalar[:3]
-      # An optional odd shift keeps "nice" drawn values (hue + 6 * delta an integer:
-      # AdjustHue's category kinks) away from the points central differences miss.
-      call[name] = np.float32(draw(st.floats(slo, shi, width=32)) + (scalar[3:] or (0,))[0])
+    if callable(scalar):
+      call.update(scalar(st, draw, call["images"]))
+    elif scalar is not None:
+      name, slo, shi = scalar
+      call[name] = np.float32(draw(st.floats(slo, shi, width=32)))
     return call
   return draw_call()
+
+
+# AdjustHue and AdjustSaturation are piecewise: their specs keep every drawn pixel a
+# margin away from the kinks, and their central differences take a step small enough
+# not to cross it (Spec.fd_step; the kinks themselves are tested in
+# tests/test_image_color.py).
+_KINK_MARGIN = 0.08
+_KINK_FD_STEP = 3e-4
+
+
+def _hue_delta(st, draw, images):
+  """``delta`` with ``6 * delta`` within 0.08 of an integer. ``_separated_rgb``'s pixels
+  have hue fractions in [1/6, 5/6] (the middle component at least 0.05 from the
+  others, at most 0.25 each), so every adjusted hue stays ``_KINK_MARGIN`` from
+  AdjustHue's category kinks at the integers."""
+  k = draw(st.integers(-6, 5))
+  offset = draw(st.floats(-_KINK_MARGIN, _KINK_MARGIN))
+  return dict(delta=np.float32((k + offset) / 6))
+
+
+def _saturation_scale(st, draw, images):
+  """``scale`` keeping every pixel's scaled saturation ``_KINK_MARGIN`` from 1, where
+  TF clips it (pixels with at least one darker component have saturation > 0)."""
+  scale = draw(st.floats(0.0625, 2.5, width=32))
+  x = images.astype(np.float64).reshape(-1, 3)
+  vmax = x.max(axis=-1)
+  sat = (vmax - x.min(axis=-1)) / vmax
+  if sat.size and np.any(np.abs(sat * scale - 1) < _KINK_MARGIN):
+    scale = (1 - 2 * _KINK_MARGIN) / sat.max()
+  return dict(scale=np.float32(scale))
 
 
 RGBToHSV = define_op(
@@ -333,13 +363,13 @@ AdjustContrastv2 = define_op(
 
 AdjustHue = define_op(
     "AdjustHue", adjust_hue, family=FAMILY, batching=_front_batching("AdjustHue", adjust_hue),
-    spec=lambda st: st.Spec(_image_calls(st, ("float32",), ("delta", -1.0, 0.984375, 0.0123), min_rank=3,
+    spec=lambda st: st.Spec(_image_calls(st, ("float32",), _hue_delta, min_rank=3,
                                          separated=True),
-                            rtol=1e-5, atol=1e-5, grad_oracle="fd"))
+                            rtol=1e-5, atol=1e-5, grad_oracle="fd", fd_step=_KINK_FD_STEP))
 
 AdjustSaturation = define_op(
     "AdjustSaturation", adjust_saturation, family=FAMILY,
     batching=_front_batching("AdjustSaturation", adjust_saturation),
-    spec=lambda st: st.Spec(_image_calls(st, ("float32",), ("scale", 0.0625, 2.5), min_rank=3,
+    spec=lambda st: st.Spec(_image_calls(st, ("float32",), _saturation_scale, min_rank=3,
                                          separated=True),
-                            rtol=1e-5, atol=1e-5, grad_oracle="fd"))
+                            rtol=1e-5, atol=1e-5, grad_oracle="fd", fd_step=_KINK_FD_STEP))
