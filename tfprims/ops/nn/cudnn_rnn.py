@@ -111,7 +111,8 @@ def _cell(rnn_mode, xw, h, c, r, b_r):
     cand = jnp.tanh(xh + reset * hh)
     return (1 - update) * cand + update * h, c
   pre = xw + hr
-  return (jnp.tanh(pre) if rnn_mode == "rnn_tanh" else jnp.maximum(pre, 0)), c
+  # tf.Relu: NaN kept, and derivative 0 at 0 (TF's ReluGrad; jnp.maximum's is 1/2).
+  return (jnp.tanh(pre) if rnn_mode == "rnn_tanh" else tfops.Relu(pre)), c
 
 
 def _run(rnn_mode, x, h0, c0, cell, valid):
