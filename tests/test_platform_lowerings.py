@@ -25,7 +25,8 @@ from tfprims.ops.nn.conv import _CONV_TOL
 from tfprims.testing.calls import load_spec, make_call, prepare_call
 
 FAST_OPS = ("DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
-            "DepthwiseConv2dNativeBackpropFilter", "Conv2D", "Conv3D")
+            "DepthwiseConv2dNativeBackpropFilter", "Conv2D", "Conv2DBackpropInput",
+            "Conv2DBackpropFilter", "Conv3D")
 
 
 @pytest.fixture(autouse=True)
@@ -159,6 +160,53 @@ def test_depthwise_and_backprops_fast_equal_default_and_tf(case, dtype):
     if ref is not None:
       np.testing.assert_allclose(dx, ref, **_tol(dtype))
     ref = _tf_or_none("DepthwiseConv2dNativeBackpropFilter", input=x, filter_sizes=f.shape,
+                      out_backprop=g, **attrs)
+    if ref is not None:
+      np.testing.assert_allclose(df, ref, rtol=1e-4, atol=1e-3)
+
+
+# --------------------------------------------------------------------------
+# Conv2D with one group per input channel: the depthwise tap sums
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ("float32", "float64", "bfloat16"))
+@pytest.mark.parametrize("case", _DW_GRID, ids=lambda c: "-".join(map(str, c[:5])))
+def test_depthwise_grouped_conv2d_and_backprops_are_tap_sums_equal_to_default_and_tf(
+    case, dtype):
+  x, f, attrs = _dw_case(case, dtype)
+  kh, kw, c, m = f.shape
+  grouped = f.reshape(kh, kw, 1, c * m)   # output channel g * m + k reads input channel g
+  with jax.enable_x64(dtype == "float64"):
+    (y, fast_hlo), (y0, default_hlo) = _both(lambda x, w: tfops.Conv2D(x, w, **attrs),
+                                             x, grouped)
+    np.testing.assert_allclose(y, y0, **_tol(dtype))
+    assert "convolution" not in fast_hlo and "convolution" in default_hlo
+    g = np.asarray(np.random.default_rng(1).uniform(-2, 2, y.shape), np.float32).astype(x.dtype)
+    dx = _assert_same(lambda w, g: tfops.Conv2DBackpropInput(
+        w, g, input_sizes=x.shape, **attrs), (grouped, g), dtype)
+    df = _assert_same(lambda x, g: tfops.Conv2DBackpropFilter(
+        x, g, filter_sizes=grouped.shape, **attrs), (x, g), dtype)
+    if dtype != "bfloat16":   # (bfloat16 sums of squares differ in their rounding)
+      # The gradient of a grouped Conv2D runs through both backprops' tap sums.
+      loss = lambda x, w: (tfops.Conv2D(x, w, **attrs) ** 2).sum()
+      grads = lambda: [np.asarray(v) for v in jax.jit(jax.grad(loss, (0, 1)))(x, grouped)]
+      gx, gw = grads()
+      with tfprims.override_config("fast_lowerings", False):
+        gx0, gw0 = grads()
+      np.testing.assert_allclose(gx, gx0, rtol=1e-4, atol=1e-4)
+      np.testing.assert_allclose(gw, gw0, rtol=1e-4, atol=1e-4)
+  if dtype != "float32" or attrs["data_format"] != "NHWC":
+    return   # TF's CPU Conv2D takes NHWC only
+  ref = _tf_or_none("Conv2D", input=x, filter=grouped, **attrs)
+  if ref is not None:
+    np.testing.assert_allclose(y, ref, **_tol(dtype))
+  if attrs["dilations"] == (1, 1, 1, 1):
+    ref = _tf_or_none("Conv2DBackpropInput", input_sizes=x.shape, filter=grouped,
+                      out_backprop=g, **attrs)
+    if ref is not None:
+      np.testing.assert_allclose(dx, ref, **_tol(dtype))
+    ref = _tf_or_none("Conv2DBackpropFilter", input=x, filter_sizes=grouped.shape,
                       out_backprop=g, **attrs)
     if ref is not None:
       np.testing.assert_allclose(df, ref, rtol=1e-4, atol=1e-3)

@@ -11,6 +11,9 @@ Registered with :func:`tfprims.core.register_platform_lowering` for ``"cpu"`` on
   convolution with one group per channel one channel at a time, tens of times slower.
   Kernels with more than ``_MAX_TAPS`` taps keep the default, and so does the filter
   backprop of fewer than ``_MIN_FILTER_BACKPROP_CHANNELS`` output channels.
+* Conv2D and its backprops with one group per input channel (Keras'
+  ``Conv2D(groups=C)``, ConvNeXt's 7x7 convolutions) as the depthwise tap sums: that
+  grouped convolution is DepthwiseConv2dNative with the filter reshaped.
 * Conv2D and Conv3D with a 1x1(x1) filter and no groups as a ``dot_general`` over
   the channel axis of the (padded, strided) input.
 
@@ -30,7 +33,8 @@ from jax import lax
 from tfprims.core import register_platform_lowering
 from tfprims.ops.nn._common import _channel_axis, _channels_first, _pads, _spatial_axes
 from tfprims.ops.nn.conv import (_conv_out_shape, _dilate, _full_input_shape, _groups, conv2d,
-                                 conv3d, depthwise_backprop_filter, depthwise_backprop_input,
+                                 conv2d_backprop_filter, conv2d_backprop_input, conv3d,
+                                 depthwise_backprop_filter, depthwise_backprop_input,
                                  depthwise_conv2d_native)
 
 #: Depthwise kernels with more taps keep XLA's convolution (one slice per tap).
@@ -227,15 +231,63 @@ def _is_pointwise(input, filter, data_format):
           and _groups(input.shape, filter.shape, data_format) == 1)
 
 
+def _depthwise_multiplier(input_shape, filter_shape, data_format):
+  """The channel multiplier m when a Conv2D is depthwise (one group per input channel,
+  at most ``_MAX_TAPS`` taps), else None. Its output channel ``g * m + k`` reads input
+  channel g, as DepthwiseConv2dNative's with the filter reshaped to [kh, kw, C, m]."""
+  kh, kw, in_depth, out = (int(v) for v in filter_shape)
+  c = int(input_shape[_channel_axis(data_format, 4)])
+  if in_depth != 1 or c < 2 or out % c or kh * kw > _MAX_TAPS:
+    return None
+  return out // c
+
+
 def conv2d_cpu(input, filter, *, strides, padding, explicit_paddings=(), data_format="NHWC",
                dilations=(1, 1, 1, 1)):
-  """Conv2D: a 1x1 ungrouped filter as dot_general, others as XLA's convolution."""
+  """Conv2D: depthwise-grouped as tap sums, a 1x1 ungrouped filter as dot_general, others
+  as XLA's convolution."""
+  p = dict(strides=strides, padding=padding, explicit_paddings=explicit_paddings,
+           data_format=data_format, dilations=dilations)
+  m = _depthwise_multiplier(input.shape, filter.shape, data_format)
+  if m is not None:
+    kh, kw, _, out = filter.shape
+    return depthwise_conv2d_cpu(input, lax.reshape(filter, (kh, kw, out // m, m)), **p)
   if not _is_pointwise(input, filter, data_format):
-    return conv2d(input, filter, strides=strides, padding=padding,
-                  explicit_paddings=explicit_paddings, data_format=data_format,
-                  dilations=dilations)
+    return conv2d(input, filter, **p)
   return _pointwise(input, filter, strides=strides, padding=padding,
                     explicit_paddings=explicit_paddings, data_format=data_format)
+
+
+def conv2d_backprop_input_cpu(filter, out_backprop, *, input_sizes, strides, padding,
+                              explicit_paddings=(), data_format="NHWC",
+                              dilations=(1, 1, 1, 1)):
+  """Conv2DBackpropInput: depthwise-grouped as DepthwiseConv2dNativeBackpropInput's tap
+  sums, others as the default."""
+  p = dict(strides=strides, padding=padding, explicit_paddings=explicit_paddings,
+           data_format=data_format, dilations=dilations)
+  shape = _full_input_shape(input_sizes, filter.shape[-2], out_backprop.shape, data_format)
+  m = _depthwise_multiplier(shape, filter.shape, data_format)
+  if m is None:
+    return conv2d_backprop_input(filter, out_backprop, input_sizes=input_sizes, **p)
+  kh, kw, _, out = filter.shape
+  return depthwise_backprop_input_cpu(lax.reshape(filter, (kh, kw, out // m, m)),
+                                      out_backprop, input_sizes=tuple(shape), **p)
+
+
+def conv2d_backprop_filter_cpu(input, out_backprop, *, filter_sizes, strides, padding,
+                               explicit_paddings=(), data_format="NHWC",
+                               dilations=(1, 1, 1, 1)):
+  """Conv2DBackpropFilter: depthwise-grouped as DepthwiseConv2dNativeBackpropFilter's
+  tap sums, others as the default."""
+  p = dict(strides=strides, padding=padding, explicit_paddings=explicit_paddings,
+           data_format=data_format, dilations=dilations)
+  m = _depthwise_multiplier(input.shape, filter_sizes, data_format)
+  if m is None:
+    return conv2d_backprop_filter(input, out_backprop, filter_sizes=filter_sizes, **p)
+  kh, kw, _, out = (int(v) for v in filter_sizes)
+  grad = depthwise_backprop_filter_cpu(input, out_backprop,
+                                       filter_sizes=(kh, kw, out // m, m), **p)
+  return lax.reshape(grad, (kh, kw, 1, out))
 
 
 def conv3d_cpu(input, filter, *, strides, padding, data_format="NDHWC", dilations=(1,) * 5):
@@ -253,4 +305,6 @@ register_platform_lowering("DepthwiseConv2dNativeBackpropInput", "cpu",
 register_platform_lowering("DepthwiseConv2dNativeBackpropFilter", "cpu",
                            depthwise_backprop_filter_cpu)
 register_platform_lowering("Conv2D", "cpu", conv2d_cpu)
+register_platform_lowering("Conv2DBackpropInput", "cpu", conv2d_backprop_input_cpu)
+register_platform_lowering("Conv2DBackpropFilter", "cpu", conv2d_backprop_filter_cpu)
 register_platform_lowering("Conv3D", "cpu", conv3d_cpu)
