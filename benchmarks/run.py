@@ -133,6 +133,21 @@ def _timed(fn):
   return out, time.perf_counter() - start
 
 
+def _interleaved_medians(fns, repeats, warmup=2):
+  """Median seconds of each of ``fns`` ({name: fn}), called in turn ``repeats`` times:
+  a slow spell of the machine hits every contender alike."""
+  for fn in fns.values():
+    for _ in range(warmup):
+      fn()
+  times = {name: [] for name in fns}
+  for _ in range(repeats):
+    for name, fn in fns.items():
+      start = time.perf_counter()
+      fn()
+      times[name].append(time.perf_counter() - start)
+  return {name: statistics.median(ts) for name, ts in times.items()}
+
+
 def _median_call(fn, repeats, warmup=2):
   for _ in range(warmup):
     fn()
@@ -180,11 +195,11 @@ def _bench_jax(label, convert, x, repeats):
   jitted = jax.jit(f)
   lowered, lower_s = _timed(lambda: jitted.lower(x))
   compiled, compile_s = _timed(lambda: lowered.compile())
-  run_s = _median_call(lambda: _block(compiled(x)), repeats)
   eager_s = _median_call(lambda: _block(f(x)), max(3, repeats // 10), warmup=1)
+  # run_s: timed by bench_model, interleaved with the other contenders.
   return {"first_result_s": first_result_s, "convert_s": convert_s, "trace_s": trace_s,
-          "lower_s": lower_s, "compile_s": compile_s, "run_s": run_s, "eager_s": eager_s,
-          "convert_peak_bytes": convert_peak}
+          "lower_s": lower_s, "compile_s": compile_s, "eager_s": eager_s,
+          "convert_peak_bytes": convert_peak}, lambda: _block(compiled(x))
 
 
 def bench_model(name, batch, repeats):
@@ -201,25 +216,28 @@ def bench_model(name, batch, repeats):
   def convert_tfprims():
     fn, params = tfprims.convert(cf)
     return lambda x: fn(params, x)[0]
-  row["tfprims"] = _bench_jax("tfprims", convert_tfprims, x, repeats)
+  runs = {}
+  row["tfprims"], runs["tfprims"] = _bench_jax("tfprims", convert_tfprims, x, repeats)
 
   if tf2jax is not None:
     def convert_tf2jax():
       fn, params = tf2jax.convert(tf_fn, spec)
       return lambda x: fn(params, x)[0]
     try:
-      row["tf2jax"] = _bench_jax("tf2jax", convert_tf2jax, x, repeats)
+      row["tf2jax"], runs["tf2jax"] = _bench_jax("tf2jax", convert_tf2jax, x, repeats)
     except Exception as e:  # tf2jax lacks some ops
       row["tf2jax"] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
 
   xt = tf.constant(x)
   fresh = tf.function(lambda x: model(x, training=False))
   _, tf_first = _timed(lambda: fresh(xt).numpy())
-  row["tf"] = {"first_result_s": tf_first,
-               "run_s": _median_call(lambda: tf_fn(xt).numpy(), repeats)}
+  row["tf"] = {"first_result_s": tf_first}
   xla_fn = tf.function(lambda x: model(x, training=False), jit_compile=True)
   _, first = _timed(lambda: xla_fn(xt).numpy())
-  row["tf_xla"] = {"compile_s": first, "run_s": _median_call(lambda: xla_fn(xt).numpy(), repeats)}
+  row["tf_xla"] = {"compile_s": first}
+  runs.update(tf=lambda: tf_fn(xt).numpy(), tf_xla=lambda: xla_fn(xt).numpy())
+  for name, seconds in _interleaved_medians(runs, repeats).items():
+    row[name]["run_s"] = seconds
 
   ours = row["tfprims"]
   row["ratios"] = {"run/tf": ours["run_s"] / row["tf"]["run_s"],
