@@ -1,9 +1,12 @@
 """What the elementwise modules share: the ``define_op`` keywords, broadcasting
-of impl operands, and the vocabulary of their property specs."""
+of impl operands, direct lowerings, and the vocabulary of their property specs."""
 
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
+from jax.extend.mlir.dialects import stablehlo as hlo
+from jax.interpreters import mlir
 
 from tfprims import rules
 
@@ -18,6 +21,33 @@ NO_TF_GRAD = "TF registers no gradient for this op"
 # Complex products round a - b of two products (cancellation): the runner
 # compares components, so a small component of a large result needs more room.
 CPLX_MUL_RTOL = {"complex64": 1e-4}
+
+
+def direct_binary_lowering(hlo_op, impl):
+  """A lowering emitting ``hlo_op`` on the operands broadcast to the output shape, for
+  binary ops whose impl is that StableHLO op on operands of one dtype (AddV2, Sub,
+  Mul...). Every CNN lowers dozens of these; tracing the jnp impl per signature was
+  most of their lowering time. Other operands (bool, mixed dtypes, symbolic or
+  sharded shapes) lower the impl."""
+  fallback = mlir.lower_fun(impl, multiple_results=False)
+
+  def rule(ctx, x, y, **params):
+    (ax, ay), (out,) = ctx.avals_in, ctx.avals_out
+    plain = all(type(d) is int for a in (ax, ay, out) for d in a.shape) and all(
+        getattr(a, "sharding", None) is None or a.sharding.mesh.empty for a in (ax, ay, out))
+    if params or not plain or ax.dtype != ay.dtype or ax.dtype != out.dtype or (
+        ax.dtype == np.bool_):
+      return fallback(ctx, x, y, **params)
+    return [hlo_op(_broadcast_to(ctx, x, ax, out), _broadcast_to(ctx, y, ay, out))]
+  return rule
+
+
+def _broadcast_to(ctx, value, aval, out):
+  if tuple(aval.shape) == tuple(out.shape):
+    return value
+  dims = range(len(out.shape) - len(aval.shape), len(out.shape))  # numpy: right-aligned
+  out_type = mlir.aval_to_ir_type(ctx.module_context, out.update(dtype=aval.dtype))
+  return hlo.broadcast_in_dim(out_type, value, mlir.dense_int_array(list(dims)))
 
 
 def bcast(*xs):

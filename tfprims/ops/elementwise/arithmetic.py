@@ -18,12 +18,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.extend.mlir.dialects import stablehlo as hlo
 from jax.interpreters import ad
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.elementwise._common import (CPLX_MUL_RTOL, EW, NO_TF_GRAD, bcast,
-                                             is_complex)
+                                             direct_binary_lowering, is_complex)
 
 U = rules.U
 
@@ -51,16 +52,16 @@ def _add_transpose(ct, x, y):
 
 
 AddV2 = define_op(
-    "AddV2", jnp.add, **EW, linear=True, transpose=_add_transpose,
+    "AddV2", jnp.add, **EW, lowering=direct_binary_lowering(hlo.add, jnp.add), linear=True, transpose=_add_transpose,
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC + st.COMPLEX, wide=2**30)))
 
 Add = define_op(
-    "Add", jnp.add, **EW, linear=True, transpose=_add_transpose,
+    "Add", jnp.add, **EW, lowering=direct_binary_lowering(hlo.add, jnp.add), linear=True, transpose=_add_transpose,
     spec=lambda st: st.Spec(st.binary_calls(
         st.FLOATS + st.SIGNED + ("uint8",) + st.COMPLEX, wide=2**30)))
 
 Sub = define_op(
-    "Sub", jnp.subtract, **EW, linear=True,
+    "Sub", jnp.subtract, **EW, lowering=direct_binary_lowering(hlo.subtract, jnp.subtract), linear=True,
     transpose=lambda ct, x, y: [
         rules.unbroadcast(ct, rules.shape_of(x)) if U(x) else None,
         rules.unbroadcast(tfops.Neg(ct), rules.shape_of(y)) if U(y) else None],
@@ -77,7 +78,7 @@ def _mul_transpose(op_type):
 
 
 Mul = define_op(
-    "Mul", jnp.multiply, **EW,
+    "Mul", jnp.multiply, **EW, lowering=direct_binary_lowering(hlo.multiply, jnp.multiply),
     jvp=(lambda t, x, y: tfops.Mul(t, y), lambda t, x, y: tfops.Mul(x, t)),
     transpose=_mul_transpose("Mul"),
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC + st.COMPLEX, wide=2**15),

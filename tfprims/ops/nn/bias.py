@@ -20,10 +20,10 @@ from tfprims.ops.nn._common import (
 
 def bias_add(value, bias, *, data_format="NHWC"):
   """TF BiasAdd: ``bias`` added along the channel axis (last for NHWC, 1 for NCHW)."""
+  # lax, not ``value + bias`` (jnp's add, a nested jit): BiasAdd is in every conv net,
+  # and tracing jnp at each lowering was most of its cost.
   ch = _channel_axis(data_format, value.ndim)
-  if ch == value.ndim - 1:
-    return value + bias
-  return value + lax.broadcast_in_dim(bias, value.shape, (ch,))
+  return lax.add(value, lax.broadcast_in_dim(bias, value.shape, (ch,)))
 
 
 def bias_add_grad(out_backprop, *, data_format="NHWC"):
