@@ -105,7 +105,12 @@ def _snippet_scope(error: OpCheckError) -> dict:
   src = str(error).split("reproduce:\n", 1)[1].split("\n\n", 1)[0]
   src = "\n".join(l[4:] for l in src.splitlines() if l.startswith("    "))
   scope = {}
-  exec(compile(src, "<snippet>", "exec"), scope)  # noqa: S102
+  # The snippet turns x64 on globally, as a user's script would: not for later tests.
+  x64 = bool(jax.config.jax_enable_x64)
+  try:
+    exec(compile(src, "<snippet>", "exec"), scope)  # noqa: S102
+  finally:
+    jax.config.update("jax_enable_x64", x64)
   return scope
 
 
