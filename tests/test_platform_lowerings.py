@@ -150,16 +150,23 @@ def test_depthwise_and_backprops_fast_equal_default_and_tf(case, dtype):
         x, g, filter_sizes=f.shape, **attrs), (x, g), dtype)
   if dtype != "float32":
     return
-  ref = _tf_or_none("DepthwiseConv2dNative", input=x, filter=f, **attrs)
+  _assert_equal_to_tf("DepthwiseConv2dNative", x, f, g, (y, dx, df), attrs)
+
+
+def _assert_equal_to_tf(forward, x, f, g, ours, attrs):
+  """Ours (forward, input backprop, filter backprop) against TF's ``forward`` op and its
+  two backprop ops, where TF has CPU kernels for the call."""
+  y, dx, df = ours
+  ref = _tf_or_none(forward, input=x, filter=f, **attrs)
   if ref is not None:
-    np.testing.assert_allclose(y, ref, **_tol(dtype))
+    np.testing.assert_allclose(y, ref, **_tol(x.dtype))
   # TF's CPU backprop kernels ignore dilations (docs/semantics/nn.md): compare undilated.
   if attrs["dilations"] == (1, 1, 1, 1) and attrs["data_format"] == "NHWC":
-    ref = _tf_or_none("DepthwiseConv2dNativeBackpropInput", input_sizes=x.shape, filter=f,
+    ref = _tf_or_none(forward + "BackpropInput", input_sizes=x.shape, filter=f,
                       out_backprop=g, **attrs)
     if ref is not None:
-      np.testing.assert_allclose(dx, ref, **_tol(dtype))
-    ref = _tf_or_none("DepthwiseConv2dNativeBackpropFilter", input=x, filter_sizes=f.shape,
+      np.testing.assert_allclose(dx, ref, **_tol(x.dtype))
+    ref = _tf_or_none(forward + "BackpropFilter", input=x, filter_sizes=f.shape,
                       out_backprop=g, **attrs)
     if ref is not None:
       np.testing.assert_allclose(df, ref, rtol=1e-4, atol=1e-3)
@@ -198,18 +205,7 @@ def test_depthwise_grouped_conv2d_and_backprops_are_tap_sums_equal_to_default_an
       np.testing.assert_allclose(gw, gw0, rtol=1e-4, atol=1e-4)
   if dtype != "float32" or attrs["data_format"] != "NHWC":
     return   # TF's CPU Conv2D takes NHWC only
-  ref = _tf_or_none("Conv2D", input=x, filter=grouped, **attrs)
-  if ref is not None:
-    np.testing.assert_allclose(y, ref, **_tol(dtype))
-  if attrs["dilations"] == (1, 1, 1, 1):
-    ref = _tf_or_none("Conv2DBackpropInput", input_sizes=x.shape, filter=grouped,
-                      out_backprop=g, **attrs)
-    if ref is not None:
-      np.testing.assert_allclose(dx, ref, **_tol(dtype))
-    ref = _tf_or_none("Conv2DBackpropFilter", input=x, filter_sizes=grouped.shape,
-                      out_backprop=g, **attrs)
-    if ref is not None:
-      np.testing.assert_allclose(df, ref, rtol=1e-4, atol=1e-3)
+  _assert_equal_to_tf("Conv2D", x, grouped, g, (y, dx, df), attrs)
 
 
 # --------------------------------------------------------------------------
