@@ -429,19 +429,31 @@ def define_op(
 
 
 def register_platform_lowering(op_type: str, platform: str,
-                               impl: Callable[..., Any]) -> None:
-  """Lowers ``op_type`` on ``platform`` ("cpu", "cuda", "rocm", "tpu") as ``impl``.
+                               impl: Optional[Callable[..., Any]] = None, *,
+                               build: Optional[Callable[..., Any]] = None) -> None:
+  """Lowers ``op_type`` on ``platform`` ("cpu", "cuda", "rocm", "tpu") as ``impl``,
+  or as the builder ``build`` (tfprims/emit.py).
 
   ``impl`` has the op impl's signature and computes the same values in a form that
   platform's compiler runs faster (a depthwise convolution as a sum of shifted
   slices on XLA:CPU); it may call the op's own impl for the params it does not
-  improve. Other platforms keep the default lowering. The rule reads the
-  ``fast_lowerings`` config each time it lowers: off, it lowers the default
+  improve. ``build(B, *operands, **params)`` computes the same through the lax-like
+  namespace ``B``, so it is emitted as StableHLO without tracing (traced for symbolic
+  or sharded shapes), and returns None for the params it does not improve: those
+  lower the op's own impl. Other platforms keep the default lowering. The rule reads
+  the ``fast_lowerings`` config each time it lowers: off, it lowers the default
   impl, so a program compiles to what the naive JAX program gives.
-  Registering again for the same platform replaces the previous impl.
+  Registering again for the same platform replaces the previous one.
   """
+  from tfprims import emit
   op = get_op(op_type)
-  fast = mlir.lower_fun(impl, multiple_results=op.multiple_results)
+  if (impl is None) == (build is None):
+    raise TypeError("register_platform_lowering takes one of impl and build")
+  if build is not None:
+    impl = emit.traced(build, default=op.impl)
+    fast = emit.direct_lowering(build, impl, multiple_results=op.multiple_results)
+  else:
+    fast = mlir.lower_fun(impl, multiple_results=op.multiple_results)
   default = op.lowering
 
   def rule(ctx, *args, **params):

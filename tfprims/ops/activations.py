@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 from jax.interpreters import ad
 
-from tfprims import rules
+from tfprims import emit, rules
 from tfprims.core import define_op, tfops
 
 _ACT = dict(family="activations", batching="elementwise")
@@ -42,21 +41,27 @@ def _c(value, x):
 # Elementwise activations.
 
 
-# Relu and Relu6 select with lax directly: jnp.where is a nested jit, whose tracing
-# was most of these ops' lowering time (every CNN lowers dozens of them).
+# Relu, Relu6 and Sigmoid are builders (tfprims/emit.py): every CNN lowers dozens of
+# them, and their lowering emits StableHLO instead of tracing an impl.
 
 
-def _relu(x):
+def _relu_build(B, x):
   # TF: features.cwiseMax(0) (std::max): keeps NaN and -0.0.
-  x = jnp.asarray(x)
-  zero = lax.full_like(x, 0)
-  return lax.select(lax.lt(x, zero), zero, x)
+  zero = B.full(0, x.shape, x.dtype)
+  return B.select(B.lt(x, zero), zero, x)
 
 
-def _relu6(x):
-  m = _relu(x)
-  six = lax.full_like(m, 6)
-  return lax.select(lax.lt(six, m), six, m)
+def _relu6_build(B, x):
+  m = _relu_build(B, x)
+  six = B.full(6, x.shape, x.dtype)
+  return B.select(B.lt(six, m), six, m)
+
+
+def _sigmoid_build(B, x):
+  return B.logistic(x)
+
+
+_relu, _relu6, _sigmoid = (emit.traced(b) for b in (_relu_build, _relu6_build, _sigmoid_build))
 
 
 def _elu(x):
@@ -91,17 +96,13 @@ def _softsign(x):
   return x / (jnp.abs(x) + _c(1, x))
 
 
-def _sigmoid(x):
-  return lax.logistic(x)
-
-
 Relu = define_op(
-    "Relu", _relu, **_ACT,
+    "Relu", _relu, **_ACT, lowering=emit.direct_lowering(_relu_build, _relu),
     jvp=(lambda t, x: tfops.ReluGrad(t, x),),
     spec=lambda st: st.Spec(st.unary_calls(st.NUMERIC, arg="features")))
 
 Relu6 = define_op(
-    "Relu6", _relu6, **_ACT,
+    "Relu6", _relu6, **_ACT, lowering=emit.direct_lowering(_relu6_build, _relu6),
     jvp=(lambda t, x: tfops.Relu6Grad(t, x),),
     spec=lambda st: st.Spec(st.unary_calls(st.NUMERIC, arg="features")))
 
@@ -136,7 +137,7 @@ Softsign = define_op(
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features"), grad_oracle="vjp"))
 
 Sigmoid = define_op(
-    "Sigmoid", _sigmoid, **_ACT,
+    "Sigmoid", _sigmoid, **_ACT, lowering=emit.direct_lowering(_sigmoid_build, _sigmoid),
     jvp=rules.output_jvp("Sigmoid", lambda t, y, x: tfops.SigmoidGrad(y, t)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, arg="x", cbound=30)))
 
@@ -152,6 +153,19 @@ def _softmax(logits):
   shifted = logits - jnp.max(logits, axis=-1, keepdims=True)
   e = jnp.exp(shifted)
   return e * (_c(1, e) / jnp.sum(e, axis=-1, keepdims=True))
+
+
+def _softmax_build(B, logits):
+  """_softmax's ops emitted, for float32/float64 (jnp sums half types in float32)."""
+  if logits.dtype not in (np.float32, np.float64) or logits.ndim == 0 or not logits.shape[-1]:
+    return None
+  last, shape = logits.ndim - 1, logits.shape
+  keep = tuple(range(last))
+  shifted = B.sub(logits, B.broadcast_in_dim(B.reduce_max(logits, (last,)), shape, keep))
+  e = B.exp(shifted)
+  s = B.reduce_sum(e, (last,))
+  inv = B.div(B.full(1, s.shape, s.dtype), s)
+  return B.mul(e, B.broadcast_in_dim(inv, shape, keep))
 
 
 def _log_softmax(logits):
@@ -210,6 +224,7 @@ def _softmax_spec(st):
 
 Softmax = define_op(
     "Softmax", _softmax, family="activations", jvp=_softmax_jvp,
+    lowering=emit.direct_lowering(_softmax_build, _softmax),
     batching=_last_axis_batching("Softmax"),
     spec=lambda st: st.Spec(_softmax_spec(st)))
 

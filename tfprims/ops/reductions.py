@@ -18,7 +18,7 @@ from jax import lax
 from jax.interpreters import ad
 
 from tfprims import dtypes as tfdtypes
-from tfprims import rules
+from tfprims import emit, rules
 from tfprims.core import define_op, tfops
 
 # ---------------------------------------------------------------------------
@@ -159,6 +159,16 @@ def _mean(x, *, axis, keep_dims):
     return _int_mean(x, axes, keep_dims, n)
   s = jnp.sum(x, axis=axes, keepdims=keep_dims)
   return s / np.array(n, x.dtype)
+
+
+def _mean_build(B, x, *, axis, keep_dims):
+  """_mean's ops emitted, for float32/float64 (jnp sums half types in float32)."""
+  axes = normalize_axes(axis, x.ndim)
+  n = _count(x.shape, axes)
+  if x.dtype not in (np.float32, np.float64) or n == 0:
+    return None
+  s = B.reduce_sum(x, axes)
+  return B.reshape(B.div(s, B.full(n, s.shape, x.dtype)), _out_shape(x.shape, axes, keep_dims))
 
 
 def _isqrt_unsigned(u):
@@ -419,7 +429,8 @@ Sum = define_op(
     spec=lambda st: reduction_spec(st, "Sum", st.NUMERIC + st.COMPLEX, wide_bound=2**22))
 
 Mean = define_op(
-    "Mean", _mean, **_RED, jvp=(_mean_jvp,), transpose=_mean_transpose,
+    "Mean", _mean, **_RED, lowering=emit.direct_lowering(_mean_build, _mean),
+    jvp=(_mean_jvp,), transpose=_mean_transpose,
     batching=_reduction_batching("Mean"),
     spec=lambda st: reduction_spec(st, "Mean", st.NUMERIC + st.COMPLEX))
 

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from tfprims import rules
+from tfprims import emit, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.array._common import FAMILY, index_array, ints, lazy_hst
 from tfprims.rules import U
@@ -88,9 +88,11 @@ def _paddings(paddings, rank) -> tuple:
   return p
 
 
-def _pad_impl(input, *, paddings):
-  p = _paddings(paddings, input.ndim)
-  return lax.pad(input, jnp.zeros((), input.dtype), [(a, b, 0) for a, b in p])
+def _pad_build(B, input, *, paddings):
+  return B.pad(input, 0, [(a, b, 0) for a, b in _paddings(paddings, input.ndim)])
+
+
+_pad_impl = emit.traced(_pad_build)
 
 
 def _pad_transpose(ct, x, *, paddings):
@@ -107,6 +109,7 @@ def _pad_batch(args, dims, *, paddings):
 
 Pad = define_op(
     "Pad", _pad_impl, family=FAMILY, static=("paddings",), linear=True,
+    lowering=emit.direct_lowering(_pad_build, _pad_impl),
     transpose=_pad_transpose, batching=_pad_batch,
     spec=lambda st: st.Spec(_pad_calls(st, "Pad")))
 

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tfprims import dtypes as tfdtypes, rules
+from tfprims import dtypes as tfdtypes, emit, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.array._common import (FAMILY, INDEX_DTYPES, index_array, ints, lazy_hst,
                                        norm_axis, scalar_int)
@@ -86,6 +86,10 @@ def _reshape_impl(tensor, *, shape):
   return jnp.reshape(tensor, _resolve_shape(tensor.shape, shape))
 
 
+def _reshape_build(B, tensor, *, shape):
+  return B.reshape(tensor, _resolve_shape(tensor.shape, shape)) if _static_shape(shape) else None
+
+
 def _reshape_batch(args, dims, *, shape):
   (x,), (d,) = args, dims
   target = _resolve_shape(rules.unbatched_shape(x, d), shape) if _static_shape(shape) else shape
@@ -100,6 +104,7 @@ def _reshape_shape(tensor, *, shape):
 
 Reshape = define_op(
     "Reshape", _reshape_impl, family=FAMILY, static=("shape",), linear=True,
+    lowering=emit.direct_lowering(_reshape_build, _reshape_impl),
     shape_rule=_reshape_shape,
     transpose=lambda ct, x, *, shape: [tfops.Reshape(ct, shape=rules.shape_of(x))],
     batching=_reshape_batch,
@@ -148,6 +153,12 @@ def _expand_dims_impl(input, *, axis):
   return jnp.expand_dims(input, _expand_axis(axis, input.ndim))
 
 
+def _expand_dims_build(B, input, *, axis):
+  shape = list(input.shape)
+  shape.insert(_expand_axis(axis, input.ndim), 1)
+  return B.reshape(input, shape)
+
+
 def _expand_dims_batch(args, dims, *, axis):
   (x,), (d,) = args, dims
   return tfops.ExpandDims(rules.to_front(x, d), axis=_expand_axis(axis, x.ndim - 1) + 1), 0
@@ -155,6 +166,7 @@ def _expand_dims_batch(args, dims, *, axis):
 
 ExpandDims = define_op(
     "ExpandDims", _expand_dims_impl, family=FAMILY, static={"dim": "axis"}, linear=True,
+    lowering=emit.direct_lowering(_expand_dims_build, _expand_dims_impl),
     transpose=lambda ct, x, *, axis: [
         tfops.Squeeze(ct, squeeze_dims=(_expand_axis(axis, len(rules.shape_of(x))),))],
     batching=_expand_dims_batch,
@@ -177,6 +189,11 @@ def _squeeze_impl(input, *, squeeze_dims):
   return jnp.squeeze(input, _squeeze_axes(input.shape, squeeze_dims))
 
 
+def _squeeze_build(B, input, *, squeeze_dims):
+  axes = _squeeze_axes(input.shape, squeeze_dims)
+  return B.reshape(input, [n for a, n in enumerate(input.shape) if a not in axes])
+
+
 def _squeeze_batch(args, dims, *, squeeze_dims):
   (x,), (d,) = args, dims
   axes = _squeeze_axes(rules.unbatched_shape(x, d), squeeze_dims)
@@ -185,6 +202,7 @@ def _squeeze_batch(args, dims, *, squeeze_dims):
 
 Squeeze = define_op(
     "Squeeze", _squeeze_impl, family=FAMILY, attrs=("squeeze_dims",), linear=True,
+    lowering=emit.direct_lowering(_squeeze_build, _squeeze_impl),
     transpose=lambda ct, x, *, squeeze_dims: [tfops.Reshape(ct, shape=rules.shape_of(x))],
     batching=_squeeze_batch,
     spec=lambda st: st.Spec(_squeeze_calls(st)))

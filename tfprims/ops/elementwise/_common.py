@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
-from jax.extend.mlir.dialects import stablehlo as hlo
-from jax.interpreters import mlir
 
-from tfprims import rules
+from tfprims import emit, rules
 
 #: ``define_op`` keywords of every op of the family but Equal/NotEqual.
 EW = dict(family="elementwise", batching="elementwise")
@@ -23,31 +21,31 @@ NO_TF_GRAD = "TF registers no gradient for this op"
 CPLX_MUL_RTOL = {"complex64": 1e-4}
 
 
-def direct_binary_lowering(hlo_op, impl):
-  """A lowering emitting ``hlo_op`` on the operands broadcast to the output shape, for
-  binary ops whose impl is that StableHLO op on operands of one dtype (AddV2, Sub,
-  Mul...). Every CNN lowers dozens of these; tracing the jnp impl per signature was
-  most of their lowering time. Other operands (bool, mixed dtypes, symbolic or
-  sharded shapes) lower the impl."""
-  fallback = mlir.lower_fun(impl, multiple_results=False)
-
-  def rule(ctx, x, y, **params):
-    (ax, ay), (out,) = ctx.avals_in, ctx.avals_out
-    plain = all(type(d) is int for a in (ax, ay, out) for d in a.shape) and all(
-        getattr(a, "sharding", None) is None or a.sharding.mesh.empty for a in (ax, ay, out))
-    if params or not plain or ax.dtype != ay.dtype or ax.dtype != out.dtype or (
-        ax.dtype == np.bool_):
-      return fallback(ctx, x, y, **params)
-    return [hlo_op(_broadcast_to(ctx, x, ax, out), _broadcast_to(ctx, y, ay, out))]
-  return rule
+def direct_binary_lowering(name, impl):
+  """A lowering emitting the :class:`tfprims.emit.Emitter` op ``name`` (``"add"``,
+  ``"mul"``...) on the operands broadcast to the output shape, for binary ops whose
+  impl is that lax op on operands of one dtype (AddV2, Sub, Mul...); bool or mixed
+  dtypes lower ``impl``. Every CNN lowers dozens of these."""
+  def build(B, x, y, **params):
+    if params or x.dtype != y.dtype or x.dtype == np.bool_:
+      return None
+    shape = np.broadcast_shapes(x.shape, y.shape)
+    return getattr(B, name)(B.broadcast_to(x, shape), B.broadcast_to(y, shape))
+  build.__name__ = f"{name}_build"
+  return emit.direct_lowering(build, impl)
 
 
-def _broadcast_to(ctx, value, aval, out):
-  if tuple(aval.shape) == tuple(out.shape):
-    return value
-  dims = range(len(out.shape) - len(aval.shape), len(out.shape))  # numpy: right-aligned
-  out_type = mlir.aval_to_ir_type(ctx.module_context, out.update(dtype=aval.dtype))
-  return hlo.broadcast_in_dim(out_type, value, mlir.dense_int_array(list(dims)))
+REAL_FLOATS = ("float16", "bfloat16", "float32", "float64")
+
+
+def direct_unary_lowering(name, impl, dtypes=REAL_FLOATS):
+  """A lowering emitting the :class:`tfprims.emit.Emitter` op ``name`` (``"neg"``,
+  ``"rsqrt"``...) for operands of ``dtypes``, whose impl is that lax op; other
+  operands lower ``impl``."""
+  def build(B, x):
+    return getattr(B, name)(x) if x.dtype.name in dtypes else None
+  build.__name__ = f"{name}_build"
+  return emit.direct_lowering(build, impl)
 
 
 def bcast(*xs):

@@ -18,10 +18,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.extend.mlir.dialects import stablehlo as hlo
 from jax.interpreters import ad
 
-from tfprims import rules
+from tfprims import emit, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.elementwise._common import (CPLX_MUL_RTOL, EW, NO_TF_GRAD, bcast,
                                              direct_binary_lowering, is_complex)
@@ -52,16 +51,16 @@ def _add_transpose(ct, x, y):
 
 
 AddV2 = define_op(
-    "AddV2", jnp.add, **EW, lowering=direct_binary_lowering(hlo.add, jnp.add), linear=True, transpose=_add_transpose,
+    "AddV2", jnp.add, **EW, lowering=direct_binary_lowering("add", jnp.add), linear=True, transpose=_add_transpose,
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC + st.COMPLEX, wide=2**30)))
 
 Add = define_op(
-    "Add", jnp.add, **EW, lowering=direct_binary_lowering(hlo.add, jnp.add), linear=True, transpose=_add_transpose,
+    "Add", jnp.add, **EW, lowering=direct_binary_lowering("add", jnp.add), linear=True, transpose=_add_transpose,
     spec=lambda st: st.Spec(st.binary_calls(
         st.FLOATS + st.SIGNED + ("uint8",) + st.COMPLEX, wide=2**30)))
 
 Sub = define_op(
-    "Sub", jnp.subtract, **EW, lowering=direct_binary_lowering(hlo.subtract, jnp.subtract), linear=True,
+    "Sub", jnp.subtract, **EW, lowering=direct_binary_lowering("sub", jnp.subtract), linear=True,
     transpose=lambda ct, x, y: [
         rules.unbroadcast(ct, rules.shape_of(x)) if U(x) else None,
         rules.unbroadcast(tfops.Neg(ct), rules.shape_of(y)) if U(y) else None],
@@ -78,7 +77,7 @@ def _mul_transpose(op_type):
 
 
 Mul = define_op(
-    "Mul", jnp.multiply, **EW, lowering=direct_binary_lowering(hlo.multiply, jnp.multiply),
+    "Mul", jnp.multiply, **EW, lowering=direct_binary_lowering("mul", jnp.multiply),
     jvp=(lambda t, x, y: tfops.Mul(t, y), lambda t, x, y: tfops.Mul(x, t)),
     transpose=_mul_transpose("Mul"),
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC + st.COMPLEX, wide=2**15),
@@ -120,7 +119,8 @@ Div = define_op(
         rtol=CPLX_MUL_RTOL))
 
 RealDiv = define_op(
-    "RealDiv", _div, **EW, jvp=_div_jvps("RealDiv"),
+    "RealDiv", _div, **EW, lowering=direct_binary_lowering("div", _div),
+    jvp=_div_jvps("RealDiv"),
     transpose=rules.linear_transpose("RealDiv", 0),
     spec=lambda st: st.Spec(st.binary_calls(st.FLOATS + st.COMPLEX,
                                             per_arg={"y": {"cnonzero": True}}),
@@ -338,6 +338,15 @@ def _squared_difference(x, y):
   return d * jnp.conj(d) if jnp.iscomplexobj(d) else d * d
 
 
+def _squared_difference_build(B, x, y):
+  """_squared_difference's ops emitted, for real operands of one dtype."""
+  if x.dtype.kind == "c" or x.dtype != y.dtype:
+    return None
+  shape = np.broadcast_shapes(x.shape, y.shape)
+  d = B.sub(B.broadcast_to(x, shape), B.broadcast_to(y, shape))
+  return B.mul(d, d)
+
+
 def _sqdiff_jvp(primals, tangents):
   (x, y), (tx, ty) = primals, tangents
   out = tfops.SquaredDifference(x, y)
@@ -361,6 +370,7 @@ def _sqdiff_jvp(primals, tangents):
 
 SquaredDifference = define_op(
     "SquaredDifference", _squared_difference, **EW, jvp=_sqdiff_jvp,
+    lowering=emit.direct_lowering(_squared_difference_build, _squared_difference),
     # bfloat16/float16 cotangents summed over broadcast axes cancel (terms of
     # ±200 from inputs clipped to ±100): XLA keeps float32 between fused ops.
     spec=lambda st: st.Spec(st.binary_calls(st.FLOATS + ("int32", "int64"), wide=2**14),

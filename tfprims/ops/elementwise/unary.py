@@ -17,11 +17,14 @@ from jax import lax
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.elementwise._common import (BOOL_OUT, CPLX_MUL_RTOL, EW, conj_symmetric,
+from tfprims.ops.elementwise._common import (BOOL_OUT, CPLX_MUL_RTOL, EW, REAL_FLOATS,
+                                             conj_symmetric, direct_unary_lowering,
                                              is_complex, odd_symmetric)
 
 Neg = define_op(
-    "Neg", jnp.negative, **EW, linear=True, transpose=lambda ct, x: [tfops.Neg(ct)],
+    "Neg", jnp.negative, **EW, lowering=direct_unary_lowering(
+        "neg", jnp.negative, REAL_FLOATS + ("int8", "int16", "int32", "int64")),
+    linear=True, transpose=lambda ct, x: [tfops.Neg(ct)],
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.SIGNED + st.COMPLEX)))
 
 Abs = define_op(
@@ -78,12 +81,12 @@ def _rsqrt(x):
 
 
 Rsqrt = define_op(
-    "Rsqrt", _rsqrt, **EW,
+    "Rsqrt", _rsqrt, **EW, lowering=direct_unary_lowering("rsqrt", _rsqrt),
     jvp=rules.output_jvp("Rsqrt", lambda t, y, x: tfops.RsqrtGrad(_conj_if_complex(y), t)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
 
 Exp = define_op(
-    "Exp", jnp.exp, **EW,
+    "Exp", jnp.exp, **EW, lowering=direct_unary_lowering("exp", jnp.exp),
     jvp=rules.output_jvp("Exp", lambda t, y, x: tfops.Mul(t, y)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
 
@@ -162,7 +165,7 @@ Cosh = define_op(
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
 
 Tanh = define_op(
-    "Tanh", jnp.tanh, **EW,
+    "Tanh", jnp.tanh, **EW, lowering=direct_unary_lowering("tanh", jnp.tanh),
     jvp=rules.output_jvp("Tanh", lambda t, y, x: tfops.TanhGrad(y, t)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
 

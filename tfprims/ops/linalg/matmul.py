@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import dtypes as tfdtypes
-from tfprims import rules
+from tfprims import emit, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.linalg._common import FAMILY, adjoint
 
@@ -45,6 +45,14 @@ def _swap_last(x):
 def _matmul(a, b, *, transpose_a, transpose_b):
   """``a @ b`` with plain (not conjugate) transposes; jnp's default precision."""
   return jnp.matmul(a.T if transpose_a else a, b.T if transpose_b else b)
+
+
+def _matmul_build(B, a, b, *, transpose_a, transpose_b):
+  """_matmul emitted as one dot_general, for float32/float64 operands."""
+  if a.dtype not in (np.float32, np.float64) or b.dtype != a.dtype:
+    return None
+  return B.dot_general(a, b, (((0 if transpose_a else 1,), (1 if transpose_b else 0,)),
+                              ((), ())))
 
 
 def _matmul_transpose(ct, a, b, *, transpose_a, transpose_b):
@@ -381,6 +389,7 @@ def _cross_calls(st):
 
 MatMul = define_op(
     "MatMul", _matmul, family=FAMILY, attrs=("transpose_a", "transpose_b"),
+    lowering=emit.direct_lowering(_matmul_build, _matmul),
     jvp=_bilinear_jvp("MatMul"), transpose=_matmul_transpose, batching=_matmul_batching,
     spec=lambda st: st.Spec(_matmul_calls(st)))
 

@@ -12,18 +12,22 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from tfprims import rules
+from tfprims import emit, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.nn._common import (
     _batch_into_axis, _channel_axis, _channels_first, _merge_batch, _split_axis, _split_batch)
 
 
+def _bias_add_build(B, value, bias, *, data_format="NHWC"):
+  # A builder (tfprims/emit.py): BiasAdd is in every network, and its lowering emits
+  # StableHLO instead of tracing an impl.
+  ch = _channel_axis(data_format, value.ndim)
+  return B.add(value, B.broadcast_in_dim(bias, value.shape, (ch,)))
+
+
 def bias_add(value, bias, *, data_format="NHWC"):
   """TF BiasAdd: ``bias`` added along the channel axis (last for NHWC, 1 for NCHW)."""
-  # lax, not ``value + bias`` (jnp's add, a nested jit): BiasAdd is in every conv net,
-  # and tracing jnp at each lowering was most of its cost.
-  ch = _channel_axis(data_format, value.ndim)
-  return lax.add(value, lax.broadcast_in_dim(bias, value.shape, (ch,)))
+  return _bias_add_build(emit.LAX, value, bias, data_format=data_format)
 
 
 def bias_add_grad(out_backprop, *, data_format="NHWC"):
@@ -95,12 +99,14 @@ def _bias_add_shape(value, bias, **params):
 
 BiasAdd = define_op(
     "BiasAdd", bias_add, family="nn", attrs=("data_format",), linear=True,
+    lowering=emit.direct_lowering(_bias_add_build, bias_add),
     shape_rule=_bias_add_shape,
     transpose=_bias_add_transpose, batching=_bias_add_batching("BiasAdd"),
     spec=lambda st: st.Spec(_bias_calls(st)))
 
 BiasAddV1 = define_op(
     "BiasAddV1", bias_add, family="nn", linear=True,
+    lowering=emit.direct_lowering(_bias_add_build, bias_add),
     transpose=_bias_add_transpose, batching=_bias_add_batching("BiasAddV1"),
     spec=lambda st: st.Spec(_bias_calls(st, with_format=False)))
 

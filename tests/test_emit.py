@@ -1,0 +1,138 @@
+"""Direct lowerings (tfprims/emit.py): emitted StableHLO computes what the traced impl
+computes.
+
+For every op whose lowering is a builder, on its property-spec draws: the jitted op
+(emitted on static shapes) equals the jitted impl (lax/jnp traced). Shape
+polymorphism and half-precision dtypes take the traced fallback and still agree; the
+Emitter's own ops are checked against lax on odd shapes.
+"""
+
+from __future__ import annotations
+
+import hypothesis
+import hypothesis.strategies as hst
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import export
+
+from tfprims import emit
+from tfprims.core import get_op, registered_ops, tfops
+from tfprims.testing.calls import load_spec, make_call, prepare_call
+
+EMITTED = sorted(t for t in registered_ops()
+                 if getattr(get_op(t).lowering, "build", None) is not None)
+
+
+def test_the_hot_ops_of_networks_are_emitted():
+  for op_type in ("Relu", "Relu6", "Sigmoid", "Softmax", "AddV2", "Mul", "Sub", "RealDiv",
+                  "BiasAdd", "Reshape", "Squeeze", "ExpandDims", "Pad", "Mean", "MatMul",
+                  "Rsqrt", "Neg", "Tanh", "SquaredDifference"):
+    assert op_type in EMITTED, op_type
+
+
+def _tol(dtype):
+  dtype = np.dtype(dtype)
+  if dtype.kind not in "fc":
+    return dict(rtol=0, atol=0)
+  eps = float(np.finfo(dtype).eps)
+  return dict(rtol=8 * eps, atol=8 * eps)
+
+
+def _as_float64(x):
+  x = np.asarray(x)
+  return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64) if x.dtype.kind in "fc" \
+      else x
+
+
+@pytest.mark.parametrize("op_type", EMITTED)
+def test_emitted_lowering_equals_traced_impl_on_spec_draws(op_type):
+  op = get_op(op_type)
+  calls = load_spec(op).calls
+  seen = []
+
+  @hypothesis.settings(max_examples=10, derandomize=True, database=None, deadline=None,
+                       suppress_health_check=list(hypothesis.HealthCheck))
+  @hypothesis.given(data=hst.data())
+  def check(data):
+    call = prepare_call(make_call(op, data.draw(calls)))
+    try:
+      expected = jax.jit(lambda *a: op.impl(*a, **call.params))(*call.operands)
+    except Exception:  # a draw the impl rejects (TF's errors): nothing to compare
+      return
+    actual = jax.jit(lambda *a: op(*a, **call.params))(*call.operands)
+    for a, e in zip(jax.tree_util.tree_leaves(actual), jax.tree_util.tree_leaves(expected)):
+      assert a.shape == e.shape and a.dtype == e.dtype
+      np.testing.assert_allclose(_as_float64(a), _as_float64(e), **_tol(e.dtype))
+    seen.append(call)
+
+  with jax.enable_x64(True):
+    check()
+  assert seen
+
+
+def test_symbolic_shapes_take_the_traced_lowering():
+  def f(x):
+    h = tfops.Relu6(tfops.BiasAdd(x, jnp.arange(3.0, dtype=x.dtype)))
+    return tfops.Reshape(tfops.Mean(h, axis=(1,), keep_dims=False), shape=(-1,))
+
+  spec = jax.ShapeDtypeStruct(export.symbolic_shape("b, 4, 3"), np.float32)
+  exported = export.export(jax.jit(f))(spec)
+  x = np.random.default_rng(0).normal(size=(5, 4, 3)).astype(np.float32) * 8
+  np.testing.assert_allclose(exported.call(x), jax.jit(f)(x), rtol=1e-6)
+
+
+def test_half_precision_mean_and_softmax_take_the_traced_lowering():
+  """Their impls sum half types in float32 (jnp's reductions): the builders decline."""
+  mean = get_op("Mean").impl
+  for dtype in (jnp.float16, jnp.bfloat16):
+    x = (np.arange(24).reshape(2, 3, 4) % 7 * 1000).astype(dtype)
+    ours = jax.jit(lambda x: tfops.Mean(x, axis=(1, 2), keep_dims=True))(x)
+    np.testing.assert_array_equal(ours, jax.jit(lambda x: mean(x, axis=(1, 2), keep_dims=True))(x))
+    np.testing.assert_array_equal(jax.jit(tfops.Softmax)(x),
+                                  jax.jit(get_op("Softmax").impl)(x))
+
+
+# --------------------------------------------------------------------------
+# The Emitter's ops against lax's
+# --------------------------------------------------------------------------
+
+
+def _emit_and_lax(build, *args):
+  """build on the Emitter (through a throwaway op's lowering) and on LAX."""
+  from jax.extend.core import Primitive
+  from jax.interpreters import mlir
+  prim = Primitive(f"test_emit_{build.__name__}")
+  prim.def_impl(lambda *a: emit.traced(build)(*a))
+  prim.def_abstract_eval(lambda *a: jax.make_jaxpr(emit.traced(build))(*a).out_avals[0])
+  mlir.register_lowering(prim, emit.direct_lowering(build, emit.traced(build)))
+  return jax.jit(prim.bind)(*args), jax.jit(emit.traced(build))(*args)
+
+
+@pytest.mark.parametrize("build", [
+    lambda B, x: B.slice(x, (1, 0, 2), (4, 5, 7), (2, 3, 2)),
+    lambda B, x: B.pad(x, 0, [(1, 2, 0), (0, 0, 2), (3, 0, 1)]),
+    lambda B, x: B.transpose(B.reshape(x, (5, 4, 7)), (2, 0, 1)),
+    lambda B, x: B.concatenate([x, B.neg(x)], 1),
+    lambda B, x: B.reduce_sum(x, (0, 2)),
+    lambda B, x: B.reduce_max(x, (1,)),
+    lambda B, x: B.dot_general(x, x, (((2,), (2,)), ((0,), (0,)))),
+    lambda B, x: B.convert_element_type(B.mul(x, x), np.float16),
+    lambda B, x: B.select(B.lt(x, B.full(0.5, x.shape, x.dtype)), B.exp(x), B.tanh(x)),
+    lambda B, x: B.add(B.broadcast_to(B.reduce_sum(x, (2,)), (3, 4, 5)),
+                       B.rsqrt(B.full(4.0, (3, 4, 5), x.dtype))),
+])
+def test_emitter_ops_equal_lax(build):
+  x = np.random.default_rng(1).uniform(size=(4, 5, 7)).astype(np.float32)
+  emitted, traced = _emit_and_lax(build, x)
+  assert emitted.shape == traced.shape and emitted.dtype == traced.dtype
+  np.testing.assert_allclose(np.asarray(emitted, np.float64), np.asarray(traced, np.float64),
+                             rtol=1e-6)
+
+
+def test_emitter_compares_by_dtype_kind():
+  for dtype in (np.int32, np.uint8, np.float32):
+    x = np.array([0, 1, 5, 6, 7, 200 if dtype == np.uint8 else -3], dtype)
+    np.testing.assert_array_equal(jax.jit(tfops.Relu6)(x),
+                                  np.clip(x.astype(np.int64), 0, 6).astype(dtype))
