@@ -28,7 +28,8 @@ EMITTED = sorted(t for t in registered_ops()
 def test_the_hot_ops_of_networks_are_emitted():
   for op_type in ("Relu", "Relu6", "Sigmoid", "Softmax", "AddV2", "Mul", "Sub", "RealDiv",
                   "BiasAdd", "Reshape", "Squeeze", "ExpandDims", "Pad", "Mean", "MatMul",
-                  "Rsqrt", "Neg", "Tanh", "SquaredDifference"):
+                  "Rsqrt", "Neg", "Tanh", "SquaredDifference", "Conv2D", "Identity",
+                  "StopGradient"):
     assert op_type in EMITTED, op_type
 
 

@@ -451,7 +451,8 @@ def register_platform_lowering(op_type: str, platform: str,
     raise TypeError("register_platform_lowering takes one of impl and build")
   if build is not None:
     impl = emit.traced(build, default=op.impl)
-    fast = emit.direct_lowering(build, impl, multiple_results=op.multiple_results)
+    fast = emit.direct_lowering(build, impl, multiple_results=op.multiple_results,
+                                declined=op.lowering)
   else:
     fast = mlir.lower_fun(impl, multiple_results=op.multiple_results)
   default = op.lowering

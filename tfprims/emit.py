@@ -11,7 +11,8 @@ same methods and both kinds of value have ``shape``/``dtype``/``ndim``, so one b
 serves the emitted lowering and the traced one. :func:`direct_lowering` makes the
 lowering rule: it emits when every aval is static and unsharded, and otherwise (shape
 polymorphism, sharding in types) lowers a traced fallback. A builder returns ``None``
-for parameters it does not handle, before emitting anything; the fallback lowers them.
+for parameters it does not handle (ops it emitted before deciding are dead code,
+dropped by the compiler), and another rule lowers those.
 Every op keeps its impl as the reference: the property tests run the lowering (jit)
 against TF, and tests/test_emit.py compares emitted and traced lowerings.
 """
@@ -188,9 +189,43 @@ class Emitter:
     dims = hlo.DotDimensionNumbers.get(
         lhs_batching_dimensions=list(xb), rhs_batching_dimensions=list(yb),
         lhs_contracting_dimensions=list(xc), rhs_contracting_dimensions=list(yc))
-    default = ir.ArrayAttr.get([hlo.PrecisionAttr.get("DEFAULT")] * 2)
     return Val(hlo.dot_general(self._type(shape, dtype), x.value, y.value, dims,
-                               precision_config=default), shape, dtype)
+                               precision_config=_default_precision()), shape, dtype)
+
+  def conv_general_dilated(self, x: Val, w: Val, window_strides, padding, *, rhs_dilation,
+                           dimension_numbers, feature_group_count=1) -> Val:
+    """lax's, with explicit (lo, hi) padding and ``lax.ConvDimensionNumbers``."""
+    lhs, rhs, out = dimension_numbers
+    spatial = [max(0, (x.shape[a] + lo + hi - ((w.shape[b] - 1) * d + 1)) // s + 1)
+               for a, b, (lo, hi), s, d in zip(lhs[2:], rhs[2:], padding, window_strides,
+                                               rhs_dilation)]
+    shape = [0] * x.ndim
+    shape[out[0]], shape[out[1]] = x.shape[lhs[0]], w.shape[rhs[0]]
+    for a, n in zip(out[2:], spatial):
+      shape[a] = n
+    dims = hlo.ConvDimensionNumbers.get(
+        input_batch_dimension=lhs[0], input_feature_dimension=lhs[1],
+        input_spatial_dimensions=list(lhs[2:]), kernel_output_feature_dimension=rhs[0],
+        kernel_input_feature_dimension=rhs[1], kernel_spatial_dimensions=list(rhs[2:]),
+        output_batch_dimension=out[0], output_feature_dimension=out[1],
+        output_spatial_dimensions=list(out[2:]))
+    nd = len(window_strides)
+    i64 = ir.IntegerType.get_signless(64)
+    pads = ir.DenseElementsAttr.get(np.asarray(padding, np.int64).reshape(nd, 2), type=i64)
+    value = hlo.convolution(
+        self._type(shape, x.dtype), x.value, w.value, dimension_numbers=dims,
+        feature_group_count=mlir.i64_attr(feature_group_count),
+        batch_group_count=mlir.i64_attr(1), window_strides=mlir.dense_int_array(
+            list(window_strides)), padding=pads, lhs_dilation=mlir.dense_int_array([1] * nd),
+        rhs_dilation=mlir.dense_int_array(list(rhs_dilation)),
+        precision_config=_default_precision())
+    return Val(value, shape, x.dtype)
+
+
+def _default_precision():
+  """What lax writes for precision=None (direct lowerings decline when jax's default
+  matmul precision is set)."""
+  return ir.ArrayAttr.get([hlo.PrecisionAttr.get("DEFAULT")] * 2)
 
 
 class _Lax:
@@ -210,6 +245,13 @@ class _Lax:
                                                                 lax.tanh, lax.logistic))
   lt, select = staticmethod(lax.lt), staticmethod(lax.select)
   dot_general = staticmethod(lax.dot_general)
+
+  @staticmethod
+  def conv_general_dilated(x, w, window_strides, padding, *, rhs_dilation, dimension_numbers,
+                           feature_group_count=1):
+    return lax.conv_general_dilated(x, w, window_strides, padding, rhs_dilation=rhs_dilation,
+                                    dimension_numbers=dimension_numbers,
+                                    feature_group_count=feature_group_count)
 
   @staticmethod
   def broadcast_to(x, shape):
@@ -248,31 +290,31 @@ def _static(aval) -> bool:
 
 
 def direct_lowering(build: Callable, fallback: Callable, *,
-                    multiple_results: bool = False,
-                    emit: Callable[..., bool] | None = None):
+                    multiple_results: bool = False, declined: Callable | None = None):
   """The lowering rule emitting ``build(Emitter(ctx), *args, **params)``.
 
   ``fallback`` (an impl with the op's signature) is lowered by tracing instead when
-  an aval is symbolic or sharded, when jax's default matmul precision is set (the
-  emitter writes DEFAULT precision), when ``emit(*avals_in, **params)`` says no, or
-  when ``build`` returns None. ``build``'s results are ``Val``s (a list of them if
-  ``multiple_results``) of the op's output avals.
+  an aval is symbolic or sharded or when jax's default matmul precision is set (the
+  emitter writes DEFAULT precision); where ``build`` returns None, the lowering rule
+  ``declined`` lowers the op (default: ``fallback`` traced). ``build``'s results are
+  ``Val``s (a list of them if ``multiple_results``) of the op's output avals.
   """
   traced = mlir.lower_fun(fallback, multiple_results=multiple_results)
+  declined = declined or traced
 
   def rule(ctx, *args, **params):
     if (all(_static(a) for a in (*ctx.avals_in, *ctx.avals_out))
-        and jax.config.jax_default_matmul_precision is None
-        and (emit is None or emit(*ctx.avals_in, **params))):
+        and jax.config.jax_default_matmul_precision is None):
       vals = [Val(v, a.shape, a.dtype) for v, a in zip(args, ctx.avals_in)]
       out = build(Emitter(ctx), *vals, **params)
-      if out is not None:
-        outs = out if multiple_results else [out]
-        for o, a in zip(outs, ctx.avals_out):
-          if o.shape != tuple(a.shape) or o.dtype != a.dtype:
-            raise AssertionError(f"{build.__name__} emitted {o.shape} {o.dtype}, "
-                                 f"the op's output is {a.str_short()}")
-        return [o.value for o in outs]
+      if out is None:
+        return declined(ctx, *args, **params)
+      outs = out if multiple_results else [out]
+      for o, a in zip(outs, ctx.avals_out):
+        if o.shape != tuple(a.shape) or o.dtype != a.dtype:
+          raise AssertionError(f"{build.__name__} emitted {o.shape} {o.dtype}, "
+                               f"the op's output is {a.str_short()}")
+      return [o.value for o in outs]
     return traced(ctx, *args, **params)
   rule.build = build
   return rule

@@ -16,7 +16,7 @@ from __future__ import annotations
 import jax
 from jax.interpreters import ad
 
-from tfprims import rules
+from tfprims import emit, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.array._common import FAMILY, lazy_hst
 
@@ -25,19 +25,29 @@ def _identity(x):
   return x
 
 
+def _identity_build(B, x):
+  return x
+
+
+#: Emits nothing: the op's result is its operand's value.
+_IDENTITY_LOWERING = emit.direct_lowering(_identity_build, _identity)
+
+
 def _pass_through(ctx, node, inputs):
   """Interpreter hook: the values flow through without an equation."""
   return list(inputs)
 
 
 Identity = define_op(
-    "Identity", _identity, family=FAMILY, linear=True, transpose=lambda ct, x: [ct],
+    "Identity", _identity, family=FAMILY, lowering=_IDENTITY_LOWERING, linear=True,
+    transpose=lambda ct, x: [ct],
     interpret=_pass_through, pass_through=True,
     batching=rules.same_op_batching("Identity"),
     spec=lambda st: st.Spec(st.unary(st.ALL, arg="input")))
 
 Snapshot = define_op(
-    "Snapshot", _identity, family=FAMILY, linear=True, transpose=lambda ct, x: [ct],
+    "Snapshot", _identity, family=FAMILY, lowering=_IDENTITY_LOWERING, linear=True,
+    transpose=lambda ct, x: [ct],
     interpret=_pass_through, pass_through=True,
     batching=rules.same_op_batching("Snapshot"),
     spec=lambda st: st.Spec(st.unary(st.ALL, arg="input"), skip={
@@ -51,7 +61,8 @@ def _stop_gradient_jvp(primals, tangents):
 
 
 StopGradient = define_op(
-    "StopGradient", _identity, family=FAMILY, jvp=_stop_gradient_jvp,
+    "StopGradient", _identity, family=FAMILY, lowering=_IDENTITY_LOWERING,
+    jvp=_stop_gradient_jvp,
     batching=rules.same_op_batching("StopGradient"),
     spec=lambda st: st.Spec(st.unary(st.ALL, arg="input")))
 

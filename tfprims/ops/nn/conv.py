@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from tfprims import rules
+from tfprims import emit, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.nn._common import (
     _ONEDNN_DTYPES, _batch_into_axis, _channel_axis, _channels_first, _layout_attr,
@@ -72,13 +72,18 @@ def _conv_out_shape(x_shape, w_shape, *, strides, padding, explicit_paddings=(),
   return tuple(out)
 
 
-def _conv(x, w, *, strides, padding, explicit_paddings=(), data_format, dilations, groups=None):
+def _conv_build(B, x, w, *, strides, padding, explicit_paddings=(), data_format, dilations,
+                groups=None):
   s, d, pads, dn = _conv_setup(x.shape, w.shape, strides, padding, explicit_paddings,
                                data_format, dilations)
   if groups is None:
     groups = _groups(x.shape, w.shape, data_format)
-  return lax.conv_general_dilated(x, w, s, pads, rhs_dilation=d, dimension_numbers=dn,
-                                  feature_group_count=groups)
+  return B.conv_general_dilated(x, w, s, pads, rhs_dilation=d, dimension_numbers=dn,
+                                feature_group_count=groups)
+
+
+def _conv(x, w, **params):
+  return _conv_build(emit.LAX, x, w, **params)
 
 
 def _dilate(n, d):
@@ -343,6 +348,15 @@ def conv2d(input, filter, *, strides, padding, explicit_paddings=(), data_format
                explicit_paddings=explicit_paddings, data_format=data_format, dilations=dilations)
 
 
+def _conv2d_build(B, input, filter, *, strides, padding, explicit_paddings=(),
+                  data_format="NHWC", dilations=(1, 1, 1, 1)):
+  if 0 in input.shape or 0 in filter.shape:
+    return None
+  return _conv_build(B, input, filter, strides=strides, padding=padding,
+                     explicit_paddings=explicit_paddings, data_format=data_format,
+                     dilations=dilations)
+
+
 def conv2d_backprop_input(filter, out_backprop, *, input_sizes, strides, padding,
                           explicit_paddings=(), data_format="NHWC", dilations=(1, 1, 1, 1)):
   """TF Conv2DBackpropInput: the transpose of Conv2D in its input."""
@@ -373,6 +387,7 @@ _C2 = dict(fwd="Conv2D", bi="Conv2DBackpropInput", bf="Conv2DBackpropFilter")
 
 Conv2D = define_op(
     "Conv2D", conv2d, family="nn", attrs=_CONV2D_ATTRS, shape_rule=_conv_shape,
+    lowering=emit.direct_lowering(_conv2d_build, conv2d),
     **_conv_rules(_C2, "fwd"),
     spec=lambda st: st.Spec(
         _conv_calls(st, _C2, "fwd",
