@@ -29,7 +29,7 @@ def test_the_hot_ops_of_networks_are_emitted():
   for op_type in ("Relu", "Relu6", "Sigmoid", "Softmax", "AddV2", "Mul", "Sub", "RealDiv",
                   "BiasAdd", "Reshape", "Squeeze", "ExpandDims", "Pad", "Mean", "MatMul",
                   "Rsqrt", "Neg", "Tanh", "SquaredDifference", "Conv2D", "Identity",
-                  "StopGradient"):
+                  "StopGradient", "Transpose", "ConcatV2", "Split", "Einsum", "BatchMatMulV2"):
     assert op_type in EMITTED, op_type
 
 
@@ -71,6 +71,24 @@ def test_emitted_lowering_equals_traced_impl_on_spec_draws(op_type):
   with jax.enable_x64(True):
     check()
   assert seen
+
+
+@pytest.mark.parametrize("equation, shapes", [
+    ("bqhd,bkhd->bhqk", [(2, 5, 3, 4), (2, 6, 3, 4)]),    # attention scores
+    ("bhqk,bkhd->bqhd", [(2, 3, 5, 6), (2, 6, 3, 4)]),    # attention values
+    ("abc,cd->abd", [(2, 3, 4), (4, 5)]),                 # a dense layer
+    ("ij,kj->ik", [(3, 4), (5, 4)]),
+    ("i,i->", [(4,), (4,)]),
+    ("ij,j->ji", [(3, 4), (4,)]),                          # a free label on one side only
+    ("ij,jk->ki", [(3, 4), (4, 5)]),
+])
+def test_einsum_as_one_dot_general_equals_jnp(equation, shapes):
+  rng = np.random.default_rng(0)
+  args = [rng.normal(size=s).astype(np.float32) for s in shapes]
+  text = jax.jit(lambda *a: tfops.Einsum(*a, equation=equation)).lower(*args).as_text()
+  assert text.count("stablehlo.dot_general") == 1
+  ours = jax.jit(lambda *a: tfops.Einsum(*a, equation=equation))(*args)
+  np.testing.assert_allclose(ours, np.einsum(equation, *args), rtol=1e-5, atol=1e-5)
 
 
 def test_symbolic_shapes_take_the_traced_lowering():

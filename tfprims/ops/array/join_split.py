@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from tfprims import interpreter, rules
+from tfprims import emit, interpreter, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.array._common import (FAMILY, index_array, ints, lazy_hst, norm_axis,
                                        scalar_int)
@@ -27,6 +27,12 @@ def _concat_impl(*values, axis):
   if rank == 0:
     raise ValueError("ConcatV2: can't concatenate scalars (use tf.stack instead)")
   return jnp.concatenate(values, axis=norm_axis(scalar_int(axis), rank))
+
+
+def _concat_build(B, *values, axis):
+  if values[0].ndim == 0 or len({v.dtype for v in values}) != 1:
+    return None  # the impl raises TF's error or promotes
+  return B.concatenate(values, norm_axis(scalar_int(axis), values[0].ndim))
 
 
 def _concat_transpose(ct, *values, axis):
@@ -61,6 +67,7 @@ def _concat_shape(*values, axis):
 
 ConcatV2 = define_op(
     "ConcatV2", _concat_impl, family=FAMILY, static=("axis",), linear=True,
+    lowering=emit.direct_lowering(_concat_build, _concat_impl),
     shape_rule=_concat_shape,
     transpose=_concat_transpose, batching=_concat_batch,
     spec=lambda st: st.Spec(_concat_calls(st)))
@@ -127,14 +134,22 @@ Unpack = define_op(
     spec=lambda st: st.Spec(_unpack_calls(st)))
 
 
-def _split_impl(value, *, axis, num_split):
+def _split_build(B, value, *, axis, num_split):
   ax = norm_axis(scalar_int(axis), value.ndim)
   n = value.shape[ax]
   if num_split <= 0 or n % num_split:
     raise ValueError(f"Split: number of ways to split should evenly divide the split "
                      f"dimension, but got split_dim {ax} (size = {n}) and num_split {num_split}")
   k = n // num_split
-  return tuple(lax.slice_in_dim(value, i * k, (i + 1) * k, axis=ax) for i in range(num_split))
+  start, limit = [0] * value.ndim, list(value.shape)
+  parts = []
+  for i in range(num_split):
+    start[ax], limit[ax] = i * k, (i + 1) * k
+    parts.append(B.slice(value, tuple(start), tuple(limit)))
+  return tuple(parts)
+
+
+_split_impl = emit.traced(_split_build)
 
 
 def _split_transpose(cts, x, *, axis, num_split, size_splits=None):
@@ -153,7 +168,8 @@ def _split_batch(args, dims, *, axis, num_split):
 
 Split = define_op(
     "Split", _split_impl, family=FAMILY, static={"split_dim": "axis"}, attrs=("num_split",),
-    multiple_results=True, linear=True, transpose=_split_transpose, batching=_split_batch,
+    multiple_results=True, lowering=emit.direct_lowering(_split_build, _split_impl,
+                                                         multiple_results=True), linear=True, transpose=_split_transpose, batching=_split_batch,
     spec=lambda st: st.Spec(_split_calls(st)))
 
 

@@ -125,6 +125,10 @@ def _transpose_impl(x, *, perm):
   return jnp.transpose(x, _perm(perm, x.ndim))
 
 
+def _transpose_build(B, x, *, perm):
+  return B.transpose(x, _perm(perm, x.ndim))
+
+
 def _transpose_transpose(ct, x, *, perm):
   perm = _perm(perm, len(rules.shape_of(x)))
   return [tfops.Transpose(ct, perm=tuple(int(i) for i in np.argsort(perm)))]
@@ -138,6 +142,7 @@ def _transpose_batch(args, dims, *, perm):
 
 Transpose = define_op(
     "Transpose", _transpose_impl, family=FAMILY, static=("perm",), linear=True,
+    lowering=emit.direct_lowering(_transpose_build, _transpose_impl),
     transpose=_transpose_transpose, batching=_transpose_batch,
     spec=lambda st: st.Spec(_transpose_calls(st)))
 

@@ -94,6 +94,17 @@ def _batch_matmul_v2(x, y, *, adj_x, adj_y):
   return jnp.matmul(adjoint(x, adj_x), adjoint(y, adj_y))
 
 
+def _batch_matmul_build(B, x, y, *, adj_x, adj_y):
+  """_batch_matmul_v2 emitted as one dot_general, for float32/float64 operands with the
+  same batch dims (adjoints of reals are transposes)."""
+  if (x.dtype not in (np.float32, np.float64) or y.dtype != x.dtype or x.ndim < 2
+      or x.ndim != y.ndim or x.shape[:-2] != y.shape[:-2]):
+    return None
+  nb = x.ndim - 2
+  return B.dot_general(x, y, (((nb + (0 if adj_x else 1),), (nb + (1 if adj_y else 0),)),
+                              (tuple(range(nb)), tuple(range(nb)))))
+
+
 def _batch_matmul_v1(x, y, *, adj_x, adj_y):
   """BatchMatMul (V1): both operands of one rank and equal batch dims (no broadcasting)."""
   if x.ndim != y.ndim or x.shape[:-2] != y.shape[:-2]:
@@ -205,6 +216,29 @@ def _einsum(*inputs, equation):
   """TF Einsum (explicit ``->``, ellipsis broadcasting) with jnp's default precision."""
   _split_equation(equation)
   return jnp.einsum(equation, *inputs)
+
+
+def _einsum_build(B, *inputs, equation):
+  """_einsum emitted as one dot_general (and a transpose), for two float32/float64
+  operands whose labels are batch, contracted or free dims (no ellipsis, repeated
+  labels, one-operand sums or broadcast size-1 dims)."""
+  ins, out = _split_equation(equation)
+  if len(inputs) != 2 or "." in equation:
+    return None
+  (x, y), (xs, ys) = inputs, ins
+  if (x.dtype not in (np.float32, np.float64) or y.dtype != x.dtype
+      or any(len(set(t)) != len(t) for t in (xs, ys, out))
+      or any(c not in out and c not in other for t, other in ((xs, ys), (ys, xs)) for c in t)
+      or any(x.shape[xs.index(c)] != y.shape[ys.index(c)] for c in xs if c in ys)):
+    return None
+  batch = [c for c in xs if c in ys and c in out]
+  summed = [c for c in xs if c in ys and c not in out]
+  dims = (([xs.index(c) for c in summed], [ys.index(c) for c in summed]),
+          ([xs.index(c) for c in batch], [ys.index(c) for c in batch]))
+  r = B.dot_general(x, y, dims)
+  order = batch + [c for c in xs if c not in ys] + [c for c in ys if c not in xs]
+  perm = [order.index(c) for c in out]
+  return r if perm == sorted(perm) else B.transpose(r, perm)
 
 
 def _einsum_batching(args, dims, *, equation):
@@ -395,6 +429,7 @@ MatMul = define_op(
 
 BatchMatMulV2 = define_op(
     "BatchMatMulV2", _batch_matmul_v2, family=FAMILY, attrs=("adj_x", "adj_y"),
+    lowering=emit.direct_lowering(_batch_matmul_build, _batch_matmul_v2),
     jvp=_bilinear_jvp("BatchMatMulV2"),
     transpose=_bmm_transpose("BatchMatMulV2", broadcast=True),
     batching=_bmm_batching("BatchMatMulV2"),
@@ -415,6 +450,7 @@ BatchMatMulV3 = define_op(
 
 Einsum = define_op(
     "Einsum", _einsum, family=FAMILY, attrs=("equation",), batching=_einsum_batching,
+    lowering=emit.direct_lowering(_einsum_build, _einsum),
     spec=lambda st: st.Spec(_einsum_calls(st)))
 
 Cross = define_op(
