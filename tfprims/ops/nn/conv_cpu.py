@@ -15,7 +15,9 @@ Registered with :func:`tfprims.core.register_platform_lowering` for ``"cpu"`` on
   ``Conv2D(groups=C)``, ConvNeXt's 7x7 convolutions) as the depthwise tap sums: that
   grouped convolution is DepthwiseConv2dNative with the filter reshaped.
 * Conv2D and Conv3D with a 1x1(x1) filter and no groups as a ``dot_general`` over
-  the channel axis of the (padded, strided) input.
+  the channel axis of the (padded, strided) input; ungrouped Conv2D whose dilated
+  filter is wider than its input along a spatial axis (3x3 on 2x2 maps) as the same
+  ``dot_general`` over every tap's slice (im2col).
 
 Each is a builder (tfprims/emit.py), ``build(B, *operands, **params)``: emitted as
 StableHLO directly (lowering it costs no trace) and traced on lax for symbolic or
@@ -186,25 +188,30 @@ def depthwise_backprop_filter_cpu(B, input, out_backprop, *, filter_sizes, strid
 
 
 # --------------------------------------------------------------------------
-# 1x1 Conv2D / Conv3D as dot_general
+# Ungrouped convolutions as one dot_general (im2col)
 # --------------------------------------------------------------------------
 
 
-def _pointwise(B, input, filter, *, strides, padding, explicit_paddings, data_format):
-  """A 1x1(x1) ungrouped convolution: pad, stride, contract the channel axis."""
+def _im2col(B, input, filter, *, strides, padding, explicit_paddings, data_format,
+            dilations):
+  """An ungrouped convolution as one dot_general: the padded input's strided, dilated
+  slice for every filter tap, concatenated along the channel axis (tap-major, as the
+  filter's [taps * in, out] rows), contracted with the filter. A 1x1 filter has one tap:
+  the input itself, padded and strided."""
   rank = input.ndim
-  axes = _spatial_axes(data_format, rank)
+  k = filter.shape[:rank - 2]
+  axes, s, d, pads = _geometry(input.shape, k, strides, padding, explicit_paddings,
+                               data_format, dilations)
   ch = _channel_axis(data_format, rank)
-  s = tuple(int(strides[a]) for a in axes)
-  pads = _pads(padding, explicit_paddings, [input.shape[a] for a in axes], (1,) * len(axes),
-               s, (1,) * len(axes), axes)   # a 1x1 window's dilation changes nothing
-  x = _pad(B, input, axes, pads)
-  if any(v > 1 for v in s):
-    step = [1] * rank
-    for a, v in zip(axes, s):
-      step[a] = v
-    x = B.slice(x, (0,) * rank, x.shape, step)
-  w = B.reshape(filter, filter.shape[-2:])
+  out_sizes = [(input.shape[a] + lo + hi - _dilate(n, dl)) // st + 1
+               for a, n, st, dl, (lo, hi) in zip(axes, k, s, d, pads)]
+  if min(out_sizes) <= 0:
+    return None
+  xp = _pad(B, input, axes, pads)
+  cols = [_tap_slice(B, xp, axes, [i * dl for i, dl in zip(idx, d)], s, out_sizes)
+          for idx in itertools.product(*(range(n) for n in k))]
+  x = cols[0] if len(cols) == 1 else B.concatenate(cols, ch)
+  w = B.reshape(filter, (math.prod(filter.shape[:-1]), filter.shape[-1]))
   acc = _acc_dtype(input.dtype)
   out = B.dot_general(x, w, (((ch,), (0,)), ((), ())),
                       preferred_element_type=acc if acc != input.dtype else None)
@@ -213,10 +220,20 @@ def _pointwise(B, input, filter, *, strides, padding, explicit_paddings, data_fo
   return B.convert_element_type(out, input.dtype)
 
 
-def _is_pointwise(input, filter, data_format):
+def _as_dot(input, filter, data_format, dilations):
+  """Whether an ungrouped convolution runs faster as im2col's dot_general: a 1x1(x1)
+  filter, or (Conv2D) a filter wider than the input along some spatial axis, where
+  XLA:CPU's convolution is 3-55x slower (ResNet50's last stage at 64 px: 2x2 inputs,
+  3x3 filters, 310 ms against 5.7 ms at batch 32)."""
   nd = filter.ndim - 2
-  return (math.prod(filter.shape[:nd]) == 1 and 0 not in input.shape and 0 not in filter.shape
-          and _groups(input.shape, filter.shape, data_format) == 1)
+  if (0 in input.shape or 0 in filter.shape
+      or _groups(input.shape, filter.shape, data_format) != 1):
+    return False
+  if math.prod(filter.shape[:nd]) == 1:
+    return True
+  axes = _spatial_axes(data_format, input.ndim)
+  return nd == 2 and any(_dilate(n, int(dilations[a])) > input.shape[a]
+                         for n, a in zip(filter.shape[:nd], axes))
 
 
 def _depthwise_multiplier(input_shape, filter_shape, data_format):
@@ -232,18 +249,17 @@ def _depthwise_multiplier(input_shape, filter_shape, data_format):
 
 def conv2d_cpu(B, input, filter, *, strides, padding, explicit_paddings=(), data_format="NHWC",
                dilations=(1, 1, 1, 1)):
-  """Conv2D: depthwise-grouped as tap sums, a 1x1 ungrouped filter as dot_general, others
-  as XLA's convolution."""
+  """Conv2D: depthwise-grouped as tap sums; ungrouped with a 1x1 filter or a filter wider
+  than the input as im2col's dot_general; others as XLA's convolution."""
   p = dict(strides=strides, padding=padding, explicit_paddings=explicit_paddings,
            data_format=data_format, dilations=dilations)
   m = _depthwise_multiplier(input.shape, filter.shape, data_format)
   if m is not None:
     kh, kw, _, out = filter.shape
     return depthwise_conv2d_cpu(B, input, B.reshape(filter, (kh, kw, out // m, m)), **p)
-  if not _is_pointwise(input, filter, data_format):
+  if not _as_dot(input, filter, data_format, dilations):
     return None
-  return _pointwise(B, input, filter, strides=strides, padding=padding,
-                    explicit_paddings=explicit_paddings, data_format=data_format)
+  return _im2col(B, input, filter, **p)
 
 
 def conv2d_backprop_input_cpu(B, filter, out_backprop, *, input_sizes, strides, padding,
@@ -280,10 +296,10 @@ def conv2d_backprop_filter_cpu(B, input, out_backprop, *, filter_sizes, strides,
 
 def conv3d_cpu(B, input, filter, *, strides, padding, data_format="NDHWC", dilations=(1,) * 5):
   """Conv3D: a 1x1x1 ungrouped filter as dot_general, others as XLA's convolution."""
-  if not _is_pointwise(input, filter, data_format):
+  if not _as_dot(input, filter, data_format, dilations):
     return None
-  return _pointwise(B, input, filter, strides=strides, padding=padding, explicit_paddings=(),
-                    data_format=data_format)
+  return _im2col(B, input, filter, strides=strides, padding=padding, explicit_paddings=(),
+                 data_format=data_format, dilations=dilations)
 
 
 for _op_type, _build in (
