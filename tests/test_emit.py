@@ -29,7 +29,8 @@ def test_the_hot_ops_of_networks_are_emitted():
   for op_type in ("Relu", "Relu6", "Sigmoid", "Softmax", "AddV2", "Mul", "Sub", "RealDiv",
                   "BiasAdd", "Reshape", "Squeeze", "ExpandDims", "Pad", "Mean", "MatMul",
                   "Rsqrt", "Neg", "Tanh", "SquaredDifference", "Conv2D", "Identity",
-                  "StopGradient", "Transpose", "ConcatV2", "Split", "Einsum", "BatchMatMulV2"):
+                  "StopGradient", "Transpose", "ConcatV2", "Split", "Einsum", "BatchMatMulV2",
+                  "TensorListGetItem", "TensorListSetItem"):
     assert op_type in EMITTED, op_type
 
 
@@ -47,7 +48,11 @@ def _as_float64(x):
       else x
 
 
-@pytest.mark.parametrize("op_type", EMITTED)
+# TensorList specs draw lists as their items (operands=...): compared below.
+_LIST_OPS = ("TensorListGetItem", "TensorListSetItem")
+
+
+@pytest.mark.parametrize("op_type", [t for t in EMITTED if t not in _LIST_OPS])
 def test_emitted_lowering_equals_traced_impl_on_spec_draws(op_type):
   op = get_op(op_type)
   calls = load_spec(op).calls
@@ -89,6 +94,18 @@ def test_einsum_as_one_dot_general_equals_jnp(equation, shapes):
   assert text.count("stablehlo.dot_general") == 1
   ours = jax.jit(lambda *a: tfops.Einsum(*a, equation=equation))(*args)
   np.testing.assert_allclose(ours, np.einsum(equation, *args), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_])
+def test_tensor_list_items_emitted_equal_the_impl(dtype):
+  items = (np.arange(24).reshape(4, 3, 2) % 5).astype(dtype)
+  item = np.ones((3, 2), dtype)
+  get, put = get_op("TensorListGetItem").impl, get_op("TensorListSetItem").impl
+  for index in (np.int32(0), np.int32(3), np.int32(7)):   # 7: clamped, as dynamic_slice
+    np.testing.assert_array_equal(jax.jit(tfops.TensorListGetItem)(items, index),
+                                  jax.jit(get)(items, index))
+    np.testing.assert_array_equal(jax.jit(tfops.TensorListSetItem)(items, index, item),
+                                  jax.jit(put)(items, index, item))
 
 
 def test_symbolic_shapes_take_the_traced_lowering():

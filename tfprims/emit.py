@@ -110,6 +110,15 @@ class Emitter:
     return Val(hlo.pad(x.value, value, mlir.dense_int_array(lo), mlir.dense_int_array(hi),
                        mlir.dense_int_array(interior)), shape, x.dtype)
 
+  def dynamic_slice(self, x: Val, start_indices: Sequence[Val], slice_sizes) -> Val:
+    """lax's (starts clamped into range); the starts are scalars of one integer dtype."""
+    return Val(hlo.dynamic_slice(x.value, [i.value for i in start_indices],
+                                 mlir.dense_int_array(list(slice_sizes))), slice_sizes, x.dtype)
+
+  def dynamic_update_slice(self, x: Val, update: Val, start_indices: Sequence[Val]) -> Val:
+    return Val(hlo.dynamic_update_slice(x.value, update.value,
+                                        [i.value for i in start_indices]), x.shape, x.dtype)
+
   def concatenate(self, xs: Sequence[Val], dimension: int) -> Val:
     shape = list(xs[0].shape)
     shape[dimension] = sum(x.shape[dimension] for x in xs)
@@ -237,6 +246,8 @@ class _Lax:
   transpose = staticmethod(lax.transpose)
   slice = staticmethod(lax.slice)
   concatenate = staticmethod(lax.concatenate)
+  dynamic_slice = staticmethod(lax.dynamic_slice)
+  dynamic_update_slice = staticmethod(lax.dynamic_update_slice)
   convert_element_type = staticmethod(
       lambda x, dtype: x if x.dtype == dtype else lax.convert_element_type(x, dtype))
   add, sub, mul, div, max = (staticmethod(f) for f in (lax.add, lax.sub, lax.mul, lax.div,

@@ -43,6 +43,9 @@ _MAX_TAPS = 49
 #: The filter backprop as tap sums (one reduction over batch and space per tap) lost to
 #: XLA's convolution at 32 channels (8x112x112x32: 0.5x) and won from 96 up (1.5-19x).
 _MIN_FILTER_BACKPROP_CHANNELS = 64
+#: im2col only for maps this small: on InceptionV3's 3x3 maps, 1x7 filters as im2col made
+#: the model slower (11 -> 13-14 ms at 75 px, batch 1) though each conv alone was even.
+_MAX_IM2COL_SIZE = 2
 
 
 def _acc_dtype(dtype):
@@ -222,9 +225,9 @@ def _im2col(B, input, filter, *, strides, padding, explicit_paddings, data_forma
 
 def _as_dot(input, filter, data_format, dilations):
   """Whether an ungrouped convolution runs faster as im2col's dot_general: a 1x1(x1)
-  filter, or (Conv2D) a filter wider than the input along some spatial axis, where
-  XLA:CPU's convolution is 3-55x slower (ResNet50's last stage at 64 px: 2x2 inputs,
-  3x3 filters, 310 ms against 5.7 ms at batch 32)."""
+  filter, or (Conv2D) a filter wider than a map of at most ``_MAX_IM2COL_SIZE`` pixels a
+  side, where XLA:CPU's convolution is 3-55x slower (ResNet50's last stage at 64 px: 2x2
+  maps, 3x3 filters, 310 ms against 5.7 ms at batch 32)."""
   nd = filter.ndim - 2
   if (0 in input.shape or 0 in filter.shape
       or _groups(input.shape, filter.shape, data_format) != 1):
@@ -232,8 +235,8 @@ def _as_dot(input, filter, data_format, dilations):
   if math.prod(filter.shape[:nd]) == 1:
     return True
   axes = _spatial_axes(data_format, input.ndim)
-  return nd == 2 and any(_dilate(n, int(dilations[a])) > input.shape[a]
-                         for n, a in zip(filter.shape[:nd], axes))
+  return nd == 2 and all(input.shape[a] <= _MAX_IM2COL_SIZE for a in axes) and any(
+      _dilate(n, int(dilations[a])) > input.shape[a] for n, a in zip(filter.shape[:nd], axes))
 
 
 def _depthwise_multiplier(input_shape, filter_shape, data_format):

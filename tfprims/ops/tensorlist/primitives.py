@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.interpreters import ad
 
+from tfprims import emit
 from tfprims.core import define_op, tfops
 from tfprims.ops.tensorlist import hooks
 from tfprims.ops.tensorlist.value import FAMILY
@@ -87,6 +88,14 @@ def _set_item_impl(items, index, item):
                                              allow_negative_indices=False)
 
 
+def _set_item_build(B, items, index, item):
+  if index.ndim or item.dtype != items.dtype:
+    return None
+  zeros = [B.full(0, (), index.dtype)] * (items.ndim - 1)
+  return B.dynamic_update_slice(items, B.reshape(item, (1,) + tuple(item.shape)),
+                                [index] + zeros)
+
+
 def _set_item_jvp(primals, tangents):
   items, index, item = primals
   t_items, _, t_item = tangents
@@ -120,6 +129,7 @@ def _set_item_spec(st):
 
 SetItem = define_op(
     "TensorListSetItem", _set_item_impl, family=FAMILY, spec=_set_item_spec,
+    lowering=emit.direct_lowering(_set_item_build, _set_item_impl),
     jvp=_set_item_jvp, transpose=_set_item_transpose,
     interpret=hooks.set_item)
 
@@ -128,6 +138,14 @@ def _get_item_impl(items, index):
   """Row ``index`` of items."""
   return jax.lax.dynamic_index_in_dim(items, index, 0, keepdims=False,
                                       allow_negative_indices=False)
+
+
+def _get_item_build(B, items, index):
+  if index.ndim:
+    return None
+  zeros = [B.full(0, (), index.dtype)] * (items.ndim - 1)
+  row = B.dynamic_slice(items, [index] + zeros, (1,) + tuple(items.shape[1:]))
+  return B.reshape(row, items.shape[1:])
 
 
 def tf_get_item(input_handle, index):
@@ -148,6 +166,7 @@ def _get_item_spec(st):
 
 GetItem = define_op(
     "TensorListGetItem", _get_item_impl, family=FAMILY, spec=_get_item_spec,
+    lowering=emit.direct_lowering(_get_item_build, _get_item_impl),
     jvp=(lambda t, items, index: tfops.TensorListGetItem(t, index), None),
     transpose=lambda ct, items, index: [
         tfops.TensorListSetItem(_zeros_like_aval(items), index, ct) if U(items) else None, None],
