@@ -15,9 +15,9 @@ Registered with :func:`tfprims.core.register_platform_lowering` for ``"cpu"`` on
   ``Conv2D(groups=C)``, ConvNeXt's 7x7 convolutions) as the depthwise tap sums: that
   grouped convolution is DepthwiseConv2dNative with the filter reshaped.
 * Conv2D and Conv3D with a 1x1(x1) filter and no groups as a ``dot_general`` over
-  the channel axis of the (padded, strided) input; ungrouped Conv2D whose dilated
-  filter is wider than its input along a spatial axis (3x3 on 2x2 maps) as the same
-  ``dot_general`` over every tap's slice (im2col).
+  the channel axis of the (padded, strided) input; ungrouped Conv2D on maps of at most
+  ``_MAX_IM2COL_SIZE`` pixels a side with a dilated filter wider than the map (3x3 on
+  2x2) as the same ``dot_general`` over every tap's slice (im2col).
 
 Each is a builder (tfprims/emit.py), ``build(B, *operands, **params)``: emitted as
 StableHLO directly (lowering it costs no trace) and traced on lax for symbolic or
