@@ -180,7 +180,11 @@ def test_conv_jit_hlo_matches_hand_written_lax():
     lines = re.sub(r", metadata=\{[^}]*\}", "", text).splitlines()
     # skip the debug tables before the first computation
     start = next(i for i, l in enumerate(lines) if l.startswith(("%", "ENTRY")))
-    return [l for l in lines[start:] if l.strip()]
+    # Instruction names come from the op that emitted them (tf_Conv2D when lowered
+    # directly, conv_general_dilated in lax code): number them by first appearance.
+    names = {}
+    return [re.sub(r"%[\w.\-]+", lambda m: names.setdefault(m.group(0), f"%v{len(names)}"), l)
+            for l in lines[start:] if l.strip()]
 
   assert hlo(ours) == hlo(ref)
   assert hlo(jax.grad(ours, (0, 1))) == hlo(jax.grad(ref, (0, 1)))

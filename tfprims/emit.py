@@ -68,6 +68,9 @@ class Emitter:
   def _type(self, shape, dtype):
     return ir.RankedTensorType.get(list(shape), mlir.dtype_to_ir_type(np.dtype(dtype)))
 
+  def full_like(self, x: Val, value) -> Val:
+    return self.full(value, x.shape, x.dtype)
+
   def full(self, value, shape, dtype) -> Val:
     scalar = mlir.ir_constant(np.array(value, dtype))
     if not shape:
@@ -274,6 +277,11 @@ class _Lax:
   @staticmethod
   def full(value, shape, dtype):
     return lax.full(tuple(shape), value, dtype)
+
+  @staticmethod
+  def full_like(x, value):
+    """Keeps x's sharding (explicit-mesh operands), unlike ``full``."""
+    return lax.full_like(x, value)
 
   @staticmethod
   def pad(x, padding_value, config):

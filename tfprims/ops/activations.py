@@ -47,13 +47,13 @@ def _c(value, x):
 
 def _relu_build(B, x):
   # TF: features.cwiseMax(0) (std::max): keeps NaN and -0.0.
-  zero = B.full(0, x.shape, x.dtype)
+  zero = B.full_like(x, 0)
   return B.select(B.lt(x, zero), zero, x)
 
 
 def _relu6_build(B, x):
   m = _relu_build(B, x)
-  six = B.full(6, x.shape, x.dtype)
+  six = B.full_like(m, 6)
   return B.select(B.lt(six, m), six, m)
 
 
