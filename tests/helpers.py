@@ -34,3 +34,27 @@ def tape_vjp(fn, x, ct):
     tape.watch(xt)
     y = fn(xt)
   return tape.gradient(y, xt, output_gradients=tf.constant(ct)).numpy()
+
+
+def on_spec_draws(op, check, max_examples):
+  """Calls ``check(call)`` on ``max_examples`` derandomized draws of ``op``'s property
+  spec (prepared calls, x64 on); ``check`` returns False for a draw it could not use.
+  Asserts that some draw was used."""
+  import hypothesis
+  import hypothesis.strategies as hst
+
+  from tfprims.testing.calls import load_spec, make_call, prepare_call
+  calls = load_spec(op).calls
+  used = []
+
+  @hypothesis.settings(max_examples=max_examples, derandomize=True, database=None,
+                       deadline=None, suppress_health_check=list(hypothesis.HealthCheck))
+  @hypothesis.given(data=hst.data())
+  def run(data):
+    call = prepare_call(make_call(op, data.draw(calls)))
+    if check(call) is not False:
+      used.append(call)
+
+  with jax.enable_x64(True):
+    run()
+  assert used

@@ -9,8 +9,6 @@ Emitter's own ops are checked against lax on odd shapes.
 
 from __future__ import annotations
 
-import hypothesis
-import hypothesis.strategies as hst
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,7 +17,7 @@ from jax import export
 
 from tfprims import emit
 from tfprims.core import get_op, registered_ops, tfops
-from tfprims.testing.calls import load_spec, make_call, prepare_call
+from helpers import on_spec_draws
 
 EMITTED = sorted(t for t in registered_ops()
                  if getattr(get_op(t).lowering, "build", None) is not None)
@@ -55,27 +53,18 @@ _LIST_OPS = ("TensorListGetItem", "TensorListSetItem")
 @pytest.mark.parametrize("op_type", [t for t in EMITTED if t not in _LIST_OPS])
 def test_emitted_lowering_equals_traced_impl_on_spec_draws(op_type):
   op = get_op(op_type)
-  calls = load_spec(op).calls
-  seen = []
 
-  @hypothesis.settings(max_examples=10, derandomize=True, database=None, deadline=None,
-                       suppress_health_check=list(hypothesis.HealthCheck))
-  @hypothesis.given(data=hst.data())
-  def check(data):
-    call = prepare_call(make_call(op, data.draw(calls)))
+  def check(call):
     try:
       expected = jax.jit(lambda *a: op.impl(*a, **call.params))(*call.operands)
     except Exception:  # a draw the impl rejects (TF's errors): nothing to compare
-      return
+      return False
     actual = jax.jit(lambda *a: op(*a, **call.params))(*call.operands)
     for a, e in zip(jax.tree_util.tree_leaves(actual), jax.tree_util.tree_leaves(expected)):
       assert a.shape == e.shape and a.dtype == e.dtype
       np.testing.assert_allclose(_as_float64(a), _as_float64(e), **_tol(e.dtype))
-    seen.append(call)
 
-  with jax.enable_x64(True):
-    check()
-  assert seen
+  on_spec_draws(op, check, max_examples=10)
 
 
 @pytest.mark.parametrize("equation, shapes", [

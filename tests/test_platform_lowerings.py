@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import itertools
 
-import hypothesis
-import hypothesis.strategies as hst
 import jax
 import numpy as np
 import pytest
@@ -22,7 +20,7 @@ import tfprims
 from tfprims.core import get_op, tfops
 from tfprims.ops.nn import conv_cpu
 from tfprims.ops.nn.conv import _CONV_TOL
-from tfprims.testing.calls import load_spec, make_call, prepare_call
+from helpers import on_spec_draws
 
 FAST_OPS = ("DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
             "DepthwiseConv2dNativeBackpropFilter", "Conv2D", "Conv2DBackpropInput",
@@ -73,22 +71,11 @@ def test_every_fast_op_declares_a_cpu_lowering():
 
 @pytest.mark.parametrize("op_type", FAST_OPS)
 def test_fast_lowering_equals_default_on_spec_draws(op_type):
+  def check(call):
+    _assert_same(lambda *a: op(*a, **call.params), call.operands, call.operands[0].dtype)
+
   op = get_op(op_type)
-  calls = load_spec(op).calls
-  seen = []
-
-  @hypothesis.settings(max_examples=8, derandomize=True, database=None, deadline=None,
-                       suppress_health_check=list(hypothesis.HealthCheck))
-  @hypothesis.given(data=hst.data())
-  def check(data):
-    call = prepare_call(make_call(op, data.draw(calls)))
-    dtype = call.operands[0].dtype
-    _assert_same(lambda *a: op(*a, **call.params), call.operands, dtype)
-    seen.append(dtype)
-
-  with jax.enable_x64(True):
-    check()
-  assert seen
+  on_spec_draws(op, check, max_examples=8)
 
 
 # --------------------------------------------------------------------------

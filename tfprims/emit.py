@@ -62,9 +62,6 @@ class Emitter:
   """lax's functions used by direct lowerings, emitting StableHLO at the current
   insertion point. Operands of binary ops have one shape and dtype (lax's rule)."""
 
-  def __init__(self, ctx):
-    self.ctx = ctx
-
   def _type(self, shape, dtype):
     return ir.RankedTensorType.get(list(shape), mlir.dtype_to_ir_type(np.dtype(dtype)))
 
@@ -298,6 +295,8 @@ class _Lax:
 
 #: The namespace on tracers.
 LAX = _Lax()
+#: The emitting namespace (stateless: it writes at MLIR's current insertion point).
+_EMITTER = Emitter()
 
 
 def _static(aval) -> bool:
@@ -310,7 +309,7 @@ def _static(aval) -> bool:
 
 def direct_lowering(build: Callable, fallback: Callable, *,
                     multiple_results: bool = False, declined: Callable | None = None):
-  """The lowering rule emitting ``build(Emitter(ctx), *args, **params)``.
+  """The lowering rule emitting ``build(Emitter(), *args, **params)``.
 
   ``fallback`` (an impl with the op's signature) is lowered by tracing instead when
   an aval is symbolic or sharded or when jax's default matmul precision is set (the
@@ -325,7 +324,7 @@ def direct_lowering(build: Callable, fallback: Callable, *,
     if (all(_static(a) for a in (*ctx.avals_in, *ctx.avals_out))
         and jax.config.jax_default_matmul_precision is None):
       vals = [Val(v, a.shape, a.dtype) for v, a in zip(args, ctx.avals_in)]
-      out = build(Emitter(ctx), *vals, **params)
+      out = build(_EMITTER, *vals, **params)
       if out is None:
         return declined(ctx, *args, **params)
       outs = out if multiple_results else [out]
