@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.extend.mlir.dialects import stablehlo as hlo
+from jax.extend.mlir.dialects import chlo, stablehlo as hlo
 from jax.interpreters import mlir
 
 ir = mlir.ir
@@ -158,6 +158,8 @@ class Emitter:
   rsqrt = _unary(hlo.rsqrt, "rsqrt")
   tanh = _unary(hlo.tanh, "tanh")
   logistic = _unary(hlo.logistic, "logistic")
+  erf = _unary(chlo.erf, "erf")  # CHLO: XLA expands it as lax's lowering does
+  erfc = _unary(chlo.erfc, "erfc")
   del _binary, _unary
 
   def lt(self, x: Val, y: Val) -> Val:
@@ -252,8 +254,9 @@ class _Lax:
       lambda x, dtype: x if x.dtype == dtype else lax.convert_element_type(x, dtype))
   add, sub, mul, div, max = (staticmethod(f) for f in (lax.add, lax.sub, lax.mul, lax.div,
                                                         lax.max))
-  neg, exp, rsqrt, tanh, logistic = (staticmethod(f) for f in (lax.neg, lax.exp, lax.rsqrt,
-                                                                lax.tanh, lax.logistic))
+  neg, exp, rsqrt, tanh, logistic, erf, erfc = (
+      staticmethod(f) for f in (lax.neg, lax.exp, lax.rsqrt, lax.tanh, lax.logistic, lax.erf,
+                                lax.erfc))
   lt, select = staticmethod(lax.lt), staticmethod(lax.select)
   dot_general = staticmethod(lax.dot_general)
 

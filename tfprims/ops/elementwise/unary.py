@@ -249,12 +249,14 @@ def _erf_jvp(scale):
 
 
 Erf = define_op(
-    "Erf", jax.scipy.special.erf, **EW, jvp=_erf_jvp(_TWO_OVER_SQRT_PI),
+    "Erf", jax.scipy.special.erf, **EW, lowering=direct_unary_lowering("erf", lax.erf),
+    jvp=_erf_jvp(_TWO_OVER_SQRT_PI),
     spec=lambda st: st.Spec(_erf_calls(st), note="float64 |x| >= 1.34e154 (±inf too): TF's "
                             "CPU kernel gives NaN, tfprims ±1 (not drawn)"))
 
 Erfc = define_op(
-    "Erfc", jax.scipy.special.erfc, **EW, jvp=_erf_jvp(-_TWO_OVER_SQRT_PI),
+    "Erfc", jax.scipy.special.erfc, **EW, lowering=direct_unary_lowering("erfc", lax.erfc),
+    jvp=_erf_jvp(-_TWO_OVER_SQRT_PI),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS)))
 
 Lgamma = define_op(
