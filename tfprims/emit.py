@@ -102,6 +102,9 @@ class Emitter:
                          mlir.dense_int_array(list(limit)), mlir.dense_int_array(strides)),
                shape, x.dtype)
 
+  def rev(self, x: Val, dimensions) -> Val:
+    return Val(hlo.reverse(x.value, mlir.dense_int_array(list(dimensions))), x.shape, x.dtype)
+
   def pad(self, x: Val, padding_value, config) -> Val:
     lo, hi, interior = ([c[i] for c in config] for i in range(3))
     shape = [lo_ + hi_ + n + max(n - 1, 0) * i
@@ -247,6 +250,7 @@ class _Lax:
   reshape = staticmethod(lambda x, shape: lax.reshape(x, tuple(shape)))
   transpose = staticmethod(lax.transpose)
   slice = staticmethod(lax.slice)
+  rev = staticmethod(lax.rev)
   concatenate = staticmethod(lax.concatenate)
   dynamic_slice = staticmethod(lax.dynamic_slice)
   dynamic_update_slice = staticmethod(lax.dynamic_update_slice)

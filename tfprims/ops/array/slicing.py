@@ -6,18 +6,17 @@ docs/semantics/array.md). StridedSlice is ``rev`` + one strided ``lax.slice`` +
 reshape; StridedSliceGrad places ``dy`` into zeros with ``lax.pad`` (interior
 padding for strides). Transposes: Slice -> Pad, StridedSlice <->
 StridedSliceGrad. Under vmap, a full-range entry for the batch axis is prepended
-to the spec and every mask shifted by one bit.
+to the spec and every mask shifted by one bit. All three are builders
+(tfprims/emit.py): lowered without tracing their impls.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
-from tfprims import rules
+from tfprims import emit, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.array._common import FAMILY, INDEX_DTYPES, ints, lazy_hst
 
@@ -37,9 +36,12 @@ def _slice_bounds(shape, begin, size) -> tuple[tuple, tuple]:
   return begin, tuple(sizes)
 
 
-def _slice_impl(input, *, begin, size):
+def _slice_build(B, input, *, begin, size):
   b, s = _slice_bounds(input.shape, begin, size)
-  return lax.slice(input, b, tuple(i + j for i, j in zip(b, s)))
+  return B.slice(input, b, tuple(i + j for i, j in zip(b, s)))
+
+
+_slice_impl = emit.traced(_slice_build)
 
 
 def _slice_transpose(ct, x, *, begin, size):
@@ -56,6 +58,7 @@ def _slice_batch(args, dims, *, begin, size):
 
 Slice = define_op(
     "Slice", _slice_impl, family=FAMILY, static=("begin", "size"), linear=True,
+    lowering=emit.direct_lowering(_slice_build, _slice_impl),
     transpose=_slice_transpose, batching=_slice_batch,
     spec=lambda st: st.Spec(_slice_calls(st)))
 
@@ -177,10 +180,10 @@ def _plan_for(shape, params) -> StridedPlan:
                             *(params[m] for m in _MASKS))
 
 
-def _apply_plan(x, plan: StridedPlan):
+def _apply_plan(B, x, plan: StridedPlan):
   flip = tuple(i for i, (_, c, s) in enumerate(plan.dims) if s < 0 and c > 0)
   if flip:
-    x = lax.rev(x, flip)
+    x = B.rev(x, flip)
   starts, limits, steps = [], [], []
   for i, (first, count, step) in enumerate(plan.dims):
     n = x.shape[i]
@@ -192,13 +195,13 @@ def _apply_plan(x, plan: StridedPlan):
     starts.append(first)
     limits.append(first + (count - 1) * step + 1)
     steps.append(step)
-  x = lax.slice(x, tuple(starts), tuple(limits), tuple(steps))
-  return jnp.reshape(x, plan.final_shape)
+  x = B.slice(x, tuple(starts), tuple(limits), tuple(steps))
+  return B.reshape(x, plan.final_shape)
 
 
-def _scatter_plan(dy, shape, plan: StridedPlan):
+def _scatter_plan(B, dy, shape, plan: StridedPlan):
   """The transpose of :func:`_apply_plan`: ``dy`` placed into zeros of ``shape``."""
-  dy = jnp.reshape(dy, tuple(c for _, c, _ in plan.dims))
+  dy = B.reshape(dy, tuple(c for _, c, _ in plan.dims))
   config, flip = [], []
   for i, (first, count, step) in enumerate(plan.dims):
     n = int(shape[i])
@@ -210,12 +213,15 @@ def _scatter_plan(dy, shape, plan: StridedPlan):
       flip.append(i)
     last = first + (count - 1) * step
     config.append((first, n - 1 - last, step - 1))
-  out = lax.pad(dy, jnp.zeros((), dy.dtype), config)
-  return lax.rev(out, tuple(flip)) if flip else out
+  out = B.pad(dy, 0, config)
+  return B.rev(out, tuple(flip)) if flip else out
 
 
-def _strided_slice_impl(input, **params):
-  return _apply_plan(input, _plan_for(input.shape, params))
+def _strided_slice_build(B, input, **params):
+  return _apply_plan(B, input, _plan_for(input.shape, params))
+
+
+_strided_slice_impl = emit.traced(_strided_slice_build)
 
 
 def _strided_slice_transpose(ct, x, **params):
@@ -242,18 +248,22 @@ def _strided_slice_batch(args, dims, **params):
 
 StridedSlice = define_op(
     "StridedSlice", _strided_slice_impl, family=FAMILY, static=("begin", "end", "strides"),
-    attrs=_MASKS, linear=True, transpose=_strided_slice_transpose,
-    batching=_strided_slice_batch,
+    attrs=_MASKS, linear=True,
+    lowering=emit.direct_lowering(_strided_slice_build, _strided_slice_impl),
+    transpose=_strided_slice_transpose, batching=_strided_slice_batch,
     spec=lambda st: st.Spec(_strided_slice_calls(st)))
 
 
-def _strided_slice_grad_impl(dy, *, shape, **params):
+def _strided_slice_grad_build(B, dy, *, shape, **params):
   shape = ints(shape)
   plan = _plan_for(shape, params)
   if tuple(dy.shape) != plan.final_shape:
     raise ValueError(f"StridedSliceGrad: dy has shape {tuple(dy.shape)}, the slice of "
                      f"{shape} has shape {plan.final_shape}")
-  return _scatter_plan(dy, shape, plan)
+  return _scatter_plan(B, dy, shape, plan)
+
+
+_strided_slice_grad_impl = emit.traced(_strided_slice_grad_build)
 
 
 def _strided_slice_grad_batch(args, dims, *, shape, **params):
@@ -266,6 +276,7 @@ def _strided_slice_grad_batch(args, dims, *, shape, **params):
 StridedSliceGrad = define_op(
     "StridedSliceGrad", _strided_slice_grad_impl, family=FAMILY,
     static=("shape", "begin", "end", "strides"), attrs=_MASKS, linear=True,
+    lowering=emit.direct_lowering(_strided_slice_grad_build, _strided_slice_grad_impl),
     transpose=lambda ct, dy, *, shape, **params: [tfops.StridedSlice(ct, **params)],
     batching=_strided_slice_grad_batch,
     spec=lambda st: st.Spec(_strided_slice_grad_calls(st)))
