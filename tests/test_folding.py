@@ -61,3 +61,56 @@ def test_shape_arithmetic_folds_with_numpy():
     if op_type in _OPS and op_type not in _applied:
       test_numpy_fold_equals_xla_fold(op_type)
   assert {"Pack", "Fill", "ConcatV2"} <= set(_applied), sorted(_applied)
+
+
+# --- params a trace closes over (tfprims.folding.Weight) -----------------------------------
+
+
+def _batch_norm_model():
+  import tensorflow as tf
+  gamma = tf.Variable(np.linspace(0.5, 2.0, 4, dtype=np.float32), name="gamma")
+  var = tf.Variable(np.linspace(1.0, 3.0, 4, dtype=np.float32), name="var")
+  steps = tf.Variable(np.int32(3), name="steps")
+
+  @tf.function(input_signature=[tf.TensorSpec([2, 4], tf.float32)])
+  def f(x):
+    # Keras' batch norm shapes its parameters for broadcasting: data movement only.
+    scale = tf.reshape(tf.math.rsqrt(var + 1e-3) * tf.reshape(gamma, [1, 4]), [1, 4])
+    steps.assign_add(1)  # integer arithmetic on a param: exact in numpy
+    return x * scale
+  return f
+
+
+def test_closed_over_params_fold_exact_data_movement_only():
+  import tensorflow as tf
+  f = _batch_norm_model()
+  fn, params = tfprims.convert(f)
+  x = np.arange(8, dtype=np.float32).reshape(2, 4)
+  closed = jax.make_jaxpr(lambda x: fn(params, x))(x)
+  names = [e.primitive.name for e in closed.jaxpr.eqns]
+  # gamma's Reshape is folded; rsqrt(var + eps), float arithmetic, runs in the program.
+  assert names.count("tf.Reshape") == 1, names
+  assert {"tf.Rsqrt", "tf.AddV2", "tf.Mul"} <= set(names)
+  # Params passed as arguments are traced: every op is in the jaxpr.
+  traced = jax.make_jaxpr(fn)(params, x)
+  assert [e.primitive.name for e in traced.jaxpr.eqns].count("tf.Reshape") == 2
+  want = f(tf.constant(x)).numpy()
+  (out, new_params) = jax.jit(lambda x: fn(params, x))(x)
+  np.testing.assert_allclose(out, want, rtol=1e-6)
+  assert int(new_params["steps"]) == int(params["steps"]) + 1
+  assert all(isinstance(v, jax.Array) for v in new_params.values())
+  out_eager, _ = fn(params, x)
+  np.testing.assert_allclose(out_eager, want, rtol=1e-6)
+
+
+def test_a_weight_read_twice_is_one_constant():
+  w = folding.weight(np.ones((3,), np.float32))
+  closed = jax.make_jaxpr(lambda x: core.tfops.Mul(core.tfops.AddV2(x, w), w))(
+      np.ones(3, np.float32))
+  assert len(closed.consts) == 1
+  # Float arithmetic on weights alone is bound (the program computes it), not
+  # folded with XLA; a Reshape is folded into a weight.
+  staged = jax.make_jaxpr(lambda: core.get_op("Rsqrt").fold(w))()
+  assert [e.primitive.name for e in staged.jaxpr.eqns] == ["tf.Rsqrt"]
+  folded = core.get_op("Reshape").fold(w, shape=(1, 3))
+  assert folding.is_weight(folded) and folded.shape == (1, 3)

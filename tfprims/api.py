@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import tree
 
-from tfprims import config, core, dtypes, errors, graph as graph_lib, interpreter
+from tfprims import config, core, dtypes, errors, folding, graph as graph_lib, interpreter
 import tfprims.ops  # noqa: F401  (registers every op)
 from tfprims.ops import jax2tf_patterns
 from tfprims.ops.control_flow import v1 as control_flow_v1
@@ -133,11 +133,7 @@ class ConvertedFunction:
   @interpreter.gc_paused()
   def __call__(self, params: Mapping[str, Any], *args, rng=None, **kwargs):
     flat_args = self._flatten_args(args, kwargs)
-    # Read-only numpy params (as tfprims.convert returns them) go to the
-    # primitives as they are: JAX's dispatch converts numpy operands cheaply. Under
-    # jit/make_jaxpr they must be JAX values, or every op reading only weights
-    # would be folded into a constant.
-    state = self._check_params(params, keep_numpy=not _staging())
+    state = self._check_params(params)
     ctx = interpreter.Context(self._library, dict(state), rng=rng, options=self.options)
     feeds = dict(zip(self._input_nodes, flat_args))
     for node_name, capture in self._captures.items():
@@ -146,7 +142,7 @@ class ConvertedFunction:
     outputs = [jnp.asarray(o) for o in outputs]
     structured = tree.map_structure(
         lambda i: outputs[i] if isinstance(i, int) else i, self._output_structure)
-    new_params = {k: ctx.state[k] for k in self.param_specs}
+    new_params = params_out(ctx.state, self.param_specs)
     return structured, new_params
 
   def _flatten_args(self, args, kwargs) -> list:
@@ -208,13 +204,18 @@ class ConvertedFunction:
   def _check_input(self, spec: TensorSpec, value):
     return _validate(spec, value, "input")
 
-  def _check_params(self, params: Mapping[str, Any], keep_numpy: bool = False) -> dict:
-    return check_params(self.param_specs, params, keep_numpy, owner="function")
+  def _check_params(self, params: Mapping[str, Any]) -> dict:
+    return check_params(self.param_specs, params, owner="function")
 
 
 def check_params(param_specs: Mapping[str, TensorSpec], params: Mapping[str, Any],
-                 keep_numpy: bool = False, owner: str = "function") -> dict:
-  """``params`` validated against ``param_specs`` (same keys, exact shapes, dtypes)."""
+                 owner: str = "function") -> dict:
+  """``params`` validated against ``param_specs`` (same keys, exact shapes, dtypes).
+
+  Read-only numpy params (as tfprims.convert returns them) stay numpy in an eager
+  call: JAX's dispatch converts numpy operands cheaply. Where a jit/make_jaxpr trace
+  closes over numpy params, they become :class:`tfprims.folding.Weight`: only their
+  exact data movement is folded; the rest reads them as the program's constants."""
   if not isinstance(params, Mapping):
     raise errors.InputStructureError(
         f"params must be a mapping of variable name to array (the params "
@@ -227,8 +228,19 @@ def check_params(param_specs: Mapping[str, TensorSpec], params: Mapping[str, Any
         + (f"missing {missing}" if missing else "")
         + ("; " if missing and extra else "")
         + (f"unexpected {extra}" if extra else ""))
-  return {k: _validate(spec, params[k], "param", exact_shape=True, keep_numpy=keep_numpy)
-          for k, spec in param_specs.items()}
+  staging = _staging()
+  state = {k: _validate(spec, params[k], "param", exact_shape=True, keep_numpy=True,
+                        writable_too=staging)
+           for k, spec in param_specs.items()}
+  if staging:
+    state = {k: folding.weight(v) if isinstance(v, np.ndarray) else v for k, v in state.items()}
+  return state
+
+
+def params_out(state: Mapping[str, Any], param_specs) -> dict:
+  """The params a call returns: weights as the JAX values (constants) they are."""
+  return {k: jnp.asarray(state[k]) if folding.is_weight(state[k]) else state[k]
+          for k in param_specs}
 
 
 def _missing_paths(expected, user) -> list[tuple]:
@@ -302,9 +314,10 @@ def _describe(structure) -> str:
 
 
 def _validate(spec: TensorSpec, value, kind: str, exact_shape: bool = False,
-              keep_numpy: bool = False):
+              keep_numpy: bool = False, writable_too: bool = False):
   """Checks (and canonicalizes) one input or param against its spec; numpy values
-  become JAX arrays unless ``keep_numpy`` and they are read-only."""
+  become JAX arrays unless ``keep_numpy`` and they are read-only (or
+  ``writable_too``)."""
   weak = isinstance(value, (int, float, bool, complex, list, tuple))
   if weak:
     try:
@@ -345,7 +358,8 @@ def _validate(spec: TensorSpec, value, kind: str, exact_shape: bool = False,
     value = dtypes.canonicalize_value(np.asarray(value), f"{kind} '{spec.name}'")
     # A read-only array (the params tfprims.convert returns, views of TF's
     # buffers) cannot change under us, so it need not be copied now.
-    return value if keep_numpy and not value.flags.writeable else jnp.asarray(value)
+    keep = keep_numpy and (writable_too or not value.flags.writeable)
+    return value if keep else jnp.asarray(value)
   return value
 
 

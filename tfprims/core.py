@@ -255,17 +255,19 @@ class TFOp(Op):
 
   def fold(self, *operands, **params):
     """Evaluates the op on concrete values at trace time (constant folding): with
-    numpy where that is exactly XLA's result (tfprims.folding), else with XLA."""
+    numpy where that is exactly XLA's result (tfprims.folding), else with XLA; on
+    weights (:class:`tfprims.folding.Weight`) only with numpy."""
     out = folding.fold(self.impl, operands, params)
-    if out is None and folding.has_symbolic(operands):
-      # Symbolic dims numpy could not fold: the program computes their values.
+    weights = any(folding.is_weight(o) for o in operands)
+    if out is None and (weights or folding.has_symbolic(operands)):
+      # The program computes it: from its constants, or from symbolic dims' values.
       return self.primitive.bind(*derived.match_varying(folding.materialize(operands)),
                                  **params)
     if out is None:
       with jax.ensure_compile_time_eval():
         out = self.impl(*operands, **params)
       out = out if self.multiple_results else [out]
-    out = [np.asarray(o) for o in out]
+    out = [folding.weight(o) if weights else np.asarray(o) for o in out]
     return out if self.multiple_results else out[0]
 
   def __repr__(self):

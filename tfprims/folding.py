@@ -30,6 +30,24 @@ import numpy as np
 from jax.extend.core import Literal
 
 
+class Weight(np.ndarray):
+  """A param's value where a jit/make_jaxpr trace closes over it: known at trace time,
+  but not a trace-time constant to compute with. Ops on weights fold where numpy is
+  exactly XLA (the Reshapes and Squeezes of batch-norm parameters, integer counters)
+  and bind otherwise, with the weight as the program's constant: folding their
+  float arithmetic with XLA would compile a program per signature. JAX takes the
+  array as it is (a constant per object), so a weight read twice is one constant."""
+
+
+def weight(x) -> Weight:
+  """``x`` (a numpy array) marked as a :class:`Weight` (a view, not a copy)."""
+  return x if type(x) is Weight else np.asarray(x).view(Weight)
+
+
+def is_weight(x) -> bool:
+  return type(x) is Weight
+
+
 class _NotFoldable(Exception):
   """These values cannot be folded with numpy (e.g. an integer division by zero)."""
 

@@ -22,7 +22,7 @@ from typing import Any, Mapping, Optional, Sequence
 import jax
 import numpy as np
 
-from tfprims import config, core, errors, graph as graph_lib, opdefs
+from tfprims import config, core, errors, folding, graph as graph_lib, opdefs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,7 +212,7 @@ def run_check(op, node, operands, params) -> None:
   call, constants) always, raising as TF does; on traced values only with the
   ``runtime_checks`` config, raising when the compiled program runs (through
   ``jax.debug.callback``)."""
-  traced = any(isinstance(o, jax.core.Tracer) for o in operands)
+  traced = any(isinstance(o, jax.core.Tracer) or folding.is_weight(o) for o in operands)
   if traced and not config.get_config("runtime_checks"):
     return
   if traced:

@@ -92,12 +92,11 @@ class GraphFunction:
       raise errors.InputStructureError(
           f"expected {len(self.input_specs)} inputs "
           f"({', '.join(s.name for s in self.input_specs)}), got {len(args)}")
-    state = api.check_params(self.param_specs, params, keep_numpy=not api._staging(),  # pylint: disable=protected-access
-                             owner="graph")
+    state = api.check_params(self.param_specs, params, owner="graph")
     values = [api._validate(s, a, "input") for s, a in zip(self.input_specs, args)]  # pylint: disable=protected-access
     ctx = interpreter.Context(self._library, state, rng=rng, options=self.options)
     outs = interpreter.run(ctx, self._graph, dict(zip(self._graph.inputs, values)))
-    return [jnp.asarray(o) for o in outs], {k: ctx.state[k] for k in self.param_specs}
+    return [jnp.asarray(o) for o in outs], api.params_out(ctx.state, self.param_specs)
 
 
 def _input_specs(graph) -> list:
