@@ -419,7 +419,9 @@ def write_markdown(result, path, chart="ratios.png", notes=True):
         f"{k} {v:.2f}" for k, v in sc["exponent"].items()) + " (1.0 = linear)."]
   lines += ["", "Peak Python memory during conversion / weight bytes: " + ", ".join(
       f"{r['model']}@{r['batch']} {r['convert_peak/weights']:.2f}" for r in result["models"]),
-      "", f"![ratios](../benchmarks/results/{chart})", ""]
+      ""]
+  if chart:  # None when the run drew none (no matplotlib): no stale chart from an older run
+    lines += [f"![ratios](../benchmarks/results/{chart})", ""]
   notes_file = ROOT / "NOTES.md"
   if notes and notes_file.exists():
     lines += [notes_file.read_text()]
@@ -468,11 +470,12 @@ def main(argv=None):
   result["machine"]["load_average_1min_end"] = os.getloadavg()[0]
   stem = "realistic" if realistic else "latest"
   (args.out / f"{stem}.json").write_text(json.dumps(result, indent=1))
-  write_chart(result["models"], args.out / (f"{stem}_ratios.png" if realistic else "ratios.png"))
+  chart = f"{stem}_ratios.png" if realistic else "ratios.png"
+  drawn = write_chart(result["models"], args.out / chart)
   if not args.no_docs:
     doc = "performance-realistic.md" if realistic else "performance.md"
-    write_markdown(result, ROOT.parent / "docs" / doc, chart=f"{stem}_ratios.png"
-                   if realistic else "ratios.png", notes=not realistic)
+    write_markdown(result, ROOT.parent / "docs" / doc, chart=chart if drawn else None,
+                   notes=not realistic)
   print(f"wrote {args.out / (stem + '.json')}")
   return result
 
