@@ -82,6 +82,22 @@ def test_mean_prints_static_axes():
     R.Sum.prepare({"input": x, "reduction_indices": np.array([1, -2])}, {})
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_mean_over_a_symbolic_batch_exports(dtype):
+  """A mean over the batch, exported with a symbolic batch size: the count is a
+  program value (values as TF's for each batch size)."""
+  @tf.function
+  def mean(x):
+    return tf.reduce_mean(x, axis=0)
+
+  fn = tfprims.convert_functional(mean, tf.TensorSpec([None, 3], dtype))
+  arg = jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 3"), dtype)
+  exported = jax.export.export(jax.jit(fn))(arg)
+  for b in (1, 4, 7):
+    x = (np.arange(3 * b).reshape(b, 3) * 3 - 5).astype(dtype)
+    np.testing.assert_allclose(exported.call(x), mean(x).numpy(), rtol=1e-6)
+
+
 @pytest.mark.parametrize("name", ["Sum", "Mean", "Max", "Prod", "EuclideanNorm", "All"])
 def test_vmap_of_reductions_rebinds(name):
   op = getattr(R, name)

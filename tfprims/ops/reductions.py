@@ -12,6 +12,8 @@ where TF is platform-dependent: docs/semantics/reductions_linalg.md.
 
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -71,8 +73,15 @@ def _out_shape(shape, axes, keep_dims):
   return tuple(d for i, d in enumerate(shape) if i not in axes)
 
 
-def _count(shape, axes) -> int:
-  return int(np.prod([shape[a] for a in axes], dtype=np.int64))
+def _count(shape, axes):
+  """How many elements each output reduces: an int, or an expression in the symbolic
+  dims of a shape-polymorphic jax.export trace (those are >= 1)."""
+  return math.prod(shape[a] for a in axes)
+
+
+def _count_value(n, dtype):
+  """The count as a constant of ``dtype``; a symbolic count is a program value."""
+  return np.array(n, dtype) if isinstance(n, int) else jnp.asarray(n, dtype)
 
 
 def _keep(out, axes, keep_dims):
@@ -127,17 +136,17 @@ def _int_mean(x, axes, keep_dims, n):
     else:
       acc = np.dtype(np.int32 if signed else np.uint32)   # exact for n < 2**16
     s = jnp.sum(x.astype(acc), axis=axes, dtype=acc, keepdims=keep_dims)
-    return lax.div(s, np.array(n, acc)).astype(dtype)
+    return lax.div(s, _count_value(n, acc)).astype(dtype)
   # 32-bit ints without x64: the 64-bit sum S is never formed. With
   # x = n*q + r (floor division, 0 <= r < n): floor(S/n) = sum(q) + sum(r)//n,
   # where sum(q) may wrap but the result fits in int32 so wrapping cancels;
   # sum(r) < n**2 is exact in uint32 for n < 2**16.
-  nn = np.array(n, dtype)
+  nn = _count_value(n, dtype)
   q = jnp.floor_divide(x, nn)
   r = (x - q * nn).astype(np.uint32)
   qs = jnp.sum(q, axis=axes, dtype=dtype, keepdims=keep_dims)
   rs = jnp.sum(r, axis=axes, dtype=np.uint32, keepdims=keep_dims)
-  nu = np.array(n, np.uint32)
+  nu = _count_value(n, np.uint32)
   floor = qs + lax.div(rs, nu).astype(dtype)
   if not signed:
     return floor
@@ -158,7 +167,7 @@ def _mean(x, *, axis, keep_dims):
   if jnp.issubdtype(x.dtype, jnp.integer):
     return _int_mean(x, axes, keep_dims, n)
   s = jnp.sum(x, axis=axes, keepdims=keep_dims)
-  return s / np.array(n, x.dtype)
+  return s / _count_value(n, x.dtype)
 
 
 def _mean_build(B, x, *, axis, keep_dims):
@@ -256,11 +265,11 @@ def _reduce_transpose(ct, x, *, axis, keep_dims, scale=None):
 def _mean_transpose(ct, x, *, axis, keep_dims):
   shape = x.aval.shape
   n = _count(shape, normalize_axes(axis, len(shape)))
-  if n <= 1:
+  if isinstance(n, int) and n <= 1:
     return _reduce_transpose(ct, x, axis=axis, keep_dims=keep_dims)
   # TF divides by the count (RealDiv, whose transpose gives grad-of-grad).
   return _reduce_transpose(ct, x, axis=axis, keep_dims=keep_dims,
-                           scale=lambda c: tfops.RealDiv(c, np.array(n, c.dtype)))
+                           scale=lambda c: tfops.RealDiv(c, _count_value(n, c.dtype)))
 
 
 def _mean_jvp(t, x, *, axis, keep_dims):
