@@ -230,11 +230,9 @@ def check_params(param_specs: Mapping[str, TensorSpec], params: Mapping[str, Any
         + (f"unexpected {extra}" if extra else ""))
   staging = _staging()
   state = {k: _validate(spec, params[k], "param", exact_shape=True, keep_numpy=True,
-                        writable_too=staging)
-           for k, spec in param_specs.items()}
-  if staging:
-    state = {k: folding.weight(v) if isinstance(v, np.ndarray) else v for k, v in state.items()}
-  return state
+                        writable_too=staging) for k, spec in param_specs.items()}
+  return {k: folding.weight(v) if staging and isinstance(v, np.ndarray) else v
+          for k, v in state.items()}
 
 
 def params_out(state: Mapping[str, Any], param_specs) -> dict:
@@ -316,8 +314,7 @@ def _describe(structure) -> str:
 def _validate(spec: TensorSpec, value, kind: str, exact_shape: bool = False,
               keep_numpy: bool = False, writable_too: bool = False):
   """Checks (and canonicalizes) one input or param against its spec; numpy values
-  become JAX arrays unless ``keep_numpy`` and they are read-only (or
-  ``writable_too``)."""
+  become JAX arrays unless ``keep_numpy`` and they are read-only (or ``writable_too``)."""
   weak = isinstance(value, (int, float, bool, complex, list, tuple))
   if weak:
     try:
