@@ -81,6 +81,26 @@ def _pointwise_cases():
   return cases
 
 
+def _pool_cases():
+  rng = np.random.default_rng(2)
+  f = lambda *s: rng.normal(size=s).astype(np.float32)
+  cases = []
+  for op, n, h, c, k, s, pad in [("MaxPool", 8, 112, 64, 3, 2, "SAME"),   # ResNet50's stem
+                                 ("MaxPool", 1, 112, 64, 3, 2, "SAME"),
+                                 ("MaxPool", 8, 147, 64, 3, 2, "VALID"),  # InceptionV3's
+                                 ("AvgPool", 8, 35, 192, 3, 1, "SAME"),
+                                 ("AvgPool", 8, 17, 768, 3, 1, "SAME"),
+                                 ("MaxPool", 8, 56, 256, 2, 2, "VALID")]:
+    a = dict(ksize=(1, k, k, 1), strides=(1, s, s, 1), padding=pad, data_format="NHWC")
+    cases.append((f"{op} {n}x{h}x{h}x{c} {k}x{k} s{s} {pad}",
+                  lambda x, a=a, op=op: getattr(tfops, op)(x, **a), (f(n, h, h, c),)))
+  a3 = dict(ksize=(1, 2, 2, 2, 1), strides=(1, 2, 2, 2, 1), padding="VALID",
+            data_format="NDHWC")
+  cases.append(("MaxPool3D 4x16x28x28x64 2x2x2 s2", lambda x: tfops.MaxPool3D(x, **a3),
+                (f(4, 16, 28, 28, 64),)))
+  return cases
+
+
 def _compiled(fn, args, fast, times=None):
   with tfprims.override_config("fast_lowerings", fast):
     t = time.perf_counter()
@@ -156,7 +176,7 @@ def main(argv=None):
   args = ap.parse_args(argv)
   print(f"load average at start: {os.getloadavg()[0]:.1f}")
   print("| case | fast ms | default ms | default/fast |\n|---|---|---|---|")
-  for name, fn, xs in _dw_cases() + _pointwise_cases():
+  for name, fn, xs in _dw_cases() + _pointwise_cases() + _pool_cases():
     if args.only in name:
       print("| %s | %.2f | %.2f | %.1f |" % compare(name, fn, xs, args.repeats), flush=True)
   for b in args.model or ():

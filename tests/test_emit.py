@@ -148,6 +148,11 @@ def _emit_and_lax(build, *args):
     lambda B, x: B.select(B.lt(x, B.full(0.5, x.shape, x.dtype)), B.exp(x), B.tanh(x)),
     lambda B, x: B.sub(B.erf(x), B.erfc(B.neg(x))),
     lambda B, x: B.rev(x, (0, 2)),
+    lambda B, x: B.reduce_window_max(x, (2, 1, 3), (1, 1, 2), [(0, 1), (0, 0), (1, 1)]),
+    lambda B, x: B.reduce_window_sum(x, (1, 3, 1), (2, 1, 1), [(1, 0), (1, 1), (0, 0)]),
+    lambda B, x: B.select(B.ge(x, B.full(0.5, x.shape, x.dtype)), x,
+                          B.broadcast_in_dim(B.asarray(np.arange(7, dtype=np.float32)),
+                                             x.shape, (2,))),
     lambda B, x: B.add(B.broadcast_to(B.reduce_sum(x, (2,)), (3, 4, 5)),
                        B.rsqrt(B.full(4.0, (3, 4, 5), x.dtype))),
 ])

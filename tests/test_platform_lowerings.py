@@ -1,4 +1,5 @@
-"""Per-platform lowerings (tfprims.register_platform_lowering, tfprims/ops/nn/conv_cpu.py).
+"""Per-platform lowerings (tfprims.register_platform_lowering, tfprims/ops/nn/conv_cpu.py
+and pool_cpu.py).
 
 Each CPU lowering must compute what the default lowering computes (and what TF
 computes) on the op's property-spec draws and on a grid of strides, paddings,
@@ -24,7 +25,8 @@ from helpers import on_spec_draws
 
 FAST_OPS = ("DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
             "DepthwiseConv2dNativeBackpropFilter", "Conv2D", "Conv2DBackpropInput",
-            "Conv2DBackpropFilter", "Conv3D")
+            "Conv2DBackpropFilter", "Conv3D", "MaxPool", "MaxPoolV2", "MaxPool3D", "AvgPool",
+            "AvgPool3D")
 
 
 @pytest.fixture(autouse=True)
@@ -416,3 +418,71 @@ def test_every_op_of_a_grid_uses_all_taps():
     f[i, j] = 1
     (y, _), (y0, _) = _both(lambda x, f: tfops.DepthwiseConv2dNative(x, f, **_NHWC), x, f)
     np.testing.assert_array_equal(y, y0)
+
+
+# --------------------------------------------------------------------------
+# Pooling: one reduce_window per pooled axis (pool_cpu.py)
+# --------------------------------------------------------------------------
+
+_POOL_GRID = [
+    # fmt, spatial shape, ksize, strides, padding
+    ("NHWC", (7, 6), (3, 3), (2, 2), "SAME"),
+    ("NHWC", (8, 9), (3, 2), (2, 3), "VALID"),
+    ("NHWC", (5, 5), (5, 5), (1, 1), "SAME"),
+    ("NHWC", (6, 6), (1, 3), (2, 1), "SAME"),
+    ("NHWC", (6, 6), (1, 3), (1, 1), "VALID"),   # one pooled axis: the default
+    ("NCHW", (7, 8), (2, 2), (2, 2), "VALID"),
+    ("NDHWC", (4, 5, 6), (2, 3, 3), (1, 2, 2), "SAME"),
+]
+
+
+def _pool_case(case, dtype):
+  fmt, spatial, k, s, padding = case
+  channels_last = fmt.endswith("C")
+  lay = (lambda v: (1,) + tuple(v) + (1,)) if channels_last else (lambda v: (1, 1) + tuple(v))
+  shape = (2,) + tuple(spatial) + (3,) if channels_last else (2, 3) + tuple(spatial)
+  x = np.random.default_rng(6).uniform(-50, 50, shape)
+  if jax.numpy.issubdtype(dtype, jax.numpy.floating):
+    # TF's max never lets NaN win; windows of NaNs (rows, or channels for NCHW) give the
+    # lowest finite value, -inf too.
+    x[0, :2], x[(1,) * x.ndim] = np.nan, -np.inf
+  x = x.astype(jax.numpy.dtype(dtype))
+  return x, dict(ksize=lay(k), strides=lay(s), padding=padding, data_format=fmt)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int32"])
+@pytest.mark.parametrize("case", _POOL_GRID, ids=lambda c: "-".join(map(str, c)))
+def test_pools_reduce_one_axis_at_a_time_equal_to_default_and_tf(case, dtype):
+  x, attrs = _pool_case(case, dtype)
+  ops = ("MaxPool3D", "AvgPool3D") if x.ndim == 5 else ("MaxPool", "MaxPoolV2", "AvgPool")
+  if dtype == "int32":   # TF's integer pools: MaxPool and MaxPoolV2
+    ops = ops[:2] if x.ndim == 4 else ()
+  pooled = sum(k > 1 or s > 1 for k, s in zip(attrs["ksize"], attrs["strides"]))
+  for op_type in ops:
+    fn = lambda x, op_type=op_type: getattr(tfops, op_type)(x, **attrs)
+    (fast, fast_hlo), (default, default_hlo) = _both(fn, x)
+    assert fast_hlo.count("reduce_window") == pooled and default_hlo.count("reduce_window") == 1
+    if op_type.startswith("Max"):
+      np.testing.assert_array_equal(fast, default)   # max is exact in any order
+    else:
+      np.testing.assert_allclose(fast, default, **_tol(dtype), equal_nan=True)
+    if dtype in ("float16", "bfloat16"):
+      continue   # TF's half kernels on windows of NaNs differ from the default already
+    expected = _tf_or_none(op_type, input=x, **attrs) if op_type != "AvgPool" else (
+        _tf_or_none(op_type, value=x, **attrs))
+    if expected is not None:
+      np.testing.assert_allclose(fast, np.asarray(expected, np.float64), **_tol(dtype),
+                                 equal_nan=True)
+
+
+def test_pool_gradients_and_vmap_through_the_fast_lowerings():
+  x = np.random.default_rng(7).normal(size=(2, 7, 6, 3)).astype(np.float32)
+  attrs = dict(ksize=(1, 3, 3, 1), strides=(1, 2, 2, 1), padding="SAME", data_format="NHWC")
+  loss = lambda x: (tfops.MaxPool(x, **attrs) ** 2).sum() + (tfops.AvgPool(x, **attrs) ** 3).sum()
+  out = {}
+  for fast in (True, False):
+    with tfprims.override_config("fast_lowerings", fast):
+      out[fast] = (np.asarray(jax.jit(jax.grad(loss))(x)),
+                   np.asarray(jax.jit(jax.vmap(loss))(np.stack([x, -x]))))
+  for a, b in zip(out[True], out[False]):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)

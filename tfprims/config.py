@@ -52,7 +52,8 @@ OPTIONS: Mapping[str, Option] = {
     "fast_lowerings": Option(True, "lower", (
         "Lower ops that declare a per-platform lowering (tfprims.register_platform_lowering) "
         "with it on that platform: on CPU, DepthwiseConv2dNative and its backprops as sums "
-        "of shifted slices, 1x1 Conv2D/Conv3D as dot_general (docs/performance.md). Off: "
+        "of shifted slices, 1x1 Conv2D/Conv3D as dot_general, pools as one reduce_window "
+        "per pooled axis (docs/performance.md). Off: "
         "every op lowers its default impl, so a program compiles to the same HLO as the "
         "naive JAX program. Read when a program is lowered; changing it clears JAX's "
         "caches (jax.clear_caches()) so programs lowered before are lowered again.")),

@@ -165,10 +165,21 @@ class Emitter:
   erfc = _unary(chlo.erfc, "erfc")
   del _binary, _unary
 
-  def lt(self, x: Val, y: Val) -> Val:
-    out = hlo.compare(x.value, y.value, hlo.ComparisonDirectionAttr.get("LT"),
-                      compare_type=hlo.ComparisonTypeAttr.get(_compare_type(x.dtype)))
-    return Val(out, x.shape, np.bool_)
+  def _compare(direction):
+    def method(self, x: Val, y: Val) -> Val:
+      out = hlo.compare(x.value, y.value, hlo.ComparisonDirectionAttr.get(direction),
+                        compare_type=hlo.ComparisonTypeAttr.get(_compare_type(x.dtype)))
+      return Val(out, x.shape, np.bool_)
+    method.__name__ = direction.lower()
+    return method
+
+  lt, ge = _compare("LT"), _compare("GE")
+  del _compare
+
+  def asarray(self, value) -> Val:
+    """A numpy array as a constant."""
+    value = np.asarray(value)
+    return Val(mlir.ir_constant(value), value.shape, value.dtype)
 
   def select(self, pred: Val, on_true: Val, on_false: Val) -> Val:
     return Val(hlo.select(pred.value, on_true.value, on_false.value), on_true.shape,
@@ -192,6 +203,37 @@ class Emitter:
 
   def reduce_max(self, x: Val, axes) -> Val:
     return self._reduce(x, axes, _lowest(x.dtype), hlo.maximum)
+
+  def _reduce_window(self, x: Val, init, combine, window, strides, padding) -> Val:
+    shape = tuple(max(0, (n + lo + hi - k) // s + 1)
+                  for n, k, s, (lo, hi) in zip(x.shape, window, strides, padding))
+    scalar = self._type((), x.dtype)
+    i64 = ir.IntegerType.get_signless(64)
+    op = hlo.ReduceWindowOp(
+        [self._type(shape, x.dtype)], [x.value], [mlir.ir_constant(np.array(init, x.dtype))],
+        window_dimensions=mlir.dense_int_array(list(window)),
+        window_strides=mlir.dense_int_array(list(strides)),
+        padding=ir.DenseElementsAttr.get(np.asarray(padding, np.int64).reshape(x.ndim, 2),
+                                         type=i64))
+    body = op.regions[0].blocks.append(scalar, scalar)
+    with ir.InsertionPoint(body):
+      hlo.return_([combine(*body.arguments)])
+    return Val(op.result, shape, x.dtype)
+
+  def reduce_window_sum(self, x: Val, window, strides, padding) -> Val:
+    """lax.reduce_window with lax.add; ``padding`` as (lo, hi) pairs, zeros padded."""
+    return self._reduce_window(x, 0, hlo.add, window, strides, padding)
+
+  def reduce_window_max(self, x: Val, window, strides, padding, ignore_nan=False) -> Val:
+    """lax.reduce_window with lax.max; pads with -inf (integers: their minimum).
+    ``ignore_nan``: NaN never wins over a number (see :func:`_max_ignoring_nan`)."""
+    combine = hlo.maximum
+    if ignore_nan and _inexact(x.dtype):
+      def combine(a, b):
+        cmp = lambda u, v, d: hlo.compare(u, v, hlo.ComparisonDirectionAttr.get(d),
+                                          compare_type=hlo.ComparisonTypeAttr.get("FLOAT"))
+        return hlo.select(hlo.or_(cmp(b, a, "GT"), cmp(a, a, "NE")), b, a)
+    return self._reduce_window(x, _lowest(x.dtype), combine, window, strides, padding)
 
   def dot_general(self, x: Val, y: Val, dimension_numbers,
                   preferred_element_type=None) -> Val:
@@ -261,7 +303,8 @@ class _Lax:
   neg, exp, rsqrt, tanh, logistic, erf, erfc = (
       staticmethod(f) for f in (lax.neg, lax.exp, lax.rsqrt, lax.tanh, lax.logistic, lax.erf,
                                 lax.erfc))
-  lt, select = staticmethod(lax.lt), staticmethod(lax.select)
+  lt, ge, select = staticmethod(lax.lt), staticmethod(lax.ge), staticmethod(lax.select)
+  asarray = staticmethod(np.asarray)
   dot_general = staticmethod(lax.dot_general)
 
   @staticmethod
@@ -298,6 +341,23 @@ class _Lax:
   @staticmethod
   def reduce_max(x, axes):
     return lax.reduce(x, np.array(_lowest(x.dtype), x.dtype), lax.max, tuple(axes))
+
+  @staticmethod
+  def reduce_window_sum(x, window, strides, padding):
+    return lax.reduce_window(x, np.array(0, x.dtype), lax.add, tuple(window), tuple(strides),
+                             tuple(map(tuple, padding)))
+
+  @staticmethod
+  def reduce_window_max(x, window, strides, padding, ignore_nan=False):
+    combine = _max_ignoring_nan if ignore_nan and _inexact(x.dtype) else lax.max
+    return lax.reduce_window(x, np.array(_lowest(x.dtype), x.dtype), combine, tuple(window),
+                             tuple(strides), tuple(map(tuple, padding)))
+
+
+def _max_ignoring_nan(a, b):
+  """b where it is greater or a is NaN, else a: NaN never wins over a number (a window
+  of NaNs gives NaN or the initial -inf)."""
+  return lax.select(lax.bitwise_or(lax.gt(b, a), lax.ne(a, a)), b, a)
 
 
 #: The namespace on tracers.

@@ -32,7 +32,8 @@ What lives where (each op's impl, rules and property spec in one module):
   FractionalAvgPool (``uses_rng``) and their Grad ops.
 * ``conv_cpu.py``: CPU lowerings of DepthwiseConv2dNative and its backprops (tap sums)
   and of 1x1 Conv2D/Conv3D (``dot_general``), chosen by measurement (config
-  ``fast_lowerings``; docs/performance.md).
+  ``fast_lowerings``; docs/performance.md); ``pool_cpu.py``: CPU lowerings of
+  MaxPool(V2, 3D) and AvgPool(3D) as one reduce_window per pooled axis.
 * ``_common.py``: layout and padding helpers, batch folding, spec helpers.
 
 Explicit TF-named rules (they bind other ops through ``tfops``):
@@ -61,7 +62,7 @@ from tfprims.ops.nn import pool3d  # noqa: F401
 from tfprims.ops.nn import pool_argmax  # noqa: F401
 from tfprims.ops.nn import dilation  # noqa: F401
 from tfprims.ops.nn import conv_variants  # noqa: F401
-from tfprims.ops.nn import conv_cpu  # noqa: F401
+from tfprims.ops.nn import conv_cpu, pool_cpu  # noqa: F401
 from tfprims.ops.nn import rnn_blocks  # noqa: F401
 from tfprims.ops.nn import cudnn_rnn  # noqa: F401
 from tfprims.ops.nn import fake_quant  # noqa: F401

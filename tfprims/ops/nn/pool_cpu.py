@@ -1,0 +1,90 @@
+"""CPU lowerings of pooling: the window reduced one axis at a time.
+
+Registered with :func:`tfprims.core.register_platform_lowering` for ``"cpu"`` only
+(GPU/TPU keep pool.py's and pool3d.py's ``lax.reduce_window`` over the whole window);
+the ``fast_lowerings`` config turns them off. XLA:CPU runs a reduce_window as a scalar
+loop over each output's window; a window spanning several axes is that loop nested,
+and one reduce_window per pooled axis (the max over the window's columns, then over
+its rows) ran 3-6x faster and compiled in the same time (benchmarks/NOTES.md,
+"Per-platform lowerings").
+
+* MaxPool, MaxPoolV2, MaxPool3D: the same values bit for bit (max is exact in any
+  order; NaN never wins, and the result is clamped at the dtype's lowest finite value).
+* AvgPool, AvgPool3D: the window sums taken axis by axis (float16/bfloat16 in
+  float32), divided by each window's count of real elements as the default does.
+
+Builders (tfprims/emit.py) returning None where fewer than two axes are pooled (the
+default is then already one reduce_window). Their equality with the default lowering
+is tested in tests/test_platform_lowerings.py.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from tfprims.core import register_platform_lowering
+from tfprims.ops.nn.conv_cpu import _acc_dtype
+from tfprims.ops.nn.pool import _avg_pool_counts, _lowest, _pool_pads, _v2_floor
+
+
+def _pooled_axes(x, ksize, strides, pads):
+  return [a for a in range(x.ndim) if (ksize[a], strides[a], pads[a]) != (1, 1, (0, 0))]
+
+
+def _axis_by_axis(reduce, x, axes, ksize, strides, pads):
+  """``reduce`` (a B.reduce_window_*) over the window, the last pooled axis first."""
+  for a in reversed(axes):
+    window, step, padding = [1] * x.ndim, [1] * x.ndim, [(0, 0)] * x.ndim
+    window[a], step[a], padding[a] = ksize[a], strides[a], pads[a]
+    x = reduce(x, window, step, padding)
+  return x
+
+
+def max_pool_cpu(B, input, *, ksize, strides, padding, explicit_paddings=(),
+                 data_format="NHWC", floor=None):
+  """MaxPool (any rank): one max per pooled axis in which NaN never wins, then
+  pool.max_pool's clamp at the dtype's lowest finite value. The default clamps the
+  input instead: the same values (the clamp is monotone, and a window of NaNs gives
+  the lowest value either way), without the clamped copy of the input, which cost
+  more than the pooling on ResNet50's stem (8x112x112x64)."""
+  pads = _pool_pads(input.shape, ksize, strides, padding, explicit_paddings)
+  axes = _pooled_axes(input, ksize, strides, pads)
+  if len(axes) < 2:
+    return None
+  reduce = lambda x, *a: B.reduce_window_max(x, *a, ignore_nan=True)
+  out = _axis_by_axis(reduce, input, axes, ksize, strides, pads)
+  if jnp.issubdtype(out.dtype, jnp.floating):
+    low = B.full_like(out, _lowest(out.dtype) if floor is None else floor)
+    out = B.select(B.ge(out, low), out, low)
+  return out
+
+
+def max_pool_v2_cpu(B, input, *, ksize, strides, padding, data_format="NHWC"):
+  return max_pool_cpu(B, input, ksize=ksize, strides=strides, padding=padding,
+                      data_format=data_format, floor=_v2_floor(input.dtype))
+
+
+def max_pool3d_cpu(B, input, *, ksize, strides, padding, data_format="NDHWC"):
+  return max_pool_cpu(B, input, ksize=ksize, strides=strides, padding=padding,
+                      data_format=data_format)
+
+
+def avg_pool_cpu(B, value, *, ksize, strides, padding, data_format="NHWC"):
+  """AvgPool (any rank): window sums axis by axis over the counts of real elements."""
+  pads = _pool_pads(value.shape, ksize, strides, padding)
+  axes = _pooled_axes(value, ksize, strides, pads)
+  if len(axes) < 2:
+    return None
+  acc = _acc_dtype(value.dtype)
+  total = _axis_by_axis(B.reduce_window_sum, B.convert_element_type(value, acc), axes,
+                        ksize, strides, pads)
+  counts = _avg_pool_counts(value.shape, ksize, strides, pads, total.shape).astype(acc)
+  counts = B.broadcast_in_dim(B.asarray(counts), total.shape, range(total.ndim))
+  return B.convert_element_type(B.div(total, counts), value.dtype)
+
+
+for _op_type, _build in (("MaxPool", max_pool_cpu), ("MaxPoolV2", max_pool_v2_cpu),
+                         ("MaxPool3D", max_pool3d_cpu), ("AvgPool", avg_pool_cpu),
+                         ("AvgPool3D", avg_pool_cpu)):
+  register_platform_lowering(_op_type, "cpu", build=_build)
