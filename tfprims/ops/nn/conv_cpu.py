@@ -82,14 +82,20 @@ def _tap_slice(B, xp, axes, offsets, strides, out_sizes):
 
 def _tap_sum(B, xp, w, axes, ch, strides, dilations, out_sizes, flip=False):
   """sum over taps (i, j) of slice(xp at i*dh, j*dw; strides) * w[i, j] (w: [kh, kw, C])."""
-  k = w.shape[:-1]
+  k, c = w.shape[:-1], w.shape[-1]
+  # w's axes in the data's order, so that each tap's [1, 1, C] slice broadcasts as it is
+  # (its size-1 dims onto the spatial axes): no reshape per tap.
+  data_axes = tuple(axes) + (ch,)
+  order = sorted(range(w.ndim), key=lambda a: data_axes[a])
+  if order != list(range(w.ndim)):
+    w = B.transpose(w, order)
   acc = None
   for idx in itertools.product(*(range(n) for n in k)):
     tap = tuple(n - 1 - i for n, i in zip(k, idx)) if flip else idx
     sl = _tap_slice(B, xp, axes, [i * d for i, d in zip(idx, dilations)], strides, out_sizes)
-    wt = B.reshape(B.slice(w, tap + (0,), tuple(i + 1 for i in tap) + (w.shape[-1],)),
-                   (w.shape[-1],))
-    term = B.mul(sl, B.broadcast_in_dim(wt, sl.shape, (ch,)))
+    lo, hi = tap + (0,), tuple(i + 1 for i in tap) + (c,)
+    wt = B.slice(w, [lo[a] for a in order], [hi[a] for a in order])
+    term = B.mul(sl, B.broadcast_in_dim(wt, sl.shape, sorted(data_axes)))
     acc = term if acc is None else B.add(acc, term)
   return acc
 
