@@ -273,6 +273,27 @@ def test_conv2d_with_a_filter_wider_than_its_input_is_one_dot(case, dtype):
       np.testing.assert_allclose(y, ref, **tol)
 
 
+def test_taps_that_read_only_padding_are_left_out():
+  # On a 1x1 map a SAME 3x3 filter reads the input with its centre tap only: Conv2D is
+  # one dot over the input channels, DepthwiseConv2dNative one product.
+  rng = np.random.default_rng(8)
+  x, f = rng.normal(size=(2, 1, 1, 5)).astype(np.float32), rng.normal(size=(3, 3, 5, 4))
+  (y, hlo), (y0, _) = _both(lambda x, f: tfops.Conv2D(x, f, **_NHWC), x, f.astype(np.float32))
+  assert "concatenate" not in hlo and hlo.count("stablehlo.dot_general") == 1
+  np.testing.assert_allclose(y, y0, rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(y, np.einsum("nc,co->no", x[:, 0, 0], f[1, 1])[:, None, None],
+                             rtol=1e-5, atol=1e-5)
+  fd = rng.normal(size=(3, 3, 5, 1)).astype(np.float32)
+  (y, hlo), (y0, _) = _both(lambda x, f: tfops.DepthwiseConv2dNative(x, f, **_NHWC), x, fd)
+  assert hlo.count("stablehlo.multiply") == 1
+  np.testing.assert_allclose(y, x * fd[1, 1, :, 0], rtol=1e-6)
+  # Explicit padding that puts every output window in the padding: zeros.
+  attrs = dict(_NHWC, padding="EXPLICIT", explicit_paddings=(0, 0, 5, 5, 5, 5, 0, 0),
+               strides=(1, 8, 8, 1))
+  (y, _), (y0, _) = _both(lambda x, f: tfops.DepthwiseConv2dNative(x, f, **attrs), x, fd)
+  assert y.shape == (2, 2, 2, 5) and not y.any() and not y0.any()
+
+
 @pytest.mark.parametrize("fmt", ["NDHWC", "NCDHW"])
 @pytest.mark.parametrize("strides", [1, 2])
 def test_pointwise_conv3d_fast_equals_default_and_tf(fmt, strides):

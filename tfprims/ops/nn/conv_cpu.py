@@ -18,6 +18,8 @@ Registered with :func:`tfprims.core.register_platform_lowering` for ``"cpu"`` on
   the channel axis of the (padded, strided) input; ungrouped Conv2D on maps of at most
   ``_MAX_IM2COL_SIZE`` pixels a side with a dilated filter wider than the map (3x3 on
   2x2) as the same ``dot_general`` over every tap's slice (im2col).
+* Here and in the tap sums, taps that read only padding are left out (a 3x3 SAME
+  filter on a 1x1 map reads the input with its centre tap alone).
 
 Each is a builder (tfprims/emit.py), ``build(B, *operands, **params)``: emitted as
 StableHLO directly (lowering it costs no trace) and traced on lax for symbolic or
@@ -80,8 +82,21 @@ def _tap_slice(B, xp, axes, offsets, strides, out_sizes):
   return B.slice(xp, start, limit, step)
 
 
-def _tap_sum(B, xp, w, axes, ch, strides, dilations, out_sizes, flip=False):
-  """sum over taps (i, j) of slice(xp at i*dh, j*dw; strides) * w[i, j] (w: [kh, kw, C])."""
+def _reads_input(offsets, strides, out_sizes, pads, sizes):
+  """Whether the tap at these offsets into the padded input reads an input element (not
+  padding) at some output position along every spatial axis: a tap that reads only
+  padding adds zeros (a 3x3 filter on a 1x1 map has one such tap that does not)."""
+  for o, st, m, (lo, _), n in zip(offsets, strides, out_sizes, pads, sizes):
+    t = max(0, -(-(lo - o) // st))   # the first output whose read is at or past the input
+    if t >= m or o + st * t >= lo + n:
+      return False
+  return True
+
+
+def _tap_sum(B, xp, w, axes, ch, strides, dilations, out_sizes, flip=False, unpadded=None):
+  """sum over taps (i, j) of slice(xp at i*dh, j*dw; strides) * w[i, j] (w: [kh, kw, C]).
+  ``unpadded``: (pads, sizes) of xp's spatial axes, to skip the taps that read only
+  padding (:func:`_reads_input`)."""
   k, c = w.shape[:-1], w.shape[-1]
   # w's axes in the data's order, so that each tap's [1, 1, C] slice broadcasts as it is
   # (its size-1 dims onto the spatial axes): no reshape per tap.
@@ -92,11 +107,19 @@ def _tap_sum(B, xp, w, axes, ch, strides, dilations, out_sizes, flip=False):
   acc = None
   for idx in itertools.product(*(range(n) for n in k)):
     tap = tuple(n - 1 - i for n, i in zip(k, idx)) if flip else idx
-    sl = _tap_slice(B, xp, axes, [i * d for i, d in zip(idx, dilations)], strides, out_sizes)
+    offsets = [i * d for i, d in zip(idx, dilations)]
+    if unpadded and not _reads_input(offsets, strides, out_sizes, *unpadded):
+      continue
+    sl = _tap_slice(B, xp, axes, offsets, strides, out_sizes)
     lo, hi = tap + (0,), tuple(i + 1 for i in tap) + (c,)
     wt = B.slice(w, [lo[a] for a in order], [hi[a] for a in order])
     term = B.mul(sl, B.broadcast_in_dim(wt, sl.shape, sorted(data_axes)))
     acc = term if acc is None else B.add(acc, term)
+  if acc is None:   # every output window lies in the padding
+    shape = list(xp.shape)
+    for a, n in zip(axes, out_sizes):
+      shape[a] = n
+    return B.full(0, shape, xp.dtype)
   return acc
 
 
@@ -131,7 +154,8 @@ def depthwise_conv2d_cpu(B, input, filter, *, strides, padding, explicit_padding
   acc = _acc_dtype(input.dtype)
   xp = _pad(B, _repeat_channels(B, B.convert_element_type(input, acc), ch, m), axes, pads)
   w = B.reshape(B.convert_element_type(filter, acc), (kh, kw, c * m))
-  out = _tap_sum(B, xp, w, axes, ch, s, d, [out_shape[a] for a in axes])
+  out = _tap_sum(B, xp, w, axes, ch, s, d, [out_shape[a] for a in axes],
+                 unpadded=(pads, [input.shape[a] for a in axes]))
   return B.convert_element_type(out, input.dtype)
 
 
@@ -204,9 +228,10 @@ def depthwise_backprop_filter_cpu(B, input, out_backprop, *, filter_sizes, strid
 def _im2col(B, input, filter, *, strides, padding, explicit_paddings, data_format,
             dilations):
   """An ungrouped convolution as one dot_general: the padded input's strided, dilated
-  slice for every filter tap, concatenated along the channel axis (tap-major, as the
-  filter's [taps * in, out] rows), contracted with the filter. A 1x1 filter has one tap:
-  the input itself, padded and strided."""
+  slice for every filter tap that reads the input (:func:`_reads_input`), concatenated
+  along the channel axis (tap-major, as the filter's [taps * in, out] rows), contracted
+  with those rows of the filter. A 1x1 filter has one tap: the input itself, padded and
+  strided."""
   rank = input.ndim
   k = filter.shape[:rank - 2]
   axes, s, d, pads = _geometry(input.shape, k, strides, padding, explicit_paddings,
@@ -217,10 +242,21 @@ def _im2col(B, input, filter, *, strides, padding, explicit_paddings, data_forma
   if min(out_sizes) <= 0:
     return None
   xp = _pad(B, input, axes, pads)
+  sizes = [input.shape[a] for a in axes]
+  taps = [idx for idx in itertools.product(*(range(n) for n in k))
+          if _reads_input([i * dl for i, dl in zip(idx, d)], s, out_sizes, pads, sizes)]
+  if not taps:
+    return None
   cols = [_tap_slice(B, xp, axes, [i * dl for i, dl in zip(idx, d)], s, out_sizes)
-          for idx in itertools.product(*(range(n) for n in k))]
+          for idx in taps]
   x = cols[0] if len(cols) == 1 else B.concatenate(cols, ch)
-  w = B.reshape(filter, (math.prod(filter.shape[:-1]), filter.shape[-1]))
+  c_in, c_out = filter.shape[-2:]
+  if len(taps) == math.prod(k):
+    w = B.reshape(filter, (math.prod(filter.shape[:-1]), c_out))
+  else:   # the rows of the taps that read the input
+    rows = [B.reshape(B.slice(filter, idx + (0, 0), tuple(i + 1 for i in idx) + (c_in, c_out)),
+                      (c_in, c_out)) for idx in taps]
+    w = rows[0] if len(rows) == 1 else B.concatenate(rows, 0)
   acc = _acc_dtype(input.dtype)
   out = B.dot_general(x, w, (((ch,), (0,)), ((), ())),
                       preferred_element_type=acc if acc != input.dtype else None)
