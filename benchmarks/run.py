@@ -18,6 +18,7 @@ import gc
 import json
 import os
 import platform
+import random
 import statistics
 import sys
 import time
@@ -135,15 +136,31 @@ def _timed(fn):
 
 def _interleaved_medians(fns, repeats, warmup=2):
   """Median seconds of each of ``fns`` ({name: fn}), called in turn ``repeats`` times:
-  a slow spell of the machine hits every contender alike."""
-  for fn in fns.values():
+  a slow spell of the machine hits every contender alike.
+
+  A program's first call after another contender's work pays for waking its threads
+  and refilling caches; on the sub-millisecond models that made whichever contender
+  came right after TensorFlow up to 2x slower than the other. So the order is shuffled
+  each round (seeded: every contender follows each other one equally often in
+  expectation), and a contender whose call takes under 20 ms is called twice untimed
+  before each timed call, as a program run in a loop is.
+  """
+  settle = {}
+  for name, fn in fns.items():
     for _ in range(warmup):
-      fn()
-  times = {name: [] for name in fns}
-  for _ in range(repeats):
-    for name, fn in fns.items():
       start = time.perf_counter()
       fn()
+    settle[name] = 2 if time.perf_counter() - start < 0.02 else 0
+  rng = random.Random(0)
+  names = list(fns)
+  times = {name: [] for name in fns}
+  for _ in range(repeats):
+    rng.shuffle(names)
+    for name in names:
+      for _ in range(settle[name]):
+        fns[name]()
+      start = time.perf_counter()
+      fns[name]()
       times[name].append(time.perf_counter() - start)
   return {name: statistics.median(ts) for name, ts in times.items()}
 
