@@ -496,6 +496,16 @@ def test_pools_reduce_one_axis_at_a_time_equal_to_default_and_tf(case, dtype):
                                  equal_nan=True)
 
 
+def test_max_pool_with_windows_of_padding_alone_keeps_the_default():
+  # The default leaves such a window at -inf (its clamp is on the input): declined.
+  x = np.random.default_rng(9).normal(size=(1, 4, 4, 2)).astype(np.float32)
+  attrs = dict(ksize=(1, 2, 2, 1), strides=(1, 3, 3, 1), padding="EXPLICIT",
+               explicit_paddings=(0, 0, 3, 0, 3, 0, 0, 0), data_format="NHWC")
+  (y, hlo), (y0, default_hlo) = _both(lambda x: tfops.MaxPool(x, **attrs), x)
+  assert hlo == default_hlo and y[0, 0, 0, 0] == -np.inf
+  np.testing.assert_array_equal(y, y0)
+
+
 def test_pool_gradients_and_vmap_through_the_fast_lowerings():
   x = np.random.default_rng(7).normal(size=(2, 7, 6, 3)).astype(np.float32)
   attrs = dict(ksize=(1, 3, 3, 1), strides=(1, 2, 2, 1), padding="SAME", data_format="NHWC")

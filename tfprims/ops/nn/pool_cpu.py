@@ -5,7 +5,7 @@ Registered with :func:`tfprims.core.register_platform_lowering` for ``"cpu"`` on
 the ``fast_lowerings`` config turns them off. XLA:CPU runs a reduce_window as a scalar
 loop over each output's window; a window spanning several axes is that loop nested,
 and one reduce_window per pooled axis (the max over the window's columns, then over
-its rows) ran 3-6x faster and compiled in the same time (benchmarks/NOTES.md,
+its rows) ran 1.6-2.5x faster and compiled in the same time (benchmarks/NOTES.md,
 "Per-platform lowerings").
 
 * MaxPool, MaxPoolV2, MaxPool3D: the same values bit for bit (max is exact in any
@@ -21,7 +21,6 @@ is tested in tests/test_platform_lowerings.py.
 from __future__ import annotations
 
 import jax.numpy as jnp
-import numpy as np
 
 from tfprims.core import register_platform_lowering
 from tfprims.ops.nn.conv_cpu import _acc_dtype
@@ -45,12 +44,14 @@ def max_pool_cpu(B, input, *, ksize, strides, padding, explicit_paddings=(),
                  data_format="NHWC", floor=None):
   """MaxPool (any rank): one max per pooled axis in which NaN never wins, then
   pool.max_pool's clamp at the dtype's lowest finite value. The default clamps the
-  input instead: the same values (the clamp is monotone, and a window of NaNs gives
-  the lowest value either way), without the clamped copy of the input, which cost
-  more than the pooling on ResNet50's stem (8x112x112x64)."""
+  input instead; clamping the output gives the same values (the clamp is monotone, and
+  a window of NaNs gives the lowest value either way) and spares a clamped copy of the
+  input, which cost more than the pooling on ResNet50's stem (8x112x112x64). Declined
+  where an explicit padding is as wide as the window: a window of padding alone is
+  -inf in the default, unclamped."""
   pads = _pool_pads(input.shape, ksize, strides, padding, explicit_paddings)
   axes = _pooled_axes(input, ksize, strides, pads)
-  if len(axes) < 2:
+  if len(axes) < 2 or any(max(pads[a]) >= ksize[a] for a in axes):
     return None
   reduce = lambda x, *a: B.reduce_window_max(x, *a, ignore_nan=True)
   out = _axis_by_axis(reduce, input, axes, ksize, strides, pads)
