@@ -54,6 +54,11 @@ def _compare_type(dtype) -> str:
   return "SIGNED" if jnp.issubdtype(dtype, jnp.signedinteger) else "UNSIGNED"
 
 
+def _hlo_compare(x, y, direction: str, dtype):
+  return hlo.compare(x, y, hlo.ComparisonDirectionAttr.get(direction),
+                     compare_type=hlo.ComparisonTypeAttr.get(_compare_type(dtype)))
+
+
 def _lowest(dtype):
   return -np.inf if _inexact(dtype) else np.iinfo(dtype).min
 
@@ -167,9 +172,7 @@ class Emitter:
 
   def _compare(direction):
     def method(self, x: Val, y: Val) -> Val:
-      out = hlo.compare(x.value, y.value, hlo.ComparisonDirectionAttr.get(direction),
-                        compare_type=hlo.ComparisonTypeAttr.get(_compare_type(x.dtype)))
-      return Val(out, x.shape, np.bool_)
+      return Val(_hlo_compare(x.value, y.value, direction, x.dtype), x.shape, np.bool_)
     method.__name__ = direction.lower()
     return method
 
@@ -229,10 +232,9 @@ class Emitter:
     ``ignore_nan``: NaN never wins over a number (see :func:`_max_ignoring_nan`)."""
     combine = hlo.maximum
     if ignore_nan and _inexact(x.dtype):
-      def combine(a, b):
-        cmp = lambda u, v, d: hlo.compare(u, v, hlo.ComparisonDirectionAttr.get(d),
-                                          compare_type=hlo.ComparisonTypeAttr.get("FLOAT"))
-        return hlo.select(hlo.or_(cmp(b, a, "GT"), cmp(a, a, "NE")), b, a)
+      def combine(a, b):   # _max_ignoring_nan's
+        return hlo.select(hlo.or_(_hlo_compare(b, a, "GT", x.dtype),
+                                  _hlo_compare(a, a, "NE", x.dtype)), b, a)
     return self._reduce_window(x, _lowest(x.dtype), combine, window, strides, padding)
 
   def dot_general(self, x: Val, y: Val, dimension_numbers,

@@ -243,12 +243,12 @@ def _im2col(B, input, filter, *, strides, padding, explicit_paddings, data_forma
     return None
   xp = _pad(B, input, axes, pads)
   sizes = [input.shape[a] for a in axes]
-  taps = [idx for idx in itertools.product(*(range(n) for n in k))
-          if _reads_input([i * dl for i, dl in zip(idx, d)], s, out_sizes, pads, sizes)]
+  offsets = {idx: [i * dl for i, dl in zip(idx, d)]
+             for idx in itertools.product(*(range(n) for n in k))}
+  taps = [idx for idx, o in offsets.items() if _reads_input(o, s, out_sizes, pads, sizes)]
   if not taps:
     return None
-  cols = [_tap_slice(B, xp, axes, [i * dl for i, dl in zip(idx, d)], s, out_sizes)
-          for idx in taps]
+  cols = [_tap_slice(B, xp, axes, offsets[idx], s, out_sizes) for idx in taps]
   x = cols[0] if len(cols) == 1 else B.concatenate(cols, ch)
   c_in, c_out = filter.shape[-2:]
   if len(taps) == math.prod(k):
