@@ -204,8 +204,9 @@ def _first_result(convert, x):
   return _timed(first)[1]
 
 
-def _bench_jax(label, convert, x, repeats):
-  """convert() -> f(x) (a JAX function of the input only)."""
+def _bench_jax(convert, x, repeats):
+  """convert() -> f(x) (a JAX function of the input only): its first result and the
+  parts, and a function that runs the compiled program once."""
   first_result_s = _first_result(convert, x)
   f, convert_s, convert_peak = _with_peak_memory(convert)
   _, trace_s = _timed(lambda: jax.make_jaxpr(f)(x))
@@ -217,6 +218,30 @@ def _bench_jax(label, convert, x, repeats):
   return {"first_result_s": first_result_s, "convert_s": convert_s, "trace_s": trace_s,
           "lower_s": lower_s, "compile_s": compile_s, "eager_s": eager_s,
           "convert_peak_bytes": convert_peak}, lambda: _block(compiled(x))
+
+
+def _bench_jax_contenders(converts, x, repeats):
+  """:func:`_bench_jax` of each of ``converts`` ({name: convert}) in two rounds, the
+  second in the opposite order, keeping each step's lower time.
+
+  The first compile after another model's work is up to a second slower than the next
+  one (ConvNeXtTiny after MobileNetV3Small: 3.35 s, then 2.40 s), whichever contender
+  it is; measured once, in a fixed order, it was always charged to the first. A
+  contender that fails to convert gets ``{"error": ...}``.
+  """
+  rows, runs = {}, {}
+  for order in (list(converts), list(reversed(converts))):
+    for name in order:
+      if "error" in rows.get(name, {}):
+        continue
+      try:
+        row, runs[name] = _bench_jax(converts[name], x, repeats)
+      except Exception as e:  # tf2jax lacks some ops
+        rows[name] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+        continue
+      rows[name] = {k: min(v, rows[name][k]) if k.endswith("_s") else v
+                    for k, v in row.items()} if name in rows else row
+  return rows, {name: run for name, run in runs.items() if "error" not in rows[name]}
 
 
 def bench_model(name, batch, repeats):
@@ -233,17 +258,16 @@ def bench_model(name, batch, repeats):
   def convert_tfprims():
     fn, params = tfprims.convert(cf)
     return lambda x: fn(params, x)[0]
-  runs = {}
-  row["tfprims"], runs["tfprims"] = _bench_jax("tfprims", convert_tfprims, x, repeats)
-
+  converts = {"tfprims": convert_tfprims}
   if tf2jax is not None:
     def convert_tf2jax():
       fn, params = tf2jax.convert(tf_fn, spec)
       return lambda x: fn(params, x)[0]
-    try:
-      row["tf2jax"], runs["tf2jax"] = _bench_jax("tf2jax", convert_tf2jax, x, repeats)
-    except Exception as e:  # tf2jax lacks some ops
-      row["tf2jax"] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+    converts["tf2jax"] = convert_tf2jax
+  jax_rows, runs = _bench_jax_contenders(converts, x, repeats)
+  row.update(jax_rows)
+  if "error" in row["tfprims"]:
+    raise RuntimeError(row["tfprims"]["error"])
 
   xt = tf.constant(x)
   fresh = tf.function(lambda x: model(x, training=False))
