@@ -418,7 +418,9 @@ def write_markdown(result, path, chart="ratios.png", notes=True):
       f"{m.get('load_average_1min_end', float('nan')):.1f} at the end.", "",
       "Times in ms (run, eager) or s (first result, convert, trace, lower, compile). "
       "First result: convert + trace + lower + compile + first run, from JAX's caches "
-      "cleared (TF: a new tf.function's first call). Ratios < 1 mean tfprims is faster.",
+      "cleared (TF: a new tf.function's first call). The JAX contenders' first result and "
+      "parts are the lower of two rounds run in opposite orders; run times are medians of "
+      "shuffled rounds. Ratios < 1 mean tfprims is faster.",
       "",
       "| model | batch | nodes | first result s | convert s | trace s | lower s | compile s "
       "| run ms | eager ms | TF ms | TF-XLA ms | tf2jax run ms | run/TF | run/TF-XLA "
