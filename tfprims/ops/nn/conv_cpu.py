@@ -126,13 +126,9 @@ def _tap_sum(B, xp, w, axes, ch, strides, dilations, out_sizes, flip=False, unpa
                       (k[-1], c))
     prod = B.mul(B.broadcast_in_dim(rows, shape, tuple(axis(a) for a in range(rows.ndim))),
                  B.broadcast_in_dim(w_row, shape, (ch, ch + 1)))
-    for j in cols:
-      start, limit, stride = [0] * len(shape), list(shape), [1] * len(shape)
-      start[ch], limit[ch] = j, j + 1
-      start[axis(last)] = j * dil
-      limit[axis(last)] = j * dil + step * (size - 1) + 1
-      stride[axis(last)] = step
-      term = B.reshape(B.slice(prod, start, limit, stride), tuple(out_shape))
+    for j in cols:   # tap j: index j of the taps axis, its columns from j * dil on
+      tap = _tap_slice(B, prod, (ch, axis(last)), (j, j * dil), (1, step), (1, size))
+      term = B.reshape(tap, tuple(out_shape))
       acc = term if acc is None else B.add(acc, term)
   if acc is None:   # every output window lies in the padding
     return B.full(0, tuple(out_shape), xp.dtype)
