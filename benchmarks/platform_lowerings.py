@@ -74,6 +74,10 @@ def _pointwise_cases():
   a = _attrs(1, fmt="NCHW")
   cases.append(("Conv2D 1x1 NCHW 8x256x56x56->64",
                 lambda x, w, a=a: tfops.Conv2D(x, w, **a), (f(8, 256, 56, 56), f(1, 1, 256, 64))))
+  for n in (8, 1):   # the RGB stem of MobileNetV2 and EfficientNet (tap sums at batch 8)
+    a = _attrs(2)
+    cases.append((f"Conv2D 3x3 {n}x224x224x3->32 s2", lambda x, w, a=a: tfops.Conv2D(x, w, **a),
+                  (f(n, 224, 224, 3), f(3, 3, 3, 32))))
   a3 = dict(strides=(1,) * 5, padding="SAME", data_format="NDHWC", dilations=(1,) * 5)
   cases.append(("Conv3D 1x1x1 4x16x28x28x128->64",
                 lambda x, w: tfops.Conv3D(x, w, **a3), (f(4, 16, 28, 28, 128),
@@ -124,6 +128,7 @@ def _time(compiled, args, repeats):
 def compare(name, fn, args, repeats, times=None):
   """(name, fast ms, default ms, default / fast) with the two runs interleaved;
   ``times`` gets {fast: (trace + lower s, compile s)}."""
+  args = jax.device_put(args)   # time the programs, not the copies of numpy inputs
   fast, slow = _compiled(fn, args, True, times), _compiled(fn, args, False, times)
   a, b = np.asarray(fast(*args)), np.asarray(slow(*args))
   assert np.linalg.norm(a - b) <= 1e-4 * np.linalg.norm(b) + 1e-3, name

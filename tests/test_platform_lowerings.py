@@ -80,6 +80,11 @@ def test_fast_lowering_equals_default_on_spec_draws(op_type):
   on_spec_draws(op, check, max_examples=8)
 
 
+def test_stem_tap_sums_equal_default_on_conv2d_spec_draws(monkeypatch):
+  monkeypatch.setattr(conv_cpu, "_MIN_STEM_OUTPUTS", 0)   # the draws are small
+  test_fast_lowering_equals_default_on_spec_draws("Conv2D")
+
+
 # --------------------------------------------------------------------------
 # Depthwise: a grid of geometries, fast == default == TF
 # --------------------------------------------------------------------------
@@ -271,6 +276,56 @@ def test_conv2d_with_a_filter_wider_than_its_input_is_one_dot(case, dtype):
     ref = _tf_or_none("Conv2D", input=x, filter=f, **attrs)
     if ref is not None:
       np.testing.assert_allclose(y, ref, **tol)
+
+
+_STEM_GRID = [
+    # fmt, (h, w), (kh, kw, in channels), strides, padding, explicit, dilations
+    ("NHWC", (9, 8), (3, 3, 3), (2, 2), "SAME", None, (1, 1)),   # an RGB stem
+    ("NHWC", (7, 7), (3, 3, 1), (1, 1), "VALID", None, (1, 1)),
+    ("NHWC", (8, 9), (5, 5, 1), (1, 2), "SAME", None, (2, 1)),
+    ("NHWC", (6, 7), (3, 2, 3), (1, 1), "EXPLICIT", ((1, 2), (0, 1)), (1, 1)),
+    ("NCHW", (9, 8), (3, 3, 3), (2, 2), "SAME", None, (1, 1)),
+    ("NCHW", (6, 6), (3, 3, 2), (1, 1), "EXPLICIT", ((2, 0), (1, 1)), (1, 2)),
+]
+
+
+@pytest.mark.parametrize("dtype", _DTYPES + ("int32",))
+@pytest.mark.parametrize("case", _STEM_GRID, ids=lambda c: "-".join(map(str, c[:3])))
+def test_conv2d_of_few_input_channels_is_tap_sums_equal_to_default_and_tf(
+    case, dtype, monkeypatch):
+  monkeypatch.setattr(conv_cpu, "_MIN_STEM_OUTPUTS", 0)   # the grid's maps are small
+  fmt, (h, w), (kh, kw, c_in), s, padding, explicit, d = case
+  rng = np.random.default_rng(6)
+  lay = (lambda a, b, fill=1: (fill, a, b, fill)) if fmt == "NHWC" else (
+      lambda a, b, fill=1: (fill, fill, a, b))
+  x_shape = (2, h, w, c_in) if fmt == "NHWC" else (2, c_in, h, w)
+  flat = tuple(v for pair in lay(*explicit, (0, 0)) for v in pair) if explicit else ()
+  attrs = dict(strides=lay(*s), padding=padding, explicit_paddings=flat, data_format=fmt,
+               dilations=lay(*d))
+  draw = (lambda sh: rng.integers(-5, 5, sh).astype(np.int32)) if dtype == "int32" else (
+      lambda sh: np.asarray(rng.uniform(-2, 2, sh), np.float32).astype(jax.numpy.dtype(dtype)))
+  x, f = draw(x_shape), draw((kh, kw, c_in, 5))
+  with jax.enable_x64(dtype == "float64"):
+    (y, fast_hlo), (y0, default_hlo) = _both(lambda x, f: tfops.Conv2D(x, f, **attrs), x, f)
+  tol = dict(rtol=0, atol=0) if dtype == "int32" else _tol(dtype)
+  np.testing.assert_allclose(y, y0, **tol)
+  assert "convolution" not in fast_hlo and "convolution" in default_hlo
+  if dtype in ("float32", "int32"):
+    ref = _tf_or_none("Conv2D", input=x, filter=f, **attrs)
+    if ref is not None:
+      np.testing.assert_allclose(y, ref, **tol)
+
+
+def test_only_large_stems_are_tap_sums():
+  """Below ``_MIN_STEM_OUTPUTS`` outputs (MobileNetV2's stem at batch 1) the tap sums'
+  compile time would not be repaid; a filter of more products (ResNet50's 7x7x3) keeps
+  XLA's convolution at any size."""
+  attrs = dict(_NHWC, strides=(1, 2, 2, 1))
+  for batch, k, tap_sums in [(1, 3, False), (8, 3, True), (8, 7, False)]:
+    x = jax.ShapeDtypeStruct((batch, 224, 224, 3), np.float32)
+    f = jax.ShapeDtypeStruct((k, k, 3, 32), np.float32)
+    hlo = jax.jit(lambda x, f: tfops.Conv2D(x, f, **attrs)).lower(x, f).as_text()
+    assert ("convolution" not in hlo) == tap_sums, (batch, k)
 
 
 def test_taps_that_read_only_padding_are_left_out():
