@@ -31,9 +31,10 @@ What lives where (each op's impl, rules and property spec in one module):
 * ``isotonic.py``: IsotonicRegression; ``fractional_pool.py``: FractionalMaxPool,
   FractionalAvgPool (``uses_rng``) and their Grad ops.
 * ``conv_cpu.py``: CPU lowerings of DepthwiseConv2dNative and its backprops (tap sums)
-  and of 1x1 Conv2D/Conv3D (``dot_general``), chosen by measurement (config
-  ``fast_lowerings``; docs/performance.md); ``pool_cpu.py``: CPU lowerings of
-  MaxPool(V2, 3D) and AvgPool(3D) as one reduce_window per pooled axis.
+  and of 1x1 Conv2D/Conv3D (``dot_general``) and large RGB stems (tap sums per input
+  channel), chosen by measurement (config ``fast_lowerings``; docs/performance.md);
+  ``pool_cpu.py``: CPU lowerings of MaxPool(V2, 3D) and AvgPool(3D) as one
+  reduce_window per pooled axis.
 * ``_common.py``: layout and padding helpers, batch folding, spec helpers.
 
 Explicit TF-named rules (they bind other ops through ``tfops``):

@@ -52,9 +52,9 @@ _MIN_FILTER_BACKPROP_CHANNELS = 64
 _MAX_IM2COL_SIZE = 2
 #: Ungrouped Conv2D with at most this many products per output (kh * kw * in channels;
 #: an RGB stem's 3x3x3) as one tap sum per input channel, when it has at least
-#: ``_MIN_STEM_OUTPUTS`` outputs: about 80 ms more to compile than XLA's convolution, and
-#: 3-4x faster a run (8x224x224x3 -> 3x3 s2 -> 32: 3-4 ms vs 11-19 ms; at batch 1, 0.4
-#: vs 1.6 ms, which would take hundreds of calls to repay the compile).
+#: ``_MIN_STEM_OUTPUTS`` outputs: 0.08-0.1 s more to compile than XLA's convolution and
+#: 3.5-4x faster a run (8x224x224x3 -> 3x3 s2 -> 32: 3.5-3.8 ms vs 13.6-15.5 ms; at batch
+#: 1, 0.4 vs 1.6 ms, which would take hundreds of calls to repay the compile).
 _MAX_STEM_PRODUCTS = 27
 _MIN_STEM_OUTPUTS = 1 << 21
 
@@ -294,9 +294,8 @@ def _stem_tap_sums(B, input, filter, *, strides, padding, explicit_paddings, dat
                    dilations):
   """An ungrouped Conv2D with few input channels as the sum over them of depthwise tap
   sums: input channel c, broadcast to the output channels, with the filter's [kh, kw, c,
-  :] as depthwise weights. XLA:CPU's convolution with three input channels reads them as
-  a dot of depth three per tap; here every product is a broadcast multiply-add along the
-  output channels."""
+  :] as depthwise weights: every product is a multiply-add along the output channels,
+  where XLA:CPU's convolution contracts a depth of three."""
   kh, kw, c_in, c_out = filter.shape
   axes, s, d, pads = _geometry(input.shape, (kh, kw), strides, padding, explicit_paddings,
                                data_format, dilations)
@@ -322,7 +321,7 @@ def _stem_tap_sums(B, input, filter, *, strides, padding, explicit_paddings, dat
 def _as_stem_taps(input, filter, data_format, dilations, strides, padding,
                   explicit_paddings):
   """Whether an ungrouped Conv2D is a large convolution of few input channels (an image
-  model's stem at batch 4 or more), faster as :func:`_stem_tap_sums`."""
+  model's stem from batch 6), faster as :func:`_stem_tap_sums`."""
   kh, kw, c_in, c_out = (int(v) for v in filter.shape)
   if (0 in input.shape or 0 in filter.shape or kh * kw * c_in > _MAX_STEM_PRODUCTS
       or _groups(input.shape, filter.shape, data_format) != 1):
