@@ -318,14 +318,20 @@ def test_conv2d_of_few_input_channels_is_tap_sums_equal_to_default_and_tf(
 
 def test_only_large_stems_are_tap_sums():
   """Below ``_MIN_STEM_OUTPUTS`` outputs (MobileNetV2's stem at batch 1) the tap sums'
-  compile time would not be repaid; a filter of more products (ResNet50's 7x7x3) keeps
-  XLA's convolution at any size."""
+  compile time would not be repaid; a filter of more products (ResNet50's 7x7x3) and a
+  symbolic batch keep XLA's convolution."""
   attrs = dict(_NHWC, strides=(1, 2, 2, 1))
   for batch, k, tap_sums in [(1, 3, False), (8, 3, True), (8, 7, False)]:
     x = jax.ShapeDtypeStruct((batch, 224, 224, 3), np.float32)
     f = jax.ShapeDtypeStruct((k, k, 3, 32), np.float32)
     hlo = jax.jit(lambda x, f: tfops.Conv2D(x, f, **attrs)).lower(x, f).as_text()
     assert ("convolution" not in hlo) == tap_sums, (batch, k)
+  # A symbolic batch could be 1 or 8: the convolution stays.
+  b, = jax.export.symbolic_shape("b")
+  x = jax.ShapeDtypeStruct((b, 224, 224, 3), np.float32)
+  f = jax.ShapeDtypeStruct((3, 3, 3, 32), np.float32)
+  exported = jax.export.export(jax.jit(lambda x, f: tfops.Conv2D(x, f, **attrs)))(x, f)
+  assert "convolution" in exported.mlir_module()
 
 
 def test_taps_that_read_only_padding_are_left_out():

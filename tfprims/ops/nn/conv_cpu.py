@@ -329,7 +329,10 @@ def _as_stem_taps(input, filter, data_format, dilations, strides, padding,
   out = _conv_out_shape(input.shape, filter.shape, out_channels=c_out, strides=strides,
                         padding=padding, explicit_paddings=explicit_paddings,
                         data_format=data_format, dilations=dilations)
-  return 0 not in out and math.prod(out) >= _MIN_STEM_OUTPUTS
+  # A symbolic batch (one exported program for every batch size) keeps the convolution:
+  # its size, and so the better lowering, is not known.
+  return (all(type(n) is int for n in out) and 0 not in out
+          and math.prod(out) >= _MIN_STEM_OUTPUTS)
 
 
 def _as_dot(input, filter, data_format, dilations):
