@@ -206,6 +206,33 @@ def test_depthwise_grouped_conv2d_and_backprops_are_tap_sums_equal_to_default_an
 # 1x1 Conv2D / Conv3D: fast == default == TF
 # --------------------------------------------------------------------------
 
+def _assert_conv2d_is_fast_equal_to_default_and_tf(fmt, hw, filter_shape, strides, padding,
+                                                   explicit, dilations, dtype, seed):
+  """Conv2D of a [2, h, w, in] input (in ``fmt``'s layout) and a filter of
+  ``filter_shape``: the fast lowering has no convolution and equals the default, which
+  has one, and TF's Conv2D (float32 and int32, where TF's CPU kernel runs)."""
+  rng = np.random.default_rng(seed)
+  lay = (lambda a, b, fill=1: (fill, a, b, fill)) if fmt == "NHWC" else (
+      lambda a, b, fill=1: (fill, fill, a, b))
+  c_in = filter_shape[2]
+  x_shape = (2, *hw, c_in) if fmt == "NHWC" else (2, c_in, *hw)
+  flat = tuple(v for pair in lay(*explicit, (0, 0)) for v in pair) if explicit else ()
+  attrs = dict(strides=lay(*strides), padding=padding, explicit_paddings=flat,
+               data_format=fmt, dilations=lay(*dilations))
+  draw = (lambda sh: rng.integers(-5, 5, sh).astype(np.int32)) if dtype == "int32" else (
+      lambda sh: np.asarray(rng.uniform(-2, 2, sh), np.float32).astype(jax.numpy.dtype(dtype)))
+  x, f = draw(x_shape), draw(filter_shape)
+  with jax.enable_x64(dtype == "float64"):
+    (y, fast_hlo), (y0, default_hlo) = _both(lambda x, f: tfops.Conv2D(x, f, **attrs), x, f)
+  tol = dict(rtol=0, atol=0) if dtype == "int32" else _tol(dtype)
+  np.testing.assert_allclose(y, y0, **tol)
+  assert "convolution" not in fast_hlo and "convolution" in default_hlo
+  if dtype in ("float32", "int32"):
+    ref = _tf_or_none("Conv2D", input=x, filter=f, **attrs)
+    if ref is not None:
+      np.testing.assert_allclose(y, ref, **tol)
+
+
 _PW_GRID = [
     ("NHWC", (1, 1), "SAME", None, (1, 1)),
     ("NHWC", (2, 3), "SAME", None, (1, 1)),
@@ -220,25 +247,8 @@ _PW_GRID = [
 @pytest.mark.parametrize("case", _PW_GRID, ids=lambda c: "-".join(map(str, c[:3])))
 def test_pointwise_conv2d_fast_equals_default_and_tf(case, dtype):
   fmt, s, padding, explicit, d = case
-  rng = np.random.default_rng(2)
-  lay = (lambda a, b, fill=1: (fill, a, b, fill)) if fmt == "NHWC" else (
-      lambda a, b, fill=1: (fill, fill, a, b))
-  x_shape = (2, 5, 6, 4) if fmt == "NHWC" else (2, 4, 5, 6)
-  flat = tuple(v for pair in lay(*explicit, (0, 0)) for v in pair) if explicit else ()
-  attrs = dict(strides=lay(*s), padding=padding, explicit_paddings=flat, data_format=fmt,
-               dilations=lay(*d))
-  draw = (lambda sh: rng.integers(-5, 5, sh).astype(np.int32)) if dtype == "int32" else (
-      lambda sh: np.asarray(rng.uniform(-2, 2, sh), np.float32).astype(jax.numpy.dtype(dtype)))
-  x, f = draw(x_shape), draw((1, 1, 4, 3))
-  with jax.enable_x64(dtype == "float64"):
-    (y, fast_hlo), (y0, default_hlo) = _both(lambda x, f: tfops.Conv2D(x, f, **attrs), x, f)
-  tol = dict(rtol=0, atol=0) if dtype == "int32" else _tol(dtype)
-  np.testing.assert_allclose(y, y0, **tol)
-  assert "convolution" not in fast_hlo and "convolution" in default_hlo
-  if dtype in ("float32", "int32"):
-    ref = _tf_or_none("Conv2D", input=x, filter=f, **attrs)
-    if ref is not None:
-      np.testing.assert_allclose(y, ref, **tol)
+  _assert_conv2d_is_fast_equal_to_default_and_tf(fmt, (5, 6), (1, 1, 4, 3), s, padding,
+                                                 explicit, d, dtype, seed=2)
 
 
 _WIDE_GRID = [
@@ -257,25 +267,9 @@ _WIDE_GRID = [
 @pytest.mark.parametrize("case", _WIDE_GRID, ids=lambda c: "-".join(map(str, c[:3])))
 def test_conv2d_with_a_filter_wider_than_its_input_is_one_dot(case, dtype):
   """XLA:CPU's convolution is 3-55x slower there (ResNet50's last stage at 64 px)."""
-  fmt, (h, w), k, s, padding, explicit, d = case
-  rng = np.random.default_rng(4)
-  lay = (lambda a, b, fill=1: (fill, a, b, fill)) if fmt == "NHWC" else (
-      lambda a, b, fill=1: (fill, fill, a, b))
-  x_shape = (2, h, w, 5) if fmt == "NHWC" else (2, 5, h, w)
-  flat = tuple(v for pair in lay(*explicit, (0, 0)) for v in pair) if explicit else ()
-  attrs = dict(strides=lay(*s), padding=padding, explicit_paddings=flat, data_format=fmt,
-               dilations=lay(*d))
-  draw = (lambda sh: rng.integers(-5, 5, sh).astype(np.int32)) if dtype == "int32" else (
-      lambda sh: rng.uniform(-2, 2, sh).astype(dtype))
-  x, f = draw(x_shape), draw(k + (5, 3))
-  (y, fast_hlo), (y0, default_hlo) = _both(lambda x, f: tfops.Conv2D(x, f, **attrs), x, f)
-  tol = dict(rtol=0, atol=0) if dtype == "int32" else _tol(dtype)
-  np.testing.assert_allclose(y, y0, **tol)
-  assert "convolution" not in fast_hlo and "convolution" in default_hlo
-  if dtype != "float16":
-    ref = _tf_or_none("Conv2D", input=x, filter=f, **attrs)
-    if ref is not None:
-      np.testing.assert_allclose(y, ref, **tol)
+  fmt, hw, k, s, padding, explicit, d = case
+  _assert_conv2d_is_fast_equal_to_default_and_tf(fmt, hw, k + (5, 3), s, padding, explicit,
+                                                 d, dtype, seed=4)
 
 
 _STEM_GRID = [
@@ -294,26 +288,9 @@ _STEM_GRID = [
 def test_conv2d_of_few_input_channels_is_tap_sums_equal_to_default_and_tf(
     case, dtype, monkeypatch):
   monkeypatch.setattr(conv_cpu, "_MIN_STEM_OUTPUTS", 0)   # the grid's maps are small
-  fmt, (h, w), (kh, kw, c_in), s, padding, explicit, d = case
-  rng = np.random.default_rng(6)
-  lay = (lambda a, b, fill=1: (fill, a, b, fill)) if fmt == "NHWC" else (
-      lambda a, b, fill=1: (fill, fill, a, b))
-  x_shape = (2, h, w, c_in) if fmt == "NHWC" else (2, c_in, h, w)
-  flat = tuple(v for pair in lay(*explicit, (0, 0)) for v in pair) if explicit else ()
-  attrs = dict(strides=lay(*s), padding=padding, explicit_paddings=flat, data_format=fmt,
-               dilations=lay(*d))
-  draw = (lambda sh: rng.integers(-5, 5, sh).astype(np.int32)) if dtype == "int32" else (
-      lambda sh: np.asarray(rng.uniform(-2, 2, sh), np.float32).astype(jax.numpy.dtype(dtype)))
-  x, f = draw(x_shape), draw((kh, kw, c_in, 5))
-  with jax.enable_x64(dtype == "float64"):
-    (y, fast_hlo), (y0, default_hlo) = _both(lambda x, f: tfops.Conv2D(x, f, **attrs), x, f)
-  tol = dict(rtol=0, atol=0) if dtype == "int32" else _tol(dtype)
-  np.testing.assert_allclose(y, y0, **tol)
-  assert "convolution" not in fast_hlo and "convolution" in default_hlo
-  if dtype in ("float32", "int32"):
-    ref = _tf_or_none("Conv2D", input=x, filter=f, **attrs)
-    if ref is not None:
-      np.testing.assert_allclose(y, ref, **tol)
+  fmt, hw, (kh, kw, c_in), s, padding, explicit, d = case
+  _assert_conv2d_is_fast_equal_to_default_and_tf(fmt, hw, (kh, kw, c_in, 5), s, padding,
+                                                 explicit, d, dtype, seed=6)
 
 
 def test_only_large_stems_are_tap_sums():

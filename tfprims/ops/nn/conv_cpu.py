@@ -308,9 +308,8 @@ def _stem_tap_sums(B, input, filter, *, strides, padding, explicit_paddings, dat
   shape[ch] = c_out
   out = None
   for c in range(c_in):
-    start, limit = [0] * 4, list(xp.shape)
-    start[ch], limit[ch] = c, c + 1
-    x_c = B.broadcast_in_dim(B.slice(xp, start, limit), tuple(shape), tuple(range(4)))
+    x_c = B.broadcast_in_dim(_tap_slice(B, xp, (ch,), (c,), (1,), (1,)), tuple(shape),
+                             tuple(range(4)))
     w_c = B.reshape(B.slice(w, (0, 0, c, 0), (kh, kw, c + 1, c_out)), (kh, kw, c_out))
     term = _tap_sum(B, x_c, w_c, axes, ch, s, d, out_sizes,
                     unpadded=(pads, [input.shape[a] for a in axes]))
