@@ -349,6 +349,35 @@ def test_pointwise_conv3d_fast_equals_default_and_tf(fmt, strides):
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
 
 
+def test_a_pointwise_conv_with_one_output_position_keeps_the_convolution():
+  """Batch 1 on a 1x1 map (squeeze-excite blocks, classifier heads): the dot would be a
+  matrix-vector product, which XLA:CPU compiles slower than its convolution."""
+  rng = np.random.default_rng(9)
+  f = rng.uniform(-2, 2, (1, 1, 6, 4)).astype(np.float32)
+  pads = dict(_NHWC, padding="EXPLICIT", explicit_paddings=(0, 0, 1, 0, 0, 0, 0, 0))
+  for shape, attrs, dot in [((1, 1, 1, 6), _NHWC, False), ((2, 1, 1, 6), _NHWC, True),
+                            ((1, 2, 1, 6), _NHWC, True),
+                            ((1, 3, 3, 6), dict(_NHWC, strides=(1, 3, 3, 1)), False),
+                            ((1, 1, 1, 6), pads, True)]:   # padding: 2 output positions
+    x = rng.uniform(-2, 2, shape).astype(np.float32)
+    (y, fast), (y0, default) = _both(lambda x, f: tfops.Conv2D(x, f, **attrs), x, f)
+    assert ("convolution" not in fast) == dot, (shape, attrs)
+    np.testing.assert_allclose(y, y0, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(y, _tf_or_none("Conv2D", input=x, filter=f, **attrs),
+                               rtol=1e-5, atol=1e-5)
+  attrs3 = dict(strides=(1,) * 5, padding="SAME", data_format="NDHWC", dilations=(1,) * 5)
+  x3, f3 = np.ones((1, 1, 1, 1, 6), np.float32), np.ones((1, 1, 1, 6, 4), np.float32)
+  (y, fast), _ = _both(lambda x, f: tfops.Conv3D(x, f, **attrs3), x3, f3)
+  assert "convolution" in fast
+  np.testing.assert_allclose(y, np.full((1, 1, 1, 1, 4), 6.0))
+  # A symbolic batch may be larger than 1: the dot.
+  b, = jax.export.symbolic_shape("b")
+  exported = jax.export.export(jax.jit(lambda x, f: tfops.Conv2D(x, f, **_NHWC)))(
+      jax.ShapeDtypeStruct((b, 1, 1, 6), np.float32), f)
+  text = exported.mlir_module()
+  assert "stablehlo.dot_general" in text and "stablehlo.convolution" not in text
+
+
 # --------------------------------------------------------------------------
 # The switch, the platforms, the fallbacks
 # --------------------------------------------------------------------------

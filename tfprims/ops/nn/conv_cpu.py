@@ -14,8 +14,10 @@ Registered with :func:`tfprims.core.register_platform_lowering` for ``"cpu"`` on
 * Conv2D and its backprops with one group per input channel (Keras'
   ``Conv2D(groups=C)``, ConvNeXt's 7x7 convolutions) as the depthwise tap sums: that
   grouped convolution is DepthwiseConv2dNative with the filter reshaped.
-* Conv2D and Conv3D with a 1x1(x1) filter and no groups as a ``dot_general`` over
-  the channel axis of the (padded, strided) input; ungrouped Conv2D on maps of at most
+* Conv2D and Conv3D with a 1x1(x1) filter, no groups and more than one output
+  position as a ``dot_general`` over the channel axis of the (padded, strided) input
+  (one position, a matrix-vector product, compiles slower than the convolution and runs
+  no faster); ungrouped Conv2D on maps of at most
   ``_MAX_IM2COL_SIZE`` pixels a side with a dilated filter wider than the map (3x3 on
   2x2) as the same ``dot_general`` over every tap's slice (im2col).
 * Ungrouped Conv2D with few input channels (an image model's RGB stem) and at least
@@ -114,10 +116,10 @@ def _tap_sum(B, xp, w, axes, ch, strides, dilations, out_sizes, flip=False, unpa
 
   Each kernel row's input slice is multiplied once by the row's [kw, C] weights,
   broadcast along a taps axis before the channels; a tap is then a slice of that
-  product. XLA:CPU's compile time follows the fused ops: three per tap (slice, reshape,
-  add) and a few per row, where slicing and broadcasting each tap's weights took six per
-  tap (a 7x7 kernel: 157 optimized HLO instructions instead of 303). Same products, same
-  order of sums.
+  product, summed in that shape (the taps axis of size 1, dropped once at the end).
+  XLA:CPU's compile time follows the fused ops: two per tap (slice, add) and a few per
+  row, where slicing and broadcasting each tap's weights took six per tap. Same
+  products, same order of sums.
   """
   k, c = w.shape[:-1], w.shape[-1]
   if flip:
@@ -127,6 +129,7 @@ def _tap_sum(B, xp, w, axes, ch, strides, dilations, out_sizes, flip=False, unpa
   out_shape = list(xp.shape)
   for a, n in zip(axes, out_sizes):
     out_shape[a] = n
+  out_shape = tuple(out_shape)
   acc = None
   for row in itertools.product(*(range(n) for n in k[:-1])):
     row_offsets = [i * dl for i, dl in zip(row, dilations)]
@@ -142,11 +145,10 @@ def _tap_sum(B, xp, w, axes, ch, strides, dilations, out_sizes, flip=False, unpa
                  B.broadcast_in_dim(w_row, shape, (ch, ch + 1)))
     for j in cols:   # tap j: index j of the taps axis, its columns from j * dil on
       tap = _tap_slice(B, prod, (ch, axis(last)), (j, j * dil), (1, step), (1, size))
-      term = B.reshape(tap, tuple(out_shape))
-      acc = term if acc is None else B.add(acc, term)
+      acc = tap if acc is None else B.add(acc, tap)
   if acc is None:   # every output window lies in the padding
-    return B.full(0, tuple(out_shape), xp.dtype)
-  return acc
+    return B.full(0, out_shape, xp.dtype)
+  return B.reshape(acc, out_shape)
 
 
 def _repeat_channels(B, x, ch, m):
@@ -334,17 +336,28 @@ def _as_stem_taps(input, filter, data_format, dilations, strides, padding,
           and math.prod(out) >= _MIN_STEM_OUTPUTS)
 
 
-def _as_dot(input, filter, data_format, dilations):
+def _as_dot(input, filter, *, strides, padding, explicit_paddings, data_format, dilations):
   """Whether an ungrouped convolution runs faster as im2col's dot_general: a 1x1(x1)
-  filter, or (Conv2D) a filter wider than a map of at most ``_MAX_IM2COL_SIZE`` pixels a
-  side, where XLA:CPU's convolution is 3-55x slower (ResNet50's last stage at 64 px: 2x2
-  maps, 3x3 filters, 310 ms against 5.7 ms at batch 32)."""
+  filter with more than one output position, or (Conv2D) a filter wider than a map of at
+  most ``_MAX_IM2COL_SIZE`` pixels a side, where XLA:CPU's convolution is 3-55x slower
+  (ResNet50's last stage at 64 px: 2x2 maps, 3x3 filters, 310 ms against 5.7 ms at batch
+  32).
+
+  With one output position (batch 1 on a 1x1 map: a squeeze-excite block, a classifier
+  head) the 1x1 filter's dot is a matrix-vector product, which XLA:CPU compiles to code
+  of its own: 20-40 ms more to compile than the convolution, a library call, for the
+  same run within 0.1 ms."""
   nd = filter.ndim - 2
   if (0 in input.shape or 0 in filter.shape
       or _groups(input.shape, filter.shape, data_format) != 1):
     return False
   if math.prod(filter.shape[:nd]) == 1:
-    return True
+    out = _conv_out_shape(input.shape, filter.shape, strides=strides, padding=padding,
+                          explicit_paddings=explicit_paddings, data_format=data_format,
+                          dilations=dilations)
+    ch = _channel_axis(data_format, input.ndim)
+    positions = [n for a, n in enumerate(out) if a != ch]
+    return not all(type(n) is int and n == 1 for n in positions)
   axes = _spatial_axes(data_format, input.ndim)
   return nd == 2 and all(input.shape[a] <= _MAX_IM2COL_SIZE for a in axes) and any(
       _dilate(n, int(dilations[a])) > input.shape[a] for n, a in zip(filter.shape[:nd], axes))
@@ -371,7 +384,7 @@ def conv2d_cpu(B, input, filter, *, strides, padding, explicit_paddings=(), data
   if m is not None:
     kh, kw, _, out = filter.shape
     return depthwise_conv2d_cpu(B, input, B.reshape(filter, (kh, kw, out // m, m)), **p)
-  if _as_dot(input, filter, data_format, dilations):
+  if _as_dot(input, filter, **p):
     return _im2col(B, input, filter, **p)
   if _as_stem_taps(input, filter, **p):
     return _stem_tap_sums(B, input, filter, **p)
@@ -412,10 +425,11 @@ def conv2d_backprop_filter_cpu(B, input, out_backprop, *, filter_sizes, strides,
 
 def conv3d_cpu(B, input, filter, *, strides, padding, data_format="NDHWC", dilations=(1,) * 5):
   """Conv3D: a 1x1x1 ungrouped filter as dot_general, others as XLA's convolution."""
-  if not _as_dot(input, filter, data_format, dilations):
+  p = dict(strides=strides, padding=padding, explicit_paddings=(), data_format=data_format,
+           dilations=dilations)
+  if not _as_dot(input, filter, **p):
     return None
-  return _im2col(B, input, filter, strides=strides, padding=padding, explicit_paddings=(),
-                 data_format=data_format, dilations=dilations)
+  return _im2col(B, input, filter, **p)
 
 
 for _op_type, _build in (
