@@ -162,6 +162,32 @@ def test_shape_arithmetic_on_the_symbolic_batch(capsys, tmp_path):
   assert code == 0 and "tokens: float32[7, 16, 8]" in out, err
 
 
+def test_an_unknown_image_size_is_symbolic(capsys, tmp_path):
+  """A fully convolutional model served for any image size ([None, None, None, 3]): its
+  height and width are symbolic too; strided SAME convolutions and pools pad by an amount
+  that depends on the size's parity, and the CPU lowerings, which choose by the maps'
+  sizes, lower the default instead. The artifact equals TF at several sizes."""
+  keras.utils.set_random_seed(3)
+  images = keras.Input((None, None, 3))
+  x = keras.layers.Conv2D(8, 3, strides=2, padding="same", activation="relu")(images)
+  x = keras.layers.DepthwiseConv2D(3, padding="same")(x)
+  x = keras.layers.Conv2D(12, 1)(x)
+  x = keras.layers.MaxPooling2D(3, strides=2, padding="same")(x)
+  x = keras.layers.AveragePooling2D(2, padding="valid")(x)
+  scores = keras.layers.Dense(4)(keras.layers.GlobalAveragePooling2D()(x))
+  module = _Serving(keras.Model(images, scores), (None, None, 3), "images")
+  tf.saved_model.save(module, str(tmp_path / "sm"), signatures={"serving_default": module.serve})
+  code, out, err = run(capsys, "export", str(tmp_path / "sm"), str(tmp_path / "art"))
+  assert code == 0, err
+  assert "images: float32['batch', 'images_1', 'images_2', 3]" in out
+  model = tfprims.load_exported(str(tmp_path / "art"))
+  served = tf.saved_model.load(str(tmp_path / "sm")).signatures["serving_default"]
+  for shape in [(1, 17, 23, 3), (3, 32, 32, 3), (2, 45, 20, 3)]:
+    x = np.random.default_rng(shape[1]).standard_normal(shape).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(model(x)["scores"]),
+                               served(images=x)["scores"].numpy(), rtol=1e-4, atol=1e-5)
+
+
 def test_export_errors_are_clean(capsys, tmp_path):
   class Zeros(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None, 2, 3], tf.float32)])

@@ -378,6 +378,52 @@ def test_a_pointwise_conv_with_one_output_position_keeps_the_convolution():
   assert "stablehlo.dot_general" in text and "stablehlo.convolution" not in text
 
 
+_POLY_CASES = [
+    # name, filter shape (None: a pool), fn(x, f, strides, padding)
+    ("Conv2D 1x1", (1, 1, 6, 4), lambda x, f, a: tfops.Conv2D(x, f, **a)),
+    ("Conv2D 3x3", (3, 3, 6, 4), lambda x, f, a: tfops.Conv2D(x, f, **a)),
+    ("Conv2D groups=C", (3, 3, 1, 6), lambda x, f, a: tfops.Conv2D(x, f, **a)),
+    ("DepthwiseConv2dNative", (3, 3, 6, 1),
+     lambda x, f, a: tfops.DepthwiseConv2dNative(x, f, **a)),
+    ("MaxPool", None, lambda x, f, a: tfops.MaxPool(
+        x, ksize=(1, 3, 3, 1), strides=a["strides"], padding=a["padding"])),
+    ("AvgPool", None, lambda x, f, a: tfops.AvgPool(
+        x, ksize=(1, 3, 3, 1), strides=a["strides"], padding=a["padding"])),
+]
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "default"])
+@pytest.mark.parametrize("case", _POLY_CASES, ids=lambda c: c[0])
+def test_a_symbolic_image_size_exports(case, fast):
+  """jax.export with symbolic batch and image size (one artifact for every input size):
+  the CPU lowerings choose by the maps' sizes, so they decline and the op lowers its
+  default; TF's SAME pads become symbolic (their parity depends on the size). The
+  artifact equals TF's op at two sizes."""
+  name, f_shape, fn = case
+  rng = np.random.default_rng(10)
+  f = rng.uniform(-1, 1, f_shape or (1,)).astype(np.float32)
+  spec = jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, h, w, 6"), np.float32)
+  tfprims.update_config("fast_lowerings", fast)
+  try:
+    for padding, s in [("SAME", 1), ("SAME", 2), ("VALID", 2)]:
+      attrs = dict(_NHWC, strides=(1, s, s, 1), padding=padding)
+      exported = jax.export.export(jax.jit(lambda x, f: fn(x, f, attrs)))(spec, f)
+      for shape in [(2, 7, 9, 6), (1, 8, 8, 6)]:
+        x = rng.uniform(-2, 2, shape).astype(np.float32)
+        if f_shape is None:
+          arg = "input" if name == "MaxPool" else "value"
+          ref = getattr(tf.raw_ops, name)(**{arg: x}, ksize=(1, 3, 3, 1),
+                                          strides=attrs["strides"], padding=padding)
+        else:
+          op = "DepthwiseConv2dNative" if name.startswith("Depthwise") else "Conv2D"
+          ref = getattr(tf.raw_ops, op)(input=x, filter=f, strides=attrs["strides"],
+                                        padding=padding)
+        np.testing.assert_allclose(exported.call(x, f), ref, rtol=1e-5, atol=1e-5,
+                                   err_msg=f"{padding} s{s} {shape}")
+  finally:
+    tfprims.update_config("fast_lowerings", True)
+
+
 # --------------------------------------------------------------------------
 # The switch, the platforms, the fallbacks
 # --------------------------------------------------------------------------

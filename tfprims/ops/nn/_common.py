@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -36,11 +37,19 @@ def _channel_axis(data_format: str, rank: int) -> int:
 
 
 def _same_pad(size: int, window: int, stride: int, dilation: int = 1) -> tuple[int, int]:
-  """TF's SAME padding: out = ceil(size / stride), the odd pad at the end."""
+  """TF's SAME padding: out = ceil(size / stride), the odd pad at the end. ``size`` may be
+  a symbolic dimension (jax.export): the pads are then symbolic too."""
   eff = (window - 1) * dilation + 1
   out = -(-size // stride)
-  total = max((out - 1) * stride + eff - size, 0)
+  total = jax.core.max_dim((out - 1) * stride + eff - size, 0)
   return (total // 2, total - total // 2)
+
+
+def _static_maps(*shapes) -> bool:
+  """Whether every dim but the batch (the first) is a known int. The CPU lowerings pick
+  their form by the maps' sizes: with a symbolic image size (jax.export) they decline
+  and the op lowers its default."""
+  return all(type(n) is int for shape in shapes for n in tuple(shape)[1:])
 
 
 def _pads(padding, explicit_paddings, sizes, windows, strides, dilations, axes):
@@ -57,7 +66,9 @@ def _pads(padding, explicit_paddings, sizes, windows, strides, dilations, axes):
 def _out_size(size, window, stride, dilation, pad):
   eff = (window - 1) * dilation + 1
   span = size + pad[0] + pad[1] - eff
-  return span // stride + 1 if span >= 0 else 0
+  # span // stride + 1 when span >= 0, else 0 (a span below 0 gives at most 0 here),
+  # written without a comparison so that symbolic sizes work
+  return jax.core.max_dim(span // stride + 1, 0)
 
 
 # --------------------------------------------------------------------------

@@ -78,6 +78,8 @@ def _conv_build(B, x, w, *, strides, padding, explicit_paddings=(), data_format,
                                data_format, dilations)
   if groups is None:
     groups = _groups(x.shape, w.shape, data_format)
+  if not all(type(p) is int for pair in pads for p in pair):
+    pads = padding   # symbolic SAME pads (jax.export): lax pads "SAME" as TF does
   return B.conv_general_dilated(x, w, s, pads, rhs_dilation=d, dimension_numbers=dn,
                                 feature_group_count=groups)
 

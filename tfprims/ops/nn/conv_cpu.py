@@ -41,7 +41,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims.core import register_platform_lowering
-from tfprims.ops.nn._common import _channel_axis, _channels_first, _pads, _spatial_axes
+from tfprims.ops.nn._common import (_channel_axis, _channels_first, _pads, _spatial_axes,
+                                    _static_maps)
 from tfprims.ops.nn.conv import _conv_out_shape, _dilate, _full_input_shape, _groups
 
 #: Depthwise kernels with more taps keep XLA's convolution (one slice per tap).
@@ -170,6 +171,8 @@ def _repeat_channels(B, x, ch, m):
 def depthwise_conv2d_cpu(B, input, filter, *, strides, padding, explicit_paddings=(),
                          data_format="NHWC", dilations=(1, 1, 1, 1)):
   """DepthwiseConv2dNative as the sum over filter taps of strided input slices."""
+  if not _static_maps(input.shape):
+    return None
   kh, kw, c, m = filter.shape
   p = dict(strides=strides, padding=padding, explicit_paddings=explicit_paddings,
            data_format=data_format, dilations=dilations)
@@ -192,6 +195,8 @@ def depthwise_backprop_input_cpu(B, filter, out_backprop, *, input_sizes, stride
                                  dilations=(1, 1, 1, 1)):
   """DepthwiseConv2dNativeBackpropInput as a tap sum over the padded, stride-dilated
   cotangent with the flipped filter, summed over the channel multiplier."""
+  if not _static_maps(out_backprop.shape, input_sizes):
+    return None
   kh, kw, c, m = filter.shape
   p = dict(strides=strides, padding=padding, explicit_paddings=explicit_paddings,
            data_format=data_format, dilations=dilations)
@@ -226,6 +231,8 @@ def depthwise_backprop_filter_cpu(B, input, out_backprop, *, filter_sizes, strid
                                   dilations=(1, 1, 1, 1)):
   """DepthwiseConv2dNativeBackpropFilter: per tap, the sum over batch and space of the
   tap's input slice times the cotangent."""
+  if not _static_maps(input.shape, out_backprop.shape):
+    return None
   kh, kw, c, m = (int(v) for v in filter_sizes)
   p = dict(strides=strides, padding=padding, explicit_paddings=explicit_paddings,
            data_format=data_format, dilations=dilations)
@@ -378,6 +385,8 @@ def conv2d_cpu(B, input, filter, *, strides, padding, explicit_paddings=(), data
                dilations=(1, 1, 1, 1)):
   """Conv2D: depthwise-grouped as tap sums; ungrouped with a 1x1 filter or a filter wider
   than the input as im2col's dot_general; others as XLA's convolution."""
+  if not _static_maps(input.shape):
+    return None
   p = dict(strides=strides, padding=padding, explicit_paddings=explicit_paddings,
            data_format=data_format, dilations=dilations)
   m = _depthwise_multiplier(input.shape, filter.shape, data_format)
@@ -425,6 +434,8 @@ def conv2d_backprop_filter_cpu(B, input, out_backprop, *, filter_sizes, strides,
 
 def conv3d_cpu(B, input, filter, *, strides, padding, data_format="NDHWC", dilations=(1,) * 5):
   """Conv3D: a 1x1x1 ungrouped filter as dot_general, others as XLA's convolution."""
+  if not _static_maps(input.shape):
+    return None
   p = dict(strides=strides, padding=padding, explicit_paddings=(), data_format=data_format,
            dilations=dilations)
   if not _as_dot(input, filter, **p):

@@ -222,10 +222,16 @@ def average_windows(value, ksize, strides, padding):
   pads = _pool_pads(value.shape, ksize, strides, padding)
   total = lax.reduce_window(value, np.array(0, value.dtype), lax.add, tuple(ksize),
                             tuple(strides), pads)
-  if all(p == (0, 0) for p in pads):
+  if all(type(v) is int and v == 0 for p in pads for v in p):
     return total / math.prod(ksize)
-  counts = _avg_pool_counts(value.shape, ksize, strides, pads, total.shape)
-  return total / counts.astype(value.dtype)
+  if all(type(n) is int for n in value.shape):
+    return total / _avg_pool_counts(value.shape, ksize, strides, pads,
+                                    total.shape).astype(value.dtype)
+  # Symbolic sizes (jax.export): the counts are the window sums of ones, in the program.
+  ones = jnp.ones(tuple(n if k > 1 or pad != (0, 0) else 1
+                        for n, k, pad in zip(value.shape, ksize, pads)), value.dtype)
+  return total / lax.reduce_window(ones, np.array(0, value.dtype), lax.add, tuple(ksize),
+                                   tuple(strides), pads)
 
 
 def avg_pool_grad(grad, *, orig_input_shape, ksize, strides, padding, data_format="NHWC"):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from tfprims.core import register_platform_lowering
+from tfprims.ops.nn._common import _static_maps
 from tfprims.ops.nn.conv_cpu import _acc_dtype
 from tfprims.ops.nn.pool import _avg_pool_counts, _lowest, _pool_pads, _v2_floor
 
@@ -49,6 +50,8 @@ def max_pool_cpu(B, input, *, ksize, strides, padding, explicit_paddings=(),
   input, which cost more than the pooling on ResNet50's stem (8x112x112x64). Declined
   where an explicit padding is as wide as the window: a window of padding alone is
   -inf in the default, unclamped."""
+  if not _static_maps(input.shape):
+    return None
   pads = _pool_pads(input.shape, ksize, strides, padding, explicit_paddings)
   axes = _pooled_axes(input, ksize, strides, pads)
   if len(axes) < 2 or any(max(pads[a]) >= ksize[a] for a in axes):
@@ -73,6 +76,8 @@ def max_pool3d_cpu(B, input, *, ksize, strides, padding, data_format="NDHWC"):
 
 def avg_pool_cpu(B, value, *, ksize, strides, padding, data_format="NHWC"):
   """AvgPool (any rank): window sums axis by axis over the counts of real elements."""
+  if not _static_maps(value.shape):
+    return None
   pads = _pool_pads(value.shape, ksize, strides, padding)
   axes = _pooled_axes(value, ksize, strides, pads)
   if len(axes) < 2:
