@@ -137,6 +137,17 @@ def test_bfloat16_params_and_keyword_errors(tmp_path):
     model(y=x)
 
 
+def _exported(capsys, root, model, shape, name):
+  """``model`` saved as a SavedModel serving ``name`` of [None, *shape] and exported by
+  ``tfprims export``: the command's output, the loaded artifact and TF's signature."""
+  module = _Serving(model, shape, name)
+  tf.saved_model.save(module, str(root / "sm"), signatures={"serving_default": module.serve})
+  code, out, err = run(capsys, "export", str(root / "sm"), str(root / "art"))
+  assert code == 0, err
+  served = tf.saved_model.load(str(root / "sm")).signatures["serving_default"]
+  return out, tfprims.load_exported(str(root / "art")), served
+
+
 def test_shape_arithmetic_on_the_symbolic_batch(capsys, tmp_path):
   """Keras Dense on 3-D inputs (Tensordot: Shape -> GatherV2 -> Prod -> Pack -> Reshape)
   and Flatten compute with tf.shape(x): the symbolic batch flows through that
@@ -145,13 +156,9 @@ def test_shape_arithmetic_on_the_symbolic_batch(capsys, tmp_path):
   tokens = keras.Input((16, 8))
   x = keras.layers.Dense(16, activation="gelu")(tokens)
   x = keras.layers.Flatten()(x)
-  module = _Serving(keras.Model(tokens, keras.layers.Dense(3)(x)), (16, 8), "tokens")
-  tf.saved_model.save(module, str(tmp_path / "sm"), signatures={"serving_default": module.serve})
-  code, out, err = run(capsys, "export", str(tmp_path / "sm"), str(tmp_path / "art"))
-  assert code == 0, err
+  out, model, served = _exported(capsys, tmp_path, keras.Model(tokens, keras.layers.Dense(3)(x)),
+                                 (16, 8), "tokens")
   assert "tokens: float32['batch', 16, 8]" in out
-  model = tfprims.load_exported(str(tmp_path / "art"))
-  served = tf.saved_model.load(str(tmp_path / "sm")).signatures["serving_default"]
   for batch in (1, 7):
     x = np.random.default_rng(batch).standard_normal((batch, 16, 8)).astype(np.float32)
     np.testing.assert_allclose(np.asarray(model(x)["scores"]),
@@ -175,13 +182,9 @@ def test_an_unknown_image_size_is_symbolic(capsys, tmp_path):
   x = keras.layers.MaxPooling2D(3, strides=2, padding="same")(x)
   x = keras.layers.AveragePooling2D(2, padding="valid")(x)
   scores = keras.layers.Dense(4)(keras.layers.GlobalAveragePooling2D()(x))
-  module = _Serving(keras.Model(images, scores), (None, None, 3), "images")
-  tf.saved_model.save(module, str(tmp_path / "sm"), signatures={"serving_default": module.serve})
-  code, out, err = run(capsys, "export", str(tmp_path / "sm"), str(tmp_path / "art"))
-  assert code == 0, err
+  out, model, served = _exported(capsys, tmp_path, keras.Model(images, scores),
+                                 (None, None, 3), "images")
   assert "images: float32['batch', 'images_1', 'images_2', 3]" in out
-  model = tfprims.load_exported(str(tmp_path / "art"))
-  served = tf.saved_model.load(str(tmp_path / "sm")).signatures["serving_default"]
   for shape in [(1, 17, 23, 3), (3, 32, 32, 3), (2, 45, 20, 3)]:
     x = np.random.default_rng(shape[1]).standard_normal(shape).astype(np.float32)
     np.testing.assert_allclose(np.asarray(model(x)["scores"]),
