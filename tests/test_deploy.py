@@ -191,6 +191,35 @@ def test_an_unknown_image_size_is_symbolic(capsys, tmp_path):
                                served(images=x)["scores"].numpy(), rtol=1e-4, atol=1e-5)
 
 
+def test_an_op_that_needs_concrete_sizes_names_itself(capsys, tmp_path):
+  """Dilation2D computes its windows' bounds with numpy: a symbolic image size is a
+  SymbolicShapeError naming the node and the symbolic shapes, not JAX's tracer error."""
+  class Morphology(tf.Module):
+    @tf.function(input_signature=[tf.TensorSpec([None, None, None, 3], tf.float32)])
+    def __call__(self, x):
+      return tf.nn.dilation2d(x, tf.ones([3, 3, 3]), strides=[1, 1, 1, 1], padding="SAME",
+                              data_format="NHWC", dilations=[1, 1, 1, 1])
+
+  tf.saved_model.save(Morphology(), str(tmp_path / "sm"))
+  code, _, err = run(capsys, "export", str(tmp_path / "sm"), str(tmp_path / "art"))
+  assert code == 2 and "SymbolicShapeError: Dilation2D node" in err, err
+  assert "symbolic dims" in err and "--batch" in err and "Traceback" not in err
+  fn, params = tfprims.load_saved_model(str(tmp_path / "sm"))
+  with pytest.raises(tfprims.errors.SymbolicShapeError, match="x_1"):
+    tfprims.deploy.export(fn, params, str(tmp_path / "art"))
+  # Concrete sizes export; a shape for an input the signature does not have is refused.
+  code, out, err = run(capsys, "export", str(tmp_path / "sm"), str(tmp_path / "art8"),
+                       "--shape", "x=2,8,8,3")
+  assert code == 0 and "x: float32[2, 8, 8, 3]" in out, err
+  x = np.random.default_rng(0).standard_normal((2, 8, 8, 3)).astype(np.float32)
+  got, = jax.tree_util.tree_leaves(tfprims.load_exported(str(tmp_path / "art8"))(x))
+  np.testing.assert_allclose(np.asarray(got), Morphology()(x).numpy(), rtol=1e-6)
+  with pytest.raises(tfprims.errors.InputStructureError, match=r"unknown inputs \['y'\]"):
+    tfprims.deploy.export(fn, params, str(tmp_path / "art9"), shapes={"y": (1, 8, 8, 3)})
+  with pytest.raises(SystemExit):
+    run(capsys, "export", str(tmp_path / "sm"), str(tmp_path / "art9"), "--shape", "x=2,a")
+
+
 def test_export_errors_are_clean(capsys, tmp_path):
   class Zeros(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None, 2, 3], tf.float32)])

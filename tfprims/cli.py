@@ -156,6 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
   export.add_argument("--batch", type=_positive_int, metavar="N",
                       help="a concrete batch size instead of a symbolic one (for graphs that "
                            "compute with the batch size, e.g. Keras Dense on 3-D inputs)")
+  export.add_argument("--shape", action="append", type=_input_shape, metavar="NAME=D0,D1,...",
+                      help="a concrete shape for input NAME, replacing its signature's "
+                           "(repeatable; for graphs that need concrete sizes where the "
+                           "signature has None)")
   export.add_argument("--platforms", metavar="LIST",
                       help="comma-separated platforms (cpu,cuda,rocm,tpu); default: this one")
   export.set_defaults(run=_export)
@@ -167,6 +171,17 @@ def _positive_int(text: str) -> int:
   if value < 1:
     raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
   return value
+
+
+def _input_shape(text: str) -> tuple:
+  name, sep, dims = text.partition("=")
+  try:
+    shape = tuple(int(d) for d in dims.split(",") if d.strip()) if sep else None
+  except ValueError:
+    shape = None
+  if not name or shape is None or any(d < 0 for d in shape):
+    raise argparse.ArgumentTypeError(f"expected NAME=D0,D1,... (sizes >= 0), got {text!r}")
+  return name, shape
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -359,7 +374,7 @@ def _export(args, out: TextIO) -> int:
     jax_fn, params = tfprims.load_saved_model(args.source, args.signature)
     source = f"SavedModel {args.source} (signature {args.signature!r})"
   manifest = deploy.export(jax_fn, params, args.out, batch_polymorphic=args.batch_polymorphic,
-                           batch=args.batch, source=source,
+                           batch=args.batch, shapes=dict(args.shape or ()), source=source,
                            platforms=args.platforms.split(",") if args.platforms else None)
   ins = ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in manifest["inputs"])
   print(f"tfprims export: {source} -> {args.out}\n  inputs: {ins}\n  outputs: "

@@ -102,14 +102,21 @@ def export(fn, params: Mapping[str, Any], path: str, *, batch_polymorphic: bool 
       3-D inputs and Flatten) is folded symbolically; a static input that needs a
       concrete size raises, naming its node: export with ``batch`` then.
     batch: a concrete size for the leading unknown dim of every input.
-    shapes: concrete shapes for some inputs (by input name), replacing their specs'.
+    shapes: concrete shapes for some inputs (by input name), replacing their specs'
+      (an image size a graph needs concretely, say).
     platforms: e.g. ``("cpu", "cuda")``; default: the current backend.
     source: what was converted (recorded in the manifest).
   """
   import tree
 
-  specs = [dataclasses.replace(s, shape=tuple(shapes[s.name])) if shapes and s.name in shapes
-           else s for s in fn.input_specs]
+  from tfprims import errors
+  unknown = sorted(set(shapes or ()) - {s.name for s in fn.input_specs})
+  if unknown:
+    raise errors.InputStructureError(
+        f"shapes for unknown inputs {unknown}; the inputs are "
+        f"{[s.name for s in fn.input_specs]}")
+  specs = [dataclasses.replace(s, shape=tuple(int(d) for d in shapes[s.name]))
+           if shapes and s.name in shapes else s for s in fn.input_specs]
   shapes_in = _dims(specs, batch_polymorphic, batch)
   if hasattr(fn, "structured_inputs"):  # a ConvertedFunction
     def call(params, *flat):

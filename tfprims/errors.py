@@ -162,6 +162,11 @@ def blocked_conversion(ops, dynamic_shapes, inputs, hints=(), problems=()
   return cls(ops, dynamic_shapes, inputs, hints, problems)
 
 
+class SymbolicShapeError(OpError):
+  """An op that needs a concrete size where a shape-polymorphic ``jax.export`` gave its
+  inputs symbolic dims: export with concrete shapes for that dim."""
+
+
 class RuntimeCheckError(OpError, ValueError):
   """A value TF's kernel would reject (an out-of-range index, an integer division by
   zero...): raised by eager calls, and under jit with the ``runtime_checks`` config."""

@@ -177,7 +177,29 @@ def run_node(ctx: Context, node: graph_lib.Node, inputs: list) -> list:
   except errors.TFPrimsError:
     raise
   except Exception as e:  # anything from JAX/numpy: name the node
+    if _symbolic(inputs) and _needs_concrete_sizes(e):
+      raise errors.SymbolicShapeError(
+          node.op, node.name, "its inputs have symbolic dims (a shape-polymorphic "
+          f"jax.export: {_shapes(inputs)}), and it needs concrete sizes for them; export "
+          "with concrete shapes there (tfprims export --batch N or --shape NAME=D0,D1,...; "
+          "deploy.export(batch=..., shapes=...)). "
+          f"{type(e).__name__}: {str(e).splitlines()[0]}") from e
     raise errors.OpError(node.op, node.name, f"{type(e).__name__}: {e}") from e
+
+
+def _symbolic(values) -> bool:
+  return any(type(d) is not int for v in values for d in getattr(v, "shape", ()))
+
+
+def _shapes(values) -> str:
+  return ", ".join(str(tuple(v.shape)) for v in values if hasattr(v, "shape"))
+
+
+def _needs_concrete_sizes(e: Exception) -> bool:
+  """JAX's errors for a value or a comparison that a symbolic dim leaves undecided
+  (shape polymorphism's InconclusiveDimensionOperation is not public: matched by name)."""
+  return (isinstance(e, jax.errors.ConcretizationTypeError)
+          or type(e).__name__ == "InconclusiveDimensionOperation")
 
 
 def bind_node(ctx: Context, op: core.TFOp, node: graph_lib.Node, inputs: list,
