@@ -202,9 +202,16 @@ def _max_pool_grad_grad_transpose(ct, x, y, g, **p):
 
 
 def _avg_pool_counts(shape, ksize, strides, pads, out_shape):
-  """How many real (unpadded) elements each output window averages."""
+  """How many real (unpadded) elements each output window averages, of size 1 along the
+  axes no window spans (batch, channels; it broadcasts); None where a spanned axis has a
+  symbolic size (jax.export). An axis of window 1 is never padded by SAME (the only
+  padding AvgPool takes), so it counts 1 even where its pads are symbolic."""
   counts = np.ones((1,) * len(shape), np.float64)
   for a, (n, k, s, (lo, _), o) in enumerate(zip(shape, ksize, strides, pads, out_shape)):
+    if k == 1:
+      continue
+    if type(n) is not int or type(o) is not int:
+      return None
     start = np.arange(o) * s - lo
     c = (np.minimum(start + k, n) - np.maximum(start, 0)).astype(np.float64)
     counts = counts * c.reshape((1,) * a + (o,) + (1,) * (len(shape) - a - 1))
@@ -224,14 +231,16 @@ def average_windows(value, ksize, strides, padding):
                             tuple(strides), pads)
   if all(type(v) is int and v == 0 for p in pads for v in p):
     return total / math.prod(ksize)
-  if all(type(n) is int for n in value.shape):
-    return total / _avg_pool_counts(value.shape, ksize, strides, pads,
-                                    total.shape).astype(value.dtype)
-  # Symbolic sizes (jax.export): the counts are the window sums of ones, in the program.
-  ones = jnp.ones(tuple(n if k > 1 or pad != (0, 0) else 1
-                        for n, k, pad in zip(value.shape, ksize, pads)), value.dtype)
-  return total / lax.reduce_window(ones, np.array(0, value.dtype), lax.add, tuple(ksize),
-                                   tuple(strides), pads)
+  counts = _avg_pool_counts(value.shape, ksize, strides, pads, total.shape)
+  if counts is not None:
+    return total / counts.astype(value.dtype)
+  # A symbolic image size (jax.export): the window sums of ones, in the program.
+  spanned = [k > 1 for k in ksize]
+  ones = jnp.ones(tuple(n if w else 1 for n, w in zip(value.shape, spanned)), value.dtype)
+  return total / lax.reduce_window(
+      ones, np.array(0, value.dtype), lax.add, tuple(ksize),
+      tuple(s if w else 1 for s, w in zip(strides, spanned)),
+      tuple(p if w else (0, 0) for p, w in zip(pads, spanned)))
 
 
 def avg_pool_grad(grad, *, orig_input_shape, ksize, strides, padding, data_format="NHWC"):
