@@ -428,6 +428,31 @@ def test_a_symbolic_image_size_exports(case, fast):
     tfprims.update_config("fast_lowerings", True)
 
 
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "default"])
+def test_gradients_export_with_a_symbolic_batch(fast):
+  """A training step exported for every batch size: the backprop ops' input_sizes and
+  orig_input_shape params hold the symbolic batch (they were read with int())."""
+  rng = np.random.default_rng(11)
+  cases = [(lambda x, f, a: tfops.Conv2D(x, f, **a), (3, 3, 64, 8)),
+           (lambda x, f, a: tfops.Conv2D(x, f, **a), (3, 3, 1, 64)),   # groups = C
+           (lambda x, f, a: tfops.DepthwiseConv2dNative(x, f, **a), (3, 3, 64, 1)),
+           (lambda x, f, a: tfops.AvgPool(x, ksize=(1, 3, 3, 1), strides=a["strides"],
+                                          padding="SAME") * f, (64,))]
+  b, = jax.export.symbolic_shape("b")
+  tfprims.update_config("fast_lowerings", fast)
+  try:
+    for (fn, f_shape), s in itertools.product(cases, (1, 2)):
+      attrs = dict(_NHWC, strides=(1, s, s, 1))
+      grad = jax.jit(jax.grad(lambda x, f: (fn(x, f, attrs) ** 2).sum(), argnums=(0, 1)))
+      f = rng.uniform(-1, 1, f_shape).astype(np.float32)
+      exported = jax.export.export(grad)(jax.ShapeDtypeStruct((b, 7, 9, 64), np.float32), f)
+      x = rng.uniform(-1, 1, (3, 7, 9, 64)).astype(np.float32)
+      for got, want in zip(exported.call(x, f), grad(x, f)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+  finally:
+    tfprims.update_config("fast_lowerings", True)
+
+
 # --------------------------------------------------------------------------
 # The switch, the platforms, the fallbacks
 # --------------------------------------------------------------------------
