@@ -195,7 +195,7 @@ def depthwise_backprop_input_cpu(B, filter, out_backprop, *, input_sizes, stride
                                  dilations=(1, 1, 1, 1)):
   """DepthwiseConv2dNativeBackpropInput as a tap sum over the padded, stride-dilated
   cotangent with the flipped filter, summed over the channel multiplier."""
-  if not _static_maps(out_backprop.shape, input_sizes):
+  if not _static_maps(out_backprop.shape):   # its maps are symbolic where the input's are
     return None
   kh, kw, c, m = filter.shape
   p = dict(strides=strides, padding=padding, explicit_paddings=explicit_paddings,
