@@ -431,12 +431,15 @@ def test_a_symbolic_image_size_exports(case, fast):
 @pytest.mark.parametrize("fast", [True, False], ids=["fast", "default"])
 def test_gradients_export_with_a_symbolic_batch(fast):
   """A training step exported for every batch size: the backprop ops' input_sizes and
-  orig_input_shape params hold the symbolic batch (they were read with int())."""
+  orig_input_shape params hold the symbolic batch (they were read with int()), and
+  MaxPoolGrad's "no element" index is a constant (it was the input's size)."""
   rng = np.random.default_rng(11)
   cases = [(lambda x, f, a: tfops.Conv2D(x, f, **a), (3, 3, 64, 8)),
            (lambda x, f, a: tfops.Conv2D(x, f, **a), (3, 3, 1, 64)),   # groups = C
            (lambda x, f, a: tfops.DepthwiseConv2dNative(x, f, **a), (3, 3, 64, 1)),
            (lambda x, f, a: tfops.AvgPool(x, ksize=(1, 3, 3, 1), strides=a["strides"],
+                                          padding="SAME") * f, (64,)),
+           (lambda x, f, a: tfops.MaxPool(x, ksize=(1, 3, 3, 1), strides=a["strides"],
                                           padding="SAME") * f, (64,))]
   b, = jax.export.symbolic_shape("b")
   tfprims.update_config("fast_lowerings", fast)

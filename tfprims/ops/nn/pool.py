@@ -81,11 +81,19 @@ def max_pool_v2(input, *, ksize, strides, padding, data_format="NHWC"):
                   data_format=data_format, floor=_v2_floor(input.dtype))
 
 
+# The index of "no element": above every flat index, so a scatter drops it and a
+# clipped take reads the zero appended after the last element. A constant, not the
+# array's size, which is symbolic under a shape-polymorphic export.
+_NO_INDEX = np.array(np.iinfo(np.int32).max, np.int32)
+
+
+def _flat_index(shape):
+  return lax.broadcasted_iota(np.int32, (math.prod(shape),), 0).reshape(shape)
+
+
 def _first_index(shape, ksize, strides, pads):
   """Flat index of each window's first real (unpadded) element, in row-major order."""
-  size = math.prod(shape)
-  index = lax.reshape(lax.iota(np.int32, size), tuple(shape))
-  return lax.reduce_window(index, np.array(size, np.int32), lax.min, tuple(ksize),
+  return lax.reduce_window(_flat_index(shape), _NO_INDEX, lax.min, tuple(ksize),
                            tuple(strides), pads)
 
 
@@ -93,8 +101,6 @@ def _first_max(value, index, ksize, strides, pads):
   """Per window, the index of the first maximum of ``value`` (ties break on the
   smaller index inside the reducer, so the result does not depend on XLA's
   reduction order); ``value`` must not hold NaN."""
-  size = index.size
-
   def reducer(a, b):
     (av, ai), (bv, bi) = a, b
     take_a = (av > bv) | ((av == bv) & (ai < bi))
@@ -102,7 +108,7 @@ def _first_max(value, index, ksize, strides, pads):
 
   init = (np.array(-np.inf, value.dtype) if jnp.issubdtype(value.dtype, jnp.floating)
           else np.array(np.iinfo(value.dtype).min, value.dtype))
-  _, out = lax.reduce_window((value, index), (init, np.array(size, np.int32)), reducer,
+  _, out = lax.reduce_window((value, index), (init, _NO_INDEX), reducer,
                              tuple(ksize), tuple(strides), pads)
   return out
 
@@ -113,7 +119,7 @@ def _grad_index(x, ksize, strides, pads):
   strictly greater. So a window whose first element is NaN sends its gradient
   there (NaN compares false); otherwise NaNs are skipped and the first maximum wins
   (-inf and ties included)."""
-  index = lax.reshape(lax.iota(np.int32, x.size), x.shape)
+  index = _flat_index(x.shape)
   if not jnp.issubdtype(x.dtype, jnp.floating):
     return _first_max(x, index, ksize, strides, pads)
   first = _first_index(x.shape, ksize, strides, pads)
@@ -125,13 +131,13 @@ def _grad_grad_index(x, ksize, strides, pads, floor=None):
   """The element TF's MaxPoolGradGrad CPU kernel reads in each window: the first
   one equal to the window's max (MaxPool's output, which never lets NaN win and is
   clamped below at the lowest finite value). A window of NaN/-inf only has none:
-  the index is then ``x.size`` (read as 0)."""
-  index = lax.reshape(lax.iota(np.int32, x.size), x.shape)
+  the index is then ``_NO_INDEX`` (read as 0)."""
+  index = _flat_index(x.shape)
   if not jnp.issubdtype(x.dtype, jnp.floating):
     return _first_max(x, index, ksize, strides, pads)
   low = _lowest(x.dtype) if floor is None else floor
   valid = x >= np.array(low, x.dtype)  # false for NaN and below the clamp
-  return _first_max(jnp.where(valid, x, -jnp.inf), jnp.where(valid, index, x.size),
+  return _first_max(jnp.where(valid, x, -jnp.inf), jnp.where(valid, index, _NO_INDEX),
                     ksize, strides, pads)
 
 
