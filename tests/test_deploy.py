@@ -169,6 +169,73 @@ def test_shape_arithmetic_on_the_symbolic_batch(capsys, tmp_path):
   assert code == 0 and "tokens: float32[7, 16, 8]" in out, err
 
 
+def _recurrent():
+  """LSTM and GRU (While loops, TensorLists, zero states filled from tf.shape(x)[0]) and a
+  Cropping1D (a StridedSlice of the symbolic batch's tensor)."""
+  keras.utils.set_random_seed(2)
+  tokens = keras.Input((12, 6))
+  x = keras.layers.LSTM(8, return_sequences=True)(tokens)
+  x = keras.layers.Cropping1D((1, 2))(x)
+  return keras.Model(tokens, keras.layers.Dense(3)(keras.layers.GRU(5)(x)))
+
+
+def _convolutional():
+  """Batch norm, padding, max and average pools, a depthwise convolution and cropping:
+  the ops whose gradients are Pad/Slice/StridedSliceGrad, MaxPoolGrad and backprops."""
+  keras.utils.set_random_seed(4)
+  images = keras.Input((16, 16, 3))
+  x = keras.layers.Conv2D(8, 3, padding="same")(images)
+  x = keras.layers.ReLU()(keras.layers.BatchNormalization()(x))
+  x = keras.layers.MaxPooling2D(3, strides=2, padding="same")(keras.layers.ZeroPadding2D(1)(x))
+  x = keras.layers.DepthwiseConv2D(3, strides=2, padding="same")(x)
+  x = keras.layers.AveragePooling2D(2)(keras.layers.Cropping2D(1)(x))
+  return keras.Model(images, keras.layers.Dense(3)(keras.layers.GlobalAveragePooling2D()(x)))
+
+
+def test_recurrent_models_export_with_a_symbolic_batch(capsys, tmp_path):
+  """The LSTM's zero state is a Fill of (tf.shape(x)[0], units): built in the program (a
+  symbolic size is never folded), its TensorLists allocated there too."""
+  out, model, served = _exported(capsys, tmp_path, _recurrent(), (12, 6), "tokens")
+  assert "tokens: float32['batch', 12, 6]" in out
+  for batch in (1, 5):
+    x = np.random.default_rng(batch).standard_normal((batch, 12, 6)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(model(x)["scores"]),
+                               served(tokens=x)["scores"].numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("build, shape", [(_convolutional, (16, 16, 3)), (_recurrent, (12, 6))],
+                         ids=["convolutional", "recurrent"])
+def test_a_training_step_exports_with_a_symbolic_batch(build, shape):
+  """jax.grad of a converted model, exported once for every batch size, equals TF's
+  gradients (GradientTape) of the same loss at several sizes: the gradient rules keep
+  the symbolic batch in the shapes they pass on (Reshape, BroadcastTo, Fill, Slice,
+  StridedSliceGrad, the backprops, MaxPoolGrad)."""
+  model = build()
+  fn, params = tfprims.convert(tf.function(lambda x: model(x, training=False)),
+                               tf.TensorSpec([None, *shape], tf.float32))
+
+  def loss(params, x):
+    return (fn(params, x)[0] ** 2).sum()
+
+  b, = jax.export.symbolic_shape("b")
+  exported = jax.export.export(jax.jit(jax.grad(loss, argnums=(0, 1))))(
+      params, jax.ShapeDtypeStruct((b, *shape), np.float32))
+  variables = {v.path: v for v in model.trainable_variables}
+  assert set(variables) <= set(params)
+  for batch in (1, 3):
+    x = np.random.default_rng(batch).standard_normal((batch, *shape)).astype(np.float32)
+    tx = tf.constant(x)
+    with tf.GradientTape() as tape:
+      tape.watch(tx)
+      want_loss = tf.reduce_sum(model(tx, training=False) ** 2)
+    want = tape.gradient(want_loss, [tx] + list(variables.values()))
+    grad_params, grad_x = exported.call(params, x)
+    np.testing.assert_allclose(np.asarray(grad_x), want[0].numpy(), rtol=1e-4, atol=1e-5)
+    for name, w in zip(variables, want[1:]):
+      np.testing.assert_allclose(np.asarray(grad_params[name]), w.numpy(), rtol=1e-4,
+                                 atol=1e-5, err_msg=name)
+
+
 def test_an_unknown_image_size_is_symbolic(capsys, tmp_path):
   """A fully convolutional model served for any image size ([None, None, None, 3]): its
   height and width are symbolic too; strided SAME convolutions and pools pad by an amount

@@ -259,7 +259,8 @@ class TFOp(Op):
     weights (:class:`tfprims.folding.Weight`) only with numpy."""
     out = folding.fold(self.impl, operands, params)
     weights = any(folding.is_weight(o) for o in operands)
-    if out is None and (weights or folding.has_symbolic(operands)):
+    if out is None and (weights or folding.has_symbolic(operands)
+                        or folding.has_symbolic_param(params)):
       # The program computes it: from its constants, or from symbolic dims' values.
       return self.primitive.bind(*derived.match_varying(folding.materialize(operands)),
                                  **params)

@@ -23,7 +23,7 @@ arithmetic, so ``Reshape(x, Pack(Prod(Shape(x)[1:]), -1))`` still gets a static
 from __future__ import annotations
 
 import functools
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import jax
 import numpy as np
@@ -247,6 +247,14 @@ _RULES["gather"] = _gather
 def has_symbolic(operands: Sequence[Any]) -> bool:
   """Whether an operand holds symbolic dims (an object array: see Shape)."""
   return any(isinstance(o, np.ndarray) and o.dtype == object for o in operands)
+
+
+def has_symbolic_param(params: Mapping[str, Any]) -> bool:
+  """Whether a param holds a symbolic dim (Fill's or Reshape's shape from ``tf.shape``
+  of a shape-polymorphic input): the op's value exists only in the program."""
+  def symbolic(v):
+    return (isinstance(v, tuple) and any(map(symbolic, v))) or jax.export.is_symbolic_dim(v)
+  return any(map(symbolic, params.values()))
 
 
 def materialize(operands: Sequence[Any]) -> list:

@@ -57,12 +57,19 @@ def dtype_of(x) -> np.dtype:
   return np.dtype(x.aval.dtype) if U(x) else np.dtype(jnp.result_type(x))
 
 
+def sizes(shape) -> tuple:
+  """A shape (a list, tuple or array of sizes) as a flat tuple of ints; the symbolic dims
+  of a shape-polymorphic export (jax.export) stay as they are."""
+  return tuple(int(d) if isinstance(d, (int, np.integer)) else d
+               for d in np.asarray(shape, dtype=object).reshape(-1))
+
+
 # --- TF-named building blocks -------------------------------------------------------------
 
 
 def reshape(x, shape: Sequence[int]):
   """``tf.Reshape`` (nothing when the shape is already ``shape``)."""
-  shape = tuple(int(d) for d in shape)
+  shape = sizes(shape)
   return x if shape_of(x) == shape else tfops.Reshape(x, shape=shape)
 
 
@@ -82,7 +89,7 @@ def reduce_sum(x, axes: Sequence[int], keep_dims: bool = False):
 
 def broadcast_to(x, shape: Sequence[int]):
   """``tf.BroadcastTo`` (nothing when the shape is already ``shape``)."""
-  shape = tuple(int(d) for d in shape)
+  shape = sizes(shape)
   return x if shape_of(x) == shape else tfops.BroadcastTo(x, shape=shape)
 
 
@@ -99,7 +106,7 @@ def unbroadcast(x, shape: Sequence[int]):
 
 def zeros(shape: Sequence[int], dtype):
   """Zeros as a ``tf.Fill``."""
-  return tfops.Fill(np.zeros((), dtype), shape=tuple(int(d) for d in shape))
+  return tfops.Fill(np.zeros((), dtype), shape=sizes(shape))
 
 
 def instantiate(ct):

@@ -18,8 +18,8 @@ from tfprims.ops.array._common import FAMILY, index_array, ints, lazy_hst
 
 
 def _fill_impl(value, *, shape):
-  dims = ints(shape)
-  if any(d < 0 for d in dims):
+  dims = rules.sizes(shape)  # symbolic dims (jax.export) are positive
+  if any(isinstance(d, int) and d < 0 for d in dims):
     raise ValueError(f"Fill: dims must be non-negative, got {dims}")
   if jnp.size(value) != 1:
     raise ValueError(f"Fill: value must be a scalar, got shape {jnp.shape(value)}")
@@ -29,7 +29,7 @@ def _fill_impl(value, *, shape):
 def _fill_batch(args, bdims, *, shape):
   (v,), (d,) = args, bdims
   v = rules.to_front(v, d)
-  dims = ints(shape)
+  dims = rules.sizes(shape)
   v = tfops.Reshape(v, shape=(v.shape[0],) + (1,) * len(dims))
   return tfops.BroadcastTo(v, shape=(v.shape[0],) + dims), 0
 

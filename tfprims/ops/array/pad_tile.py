@@ -53,7 +53,7 @@ Tile = define_op(
 
 
 def _broadcast_to_impl(input, *, shape):
-  shape = ints(shape)
+  shape = rules.sizes(shape)
   if input.ndim > len(shape):
     raise ValueError(f"BroadcastTo: rank of input ({input.ndim}) must be no greater than rank "
                      f"of output shape ({len(shape)})")
@@ -62,7 +62,7 @@ def _broadcast_to_impl(input, *, shape):
 
 def _broadcast_to_batch(args, dims, *, shape):
   (x,), (d,) = args, dims
-  shape = ints(shape)
+  shape = rules.sizes(shape)
   x = rules.to_front(x, d)
   size, inner = x.shape[0], tuple(x.shape[1:])
   if len(inner) < len(shape):

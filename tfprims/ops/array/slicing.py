@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import numpy as np
 
 from tfprims import emit, rules
@@ -22,7 +23,7 @@ from tfprims.ops.array._common import FAMILY, INDEX_DTYPES, ints, lazy_hst
 
 
 def _slice_bounds(shape, begin, size) -> tuple[tuple, tuple]:
-  begin, size = ints(begin), ints(size)
+  begin, size = rules.sizes(begin), rules.sizes(size)  # symbolic dims of jax.export kept
   if len(begin) != len(shape) or len(size) != len(shape):
     raise ValueError(f"Slice: expected begin and size of length {len(shape)}, got "
                      f"{begin} and {size}")
@@ -52,8 +53,8 @@ def _slice_transpose(ct, x, *, begin, size):
 
 def _slice_batch(args, dims, *, begin, size):
   (x,), (d,) = args, dims
-  return tfops.Slice(rules.to_front(x, d), begin=(0,) + ints(begin),
-                     size=(-1,) + ints(size)), 0
+  return tfops.Slice(rules.to_front(x, d), begin=(0,) + rules.sizes(begin),
+                     size=(-1,) + rules.sizes(size)), 0
 
 
 Slice = define_op(
@@ -80,7 +81,7 @@ _NEW_AXIS, _SHRINK = -1, -2
 def strided_slice_plan(shape, begin, end, strides, begin_mask=0, end_mask=0, ellipsis_mask=0,
                        new_axis_mask=0, shrink_axis_mask=0) -> StridedPlan:
   """TF's ValidateStridedSliceOp (strided_slice_op.cc), for static shapes and specs."""
-  begin, end, strides = ints(begin), ints(end), ints(strides)
+  begin, end, strides = rules.sizes(begin), rules.sizes(end), ints(strides)
   if not len(begin) == len(end) == len(strides):
     raise ValueError(f"StridedSlice: begin {begin}, end {end} and strides {strides} must "
                      "have the same length")
@@ -134,7 +135,9 @@ def strided_slice_plan(shape, begin, end, strides, begin_mask=0, end_mask=0, ell
 
   plan, processing = [], []
   for i in range(rank):
-    b, e, s, n = d_begin[i], d_end[i], d_strides[i], int(shape[i])
+    # n may be a symbolic dim (jax.export): min_dim/max_dim keep the clamps symbolic
+    # (and are min/max on ints); a bound the dim leaves undecided raises JAX's error.
+    b, e, s, n = d_begin[i], d_end[i], d_strides[i], shape[i]
     if s == 0:
       raise ValueError(f"StridedSlice: strides[{i}] must be non-zero")
     shrink = (d_shrink >> i) & 1
@@ -145,7 +148,7 @@ def strided_slice_plan(shape, begin, end, strides, begin_mask=0, end_mask=0, ell
       if masks[c]:
         return valid[c] if s > 0 else valid[(c + 1) & 1]
       x = x + n if x < 0 else x
-      return min(max(x, valid[0]), valid[1])
+      return jax.core.min_dim(jax.core.max_dim(x, valid[0]), valid[1])
 
     if shrink and s <= 0:
       raise ValueError("StridedSlice: only stride 1 allowed on non-range indexing")
@@ -156,11 +159,8 @@ def strided_slice_plan(shape, begin, end, strides, begin_mask=0, end_mask=0, ell
       b, e = x, x + 1
     else:
       b, e = canonical(b, 0), canonical(e, 1)
-    length = e - b
-    if length == 0 or (length < 0) != (s < 0):
-      count = 0
-    else:
-      count = length // s + (1 if length % s else 0)
+    # ceil(length / s) elements when length runs the way of s, else none
+    count = (jax.core.max_dim((e - b) * (1 if s > 0 else -1), 0) + abs(s) - 1) // abs(s)
     plan.append((b, count, s))
     processing.append(count)
   final = []
@@ -204,7 +204,7 @@ def _scatter_plan(B, dy, shape, plan: StridedPlan):
   dy = B.reshape(dy, tuple(c for _, c, _ in plan.dims))
   config, flip = [], []
   for i, (first, count, step) in enumerate(plan.dims):
-    n = int(shape[i])
+    n = shape[i]
     if count == 0:
       config.append((n, 0, 0))
       continue
@@ -231,8 +231,8 @@ def _strided_slice_transpose(ct, x, **params):
 def _shift_spec(params):
   """The spec with a full-range entry for a leading batch axis prepended."""
   new = dict(params)
-  new["begin"] = (0,) + ints(params["begin"])
-  new["end"] = (0,) + ints(params["end"])
+  new["begin"] = (0,) + rules.sizes(params["begin"])
+  new["end"] = (0,) + rules.sizes(params["end"])
   new["strides"] = (1,) + ints(params["strides"])
   for m in _MASKS:
     new[m] = params[m] << 1
@@ -255,7 +255,7 @@ StridedSlice = define_op(
 
 
 def _strided_slice_grad_build(B, dy, *, shape, **params):
-  shape = ints(shape)
+  shape = rules.sizes(shape)
   plan = _plan_for(shape, params)
   if tuple(dy.shape) != plan.final_shape:
     raise ValueError(f"StridedSliceGrad: dy has shape {tuple(dy.shape)}, the slice of "
@@ -269,7 +269,7 @@ _strided_slice_grad_impl = emit.traced(_strided_slice_grad_build)
 def _strided_slice_grad_batch(args, dims, *, shape, **params):
   (dy,), (d,) = args, dims
   size = dy.shape[d]
-  return tfops.StridedSliceGrad(rules.to_front(dy, d), shape=(size,) + ints(shape),
+  return tfops.StridedSliceGrad(rules.to_front(dy, d), shape=(size,) + rules.sizes(shape),
                                 **_shift_spec(params)), 0
 
 

@@ -60,7 +60,9 @@ class _CondBecameTraced(Exception):
 
 
 class _Rematerialize(Exception):
-  """Carried lists gained items inside the body: retry with materialized lists."""
+  """Carried lists gained items inside the body: retry with materialized lists.
+  ``init()`` builds them where the loop starts, outside the body's trace: zeros of a
+  symbolic size (jax.export) are the program's values, and must be the outer trace's."""
 
   def __init__(self, init):
     super().__init__("rematerialize")
@@ -413,8 +415,8 @@ class _Loop:
         if l.items is None and v.items is not None:
           rematerialize = True
     if rematerialize:
-      new_init = [join_lists(l, v, self.node) for l, v in zip(init[0], carry)]
-      raise _Rematerialize((new_init, init[1], init[2]))
+      raise _Rematerialize(lambda: (
+          [join_lists(l, v, self.node) for l, v in zip(init[0], carry)], init[1], init[2]))
     carry = coerce(carry, init[0], self.node)
     state = [jnp.asarray(s).astype(jnp.result_type(l)) for s, l in zip(state, init[1])]
     why = structure_mismatch(init[0], carry)
@@ -464,7 +466,7 @@ class _Loop:
       try:
         return self._scan(n, dynamic_conj, static, final_static, init)
       except _Rematerialize as e:
-        init = e.init
+        init = e.init()
     raise errors.OpError(self.node.op, self.node.name, "loop carry does not settle")
 
   def _scan(self, n, dynamic_conj, static, final_static, init):
@@ -512,7 +514,7 @@ class _Loop:
       try:
         return self._while_loop(init)
       except _Rematerialize as e:
-        init = e.init
+        init = e.init()
     raise errors.OpError(self.node.op, self.node.name, "loop carry does not settle")
 
   def _while_loop(self, init):

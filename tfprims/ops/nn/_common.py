@@ -45,13 +45,6 @@ def _same_pad(size: int, window: int, stride: int, dilation: int = 1) -> tuple[i
   return (total // 2, total - total // 2)
 
 
-def _sizes(values) -> tuple:
-  """A shape attr (a list, tuple or array of sizes) as a tuple of ints; the symbolic dims
-  of a shape-polymorphic export stay as they are."""
-  return tuple(int(v) if isinstance(v, (int, np.integer)) else v
-               for v in np.atleast_1d(np.asarray(values, dtype=object)))
-
-
 def _static_maps(*shapes) -> bool:
   """Whether every dim but the batch (the first) is a known int. The CPU lowerings pick
   their form by the maps' sizes: with a symbolic image size (jax.export) they decline

@@ -27,7 +27,7 @@ from tfprims import emit, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.nn._common import (
     _ONEDNN_DTYPES, _batch_into_axis, _channel_axis, _channels_first, _layout_attr,
-    _layout_shape, _merge_batch, _out_size, _pads, _sizes, _spatial_axes, _split_axis,
+    _layout_shape, _merge_batch, _out_size, _pads, _spatial_axes, _split_axis,
     _split_batch, _tf_accepts, _values)
 
 # --------------------------------------------------------------------------
@@ -168,7 +168,7 @@ def _conv_filter_grad(x, g, filter_shape, *, strides, padding, explicit_paddings
 def _full_input_shape(input_sizes, in_channels, g_shape, data_format):
   """TF accepts input_sizes as the full shape or as the spatial sizes only (symbolic dims
   of a shape-polymorphic export stay symbolic)."""
-  sizes = _sizes(input_sizes)
+  sizes = rules.sizes(input_sizes)
   rank = len(g_shape)
   if len(sizes) == rank:
     return sizes

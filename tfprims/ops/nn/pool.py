@@ -28,7 +28,7 @@ from jax.interpreters import ad
 from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.nn._common import (
-    _ONEDNN_DTYPES, _fold_batching, _layout_attr, _layout_shape, _out_size, _pads, _sizes,
+    _ONEDNN_DTYPES, _fold_batching, _layout_attr, _layout_shape, _out_size, _pads,
     _tf_accepts, _tf_call, _values)
 
 def _lowest(dtype):
@@ -251,7 +251,7 @@ def average_windows(value, ksize, strides, padding):
 
 def avg_pool_grad(grad, *, orig_input_shape, ksize, strides, padding, data_format="NHWC"):
   """TF AvgPoolGrad: the transpose of AvgPool."""
-  shape = _sizes(orig_input_shape)
+  shape = rules.sizes(orig_input_shape)
   f = functools.partial(avg_pool, ksize=ksize, strides=strides, padding=padding,
                         data_format=data_format)
   return jax.linear_transpose(f, jax.ShapeDtypeStruct(shape, grad.dtype))(grad)[0]

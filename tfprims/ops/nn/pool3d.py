@@ -39,7 +39,7 @@ from jax.interpreters import ad
 from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.nn._common import (
-    _fold_batching, _layout_attr, _layout_shape, _out_size, _sizes, _tf_accepts, _tf_call,
+    _fold_batching, _layout_attr, _layout_shape, _out_size, _tf_accepts, _tf_call,
     _values)
 from tfprims.ops.nn.pool import _lowest, _pool_pads, average_windows
 
@@ -124,7 +124,7 @@ def avg_pool3d(input, *, ksize, strides, padding, data_format="NDHWC"):
 
 def avg_pool3d_grad(grad, *, orig_input_shape, ksize, strides, padding, data_format="NDHWC"):
   """TF AvgPool3DGrad: the transpose of AvgPool3D."""
-  shape = _sizes(orig_input_shape)
+  shape = rules.sizes(orig_input_shape)
   f = functools.partial(avg_pool3d, ksize=ksize, strides=strides, padding=padding,
                         data_format=data_format)
   return jax.linear_transpose(f, jax.ShapeDtypeStruct(shape, grad.dtype))(grad)[0]
