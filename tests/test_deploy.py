@@ -236,6 +236,47 @@ def test_a_training_step_exports_with_a_symbolic_batch(build, shape):
                                  atol=1e-5, err_msg=name)
 
 
+_ON_THE_BATCH = {
+    # tf.range of the batch: a Range of the program; GatherNd bounds it by the batch
+    "range_gather_nd": lambda x: tf.gather_nd(x, tf.stack(
+        [tf.range(tf.shape(x)[0]), tf.zeros([tf.shape(x)[0]], tf.int32)], 1)),
+    # a Tile by the batch (a class token repeated per example); a Fill of a batch shape
+    "tile_by_batch": lambda x: tf.tile(x[:1], [tf.shape(x)[0], 1]) * x,
+    "zeros_of_batch": lambda x: tf.concat([x, tf.zeros([tf.shape(x)[0], 2])], 1),
+    # top_k's and sort's tangents gather each row (no stitch table for b rows)
+    "top_k": lambda x: tf.math.top_k(x, 3).values,
+    "sort": lambda x: tf.sort(x, axis=-1),
+    "softmax_cross_entropy": lambda x: tf.nn.softmax_cross_entropy_with_logits(
+        tf.one_hot(tf.zeros([tf.shape(x)[0]], tf.int32), 6), x),
+    "tensor_scatter": lambda x: tf.tensor_scatter_nd_add(x, [[0, 1]], [1.0]),
+    "gather_columns": lambda x: tf.gather(x, [0, 2], axis=1),
+    "batched_gather": lambda x: tf.gather(x, tf.argsort(x, axis=1)[:, :2], batch_dims=1),
+    "strided_slices": lambda x: x[-1:] + x[::2][:1] + tf.reverse(x, [0])[1:2],
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ON_THE_BATCH))
+def test_ops_on_a_symbolic_batch_equal_tf_with_their_gradients(name):
+  """Ops whose sizes or indices come from the batch, exported once with a symbolic batch:
+  values and input gradients equal TF's at several batch sizes."""
+  f = _ON_THE_BATCH[name]
+  fn, params = tfprims.convert(tf.function(f), tf.TensorSpec([None, 6], tf.float32))
+  b, = jax.export.symbolic_shape("b")
+  spec = jax.ShapeDtypeStruct((b, 6), np.float32)
+  forward = jax.export.export(jax.jit(lambda x: fn(params, x)[0]))(spec)
+  grad = jax.export.export(jax.jit(jax.grad(lambda x: (fn(params, x)[0] ** 2).sum())))(spec)
+  for batch in (2, 5):
+    x = tf.constant(np.random.default_rng(batch).standard_normal((batch, 6)), tf.float32)
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = f(x)
+      loss = tf.reduce_sum(y ** 2)
+    np.testing.assert_allclose(np.asarray(forward.call(x.numpy())), y.numpy(), rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(np.asarray(grad.call(x.numpy())), tape.gradient(loss, x).numpy(),
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_an_unknown_image_size_is_symbolic(capsys, tmp_path):
   """A fully convolutional model served for any image size ([None, None, None, 3]): its
   height and width are symbolic too; strided SAME convolutions and pools pad by an amount

@@ -196,10 +196,12 @@ def _shapes(values) -> str:
 
 
 def _needs_concrete_sizes(e: Exception) -> bool:
-  """JAX's errors for a value or a comparison that a symbolic dim leaves undecided
-  (shape polymorphism's InconclusiveDimensionOperation is not public: matched by name)."""
+  """JAX's errors for a value or a comparison that a symbolic dim leaves undecided, or a
+  symbolic dim used as a Python int (shape polymorphism's InconclusiveDimensionOperation
+  and _DimExpr are not public: matched by name)."""
   return (isinstance(e, jax.errors.ConcretizationTypeError)
-          or type(e).__name__ == "InconclusiveDimensionOperation")
+          or type(e).__name__ == "InconclusiveDimensionOperation"
+          or (isinstance(e, TypeError) and "'_DimExpr'" in str(e)))
 
 
 def bind_node(ctx: Context, op: core.TFOp, node: graph_lib.Node, inputs: list,

@@ -9,6 +9,7 @@ wrapping like TF's; docs/semantics/array.md).
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -89,7 +90,25 @@ def _range_batch(args, dims, **params):
   raise NotImplementedError("Range has no operands to batch")
 
 
+def _symbolic_range(start, limit, delta, dtype):
+  """Range over a symbolic bound (``tf.range(tf.shape(x)[0])`` under a shape-polymorphic
+  export): ``start + i * delta`` for ``i`` below ``ceil((limit - start) / delta)``, none
+  when that is negative (TF's error for it needs the bound's value)."""
+  s, l, d = (rules.sizes(v)[0] for v in (start, limit, delta))
+  if not isinstance(d, int) or np.dtype(dtype).kind not in "iu":
+    raise TypeError(f"Range: a symbolic start or limit needs an integer type and a known "
+                    f"delta, not delta {d!r} in {np.dtype(dtype).name}")
+  if d == 0:
+    raise ValueError("Range: requires delta != 0")
+  span = l - s if d > 0 else s - l
+  size = jax.core.max_dim((span + abs(d) - 1) // abs(d), 0)
+  return (jnp.asarray(s, dtype) + jnp.asarray(d, dtype) *
+          jax.lax.iota(np.dtype(dtype), size)).astype(dtype)
+
+
 def _range_impl(*, start, limit, delta, Tidx):
+  if any(jax.export.is_symbolic_dim(v) for v in rules.sizes((start, limit, delta))):
+    return _symbolic_range(start, limit, delta, tfdtypes.canonical_dtype(Tidx))
   values = range_values(start, limit, delta, Tidx)
   return jnp.asarray(tfdtypes.canonicalize_value(values, "Range output"))
 

@@ -61,6 +61,17 @@ def _gather_impl(params, indices, *, axis, batch_dims):
   return jnp.where(mask, out, jnp.zeros((), out.dtype))
 
 
+def _coordinates(shape, d, dtype):
+  """``shape + (1,)``, holding each element's coordinate along dim ``d``: a constant, or
+  a ``tf.Range`` of the program for a symbolic dim (a shape-polymorphic jax.export)."""
+  column = (1,) * d + (shape[d],) + (1,) * (len(shape) - d)
+  if type(shape[d]) is int:
+    return np.ascontiguousarray(np.broadcast_to(
+        np.arange(shape[d], dtype=dtype).reshape(column), shape + (1,)))
+  iota = tfops.Range(start=0, limit=shape[d], delta=1, Tidx=np.dtype(dtype))
+  return rules.broadcast_to(rules.reshape(iota, column), shape + (1,))
+
+
 def _gather_transpose(ct, params, indices, *, axis, batch_dims):
   """The scatter-add of the cotangent into zeros of params' shape, as ``tf.ScatterNd``
   (which drops the out-of-range indices the gather zeroed): params laid out as
@@ -79,10 +90,7 @@ def _gather_transpose(ct, params, indices, *, axis, batch_dims):
   idx = tfops.ExpandDims(indices, axis=-1)
   if bd:
     dt = rules.dtype_of(indices)
-    coords = [np.ascontiguousarray(np.broadcast_to(
-        np.arange(ishape[d], dtype=dt).reshape(
-            (1,) * d + (ishape[d],) + (1,) * (len(ishape) - d)), ishape + (1,)))
-              for d in range(bd)]
+    coords = [_coordinates(ishape, d, dt) for d in range(bd)]
     idx = tfops.ConcatV2(*coords, idx, axis=len(ishape))
   layout = pshape[:bd] + (pshape[ax],) + pshape[bd:ax] + pshape[ax + 1:]
   out = tfops.ScatterNd(idx, ct, shape=layout, bad_indices_policy="")

@@ -43,8 +43,16 @@ def index_validity(indices, bounds):
   if indices.shape[-1] == 0:
     return jnp.ones(indices.shape[:-1], bool)
   idx = indices.astype(jnp.int32) if indices.dtype.itemsize < 4 else indices
-  b = np.asarray([int(d) for d in bounds], dtype=idx.dtype)
-  return jnp.all((idx >= 0) & (idx < b), axis=-1)
+  return jnp.all((idx >= 0) & (idx < sizes_array(bounds, idx.dtype)), axis=-1)
+
+
+def sizes_array(sizes, dtype):
+  """Sizes as an index array: a numpy constant, or a value of the program where a size
+  is a symbolic dim (a shape-polymorphic jax.export)."""
+  sizes = rules.sizes(sizes)
+  if all(type(d) is int for d in sizes):
+    return np.asarray(sizes, dtype)
+  return jnp.asarray(sizes, dtype)
 
 
 def gather_nd_values(params, indices):

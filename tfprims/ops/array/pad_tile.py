@@ -20,11 +20,11 @@ from tfprims.rules import U
 
 
 def _multiples(multiples, rank) -> tuple:
-  m = ints(multiples)
+  m = rules.sizes(multiples)  # tf.shape(x)[0] of a symbolic batch stays symbolic
   if len(m) != rank:
     raise ValueError(f"Tile: expected multiples argument to be a vector of length {rank} but "
                      f"got length {len(m)}")
-  if any(k < 0 for k in m):
+  if any(isinstance(k, int) and k < 0 for k in m):
     raise ValueError(f"Tile: expected multiples to be non-negative, got {m}")
   return m
 
@@ -43,7 +43,7 @@ def _tile_transpose(ct, x, *, multiples):
 
 def _tile_batch(args, dims, *, multiples):
   (x,), (d,) = args, dims
-  return tfops.Tile(rules.to_front(x, d), multiples=(1,) + ints(multiples)), 0
+  return tfops.Tile(rules.to_front(x, d), multiples=(1,) + rules.sizes(multiples)), 0
 
 
 Tile = define_op(

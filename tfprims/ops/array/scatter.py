@@ -29,7 +29,7 @@ from jax.interpreters import ad
 from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.array._common import FAMILY, ints
-from tfprims.ops.array.gather_nd import _dims, _policy, index_validity
+from tfprims.ops.array.gather_nd import _dims, _policy, index_validity, sizes_array
 from tfprims.rules import U
 
 
@@ -85,7 +85,7 @@ def scatter_nd_values(kind, tensor, indices, updates, op_type="scatter"):
   if kind == "update":
     valid = valid & last_writer(idx, valid, shape[:k])
   # Invalid (and overwritten) updates get an index past the end: mode="drop" drops them.
-  idx = jnp.where(valid[:, None], idx, np.asarray(shape[:k], idx.dtype))
+  idx = jnp.where(valid[:, None], idx, sizes_array(shape[:k], idx.dtype))
   cols = tuple(idx[:, j] for j in range(k))
   at = tensor.at[cols]
   if kind == "update":
@@ -132,7 +132,7 @@ def scatter_nd_check(shape, indices, policy=""):
 
 def _scatter_nd_impl(indices, updates, *, shape, bad_indices_policy):
   _policy(bad_indices_policy)
-  zeros = jnp.zeros(ints(shape), updates.dtype)
+  zeros = jnp.zeros(rules.sizes(shape), updates.dtype)
   return scatter_nd_values("add", zeros, indices, updates, "ScatterNd")
 
 
@@ -144,7 +144,7 @@ def _scatter_nd_transpose(ct, indices, updates, *, shape, bad_indices_policy):
 def _scatter_nd_batch(args, dims, *, shape, bad_indices_policy):
   (i, u), (di, du) = args, dims
   size = rules.batch_size(args, dims)
-  shape = ints(shape)
+  shape = rules.sizes(shape)
   u = rules.with_batch_axis(u, du, size)
   if di is None:
     k, lead = rules.shape_of(i)[-1], len(rules.shape_of(i)) - 1
@@ -162,7 +162,7 @@ ScatterNd = define_op(
         i, t, shape=shape, bad_indices_policy=bad_indices_policy)),
     transpose=_scatter_nd_transpose, batching=_scatter_nd_batch,
     check=lambda i, u, *, shape, bad_indices_policy: scatter_nd_check(
-        ints(shape), i, bad_indices_policy),
+        rules.sizes(shape), i, bad_indices_policy),
     spec=lambda st: st.Spec(_scatter_nd_calls(st)))
 
 

@@ -47,7 +47,7 @@ _HALF = (np.dtype("float16"), np.dtype(jnp.bfloat16))
 
 def _xent_shape(fshape, lshape) -> tuple:
   try:
-    shape = tuple(np.broadcast_shapes(tuple(fshape), tuple(lshape)))
+    shape = tuple(jnp.broadcast_shapes(tuple(fshape), tuple(lshape)))  # symbolic dims too
   except ValueError:
     raise ValueError(f"SoftmaxCrossEntropyWithLogits: logits {tuple(fshape)} and labels "
                      f"{tuple(lshape)} do not broadcast") from None
