@@ -236,6 +236,36 @@ def test_a_training_step_exports_with_a_symbolic_batch(build, shape):
                                  atol=1e-5, err_msg=name)
 
 
+def test_recurrent_models_export_with_a_symbolic_sequence_length(capsys, tmp_path):
+  """Served with [None, None, 6]: the loops' trip count is the symbolic length (a scan of
+  that length, TensorLists of that length), so the artifact runs every batch size and
+  sequence length, and its training step (jax.grad, exported with both dims symbolic)
+  equals TF's gradients."""
+  keras.utils.set_random_seed(5)
+  tokens = keras.Input((None, 6))
+  x = keras.layers.Masking()(tokens)   # all-zero steps are skipped
+  x = keras.layers.Bidirectional(keras.layers.LSTM(8, return_sequences=True))(x)
+  model = keras.Model(tokens, keras.layers.Dense(3)(keras.layers.GRU(5)(x)))
+  out, exported, served = _exported(capsys, tmp_path, model, (None, 6), "tokens")
+  assert "tokens: float32['batch', 'tokens_1', 6]" in out
+  fn, params = tfprims.load_saved_model(str(tmp_path / "sm"))
+  b, t = jax.export.symbolic_shape("b, t")
+  grad = jax.export.export(jax.jit(jax.grad(
+      lambda x: (fn(params, tokens=x)[0]["scores"] ** 2).sum())))(
+          jax.ShapeDtypeStruct((b, t, 6), np.float32))
+  for batch, length in [(1, 4), (3, 11)]:
+    x = np.random.default_rng(length).standard_normal((batch, length, 6)).astype(np.float32)
+    x[0, -2:] = 0
+    np.testing.assert_allclose(np.asarray(exported(x)["scores"]),
+                               served(tokens=x)["scores"].numpy(), rtol=1e-4, atol=1e-5)
+    tx = tf.constant(x)
+    with tf.GradientTape() as tape:
+      tape.watch(tx)
+      loss = tf.reduce_sum(model(tx, training=False) ** 2)
+    np.testing.assert_allclose(np.asarray(grad.call(x)), tape.gradient(loss, tx).numpy(),
+                               rtol=1e-4, atol=1e-5)
+
+
 _ON_THE_BATCH = {
     # tf.range of the batch: a Range of the program; GatherNd bounds it by the batch
     "range_gather_nd": lambda x: tf.gather_nd(x, tf.stack(

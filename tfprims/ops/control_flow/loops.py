@@ -27,7 +27,7 @@ from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from tfprims import core, errors, graph as graph_lib, interpreter
+from tfprims import core, errors, graph as graph_lib, interpreter, rules
 from tfprims.core import structural
 from tfprims.interpreter import StringConstant, VariableHandle
 from tfprims.ops.control_flow.common import (IMPURE, as_jax, cache_of, coerce, conjuncts,
@@ -57,6 +57,11 @@ class _Unroll(errors.TFPrimsError):
 
 class _CondBecameTraced(Exception):
   """An unrolled loop's condition stopped being known at trace time (internal)."""
+
+
+def _at_most(n, limit: int) -> bool:
+  """Whether trip count ``n`` is at most ``limit``; a symbolic count is not."""
+  return type(n) is int and n <= limit
 
 
 class _Rematerialize(Exception):
@@ -249,9 +254,11 @@ class _Loop:
           if d is IMPURE or d & set(step):
             return None
           c = self._known_value(cond, r, values)
-          if not core.is_concrete(c) or np.shape(c) != () or np.asarray(c).dtype.kind not in "iu":
+          if not core.is_concrete(c) or np.shape(c) != () or np.asarray(c).dtype.kind not in "iuO":
             return None
-          lin.append((int(np.asarray(c)), 0))
+          # A bound may be a symbolic dim (tf.shape(x)[0] under jax.export): the trip
+          # count is then symbolic, and the loop a scan of that length.
+          lin.append((rules.sizes(c)[0], 0))
       if flips[node.op]:
         lin.reverse()
       d0, dd = lin[0][0] - lin[1][0], lin[0][1] - lin[1][1]
@@ -262,13 +269,16 @@ class _Loop:
         continue  # never becomes false
       else:
         k = -(-(-d0) // dd) if strict else (-d0) // dd + 1
-      n_max = k if n_max is None else min(n_max, k)
-    if n_max is None or n_max > MAX_STATIC_TRIP_COUNT:
+      n_max = k if n_max is None else jax.core.min_dim(n_max, k)
+    if n_max is None or (type(n_max) is int and n_max > MAX_STATIC_TRIP_COUNT):
       return None
     final = list(values)
     for i in order:
       v = np.asarray(values[i])
       end = int(v) + n_max * step[i]
+      if type(end) is not int:  # symbolic: the counter's type holds the dim's size
+        final[i] = np.asarray(end, dtype=object)
+        continue
       if not np.iinfo(v.dtype).min <= end <= np.iinfo(v.dtype).max:
         return None  # the counter wraps around: iterate instead
       final[i] = np.asarray(end, v.dtype)
@@ -305,7 +315,7 @@ class _Loop:
     if n is not None:
       if n == 0:
         return self._zero_trip()
-      unrollable = not dynamic_conj and n <= UNROLL_LIMIT
+      unrollable = not dynamic_conj and _at_most(n, UNROLL_LIMIT)
       _UNROLLABLE.append(unrollable)
       try:
         return self.scan(n, dynamic_conj, static, final_static)
@@ -314,7 +324,7 @@ class _Loop:
           raise errors.ControlFlowError(
               f"{self.where}: {e.reason}; the loop also has a data-dependent exit "
               "condition, so it cannot be unrolled") from None
-        if n > UNROLL_LIMIT:
+        if not _at_most(n, UNROLL_LIMIT):
           raise errors.ControlFlowError(
               f"{self.where}: {e.reason}; unrolling its {n} iterations exceeds "
               f"tfprims.ops.control_flow.loops.UNROLL_LIMIT={UNROLL_LIMIT}") from None
@@ -481,7 +491,10 @@ class _Loop:
                         lambda: c), None
       return self._checked(init, self._body(*c))
 
-    (carry, state, rng), emitted = lax.scan(step, init, length=n)
+    if type(n) is int:
+      (carry, state, rng), emitted = lax.scan(step, init, length=n)
+    else:  # scan takes a symbolic length only from its xs: an empty row per step
+      (carry, state, rng), emitted = lax.scan(step, init, jnp.zeros((n, 0), np.int8))
     if dynamic_conj:
       return self._finish(carry, state, rng)
     return self._finish(carry, state, rng, final_static, static, emitted)

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tfprims import core, dtypes, errors
+from tfprims import core, dtypes, errors, rules
 
 FAMILY = "tensorlist"
 
@@ -38,7 +38,7 @@ class TensorList:
 
   def __init__(self, items, length: int, element_dtype, element_shape: Optional[tuple]):
     self.items = items
-    self.length = int(length)
+    self.length = rules.sizes(length)[0]  # a symbolic dim under jax.export
     # A numpy dtype, or TF's name ("variant") for lists of lists/optionals.
     self.element_dtype = element_dtype if isinstance(element_dtype, str) else \
         np.dtype(element_dtype)
@@ -64,7 +64,7 @@ class TensorList:
     return self.element_shape is not None and all(d is not None for d in self.element_shape)
 
   def with_items(self, items) -> "TensorList":
-    return TensorList(items, int(items.shape[0]), self.element_dtype, None)
+    return TensorList(items, items.shape[0], self.element_dtype, None)
 
   def materialized(self, element_shape=None, node=None) -> "TensorList":
     """This list with ``items`` allocated (uninitialized elements are zeros, as in TF)."""
@@ -160,7 +160,7 @@ def static_int(node, value, what: str) -> int:
         f"{node.op} node '{node.name}': {what} depends on runtime data, but a "
         "TensorList's length must be known at trace time (JAX arrays have static "
         "shapes); compute it from constants or shapes")
-  return int(np.asarray(value))
+  return rules.sizes(value)[0]  # an int, or a symbolic dim (tf.shape(x)[0] under jax.export)
 
 
 def element_dtype(node):
