@@ -282,6 +282,8 @@ _ON_THE_BATCH = {
     "gather_columns": lambda x: tf.gather(x, [0, 2], axis=1),
     "batched_gather": lambda x: tf.gather(x, tf.argsort(x, axis=1)[:, :2], batch_dims=1),
     "strided_slices": lambda x: x[-1:] + x[::2][:1] + tf.reverse(x, [0])[1:2],
+    # a loop over the batch: a scan of symbolic length
+    "map_fn": lambda x: tf.map_fn(lambda row: row * tf.reduce_max(row), x),
 }
 
 
