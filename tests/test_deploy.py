@@ -331,6 +331,40 @@ def test_an_unknown_image_size_is_symbolic(capsys, tmp_path):
                                served(images=x)["scores"].numpy(), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("padding", ["same", "valid"])
+def test_a_training_step_exports_with_a_symbolic_image_size(padding):
+  """jax.grad through strided convolutions, a depthwise convolution, pools and a
+  transposed convolution, exported for any batch and image size: the transposed
+  convolutions' pads are symbolic there (lax.pad applies them), and equal TF's
+  gradients at several sizes."""
+  keras.utils.set_random_seed(6)
+  images = keras.Input((None, None, 3))
+  x = keras.layers.Conv2D(6, 3, strides=2, padding=padding, activation="relu")(images)
+  x = keras.layers.DepthwiseConv2D(3, strides=2, padding=padding)(x)
+  x = keras.layers.MaxPooling2D(3, strides=2, padding=padding)(
+      keras.layers.Conv2DTranspose(4, 3, strides=2, padding=padding)(x))
+  x = keras.layers.AveragePooling2D(2, padding=padding)(x)
+  model = keras.Model(images, keras.layers.Dense(2)(keras.layers.GlobalMaxPooling2D()(x)))
+  fn, params = tfprims.convert(tf.function(lambda x: model(x, training=False)),
+                               tf.TensorSpec([None, None, None, 3], tf.float32))
+  b, h, w = jax.export.symbolic_shape("b, h, w")
+  grad = jax.export.export(jax.jit(jax.grad(lambda p, x: (fn(p, x)[0] ** 2).sum(),
+                                            argnums=(0, 1))))(
+      params, jax.ShapeDtypeStruct((b, h, w, 3), np.float32))
+  variables = {v.path: v for v in model.trainable_variables}
+  for shape in [(1, 23, 30, 3), (2, 32, 27, 3)]:
+    x = tf.constant(np.random.default_rng(shape[1]).standard_normal(shape), tf.float32)
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      loss = tf.reduce_sum(model(x, training=False) ** 2)
+    want = tape.gradient(loss, [x] + list(variables.values()))
+    got_params, got_x = grad.call(params, x.numpy())
+    np.testing.assert_allclose(np.asarray(got_x), want[0].numpy(), rtol=1e-4, atol=1e-5)
+    for name, g in zip(variables, want[1:]):
+      np.testing.assert_allclose(np.asarray(got_params[name]), g.numpy(), rtol=1e-4,
+                                 atol=1e-4, err_msg=name)
+
+
 def test_an_op_that_needs_concrete_sizes_names_itself(capsys, tmp_path):
   """Dilation2D computes its windows' bounds with numpy: a symbolic image size is a
   SymbolicShapeError naming the node and the symbolic shapes, not JAX's tracer error."""

@@ -45,6 +45,12 @@ def _same_pad(size: int, window: int, stride: int, dilation: int = 1) -> tuple[i
   return (total // 2, total - total // 2)
 
 
+def _dilate(n, d):
+  """The size of ``n`` elements dilated by ``d``, written as JAX writes it, so that
+  symbolic sizes (jax.export) cancel against the shapes lax computes."""
+  return n if d == 1 else jax.core.max_dim(1 + d * (n - 1), 0)
+
+
 def _static_maps(*shapes) -> bool:
   """Whether every dim but the batch (the first) is a known int. The CPU lowerings pick
   their form by the maps' sizes: with a symbolic image size (jax.export) they decline

@@ -26,8 +26,8 @@ from jax import lax
 from tfprims import emit, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.nn._common import (
-    _ONEDNN_DTYPES, _batch_into_axis, _channel_axis, _channels_first, _layout_attr,
-    _layout_shape, _merge_batch, _out_size, _pads, _spatial_axes, _split_axis,
+    _ONEDNN_DTYPES, _batch_into_axis, _channel_axis, _channels_first, _dilate,
+    _layout_attr, _layout_shape, _merge_batch, _out_size, _pads, _spatial_axes, _split_axis,
     _split_batch, _tf_accepts, _values)
 
 # --------------------------------------------------------------------------
@@ -88,10 +88,6 @@ def _conv(x, w, **params):
   return _conv_build(emit.LAX, x, w, **params)
 
 
-def _dilate(n, d):
-  return 0 if n == 0 else 1 + d * (n - 1)
-
-
 def _reshape_axis_out_of(src, size1, x):
   shape = list(x.shape)
   shape[src:src + 1] = [size1, shape[src] // size1]
@@ -110,6 +106,27 @@ def _check_out(op_name, g_shape, expected):
   if tuple(g_shape) != tuple(expected):
     raise ValueError(f"{op_name}: out_backprop has shape {tuple(g_shape)} but the convolution "
                      f"of the given sizes produces {tuple(expected)}")
+
+
+def _conv_padded(lhs, rhs, strides, pads, *, lhs_dilation, rhs_dilation, dimension_numbers,
+                 feature_group_count=1, batch_group_count=1):
+  """``lax.conv_general_dilated``, whose pads must be ints: symbolic pads (a transposed
+  convolution of a symbolic image size, jax.export) pad the input explicitly instead,
+  with ``lax.pad`` (which takes symbolic and negative pads, and the lhs dilation as
+  interior padding)."""
+  if all(type(p) is int for pair in pads for p in pair):
+    return lax.conv_general_dilated(
+        lhs, rhs, strides, pads, lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
+        dimension_numbers=dimension_numbers, feature_group_count=feature_group_count,
+        batch_group_count=batch_group_count)
+  config = [(0, 0, 0)] * lhs.ndim
+  for axis, (lo, hi), dl in zip(dimension_numbers.lhs_spec[2:], pads, lhs_dilation):
+    config[axis] = (lo, hi, dl - 1)
+  lhs = lax.pad(lhs, np.zeros((), lhs.dtype), config)
+  return lax.conv_general_dilated(
+      lhs, rhs, strides, [(0, 0)] * len(pads), rhs_dilation=rhs_dilation,
+      dimension_numbers=dimension_numbers, feature_group_count=feature_group_count,
+      batch_group_count=batch_group_count)
 
 
 def _conv_input_grad(w, g, input_shape, *, strides, padding, explicit_paddings=(), data_format,
@@ -136,9 +153,8 @@ def _conv_input_grad(w, g, input_shape, *, strides, padding, explicit_paddings=(
     after = n + _dilate(kk, dl) - 1 - _dilate(o, st) - before
     t_pads.append((before, after))
   rev = lax.rev(w, tuple(rhs_spec[2:]))
-  return lax.conv_general_dilated(g, rev, (1,) * len(s), t_pads, lhs_dilation=s,
-                                  rhs_dilation=d, dimension_numbers=trans_dn,
-                                  feature_group_count=groups)
+  return _conv_padded(g, rev, (1,) * len(s), t_pads, lhs_dilation=s, rhs_dilation=d,
+                      dimension_numbers=trans_dn, feature_group_count=groups)
 
 
 def _conv_filter_grad(x, g, filter_shape, *, strides, padding, explicit_paddings=(), data_format,
@@ -160,9 +176,8 @@ def _conv_filter_grad(x, g, filter_shape, *, strides, padding, explicit_paddings
   out_sp = [g.shape[i] for i in out_spec[2:]]
   t_pads = [(lo, (_dilate(o, st) - n) + (_dilate(kk, dl) - lo - 1))
             for n, kk, st, dl, (lo, _), o in zip(in_sp, k, s, d, pads, out_sp)]
-  return lax.conv_general_dilated(x, g, d, t_pads, lhs_dilation=(1,) * len(s), rhs_dilation=s,
-                                  dimension_numbers=trans_dn, feature_group_count=1,
-                                  batch_group_count=groups)
+  return _conv_padded(x, g, d, t_pads, lhs_dilation=(1,) * len(s), rhs_dilation=s,
+                      dimension_numbers=trans_dn, batch_group_count=groups)
 
 
 def _full_input_shape(input_sizes, in_channels, g_shape, data_format):

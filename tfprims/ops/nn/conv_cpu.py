@@ -41,9 +41,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims.core import register_platform_lowering
-from tfprims.ops.nn._common import (_channel_axis, _channels_first, _pads, _spatial_axes,
-                                    _static_maps)
-from tfprims.ops.nn.conv import _conv_out_shape, _dilate, _full_input_shape, _groups
+from tfprims.ops.nn._common import (_channel_axis, _channels_first, _dilate, _pads,
+                                    _spatial_axes, _static_maps)
+from tfprims.ops.nn.conv import _conv_out_shape, _full_input_shape, _groups
 
 #: Depthwise kernels with more taps keep XLA's convolution (one slice per tap).
 _MAX_TAPS = 49

@@ -149,8 +149,10 @@ def max_pool_grad(orig_input, orig_output, grad, *, ksize, strides, padding,
   _check_pool_format(data_format)
   pads = _pool_pads(orig_input.shape, ksize, strides, padding, explicit_paddings)
   index = _grad_index(orig_input, ksize, strides, pads)
-  out = jnp.zeros((orig_input.size,), grad.dtype).at[index.reshape(-1)].add(
-      grad.reshape(-1), indices_are_sorted=False, unique_indices=False)
+  # Scattered in the windows' shape: flattening it would need its size to be provably
+  # non-negative, which a symbolic VALID pool's is not (jax.export).
+  out = jnp.zeros((orig_input.size,), grad.dtype).at[index].add(
+      grad, indices_are_sorted=False, unique_indices=False)
   return out.reshape(orig_input.shape)
 
 

@@ -39,7 +39,7 @@ from jax.interpreters import ad
 from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.nn._common import (
-    _fold_batching, _layout_attr, _layout_shape, _out_size, _tf_accepts, _tf_call,
+    _dilate, _fold_batching, _layout_attr, _layout_shape, _out_size, _tf_accepts, _tf_call,
     _values)
 from tfprims.ops.nn.pool import _lowest, _pool_pads, average_windows
 
@@ -93,7 +93,7 @@ def max_pool3d_grad(orig_input, orig_output, grad, *, ksize, strides, padding,
     xs = _window_slice(xp, off, strides, grad.shape)
     contrib = jnp.where(jnp.abs(xs - orig_output) < tol, grad, jnp.zeros((), grad.dtype))
     out = out + lax.pad(contrib, np.array(0, grad.dtype),
-                        [(o, L - o - ((n - 1) * s + 1), s - 1)
+                        [(o, L - o - _dilate(n, s), s - 1)
                          for o, L, n, s in zip(off, xp.shape, grad.shape, strides)])
   return lax.slice(out, tuple(lo for lo, _ in pads),
                    tuple(lo + n for (lo, _), n in zip(pads, orig_input.shape)))
