@@ -365,6 +365,46 @@ def test_a_training_step_exports_with_a_symbolic_image_size(padding):
                                  atol=1e-4, err_msg=name)
 
 
+class _Doubling(keras.layers.Layer):
+  """Resizes to twice the (unknown) image size: a size computed from tf.shape."""
+
+  def __init__(self, method):
+    super().__init__()
+    self.method = method
+
+  def call(self, x):
+    return tf.image.resize(x, 2 * tf.shape(x)[1:3], method=self.method)
+
+
+@pytest.mark.parametrize("interpolation", ["bilinear", "nearest"])
+def test_resizing_an_unknown_image_size(capsys, tmp_path, interpolation):
+  """A model that resizes any image to 12×12 (Keras Resizing) and to twice its unknown
+  size: the resize's index tables are computed by the program from the
+  symbolic size, with TF's float32 arithmetic; values equal TF's at several sizes, and
+  the gradient exports too."""
+  keras.utils.set_random_seed(7)
+  images = keras.Input((None, None, 3))
+  x = keras.layers.Resizing(12, 12, interpolation=interpolation)(images)
+  x = keras.layers.Conv2D(4, 3)(x)
+  y = _Doubling(interpolation)(images)
+  scores = keras.layers.Dense(2)(keras.layers.GlobalAveragePooling2D()(x)
+                                 + keras.layers.GlobalAveragePooling2D()(y)[:, :1])
+  out, model, served = _exported(capsys, tmp_path, keras.Model(images, scores),
+                                 (None, None, 3), "images")
+  assert "images: float32['batch', 'images_1', 'images_2', 3]" in out
+  fn, params = tfprims.load_saved_model(str(tmp_path / "sm"))
+  b, h, w = jax.export.symbolic_shape("b, h, w")
+  loss = lambda x: (fn(params, images=x)[0]["scores"] ** 2).sum()
+  grad = jax.export.export(jax.jit(jax.grad(loss)))(
+      jax.ShapeDtypeStruct((b, h, w, 3), np.float32))
+  for shape in [(1, 5, 31, 3), (2, 24, 17, 3), (1, 12, 12, 3)]:
+    x = np.random.default_rng(shape[1]).standard_normal(shape).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(model(x)["scores"]),
+                               served(images=x)["scores"].numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(grad.call(x)), jax.jit(jax.grad(loss))(x),
+                               rtol=1e-4, atol=1e-5)
+
+
 def test_an_op_that_needs_concrete_sizes_names_itself(capsys, tmp_path):
   """Dilation2D computes its windows' bounds with numpy: a symbolic image size is a
   SymbolicShapeError naming the node and the symbolic shapes, not JAX's tracer error."""

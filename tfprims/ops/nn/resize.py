@@ -1,5 +1,7 @@
-"""Image resizing (NHWC images, static size): ResizeNearestNeighbor, ResizeBilinear and
-their gradient ops.
+"""Image resizing (NHWC images): ResizeNearestNeighbor, ResizeBilinear and their gradient
+ops. The index tables are numpy constants for known sizes; for symbolic ones (a model
+served with unknown height and width, jax.export) the program computes them with the
+same float32 arithmetic.
 
 Index arithmetic is TF's, in float32 (align_corners, half_pixel_centers); bilinear
 interpolation keeps TF's lerp order (top, bottom, then vertical) and returns float32.
@@ -15,37 +17,56 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tfprims import rules
 from tfprims.core import define_op
 from tfprims.ops.nn._common import _fold_batching, _values
 
 
-def _resize_scale(in_size, out_size, align_corners):
-  if align_corners and out_size > 1:
-    return np.float32(in_size - 1) / np.float32(out_size - 1)
-  return np.float32(in_size) / np.float32(out_size)
+def _numpy(*sizes):
+  """numpy for sizes known at trace time (the tables are constants); jax.numpy for
+  symbolic sizes (jax.export), whose tables the program computes with the same float32
+  arithmetic."""
+  return np if all(type(n) is int for n in sizes) else jnp
+
+
+def _resize_scale(xp, in_size, out_size, align_corners):
+  f32 = lambda n: xp.asarray(n, xp.float32)
+  if not align_corners:
+    return f32(in_size) / f32(out_size)
+  if type(out_size) is int:
+    return f32(in_size - 1) / f32(out_size - 1) if out_size > 1 else f32(in_size) / f32(out_size)
+  return xp.where(f32(out_size) > 1, f32(in_size - 1) / f32(out_size - 1),
+                  f32(in_size) / f32(out_size))
+
+
+def _sources(xp, out_size):
+  return (xp.arange(out_size, dtype=np.float32) if xp is np
+          else jax.lax.iota(np.float32, out_size))
 
 
 def _nearest_indices(in_size, out_size, align_corners, half_pixel_centers):
-  scale = _resize_scale(in_size, out_size, align_corners)
-  x = np.arange(out_size, dtype=np.float32)
+  xp = _numpy(in_size, out_size)
+  scale = _resize_scale(xp, in_size, out_size, align_corners)
+  x = _sources(xp, out_size)
   src = (x + np.float32(0.5)) * scale if half_pixel_centers else x * scale
   src = src.astype(np.float32)
   # roundf rounds halves away from zero; sources are >= 0 here.
-  idx = np.floor(src + np.float32(0.5)) if align_corners else np.floor(src)
-  idx = np.minimum(idx.astype(np.int64), in_size - 1)
+  idx = xp.floor(src + np.float32(0.5)) if align_corners else xp.floor(src)
+  idx = xp.minimum(idx.astype(np.int32), xp.asarray(in_size - 1, np.int32))
   if half_pixel_centers:
-    idx = np.maximum(idx, 0)
+    idx = xp.maximum(idx, 0)
   return idx.astype(np.int32)
 
 
 def _bilinear_weights(in_size, out_size, align_corners, half_pixel_centers):
-  scale = _resize_scale(in_size, out_size, align_corners)
-  x = np.arange(out_size, dtype=np.float32)
+  xp = _numpy(in_size, out_size)
+  scale = _resize_scale(xp, in_size, out_size, align_corners)
+  x = _sources(xp, out_size)
   src = ((x + np.float32(0.5)) * scale - np.float32(0.5) if half_pixel_centers
          else x * scale).astype(np.float32)
-  fl = np.floor(src)
-  lower = np.maximum(fl.astype(np.int64), 0)
-  upper = np.minimum(np.ceil(src).astype(np.int64), in_size - 1)
+  fl = xp.floor(src)
+  lower = xp.maximum(fl.astype(np.int32), 0)
+  upper = xp.minimum(xp.ceil(src).astype(np.int32), xp.asarray(in_size - 1, np.int32))
   return lower.astype(np.int32), upper.astype(np.int32), (src - fl).astype(np.float32)
 
 
@@ -54,7 +75,7 @@ def _check_resize(images, size, align_corners, half_pixel_centers):
     raise ValueError("align_corners and half_pixel_centers cannot both be true")
   if images.ndim != 4:
     raise ValueError(f"images must be 4-D (NHWC), got shape {images.shape}")
-  return tuple(int(v) for v in size)
+  return rules.sizes(size)
 
 
 def resize_nearest_neighbor(images, *, size, align_corners=False, half_pixel_centers=False):
@@ -134,7 +155,7 @@ def resize_bilinear_grad(grads, original_image, *, align_corners=False,
 
 def resize_nearest_neighbor_grad(grads, *, size, align_corners=False, half_pixel_centers=False):
   """TF ResizeNearestNeighborGrad: grads summed into the source pixels (in grads' dtype)."""
-  h, w = (int(v) for v in size)
+  h, w = rules.sizes(size)
   n, gh, gw, c = grads.shape
   if align_corners and half_pixel_centers:
     raise ValueError("align_corners and half_pixel_centers cannot both be true")
