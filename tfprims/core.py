@@ -251,9 +251,11 @@ class TFOp(Op):
     (``params`` as :meth:`prepare` made them: already hashable)."""
     if all(is_concrete(o) for o in operands):
       return self.fold(*operands, **params)
-    # Symbolic dims beside traced values (a loop bound tf.shape(x)[0] under jax.export)
-    # are the program's values.
-    return self.primitive.bind(*derived.match_varying(folding.materialize(operands)), **params)
+    if folding.has_symbolic(operands):
+      # Symbolic dims beside traced values (a loop bound tf.shape(x)[0] under
+      # jax.export) are the program's values.
+      operands = folding.materialize(operands)
+    return self.primitive.bind(*derived.match_varying(operands), **params)
 
   def fold(self, *operands, **params):
     """Evaluates the op on concrete values at trace time (constant folding): with
