@@ -80,7 +80,8 @@ _NEW_AXIS, _SHRINK = -1, -2
 
 def strided_slice_plan(shape, begin, end, strides, begin_mask=0, end_mask=0, ellipsis_mask=0,
                        new_axis_mask=0, shrink_axis_mask=0) -> StridedPlan:
-  """TF's ValidateStridedSliceOp (strided_slice_op.cc), for static shapes and specs."""
+  """TF's ValidateStridedSliceOp (strided_slice_op.cc), for static specs; a dim of
+  ``shape`` (or a bound) may be symbolic (jax.export), and so may the plan's sizes."""
   begin, end, strides = rules.sizes(begin), rules.sizes(end), ints(strides)
   if not len(begin) == len(end) == len(strides):
     raise ValueError(f"StridedSlice: begin {begin}, end {end} and strides {strides} must "
