@@ -64,6 +64,17 @@ def sizes(shape) -> tuple:
                for d in np.asarray(shape, dtype=object).reshape(-1))
 
 
+def known(sizes) -> bool:
+  """Whether every size is an int: none is a symbolic dim of a jax.export."""
+  return all(type(d) is int for d in sizes)
+
+
+def numpy_for(sizes):
+  """numpy where every size is known (arrays built from them are trace-time constants),
+  jax.numpy where one is a symbolic dim (jax.export): the program computes them."""
+  return np if known(sizes) else jnp
+
+
 # --- TF-named building blocks -------------------------------------------------------------
 
 

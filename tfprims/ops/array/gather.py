@@ -65,7 +65,7 @@ def _coordinates(shape, d, dtype):
   """``shape + (1,)``, holding each element's coordinate along dim ``d``: a constant, or
   a ``tf.Range`` of the program for a symbolic dim (a shape-polymorphic jax.export)."""
   column = (1,) * d + (shape[d],) + (1,) * (len(shape) - d)
-  if type(shape[d]) is int:
+  if rules.known(shape[d:d + 1]):
     return np.ascontiguousarray(np.broadcast_to(
         np.arange(shape[d], dtype=dtype).reshape(column), shape + (1,)))
   iota = tfops.Range(start=0, limit=shape[d], delta=1, Tidx=np.dtype(dtype))

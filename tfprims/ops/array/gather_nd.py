@@ -50,9 +50,7 @@ def sizes_array(sizes, dtype):
   """Sizes as an index array: a numpy constant, or a value of the program where a size
   is a symbolic dim (a shape-polymorphic jax.export)."""
   sizes = rules.sizes(sizes)
-  if all(type(d) is int for d in sizes):
-    return np.asarray(sizes, dtype)
-  return jnp.asarray(sizes, dtype)
+  return rules.numpy_for(sizes).asarray(sizes, dtype)
 
 
 def gather_nd_values(params, indices):

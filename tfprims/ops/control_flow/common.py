@@ -11,10 +11,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tfprims import core, errors, graph as graph_lib
+from tfprims import core, errors, graph as graph_lib, rules
 from tfprims.interpreter import StringConstant, VariableHandle
 from tfprims.ops.control_flow.optional import OptionalValue
-from tfprims.ops.tensorlist import TensorList, value as tensorlist_value
+from tfprims.ops.tensorlist import TensorList
 
 IMPURE = -1  # value_deps of a node whose value is not a function of the graph inputs
 
@@ -117,13 +117,15 @@ def join_lists(a, b, node):
           f"{node.op} node '{node.name}': a TensorList has {a.length} elements on one "
           f"path and {b.length} on another; list lengths must be known at trace time")
     if a.items is None and b.items is not None:
-      a = TensorList(tensorlist_value.zeros(np.shape(b.items), b.element_dtype), a.length,
+      shape = np.shape(b.items)
+      a = TensorList(rules.numpy_for(shape).zeros(shape, b.element_dtype), a.length,
                      a.element_dtype, None)
     return a
   if isinstance(a, OptionalValue) and isinstance(b, OptionalValue):
     if a.values is None and b.values is not None:
       return OptionalValue(np.asarray(False), jax.tree_util.tree_map(
-          lambda l: tensorlist_value.zeros(np.shape(l), l.dtype), tuple(b.values)))
+          lambda l: rules.numpy_for(np.shape(l)).zeros(np.shape(l), l.dtype),
+          tuple(b.values)))
     if a.values is not None and b.values is not None:
       return OptionalValue(a.has_value, tuple(join_lists(x, y, node)
                                               for x, y in zip(a.values, b.values)))

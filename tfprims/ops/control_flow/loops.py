@@ -61,7 +61,7 @@ class _CondBecameTraced(Exception):
 
 def _at_most(n, limit: int) -> bool:
   """Whether trip count ``n`` is at most ``limit``; a symbolic count is not."""
-  return type(n) is int and n <= limit
+  return rules.known((n,)) and n <= limit
 
 
 class _Rematerialize(Exception):
@@ -491,7 +491,7 @@ class _Loop:
                         lambda: c), None
       return self._checked(init, self._body(*c))
 
-    if type(n) is int:
+    if rules.known((n,)):
       (carry, state, rng), emitted = lax.scan(step, init, length=n)
     else:  # scan takes a symbolic length only from its xs: an empty row per step
       (carry, state, rng), emitted = lax.scan(step, init, jnp.zeros((n, 0), np.int8))

@@ -114,7 +114,7 @@ def _conv_padded(lhs, rhs, strides, pads, *, lhs_dilation, rhs_dilation, dimensi
   convolution of a symbolic image size, jax.export) pad the input explicitly instead,
   with ``lax.pad`` (which takes symbolic and negative pads, and the lhs dilation as
   interior padding)."""
-  if all(type(p) is int for pair in pads for p in pair):
+  if rules.known([p for pair in pads for p in pair]):
     return lax.conv_general_dilated(
         lhs, rhs, strides, pads, lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
         dimension_numbers=dimension_numbers, feature_group_count=feature_group_count,

@@ -22,13 +22,6 @@ from tfprims.core import define_op
 from tfprims.ops.nn._common import _fold_batching, _values
 
 
-def _numpy(*sizes):
-  """numpy for sizes known at trace time (the tables are constants); jax.numpy for
-  symbolic sizes (jax.export), whose tables the program computes with the same float32
-  arithmetic."""
-  return np if all(type(n) is int for n in sizes) else jnp
-
-
 def _resize_scale(xp, in_size, out_size, align_corners):
   f32 = lambda n: xp.asarray(n, xp.float32)
   if not align_corners:
@@ -45,7 +38,7 @@ def _sources(xp, out_size):
 
 
 def _nearest_indices(in_size, out_size, align_corners, half_pixel_centers):
-  xp = _numpy(in_size, out_size)
+  xp = rules.numpy_for((in_size, out_size))  # same float32 arithmetic either way
   scale = _resize_scale(xp, in_size, out_size, align_corners)
   x = _sources(xp, out_size)
   src = (x + np.float32(0.5)) * scale if half_pixel_centers else x * scale
@@ -59,7 +52,7 @@ def _nearest_indices(in_size, out_size, align_corners, half_pixel_centers):
 
 
 def _bilinear_weights(in_size, out_size, align_corners, half_pixel_centers):
-  xp = _numpy(in_size, out_size)
+  xp = rules.numpy_for((in_size, out_size))
   scale = _resize_scale(xp, in_size, out_size, align_corners)
   x = _sources(xp, out_size)
   src = ((x + np.float32(0.5)) * scale - np.float32(0.5) if half_pixel_centers

@@ -80,7 +80,7 @@ def take_last_axis(t, idx):
   """
   shape = rules.shape_of(t)
   n, k = shape[-1], rules.shape_of(idx)[-1]
-  if not all(type(d) is int for d in shape):
+  if not rules.known(shape):
     # A symbolic row count (jax.export) has no stitch table: a batched gather, whose
     # transpose is a scatter.
     return tfops.GatherV2(t, idx, axis=len(shape) - 1, batch_dims=len(shape) - 1)

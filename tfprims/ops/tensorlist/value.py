@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Optional
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from tfprims import core, dtypes, errors, rules
@@ -81,19 +80,14 @@ class TensorList:
           f"{where} reads uninitialized elements of a list whose element shape "
           f"({_shape_str(shape)}) is not fully known; write the elements first or "
           "give the TensorArray an element_shape")
-    return TensorList(zeros((self.length,) + tuple(shape), self.element_dtype),
-                      self.length, self.element_dtype, shape)
+    shape = (self.length,) + tuple(shape)
+    return TensorList(rules.numpy_for(shape).zeros(shape, self.element_dtype),
+                      self.length, self.element_dtype, shape[1:])
 
   def __repr__(self):
     return (f"TensorList(length={self.length}, dtype={self.element_dtype}, "
             f"element_shape={_shape_str(self.element_shape)}, "
             f"items={'None' if self.items is None else type(self.items).__name__})")
-
-
-def zeros(shape, dtype):
-  """Zeros known at trace time (numpy), or computed by the program where the shape
-  has symbolic dims (a shape-polymorphic export's batch)."""
-  return (np.zeros if all(type(d) is int for d in shape) else jnp.zeros)(shape, dtype)
 
 
 def _shape_str(shape) -> str:
