@@ -125,6 +125,20 @@ def _slice(x, *, start_indices, limit_indices, strides=None, **_):
   return x[tuple(slice(s, e, st) for s, e, st in zip(start_indices, limit_indices, strides))]
 
 
+def _extreme(np_fn, dim_fn):
+  """Elementwise max/min; on symbolic dims (object arrays) JAX's ``max_dim``/``min_dim``,
+  which stay symbolic where Python's comparison would be inconclusive (max(b - 2, 0))."""
+  def rule(a, b, **_):
+    _exact(a, b)
+    if a.dtype != object and b.dtype != object:
+      return np_fn(a, b)
+    return np.frompyfunc(dim_fn, 2, 1)(a, b)
+  return rule
+
+
+_MAX, _MIN = _extreme(np.maximum, jax.core.max_dim), _extreme(np.minimum, jax.core.min_dim)
+
+
 def _integer_pow(x, *, y, **_):
   _exact(x)
   if y < 0:
@@ -140,7 +154,7 @@ def _iota(*, dtype, shape, dimension, **_):
 _RULES = {
     "add": _arith(np.add), "sub": _arith(np.subtract), "mul": _arith(np.multiply),
     "neg": _arith(np.negative), "abs": _arith(np.abs),
-    "max": _arith(np.maximum), "min": _arith(np.minimum),
+    "max": _MAX, "min": _MIN,
     "div": _div, "rem": _rem,
     "and": _arith(np.bitwise_and), "or": _arith(np.bitwise_or),
     "xor": _arith(np.bitwise_xor), "not": _arith(np.invert),
@@ -156,7 +170,7 @@ _RULES = {
     "stack": lambda *xs, axis, **_: np.stack(xs, axis=axis),
     "rev": lambda x, *, dimensions, **_: np.flip(x, tuple(dimensions)),
     "sign": _arith(np.sign),
-    "clamp": _arith(lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi)),
+    "clamp": lambda lo, x, hi, **_: _MIN(_MAX(x, lo), hi),
     "integer_pow": _integer_pow,
     "slice": _slice,
     "transpose": lambda x, *, permutation, **_: np.transpose(x, permutation),

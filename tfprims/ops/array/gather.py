@@ -63,9 +63,10 @@ def _gather_impl(params, indices, *, axis, batch_dims):
 
 def _coordinates(shape, d, dtype):
   """``shape + (1,)``, holding each element's coordinate along dim ``d``: a constant, or
-  a ``tf.Range`` of the program for a symbolic dim (a shape-polymorphic jax.export)."""
+  a ``tf.Range`` of the program broadcast where a dim is symbolic (a shape-polymorphic
+  jax.export)."""
   column = (1,) * d + (shape[d],) + (1,) * (len(shape) - d)
-  if rules.known(shape[d:d + 1]):
+  if rules.known(shape):
     return np.ascontiguousarray(np.broadcast_to(
         np.arange(shape[d], dtype=dtype).reshape(column), shape + (1,)))
   iota = tfops.Range(start=0, limit=shape[d], delta=1, Tidx=np.dtype(dtype))
@@ -142,8 +143,8 @@ def _one_hot_axis(axis, rank) -> int:
 
 
 def _one_hot_impl(indices, on_value, off_value, *, depth, axis):
-  depth = scalar_int(depth)
-  if depth < 0:
+  depth, = rules.sizes(depth)   # a symbolic dim of a jax.export too (one-hot of the batch)
+  if rules.known((depth,)) and depth < 0:
     raise ValueError(f"OneHot: depth must be non-negative, got {depth}")
   ax = _one_hot_axis(axis, indices.ndim)
   wide = jnp.int64 if indices.dtype == np.dtype("int64") else jnp.int32

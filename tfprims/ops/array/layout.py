@@ -396,13 +396,14 @@ def _mirror_pad_grad_impl(input, *, paddings, mode):
   x = input
   for ax, (a, b) in enumerate(p):
     n = x.shape[ax] - a - b
-    if n <= 0:
-      raise ValueError(f"MirrorPadGrad: Total paddings must be less than the input dimension "
-                       f"size: {a + b} was not less than {x.shape[ax]}")
-    if a > n - offset or b > n - offset:
-      bound = "less than" if offset else "no greater than"
-      raise ValueError(f"MirrorPadGrad: paddings must be {bound} the output dimension size: "
-                       f"{a}, {b} vs {n} ({mode})")
+    if rules.known((n,)):   # a symbolic dim (jax.export) is TF's to check when it runs
+      if n <= 0:
+        raise ValueError(f"MirrorPadGrad: Total paddings must be less than the input "
+                         f"dimension size: {a + b} was not less than {x.shape[ax]}")
+      if a > n - offset or b > n - offset:
+        bound = "less than" if offset else "no greater than"
+        raise ValueError(f"MirrorPadGrad: paddings must be {bound} the output dimension "
+                         f"size: {a}, {b} vs {n} ({mode})")
     out = lax.slice_in_dim(x, a, a + n, axis=ax)
     zeros = jnp.zeros((), x.dtype)
     if a:   # input[a - 1 - j] mirrors out[offset + j], j < a

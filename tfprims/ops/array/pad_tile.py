@@ -150,17 +150,32 @@ PadV2 = define_op(
                                  "the padded cotangent"))
 
 
+def _reversed_run(x, ax, start, count):
+  """x[start], x[start - 1], ..., x[start - count + 1] along ``ax``. Along an axis of
+  symbolic size (a shape-polymorphic jax.export's batch) a slice's bounds cannot be
+  checked when it is traced, so the run is a gather of those indices there."""
+  if rules.known((x.shape[ax],)):
+    return lax.rev(lax.slice_in_dim(x, start - count + 1, start + 1, axis=ax), (ax,))
+  return jnp.take(x, start - jnp.arange(count), axis=ax, mode="clip")
+
+
 def _mirror_pad_impl(input, *, paddings, mode):
+  """Each padded axis as [low border, input, high border], the borders the input's
+  elements next to its ends in reverse order (REFLECT leaves out the end itself)."""
   p = _paddings(paddings, input.ndim)
   offset = {"REFLECT": 1, "SYMMETRIC": 0}[mode]
-  for i, (a, b) in enumerate(p):
-    if a > input.shape[i] - offset or b > input.shape[i] - offset:
+  x = input
+  for ax, (a, b) in enumerate(p):
+    n = x.shape[ax]
+    if rules.known((n,)) and (a > n - offset or b > n - offset):
       bound = "less than" if offset else "no greater than"
       raise ValueError(f"MirrorPad: paddings must be {bound} the dimension size: {a}, {b} "
-                       f"vs {input.shape[i]} ({mode})")
-  if not any(a or b for a, b in p):
-    return input
-  return jnp.pad(input, p, mode=mode.lower())
+                       f"vs {n} ({mode})")
+    low = [_reversed_run(x, ax, offset + a - 1, a)] if a else []
+    high = [_reversed_run(x, ax, n - 1 - offset, b)] if b else []
+    if a or b:
+      x = lax.concatenate(low + [x] + high, ax)
+  return x
 
 
 def _mirror_pad_batch(args, dims, *, paddings, mode):

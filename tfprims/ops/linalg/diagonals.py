@@ -9,6 +9,7 @@ ops take ``k`` (and MatrixDiagV3 its ``num_rows``/``num_cols``) as static params
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -49,13 +50,47 @@ def _diag_range(k):
   return lo, hi
 
 
-def _left_aligned(d: int, align: str) -> bool:
+def _layout(xp, d, m, n, max_len, align):
+  """Lengths of diagonals ``d`` (an int array) of an m x n matrix, and where each one's
+  first element sits in a row of ``max_len`` (``align``: SUPER_SUB, the side that shorter
+  super- and subdiagonals are flush with; the main diagonal follows either's LEFT)."""
+  length = xp.minimum(m + xp.minimum(d, 0), n - xp.maximum(d, 0))
   sup, sub = align.split("_")
-  return (d >= 0 and sup == "LEFT") or (d <= 0 and sub == "LEFT")
+  left = ((d >= 0) & (sup == "LEFT")) | ((d <= 0) & (sub == "LEFT"))
+  return length, xp.where(left, 0, max_len - length)
 
 
-def _diag_len(m, n, d):
-  return min(m + min(d, 0), n - max(d, 0))
+def _check_diagonals(lo, hi, m, n):
+  for d in (lo, hi):
+    if not (-m < d < n or d == 0):
+      raise ValueError(f"diagonal index {d} is out of bounds: it must be between {-m} "
+                       f"and {n}")
+
+
+def _max_len(lo, hi, m, n):
+  """The longest of diagonals lo..hi of an m x n matrix."""
+  return jax.core.max_dim(0, jax.core.min_dim(m + min(hi, 0), n - max(lo, 0)))
+
+
+def _from_diagonals(xp, lo, hi, m, n, max_len, align):
+  """For each element (r, c) of an m x n matrix: whether it lies on diagonals lo..hi, and
+  its index in their [num, max_len] stack flattened."""
+  r, c = xp.arange(m)[:, None], xp.arange(n)[None, :]
+  d = c - r
+  _, offset = _layout(xp, d, m, n, max_len, align)
+  valid = (d >= lo) & (d <= hi)
+  src = (hi - d) * max_len + c - xp.maximum(d, 0) + offset
+  return valid, xp.where(valid, src, 0).astype(np.int32)
+
+
+def _take_last(x, index):
+  """``x[..., index]`` for an int array ``index`` of any shape."""
+  flat = jnp.take(x, jnp.asarray(index).reshape(-1), axis=-1)
+  return flat.reshape(x.shape[:-1] + tuple(index.shape))
+
+
+# The index tables below are numpy constants where the sizes are known and the program's
+# (jax.numpy on iotas) where one is a symbolic dim of a jax.export (tf.eye(batch)).
 
 
 def _matrix_diag_part_v3(x, padding_value, *, k, align):
@@ -63,31 +98,21 @@ def _matrix_diag_part_v3(x, padding_value, *, k, align):
   the highest and padded with ``padding_value`` per ``align``."""
   lo, hi = _diag_range(k)
   m, n = x.shape[-2], x.shape[-1]
-  for d in (lo, hi):
-    if not (-m < d < n or d == 0):
-      raise ValueError(f"diagonal index {d} is out of bounds: it must be between {-m} "
-                       f"and {n}")
-  max_len = max(0, min(m + min(hi, 0), n - max(lo, 0)))
-  num = hi - lo + 1
-  rows = np.zeros((num, max_len), np.int64)
-  cols = np.zeros((num, max_len), np.int64)
-  valid = np.zeros((num, max_len), bool)
-  for i in range(num):
-    d = hi - i
-    length = max(_diag_len(m, n, d), 0)
-    offset = 0 if _left_aligned(d, align) else max_len - length
-    for j in range(max_len):
-      t = j - offset
-      if 0 <= t < length:
-        rows[i, j], cols[i, j], valid[i, j] = t - min(d, 0), t + max(d, 0), True
+  xp = rules.numpy_for((m, n))
+  if xp is np:
+    _check_diagonals(lo, hi, m, n)
+  max_len = _max_len(lo, hi, m, n)
+  d = hi - xp.arange(hi - lo + 1)[:, None]
+  length, offset = _layout(xp, d, m, n, max_len, align)
+  t = xp.arange(max_len)[None, :] - offset
+  valid = (t >= 0) & (t < length)
+  index = xp.where(valid, (t - xp.minimum(d, 0)) * n + t + xp.maximum(d, 0), 0)
   padding_value = lax.stop_gradient(padding_value)   # TF: no gradient for it
   flat = x.reshape(x.shape[:-2] + (m * n,))
-  idx = (rows * n + cols).reshape(-1)
-  if m * n == 0:
-    gathered = jnp.zeros(x.shape[:-2] + (idx.size,), x.dtype)
+  if xp is np and m * n == 0:
+    gathered = jnp.zeros(x.shape[:-2] + index.shape, x.dtype)
   else:
-    gathered = jnp.take(flat, jnp.asarray(idx, np.int32), axis=-1)
-  gathered = gathered.reshape(x.shape[:-2] + (num, max_len))
+    gathered = _take_last(flat, index.astype(np.int32))
   out = jnp.where(valid, gathered, jnp.asarray(padding_value, x.dtype))
   return out[..., 0, :] if lo == hi else out
 
@@ -101,43 +126,36 @@ def _matrix_diag_v3(diagonal, padding_value, *, k, num_rows, num_cols, align):
     raise ValueError(f"diagonal has {num} diagonals, k={k!r} needs {hi - lo + 1}")
   min_rows = max_len - min(hi, 0)
   min_cols = max_len + max(lo, 0)
-  m, n = int(num_rows), int(num_cols)
-  if m == -1 and n == -1:
-    m = n = max(min_rows, min_cols)
-  elif m == -1:
+  (m,), (n,) = rules.sizes(num_rows), rules.sizes(num_cols)
+  if rules.known((m, n)) and m == -1 and n == -1:
+    m = n = jax.core.max_dim(min_rows, min_cols)
+  elif rules.known((m,)) and m == -1:
     m = min_rows
-  elif n == -1:
+  elif rules.known((n,)) and n == -1:
     n = min_cols
-  if m < min_rows:
-    raise ValueError("The number of rows is too small.")
-  if n < min_cols:
-    raise ValueError("The number of columns is too small.")
-  if lo != hi and max_len != max(_diag_len(m, n, d) for d in range(lo, hi + 1)):
-    raise ValueError("The length of diagonal doesn't match the matrix shape.")
-  src = np.zeros((m, n), np.int64)
-  valid = np.zeros((m, n), bool)
-  for r in range(m):
-    for c in range(n):
-      d = c - r
-      if lo <= d <= hi:
-        i = hi - d
-        length = _diag_len(m, n, d)
-        offset = 0 if _left_aligned(d, align) else max_len - length
-        src[r, c], valid[r, c] = i * max_len + (c - max(d, 0)) + offset, True
+  xp = rules.numpy_for((m, n, max_len))
+  if xp is np:   # TF checks symbolic sizes when the program runs; a jax.export cannot
+    if m < min_rows:
+      raise ValueError("The number of rows is too small.")
+    if n < min_cols:
+      raise ValueError("The number of columns is too small.")
+    if lo != hi and max_len != _max_len(lo, hi, m, n):
+      raise ValueError("The length of diagonal doesn't match the matrix shape.")
+  valid, src = _from_diagonals(xp, lo, hi, m, n, max_len, align)
   padding_value = lax.stop_gradient(padding_value)   # TF: no gradient for it
   flat = diag.reshape(diag.shape[:-2] + (num * max_len,))
-  if num * max_len == 0:
-    gathered = jnp.zeros(diag.shape[:-2] + (m * n,), diag.dtype)
+  if xp is np and num * max_len == 0:
+    gathered = jnp.zeros(diag.shape[:-2] + (m, n), diag.dtype)
   else:
-    gathered = jnp.take(flat, jnp.asarray(src.reshape(-1), np.int32), axis=-1)
-  gathered = gathered.reshape(diag.shape[:-2] + (m, n))
+    gathered = _take_last(flat, src)
   return jnp.where(valid, gathered, jnp.asarray(padding_value, diag.dtype))
 
 
 def _matrix_diag(diagonal):
   """MatrixDiag (V1): ``diagonal[..., n]`` -> ``[..., n, n]``, zeros off the diagonal."""
   n = diagonal.shape[-1]
-  eye = np.eye(n, dtype=bool)
+  xp = rules.numpy_for((n,))
+  eye = xp.arange(n)[:, None] == xp.arange(n)[None, :]
   return jnp.where(eye, diagonal[..., None, :], jnp.zeros((), diagonal.dtype))
 
 
@@ -150,28 +168,20 @@ def _matrix_set_diag_v3(x, diagonal, *, k, align):
   """``x`` with diagonals ``k`` replaced by ``diagonal`` (aligned per ``align``)."""
   lo, hi = _diag_range(k)
   m, n = x.shape[-2], x.shape[-1]
-  for d in (lo, hi):
-    if not (-m < d < n or d == 0):
-      raise ValueError(f"diagonal index {d} is out of bounds: it must be between {-m} "
-                       f"and {n}")
+  xp = rules.numpy_for((m, n))
   diag = diagonal if lo != hi else diagonal[..., None, :]
-  num, max_len = hi - lo + 1, max(0, min(m + min(hi, 0), n - max(lo, 0)))
-  if diag.shape[-2:] != (num, max_len) or diag.shape[:-2] != x.shape[:-2]:
-    raise ValueError(f"diagonal must have shape {x.shape[:-2] + ((num,) if lo != hi else ())}"
-                     f" + ({max_len},); got {diagonal.shape}")
-  src = np.zeros((m, n), np.int64)
-  valid = np.zeros((m, n), bool)
-  for r in range(m):
-    for c in range(n):
-      d = c - r
-      if lo <= d <= hi:
-        offset = 0 if _left_aligned(d, align) else max_len - _diag_len(m, n, d)
-        src[r, c], valid[r, c] = (hi - d) * max_len + (c - max(d, 0)) + offset, True
-  if not valid.any():
+  num, max_len = hi - lo + 1, _max_len(lo, hi, m, n)
+  if xp is np:
+    _check_diagonals(lo, hi, m, n)
+    if diag.shape[-2:] != (num, max_len) or diag.shape[:-2] != x.shape[:-2]:
+      raise ValueError(f"diagonal must have shape "
+                       f"{x.shape[:-2] + ((num,) if lo != hi else ())} + ({max_len},); "
+                       f"got {diagonal.shape}")
+  valid, src = _from_diagonals(xp, lo, hi, m, n, max_len, align)
+  if xp is np and not valid.any():
     return x
   flat = diag.reshape(diag.shape[:-2] + (num * max_len,))
-  gathered = jnp.take(flat, jnp.asarray(src.reshape(-1), np.int32), axis=-1)
-  return jnp.where(valid, gathered.reshape(x.shape), x)
+  return jnp.where(valid, _take_last(flat, src), x)
 
 
 # ---------------------------------------------------------------------------

@@ -39,6 +39,12 @@ def _int(value) -> int:
   return int(np.asarray(value).reshape(()))
 
 
+def _size(value):
+  """A static size param: an int, or a symbolic dim of a jax.export (a shape's)."""
+  size, = rules.sizes(value)
+  return size
+
+
 def _key(x):
   """What is compared: -0.0 made 0.0 (TF's ``<`` ties them) and every NaN the same
   positive NaN (above +inf in XLA's total order)."""
@@ -48,23 +54,31 @@ def _key(x):
   return jnp.where(jnp.isnan(x), jnp.array(np.nan, x.dtype), x)
 
 
-def top_k_indices(x, k: int, largest: bool = True):
+def top_k_indices(x, k, largest: bool = True):
   """Indices of the ``k`` largest (or smallest) along the last axis, in order, ties
-  by the lower index; NaN is above +inf."""
-  if k == 0 or x.shape[-1] == 0:
+  by the lower index; NaN is above +inf. ``k`` may be a symbolic dim of a jax.export
+  (``tf.sort`` along the batch axis is a TopKV2 of all of it): a sort, then."""
+  n, last = x.shape[-1], x.ndim - 1
+  if rules.known((k, n)) and (k == 0 or n == 0):
     return jnp.zeros(x.shape[:-1] + (k,), np.int32)
-  if largest:
+  if largest and rules.known((k,)):
     return lax.top_k(_key(x), k)[1]
-  iota = lax.broadcasted_iota(np.int32, x.shape, x.ndim - 1)
-  _, idx = lax.sort((_key(x), iota), dimension=x.ndim - 1, is_stable=True, num_keys=1)
-  return lax.slice_in_dim(idx, 0, k, axis=x.ndim - 1)
+  iota = lax.broadcasted_iota(np.int32, x.shape, last)
+  if largest:   # keys descending, ties by the lower index: (key, -index) ascending, reversed
+    _, neg = lax.sort((_key(x), -iota), dimension=last, num_keys=2)
+    idx = lax.rev(-neg, (last,))
+  else:
+    _, idx = lax.sort((_key(x), iota), dimension=last, is_stable=True, num_keys=1)
+  return idx if k == n else lax.slice_in_dim(idx, 0, k, axis=last)
 
 
-def _check_k(k: int, shape) -> None:
-  if k < 0:
-    raise ValueError(f"Need k >= 0, got {k}")
+def _check_k(k, shape) -> None:
   if len(shape) < 1:
     raise ValueError(f"input must be >= 1-D, got shape {list(shape)}")
+  if not rules.known((k, shape[-1])):   # symbolic (jax.export): TF's to check as it runs
+    return
+  if k < 0:
+    raise ValueError(f"Need k >= 0, got {k}")
   if shape[-1] < k:
     raise ValueError(f"input must have at least k columns. Had {shape[-1]}, needed {k}")
 
@@ -105,15 +119,16 @@ def take_last_axis(t, idx):
 def _top_k_impl(input, *, k, sorted, index_type):
   """The ``k`` largest along the last axis and their indices, larger first, ties by
   the lower index (``sorted=False`` gives the same order)."""
-  k = _int(k)
+  k = _size(k)
   _check_k(k, input.shape)
   idx = top_k_indices(input, k)
-  values = jnp.take_along_axis(input, idx, axis=-1) if k else jnp.zeros(idx.shape, input.dtype)
+  values = (jnp.zeros(idx.shape, input.dtype) if k == 0 else
+            jnp.take_along_axis(input, idx, axis=-1))
   return values, idx.astype(tfdtypes.canonical_dtype(index_type))
 
 
 def _top_k_canonicalize(params, input, *_):
-  params = dict(params, k=_int(params["k"]))
+  params = dict(params, k=_size(params["k"]))
   _check_k(params["k"], np.shape(input))
   return params
 
