@@ -266,6 +266,15 @@ def test_recurrent_models_export_with_a_symbolic_sequence_length(capsys, tmp_pat
                                rtol=1e-4, atol=1e-5)
 
 
+def _diagonals(m, x):
+  """MatrixSetDiagV3, MatrixDiagPartV3 and MatrixDiagV3 (two diagonals, a size from the
+  batch) on [batch, batch] matrices."""
+  b = tf.shape(x)[0]
+  two = tf.linalg.diag(tf.stack([x[:, 0], x[:, 1]]), k=(-1, 0), num_rows=b + 1, num_cols=b)
+  band = tf.linalg.diag_part(m, k=(-1, 1), padding_value=0.5)
+  return tf.linalg.set_diag(m, tf.linalg.diag_part(m) ** 2) + two[1:] + tf.reduce_sum(band)
+
+
 _ON_THE_BATCH = {
     # tf.range of the batch: a Range of the program; GatherNd bounds it by the batch
     "range_gather_nd": lambda x: tf.gather_nd(x, tf.stack(
@@ -284,6 +293,21 @@ _ON_THE_BATCH = {
     "strided_slices": lambda x: x[-1:] + x[::2][:1] + tf.reverse(x, [0])[1:2],
     # a loop over the batch: a scan of symbolic length
     "map_fn": lambda x: tf.map_fn(lambda row: row * tf.reduce_max(row), x),
+    # [batch, batch] matrices (contrastive losses): tf.eye of the batch masks the
+    # similarities; the diagonal ops' index tables are the program's
+    "eye_mask": lambda x: tf.where(tf.eye(tf.shape(x)[0], dtype=tf.bool), 0.0,
+                                   x @ tf.transpose(x)),
+    "diagonals": lambda x: _diagonals(x @ tf.transpose(x), x),
+    "one_hot_of_the_batch": lambda x: tf.one_hot(tf.range(tf.shape(x)[0]),
+                                                 tf.shape(x)[0]) @ x,
+    # borders of the batch axis: gathers of indices counted from its symbolic end
+    "reflect_the_batch": lambda x: tf.pad(x, [[1, 1], [0, 2]], mode="REFLECT"),
+    "mirror_the_batch": lambda x: tf.pad(x, [[2, 1], [1, 0]], mode="SYMMETRIC"),
+    # sorting along the batch axis: a TopKV2 of k = batch, a sort of the program
+    "sort_the_batch": lambda x: tf.sort(x, axis=0, direction="DESCENDING"),
+    "argsort_by_a_column": lambda x: tf.gather(x, tf.argsort(x[:, 0])),
+    # linspace(0, 1, batch): its Range bound is max(batch - 2, 0)
+    "linspace": lambda x: tf.linspace(0.0, 1.0, tf.shape(x)[0])[:, None] * x,
 }
 
 
@@ -305,7 +329,8 @@ def test_ops_on_a_symbolic_batch_equal_tf_with_their_gradients(name):
       loss = tf.reduce_sum(y ** 2)
     np.testing.assert_allclose(np.asarray(forward.call(x.numpy())), y.numpy(), rtol=1e-5,
                                atol=1e-6)
-    np.testing.assert_allclose(np.asarray(grad.call(x.numpy())), tape.gradient(loss, x).numpy(),
+    np.testing.assert_allclose(np.asarray(grad.call(x.numpy())),
+                               tf.convert_to_tensor(tape.gradient(loss, x)).numpy(),
                                rtol=1e-5, atol=1e-5)
 
 
@@ -475,3 +500,42 @@ def test_frozen_graph_and_multi_platform_artifact(capsys, tmp_path):
   for batch in (1, 6):
     x = np.random.default_rng(batch).standard_normal((batch, 4, 3)).astype(np.float32)
     np.testing.assert_allclose(np.asarray(loaded(x)[0]), model(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_constraints_decide_comparisons_of_symbolic_dims(capsys, tmp_path):
+  """top_k of 2 along the batch axis and a reflecting pad of 2 of it are valid only for
+  batches of at least 2 and 3: with a symbolic batch JAX cannot decide that, and the
+  error says how to state it; `--constraint 'batch >= 3'` exports an artifact that
+  equals TF and refuses smaller batches when called."""
+  class Ranking(tf.Module):
+    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)])
+    def __call__(self, x):
+      top = tf.math.top_k(tf.transpose(x), 2).values
+      return tf.reduce_sum(tf.pad(x, [[2, 0], [0, 0]], mode="REFLECT"), 0) + top[:, 0]
+
+  module = Ranking()
+  tf.saved_model.save(module, str(tmp_path / "sm"))
+  code, _, err = run(capsys, "export", str(tmp_path / "sm"), str(tmp_path / "art"))
+  assert code == 2 and "SymbolicShapeError: TopKV2 node" in err, err
+  assert "--constraint 'batch >= 2'" in err and "inconclusive" in err
+  code, out, err = run(capsys, "export", str(tmp_path / "sm"), str(tmp_path / "art"),
+                       "--constraint", "batch >= 3")
+  assert code == 0, err
+  model = tfprims.load_exported(str(tmp_path / "art"))
+  assert model.manifest["constraints"] == ["batch >= 3"]
+  for batch in (3, 8):
+    x = np.random.default_rng(batch).standard_normal((batch, 4)).astype(np.float32)
+    got, = jax.tree_util.tree_leaves(model(x))
+    np.testing.assert_allclose(np.asarray(got), module(x).numpy(), rtol=1e-6)
+  with pytest.raises(ValueError, match="batch >= 3"):
+    model(np.zeros((2, 4), np.float32))
+  # A constraint on a symbol the inputs do not have, one without symbolic dims and a
+  # malformed one are refused.
+  fn, params = tfprims.load_saved_model(str(tmp_path / "sm"))
+  with pytest.raises(tfprims.errors.InputShapeError, match="symbolic dims are batch"):
+    tfprims.deploy.export(fn, params, str(tmp_path / "bad"), constraints=["height >= 3"])
+  with pytest.raises(tfprims.errors.InputShapeError, match="batch >="):
+    tfprims.deploy.export(fn, params, str(tmp_path / "bad"), constraints=["batch >="])
+  with pytest.raises(tfprims.errors.InputShapeError, match="every input dim is concrete"):
+    tfprims.deploy.export(fn, params, str(tmp_path / "bad"), batch=4,
+                          constraints=["batch >= 3"])

@@ -160,6 +160,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="a concrete shape for input NAME, replacing its signature's "
                            "(repeatable; for graphs that need concrete sizes where the "
                            "signature has None)")
+  export.add_argument("--constraint", action="append", metavar="EXPR",
+                      help="what holds between symbolic dims, e.g. 'batch >= 2' (repeatable; "
+                           "for graphs that compare them, as top_k of 2 along the batch "
+                           "axis); the artifact checks it when called")
   export.add_argument("--platforms", metavar="LIST",
                       help="comma-separated platforms (cpu,cuda,rocm,tpu); default: this one")
   export.set_defaults(run=_export)
@@ -374,7 +378,8 @@ def _export(args, out: TextIO) -> int:
     jax_fn, params = tfprims.load_saved_model(args.source, args.signature)
     source = f"SavedModel {args.source} (signature {args.signature!r})"
   manifest = deploy.export(jax_fn, params, args.out, batch_polymorphic=args.batch_polymorphic,
-                           batch=args.batch, shapes=dict(args.shape or ()), source=source,
+                           batch=args.batch, shapes=dict(args.shape or ()),
+                           constraints=args.constraint or (), source=source,
                            platforms=args.platforms.split(",") if args.platforms else None)
   ins = ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in manifest["inputs"])
   print(f"tfprims export: {source} -> {args.out}\n  inputs: {ins}\n  outputs: "

@@ -18,8 +18,10 @@ is read with ``jax.export.deserialize`` and ``numpy.load`` (see README).
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
+import operator
 import os
 from typing import Any, Mapping, Optional, Sequence
 
@@ -38,9 +40,10 @@ def _storable(value: np.ndarray) -> np.ndarray:
   return value.view(np.dtype(f"uint{8 * value.dtype.itemsize}"))
 
 
-def _dims(specs, batch_polymorphic: bool, batch: Optional[int]):
+def _dims(specs, batch_polymorphic: bool, batch: Optional[int], constraints=()):
   """Shapes for ``jax.export``: a leading None dim is ``batch`` (an int, or one
-  symbolic dim shared by the inputs); any other None dim gets its own symbol."""
+  symbolic dim shared by the inputs); any other None dim gets its own symbol, and
+  ``constraints`` ("batch >= 2") bound the symbols."""
   from tfprims import errors
   names: list[str] = []
   layout = []
@@ -66,8 +69,24 @@ def _dims(specs, batch_polymorphic: bool, batch: Optional[int]):
         dims.append(name)
     layout.append(dims)
   if not names:
+    if constraints:
+      raise errors.InputShapeError(
+          f"constraints {list(constraints)} bound symbolic dims, but every input dim is "
+          "concrete here")
     return [tuple(d) for d in layout]
-  symbols = dict(zip(names, jax.export.symbolic_shape(", ".join(names))))
+  for c in constraints:   # JAX would take an unknown name as a new, unbound symbol
+    unknown = sorted(_symbols(c) - set(names))
+    if unknown:
+      raise errors.InputShapeError(
+          f"constraint {c!r} names {', '.join(unknown)}, but the symbolic dims are "
+          f"{', '.join(names)}")
+  try:
+    dims = jax.export.symbolic_shape(", ".join(names), constraints=tuple(constraints))
+  except ValueError as e:   # a malformed constraint, or one naming an unknown symbol
+    raise errors.InputShapeError(
+        f"constraints {list(constraints)}: {str(e).splitlines()[0]} (the symbolic dims "
+        f"are {', '.join(names)})") from None
+  symbols = dict(zip(names, dims))
   return [tuple(symbols[d] if isinstance(d, str) else d for d in dims) for dims in layout]
 
 
@@ -90,7 +109,8 @@ def _identifier(name: str) -> str:
 
 def export(fn, params: Mapping[str, Any], path: str, *, batch_polymorphic: bool = True,
            batch: Optional[int] = None, shapes: Optional[Mapping[str, Sequence[int]]] = None,
-           platforms: Optional[Sequence[str]] = None, source: str = "") -> dict:
+           constraints: Sequence[str] = (), platforms: Optional[Sequence[str]] = None,
+           source: str = "") -> dict:
   """Writes the artifact of a converted function and its params to directory
   ``path``; returns the manifest.
 
@@ -104,6 +124,11 @@ def export(fn, params: Mapping[str, Any], path: str, *, batch_polymorphic: bool 
     batch: a concrete size for the leading unknown dim of every input.
     shapes: concrete shapes for some inputs (by input name), replacing their specs'
       (an image size a graph needs concretely, say).
+    constraints: what holds between the symbolic dims, in ``jax.export``'s syntax
+      ("batch >= 2", "images_1 == images_2"), where the graph needs it decided at trace
+      time (``tf.math.top_k`` of 2 along the batch axis, a reflecting pad of 2 of it);
+      the artifact checks them when called. The symbols are ``batch`` (a leading
+      unknown dim) and ``NAME_AXIS`` (input ``NAME``'s other unknown dims).
     platforms: e.g. ``("cpu", "cuda")``; default: the current backend.
     source: what was converted (recorded in the manifest).
   """
@@ -117,7 +142,7 @@ def export(fn, params: Mapping[str, Any], path: str, *, batch_polymorphic: bool 
         f"{[s.name for s in fn.input_specs]}")
   specs = [dataclasses.replace(s, shape=tuple(int(d) for d in shapes[s.name]))
            if shapes and s.name in shapes else s for s in fn.input_specs]
-  shapes_in = _dims(specs, batch_polymorphic, batch)
+  shapes_in = _dims(specs, batch_polymorphic, batch, constraints)
   if hasattr(fn, "structured_inputs"):  # a ConvertedFunction
     def call(params, *flat):
       args, kwargs = tree.unflatten_as(fn.structured_inputs, list(flat))
@@ -153,12 +178,58 @@ def export(fn, params: Mapping[str, Any], path: str, *, batch_polymorphic: bool 
                                      exported.out_avals)],
       "params": [{"name": k, "key": keys[k], "shape": list(v.shape), "dtype": str(v.dtype)}
                  for k, v in arrays.items()],
+      "constraints": list(constraints),
       "platforms": list(exported.platforms),
       "versions": {"tfprims": __version__, "jax": jax.__version__},
   }
   with open(os.path.join(path, MANIFEST_FILE), "w") as f:
     json.dump(manifest, f, indent=1)
   return manifest
+
+
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+_COMPARE = {ast.GtE: operator.ge, ast.LtE: operator.le, ast.Eq: operator.eq}
+_CALLS = {"max": max, "min": min, "floordiv": operator.floordiv, "mod": operator.mod}
+
+
+def _symbols(constraint: str) -> set:
+  """The names a constraint uses (not its functions' names)."""
+  try:
+    tree = ast.parse(constraint, mode="eval")
+  except SyntaxError:
+    return set()   # jax.export's parser names the problem
+  functions = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+  return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in functions}
+
+
+def _holds(constraint: str, sizes: Mapping[str, int]) -> Optional[bool]:
+  """Whether ``constraint`` (jax.export's syntax: "batch >= 3", "max(a, b) == c + 1") holds
+  for these sizes of its symbols; None where it is not in that syntax.
+
+  A deserialized artifact called with sizes that break its constraints fails in JAX's
+  shape refinement ("Error refining shapes"), so the loaded model checks them first."""
+  def value(node):
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+      return node.value
+    if isinstance(node, ast.Name):
+      return sizes[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+      return -value(node.operand)
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+      return _BINARY[type(node.op)](value(node.left), value(node.right))
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        and node.func.id in _CALLS and not node.keywords):
+      return _CALLS[node.func.id](*map(value, node.args))
+    raise ValueError(ast.dump(node))
+  try:
+    tree = ast.parse(constraint, mode="eval").body
+    if not (isinstance(tree, ast.Compare) and len(tree.ops) == 1
+            and type(tree.ops[0]) in _COMPARE):
+      return None
+    return _COMPARE[type(tree.ops[0])](value(tree.left), value(tree.comparators[0]))
+  except (SyntaxError, ValueError, KeyError, TypeError, ZeroDivisionError):
+    return None
 
 
 class ExportedModel:
@@ -195,7 +266,20 @@ class ExportedModel:
     if missing:
       raise TypeError(f"missing inputs: {missing} (inputs, in order: {names})")
     inputs = [np.asarray(given[i["name"]], dtype=i["dtype"]) for i in self.manifest["inputs"]]
+    self._check_constraints(inputs)
     return self.exported.call(self.params, *inputs)
+
+  def _check_constraints(self, inputs):
+    sizes = {}
+    for spec, x in zip(self.manifest["inputs"], inputs):
+      for axis, d in enumerate(spec["shape"]):
+        if isinstance(d, str) and axis < x.ndim:
+          sizes.setdefault(d, x.shape[axis])
+    broken = [c for c in self.manifest.get("constraints", ()) if _holds(c, sizes) is False]
+    if broken:
+      raise ValueError(
+          f"the inputs' sizes {sizes} break the artifact's constraints {broken} (it was "
+          "exported for sizes where they hold: tfprims export --constraint)")
 
   def __repr__(self):
     ins = ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in self.manifest["inputs"])

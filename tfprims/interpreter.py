@@ -178,12 +178,16 @@ def run_node(ctx: Context, node: graph_lib.Node, inputs: list) -> list:
     raise
   except Exception as e:  # anything from JAX/numpy: name the node
     if _symbolic(inputs) and _needs_concrete_sizes(e):
+      # JAX raises this class (not public) where it cannot decide a comparison of dims
+      undecided = type(e).__name__ == "InconclusiveDimensionOperation"
       raise errors.SymbolicShapeError(
           node.op, node.name, "its inputs have symbolic dims (a shape-polymorphic "
           f"jax.export: {_shapes(inputs)}), and it needs concrete sizes for them; export "
           "with concrete shapes there (tfprims export --batch N or --shape NAME=D0,D1,...; "
-          "deploy.export(batch=..., shapes=...)). "
-          f"{type(e).__name__}: {str(e).splitlines()[0]}") from e
+          "deploy.export(batch=..., shapes=...))"
+          + (", or state what holds between the dims (tfprims export --constraint "
+             "'batch >= 2'; deploy.export(constraints=...))" if undecided else "")
+          + f". {type(e).__name__}: {str(e).splitlines()[0]}") from e
     raise errors.OpError(node.op, node.name, f"{type(e).__name__}: {e}") from e
 
 
