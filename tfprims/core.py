@@ -191,6 +191,7 @@ class TFOp(Op):
   canonicalize: Optional[Callable[..., dict]] = None
   spec: Optional[Callable[[Any], Any]] = None
   shape_rule: Optional[Callable[..., Any]] = None
+  symbolic: Optional[Callable[..., Any]] = None   # numpy on symbolic dims: see define_op
   jvp_source: str = "derived"          # "derived", "explicit", "linear" or "override"
   batching_source: str = "derived"     # "derived", "elementwise", "explicit" or "override"
   transpose_source: str = "none"
@@ -262,6 +263,8 @@ class TFOp(Op):
     numpy where that is exactly XLA's result (tfprims.folding), else with XLA; on
     weights (:class:`tfprims.folding.Weight`) only with numpy."""
     out = folding.fold(self.impl, operands, params)
+    if out is None and self.symbolic is not None and folding.has_symbolic(operands):
+      out = folding.fold_symbolic(self.symbolic, operands, params)
     weights = any(folding.is_weight(o) for o in operands)
     if out is None and (weights or folding.has_symbolic(operands)
                         or folding.has_symbolic_param(params)):
@@ -314,6 +317,7 @@ def define_op(
     static_shape_if: Optional[Callable[[Any], bool]] = None,
     check: Optional[Callable[..., Any]] = None,
     assertion: bool = False,
+    symbolic: Optional[Callable[..., Any]] = None,
     replace: bool = False,
 ) -> TFOp:
   """Declares a TF op as a JAX primitive named ``tf.<op_type>``.
@@ -362,6 +366,11 @@ def define_op(
     check: what TF's kernel rejects on the op's data (see :class:`Op`).
     assertion: the op exists to check its input; ``enable_checkify_for_asserts``
       turns its ``check`` into a checkify check (see :class:`Op`).
+    symbolic: ``symbolic(*operands, **params)`` with numpy, for operands holding the
+      symbolic dims of a jax.export (object arrays) where folding the impl's jaxpr
+      cannot decide them: FloorDiv is Python's ``//`` on them, where the impl's
+      truncating division needs the dividend's sign. Shape arithmetic then stays
+      symbolic (``tf.signal.frame`` of an unknown length).
     replace: allow replacing an already registered op of the same type.
   """
   _check_new(op_type, replace)
@@ -395,7 +404,7 @@ def define_op(
             shape_rule=shape_rule, writes_state=writes_state, reads_state=reads_state,
             uses_rng=uses_rng, shape_only=shape_only, pass_through=pass_through,
             dynamic_shape=dynamic_shape, static_shape_if=static_shape_if, check=check,
-            assertion=assertion, lowering=lowering)
+            assertion=assertion, lowering=lowering, symbolic=symbolic)
 
   if linear:
     ad.deflinear2(prim, transpose)

@@ -85,6 +85,12 @@ def _rem(a, b, **_):
   _exact(a, b)
   if np.any(b == 0):
     raise _NotFoldable("integer remainder by zero")
+  if a.dtype == object or b.dtype == object:
+    # Symbolic dims (tf.shape(x)[1] % 4): Python's % is floored, XLA's truncated; they
+    # agree for a dividend >= 0 and a divisor > 0 (an undecidable comparison raises).
+    if not (np.all(a >= 0) and np.all(b > 0)):
+      raise _NotFoldable("remainder of symbolic dims of either sign")
+    return np.remainder(a, b)
   return np.fmod(a, b)  # the dividend's sign, as XLA
 
 
@@ -256,6 +262,16 @@ def _gather(operand, indices, *, dimension_numbers, slice_sizes, **_):
 
 
 _RULES["gather"] = _gather
+
+
+def fold_symbolic(fn, operands: Sequence[Any], params: dict) -> Optional[list]:
+  """An op's own numpy rule for symbolic dims (``define_op(symbolic=...)``) on its
+  operands: its output (a list of one), or None where the rule cannot decide it."""
+  try:
+    out = np.asarray(fn(*map(np.asarray, operands), **params))
+  except Exception:  # noqa: BLE001 - comparisons of symbolic dims can be inconclusive
+    return None
+  return [_symbolic_or_int(out)] if out.dtype == object or out.dtype.kind in "iu" else None
 
 
 def has_symbolic(operands: Sequence[Any]) -> bool:

@@ -78,14 +78,15 @@ BroadcastTo = define_op(
 
 
 def _paddings(paddings, rank) -> tuple:
-  p = np.asarray(paddings, dtype=np.int64).reshape(-1)
-  if p.size != 2 * rank:
+  """((low, high), ...) per axis: ints, or symbolic dims of a jax.export (padding an
+  image of unknown size up to a multiple of 4 pads by (4 - h % 4) % 4)."""
+  p = rules.sizes(paddings)
+  if len(p) != 2 * rank:
     raise ValueError(f"Pad: the first dimension of paddings must be the rank of inputs "
                      f"({rank}), got paddings {paddings}")
-  p = tuple((int(a), int(b)) for a, b in p.reshape(rank, 2))
-  if any(a < 0 or b < 0 for a, b in p):
+  if any(type(v) is int and v < 0 for v in p):
     raise ValueError(f"Pad: paddings must be non-negative, got {p}")
-  return p
+  return tuple(zip(p[0::2], p[1::2]))
 
 
 def _pad_build(B, input, *, paddings):

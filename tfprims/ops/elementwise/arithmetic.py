@@ -200,7 +200,7 @@ def _truncate_mod(x, y):
 
 FloorDiv = define_op(
     "FloorDiv", _floor_div, **EW, check=_int_division_check,
-    jvp=rules.no_grad_jvp("FloorDiv"),
+    jvp=rules.no_grad_jvp("FloorDiv"), symbolic=np.floor_divide,   # Python's //: floored
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC, per_arg={"y": {"nonzero": True}})))
 
 
@@ -222,6 +222,7 @@ def _floor_mod_jvp(primals, tangents):
 
 FloorMod = define_op(
     "FloorMod", _floor_mod, **EW, check=_int_division_check, jvp=_floor_mod_jvp,
+    symbolic=np.remainder,   # Python's %: the divisor's sign, as TF's
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC, per_arg={"y": {"nonzero": True}})))
 
 TruncateDiv = define_op(
