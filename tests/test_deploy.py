@@ -539,3 +539,46 @@ def test_constraints_decide_comparisons_of_symbolic_dims(capsys, tmp_path):
   with pytest.raises(tfprims.errors.InputShapeError, match="every input dim is concrete"):
     tfprims.deploy.export(fn, params, str(tmp_path / "bad"), batch=4,
                           constraints=["batch >= 3"])
+
+
+_UNKNOWN_SIZES = {
+    # name: (fn, signature, symbols, constraints, shapes)
+    # spectrograms of any length: frame counts are floor divisions of the length
+    "stft": (lambda x: tf.abs(tf.signal.stft(x[..., 0], 8, 4, 8)), [None, None, 2], "b, t",
+             ("t >= 8",), [(1, 9, 2), (2, 16, 2)]),
+    "frame_pad_end": (lambda x: tf.signal.frame(x, 4, 3, pad_end=True, axis=1),
+                      [None, None, 2], "b, t", ("t >= 4",), [(1, 4, 2), (2, 11, 2)]),
+    # an image of any size padded up to a multiple of 4: (4 - h % 4) % 4
+    "pad_to_a_multiple": (
+        lambda x: tf.pad(x, [[0, 0], [0, (4 - tf.shape(x)[1] % 4) % 4],
+                             [0, (4 - tf.shape(x)[2] % 4) % 4], [0, 0]]),
+        [None, None, None, 3], "b, h, w", (), [(1, 9, 11, 3), (2, 16, 13, 3)]),
+    # a crop needs the image to be at least as large: constraints say it is
+    "crop_and_pad_to_bounding_box": (
+        lambda x: tf.image.pad_to_bounding_box(
+            tf.image.crop_to_bounding_box(x, 1, 1, 3, 3), 1, 2, 5, 6),
+        [None, None, None, 3], "b, h, w", ("h >= 4", "w >= 4"), [(1, 8, 6, 3), (2, 4, 12, 3)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_UNKNOWN_SIZES))
+def test_signal_and_image_idioms_export_for_unknown_sizes(name):
+  """Shape arithmetic on unknown lengths and image sizes (floor divisions and remainders
+  of them) folds to symbolic dims; with the constraints the graph needs, the exported
+  function and its gradient equal TF's at several sizes."""
+  f, signature, symbols, constraints, shapes = _UNKNOWN_SIZES[name]
+  fn, params = tfprims.convert(tf.function(f), tf.TensorSpec(signature, tf.float32))
+  dims = jax.export.symbolic_shape(symbols, constraints=constraints)
+  spec = jax.ShapeDtypeStruct(tuple(dims) + tuple(signature[len(dims):]), np.float32)
+  forward = jax.export.export(jax.jit(lambda x: fn(params, x)[0]))(spec)
+  grad = jax.export.export(jax.jit(jax.grad(lambda x: (fn(params, x)[0] ** 2).sum())))(spec)
+  for shape in shapes:
+    x = tf.constant(np.random.default_rng(shape[1]).standard_normal(shape), tf.float32)
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = f(x)
+      loss = tf.reduce_sum(y ** 2)
+    np.testing.assert_allclose(np.asarray(forward.call(x.numpy())), y.numpy(), rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(np.asarray(grad.call(x.numpy())),
+                               tape.gradient(loss, x).numpy(), rtol=1e-5, atol=1e-5)
