@@ -431,17 +431,17 @@ def test_resizing_an_unknown_image_size(capsys, tmp_path, interpolation):
 
 
 def test_an_op_that_needs_concrete_sizes_names_itself(capsys, tmp_path):
-  """Dilation2D computes its windows' bounds with numpy: a symbolic image size is a
-  SymbolicShapeError naming the node and the symbolic shapes, not JAX's tracer error."""
-  class Morphology(tf.Module):
+  """ResizeBicubic builds its [out, in] weight tables with numpy at trace time: a
+  symbolic image size is a SymbolicShapeError naming the node and the symbolic shapes,
+  not JAX's tracer error."""
+  class Resizer(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None, None, None, 3], tf.float32)])
     def __call__(self, x):
-      return tf.nn.dilation2d(x, tf.ones([3, 3, 3]), strides=[1, 1, 1, 1], padding="SAME",
-                              data_format="NHWC", dilations=[1, 1, 1, 1])
+      return tf.image.resize(x, [6, 6], method="bicubic")
 
-  tf.saved_model.save(Morphology(), str(tmp_path / "sm"))
+  tf.saved_model.save(Resizer(), str(tmp_path / "sm"))
   code, _, err = run(capsys, "export", str(tmp_path / "sm"), str(tmp_path / "art"))
-  assert code == 2 and "SymbolicShapeError: Dilation2D node" in err, err
+  assert code == 2 and "SymbolicShapeError: ResizeBicubic node" in err, err
   assert "symbolic dims" in err and "--batch" in err and "Traceback" not in err
   fn, params = tfprims.load_saved_model(str(tmp_path / "sm"))
   with pytest.raises(tfprims.errors.SymbolicShapeError, match="x_1"):
@@ -452,7 +452,7 @@ def test_an_op_that_needs_concrete_sizes_names_itself(capsys, tmp_path):
   assert code == 0 and "x: float32[2, 8, 8, 3]" in out, err
   x = np.random.default_rng(0).standard_normal((2, 8, 8, 3)).astype(np.float32)
   got, = jax.tree_util.tree_leaves(tfprims.load_exported(str(tmp_path / "art8"))(x))
-  np.testing.assert_allclose(np.asarray(got), Morphology()(x).numpy(), rtol=1e-6)
+  np.testing.assert_allclose(np.asarray(got), Resizer()(x).numpy(), rtol=1e-5)
   with pytest.raises(tfprims.errors.InputStructureError, match=r"unknown inputs \['y'\]"):
     tfprims.deploy.export(fn, params, str(tmp_path / "art9"), shapes={"y": (1, 8, 8, 3)})
   with pytest.raises(SystemExit):
@@ -554,6 +554,13 @@ _UNKNOWN_SIZES = {
                              [0, (4 - tf.shape(x)[2] % 4) % 4], [0, 0]]),
         [None, None, None, 3], "b, h, w", (), [(1, 9, 11, 3), (2, 16, 13, 3)]),
     # a crop needs the image to be at least as large: constraints say it is
+    # morphology of any image size: window masks and winner indices are the program's
+    "dilation_and_erosion": (
+        lambda x: tf.nn.dilation2d(x, tf.reshape(tf.range(27.0), [3, 3, 3]) / 27.0,
+                                   [1, 2, 1, 1], "SAME", "NHWC", [1, 1, 2, 1])
+        - tf.nn.erosion2d(x, tf.ones([2, 3, 3]), [1, 1, 1, 1], "VALID", "NHWC",
+                          [1, 1, 1, 1])[:, :1, :1],
+        [None, None, None, 3], "b, h, w", ("h >= 2", "w >= 3"), [(1, 9, 11, 3), (2, 4, 6, 3)]),
     "crop_and_pad_to_bounding_box": (
         lambda x: tf.image.pad_to_bounding_box(
             tf.image.crop_to_bounding_box(x, 1, 1, 3, 3), 1, 2, 5, 6),

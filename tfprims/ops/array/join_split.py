@@ -173,32 +173,34 @@ Split = define_op(
     spec=lambda st: st.Spec(_split_calls(st)))
 
 
-def _split_sizes(size_splits, n: int, num_split: int) -> tuple:
-  sizes = list(ints(size_splits))
+def _split_sizes(size_splits, n, num_split: int) -> tuple:
+  """The pieces' sizes: ints, or symbolic dims of a jax.export (the transpose of a
+  concatenation along an axis of unknown size), whose checks are TF's when it runs."""
+  sizes = list(rules.sizes(size_splits))
   if len(sizes) != num_split:
     raise ValueError(f"SplitV: size_splits has {len(sizes)} entries, num_split is {num_split}")
-  unknown = [i for i, s in enumerate(sizes) if s == -1]
+  unknown = [i for i, s in enumerate(sizes) if type(s) is int and s == -1]
   if len(unknown) > 1:
     raise ValueError("SplitV: there can only be one -1 in size_splits")
-  if any(s < -1 for s in sizes):
+  if any(type(s) is int and s < -1 for s in sizes):
     raise ValueError(f"SplitV: size_splits must be >= -1, got {tuple(sizes)}")
-  known = sum(s for s in sizes if s != -1)
+  total = sum(s for i, s in enumerate(sizes) if i not in unknown)
   if unknown:
-    if known > n:
+    if rules.known((total, n)) and total > n:
       raise ValueError(f"SplitV: size_splits {tuple(sizes)} exceed the dimension size {n}")
-    sizes[unknown[0]] = n - known
-  elif known != n:
+    sizes[unknown[0]] = n - total
+  elif rules.known((total, n)) and total != n:
     raise ValueError(f"SplitV: determined shape must either match input shape along "
                      f"split_dim exactly if fully specified, or be less than the size of the "
-                     f"input along split_dim if not fully specified. Got: {known} vs {n}")
+                     f"input along split_dim if not fully specified. Got: {total} vs {n}")
   return tuple(sizes)
 
 
 def _splitv_impl(value, *, size_splits, axis, num_split):
   ax = norm_axis(scalar_int(axis), value.ndim)
   sizes = _split_sizes(size_splits, value.shape[ax], num_split)
-  offsets = np.cumsum((0,) + sizes)
-  return tuple(lax.slice_in_dim(value, int(offsets[i]), int(offsets[i + 1]), axis=ax)
+  starts = [sum(sizes[:i]) for i in range(num_split + 1)]
+  return tuple(lax.slice_in_dim(value, starts[i], starts[i + 1], axis=ax)
                for i in range(num_split))
 
 

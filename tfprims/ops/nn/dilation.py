@@ -72,9 +72,10 @@ def _scan(input, filter, strides, rates, padding):
   idx = jnp.full((n, oh, ow, c), -1, np.int32)
   if cur.size == 0:
     return cur, idx
-  ys, xs = np.arange(oh) * sh - pt, np.arange(ow) * sw - pl
+  np_ = rules.numpy_for((h, w, oh, ow))   # symbolic image sizes: the program's masks
+  ys, xs = np_.arange(oh) * sh - pt, np_.arange(ow) * sw - pl
   for i, j in itertools.product(range(fh), range(fw)):
-    # Static mask of the window positions inside the input.
+    # Mask of the window positions inside the input (trace-time constants if known).
     inside = (((ys + i * rh >= 0) & (ys + i * rh < h))[:, None]
               & ((xs + j * rw >= 0) & (xs + j * rw < w))[None, :])
     patch = lax.slice(xp, (0, i * rh, j * rw, 0),
@@ -96,12 +97,13 @@ def _winners(input, filter, strides, rates, padding):
   _, idx = _scan(input, filter, strides, rates, padding)
   oh, ow = idx.shape[1:3]
   i, j = idx // fw, idx % fw
-  y0 = (np.arange(oh) * strides[1] - pt).reshape(1, oh, 1, 1)
-  x0 = (np.arange(ow) * strides[2] - pl).reshape(1, 1, ow, 1)
+  xp = rules.numpy_for((n, h, w, oh, ow))   # symbolic sizes: the program's indices
+  y0 = (xp.arange(oh) * strides[1] - pt).reshape(1, oh, 1, 1)
+  x0 = (xp.arange(ow) * strides[2] - pl).reshape(1, 1, ow, 1)
   none = idx < 0
-  yy = jnp.where(none, np.maximum(y0, 0), y0 + i * rates[1])
-  xx = jnp.where(none, np.maximum(x0, 0), x0 + j * rates[2])
-  b = np.arange(n).reshape(n, 1, 1, 1)
+  yy = jnp.where(none, xp.maximum(y0, 0), y0 + i * rates[1])
+  xx = jnp.where(none, xp.maximum(x0, 0), x0 + j * rates[2])
+  b = xp.arange(n).reshape(n, 1, 1, 1)
   ch = np.arange(c).reshape(1, 1, 1, c)
   flat_in = ((b * h + yy) * w + xx) * c + ch
   flat_f = jnp.where(none, 0, idx) * c + ch
