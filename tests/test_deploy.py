@@ -554,6 +554,9 @@ _UNKNOWN_SIZES = {
                              [0, (4 - tf.shape(x)[2] % 4) % 4], [0, 0]]),
         [None, None, None, 3], "b, h, w", (), [(1, 9, 11, 3), (2, 16, 13, 3)]),
     # a crop needs the image to be at least as large: constraints say it is
+    # image_gradients concatenates a zero row: its gradient splits an axis of unknown size
+    "image_gradients": (lambda x: tf.image.image_gradients(x)[0] * tf.image.image_gradients(x)[1],
+                        [None, None, None, 3], "b, h, w", (), [(1, 9, 11, 3), (2, 4, 6, 3)]),
     # morphology of any image size: window masks and winner indices are the program's
     "dilation_and_erosion": (
         lambda x: tf.nn.dilation2d(x, tf.reshape(tf.range(27.0), [3, 3, 3]) / 27.0,
