@@ -315,14 +315,20 @@ _ON_THE_BATCH = {
 def test_ops_on_a_symbolic_batch_equal_tf_with_their_gradients(name):
   """Ops whose sizes or indices come from the batch, exported once with a symbolic batch:
   values and input gradients equal TF's at several batch sizes."""
-  f = _ON_THE_BATCH[name]
-  fn, params = tfprims.convert(tf.function(f), tf.TensorSpec([None, 6], tf.float32))
-  b, = jax.export.symbolic_shape("b")
-  spec = jax.ShapeDtypeStruct((b, 6), np.float32)
+  _export_equals_tf(_ON_THE_BATCH[name], [None, 6], "b", (), [(2, 6), (5, 6)])
+
+
+def _export_equals_tf(f, signature, symbols, constraints, shapes):
+  """``f`` converted for ``signature``, exported with its unknown dims ``symbols`` (and
+  ``constraints``), and the gradient of its squared sum too: both equal TF's (values,
+  GradientTape) at each of ``shapes``."""
+  fn, params = tfprims.convert(tf.function(f), tf.TensorSpec(signature, tf.float32))
+  dims = jax.export.symbolic_shape(symbols, constraints=constraints)
+  spec = jax.ShapeDtypeStruct(tuple(dims) + tuple(signature[len(dims):]), np.float32)
   forward = jax.export.export(jax.jit(lambda x: fn(params, x)[0]))(spec)
   grad = jax.export.export(jax.jit(jax.grad(lambda x: (fn(params, x)[0] ** 2).sum())))(spec)
-  for batch in (2, 5):
-    x = tf.constant(np.random.default_rng(batch).standard_normal((batch, 6)), tf.float32)
+  for shape in shapes:
+    x = tf.constant(np.random.default_rng(sum(shape)).standard_normal(shape), tf.float32)
     with tf.GradientTape() as tape:
       tape.watch(x)
       y = f(x)
@@ -401,7 +407,7 @@ class _Doubling(keras.layers.Layer):
     return tf.image.resize(x, 2 * tf.shape(x)[1:3], method=self.method)
 
 
-@pytest.mark.parametrize("interpolation", ["bilinear", "nearest"])
+@pytest.mark.parametrize("interpolation", ["bilinear", "nearest", "bicubic", "area"])
 def test_resizing_an_unknown_image_size(capsys, tmp_path, interpolation):
   """A model that resizes any image to 12×12 (Keras Resizing) and to twice its unknown
   size: the resize's index tables are computed by the program from the
@@ -542,7 +548,7 @@ def test_constraints_decide_comparisons_of_symbolic_dims(capsys, tmp_path):
 
 
 _UNKNOWN_SIZES = {
-    # name: (fn, signature, symbols, constraints, shapes)
+    # name: (fn, signature, symbols, constraints, shapes): see _export_equals_tf
     # spectrograms of any length: frame counts are floor divisions of the length
     "stft": (lambda x: tf.abs(tf.signal.stft(x[..., 0], 8, 4, 8)), [None, None, 2], "b, t",
              ("t >= 8",), [(1, 9, 2), (2, 16, 2)]),
@@ -576,19 +582,4 @@ def test_signal_and_image_idioms_export_for_unknown_sizes(name):
   """Shape arithmetic on unknown lengths and image sizes (floor divisions and remainders
   of them) folds to symbolic dims; with the constraints the graph needs, the exported
   function and its gradient equal TF's at several sizes."""
-  f, signature, symbols, constraints, shapes = _UNKNOWN_SIZES[name]
-  fn, params = tfprims.convert(tf.function(f), tf.TensorSpec(signature, tf.float32))
-  dims = jax.export.symbolic_shape(symbols, constraints=constraints)
-  spec = jax.ShapeDtypeStruct(tuple(dims) + tuple(signature[len(dims):]), np.float32)
-  forward = jax.export.export(jax.jit(lambda x: fn(params, x)[0]))(spec)
-  grad = jax.export.export(jax.jit(jax.grad(lambda x: (fn(params, x)[0] ** 2).sum())))(spec)
-  for shape in shapes:
-    x = tf.constant(np.random.default_rng(shape[1]).standard_normal(shape), tf.float32)
-    with tf.GradientTape() as tape:
-      tape.watch(x)
-      y = f(x)
-      loss = tf.reduce_sum(y ** 2)
-    np.testing.assert_allclose(np.asarray(forward.call(x.numpy())), y.numpy(), rtol=1e-5,
-                               atol=1e-6)
-    np.testing.assert_allclose(np.asarray(grad.call(x.numpy())),
-                               tape.gradient(loss, x).numpy(), rtol=1e-5, atol=1e-5)
+  _export_equals_tf(*_UNKNOWN_SIZES[name])

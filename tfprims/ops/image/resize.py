@@ -1,8 +1,9 @@
-"""Bicubic and area resizing (NHWC images, static size): ResizeBicubic,
-ResizeBicubicGrad and ResizeArea.
+"""Bicubic and area resizing (NHWC images): ResizeBicubic, ResizeBicubicGrad and
+ResizeArea.
 
 Each resize is separable: the weights TF's CPU kernel gives every (output, input)
-row and column pair are computed with numpy at trace time (sizes are static), in
+row and column pair are computed with numpy at trace time for known sizes (with
+jax.numpy, in the program, for the symbolic sizes of a jax.export), in
 TF's float32 arithmetic (bicubic: TF's 1025-entry coefficient table and its
 rounding of the sample offset; area: the coverage of each source cell), and the
 image is contracted with the two weight matrices in float32 (rows, then columns, as
@@ -17,6 +18,7 @@ no TF gradient op, its transpose contracts with the transposed matrices
 from __future__ import annotations
 
 import functools
+import operator
 
 import jax.numpy as jnp
 import numpy as np
@@ -26,15 +28,9 @@ from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.image._common import FAMILY
 from tfprims.ops.nn._common import _fold_batching, _values
+from tfprims.ops.nn.resize import _resize_scale, _sources
 from tfprims.rules import U
 _TABLE = 1024
-
-
-def resize_scale(in_size, out_size, align_corners) -> np.float32:
-  """TF's CalculateResizeScale, in float32."""
-  if align_corners and out_size > 1:
-    return np.float32(in_size - 1) / np.float32(out_size - 1)
-  return np.float32(in_size) / np.float32(out_size)
 
 
 @functools.lru_cache(maxsize=None)
@@ -48,70 +44,115 @@ def _coeffs_table(a: float) -> np.ndarray:
   return np.stack([w0, w1], axis=1).astype(np.float32)
 
 
-@functools.lru_cache(maxsize=None)
-def bicubic_matrix(in_size, out_size, align_corners, half_pixel_centers) -> np.ndarray:
-  """(out_size, in_size) float32 weights of TF's ResizeBicubic along one axis.
+def _bicubic_weights(xp, in_size, out_size, align_corners, half_pixel_centers):
+  """(out_size, in_size) float32 weights of TF's ResizeBicubic along one axis, with
+  numpy (known sizes) or jax.numpy (a symbolic size of a jax.export): the same float32
+  arithmetic, every output row at once.
 
   half_pixel_centers uses Keys' a = -0.5 and gives out-of-image taps zero weight
   (renormalising the rest); otherwise a = -0.75 and out-of-image taps are clamped
   onto the edge pixel (GetWeightsAndIndices)."""
-  m = np.zeros((out_size, in_size), np.float32)
-  if in_size == 0 or out_size == 0:
-    return m
+  f32 = np.float32
   keys = bool(half_pixel_centers)
   table = _coeffs_table(-0.5 if keys else -0.75)
-  scale = resize_scale(in_size, out_size, align_corners)
-  for o in range(out_size):
-    if keys:
-      src = (np.float32(o) + np.float32(0.5)) * scale - np.float32(0.5)
-    else:
-      src = np.float32(o) * scale
-    loc = int(np.floor(src))
-    delta = np.float32(src - np.float32(loc))
-    off = int(np.rint(delta * np.float32(_TABLE)))   # lrintf: halves to even
-    ws = [table[off, 1], table[off, 0], table[_TABLE - off, 0], table[_TABLE - off, 1]]
-    idx = [loc - 1, loc, loc + 1, loc + 2]
-    bounded = [min(in_size - 1, max(0, i)) for i in idx]
-    if keys:
-      ws = [w if b == i else np.float32(0) for w, b, i in zip(ws, bounded, idx)]
-      total = np.float32(ws[0] + ws[1] + ws[2] + ws[3])
-      if abs(total) >= 1000.0 * np.finfo(np.float32).tiny:
-        inv = np.float32(1.0) / total
-        ws = [np.float32(w * inv) for w in ws]
-    for w, b in zip(ws, bounded):
-      m[o, b] += w
-  return m
+  scale = _resize_scale(xp, in_size, out_size, align_corners)
+  o = _sources(xp, out_size)
+  src = ((o + f32(0.5)) * scale - f32(0.5) if keys else o * scale).astype(f32)
+  floor = xp.floor(src)
+  delta = (src - floor).astype(f32)
+  off = xp.rint(delta * f32(_TABLE)).astype(np.int32)   # lrintf: halves to even
+  loc = floor.astype(np.int32)
+  near, far = xp.asarray(table[:, 0]), xp.asarray(table[:, 1])
+  ws = [far[off], near[off], near[_TABLE - off], far[_TABLE - off]]
+  idx = [loc - 1, loc, loc + 1, loc + 2]
+  last = xp.asarray(in_size - 1, np.int32)
+  bounded = [xp.minimum(xp.maximum(i, 0), last) for i in idx]
+  zero = f32(0)
+  if keys:
+    ws = [xp.where(b == i, w, zero) for w, b, i in zip(ws, bounded, idx)]
+    total = (((ws[0] + ws[1]) + ws[2]) + ws[3]).astype(f32)
+    normal = xp.abs(total) >= f32(1000.0) * np.finfo(f32).tiny
+    inv = f32(1.0) / xp.where(normal, total, f32(1))
+    ws = [xp.where(normal, (w * inv).astype(f32), w) for w in ws]
+  columns = xp.arange(in_size)[None, :]
+  m = xp.zeros((out_size, in_size), f32)
+  for w, b in zip(ws, bounded):   # in TF's order: taps landing on one pixel add up
+    m = m + xp.where(b[:, None] == columns, w[:, None], zero)
+  return m.astype(f32)
+
+
+@functools.lru_cache(maxsize=None)
+def bicubic_matrix(in_size, out_size, align_corners, half_pixel_centers) -> np.ndarray:
+  """:func:`_bicubic_weights` for known sizes (a cached numpy table)."""
+  if in_size == 0 or out_size == 0:
+    return np.zeros((out_size, in_size), np.float32)
+  return _bicubic_weights(np, in_size, out_size, align_corners, half_pixel_centers)
+
+
+def _area_weights(xp, in_size, out_size, align_corners):
+  """(out_size, in_size) float32 coverage of each source cell (TF's ResizeArea, before
+  the final 1 / (height_scale * width_scale)), numpy or jax.numpy as
+  :func:`_bicubic_weights`. Output row o covers [o * s, (o + 1) * s); cells past the
+  edge are clamped onto it, adding up in TF's order. Without align_corners float32
+  rounding reaches at most one such cell; with it a row reaches up to 2 * in_size
+  cells, a count that needs a concrete size."""
+  f32 = np.float32
+  s = _resize_scale(xp, in_size, out_size, align_corners)
+  o = _sources(xp, out_size)[:, None]
+  lo, hi = (o * s).astype(f32), ((o + f32(1)) * s).astype(f32)
+  past = 2 * operator.index(in_size) + 1 - in_size if align_corners else 1
+  cells = _sources(xp, in_size + past)[None, :]
+  covered = (cells >= xp.floor(lo)) & (cells < xp.ceil(hi))
+  w = xp.where(cells < lo,
+               xp.where(cells + f32(1) > hi, s, (cells + f32(1) - lo).astype(f32)),
+               xp.where(cells + f32(1) > hi, (hi - cells).astype(f32), f32(1)))
+  w = xp.where(covered, w.astype(f32), f32(0))
+  # static slices of w (lax's take a symbolic size, jax.numpy's indexing does not)
+  columns = lambda start, stop: lax.slice_in_dim(w, start, stop, axis=1) if xp is jnp \
+      else w[:, start:stop]
+  edge = columns(in_size - 1, in_size)
+  for k in range(past):
+    edge = (edge + columns(in_size + k, in_size + k + 1)).astype(f32)
+  m = xp.concatenate([columns(0, in_size - 1), edge], axis=1)
+  # align_corners from one pixel (a zero scale): TF's output is that pixel
+  first = (xp.arange(in_size)[None, :] == 0).astype(f32)
+  return xp.where(s == 0, xp.broadcast_to(first, m.shape), m).astype(f32)
 
 
 @functools.lru_cache(maxsize=None)
 def area_matrix(in_size, out_size, align_corners) -> np.ndarray:
-  """(out_size, in_size) float32 coverage of each source cell (TF's ResizeArea, before
-  the final 1 / (height_scale * width_scale)); cells past the edge are clamped
-  onto it."""
-  m = np.zeros((out_size, in_size), np.float32)
+  """:func:`_area_weights` for known sizes (a cached numpy table)."""
   if in_size == 0 or out_size == 0:
-    return m
-  s = resize_scale(in_size, out_size, align_corners)
-  if s == 0:   # align_corners from one pixel: TF's output is that pixel
-    m[:, 0] = 1
-    return m
-  for o in range(out_size):
-    lo, hi = np.float32(o) * s, np.float32(o + 1) * s
-    for i in range(int(np.floor(lo)), int(np.ceil(hi))):
-      if i < lo:
-        w = s if i + 1 > hi else np.float32(i + 1) - lo
-      else:
-        w = hi - np.float32(i) if i + 1 > hi else np.float32(1.0)
-      m[o, min(in_size - 1, max(0, i))] += np.float32(w)
-  return m
+    return np.zeros((out_size, in_size), np.float32)
+  return _area_weights(np, in_size, out_size, align_corners)
 
 
-def _area_norm(h, w, oh, ow, align_corners) -> np.float32:
+def _area_norm(xp, h, w, oh, ow, align_corners):
   """TF's 1 / (height_scale * width_scale); a zero scale (align_corners from one
-  pixel, whose matrix copies that pixel) counts as 1."""
-  sh, sw = resize_scale(h, oh, align_corners), resize_scale(w, ow, align_corners)
-  sh, sw = (sh if sh != 0 else np.float32(1)), (sw if sw != 0 else np.float32(1))
-  return np.float32(np.float64(1.0) / np.float64(sh * sw))
+  pixel, whose matrix copies that pixel) counts as 1. (TF divides in double: its
+  float32 rounding is the float32 division's, as double has more than 2 * 24 + 2 bits.)"""
+  f32 = np.float32
+  sh = _resize_scale(xp, h, oh, align_corners)
+  sw = _resize_scale(xp, w, ow, align_corners)
+  sh, sw = xp.where(sh != 0, sh, f32(1)), xp.where(sw != 0, sw, f32(1))
+  return (f32(1) / (sh * sw).astype(f32)).astype(f32)
+
+
+def _bicubic_tables(h, w, oh, ow, align_corners, half_pixel_centers):
+  if rules.known((h, w, oh, ow)):
+    return (bicubic_matrix(h, oh, align_corners, half_pixel_centers),
+            bicubic_matrix(w, ow, align_corners, half_pixel_centers))
+  return (_bicubic_weights(jnp, h, oh, align_corners, half_pixel_centers),
+          _bicubic_weights(jnp, w, ow, align_corners, half_pixel_centers))
+
+
+def _area_tables(h, w, oh, ow, align_corners):
+  """The row and column tables and the normalisation of a ResizeArea."""
+  if rules.known((h, w, oh, ow)):
+    return (area_matrix(h, oh, align_corners), area_matrix(w, ow, align_corners),
+            _area_norm(np, h, w, oh, ow, align_corners))
+  return (_area_weights(jnp, h, oh, align_corners), _area_weights(jnp, w, ow, align_corners),
+          _area_norm(jnp, h, w, oh, ow, align_corners))
 
 
 def _contract(x, my, mx):
@@ -126,8 +167,8 @@ def _check(images, size, align_corners, half_pixel_centers=False):
     raise ValueError("If half_pixel_centers is True, align_corners must be False.")
   if images.ndim != 4:
     raise ValueError(f"images must be 4-dimensional, got shape {images.shape}")
-  oh, ow = (int(v) for v in size)
-  if oh <= 0 or ow <= 0:
+  oh, ow = rules.sizes(size)   # symbolic dims too (twice tf.shape under jax.export)
+  if rules.known((oh, ow)) and (oh <= 0 or ow <= 0):
     raise ValueError(f"output dimensions must be positive, got {(oh, ow)}")
   return oh, ow
 
@@ -136,8 +177,7 @@ def resize_bicubic(images, *, size, align_corners=False, half_pixel_centers=Fals
   """TF ResizeBicubic (float32 output)."""
   oh, ow = _check(images, size, align_corners, half_pixel_centers)
   _, h, w, _ = images.shape
-  my = bicubic_matrix(h, oh, align_corners, half_pixel_centers)
-  mx = bicubic_matrix(w, ow, align_corners, half_pixel_centers)
+  my, mx = _bicubic_tables(h, w, oh, ow, align_corners, half_pixel_centers)
   return _contract(images.astype(jnp.float32), my, mx)
 
 
@@ -148,8 +188,7 @@ def resize_bicubic_grad(grads, original_image, *, align_corners=False,
     raise ValueError("If half_pixel_centers is True, align_corners must be False.")
   _, oh, ow, _ = grads.shape
   _, h, w, _ = original_image.shape
-  my = bicubic_matrix(h, oh, align_corners, half_pixel_centers)
-  mx = bicubic_matrix(w, ow, align_corners, half_pixel_centers)
+  my, mx = _bicubic_tables(h, w, oh, ow, align_corners, half_pixel_centers)
   out = _contract(grads.astype(jnp.float32), my.T, mx.T)
   return out.astype(original_image.dtype)
 
@@ -158,9 +197,7 @@ def resize_area(images, *, size, align_corners=False):
   """TF ResizeArea: the area-weighted mean of the covered source cells (float32)."""
   oh, ow = _check(images, size, align_corners)
   _, h, w, _ = images.shape
-  my = area_matrix(h, oh, align_corners)
-  mx = area_matrix(w, ow, align_corners)
-  scale = _area_norm(h, w, oh, ow, align_corners)
+  my, mx, scale = _area_tables(h, w, oh, ow, align_corners)
   return _contract(images.astype(jnp.float32), my, mx) * scale
 
 
@@ -194,10 +231,9 @@ def _area_transpose(ct, images, *, size, align_corners):
   """No TF op is the transpose of ResizeArea (TF has no gradient for it): the
   cotangent is contracted with the transposed matrices (derived, not TF-named)."""
   _, h, w, _ = rules.shape_of(images)
-  oh, ow = (int(v) for v in size)
-  scale = _area_norm(h, w, oh, ow, align_corners)
-  g = _contract(rules.instantiate(ct) * scale, area_matrix(h, oh, align_corners).T,
-                area_matrix(w, ow, align_corners).T)
+  oh, ow = rules.sizes(size)
+  my, mx, scale = _area_tables(h, w, oh, ow, align_corners)
+  g = _contract(rules.instantiate(ct) * scale, my.T, mx.T)
   return [g.astype(rules.dtype_of(images))]
 
 
