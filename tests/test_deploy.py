@@ -437,17 +437,17 @@ def test_resizing_an_unknown_image_size(capsys, tmp_path, interpolation):
 
 
 def test_an_op_that_needs_concrete_sizes_names_itself(capsys, tmp_path):
-  """ResizeBicubic builds its [out, in] weight tables with numpy at trace time: a
-  symbolic image size is a SymbolicShapeError naming the node and the symbolic shapes,
-  not JAX's tracer error."""
+  """ResizeArea with align_corners needs the input's size as an int (its rows reach up
+  to twice as many cells past the edge): a symbolic image size is a SymbolicShapeError
+  naming the node and the symbolic shapes, not JAX's tracer error."""
   class Resizer(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None, None, None, 3], tf.float32)])
     def __call__(self, x):
-      return tf.image.resize(x, [6, 6], method="bicubic")
+      return tf.raw_ops.ResizeArea(images=x, size=[6, 5], align_corners=True)
 
   tf.saved_model.save(Resizer(), str(tmp_path / "sm"))
   code, _, err = run(capsys, "export", str(tmp_path / "sm"), str(tmp_path / "art"))
-  assert code == 2 and "SymbolicShapeError: ResizeBicubic node" in err, err
+  assert code == 2 and "SymbolicShapeError: ResizeArea node" in err, err
   assert "symbolic dims" in err and "--batch" in err and "Traceback" not in err
   fn, params = tfprims.load_saved_model(str(tmp_path / "sm"))
   with pytest.raises(tfprims.errors.SymbolicShapeError, match="x_1"):
