@@ -161,8 +161,8 @@ def _reversed_run(x, ax, start, count):
 
 
 def _mirror_pad_impl(input, *, paddings, mode):
-  """Each padded axis as [low border, input, high border], the borders the input's
-  elements next to its ends in reverse order (REFLECT leaves out the end itself)."""
+  """The input between its mirrored borders (REFLECT leaves out the edge, SYMMETRIC
+  repeats it)."""
   p = _paddings(paddings, input.ndim)
   offset = {"REFLECT": 1, "SYMMETRIC": 0}[mode]
   x = input
