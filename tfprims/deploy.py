@@ -82,7 +82,7 @@ def _dims(specs, batch_polymorphic: bool, batch: Optional[int], constraints=()):
           f"{', '.join(names)}")
   try:
     dims = jax.export.symbolic_shape(", ".join(names), constraints=tuple(constraints))
-  except ValueError as e:   # a malformed constraint, or one naming an unknown symbol
+  except ValueError as e:   # a malformed constraint
     raise errors.InputShapeError(
         f"constraints {list(constraints)}: {str(e).splitlines()[0]} (the symbolic dims "
         f"are {', '.join(names)})") from None

@@ -267,11 +267,17 @@ _RULES["gather"] = _gather
 def fold_symbolic(fn, operands: Sequence[Any], params: dict) -> Optional[list]:
   """An op's own numpy rule for symbolic dims (``define_op(symbolic=...)``) on its
   operands: its output (a list of one), or None where the rule cannot decide it."""
+  operands = [np.asarray(o) for o in operands]
   try:
-    out = np.asarray(fn(*map(np.asarray, operands), **params))
+    out = _symbolic_or_int(np.asarray(fn(*operands, **params)))
   except Exception:  # noqa: BLE001 - comparisons of symbolic dims can be inconclusive
     return None
-  return [_symbolic_or_int(out)] if out.dtype == object or out.dtype.kind in "iu" else None
+  if out.dtype == object:
+    return [out]
+  # every dim cancelled (b // b): the operands' integer type, as the impl's
+  ints = [o.dtype for o in operands if o.dtype.kind in "iu"]
+  default = np.int64 if jax.config.jax_enable_x64 else np.int32
+  return [out.astype(ints[0] if ints else default)] if out.dtype.kind in "iu" else None
 
 
 def has_symbolic(operands: Sequence[Any]) -> bool:
