@@ -88,13 +88,13 @@ def dynamic_loop(x):
   return tf.while_loop(lambda x: tf.reduce_sum(x) > -1, lambda x: x - 0.3, [x])
 
 
-def test_while_with_counter_is_a_scan_with_tf_ops_inside():
+def test_while_with_counter_is_a_tf_while_with_tf_ops_inside():
   fn = _check_all(counter_loop, X)
   jaxpr = jax.make_jaxpr(fn)(X)
   prims = jaxpr_primitives(jaxpr)
-  assert "scan" in prims and "while" not in prims
+  assert "tf.While" in prims and "scan" not in prims and "while" not in prims
   assert {"tf.Sin", "tf.Mul", "tf.AddV2"} <= prims
-  eqn = next(e for e in jaxpr.jaxpr.eqns if e.primitive.name == "scan")
+  eqn = next(e for e in jaxpr.jaxpr.eqns if e.primitive.name == "tf.While")
   assert eqn.params["length"] == 5
   # The counter's final value is known at trace time.
   assert isinstance(fn(X)[0], jax.Array) and int(fn(X)[0]) == 5
@@ -103,7 +103,7 @@ def test_while_with_counter_is_a_scan_with_tf_ops_inside():
 def test_while_with_maximum_iterations_keeps_the_early_exit():
   fn = _check_all(max_iter_loop, X)
   prims = jaxpr_primitives(jax.make_jaxpr(fn)(X))
-  assert "scan" in prims and "cond" in prims and "while" not in prims
+  assert "tf.While" in prims and "cond" in prims and "while" not in prims
   # An early exit: the sum becomes negative before 5 iterations.
   x = np.array([0.2, 0.1, 0.1], np.float32)
   np.testing.assert_allclose(fn(x)[0], max_iter_loop(x)[0], rtol=RTOL, atol=ATOL)
@@ -244,7 +244,7 @@ def test_nested_loops_and_loop_inside_cond_inside_loop():
 
   fn = _check_all(f, X)
   jaxpr = jax.make_jaxpr(fn)(X)
-  assert {"scan", "cond", "tf.Sin"} <= jaxpr_primitives(jaxpr)
+  assert {"tf.While", "cond", "tf.Sin"} <= jaxpr_primitives(jaxpr)
 
 
 def test_loops_in_nested_tf_functions_called_from_branches():
@@ -259,7 +259,7 @@ def test_loops_in_nested_tf_functions_called_from_branches():
 
   fn = _check_all(outer, X)
   jaxpr = jax.make_jaxpr(fn)(X)
-  assert {"cond", "scan", "tf.CustomGradient", "tf.Sigmoid"} <= jaxpr_primitives(jaxpr)
+  assert {"cond", "tf.While", "tf.CustomGradient", "tf.Sigmoid"} <= jaxpr_primitives(jaxpr)
 
 
 def test_doubly_nested_counted_loops():
@@ -494,7 +494,7 @@ def foldr_fn(x):
 def test_functional_ops(f):
   fn = _check_all(f, XS, batch=np.stack([XS, XS * 0.5, -XS]))
   prims = jaxpr_primitives(jax.make_jaxpr(fn)(XS))
-  assert "scan" in prims and "while" not in prims
+  assert "tf.While" in prims and "while" not in prims
 
 
 class LoopModel(keras.Model):

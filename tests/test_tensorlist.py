@@ -141,7 +141,7 @@ def test_tensor_array_in_while_loop_with_traced_index():
 
   fn = _check(f)
   jaxpr = jax.make_jaxpr(fn)(X)
-  assert "scan" in jaxpr_primitives(jaxpr)
+  assert "tf.While" in jaxpr_primitives(jaxpr)
 
 
 @pytest.mark.parametrize("max_iterations", [None, 6])

@@ -3,7 +3,7 @@ Optional variants TF's gradient rewrite passes between them (optional.py), and T
 control flow (Switch/Merge/Enter/Exit...) rebuilt as If/While nodes (v1.py).
 
 Branch and loop bodies are library functions run by the same interpreter, so
-jaxprs show ``tf.*`` primitives inside ``cond``/``scan``/``while``. Variables that
+jaxprs show ``tf.*`` primitives inside ``cond``/``tf.While``/``while``. Variables that
 a body or branch writes (its ops declare ``writes_state``) and the rng key (ops
 declaring ``uses_rng``) are threaded as branch/loop state; the new values come
 back in the converted function's ``new_params``.

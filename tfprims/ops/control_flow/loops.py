@@ -5,9 +5,9 @@ Loop variables the body passes through unchanged are closed over, not carried
 whose update depends only on such variables (loop counters, ``tf.range`` indices)
 are *static*: when a conjunct of the loop condition (the condition split at
 ``LogicalAnd``) depends only on static variables, the trip count is computed at
-trace time and the loop becomes ``lax.scan`` with that length, which JAX can
-reverse-differentiate. Remaining (dynamic) conjuncts become an early exit inside
-the scan (``lax.cond`` per step). Loops whose body needs trace-time values (a
+trace time and the loop becomes ``tf.While`` with that length (counted.py: it
+means ``lax.scan``, which JAX can reverse-differentiate). Remaining (dynamic)
+conjuncts become an early exit inside the loop (``lax.cond`` per step). Loops whose body needs trace-time values (a
 growing TensorArray, an op with a static input computed from the counter) are
 unrolled while their condition is known at trace time. A loop whose condition
 becomes data-dependent and has no static bound becomes ``lax.while_loop``: forward
@@ -30,6 +30,7 @@ from jax.interpreters import ad, batching, mlir
 from tfprims import core, errors, graph as graph_lib, interpreter, rules
 from tfprims.core import structural
 from tfprims.interpreter import StringConstant, VariableHandle
+from tfprims.ops.control_flow import counted
 from tfprims.ops.control_flow.common import (IMPURE, as_jax, cache_of, coerce, conjuncts,
                                              join_lists, ref_deps, resolve_identity, restore,
                                              save, state_keys, structure_mismatch, truth,
@@ -492,7 +493,7 @@ class _Loop:
       return self._checked(init, self._body(*c))
 
     if rules.known((n,)):
-      (carry, state, rng), emitted = lax.scan(step, init, length=n)
+      (carry, state, rng), emitted = counted.scan(step, init, n)
     else:  # scan takes a symbolic length only from its xs: an empty row per step
       (carry, state, rng), emitted = lax.scan(step, init, jnp.zeros((n, 0), np.int8))
     if dynamic_conj:
@@ -551,7 +552,7 @@ class _Loop:
 
 
 @structural("While", "StatelessWhile", family=FAMILY, calls_functions=True,
-            doc="Runs body while cond holds: lax.scan, lax.while_loop, or unrolled.")
+            doc="Runs body while cond holds: tf.While (a counted scan), lax.while_loop, or unrolled.")
 def _while(ctx, node, inputs):
   return _Loop(ctx, node, list(inputs)).run()
 
