@@ -26,7 +26,7 @@ import functools
 import jax
 import numpy as np
 from jax import lax
-from jax.extend.core import ClosedJaxpr, Primitive, jaxpr_as_fun
+from jax.extend.core import ClosedJaxpr, Literal, Primitive, jaxpr_as_fun
 from jax.extend.mlir.dialects import stablehlo as hlo
 from jax.interpreters import ad, batching, mlir, xla
 
@@ -71,15 +71,17 @@ def scan(step, init, length: int):
           jax.tree_util.tree_unflatten(ys_tree, ys))
 
 
+def _step(jaxpr, consts, carry, num_carry):
+  """One iteration: (new carry, this iteration's ys)."""
+  outs = jaxpr_as_fun(jaxpr)(*consts, *carry)
+  return list(outs[:num_carry]), list(outs[num_carry:])
+
+
 def _as_scan(*args, jaxpr, length, num_consts, num_carry):
   """The primitive's meaning: ``lax.scan`` of the step."""
   consts, init = args[:num_consts], args[num_consts:]
-
-  def body(carry, _):
-    outs = jaxpr_as_fun(jaxpr)(*consts, *carry)
-    return list(outs[:num_carry]), list(outs[num_carry:])
-
-  carry, ys = lax.scan(body, list(init), length=length)
+  carry, ys = lax.scan(lambda c, _: _step(jaxpr, consts, c, num_carry), list(init),
+                       length=length)
   return [*carry, *ys]
 
 
@@ -127,8 +129,17 @@ def _lowering(ctx, *args, jaxpr, length, num_consts, num_carry):
 
 
 def _jvp(primals, tangents, **params):
-  tangents = [ad.instantiate_zeros(t) for t in tangents]
-  primal_out, tangent_out = jax.jvp(functools.partial(_as_scan, **params), list(primals), tangents)
+  """``jax.jvp`` of the scan in the operands with tangents; the others are closed
+  over, so the scan carries no tangents for them (weights under a jvp in the input)."""
+  live = [i for i, t in enumerate(tangents) if type(t) is not ad.Zero]
+
+  def f(*live_args):
+    args = list(primals)
+    for i, v in zip(live, live_args):
+      args[i] = v
+    return _as_scan(*args, **params)
+
+  primal_out, tangent_out = jax.jvp(f, [primals[i] for i in live], [tangents[i] for i in live])
   return list(primal_out), list(tangent_out)
 
 
@@ -136,10 +147,14 @@ def _depends(jaxpr, batched_in) -> list[bool]:
   """Which outputs of ``jaxpr`` read a batched input (an equation's outputs are
   batched when any of its inputs is: how vmap batches)."""
   batched = {v for v, b in zip(jaxpr.invars, batched_in) if b}
+
+  def reads_batched(v):
+    return not isinstance(v, Literal) and v in batched
+
   for eqn in jaxpr.eqns:
-    if any(not hasattr(v, "val") and v in batched for v in eqn.invars):
+    if any(map(reads_batched, eqn.invars)):
       batched.update(eqn.outvars)
-  return [not hasattr(v, "val") and v in batched for v in jaxpr.outvars]
+  return list(map(reads_batched, jaxpr.outvars))
 
 
 def _batch(args, dims, *, jaxpr, length, num_consts, num_carry):
@@ -162,11 +177,8 @@ def _batch(args, dims, *, jaxpr, length, num_consts, num_carry):
           for a, d, b in zip(init, dims[num_consts:], carry_batched)]
   carry_axes = [0 if b else None for b in carry_batched]
 
-  def step(consts, carry):
-    outs = jaxpr_as_fun(jaxpr)(*consts, *carry)
-    return list(outs[:num_carry]), list(outs[num_carry:])
-
-  batched = jax.vmap(step, in_axes=(const_dims, carry_axes),
+  batched = jax.vmap(lambda consts, carry: _step(jaxpr, consts, carry, num_carry),
+                     in_axes=(const_dims, carry_axes),
                      out_axes=(carry_axes, [0 if b else None for b in ys_batched]))
   carry, ys = scan(lambda c, _: batched(consts, c), init, length)
   return [*carry, *ys], carry_axes + [1 if b else None for b in ys_batched]
