@@ -45,14 +45,15 @@ def test_for_static_trip_count(bounds):
                              np.stack([tf_fn(b)[0] for b in batch]))
 
 
-def test_for_jaxpr_is_a_scan_of_tf_ops():
-  fn = tfprims.convert_functional(tf.function(lambda x: _for(x, 0, 100, 1)),
+def test_for_jaxpr_is_a_tf_while_of_tf_ops():
+  fn = tfprims.convert_functional(tf.function(lambda x: _for(x, 0, 100, 2)),
                                   tf.TensorSpec([2], F32))
   jaxpr = jax.make_jaxpr(fn)(np.zeros(2, np.float32))
-  (eqn,) = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "scan"]
-  assert eqn.params["length"] == 100
+  (eqn,) = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "tf.While"]
+  assert eqn.params["length"] == 50
+  # the body's ops, and the counter's step (`add`)
   assert {e.primitive.name for e in eqn.params["jaxpr"].jaxpr.eqns} == {
-      "tf.Mul", "tf.Cast", "tf.AddV2"}
+      "tf.Mul", "tf.Cast", "tf.AddV2", "add"}
 
 
 def test_for_traced_bounds():

@@ -4,11 +4,11 @@ a library function), run by hooks over the converted library function.
 * ``For(start, limit, delta, input, body)``: ``for i in range(start, limit, delta):
   input = body(i, *input)``. Known bounds that TF's kernel refuses ("Invalid
   start/limit/delta": ``delta == 0``, or ``start`` past ``limit`` in ``delta``'s
-  direction) raise with its message; traced ones run no iteration. With known bounds the trip count is
-  static: the loop is ``lax.scan`` (reverse-differentiable, vmappable); it is
-  unrolled instead when the body writes variables, draws random numbers or carries
-  values JAX cannot carry (variable handles, TensorLists), up to
-  ``loops.UNROLL_LIMIT`` iterations. With traced bounds it is ``lax.while_loop``
+  direction) raise with its message; traced ones run no iteration. With known bounds
+  the trip count is static: the loop is ``tf.While`` (counted.py; it means a
+  ``lax.scan``: reverse-differentiable, vmappable); it is unrolled instead when the
+  body writes variables, draws random numbers or carries values JAX cannot carry
+  (variable handles, TensorLists), up to ``loops.UNROLL_LIMIT`` iterations. With traced bounds it is ``lax.while_loop``
   (forward mode only, as TF2 While loops without a static bound).
 * ``SymbolicGradient(input, f)``: ``f``'s inputs ``x`` followed by cotangents of its
   outputs; returns the cotangents of ``x`` through ``jax.vjp`` of the converted ``f``
@@ -26,6 +26,7 @@ from jax import lax
 from tfprims import core, errors
 from tfprims.core import structural
 from tfprims.interpreter import VariableHandle
+from tfprims.ops.control_flow import counted
 from tfprims.ops.control_flow.common import as_jax, state_keys, uses_rng
 from tfprims.ops.control_flow.loops import UNROLL_LIMIT
 
@@ -38,7 +39,7 @@ def _carry_like(outs, like):
 
 
 @structural("For", family=FAMILY, calls_functions=True,
-            doc="body(i, *input) for i in range(start, limit, delta): lax.scan or unrolled.")
+            doc="body(i, *input) for i in range(start, limit, delta): tf.While (a counted scan) or unrolled.")
 def _for(ctx, node, inputs):
   start, limit, delta, *values = inputs
   fname = node.attr("body").name
@@ -65,12 +66,12 @@ def _for(ctx, node, inputs):
       for i in counters:
         values = ctx.call(fname, [np.int32(i), *values], node)
       return list(values)
-    init = [as_jax(v) for v in values]
+    init = (jnp.asarray(start, jnp.int32), [as_jax(v) for v in values])
 
-    def step(carry, i):
-      return _carry_like(ctx.call(fname, [i, *carry], node), carry), None
-    # numpy counters: a constant of the jaxpr, not iota arithmetic
-    out, _ = lax.scan(step, init, np.arange(start, limit, delta, dtype=np.int32))
+    def step(state, _):
+      i, carry = state
+      return (i + np.int32(delta), _carry_like(ctx.call(fname, [i, *carry], node), carry)), None
+    (_, out), _ = counted.scan(step, init, len(counters))
     return list(out)
   if impure:
     raise errors.OpError(node.op, node.name, "a loop with bounds known only at run time "

@@ -72,8 +72,8 @@ def _scan(input, filter, strides, rates, padding):
   idx = jnp.full((n, oh, ow, c), -1, np.int32)
   if cur.size == 0:
     return cur, idx
-  np_ = rules.numpy_for((h, w, oh, ow))   # symbolic image sizes: the program's masks
-  ys, xs = np_.arange(oh) * sh - pt, np_.arange(ow) * sw - pl
+  arrays = rules.numpy_for((h, w, oh, ow))   # symbolic image sizes: the program's masks
+  ys, xs = arrays.arange(oh) * sh - pt, arrays.arange(ow) * sw - pl
   for i, j in itertools.product(range(fh), range(fw)):
     # Mask of the window positions inside the input (trace-time constants if known).
     inside = (((ys + i * rh >= 0) & (ys + i * rh < h))[:, None]
