@@ -8,8 +8,9 @@ a library function), run by hooks over the converted library function.
   the trip count is static: the loop is ``tf.While`` (counted.py; it means a
   ``lax.scan``: reverse-differentiable, vmappable); it is unrolled instead when the
   body writes variables, draws random numbers or carries values JAX cannot carry
-  (variable handles, TensorLists), up to ``loops.UNROLL_LIMIT`` iterations. With traced bounds it is ``lax.while_loop``
-  (forward mode only, as TF2 While loops without a static bound).
+  (variable handles, TensorLists), up to ``loops.UNROLL_LIMIT`` iterations. With
+  traced bounds it is ``lax.while_loop`` (forward mode only, as TF2 While loops
+  without a static bound).
 * ``SymbolicGradient(input, f)``: ``f``'s inputs ``x`` followed by cotangents of its
   outputs; returns the cotangents of ``x`` through ``jax.vjp`` of the converted ``f``
   (so the ops in the jaxpr are the TF-named transposes of ``f``'s ops). Inputs that
@@ -39,7 +40,8 @@ def _carry_like(outs, like):
 
 
 @structural("For", family=FAMILY, calls_functions=True,
-            doc="body(i, *input) for i in range(start, limit, delta): tf.While (a counted scan) or unrolled.")
+            doc="body(i, *input) for i in range(start, limit, delta): tf.While (a counted "
+                "scan) or unrolled.")
 def _for(ctx, node, inputs):
   start, limit, delta, *values = inputs
   fname = node.attr("body").name
