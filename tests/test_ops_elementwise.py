@@ -554,6 +554,24 @@ def test_relu_grad_ops_propagate_nan_like_tf_kernels():
     np.testing.assert_array_equal(jax.jit(lambda a, b: call(name, a, b))(g, f), want)
 
 
+def test_relu_keeps_negative_zero_and_nan_as_tf_scalar_formula():
+  # TF's CPU kernel gives -0.0 outside full SIMD packets (3 floats, any half type) and
+  # +0.0 inside them; tfprims keeps -0.0 everywhere (docs/semantics/elementwise.md).
+  import ml_dtypes
+  for dtype in (np.float32, np.float16, ml_dtypes.bfloat16):
+    for values in ([-0.0, -1.0, np.nan], [7.0, 0.0, 3.0]):
+      x = np.array(values, dtype)
+      for name in ("Relu", "Relu6"):
+        want = tf_call(name, features=tf.constant(x)).astype(np.float32)
+        for ours in (call(name, x), jax.jit(lambda v: call(name, v))(x)):
+          ours = np.asarray(ours).astype(np.float32)
+          np.testing.assert_array_equal(ours, want, err_msg=name)
+          np.testing.assert_array_equal(np.signbit(ours), np.signbit(want), err_msg=name)
+  long = np.full(64, -0.0, np.float32)
+  for name in ("Relu", "Relu6"):
+    assert np.signbit(jax.jit(lambda v: call(name, v))(long)).all(), name
+
+
 def test_softplus_thresholds_match_tf():
   import ml_dtypes
   x = np.array([-20, -16, -15, -10, -3, -2.5, 0, 2.5, 3, 10, 15, 16, 20], np.float32)

@@ -46,7 +46,8 @@ def _c(value, x):
 
 
 def _relu_build(B, x):
-  # TF: features.cwiseMax(0) (std::max): keeps NaN and -0.0.
+  # TF: features.cwiseMax(0): keeps NaN, and -0.0 in its scalar path (its SIMD
+  # packets give +0.0; docs/semantics/elementwise.md).
   zero = B.full_like(x, 0)
   return B.select(B.lt(x, zero), zero, x)
 
