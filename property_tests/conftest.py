@@ -12,6 +12,9 @@ check and dtype are merged into that JSON file at the end of the session
 (``scripts/gen_ops_doc.py`` shows them in docs/ops.md); use it with the
 thorough profile, e.g.
 ``HYPOTHESIS_PROFILE=thorough TFPRIMS_MAX_ERRORS=property_tests/max_errors.json pytest property_tests``.
+With ``TFPRIMS_DRAWN_VALUES=path.json`` the classes of boundary values each op's values
+check ran on (NaN of each sign, infinities, -0.0, subnormals, ties, ...) are merged
+into that file (``scripts/gen_fidelity_doc.py`` shows them in docs/fidelity.md).
 """
 
 import os
@@ -41,3 +44,6 @@ def pytest_runtest_teardown(item):
   path = os.environ.get(report.ERRORS_ENV)
   if path:
     report.write_errors(path, profile=PROFILE)
+  path = os.environ.get(report.DRAWN_ENV)
+  if path:
+    report.write_drawn(path)

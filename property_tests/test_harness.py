@@ -155,7 +155,8 @@ def test_x64_off_dtype_warning_is_caught():
 def test_spec_drawing_mostly_invalid_calls_fails():
   # MatMul with independent random shapes: TF rejects most calls.
   spec = lambda s: s.Spec(s.call(a=s.arrays("float32", s.shapes(2, 2, 1)),
-                                 b=s.arrays("float32", s.shapes(2, 2, 1))))
+                                 b=s.arrays("float32", s.shapes(2, 2, 1))),
+                          ignore_zero_sign="not what this test is about")
   with temporary_op("MatMul", lambda a, b, transpose_a=False, transpose_b=False: a @ b,
                     attrs=("transpose_a", "transpose_b"), spec=spec) as op:
     with pytest.raises(OpCheckError, match="TF rejected most drawn calls"):
@@ -322,3 +323,82 @@ def test_fd_step_keeps_central_differences_on_one_piece():
                                 step=1e-5)
   assert abs(default[0][0] - 2e-3 / (np.finfo(np.float32).eps ** (1 / 3))) < 1e-3  # straddles 0
   np.testing.assert_allclose(small[0], [1.0], rtol=1e-2)
+
+
+# --- edge values, signed zeros and canonical cases -------------------------------------
+
+
+def test_edge_values_hold_the_boundaries_of_each_draw():
+  e = st.edge_values("float32")
+  assert {np.inf, -np.inf, float(np.finfo(np.float32).max)} <= set(e)
+  nans = [v for v in e if np.isnan(v)]
+  assert sorted(np.signbit(nans).tolist()) == [False, True]  # NaN of both signs
+  zeros = [v for v in e if v == 0]
+  assert sorted(np.signbit(zeros).tolist()) == [False, True]
+  assert min(abs(v) for v in e if v) == float(np.finfo(np.float32).smallest_subnormal)
+  # Bounded draws: the bounds themselves, nothing outside them, no NaN.
+  box = st.edge_values("float32", min_value=0, max_value=1)
+  assert {0.0, 1.0} <= set(box) and all(0 <= v <= 1 for v in box)
+  assert not any(np.isnan(v) for v in st.edge_values("float32", min_value=-1))
+  assert np.inf in st.edge_values("float32", min_value=-1, allow_inf=True)
+  # Bounds not representable in the dtype are rounded inward.
+  assert all(v >= 1e-5 for v in st.edge_values("float16", min_value=1e-5))
+  assert {0, 3} <= set(st.edge_values("int32", min_value=0, max_value=3))
+  assert {-2**31, 2**31 - 1} <= set(st.edge_values("int32"))
+
+
+def test_bug_at_the_domain_boundary_is_found_by_the_draws():
+  # Wrong only at exactly 1.0, the edge of the drawn domain: uniform draws miss it.
+  spec = lambda s: s.Spec(s.unary(("float32",), min_value=0, max_value=1))
+  wrong = lambda x: jnp.where(x == 1, 0.0, jnp.sin(x)).astype(x.dtype)
+  with temporary_op("Sin", wrong, spec=spec) as op:
+    with pytest.raises(OpCheckError, match="check 'values' failed"):
+      check_op(op, ["values"], max_examples=N)
+
+
+def test_nan_of_either_sign_and_infinities_are_drawn():
+  seen = []
+  import hypothesis
+  hypothesis.settings(max_examples=200, derandomize=True, database=None)(
+      hypothesis.given(st.arrays(np.float32, st.shapes(min_rank=1, min_side=1)))(
+          lambda a: seen.append(a)))()
+  values = np.concatenate([a.ravel() for a in seen])
+  nan = np.isnan(values)
+  assert np.signbit(values[nan]).any() and (~np.signbit(values[nan])).any()
+  assert np.isposinf(values).any() and np.isneginf(values).any()
+  assert any(len(np.unique(a)) < a.size for a in seen if a.size > 1)  # ties
+
+
+def test_sign_of_zero_is_compared():
+  f = np.float32
+  assert compare(np.array([-0.0], f), np.array([0.0], f)).ok
+  assert not compare(np.array([-0.0], f), np.array([0.0], f), signed_zeros=True).ok
+  assert compare(np.array([np.copysign(np.nan, -1)], f), np.array([np.nan], f),
+                 signed_zeros=True).ok  # NaN's sign is not a value
+  # Neg(+0.0) is -0.0 in TF; 0 - x gives +0.0.
+  spec = lambda s: s.Spec(s.call(x=np.zeros(3, np.float32)), cases=[{"x": np.zeros(2, np.float32)}])
+  with temporary_op("Neg", lambda x: 0 - x, spec=spec) as op:
+    with pytest.raises(OpCheckError, match="signed zeros"):
+      check_op(op, ["values"], max_examples=2)
+  quiet = lambda s: s.Spec(s.call(x=np.zeros(3, np.float32)), ignore_zero_sign="a test")
+  with temporary_op("Neg", lambda x: 0 - x, spec=quiet) as op:
+    check_op(op, ["values"], max_examples=2)
+
+
+def test_canonical_cases_run_in_every_check():
+  # Wrong at one point the draws never reach (the spec draws [-1, 1]).
+  spec = lambda s: s.Spec(s.unary(("float32",), min_value=-1, max_value=1, edges=False),
+                          cases=[{"x": np.array([3.25], np.float32)}])
+  wrong = lambda x: jnp.where(x == 3.25, 0.0, jnp.sin(x)).astype(x.dtype)
+  with temporary_op("Sin", wrong, spec=spec) as op:
+    with pytest.raises(OpCheckError, match="check 'values' failed") as info:
+      check_op(op, ["values", "jit"], max_examples=2, raise_on_failure=True)
+    assert "3.25" in str(info.value)
+  with temporary_op("Sin", jnp.sin, spec=spec) as op:
+    report = check_op(op, ["values"], max_examples=2)
+  assert report.results["values"].examples == 3  # the case and two drawn calls
+  refused = lambda s: s.Spec(s.call(x=np.ones(2, np.float32)),
+                             cases=[{"x": np.ones(2, np.int32)}])  # Sin has no int kernel
+  with temporary_op("Sin", jnp.sin, spec=refused) as op:
+    with pytest.raises(OpCheckError, match="canonical case 0"):
+      check_op(op, ["values"], max_examples=2)

@@ -5,9 +5,11 @@
 A long thorough run should not lose hours to one native abort (an XLA CHECK
 failure kills the pytest process): ops run in pytest sessions of their own
 batches; when a session dies, the op it was running is recorded as crashed and
-the rest go on. Max errors go to property_tests/max_errors.json (see
-property_tests/conftest.py); a summary (passed/failed/crashed per op, seconds)
-goes to DIR/summary.json.
+the rest go on. Max errors go to property_tests/max_errors.json (``--errors``; see
+property_tests/conftest.py) and the boundary values drawn to
+property_tests/drawn_values.json (``--drawn``); a summary (passed/failed/crashed per
+op, seconds) goes to DIR/summary.json. ``--shard i/n`` runs every n-th op (n
+processes side by side, each with its own ``--log``).
 """
 
 import argparse
@@ -37,15 +39,24 @@ def main(argv=None):
   parser.add_argument("--profile", default="thorough")
   parser.add_argument("--log", default="/tmp/tfprims-thorough")
   parser.add_argument("--batch", type=int, default=20, help="ops per pytest session")
+  parser.add_argument("--errors", default=str(ROOT / "property_tests" / "max_errors.json"),
+                      help="where max errors are merged ('' to record none)")
+  parser.add_argument("--drawn", default=str(ROOT / "property_tests" / "drawn_values.json"),
+                      help="where drawn boundary values are merged ('' to record none)")
+  parser.add_argument("--shard", default="0/1", help="i/n: run ops i, i+n, i+2n, ...")
   args = parser.parse_args(argv)
+  shard, shards = (int(v) for v in args.shard.split("/"))
   log = Path(args.log)
   log.mkdir(parents=True, exist_ok=True)
   summary_path = log / "summary.json"
   summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-  remaining = [op for op in (args.ops or all_ops()) if op not in summary]
+  remaining = [op for op in (args.ops or all_ops())[shard::shards] if op not in summary]
   env = dict(os.environ, HYPOTHESIS_PROFILE=args.profile, JAX_PLATFORMS="cpu",
-             TF_CPP_MIN_LOG_LEVEL="3",
-             TFPRIMS_MAX_ERRORS=str(ROOT / "property_tests" / "max_errors.json"))
+             TF_CPP_MIN_LOG_LEVEL="3", TFPRIMS_MAX_ERRORS=args.errors,
+             TFPRIMS_DRAWN_VALUES=args.drawn)
+  for name in ("TFPRIMS_MAX_ERRORS", "TFPRIMS_DRAWN_VALUES"):
+    if not env[name]:
+      del env[name]
   session = len(list(log.glob("session*.log")))  # a restart continues the numbering
   while remaining:
     batch, remaining = remaining[:args.batch], remaining[args.batch:]

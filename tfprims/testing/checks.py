@@ -31,7 +31,7 @@ from tfprims.testing.comparison import (FD_TOL, Diff, _is_inexact, compare,
                                         value_tolerance)
 from tfprims.testing.oracles import (_Rejected, tf_central_difference, tf_jvp, tf_outputs,
                                      tf_vjp)
-from tfprims.testing.report import _ERRORS, CheckFailure
+from tfprims.testing.report import _ERRORS, CheckFailure, record_drawn
 from tfprims.testing.snippets import snippet
 from tfprims.testing.spec import Spec
 
@@ -158,14 +158,14 @@ def _record(run: _Run, check: str, dtype, diff: Diff):
 
 
 def _compare_lists(run, call, what, actual, expected, tol_fn, check_dtype=True,
-                   record_as=None, extra=None, labels=None):
+                   record_as=None, extra=None, labels=None, signed_zeros=False):
   if len(actual) != len(expected):
     run.fail(call, f"{what}: {len(actual)} outputs, expected {len(expected)}", extra)
   for k, (a, e) in enumerate(zip(actual, expected)):
     rtol, atol = tol_fn(run.spec, np.asarray(e).dtype)
     label = labels[k] if labels else f"output {k}"
     diff = compare(a, e, rtol=rtol, atol=atol, check_dtype=check_dtype,
-                   what=f"{what}, {label}")
+                   what=f"{what}, {label}", signed_zeros=signed_zeros)
     if not diff.ok:
       run.fail(call, diff.message, extra)
     if record_as and _is_inexact(np.asarray(e).dtype):
@@ -185,11 +185,15 @@ def _guard(run: _Run, call: Call, what: str, fn, extra=None):
 
 
 def _check_values(run, call, tf_outs, draw):
+  signed = not run.spec.ignore_zero_sign
   eager = _guard(run, call, "our op (eager)", lambda: ours_eager(call))
   _compare_lists(run, call, "eager vs TF", eager, tf_outs, value_tolerance,
-                 record_as="values")
+                 record_as="values", signed_zeros=signed)
   jitted = _guard(run, call, "our op (jit)", lambda: ours_jit(call))
-  _compare_lists(run, call, "jit vs TF", jitted, tf_outs, value_tolerance)
+  _compare_lists(run, call, "jit vs TF", jitted, tf_outs, value_tolerance,
+                 signed_zeros=signed)
+  if run.record:
+    record_drawn(run.op.op_type, call.operands)
 
 
 def _check_jit(run, call, tf_outs, draw):

@@ -128,7 +128,8 @@ def _fmt(v) -> str:
 
 
 def compare(actual, expected, *, rtol: float = 0.0, atol: float = 0.0,
-            check_dtype: bool = True, what: str = "output") -> Diff:
+            check_dtype: bool = True, what: str = "output",
+            signed_zeros: bool = False) -> Diff:
   """Compares two arrays the way the runner does.
 
   Shapes (and dtypes when ``check_dtype``) must be equal; ints and bools
@@ -185,12 +186,15 @@ def compare(actual, expected, *, rtol: float = 0.0, atol: float = 0.0,
       bad |= nan_a != nan_e
       inf = (np.isinf(pa) | np.isinf(pe)) & ~nan_a & ~nan_e
       bad |= inf & (pa != pe)
+      if signed_zeros:
+        bad |= (pa == 0) & (pe == 0) & (np.signbit(pa) != np.signbit(pe)) & ~overflowed
       # Parts of complex values with a non-finite part, and real values.
       fin = np.isfinite(pa) & np.isfinite(pe) & ~whole
       within(np.where(fin, np.abs(pa - pe), 0.0), np.abs(pe), fin)
   if not bad.any():
     return Diff(True, max_abs=max_abs, max_rel=max_rel)
-  msg = _mismatch_message(what, a, e, bad, f"rtol={rtol:g}, atol={atol:g}")
+  tol = f"rtol={rtol:g}, atol={atol:g}" + (", signed zeros" if signed_zeros else "")
+  msg = _mismatch_message(what, a, e, bad, tol)
   msg += f"\n  max abs err {max_abs:.3g}, max rel err {max_rel:.3g} (over finite elements)"
   return Diff(False, msg, max_abs, max_rel)
 

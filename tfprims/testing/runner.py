@@ -166,6 +166,8 @@ def _run_check(run: _Run, settings: hypothesis.settings) -> CheckResult:
   result = CheckResult(run.check, "passed")
   try:
     with jax.enable_x64(run.x64):
+      for k, case in enumerate(run.spec.cases):
+        _run_case(run, k, case)
       wrapped()
   except CheckFailure as failure:
     result.status, result.message = "failed", str(failure)
@@ -206,6 +208,20 @@ def _run_check(run: _Run, settings: hypothesis.settings) -> CheckResult:
         result.status = "failed"
         result.message = f"{run.op.op_type}: check {run.check!r}: no valid example was drawn"
   return result
+
+
+def _run_case(run: _Run, k: int, kwargs: Mapping[str, Any]):
+  """Runs the check on the spec's ``k``-th canonical case (before any drawn call)."""
+  rejected = {c: v[0] for c, v in run.reject_reasons.items()}
+  budget, run.budget = run.budget, -1  # a discarded case is skipped, not rejected
+  try:
+    _one_example(run, _Drawer(rng=np.random.default_rng(k)), dict(kwargs))
+  finally:
+    run.budget = budget
+  for category, (n, message) in run.reject_reasons.items():
+    if ":" not in category and n > rejected.get(category, 0):
+      raise CheckFailure(f"{run.op.op_type}: check {run.check!r}: TF refuses the spec's "
+                         f"canonical case {k} ({category}: {message[:300]})")
 
 
 def _too_many_rejections(run: _Run) -> str:

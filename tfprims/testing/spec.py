@@ -58,6 +58,13 @@ class Spec:
     examples: the share of the Hypothesis profile's examples this op's checks
       run (at least 2), for ops each of whose calls compiles a large program
       (recurrent layers scanned over time, unrolled per layer and direction).
+    cases: canonical calls (``tf.raw_ops`` kwargs, as ``calls`` draws them) every
+      check runs before the drawn ones, in every profile: the op's boundary cases
+      that random draws are unlikely to hit (a box spanning the whole image, a
+      row of ``-inf`` logits, a window of equal values). TF must accept them.
+    ignore_zero_sign: why the ``values`` check does not compare the sign of zero
+      outputs (it does by default: ``-0.0`` and ``0.0`` differ), e.g. where TF's
+      own sign of zero depends on the platform or the position in a SIMD packet.
   """
   calls: Any
   skip: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -76,6 +83,8 @@ class Spec:
   params: Optional[Callable[[Mapping[str, Any]], Mapping[str, Any]]] = None
   examples: float = 1.0
   fd_step: Optional[float] = None
+  cases: Sequence[Mapping[str, Any]] = ()
+  ignore_zero_sign: str = ""
 
   def __post_init__(self):
     unknown = set(self.skip) - set(CHECKS)
@@ -91,6 +100,8 @@ class Spec:
       raise ValueError("params= needs operands= (op.prepare makes the params otherwise)")
     if not 0 < self.examples <= 1:
       raise ValueError(f"examples must be a share in (0, 1], got {self.examples!r}")
+    if not all(isinstance(c, Mapping) for c in self.cases):
+      raise ValueError("cases must be a sequence of tf.raw_ops keyword-argument dicts")
     if self.grad_oracle not in GRAD_ORACLES:
       raise ValueError(f"grad_oracle must be one of {GRAD_ORACLES}, got {self.grad_oracle!r}")
 

@@ -132,11 +132,92 @@ def _representable_bounds(lo, hi, width):
   return fit(lo, 1), fit(hi, -1)
 
 
+# --- edge values ----------------------------------------------------------------------
+#
+# Real programs live on the edges that uniform draws almost never hit: ±0, ±inf, NaN of
+# both signs, subnormals, the dtype's extremes, integer-valued floats, the exact bounds
+# of an op's domain (a box coordinate of 1.0, an index at the last position) and ties.
+# ``arrays`` draws, for a share of its arrays, a few elements from these values
+# ("edges") or the whole array from a pool of two or three values ("ties").
+
+NEG_NAN = float(np.copysign(np.nan, -1.0))
+
+# How ``arrays`` draws: mostly plain values, a few edges and ties (weights out of 10).
+_PLAIN, _EDGES, _TIES_MODE = 4, 4, 2
+
+
+def edge_values(dtype, *, special: bool = True, min_value=None, max_value=None,
+                allow_nan: Optional[bool] = None, allow_inf: Optional[bool] = None) -> list:
+  """The boundary values of ``dtype`` within the bounds a spec draws from.
+
+  Floats: ±0, ±1, ±2, ±0.5 and the bounds themselves and integers next to them; with
+  ``special`` (unbounded) also NaN of both signs, ±inf, ±max, ±tiny and the smallest
+  subnormal. Integers: the bounds (or the dtype's extremes), 0 and ±1. Complex and
+  bool: none (their special values are drawn by the specs that want them).
+  """
+  dtype = np_dtype(dtype)
+  k = kind(dtype)
+  if k in "iu":
+    info = np.iinfo(dtype)
+    lo = int(info.min) if min_value is None else max(int(min_value), int(info.min))
+    hi = int(info.max) if max_value is None else min(int(max_value), int(info.max))
+    if min_value is None and max_value is None and not special:
+      lo, hi = max(lo, -3), min(hi, 3)
+    cands = [lo, hi, 0, 1, -1, lo + 1, hi - 1]
+    return sorted({v for v in cands if lo <= v <= hi})
+  if k != "f":
+    return []
+  if dtype.name == "bfloat16":
+    import ml_dtypes
+    finfo = ml_dtypes.finfo(dtype)
+  else:
+    finfo = np.finfo(dtype)
+  bounded = min_value is not None or max_value is not None
+  nan = (special and not bounded) if allow_nan is None else (allow_nan and not bounded)
+  inf = (special and not bounded) if allow_inf is None else allow_inf
+  lo = -np.inf if min_value is None else float(min_value)
+  hi = np.inf if max_value is None else float(max_value)
+  cands = [0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5]
+  for b in (min_value, max_value):
+    if b is not None and np.isfinite(b):
+      cands.append(float(b))
+      if abs(b) < 2**24:
+        cands += [np.floor(b), np.ceil(b), np.floor(b) + 1, np.ceil(b) - 1]
+  if special and not bounded:
+    cands += [float(finfo.max), -float(finfo.max), float(finfo.tiny), -float(finfo.tiny),
+              float(finfo.smallest_subnormal), -float(finfo.smallest_subnormal)]
+  out, seen = [], set()
+  for v in cands:
+    # Rounded to the dtype (bounds inward, as ``elements`` does), kept if inside.
+    r = float(np.asarray(v, np.float64).astype(dtype).astype(np.float64))
+    if r != v and v in (min_value, max_value):
+      r = _representable_bounds(v if v == min_value else None,
+                                v if v == max_value else None,
+                                {2: 16}.get(dtype.itemsize, 32 if dtype.itemsize == 4
+                                            or dtype.name == "bfloat16" else 64))
+      r = [x for x in r if x is not None][0]
+      r = float(np.asarray(r, np.float64).astype(dtype).astype(np.float64))
+    if lo <= r <= hi and np.copysign(1.0, r).tobytes() + np.float64(r).tobytes() not in seen:
+      seen.add(np.copysign(1.0, r).tobytes() + np.float64(r).tobytes())
+      out.append(r)
+  if inf:
+    out += ([np.inf] if max_value is None else []) + ([-np.inf] if min_value is None else [])
+  if nan:
+    out += [np.nan, NEG_NAN]
+  return out
+
+
 @hst.composite
 def arrays(draw, dtype, shape=None, *, special: bool = True, min_value=None,
            max_value=None, allow_nan: Optional[bool] = None,
-           allow_inf: Optional[bool] = None, unique: bool = False):
-  """A numpy array; ``dtype`` and ``shape`` may be values or strategies."""
+           allow_inf: Optional[bool] = None, unique: bool = False, edges: bool = True):
+  """A numpy array; ``dtype`` and ``shape`` may be values or strategies.
+
+  With ``edges`` (the default) some arrays get a few elements from
+  :func:`edge_values` (within the same bounds and specials) and some are made of
+  ties (two or three values, edge values among them); ``unique`` arrays get no
+  ties. ``edges=False`` draws plain values only.
+  """
   if isinstance(dtype, hst.SearchStrategy):
     dtype = draw(dtype)
   dtype = np_dtype(dtype)
@@ -144,10 +225,33 @@ def arrays(draw, dtype, shape=None, *, special: bool = True, min_value=None,
     shape = shapes()
   if isinstance(shape, hst.SearchStrategy):
     shape = draw(shape)
+  shape = tuple(shape)
   elems = elements(dtype, special=special, min_value=min_value, max_value=max_value,
                    allow_nan=allow_nan, allow_inf=allow_inf)
   draw_dtype = np.dtype(np.float32) if dtype.name == "bfloat16" else dtype
-  value = draw(hnp.arrays(draw_dtype, tuple(shape), elements=elems, unique=unique))
+  size = int(np.prod(shape))
+  edge = edge_values(dtype, special=special, min_value=min_value, max_value=max_value,
+                     allow_nan=allow_nan, allow_inf=allow_inf) if edges else []
+  mode = draw(hst.integers(0, _PLAIN + _EDGES + _TIES_MODE - 1)) if edge and size else 0
+  if mode >= _PLAIN + _EDGES and not unique:
+    pool = draw(hst.lists(hst.one_of(hst.sampled_from(edge), elems), min_size=1, max_size=3))
+    which = draw(hnp.arrays(np.int8, shape, elements=hst.integers(0, len(pool) - 1)))
+    return np.asarray(pool, draw_dtype)[which].astype(dtype)
+  value = draw(hnp.arrays(draw_dtype, shape, elements=elems, unique=unique))
+  if mode >= _PLAIN:
+    flat = value.reshape(-1).copy()
+    # Half the picks from the non-finite values (when the draw allows them).
+    nonfinite = [v for v in edge if not np.isfinite(v)]
+    value_of = hst.sampled_from(edge)
+    if nonfinite:
+      value_of = hst.one_of(hst.sampled_from(nonfinite), value_of)
+    picks = draw(hst.lists(hst.tuples(hst.integers(0, size - 1), value_of),
+                           min_size=1, max_size=min(size, 6)))
+    for i, v in picks:
+      if unique and np.isin(np.asarray(v, draw_dtype), flat).any():
+        continue
+      flat[i] = v
+    value = flat.reshape(shape)
   return value.astype(dtype)
 
 
