@@ -363,3 +363,55 @@ def test_padded_nms_nodes_are_static_for_conversion_checks_and_reports():
   with pytest.raises(tfprims.DynamicShapeError) as err:
     tfprims.convert_functional(f, *spec)
   assert [op for op, _, _ in err.value.dynamic_shapes] == ["NonMaxSuppressionV3"]
+
+
+# --- CropAndResize: box edges at exactly 0 and 1 -------------------------------------------
+
+# (image size, crop size): 13 * fl(99 / 13) is 99 exactly, but XLA's rewrite of the division
+# by the constant 13 into a multiplication by fl(1 / 13) made it 99.00001, outside the
+# image; (14, 4) with y1 = 0.1 is where CropAndResizeGradBoxes' own scale arithmetic
+# ((y2 - y1) * ((h - 1) / (ch - 1))) puts the last row outside and CropAndResize's keeps it.
+_EDGE_SIZES = [(100, 14), (100, 31), (224, 31), (14, 4)]
+_EDGE_BOXES = np.array([[0, 0, 1, 1], [1, 1, 0, 0], [0.1, 0.1, 1, 1], [0.25, 0, 1, 0.75]],
+                       np.float32)
+
+
+@pytest.mark.parametrize("method", ["bilinear", "nearest"])
+@pytest.mark.parametrize("size, crop", _EDGE_SIZES)
+def test_crop_and_resize_box_edges_at_one_sample_the_last_pixel_like_tf(size, crop, method):
+  """The crops (eager and jit) and TF's gradient program (CropAndResizeGradImage and
+  CropAndResizeGradBoxes, converted) and jax.grad of the converted crop agree with TF
+  on boxes with edges at exactly 0 and 1: the last row/column used to be extrapolated
+  (errors ~0.9)."""
+  rng = np.random.default_rng(size + crop)
+  image = rng.random((1, size, size, 2), np.float32)
+  boxes, ind = _EDGE_BOXES, np.zeros(len(_EDGE_BOXES), np.int32)
+  ct = rng.normal(size=(len(boxes), crop, crop, 2)).astype(np.float32)
+  specs = (tf.TensorSpec(image.shape, F32), tf.TensorSpec(boxes.shape, F32))
+
+  def crops(i, b):
+    return tf.image.crop_and_resize(i, b, ind, [crop, crop], method=method)
+
+  @tf.function
+  def grads(i, b):
+    with tf.GradientTape() as tape:
+      tape.watch([i, b])
+      out = crops(i, b)
+    return tape.gradient(out, [i, b], output_gradients=tf.constant(ct))
+
+  want = crops(image, boxes)
+  fn, params = tfprims.convert(tf.function(crops), *specs)
+  rtol = 1e-6 if method == "bilinear" else 0.0   # XLA contracts the lerps into FMAs
+  _assert_same([fn(params, image, boxes)[0]], [want], rtol)
+  _assert_same([jax.jit(lambda i, b: fn(params, i, b)[0])(image, boxes)], [want], rtol)
+
+  want_grads = [w.numpy() for w in grads(image, boxes)]
+  grad_fn, grad_params = tfprims.convert(grads, *specs)
+  jaxpr = jax.make_jaxpr(lambda i, b: grad_fn(grad_params, i, b))(image, boxes)
+  assert {"tf.CropAndResizeGradImage", "tf.CropAndResizeGradBoxes"} <= jaxpr_primitives(jaxpr)
+  ours = jax.jit(lambda i, b: grad_fn(grad_params, i, b)[0])(image, boxes)
+  theirs = jax.grad(lambda i, b: jnp.sum(fn(params, i, b)[0] * ct), argnums=(0, 1))
+  for got in (ours, jax.jit(theirs)(image, boxes)):
+    np.testing.assert_allclose(got[0], want_grads[0], rtol=1e-5, atol=1e-5)
+    scale = np.abs(want_grads[1]).max()
+    np.testing.assert_allclose(got[1], want_grads[1], rtol=1e-4, atol=1e-5 * scale)

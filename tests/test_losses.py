@@ -406,9 +406,8 @@ def test_direct_calls_of_library_functions_return_each_output():
 @pytest.mark.parametrize("blank_index", [0, -1])
 def test_tf_nn_ctc_loss_dense_labels(blank_index):
   """Dense labels run TF's own forward-backward (While loops, scatters), not CTCLoss;
-  the converted program agrees with TF, gradients included. It needs x64: TF's "log 0"
-  is log(1e-307) computed in float64 (-706.9); in 32 bits it is -inf and the masks
-  multiplying it give NaN."""
+  the converted program agrees with TF, gradients included (x64 on here; x64 off:
+  test_tf_nn_ctc_loss_dense_labels_x64_off)."""
   dense, label_len, logit_len = _ctc_batch(blank_last=blank_index == -1, seed=5)
   tf_fn = tf.function(lambda lg, y, yl, ll: tf.nn.ctc_loss(
       y, lg, yl, ll, logits_time_major=False, blank_index=blank_index))
@@ -445,6 +444,69 @@ def test_keras_ops_ctc_loss_matches_tf():
   args = (dense, logits, label_len, logit_len)
   with jax.enable_x64(True):   # see test_tf_nn_ctc_loss_dense_labels
     _close(fn(*args), tf_fn(*args), rtol=1e-4)
+  _close(fn(*args), tf_fn(*args), rtol=1e-4)    # x64 off too
+
+
+_DENSE_LABELS = np.array([[1, 2, 3, 2, 0], [4, 5, 1, 0, 0]], np.int32)
+_DENSE_CASES = [  # labels, label lengths, logit lengths
+    (_DENSE_LABELS, [4, 3], [20, 17]),
+    (_DENSE_LABELS, [0, 5], [20, 17]),                  # an empty label, a full-length one
+    (np.array([[1, 2, 3, 4, 5], [4, 5, 1, 2, 3]], np.int32), [5, 5], [20, 17]),
+    (_DENSE_LABELS, [4, 3], [3, 2]),                    # too few frames: TF gives ~710
+    (np.array([[1, 1, 1, 1, 0], [4, 5, 1, 0, 0]], np.int32), [4, 3], [6, 3]),
+]
+
+
+@needs_ops(*_DENSE_CTC_OPS)
+@pytest.mark.filterwarnings("ignore::tfprims.PrecisionWarning")
+def test_tf_nn_ctc_loss_dense_labels_x64_off():
+  """With x64 off, ctc_loss_dense's "log 0", ``log(cast(0, float64) + 1e-307)`` (-706.9
+  cast to float32), used to be computed in float32: 1e-307 is 0 there, log 0 = -inf and
+  ``(1 - mask) * log_0`` gave NaN losses and gradients. Known float64 values now fold in
+  float64 (dtypes.is_wide). One conversion and one compilation serve every case (the
+  lengths are data)."""
+  logits = np.random.default_rng(8).uniform(-2, 2, (20, 2, 6)).astype(np.float32)
+  tf_fn = tf.function(lambda lg, y, yl, ll: tf.nn.ctc_loss(
+      y, lg, yl, ll, logits_time_major=True, blank_index=0))
+  specs = (tf.TensorSpec([20, 2, 6], F32), tf.TensorSpec([2, 5], tf.int32),
+           tf.TensorSpec([2], tf.int32), tf.TensorSpec([2], tf.int32))
+  with jax.enable_x64(False):
+    fn = tfprims.convert_functional(tf_fn, *specs)
+    value = jax.jit(fn)
+    grad = jax.jit(jax.grad(lambda z, *a: jnp.sum(fn(z, *a))))
+    for i, (labels, label_len, logit_len) in enumerate(_DENSE_CASES):
+      args = (labels, np.array(label_len, np.int32), np.array(logit_len, np.int32))
+      x = tf.constant(logits)
+      with tf.GradientTape() as tape:
+        tape.watch(x)
+        expected = tf_fn(x, *args)
+      expected_grad = tape.gradient(expected, x)
+      assert np.isfinite(expected).all()
+      _close(value(logits, *args), expected, rtol=1e-5)
+      _close(grad(logits, *args), expected_grad, rtol=1e-4)
+      if i == 0:   # eager (op by op)
+        _close(fn(logits, *args), expected, rtol=1e-5)
+
+
+def test_known_float64_values_fold_in_float64_with_x64_off():
+  """Constants and what folds from them keep TF's float64 precision with x64 off (a
+  value narrowed to float32 only where it enters the program); runtime float64 values
+  are float32 (docs/semantics.md)."""
+  f = tf.function(lambda x: (tf.cast(tf.math.log(tf.cast(0, tf.float64) + 1e-307), F32),
+                             x + tf.cast(tf.constant(1e-300, tf.float64) * 1e300, F32),
+                             tf.constant(1e-307, tf.float64) * 1e300))
+  with jax.enable_x64(False), pytest.warns(tfprims.PrecisionWarning):
+    fn = tfprims.convert_functional(f, tf.TensorSpec([], F32))
+  with jax.enable_x64(False):
+    for out in (fn(np.float32(1)), jax.jit(fn)(np.float32(1))):
+      expected = f(np.float32(1))
+      assert [o.dtype for o in out] == [jnp.float32] * 3
+      _close(out[0], expected[0], rtol=1e-7)          # -706.8936, not -inf
+      _close(out[1], expected[1], rtol=1e-7)          # 2, not 1
+      _close(out[2], expected[2], rtol=1e-7)          # 1e-7, not 0
+    g = tf.function(lambda: tf.constant(1e300, tf.float64) * 10.0)
+    with pytest.raises(tfprims.Int64OverflowError, match="would become inf"):
+      tfprims.convert_functional(g)()                 # narrowed where it leaves: refused
 
 
 def test_ctc_grad_and_vmap_jaxprs_are_tf_named_and_second_derivative_raises():

@@ -37,7 +37,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, mlir, xla
 from jax.interpreters import batching as jax_batching
 
-from tfprims import config, derived, errors, folding, opdefs
+from tfprims import config, derived, dtypes, errors, folding, opdefs
 
 __all__ = [
     "Op", "TFOp", "StructuralOp", "define_op", "register_op", "register_structural",
@@ -251,7 +251,10 @@ class TFOp(Op):
     """Folds when every operand is concrete, binds the primitive otherwise
     (``params`` as :meth:`prepare` made them: already hashable)."""
     if all(is_concrete(o) for o in operands):
-      return self.fold(*operands, **params)
+      if _folds_wide(operands, params):
+        return self._fold_wide(operands, params)
+      return self.fold(*_narrowed(operands, self.op_type), **params)
+    operands = _narrowed(operands, self.op_type)
     if folding.has_symbolic(operands):
       # Symbolic dims beside traced values (a loop bound tf.shape(x)[0] under
       # jax.export) are the program's values.
@@ -278,8 +281,35 @@ class TFOp(Op):
     out = [folding.weight(o) if weights else np.asarray(o) for o in out]
     return out if self.multiple_results else out[0]
 
+  def _fold_wide(self, operands, params):
+    """Folds in TF's 64-bit precision while x64 is off (see :func:`dtypes.is_wide`):
+    float64/complex128 results stay wide, other 64-bit ones are narrowed."""
+    with jax.enable_x64(True):
+      out = self.fold(*operands, **params)
+    outs = [o if dtypes.is_wide(o) else
+            dtypes.canonicalize_value(o, f"{self.op_type} result")
+            for o in (out if self.multiple_results else [out])]
+    return outs if self.multiple_results else outs[0]
+
   def __repr__(self):
     return f"<TFOp {self.op_type} ({self.family})>"
+
+
+def _narrowed(operands, op_type):
+  return [dtypes.narrow(o, f"an operand of {op_type}") for o in operands]
+
+
+def _folds_wide(operands, params) -> bool:
+  """Whether known operands fold in 64-bit precision while x64 is off: a wide operand or
+  a float64/complex128 dtype attr (``Cast[DstT=float64]``), no weights nor symbolic dims
+  (those bind into the 32-bit program)."""
+  if dtypes.x64_enabled():
+    return False
+  wide = any(dtypes.is_wide(o) for o in operands) or any(
+      any(isinstance(d, np.dtype) and d in dtypes.WIDE_FLOATS
+          for d in (v if isinstance(v, tuple) else (v,))) for v in params.values())
+  return wide and not any(folding.is_weight(o) for o in operands) and not (
+      folding.has_symbolic(operands) or folding.has_symbolic_param(params))
 
 
 def _check_new(op_type: str, replace: bool) -> None:

@@ -66,6 +66,25 @@ def canonicalize_value(value: np.ndarray, what: str = "value") -> np.ndarray:
   return value
 
 
+WIDE_FLOATS = frozenset({np.dtype("float64"), np.dtype("complex128")})
+
+
+def is_wide(value: Any) -> bool:
+  """Whether ``value`` is a float64/complex128 numpy value held while x64 is off: a
+  constant, or a value folded from constants. Known values are computed in TF's
+  precision (``log(0.0 + 1e-307)``, ctc_loss_dense's "log 0", is -706.9, where float32
+  would give ``log(0) = -inf``) and narrowed only where they enter the program
+  (:func:`narrow`)."""
+  return (type(value) is np.ndarray or isinstance(value, np.generic)) and \
+      value.dtype in WIDE_FLOATS and not x64_enabled()
+
+
+def narrow(value: Any, what: str = "value") -> Any:
+  """``value`` as the program holds it (:func:`canonicalize_value` of a wide value;
+  anything else as it is)."""
+  return canonicalize_value(value, what) if is_wide(value) else value
+
+
 @functools.lru_cache(maxsize=None)
 def from_tf(dtype: Any) -> Optional[np.dtype]:
   """numpy dtype of a TF dtype (``tf.DType``, enum int or name); None if not numeric."""

@@ -22,7 +22,7 @@ from typing import Any, Mapping, Optional, Sequence
 import jax
 import numpy as np
 
-from tfprims import config, core, errors, folding, graph as graph_lib, opdefs
+from tfprims import config, core, dtypes, errors, folding, graph as graph_lib, opdefs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,7 +142,8 @@ def run(ctx: Context, graph: graph_lib.Graph, feeds: Mapping[str, Any]) -> list:
       env[node.name] = run_node(ctx, node, inputs)
     for name in drops:  # free intermediates after their last use
       env.pop(name, None)
-  return [deref(ctx, _lookup(env, ref, None)) for ref in graph.outputs]
+  return [dtypes.narrow(deref(ctx, _lookup(env, ref, None)), f"output '{ref[0]}'")
+          for ref in graph.outputs]
 
 
 def _lookup(env, ref, node):
@@ -171,7 +172,9 @@ def run_node(ctx: Context, node: graph_lib.Node, inputs: list) -> list:
       for value in inputs:
         if isinstance(value, _OPAQUE):
           _refuse_opaque(node, value)
-    if op.interpret is not None:
+    if op.interpret is not None:  # hooks get the program's dtypes (dtypes.narrow)
+      inputs = [dtypes.narrow(v, f"an input of {node.op} node '{node.name}'")
+                for v in inputs]
       return list(op.interpret(ctx, node, inputs))
     return bind_node(ctx, op, node, inputs)
   except errors.TFPrimsError:

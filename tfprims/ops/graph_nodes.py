@@ -27,6 +27,8 @@ def _const(ctx, node, inputs):
   if (value.dtype == np.float32 and ctx.option("force_const_float32_to_bfloat16") or
       value.dtype == np.float64 and ctx.option("force_const_float64_to_bfloat16")):
     return [np.asarray(value, dtype=jnp.bfloat16)]
+  if value.dtype in dtypes.WIDE_FLOATS:  # kept wide while known (dtypes.is_wide)
+    return [np.asarray(value)]
   return [dtypes.canonicalize_value(value, f"Const node '{node.name}'")]
 
 

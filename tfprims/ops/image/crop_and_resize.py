@@ -2,8 +2,11 @@
 (NHWC, static crop size; boxes and box indices are data).
 
 Sampling positions are TF's (``y1 * (h - 1) + y * (y2 - y1) * (h - 1) / (ch - 1)``, or
-the box centre for a 1-pixel crop), in float32 with TF's roundings; positions outside
-the image give ``extrapolation_value``. Bilinear sampling lerps the two rows' x-lerps
+the box centre for a 1-pixel crop), in float32 with TF's roundings bit for bit (no FMA
+contraction, a true division: see ``_divided``); CropAndResizeGradBoxes scales by
+``(y2 - y1) * ((h - 1) / (ch - 1))``, as TF's kernel, which rounds differently (an edge
+at 1.0 can be outside there and inside for the crop). Positions outside the image give
+``extrapolation_value``. Bilinear sampling lerps the two rows' x-lerps
 (TF's order); nearest rounds halves away from zero (``roundf``). Box indices outside
 ``[0, batch)``, which TF's CPU kernel rejects, give zero crops (and are dropped by the
 gradient ops), like a gather; the op declares TF's check.
@@ -30,16 +33,33 @@ from tfprims.rules import U
 _F32 = jnp.float32
 
 
-def _positions(lo, hi, size, crop):
+def _divided(x, k):
+  """``x / k`` rounded once, as TF's float32 division. XLA's algebraic simplifier turns a
+  division by a constant into a multiplication by its (rounded) reciprocal, which is
+  off by an ulp for many (x, k): ``99 / 13`` gives 7.615385 instead of 7.6153846, so
+  ``13 * scale`` is 99.00001 and a box edge at 1.0 samples outside the image. The
+  divisor is made data-dependent (NaN where ``x`` is NaN, so the quotient is unchanged)."""
+  return x / jnp.where(jnp.isnan(x), jnp.asarray(np.nan, x.dtype), jnp.asarray(k, x.dtype))
+
+
+def _positions(lo, hi, size, crop, *, grad_boxes=False):
   """(num_boxes, crop) sampling positions along one axis and whether each is inside
-  the image (TF's CropAndResize arithmetic, float32)."""
+  the image: TF's float32 arithmetic, each product and quotient rounded (TF's CPU
+  kernels are built without FMA contraction). CropAndResize and CropAndResizeGradImage
+  scale by ``(hi - lo) * (size - 1) / (crop - 1)``; CropAndResizeGradBoxes (hence the
+  boxes' derivative) by ``(hi - lo) * ((size - 1) / (crop - 1))``, which rounds
+  differently. A 1-pixel crop samples the box centre (``0.5 * (lo + hi) * (size - 1)``,
+  in double in TF: one rounding)."""
   last = np.float32(size - 1)
   if crop > 1:
-    scale = stored((hi - lo) * last) / np.float32(crop - 1)
+    if grad_boxes:
+      scale = stored((hi - lo) * (last / np.float32(crop - 1)))
+    else:
+      scale = _divided(stored((hi - lo) * last), crop - 1)
     steps = jnp.arange(crop, dtype=_F32)
     pos = stored(lo[:, None] * last) + stored(steps[None, :] * scale[:, None])
   else:
-    pos = ((lo + hi) * np.float32(0.5) * last)[:, None]
+    pos = ((lo + hi) * np.float32(0.5 * (size - 1)))[:, None]
   inside = (pos >= 0) & (pos <= last)
   return pos, inside
 
@@ -50,7 +70,7 @@ def _round_half_away(x):
   return jnp.where(x - fl >= 0.5, fl + 1, fl)
 
 
-def _sampling(image, boxes, box_ind, crop_size):
+def _sampling(image, boxes, box_ind, crop_size, *, grad_boxes=False):
   """What every op of the family needs: the valid-box mask, safe box indices, the
   positions along y and x and their masks."""
   n, h, w, _ = image if isinstance(image, tuple) else image.shape
@@ -58,8 +78,8 @@ def _sampling(image, boxes, box_ind, crop_size):
   boxes = boxes.astype(_F32)
   valid = (box_ind >= 0) & (box_ind < n)
   safe = jnp.where(valid, box_ind, 0).astype(jnp.int32)
-  py, iny = _positions(boxes[:, 0], boxes[:, 2], h, ch)
-  px, inx = _positions(boxes[:, 1], boxes[:, 3], w, cw)
+  py, iny = _positions(boxes[:, 0], boxes[:, 2], h, ch, grad_boxes=grad_boxes)
+  px, inx = _positions(boxes[:, 1], boxes[:, 3], w, cw, grad_boxes=grad_boxes)
   return valid, safe, py, iny, px, inx
 
 
@@ -158,7 +178,8 @@ def _box_partials(image, boxes, box_ind, crop_size):
   the derivatives of the positions in (y1, y2) and (x1, x2)."""
   _, h, w, _ = image.shape
   ch, cw = crop_size
-  valid, safe, py, iny, px, inx = _sampling(image, boxes, box_ind, crop_size)
+  valid, safe, py, iny, px, inx = _sampling(image, boxes, box_ind, crop_size,
+                                            grad_boxes=True)
   tl, tr, bl, br, ly, lx = _corners(image.astype(_F32), safe, py, px, h, w)
   gy = (1 - lx) * (bl - tl) + lx * (br - tr)
   gx = (1 - ly) * (tr - tl) + ly * (br - bl)
@@ -321,16 +342,32 @@ def _image_values(st, dtype, shape):
   return _values(st, dtype, shape, bound=8.0)
 
 
+# Box coordinates: exact boundaries (an edge at 0 or 1 samples the first or last pixel
+# only if TF's float32 rounding lands on it), eighths over [-0.5, 1.5] (pixel centres,
+# halfway ties, outside the image), decimals and thirds that float32 rounds, and uniform
+# values. Image and crop sizes are mostly at most 4, sometimes sizes where XLA's
+# reciprocal-of-a-constant division and TF's roundings disagree (13 * (99 / 13) and the
+# like): (4, 4) with 1/3 or 0.9, (14, 4) with 0.1, (2..5, 7 or 14) with 0.1 or 0.2.
+_BOX_VALUES = (0.0, 1.0, 0.5, 0.25, 0.75, 0.1, 0.2, 0.3, 0.9, 1 / 3, 2 / 3)
+
+
+def _box_coordinate(st):
+  return st.one_of(st.sampled_from(_BOX_VALUES), st.integers(-4, 12).map(lambda k: k / 8),
+                   st.floats(-0.5, 1.5, width=32))
+
+
+def _side(st, more):
+  return st.one_of(st.integers(1, 4), st.sampled_from(more))
+
+
 def _crop_calls(st, op_type):
   @st.composite
   def draw_call(draw):
     n, c = draw(st.integers(1, 2)), draw(st.integers(1, 2))
-    h, w = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    h, w = draw(_side(st, (5, 14))), draw(_side(st, (5, 14)))
     nb = draw(st.integers(0, 3))
-    crop = (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
-    # Box corners in eighths (exact in float32) over [-0.5, 1.5]: positions on pixel
-    # centres, halfway ties and outside the image all occur.
-    boxes = np.array([[draw(st.integers(-4, 12)) / 8 for _ in range(4)] for _ in range(nb)],
+    crop = (draw(_side(st, (7, 14))), draw(_side(st, (7, 14))))
+    boxes = np.array([[draw(_box_coordinate(st)) for _ in range(4)] for _ in range(nb)],
                      np.float32).reshape(nb, 4)
     box_ind = np.array([draw(st.integers(0, n - 1)) for _ in range(nb)], np.int32)
     method = draw(st.sampled_from(("bilinear", "nearest")))
@@ -351,13 +388,37 @@ def _crop_calls(st, op_type):
   return draw_call()
 
 
+def _crop_cases(op_type):
+  """Canonical calls: a whole-image box (and its flip) where 13 * (99 / 13) must be 99
+  exactly (image 100, crop 14), and boxes from 0.1 where CropAndResizeGradBoxes' scale
+  leaves the last row outside and CropAndResize's keeps it (image 14, crop 4)."""
+  rng = np.random.default_rng(0)
+  cases = []
+  for size, crop, lo in ((100, 14, 0.0), (14, 4, 0.1)):
+    boxes = np.array([[lo, lo, 1, 1], [1, 1, lo, lo], [lo, 0, 1, 0.5]], np.float32)
+    image = rng.random((1, size, size, 1)).astype(np.float32)
+    grads = rng.normal(size=(3, crop, crop, 1)).astype(np.float32)
+    common = dict(boxes=boxes, box_ind=np.zeros(3, np.int32))
+    for method in ("bilinear", "nearest"):
+      if op_type == "CropAndResize":
+        cases.append(dict(common, image=image, crop_size=np.array([crop, crop], np.int32),
+                          method=method, extrapolation_value=-2.0))
+      elif op_type == "CropAndResizeGradImage":
+        cases.append(dict(common, grads=grads, image_size=np.array([1, size, size, 1],
+                                                                   np.int32),
+                          T=np.dtype("float32"), method=method))
+    if op_type == "CropAndResizeGradBoxes":
+      cases.append(dict(common, grads=grads, image=image, method="bilinear"))
+  return cases
+
+
 CropAndResize = define_op(
     "CropAndResize", crop_and_resize, family=FAMILY, static=("crop_size",),
     attrs=("method", "extrapolation_value"), check=_crop_check,
     jvp=(_image_jvp, _boxes_jvp, None), transpose=_crop_transpose,
     batching=_crop_batching,
     spec=lambda st: st.Spec(_crop_calls(st, "CropAndResize"), rtol=1e-5, atol=1e-5,
-                            diff_args=("image", "boxes")))
+                            diff_args=("image", "boxes"), cases=_crop_cases("CropAndResize")))
 
 CropAndResizeGradImage = define_op(
     "CropAndResizeGradImage", crop_and_resize_grad_image, family=FAMILY,
@@ -367,11 +428,11 @@ CropAndResizeGradImage = define_op(
     transpose=_grad_image_transpose, batching=_grad_image_batching,
     spec=lambda st: st.Spec(_crop_calls(st, "CropAndResizeGradImage"),
                             rtol={"float16": 1e-2}, atol={"float16": 1e-2},
-                            diff_args=("grads",)))
+                            diff_args=("grads",), cases=_crop_cases("CropAndResizeGradImage")))
 
 CropAndResizeGradBoxes = define_op(
     "CropAndResizeGradBoxes", crop_and_resize_grad_boxes, family=FAMILY,
     attrs=("method",), check=_grad_boxes_check, batching=_grad_boxes_batching,
     spec=lambda st: st.Spec(_crop_calls(st, "CropAndResizeGradBoxes"), rtol=1e-4, atol=1e-4,
-                            diff_args=("grads",),
+                            diff_args=("grads",), cases=_crop_cases("CropAndResizeGradBoxes"),
                             note="Sums over the crop in another order than TF's loop."))
