@@ -133,14 +133,18 @@ def _hlo_computations(lowered) -> str:
 
 
 # The same models written by hand in jnp, with TF's semantics where jax.nn differs:
-# TF's Relu keeps -0.0, its Softmax multiplies by the reciprocal of the sum, and its
-# CPU MaxPool never lets NaN win (values are clamped below at the lowest float).
+# TF's Relu keeps -0.0, its float32 Softmax (oneDNN's) takes the max from the lowest
+# float over the non-NaN logits, exp(NaN) as inf and multiplies by the reciprocal of the
+# sum, and its CPU MaxPool never lets NaN win (values are clamped below at the lowest
+# float).
 def _relu(x):
   return jnp.where(x < 0, jnp.zeros((), x.dtype), x)
 
 
 def _softmax(x):
-  e = jnp.exp(x - jnp.max(x, axis=-1, keepdims=True))
+  lowest = np.finfo(np.float32).min
+  shifted = x - jnp.max(jnp.where(x >= lowest, x, lowest), axis=-1, keepdims=True)
+  e = jnp.exp(jnp.where(shifted >= shifted, shifted, jnp.inf))
   return e * (1 / jnp.sum(e, axis=-1, keepdims=True))
 
 
@@ -158,7 +162,9 @@ def _jnp_cnn(p, x, names):
   h = _relu(h + b1)
   lowest = np.finfo(np.float32).min
   h = jnp.where(h >= lowest, h, lowest)
-  h = jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+  # TF's max pool: a later element wins only if strictly greater (-0.0 before +0.0 wins).
+  h = jax.lax.reduce_window(h, -jnp.inf, lambda a, b: jax.lax.select(b > a, b, a),
+                            (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
   h = jax.lax.conv_general_dilated(h, k2, (2, 2), "VALID", dimension_numbers=dn)
   h = _relu(h + b2)
   h = h.reshape(h.shape[0], -1)

@@ -262,6 +262,58 @@ def test_softmax_second_order_matches_tf():
     assert "tf.Sum" in str(hess_jaxpr) or "reduce_sum" in str(hess_jaxpr)
 
 
+def _tf_softmax_is_onednns():
+  """TF's float32 Softmax runs oneDNN's kernel (TF_ENABLE_ONEDNN_OPTS=0 turns it off)."""
+  try:
+    tf.raw_ops.Conv2D(input=tf.zeros((1, 1, 2, 2)), filter=tf.zeros((1, 1, 1, 1)),
+                      strides=[1, 1, 1, 1], padding="VALID", data_format="NCHW")
+    return True
+  except tf.errors.OpError:
+    return False
+
+
+_SOFTMAX_ROWS = [[np.nan, 1, 2, 3], [np.inf, 1, 2, -np.inf], [np.inf, np.inf, 1, 0],
+                 [-np.inf] * 4, [-np.inf, 1, 2, 3], [1e30, 1, -1e30, 2], [1e30, 1e30, 1, 0],
+                 [3e38, -3e38, 0, np.nan], [np.nan, np.inf, 1, 0], [-np.inf, np.nan, -np.inf, 1],
+                 [-np.inf, np.nan, -np.inf, np.nan], [0.5, -1, 2, 0]]
+
+
+@pytest.mark.parametrize("name", ["Softmax", "LogSoftmax"])
+def test_softmax_special_rows_match_tf_kernels_per_dtype(name, x64):
+  # float32/float16/bfloat16 Softmax (oneDNN): NaN at NaN/+inf logits, 0 for the rest of
+  # their row; float64 Softmax and LogSoftmax (Eigen): NaN for the row.
+  import ml_dtypes
+  if not _tf_softmax_is_onednns():
+    pytest.skip("TF's oneDNN kernels are off")
+  for dtype in (np.float32, np.float16, ml_dtypes.bfloat16, np.float64):
+    probe = tf_call("Softmax", logits=tf.constant([[np.nan, 1.0]], dtype))
+    if dtype in (np.float16, ml_dtypes.bfloat16) and np.isnan(probe[0, 1]):
+      continue   # no oneDNN half kernel on this CPU (no AVX512-FP16/BF16): Eigen's
+    with np.errstate(over="ignore"):
+      x = np.array(_SOFTMAX_ROWS, np.float64).astype(dtype).reshape(6, 2, 4)
+    want = tf_call(name, logits=tf.constant(x)).astype(np.float64)
+    for ours in (call(name, x), jax.jit(lambda v: call(name, v))(x)):
+      ours = np.asarray(ours).astype(np.float64)
+      np.testing.assert_allclose(ours, want, rtol=1e-2, atol=1e-3, err_msg=str(dtype))
+      num = ~np.isnan(want)
+      np.testing.assert_array_equal(np.signbit(ours[num]), np.signbit(want[num]),
+                                    err_msg=str(dtype))
+
+
+def test_softmax_nan_in_long_rows_is_lane_independent():
+  # In rows longer than 8, oneDNN's SIMD max also makes some other lanes of a row holding
+  # NaN NaN (which ones depends on the position and the ISA); tfprims gives NaN at the NaN
+  # logits only, and agrees with TF wherever TF is not NaN.
+  if not _tf_softmax_is_onednns():
+    pytest.skip("TF's oneDNN kernels are off")
+  x = np.tile(np.linspace(-1, 1, 9, dtype=np.float32), (9, 1))
+  np.fill_diagonal(x, np.nan)
+  want = tf_call("Softmax", logits=tf.constant(x))
+  for ours in (np.asarray(call("Softmax", x)), np.asarray(jax.jit(op("Softmax"))(x))):
+    np.testing.assert_array_equal(np.isnan(ours), np.eye(9, dtype=bool))
+    np.testing.assert_array_equal(ours[~np.isnan(want)], want[~np.isnan(want)])
+
+
 # ---------------------------------------------------------------------------
 # Integer division and modulo: TF's rounding, INT_MIN / -1, and division by zero.
 
@@ -363,6 +415,70 @@ def test_integer_pow_matches_tf_and_negative_exponents_are_documented():
   xn = np.array([2, 1, -1, -1, 0, -3], np.int32)
   yn = np.array([-1, -4, -3, -2, -1, -2], np.int32)
   np.testing.assert_array_equal(call("Pow", xn, yn), [0, 1, -1, 1, 0, 0])
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64"])
+def test_integer_pow_squares_over_every_exponent_bit_like_tf(dtype, x64):
+  # jnp.power stops after 6 bits of the exponent (2 ** 64 was 1, TF's is 0; 3 ** 65 differs).
+  info = np.iinfo(dtype)
+  xs = np.array([2, -2, 3, -3, 5, 7, 1, -1, 0, info.max, info.min], dtype)
+  ys = np.array([63, 64, 65, 66, 70, 100, info.max], dtype)
+  x, y = (a.ravel() for a in np.meshgrid(xs, ys, indexing="ij"))
+  want = tf_call("Pow", x=tf.constant(x), y=tf.constant(y))
+  np.testing.assert_array_equal(call("Pow", x, y), want)
+  np.testing.assert_array_equal(jax.jit(op("Pow"))(x, y), want)
+
+
+def test_pow_and_atan2_of_subnormals_are_tf_scalar_and_xla_results(x64):
+  # TF's CPU kernels treat a subnormal as 0 inside SIMD packets and as itself in the
+  # scalar tail (pow(0, 1e-40) is 1 for 16 elements, 0 for one); TF-XLA and tfprims give
+  # the scalar results (docs/semantics/elementwise.md).
+  for dtype, d in ((np.float32, 1e-40), (np.float64, 1e-310)):
+    cases = {"Pow": (dict(x=[0.0, -0.0, -2.0, 2.0, 0.0], y=[d, -d, d, d, 2 * d])),
+             "Atan2": (dict(y=[0.0, d, d, -1.0, -0.0], x=[d, d, 0.0, d, d]))}
+    for name, kw in cases.items():
+      kw = {k: np.array(v, dtype) for k, v in kw.items()}
+      scalar = np.array([tf_call(name, **{k: tf.constant(v[i:i + 1]) for k, v in kw.items()})[0]
+                         for i in range(5)])
+      xla = tf.function(lambda **a: getattr(tf.raw_ops, name)(**a), jit_compile=True)(
+          **{k: tf.constant(v) for k, v in kw.items()}).numpy()
+      np.testing.assert_array_equal(scalar, xla, err_msg=name)
+      args = [kw[k] for k in (("x", "y") if name == "Pow" else ("y", "x"))]
+      np.testing.assert_array_equal(call(name, *args), scalar, err_msg=name)
+      np.testing.assert_array_equal(jax.jit(op(name))(*args), scalar, err_msg=name)
+
+
+def test_lgamma_is_exactly_zero_at_one_and_two_like_tf(x64):
+  # XLA's float32 lgamma(1) is 4.8e-7; FloorDiv by a huge negative turned it into -1.
+  for dtype in (np.float16, np.float32, np.float64):
+    x = np.array([1.0, 2.0, 3.0, 0.5, 1.5, -0.5], dtype)
+    want = tf_call("Lgamma", x=tf.constant(x))
+    got = np.asarray(call("Lgamma", x))
+    np.testing.assert_array_equal(got[:2], want[:2])
+    np.testing.assert_array_equal(np.signbit(got[:2]), np.signbit(want[:2]))
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-5)
+    y = np.full(6, -1e30 if dtype != np.float16 else -6e4, dtype)
+    lg = jax.jit(op("Lgamma"))(x)
+    np.testing.assert_array_equal(call("FloorDiv", lg, y)[:2],
+                                  tf_call("FloorDiv", x=tf.constant(want), y=tf.constant(y))[:2])
+
+
+def test_erfinv_next_to_one_is_tf_xlas(x64):
+  # TF's kernel computes ndtri(x / 2 + 1/2): the float next to 1 rounds to ndtri(1) = inf
+  # on both sides, and float64 loses accuracy near 1; tfprims uses XLA's erf_inv, as
+  # TF-XLA does (docs/semantics/elementwise.md).
+  xla = tf.function(lambda v: tf.raw_ops.Erfinv(x=v), jit_compile=True)
+  for dtype in (np.float32, np.float64):
+    eps = np.finfo(dtype).eps
+    x = np.array([1 + eps, 1 - eps / 2, -1 - eps, 1e-10, 1 - 1e-12, 1.0], dtype)
+    want = xla(tf.constant(x)).numpy()
+    for got in (call("Erfinv", x), jax.jit(op("Erfinv"))(x)):
+      np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+    eager = tf_call("Erfinv", x=tf.constant(x))
+    assert eager[0] == np.inf and np.isnan(want[0])
+    zeros = np.array([-0.0, 0.0], dtype)   # TF's ndtri(1/2) is +0.0 for both
+    np.testing.assert_array_equal(np.signbit(call("Erfinv", zeros)),
+                                  np.signbit(tf_call("Erfinv", x=tf.constant(zeros))))
 
 
 @pytest.mark.parametrize("dtype", ["int8", "int32", "uint8", "uint32"])

@@ -336,6 +336,28 @@ def test_empty_reductions_match_tf():
                                   getattr(tf.raw_ops, name)(input=x, axis=1, keep_dims=True))
 
 
+def test_float_prod_order_follows_tf_xla_where_partial_products_leave_the_range():
+  # TF's Eigen kernel multiplies in SIMD lanes (its NaN/inf here depends on positions
+  # and the packet width); tfprims gives TF-XLA's results (docs/semantics/
+  # reductions_linalg.md), and agrees with the kernel where nothing over/underflows.
+  xla = tf.function(lambda v: tf.raw_ops.Prod(input=v, axis=0), jit_compile=True)
+  for n, pos in [(3, (1, 2)), (20, (1, 3)), (20, (1, 2)), (20, (16, 17)), (40, (1, 17))]:
+    x = np.ones(n, np.float32)
+    x[0], x[pos[0]], x[pos[1]] = -np.inf, 1e-30, 1e-30
+    want = xla(tf.constant(x)).numpy()
+    assert want == -np.inf
+    for got in (R.Prod(x, axis=(0,), keep_dims=False),
+                jax.jit(lambda v: R.Prod(v, axis=(0,), keep_dims=False))(x)):
+      np.testing.assert_array_equal(got, want)
+  x = np.array([[-np.inf, 2, -3, 0.5, -0.0], [-np.inf, 1e30, -1e-30, 3, 7],
+                [1e20, 1e18, -1e-10, 4, -2], [np.nan, 1, 2, 3, 4]], np.float32)
+  for axis in (0, 1):
+    want = tf.raw_ops.Prod(input=x, axis=axis).numpy()
+    got = np.asarray(R.Prod(x, axis=(axis,), keep_dims=False))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
 def _integer_mean_cases():
   i32 = np.iinfo(np.int32)
   yield np.array([[-7, 7, -1, 1], [-5, -5, -5, 6]], np.int32)

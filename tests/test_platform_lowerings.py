@@ -25,8 +25,7 @@ from helpers import on_spec_draws
 
 FAST_OPS = ("DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
             "DepthwiseConv2dNativeBackpropFilter", "Conv2D", "Conv2DBackpropInput",
-            "Conv2DBackpropFilter", "Conv3D", "MaxPool", "MaxPoolV2", "MaxPool3D", "AvgPool",
-            "AvgPool3D")
+            "Conv2DBackpropFilter", "Conv3D", "MaxPool", "MaxPoolV2", "MaxPool3D")
 
 
 @pytest.fixture(autouse=True)
@@ -64,6 +63,9 @@ def test_every_fast_op_declares_a_cpu_lowering():
   for op_type in FAST_OPS:
     assert "cpu" in get_op(op_type).platform_lowerings, op_type
   assert tfprims.get_config("fast_lowerings") is True
+  # AvgPool's default already sums each window in TF's order, as fast as a CPU lowering.
+  for op_type in ("AvgPool", "AvgPool3D"):
+    assert "cpu" not in get_op(op_type).platform_lowerings, op_type
 
 
 # --------------------------------------------------------------------------
@@ -627,7 +629,11 @@ def test_pools_reduce_one_axis_at_a_time_equal_to_default_and_tf(case, dtype):
   for op_type in ops:
     fn = lambda x, op_type=op_type: getattr(tfops, op_type)(x, **attrs)
     (fast, fast_hlo), (default, default_hlo) = _both(fn, x)
-    assert fast_hlo.count("reduce_window") == pooled and default_hlo.count("reduce_window") == 1
+    if op_type.startswith("Max"):
+      assert fast_hlo.count("reduce_window") == pooled
+      assert default_hlo.count("reduce_window") == 1
+    else:   # one strided slice per window offset, summed in TF's order
+      assert fast_hlo == default_hlo and "reduce_window" not in default_hlo
     if op_type.startswith("Max"):
       np.testing.assert_array_equal(fast, default)   # max is exact in any order
     else:
@@ -662,3 +668,33 @@ def test_pool_gradients_and_vmap_through_the_fast_lowerings():
                    np.asarray(jax.jit(jax.vmap(loss))(np.stack([x, -x]))))
   for a, b in zip(out[True], out[False]):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_resnet_stem_gradient_with_tied_windows_is_tfs():
+  """ResNet50's stem (strided conv, ReLU, zero padding, 3x3/2 max pool) on integer
+  pixels and weights: windows tie exactly (ReLU's zeros, the padding's, equal
+  positives). The input gradient is TF's (up to the convolutions' rounding), eager and
+  jitted, with the fast lowerings on and off: MaxPoolGrad routes each window's
+  gradient to its first max."""
+  rng = np.random.default_rng(0)
+  kernel = tf.constant(np.round(rng.normal(size=(3, 3, 3, 8)) * 2).astype(np.float32))
+
+  @tf.function
+  def stem(x):
+    y = tf.nn.relu(tf.nn.conv2d(x, kernel, 2, "SAME"))
+    y = tf.pad(y, [[0, 0], [1, 1], [1, 1], [0, 0]])
+    return tf.nn.max_pool2d(y, 3, 2, "VALID")
+
+  x = np.round(rng.uniform(-2, 2, (2, 24, 24, 3))).astype(np.float32)
+  w = rng.normal(size=stem(x).shape).astype(np.float32)
+  xt = tf.constant(x)
+  with tf.GradientTape() as tape:
+    tape.watch(xt)
+    loss = tf.reduce_sum(stem(xt) * w)
+  want = tape.gradient(loss, xt).numpy()
+  fn, params = tfprims.convert(stem, tf.TensorSpec(x.shape))
+  grad = jax.grad(lambda x: (fn(params, x)[0] * w).sum())
+  for fast in (True, False):
+    with tfprims.override_config("fast_lowerings", fast):
+      for got in (grad(x), jax.jit(grad)(x)):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=0, atol=1e-5)

@@ -360,6 +360,24 @@ def test_sorted_min_max_nan_like_tf_scalar_rows(op):
     np.testing.assert_array_equal(get_op(op)(x, segment_ids=tuple(ids)), expected)
 
 
+def test_segment_prod_multiplies_rows_in_order_like_unsorted_segment_prod():
+  # TF's sorted kernel keeps four partial products (rows j mod 4) for segments of >= 16
+  # rows of >= 8 values; its UnsortedSegmentProd, TF-XLA and tfprims go row by row.
+  for n, inner, (i, j, k) in [(17, 8, (0, 1, 5)), (17, 3, (0, 1, 5)), (9, 8, (0, 1, 5)),
+                              (17, 8, (2, 0, 1)), (20, 16, (0, 2, 6))]:
+    x = np.ones((n, inner), np.float32)
+    x[i], x[j], x[k] = np.inf, 1e-30, 1e-30
+    ids = np.zeros(n, np.int32)
+    want = R.UnsortedSegmentProd(data=x, segment_ids=ids, num_segments=1).numpy()
+    for got in (get_op("SegmentProd")(x, segment_ids=tuple(ids)),
+                jax.jit(lambda v: get_op("SegmentProd")(v, segment_ids=tuple(ids)))(x),
+                get_op("UnsortedSegmentProd")(x, ids, num_segments=1)):
+      np.testing.assert_array_equal(got, want)
+    sorted_tf = R.SegmentProd(data=x, segment_ids=ids).numpy()
+    if n < 16 or inner < 8 or i > min(j, k):   # no interleaving, or NaN in any order
+      np.testing.assert_array_equal(sorted_tf, want)
+
+
 # --- gradients: ties, zeros, complex ------------------------------------------------------
 
 

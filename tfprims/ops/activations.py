@@ -151,8 +151,17 @@ def _softmax(logits):
     raise ValueError("Softmax: logits must have >= 1 dimension")
   if logits.shape[-1] == 0:
     return logits
-  shifted = logits - jnp.max(logits, axis=-1, keepdims=True)
-  e = jnp.exp(shifted)
+  if logits.dtype == jnp.float64:   # TF's Eigen kernel: NaN/+inf make the row NaN
+    e = jnp.exp(logits - jnp.max(logits, axis=-1, keepdims=True))
+  else:
+    # TF's oneDNN kernel (float32/float16/bfloat16): its max starts at the lowest
+    # finite value and ignores NaN, and exp of a NaN difference (a NaN logit, +inf -
+    # +inf) is +inf, so those entries are NaN (inf / inf) and the rest of their row 0
+    # (docs/semantics/elementwise.md).
+    low = _c(jnp.finfo(logits.dtype).min, logits)
+    m = jnp.max(jnp.where(logits >= low, logits, low), axis=-1, keepdims=True)
+    shifted = logits - m
+    e = jnp.exp(jnp.where(shifted >= shifted, shifted, _c(np.inf, shifted)))
   return e * (_c(1, e) / jnp.sum(e, axis=-1, keepdims=True))
 
 
@@ -162,10 +171,18 @@ def _softmax_build(B, logits):
     return None
   last, shape = logits.ndim - 1, logits.shape
   keep = tuple(range(last))
-  shifted = B.sub(logits, B.broadcast_in_dim(B.reduce_max(logits, (last,)), shape, keep))
+  full = lambda v, x: B.full(v, x.shape, x.dtype)
+  if logits.dtype == np.float64:
+    m = B.reduce_max(logits, (last,))
+  else:   # x >= lowest is False for NaN and -inf
+    low = full(np.finfo(logits.dtype).min, logits)
+    m = B.reduce_max(B.select(B.ge(logits, low), logits, low), (last,))
+  shifted = B.sub(logits, B.broadcast_in_dim(m, shape, keep))
+  if logits.dtype != np.float64:
+    shifted = B.select(B.ge(shifted, shifted), shifted, full(np.inf, shifted))
   e = B.exp(shifted)
   s = B.reduce_sum(e, (last,))
-  inv = B.div(B.full(1, s.shape, s.dtype), s)
+  inv = B.div(full(1, s), s)
   return B.mul(e, B.broadcast_in_dim(inv, shape, keep))
 
 
@@ -209,16 +226,29 @@ def _last_axis_batching(op_type):
 
 
 def _softmax_spec(st):
-  # +inf/NaN logits: TF's CPU kernel gives NaN for them but 0 for the other
-  # entries of the row (tfprims: NaN for the row); -inf is masking and agrees.
+  # Rows draw -inf (masking), ±1e30, the dtype's max and, for float32/float64, +inf and
+  # NaN: TF's oneDNN float32 kernel gives NaN at NaN/+inf logits and 0 for the rest of
+  # their row, its float64 kernel NaN for the row. NaN only in rows of <= 8 (longer rows:
+  # oneDNN's SIMD max spreads it to other lanes). float16/bfloat16 run through oneDNN
+  # only on CPUs with AVX512-FP16/BF16 (else Eigen's NaN rows): no +inf/NaN drawn there
+  # (docs/semantics/elementwise.md).
   @st.composite
   def draw(draw):
     dtype = draw(st.dtypes(st.FLOATS))
     shape = draw(st.shapes(min_rank=1))
     x = st.draw_array(draw, dtype, shape, finite=True)
     if x.size and draw(st.booleans()):
-      mask = np.array(draw(st.lists(st.booleans(), min_size=x.size, max_size=x.size)))
-      x = np.where(mask.reshape(shape), np.array(-np.inf, dtype), x).astype(dtype)
+      big = float(jnp.finfo(dtype).max)
+      special = [-np.inf, big, -big]
+      if np.dtype(dtype) != np.float16:
+        special += [1e30, -1e30]
+      if np.dtype(dtype) in (np.float32, np.float64):
+        special += [np.inf] + [np.nan] * (shape[-1] <= 8)
+      # Mixed rows (hypothesis' lists tend to repeat one value).
+      rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+      pick = rng.integers(-len(special), len(special), size=shape)
+      values = np.array(special + [0.0])[pick].astype(dtype)
+      x = np.where(pick >= 0, values, x).astype(dtype)
     return {"logits": x}
   return draw()
 

@@ -279,8 +279,13 @@ def _jvp(op_type, partial):
   return rules.output_jvp(op_type, lambda t, y, x: tfops.Mul(t, partial(x, y)))
 
 
+def _erfinv(x):
+  """XLA's erf_inv, with TF's +0.0 at x = -0.0 (TF's ndtri(x / 2 + 1/2) / sqrt(2))."""
+  return jnp.where(x == 0, jnp.zeros((), x.dtype), lax.erf_inv(x))
+
+
 Erfinv = define_op(
-    "Erfinv", _in_float32_or_wider(lax.erf_inv), **EW,
+    "Erfinv", _in_float32_or_wider(_erfinv), **EW,
     # TF: grad * sqrt(pi) / 2 * exp(erfinv(x)^2)
     jvp=rules.output_jvp("Erfinv", lambda t, y, x: tfops.Mul(
         tfops.Mul(t, rules.const(np.sqrt(np.pi) / 2, x)), tfops.Exp(tfops.Square(y)))),

@@ -1,9 +1,10 @@
 """Pooling: MaxPool, MaxPoolV2, AvgPool and their gradient ops.
 
-Windows are ``lax.reduce_window`` over the full-rank ksize/strides (NHWC or NCHW),
-with TF's SAME padding. Semantics follow TF's CPU kernels: MaxPool never lets NaN win
-and clamps results below at the dtype's lowest finite value; AvgPool's SAME windows
-average only their real elements.
+Max windows are ``lax.reduce_window`` over the full-rank ksize/strides (NHWC or NCHW),
+with TF's SAME padding. Semantics follow TF's CPU kernels: MaxPool never lets NaN win,
+keeps the first of equal values (-0.0 before +0.0) and clamps results below at the
+dtype's lowest finite value; AvgPool sums each window in TF's order (one strided slice
+per window offset) and its SAME windows average only their real elements.
 
 Explicit TF-named rules:
 
@@ -17,6 +18,7 @@ Explicit TF-named rules:
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 
 import jax
@@ -63,10 +65,17 @@ def max_pool(input, *, ksize, strides, padding, explicit_paddings=(), data_forma
   if jnp.issubdtype(x.dtype, jnp.floating):
     low = np.array(_lowest(x.dtype) if floor is None else floor, x.dtype)
     x = jnp.where(x >= low, x, low)
-    init = np.array(-np.inf, x.dtype)
-  else:
-    init = np.array(np.iinfo(x.dtype).min, x.dtype)
+    return lax.reduce_window(x, np.array(-np.inf, x.dtype), first_max, tuple(ksize),
+                             tuple(strides), pads)
+  init = np.array(np.iinfo(x.dtype).min, x.dtype)
   return lax.reduce_window(x, init, lax.max, tuple(ksize), tuple(strides), pads)
+
+
+def first_max(acc, x):
+  """The max-pool reducer of TF's kernels (and TF-XLA's): a later element wins only if
+  strictly greater, so of -0.0 and +0.0 the first in the window wins (``lax.max``
+  gives +0.0). The window's elements come in row-major order."""
+  return lax.select(x > acc, x, acc)
 
 
 def _v2_floor(dtype):
@@ -232,9 +241,42 @@ def avg_pool(value, *, ksize, strides, padding, data_format="NHWC"):
   return average_windows(value, ksize, strides, padding)
 
 
-def average_windows(value, ksize, strides, padding):
-  """Window means over the real (unpadded) elements, any rank (AvgPool, AvgPool3D)."""
+def avg_pool_acc_dtype(dtype):
+  """The dtype TF's CPU AvgPool sums in: float32 for bfloat16 (oneDNN), else the input's
+  (float16 sums overflow at 65504, as in TF's Eigen kernel)."""
+  return np.dtype("float32") if np.dtype(dtype) == jnp.bfloat16 else np.dtype(dtype)
+
+
+def window_sums_in_order(value, ksize, strides, pads, *, plus_zero=True):
+  """Window sums in TF's CPU order: 0, then the window's elements row-major (the first
+  axis slowest), each add rounded (in :func:`avg_pool_acc_dtype`). Where huge values
+  cancel, the order decides the result (``1e30 + 2 - 1e30 + 8`` is 8 in TF; a
+  ``reduce_window`` gave 0). Padding adds zeros, which change nothing; the sum is
+  never -0.0 (TF starts from +0.0; XLA would drop an explicit ``0 + x``): a select
+  that ``plus_zero=False`` leaves out, for the linear map AvgPoolGrad transposes.
+  Static shapes only."""
+  acc = avg_pool_acc_dtype(value.dtype)
+  x = lax.pad(value.astype(acc), np.array(0, acc), [(lo, hi, 0) for lo, hi in pads])
+  out = [(n - k) // s + 1 for n, k, s in zip(x.shape, ksize, strides)]
+  total = None
+  for start in itertools.product(*(range(k) for k in ksize)):
+    limit = [b + (o - 1) * s + 1 for b, o, s in zip(start, out, strides)]
+    part = lax.slice(x, start, limit, tuple(strides))
+    total = part if total is None else total + part
+  return jnp.where(total == 0, np.array(0, acc), total) if plus_zero else total
+
+
+def average_windows(value, ksize, strides, padding, *, plus_zero=True):
+  """Window means over the real (unpadded) elements, any rank (AvgPool, AvgPool3D),
+  summed in TF's order where the shapes are static (``plus_zero``: see
+  :func:`window_sums_in_order`)."""
   pads = _pool_pads(value.shape, ksize, strides, padding)
+  static = all(type(v) is int for v in tuple(value.shape) + tuple(x for p in pads for x in p))
+  if static and value.size and all(n + lo + hi >= k for n, (lo, hi), k in
+                                   zip(value.shape, pads, ksize)):
+    total = window_sums_in_order(value, ksize, strides, pads, plus_zero=plus_zero)
+    counts = _avg_pool_counts(value.shape, ksize, strides, pads, total.shape)
+    return (total / counts.astype(total.dtype)).astype(value.dtype)
   total = lax.reduce_window(value, np.array(0, value.dtype), lax.add, tuple(ksize),
                             tuple(strides), pads)
   if all(type(v) is int and v == 0 for p in pads for v in p):
@@ -254,14 +296,18 @@ def average_windows(value, ksize, strides, padding):
 def avg_pool_grad(grad, *, orig_input_shape, ksize, strides, padding, data_format="NHWC"):
   """TF AvgPoolGrad: the transpose of AvgPool."""
   shape = rules.sizes(orig_input_shape)
-  f = functools.partial(avg_pool, ksize=ksize, strides=strides, padding=padding,
-                        data_format=data_format)
-  return jax.linear_transpose(f, jax.ShapeDtypeStruct(shape, grad.dtype))(grad)[0]
+  _check_pool_format(data_format)
+  f = functools.partial(average_windows, ksize=ksize, strides=strides, padding=padding,
+                        plus_zero=False)
+  out = jax.linear_transpose(f, jax.ShapeDtypeStruct(shape, grad.dtype))(grad)[0]
+  return jnp.where(out == 0, jnp.zeros((), out.dtype), out)   # TF adds into +0.0
 
 
-def _pool_calls(st, op_type, dtypes, *, explicit=False, v2=False, special=True, ties=False):
+def _pool_calls(st, op_type, dtypes, *, explicit=False, v2=False, special=True, ties=False,
+                huge=False):
   """Calls of a pooling op or its grad ops. For float dtypes only calls whose TF
-  gradient op also runs on CPU are kept (it is the gradient oracle)."""
+  gradient op also runs on CPU are kept (it is the gradient oracle). ``huge`` sprinkles
+  values whose window sums cancel (their order decides the result)."""
   from hypothesis import assume
   from hypothesis.extra import numpy as hnp
 
@@ -281,7 +327,7 @@ def _pool_calls(st, op_type, dtypes, *, explicit=False, v2=False, special=True, 
     dtype = draw(st.sampled_from(
         [d for d in dtypes if d in _ONEDNN_DTYPES] if fmt == "NCHW" else list(dtypes)))
     n, c = draw(st.integers(1, 2)), draw(st.integers(1, 3))
-    ks = [draw(st.integers(1, 3)) for _ in range(2)]
+    ks = [draw(st.integers(2 if huge else 1, 3)) for _ in range(2)]   # huge: 2-D windows
     ss = [draw(st.integers(1, 3)) for _ in range(2)]
     padding = draw(st.sampled_from(("SAME", "VALID", "EXPLICIT") if explicit
                                    else ("SAME", "VALID")))
@@ -310,12 +356,19 @@ def _pool_calls(st, op_type, dtypes, *, explicit=False, v2=False, special=True, 
     if ties and draw(st.booleans()):
       # Tied windows, and (floats) windows of NaN/-inf: which element a max-pool
       # gradient picks there is each TF kernel's own rule.
-      levels = [0.0, 1.0, 2.0] + ([np.nan, -np.inf] if dtype in st.FLOATS and nan_windows
+      levels = [0.0, 1.0, 2.0] + ([-0.0, np.nan, -np.inf] if dtype in st.FLOATS and nan_windows
                                   else [])
       x = draw(hnp.arrays(st.np_dtype(dtype), shape,
                           elements=st.sampled_from(levels))).astype(st.np_dtype(dtype))
     else:
       x = draw(_values(st, dtype, shape, special=special and nan_windows))
+    if huge and st.is_float(dtype) and draw(st.booleans()):
+      with np.errstate(over="ignore"):   # float16: 1e30 is inf
+        big = np.array([1e30, -1e30, 3e38, -3e38, 6e4, -6e4], np.float32).astype(x.dtype)
+      # Mixed signs and magnitudes in one window (hypothesis' lists tend to repeat one).
+      rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+      pick = rng.integers(-len(big), len(big), size=shape)
+      x = np.where(pick >= 0, big[np.maximum(pick, 0)], x)
     fwd = dict(value=x, **attrs) if avg else dict(input=x, **attrs)
     assume(_tf_accepts(fwd_name, fwd))
     y = _tf_call(fwd_name, fwd).numpy()
@@ -416,7 +469,7 @@ AvgPool = define_op(
     batching=_fold_batching("AvgPool"),
     spec=lambda st: st.Spec(
         _pool_calls(st, "AvgPool", ("float16", "bfloat16", "float32", "float64"),
-                    special=False), **_HALF_TOL))
+                    special=True, huge=True), **_HALF_TOL))
 
 
 def _fix_orig_shape(p, b):

@@ -41,7 +41,7 @@ from tfprims.core import define_op, tfops
 from tfprims.ops.nn._common import (
     _dilate, _fold_batching, _layout_attr, _layout_shape, _out_size, _tf_accepts, _tf_call,
     _values)
-from tfprims.ops.nn.pool import _lowest, _pool_pads, average_windows
+from tfprims.ops.nn.pool import _lowest, _pool_pads, average_windows, first_max
 
 _FORMATS = ("NDHWC", "NCDHW")
 
@@ -58,7 +58,7 @@ def max_pool3d(input, *, ksize, strides, padding, data_format="NDHWC"):
   pads = _pool_pads(input.shape, ksize, strides, padding)
   low = np.array(_lowest(input.dtype), input.dtype)
   x = jnp.where(input >= low, input, low)
-  return lax.reduce_window(x, np.array(-np.inf, x.dtype), lax.max, tuple(ksize),
+  return lax.reduce_window(x, np.array(-np.inf, x.dtype), first_max, tuple(ksize),
                            tuple(strides), pads)
 
 
@@ -125,9 +125,11 @@ def avg_pool3d(input, *, ksize, strides, padding, data_format="NDHWC"):
 def avg_pool3d_grad(grad, *, orig_input_shape, ksize, strides, padding, data_format="NDHWC"):
   """TF AvgPool3DGrad: the transpose of AvgPool3D."""
   shape = rules.sizes(orig_input_shape)
-  f = functools.partial(avg_pool3d, ksize=ksize, strides=strides, padding=padding,
-                        data_format=data_format)
-  return jax.linear_transpose(f, jax.ShapeDtypeStruct(shape, grad.dtype))(grad)[0]
+  _check_format(data_format)
+  f = functools.partial(average_windows, ksize=ksize, strides=strides, padding=padding,
+                        plus_zero=False)   # the linear map (no -0.0 select)
+  out = jax.linear_transpose(f, jax.ShapeDtypeStruct(shape, grad.dtype))(grad)[0]
+  return jnp.where(out == 0, jnp.zeros((), out.dtype), out)   # TF adds into +0.0
 
 
 def _pool3d_shape(input, *, ksize, strides, padding, data_format="NDHWC"):
