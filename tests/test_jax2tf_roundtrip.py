@@ -4,6 +4,8 @@ jit, vmap, jvp and grad equal the original function's; with a symbolic batch
 dimension the converted function runs at every batch size.
 """
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -100,3 +102,78 @@ def test_saved_model_round_trip(tmp_path):
   _close(jax.grad(loss(fn))(args[0]), jax.grad(loss(f))(args[0]), rtol=3e-4, atol=3e-4)
   _close(jax.vmap(jax.grad(loss(fn)))(np.stack([args[0]] * 2)),
          jax.vmap(jax.grad(loss(f)))(np.stack([args[0]] * 2)), rtol=3e-4, atol=3e-4)
+
+
+# Functions with kinks, at inputs on them: the derivative there is the original's
+# (jax.nn.relu's custom rule gives 0 at 0; lax.max, which it is read back as, splits
+# the tie: 0.5) and, with_gradient=True, TF's gradient of the jax2tf function.
+_AT_KINKS = np.array([-6., -3., -1., 0., 1., 3., 6., 0.5], np.float32)
+_OTHER = np.array([-6., 0., -1., 0., 2., 3., 5., 0.5], np.float32)
+KINKS = {
+    "relu": jax.nn.relu,
+    "relu6": jax.nn.relu6,
+    "hard_sigmoid": jax.nn.hard_sigmoid,
+    "relu_in_expression": lambda x: jnp.sqrt(jax.nn.relu(x) + 1.0) * 2.0,
+    "abs": jnp.abs,
+    "maximum_minimum": lambda x: jnp.maximum(x, _OTHER) + 3.0 * jnp.minimum(x, _OTHER),
+    "maximum_zero": lambda x: jnp.maximum(x, 0.0),
+    "clip": lambda x: jnp.clip(x, -1.0, 1.0),
+    "hard_tanh": jax.nn.hard_tanh,
+    "leaky_relu": lambda x: jax.nn.leaky_relu(x, 0.1),
+    "where": lambda x: jnp.where(x > 0, x, 0.2 * x) + jnp.where(x >= 1, x * x, -x),
+}
+
+
+def _exact(got, want):
+  # rounding apart (a tie split evenly is off by 0.5)
+  np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("with_gradient", [True, False])
+@pytest.mark.parametrize("name", sorted(KINKS))
+def test_derivatives_at_kinks(name, with_gradient):
+  f, x = KINKS[name], _AT_KINKS
+  tf_fn = tf.function(jax2tf.convert(f, with_gradient=with_gradient), autograph=False)
+  # with_gradient=False: TF forbids gradients (PreventGradient); JAX's are the reference.
+  with tfprims.override_config("raise_on_prevent_gradient", with_gradient), \
+      warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    fn = tfprims.convert_functional(tf_fn, _spec(x))
+  loss = lambda g: (lambda v: jnp.sum(g(v)))
+  want = jax.grad(loss(f))(x)
+  _exact(jax.grad(loss(fn))(x), want)
+  _exact(jax.jit(jax.grad(loss(fn)))(x), want)
+  _exact(jax.vmap(jax.grad(loss(fn)))(x[None])[0], want)
+  t = np.linspace(1.0, 2.0, x.size, dtype=np.float32)
+  _exact(jax.jvp(fn, (x,), (t,))[1], jax.jvp(f, (x,), (t,))[1])
+  if with_gradient:
+    v = tf.constant(x)
+    with tf.GradientTape() as tape:
+      tape.watch(v)
+      y = tf.reduce_sum(tf_fn(v))
+    _exact(tape.gradient(y, v).numpy(), want)
+
+
+# Sorts with NaN of both signs, ±inf, ±0 and ties: the comparators' TOTALORDER
+# comparisons are kept (lax.top_k's sort compares raw values: +NaN first, -NaN last).
+_NAN_ROW = np.array([np.inf, np.nan, np.copysign(np.nan, -1.0), -np.inf, 3.0, 0.0, -0.0,
+                     1.0, 1.0], np.float32)
+_SORTS = {
+    "top_k": lambda x: jax.lax.top_k(x, 5),
+    "sort": jnp.sort,
+    "argsort": jnp.argsort,
+    "sort_two_keys": lambda x: jax.lax.sort((x, x[::-1], jnp.arange(9)), num_keys=2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SORTS))
+def test_sorts_with_nan_equal_jax(name):
+  f = _SORTS[name]
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)   # native_serialization=
+    tf_fn = tf.function(jax2tf.convert(f, native_serialization=True), autograph=False)
+  fn = tfprims.convert_functional(tf_fn, _spec(_NAN_ROW))
+  want = [np.asarray(w) for w in jax.tree.leaves(jax.jit(f)(_NAN_ROW))]
+  for got in (fn(_NAN_ROW), jax.jit(fn)(_NAN_ROW)):
+    got = [np.asarray(g) for g in jax.tree.leaves(got)]
+    assert [(g.dtype, g.tobytes()) for g in got] == [(w.dtype, w.tobytes()) for w in want]

@@ -90,13 +90,14 @@ def test_sort_of_integers_and_a_batch_axis_in_the_middle():
   np.testing.assert_array_equal(np.moveaxis(out[1], 1, 0), want.indices.numpy())
 
 
-def test_top_k_nan_order_is_ours_and_documented():
-  # TF's CPU order is unspecified with NaN; ours: NaN above +inf, ties by index.
+def test_top_k_nan_order_is_tf_kernels():
+  # TF's CPU kernel compares with `<`: a row with NaN comes out as its std::sort
+  # leaves it (docs/semantics/nn.md); ours takes the same steps.
   x = np.float32([1.0, np.nan, 3.0, 3.0, -np.inf, np.nan, 0.0, -0.0, np.inf])
   values, idx = tfprims.get_op("TopKV2")(x, k=9, sorted=True, index_type=np.dtype("int32"))
-  np.testing.assert_array_equal(idx, [1, 5, 8, 2, 3, 0, 6, 7, 4])
-  np.testing.assert_array_equal(values, x[[1, 5, 8, 2, 3, 0, 6, 7, 4]])
-  # TF agrees wherever its kernel is an order (no NaN).
+  np.testing.assert_array_equal(idx, [8, 2, 0, 1, 3, 4, 5, 6, 7])
+  np.testing.assert_array_equal(idx, tf.math.top_k(x, 9).indices.numpy())
+  np.testing.assert_array_equal(values, x[[8, 2, 0, 1, 3, 4, 5, 6, 7]])
   y = np.float32([1.0, 3.0, 3.0, -np.inf, 0.0, -0.0, np.inf])
   ours = tfprims.get_op("TopKV2")(y, k=7, sorted=True, index_type=np.dtype("int32"))
   np.testing.assert_array_equal(ours[1], tf.math.top_k(y, 7).indices.numpy())

@@ -128,3 +128,36 @@ def test_unreadable_modules_say_why():
   assert stablehlo.unreadable(data, [np.zeros(3, np.float32)]) is None
   with pytest.raises(bad, match="cannot read"):
     reader.load(b"not a module")
+
+
+# Sorts whose comparators compare with TOTALORDER (-NaN < -inf < ... < -0 < +0 < ... <
+# inf < +NaN): lax.top_k's chlo.top_k composite compares raw values; jnp.sort,
+# jnp.argsort and lax.sort canonicalize first (-0 as +0, every NaN +NaN).
+NAN_ROW = np.array([np.inf, np.nan, np.copysign(np.nan, -1.0), -np.inf, 3.0, 0.0, -0.0,
+                    1.0, 1.0], np.float32)
+SORTS = {
+    "top_k": lambda x: jax.lax.top_k(x, 5),
+    "top_k_all": lambda x: jax.lax.top_k(x, 9),
+    "sort": jnp.sort,
+    "argsort": jnp.argsort,
+    "argsort_descending": lambda x: jnp.argsort(x, descending=True),
+    "sort_two_keys": lambda x: jax.lax.sort((x, x[::-1], jnp.arange(9)), num_keys=2),
+    "sort_three_operands": lambda x: jax.lax.sort((x[::-1], -x, jnp.arange(9)), num_keys=1),
+}
+
+
+def _same_bits(got, want):
+  for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+    g, w = np.asarray(g), np.asarray(w)
+    assert (g.dtype, g.shape, g.tobytes()) == (w.dtype, w.shape, w.tobytes()), (g, w)
+
+
+@pytest.mark.parametrize("name", sorted(SORTS))
+def test_sort_comparators_keep_their_comparison_type(name):
+  f = SORTS[name]
+  read = _read(_exported(f, [NAN_ROW]))
+  want = jax.jit(f)(NAN_ROW)
+  _same_bits(read(NAN_ROW), want)
+  _same_bits(jax.jit(read)(NAN_ROW), want)
+  rows = np.stack([NAN_ROW, NAN_ROW[::-1]])
+  _same_bits(jax.vmap(read)(rows), jax.vmap(f)(rows))

@@ -392,7 +392,8 @@ def reduction_spec(st, op_type, dtype_names, wide_bound=None, complex_kwargs=Non
   return st.Spec(reduction_calls(st, dtype_names, wide_bound, complex_kwargs), **kwargs)
 
 
-_TIE_VALUES = {"f": [0.0, -0.0, 1.0, -1.0, np.nan, np.inf, -np.inf],
+_TIE_VALUES = {"f": [0.0, -0.0, 1.0, -1.0, np.nan, float(np.copysign(np.nan, -1.0)), np.inf,
+                     -np.inf],
                "i": [0, 1, -1, 2], "u": [0, 1, 2], "b": [False, True]}
 
 

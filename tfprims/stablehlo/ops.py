@@ -92,7 +92,7 @@ def total_order_key(x):
   (-NaN < -inf < ... < -0 < +0 < ... < inf < NaN)."""
   if not jnp.issubdtype(x.dtype, jnp.floating):
     return x
-  int_type = {2: jnp.int16, 4: jnp.int32, 8: jnp.int64}[x.dtype.itemsize]
+  int_type = {1: jnp.int8, 2: jnp.int16, 4: jnp.int32, 8: jnp.int64}[x.dtype.itemsize]
   bits = lax.bitcast_convert_type(x, int_type)
   return jnp.where(bits < 0, bits ^ jnp.iinfo(int_type).max, bits)
 

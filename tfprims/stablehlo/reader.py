@@ -296,8 +296,13 @@ class Runner:
     block = self.module.functions[name].regions[0].blocks[0]
     return self.run_block(block, list(args), None)
 
-  def run_block(self, block, args: list, outer: Optional[Mapping]) -> list:
+  def run_block(self, block, args: list, outer: Optional[Mapping],
+                keep: Optional[dict] = None) -> list:
+    """The block's results for ``args``; ``keep`` (a dict) receives every value
+    it computed."""
     env = collections.ChainMap({}, outer) if outer is not None else collections.ChainMap({})
+    if keep is not None:
+      env.maps.insert(0, keep)
     arguments = list(block.arguments)
     if len(arguments) != len(args):
       raise StableHLOError(f"a block of {len(arguments)} arguments got {len(args)}")

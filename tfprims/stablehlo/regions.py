@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from tfprims import dtypes
+from tfprims.stablehlo import custom_jvps
 from tfprims.stablehlo.reader import (Op, as_jax, constant_value, enum_name, handler,
                                       hlo, integer, ints, ir, is_known, tensor_type)
 from tfprims.stablehlo.ops import index_vector_last, total_order_key
@@ -200,45 +201,119 @@ def _select_and_scatter(op: Op, operands):
   return [out]
 
 
-def _comparator(op: Op) -> tuple[int, bool]:
-  """How many leading operands a sort comparator orders by, and whether it sorts
-  them in descending order. JAX's comparators compare operand pairs (2k, 2k+1) for
-  k < num_keys lexicographically, with ``LT`` (``GT`` for ``lax.top_k``)."""
+_ORDERING = ("LT", "GT", "LE", "GE")
+
+
+def _sort_keys(op: Op):
+  """The keys of a sort comparator: for each key ``k`` (JAX's comparators compare
+  operand pairs (2k, 2k+1) lexicographically), the value its ordering ``compare``
+  reads on the ``2k`` side, whether it orders descending, and the comparison type
+  (``TOTALORDER``, ``FLOAT``, ...; None when the attribute is absent)."""
   block = op.op.regions[0].blocks[0]
   args = list(block.arguments)
-  used, directions = set(), set()
+  deps = {a: frozenset([i]) for i, a in enumerate(args)}
+  keys = {}
   for inner in _body_ops(op, 0):
-    if inner.name == "stablehlo.compare":
-      direction = enum_name(inner.attributes["comparison_direction"])
-      if direction in ("LT", "GT", "LE", "GE"):
-        directions.add(direction[0])
-    for v in inner.operands:
-      if v in args:
-        used.add(args.index(v))
-  if not used or len(directions) != 1:
-    raise op.error("a comparator that is not one lexicographic LT or GT order")
-  return max(used) // 2 + 1, directions == {"G"}
+    sources = frozenset().union(*(deps.get(v, frozenset()) for v in inner.operands))
+    for r in inner.results:
+      deps[r] = sources
+    if inner.name != "stablehlo.compare":
+      continue
+    direction = enum_name(inner.attributes["comparison_direction"])
+    lhs, rhs = inner.operands
+    left, right = deps.get(lhs, frozenset()), deps.get(rhs, frozenset())
+    if direction not in _ORDERING or len(left) != 1 or len(right) != 1:
+      continue
+    (i,), (j,) = left, right
+    if i // 2 != j // 2 or i == j:
+      raise op.error("a comparator that compares different operands")
+    kind = (enum_name(inner.attributes["compare_type"])
+            if "compare_type" in inner.attributes else None)
+    if i // 2 in keys:
+      raise op.error("a comparator that orders one operand twice")
+    keys[i // 2] = (lhs if i % 2 == 0 else rhs, (direction[0] == "G") == (i % 2 == 0), kind)
+  if not keys or sorted(keys) != list(range(len(keys))):
+    raise op.error("a comparator that is not one lexicographic order of its operands")
+  return [keys[k] for k in range(len(keys))]
+
+
+def _key_values(op: Op, xs, values):
+  """The arrays the comparator compares for ``values`` (ordering operands), when its
+  operand pairs are both ``xs``: its region run on whole arrays."""
+  env = {}
+  op.runner.run_block(op.op.regions[0].blocks[0], [x for x in xs for _ in range(2)],
+                      op.env, keep=env)
+  return [env[v] for v in values]
+
+
+def _probe(dtype):
+  special = [np.nan, -np.nan, 0.0, -0.0, 1.0, -1.0, np.inf, -np.inf]
+  if jnp.issubdtype(dtype, jnp.floating):
+    return np.asarray(special, np.float64).astype(dtype)
+  return np.zeros(len(special), dtype)
+
+
+def _same_bits(a, b) -> bool:
+  a, b = np.asarray(a), np.asarray(b)
+  return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _canonical(x):
+  """JAX's sort canonicalization: -0.0 as 0.0, every NaN the positive quiet NaN."""
+  x = jnp.where(x == 0, jnp.zeros_like(x), x)
+  return jnp.where(jnp.isnan(x), jnp.full_like(x, jnp.nan), x)
+
+
+def _sort_operand(x, descending, kind, probe, read):
+  """A ``lax.sort`` key operand ordering like the comparator's key (``read()``: the
+  values it compares, computed from the data when ``probe`` shows neither ``x`` nor
+  JAX's canonicalization of it):
+  ``x`` itself where the comparator is ``lax.sort``'s own (JAX's canonicalization
+  and ``TOTALORDER`` ascending, or a ``FLOAT``/integer ``<``); the total order's
+  integer key where it compares raw floats with ``TOTALORDER`` (-NaN < -inf < ... <
+  -0 < +0 < ... < inf < +NaN); descending keys inverted."""
+  floating = jnp.issubdtype(x.dtype, jnp.floating)
+  if floating and kind == "TOTALORDER":
+    raw = _probe(x.dtype)
+    canonical = np.where(np.isnan(raw), np.asarray(np.nan, raw.dtype),
+                         np.where(raw == 0, np.zeros((), raw.dtype), raw)).astype(raw.dtype)
+    if _same_bits(probe, canonical):
+      return _descending_key(x) if descending else x
+    u = x if _same_bits(probe, raw) else read()
+    key = total_order_key(as_jax(u))
+    return ~key if descending else key
+  return _descending_key(x) if descending else x
 
 
 def _descending_key(x):
   """A key whose ascending order is ``x``'s descending order under JAX's float
   comparator (-0 equal to +0, every NaN largest)."""
   if jnp.issubdtype(x.dtype, jnp.floating):
-    x = jnp.where(x == 0, jnp.zeros_like(x), x)
-    x = jnp.where(jnp.isnan(x), jnp.full_like(x, jnp.nan), x)
+    x = _canonical(x)
   return ~total_order_key(x) if x.dtype != jnp.bool_ else ~x
 
 
 @handler("stablehlo.sort")
 def _sort(op: Op, operands):
-  num_keys, descending = _comparator(op)
+  keys = _sort_keys(op)
   stable = op.attr("is_stable")
   xs = tuple(as_jax(x) for x in operands)
-  keys = tuple(_descending_key(x) for x in xs[:num_keys]) if descending else ()
-  out = lax.sort(keys + xs, dimension=integer(op.attr("dimension")),
+  try:
+    with jax.ensure_compile_time_eval():
+      probes = _key_values(op, [_probe(x.dtype) for x in xs], [v for v, _, _ in keys])
+      probes = [np.asarray(p) for p in probes]
+  except Exception:  # a region the probe cannot run: read each key from the data
+    probes = [None] * len(keys)
+  def reader(value):
+    return lambda: _key_values(op, xs, [value])[0]
+  ordered = [_sort_operand(x, desc, kind, p, reader(v))
+             for x, (v, desc, kind), p in zip(xs, keys, probes)]
+  own = all(o is x for o, x in zip(ordered, xs))
+  out = lax.sort(xs if own else tuple(ordered) + xs,
+                 dimension=integer(op.attr("dimension")),
                  is_stable=bool(stable is not None and ir.BoolAttr(stable).value),
-                 num_keys=num_keys)
-  return list(out)[len(keys):]
+                 num_keys=len(keys))
+  return list(out) if own else list(out)[len(keys):]
 
 
 _SCATTERS = {"stablehlo.add": lax.scatter_add, "stablehlo.multiply": lax.scatter_mul,
@@ -369,7 +444,14 @@ def _if(op: Op, operands):
 
 @handler("func.call")
 def _call(op: Op, operands):
-  return op.runner.call(ir.FlatSymbolRefAttr(op.attr("callee")).value, operands)
+  """A call of the module's function; a JAX function whose derivative is a custom
+  rule (``jax.nn.relu``: :mod:`tfprims.stablehlo.custom_jvps`) is that function."""
+  name = ir.FlatSymbolRefAttr(op.attr("callee")).value
+  func = op.runner.module.functions.get(name)
+  fn = custom_jvps.known_function(func) if func is not None else None
+  if fn is not None and not is_known(operands[-1]):
+    return [fn(operands[-1])]
+  return op.runner.call(name, operands)
 
 
 @handler("stablehlo.composite")

@@ -348,6 +348,10 @@ DenseBincount = define_op(
 # --- property-test strategies (hypothesis is imported lazily) ---------------------
 
 
+# NaN of both signs, which the searches' comparisons (``<``) answer false to.
+_NANS = [np.nan, float(np.copysign(np.nan, -1.0))]
+
+
 def _pick(draw, st, dtype, shape, pool):
   """An array of ``dtype``, its elements drawn from ``pool`` or from the dtype's
   range (NaN, ±inf and extremes included)."""
@@ -372,7 +376,7 @@ def _bucketize_calls(st):
                                        hst.sampled_from([-np.inf, np.inf, -0.0])),
                             max_size=6))
     bounds = sorted(bounds)
-    pool = sorted(set(bounds) | {0.0, 0.5, -3.0}) if dtype.kind == "f" else \
+    pool = sorted(set(bounds) | {0.0, 0.5, -3.0}) + _NANS if dtype.kind == "f" else \
         [int(b) for b in bounds if np.isfinite(b)] + [0, -3, 3]
     x = _pick(draw, st, dtype, draw(st.shapes()), pool)
     if dtype == np.int64:  # x64 off holds int64 in 32 bits
@@ -389,7 +393,8 @@ def _search_calls(st):
     dtype = draw(st.dtypes(st.FLOATS + st.INTS))
     rows = draw(hst.integers(0, 3))
     m, n = draw(hst.integers(0, 6)), draw(hst.integers(0, 4))
-    pool = [0, 1, 2, 3] + ([-0.0, 0.5] if st.is_float(dtype) else [])
+    pool = [0, 1, 2, 3] + ([-0.0, 0.5, np.inf, -np.inf] + _NANS if st.is_float(dtype)
+                           else [])
     s = _pick(draw, st, dtype, (rows, m), pool)
     if draw(hst.integers(0, 3)):   # mostly sorted rows; unsorted ones follow TF too
       s = np.sort(s, axis=1)

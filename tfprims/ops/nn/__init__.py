@@ -20,6 +20,8 @@ What lives where (each op's impl, rules and property spec in one module):
 * ``resize.py``: ResizeNearestNeighbor, ResizeBilinear and their grad ops.
 * ``top_k.py``: TopKV2, NthElement, ApproxTopK, InTopK, InTopKV2 (sorting and
   selection; ``tf.sort``/``tf.argsort``/``tf.math.top_k`` lower to TopKV2).
+  ``cpu_sort.py``: TF's CPU selection algorithms (libstdc++'s sorts and heaps,
+  tsl's TopN, Eigen's row maximum) in ``lax`` loops, for rows with NaN.
 * ``losses.py``: SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits,
   L2Loss.
 * ``ctc.py``: CTCLoss, CTCLossV2; ``ctc_decode.py``: CTCGreedyDecoder,

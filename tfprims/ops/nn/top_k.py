@@ -2,9 +2,12 @@
 
 ``tf.sort``, ``tf.argsort`` and ``tf.math.top_k`` lower to TopKV2. ``k`` and
 NthElement's ``n`` are static. Order: larger first, ties by the lower index,
-``-0.0`` equal to ``0.0``; NaN sorts above ``+inf`` (TF's CPU kernel compares with
-``<``, so rows with NaN come out in an order that depends on its sort algorithm:
-docs/semantics/nn.md). ``sorted=False`` returns the same elements, sorted.
+``-0.0`` equal to ``0.0``. TF's CPU kernels compare with ``<``, which is no order
+with NaN: rows with NaN take TF's own steps (:mod:`tfprims.ops.nn.cpu_sort`, under a
+``lax.cond`` on "some row has NaN"), so NaNs of either sign and the values around
+them land where TF puts them; ``k == 1`` follows TF's Eigen maximum on every row
+(docs/semantics/nn.md). ``sorted=False`` returns TF's ``sorted=True`` order (the same
+elements; TF's own order is its heap's).
 
 The gradient of TopKV2 and ApproxTopK puts the cotangent back at the selected
 positions, as TF's (a ``scatter_nd``). Here the tangent is written so that its
@@ -29,6 +32,7 @@ from jax.interpreters import ad
 from tfprims import dtypes as tfdtypes
 from tfprims import rules
 from tfprims.core import define_op, tfops
+from tfprims.ops.nn import cpu_sort
 
 FAMILY = "nn"
 _REAL = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
@@ -54,21 +58,20 @@ def _key(x):
   return jnp.where(jnp.isnan(x), jnp.array(np.nan, x.dtype), x)
 
 
-def top_k_indices(x, k, largest: bool = True):
-  """Indices of the ``k`` largest (or smallest) along the last axis, in order, ties
-  by the lower index; NaN is above +inf. ``k`` may be a symbolic dim of a jax.export
-  (``tf.sort`` along the batch axis is a TopKV2 of all of it): a sort, then."""
+def top_k_indices(x, k):
+  """Indices of the ``k`` largest along the last axis, in order, ties by the lower
+  index; NaN is above +inf (TF's order where ``<`` is one: rows without NaN). ``k``
+  may be a symbolic dim of a jax.export (``tf.sort`` along the batch axis is a
+  TopKV2 of all of it): a sort, then."""
   n, last = x.shape[-1], x.ndim - 1
   if rules.known((k, n)) and (k == 0 or n == 0):
     return jnp.zeros(x.shape[:-1] + (k,), np.int32)
-  if largest and rules.known((k,)):
+  if rules.known((k,)):
     return lax.top_k(_key(x), k)[1]
+  # keys descending, ties by the lower index: (key, -index) ascending, reversed
   iota = lax.broadcasted_iota(np.int32, x.shape, last)
-  if largest:   # keys descending, ties by the lower index: (key, -index) ascending, reversed
-    _, neg = lax.sort((_key(x), -iota), dimension=last, num_keys=2)
-    idx = lax.rev(-neg, (last,))
-  else:
-    _, idx = lax.sort((_key(x), iota), dimension=last, is_stable=True, num_keys=1)
+  _, neg = lax.sort((_key(x), -iota), dimension=last, num_keys=2)
+  idx = lax.rev(-neg, (last,))
   return idx if k == n else lax.slice_in_dim(idx, 0, k, axis=last)
 
 
@@ -116,12 +119,27 @@ def take_last_axis(t, idx):
 # --- TopKV2 -------------------------------------------------------------------------------
 
 
+def tf_top_k_indices(x, k):
+  """TopKV2's indices as TF's CPU kernel gives them: :func:`top_k_indices` where
+  ``<`` is an order; for float rows with NaN, TF's own algorithm
+  (:mod:`~tfprims.ops.nn.cpu_sort`); ``k == 1``: TF's Eigen maximum. A symbolic
+  ``k`` or row length (jax.export) takes :func:`top_k_indices`."""
+  n = x.shape[-1]
+  if not jnp.issubdtype(x.dtype, jnp.floating) or not rules.known((k, n)) or k == 0:
+    return top_k_indices(x, k)
+  if k == 1:
+    return cpu_sort.top_1(x)[..., None]
+  need = jnp.any(jnp.isnan(x), axis=-1)
+  return cpu_sort.top_k_rows(x, k, top_k_indices(x, k), need)
+
+
 def _top_k_impl(input, *, k, sorted, index_type):
   """The ``k`` largest along the last axis and their indices, larger first, ties by
-  the lower index (``sorted=False`` gives the same order)."""
+  the lower index, rows with NaN as TF's CPU kernel leaves them (``sorted=False``
+  gives the same order)."""
   k = _size(k)
   _check_k(k, input.shape)
-  idx = top_k_indices(input, k)
+  idx = tf_top_k_indices(input, k)
   values = (jnp.zeros(idx.shape, input.dtype) if k == 0 else
             jnp.take_along_axis(input, idx, axis=-1))
   return values, idx.astype(tfdtypes.canonical_dtype(index_type))
@@ -158,15 +176,17 @@ TopKV2 = define_op(
     batching=_last_axis_batching("TopKV2"),
     spec=lambda st: st.Spec(
         _top_k_calls(st), oracle=_sorted_top_k_oracle,
-        note="no NaN drawn (TF's CPU order is unspecified with NaN); sorted=False "
-             "compared after sorting TF's result"))
+        note="sorted=False compared with TF's sorted=True result (checked to hold the "
+             "same elements)"))
 
 
 # --- NthElement ---------------------------------------------------------------------------
 
 
 def _nth_impl(input, *, n, reverse):
-  """The ``n``-th smallest (``reverse``: largest) value along the last axis."""
+  """The ``n``-th smallest (``reverse``: largest) value along the last axis; rows
+  with NaN, or whose result is a zero of a sign the row has both of, as TF's
+  ``std::nth_element`` leaves them."""
   n = _int(n)
   if n < 0:
     raise ValueError(f"n must be non-negative but is {n}")
@@ -174,8 +194,15 @@ def _nth_impl(input, *, n, reverse):
     raise ValueError(f"input must be at least rank 1 but is rank {input.ndim}")
   if input.shape[-1] <= n:
     raise ValueError(f"Input must have last dimension > n = {n}")
-  s = lax.sort(input, dimension=input.ndim - 1)
-  return s[..., input.shape[-1] - 1 - n] if reverse else s[..., n]
+  pos = input.shape[-1] - 1 - n if reverse else n
+  fast = lax.sort(input, dimension=input.ndim - 1)[..., pos]
+  if not jnp.issubdtype(input.dtype, jnp.floating):
+    return fast
+  zero = input == 0
+  neg = jnp.signbit(input)
+  mixed = jnp.any(zero & neg, axis=-1) & jnp.any(zero & ~neg, axis=-1)
+  need = jnp.any(jnp.isnan(input), axis=-1) | (mixed & (fast == 0))
+  return cpu_sort.nth_rows(input, pos, fast, need)
 
 
 def _nth_jvp(t, x, *, n, reverse):
@@ -192,8 +219,7 @@ NthElement = define_op(
     "NthElement", _nth_impl, family=FAMILY, static=("n",), attrs=("reverse",),
     canonicalize=lambda params, *_: dict(params, n=_int(params["n"])),
     jvp=(_nth_jvp,), batching=_last_axis_batching("NthElement"),
-    spec=lambda st: st.Spec(_nth_calls(st), note="no NaN drawn (TF's CPU result with "
-                                                 "NaN depends on std::nth_element)"))
+    spec=lambda st: st.Spec(_nth_calls(st)))
 
 
 # --- ApproxTopK ---------------------------------------------------------------------------
@@ -208,13 +234,14 @@ def _approx_axis(reduction_dimension, rank) -> int:
 
 def _approx_impl(input, *, k, reduction_dimension, recall_target, is_max_k,
                  reduction_input_size_override, aggregate_to_topk):
-  """The exact top (or bottom, ``is_max_k=False``) ``k`` along
-  ``reduction_dimension``, sorted, ties by the lower index, NaN above +inf; the
-  approximation attrs are accepted and ignored (an exact answer is a valid one)."""
+  """The exact top (or bottom, ``is_max_k=False``: the top of ``-input``) ``k`` along
+  ``reduction_dimension``, as TopKV2 (TF's CPU kernel of ApproxTopK is TopKV2's,
+  NaN included); the approximation attrs are accepted and ignored (an exact answer
+  is a valid one)."""
   d = _approx_axis(reduction_dimension, input.ndim)
   x = jnp.moveaxis(input, d, -1)
   _check_k(k, x.shape)
-  idx = top_k_indices(x, k, largest=is_max_k)
+  idx = tf_top_k_indices(x if is_max_k else -x, k)
   values = jnp.take_along_axis(x, idx, axis=-1)
   return jnp.moveaxis(values, -1, d), jnp.moveaxis(idx, -1, d)
 
@@ -244,8 +271,8 @@ ApproxTopK = define_op(
     jvp=_approx_jvp, batching=_approx_batch,
     spec=lambda st: st.Spec(
         _approx_calls(st), oracle=_approx_oracle,
-        note="exact; TF's CPU kernel only takes is_max_k=True on the last dimension, "
-             "other calls are compared with TopKV2"))
+        note="exact, as TopKV2; TF's CPU kernel only takes is_max_k=True on the last "
+             "dimension, other calls are compared with TopKV2"))
 
 
 # --- InTopK, InTopKV2 ---------------------------------------------------------------------
@@ -313,13 +340,24 @@ def _hst():
   return hst
 
 
+_NEG_NAN = float(np.copysign(np.nan, -1.0))
+
+# Where TF's CPU kernels part from a sort: NaN of both signs beside larger and smaller
+# values, ±0.0 (equal), ±inf and ties.
+_EDGES = [1.0, np.nan, 2.0, _NEG_NAN, 0.0, -0.0, np.inf, -np.inf, 1.0, -1.0]
+
+
 def _ties(draw, st, dtype, shape, nan=False):
-  """Values of ``dtype`` with many ties (and -0.0/±inf for floats; NaN if ``nan``)."""
+  """Values of ``dtype``, mostly with many ties. Floats: a permutation of
+  :data:`_EDGES` (repeated to the size; the first examples Hypothesis draws take
+  it), values drawn from it, or any values; NaN only if ``nan``."""
   hst = _hst()
   size = math.prod(shape)
-  if st.is_float(dtype) and draw(hst.booleans()):
-    pool = [0.0, -0.0, 1.0, -1.0, 2.0, 0.5, np.inf, -np.inf] + ([np.nan] if nan else [])
-    vals = draw(hst.lists(hst.sampled_from(pool), min_size=size, max_size=size))
+  mode = draw(hst.sampled_from(["edges", "pool", "any"])) if st.is_float(dtype) else "any"
+  if mode != "any":
+    pool = [v for v in _EDGES if nan or not np.isnan(v)]
+    vals = (draw(hst.permutations((pool * size)[:size])) if mode == "edges" else
+            draw(hst.lists(hst.sampled_from(pool), min_size=size, max_size=size)))
     return np.asarray(vals, np.float32).astype(dtype).reshape(shape)
   if st.kind(dtype) in "iu" and draw(hst.booleans()):
     vals = draw(hst.lists(hst.integers(0, 3), min_size=size, max_size=size))
@@ -330,15 +368,27 @@ def _ties(draw, st, dtype, shape, nan=False):
   return draw(st.arrays(dtype, shape, **kw))
 
 
+def _row_shape(draw, st):
+  """A shape of rank >= 1, its rows mostly 3 to 5 long (where TF's kernels take
+  their different paths: k == 1, 1 < k < n, k == n)."""
+  hst = _hst()
+  shape = list(draw(st.shapes(min_rank=1, max_rank=3, min_side=draw(
+      hst.sampled_from([1, 1, 1, 0])))))
+  if shape[-1] and not draw(hst.booleans()):
+    shape[-1] = draw(hst.integers(3, 5))
+  return tuple(shape)
+
+
 def _top_k_calls(st):
   hst = _hst()
 
   @st.composite
   def calls(draw):
-    dtype = draw(hst.one_of(st.dtypes(st.FLOATS), st.dtypes(_REAL)))
-    shape = tuple(draw(st.shapes(min_rank=1, min_side=draw(hst.sampled_from([1, 1, 1, 0])))))
-    x = _ties(draw, st, dtype, shape)
-    k = draw(hst.integers(0, shape[-1]))
+    dtype = draw(st.dtypes(draw(hst.sampled_from([st.FLOATS, st.FLOATS, _REAL]))))
+    shape = _row_shape(draw, st)
+    x = _ties(draw, st, dtype, shape, nan=True)
+    n = shape[-1]
+    k = draw(hst.sampled_from([n, min(n, 2), min(n, 1), 0, max(n - 1, 0)]))
     # TF's gradient fails for index_type other than int32 (and for no columns).
     index_type = draw(hst.sampled_from(["int32", "int32", "int32", "int16", "int64"]))
     return {"input": x, "k": np.asarray(k, draw(st.dtypes(("int16", "int32", "int64")))),
@@ -347,20 +397,16 @@ def _top_k_calls(st):
 
 
 def _sorted_top_k_oracle(input, k, sorted=True, index_type=np.dtype("int32")):
-  """TF's TopKV2; with ``sorted=False`` its result put in sorted order (its CPU
-  kernel returns them in a heap's order)."""
+  """TF's TopKV2 with ``sorted=True``; for ``sorted=False`` (its CPU kernel then
+  returns its heap's order) after checking that TF selects the same elements."""
   import tensorflow as tf
-  values, indices = tf.raw_ops.TopKV2(input=input, k=k, sorted=sorted,
+  values, indices = tf.raw_ops.TopKV2(input=input, k=k, sorted=True,
                                       index_type=index_type)
-  if sorted or values.shape[-1] < 2:
-    return values, indices
-  v = np.asarray(tf.cast(values, tf.float64) if values.dtype != tf.float64 else values)
-  v = np.where(v == 0, 0.0, v)
-  order = np.lexsort((np.asarray(indices), -v), axis=-1)
-  order = tf.constant(order.astype(np.int32))
-  rank = len(values.shape)
-  return (tf.gather(values, order, axis=rank - 1, batch_dims=rank - 1),
-          tf.gather(indices, order, axis=rank - 1, batch_dims=rank - 1))
+  if not sorted:
+    _, unsorted = tf.raw_ops.TopKV2(input=input, k=k, sorted=False, index_type=index_type)
+    if not np.array_equal(np.sort(unsorted.numpy(), -1), np.sort(indices.numpy(), -1)):
+      raise AssertionError("TF's TopKV2 selects other elements with sorted=False")
+  return values, indices
 
 
 def _nth_calls(st):
@@ -368,10 +414,10 @@ def _nth_calls(st):
 
   @st.composite
   def calls(draw):
-    dtype = draw(st.dtypes(_REAL))
-    shape = list(draw(st.shapes(min_rank=1)))
+    dtype = draw(st.dtypes(draw(hst.sampled_from([st.FLOATS, st.FLOATS, _REAL]))))
+    shape = list(_row_shape(draw, st))
     shape[-1] = max(shape[-1], 1)
-    x = _ties(draw, st, dtype, tuple(shape))
+    x = _ties(draw, st, dtype, tuple(shape), nan=True)
     return {"input": x, "n": np.int32(draw(hst.integers(0, shape[-1] - 1))),
             "reverse": draw(hst.booleans())}
   return calls()
@@ -387,8 +433,7 @@ def _approx_calls(st):
     rank = len(shape)
     dim = draw(hst.one_of(hst.just(-1), hst.integers(-rank, rank - 1)))
     is_max_k = draw(hst.booleans())
-    native = is_max_k and dim == -1   # TF's CPU kernels take these attrs only
-    x = _ties(draw, st, dtype, shape, nan=native)
+    x = _ties(draw, st, dtype, shape, nan=True)
     return {"input": x, "k": draw(hst.integers(0, shape[dim])), "reduction_dimension": dim,
             "is_max_k": is_max_k,
             "recall_target": draw(hst.sampled_from([0.95, 0.5, 1.0])),

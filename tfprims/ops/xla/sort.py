@@ -1,7 +1,9 @@
 """XlaSort, XlaKeyValueSort and XlaVariadicSort: XLA's Sort.
 
-XlaSort and XlaKeyValueSort sort along the last dimension in ascending total order
-(NaNs last, -0.0 before 0.0), as ``lax.sort``. XlaVariadicSort's ``comparator`` is
+XlaSort and XlaKeyValueSort sort along the last dimension in ascending total order,
+as TF's XLA sort (its ``Lt`` comparator is XLA's ``TOTALORDER``): -NaN < -inf < ...
+< -0.0 < 0.0 < ... < inf < NaN (``lax.sort`` by the floats' sign-magnitude integer
+key). XlaVariadicSort's ``comparator`` is
 a library function: a comparison of the first operand's pair, ``Less(lhs0, rhs0)``
 (ascending) or ``Greater(lhs0, rhs0)`` (descending), is recognised and kept as the
 param ``comparator=lt``/``gt``; other comparators have no ``lax.sort`` form and are
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import functools
 
+import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
@@ -25,9 +28,34 @@ from tfprims.ops.xla._common import FAMILY
 _NOTE = "oracle: the op under tf.function(jit_compile=True)"
 
 
+def _total_order(x):
+  """Floats as signed integers whose ascending order is XLA's TOTALORDER (the
+  sign-magnitude bits, negatives flipped; as the StableHLO reader's
+  ``total_order_key``, which this module does not import: it loads MLIR)."""
+  int_type = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}[x.dtype.itemsize]
+  bits = lax.bitcast_convert_type(x, int_type)
+  return jnp.where(bits < 0, bits ^ np.iinfo(int_type).max, bits)
+
+
 def _sort_impl(input):
-  """``lax.sort`` along the last dimension (total order)."""
-  return lax.sort(input, dimension=input.ndim - 1)
+  """Sorted along the last dimension in total order (-NaN first, NaN last, -0.0
+  before 0.0)."""
+  if not jnp.issubdtype(input.dtype, jnp.floating):
+    return lax.sort(input, dimension=input.ndim - 1)
+  return lax.sort((_total_order(input), input), dimension=input.ndim - 1, num_keys=1)[1]
+
+
+def _specials(draw, st, x, scale):
+  """``x`` (distinct floats, 0.0 among them) with its 0.0 made a NaN of a drawn sign
+  or -0.0, where TOTALORDER parts from ``<`` (the first draws too). Values stay
+  apart after the derivative checks' sanitizing (NaN -> 0.5, which no value is near
+  unless ``scale`` is 0.5: -0.0 then); no ±inf, which would scale the central
+  differences' step past the neighbours."""
+  flat = x.reshape(-1).copy()
+  if (flat == 0).any() and not draw(st.booleans()):
+    nan = scale != 0.5 and not draw(st.booleans())
+    flat[flat == 0] = np.copysign(np.nan, draw(st.sampled_from([-1.0, 1.0]))) if nan else -0.0
+  return flat.reshape(x.shape)
 
 
 def _sort_calls(st, key_value: bool):
@@ -35,19 +63,27 @@ def _sort_calls(st, key_value: bool):
   def calls(draw):
     dtype = draw(st.dtypes(("float32", "float64", "bfloat16", "int32", "int64", "uint8",
                             "int8", "float16")))
-    shape = tuple(draw(st.shapes(min_rank=1, max_rank=3, max_side=4)))
+    shape = list(draw(st.shapes(min_rank=1, max_rank=3, max_side=4)))
+    if not draw(st.booleans()):   # mostly rows of 3 or 4 (the first draws too)
+      shape[-1] = max(shape[-1], 3)
+    shape = tuple(shape)
     n = int(np.prod(shape))
     if key_value:  # distinct keys: XLA's sort is not stable
       keys = draw(st.permutations(range(n)))
-      keys = (np.array(keys, np.float64).reshape(shape) - n // 2).astype(dtype)
+      keys = np.array(keys, np.float64).reshape(shape) - n // 2
+      if st.is_float(dtype):
+        keys = _specials(draw, st, keys, 1.0)
       vdtype = draw(st.dtypes(("float32", "int32", "bool", "complex64")))
-      return dict(keys=keys, values=st.draw_array(draw, vdtype, shape))
+      # small values: central differences step by the largest input, past the keys
+      return dict(keys=keys.astype(dtype),
+                  values=st.draw_array(draw, vdtype, shape, lo=-3, hi=3))
     if not st.is_float(dtype):
       return dict(input=st.draw_array(draw, dtype, shape))
     # well-separated floats: near ties the derivative is not what central
-    # differences see (ties and specials are in tests/test_xla_ops.py)
+    # differences see (ties are in tests/test_xla_ops.py)
     x = np.array(draw(st.permutations(range(n))), np.float64).reshape(shape) - n // 2
-    return dict(input=(x * draw(st.sampled_from([0.5, 1.25, 3.0]))).astype(dtype))
+    scale = draw(st.sampled_from([1.25, 3.0, 0.5]))
+    return dict(input=_specials(draw, st, x * scale, scale).astype(dtype))
   return calls()
 
 
@@ -60,8 +96,11 @@ XlaSort = define_op(
 
 
 def _key_value_sort_impl(keys, values):
-  """``lax.sort`` of (keys, values) by the keys along the last dimension."""
-  return list(lax.sort((keys, values), dimension=keys.ndim - 1, num_keys=1))
+  """(keys, values) sorted by the keys along the last dimension, in total order."""
+  if not jnp.issubdtype(keys.dtype, jnp.floating):
+    return list(lax.sort((keys, values), dimension=keys.ndim - 1, num_keys=1))
+  return list(lax.sort((_total_order(keys), keys, values), dimension=keys.ndim - 1,
+                       num_keys=1)[1:])
 
 
 def _key_value_sort_batch(args, dims):
