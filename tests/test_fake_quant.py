@@ -65,3 +65,32 @@ def test_sixteen_bits_within_one_level():
     step = (hi - lo) / 65535
     assert np.abs(got - want).max() <= step * 1.01
     assert np.mean(np.abs(got - want) > 1e-5) < 0.01
+
+
+def test_gradient_ops_multiply_by_the_mask_like_tf():
+  """Outside the range TF's gradient ops give ``gradients * 0``: NaN for infinite or NaN
+  gradients and -0.0 for negative ones (a select would give +0.0 everywhere)."""
+  g = np.array([-1.0, np.inf, np.nan, -0.0, 2.0, -3.0], np.float32)
+  x = np.array([100, -100, 100, 0.5, 100, 0.25], np.float32)
+  cases = [
+      ("FakeQuantWithMinMaxArgsGradient", dict(gradients=g, inputs=x), {}),
+      ("FakeQuantWithMinMaxVarsGradient",
+       dict(gradients=g, inputs=x, min=np.float32(-6), max=np.float32(6)), {}),
+      ("FakeQuantWithMinMaxVarsPerChannelGradient",
+       dict(gradients=g.reshape(3, 2), inputs=x.reshape(3, 2),
+            min=np.float32([-6, -6]), max=np.float32([6, 6])), {}),
+  ]
+  for op_type, inputs, attrs in cases:
+    want = getattr(tf.raw_ops, op_type)(**inputs, **attrs)
+    want = [np.asarray(w) for w in (want if isinstance(want, tuple) else [want])]
+    op = get_op(op_type)
+    operands, params = op.prepare(inputs, attrs)
+    for got_all in (op(*operands, **params), jax.jit(lambda *a: op(*a, **params))(*operands)):
+      got_all = got_all if isinstance(got_all, (list, tuple)) else [got_all]
+      for got, w in zip(got_all, want):
+        got = np.asarray(got)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(w), err_msg=op_type)
+        finite = ~np.isnan(w)
+        np.testing.assert_array_equal(got[finite], w[finite], err_msg=op_type)
+        np.testing.assert_array_equal(np.signbit(got[finite]), np.signbit(w[finite]),
+                                      err_msg=op_type)

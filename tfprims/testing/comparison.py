@@ -186,8 +186,8 @@ def compare(actual, expected, *, rtol: float = 0.0, atol: float = 0.0,
       bad |= nan_a != nan_e
       inf = (np.isinf(pa) | np.isinf(pe)) & ~nan_a & ~nan_e
       bad |= inf & (pa != pe)
-      if signed_zeros:
-        bad |= (pa == 0) & (pe == 0) & (np.signbit(pa) != np.signbit(pe)) & ~overflowed
+      if signed_zeros and not cplx:
+        bad |= (pa == 0) & (pe == 0) & (np.signbit(pa) != np.signbit(pe))
       # Parts of complex values with a non-finite part, and real values.
       fin = np.isfinite(pa) & np.isfinite(pe) & ~whole
       within(np.where(fin, np.abs(pa - pe), 0.0), np.abs(pe), fin)

@@ -142,6 +142,16 @@ def _representable_bounds(lo, hi, width):
 
 NEG_NAN = float(np.copysign(np.nan, -1.0))
 
+# The ``Spec.ignore_zero_sign`` reason of ops whose outputs are sums (matmuls,
+# convolutions, resampling, reductions' gradients): the sign of an exact zero sum
+# depends on the kernel's accumulation, which TF does not keep consistent and XLA
+# does not keep at all (docs/fidelity.md, "Signed zeros").
+ACCUMULATED_ZERO_SIGN = (
+    "an exact zero sum: TF's kernels accumulate from +0.0 (gemm, convolutions) or from "
+    "the first term (Eigen's reductions: Sum of one -0.0 is -0.0, of two is +0.0); XLA "
+    "rewrites a one-term sum as its term and folds x + 0.0, so the sign of a zero sum "
+    "follows neither")
+
 # How ``arrays`` draws: mostly plain values, a few edges and ties (weights out of 10).
 _PLAIN, _EDGES, _TIES_MODE = 4, 4, 2
 

@@ -32,8 +32,16 @@ Abs = define_op(
     jvp=(lambda t, x: tfops.Mul(t, tfops.Sign(x)),),   # TF: grad * sign(x), so 0 at x == 0
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.SIGNED)))
 
+
+def _sign(x):
+  """jnp.sign, with TF's +0.0 for -0.0 (TF computes ``(x > 0) - (x < 0)`` for reals)."""
+  if jnp.issubdtype(x.dtype, jnp.floating):
+    return jnp.where(x == 0, jnp.zeros((), x.dtype), jnp.sign(x))
+  return jnp.sign(x)
+
+
 Sign = define_op(
-    "Sign", jnp.sign, **EW, jvp=rules.no_grad_jvp("Sign"),
+    "Sign", _sign, **EW, jvp=rules.no_grad_jvp("Sign"),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.SIGNED + st.COMPLEX)))
 
 Square = define_op(

@@ -52,7 +52,14 @@ def _fq_args_grad(gradients, inputs, *, min=-6.0, max=6.0, num_bits=8,  # noqa: 
                   narrow_range=False):
   """TF FakeQuantWithMinMaxArgsGradient: gradients where inputs lie in the nudged range."""
   nmin, nmax, _ = _nudge(min, max, num_bits, narrow_range)
-  return jnp.where((inputs >= nmin) & (inputs <= nmax), gradients, _F32(0))
+  return _masked(gradients, (inputs >= nmin) & (inputs <= nmax))
+
+
+def _masked(gradients, mask):
+  """``gradients * mask`` as TF's kernels compute it (not a select): outside the mask an
+  infinite or NaN gradient gives NaN and a negative one -0.0. (XLA rewrites a product
+  with a converted mask as a select, so the product outside it is written out.)"""
+  return jnp.where(mask, gradients, gradients * jnp.zeros((), gradients.dtype))
 
 
 def _fq_vars(inputs, mn, mx, *, num_bits=8, narrow_range=False):
@@ -71,10 +78,9 @@ def _fq_vars_grad(gradients, inputs, mn, mx, *, num_bits=8, narrow_range=False):
   the sum of those below it, the sum of those above it), per channel for PerChannel."""
   inside, below, above = _masks(inputs, mn, mx, num_bits, narrow_range)
   axes = tuple(range(inputs.ndim - mn.ndim))
-  zero = _F32(0)
-  return (jnp.where(inside, gradients, zero),
-          jnp.sum(jnp.where(below, gradients, zero), axis=axes),
-          jnp.sum(jnp.where(above, gradients, zero), axis=axes))
+  return (_masked(gradients, inside),
+          jnp.sum(_masked(gradients, below), axis=axes),
+          jnp.sum(_masked(gradients, above), axis=axes))
 
 
 # --------------------------------------------------------------------------
