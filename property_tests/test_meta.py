@@ -44,3 +44,15 @@ def test_ops_doc_is_current():
   current = gen.strip_error_columns(path.read_text())
   expected = gen.strip_error_columns(gen.render())
   assert current == expected, "docs/ops.md is stale: run `python scripts/gen_ops_doc.py`"
+
+
+def test_fidelity_doc_is_current():
+  spec = importlib.util.spec_from_file_location("gen_fidelity_doc",
+                                                ROOT / "scripts" / "gen_fidelity_doc.py")
+  gen = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(gen)
+  path = ROOT / "docs" / "fidelity.md"
+  current = path.read_text()
+  assert current == gen.render(current), (
+      "docs/fidelity.md is stale: run `python scripts/gen_fidelity_doc.py` (after a property "
+      "run with TFPRIMS_DRAWN_VALUES=property_tests/drawn_values.json when draws changed)")

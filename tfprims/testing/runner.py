@@ -166,7 +166,7 @@ def _run_check(run: _Run, settings: hypothesis.settings) -> CheckResult:
   result = CheckResult(run.check, "passed")
   try:
     with jax.enable_x64(run.x64):
-      for k, case in enumerate(run.spec.cases):
+      for k, case in enumerate(_cases(run.spec)):
         _run_case(run, k, case)
       wrapped()
   except CheckFailure as failure:
@@ -208,6 +208,12 @@ def _run_check(run: _Run, settings: hypothesis.settings) -> CheckResult:
         result.status = "failed"
         result.message = f"{run.op.op_type}: check {run.check!r}: no valid example was drawn"
   return result
+
+
+def _cases(spec: Spec) -> list:
+  """The spec's canonical cases, then those its calls strategy proposes (the edge grid
+  of an elementwise op: ``strategies.edge_grid_calls``)."""
+  return list(spec.cases) + list(getattr(spec.calls, "canonical_cases", ()))
 
 
 def _run_case(run: _Run, k: int, kwargs: Mapping[str, Any]):
