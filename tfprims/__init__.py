@@ -3,11 +3,13 @@
     jax_fn, params = tfprims.convert(tf_fn, tf.TensorSpec([None, 4], tf.float32))
     outputs, new_params = jax_fn(params, x)
     jax.make_jaxpr(lambda x: jax_fn(params, x)[0])(x)   # tf.MatMul, tf.BiasAdd, ...
+    tfprims.compare(tf_fn, x).first_divergence          # where it starts to differ from TF
 """
 
 from tfprims import ops as _ops  # noqa: F401  (registers every op)
 from tfprims.api import (ConvertedFunction, TensorSpec, convert, convert_functional,
                          convert_graph_def)
+from tfprims.comparison import compare, compare_graph_def, compare_saved_model
 from tfprims.config import get_config, override_config, update_config
 from tfprims.deploy import ExportedModel, load_exported
 from tfprims.core import (TFOp, define_op, get_op, override_batching, override_jvp,

@@ -6,6 +6,7 @@
     tfprims inspect frozen_graph.pb --inputs x:0 --outputs probs:0
     tfprims ops path/to/saved_model | frozen_graph.pb | --example NAME [--json]
     tfprims export path/to/saved_model OUT_DIR   # a TF-free jax.export artifact
+    tfprims compare [SRC | --example NAME] [--json OUT] [--html OUT]  # node by node vs TF
 
 ``inspect`` converts a model, then prints a header (model, inputs, outputs,
 params), the histogram of TF ops in the converted jaxpr, the jaxpr itself
@@ -15,9 +16,13 @@ from TensorFlow's on an example input.
 ``ops`` lists the op types a model uses (and its library functions use), with
 counts, and which tfprims converts, without converting.
 
+``compare`` runs the model in TF and in tfprims node by node (inside function calls
+and loops too) and names the first node whose output differs while its inputs
+agree (tfprims.compare; docs/compare.md).
+
 Exit status: 0 when the outputs match TF within the tolerance (``ops``: when
-everything converts), 1 when they do not, 2 on errors (unsupported ops,
-unreadable SavedModel, bad arguments...).
+everything converts; ``compare``: when no node diverges), 1 when they do not, 2 on
+errors (unsupported ops, unreadable SavedModel, bad arguments...).
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
       prog=PROG,
       description="tfprims: TensorFlow functions as JAX functions, one JAX primitive "
                   "(tf.<OpType>) per TF op.",
-      epilog="Run 'tfprims COMMAND --help' for a command (inspect, ops, export).")
+      epilog="Run 'tfprims COMMAND --help' for a command (inspect, ops, export, compare).")
   from tfprims import __version__
   parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
   sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -167,7 +172,60 @@ def build_parser() -> argparse.ArgumentParser:
   export.add_argument("--platforms", metavar="LIST",
                       help="comma-separated platforms (cpu,cuda,rocm,tpu); default: this one")
   export.set_defaults(run=_export)
+  _add_compare_parser(sub, listing)
   return parser
+
+
+def _add_compare_parser(sub, listing: str) -> None:
+  compare = sub.add_parser(
+      "compare", formatter_class=argparse.RawDescriptionHelpFormatter,
+      help="run a model in TF and in tfprims node by node and find where they diverge",
+      description=(
+          "Run a SavedModel signature, a frozen GraphDef (.pb/.pbtxt) or an embedded\n"
+          "example in TensorFlow and in tfprims, node by node (function bodies per call\n"
+          "site, loop bodies per iteration), on the same inputs and variables; compare\n"
+          "every node's output and print a summary: the first divergence (the first\n"
+          "node out of tolerance whose inputs all agree), the outputs, the worst nodes\n"
+          "and the error per op type. Random ops are not compared: TF's draw is fed\n"
+          "forward. See docs/compare.md."),
+      epilog=(
+          f"examples (--example):\n{listing}\n\n"
+          "SavedModel and frozen-graph inputs are built from the signature: floats ~\n"
+          "N(0, 1) (seeded), integers and booleans zero; unknown dims get --unknown-dim.\n"
+          "Tolerances default per dtype (float32: rtol 1e-4, atol 1e-5); a node agrees when\n"
+          "max|tfprims - tf| <= atol + rtol * max|tf| and NaN/inf are where TF has them.\n"
+          "Exit status: 0 nothing diverges, 1 something does, 2 error."))
+  compare.add_argument("source", nargs="?", metavar="SRC",
+                       help="a SavedModel directory, or a frozen GraphDef file with "
+                            "--inputs/--outputs")
+  compare.add_argument("--example", choices=examples.names(), metavar="NAME",
+                       help=f"an embedded example instead of SRC ({', '.join(examples.names())})")
+  compare.add_argument("--signature", default="serving_default", metavar="NAME",
+                       help="the SavedModel signature (default: %(default)s)")
+  compare.add_argument("--inputs", metavar="NAMES",
+                       help="a frozen graph's input Placeholders, comma-separated (x:0,y:0)")
+  compare.add_argument("--outputs", metavar="NAMES",
+                       help="a frozen graph's output tensors, comma-separated")
+  compare.add_argument("--rtol", type=float, metavar="R",
+                       help="relative tolerance (of max|tf|) for every float tensor "
+                            "(default: per dtype)")
+  compare.add_argument("--atol", type=float, metavar="A",
+                       help="absolute tolerance for every float tensor (default: per dtype)")
+  compare.add_argument("--isolate", action="store_true",
+                       help="feed every tfprims node TF's values of its inputs (judge each op "
+                            "on TF's inputs, not on errors carried from upstream)")
+  compare.add_argument("--json", metavar="OUT", help="write the full report as JSON")
+  compare.add_argument("--html", metavar="OUT",
+                       help="write a self-contained HTML report (graph coloured by error, "
+                            "node table, histograms per op type)")
+  compare.add_argument("--model-explorer", metavar="OUT",
+                       help="write the graph with its errors as Google Model Explorer JSON "
+                            "(and OUT.node_data.json, the errors as a node-data overlay)")
+  compare.add_argument("--unknown-dim", type=_positive_int, default=2, metavar="N",
+                       help="size of unknown (None) input dims (default: %(default)s)")
+  compare.add_argument("--seed", type=int, default=0,
+                       help="seed of the random example inputs (default: %(default)s)")
+  compare.set_defaults(run=_compare)
 
 
 def _positive_int(text: str) -> int:
@@ -387,6 +445,19 @@ def _export(args, out: TextIO) -> int:
         + f"\n  params: {len(manifest['params'])} arrays; platforms: "
         + ",".join(manifest["platforms"]), file=out)
   return EXIT_OK
+
+
+def _compare(args, out: TextIO) -> int:
+  if bool(args.source) == bool(args.example):
+    raise CLIError("give either SRC or --example")
+  if (args.inputs or args.outputs) and not (args.source and os.path.isfile(args.source)):
+    raise CLIError("--inputs/--outputs go with a frozen GraphDef file")
+  if args.source and not os.path.exists(args.source):
+    raise CLIError(f"{args.source!r} does not exist (expected a SavedModel directory or a "
+                   "frozen GraphDef file)")
+  import_tensorflow()
+  from tfprims.comparison import command
+  return command.run(args, out)
 
 
 def _example_target(tf, name: str) -> Target:
