@@ -122,6 +122,40 @@ def test_scale_and_translate_with_traced_scale_matches_tf():
     np.testing.assert_allclose(out[k], f(IMAGES, ss[k], ts[k]).numpy(), rtol=1e-5, atol=2e-6)
 
 
+def test_resampling_sums_are_plus_zero_where_tfs_kernels_are():
+  # ResizeBicubicGrad, ScaleAndTranslate and its gradient add taps onto a zeroed output
+  # in TF, so an exact zero is +0.0 (a -0.0 input times a weight, a sample outside the
+  # image); ResizeBicubic's 4-tap sums have no +0.0 start, so its zero signs are TF's
+  # order's and not compared (its spec says why).
+  from tfprims.core import get_op
+  mixed = np.array([[-0.0, 1.0, -0.0], [-0.0, -0.0, 0.0]], np.float32).reshape(1, 2, 3, 1)
+  cases = []
+  # one pixel: XLA's contraction with one term is the -0.0 product itself
+  for g, image in ((-np.zeros((1, 1, 1, 1), np.float32), (1, 1, 1, 1)),
+                   (mixed, (1, 1, 2, 1)), (mixed, (1, 1, 1, 1))):
+    z = np.zeros(image, np.float32)
+    for align, half in ((True, False), (False, True), (False, False)):
+      cases.append(("ResizeBicubicGrad", dict(grads=g, original_image=z),
+                    dict(align_corners=align, half_pixel_centers=half)))
+    for scale in ((0.25, 1.5), (1.0, 1.0)):   # a 0.25 scale samples outside the image
+      st = dict(scale=np.array(scale, np.float32), translation=np.zeros(2, np.float32))
+      for kernel in ("box", "lanczos3", "triangle"):
+        for antialias in (False, True):
+          attrs = dict(kernel_type=kernel, antialias=antialias)
+          cases.append(("ScaleAndTranslate",
+                        dict(images=g, size=np.array(image[1:3], np.int32), **st), attrs))
+          cases.append(("ScaleAndTranslateGrad", dict(grads=g, original_image=z, **st),
+                        attrs))
+  for name, inputs, attrs in cases:
+    want = getattr(R, name)(**inputs, **attrs).numpy()
+    op = get_op(name)
+    operands, params = op.prepare(inputs, attrs)
+    for got in (op(*operands, **params), jax.jit(lambda *a: op(*a, **params))(*operands)):
+      got = np.asarray(got)
+      np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7, err_msg=name)
+      assert (np.signbit(got) == np.signbit(want))[want == 0].all(), (name, attrs, got, want)
+
+
 # --- Keras augmentation layers (training mode) -------------------------------------------
 
 keras = pytest.importorskip("keras")

@@ -255,6 +255,21 @@ def test_dense_labels_broadcast_like_tf_and_gradients_are_summed():
     _close(g, tg.reshape((-1,) + tg.shape[-1:]).sum(0).reshape(lshape))
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_dense_cross_entropy_zero_loss_is_plus_zero_like_tf(dtype):
+  # TF's kernel sums labels * (log(sum(exp)) - shifted) from +0.0: a zero loss is +0.0,
+  # also for one class (where XLA's one-term sum would keep -0.0 * 0) and all -0 terms.
+  logits = np.array([[0.0], [3.0], [0.0], [1.0]], dtype)
+  labels = np.array([[-0.0], [-0.0], [0.0], [-1.0]], dtype)
+  rows = (logits, labels), (np.array([[5.0, 5.0]], dtype), np.array([[-0.0, -0.0]], dtype))
+  op = get_op("SoftmaxCrossEntropyWithLogits")
+  for f, y in rows:
+    want = tf.raw_ops.SoftmaxCrossEntropyWithLogits(features=f, labels=y)[0].numpy()
+    for got in (op(f, y)[0], jax.jit(op)(f, y)[0]):
+      np.testing.assert_array_equal(np.asarray(got), want)
+      assert (np.signbit(np.asarray(got)) == np.signbit(want)).all(), (f, y, got, want)
+
+
 # ---------------------------------------------------------------------------
 # Out-of-range sparse labels
 

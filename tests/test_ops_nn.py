@@ -584,6 +584,44 @@ def test_fused_batch_norm_v3_y_gradients_match_tf(training):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
 
 
+# (dy, x, scale, mean, variance): zero signs where TF's oneDNN and Eigen kernels differ
+_FBN_GRAD_ZERO_CASES = [
+    ([-0.0], [-0.0], 1.0, 0.0, 0.0),                     # one-term sums of -0.0
+    ([0.0], [1.0], 0.0, 2.0, 2.0),                       # dy * x_c = 0 * -1
+    ([0.0, 0.0, 0.0, -0.0], [0.0, 0.0, -0.0, -1.0], 1.0, -0.0, 2.0),
+    ([0.0, 1.0, -1.0, -0.0], [1.0, 2.0, -1.0, -0.0], 0.0, 0.0, 0.0),
+    ([-0.0, -0.0], [1.0, 2.0], 1.0, 1.0, 0.0),
+    ([1.0, -1.0, np.inf, 2.0], [0.5, -0.0, 2.0, np.nan], -1.0, 0.5, 1.0),
+]
+
+
+@pytest.mark.parametrize("dtype,fmt", [(np.float32, "NHWC"), (np.float32, "NCHW"),
+                                       ("bfloat16", "NHWC"), (np.float16, "NHWC"),
+                                       (np.float32, "NDHWC")])
+@pytest.mark.parametrize("training", [True, False])
+@needs_onednn
+def test_fused_batch_norm_grad_zero_signs_follow_tfs_kernel(dtype, fmt, training):
+  # TF's CPU kernel is oneDNN for 4-D float32/bfloat16 (its sums start from +0.0, its
+  # training x_backprop is dy - (mean(dy) + x_c * ...)) and Eigen for float16 and 5-D
+  # (a one-term sum is its term, dy - mean(dy) - x_c * ...): docs/semantics/nn.md.
+  dtype = jnp.dtype(dtype)
+  for dy, x, scale, mean, var in _FBN_GRAD_ZERO_CASES:
+    shape = {"NHWC": (1, len(dy), 1, 1), "NCHW": (1, 1, len(dy), 1),
+             "NDHWC": (1, len(dy), 1, 1, 1)}[fmt]
+    args = [np.array(v, np.float32).astype(dtype).reshape(shape) for v in (dy, x)]
+    args += [np.array([v], np.float32) for v in (scale, mean, var)]
+    attrs = dict(epsilon=0.5, data_format=fmt, is_training=training)
+    want = _tf("FusedBatchNormGradV3", y_backprop=args[0], x=args[1], scale=args[2],
+               reserve_space_1=args[3], reserve_space_2=args[4],
+               reserve_space_3=np.zeros((0,), np.float32), **attrs)
+    f = lambda *a: nn.FusedBatchNormGradV3(*a, np.zeros((0,), np.float32), **attrs)
+    for got in (f(*args), jax.jit(f)(*args)):
+      for k in range(3):
+        a, b = np.float32(got[k]), want[k].numpy().astype(np.float32)
+        np.testing.assert_allclose(a, b, rtol=1e-2, err_msg=f"output {k}: {dy} {x}")
+        assert (np.signbit(a) == np.signbit(b))[a == 0].all(), (k, dy, x, a, b)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_conv_padding_zeros_with_inf_filter_taps_are_tf_xlas(dtype, x64):
   # 0 * inf where a non-finite tap meets padding (or a strided backprop's inserted zero):

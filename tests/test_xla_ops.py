@@ -368,3 +368,32 @@ def test_drawn_reduce_body_follows_the_x64_setting():
       operands, params = op.prepare(inputs, dict(dimensions_to_reduce=[0], reducer="argmax"))
       value, index = jax.jit(lambda *a: op(*a, **params))(*operands)
       assert (float(value), int(index), index.dtype) == (3.0, 1, index_dtype)
+
+
+@pytest.mark.parametrize("kind", ["max", "min", "add"])
+def test_reduce_over_an_empty_axis_is_the_init_value_with_its_derivative(kind):
+  """Reducing an empty axis gives the init value: its derivative is the init value's
+  (TF's equivalent program), not lax's reduce_max JVP, which divides by the count of
+  maxima (0 here: NaN)."""
+  reducer = _reducer({"max": tf.maximum, "min": tf.minimum, "add": tf.add}[kind])
+  equivalent = {"max": lambda x, i: tf.maximum(i, tf.reduce_max(x, 0)),
+                "min": lambda x, i: tf.minimum(i, tf.reduce_min(x, 0)),
+                "add": lambda x, i: i + tf.reduce_sum(x, 0)}[kind]
+  x, init = np.zeros((0, 2), np.float32), np.float32(-1e6 if kind == "max" else 1e6)
+
+  def reduce(x, i):
+    return tfxla.reduce(x, i, [0], reducer)
+
+  f = tfprims.convert_functional(reduce, x, init)
+  np.testing.assert_array_equal(jax.jit(f)(x, init), _jit_tf(reduce, x, init))
+  xs, inits = tf.constant(x), tf.constant(init)
+  with tf.GradientTape() as tape:
+    tape.watch([xs, inits])
+    y = tf.reduce_sum(equivalent(xs, inits) * [2.0, 3.0])
+  tf_dx, tf_dinit = tape.gradient(y, [xs, inits])
+  dx, dinit = jax.grad(lambda a, b: jnp.sum(f(a, b) * jnp.array([2.0, 3.0])), (0, 1))(x, init)
+  assert dx.shape == x.shape and float(dinit) == float(tf_dinit) == 5.0
+  _, t = jax.jvp(f, (x, init), (np.zeros_like(x), np.float32(1.0)))
+  np.testing.assert_array_equal(t, [1.0, 1.0])
+  _, t = jax.jvp(f, (x, init), (np.ones_like(x), np.float32(0.0)))
+  np.testing.assert_array_equal(t, [0.0, 0.0])

@@ -116,9 +116,12 @@ def _matrices(kernel_type, antialias, out_hw, in_hw, scale, translation):
 
 
 def _contract(x, my, mx):
+  """Rows, then columns; an exact zero is +0.0, as TF's span sums start from a zeroed
+  output (XLA's one-term contractions would keep a -0.0 product)."""
   hi = lax.Precision.HIGHEST
   y = jnp.einsum("oh,nhwc->nowc", my, x, precision=hi)
-  return jnp.einsum("pw,nowc->nopc", mx, y, precision=hi)
+  out = jnp.einsum("pw,nowc->nopc", mx, y, precision=hi)
+  return jnp.where(out == 0, _F32(0), out)
 
 
 def _check(images, scale, translation):

@@ -425,7 +425,7 @@ MatMul = define_op(
     "MatMul", _matmul, family=FAMILY, attrs=("transpose_a", "transpose_b"),
     lowering=emit.direct_lowering(_matmul_build, _matmul),
     jvp=_bilinear_jvp("MatMul"), transpose=_matmul_transpose, batching=_matmul_batching,
-    spec=lambda st: st.Spec(_matmul_calls(st)))
+    spec=lambda st: st.Spec(_matmul_calls(st), ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN))
 
 BatchMatMulV2 = define_op(
     "BatchMatMulV2", _batch_matmul_v2, family=FAMILY, attrs=("adj_x", "adj_y"),

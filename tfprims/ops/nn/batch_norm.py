@@ -128,11 +128,19 @@ FusedBatchNorm = define_op(
     attrs=_FBN_ATTRS, multiple_results=True, spec=lambda st: _fbn_spec(st, 1))
 
 
+def _plus_zero(v):
+  """``v`` with -0.0 as +0.0: a sum that starts from +0.0 (XLA rewrites a one-term sum
+  as its term, and folds an explicit ``+ 0.0`` away)."""
+  return jnp.where(v == 0, jnp.zeros((), v.dtype), v)
+
+
 def _batch_norm_backprop(dy, x, scale, mean, var, *, epsilon, data_format, is_training,
-                         batch_stats):
+                         batch_stats, onednn=False):
   """(x_backprop, scale_backprop, offset_backprop) in U. In training mode the statistics
   are ``mean``/``var``, or with ``batch_stats`` the moments of ``x`` (TF's Python
-  formula, _BatchNormGrad)."""
+  formula, _BatchNormGrad). ``onednn``: TF's oneDNN kernel's zero signs (its sums start
+  from +0.0, its training x_backprop groups ``dy - (mean(dy) + x_c * ...)``); otherwise
+  its Eigen kernel's (a one-term sum is the term, ``dy - mean(dy) - x_c * ...``)."""
   rank = x.ndim
   ch = _channel_axis(data_format, rank)
   axes = tuple(a for a in range(rank) if a != ch)
@@ -146,8 +154,15 @@ def _batch_norm_backprop(dy, x, scale, mean, var, *, epsilon, data_format, is_tr
   inv = lax.rsqrt(var + eps)
   x_offset = xf - bc(mean)
   offset_backprop = jnp.sum(dy, axis=axes)
-  scale_backprop = jnp.sum(dy * x_offset, axis=axes) * inv
-  if is_training:
+  dy_x = jnp.sum(dy * x_offset, axis=axes)
+  if onednn:
+    offset_backprop, dy_x = _plus_zero(offset_backprop), _plus_zero(dy_x)
+  scale_backprop = dy_x * inv
+  if is_training and onednn:
+    n = np.array(1.0 / max(x.size // max(x.shape[ch], 1), 1), u)
+    x_backprop = bc(scale * inv) * (dy - (bc(offset_backprop * n)
+                                          + x_offset * bc(scale_backprop * inv * n)))
+  elif is_training:
     dy_offset = dy - bc(jnp.mean(dy, axis=axes))
     m = jnp.mean(dy * x_offset, axis=axes)
     x_backprop = bc(scale * inv) * (dy_offset - bc(m * jnp.square(inv)) * x_offset)
@@ -165,9 +180,12 @@ def _fused_batch_norm_grad(y_backprop, x, scale, reserve_space_1, reserve_space_
   empty reserve outputs (scalars, as TF's CPU kernel). reserve_space_1/2 are read as the
   mean and (biased) variance, as TF's CPU kernel does."""
   del reserve_space_3
+  # TF's CPU kernel: oneDNN for 4-D float32/bfloat16, Eigen otherwise (float16, 5-D)
+  onednn = x.ndim == 4 and np.dtype(x.dtype).name in _ONEDNN_DTYPES
   dx, ds, do = _batch_norm_backprop(y_backprop, x, scale, reserve_space_1, reserve_space_2,
                                     epsilon=epsilon, data_format=data_format,
-                                    is_training=is_training, batch_stats=False)
+                                    is_training=is_training, batch_stats=False,
+                                    onednn=onednn)
   zeros = jnp.zeros((), scale.dtype)
   return (dx.astype(x.dtype), ds, do, zeros, zeros)
 

@@ -412,7 +412,7 @@ Conv2D = define_op(
     spec=lambda st: st.Spec(
         _conv_calls(st, _C2, "fwd",
                     dtypes=("float16", "bfloat16", "float32", "float64", "int32")),
-        note=_CONV_NOTE, **_CONV_TOL))
+        note=_CONV_NOTE, ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL))
 
 Conv2DBackpropInput = define_op(
     "Conv2DBackpropInput", conv2d_backprop_input, family="nn", static=("input_sizes",),
@@ -420,13 +420,13 @@ Conv2DBackpropInput = define_op(
     spec=lambda st: st.Spec(
         _conv_calls(st, _C2, "bi",
                     dtypes=("float16", "bfloat16", "float32", "float64", "int32")),
-        note=_CONV_NOTE, **_CONV_TOL))
+        note=_CONV_NOTE, ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL))
 
 Conv2DBackpropFilter = define_op(
     "Conv2DBackpropFilter", conv2d_backprop_filter, family="nn", static=("filter_sizes",),
     attrs=_CONV2D_ATTRS, **_conv_rules(_C2, "bf"),
-    spec=lambda st: st.Spec(_conv_calls(st, _C2, "bf"),
-                            note=_CONV_NOTE, **_CONV_TOL))
+    spec=lambda st: st.Spec(_conv_calls(st, _C2, "bf"), note=_CONV_NOTE,
+                            ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL))
 
 
 # --------------------------------------------------------------------------
@@ -488,22 +488,22 @@ _DW_NOTE = (_CONV_NOTE + " Depthwise: TF's CPU backprop kernels ignore dilations
 DepthwiseConv2dNative = define_op(
     "DepthwiseConv2dNative", depthwise_conv2d_native, family="nn", attrs=_CONV2D_ATTRS,
     shape_rule=_depthwise_shape, **_conv_rules(_DW, "fwd", groupable=False),
-    spec=lambda st: st.Spec(_conv_calls(st, _DW, "fwd", **_DW_SPEC),
-                            note=_DW_NOTE, **_CONV_TOL))
+    spec=lambda st: st.Spec(_conv_calls(st, _DW, "fwd", **_DW_SPEC), note=_DW_NOTE,
+                            ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL))
 
 DepthwiseConv2dNativeBackpropInput = define_op(
     "DepthwiseConv2dNativeBackpropInput", depthwise_backprop_input, family="nn",
     static=("input_sizes",), attrs=_CONV2D_ATTRS, **_conv_rules(_DW, "bi", groupable=False),
     spec=lambda st: st.Spec(
         _conv_calls(st, _DW, "bi", **_DW_SPEC),
-        note=_DW_NOTE, **_CONV_TOL))
+        note=_DW_NOTE, ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL))
 
 DepthwiseConv2dNativeBackpropFilter = define_op(
     "DepthwiseConv2dNativeBackpropFilter", depthwise_backprop_filter, family="nn",
     static=("filter_sizes",), attrs=_CONV2D_ATTRS, **_conv_rules(_DW, "bf", groupable=False),
     spec=lambda st: st.Spec(
         _conv_calls(st, _DW, "bf", **_DW_SPEC),
-        note=_DW_NOTE, **_CONV_TOL))
+        note=_DW_NOTE, ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL))
 
 
 # --------------------------------------------------------------------------
@@ -553,16 +553,16 @@ Conv3D = define_op(
                     dtypes=("float16", "float32", "float64")),
         note=_CONV_NOTE + " Conv3D: TF's CPU kernels return wrong values (uninitialised "
              "memory) for bfloat16 and for some unequal strides (docs/semantics/nn.md), so "
-             "the spec draws neither.", **_CONV_TOL))
+             "the spec draws neither.", ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL))
 
 Conv3DBackpropInputV2 = define_op(
     "Conv3DBackpropInputV2", conv3d_backprop_input, family="nn", static=("input_sizes",),
     attrs=_CONV3D_ATTRS, **_conv_rules(_C3, "bi"),
     spec=lambda st: st.Spec(_conv_calls(st, _C3, "bi", nd=3, explicit=False),
-                            grad_oracle="fd", note=_CONV3D_BACKPROP_NOTE, **_CONV_TOL))
+                            grad_oracle="fd", note=_CONV3D_BACKPROP_NOTE, ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL))
 
 Conv3DBackpropFilterV2 = define_op(
     "Conv3DBackpropFilterV2", conv3d_backprop_filter, family="nn", static=("filter_sizes",),
     attrs=_CONV3D_ATTRS, **_conv_rules(_C3, "bf"),
     spec=lambda st: st.Spec(_conv_calls(st, _C3, "bf", nd=3, explicit=False),
-                            grad_oracle="fd", note=_CONV3D_BACKPROP_NOTE, **_CONV_TOL))
+                            grad_oracle="fd", note=_CONV3D_BACKPROP_NOTE, ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL))

@@ -68,6 +68,9 @@ def _xent(features, labels):
   e = jnp.exp(shifted)
   s = jnp.sum(e, axis=1, keepdims=True)
   loss = jnp.sum(y * (jnp.log(s) - shifted), axis=1)
+  # TF's Eigen sum starts from +0.0, so an exact zero loss is +0.0 (XLA rewrites a
+  # one-class sum as its term, which may be -0.0, and folds an explicit + 0.0 away)
+  loss = jnp.where(loss == 0, jnp.zeros((), loss.dtype), loss)
   return loss, e / s - y
 
 

@@ -152,6 +152,11 @@ def _reduce(xs, inits, dims, reducer):
     return list(xs)
   if isinstance(reducer, str):
     (x,), (init,) = xs, inits
+    if any(x.shape[d] == 0 for d in dims):
+      # Nothing to reduce: XLA's result is the init value, which alone is differentiated
+      # (lax's max/min JVP divides by the count of maxima, 0 here: a NaN tangent).
+      kept = tuple(s for i, s in enumerate(x.shape) if i not in dims)
+      return [jnp.broadcast_to(init, kept)]
     reduced = lax.reduce(x, _identity(reducer, x.dtype), _COMBINE[reducer], dims)
     return [_COMBINE[reducer](init, reduced)]
   out = lax.reduce(tuple(xs), tuple(inits), lambda a, b: tuple(reducer(*a, *b)), dims)
