@@ -318,3 +318,93 @@ def test_optimizer_steps_inside_a_while_loop_thread_the_state():
 
   fn, params = _run_steps(steps, [(x, y, np.int32(3)) for x, y in BATCHES[:2]])
   assert "tf.ApplyMomentum" in str(jax.make_jaxpr(fn)(params, *BATCHES[0], np.int32(3)))
+
+
+# --- edge values as TF's kernels ------------------------------------------------------------
+
+
+def _tf_on_variables(op_type, state, rest):
+  """TF's ResourceApply*/ResourceSparseApply* on tf.Variables holding ``state`` (a
+  dict in input order); the variables' values afterwards."""
+  variables = {n: tf.Variable(v) for n, v in state.items()}
+  getattr(tf.raw_ops, op_type)(**{n: v.handle for n, v in variables.items()}, **rest)
+  return [v.numpy() for v in variables.values()]
+
+
+def _ours(op_type, state, rest):
+  names = opdefs.input_arg_names(op_type)
+  kw = dict(state, **rest)
+  return [np.asarray(o) for o in lookup(op_type.replace("Resource", "", 1))(
+      *[kw[n] for n in names])]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("inner", [1, 5])
+@pytest.mark.parametrize("op_type", [
+    "ResourceApplyProximalGradientDescent", "ResourceSparseApplyProximalGradientDescent",
+    "ResourceApplyProximalAdagrad", "ResourceSparseApplyProximalAdagrad"])
+def test_proximal_step_zero_signs_like_tf(op_type, inner, dtype):
+  """Eigen's sign (and TF's scalar sgn) of -0.0 is +0.0: a zero proximal point gives
+  +0.0, one shrunk to zero by l1 keeps its sign (jnp.sign(-0.0) is -0.0)."""
+  var = np.repeat(np.array([-0.0, 0.0, -1e-3, 1e-3], dtype)[:, None], inner, 1)
+  grad = np.zeros((4, inner), dtype)  # var - lr * (+0.0) keeps var's zero sign
+  scalars = dict(l1=dtype(0.1), l2=dtype(0.01))
+  scalars["alpha" if "GradientDescent" in op_type else "lr"] = dtype(0.5)
+  state = {"var": var}
+  if "Adagrad" in op_type:
+    state["accum"] = np.ones_like(var)
+  rest = dict(scalars, **{"delta" if op_type == "ResourceApplyProximalGradientDescent"
+                          else "grad": grad})
+  if "Sparse" in op_type:
+    rest["indices"] = np.arange(4, dtype=np.int32)
+  expected = _tf_on_variables(op_type, state, rest)[0]
+  got = _ours(op_type, state, rest)[0]
+  np.testing.assert_array_equal(got, expected)
+  np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+  np.testing.assert_array_equal(np.signbit(expected[:, 0]), [False, False, True, False])
+
+
+def _rmsprop_call(rng, centered, inner, rows=2, k=3):
+  h = np.float16
+  state = {"var": rng.uniform(-2, 2, (rows, inner)).astype(h)}
+  if centered:
+    state["mg"] = rng.uniform(-0.2, 0.2, (rows, inner)).astype(h)
+  state["ms"] = rng.uniform(0.1, 2, (rows, inner)).astype(h)
+  state["mom"] = rng.uniform(-2, 2, (rows, inner)).astype(h)
+  rest = dict(lr=h(rng.uniform(0.01, 1)), rho=h(rng.uniform(0.1, 0.99)),
+              momentum=h(rng.uniform(0, 0.99)), epsilon=h(rng.uniform(1e-3, 0.1)),
+              grad=rng.uniform(-2, 2, (k, inner)).astype(h),
+              indices=rng.integers(0, rows, k).astype(np.int32))
+  return state, rest
+
+
+def test_sparse_centered_rmsprop_float16_like_tf():
+  """TF's sparse (Centered)RMSProp kernels write their own formula (ms * rho + grad**2
+  * (1 - rho), denominator ms + epsilon - mg**2) and round every float16 operation;
+  ms - mg**2 cancels, so the dense rule's float32 intermediates were 6 ulps off."""
+  h = np.float16
+  state = dict(var=np.zeros(1, h), mg=np.zeros(1, h), ms=np.array([0.125], h),
+               mom=np.zeros(1, h))
+  rest = dict(lr=h(1), rho=h(0.125), momentum=h(0), epsilon=h(0.00390625),
+              grad=np.ones(2, h), indices=np.array([0, 0], np.int32))
+  op = "ResourceSparseApplyCenteredRMSProp"
+  expected = _tf_on_variables(op, state, rest)
+  assert expected[3][0] == h(6.8203125)
+  for g, e in zip(_ours(op, state, rest), expected):
+    np.testing.assert_array_equal(g, e)
+  # Random calls: rows shorter than a packet of 8 halves, whole packets, and both.
+  rng = np.random.default_rng(0)
+  for centered in (True, False):
+    op = "ResourceSparseApply" + ("Centered" if centered else "") + "RMSProp"
+    exact = total = 0
+    for inner in (1, 3, 8, 11):
+      for _ in range(10):
+        state, rest = _rmsprop_call(rng, centered, inner)
+        expected = _tf_on_variables(op, state, rest)
+        got = _ours(op, state, rest)
+        exact += all(np.array_equal(g, e) for g, e in zip(got, expected))
+        total += 1
+        for g, e in zip(got, expected):  # at most one float16 ulp
+          np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64),
+                                     rtol=2 ** -10, atol=2 ** -14)
+    assert exact >= 0.9 * total, (op, exact, total)

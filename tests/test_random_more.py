@@ -374,3 +374,50 @@ def test_all_candidate_sampler_as_tf():
                                              num_true=1, num_sampled=4, unique=True)
   for a, b in zip(_functional(f)(), f()):
     np.testing.assert_array_equal(a, b.numpy())
+
+
+def test_binomial_edge_parameters_like_tf(x64):
+  """What TF's binomial kernel decides without sampling is TF's: 0 for counts <= 0 or
+  probs <= 0 (-0.0 and negatives), counts (not rounded) for probs >= 1, NaN for NaN
+  probs; counts - k for probs > 0.5 keeps a fractional count's fraction; an infinite
+  count gives inf, or NaN for probs > 0.5. probs = -0.0 made jax.random.binomial's
+  inversion loop run forever (log1p(0) = 0), in a vmap as well as alone."""
+  op = tfprims.core.get_op("StatelessRandomBinomial")
+  seed = np.array([1, 2], np.int32)
+  # jax.random.binomial: floor(0.5) = 0 trials at p = 1, NaN for p < 0 or p > 1.
+  c, p = np.full(3, 0.5, np.float32), np.array([1.0, -0.5, 1.5], np.float32)
+  np.testing.assert_array_equal(
+      op(seed, c, p, shape=(2, 3), dtype=np.dtype(np.float32)),
+      tf.raw_ops.StatelessRandomBinomial(shape=[2, 3], seed=seed, counts=c, probs=p,
+                                         dtype=tf.float32))
+  probs = np.array([-0.0, 0.0, -0.5, 1.0, 1.5, np.nan])
+  for cdt in (np.float16, np.float32, np.float64):
+    for out in (np.float32, np.int32):
+      for c in (0.0, -0.0, -1.0, 0.5, 5.0, 15.5, np.inf, np.nan):
+        if out == np.int32 and not np.isfinite(c):
+          continue
+        counts = np.full(probs.shape, c, cdt)
+        p = probs.astype(cdt) if out == np.float32 else probs[:-1].astype(cdt)
+        counts = counts[:p.size]
+        expected = tf.raw_ops.StatelessRandomBinomial(
+            shape=[4, p.size], seed=seed, counts=counts, probs=p, dtype=out).numpy()
+        got = np.asarray(op(seed, counts, p, shape=(4, p.size), dtype=np.dtype(out)))
+        np.testing.assert_array_equal(got, expected, err_msg=f"{cdt} {out} counts={c}")
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+  # Sampled: counts - k for p > 0.5 (fraction kept); infinite counts.
+  got = np.asarray(op(seed, np.array([15.5, 15.5, np.inf, np.inf], np.float32),
+                      np.array([0.9, 0.2, 0.2, 0.9], np.float32), shape=(500, 4),
+                      dtype=np.dtype(np.float32)))
+  assert np.all(got[:, 0] % 1 == 0.5) and np.all(got[:, 1] % 1 == 0)
+  assert got[:, 0].min() >= 0.5 and got[:, 1].max() <= 15
+  np.testing.assert_array_equal(got[:, 2], np.inf)
+  assert np.isnan(got[:, 3]).all()
+  # probs -0.0 next to sampled ones, alone and in a vmap: it terminates.
+  f = lambda s, p: op(s, np.float32(20.0), p, shape=(3, 2), dtype=np.dtype(np.float32))
+  p = np.array([[-0.0, 0.3], [0.3, -0.0], [0.0, 1.0]], np.float32)
+  seeds = np.array([[1, 2], [3, 4], [5, 6]], np.int32)
+  batched = np.asarray(jax.vmap(f)(seeds, p))
+  for i in range(3):
+    np.testing.assert_array_equal(batched[i], f(seeds[i], p[i]))
+  np.testing.assert_array_equal(batched[[0, 1, 2], :, [0, 1, 0]], 0.0)
+  np.testing.assert_array_equal(batched[2, :, 1], 20.0)

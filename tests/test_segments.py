@@ -571,3 +571,54 @@ def test_grad_ops_derivatives(kind):
         lambda g, t: jax.jvp(values, (g,), (t,))[1], g, t)
     assert f"tf.SparseSegment{kind}WithNumSegments" in _jaxpr_names(
         jax.grad(lambda g: jnp.sum(values(g) ** 2)), g)
+
+
+# --- the sign of zero sums -----------------------------------------------------------------
+
+
+def _same_signed(got, expected, msg):
+  got, expected = np.asarray(got).astype(np.float64), np.asarray(expected).astype(np.float64)
+  np.testing.assert_allclose(got, expected, rtol=1e-2, err_msg=msg)  # 1/sqrt(n) rounds apart
+  np.testing.assert_array_equal(np.signbit(got), np.signbit(expected), err_msg=msg)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("inner", [(), (3,)])
+def test_zero_sums_signed_like_tf(dtype, inner, x64):
+  """TF's sorted SegmentSum/Mean copy a one-row segment and reduce longer ones from
+  +0.0; UnsortedSegmentSum and the sparse Grad kernels add to +0.0; the sparse
+  reductions sum from a segment's first row (a sum of -0.0 rows is -0.0). Empty
+  segments hold +0.0. Eager and under jit (XLA folds x + 0.0 and one-update scatters)."""
+  dt, rng = _dtype(dtype), _rng(len(inner))
+  # Segments 0: [-0], 1: empty, 2: [-0, -0], 3: [-0, -0, -0], 4: [+0, -0], 5: [-0]
+  ids = np.array([0, 2, 2, 3, 3, 3, 4, 4, 5], np.int32)
+  for trial in range(4):
+    signs = np.array([-0.0] * 6 + [0.0, -0.0, -0.0]) if trial == 0 else rng.choice(
+        [-0.0, 0.0, -0.0, 1.0], size=ids.size)
+    data = (signs.reshape((-1,) + (1,) * len(inner)) * np.ones(inner)).astype(dt)
+    k, z = ids.size, np.zeros(ids.size, np.int32)
+    perm = np.arange(k)[::-1].astype(np.int32)
+    # (op, our operands, our params, TF's inputs)
+    cases = [(op, (data,), dict(segment_ids=tuple(ids)), dict(data=data, segment_ids=ids))
+             for op in ("SegmentSum", "SegmentMean")]
+    cases.append(("UnsortedSegmentSum", (data, ids), dict(num_segments=7),
+                  dict(data=data, segment_ids=ids, num_segments=7)))
+    for kind in ("Sum", "Mean", "SqrtN"):
+      red = dict(data=data, indices=perm, segment_ids=ids)
+      cases += [
+          (f"SparseSegment{kind}", (data, perm), dict(segment_ids=tuple(ids)), red),
+          (f"SparseSegment{kind}WithNumSegments", (data, perm, ids), dict(num_segments=7),
+           dict(red, num_segments=7)),
+          # Every entry to output row 0 (row 1 untouched).
+          (f"SparseSegment{kind}Grad", (data, z, perm), dict(output_dim0=2),
+           dict(grad=data, indices=z, segment_ids=perm, output_dim0=2)),
+          (f"SparseSegment{kind}GradV2", (data, perm),
+           dict(indices=tuple(z), dense_output_dim0=2, Tidx=np.dtype("int32")),
+           dict(grad=data, indices=z, segment_ids=perm, dense_output_dim0=2)),
+      ]
+    for op, args, params, tf_kw in cases:
+      first = (lambda r: r[0]) if op.endswith("GradV2") else (lambda r: r)
+      expected = first(getattr(R, op)(**tf_kw))
+      f = lambda *a: first(get_op(op)(*a, **params))
+      _same_signed(f(*args), expected, f"{op}, trial {trial}")
+      _same_signed(jax.jit(f)(*args), expected, f"{op} under jit, trial {trial}")

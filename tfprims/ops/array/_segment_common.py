@@ -50,9 +50,26 @@ def _gather_rows(x, idx):
   return jnp.take(x, jnp.clip(idx, 0, x.shape[0] - 1), axis=0)
 
 
-def scatter_sum(x, idx, num: int, sorted_ids: bool = False):
-  out = jnp.zeros((num,) + x.shape[1:], x.dtype)
-  return out.at[idx].add(x, mode="drop", indices_are_sorted=sorted_ids)
+def scatter_sum(x, idx, num: int, sorted_ids: bool = False, *, first=None):
+  """Segment sums with the sign of zero of TF's kernels (docs/semantics/array.md).
+
+  Without ``first``, a sum started from +0.0 (TF's UnsortedSegmentSum and the
+  sparse Grad kernels): an exact zero is +0.0. ``first`` (a mask over the segments)
+  marks those whose sum starts from its first term instead (TF's sparse segment
+  reductions, and the sorted kernels' one-row segments, which copy the row): there
+  a sum of -0.0 terms is -0.0. Floats are scattered onto -0.0, the additive identity,
+  and exact zeros elsewhere set to +0.0 with a select (XLA folds ``x + 0.0`` to ``x``
+  and a one-update scatter into zeros to its update, so an added +0.0 would not
+  survive)."""
+  real = jnp.issubdtype(x.dtype, jnp.floating)
+  out = jnp.full((num,) + x.shape[1:], -0.0 if real else 0, x.dtype)
+  out = out.at[idx].add(x, mode="drop", indices_are_sorted=sorted_ids)
+  if not real:
+    return out
+  plus = out == 0
+  if first is not None:
+    plus = plus & ~jnp.reshape(first, (num,) + (1,) * (x.ndim - 1))
+  return jnp.where(plus, jnp.zeros((), x.dtype), out)
 
 
 def scatter_prod(x, idx, num: int, sorted_ids: bool = False):
@@ -132,9 +149,11 @@ def sparse_reduce(data, indices, seg_idx, num: int, kind: str):
   seg_idx = jnp.where(ok, seg_idx, jnp.asarray(num, seg_idx.dtype))
   acc = accumulation_dtype(data.dtype)
   rows = _gather_rows(data, indices).astype(acc)
-  s = scatter_sum(rows, seg_idx, num)
+  real = jnp.issubdtype(acc, jnp.floating)
+  count = scatter_count(seg_idx, num, acc) if real or kind != "sum" else None
+  # TF's kernels sum a segment from its first row (a sum of -0.0 is -0.0); empty: +0.0.
+  s = scatter_sum(rows, seg_idx, num, first=None if count is None else count > 0)
   if kind != "sum":
-    count = scatter_count(seg_idx, num, acc)
     count = jnp.maximum(count, np.ones((), acc)).reshape((num,) + (1,) * (s.ndim - 1))
     s = s / (count if kind == "mean" else jnp.sqrt(count))
   return s.astype(data.dtype)

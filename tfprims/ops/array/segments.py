@@ -53,14 +53,13 @@ def _sorted_impl(kind):
   def impl(data, *, segment_ids):
     ids, num = _sorted_setup(data, segment_ids)
     idx = jnp.asarray(C.ids_constant(ids))
-    if kind == "sum":
-      return C.scatter_sum(data, idx, num, sorted_ids=True)
     if kind == "prod":
       return C.scatter_prod(data, idx, num, sorted_ids=True)
     counts = np.bincount(ids, minlength=num)[:num]
-    if kind == "mean":
-      s = C.scatter_sum(data, idx, num, sorted_ids=True)
-      return C.divide_by_count(s, jnp.asarray(counts))
+    if kind in ("sum", "mean"):
+      # TF's kernel copies a one-row segment and reduces longer ones from +0.0.
+      s = C.scatter_sum(data, idx, num, sorted_ids=True, first=counts == 1)
+      return s if kind == "sum" else C.divide_by_count(s, jnp.asarray(counts))
     out = C.scatter_extremum(data, idx, num, kind, sorted_kernel=True)
     empty = (counts == 0).reshape((num,) + (1,) * (data.ndim - 1))
     return jnp.where(empty, np.zeros((), data.dtype), out)

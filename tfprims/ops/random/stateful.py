@@ -181,13 +181,34 @@ StatefulUniformInt = _define(
 def binomial(key, counts, probs, shape, dtype):
   """Binomial(counts, probs) samples of ``shape`` (which ends with the broadcast shape of
   counts and probs, as TF requires), in float64 for 64-bit parameters (x64 on), else
-  float32, then cast to ``dtype``."""
+  float32, then cast to ``dtype``.
+
+  The cases TF's kernel decides without sampling are TF's: 0 where counts <= 0 or
+  probs <= 0 (-0.0 and negative values included), counts itself where probs >= 1
+  (not rounded: 0.5 stays 0.5), NaN where probs is NaN. Otherwise k ~ Binomial(
+  floor(counts), q) with q = min(p, 1 - p), and the sample is k, or counts - k for
+  p > 0.5 (as TF: counts not rounded); infinite counts give inf (NaN for p > 0.5, as
+  TF). jax.random.binomial only sees q in (0, 0.5] and finite counts: its sampling
+  loops run until every element is done, and q = -0.0 (log1p(0) = 0) or an infinite
+  count never is (docs/semantics/random.md).
+  """
   counts, probs = jnp.asarray(counts), jnp.asarray(probs)
   wide = counts.dtype in (jnp.float64, jnp.int64) and tf_dtypes.x64_enabled()
   compute = jnp.float64 if wide else jnp.float32
   n = jnp.broadcast_to(counts.astype(compute), shape)
   p = jnp.broadcast_to(probs.astype(compute), shape)
-  out = jax.random.binomial(key, n, p, shape=shape, dtype=compute)
+  zero = (n <= 0) | (p <= 0)
+  full = ~zero & (p >= 1)
+  sampled = ~zero & (p > 0) & (p < 1)  # NaN p: none of the three
+  finite = jnp.isfinite(n)
+  upper = p > 0.5
+  q = jnp.where(sampled, jnp.where(upper, 1 - p, p), 0.5)
+  trials = jnp.where(sampled & finite, jnp.floor(n), 0)
+  k = jax.random.binomial(key, trials, q, shape=shape, dtype=compute)
+  k = jnp.where(finite, k, n)
+  out = jnp.where(upper, n - k, k)
+  out = jnp.where(sampled, out, jnp.where(full, n, np.array(np.nan, compute)))
+  out = jnp.where(zero, jnp.zeros((), compute), out)
   return out.astype(_out_dtype(dtype))
 
 

@@ -228,6 +228,7 @@ def define_optimizer(name: str, update: Callable, *, n_state: int,
                      bool_attrs: Sequence[str] = (), attrs: Sequence[str] = (),
                      nondiff: Sequence[str] = (), sparse: bool = False,
                      sparse_dtypes: Sequence[str] = (), resource_only: bool = False,
+                     sparse_update: Callable = None,
                      spec_kw: Mapping[str, object] = None) -> None:
   """Declares ``Apply<name>`` and ``ResourceApply<name>`` (and with ``sparse`` the
   ``SparseApply<name>``/``ResourceSparseApply<name>`` pair) from one update rule
@@ -237,7 +238,9 @@ def define_optimizer(name: str, update: Callable, *, n_state: int,
   those TF's CPU kernels take; ``ranges``: property-test values per input (a pair of
   bounds or a list of scalar choices); ``bool_attrs``: drawn boolean attrs; ``attrs``:
   kept attrs; ``nondiff``: inputs whose derivative central differences cannot check
-  (thresholds); ``resource_only``: TF has no ref form, the resource op is the primitive.
+  (thresholds); ``resource_only``: TF has no ref form, the resource op is the primitive;
+  ``sparse_update``: the sparse kernel's own rule, where TF's sparse kernel writes the
+  update with another formula than its dense one (the roundings differ).
   """
   spec_kw = dict(spec_kw or {})
   forms = [("Apply", "ResourceApply", dtypes, _dense_impl, _dense_calls, "elementwise")]
@@ -253,8 +256,8 @@ def define_optimizer(name: str, update: Callable, *, n_state: int,
   for ref_prefix, res_prefix, dts, make_impl, calls_fn, batching in forms:
     resource_type = res_prefix + name
     prim_type = resource_type if resource_only else ref_prefix + name
-    impl = (make_impl(prim_type, n_state, update, grad_name) if make_impl is _sparse_impl
-            else make_impl(prim_type, n_state, update))
+    impl = (make_impl(prim_type, n_state, sparse_update or update, grad_name)
+            if make_impl is _sparse_impl else make_impl(prim_type, n_state, update))
     hook = (_resource_hook if resource_only else _ref_hook)(prim_type, n_state)
     define_op(
         prim_type, impl, family=FAMILY,

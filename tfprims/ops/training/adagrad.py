@@ -7,7 +7,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from tfprims.ops.training._common import ALL_DTYPES, F32_F64, define_optimizer
-from tfprims.ops.training.gradient_descent import proximal
+from tfprims.ops.training.gradient_descent import eigen_sign, proximal
 
 _LR = (0.01, 1.0)
 _POS = (0.1, 2.0)
@@ -44,7 +44,7 @@ def adagrad_da(var, gradient_accumulator, gradient_squared_accumulator, grad, lr
   sq = gradient_squared_accumulator + grad * grad
   step = jnp.asarray(global_step).astype(jnp.result_type(var))
   denom = l2 * step * lr + jnp.sqrt(sq)
-  shrunk = jnp.sign(acc) * jnp.maximum(jnp.abs(acc) - l1 * step, 0)
+  shrunk = eigen_sign(acc) * jnp.maximum(jnp.abs(acc) - l1 * step, 0)
   return -lr * jnp.where(l1 > 0, shrunk, acc) / denom, acc, sq
 
 

@@ -15,10 +15,17 @@ def gradient_descent(var, alpha, delta):
   return (var - alpha * delta,)
 
 
+def eigen_sign(x):
+  """Eigen's (and TF's scalar ``sgn``) sign: +0.0 for both zeros (``jnp.sign`` keeps
+  the zero's sign), NaN for NaN."""
+  return jnp.where(x == 0, jnp.zeros((), x.dtype), jnp.sign(x))
+
+
 def proximal(prox, scale, l1, l2):
   """TF's proximal step: soft-thresholding by ``scale * l1`` (when l1 > 0), then
-  shrinking by ``1 + scale * l2``."""
-  shrunk = jnp.sign(prox) * jnp.maximum(jnp.abs(prox) - scale * l1, 0)
+  shrinking by ``1 + scale * l2``. A zero ``prox`` gives +0.0 (Eigen's sign of -0.0
+  is +0.0); one shrunk to zero keeps its sign (-1 * 0 is -0.0)."""
+  shrunk = eigen_sign(prox) * jnp.maximum(jnp.abs(prox) - scale * l1, 0)
   return jnp.where(l1 > 0, shrunk, prox) / (1 + scale * l2)
 
 
