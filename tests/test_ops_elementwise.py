@@ -710,3 +710,200 @@ def test_erf_float64_of_huge_values_is_one_where_tf_cpu_gives_nan(x64):
   # float32 agrees with TF everywhere, infinities included.
   x32 = np.array([np.inf, -np.inf, 3e38], np.float32)
   np.testing.assert_array_equal(np.asarray(E.Erf(x32)), tf.raw_ops.Erf(x=x32).numpy())
+
+
+# ---------------------------------------------------------------------------
+# Boundary values found by the property runner's edge grid (docs/semantics/elementwise.md).
+# TF runs its kernels with subnormals flushed (as XLA does): 0.75 * tiny is 0 in both.
+
+def _same_bits(got, want, msg=""):
+  got, want = np.asarray(got), np.asarray(want)
+  np.testing.assert_array_equal(got, want, err_msg=msg)
+  both_zero = (got == 0) & (want == 0)
+  np.testing.assert_array_equal(np.signbit(got)[both_zero], np.signbit(want)[both_zero],
+                                err_msg=f"{msg}: sign of zero")
+
+
+def _tf_scalar(name, **kw):
+  """TF's kernel on one element at a time (its scalar code)."""
+  n = len(next(iter(kw.values())))
+  return np.array([tf_call(name, **{k: tf.constant(v[i:i + 1]) for k, v in kw.items()})[0]
+                   for i in range(n)])
+
+
+def _tf_packets(name, **kw):
+  """TF's kernel on each element repeated 32 times (inside SIMD packets)."""
+  return tf_call(name, **{k: tf.constant(np.repeat(v, 32)) for k, v in kw.items()})[::32]
+
+
+def _tf_forward(name, kw, tangents):
+  xs = {k: tf.constant(v) for k, v in kw.items()}
+  with tf.autodiff.ForwardAccumulator([xs[k] for k in tangents],
+                                      [tf.constant(t) for t in tangents.values()]) as acc:
+    out = getattr(tf.raw_ops, name)(**xs)
+  return acc.jvp(out).numpy()
+
+
+def _tf_backward(name, kw, ct):
+  xs = {k: tf.constant(v) for k, v in kw.items()}
+  with tf.GradientTape() as tape:
+    tape.watch(list(xs.values()))
+    out = getattr(tf.raw_ops, name)(**xs)
+  return [g.numpy() for g in tape.gradient(out, list(xs.values()), output_gradients=tf.constant(ct))]
+
+
+def _ours_jvp_vjp(name, args, tangents, ct, jit):
+  f = lambda *a: call(name, *a)
+  jvp = lambda a, t: jax.jvp(f, a, t)[1]
+  vjp = lambda a, c: jax.vjp(f, *a)[1](c)
+  if jit:
+    jvp, vjp = jax.jit(jvp), jax.jit(vjp)
+  return np.asarray(jvp(args, tangents)), [np.asarray(g) for g in vjp(args, ct)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pow_derivatives_multiply_in_tfs_order(x64, dtype):
+  # TF: (grad * y) * pow(x, y - 1) and (grad * z) * log(x): grad * tiny flushes to 0
+  # before the other factor, so 0 * pow(0, tiny - 1) = 0 * inf is NaN and 0.5**tiny
+  # gives 0, where y * pow(...) first gives inf and tiny.
+  tiny = np.finfo(dtype).tiny
+  x = np.array([0.0, -0.0, 0.5, -0.5, tiny, tiny, tiny, 2.0], dtype)
+  y = np.array([tiny, -tiny, tiny, -tiny, 2.0, -1.0, 1.0, 3.0], dtype)
+  t = np.full_like(x, 0.75)
+  want_jvp = _tf_forward("Pow", dict(x=x, y=y), dict(x=t, y=t))
+  want_vjp = _tf_backward("Pow", dict(x=x, y=y), t)
+  for jit in (False, True):
+    got_jvp, got_vjp = _ours_jvp_vjp("Pow", [x, y], [t, t], t, jit)
+    _same_bits(got_jvp, want_jvp, f"jvp jit={jit}")
+    for g, w, arg in zip(got_vjp, want_vjp, "xy"):
+      _same_bits(g, w, f"vjp d/d{arg} jit={jit}")
+
+
+@pytest.mark.parametrize("name", ["Div", "RealDiv"])
+def test_div_derivative_divides_twice_like_tf(x64, name):
+  # TF's d/dy is grad * (-x / y / y); XLA rewrites (a / b) / c into a / (b * c), whose
+  # b * c underflows to 0 (0 / 0 = NaN at x = 0, inf where TF's is finite).
+  for dtype in (np.float32, np.float64):
+    tiny = np.finfo(dtype).tiny
+    x = np.array([0.0, 1e-30, -3.0, 2.0, 1.0], dtype)
+    y = np.array([tiny, tiny, 1e-30, 1e-20, 4.0], dtype)
+    tx = np.array([0.3, -1.2, 0.7, 1.0, 2.0], dtype)
+    ty = np.array([1.1, 0.4, -0.9, 1.0, 1.0], dtype)
+    want_jvp = _tf_forward(name, dict(x=x, y=y), dict(x=tx, y=ty))
+    want_vjp = _tf_backward(name, dict(x=x, y=y), ty)
+    for jit in (False, True):
+      got_jvp, got_vjp = _ours_jvp_vjp(name, [x, y], [tx, ty], ty, jit)
+      np.testing.assert_allclose(got_jvp, want_jvp, rtol=1e-6, err_msg=f"jvp jit={jit}")
+      for g, w in zip(got_vjp, want_vjp):
+        np.testing.assert_allclose(g, w, rtol=1e-6, err_msg=f"vjp jit={jit}")
+
+
+def test_maximum_minimum_ties_of_signed_zeros_and_nan(x64):
+  # TF returns x for a tie of -0.0 and +0.0 in its scalar code and its half kernels,
+  # y inside float32/float64 SIMD packets; NaN if either operand is NaN everywhere.
+  # tfprims returns x (XLA's max/min gave +0.0/-0.0 whatever the order).
+  import ml_dtypes
+  x = [0.0, -0.0, -0.0, 0.0, np.nan, 1.0, -np.nan, 2.0]
+  y = [-0.0, 0.0, -0.0, 0.0, 1.0, np.nan, 3.0, 2.0]
+  for dtype in (np.float32, np.float64, np.float16, ml_dtypes.bfloat16):
+    kw = dict(x=np.array(x, dtype), y=np.array(y, dtype))
+    for name in ("Maximum", "Minimum"):
+      want = _tf_scalar(name, **kw).astype(np.float32)
+      _same_bits(want[:4], [0.0, -0.0, -0.0, 0.0], name)   # x
+      packets = _tf_packets(name, **kw).astype(np.float32)
+      if dtype in (np.float32, np.float64):
+        _same_bits(packets[:4], [-0.0, 0.0, -0.0, 0.0], name)   # y
+      else:
+        _same_bits(packets, want, name)
+      for ours in (call(name, kw["x"], kw["y"]), jax.jit(op(name))(kw["x"], kw["y"])):
+        _same_bits(np.asarray(ours).astype(np.float32), want, f"{name} {dtype}")
+
+
+def test_bessel_i1_of_negative_zero_is_positive_zero_like_tf(x64):
+  # Cephes negates the result for x < 0 only.
+  for dtype in (np.float16, np.float32, np.float64):
+    x = np.array([-0.0, 0.0, -1.0, 1.0], dtype)
+    for name in ("BesselI1", "BesselI1e"):
+      want = tf_call(name, x=tf.constant(x))
+      assert not np.signbit(want[0])
+      for ours in (call(name, x), jax.jit(op(name))(x)):
+        _same_bits(ours[:2], want[:2], name)
+        np.testing.assert_allclose(ours, want, rtol=1e-3)
+
+
+def test_relu_of_negative_zero_is_tfs_scalar_result_not_its_packets():
+  # Pins the documented inconsistency the property spec avoids (it draws no -0.0).
+  x = np.array([-0.0, -1.0, 0.0], np.float32)
+  for name in ("Relu", "Relu6"):
+    _same_bits(_tf_scalar(name, features=x), [-0.0, 0.0, 0.0], name)
+    _same_bits(_tf_packets(name, features=x), [0.0, 0.0, 0.0], name)
+    _same_bits(call(name, x), [-0.0, 0.0, 0.0], name)
+
+
+@pytest.mark.parametrize("name", ["Xdivy", "Xlogy", "Xlog1py"])
+def test_x_functions_of_negative_zero_x_are_tfs_scalar_and_xla_results(name):
+  # TF's scalar code returns 0 where x == 0, its SIMD packets return x (-0.0);
+  # TF-XLA and tfprims +0.0.
+  x = np.array([-0.0, 0.0, -0.0], np.float32)
+  y = np.array([2.0, 2.0, -3.0], np.float32)
+  _same_bits(_tf_scalar(name, x=x, y=y), [0.0, 0.0, 0.0], name)
+  _same_bits(_tf_packets(name, x=x, y=y), [-0.0, 0.0, -0.0], name)
+  xla = tf.function(lambda a, b: getattr(tf.raw_ops, name)(x=a, y=b), jit_compile=True)(x, y)
+  _same_bits(xla.numpy(), [0.0, 0.0, 0.0], name)
+  for ours in (call(name, x, y), jax.jit(op(name))(x, y)):
+    _same_bits(ours, [0.0, 0.0, 0.0], name)
+
+
+def test_sqrt_grad_and_rsqrt_grad_are_tfs_scalar_formulas(x64):
+  # SqrtGrad: scalar (0.5 * dy) / y, packets dy * (0.5 / y). RsqrtGrad: scalar
+  # -0.5 * (dy * y) * (y * y), packets mul_no_nan (+0.0 where y * dy is 0).
+  tiny, big = np.finfo(np.float32).tiny, np.finfo(np.float32).max
+  y = np.array([0.0, 0.5, big, 2.0], np.float32)
+  dy = np.array([tiny, tiny, big, 0.0], np.float32)
+  want = [np.nan, 0.0, 0.5, 0.0]
+  _same_bits(_tf_scalar("SqrtGrad", y=y, dy=dy), want)
+  np.testing.assert_array_equal(_tf_packets("SqrtGrad", y=y, dy=dy), [np.inf, tiny, 0.0, 0.0])
+  for ours in (call("SqrtGrad", y, dy), jax.jit(op("SqrtGrad"))(y, dy)):
+    _same_bits(ours, want, "SqrtGrad")
+  y = np.array([0.0, -0.0, 0.5, 2.0], np.float32)
+  dy = np.array([1.0, 1.0, tiny, 0.0], np.float32)
+  want = [-0.0, 0.0, -0.0, 0.0]   # -0.5 * (1 * -0) * (-0 * -0) is +0.0
+  _same_bits(_tf_scalar("RsqrtGrad", y=y, dy=dy), want)
+  _same_bits(_tf_packets("RsqrtGrad", y=y, dy=dy), [0.0, 0.0, 0.0, 0.0])
+  for ours in (call("RsqrtGrad", y, dy), jax.jit(op("RsqrtGrad"))(y, dy)):
+    _same_bits(ours, want, "RsqrtGrad")
+
+
+def test_documented_flush_differences_lgamma_and_atan2_jvp(x64):
+  # XLA reads a subnormal input as 0 (Lgamma(1e-45) is inf; TF's kernel 103.97). XLA
+  # fuses Atan2's JVP numerator t_y x - t_x y into an FMA and flushes its subnormal
+  # result (0 / 0 = NaN, as TF-XLA), where TF rounds each product first (-inf).
+  x = np.array([1e-45, 1.0], np.float32)
+  np.testing.assert_allclose(tf_call("Lgamma", x=tf.constant(x)), [103.972, 0.0], atol=1e-3)
+  np.testing.assert_array_equal(call("Lgamma", x), [np.inf, 0.0])
+  tiny = np.finfo(np.float32).tiny
+  y, x = np.full(2, tiny, np.float32), np.full(2, -tiny, np.float32)
+  ty, tx = np.full(2, -0.5496224, np.float32), np.full(2, 1.4087894, np.float32)
+  assert np.isneginf(_tf_forward("Atan2", dict(y=y, x=x), dict(y=ty, x=tx))).all()
+  jvp = jax.jit(lambda *a: jax.jvp(op("Atan2"), a[:2], a[2:])[1])
+  xla = tf.function(jit_compile=True)(lambda *a: _tf_forward_in_graph(*a))
+  assert np.isnan(jvp(y, x, ty, tx)).all() and np.isnan(xla(y, x, ty, tx).numpy()).all()
+
+
+def _tf_forward_in_graph(y, x, ty, tx):
+  with tf.autodiff.ForwardAccumulator([y, x], [ty, tx]) as acc:
+    out = tf.raw_ops.Atan2(y=y, x=x)
+  return acc.jvp(out)
+
+
+@pytest.mark.parametrize("name", ["Div", "RealDiv", "DivNoNan", "Xdivy", "FloorDiv", "TruncateDiv"])
+def test_division_by_a_broadcast_or_constant_divides_like_tf(name):
+  # XLA rewrites x / broadcast(y) (and x / 255.0) into x * (1 / y): 1 ulp off, and
+  # inf * 0 = NaN where 1 / y is subnormal; TF divides.
+  x = np.array([[3.0], [np.inf], [1.0], [5.0]], np.float32)
+  y = np.array([7.0, 3.4e38, 3.0], np.float32)
+  want = tf_call(name, x=tf.constant(x), y=tf.constant(y))
+  for f in (op(name), jax.jit(op(name)), jax.vmap(op(name), in_axes=(0, None))):
+    _same_bits(f(x, y), want, name)
+  const = jax.jit(lambda v: call(name, v, np.float32(7.0)))(x[:, 0])
+  _same_bits(const, tf_call(name, x=tf.constant(x[:, 0]), y=tf.constant(np.float32(7.0))), name)

@@ -302,7 +302,8 @@ _TIES = {"f": [0.0, -0.0, 1.0, -1.0, 2.0, 0.5, np.nan, np.inf, -np.inf],
 
 def draw_array(draw, dtype, shape, *, lo=None, hi=None, int_lo=None, int_hi=None,
                wide=2**31 - 1, cbound=None, cnonzero=False, special=True, nonzero=False,
-               finite=False, ties=False) -> np.ndarray:
+               finite=False, ties=False, subnormal=True, neg_zero=True,
+               magnitude=None) -> np.ndarray:
   """One array of ``dtype`` and ``shape``, drawn with ``draw`` (inside a
   :func:`composite`).
 
@@ -318,6 +319,13 @@ def draw_array(draw, dtype, shape, *, lo=None, hi=None, int_lo=None, int_hi=None
   zero: TF nan+nanj, XLA inf+nanj). float16 subnormals are flushed to ±0 (XLA's
   vectorised CPU code flushes them in some ops). ``ties`` draws from a few
   values (ties, NaN, ±inf). ``nonzero`` replaces zeros by ones.
+
+  Real floats only, for values on which TF's kernels disagree with themselves (by
+  SIMD packet or tail) or with XLA's (which flushes subnormals): ``subnormal=False``
+  flushes subnormals to ±0; ``neg_zero=False`` makes -0.0 and negative subnormals
+  (-0.0 to a kernel that flushes them) +0.0; ``magnitude=(lo, hi)`` keeps finite
+  nonzero magnitudes within [lo, hi] (either may be None): smaller ones become ±0,
+  larger ones ±hi.
   """
   if ties:
     values = _TIES[kind(dtype)]
@@ -370,9 +378,53 @@ def draw_array(draw, dtype, shape, *, lo=None, hi=None, int_lo=None, int_hi=None
     # which std::complex and XLA treat differently.
     x = (np.where(x.real == 0, 0.25, x.real) + 1j * np.where(x.imag == 0, 0.25, x.imag))
     x = x.astype(dtype)
+  if kind(dtype) == "f":
+    x = _restrict_floats(x, subnormal=subnormal, neg_zero=neg_zero, magnitude=magnitude)
   if nonzero or (cnonzero and kind(dtype) == "c"):
     x = np.where(x == 0, np.ones((), dtype), x).astype(dtype)
   return x
+
+
+def _restrict_floats(x, *, subnormal=True, neg_zero=True, magnitude=None):
+  """``draw_array``'s ``subnormal``, ``neg_zero`` and ``magnitude`` on real floats."""
+  dtype = x.dtype
+  zero = np.zeros((), dtype)
+  tiny = float(_finfo(dtype).tiny)
+  if not subnormal:
+    w = x.astype(np.float64)
+    x = np.where(np.abs(w) < tiny, np.copysign(zero, x), x)
+  if magnitude is not None:
+    lo, hi = magnitude
+    w = x.astype(np.float64)
+    if lo is not None:
+      x = np.where((w != 0) & (np.abs(w) < lo), np.copysign(zero, x), x)
+    if hi is not None and hi < float(_finfo(dtype).max):
+      x = np.where(np.isfinite(w) & (np.abs(w) > hi), np.copysign(np.asarray(hi, dtype), x), x)
+  if not neg_zero:
+    w = x.astype(np.float64)
+    x = np.where(np.signbit(w) & (np.abs(w) < tiny), zero, x)
+  return np.asarray(x, dtype)
+
+
+def _finfo(dtype):
+  if np_dtype(dtype).name == "bfloat16":
+    import ml_dtypes
+    return ml_dtypes.finfo(dtype)
+  return np.finfo(dtype)
+
+
+def _grid_keeps(values, dtype, kw) -> list:
+  """The edge values ``draw_array`` would draw with ``kw``'s ``subnormal``,
+  ``neg_zero`` and ``magnitude`` (those it would change are left out of the grid)."""
+  if kind(dtype) != "f":
+    return values
+  arr = np.asarray(values, np.float64).astype(dtype)
+  kept = _restrict_floats(arr, subnormal=kw.get("subnormal", True),
+                          neg_zero=kw.get("neg_zero", True),
+                          magnitude=kw.get("magnitude"))
+  same = (np.isnan(arr) & np.isnan(kept)) | (
+      (arr == kept) & (np.signbit(arr) == np.signbit(kept)))
+  return [v for v, keep in zip(values, same) if keep]
 
 
 def elementwise_calls(arg_names: Sequence[str], dtype_names: Sequence[str], *,
@@ -417,7 +469,8 @@ def edge_grid_calls(arg_names: Sequence[str], dtype_names: Sequence[str], *,
                     attrs: Optional[dict] = None, per_arg: Optional[dict] = None,
                     **array_kw) -> list:
   """The canonical case of an elementwise op: every combination of the inputs'
-  :func:`edge_values` (within the bounds ``draw_array``'s keywords give each input),
+  :func:`edge_values` (within the bounds ``draw_array``'s keywords give each input,
+  without the values its ``subnormal``, ``neg_zero`` and ``magnitude`` would change),
   in float32 (or the op's first float, else integer, dtype). None when an attr is only
   known as a strategy. The runner runs it in every check (``canonical_cases``)."""
   per_arg = per_arg or {}
@@ -442,7 +495,7 @@ def edge_grid_calls(arg_names: Sequence[str], dtype_names: Sequence[str], *,
         lo = max(-wide if kind(dtype) == "i" else 0, lo if lo is not None else -wide)
         hi = min(wide, hi if hi is not None else wide)
       bounds = dict(min_value=lo, max_value=hi)
-    values = edge_values(dtype, **bounds)
+    values = _grid_keeps(edge_values(dtype, **bounds), dtype, kw)
     if kw.get("nonzero"):
       values = [v for v in values if v != 0]
     if dtype.name == "float16":  # as draw_array: no float16 subnormals

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.extend.mlir.dialects import stablehlo as hlo
 from jax.interpreters import ad
 
 from tfprims import emit, rules
@@ -87,10 +88,34 @@ Mul = define_op(
 # Division.
 
 
+def _true_div(x, y):
+  """``lax.div`` of operands of one shape, divided as TF's kernels divide: XLA
+  rewrites a division by a broadcast (or a splat constant: ``x / 255.0``) into a
+  product with its reciprocal, 1 ulp off and, where 1 / y is subnormal, 0 or NaN
+  (inf / 3.4e38 = inf * 0); a barrier on an inexact divisor keeps the division (the
+  loop still fuses)."""
+  if jnp.issubdtype(y.dtype, jnp.inexact):
+    y = lax.optimization_barrier(y)
+  return lax.div(x, y)
+
+
 def _div(x, y):
   """Integer Div truncates (C semantics); float/complex Div is x / y."""
-  x, y = bcast(x, y)
-  return lax.div(x, y)
+  return _true_div(*bcast(x, y))
+
+
+def _div_build(B, x, y):
+  """_div's ops emitted (RealDiv: every network with a normalisation lowers it)."""
+  if x.dtype != y.dtype or x.dtype == np.bool_:
+    return None
+  shape = np.broadcast_shapes(x.shape, y.shape)
+  x, y = B.broadcast_to(x, shape), B.broadcast_to(y, shape)
+  if jnp.issubdtype(y.dtype, jnp.inexact):
+    if isinstance(B, emit.Emitter):
+      y = emit.Val(hlo.optimization_barrier([y.value]), y.shape, y.dtype)
+    else:
+      y = lax.optimization_barrier(y)
+  return B.div(x, y)
 
 
 def _div_jvps(op_type):
@@ -98,8 +123,11 @@ def _div_jvps(op_type):
     return getattr(tfops, op_type)(t, y)
 
   def ty(t, x, y):
+    # TF: grad * (-x / y / y), two divisions (TF's x / tiny / tiny is finite where
+    # x / (tiny * tiny) is not). Written -(x / y) / y, the same bits: XLA rewrites a
+    # quotient divided again, (a / b) / c, into a / (b * c).
     op = getattr(tfops, op_type)
-    return tfops.Mul(t, op(op(tfops.Neg(x), y), y))   # TF: grad * (-x / y / y)
+    return tfops.Mul(t, op(tfops.Neg(op(x, y)), y))
   return (tx, ty)
 
 
@@ -119,7 +147,7 @@ Div = define_op(
         rtol=CPLX_MUL_RTOL))
 
 RealDiv = define_op(
-    "RealDiv", _div, **EW, lowering=direct_binary_lowering("div", _div),
+    "RealDiv", _div, **EW, lowering=emit.direct_lowering(_div_build, _div),
     jvp=_div_jvps("RealDiv"),
     transpose=rules.linear_transpose("RealDiv", 0),
     spec=lambda st: st.Spec(st.binary_calls(st.FLOATS + st.COMPLEX,
@@ -129,7 +157,7 @@ RealDiv = define_op(
 
 def _div_no_nan(x, y):
   x, y = bcast(x, y)
-  return jnp.where(y == 0, jnp.zeros((), x.dtype), lax.div(x, y))
+  return jnp.where(y == 0, jnp.zeros((), x.dtype), _true_div(x, y))
 
 
 DivNoNan = define_op(
@@ -173,7 +201,7 @@ def _floor_div(x, y):
   x, y = bcast(x, y)
   if jnp.issubdtype(x.dtype, jnp.integer):
     return _int_floor_div(x, y)
-  return jnp.floor(lax.div(x, y))   # TF: floor(x / y), not numpy's divmod
+  return jnp.floor(_true_div(x, y))   # TF: floor(x / y), not numpy's divmod
 
 
 def _floor_mod(x, y):
@@ -190,7 +218,7 @@ def _truncate_div(x, y):
   x, y = bcast(x, y)
   if jnp.issubdtype(x.dtype, jnp.integer):
     return lax.div(x, y)
-  return jnp.trunc(lax.div(x, y))
+  return jnp.trunc(_true_div(x, y))
 
 
 def _truncate_mod(x, y):
@@ -281,12 +309,18 @@ def _pow(x, y):
 
 
 def _pow_jvp(primals, tangents):
+  """TF's _PowGrad multiplies left to right, ``(grad * y) * pow(x, y - 1)`` and
+  ``(grad * z) * log(x)``; a JVP ``(t * a) * b`` transposes to ``(ct * b) * a``, so
+  the JVP multiplies by the last factor first and its transpose is TF's gradient in
+  TF's order (where a partial product underflows or overflows, the order decides
+  0, inf or NaN: (grad * tiny) flushes to 0, 0 * pow(0, tiny - 1) is NaN)."""
   (x, y), (tx, ty) = primals, tangents
   z = tfops.Pow(x, y)
   tangent = None
   if type(tx) is not ad.Zero:
     # TF: grad * y * pow(x, y - 1)
-    tangent = tfops.Mul(tx, tfops.Mul(y, tfops.Pow(x, tfops.Sub(y, rules.const(1, y)))))
+    p = tfops.Pow(x, tfops.Sub(y, rules.const(1, y)))
+    tangent = tfops.Mul(tfops.Mul(tx, p), y)
   if type(ty) is not ad.Zero:
     # TF: grad * z * log(x) where x > 0 (x != 0 for complex), else 0.
     pred = (tfops.NotEqual(x, rules.const(0, x), incompatible_shape_error=True)
@@ -294,7 +328,7 @@ def _pow_jvp(primals, tangents):
     m = rules.cast_like(pred, x)
     safe_x = tfops.AddV2(tfops.MulNoNan(x, m), tfops.Sub(rules.const(1, x), m))
     log_x = tfops.MulNoNan(tfops.Log(safe_x), m)
-    tangent = _sum_tangents(tangent, tfops.Mul(ty, tfops.Mul(z, log_x)))
+    tangent = _sum_tangents(tangent, tfops.Mul(tfops.Mul(ty, log_x), z))
   return z, _tangent_or_zero(z, tangent)
 
 
@@ -308,6 +342,8 @@ Pow = define_op(
     "Pow", _pow, **EW, jvp=_pow_jvp, check=_int_pow_check,
     spec=lambda st: st.Spec(st.binary_calls(
         st.FLOATS + st.SIGNED + st.COMPLEX,
+        # TF reads a subnormal as 0 inside SIMD packets, as itself in scalar code.
+        subnormal=False,
         # Integer exponents up to 70: past 63, jnp.power's 6-bit loop went wrong.
         per_arg={"x": {"int_lo": -6, "int_hi": 6, "cbound": 10, "cnonzero": True},
                  "y": {"int_lo": 0, "int_hi": 70, "cbound": 5}}),
@@ -335,15 +371,34 @@ def _chooser_jvp(op_type, selector):
   return rule
 
 
+def _chooser(keep_x, lax_op):
+  """TF's float Maximum/Minimum: NaN if either operand is NaN, else x where
+  ``keep_x(x, y)``, so a tie of -0.0 and +0.0 returns x (TF's scalar code and its
+  float16/bfloat16 kernels; its float32/float64 SIMD packets return y, and XLA's
+  max/min +0.0/-0.0). Integers: ``lax_op``."""
+  def impl(x, y):
+    x, y = bcast(x, y)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+      return lax_op(x, y)
+    return jnp.where(keep_x(x, y) | jnp.isnan(x), x, y)
+  return impl
+
+
+# The sign of a zero result of a tie of -0.0 and +0.0 depends on the element's place in
+# TF (docs/semantics/elementwise.md).
+_TIE_ZERO_SIGN = ("TF's kernels return x for a tie of -0.0 and +0.0 in scalar code "
+                  "(1-15 float32 elements, the tail of a tensor) and y inside SIMD "
+                  "packets; tfprims returns x")
+
 Maximum = define_op(
-    "Maximum", jnp.maximum, **EW,
+    "Maximum", _chooser(lambda x, y: x >= y, lax.max), **EW,
     jvp=_chooser_jvp("Maximum", lambda x, y: tfops.GreaterEqual(x, y)),   # ties go to x
-    spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC)))
+    spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC), ignore_zero_sign=_TIE_ZERO_SIGN))
 
 Minimum = define_op(
-    "Minimum", jnp.minimum, **EW,
+    "Minimum", _chooser(lambda x, y: x <= y, lax.min), **EW,
     jvp=_chooser_jvp("Minimum", lambda x, y: tfops.LessEqual(x, y)),
-    spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC)))
+    spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC), ignore_zero_sign=_TIE_ZERO_SIGN))
 
 
 def _squared_difference(x, y):
@@ -409,7 +464,19 @@ def _atan2_jvp(primals, tangents):
 
 Atan2 = define_op(
     "Atan2", lambda y, x: jnp.arctan2(y, x), **EW, jvp=_atan2_jvp,
-    spec=lambda st: st.Spec(st.binary_calls(st.FLOATS, args=("y", "x"))))
+    # TF reads a subnormal as 0 inside SIMD packets, as itself in scalar code. Where
+    # |x| and |y| are both below 2^-63, x^2 + y^2 underflows to 0 and the JVP's
+    # numerator t_y x - t_x y is near the subnormal range: XLA fuses it into an FMA
+    # whose subnormal result is flushed (TF-XLA too), where TF rounds each product
+    # first (inf there, NaN here). x is drawn 0 or |x| >= 2^-63.
+    spec=lambda st: st.Spec(st.binary_calls(
+        st.FLOATS, args=("y", "x"), subnormal=False,
+        per_arg={"x": {"magnitude": (2.0**-63, None)}})))
+
+
+# Xdivy/Xlogy/Xlog1py of x = -0.0 are +0.0 in TF's scalar code (and TF-XLA, tfprims)
+# but x itself, -0.0, inside SIMD packets (docs/semantics/elementwise.md).
+_X_NO_NEG_ZERO = {"x": {"neg_zero": False}}
 
 
 def _x_where_zero(x, y, fn):
@@ -424,22 +491,27 @@ def _nonzero(x):
 
 
 Xdivy = define_op(
-    "Xdivy", lambda x, y: _x_where_zero(x, y, lax.div), **EW,
+    "Xdivy", lambda x, y: _x_where_zero(x, y, _true_div), **EW,
     jvp=(lambda t, x, y: tfops.Mul(t, tfops.Xdivy(_nonzero(x), y)),
          lambda t, x, y: tfops.Mul(t, tfops.Xdivy(tfops.Neg(x), tfops.Square(y)))),
-    spec=lambda st: st.Spec(st.binary_calls(st.FLOATS), note=_CPLX_GRAD_NOTE))
+    spec=lambda st: st.Spec(st.binary_calls(st.FLOATS, per_arg=_X_NO_NEG_ZERO),
+                            note=_CPLX_GRAD_NOTE))
 
 Xlogy = define_op(
     "Xlogy", lambda x, y: _x_where_zero(x, y, lambda a, b: a * jnp.log(b)), **EW,
     jvp=(lambda t, x, y: tfops.Mul(t, tfops.Xlogy(_nonzero(x), y)),
          lambda t, x, y: tfops.Mul(t, tfops.Xdivy(x, y))),
-    spec=lambda st: st.Spec(st.binary_calls(st.FLOATS), note=_CPLX_GRAD_NOTE))
+    # TF's float32 log of a subnormal y: -inf inside SIMD packets, log(y) in scalar code.
+    spec=lambda st: st.Spec(st.binary_calls(
+        st.FLOATS, per_arg={"x": _X_NO_NEG_ZERO["x"], "y": {"subnormal": False}}),
+        note=_CPLX_GRAD_NOTE))
 
 Xlog1py = define_op(
     "Xlog1py", lambda x, y: _x_where_zero(x, y, lambda a, b: a * jnp.log1p(b)), **EW,
     jvp=(lambda t, x, y: tfops.Mul(t, tfops.Xlog1py(_nonzero(x), y)),
          lambda t, x, y: tfops.Mul(t, tfops.Xdivy(x, tfops.AddV2(y, rules.const(1, y))))),
-    spec=lambda st: st.Spec(st.binary_calls(st.FLOATS), note=_CPLX_GRAD_NOTE))
+    spec=lambda st: st.Spec(st.binary_calls(st.FLOATS, per_arg=_X_NO_NEG_ZERO),
+                            note=_CPLX_GRAD_NOTE))
 
 
 

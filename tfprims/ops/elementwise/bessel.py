@@ -163,8 +163,13 @@ def _i0(x):
   return jnp.exp(jnp.abs(x)) * lax.bessel_i0e(x)
 
 
+def _i1e(x):
+  """XLA's i1e, +0.0 at -0.0 as TF's (Cephes negates the result for x < 0 only)."""
+  return jnp.where(x == 0, jnp.zeros((), x.dtype), lax.bessel_i1e(x))
+
+
 def _i1(x):
-  return jnp.exp(jnp.abs(x)) * lax.bessel_i1e(x)
+  return jnp.exp(jnp.abs(x)) * _i1e(x)
 
 
 def _k_tables(x, a, b):
@@ -361,7 +366,7 @@ BesselI1 = define_op(
     spec=_spec)
 
 BesselI1e = define_op(
-    "BesselI1e", _by_precision(lax.bessel_i1e, lax.bessel_i1e), **EW,
+    "BesselI1e", _by_precision(_i1e, _i1e), **EW,
     jvp=_jvp("BesselI1e", lambda x, y: _where_zero(
         x, 0.5, tfops.Sub(tfops.BesselI0e(x),
                           tfops.Mul(y, tfops.AddV2(tfops.Sign(x), tfops.Reciprocal(x)))))),

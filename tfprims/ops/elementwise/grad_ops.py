@@ -54,11 +54,19 @@ _GRAD_OP = {"jvp": "gradient op", "vjp": "gradient op"}
 
 SqrtGrad = define_op(
     "SqrtGrad", _sqrt_grad, **EW, transpose=rules.linear_transpose("SqrtGrad", 1),
-    spec=lambda st: st.Spec(_grad_spec(st), skip=_GRAD_OP))
+    # TF's scalar code computes (0.5 * dy) / y, its SIMD packets dy * (0.5 / y): they
+    # disagree (0, inf or NaN) where 0.5 * dy underflows (0 < |dy| < 2^-125) or 0.5 / y
+    # does (|y| > 2^125); tfprims computes the scalar formula (and TF-XLA's).
+    spec=lambda st: st.Spec(st.binary_calls(
+        st.FLOATS + st.COMPLEX, args=("y", "dy"), same_shape=True,
+        per_arg={"y": {"cnonzero": True, "magnitude": (None, 2.0**125)},
+                 "dy": {"magnitude": (2.0**-125, None)}}), skip=_GRAD_OP))
 
 RsqrtGrad = define_op(
     "RsqrtGrad", _rsqrt_grad, **EW, transpose=rules.linear_transpose("RsqrtGrad", 1),
-    spec=lambda st: st.Spec(_grad_spec(st), skip=_GRAD_OP))
+    spec=lambda st: st.Spec(_grad_spec(st), skip=_GRAD_OP, ignore_zero_sign=(
+        "TF's scalar code computes -0.5 * (dy * y) * (y * y), a zero of the product's "
+        "sign; its SIMD packets multiply with mul_no_nan, +0.0 wherever y * dy is 0")))
 
 ReciprocalGrad = define_op(
     "ReciprocalGrad", _reciprocal_grad, **EW,
