@@ -161,3 +161,16 @@ def test_xla_sort_is_total_order():
   want = xla_common.jit_oracle("XlaKeyValueSort", ("keys", "values"))(keys=x, values=values)
   _assert_same(got[0], want[0].numpy())
   _assert_same(got[1], want[1].numpy())
+
+
+def test_tf_nan_order_off_orders_nan_above_inf_and_compiles_the_fast_path():
+  from tfprims.core import get_op
+  x = np.array([[np.inf, np.nan, 3.0, -np.inf, 1.0, 1.0]], np.float32)
+  op = get_op("TopKV2")
+  operands, params = op.prepare({"input": x, "k": np.int32(3)}, {})
+  with tfprims.override_config("tf_nan_order", False):
+    values, indices = jax.jit(lambda a: op(a, **params))(*operands)
+    np.testing.assert_array_equal(np.asarray(indices), [[1, 0, 2]])
+  tf_values, tf_indices = tf.math.top_k(x, 3)
+  values, indices = jax.jit(lambda a: op(a, **params))(*operands)   # on again: TF's
+  np.testing.assert_array_equal(np.asarray(indices), tf_indices.numpy())

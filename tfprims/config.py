@@ -57,6 +57,12 @@ OPTIONS: Mapping[str, Option] = {
         "every op lowers its default impl, so a program compiles to the same HLO as the "
         "naive JAX program. Read when a program is lowered; changing it clears JAX's "
         "caches (jax.clear_caches()) so programs lowered before are lowered again.")),
+    "tf_nan_order": Option(True, "lower", (
+        "TopKV2 (tf.math.top_k, tf.sort, tf.argsort), NthElement and ApproxTopK order a "
+        "row holding NaN as TF's CPU kernel leaves it, by running the kernel's own "
+        "algorithm on such rows (docs/semantics/nn.md). It costs compile time, about "
+        "0.2-2 s per op for k > 1, not run time on rows without NaN. Off: rows with NaN "
+        "order every NaN above +inf (lax.top_k's order), which differs from TF's.")),
     "runtime_checks": Option(False, "call", (
         "Check under jit what TF's CPU kernels check on data (indices in range, integer "
         "division by zero, Assert conditions...): a failed check raises "

@@ -29,6 +29,7 @@ import numpy as np
 from jax import lax
 from jax.interpreters import ad
 
+from tfprims import config
 from tfprims import dtypes as tfdtypes
 from tfprims import rules
 from tfprims.core import define_op, tfops
@@ -129,6 +130,8 @@ def tf_top_k_indices(x, k):
     return top_k_indices(x, k)
   if k == 1:
     return cpu_sort.top_1(x)[..., None]
+  if not config.get_config("tf_nan_order"):
+    return top_k_indices(x, k)
   need = jnp.any(jnp.isnan(x), axis=-1)
   return cpu_sort.top_k_rows(x, k, top_k_indices(x, k), need)
 
@@ -196,7 +199,7 @@ def _nth_impl(input, *, n, reverse):
     raise ValueError(f"Input must have last dimension > n = {n}")
   pos = input.shape[-1] - 1 - n if reverse else n
   fast = lax.sort(input, dimension=input.ndim - 1)[..., pos]
-  if not jnp.issubdtype(input.dtype, jnp.floating):
+  if not jnp.issubdtype(input.dtype, jnp.floating) or not config.get_config("tf_nan_order"):
     return fast
   zero = input == 0
   neg = jnp.signbit(input)
