@@ -90,7 +90,8 @@ def is_concrete(value: Any) -> bool:
 
 #: The properties an op declares about itself (fields of :class:`Op`).
 TRAITS = ("writes_state", "reads_state", "uses_rng", "shape_only", "pass_through",
-          "calls_functions", "creates_variable", "graph_input", "dynamic_shape")
+          "linear_values", "calls_functions", "creates_variable", "graph_input",
+          "dynamic_shape")
 
 
 
@@ -115,8 +116,14 @@ class Op:
       splits off ``rng=`` for each node (callers binding it pass their own key).
     shape_only: its outputs depend on the shapes of its inputs, not their values.
     pass_through: its outputs are its inputs (Identity); analyses see through it.
-    calls_functions: runs library functions (calls, control flow): analyses
-      treat its outputs as opaque.
+    linear_values: its outputs are sums, means or copies of its inputs (every
+      ``linear`` op; Mean, StopGradient): a comparison with TF judges its errors at
+      its inputs' scale, where cancellation shows.
+    calls_functions: runs library functions, and how: ``"call"`` (the function in
+      attr ``f``), ``"if"`` (then/else_branch on its first input), ``"case"``
+      (``branches``), ``"while"`` (cond and body), ``"for"``. Analyses treat its
+      outputs as opaque; tools that walk into functions (tfprims.compare) follow
+      the kind.
     creates_variable: creates a variable in the graph (TF1); its value is a param
       named after the node.
     graph_input: a graph input (Placeholder): its value comes from the caller.
@@ -146,7 +153,8 @@ class Op:
   uses_rng: bool = False
   shape_only: bool = False
   pass_through: bool = False
-  calls_functions: bool = False
+  linear_values: bool = False
+  calls_functions: Union[bool, str] = False
   creates_variable: bool = False
   graph_input: bool = False
   dynamic_shape: Optional[str] = None
@@ -250,11 +258,12 @@ class TFOp(Op):
   def apply(self, operands: Sequence[Any], params: Mapping[str, Any]):
     """Folds when every operand is concrete, binds the primitive otherwise
     (``params`` as :meth:`prepare` made them: already hashable)."""
-    if all(is_concrete(o) for o in operands):
-      if _folds_wide(operands, params):
-        return self._fold_wide(operands, params)
-      return self.fold(*_narrowed(operands, self.op_type), **params)
-    operands = _narrowed(operands, self.op_type)
+    known = all(is_concrete(o) for o in operands)
+    if known and folding.folds_wide(operands, params):
+      return self._fold_wide(operands, params)
+    operands = [dtypes.narrow(o, f"an operand of {self.op_type}") for o in operands]
+    if known:
+      return self.fold(*operands, **params)
     if folding.has_symbolic(operands):
       # Symbolic dims beside traced values (a loop bound tf.shape(x)[0] under
       # jax.export) are the program's values.
@@ -295,23 +304,6 @@ class TFOp(Op):
     return f"<TFOp {self.op_type} ({self.family})>"
 
 
-def _narrowed(operands, op_type):
-  return [dtypes.narrow(o, f"an operand of {op_type}") for o in operands]
-
-
-def _folds_wide(operands, params) -> bool:
-  """Whether known operands fold in 64-bit precision while x64 is off: a wide operand or
-  a float64/complex128 dtype attr (``Cast[DstT=float64]``), no weights nor symbolic dims
-  (those bind into the 32-bit program)."""
-  if dtypes.x64_enabled():
-    return False
-  wide = any(dtypes.is_wide(o) for o in operands) or any(
-      any(isinstance(d, np.dtype) and d in dtypes.WIDE_FLOATS
-          for d in (v if isinstance(v, tuple) else (v,))) for v in params.values())
-  return wide and not any(folding.is_weight(o) for o in operands) and not (
-      folding.has_symbolic(operands) or folding.has_symbolic_param(params))
-
-
 def _check_new(op_type: str, replace: bool) -> None:
   if op_type in _REGISTRY and not replace:
     raise ValueError(f"TF op {op_type!r} is already registered "
@@ -343,6 +335,7 @@ def define_op(
     uses_rng: bool = False,
     shape_only: bool = False,
     pass_through: bool = False,
+    linear_values: bool = False,
     dynamic_shape: Optional[str] = None,
     static_shape_if: Optional[Callable[[Any], bool]] = None,
     check: Optional[Callable[..., Any]] = None,
@@ -391,8 +384,9 @@ def define_op(
       ``tfprims.testing.strategies``).
     doc: what the op computes, one line (default: the impl's docstring, unless
       the impl is a jax.numpy/lax function); shown in docs/ops.md.
-    writes_state, reads_state, uses_rng, shape_only, pass_through, dynamic_shape,
-    static_shape_if: what the op is (see :class:`Op`).
+    writes_state, reads_state, uses_rng, shape_only, pass_through, linear_values,
+    dynamic_shape, static_shape_if: what the op is (see :class:`Op`); ``linear``
+      implies ``linear_values``.
     check: what TF's kernel rejects on the op's data (see :class:`Op`).
     assertion: the op exists to check its input; ``enable_checkify_for_asserts``
       turns its ``check`` into a checkify check (see :class:`Op`).
@@ -433,7 +427,8 @@ def define_op(
             doc=_first_line(doc if doc is not None else _own_doc(impl)),
             shape_rule=shape_rule, writes_state=writes_state, reads_state=reads_state,
             uses_rng=uses_rng, shape_only=shape_only, pass_through=pass_through,
-            dynamic_shape=dynamic_shape, static_shape_if=static_shape_if, check=check,
+            linear_values=linear or linear_values, dynamic_shape=dynamic_shape,
+            static_shape_if=static_shape_if, check=check,
             assertion=assertion, lowering=lowering, symbolic=symbolic)
 
   if linear:

@@ -29,6 +29,8 @@ import jax
 import numpy as np
 from jax.extend.core import Literal
 
+from tfprims import dtypes
+
 
 class Weight(np.ndarray):
   """A param's value where a jit/make_jaxpr trace closes over it: known at trace time,
@@ -338,3 +340,16 @@ def fold(impl, operands: Sequence[Any], params: dict) -> Optional[list]:
 
 
 _NEVER: set = set()  # signatures numpy cannot fold whatever the values
+
+
+def folds_wide(operands, params) -> bool:
+  """Whether known operands fold in 64-bit precision while x64 is off: a wide operand or
+  a float64/complex128 dtype attr (``Cast[DstT=float64]``), no weights nor symbolic dims
+  (those bind into the 32-bit program)."""
+  if dtypes.x64_enabled():
+    return False
+  wide = any(dtypes.is_wide(o) for o in operands) or any(
+      any(isinstance(d, np.dtype) and d in dtypes.WIDE_FLOATS
+          for d in (v if isinstance(v, tuple) else (v,))) for v in params.values())
+  return wide and not any(is_weight(o) for o in operands) and not (
+      has_symbolic(operands) or has_symbolic_param(params))

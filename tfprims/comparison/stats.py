@@ -34,10 +34,6 @@ from tfprims.testing.comparison import VALUE_TOL
 # still names a wrong op, whose errors are orders of magnitude above it.
 PROGRAM_TOL_FACTOR = 10.0
 
-# Ops whose outputs are sums or copies of their inputs without being declared linear
-# (their JVPs are explicit): Mean, and the identities of the forward pass.
-_ALSO_LINEAR = frozenset({"Mean", "StopGradient", "PreventGradient"})
-
 # Real float tensors of at least this many elements get their statistics from one
 # compiled XLA pass over both (numpy's passes, one per statistic, took three
 # quarters of a ResNet50 comparison); smaller ones from numpy, which has no
@@ -76,12 +72,11 @@ def is_inexact(dtype) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def operand_scaled(op_type: str) -> bool:
-  """Whether the op's outputs are sums or copies of its inputs (declared ``linear`` or
-  ``pass_through``, or Mean), so that its errors are relative to its inputs' scale."""
+  """Whether the op's outputs are sums or copies of its inputs (declared
+  ``linear_values`` or ``pass_through``), so that its errors are relative to its
+  inputs' scale."""
   from tfprims import core
-  op = core.lookup(op_type)
-  return (op_type in _ALSO_LINEAR or getattr(op, "jvp_source", None) == "linear"
-          or core.declares(op_type, "pass_through"))
+  return core.declares(op_type, "linear_values") or core.declares(op_type, "pass_through")
 
 
 @dataclasses.dataclass(frozen=True)

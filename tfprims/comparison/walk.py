@@ -25,11 +25,6 @@ from tfprims import core, dtypes, graph as graph_lib, interpreter
 from tfprims.comparison import records, stats
 from tfprims.comparison.tf_eager import TFEager, TFNodeError, numpy_value
 
-_CALLS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
-_IFS = frozenset({"If", "StatelessIf", "XlaIf"})
-_CASES = frozenset({"Case", "StatelessCase"})
-_WHILES = frozenset({"While", "StatelessWhile", "XlaWhile"})
-
 # Graphs with more nodes than this report their progress on stderr, every few seconds.
 PROGRESS_ABOVE = 500
 PROGRESS_EVERY_S = 2.0
@@ -110,19 +105,20 @@ class Walker:
     return [env[name][index] for name, index in graph.outputs]
 
   def _run_node(self, node, inputs: list, path: str) -> list:
-    library = self.ctx.library
-    if node.op in _CALLS or node.op in library:
-      fname = node.attr("f").name if node.op in _CALLS else node.op
+    op = core.lookup(node.op)
+    kind = "call" if node.op in self.ctx.library else op and op.calls_functions
+    if kind == "call":
+      fname = node.op if node.op in self.ctx.library else node.attr("f").name
       return self._call(fname, inputs, path + "/", f"call of {fname}", node)
-    if node.op in _IFS:
+    if kind == "if":
       branch = "then_branch" if _truth(inputs[0]) else "else_branch"
       return self._call(node.attr(branch).name, inputs[1:], f"{path}/{branch[:4]}/",
                         f"{node.op} {branch.replace('_', ' ')}", node)
-    if node.op in _CASES:
+    if kind == "case":
       return self._case(node, inputs, path)
-    if node.op in _WHILES:
+    if kind == "while":
       return self._while(node, inputs, path)
-    if node.op == "For":
+    if kind == "for":
       return self._for(node, inputs, path)
     return self._leaf(node, inputs, path)
 

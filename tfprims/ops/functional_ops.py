@@ -39,7 +39,7 @@ def _carry_like(outs, like):
   return [jnp.asarray(o, jnp.result_type(v)) for o, v in zip(outs, like)]
 
 
-@structural("For", family=FAMILY, calls_functions=True,
+@structural("For", family=FAMILY, calls_functions="for",
             doc="body(i, *input) for i in range(start, limit, delta): tf.While (a counted "
                 "scan) or unrolled.")
 def _for(ctx, node, inputs):

@@ -50,6 +50,6 @@ def _placeholder_with_default(ctx, node, inputs):
 
 
 @structural("PartitionedCall", "StatefulPartitionedCall", family=FAMILY,
-            calls_functions=True, doc="A call of a library function, inlined.")
+            calls_functions="call", doc="A call of a library function, inlined.")
 def _partitioned_call(ctx, node, inputs):
   return ctx.call(node.attr("f").name, inputs, node)

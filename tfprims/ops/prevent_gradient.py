@@ -44,7 +44,7 @@ def _prevent_batch(args, dims, *, message):
 
 PreventGradient = define_op(
     "PreventGradient", lambda input, *, message: input, family="custom_gradients",
-    attrs=("message",), jvp=_prevent_gradient_jvp, batching=_prevent_batch,
+    attrs=("message",), linear_values=True, jvp=_prevent_gradient_jvp, batching=_prevent_batch,
     interpret=_prevent_gradient,
     doc="The identity; differentiating through it raises PreventGradientError.",
     spec=lambda st: st.Spec(st.unary(st.ALL, arg="input"), skip={

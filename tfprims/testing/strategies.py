@@ -108,7 +108,9 @@ def elements(dtype, *, special: bool = True, min_value=None, max_value=None,
     inf = inf and (min_value is None or max_value is None)
   min_value, max_value = _representable_bounds(min_value, max_value, width)
   return hst.floats(min_value=min_value, max_value=max_value, allow_nan=nan,
-                    allow_infinity=inf, allow_subnormal=special, width=width)
+                    allow_infinity=inf, width=width,
+                    # None: subnormals wherever the bounds include them
+                    allow_subnormal=None if special else False)
 
 
 def _representable_bounds(lo, hi, width):

@@ -61,7 +61,7 @@ def _stop_gradient_jvp(primals, tangents):
 
 
 StopGradient = define_op(
-    "StopGradient", _identity, family=FAMILY, lowering=_IDENTITY_LOWERING,
+    "StopGradient", _identity, family=FAMILY, lowering=_IDENTITY_LOWERING, linear_values=True,
     jvp=_stop_gradient_jvp,
     batching=rules.same_op_batching("StopGradient"),
     spec=lambda st: st.Spec(st.unary(st.ALL, arg="input")))

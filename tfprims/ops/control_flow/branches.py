@@ -22,7 +22,7 @@ from tfprims.ops.control_flow.common import (as_jax, coerce, join_lists, restore
 FAMILY = "control_flow"
 
 
-@structural("If", "StatelessIf", family=FAMILY, calls_functions=True,
+@structural("If", "StatelessIf", family=FAMILY, calls_functions="if",
             doc="Runs then_branch or else_branch: inline, or lax.cond.")
 def _if(ctx, node, inputs):
   pred = truth(node, inputs[0])
@@ -32,7 +32,7 @@ def _if(ctx, node, inputs):
   return _switch(ctx, node, pred.astype(jnp.int32), branches, inputs[1:])
 
 
-@structural("Case", "StatelessCase", family=FAMILY, calls_functions=True,
+@structural("Case", "StatelessCase", family=FAMILY, calls_functions="case",
             doc="Runs one of its branches: inline, or lax.switch.")
 def _case(ctx, node, inputs):
   index = inputs[0]

@@ -551,7 +551,7 @@ class _Loop:
     return self._finish(carry, state, rng)
 
 
-@structural("While", "StatelessWhile", family=FAMILY, calls_functions=True,
+@structural("While", "StatelessWhile", family=FAMILY, calls_functions="while",
             doc="Runs body while cond holds: tf.While (a counted scan), lax.while_loop, or unrolled.")
 def _while(ctx, node, inputs):
   return _Loop(ctx, node, list(inputs)).run()
