@@ -273,3 +273,17 @@ def test_concat_lists_values_vmap_and_tf_gradient_semantics():
   got = jax.grad(lambda a: jnp.sum(fn(a)[0]) + jnp.sum(a))(X)
   np.testing.assert_allclose(got, want)
   np.testing.assert_allclose(got, np.ones_like(X))
+
+
+def test_zeros_like_of_a_list_zeroes_its_tensors():
+  # TF's gradient code zeroes a loop's list accumulators with ZerosLike (a variant
+  # input): the list keeps its length and element shape, every element is zero.
+  def f(x):
+    lst = list_ops.tensor_list_from_tensor(x, element_shape=[3])
+    zeros = tf.raw_ops.ZerosLike(x=lst)
+    empty = tf.raw_ops.ZerosLike(x=list_ops.tensor_list_reserve([3], 2, tf.float32))
+    stacked = list_ops.tensor_list_stack(zeros, tf.float32, element_shape=[3])
+    return (stacked, list_ops.tensor_list_length(zeros),
+            list_ops.tensor_list_stack(empty, tf.float32, element_shape=[3]))
+
+  _check(f, grad=False)

@@ -1,7 +1,9 @@
 """Filling: Fill, ZerosLike, OnesLike, Range.
 
 Fill is linear (transpose: ``tf.Sum`` of the cotangent); ZerosLike is linear and
-transposes to itself; OnesLike's JVP is zero. Range has no operands at all (its
+transposes to itself, and of a variant value (a TensorList, an Optional: what TF's
+gradient code zeroes for a loop's list accumulators) it is that value with each of
+its tensors zeroed, as TF's registered variant ZerosLike; OnesLike's JVP is zero. Range has no operands at all (its
 three inputs are static): its value is computed with numpy at trace time by
 ``range_values``, following TF's kernel (size computed in ``Tidx``, integers
 wrapping like TF's; docs/semantics/array.md).
@@ -42,9 +44,20 @@ Fill = define_op(
     batching=_fill_batch,
     spec=lambda st: st.Spec(_fill_calls(st)))
 
+def _zeros_like(ctx, node, inputs):
+  """Interpreter hook: a variant value (a pytree of tensors: TensorList, Optional)
+  keeps its structure with every tensor zeroed (an uninitialized list stays so);
+  tensors take the primitive."""
+  from tfprims.interpreter import bind_node
+  (x,) = inputs
+  if hasattr(x, "shape") and hasattr(x, "dtype"):
+    return bind_node(ctx, ZerosLike, node, inputs)
+  return [jax.tree.map(lambda t: ZerosLike.apply([t], {}), x)]
+
+
 ZerosLike = define_op(
     "ZerosLike", jnp.zeros_like, family=FAMILY, batching="elementwise", linear=True,
-    transpose=lambda ct, x: [tfops.ZerosLike(ct)],
+    transpose=lambda ct, x: [tfops.ZerosLike(ct)], interpret=_zeros_like,
     spec=lambda st: st.Spec(st.unary(st.ALL)))
 
 OnesLike = define_op(
