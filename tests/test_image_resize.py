@@ -156,6 +156,100 @@ def test_resampling_sums_are_plus_zero_where_tfs_kernels_are():
       assert (np.signbit(got) == np.signbit(want))[want == 0].all(), (name, attrs, got, want)
 
 
+# --- non-finite pixels: TF's kernels sum each output's own taps ----------------------------
+
+
+def _nonfinite_image(shape, seed, k=3):
+  """Normal values with ``k`` pixels set to +inf, -inf and NaN."""
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=shape).astype(np.float32)
+  flat = x.reshape(-1)
+  for i, v in zip(rng.choice(flat.size, k, replace=False), [np.inf, -np.inf, np.nan] * k):
+    flat[i] = v
+  return x
+
+
+def _assert_nonfinite_like(got, want, **tol):
+  """NaN and ±inf exactly where TF has them (NaN's sign aside), finite values close."""
+  got = np.asarray(got)
+  for name, test in (("NaN", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
+    np.testing.assert_array_equal(test(got), test(want), err_msg=f"{name} positions")
+  finite = np.isfinite(want)
+  np.testing.assert_allclose(got[finite], want[finite], **(tol or dict(rtol=1e-5, atol=1e-5)))
+
+
+def test_scale_and_translate_nonfinite_pixel_reaches_its_taps_only():
+  # TF multiplies every tap of each output's span, the zero-weight ones too (0 * inf
+  # is NaN), and nothing else; a dense weight matrix would give NaN everywhere.
+  from tfprims.core import get_op
+  x = np.array([1, 2, np.inf, 3, 4, 5], np.float32).reshape(1, 1, 6, 1)
+  inputs = dict(images=x, size=np.array([1, 6], np.int32), scale=np.ones(2, np.float32),
+                translation=np.zeros(2, np.float32))
+  attrs = dict(kernel_type="triangle", antialias=True)
+  want = R.ScaleAndTranslate(**inputs, **attrs).numpy().ravel()
+  np.testing.assert_array_equal(want, [np.nan, np.nan, np.inf, np.nan, 4, 5])
+  op = get_op("ScaleAndTranslate")
+  operands, params = op.prepare(inputs, attrs)
+  np.testing.assert_array_equal(np.asarray(op(*operands, **params)).ravel(), want)
+
+
+def _nonfinite_calls():
+  """(op, inputs, attrs): each resizer's TF kernel up and down, its variants."""
+  x = _nonfinite_image((2, 5, 6, 2), 0)
+  calls = []
+  for size in ((7, 9), (3, 4)):
+    g = _nonfinite_image((2,) + size + (2,), 1)
+    z = np.zeros_like(x)
+    size = np.array(size, np.int32)
+    for align, half in ((False, False), (True, False), (False, True)):
+      attrs = dict(align_corners=align, half_pixel_centers=half)
+      calls.append(("ResizeBicubic", dict(images=x, size=size), attrs))
+      calls.append(("ResizeBicubicGrad", dict(grads=g, original_image=z), attrs))
+    for align in (False, True):
+      calls.append(("ResizeArea", dict(images=x, size=size), dict(align_corners=align)))
+    for kernel, antialias in (("lanczos3", True), ("triangle", False), ("keyscubic", True),
+                              ("mitchellcubic", False), ("box", True), ("gaussian", True),
+                              ("lanczos5", False)):
+      st = dict(scale=(size / np.array([5, 6])).astype(np.float32),
+                translation=np.array([0.25, -0.5], np.float32))
+      attrs = dict(kernel_type=kernel, antialias=antialias)
+      calls.append(("ScaleAndTranslate", dict(images=x, size=size, **st), attrs))
+      calls.append(("ScaleAndTranslateGrad", dict(grads=g, original_image=z, **st), attrs))
+  return calls
+
+
+def test_resizers_keep_tfs_nonfinite_pattern():
+  # Random images with ±inf and NaN pixels: NaN, +inf and -inf exactly where TF's
+  # kernels put them (each output sums its own taps, one product at a time), eager
+  # and jitted (scale and translation traced).
+  from tfprims.core import get_op
+  for name, inputs, attrs in _nonfinite_calls():
+    want = getattr(R, name)(**inputs, **attrs).numpy()
+    assert np.isfinite(want).any() and not np.isfinite(want).all(), (name, attrs)
+    op = get_op(name)
+    operands, params = op.prepare(inputs, attrs)
+    jitted = jax.jit(lambda *a: op(*a, **params))(*operands)
+    for got in (op(*operands, **params), jitted):
+      try:
+        _assert_nonfinite_like(got, want)
+      except AssertionError as e:
+        raise AssertionError(f"{name} {attrs} {inputs.get('size')}") from e
+
+
+@pytest.mark.parametrize("size", [(9, 11), (3, 2)], ids=["up", "down"])
+@pytest.mark.parametrize("antialias", [False, True], ids=["plain", "antialias"])
+@pytest.mark.parametrize("method", ["bicubic", "lanczos3", "area", "mitchellcubic"])
+def test_tf_image_resize_nonfinite_pixels_match_tf(method, antialias, size):
+  x = _nonfinite_image(IMAGES.shape, 2)
+  f = tf.function(lambda im: tf.image.resize(im, size, method=method, antialias=antialias))
+  fn = tfprims.convert_functional(f, _spec(x))
+  want = f(x).numpy()
+  _assert_nonfinite_like(fn(x), want)
+  _assert_nonfinite_like(jax.jit(fn)(x), want)
+  # finite images still take the plain contraction's values
+  np.testing.assert_allclose(jax.jit(fn)(IMAGES), f(IMAGES).numpy(), rtol=1e-5, atol=2e-6)
+
+
 # --- Keras augmentation layers (training mode) -------------------------------------------
 
 keras = pytest.importorskip("keras")

@@ -26,7 +26,8 @@ from jax import lax
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.image._common import FAMILY
+from tfprims.ops.image._common import (FAMILY, separable_resample, tap_counts, weight_counts,
+                                      with_nonfinite)
 from tfprims.ops.nn._common import _fold_batching, _values
 from tfprims.ops.nn.resize import _resize_scale, _sources
 from tfprims.rules import U
@@ -44,14 +45,14 @@ def _coeffs_table(a: float) -> np.ndarray:
   return np.stack([w0, w1], axis=1).astype(np.float32)
 
 
-def _bicubic_weights(xp, in_size, out_size, align_corners, half_pixel_centers):
-  """(out_size, in_size) float32 weights of TF's ResizeBicubic along one axis, with
-  numpy (known sizes) or jax.numpy (a symbolic size of a jax.export): the same float32
-  arithmetic, every output row at once.
+def _bicubic_taps(xp, in_size, out_size, align_corners, half_pixel_centers):
+  """TF's GetWeightsAndIndices along one axis, every output row at once, with numpy
+  (known sizes) or jax.numpy (a symbolic size of a jax.export): the same float32
+  arithmetic. Returns the 4 taps' float32 weights and (clamped) input indices.
 
   half_pixel_centers uses Keys' a = -0.5 and gives out-of-image taps zero weight
   (renormalising the rest); otherwise a = -0.75 and out-of-image taps are clamped
-  onto the edge pixel (GetWeightsAndIndices)."""
+  onto the edge pixel."""
   f32 = np.float32
   keys = bool(half_pixel_centers)
   table = _coeffs_table(-0.5 if keys else -0.75)
@@ -74,11 +75,31 @@ def _bicubic_weights(xp, in_size, out_size, align_corners, half_pixel_centers):
     normal = xp.abs(total) >= f32(1000.0) * np.finfo(f32).tiny
     inv = f32(1.0) / xp.where(normal, total, f32(1))
     ws = [xp.where(normal, (w * inv).astype(f32), w) for w in ws]
+  return ws, bounded
+
+
+def _bicubic_weights(xp, in_size, out_size, align_corners, half_pixel_centers):
+  """(out_size, in_size) float32 weights of TF's ResizeBicubic along one axis (numpy
+  or jax.numpy, as :func:`_bicubic_taps`); taps landing on one pixel add up in TF's
+  order."""
+  ws, bounded = _bicubic_taps(xp, in_size, out_size, align_corners, half_pixel_centers)
   columns = xp.arange(in_size)[None, :]
-  m = xp.zeros((out_size, in_size), f32)
-  for w, b in zip(ws, bounded):   # in TF's order: taps landing on one pixel add up
-    m = m + xp.where(b[:, None] == columns, w[:, None], zero)
-  return m.astype(f32)
+  m = xp.zeros((out_size, in_size), np.float32)
+  for w, b in zip(ws, bounded):
+    m = m + xp.where(b[:, None] == columns, w[:, None], np.float32(0))
+  return m.astype(np.float32)
+
+
+def _bicubic_counts(xp, in_size, out_size, align_corners, half_pixel_centers):
+  """:func:`tap_counts` of ResizeBicubic along one axis: TF multiplies all 4 taps,
+  the zero-weight ones (a sample on a pixel centre, out-of-image taps with
+  half_pixel_centers) and each tap clamped onto the edge pixel separately."""
+  ws, bounded = _bicubic_taps(xp, in_size, out_size, align_corners, half_pixel_centers)
+  columns = xp.arange(in_size)[None, :]
+  hits = [b[:, None] == columns for b in bounded]
+  count = lambda select: sum(xp.where(h & select(w)[:, None], np.float32(1), np.float32(0))
+                             for w, h in zip(ws, hits))
+  return tap_counts(count(lambda w: w == w), count(lambda w: w > 0), count(lambda w: w < 0))
 
 
 @functools.lru_cache(maxsize=None)
@@ -87,6 +108,14 @@ def bicubic_matrix(in_size, out_size, align_corners, half_pixel_centers) -> np.n
   if in_size == 0 or out_size == 0:
     return np.zeros((out_size, in_size), np.float32)
   return _bicubic_weights(np, in_size, out_size, align_corners, half_pixel_centers)
+
+
+@functools.lru_cache(maxsize=None)
+def bicubic_counts(in_size, out_size, align_corners, half_pixel_centers):
+  """:func:`_bicubic_counts` for known sizes (cached numpy tables)."""
+  if in_size == 0 or out_size == 0:
+    return tap_counts(*[np.zeros((out_size, in_size), np.float32)] * 3)
+  return _bicubic_counts(np, in_size, out_size, align_corners, half_pixel_centers)
 
 
 def _area_weights(xp, in_size, out_size, align_corners):
@@ -146,6 +175,15 @@ def _bicubic_tables(h, w, oh, ow, align_corners, half_pixel_centers):
           _bicubic_weights(jnp, w, ow, align_corners, half_pixel_centers))
 
 
+def _bicubic_tap_counts(h, w, oh, ow, align_corners, half_pixel_centers):
+  """The rows' and columns' :func:`tap_counts` of a ResizeBicubic."""
+  if rules.known((h, w, oh, ow)):
+    return (bicubic_counts(h, oh, align_corners, half_pixel_centers),
+            bicubic_counts(w, ow, align_corners, half_pixel_centers))
+  return (_bicubic_counts(jnp, h, oh, align_corners, half_pixel_centers),
+          _bicubic_counts(jnp, w, ow, align_corners, half_pixel_centers))
+
+
 def _area_tables(h, w, oh, ow, align_corners):
   """The row and column tables and the normalisation of a ResizeArea."""
   if rules.known((h, w, oh, ow)):
@@ -178,7 +216,9 @@ def resize_bicubic(images, *, size, align_corners=False, half_pixel_centers=Fals
   oh, ow = _check(images, size, align_corners, half_pixel_centers)
   _, h, w, _ = images.shape
   my, mx = _bicubic_tables(h, w, oh, ow, align_corners, half_pixel_centers)
-  return _contract(images.astype(jnp.float32), my, mx)
+  return separable_resample(
+      images.astype(jnp.float32), lambda x: _contract(x, my, mx),
+      lambda: _bicubic_tap_counts(h, w, oh, ow, align_corners, half_pixel_centers))
 
 
 def resize_bicubic_grad(grads, original_image, *, align_corners=False,
@@ -189,9 +229,16 @@ def resize_bicubic_grad(grads, original_image, *, align_corners=False,
   _, oh, ow, _ = grads.shape
   _, h, w, _ = original_image.shape
   my, mx = _bicubic_tables(h, w, oh, ow, align_corners, half_pixel_centers)
-  out = _contract(grads.astype(jnp.float32), my.T, mx.T)
-  # TF's kernel adds every tap onto a zeroed output: an exact zero is +0.0
-  out = jnp.where(out == 0, jnp.float32(0), out)
+
+  def contract(g):
+    out = _contract(g, my.T, mx.T)
+    # TF's kernel adds every tap onto a zeroed output: an exact zero is +0.0
+    return jnp.where(out == 0, jnp.float32(0), out)
+
+  # TF scatters each gradient to its 16 taps (zero weights too): the forward's taps
+  counts = lambda: tuple(tuple(m.T for m in axis) for axis in _bicubic_tap_counts(
+      h, w, oh, ow, align_corners, half_pixel_centers))
+  out = separable_resample(grads.astype(jnp.float32), contract, counts)
   return out.astype(original_image.dtype)
 
 
@@ -200,7 +247,11 @@ def resize_area(images, *, size, align_corners=False):
   oh, ow = _check(images, size, align_corners)
   _, h, w, _ = images.shape
   my, mx, scale = _area_tables(h, w, oh, ow, align_corners)
-  return _contract(images.astype(jnp.float32), my, mx) * scale
+  # TF reads each covered cell (cells past the edge clamped onto it) with a positive
+  # weight: a non-finite cell reaches exactly the outputs whose weight for it is > 0
+  return separable_resample(images.astype(jnp.float32),
+                            lambda x: _contract(x, my, mx) * scale,
+                            lambda: (weight_counts(my != 0, my), weight_counts(mx != 0, mx)))
 
 
 # --------------------------------------------------------------------------
@@ -258,7 +309,8 @@ def _resize_calls(st, half_pixel=True):
     # our contraction order (not TF's loop) shows in the last float32 digits.
     images = (draw(st.arrays(st.np_dtype(dtype), shape, min_value=0 if
                              st.np_dtype(dtype).kind == "u" else -100, max_value=100))
-              if st.np_dtype(dtype).kind in "iu" else draw(_values(st, dtype, shape, bound=8.0)))
+              if st.np_dtype(dtype).kind in "iu"
+              else with_nonfinite(st, draw, draw(_values(st, dtype, shape, bound=8.0))))
     call = dict(images=images, size=size,
                 align_corners=align)
     if half_pixel:
@@ -275,11 +327,28 @@ def _bicubic_grad_calls(st):
     orig = (draw(st.integers(1, 5)), draw(st.integers(1, 5)))
     resized = (draw(st.integers(1, 7)), draw(st.integers(1, 7)))
     align = draw(st.booleans())
-    return dict(grads=draw(_values(st, "float32", (n,) + resized + (c,))),
+    return dict(grads=with_nonfinite(st, draw, draw(_values(st, "float32",
+                                                            (n,) + resized + (c,)))),
                 original_image=draw(_values(st, dtype, (n,) + orig + (c,))),
                 align_corners=align,
                 half_pixel_centers=False if align else draw(st.booleans()))
   return draw_call()
+
+
+def _nonfinite_cases(op_type):
+  """Canonical calls: +inf, -inf and NaN pixels in rows sampled on pixel centres (the
+  zero-weight taps TF multiplies: 0 * inf is NaN) and at the edge."""
+  row = np.array([1, 2, np.inf, 3, 4, 5, -np.inf, 6], np.float32)
+  image = np.stack([row, np.roll(row, 3), np.where(row == 4, np.nan, row)])[None, :, :, None]
+  size = np.array([5, 11], np.int32)
+  if op_type == "ResizeBicubicGrad":
+    grads = np.tile(row[None, :6], (5, 2))[None, :, :11, None]
+    return [dict(grads=grads, original_image=np.zeros((1, 3, 8, 1), np.float32),
+                 align_corners=False, half_pixel_centers=hp) for hp in (False, True)]
+  if op_type == "ResizeArea":
+    return [dict(images=image, size=np.array([2, 3], np.int32), align_corners=False)]
+  return [dict(images=image, size=size, align_corners=False, half_pixel_centers=hp)
+          for hp in (False, True)]
 
 
 _ATTRS = ("align_corners", "half_pixel_centers")
@@ -305,7 +374,7 @@ ResizeBicubic = define_op(
     linear=True, transpose=_bicubic_transpose, batching=_fold_batching("ResizeBicubic"),
     spec=lambda st: st.Spec(
         _resize_calls(st), rtol=1e-5, atol=1e-5, oracle=tf_resize_bicubic,
-        ignore_zero_sign=_BICUBIC_ZERO_SIGN,
+        ignore_zero_sign=_BICUBIC_ZERO_SIGN, cases=_nonfinite_cases("ResizeBicubic"),
         note="TF gives float16/bfloat16 images no gradient (None); ours is that of the "
              "float32 resize, so the oracle casts half images to float32 before TF's op "
              "(same values)."))
@@ -316,9 +385,11 @@ ResizeBicubicGrad = define_op(
     transpose=_bicubic_grad_transpose,
     batching=_fold_batching("ResizeBicubicGrad"),
     spec=lambda st: st.Spec(_bicubic_grad_calls(st), diff_args=("grads",), rtol=1e-5,
-                            atol=1e-5, note="original_image gives only the shape and dtype."))
+                            atol=1e-5, cases=_nonfinite_cases("ResizeBicubicGrad"),
+                            note="original_image gives only the shape and dtype."))
 
 ResizeArea = define_op(
     "ResizeArea", resize_area, family=FAMILY, static=("size",), attrs=("align_corners",),
     linear=True, transpose=_area_transpose, batching=_fold_batching("ResizeArea"),
-    spec=lambda st: st.Spec(_resize_calls(st, half_pixel=False), rtol=1e-5, atol=1e-5))
+    spec=lambda st: st.Spec(_resize_calls(st, half_pixel=False), rtol=1e-5, atol=1e-5,
+                            cases=_nonfinite_cases("ResizeArea")))

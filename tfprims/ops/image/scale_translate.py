@@ -24,7 +24,8 @@ from jax import lax
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.image._common import FAMILY, stored
+from tfprims.ops.image._common import (FAMILY, separable_resample, stored, weight_counts,
+                                      with_nonfinite)
 from tfprims.ops.nn._common import _merge_batch, _split_batch, _values
 from tfprims.rules import U
 _F32 = jnp.float32
@@ -54,17 +55,26 @@ def _triangle(x):
   return jnp.where(x < 1, 1 - x, _F32(0))
 
 
+def _cubic(x, near, far):
+  """A piecewise cubic on [0, 1) and [1, 2) (0 past 2), each Horner step's product
+  rounded before its addition as in TF's kernel: XLA's fused multiply-adds would
+  leave weights of about 1e-14 where TF's are exactly 0 (x = 1, a tap that an
+  infinite pixel then turns into NaN)."""
+  def horner(coeffs):
+    v = stored(np.float32(coeffs[0]) * x)
+    for c in coeffs[1:-1]:
+      v = stored((v + np.float32(c)) * x) if c else stored(v * x)
+    return v + np.float32(coeffs[-1])
+  return jnp.where(x >= 2, _F32(0), jnp.where(x >= 1, horner(far), horner(near)))
+
+
 def _keys_cubic(x):
-  far = ((np.float32(-0.5) * x + np.float32(2.5)) * x - np.float32(4.0)) * x + np.float32(2.0)
-  near = ((np.float32(1.5) * x - np.float32(2.5)) * x) * x + np.float32(1.0)
-  return jnp.where(x >= 2, _F32(0), jnp.where(x >= 1, far, near))
+  return _cubic(x, near=(1.5, -2.5, 0.0, 1.0), far=(-0.5, 2.5, -4.0, 2.0))
 
 
 def _mitchell_cubic(x):
-  far = (((np.float32(-7.0 / 18.0)) * x + np.float32(2.0)) * x
-         - np.float32(10.0 / 3.0)) * x + np.float32(16.0 / 9.0)
-  near = (((np.float32(7.0 / 6.0)) * x - np.float32(2.0)) * x) * x + np.float32(8.0 / 9.0)
-  return jnp.where(x >= 2, _F32(0), jnp.where(x >= 1, far, near))
+  return _cubic(x, near=(7.0 / 6.0, -2.0, 0.0, 8.0 / 9.0),
+                far=(-7.0 / 18.0, 2.0, -10.0 / 3.0, 16.0 / 9.0))
 
 
 KERNELS = {
@@ -82,9 +92,13 @@ def _kernel(kernel_type):
     raise ValueError(f"Unrecognized kernel type: {kernel_type}") from None
 
 
-def span_weights(kernel_type, antialias, out_size, in_size, scale, translate):
-  """(out_size, in_size) float32 weights of TF's ComputeSpansCore along one axis
-  (scale and translate are float32 scalars, possibly traced)."""
+def _spans(kernel_type, antialias, out_size, in_size, scale, translate):
+  """TF's ComputeSpansCore along one axis (scale and translate are float32 scalars,
+  possibly traced): the (out_size, in_size) float32 weights and the boolean mask of
+  the taps TF's GatherRows/GatherColumns multiply. Those are ``span_size = min(2 *
+  ceil(radius * kernel_scale) + 1, in_size)`` pixels from each output's span start
+  (clipped to the image), zero-weight padding past its own span included; an
+  output sampled outside the image has start 0 and zero weights."""
   kernel, radius = _kernel(kernel_type)
   scale = jnp.asarray(scale, _F32)
   translate = jnp.asarray(translate, _F32)
@@ -104,15 +118,39 @@ def span_weights(kernel_type, antialias, out_size, in_size, scale, translate):
   ok = jnp.abs(total) >= np.float32(1000.0) * np.finfo(np.float32).tiny
   w = jnp.where(ok, w * (_F32(1) / jnp.where(ok, total, _F32(1))), _F32(0))
   sampled = (sample >= 0) & (sample <= in_size)
-  return jnp.where(sampled[:, None], w, _F32(0))
+  span = jnp.minimum(_F32(2) * jnp.ceil(reach) + _F32(1), _F32(in_size))
+  start = jnp.where(sampled, start, _F32(0))
+  taps = (src[None, :] >= start[:, None]) & (src[None, :] < (start + span)[:, None])
+  return jnp.where(sampled[:, None], w, _F32(0)), taps
+
+
+def span_weights(kernel_type, antialias, out_size, in_size, scale, translate):
+  """(out_size, in_size) float32 weights of TF's ComputeSpansCore along one axis
+  (scale and translate are float32 scalars, possibly traced)."""
+  return _spans(kernel_type, antialias, out_size, in_size, scale, translate)[0]
+
+
+def _grad_taps(w):
+  """The taps of TF's ComputeGradSpans for a forward weight matrix ``w`` (out, in),
+  as an (in, out) mask: for each input, its nonzero-weight outputs from the first
+  one on, over the longest such run of any input (``span_size``), clipped to the
+  output; an input no output reads has start 0 and zero weights."""
+  out_size = w.shape[0]
+  o = jnp.arange(out_size, dtype=_F32)[:, None]
+  nonzero = w != 0
+  first = jnp.min(jnp.where(nonzero, o, _F32(out_size)), axis=0)
+  last = jnp.max(jnp.where(nonzero, o, _F32(-1)), axis=0)
+  span = jnp.max(jnp.where(last >= first, last - first + 1, _F32(0)), initial=_F32(0))
+  start = jnp.where(last >= first, first, _F32(0))
+  return ((o >= start[None, :]) & (o < (start + span)[None, :])).T
 
 
 def _matrices(kernel_type, antialias, out_hw, in_hw, scale, translation):
+  """The rows' and columns' (weights, taps) of :func:`_spans`."""
   scale = jnp.asarray(scale, _F32)
   translation = jnp.asarray(translation, _F32)
-  my = span_weights(kernel_type, antialias, out_hw[0], in_hw[0], scale[0], translation[0])
-  mx = span_weights(kernel_type, antialias, out_hw[1], in_hw[1], scale[1], translation[1])
-  return my, mx
+  return tuple(_spans(kernel_type, antialias, out_hw[a], in_hw[a], scale[a], translation[a])
+               for a in range(2))
 
 
 def _contract(x, my, mx):
@@ -144,17 +182,22 @@ def scale_and_translate(images, scale, translation, *, size, kernel_type="lanczo
   oh, ow = (int(v) for v in size)
   if oh <= 0 or ow <= 0:
     raise ValueError(f"output dimensions must be positive, got {(oh, ow)}")
-  my, mx = _matrices(kernel_type, antialias, (oh, ow), images.shape[1:3], scale, translation)
-  return _contract(images.astype(_F32), my, mx)
+  (my, ty), (mx, tx) = _matrices(kernel_type, antialias, (oh, ow), images.shape[1:3],
+                                 scale, translation)
+  return separable_resample(images.astype(_F32), lambda x: _contract(x, my, mx),
+                            lambda: (weight_counts(ty, my), weight_counts(tx, mx)))
 
 
 def scale_and_translate_grad(grads, original_image, scale, translation, *,
                              kernel_type="lanczos3", antialias=True):
   """TF ScaleAndTranslateGrad: the transpose of ScaleAndTranslate (float32)."""
   _check(original_image, scale, translation)
-  my, mx = _matrices(kernel_type, antialias, grads.shape[1:3], original_image.shape[1:3],
-                     scale, translation)
-  return _contract(grads.astype(_F32), my.T, mx.T).astype(original_image.dtype)
+  (my, _), (mx, _) = _matrices(kernel_type, antialias, grads.shape[1:3],
+                               original_image.shape[1:3], scale, translation)
+  out = separable_resample(
+      grads.astype(_F32), lambda g: _contract(g, my.T, mx.T),
+      lambda: (weight_counts(_grad_taps(my), my.T), weight_counts(_grad_taps(mx), mx.T)))
+  return out.astype(original_image.dtype)
 
 
 # --------------------------------------------------------------------------
@@ -230,18 +273,42 @@ def _st_calls(st, grad):
     attrs = dict(kernel_type=draw(st.sampled_from(sorted(KERNELS))),
                  antialias=draw(st.booleans()))
     if grad:
-      return dict(grads=draw(_values(st, "float32", (n,) + out_hw + (c,))),
+      return dict(grads=with_nonfinite(st, draw, draw(_values(st, "float32",
+                                                              (n,) + out_hw + (c,)))),
                   original_image=draw(_values(st, "float32", (n,) + in_hw + (c,))),
                   scale=scale, translation=translation, **attrs)
     dtype = draw(st.sampled_from(_DTYPES))
     shape = (n,) + in_hw + (c,)
     # Integers in [0, 100]: full-range values cancel in an order-dependent way.
     images = (draw(st.arrays(st.np_dtype(dtype), shape, min_value=0, max_value=100))
-              if st.np_dtype(dtype).kind in "iu" else draw(_values(st, dtype, shape, bound=8.0)))
+              if st.np_dtype(dtype).kind in "iu"
+              else with_nonfinite(st, draw, draw(_values(st, dtype, shape, bound=8.0))))
     return dict(images=images,
                 size=np.array(out_hw, np.int32), scale=scale, translation=translation,
                 **attrs)
   return draw_call()
+
+
+def _nonfinite_cases(grad):
+  """Canonical calls: +inf, -inf and NaN pixels under a triangle kernel sampled on
+  pixel centres (TF: [nan, nan, inf, nan, 4, 5] from [1, 2, inf, 3, 4, 5]: the
+  zero-weight taps of each span are multiplied) and an antialiased lanczos3
+  downscale with outputs sampled outside the image (start 0, zero weights)."""
+  row = np.array([1, 2, np.inf, 3, 4, 5], np.float32)
+  image = np.stack([row, -row, np.where(row == 4, np.nan, row)])[None, :, :, None]
+  cases = []
+  for out_hw, scale, translation, kernel in (((3, 6), (1, 1), (0, 0), "triangle"),
+                                             ((2, 3), (0.5, 0.75), (0.5, -1.25), "lanczos3")):
+    common = dict(scale=np.array(scale, np.float32),
+                  translation=np.array(translation, np.float32), kernel_type=kernel,
+                  antialias=True)
+    if grad:
+      grads = np.resize(np.concatenate([row, -row[::-1]]), out_hw).reshape(
+          (1,) + out_hw + (1,))
+      cases.append(dict(common, grads=grads, original_image=np.zeros_like(image)))
+    else:
+      cases.append(dict(common, images=image, size=np.array(out_hw, np.int32)))
+  return cases
 
 
 _ATTRS = ("kernel_type", "antialias")
@@ -253,7 +320,7 @@ ScaleAndTranslate = define_op(
     transpose=_forward_transpose, batching=_batching("ScaleAndTranslate", scale_and_translate, 1),
     spec=lambda st: st.Spec(
         _st_calls(st, grad=False), rtol=1e-5, atol=1e-5, diff_args=("images",),
-        oracle=tf_scale_and_translate,
+        oracle=tf_scale_and_translate, cases=_nonfinite_cases(grad=False),
         note="TF's gradient op takes float32 images only: the oracle casts float images "
              "to float32 before TF's op (same values)."))
 
@@ -263,5 +330,5 @@ ScaleAndTranslateGrad = define_op(
         t, orig, scale, translation, **p), None, None, None),
     transpose=_grad_transpose, batching=_batching("ScaleAndTranslateGrad", scale_and_translate_grad, 2),
     spec=lambda st: st.Spec(_st_calls(st, grad=True), rtol=1e-5, atol=1e-5,
-                            diff_args=("grads",),
+                            diff_args=("grads",), cases=_nonfinite_cases(grad=True),
                             note="original_image gives only the shape and dtype."))
