@@ -229,12 +229,12 @@ class TFOp(Op):
     names = opdefs.input_arg_names(self.op_type) or tuple(inputs)
     for arg in names:
       value = inputs[arg]
-      if arg in self.static:
-        values = value if isinstance(value, list) else [value]
-        if not all(is_concrete(v) for v in values):
+      if arg in self.static:  # eager calls know their computed values too
+        known = [folding.known_value(v) for v in (value if isinstance(value, list) else [value])]
+        if any(k is None for k in known):
           raise errors.StaticInputError(self.op_type, node, arg)
         params[self.static[arg]] = hashable(np.asarray(
-            [np.asarray(v) for v in value] if isinstance(value, list) else value))
+            [np.asarray(k) for k in known] if isinstance(value, list) else known[0]))
       elif isinstance(value, list):
         operands.extend(value)
       else:

@@ -353,3 +353,13 @@ def folds_wide(operands, params) -> bool:
           for d in (v if isinstance(v, tuple) else (v,))) for v in params.values())
   return wide and not any(is_weight(o) for o in operands) and not (
       has_symbolic(operands) or has_symbolic_param(params))
+
+
+def known_value(value: Any) -> Any:
+  """``value`` as numpy when it is known now: a trace-time constant (numpy, a Python
+  scalar), or a computed array outside any trace (an eager call); None when traced."""
+  if isinstance(value, (np.ndarray, np.generic, int, float, bool, complex)):
+    return value
+  if isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer):
+    return np.asarray(value)
+  return None

@@ -12,12 +12,15 @@ to the spec and every mask shifted by one bit. All three are builders
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+from jax.interpreters import ad
 
-from tfprims import emit, rules
+from tfprims import emit, errors, folding, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.array._common import FAMILY, INDEX_DTYPES, ints, lazy_hst
 
@@ -37,30 +40,100 @@ def _slice_bounds(shape, begin, size) -> tuple[tuple, tuple]:
   return begin, tuple(sizes)
 
 
-def _slice_build(B, input, *, begin, size):
+def _dynamic_sizes(shape, begin, size) -> tuple:
+  """The sizes of a Slice whose ``begin`` is a runtime vector: static, none -1."""
+  size = rules.sizes(size)
+  if begin.shape != (len(shape),) or len(size) != len(shape):
+    raise ValueError(f"Slice: expected begin and size of length {len(shape)}, got "
+                     f"shapes {begin.shape} and {len(size)}")
+  if any(not 0 <= s <= n for s, n in zip(size, shape)):
+    raise ValueError(f"Slice: size {size} does not fit the input shape {tuple(shape)}")
+  return size
+
+
+def _slice_build(B, input, *dynamic_begin, begin=None, size):
+  if dynamic_begin:  # the runtime-begin form: _dynamic_slice
+    return None
   b, s = _slice_bounds(input.shape, begin, size)
   return B.slice(input, b, tuple(i + j for i, j in zip(b, s)))
 
 
-_slice_impl = emit.traced(_slice_build)
+def _dynamic_slice(input, dynamic_begin, *, size, begin=None):
+  size = _dynamic_sizes(input.shape, dynamic_begin, size)
+  return jax.lax.dynamic_slice(input, list(dynamic_begin), size)
 
 
-def _slice_transpose(ct, x, *, begin, size):
+_slice_impl = emit.traced(_slice_build, default=_dynamic_slice)
+
+
+def _positioned_jvp(op_type):
+  """The JVP of an op linear in its first operand, positioned by integer operands."""
+  def jvp(primals, tangents, **params):
+    x, *positions = primals
+    out = getattr(tfops, op_type)(x, *positions, **params)
+    if type(tangents[0]) is ad.Zero:
+      return out, ad.Zero(jax.typeof(out).to_tangent_aval())
+    return out, getattr(tfops, op_type)(tangents[0], *positions, **params)
+  return jvp
+
+
+def _slice_transpose(ct, x, *dynamic_begin, begin=None, size):
   shape = rules.shape_of(x)
+  if dynamic_begin:  # ct placed where the slice was read (clamped as it was)
+    (b,) = dynamic_begin
+    zeros = rules.zeros(shape, ct.dtype)
+    return [tfops.XlaDynamicUpdateSlice(zeros, ct, b), None]
   b, s = _slice_bounds(shape, begin, size)
   return [tfops.Pad(ct, paddings=tuple((i, n - i - j) for i, j, n in zip(b, s, shape)))]
 
 
-def _slice_batch(args, dims, *, begin, size):
-  (x,), (d,) = args, dims
-  return tfops.Slice(rules.to_front(x, d), begin=(0,) + rules.sizes(begin),
-                     size=(-1,) + rules.sizes(size)), 0
+def _slice_batch(args, dims, *, begin=None, size):
+  x, d = rules.to_front(args[0], dims[0]), dims[0]
+  if begin is not None:
+    return tfops.Slice(x, begin=(0,) + rules.sizes(begin), size=(-1,) + rules.sizes(size)), 0
+  (b,), (db,) = args[1:], dims[1:]
+  if db is not None:  # a begin per example: a gather, as jax.vmap makes it
+    return jax.vmap(functools.partial(_dynamic_slice, size=size),
+                    in_axes=(d, db))(args[0], b), 0
+  b = jnp.concatenate([jnp.zeros((1,), b.dtype), b])
+  return tfops.Slice(x, b, size=(x.shape[0],) + rules.sizes(size)), 0
+
+
+def _slice_check(input, *dynamic_begin, begin=None, size):
+  """A runtime begin must keep the slice inside the input (TF raises; XLA clamps)."""
+  if not dynamic_begin:
+    return None
+  (b,) = dynamic_begin
+  size = np.asarray(_dynamic_sizes(input.shape, b, size), np.int64)
+  shape = np.asarray(input.shape, np.int64)
+  return (jnp.any((b < 0) | (b > jnp.asarray(shape - size, b.dtype))),
+          f"Slice: expected begin and size {tuple(size)} to be within the input shape "
+          f"{tuple(input.shape)}")
+
+
+def _slice_interpret(ctx, node, inputs):
+  """A runtime ``begin`` with a static ``size`` positions the slice without deciding
+  its shape: it binds ``tf.Slice[size=...]`` with begin as an operand
+  (``lax.dynamic_slice``). Otherwise begin and size are params."""
+  from tfprims.interpreter import bind_node, run_check
+  x, begin, size = inputs
+  if folding.known_value(begin) is not None or folding.known_value(size) is None:
+    return bind_node(ctx, Slice, node, inputs)
+  size = rules.sizes(folding.known_value(size))
+  if -1 in size:
+    raise errors.StaticInputError(
+        node.op, node.name, "begin", "size -1 (to the end of a dim) with a runtime begin "
+        "makes the output shape depend on begin's value; give the size explicitly")
+  params = dict(size=size)
+  run_check(Slice, node, [x, begin], params)
+  return [Slice(x, begin, **params)]
 
 
 Slice = define_op(
-    "Slice", _slice_impl, family=FAMILY, static=("begin", "size"), linear=True,
+    "Slice", _slice_impl, family=FAMILY, static=("begin", "size"), linear_values=True,
     lowering=emit.direct_lowering(_slice_build, _slice_impl),
-    transpose=_slice_transpose, batching=_slice_batch,
+    jvp=_positioned_jvp("Slice"), transpose=_slice_transpose, batching=_slice_batch,
+    check=_slice_check, interpret=_slice_interpret,
     spec=lambda st: st.Spec(_slice_calls(st)))
 
 
@@ -69,10 +142,13 @@ class StridedPlan(NamedTuple):
 
   ``dims[i] = (first, count, step)``: input dim ``i`` contributes elements
   ``first, first + step, ...`` (``count`` of them); ``final_shape`` is the
-  output shape after new axes are added and shrunk axes removed.
+  output shape after new axes are added and shrunk axes removed; ``sources[i]``:
+  the spec entry input dim ``i`` takes its begin/end from (None under an
+  ellipsis), and whether that entry shrinks it.
   """
   dims: tuple
   final_shape: tuple
+  sources: tuple = ()
 
 
 _NEW_AXIS, _SHRINK = -1, -2
@@ -103,6 +179,7 @@ def strided_slice_plan(shape, begin, end, strides, begin_mask=0, end_mask=0, ell
   # Sparse -> dense spec.
   d_begin, d_end, d_strides = [0] * rank, [0] * rank, [1] * rank
   d_bmask = d_emask = d_shrink = 0
+  sources = [None] * rank
   gather = []
   full = 0
   for i in range(sparse_dims):
@@ -123,6 +200,7 @@ def strided_slice_plan(shape, begin, end, strides, begin_mask=0, end_mask=0, ell
         raise ValueError(f"StridedSlice: index out of range using input dim {full}; input "
                          f"has only {rank} dims")
       d_begin[full], d_end[full], d_strides[full] = begin[i], end[i], strides[i]
+      sources[full] = (i, bool(shrink_axis_mask & bit))
       if begin_mask & bit:
         d_bmask |= 1 << full
       if end_mask & bit:
@@ -170,7 +248,7 @@ def strided_slice_plan(shape, begin, end, strides, begin_mask=0, end_mask=0, ell
       final.append(processing[g])
     elif g == _NEW_AXIS:
       final.append(1)
-  return StridedPlan(tuple(plan), tuple(final))
+  return StridedPlan(tuple(plan), tuple(final), tuple(sources))
 
 
 _MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
@@ -218,22 +296,79 @@ def _scatter_plan(B, dy, shape, plan: StridedPlan):
   return B.rev(out, tuple(flip)) if flip else out
 
 
-def _strided_slice_build(B, input, **params):
+def _strided_slice_build(B, input, *positions, **params):
+  if positions:  # the runtime-begin form: _dynamic_strided_slice
+    return None
   return _apply_plan(B, input, _plan_for(input.shape, params))
 
 
-_strided_slice_impl = emit.traced(_strided_slice_build)
+# --- a runtime begin/end that positions without deciding the shape -----------------
+#
+# ``x[i]``, ``x[:, i]``, ``x[..., i]`` with a runtime ``i``: every entry of the spec
+# either shrinks its dim (size 1 wherever begin is; end is ignored) or has both its
+# begin and end masked (values ignored). The op then binds ``tf.StridedSlice`` with
+# begin and end as operands: ``lax.dynamic_slice`` of the shrunk dims, then the plan
+# of the static spec on the rest.
 
 
-def _strided_slice_transpose(ct, x, **params):
-  return [tfops.StridedSliceGrad(ct, shape=rules.shape_of(x), **params)]
+def positions_ignored(params, n_entries: int) -> bool:
+  """Whether a spec's begin and end values decide nothing but shrunk dims' positions."""
+  for i in range(n_entries):
+    bit = 1 << i
+    if params["ellipsis_mask"] & bit or params["new_axis_mask"] & bit:
+      continue
+    if not (params["shrink_axis_mask"] & bit or
+            (params["begin_mask"] & bit and params["end_mask"] & bit)):
+      return False
+  return True
+
+
+def _shrunk(shape, begin, strides, masks):
+  """``(starts, sizes, plan)`` of a runtime-begin StridedSlice: dynamic_slice starts
+  (TF's wrap of a negative index) and sizes of ``shape`` (1 on shrunk dims), and the
+  static plan on that slice (begin 0 on the shrunk dims, others masked)."""
+  k = len(strides)
+  zeros, ones = (0,) * k, (1,) * k
+  plan = strided_slice_plan(shape, zeros, ones, strides, **masks)
+  starts, sizes = [], list(shape)
+  for dim, source in enumerate(plan.sources):
+    if source is not None and source[1]:
+      b = begin[source[0]]
+      starts.append(jnp.where(b < 0, b + shape[dim], b))
+      sizes[dim] = 1
+    else:
+      starts.append(jnp.zeros((), begin.dtype))
+  return starts, tuple(sizes), strided_slice_plan(tuple(sizes), zeros, ones, strides, **masks)
+
+
+def _dynamic_strided_slice(input, begin, end, *, strides, **masks):
+  starts, sizes, plan = _shrunk(input.shape, begin, strides, masks)
+  return _apply_plan(emit.LAX, jax.lax.dynamic_slice(input, starts, sizes), plan)
+
+
+_strided_slice_impl = emit.traced(_strided_slice_build, default=_dynamic_strided_slice)
+
+
+def _strided_slice_transpose(ct, x, *positions, **params):
+  shape = rules.shape_of(x)
+  if not positions:
+    return [tfops.StridedSliceGrad(ct, shape=shape, **params)]
+  begin = positions[0]
+  strides = params.pop("strides")
+  starts, sizes, _ = _shrunk(shape, begin, strides, params)
+  k = len(strides)
+  placed = tfops.StridedSliceGrad(ct, shape=sizes, begin=(0,) * k, end=(1,) * k,
+                                  strides=strides, **params)
+  return [tfops.XlaDynamicUpdateSlice(rules.zeros(shape, ct.dtype), placed,
+                                      jnp.stack(starts)), None, None]
 
 
 def _shift_spec(params):
   """The spec with a full-range entry for a leading batch axis prepended."""
   new = dict(params)
-  new["begin"] = (0,) + rules.sizes(params["begin"])
-  new["end"] = (0,) + rules.sizes(params["end"])
+  for name in ("begin", "end"):
+    if name in params:
+      new[name] = (0,) + rules.sizes(params[name])
   new["strides"] = (1,) + ints(params["strides"])
   for m in _MASKS:
     new[m] = params[m] << 1
@@ -243,19 +378,66 @@ def _shift_spec(params):
 
 
 def _strided_slice_batch(args, dims, **params):
-  (x,), (d,) = args, dims
-  return tfops.StridedSlice(rules.to_front(x, d), **_shift_spec(params)), 0
+  x = rules.to_front(args[0], dims[0])
+  if len(args) == 1:
+    return tfops.StridedSlice(x, **_shift_spec(params)), 0
+  if any(d is not None for d in dims[1:]):  # positions per example: jax.vmap's gather
+    return jax.vmap(functools.partial(_dynamic_strided_slice, **params),
+                    in_axes=tuple(dims))(*args), 0
+  positions = [jnp.concatenate([jnp.zeros((1,), p.dtype), p]) for p in args[1:]]
+  return tfops.StridedSlice(x, *positions, **_shift_spec(params)), 0
+
+
+def _strided_slice_check(input, *positions, strides, **masks):
+  """A runtime index of a shrunk dim must be inside it (TF raises; XLA clamps)."""
+  masks = {m: masks[m] for m in _MASKS}
+  if not positions:
+    return None
+  begin = positions[0]
+  k = len(strides)
+  plan = strided_slice_plan(input.shape, (0,) * k, (1,) * k, strides, **masks)
+  bad = jnp.zeros((), bool)
+  for dim, source in enumerate(plan.sources):
+    if source is not None and source[1]:
+      b, n = begin[source[0]], input.shape[dim]
+      bad = bad | (b < -n) | (b >= n)
+  return bad, f"StridedSlice: slice index out of bounds for a dim of shape {input.shape}"
+
+
+def _strided_slice_interpret(ctx, node, inputs):
+  """Begin/end known at trace time: params. Runtime ones that only position shrunk
+  dims (``x[i]``): operands of ``tf.StridedSlice[strides, masks]``."""
+  from tfprims.interpreter import AttrView, bind_node, run_check
+  x, begin, end, strides = inputs
+  known = [folding.known_value(v) is not None for v in (begin, end, strides)]
+  if all(known) or not known[2]:
+    return bind_node(ctx, StridedSlice, node, inputs)
+  attrs = AttrView(node)
+  params = {m: int(attrs[m]) for m in _MASKS}
+  params["strides"] = ints(folding.known_value(strides))
+  if not positions_ignored(params, len(params["strides"])):
+    runtime = "begin" if not known[0] else "end"
+    raise errors.StaticInputError(
+        node.op, node.name, runtime, "a runtime begin or end positions a slice without "
+        "deciding its shape only on dims it shrinks (x[i]) or whose begin and end are "
+        "both masked (x[:, i])")
+  run_check(StridedSlice, node, [x, begin, end], params)
+  return [StridedSlice(x, begin, end, **params)]
 
 
 StridedSlice = define_op(
     "StridedSlice", _strided_slice_impl, family=FAMILY, static=("begin", "end", "strides"),
-    attrs=_MASKS, linear=True,
+    attrs=_MASKS, linear_values=True,
     lowering=emit.direct_lowering(_strided_slice_build, _strided_slice_impl),
-    transpose=_strided_slice_transpose, batching=_strided_slice_batch,
+    jvp=_positioned_jvp("StridedSlice"), transpose=_strided_slice_transpose,
+    batching=_strided_slice_batch, check=_strided_slice_check,
+    interpret=_strided_slice_interpret,
     spec=lambda st: st.Spec(_strided_slice_calls(st)))
 
 
-def _strided_slice_grad_build(B, dy, *, shape, **params):
+def _strided_slice_grad_build(B, dy, *positions, shape, **params):
+  if positions:  # the runtime-begin form: _dynamic_strided_slice_grad
+    return None
   shape = rules.sizes(shape)
   plan = _plan_for(shape, params)
   if tuple(dy.shape) != plan.final_shape:
@@ -264,22 +446,61 @@ def _strided_slice_grad_build(B, dy, *, shape, **params):
   return _scatter_plan(B, dy, shape, plan)
 
 
-_strided_slice_grad_impl = emit.traced(_strided_slice_grad_build)
+def _dynamic_strided_slice_grad(dy, begin, end, *, shape, strides, **masks):
+  shape = rules.sizes(shape)
+  starts, sizes, plan = _shrunk(shape, begin, strides, masks)
+  placed = _scatter_plan(emit.LAX, dy, sizes, plan)
+  return jax.lax.dynamic_update_slice(jnp.zeros(shape, dy.dtype), placed, starts)
+
+
+_strided_slice_grad_impl = emit.traced(_strided_slice_grad_build,
+                                       default=_dynamic_strided_slice_grad)
 
 
 def _strided_slice_grad_batch(args, dims, *, shape, **params):
-  (dy,), (d,) = args, dims
-  size = dy.shape[d]
-  return tfops.StridedSliceGrad(rules.to_front(dy, d), shape=(size,) + rules.sizes(shape),
+  dy = rules.to_front(args[0], dims[0])
+  size = dy.shape[0]
+  if len(args) == 1:
+    return tfops.StridedSliceGrad(dy, shape=(size,) + rules.sizes(shape),
+                                  **_shift_spec(params)), 0
+  if any(d is not None for d in dims[1:]):  # positions per example: jax.vmap's scatter
+    return jax.vmap(functools.partial(_dynamic_strided_slice_grad, shape=shape, **params),
+                    in_axes=tuple(dims))(*args), 0
+  positions = [jnp.concatenate([jnp.zeros((1,), p.dtype), p]) for p in args[1:]]
+  return tfops.StridedSliceGrad(dy, *positions, shape=(size,) + rules.sizes(shape),
                                 **_shift_spec(params)), 0
+
+
+def _strided_slice_grad_interpret(ctx, node, inputs):
+  """As StridedSlice's hook: runtime begin/end that only position shrunk dims are
+  operands (``lax.dynamic_update_slice`` of the placed gradient)."""
+  from tfprims.interpreter import AttrView, bind_node
+  shape, begin, end, strides, dy = inputs
+  known = [folding.known_value(v) is not None for v in (shape, begin, end, strides)]
+  if all(known) or not (known[0] and known[3]):
+    return bind_node(ctx, StridedSliceGrad, node, inputs)
+  attrs = AttrView(node)
+  params = {m: int(attrs[m]) for m in _MASKS}
+  params.update(shape=rules.sizes(folding.known_value(shape)),
+                strides=ints(folding.known_value(strides)))
+  if not positions_ignored(params, len(params["strides"])):
+    raise errors.StaticInputError(
+        node.op, node.name, "begin" if not known[1] else "end",
+        "a runtime begin or end positions the slice without deciding its shape only on "
+        "dims it shrinks (x[i]) or whose begin and end are both masked (x[:, i])")
+  return [StridedSliceGrad(dy, begin, end, **params)]
+
+
+def _strided_slice_grad_transpose(ct, dy, *positions, shape, **params):
+  return [tfops.StridedSlice(ct, *positions, **params)] + [None] * len(positions)
 
 
 StridedSliceGrad = define_op(
     "StridedSliceGrad", _strided_slice_grad_impl, family=FAMILY,
-    static=("shape", "begin", "end", "strides"), attrs=_MASKS, linear=True,
+    static=("shape", "begin", "end", "strides"), attrs=_MASKS, linear_values=True,
     lowering=emit.direct_lowering(_strided_slice_grad_build, _strided_slice_grad_impl),
-    transpose=lambda ct, dy, *, shape, **params: [tfops.StridedSlice(ct, **params)],
-    batching=_strided_slice_grad_batch,
+    jvp=_positioned_jvp("StridedSliceGrad"), transpose=_strided_slice_grad_transpose,
+    batching=_strided_slice_grad_batch, interpret=_strided_slice_grad_interpret,
     spec=lambda st: st.Spec(_strided_slice_grad_calls(st)))
 
 

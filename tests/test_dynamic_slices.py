@@ -1,0 +1,159 @@
+"""Slices positioned by runtime values: Slice with a runtime begin and a static size,
+StridedSlice/StridedSliceGrad whose runtime begin/end only position shrunk dims
+(``x[i]``, ``x[:, i]``). Values under jit, gradients (JAX's and TF's own gradient
+graphs), vmap over the data or the index, and TF's out-of-range errors."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfprims
+from helpers import jaxpr_primitives
+
+X = (np.arange(60, dtype=np.float32).reshape(3, 4, 5) - 30) / 7
+I32 = tf.TensorSpec((), tf.int32)
+
+
+def _convert(f):
+  f = tf.function(f)
+  return f, tfprims.convert_functional(f, tf.TensorSpec(X.shape), I32)
+
+
+def _check_positioned(f, indices):
+  """Eager and jitted values, JAX's gradient vs TF's, vmap over x and over i."""
+  tf_f, fn = _convert(f)
+  jitted = jax.jit(fn)
+  for i in indices:
+    want = tf_f(X, np.int32(i)).numpy()
+    np.testing.assert_array_equal(fn(X, np.int32(i)), want)
+    np.testing.assert_array_equal(jitted(X, np.int32(i)), want)
+    xt = tf.constant(X)
+    with tf.GradientTape() as tape:
+      tape.watch(xt)
+      y = tf.reduce_sum(tf_f(xt, np.int32(i)) ** 3)
+    grad = jax.jit(jax.grad(lambda x: jnp.sum(fn(x, np.int32(i)) ** 3)))(X)
+    np.testing.assert_allclose(grad, tape.gradient(y, xt).numpy(), rtol=1e-6)
+  batch = np.int32(indices)
+  by_index = jax.jit(jax.vmap(fn, in_axes=(None, 0)))(X, batch)
+  by_data = jax.jit(jax.vmap(fn, in_axes=(0, None)))(np.stack([X, -X]), batch[-1])
+  for k, i in enumerate(indices):
+    np.testing.assert_array_equal(by_index[k], tf_f(X, np.int32(i)).numpy())
+  np.testing.assert_array_equal(by_data[1], tf_f(-X, np.int32(indices[-1])).numpy())
+  return fn
+
+
+def test_slice_with_a_runtime_begin_is_a_dynamic_slice():
+  fn = _check_positioned(lambda x, i: tf.slice(x, [0, i, 1], [2, 2, 3]) * 2.0, [0, 1, 2])
+  jaxpr = str(jax.make_jaxpr(fn)(X, np.int32(1)))
+  assert "tf.Slice[size=(2, 2, 3)]" in jaxpr, jaxpr   # begin is an operand
+  # the transpose places the cotangent back where it was read, TF-named
+  grad_jaxpr = jax.make_jaxpr(jax.grad(lambda x: jnp.sum(fn(x, np.int32(1)))))(X)
+  assert "tf.XlaDynamicUpdateSlice" in jaxpr_primitives(grad_jaxpr)
+
+
+def test_slice_size_minus_one_with_a_runtime_begin_is_refused():
+  _, fn = _convert(lambda x, i: tf.slice(x, [0, i, 0], [-1, -1, 2]))
+  np.testing.assert_array_equal(fn(X, np.int32(1)), X[:, 1:, :2])   # eager: known values
+  with pytest.raises(tfprims.StaticInputError, match="size -1"):
+    jax.jit(fn)(X, np.int32(1))
+
+
+def test_slice_out_of_range_begin_raises_as_tf_or_clamps_under_jit():
+  tf_f, fn = _convert(lambda x, i: tf.slice(x, [0, i, 0], [1, 2, 5]))
+  with pytest.raises(tf.errors.InvalidArgumentError):
+    tf_f(X, np.int32(3))
+  with pytest.raises(tfprims.errors.OpError, match="Slice"):
+    fn(X, np.int32(3))   # known values: refused as TF does
+  # traced: XLA clamps the start (documented), unless runtime_checks is on
+  np.testing.assert_array_equal(jax.jit(fn)(X, np.int32(3)), X[:1, 2:4])
+  with tfprims.override_config("runtime_checks", True):
+    checked = jax.jit(lambda x, i: fn(x, i))
+    with pytest.raises(Exception, match="within the input shape"):
+      jax.block_until_ready(checked(X, np.int32(3)))
+    np.testing.assert_array_equal(checked(X, np.int32(2)), X[:1, 2:4])
+
+
+@pytest.mark.parametrize("name,f", [
+    ("x[i]", lambda x, i: x[i]),
+    ("x[:, i]", lambda x, i: x[:, i]),
+    ("x[..., i]", lambda x, i: x[..., i]),
+    ("x[i, :, ::2]", lambda x, i: x[i, :, ::-2]),
+    ("x[-1 - i, i]", lambda x, i: x[-1 - i, i]),
+    ("x[:, i, newaxis]", lambda x, i: x[:, i, tf.newaxis]),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_strided_slice_indexed_by_a_runtime_value(name, f):
+  fn = _check_positioned(f, [0, 1, 2])
+  assert "tf.StridedSlice" in jaxpr_primitives(jax.make_jaxpr(fn)(X, np.int32(1)))
+
+
+def test_tf_gradient_graphs_of_runtime_indexing_convert():
+  # tape.gradient inside the tf.function: StridedSliceGrad with runtime begin/end
+  @tf.function
+  def grad_of_index(x, i):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = tf.reduce_sum((x[:, i] * x[:, 2 - i]) ** 3)
+    return tape.gradient(y, x)
+
+  fn = tfprims.convert_functional(grad_of_index, tf.TensorSpec(X.shape), I32)
+  for i in range(3):
+    np.testing.assert_allclose(jax.jit(fn)(X, np.int32(i)),
+                               grad_of_index(X, np.int32(i)).numpy(), rtol=1e-6)
+  by_index = jax.vmap(fn, in_axes=(None, 0))(X, np.int32([0, 2]))
+  np.testing.assert_allclose(by_index[1], grad_of_index(X, np.int32(2)).numpy(), rtol=1e-6)
+  assert "tf.StridedSliceGrad" in jaxpr_primitives(jax.make_jaxpr(fn)(X, np.int32(1)))
+  # and differentiating the converted gradient (StridedSliceGrad's transpose)
+  hess = jax.grad(lambda x: jnp.sum(fn(x, np.int32(1)) ** 2))(X)
+  xt = tf.constant(X)
+  with tf.GradientTape() as tape:
+    tape.watch(xt)
+    y = tf.reduce_sum(grad_of_index(xt, np.int32(1)) ** 2)
+  np.testing.assert_allclose(hess, tape.gradient(y, xt).numpy(), rtol=1e-5)
+
+
+def test_strided_slice_index_out_of_range():
+  tf_f, fn = _convert(lambda x, i: x[:, i])
+  with pytest.raises(tf.errors.InvalidArgumentError):
+    tf_f(X, np.int32(4))
+  with pytest.raises(tfprims.errors.OpError, match="out of bounds"):
+    fn(X, np.int32(4))
+  np.testing.assert_array_equal(fn(X, np.int32(-4)), X[:, 0])   # TF wraps negatives
+  np.testing.assert_array_equal(jax.jit(fn)(X, np.int32(-4)), X[:, 0])
+  with tfprims.override_config("runtime_checks", True):
+    checked = jax.jit(lambda x, i: fn(x, i))
+    with pytest.raises(Exception, match="out of bounds"):
+      jax.block_until_ready(checked(X, np.int32(-5)))
+
+
+def test_runtime_range_slices_that_decide_the_shape_are_refused_by_name():
+  _, fn = _convert(lambda x, i: x[:, i:])
+  with pytest.raises(tfprims.StaticInputError, match="StridedSlice node .*'begin'"):
+    jax.jit(fn)(X, np.int32(1))
+
+
+def test_greedy_decoding_loop_slices_the_prompt_at_a_runtime_index():
+  # keras-hub's generate: a while loop to a runtime stop index reads one token per
+  # step with ops.slice(prompt, [0, idx], [batch, 1]) and writes it back.
+  emb = np.random.default_rng(0).normal(size=(11, 4)).astype(np.float32)
+  proj = np.random.default_rng(1).normal(size=(4, 11)).astype(np.float32)
+
+  @tf.function
+  def generate(prompt, start, stop):
+    def body(idx, tokens):
+      tok = tf.slice(tokens, [0, idx - 1], [2, 1])[:, 0]
+      logits = tf.matmul(tf.gather(emb, tok), proj)
+      nxt = tf.argmax(logits, axis=-1, output_type=tf.int32)
+      tokens = tf.tensor_scatter_nd_update(
+          tokens, tf.stack([tf.range(2), tf.fill([2], idx)], axis=1), nxt)
+      return idx + 1, tokens
+    _, out = tf.while_loop(lambda idx, _: idx < stop, body, (start, prompt))
+    return out
+
+  prompt = np.int32([[1, 5, 0, 0, 0, 0], [2, 3, 0, 0, 0, 0]])
+  fn = tfprims.convert_functional(generate, tf.TensorSpec((2, 6), tf.int32), I32, I32)
+  jitted = jax.jit(fn)
+  for start, stop in ((2, 6), (2, 4), (1, 5)):
+    want = generate(prompt, np.int32(start), np.int32(stop)).numpy()
+    np.testing.assert_array_equal(jitted(prompt, np.int32(start), np.int32(stop)), want)
