@@ -1,7 +1,7 @@
 """Ops with data-dependent output shapes (Where, Unique*, ListDiff, DynamicPartition):
-computed exactly on values known at trace time (constants; concrete arrays in an eager
-run of the interpreter), refused with a DynamicShapeError naming the node on traced
-values, and, bounded with the ``dynamic_shape_bounds`` config, run as padded
+computed exactly on values known at trace time (constants; an eager call of the
+converted function), refused with a DynamicShapeError naming the node on traced
+values (under jit: they never block the conversion), and, bounded with the ``dynamic_shape_bounds`` config, run as padded
 primitives under jit/vmap/grad (docs/semantics/array.md)."""
 
 import jax
@@ -78,13 +78,49 @@ def test_on_concrete_arrays_in_an_eager_run(name):
 
 
 @pytest.mark.parametrize("name", sorted(_programs()))
+def test_eager_calls_of_converted_functions_compute_them_as_tf(name):
+  # The conversion does not refuse them: an eager call knows its values.
+  body, x = _programs()[name]
+  f = tf.function(body)
+  fn = tfprims.convert_functional(f, tf.TensorSpec(x.shape, F32))
+  got, want = _flat(fn(x)), _flat(f(x))
+  assert len(got) == len(want)
+  for g, w in zip(got, want):   # int64 indices are int32 with x64 off
+    assert g.dtype.kind == w.dtype.kind, (g.dtype, w.dtype)
+    np.testing.assert_array_equal(g, w)
+
+
+_RUNTIME_SIZES = {
+    "boolean_mask": (lambda x, n: tf.boolean_mask(x, x > tf.cast(n, F32)), tfprims.DynamicShapeError),
+    "range": (lambda x, n: tf.range(n, 3 * n, 2) , tfprims.StaticInputError),
+    "segment_sum": (lambda x, n: tf.math.segment_sum(x, tf.constant([0, 0, 1, 1, 1, 2, 2, 3, 3]) * n),
+                    tfprims.StaticInputError),
+    "bincount": (lambda x, n: tf.math.bincount(tf.cast(x[:4], tf.int32) * 0 + n), tfprims.StaticInputError),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_RUNTIME_SIZES))
+def test_sizes_from_runtime_values_run_eagerly_and_are_refused_traced(name):
+  body, error = _RUNTIME_SIZES[name]
+  f = tf.function(body)
+  x = np.float32([3, 1, 5, 0, 3, 0, 4, 2, 1])
+  fn = tfprims.convert_functional(f, tf.TensorSpec(x.shape, F32), tf.TensorSpec([], tf.int32))
+  for n in (1, 2):
+    got, want = _flat(fn(x, np.int32(n))), _flat(f(x, np.int32(n)))
+    for g, w in zip(got, want):
+      np.testing.assert_array_equal(g, w)
+  with pytest.raises(error, match="node '"):
+    jax.jit(fn)(x, np.int32(1))
+
+
+@pytest.mark.parametrize("name", sorted(_programs()))
 def test_traced_inputs_are_refused_naming_the_node(name):
   body, x = _programs()[name]
   spec = tf.TensorSpec(x.shape, F32)
+  fn = tfprims.convert_functional(tf.function(body), spec)   # converts: eager calls run it
   with pytest.raises(tfprims.DynamicShapeError, match="depends on the data|depends on"):
-    tfprims.convert_functional(tf.function(body), spec)
-  # At trace time (the conversion check bypassed), the hook names the node and says
-  # how to bound it.
+    jax.jit(fn)(x)
+  # The hook names the node and says how to bound it.
   with pytest.raises(tfprims.DynamicShapeError, match="node '.*'.*dynamic_shape_bounds"):
     jax.jit(lambda v: _interpret_eagerly(body, v))(x)
 
@@ -238,5 +274,6 @@ def test_bounded_dynamic_partition_checks_its_partitions_on_request():
 
 def test_bounds_must_be_non_negative_ints():
   with tfprims.override_config("dynamic_shape_bounds", {"Where": 2.5}):
+    fn = tfprims.convert_functional(tf.function(lambda x: tf.where(x)), tf.TensorSpec([3], F32))
     with pytest.raises(tfprims.ConversionError, match="non-negative int"):
-      tfprims.convert_functional(tf.function(lambda x: tf.where(x)), tf.TensorSpec([3], F32))
+      jax.jit(fn)(np.float32([1, 0, 2]))

@@ -14,6 +14,7 @@ from helpers import jaxpr_primitives
 
 X = (np.arange(60, dtype=np.float32).reshape(3, 4, 5) - 30) / 7
 I32 = tf.TensorSpec((), tf.int32)
+F32 = tf.float32
 
 
 def _convert(f):
@@ -157,3 +158,111 @@ def test_greedy_decoding_loop_slices_the_prompt_at_a_runtime_index():
   for start, stop in ((2, 6), (2, 4), (1, 5)):
     want = generate(prompt, np.int32(start), np.int32(stop)).numpy()
     np.testing.assert_array_equal(jitted(prompt, np.int32(start), np.int32(stop)), want)
+
+
+# --- the value analysis: runtime integers proven constant --------------------------------
+
+
+def test_a_runtime_range_of_constant_extent_is_a_dynamic_slice():
+  # x[:, a:a + 2]: begin and end are runtime, end - begin is 2 (value analysis)
+  fn = _check_positioned(lambda x, i: x[:, i:i + 2, 1:], [0, 1, 2])
+  jaxpr = str(jax.make_jaxpr(fn)(X, np.int32(1)))
+  assert "sizes=(-1, 2, -1)" in jaxpr, jaxpr
+  _check_positioned(lambda x, i: x[:, i + 1:i + 3, 1:4:2] * x[:, i:i + 2, 0:3:2], [0, 1])
+
+
+def test_a_runtime_range_out_of_bounds_clamps_under_jit_or_raises_with_checks():
+  tf_f, fn = _convert(lambda x, i: x[:, i:i + 3])
+  np.testing.assert_array_equal(fn(X, np.int32(2)), tf_f(X, np.int32(2)).numpy())  # clipped
+  np.testing.assert_array_equal(jax.jit(fn)(X, np.int32(2)), X[:, 1:4])   # start clamped
+  with tfprims.override_config("runtime_checks", True):
+    checked = jax.jit(lambda x, i: fn(x, i))
+    with pytest.raises(Exception, match="out of bounds"):
+      jax.block_until_ready(checked(X, np.int32(2)))
+    np.testing.assert_array_equal(checked(X, np.int32(1)), X[:, 1:4])
+
+
+def test_shape_arithmetic_that_cancels_is_static():
+  @tf.function
+  def f(x, n):
+    m = n * 3 + 2
+    return tf.reshape(x, [m - 3 * n, -1]) + tf.cast(tf.maximum(n, 7) - tf.maximum(n, 7), F32)
+
+  fn = tfprims.convert_functional(f, tf.TensorSpec(X.shape), I32)
+  np.testing.assert_array_equal(jax.jit(fn)(X, np.int32(5)), f(X, np.int32(5)).numpy())
+  jaxpr = jax.make_jaxpr(fn)(X, np.int32(5))
+  assert "tf.Reshape[shape=(2, -1)]" in str(jaxpr)
+
+
+def test_values_the_analysis_cannot_prove_stay_refused():
+  for f in (lambda x, n: tf.reshape(x, [n, -1]),
+            lambda x, n: tf.reshape(x, [tf.minimum(tf.maximum(n, 2), 3), -1]),
+            lambda x, n: x[:, :n]):
+    fn = tfprims.convert_functional(tf.function(f), tf.TensorSpec(X.shape), I32)
+    with pytest.raises(tfprims.StaticInputError):
+      jax.jit(fn)(X, np.int32(2))
+
+
+def test_bincount_with_equal_min_and_max_length_is_static():
+  # size = min(max(max(v) + 1, n), n) = n whatever v holds
+  @tf.function
+  def f(v, w):
+    return (tf.math.bincount(v, minlength=6, maxlength=6),
+            tf.math.bincount(v, weights=w, minlength=6, maxlength=6))
+
+  fn = tfprims.convert_functional(f, tf.TensorSpec((2, 4), tf.int32), tf.TensorSpec((2, 4)))
+  v, w = np.int32([[1, 2, 2, 5], [0, 0, 3, 1]]), np.float32([[1, 2, 3, 4], [5, 6, 7, 8]])
+  for got, want in zip(jax.jit(fn)(v, w), f(v, w)):
+    np.testing.assert_allclose(got, want.numpy())
+  assert "size=6" in str(jax.make_jaxpr(fn)(v, w))
+
+
+def test_keras_category_encoding_and_random_crops_run_under_jit():
+  keras = pytest.importorskip("keras")
+  tokens = np.int32([[1, 2, 2], [5, 0, 0]])
+  for mode in ("count", "multi_hot", "one_hot"):
+    layer = keras.layers.CategoryEncoding(num_tokens=6, output_mode=mode)
+    f = tf.function(lambda t: layer(t))
+    ids = tokens[:, :1] if mode == "one_hot" else tokens
+    fn = tfprims.convert_functional(f, tf.TensorSpec(ids.shape, tf.int32))
+    np.testing.assert_array_equal(jax.jit(fn)(ids), f(ids).numpy())
+  images = np.random.default_rng(0).normal(size=(2, 10, 12, 3)).astype(np.float32)
+  layer = keras.layers.RandomCrop(6, 7, seed=1)
+  f = tf.function(lambda t: layer(t, training=True))
+  fn, params = tfprims.convert(f, tf.TensorSpec(images.shape))
+  out, _ = jax.jit(fn)(params, images)
+  # the draw is jax.random's (docs/semantics/random.md): a 6 x 7 window of the images
+  windows = [images[:, a:a + 6, b:b + 7] for a in range(5) for b in range(6)]
+  assert any(np.array_equal(out, w) for w in windows)
+  layer = keras.layers.RandomTranslation(0.2, 0.2, seed=1)
+  f = tf.function(lambda t: layer(t, training=True))
+  fn, params = tfprims.convert(f, tf.TensorSpec(images.shape))
+  assert jax.jit(fn)(params, images)[0].shape == images.shape
+
+
+def test_tf_gradient_graph_of_a_runtime_slice_pads_by_runtime_amounts():
+  # TF's gradient of tf.slice is Pad(dy, [begin, shape - begin - size]): runtime
+  # paddings whose total per dim the analysis proves constant -> tf.Pad[widths]
+  @tf.function
+  def grad_of_slice(x, i):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = tf.reduce_sum(tf.slice(x, [0, i, 1], [2, 2, 3]) ** 3)
+    return tape.gradient(y, x)
+
+  fn = tfprims.convert_functional(grad_of_slice, tf.TensorSpec(X.shape), I32)
+  for i in range(3):
+    np.testing.assert_allclose(jax.jit(fn)(X, np.int32(i)),
+                               grad_of_slice(X, np.int32(i)).numpy(), rtol=1e-6)
+  assert "widths=(1, 2, 2)" in str(jax.make_jaxpr(fn)(X, np.int32(1)))
+  by_index = jax.jit(jax.vmap(fn, in_axes=(None, 0)))(X, np.int32([0, 2]))
+  by_data = jax.jit(jax.vmap(fn, in_axes=(0, None)))(np.stack([X, -X]), np.int32(2))
+  np.testing.assert_allclose(by_index[1], grad_of_slice(X, np.int32(2)).numpy(), rtol=1e-6)
+  np.testing.assert_allclose(by_data[1], grad_of_slice(-X, np.int32(2)).numpy(), rtol=1e-6)
+  # second order: Pad's transpose is the runtime-begin Slice
+  hess = jax.grad(lambda x: jnp.sum(fn(x, np.int32(1)) ** 2))(X)
+  xt = tf.constant(X)
+  with tf.GradientTape() as tape:
+    tape.watch(xt)
+    y = tf.reduce_sum(grad_of_slice(xt, np.int32(1)) ** 2)
+  np.testing.assert_allclose(hess, tape.gradient(y, xt).numpy(), rtol=1e-5)

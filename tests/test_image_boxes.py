@@ -174,9 +174,10 @@ def test_non_max_suppression_on_traced_boxes_is_refused_naming_the_node():
     return tf.image.non_max_suppression(boxes, scores, 5, iou_threshold=0.5)
 
   spec = (tf.TensorSpec([6, 4], F32), tf.TensorSpec([6], F32))
-  with pytest.raises(tfprims.DynamicShapeError, match="NonMaxSuppressionV3"):
-    tfprims.convert_functional(tf.function(body), *spec)
+  fn = tfprims.convert_functional(tf.function(body), *spec)
   b, s = _detections(1, 6)
+  with pytest.raises(tfprims.DynamicShapeError, match="NonMaxSuppressionV3"):
+    jax.jit(fn)(b, s)
   with pytest.raises(tfprims.DynamicShapeError, match="NonMaxSuppressionV3 node '.*'"):
     jax.jit(lambda x, y: _run_graph(body, x, y))(b, s)
   # ... but an eager run knows the values: TF's result.
@@ -360,9 +361,9 @@ def test_padded_nms_nodes_are_static_for_conversion_checks_and_reports():
   assert report.ops["NonMaxSuppressionV4"].status == op_report.SUPPORTED
   report = op_report.report_graph_def(graph_def)
   assert report.ops["NonMaxSuppressionV3"].status == op_report.DATA_DEPENDENT
-  with pytest.raises(tfprims.DynamicShapeError) as err:
-    tfprims.convert_functional(f, *spec)
-  assert [op for op, _, _ in err.value.dynamic_shapes] == ["NonMaxSuppressionV3"]
+  fn = tfprims.convert_functional(f, *spec)   # the V3 node converts: it runs eagerly
+  with pytest.raises(tfprims.DynamicShapeError, match="NonMaxSuppressionV3 node"):
+    jax.jit(fn)(*[np.zeros(s.shape, np.float32) for s in spec])
 
 
 # --- CropAndResize: box edges at exactly 0 and 1 -------------------------------------------
@@ -415,3 +416,23 @@ def test_crop_and_resize_box_edges_at_one_sample_the_last_pixel_like_tf(size, cr
     np.testing.assert_allclose(got[0], want_grads[0], rtol=1e-5, atol=1e-5)
     scale = np.abs(want_grads[1]).max()
     np.testing.assert_allclose(got[1], want_grads[1], rtol=1e-4, atol=1e-5 * scale)
+
+
+def test_non_max_suppression_padded_runs_under_jit():
+  # A tiled TF while loop slicing the boxes at a runtime offset (tf.slice with a
+  # runtime begin and a static size).
+  rng = np.random.default_rng(0)
+  xy = rng.uniform(0, 1, size=(2, 40, 2)).astype(np.float32)
+  boxes = np.concatenate([xy, xy + rng.uniform(0.05, 0.3, size=xy.shape).astype(np.float32)], -1)
+  scores = rng.uniform(size=(2, 40)).astype(np.float32)
+
+  @tf.function
+  def f(b, s):
+    return tf.image.non_max_suppression_padded(b, s, 10, iou_threshold=0.5,
+                                               pad_to_max_output_size=True)
+
+  fn = tfprims.convert_functional(f, tf.TensorSpec(boxes.shape), tf.TensorSpec(scores.shape))
+  want = f(boxes, scores)
+  for got in (fn(boxes, scores), jax.jit(fn)(boxes, scores)):
+    for g, w in zip(got, want):
+      np.testing.assert_array_equal(g, w.numpy())

@@ -71,9 +71,9 @@ def test_accidental_hits_of_traced_candidates_need_a_bound():
   def f(labels, sampled):
     return tf.nn.compute_accidental_hits(labels, sampled, num_true=1)
 
-  with pytest.raises(tfprims.DynamicShapeError, match="ComputeAccidentalHits"):
-    _functional(f, *spec)
   labels, sampled = np.array([[2], [5]], np.int64), np.array([5, 5, 1], np.int64)
+  with pytest.raises(tfprims.DynamicShapeError, match="ComputeAccidentalHits"):
+    jax.jit(_functional(f, *spec))(labels, sampled)
   with tfprims.override_config("dynamic_shape_bounds", {"ComputeAccidentalHits": 3}):
     fn = _functional(f, *spec)
     idx, ids, w = jax.jit(fn)(labels, sampled)

@@ -32,7 +32,6 @@ import collections
 import contextlib
 import dataclasses
 import os
-import re
 import sys
 import tempfile
 import time

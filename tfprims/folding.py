@@ -203,7 +203,10 @@ def _traced(impl, params: tuple, signature: tuple, x64: bool):
     return None
 
 
-def _eval(jaxpr, consts: Sequence[Any], args: Sequence[np.ndarray]) -> list:
+def _eval(jaxpr, consts: Sequence[Any], args: Sequence[np.ndarray], rules=None) -> list:
+  """Evaluates ``jaxpr`` with numpy: ``rules`` (default :data:`_RULES`) per primitive;
+  object arrays (symbolic dims, tfprims.value_analysis's forms) go through them too."""
+  rules = _RULES if rules is None else rules
   env: dict = {}
   read = lambda v: v.val if isinstance(v, Literal) else env[v]
   for var, value in list(zip(jaxpr.constvars, consts)) + list(zip(jaxpr.invars, args)):
@@ -214,9 +217,9 @@ def _eval(jaxpr, consts: Sequence[Any], args: Sequence[np.ndarray]) -> list:
     name = eqn.primitive.name
     if name in _CALLS:
       inner = eqn.params.get("jaxpr") or eqn.params.get("call_jaxpr")
-      outs = _eval(inner.jaxpr, inner.consts, ins)
+      outs = _eval(inner.jaxpr, inner.consts, ins, rules)
     else:
-      rule = _RULES.get(name)
+      rule = rules.get(name)
       if rule is None:
         raise _NeverFoldable(name)
       out = rule(*ins, **eqn.params)
@@ -225,7 +228,7 @@ def _eval(jaxpr, consts: Sequence[Any], args: Sequence[np.ndarray]) -> list:
       out = _symbolic_or_int(np.asarray(out))
       want = np.dtype(var.aval.dtype)
       if out.shape != tuple(var.aval.shape) or (
-          out.dtype.kind != want.kind and not (out.dtype == object and want.kind in "iu")):
+          out.dtype.kind != want.kind and not (out.dtype == object and want.kind in "iub")):
         raise _NotFoldable(f"{name} gave {out.dtype}{list(out.shape)}")
       env[var] = out if out.dtype == object else out.astype(want, copy=False)
   return [np.asarray(read(v)) for v in jaxpr.outvars]
@@ -306,16 +309,20 @@ def materialize(operands: Sequence[Any]) -> list:
           else o for o in operands]
 
 
-def fold(impl, operands: Sequence[Any], params: dict) -> Optional[list]:
+def fold(impl, operands: Sequence[Any], params: dict, rules=None,
+         dtypes: Optional[Sequence[Any]] = None) -> Optional[list]:
   """``impl(*operands, **params)``'s outputs (a list) evaluated with numpy, or
-  None when that would not be exactly what XLA computes."""
+  None when that would not be exactly what XLA computes. ``rules``: the
+  primitives' numpy rules (default: :data:`_RULES`); ``dtypes``: the operands'
+  dtypes where they are object arrays (default: the default integer type)."""
   if not all(isinstance(o, (np.ndarray, np.generic)) for o in operands):
     return None  # Python scalars are weakly typed: leave them to JAX
   x64 = bool(jax.config.jax_enable_x64)
   # Symbolic dims (object arrays) trace as the default integer type.
+  dtypes = dtypes or [np.dtype(np.int64 if x64 else np.int32)] * len(operands)
   key = (impl, tuple(sorted(params.items())),
          tuple((np.shape(o), np.asarray(o).dtype if np.asarray(o).dtype != object
-                else np.dtype(np.int64 if x64 else np.int32)) for o in operands), x64)
+                else np.dtype(d)) for o, d in zip(operands, dtypes)), x64)
   try:
     if key in _NEVER:
       return None
@@ -326,7 +333,7 @@ def fold(impl, operands: Sequence[Any], params: dict) -> Optional[list]:
     return None
   try:
     with np.errstate(all="ignore"):  # integer wrap-around is XLA's too
-      return _eval(closed.jaxpr, closed.consts, operands)
+      return _eval(closed.jaxpr, closed.consts, operands, rules)
   except _NeverFoldable:
     if len(_NEVER) < 100_000:
       _NEVER.add(key)

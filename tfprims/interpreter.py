@@ -22,7 +22,8 @@ from typing import Any, Mapping, Optional, Sequence
 import jax
 import numpy as np
 
-from tfprims import config, core, dtypes, errors, folding, graph as graph_lib, opdefs
+from tfprims import (config, core, dtypes, errors, folding, graph as graph_lib, opdefs,
+                     value_analysis)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +85,8 @@ class Context:
   node_scopes: bool = dataclasses.field(init=False)  # read once per call: every bind asks
   # XlaCallModule modules this call ran as one opaque operation (not read as JAX ops).
   opaque_modules: set = dataclasses.field(default_factory=set)
+  # id -> (value, forms) of small traced integers (tfprims.value_analysis)
+  value_forms: dict = dataclasses.field(default_factory=dict)
 
   def __post_init__(self):
     if self.rng is not None:
@@ -228,14 +231,18 @@ def bind_node(ctx: Context, op: core.TFOp, node: graph_lib.Node, inputs: list,
     run_check(op, node, operands, params)
     if op.assertion and ctx.option("enable_checkify_for_asserts"):
       checkify_check(op, node, operands, params)
-  if ctx.node_scopes:
-    # The node's name becomes part of the HLO op_name metadata of what it lowers to,
-    # so XLA dumps and profiles name TF nodes (conv1/Conv2D), not anonymous fusions.
-    with jax.named_scope(node.name):
+
+  def apply() -> list:
+    if ctx.node_scopes:
+      # The node's name becomes part of the HLO op_name metadata of what it lowers to,
+      # so XLA dumps and profiles name TF nodes (conv1/Conv2D), not anonymous fusions.
+      with jax.named_scope(node.name):
+        out = op.apply(operands, params)
+    else:
       out = op.apply(operands, params)
-  else:
-    out = op.apply(operands, params)
-  return list(out) if op.multiple_results else [out]
+    return list(out) if op.multiple_results else [out]
+  # small runtime integers: proven constants fold, others keep their forms
+  return value_analysis.bind(ctx, op, operands, params, apply)
 
 
 def run_check(op, node, operands, params) -> None:
@@ -370,19 +377,6 @@ def call_function(ctx: Context, fname: str, inputs: Sequence[Any],
 # --- checks before tracing ---------------------------------------------------------------
 
 
-def trace_time_values(graph: graph_lib.Graph) -> frozenset:
-  """Names of the nodes of ``graph`` whose values are known at trace time whatever
-  the inputs: constants, shape queries, and pure ops computing only from them (the
-  interpreter folds those)."""
-  known: set = set()
-  for node in graph.nodes:
-    if node.name in graph.inputs or not core.is_pure(node.op):
-      continue
-    if core.declares(node.op, "shape_only") or all(ref[0] in known for ref in node.inputs):
-      known.add(node.name)
-  return frozenset(known)
-
-
 def dynamic_shape_bound(node: graph_lib.Node) -> Optional[int]:
   """The output bound the ``dynamic_shape_bounds`` config gives ``node`` (by node
   name, else by op type), or None."""
@@ -400,14 +394,11 @@ def check_supported(graph: graph_lib.Graph, library: graph_lib.Library,
                     inputs: Sequence[str] = ()) -> None:
   """Raises one error listing everything that keeps ``graph`` from converting, found
   before anything is traced: unsupported ops in the graph and every library function
-  it reaches, ops whose output shape depends on runtime data, calls of functions the
-  library lacks, graph inputs nothing can feed, and the unsupported ``inputs`` the
-  caller found (messages)."""
+  it reaches, calls of functions the library lacks, graph inputs nothing can feed,
+  and the unsupported ``inputs`` the caller found (messages)."""
   unsupported: dict[str, list[str]] = {}
-  dynamic: list[tuple[str, str, str]] = []
   problems: list[str] = []
   for fname, g in [("", graph)] + sorted(library.reachable(graph).items()):
-    known = None
     for node in g.nodes:
       where = f"{fname}/{node.name}" if fname else node.name
       for called in graph_lib.func_attrs(node):
@@ -428,13 +419,8 @@ def check_supported(graph: graph_lib.Graph, library: graph_lib.Library,
         if node.op not in library:
           unsupported.setdefault(node.op, []).append(where)
         continue
-      if op.dynamic_shape:
-        known = trace_time_values(g) if known is None else known
-        # A data-dependent-shape op with a primitive has a padded form: bounded, it runs.
-        bounded = isinstance(op, core.TFOp) and dynamic_shape_bound(node) is not None
-        bounded = bounded or bool(op.static_shape_if and op.static_shape_if(node))
-        if not bounded and not all(ref[0] in known for ref in node.inputs):
-          dynamic.append((node.op, where, op.dynamic_shape))
-  if unsupported or dynamic or inputs or problems:
+      # Data-dependent-shape ops (Where, Unique...) convert: an eager call computes
+      # them on its values; traced, their hooks raise DynamicShapeError naming the node.
+  if unsupported or inputs or problems:
     hints = sorted({h for h in map(core.unsupported_hint, unsupported) if h})
-    raise errors.blocked_conversion(unsupported, dynamic, list(inputs), hints, problems)
+    raise errors.blocked_conversion(unsupported, [], list(inputs), hints, problems)

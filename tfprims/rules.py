@@ -435,3 +435,15 @@ def leading_batching(op_type: str):
       return out, [0 if np.ndim(o) else None for o in out]
     return out, 0
   return rule
+
+
+def positioned_jvp(op_type: str):
+  """The JVP rule of an op linear in its first operand and positioned by integer
+  operands after it (a runtime slice begin, runtime paddings): the op on the tangent."""
+  def jvp(primals, tangents, **params):
+    x, *positions = primals
+    out = getattr(tfops, op_type)(x, *positions, **params)
+    if type(tangents[0]) is ad.Zero:
+      return out, ad.Zero(jax.typeof(out).to_tangent_aval())
+    return out, getattr(tfops, op_type)(tangents[0], *positions, **params)
+  return jvp

@@ -19,7 +19,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from tfprims import config, core, errors, interpreter, opdefs, rules
+from tfprims import config, core, errors, folding, interpreter, opdefs, rules
 from tfprims import dtypes as tfdtypes
 from tfprims.core import define_op, tfops
 from tfprims.ops.array._common import FAMILY, lazy_hst, scalar_int
@@ -200,7 +200,7 @@ def _bounded_size(op_type):
     op = core.lookup(op_type)
     attrs = interpreter.AttrView(node)
     grouped = opdefs.group_inputs(node.op, inputs, attrs)
-    if not core.is_concrete(grouped["size"]):
+    if folding.known_value(grouped["size"]) is None:   # an eager call knows it
       bound = interpreter.dynamic_shape_bound(node)
       if bound is None:
         raise errors.StaticInputError(

@@ -20,7 +20,7 @@ import functools
 import jax
 import numpy as np
 
-from tfprims import config, core, dtypes, errors, interpreter
+from tfprims import config, core, dtypes, errors, folding, interpreter
 from tfprims.core import define_op
 from tfprims.ops.array import padded
 from tfprims.ops.array._common import FAMILY
@@ -136,9 +136,10 @@ def _unique_exact(node, inputs):
 def _unique_padded(node, inputs, n):
   params = {"size": n, "out_idx": node.attr("out_idx")}
   if node.op.endswith("V2"):
-    if not core.is_concrete(inputs[1]):
+    axis = folding.known_value(inputs[1])
+    if axis is None:
       raise errors.StaticInputError(node.op, node.name, "axis")
-    params["axis"] = padded.unique_axis(inputs[1], np.ndim(inputs[0]))
+    params["axis"] = padded.unique_axis(axis, np.ndim(inputs[0]))
   return [inputs[0]], params
 
 

@@ -89,29 +89,77 @@ def _paddings(paddings, rank) -> tuple:
   return tuple(zip(p[0::2], p[1::2]))
 
 
-def _pad_build(B, input, *, paddings):
+def _pad_build(B, input, *runtime_paddings, paddings=None, widths=None):
+  if runtime_paddings:  # the runtime form: _positioned_pad
+    return None
   return B.pad(input, 0, [(a, b, 0) for a, b in _paddings(paddings, input.ndim)])
 
 
-_pad_impl = emit.traced(_pad_build)
+# Runtime paddings whose total per dim the value analysis proves constant (TF's
+# gradient of tf.slice with a runtime begin pads by [begin, shape - begin - size]):
+# ``tf.Pad[widths] x paddings`` places the input into zeros at the runtime offsets.
 
 
-def _pad_transpose(ct, x, *, paddings):
+def _positioned_pad(input, runtime_paddings, *, widths, paddings=None):
+  shape = tuple(n + w for n, w in zip(input.shape, widths))
+  return lax.dynamic_update_slice(jnp.zeros(shape, input.dtype), input,
+                                  list(runtime_paddings[:, 0]))
+
+
+_pad_impl = emit.traced(_pad_build, default=_positioned_pad)
+
+
+def _pad_transpose(ct, x, *runtime_paddings, paddings=None, widths=None):
   shape = rules.shape_of(x)
+  if runtime_paddings:
+    return [tfops.Slice(ct, runtime_paddings[0][:, 0], size=shape), None]
   p = _paddings(paddings, len(shape))
   return [tfops.Slice(ct, begin=tuple(a for a, _ in p), size=shape)]
 
 
-def _pad_batch(args, dims, *, paddings):
-  (x,), (d,) = args, dims
-  paddings = ((0, 0),) + _paddings(paddings, x.ndim - 1)
-  return tfops.Pad(rules.to_front(x, d), paddings=paddings), 0
+def _pad_batch(args, dims, *, paddings=None, widths=None):
+  x = rules.to_front(args[0], dims[0])
+  if widths is None:
+    paddings = ((0, 0),) + _paddings(paddings, x.ndim - 1)
+    return tfops.Pad(x, paddings=paddings), 0
+  if dims[1] is not None:   # paddings per example: jax.vmap's scatter
+    return rules.vmap_batching(_positioned_pad, False)(args, dims, widths=widths)
+  p = args[1]
+  return tfops.Pad(x, jnp.concatenate([jnp.zeros((1, 2), p.dtype), p]),
+                   widths=(0,) + tuple(widths)), 0
+
+
+def _pad_check(input, *runtime_paddings, paddings=None, widths=None):
+  """Runtime paddings must be non-negative (TF raises)."""
+  if not runtime_paddings:
+    return None
+  return (jnp.any(runtime_paddings[0] < 0),
+          f"Pad: paddings must be non-negative (widths {widths})")
+
+
+def _pad_interpret(ctx, node, inputs):
+  """Known paddings: a param. Runtime ones whose total per dim is proven constant:
+  an operand of ``tf.Pad[widths]`` (they only position the input)."""
+  from tfprims import folding, value_analysis
+  from tfprims.interpreter import bind_node, run_check
+  x, paddings = inputs
+  forms = None if folding.known_value(paddings) is not None else \
+      value_analysis.elements(ctx, paddings)
+  if forms is None or forms.ndim != 2 or forms.shape[1] != 2:
+    return bind_node(ctx, Pad, node, inputs)
+  widths = [forms[i, 0] + forms[i, 1] for i in range(forms.shape[0])]
+  if any(isinstance(w, value_analysis.Lin) for w in widths):
+    return bind_node(ctx, Pad, node, inputs)   # refused there: StaticInputError
+  params = dict(widths=tuple(int(w) for w in widths))
+  run_check(Pad, node, [x, paddings], params)
+  return [Pad(x, paddings, **params)]
 
 
 Pad = define_op(
-    "Pad", _pad_impl, family=FAMILY, static=("paddings",), linear=True,
+    "Pad", _pad_impl, family=FAMILY, static=("paddings",), linear_values=True,
     lowering=emit.direct_lowering(_pad_build, _pad_impl),
-    transpose=_pad_transpose, batching=_pad_batch,
+    jvp=rules.positioned_jvp("Pad"), transpose=_pad_transpose, batching=_pad_batch,
+    check=_pad_check, interpret=_pad_interpret,
     spec=lambda st: st.Spec(_pad_calls(st, "Pad")))
 
 

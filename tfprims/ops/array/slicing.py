@@ -13,14 +13,13 @@ to the spec and every mask shifted by one bit. All three are builders
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.interpreters import ad
 
-from tfprims import emit, errors, folding, rules
+from tfprims import emit, errors, folding, rules, value_analysis
 from tfprims.core import define_op, tfops
 from tfprims.ops.array._common import FAMILY, INDEX_DTYPES, ints, lazy_hst
 
@@ -64,17 +63,6 @@ def _dynamic_slice(input, dynamic_begin, *, size, begin=None):
 
 
 _slice_impl = emit.traced(_slice_build, default=_dynamic_slice)
-
-
-def _positioned_jvp(op_type):
-  """The JVP of an op linear in its first operand, positioned by integer operands."""
-  def jvp(primals, tangents, **params):
-    x, *positions = primals
-    out = getattr(tfops, op_type)(x, *positions, **params)
-    if type(tangents[0]) is ad.Zero:
-      return out, ad.Zero(jax.typeof(out).to_tangent_aval())
-    return out, getattr(tfops, op_type)(tangents[0], *positions, **params)
-  return jvp
 
 
 def _slice_transpose(ct, x, *dynamic_begin, begin=None, size):
@@ -132,7 +120,7 @@ def _slice_interpret(ctx, node, inputs):
 Slice = define_op(
     "Slice", _slice_impl, family=FAMILY, static=("begin", "size"), linear_values=True,
     lowering=emit.direct_lowering(_slice_build, _slice_impl),
-    jvp=_positioned_jvp("Slice"), transpose=_slice_transpose, batching=_slice_batch,
+    jvp=rules.positioned_jvp("Slice"), transpose=_slice_transpose, batching=_slice_batch,
     check=_slice_check, interpret=_slice_interpret,
     spec=lambda st: st.Spec(_slice_calls(st)))
 
@@ -304,46 +292,69 @@ def _strided_slice_build(B, input, *positions, **params):
 
 # --- a runtime begin/end that positions without deciding the shape -----------------
 #
-# ``x[i]``, ``x[:, i]``, ``x[..., i]`` with a runtime ``i``: every entry of the spec
-# either shrinks its dim (size 1 wherever begin is; end is ignored) or has both its
-# begin and end masked (values ignored). The op then binds ``tf.StridedSlice`` with
-# begin and end as operands: ``lax.dynamic_slice`` of the shrunk dims, then the plan
-# of the static spec on the rest.
+# ``x[i]``, ``x[:, i]``, ``x[a:a + h]`` with runtime ``i``, ``a``: each entry of the
+# spec shrinks its dim (size 1 wherever begin is; end is ignored), has both begin and
+# end masked (values ignored), or is a range whose ``end - begin`` the value analysis
+# proves constant. The op then binds ``tf.StridedSlice[strides, masks, sizes]`` with
+# begin and end as operands (``sizes``: per entry the extent its runtime begin
+# positions, -1 where none does): ``lax.dynamic_slice``, then the static plan.
 
 
-def positions_ignored(params, n_entries: int) -> bool:
-  """Whether a spec's begin and end values decide nothing but shrunk dims' positions."""
-  for i in range(n_entries):
+def runtime_spec(params, begin, end) -> Optional[tuple]:
+  """``(begin, end, sizes)`` of a spec with runtime values: ``begin``/``end`` hold the
+  analysed forms of the runtime inputs (ints where known; None: nothing known).
+  ``sizes[i]`` is the extent a runtime begin positions: 1 on a shrunk dim, ``end -
+  begin`` on a range with a positive stride where it is constant, -1 on entries whose
+  values are known or ignored (masked, ellipsis, new axis), which keep them (0 where
+  ignored) in the returned begin and end. None when a runtime value decides the shape."""
+  known = lambda v: v is not None and not isinstance(v, value_analysis.Lin)
+  at = lambda forms, i: None if forms is None else forms[i]
+  b_out, e_out, sizes = [], [], []
+  for i, stride in enumerate(params["strides"]):
     bit = 1 << i
+    b, e = at(begin, i), at(end, i)
+    b_masked, e_masked = params["begin_mask"] & bit, params["end_mask"] & bit
     if params["ellipsis_mask"] & bit or params["new_axis_mask"] & bit:
-      continue
-    if not (params["shrink_axis_mask"] & bit or
-            (params["begin_mask"] & bit and params["end_mask"] & bit)):
-      return False
-  return True
+      b_out.append(0), e_out.append(0), sizes.append(-1)
+    elif params["shrink_axis_mask"] & bit:
+      if known(b):
+        b_out.append(int(b)), e_out.append(int(b) + 1), sizes.append(-1)
+      else:
+        b_out.append(0), e_out.append(1), sizes.append(1)
+    elif (b_masked or known(b)) and (e_masked or known(e)):
+      b_out.append(0 if b_masked else int(b)), e_out.append(0 if e_masked else int(e))
+      sizes.append(-1)
+    else:
+      d = None if b_masked or e_masked or b is None or e is None else e - b
+      if not isinstance(d, (int, np.integer)) or d < 0 or stride <= 0:
+        return None
+      b_out.append(0), e_out.append(int(d)), sizes.append(int(d))
+  return tuple(b_out), tuple(e_out), tuple(sizes)
 
 
-def _shrunk(shape, begin, strides, masks):
-  """``(starts, sizes, plan)`` of a runtime-begin StridedSlice: dynamic_slice starts
-  (TF's wrap of a negative index) and sizes of ``shape`` (1 on shrunk dims), and the
-  static plan on that slice (begin 0 on the shrunk dims, others masked)."""
-  k = len(strides)
-  zeros, ones = (0,) * k, (1,) * k
-  plan = strided_slice_plan(shape, zeros, ones, strides, **masks)
-  starts, sizes = [], list(shape)
+def _positioned(shape, begin, params):
+  """``(starts, slice_sizes, plan)`` of a runtime-positioned StridedSlice: the
+  ``lax.dynamic_slice`` starts (TF's wrap of a negative begin) and sizes over
+  ``shape`` for the entries ``params["sizes"]`` positions, and the static plan on
+  that slice (their begin 0 and end the extent; the other entries as they are)."""
+  sizes = params["sizes"]
+  spec = {k: params[k] for k in ("begin", "end", "strides", *_MASKS)}
+  plan = _plan_for(shape, spec)
+  starts, slice_sizes = [], list(shape)
   for dim, source in enumerate(plan.sources):
-    if source is not None and source[1]:
+    if source is not None and sizes[source[0]] >= 0:
       b = begin[source[0]]
       starts.append(jnp.where(b < 0, b + shape[dim], b))
-      sizes[dim] = 1
+      slice_sizes[dim] = sizes[source[0]]
     else:
       starts.append(jnp.zeros((), begin.dtype))
-  return starts, tuple(sizes), strided_slice_plan(tuple(sizes), zeros, ones, strides, **masks)
+  slice_sizes = tuple(slice_sizes)
+  return starts, slice_sizes, _plan_for(slice_sizes, spec)
 
 
-def _dynamic_strided_slice(input, begin, end, *, strides, **masks):
-  starts, sizes, plan = _shrunk(input.shape, begin, strides, masks)
-  return _apply_plan(emit.LAX, jax.lax.dynamic_slice(input, starts, sizes), plan)
+def _dynamic_strided_slice(input, begin_operand, end_operand, **params):
+  starts, slice_sizes, plan = _positioned(input.shape, begin_operand, params)
+  return _apply_plan(emit.LAX, jax.lax.dynamic_slice(input, starts, slice_sizes), plan)
 
 
 _strided_slice_impl = emit.traced(_strided_slice_build, default=_dynamic_strided_slice)
@@ -353,12 +364,9 @@ def _strided_slice_transpose(ct, x, *positions, **params):
   shape = rules.shape_of(x)
   if not positions:
     return [tfops.StridedSliceGrad(ct, shape=shape, **params)]
-  begin = positions[0]
-  strides = params.pop("strides")
-  starts, sizes, _ = _shrunk(shape, begin, strides, params)
-  k = len(strides)
-  placed = tfops.StridedSliceGrad(ct, shape=sizes, begin=(0,) * k, end=(1,) * k,
-                                  strides=strides, **params)
+  starts, slice_sizes, _ = _positioned(shape, positions[0], params)
+  params.pop("sizes")
+  placed = tfops.StridedSliceGrad(ct, shape=slice_sizes, **params)
   return [tfops.XlaDynamicUpdateSlice(rules.zeros(shape, ct.dtype), placed,
                                       jnp.stack(starts)), None, None]
 
@@ -370,6 +378,8 @@ def _shift_spec(params):
     if name in params:
       new[name] = (0,) + rules.sizes(params[name])
   new["strides"] = (1,) + ints(params["strides"])
+  if "sizes" in params:  # the dynamic form: the batch entry is masked
+    new["sizes"] = (-1,) + tuple(params["sizes"])
   for m in _MASKS:
     new[m] = params[m] << 1
   new["begin_mask"] |= 1
@@ -388,39 +398,55 @@ def _strided_slice_batch(args, dims, **params):
   return tfops.StridedSlice(x, *positions, **_shift_spec(params)), 0
 
 
-def _strided_slice_check(input, *positions, strides, **masks):
-  """A runtime index of a shrunk dim must be inside it (TF raises; XLA clamps)."""
-  masks = {m: masks[m] for m in _MASKS}
+def _strided_slice_check(input, *positions, **params):
+  """Runtime positions must keep the slice where TF reads it: a shrunk dim's index
+  inside the dim, a range inside it without wrapping (TF raises or clips; XLA clamps
+  the start)."""
   if not positions:
     return None
-  begin = positions[0]
-  k = len(strides)
-  plan = strided_slice_plan(input.shape, (0,) * k, (1,) * k, strides, **masks)
+  begin, sizes = positions[0], params["sizes"]
+  plan = _plan_for(input.shape, params)
   bad = jnp.zeros((), bool)
   for dim, source in enumerate(plan.sources):
-    if source is not None and source[1]:
-      b, n = begin[source[0]], input.shape[dim]
+    if source is None or sizes[source[0]] < 0:
+      continue
+    b, n, size = begin[source[0]], input.shape[dim], sizes[source[0]]
+    if params["shrink_axis_mask"] >> source[0] & 1:
       bad = bad | (b < -n) | (b >= n)
-  return bad, f"StridedSlice: slice index out of bounds for a dim of shape {input.shape}"
+    else:   # TF's end = begin + size: both must wrap alike and stay inside the dim
+      start = jnp.where(b < 0, b + n, b)
+      bad = bad | (start < 0) | (start + size > n) | ((b < 0) & (b + size >= 0) & (size > 0))
+  return bad, (f"StridedSlice: slice index out of bounds for a dim of shape {input.shape} "
+               f"(runtime positions of extents {sizes})")
+
+
+def _runtime_params(ctx, node, begin, end, strides, **extra):
+  """The dynamic form's params of a (Grad) node with runtime begin/end, or a
+  StaticInputError naming the input that decides the shape."""
+  from tfprims.interpreter import AttrView
+  attrs = AttrView(node)
+  params = {m: int(attrs[m]) for m in _MASKS}
+  params.update(extra, strides=ints(folding.known_value(strides)))
+  spec = runtime_spec(params, value_analysis.elements(ctx, begin),
+                      value_analysis.elements(ctx, end))
+  if spec is None:
+    raise errors.StaticInputError(
+        node.op, node.name, "begin" if folding.known_value(begin) is None else "end",
+        "runtime begin/end decide no shape only where they index a dim it shrinks (x[i]), "
+        "both are masked (x[:, i]) or end - begin is provably constant (x[a:a + 2])")
+  params["begin"], params["end"], params["sizes"] = spec
+  return params
 
 
 def _strided_slice_interpret(ctx, node, inputs):
-  """Begin/end known at trace time: params. Runtime ones that only position shrunk
-  dims (``x[i]``): operands of ``tf.StridedSlice[strides, masks]``."""
-  from tfprims.interpreter import AttrView, bind_node, run_check
+  """Begin/end known at trace time: params. Runtime ones that only position
+  (``x[i]``, ``x[a:a + h]``): operands of ``tf.StridedSlice[strides, masks, sizes]``."""
+  from tfprims.interpreter import bind_node, run_check
   x, begin, end, strides = inputs
   known = [folding.known_value(v) is not None for v in (begin, end, strides)]
   if all(known) or not known[2]:
     return bind_node(ctx, StridedSlice, node, inputs)
-  attrs = AttrView(node)
-  params = {m: int(attrs[m]) for m in _MASKS}
-  params["strides"] = ints(folding.known_value(strides))
-  if not positions_ignored(params, len(params["strides"])):
-    runtime = "begin" if not known[0] else "end"
-    raise errors.StaticInputError(
-        node.op, node.name, runtime, "a runtime begin or end positions a slice without "
-        "deciding its shape only on dims it shrinks (x[i]) or whose begin and end are "
-        "both masked (x[:, i])")
+  params = _runtime_params(ctx, node, begin, end, strides)
   run_check(StridedSlice, node, [x, begin, end], params)
   return [StridedSlice(x, begin, end, **params)]
 
@@ -429,7 +455,7 @@ StridedSlice = define_op(
     "StridedSlice", _strided_slice_impl, family=FAMILY, static=("begin", "end", "strides"),
     attrs=_MASKS, linear_values=True,
     lowering=emit.direct_lowering(_strided_slice_build, _strided_slice_impl),
-    jvp=_positioned_jvp("StridedSlice"), transpose=_strided_slice_transpose,
+    jvp=rules.positioned_jvp("StridedSlice"), transpose=_strided_slice_transpose,
     batching=_strided_slice_batch, check=_strided_slice_check,
     interpret=_strided_slice_interpret,
     spec=lambda st: st.Spec(_strided_slice_calls(st)))
@@ -446,10 +472,10 @@ def _strided_slice_grad_build(B, dy, *positions, shape, **params):
   return _scatter_plan(B, dy, shape, plan)
 
 
-def _dynamic_strided_slice_grad(dy, begin, end, *, shape, strides, **masks):
+def _dynamic_strided_slice_grad(dy, begin_operand, end_operand, *, shape, **params):
   shape = rules.sizes(shape)
-  starts, sizes, plan = _shrunk(shape, begin, strides, masks)
-  placed = _scatter_plan(emit.LAX, dy, sizes, plan)
+  starts, slice_sizes, plan = _positioned(shape, begin_operand, params)
+  placed = _scatter_plan(emit.LAX, dy, slice_sizes, plan)
   return jax.lax.dynamic_update_slice(jnp.zeros(shape, dy.dtype), placed, starts)
 
 
@@ -472,22 +498,15 @@ def _strided_slice_grad_batch(args, dims, *, shape, **params):
 
 
 def _strided_slice_grad_interpret(ctx, node, inputs):
-  """As StridedSlice's hook: runtime begin/end that only position shrunk dims are
-  operands (``lax.dynamic_update_slice`` of the placed gradient)."""
-  from tfprims.interpreter import AttrView, bind_node
+  """As StridedSlice's hook: runtime begin/end that only position are operands
+  (``lax.dynamic_update_slice`` of the placed gradient)."""
+  from tfprims.interpreter import bind_node
   shape, begin, end, strides, dy = inputs
   known = [folding.known_value(v) is not None for v in (shape, begin, end, strides)]
   if all(known) or not (known[0] and known[3]):
     return bind_node(ctx, StridedSliceGrad, node, inputs)
-  attrs = AttrView(node)
-  params = {m: int(attrs[m]) for m in _MASKS}
-  params.update(shape=rules.sizes(folding.known_value(shape)),
-                strides=ints(folding.known_value(strides)))
-  if not positions_ignored(params, len(params["strides"])):
-    raise errors.StaticInputError(
-        node.op, node.name, "begin" if not known[1] else "end",
-        "a runtime begin or end positions the slice without deciding its shape only on "
-        "dims it shrinks (x[i]) or whose begin and end are both masked (x[:, i])")
+  params = _runtime_params(ctx, node, begin, end, strides,
+                           shape=rules.sizes(folding.known_value(shape)))
   return [StridedSliceGrad(dy, begin, end, **params)]
 
 
@@ -499,7 +518,7 @@ StridedSliceGrad = define_op(
     "StridedSliceGrad", _strided_slice_grad_impl, family=FAMILY,
     static=("shape", "begin", "end", "strides"), attrs=_MASKS, linear_values=True,
     lowering=emit.direct_lowering(_strided_slice_grad_build, _strided_slice_grad_impl),
-    jvp=_positioned_jvp("StridedSliceGrad"), transpose=_strided_slice_grad_transpose,
+    jvp=rules.positioned_jvp("StridedSliceGrad"), transpose=_strided_slice_grad_transpose,
     batching=_strided_slice_grad_batch, interpret=_strided_slice_grad_interpret,
     spec=lambda st: st.Spec(_strided_slice_grad_calls(st)))
 

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.interpreters import ad
 
-from tfprims import core, errors, interpreter, rules
+from tfprims import core, errors, folding, interpreter, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.array._common import FAMILY, lazy_hst
 
@@ -92,7 +92,10 @@ def _canonicalize(params, *operands):
 
 def _interpret(op_type, ctx, node, inputs):
   op = core.lookup(op_type)
-  indices, _ = _split(inputs)
+  indices, data = _split(inputs)
+  # an eager call's indices are known: numpy, as constants are
+  indices = [i if folding.known_value(i) is None else folding.known_value(i) for i in indices]
+  inputs = [*indices, *data]
   if all(core.is_concrete(i) for i in indices):
     try:
       size = stitch_size(indices)
