@@ -266,3 +266,43 @@ def test_tf_gradient_graph_of_a_runtime_slice_pads_by_runtime_amounts():
     tape.watch(xt)
     y = tf.reduce_sum(grad_of_slice(xt, np.int32(1)) ** 2)
   np.testing.assert_allclose(hess, tape.gradient(y, xt).numpy(), rtol=1e-5)
+
+
+def test_keras_style_decoding_with_a_kv_cache_runs_under_jit():
+  # keras-hub's cached generate: keras.ops.slice of the prompt and slice_update of a
+  # key/value cache (XlaDynamicUpdateSlice) at a runtime index, in a while loop that
+  # stops at a runtime length.
+  keras = pytest.importorskip("keras")
+  if keras.backend.backend() != "tensorflow":
+    pytest.skip("keras.ops must build TF ops")
+  ops = keras.ops
+  rng = np.random.default_rng(0)
+  emb = rng.normal(size=(11, 4)).astype(np.float32)
+  wq, wk, wv, wo = (rng.normal(size=(4, 4)).astype(np.float32) for _ in range(4))
+  proj = rng.normal(size=(4, 11)).astype(np.float32)
+
+  @tf.function
+  def generate(prompt, start, stop):
+    batch, length = 2, 8
+    cache = tf.zeros((batch, 2, length, 4))   # [batch, key/value, position, dim]
+
+    def body(idx, tokens, cache):
+      h = tf.gather(emb, ops.slice(tokens, [0, idx - 1], [batch, 1])[:, 0])
+      kv = tf.stack([h @ wk, h @ wv], axis=1)[:, :, None, :]
+      cache = ops.slice_update(cache, [0, 0, idx - 1, 0], kv)
+      scores = tf.einsum("bd,bpd->bp", h @ wq, cache[:, 0])
+      scores = tf.where(tf.range(length)[None, :] < idx, scores, -1e9)
+      att = tf.einsum("bp,bpd->bd", tf.nn.softmax(scores), cache[:, 1])
+      nxt = tf.argmax((att @ wo) @ proj, axis=-1, output_type=tf.int32)
+      return idx + 1, ops.slice_update(tokens, [0, idx], nxt[:, None]), cache
+
+    return tf.while_loop(lambda idx, *_: idx < stop, body, (start, prompt, cache))[1]
+
+  prompt = np.int32([[1, 5, 0, 0, 0, 0, 0, 0], [2, 3, 0, 0, 0, 0, 0, 0]])
+  fn = tfprims.convert_functional(generate, tf.TensorSpec((2, 8), tf.int32), I32, I32)
+  jitted = jax.jit(fn)
+  for start, stop in ((2, 8), (2, 5), (1, 7)):
+    want = generate(prompt, np.int32(start), np.int32(stop)).numpy()
+    np.testing.assert_array_equal(jitted(prompt, np.int32(start), np.int32(stop)), want)
+  prims = jaxpr_primitives(jax.make_jaxpr(fn)(prompt, np.int32(2), np.int32(8)))
+  assert {"tf.Slice", "tf.XlaDynamicUpdateSlice"} <= prims, prims
