@@ -111,17 +111,76 @@ def test_while_with_maximum_iterations_keeps_the_early_exit():
                              rtol=1e-4, atol=1e-4)
 
 
-def test_dynamic_while_forward_mode_works_and_reverse_mode_raises_typed_error():
-  fn = _check_all(dynamic_loop, X, grad=False)
-  assert "while" in jaxpr_primitives(jax.make_jaxpr(fn)(X))
+def test_dynamic_while_has_forward_and_reverse_mode():
+  fn = _check_all(dynamic_loop, X)   # grad (eager and jit) against TF's
+  assert "tf.While.unbounded" in jaxpr_primitives(jax.make_jaxpr(fn)(X))
   t = np.ones(3, np.float32)
   _, tangent = jax.jvp(lambda a: fn(a)[0], (X,), (t,))
   np.testing.assert_allclose(tangent, t)
   np.testing.assert_allclose(jax.jacfwd(lambda a: fn(a)[0])(X), np.eye(3), atol=1e-6)
+  np.testing.assert_allclose(jax.jacrev(lambda a: fn(a)[0])(X), np.eye(3), atol=1e-6)
+
+
+def _newton(w):
+  @tf.function(autograph=False)
+  def f(a):
+    def body(x, it):
+      return 0.5 * (x + a * w / x), it + 1
+    x, it = tf.while_loop(lambda x, it: tf.reduce_max(tf.abs(x * x - a * w)) > 1e-5, body,
+                          (tf.ones_like(a), 0))
+    return it, tf.reduce_sum(x * tf.sin(a))
+  return f
+
+
+@pytest.mark.parametrize("checkpoints", [128, 2, 1])
+def test_gradient_of_a_loop_run_to_convergence_is_tfs(checkpoints):
+  # A Newton iteration stops when it converges: its trip count is known only at run
+  # time. Reverse mode recomputes the states from checkpoints (loop_checkpoints: one
+  # snapshot per ceil(n / B) steps): any budget gives TF's gradient.
+  w = tf.Variable(np.float32([0.5, 1.5, 3.0]))
+  f = _newton(w)
+  a = np.float32([2.0, 3.0, 5.0])
+  fn, params = tfprims.convert(f, tf.TensorSpec([3], tf.float32))
+  loss = lambda p, a: fn(p, a)[0][1]
+  at = tf.constant(a)
+  with tf.GradientTape() as tape:
+    tape.watch(at)
+    trips, y = f(at)
+  want_a, want_w = tape.gradient(y, [at, w])
+  assert int(trips) > 2
+  with tfprims.override_config("loop_checkpoints", checkpoints):
+    g_params, g_a = jax.jit(jax.grad(loss, argnums=(0, 1)))(params, a)
+  np.testing.assert_allclose(g_a, want_a.numpy(), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(list(g_params.values())[0], want_w.numpy(), rtol=1e-5, atol=1e-6)
+  # batched: the examples converge after different numbers of steps
+  batch = np.stack([a, 4 * a, a / 3])
+  with tfprims.override_config("loop_checkpoints", checkpoints):
+    per_example = jax.jit(jax.grad(lambda b: jnp.sum(jax.vmap(lambda x: loss(params, x))(b))))(
+        batch)
+    vmapped = jax.jit(jax.vmap(jax.grad(loss, argnums=1), in_axes=(None, 0)))(params, batch)
+  for k in range(3):
+    xt = tf.constant(batch[k])
+    with tf.GradientTape() as tape:
+      tape.watch(xt)
+      y = f(xt)[1]
+    np.testing.assert_allclose(per_example[k], tape.gradient(y, xt).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(vmapped[k], per_example[k], rtol=1e-5, atol=1e-6)
+
+
+def test_reverse_mode_through_a_loop_with_print_ops_raises_typed_error():
+  # A body with effects (tf.print) stays a plain lax.while_loop: forward mode only.
+  @tf.function(autograph=False)
+  def f(x):
+    def body(v):
+      with tf.control_dependencies([tf.print("step")]):
+        return v - 0.3
+    return tf.while_loop(lambda v: tf.reduce_sum(v) > -1, body, [x])
+
+  fn = _convert(f, X)
   with pytest.raises(tfprims.ReverseModeLoopError, match="maximum_iterations") as e:
     jax.grad(_jax_loss(fn))(X)
   assert isinstance(e.value, tfprims.TFPrimsError)
-  assert "StatelessWhile node" in str(e.value)
+  assert "While node" in str(e.value)
 
 
 def _data_dependent_while(x):
@@ -149,12 +208,11 @@ def test_loop_whose_condition_becomes_data_dependent_is_a_real_loop(f):
   np.testing.assert_allclose(fn(x), want)
   np.testing.assert_allclose(jax.jit(fn)(x), want)
   np.testing.assert_allclose(fn(2 * x), f(2 * x).numpy())
-  assert "while" in jaxpr_primitives(jax.make_jaxpr(fn)(x))
-  # Forward mode: d n / d x = trip count at the argmax.
+  assert "tf.While.unbounded" in jaxpr_primitives(jax.make_jaxpr(fn)(x))
+  # Forward and reverse mode: d n / d x = trip count at the argmax.
   _, tangent = jax.jvp(fn, (x,), (np.array([0.0, 1.0, 0.0], np.float32),))
   np.testing.assert_allclose(tangent, np.ceil(10.0 / 3.0))
-  with pytest.raises(tfprims.ReverseModeLoopError):
-    jax.grad(fn)(x)
+  np.testing.assert_allclose(jax.grad(fn)(x), _tf_grad(f, x))
 
 
 def test_loop_counter_compared_with_a_tensor_shape():

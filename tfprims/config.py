@@ -123,6 +123,11 @@ OPTIONS: Mapping[str, Option] = {
         "Converting inside a TF trace (tf.function), where variables have no value: "
         "return no params (the converted function still expects them) instead of "
         "raising.")),
+    "loop_checkpoints": Option(128, "call", (
+        "Carries a while loop whose trip count is known only at run time keeps for its "
+        "reverse-mode derivative (jax.grad through tf.While.unbounded): snapshots every "
+        "ceil(n / loop_checkpoints) steps, the carries between recomputed from them "
+        "(docs/control_flow.md). More: more memory, less recomputation.")),
     "dynamic_shape_bounds": Option({}, "call", (
         "Output bounds for ops whose output size depends on data ({node name or op "
         "type: n}). When such a node's input is traced (jit, vmap, grad) and a bound "

@@ -10,8 +10,10 @@ means ``lax.scan``, which JAX can reverse-differentiate). Remaining (dynamic)
 conjuncts become an early exit inside the loop (``lax.cond`` per step). Loops whose body needs trace-time values (a
 growing TensorArray, an op with a static input computed from the counter) are
 unrolled while their condition is known at trace time. A loop whose condition
-becomes data-dependent and has no static bound becomes ``lax.while_loop``: forward
-mode (``jvp``) works, reverse mode raises :class:`errors.ReverseModeLoopError`.
+becomes data-dependent and has no static bound becomes ``tf.While.unbounded``
+(unbounded.py: ``lax.while_loop`` with reverse mode by checkpointed recomputation); a
+body with effects stays a ``lax.while_loop``, whose reverse mode raises
+:class:`errors.ReverseModeLoopError`.
 Variables the body writes and the rng key are carried as loop state.
 """
 
@@ -30,7 +32,7 @@ from jax.interpreters import ad, batching, mlir
 from tfprims import core, errors, graph as graph_lib, interpreter, rules
 from tfprims.core import structural
 from tfprims.interpreter import StringConstant, VariableHandle
-from tfprims.ops.control_flow import counted
+from tfprims.ops.control_flow import counted, unbounded
 from tfprims.ops.control_flow.common import (IMPURE, as_jax, cache_of, coerce, conjuncts,
                                              join_lists, ref_deps, resolve_identity, restore,
                                              save, state_keys, structure_mismatch, truth,
@@ -545,6 +547,9 @@ class _Loop:
             f"{self.where}: {e.reason}; the loop's trip count is not known at trace time, "
             "so it cannot be unrolled") from None
 
+    out = unbounded.while_loop(cond, body, init)   # reverse mode by checkpoints
+    if out is not None:
+      return self._finish(*out)
     carry, state, rng = lax.while_loop(cond, body, init)
     carry = jax.tree_util.tree_map(lambda x: _guard(x, self.where), carry)
     state = [_guard(s, self.where) for s in state]
