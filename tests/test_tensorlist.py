@@ -169,8 +169,9 @@ def test_list_size_unknown_at_trace_time_is_a_clear_error():
     return tf.TensorArray(tf.float32, size=n).write(0, x[0]).stack()
 
   fn = _convert(f, X)
+  np.testing.assert_array_equal(fn(X), f(tf.constant(X)).numpy())   # eager: n is known
   with pytest.raises(tfprims.TensorListSizeError, match="num_elements"):
-    fn(X)
+    jax.jit(fn)(X)
 
 
 def test_growing_list_in_a_dynamic_loop_is_a_clear_error():
@@ -288,3 +289,30 @@ def test_zeros_like_of_a_list_zeroes_its_tensors():
             list_ops.tensor_list_stack(empty, tf.float32, element_shape=[3]))
 
   _check(f, grad=False)
+
+
+def test_conv_lstm_gradient_tape_training_step_matches_tf():
+  # TF's gradient of a Keras LSTM's while loop: ZerosLike and AddN of list
+  # accumulators, and a backward loop reserving lists of sizes popped from what the
+  # forward loop pushed (constants, so the backward loop unrolls with known sizes).
+  keras = pytest.importorskip("keras")
+  model = keras.Sequential([keras.layers.Input((8, 6, 3)),
+                            keras.layers.Conv2D(4, 3, padding="same"),
+                            keras.layers.Reshape((8, 24)), keras.layers.LSTM(5),
+                            keras.layers.Dense(2)])
+
+  @tf.function
+  def step(x, y):
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_mean((model(x, training=True) - y) ** 2)
+    return loss, tape.gradient(loss, model.trainable_variables)
+
+  x = np.random.default_rng(0).normal(size=(2, 8, 6, 3)).astype(np.float32)
+  y = np.random.default_rng(1).normal(size=(2, 2)).astype(np.float32)
+  loss, grads = step(x, y)
+  fn, params = tfprims.convert(step, x, y)
+  for (got_loss, got_grads), _ in (fn(params, x, y), jax.jit(fn)(params, x, y)):
+    np.testing.assert_allclose(got_loss, loss.numpy(), rtol=1e-5)
+    assert len(got_grads) == len(grads) == 7
+    for g, w in zip(got_grads, grads):
+      np.testing.assert_allclose(g, w.numpy(), rtol=1e-4, atol=1e-6)

@@ -152,6 +152,10 @@ class _Loop:
     self.keys = state_keys(ctx, [self.cond_name, self.body_name], self.inputs)
     self.use_rng = uses_rng(ctx, [self.body_name])
     self.carried = [i for i in range(n) if not self.invariant[i] and i not in self.acc]
+    # Pushes known when the body is traced once for every iteration (a scan) are the
+    # same in every iteration: TF's gradient code accumulates list lengths and element
+    # shapes that way, and its backward loop reserves lists of those sizes.
+    self.constant_pushes: dict = {}
     self.where = f"{node.op} node '{node.name}' (body {self.body_name!r})"
 
   # --- analysis ----------------------------------------------------------------------------
@@ -388,6 +392,8 @@ class _Loop:
       new_rng = ctx.rng if self.use_rng else None
     finally:
       restore(ctx, saved)
+    for i in self.acc:
+      self.constant_pushes[i] = np.asarray(outs[i]) if core.is_concrete(outs[i]) else None
     return [outs[i] for i in self.carried], new_state, new_rng, \
         [as_jax(outs[i]) for i in sorted(self.acc)]
 
@@ -456,6 +462,9 @@ class _Loop:
   def _accumulated(self, i, stacked):
     """The list loop var ``i`` after its pushes (``stacked``: the pushed values)."""
     entry = self.inputs[i]
+    constant = self.constant_pushes.get(i)
+    if constant is not None and hasattr(stacked, "shape"):   # known: numpy, as pushed
+      stacked = np.broadcast_to(constant.astype(stacked.dtype), stacked.shape).copy()
     if stacked is None:
       return UnavailableList(f"{self.where} pushes to it in a loop whose trip count is not "
                              "known at trace time")
@@ -504,6 +513,7 @@ class _Loop:
 
   def unroll(self):
     ctx, values = self.ctx, list(self.inputs)
+    self.constant_pushes = {}   # each iteration pushes its own values
     pushed = {i: [] for i in self.acc}
     for _ in range(UNROLL_LIMIT + 1):
       pred = truth(self.node, ctx.run(self.cond_g, values)[0])
@@ -511,8 +521,9 @@ class _Loop:
         raise _CondBecameTraced()
       if not pred:
         for i, items in pushed.items():
+          xp = np if all(core.is_concrete(v) for v in items) else jnp
           values[i] = self.inputs[i] if not items else self._accumulated(
-              i, jnp.stack([jnp.asarray(v) for v in items]) if all(
+              i, xp.stack([xp.asarray(v) for v in items]) if all(
                   hasattr(v, "dtype") for v in items) else items)
         return values
       outs = self._run_body(values)

@@ -601,7 +601,22 @@ def _add_n_spec(st):
   return draw()
 
 
+def _add_n_interpret(ctx, node, inputs):
+  """Interpreter hook: variant values (TensorLists: TF's gradient code sums a loop's
+  list gradients) of one structure add tensor by tensor, as TF's variant AddN;
+  tensors take the primitive."""
+  from tfprims import errors
+  from tfprims.interpreter import bind_node
+  if all(hasattr(x, "shape") and hasattr(x, "dtype") for x in inputs):
+    return bind_node(ctx, AddN, node, inputs)
+  trees = {jax.tree_util.tree_structure(x) for x in inputs}
+  if len(trees) != 1:
+    raise errors.OpError(node.op, node.name, "adds variant values of different structures "
+                         f"({', '.join(sorted(type(x).__name__ for x in inputs))})")
+  return [jax.tree_util.tree_map(lambda *xs: AddN.apply(list(xs), {}), *inputs)]
+
+
 AddN = define_op(
-    "AddN", _add_n, **EW, linear=True,
+    "AddN", _add_n, **EW, linear=True, interpret=_add_n_interpret,
     transpose=lambda ct, *xs: [ct if U(x) else None for x in xs],
     spec=lambda st: st.Spec(_add_n_spec(st)))

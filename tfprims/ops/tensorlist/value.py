@@ -16,7 +16,7 @@ from typing import Optional
 import jax
 import numpy as np
 
-from tfprims import core, dtypes, errors, rules
+from tfprims import core, dtypes, errors, folding, rules
 
 FAMILY = "tensorlist"
 
@@ -148,13 +148,17 @@ def as_list(node, value) -> TensorList:
 
 
 def static_int(node, value, what: str) -> int:
-  """A size input that must be known at trace time (it becomes an array dimension)."""
-  if not core.is_concrete(value):
-    raise errors.TensorListSizeError(
+  """A size input that must be known at trace time (it becomes an array dimension).
+  Traced, it raises :class:`NeedsConcreteIndex`: inside a loop whose trip count is
+  known, the loop unrolls, and the size may be known in each iteration (TF's
+  backward loops reserve lists of sizes popped from the forward loop's pushes)."""
+  known = folding.known_value(value)
+  if known is None:
+    raise NeedsConcreteIndex(
         f"{node.op} node '{node.name}': {what} depends on runtime data, but a "
         "TensorList's length must be known at trace time (JAX arrays have static "
         "shapes); compute it from constants or shapes")
-  return rules.sizes(value)[0]  # an int, or a symbolic dim (tf.shape(x)[0] under jax.export)
+  return rules.sizes(known)[0]  # an int, or a symbolic dim (tf.shape(x)[0] under jax.export)
 
 
 def element_dtype(node):
