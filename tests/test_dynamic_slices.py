@@ -306,3 +306,45 @@ def test_keras_style_decoding_with_a_kv_cache_runs_under_jit():
     np.testing.assert_array_equal(jitted(prompt, np.int32(start), np.int32(stop)), want)
   prims = jaxpr_primitives(jax.make_jaxpr(fn)(prompt, np.int32(2), np.int32(8)))
   assert {"tf.Slice", "tf.XlaDynamicUpdateSlice"} <= prims, prims
+
+
+def test_strided_slice_updates_at_runtime_positions():
+  # TensorStridedSliceUpdate (x[:, i:i + 2] = v) and a variable's slice assignment
+  # (w[:, i].assign(v): ResourceStridedSliceAssign) with a runtime i.
+  v = np.full((3, 2, 5), 9.0, np.float32)
+
+  @tf.function
+  def update(x, v, i):
+    return tf.raw_ops.TensorStridedSliceUpdate(
+        input=x, begin=tf.stack([0, i, 0]), end=tf.stack([0, i + 2, 0]), strides=[1, 1, 1],
+        value=v, begin_mask=5, end_mask=5)
+
+  fn = tfprims.convert_functional(update, tf.TensorSpec(X.shape), tf.TensorSpec(v.shape), I32)
+  for i in range(3):
+    np.testing.assert_array_equal(jax.jit(fn)(X, v, np.int32(i)),
+                                  update(X, v, np.int32(i)).numpy())
+  assert "sizes=(-1, 2, -1)" in str(jax.make_jaxpr(fn)(X, v, np.int32(1)))
+  grads = jax.jit(jax.grad(lambda x, v: jnp.sum(fn(x, v, np.int32(1)) ** 2), (0, 1)))(X, v)
+  xt, vt = tf.constant(X), tf.constant(v)
+  with tf.GradientTape() as tape:
+    tape.watch([xt, vt])
+    y = tf.reduce_sum(update(xt, vt, np.int32(1)) ** 2)
+  for g, w in zip(grads, tape.gradient(y, [xt, vt])):
+    np.testing.assert_allclose(g, w.numpy(), rtol=1e-6)
+  by_index = jax.vmap(fn, in_axes=(None, None, 0))(X, v, np.int32([0, 2]))
+  np.testing.assert_array_equal(by_index[1], update(X, v, np.int32(2)).numpy())
+  by_data = jax.vmap(fn, in_axes=(0, None, None))(np.stack([X, -X]), v, np.int32(2))
+  np.testing.assert_array_equal(by_data[1], update(-X, v, np.int32(2)).numpy())
+
+  w = tf.Variable(X)
+
+  @tf.function
+  def assign(row, i):
+    w[:, i].assign(row)
+    return w[0]
+
+  fn, params = tfprims.convert(assign, tf.TensorSpec((3, 5)), I32)
+  out, new = jax.jit(fn)(params, v[:, 0], np.int32(2))
+  want = assign(v[:, 0], np.int32(2)).numpy()
+  np.testing.assert_array_equal(out, want)
+  np.testing.assert_array_equal(list(new.values())[0], w.numpy())

@@ -34,7 +34,7 @@ from jax.interpreters import ad
 from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.interpreter import bind_node
-from tfprims.ops.array.inplace import slice_update_rules
+from tfprims.ops.array.inplace import positioned_update_interpret, slice_update_rules
 from tfprims.ops.variables import expect_handle
 from tfprims.rules import U
 
@@ -306,9 +306,11 @@ ResourceScatterNdUpdate = _define_nd("ResourceScatterNdUpdate", "TensorScatterUp
 _MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
 
 
-def _slice_assign_impl(ref, value, **params):
-  """The variable with its strided slice replaced by value (TensorStridedSliceUpdate)."""
-  return tfops.TensorStridedSliceUpdate.impl(ref, value, **params)
+def _slice_assign_impl(ref, value, *positions, **params):
+  """The variable with its strided slice replaced by value (TensorStridedSliceUpdate).
+
+  ``positions``: a runtime begin and end."""
+  return tfops.TensorStridedSliceUpdate.impl(ref, value, *positions, **params)
 
 
 _SLICE_ASSIGN_JVP, _SLICE_ASSIGN_TRANSPOSE = slice_update_rules("ResourceStridedSliceAssign")
@@ -317,7 +319,7 @@ _SLICE_ASSIGN_JVP, _SLICE_ASSIGN_TRANSPOSE = slice_update_rules("ResourceStrided
 def _slice_assign_batch(args, dims, **params):
   # Under vmap the variable's value is a batched tensor: TensorStridedSliceUpdate's
   # batching rule applies (it re-binds tf.TensorStridedSliceUpdate with a shifted spec).
-  out = jax.vmap(lambda x, v: tfops.TensorStridedSliceUpdate(x, v, **params),
+  out = jax.vmap(lambda *a: tfops.TensorStridedSliceUpdate(*a, **params),
                  in_axes=tuple(dims))(*args)
   return out, 0
 
@@ -336,7 +338,8 @@ ResourceStridedSliceAssign = define_op(
     "ResourceStridedSliceAssign", _slice_assign_impl, family=FAMILY,
     static=("begin", "end", "strides"), attrs=_MASKS, jvp=_SLICE_ASSIGN_JVP,
     transpose=_SLICE_ASSIGN_TRANSPOSE, batching=_slice_assign_batch,
-    interpret=_writer_interpret, writes_state=True, spec=_slice_assign_spec)
+    interpret=positioned_update_interpret("ResourceStridedSliceAssign", variable=True),
+    writes_state=True, spec=_slice_assign_spec)
 
 
 # --- ResourceGatherNd --------------------------------------------------------------------

@@ -16,6 +16,9 @@ derivatives are checked against central differences.
 
 from __future__ import annotations
 
+import functools
+
+import jax
 import numpy as np
 from jax.interpreters import ad
 import jax.numpy as jnp
@@ -24,7 +27,8 @@ from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.array._common import FAMILY, ints, lazy_hst
 from tfprims.ops.array.scatter import scatter_nd_values
-from tfprims.ops.array.slicing import _MASKS, _shift_spec, strided_slice_plan
+from tfprims.ops.array.slicing import (_MASKS, _shift_spec, positioned, runtime_params,
+                                       strided_slice_plan)
 from tfprims.rules import U
 
 # --- InplaceAdd, InplaceSub, InplaceUpdate ----------------------------------------------
@@ -133,9 +137,17 @@ def _slice_update_plan(shape, params):
   return plan, ranges
 
 
-def _slice_update_impl(input, value, **params):
-  """input with the strided slice replaced by value (broadcast to the slice's shape)."""
+def _slice_update_impl(input, value, *positions, **params):
+  """input with the strided slice replaced by value (broadcast to the slice's shape).
+
+  Runtime ``positions`` (begin, end): the window they position is cut out with
+  ``lax.dynamic_slice``, updated by the static spec, and written back."""
   input = jnp.asarray(input)
+  if positions:
+    starts, sizes, _ = positioned(input.shape, positions[0], params)
+    spec = {k: v for k, v in params.items() if k != "sizes"}
+    window = _slice_update_impl(jax.lax.dynamic_slice(input, starts, sizes), value, **spec)
+    return jax.lax.dynamic_update_slice(input, window, starts)
   plan, ranges = _slice_update_plan(input.shape, params)
   try:
     value = jnp.broadcast_to(value, plan.final_shape)
@@ -153,24 +165,66 @@ def slice_update_rules(op_type: str):
   """JVP and transpose of a strided-slice update (``op_type``: TensorStridedSliceUpdate,
   or ResourceStridedSliceAssign on a variable's value): linear in (input, value)."""
   def jvp(primals, tangents, **params):
-    (x, v), (tx, tv) = primals, tangents
+    (x, v, *positions), (tx, tv, *_) = primals, tangents
     op = getattr(tfops, op_type)
-    out = op(x, v, **params)
+    out = op(x, v, *positions, **params)
     if type(tx) is ad.Zero and type(tv) is ad.Zero:
       return out, rules.zero_tangent(out)
-    return out, op(rules.instantiate(tx), rules.instantiate(tv), **params)
+    return out, op(rules.instantiate(tx), rules.instantiate(tv), *positions, **params)
 
-  def transpose(ct, x, v, **params):
+  def transpose(ct, x, v, *positions, **params):
     ct = rules.instantiate(ct)
     vshape = rules.shape_of(v)
-    cx = (getattr(tfops, op_type)(ct, rules.zeros(vshape, rules.dtype_of(ct)), **params)
-          if U(x) else None)
-    cv = rules.unbroadcast(tfops.StridedSlice(ct, **params), vshape) if U(v) else None
-    return [cx, cv]
+    cx = (getattr(tfops, op_type)(ct, rules.zeros(vshape, rules.dtype_of(ct)), *positions,
+                                  **params) if U(x) else None)
+    cv = (rules.unbroadcast(tfops.StridedSlice(ct, *positions, **params), vshape)
+          if U(v) else None)
+    return [cx, cv] + [None] * len(positions)
   return jvp, transpose
 
 
+def positioned_update_interpret(op_type: str, variable: bool = False):
+  """The hook of a strided-slice update (``op_type``) whose runtime begin/end only
+  position (``x[i] = v``, ``x[a:a + 2] = v``): bound with begin and end as operands.
+  ``variable``: the first input is a variable's handle, whose value is updated."""
+  from tfprims import folding
+  from tfprims.interpreter import bind_node, run_check
+
+  def interpret(ctx, node, inputs):
+    x, begin, end, strides, value = inputs
+    if variable:
+      from tfprims.ops.variables import expect_handle
+      key = expect_handle(node, x).key
+      x = ctx.state[key]
+    known = [folding.known_value(v) is not None for v in (begin, end, strides)]
+    if all(known) or not known[2]:
+      (out,) = bind_node(ctx, getattr(tfops, op_type), node, [x, begin, end, strides, value])
+    else:
+      params = runtime_params(ctx, node, begin, end, strides)
+      run_check(tfops.StridedSlice, node, [x, begin, end], params)
+      out = getattr(tfops, op_type)(x, value, begin, end, **params)
+    if variable:
+      ctx.state[key] = out
+      return []
+    return [out]
+  return interpret
+
+
 def _slice_update_batch(args, dims, **params):
+  if len(args) > 2:   # runtime positions
+    if any(d is not None for d in dims[2:]):   # per example: jax.vmap's scatter
+      return jax.vmap(functools.partial(_slice_update_impl, **params),
+                      in_axes=tuple(dims))(*args), 0
+    size = rules.batch_size(args, dims)
+    (x, v, *positions), (dx, dv, *_) = args, dims
+    vshape = rules.unbatched_shape(v, dv)
+    rank = len(tfops.StridedSlice.impl(jnp.zeros(rules.unbatched_shape(x, dx), x.dtype),
+                                       *positions, **params).shape)
+    v = rules.reshape(rules.with_batch_axis(v, dv, size),
+                      (size,) + (1,) * (rank - len(vshape)) + vshape)
+    positions = [jnp.concatenate([jnp.zeros((1,), p.dtype), p]) for p in positions]
+    return tfops.TensorStridedSliceUpdate(rules.with_batch_axis(x, dx, size), v, *positions,
+                                          **_shift_spec(params)), 0
   (x, v), (dx, dv) = args, dims
   size = rules.batch_size(args, dims)
   plan, _ = _slice_update_plan(rules.unbatched_shape(x, dx), params)
@@ -188,6 +242,7 @@ TensorStridedSliceUpdate = define_op(
     "TensorStridedSliceUpdate", _slice_update_impl, family=FAMILY,
     static=("begin", "end", "strides"), attrs=_MASKS, jvp=_SLICE_UPDATE_RULES[0],
     transpose=_SLICE_UPDATE_RULES[1], batching=_slice_update_batch,
+    interpret=positioned_update_interpret("TensorStridedSliceUpdate"),
     spec=lambda st: st.Spec(_slice_update_calls(st)))
 
 

@@ -332,7 +332,7 @@ def runtime_spec(params, begin, end) -> Optional[tuple]:
   return tuple(b_out), tuple(e_out), tuple(sizes)
 
 
-def _positioned(shape, begin, params):
+def positioned(shape, begin, params):
   """``(starts, slice_sizes, plan)`` of a runtime-positioned StridedSlice: the
   ``lax.dynamic_slice`` starts (TF's wrap of a negative begin) and sizes over
   ``shape`` for the entries ``params["sizes"]`` positions, and the static plan on
@@ -353,7 +353,7 @@ def _positioned(shape, begin, params):
 
 
 def _dynamic_strided_slice(input, begin_operand, end_operand, **params):
-  starts, slice_sizes, plan = _positioned(input.shape, begin_operand, params)
+  starts, slice_sizes, plan = positioned(input.shape, begin_operand, params)
   return _apply_plan(emit.LAX, jax.lax.dynamic_slice(input, starts, slice_sizes), plan)
 
 
@@ -364,7 +364,7 @@ def _strided_slice_transpose(ct, x, *positions, **params):
   shape = rules.shape_of(x)
   if not positions:
     return [tfops.StridedSliceGrad(ct, shape=shape, **params)]
-  starts, slice_sizes, _ = _positioned(shape, positions[0], params)
+  starts, slice_sizes, _ = positioned(shape, positions[0], params)
   params.pop("sizes")
   placed = tfops.StridedSliceGrad(ct, shape=slice_sizes, **params)
   return [tfops.XlaDynamicUpdateSlice(rules.zeros(shape, ct.dtype), placed,
@@ -398,7 +398,7 @@ def _strided_slice_batch(args, dims, **params):
   return tfops.StridedSlice(x, *positions, **_shift_spec(params)), 0
 
 
-def _strided_slice_check(input, *positions, **params):
+def strided_slice_check(input, *positions, **params):
   """Runtime positions must keep the slice where TF reads it: a shrunk dim's index
   inside the dim, a range inside it without wrapping (TF raises or clips; XLA clamps
   the start)."""
@@ -420,7 +420,7 @@ def _strided_slice_check(input, *positions, **params):
                f"(runtime positions of extents {sizes})")
 
 
-def _runtime_params(ctx, node, begin, end, strides, **extra):
+def runtime_params(ctx, node, begin, end, strides, **extra):
   """The dynamic form's params of a (Grad) node with runtime begin/end, or a
   StaticInputError naming the input that decides the shape."""
   from tfprims.interpreter import AttrView
@@ -446,7 +446,7 @@ def _strided_slice_interpret(ctx, node, inputs):
   known = [folding.known_value(v) is not None for v in (begin, end, strides)]
   if all(known) or not known[2]:
     return bind_node(ctx, StridedSlice, node, inputs)
-  params = _runtime_params(ctx, node, begin, end, strides)
+  params = runtime_params(ctx, node, begin, end, strides)
   run_check(StridedSlice, node, [x, begin, end], params)
   return [StridedSlice(x, begin, end, **params)]
 
@@ -456,7 +456,7 @@ StridedSlice = define_op(
     attrs=_MASKS, linear_values=True,
     lowering=emit.direct_lowering(_strided_slice_build, _strided_slice_impl),
     jvp=rules.positioned_jvp("StridedSlice"), transpose=_strided_slice_transpose,
-    batching=_strided_slice_batch, check=_strided_slice_check,
+    batching=_strided_slice_batch, check=strided_slice_check,
     interpret=_strided_slice_interpret,
     spec=lambda st: st.Spec(_strided_slice_calls(st)))
 
@@ -474,7 +474,7 @@ def _strided_slice_grad_build(B, dy, *positions, shape, **params):
 
 def _dynamic_strided_slice_grad(dy, begin_operand, end_operand, *, shape, **params):
   shape = rules.sizes(shape)
-  starts, slice_sizes, plan = _positioned(shape, begin_operand, params)
+  starts, slice_sizes, plan = positioned(shape, begin_operand, params)
   placed = _scatter_plan(emit.LAX, dy, slice_sizes, plan)
   return jax.lax.dynamic_update_slice(jnp.zeros(shape, dy.dtype), placed, starts)
 
@@ -505,7 +505,7 @@ def _strided_slice_grad_interpret(ctx, node, inputs):
   known = [folding.known_value(v) is not None for v in (shape, begin, end, strides)]
   if all(known) or not (known[0] and known[3]):
     return bind_node(ctx, StridedSliceGrad, node, inputs)
-  params = _runtime_params(ctx, node, begin, end, strides,
+  params = runtime_params(ctx, node, begin, end, strides,
                            shape=rules.sizes(folding.known_value(shape)))
   return [StridedSliceGrad(dy, begin, end, **params)]
 
