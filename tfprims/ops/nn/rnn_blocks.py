@@ -180,7 +180,11 @@ def _block_lstm_grad(seq_len_max, x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs
       body, init, (x, cs_prevs, h_prevs, i, cs, f, o, ci, co, cs_grad, h_grad, valid),
       reverse=True)
   dcs, dh, dw, dwci, dwcf, dwco, db = carry
-  return x_grad, dcs, dh, dw, dwci, dwcf, dwco, db
+  # TF's kernel accumulates these from +0.0 (gemm, zeroed sums): an exact zero is +0.0,
+  # where XLA keeps a one-term -0.0 product (steps past seq_len_max, -0.0 inputs)
+  plus = lambda a: jnp.where(a == 0, jnp.zeros((), a.dtype), a)
+  return (plus(x_grad), dcs, plus(dh), plus(dw), plus(dwci), plus(dwcf), plus(dwco),
+          plus(db))
 
 
 def _block_lstm_grad_v1(*args, use_peephole):
