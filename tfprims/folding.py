@@ -230,7 +230,10 @@ def _eval(jaxpr, consts: Sequence[Any], args: Sequence[np.ndarray], rules=None) 
       if out.shape != tuple(var.aval.shape) or (
           out.dtype.kind != want.kind and not (out.dtype == object and want.kind in "iub")):
         raise _NotFoldable(f"{name} gave {out.dtype}{list(out.shape)}")
-      env[var] = out if out.dtype == object else out.astype(want, copy=False)
+      if out.dtype == object:   # forms of the rules' own (a ``fit`` gives them the dtype)
+        env[var] = out if getattr(rules, "fit", None) is None else rules.fit(out, want)
+      else:
+        env[var] = out.astype(want, copy=False)
   return [np.asarray(read(v)) for v in jaxpr.outvars]
 
 

@@ -279,6 +279,13 @@ def _nested(name):
 
 
 class _Rules(dict):
+  """The evaluator's rules on forms; ``fit`` bounds every intermediate result by its
+  dtype (a narrow integer wraps inside an impl as between nodes)."""
+
+  @staticmethod
+  def fit(form, dtype):
+    return _fit(form, dtype)
+
   def get(self, name, default=None):
     if name in self:
       return self[name]
@@ -315,15 +322,17 @@ def _small_int(value) -> bool:
 
 
 def _fit(form: np.ndarray, dtype) -> np.ndarray:
-  """Forms of an output of ``dtype``: intervals that leave its range widened to it."""
+  """Forms of an output of ``dtype``: constants wrapped into its range, intervals that
+  leave it widened to it."""
   dtype = np.dtype(dtype)
-  if dtype.kind == "b":
+  if dtype.kind not in "iu":
     return form
   info = np.iinfo(dtype)
 
   def fit(v):
     if not isinstance(v, Lin):
-      return v
+      return v if isinstance(v, _UnknownBool) else int(np.asarray(int(v)).astype(
+          np.int64 if dtype.kind == "i" else np.uint64).astype(dtype))
     if v.lo is None or v.hi is None or v.lo < info.min or v.hi > info.max:
       return Lin(v.const, v.terms, int(info.min), int(info.max))
     return v
