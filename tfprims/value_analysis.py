@@ -100,16 +100,6 @@ class Lin:
 
   __rmul__ = __mul__
 
-  def sign(self):
-    """-1, 0 or 1 where the interval decides it; raises Unknown otherwise."""
-    if self.lo is not None and self.lo > 0:
-      return 1
-    if self.hi is not None and self.hi < 0:
-      return -1
-    if self.lo == 0 and self.hi == 0:
-      return 0
-    raise Unknown("undecided sign")
-
   def _compare(self, other, test):
     d = self - other
     return test(d if isinstance(d, int) else _sign_or_unknown(d))

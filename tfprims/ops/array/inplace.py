@@ -218,8 +218,8 @@ def _slice_update_batch(args, dims, **params):
     size = rules.batch_size(args, dims)
     (x, v, *positions), (dx, dv, *_) = args, dims
     vshape = rules.unbatched_shape(v, dv)
-    rank = len(tfops.StridedSlice.impl(jnp.zeros(rules.unbatched_shape(x, dx), x.dtype),
-                                       *positions, **params).shape)
+    # the runtime entries' extents are the spec's placeholders (begin 0, end the extent)
+    rank = len(_slice_update_plan(rules.unbatched_shape(x, dx), params)[0].final_shape)
     v = rules.reshape(rules.with_batch_axis(v, dv, size),
                       (size,) + (1,) * (rank - len(vshape)) + vshape)
     positions = [jnp.concatenate([jnp.zeros((1,), p.dtype), p]) for p in positions]

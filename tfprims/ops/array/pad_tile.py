@@ -140,11 +140,10 @@ def _pad_check(input, *runtime_paddings, paddings=None, widths=None):
 def _pad_interpret(ctx, node, inputs):
   """Known paddings: a param. Runtime ones whose total per dim is proven constant:
   an operand of ``tf.Pad[widths]`` (they only position the input)."""
-  from tfprims import folding, value_analysis
+  from tfprims import value_analysis
   from tfprims.interpreter import bind_node, run_check
   x, paddings = inputs
-  forms = None if folding.known_value(paddings) is not None else \
-      value_analysis.elements(ctx, paddings)
+  forms = value_analysis.forms(ctx, paddings)   # None when known (or not small ints)
   if forms is None or forms.ndim != 2 or forms.shape[1] != 2:
     return bind_node(ctx, Pad, node, inputs)
   widths = [forms[i, 0] + forms[i, 1] for i in range(forms.shape[0])]

@@ -167,21 +167,23 @@ def _area_norm(xp, h, w, oh, ow, align_corners):
   return (f32(1) / (sh * sw).astype(f32)).astype(f32)
 
 
-def _bicubic_tables(h, w, oh, ow, align_corners, half_pixel_centers):
+def _per_axis(cached, traced, h, w, oh, ow, *args):
+  """``(rows, columns)`` tables: ``cached(in, out, *args)`` for known sizes, else
+  ``traced(jnp, in, out, *args)`` (symbolic sizes of a jax.export)."""
   if rules.known((h, w, oh, ow)):
-    return (bicubic_matrix(h, oh, align_corners, half_pixel_centers),
-            bicubic_matrix(w, ow, align_corners, half_pixel_centers))
-  return (_bicubic_weights(jnp, h, oh, align_corners, half_pixel_centers),
-          _bicubic_weights(jnp, w, ow, align_corners, half_pixel_centers))
+    return cached(h, oh, *args), cached(w, ow, *args)
+  return traced(jnp, h, oh, *args), traced(jnp, w, ow, *args)
+
+
+def _bicubic_tables(h, w, oh, ow, align_corners, half_pixel_centers):
+  return _per_axis(bicubic_matrix, _bicubic_weights, h, w, oh, ow, align_corners,
+                   half_pixel_centers)
 
 
 def _bicubic_tap_counts(h, w, oh, ow, align_corners, half_pixel_centers):
   """The rows' and columns' :func:`tap_counts` of a ResizeBicubic."""
-  if rules.known((h, w, oh, ow)):
-    return (bicubic_counts(h, oh, align_corners, half_pixel_centers),
-            bicubic_counts(w, ow, align_corners, half_pixel_centers))
-  return (_bicubic_counts(jnp, h, oh, align_corners, half_pixel_centers),
-          _bicubic_counts(jnp, w, ow, align_corners, half_pixel_centers))
+  return _per_axis(bicubic_counts, _bicubic_counts, h, w, oh, ow, align_corners,
+                   half_pixel_centers)
 
 
 def _area_tables(h, w, oh, ow, align_corners):
