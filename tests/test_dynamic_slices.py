@@ -348,3 +348,12 @@ def test_strided_slice_updates_at_runtime_positions():
   want = assign(v[:, 0], np.int32(2)).numpy()
   np.testing.assert_array_equal(out, want)
   np.testing.assert_array_equal(list(new.values())[0], w.numpy())
+
+
+def test_empty_extents_at_runtime_positions():
+  for f in (lambda x, i: x[:, i:i], lambda x, i: tf.slice(x, [0, i, 0], [3, 0, 5]),
+            lambda x, i: x[i:i + 1, :0]):
+    tf_f, fn = _convert(f)
+    for i in (0, 2):
+      got, want = jax.jit(fn)(X, np.int32(i)), tf_f(X, np.int32(i)).numpy()
+      assert got.shape == want.shape and want.size == 0, (got.shape, want.shape)
