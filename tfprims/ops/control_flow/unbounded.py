@@ -202,12 +202,18 @@ def _jvp_transpose(cts, *args, cond_jaxpr, body_jaxpr, num_cond_consts, num_body
   primals = args[:n_primal]
   if any(ad.is_undefined_primal(p) for p in primals):
     raise NotImplementedError("tf.While.unbounded_jvp is linear in its tangents only")
+  live = args[n_primal:]
+  if all(type(ct) is ad.Zero for ct in cts):
+    # Nothing flows back: skip the backward loop, whose 0 * (a non-finite partial
+    # derivative) would be NaN where TF's gradient (e.g. a tf.custom_gradient that
+    # bypasses the loop) is finite.
+    return [None] * n_primal + [ad.Zero(t.aval) if ad.is_undefined_primal(t) else None
+                                for t in live]
   cc, bc, init = _split(primals, num_cond_consts, num_body_consts)
   cts = [ad.instantiate_zeros(ct) for ct in cts]
   ct_consts, ct_carry = _backward(cc, bc, init, cts, cond_jaxpr=cond_jaxpr,
                                   body_jaxpr=body_jaxpr, const_idx=const_idx,
                                   carry_idx=carry_idx, budget=budget)
-  live = args[n_primal:]
   out = [None] * n_primal
   for ct, t in zip([*ct_consts, *ct_carry], live):
     out.append(ct if ad.is_undefined_primal(t) else None)
