@@ -18,7 +18,7 @@ FAMILY = "graph"
 
 
 @structural("Const", family=FAMILY, doc="A constant: numpy while it is known at trace time.")
-def _const(ctx, node, inputs):
+def const(ctx, node, inputs):
   value = node.attr("value")
   if value.dtype.kind in "OSU":
     return [StringConstant(node.name, value)]

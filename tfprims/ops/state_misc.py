@@ -22,8 +22,8 @@ import numpy as np
 
 from tfprims import dtypes
 from tfprims.core import structural
-from tfprims.ops.graph_nodes import _const
-from tfprims.ops.variables import expect_handle, _rng_read_and_skip
+from tfprims.ops.graph_nodes import const
+from tfprims.ops.variables import expect_handle, rng_read_and_skip
 
 FAMILY = "state"
 
@@ -36,7 +36,7 @@ def _guarantee_const(ctx, node, inputs):
 
 @structural("HostConst", family=FAMILY, doc="A constant (Const in host memory).")
 def _host_const(ctx, node, inputs):
-  return _const(ctx, node, inputs)
+  return const(ctx, node, inputs)
 
 
 def device_type() -> str:
@@ -72,5 +72,5 @@ def _fake_param(ctx, node, inputs):
 @structural("RngSkip", family=FAMILY, reads_state=True, writes_state=True,
             doc="tf.random.Generator's state advanced by 256 * delta (no output).")
 def _rng_skip(ctx, node, inputs):
-  _rng_read_and_skip(ctx, node, inputs)  # the same inputs: resource, algorithm, delta
+  rng_read_and_skip(ctx, node, inputs)  # the same inputs: resource, algorithm, delta
   return []

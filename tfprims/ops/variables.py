@@ -232,7 +232,7 @@ def _is_initialized(ctx, node, inputs):
 
 @structural("RngReadAndSkip", family=FAMILY, reads_state=True, writes_state=True,
             doc="tf.random.Generator's state: returned, then advanced by 256 * delta.")
-def _rng_read_and_skip(ctx, node, inputs):
+def rng_read_and_skip(ctx, node, inputs):
   """Returns the generator state and advances its 128-bit counter (state[0] low
   64 bits, state[1] high 64 bits) by ``256 * delta``, as TF's Philox kernel."""
   handle = expect_handle(node, inputs[0])

@@ -51,7 +51,7 @@ def _index(values, node, attr="out_idx"):
                                    f"{node.op} node '{node.name}'")
 
 
-def _bounded_hook(exact, padded_call):
+def bounded_hook(exact, padded_call):
   """The hook of an op with a padded form: ``exact(node, numpy inputs)`` when every
   input is known, else the padded primitive (``padded_call(node, inputs, bound)`` ->
   operands, params) when the config bounds the node, else DynamicShapeError."""
@@ -90,7 +90,7 @@ Where = define_op(
     "Where", padded.where_impl, family=FAMILY,
     dynamic_shape="returns the indices of true elements (tf.where with one argument, "
                   "tf.boolean_mask): " + _DATA,
-    interpret=_bounded_hook(_where, lambda node, inputs, n: (list(inputs), {"size": n})),
+    interpret=bounded_hook(_where, lambda node, inputs, n: (list(inputs), {"size": n})),
     doc="The int64 coordinates of the non-zero elements, in row-major order (padded "
         "form: the first size of them, then rows of -1).",
     spec=padded.where_spec)
@@ -147,7 +147,7 @@ def _define_unique(op_type, counts, v2):
   return define_op(
       op_type, padded.unique_impl(counts, v2), family=FAMILY, multiple_results=True,
       attrs=("out_idx",), dynamic_shape=_DATA,
-      interpret=_bounded_hook(_unique_exact, _unique_padded),
+      interpret=bounded_hook(_unique_exact, _unique_padded),
       doc=("The distinct " + ("slices along axis" if v2 else "values") + " in order of "
            "first occurrence, each element's index" + (" and the counts" if counts else "")
            + " (padded form: the first size values, padded with zeros)."),
@@ -172,7 +172,7 @@ def _list_diff(node, inputs):
 ListDiff = define_op(
     "ListDiff", padded.list_diff_impl, family=FAMILY, multiple_results=True,
     attrs=("out_idx",), dynamic_shape=_DATA,
-    interpret=_bounded_hook(_list_diff, lambda node, inputs, n: (
+    interpret=bounded_hook(_list_diff, lambda node, inputs, n: (
         list(inputs), {"size": n, "out_idx": node.attr("out_idx")})),
     doc="The values of x not in y, in order, and their positions in x (padded form: the "
         "first size of them, values padded with zeros and positions with -1).",
@@ -204,7 +204,7 @@ def _partition_check(data, partitions, *, num_partitions, size):
 DynamicPartition = define_op(
     "DynamicPartition", padded.partition_impl, family=FAMILY, multiple_results=True,
     attrs=("num_partitions",), dynamic_shape="each partition's size " + _DATA[4:],
-    interpret=_bounded_hook(_partition_exact, lambda node, inputs, n: (
+    interpret=bounded_hook(_partition_exact, lambda node, inputs, n: (
         list(inputs), {"num_partitions": int(node.attr("num_partitions")), "size": n})),
     jvp=padded.partition_jvp, transpose=padded.partition_transpose,
     batching=padded.partition_batch, check=_partition_check,

@@ -207,7 +207,7 @@ def _reversed_run(x, ax, start, count):
   return jnp.take(x, start - jnp.arange(count), axis=ax, mode="clip")
 
 
-def _mirror_pad_impl(input, *, paddings, mode):
+def mirror_pad(input, *, paddings, mode):
   """The input between its mirrored borders (REFLECT leaves out the edge, SYMMETRIC
   repeats it)."""
   p = _paddings(paddings, input.ndim)
@@ -233,7 +233,7 @@ def _mirror_pad_batch(args, dims, *, paddings, mode):
 
 
 MirrorPad = define_op(
-    "MirrorPad", _mirror_pad_impl, family=FAMILY, static=("paddings",), attrs=("mode",),
+    "MirrorPad", mirror_pad, family=FAMILY, static=("paddings",), attrs=("mode",),
     linear=True,
     transpose=lambda ct, x, *, paddings, mode: [
         tfops.MirrorPadGrad(ct, paddings=paddings, mode=mode)],

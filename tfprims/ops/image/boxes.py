@@ -28,7 +28,7 @@ from jax import lax
 
 from tfprims.core import define_op
 from tfprims.ops.image._common import FAMILY, stored
-from tfprims.ops.random.basic import _seed_key, _wrap
+from tfprims.ops.random.basic import seed_key, wrap_key
 
 _F32 = jnp.float32
 
@@ -132,15 +132,15 @@ _ATTRS = ("aspect_ratio_range", "area_range", "max_attempts",
 
 
 def _v1(key, image_size, bounding_boxes, *, min_object_covered, **attrs):
-  return sample_crop(_wrap(key), image_size, bounding_boxes, min_object_covered, **attrs)
+  return sample_crop(wrap_key(key), image_size, bounding_boxes, min_object_covered, **attrs)
 
 
 def _v2(key, image_size, bounding_boxes, min_object_covered, **attrs):
-  return sample_crop(_wrap(key), image_size, bounding_boxes, min_object_covered, **attrs)
+  return sample_crop(wrap_key(key), image_size, bounding_boxes, min_object_covered, **attrs)
 
 
 def _stateless(image_size, bounding_boxes, min_object_covered, seed, **attrs):
-  return sample_crop(_seed_key(seed), image_size, bounding_boxes, min_object_covered,
+  return sample_crop(seed_key(seed), image_size, bounding_boxes, min_object_covered,
                      **attrs)
 
 

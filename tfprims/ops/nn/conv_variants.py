@@ -28,6 +28,7 @@ import numpy as np
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
+from tfprims.ops.array.pad_tile import mirror_pad
 from tfprims.ops.nn._common import _merge_batch, _split_batch, _tf_accepts, _values
 from tfprims.ops.nn.conv import (_CONV_TOL, _conv, _conv_filter_grad, _conv_input_grad,
                                  _conv_out_shape, _groups)
@@ -138,8 +139,7 @@ def _mirror_pad(x, paddings, mode):
 
 def fused_pad_conv2d(input, filter, *, paddings, mode, strides, padding):
   """TF FusedPadConv2D: Conv2D of the mirror-padded input."""
-  from tfprims.ops.array.pad_tile import _mirror_pad_impl
-  padded = _mirror_pad_impl(input, paddings=_pairs(paddings), mode=mode)
+  padded = mirror_pad(input, paddings=_pairs(paddings), mode=mode)
   return _conv(padded, filter, strides=tuple(strides), padding=padding, **_NHWC)
 
 
@@ -152,9 +152,8 @@ def _resized(input, size, align_corners):
 def fused_resize_and_pad_conv2d(input, filter, *, size, paddings, resize_align_corners=False,
                                 mode, strides, padding):
   """TF FusedResizeAndPadConv2D: Conv2D of the mirror-padded bilinear resize."""
-  from tfprims.ops.array.pad_tile import _mirror_pad_impl
-  padded = _mirror_pad_impl(_resized(input, size, resize_align_corners),
-                            paddings=_pairs(paddings), mode=mode)
+  padded = mirror_pad(_resized(input, size, resize_align_corners),
+                      paddings=_pairs(paddings), mode=mode)
   return _conv(padded, filter, strides=tuple(strides), padding=padding, **_NHWC)
 
 

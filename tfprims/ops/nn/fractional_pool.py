@@ -50,7 +50,7 @@ from jax.interpreters import ad, batching, mlir
 from tfprims import derived, dtypes, errors, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.nn._common import _merge_batch, _split_batch
-from tfprims.ops.random.basic import _RANDOM_SKIPS, _wrap
+from tfprims.ops.random.basic import RANDOM_SKIPS, wrap_key
 
 
 def _membership(seq, size, overlapping):
@@ -227,7 +227,7 @@ def _pooling_sequence(key, n_in, n_out, pseudo_random):
 
 def _sequences(key, shape, pooling_ratio, pseudo_random):
   rows, cols = _out_sizes(shape, pooling_ratio)
-  krow, kcol = jax.random.split(_wrap(key))
+  krow, kcol = jax.random.split(wrap_key(key))
   return (_pooling_sequence(krow, shape[1], rows, pseudo_random),
           _pooling_sequence(kcol, shape[2], cols, pseudo_random))
 
@@ -364,7 +364,7 @@ def _forward_spec(st, op):
                 deterministic=deterministic, seed=draw(st.integers(0, 100)) * deterministic,
                 seed2=draw(st.integers(0, 100)) * deterministic)
   return st.Spec(draw_call(), skip=dict(
-      _RANDOM_SKIPS,
+      RANDOM_SKIPS,
       values="random pooling regions (jax.random, not TF's Philox); the pooling at TF's "
              "own sequences and the drawn sequences' properties are checked in "
              "tests/test_fractional_pool.py",

@@ -35,7 +35,8 @@ RANDOM_FLOATS = ("float16", "bfloat16", "float32", "float64")
 # --- keys --------------------------------------------------------------------
 
 
-def _wrap(data):
+def wrap_key(data):
+  """The threefry JAX key of raw ``uint32[2]`` key data (a ``uses_rng`` op's key operand)."""
   return jax.random.wrap_key_data(data, impl="threefry2x32")
 
 
@@ -55,9 +56,9 @@ def _u32(x):
   return x.astype(jnp.uint32)
 
 
-def _seed_key(seed):
+def seed_key(seed):
   """The JAX key of a V1 stateless op's ``seed`` (shape [2])."""
-  return _wrap(_u32(seed).reshape(2))
+  return wrap_key(_u32(seed).reshape(2))
 
 
 def _key_counter_key(key, counter):
@@ -69,9 +70,9 @@ def _key_counter_key(key, counter):
       [words, jnp.zeros((2 - words.shape[0],), jnp.uint32)])
   data = base
   for i in range(2, words.shape[0]):
-    folded = jax.random.key_data(jax.random.fold_in(_wrap(data), words[i]))
+    folded = jax.random.key_data(jax.random.fold_in(wrap_key(data), words[i]))
     data = jnp.where(words[i] == 0, data, folded)
-  return _wrap(data)
+  return wrap_key(data)
 
 
 def _out_dtype(dtype):
@@ -136,10 +137,10 @@ def _stateful_float_spec(st):
   return st.Spec(
       st.call(shape=_shape_arrays(st), dtype=st.dtypes(RANDOM_FLOATS),
               seed=st.integers(0, 2**31 - 1), seed2=st.integers(0, 2**31 - 1)),
-      skip=_RANDOM_SKIPS)
+      skip=RANDOM_SKIPS)
 
 
-_RANDOM_SKIPS = {
+RANDOM_SKIPS = {
     "values": "random: numbers come from jax.random (threefry), not TF's Philox; "
               "distributions are checked statistically in tests/test_random.py",
     "jvp": "random samples: no tangent to compare with TF",
@@ -154,15 +155,15 @@ def _define_stateful(op_type, impl, *, static=("shape",), attrs=("dtype",), spec
 
 RandomUniform = _define_stateful(
     "RandomUniform",
-    lambda key, *, shape, dtype: _uniform(_wrap(key), shape, dtype),
+    lambda key, *, shape, dtype: _uniform(wrap_key(key), shape, dtype),
     spec=_stateful_float_spec)
 RandomStandardNormal = _define_stateful(
     "RandomStandardNormal",
-    lambda key, *, shape, dtype: _normal(_wrap(key), shape, dtype),
+    lambda key, *, shape, dtype: _normal(wrap_key(key), shape, dtype),
     spec=_stateful_float_spec)
 TruncatedNormal = _define_stateful(
     "TruncatedNormal",
-    lambda key, *, shape, dtype: _truncated_normal(_wrap(key), shape, dtype),
+    lambda key, *, shape, dtype: _truncated_normal(wrap_key(key), shape, dtype),
     spec=_stateful_float_spec)
 
 
@@ -182,10 +183,10 @@ def _int_range_spec(st, **extra):
 
 RandomUniformInt = _define_stateful(
     "RandomUniformInt",
-    lambda key, minval, maxval, *, shape: _uniform_int(_wrap(key), shape, minval, maxval),
+    lambda key, minval, maxval, *, shape: _uniform_int(wrap_key(key), shape, minval, maxval),
     attrs=(),
     spec=lambda st: st.Spec(_int_range_spec(st, seed=st.integers(0, 100)),
-                            skip=_RANDOM_SKIPS,
+                            skip=RANDOM_SKIPS,
                             note="minval >= maxval (a TF run-time error) returns minval"))
 
 
@@ -198,11 +199,11 @@ def _shuffle_spec(st):
   return st.Spec(
       st.call(value=_values(st),
               seed=st.integers(0, 100)),
-      skip=_RANDOM_SKIPS)
+      skip=RANDOM_SKIPS)
 
 
 RandomShuffle = _define_stateful(
-    "RandomShuffle", lambda key, value: _shuffle(_wrap(key), value),
+    "RandomShuffle", lambda key, value: _shuffle(wrap_key(key), value),
     static=(), attrs=(), spec=_shuffle_spec)
 
 
@@ -222,13 +223,13 @@ def _multinomial_spec(st, stateless=False):
     else:
       out["seed"] = d(st.integers(0, 100))
     return out
-  return st.Spec(draw(), skip=_RANDOM_SKIPS)
+  return st.Spec(draw(), skip=RANDOM_SKIPS)
 
 
 Multinomial = _define_stateful(
     "Multinomial",
     lambda key, logits, *, num_samples, output_dtype: _multinomial(
-        _wrap(key), logits, num_samples, output_dtype),
+        wrap_key(key), logits, num_samples, output_dtype),
     static=("num_samples",), attrs=("output_dtype",), spec=_multinomial_spec)
 
 
@@ -245,7 +246,7 @@ def _stateless_float_spec(st):
                          dtype=st.dtypes(RANDOM_FLOATS)), skip=_STATELESS_SKIPS)
 
 
-_STATELESS_SKIPS = dict(_RANDOM_SKIPS, values=(
+_STATELESS_SKIPS = dict(RANDOM_SKIPS, values=(
     "stateless random: same seed -> same numbers, but from jax.random (threefry), "
     "not TF's Philox; distributions are checked statistically in tests/test_random.py"))
 
@@ -256,26 +257,26 @@ def _define(op_type, impl, *, static=("shape",), attrs=("dtype",), spec=None, **
 
 StatelessRandomUniform = _define(
     "StatelessRandomUniform",
-    lambda seed, *, shape, dtype: _uniform(_seed_key(seed), shape, dtype),
+    lambda seed, *, shape, dtype: _uniform(seed_key(seed), shape, dtype),
     spec=_stateless_float_spec)
 StatelessRandomNormal = _define(
     "StatelessRandomNormal",
-    lambda seed, *, shape, dtype: _normal(_seed_key(seed), shape, dtype),
+    lambda seed, *, shape, dtype: _normal(seed_key(seed), shape, dtype),
     spec=_stateless_float_spec)
 StatelessTruncatedNormal = _define(
     "StatelessTruncatedNormal",
-    lambda seed, *, shape, dtype: _truncated_normal(_seed_key(seed), shape, dtype),
+    lambda seed, *, shape, dtype: _truncated_normal(seed_key(seed), shape, dtype),
     spec=_stateless_float_spec)
 StatelessRandomUniformInt = _define(
     "StatelessRandomUniformInt",
-    lambda seed, minval, maxval, *, shape: _uniform_int(_seed_key(seed), shape, minval,
+    lambda seed, minval, maxval, *, shape: _uniform_int(seed_key(seed), shape, minval,
                                                         maxval),
     attrs=(),
     spec=lambda st: st.Spec(_int_range_spec(st, seed=_seed_strategy(st)),
                             skip=_STATELESS_SKIPS))
 StatelessRandomUniformFullInt = _define(
     "StatelessRandomUniformFullInt",
-    lambda seed, *, shape, dtype: _full_int(_seed_key(seed), shape, dtype),
+    lambda seed, *, shape, dtype: _full_int(seed_key(seed), shape, dtype),
     spec=lambda st: st.Spec(
         st.call(shape=_shape_arrays(st), seed=_seed_strategy(st),
                 dtype=st.dtypes(("int32", "int64", "uint32", "uint64"))),
@@ -283,7 +284,7 @@ StatelessRandomUniformFullInt = _define(
 StatelessMultinomial = _define(
     "StatelessMultinomial",
     lambda logits, seed, *, num_samples, output_dtype: _multinomial(
-        _seed_key(seed), logits, num_samples, output_dtype),
+        seed_key(seed), logits, num_samples, output_dtype),
     static=("num_samples",), attrs=("output_dtype",),
     spec=lambda st: _multinomial_spec(st, stateless=True))
 
@@ -381,9 +382,9 @@ StatelessRandomGetAlg = _define(
 # stateful ops (so the same rng gives the same integers).
 NonDeterministicInts = _define_stateful(
     "NonDeterministicInts",
-    lambda key, *, shape, dtype: _full_int(_wrap(key), shape, dtype),
+    lambda key, *, shape, dtype: _full_int(wrap_key(key), shape, dtype),
     spec=lambda st: st.Spec(
         st.call(shape=_shape_arrays(st).map(lambda s: s.astype(np.int64)),
                 dtype=st.dtypes(("int32", "int64", "uint32", "uint64"))),
-        skip=dict(_RANDOM_SKIPS, values="TF's integers come from the OS's entropy; ours "
+        skip=dict(RANDOM_SKIPS, values="TF's integers come from the OS's entropy; ours "
                                         "from rng= (jax.random bits)")))

@@ -28,8 +28,8 @@ from tfprims import dtypes as tf_dtypes
 from tfprims import errors, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.random.basic import (
-    _RANDOM_SKIPS, _STATELESS_SKIPS, FAMILY, _key_counter_key, _key_counter_strategy,
-    _out_dtype, _seed_key, _seed_strategy, _wrap)
+    _STATELESS_SKIPS, FAMILY, RANDOM_SKIPS, _key_counter_key, _key_counter_strategy,
+    _out_dtype, _seed_strategy, seed_key, wrap_key)
 from tfprims.ops.random.stateful import binomial
 
 
@@ -171,12 +171,12 @@ def _alpha_spec(st, arg, dtypes, lo, hi, extra=None):
     if extra is not None:
       out.update(d(extra))
     return out
-  return st.Spec(calls(), skip=_RANDOM_SKIPS)
+  return st.Spec(calls(), skip=RANDOM_SKIPS)
 
 
 RandomGamma = define_op(
     "RandomGamma",
-    lambda key, alpha, *, shape: gamma(_wrap(key), alpha, tuple(shape) + jnp.shape(alpha)),
+    lambda key, alpha, *, shape: gamma(wrap_key(key), alpha, tuple(shape) + jnp.shape(alpha)),
     family=FAMILY, static=("shape",), uses_rng=True,
     jvp=_gamma_jvp(lambda key, alpha, *, shape: tfops.RandomGamma(key, alpha, shape=shape)),
     spec=lambda st: _alpha_spec(st, "alpha", ("float16", "float32", "float64"), 0.1, 10))
@@ -185,7 +185,7 @@ _COUNT_DTYPES = ("float16", "float32", "float64", "int32", "int64")
 
 RandomPoissonV2 = define_op(
     "RandomPoissonV2",
-    lambda key, rate, *, shape, dtype: poisson(_wrap(key), rate,
+    lambda key, rate, *, shape, dtype: poisson(wrap_key(key), rate,
                                                tuple(shape) + jnp.shape(rate), dtype),
     family=FAMILY, static=("shape",), attrs=("dtype",), uses_rng=True,
     spec=lambda st: _alpha_spec(
@@ -216,14 +216,14 @@ def _ptn_spec(st):
     return dict(shape=np.asarray(shape, d(st.dtypes(("int32", "int64")))),
                 means=p["means"], stdevs=p["_std"], minvals=p["minvals"],
                 maxvals=p["maxvals"], seed=d(st.integers(0, 100)))
-  return st.Spec(calls(), skip=_RANDOM_SKIPS,
+  return st.Spec(calls(), skip=RANDOM_SKIPS,
                  note="TF rejects stddev <= 0 and minval >= maxval; tfprims does not check")
 
 
 ParameterizedTruncatedNormal = define_op(
     "ParameterizedTruncatedNormal",
     lambda key, means, stdevs, minvals, maxvals, *, shape: _ptn(
-        _wrap(key), means, stdevs, minvals, maxvals, shape=shape),
+        wrap_key(key), means, stdevs, minvals, maxvals, shape=shape),
     family=FAMILY, static=("shape",), uses_rng=True, spec=_ptn_spec)
 
 
@@ -264,7 +264,7 @@ def _stateless_gamma(key, alpha, shape):
 
 
 def _sg_v2(seed, alpha, *, shape):
-  return _stateless_gamma(_seed_key(seed), alpha, shape)
+  return _stateless_gamma(seed_key(seed), alpha, shape)
 
 
 def _sg_v3(key, counter, alg, alpha, *, shape):
@@ -289,7 +289,7 @@ StatelessRandomGammaV3 = define_op(
 
 def _stateless_poisson(seed, lam, *, shape, dtype):
   trailing_batches("StatelessRandomPoisson", shape, lam)
-  return poisson(_seed_key(seed), lam, tuple(shape), dtype)
+  return poisson(seed_key(seed), lam, tuple(shape), dtype)
 
 
 StatelessRandomPoisson = define_op(
@@ -302,7 +302,7 @@ StatelessRandomPoisson = define_op(
 
 def _stateless_binomial(seed, counts, probs, *, shape, dtype):
   trailing_batches("StatelessRandomBinomial", shape, counts, probs)
-  return binomial(_seed_key(seed), counts, probs, tuple(shape), dtype)
+  return binomial(seed_key(seed), counts, probs, tuple(shape), dtype)
 
 
 def _binomial_params(st):
@@ -330,7 +330,7 @@ StatelessRandomBinomial = define_op(
 def _stateless_ptn(seed, means, stddevs, minvals, maxvals, *, shape):
   trailing_batches("StatelessParameterizedTruncatedNormal", shape, means, stddevs, minvals,
                    maxvals)
-  return truncated(_seed_key(seed), means, stddevs, minvals, maxvals, tuple(shape))
+  return truncated(seed_key(seed), means, stddevs, minvals, maxvals, tuple(shape))
 
 
 def _sptn_params(st):

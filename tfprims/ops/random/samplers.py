@@ -23,8 +23,8 @@ from tfprims import dtypes as tf_dtypes
 from tfprims import errors
 from tfprims.core import define_op
 from tfprims.ops.array import padded
-from tfprims.ops.array.data_dependent import _bounded_hook
-from tfprims.ops.random.basic import _RANDOM_SKIPS, FAMILY, _wrap
+from tfprims.ops.array.data_dependent import bounded_hook
+from tfprims.ops.random.basic import FAMILY, RANDOM_SKIPS, wrap_key
 
 _ATTRS = ("num_true", "num_sampled", "unique", "range_max")
 
@@ -86,7 +86,7 @@ def _sampler(op_type, draw, prob):
       raise errors.ConversionError(
           f"{op_type}: unique sampling of num_sampled={num_sampled} candidates from "
           f"range_max={range_max} (TF rejects it)")
-    key = _wrap(key)
+    key = wrap_key(key)
     if unique and num_sampled:
       sampled, tries = _unique_draws(key, num_sampled, range_max, draw)
     else:
@@ -120,7 +120,7 @@ def _spec(st, with_range=True):
 
 def _random_spec(st):
   return st.Spec(_spec(st), skip=dict(
-      _RANDOM_SKIPS, values="random candidates (jax.random, not TF's Philox); the expected "
+      RANDOM_SKIPS, values="random candidates (jax.random, not TF's Philox); the expected "
                             "counts of given candidates are checked in "
                             "tests/test_random_more.py"))
 
@@ -254,7 +254,7 @@ ComputeAccidentalHits = define_op(
     "ComputeAccidentalHits", _accidental_hits, family=FAMILY, multiple_results=True,
     attrs=("num_true",), dynamic_shape="returns one entry per true class found among the "
     "sampled candidates: its output size depends on the data",
-    interpret=_bounded_hook(_accidental_hits_exact, _accidental_hits_padded),
+    interpret=bounded_hook(_accidental_hits_exact, _accidental_hits_padded),
     doc="Each true class found among the sampled candidates: its row, the position of its "
         "last occurrence among them and weight -FLT_MAX (padded form: the first size hits, "
         "then -1, -1, 0).",

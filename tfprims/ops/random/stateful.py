@@ -28,7 +28,7 @@ from tfprims import errors
 from tfprims.core import define_op, tfops
 from tfprims.interpreter import VariableHandle, bind_node
 from tfprims.ops.random.basic import (
-    _RANDOM_SKIPS, FAMILY, RANDOM_FLOATS, _full_int, _key_counter_key, _normal,
+    FAMILY, RANDOM_FLOATS, RANDOM_SKIPS, _full_int, _key_counter_key, _normal,
     _out_dtype, _shape_arrays, _truncated_normal, _uniform, _uniform_int)
 
 _PHILOX, _THREEFRY, _AUTO = 1, 2, 3
@@ -107,7 +107,7 @@ def _oracle(op_type):
   return oracle
 
 
-_SKIPS = dict(_RANDOM_SKIPS, values=(
+_SKIPS = dict(RANDOM_SKIPS, values=(
     "random: numbers come from jax.random (threefry), not TF's Philox; the state advance "
     "is compared with TF's exactly in tests/test_random_more.py, distributions "
     "statistically"))
