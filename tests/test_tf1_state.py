@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 import tfprims
-from tfprims import errors, tf1
+from tfprims import config, errors, pipeline, tf1
 
 HERE = os.path.dirname(__file__)
 
@@ -123,12 +123,13 @@ def _graph(build):
 
 
 def _run_graph(graph_def, inputs, outputs, params, *args, targets=()):
-  graph = tfprims.graph.from_graph_def(graph_def, inputs, outputs,
-                                       control_outputs=list(targets))
-  specs = tf1._input_specs(graph)  # pylint: disable=protected-access
+  prepared = pipeline.prepare(graph_def, inputs, outputs,
+                              options=config.read_at_conversion(),
+                              control_outputs=list(targets))
   pspecs = {k: tfprims.TensorSpec(k, np.shape(v), np.asarray(v).dtype)
             for k, v in params.items()}
-  fn = tf1.GraphFunction(graph, tfprims.graph.Library([]), specs, [], pspecs, None)
+  fn = tf1.GraphFunction(prepared.graph, prepared.library, list(prepared.input_specs), [],
+                         pspecs, None)
   return fn(params, *args)
 
 

@@ -8,9 +8,9 @@ signature before anything is traced.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
-import warnings
+import keyword
+import re
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import jax
@@ -18,25 +18,9 @@ import jax.numpy as jnp
 import numpy as np
 import tree
 
-from tfprims import config, core, dtypes, errors, folding, graph as graph_lib, interpreter
+from tfprims import config, dtypes, errors, folding, interpreter, pipeline
+from tfprims.specs import TensorSpec
 import tfprims.ops  # noqa: F401  (registers every op)
-from tfprims.ops import jax2tf_patterns
-from tfprims.ops.control_flow import v1 as control_flow_v1
-
-
-@dataclasses.dataclass(frozen=True)
-class TensorSpec:
-  """Shape (None for unknown dims) and dtype (TF's, exact) of an input, output or param."""
-  name: str
-  shape: Optional[tuple]
-  dtype: Any
-  trainable: Optional[bool] = None
-
-  def __str__(self):
-    shape = "?" if self.shape is None else "[" + ", ".join(
-        "None" if d is None else str(d) for d in self.shape) + "]"
-    dtype = self.dtype.name if isinstance(self.dtype, np.dtype) else str(self.dtype)
-    return f"{self.name}: {dtype}{shape}"
 
 
 def _spec_from_tf(name: str, spec) -> tuple[Optional[TensorSpec], Optional[str]]:
@@ -261,44 +245,6 @@ def _same_literal(expected, value) -> bool:
     return False
 
 
-_WIDE_FLOATS = frozenset({np.dtype("float64"), np.dtype("complex128")})
-_WIDE_INTS = frozenset({np.dtype("int64"), np.dtype("uint64")})
-
-
-def _check_narrowing(options, graph, library, inputs=(), params=(), captured=()) -> None:
-  """With x64 off, names the 64-bit values JAX will compute in 32 bits (float64 and
-  complex128 inputs, params and constants; int64 inputs and params): a
-  PrecisionWarning, a PrecisionError or nothing, as the ``x64_narrowing`` option says."""
-  mode = options["x64_narrowing"]
-  if mode == "ignore" or dtypes.x64_enabled():
-    return
-  found = {}
-  for kind, specs in (("inputs", inputs), ("params", params)):
-    names = [f"{s.name} ({np.dtype(s.dtype).name})" for s in specs
-             if s is not None and isinstance(s.dtype, np.dtype)
-             and s.dtype in _WIDE_FLOATS | _WIDE_INTS]
-    if names:
-      found[kind] = names
-  consts = list(captured)
-  for fname, g in [("", graph)] + sorted(library.reachable(graph).items()):
-    consts += [f"{fname}/{n.name}" if fname else n.name for n in g.nodes
-               if n.op == "Const" and n.attr("dtype", None) in _WIDE_FLOATS]
-  if consts:
-    found["constants"] = consts
-  if not found:
-    return
-  listed = "; ".join(f"{kind}: " + ", ".join(names[:6]) + (f" and {len(names) - 6} more"
-                                                           if len(names) > 6 else "")
-                     for kind, names in found.items())
-  message = (f"jax_enable_x64 is off, so JAX computes these 64-bit values in 32 bits and "
-             f"results may differ from TF's: {listed}. Enable it before converting "
-             "(jax.config.update('jax_enable_x64', True)) to get TF's results, or set "
-             "tfprims.update_config('x64_narrowing', 'ignore').")
-  if mode == "error":
-    raise errors.PrecisionError(message)
-  warnings.warn(errors.PrecisionWarning(message), stacklevel=4)
-
-
 def _staging() -> bool:
   """Whether a jit/make_jaxpr trace is active: there, even a numpy constant
   becomes a tracer when JAX touches it."""
@@ -442,13 +388,12 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
   import tensorflow as tf
   options = config.read_at_conversion()
   graph_def = cf.graph.as_graph_def()
-  library = graph_lib.Library(graph_def.library.function)
 
   # Everything that keeps the function from converting is collected, then
   # reported in one error with the unsupported ops (interpreter.check_supported).
   problems: list[str] = []
-  sig_args, sig_kwargs = cf.structured_input_signature
-  arg_names = [p.name for p in cf.function_type.parameters.values()]
+  sig_args, sig_kwargs, parameters = _input_signature(cf)
+  arg_names = [p.name for p in parameters]
   flat_specs = []
   for path, leaf in tree.flatten_with_path((tuple(sig_args), dict(sig_kwargs))):
     if isinstance(leaf, tf.TypeSpec):
@@ -544,21 +489,17 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
     shape = None if t.shape.rank is None else tuple(t.shape.as_list())
     output_specs.append(TensorSpec(t.name, shape, np_dtype or t.dtype.name))
 
-  graph = graph_lib.from_graph_def(
-      graph_def, [t.name for t in cf.inputs], output_names, name=_function_name(cf),
-      control_outputs=[op.name for op in getattr(cf.graph, "control_outputs", [])])
-  graph = control_flow_v1.functionalize(graph, library)  # TF1 conds/loops -> If/While
-  interpreter.check_supported(graph, library, problems)
-  _check_narrowing(options, graph, library, inputs=flat_specs, params=param_specs,
-                   captured=[k for k, v in captures.items() if isinstance(v, np.ndarray)
-                             and v.dtype.kind in "fc" and v.dtype.itemsize == 8])
-
-  signature = _signature(cf)
-  if options["infer_relu_from_jax2tf"]:
-    jax2tf_patterns.infer_relu([graph, *library.reachable(graph).values()])
+  prepared = pipeline.prepare(
+      graph_def, [t.name for t in cf.inputs], output_names, options=options,
+      name=_function_name(cf),
+      control_outputs=[op.name for op in getattr(cf.graph, "control_outputs", [])],
+      problems=problems, input_specs=flat_specs, params=param_specs,
+      wide_captures=[k for k, v in captures.items() if isinstance(v, np.ndarray)
+                     and v.dtype.kind in "fc" and v.dtype.itemsize == 8])
+  signature = _signature(sig_args, sig_kwargs, parameters)
   fn = ConvertedFunction(
-      graph=graph, library=library, signature=signature,
-      structured_inputs=cf.structured_input_signature, input_specs=flat_specs,
+      graph=prepared.graph, library=prepared.library, signature=signature,
+      structured_inputs=(sig_args, sig_kwargs), input_specs=flat_specs,
       input_nodes=input_nodes, param_specs=param_specs, captures=captures,
       output_structure=output_structure, output_specs=output_specs,
       name=_function_name(cf))
@@ -567,14 +508,34 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
   return fn, params
 
 
-def _signature(cf) -> inspect.Signature:
+def _input_signature(cf) -> tuple[tuple, dict, list]:
+  """``(args, kwargs, parameters)`` of the TF function's signature. Pruned and wrapped
+  TF1 functions (``cf.prune``, ``tf.compat.v1.wrap_function``) have none: their
+  inputs are positional, named after their nodes."""
+  import tensorflow as tf
+  if cf.structured_input_signature is not None:
+    args, kwargs = cf.structured_input_signature
+    return tuple(args), dict(kwargs), list(cf.function_type.parameters.values())
+  tensors = cf.inputs[:len(cf.inputs) - len(cf.captured_inputs)]
+  names: list[str] = []
+  for t in tensors:
+    name = re.sub(r"\W", "_", t.op.name)
+    name = name if name.isidentifier() and not keyword.iskeyword(name) else f"_{name}"
+    while name in names:
+      name += "_"
+    names.append(name)
+  P = inspect.Parameter
+  return (tuple(tf.TensorSpec(t.shape, t.dtype, name=t.op.name) for t in tensors), {},
+          [P(n, P.POSITIONAL_ONLY) for n in names])
+
+
+def _signature(sig_args, sig_kwargs, parameters) -> inspect.Signature:
   """The TF function's Python signature. A parameter traced with a Python value
   (not a tensor) defaults to that value: the converted function is specialized
   to it, and calls may leave it out (passing another value raises)."""
   import tensorflow as tf
-  sig_args, sig_kwargs = cf.structured_input_signature
   P = inspect.Parameter
-  params = [p for p in cf.function_type.parameters.values() if p.kind != P.VAR_KEYWORD]
+  params = [p for p in parameters if p.kind != P.VAR_KEYWORD]
 
   def literal(value) -> bool:
     return not any(isinstance(x, tf.TypeSpec) for x in tree.flatten(value))
@@ -662,29 +623,8 @@ def convert_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str]
     outputs: names of the tensors returned.
   """
   options = config.read_at_conversion()
-  library = graph_lib.Library(graph_def.library.function)
-  graph = graph_lib.from_graph_def(graph_def, inputs, outputs)
-  graph = control_flow_v1.functionalize(graph, library)  # TF1 conds/loops -> If/While
-  specs, problems = [], []
-  for name in graph.inputs:
-    node = graph.by_name.get(name)
-    if node is None:
-      raise errors.ConversionError(f"input {name!r} is not a node of the GraphDef")
-    np_dtype = dtypes.from_tf(node.attr("dtype"))
-    if np_dtype is None:
-      problems.append(f"input {name!r} is not a numeric tensor")
-    shape = node.attr("shape", None)
-    specs.append(TensorSpec(name, shape, np_dtype))
-  fed = set(graph.inputs)
-  needed = graph.needed
-  unfed = [n.name for n in graph.nodes
-           if n.op == "Placeholder" and n.name not in fed and n.name in needed]
-  if unfed:
-    raise errors.InputStructureError(
-        f"the outputs depend on Placeholders that are not listed as inputs: {unfed}")
-  interpreter.check_supported(graph, library, problems)
-  if options["infer_relu_from_jax2tf"]:
-    jax2tf_patterns.infer_relu([graph, *library.reachable(graph).values()])
+  prepared = pipeline.prepare(graph_def, inputs, outputs, options=options)
+  graph, library, specs = prepared.graph, prepared.library, prepared.input_specs
 
   def fn(*args, rng=None):
     if len(args) != len(specs):

@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from tfprims import api, config, core, dtypes, errors, graph as graph_lib, interpreter
+from tfprims import api, config, core, dtypes, errors, graph as graph_lib, interpreter, pipeline
 
 __all__ = ["GraphFunction", "convert_session", "load_frozen_graph", "read_graph_def"]
 
@@ -99,19 +99,6 @@ class GraphFunction:
     return [jnp.asarray(o) for o in outs], api.params_out(ctx.state, self.param_specs)
 
 
-def _input_specs(graph) -> list:
-  specs = []
-  for name in graph.inputs:
-    node = graph.by_name.get(name)
-    if node is None:
-      raise errors.ConversionError(f"input {name!r} is not a node of the graph")
-    np_dtype = dtypes.from_tf(node.attr("dtype", None) or node.attr("T", None))
-    if np_dtype is None:
-      raise errors.InputDtypeError(f"input {name!r} is not a numeric tensor")
-    specs.append(api.TensorSpec(name, node.attr("shape", None), np_dtype))
-  return specs
-
-
 def _tensor_spec(name, tensor) -> api.TensorSpec:
   shape = None if tensor.shape.rank is None else tuple(tensor.shape.as_list())
   return api.TensorSpec(name, shape, dtypes.from_tf(tensor.dtype.base_dtype))
@@ -133,16 +120,11 @@ def convert_session(sess, inputs: Sequence[str], outputs: Sequence[str],
   import tensorflow as tf
   tf_graph = sess.graph
   graph_def = tf_graph.as_graph_def()
-  graph = graph_lib.from_graph_def(graph_def, inputs, outputs, name="session",
-                                   control_outputs=[graph_lib.parse_ref(t)[0] for t in targets])
-  library = graph_lib.Library(graph_def.library.function)
-  specs = _input_specs(graph)
-  unfed = [n.name for n in graph.nodes if n.op in ("Placeholder", "PlaceholderV2")
-           and n.name not in set(graph.inputs) and n.name in graph.needed]
-  if unfed:
-    raise errors.InputStructureError(
-        f"the outputs and targets depend on Placeholders that are not listed as inputs: {unfed}")
-  interpreter.check_supported(graph, library)
+  options = config.read_at_conversion()
+  prepared = pipeline.prepare(
+      graph_def, inputs, outputs, options=options, name="session",
+      control_outputs=[graph_lib.parse_ref(t)[0] for t in targets])
+  graph, library, specs = prepared.graph, prepared.library, list(prepared.input_specs)
   variables = [n for n in graph.nodes
                if n.name in graph.needed and core.declares(n.op, "creates_variable")]
   fetches = []
@@ -171,8 +153,8 @@ def convert_session(sess, inputs: Sequence[str], outputs: Sequence[str],
                                             else None)
   output_specs = [_tensor_spec(o, tf_graph.get_tensor_by_name(tensor_name(o)))
                   for o in outputs]
-  fn = GraphFunction(graph, library, specs, output_specs, param_specs,
-                     config.read_at_conversion(), name="session")
+  fn = GraphFunction(graph, library, specs, output_specs, param_specs, options,
+                     name="session")
   return fn, params
 
 
@@ -195,10 +177,7 @@ def convert_frozen(graph_def, inputs: Sequence[str], outputs: Sequence[str],
                    name: str = "graph") -> GraphFunction:
   """A frozen GraphDef as a :class:`GraphFunction` without params (what ``tfprims
   inspect`` runs)."""
-  graph = graph_lib.from_graph_def(graph_def, inputs, outputs, name=name)
-  library = graph_lib.Library(graph_def.library.function)
-  specs = _input_specs(graph)
-  interpreter.check_supported(graph, library)
-  return GraphFunction(graph, library, specs, output_specs_of(graph_def, outputs), {},
-                       config.read_at_conversion(), name=name)
-
+  options = config.read_at_conversion()
+  prepared = pipeline.prepare(graph_def, inputs, outputs, options=options, name=name)
+  return GraphFunction(prepared.graph, prepared.library, list(prepared.input_specs),
+                       output_specs_of(graph_def, outputs), {}, options, name=name)

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from tfprims import api, config, core, dtypes, errors, graph as graph_lib, interpreter
+from tfprims import api, config, core, errors, graph as graph_lib, interpreter, pipeline
 
 
 @dataclasses.dataclass
@@ -154,33 +154,18 @@ def from_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str],
   The preparation is :func:`tfprims.convert_graph_def`'s: TF1 control flow becomes
   If/While nodes, and the graph is checked before anything runs."""
   import tensorflow as tf
-  from tfprims.ops import jax2tf_patterns
-  from tfprims.ops.control_flow import v1 as control_flow_v1
   options = config.read_at_conversion()
-  library = graph_lib.Library(graph_def.library.function)
-  graph = graph_lib.from_graph_def(graph_def, list(inputs), list(outputs), name=title)
-  graph = control_flow_v1.functionalize(graph, library)
-  for name in graph.inputs:
-    if name not in graph.by_name:
-      raise errors.ConversionError(f"input {name!r} is not a node of the GraphDef")
-  interpreter.check_supported(graph, library)
-  if options["infer_relu_from_jax2tf"]:
-    jax2tf_patterns.infer_relu([graph, *library.reachable(graph).values()])
+  prepared = pipeline.prepare(graph_def, list(inputs), list(outputs), options=options,
+                              name=title)
+  graph, library = prepared.graph, prepared.library
   if len(values) != len(graph.inputs):
     raise errors.InputStructureError(
         f"expected {len(graph.inputs)} input values ({', '.join(graph.inputs)}), got "
         f"{len(values)}")
   ours, theirs = {}, {}
-  for name, value in zip(graph.inputs, values):
-    node = graph.by_name[name]
-    tf_dtype = tf.as_dtype(node.attr("dtype", None) or node.attr("T"))
-    np_dtype = dtypes.from_tf(tf_dtype)
-    if np_dtype is None:
-      raise errors.UnsupportedInputError(
-          f"input {name!r} is a {tf_dtype.name} tensor: tfprims compares numeric inputs only")
-    spec = api.TensorSpec(name, node.attr("shape", None), np_dtype)
-    ours[name] = api._validate(spec, value, "input")  # pylint: disable=protected-access
-    theirs[name] = tf.constant(np.asarray(ours[name]), dtype=tf_dtype)
+  for spec, value in zip(prepared.input_specs, values):
+    ours[spec.name] = api._validate(spec, value, "input")  # pylint: disable=protected-access
+    theirs[spec.name] = tf.constant(np.asarray(ours[spec.name]), dtype=spec.dtype)
   return Program(title=title, graph=graph, library=library, options=options, state={},
                  ours_feeds=ours, tf_feeds=theirs, user_inputs=tuple(graph.inputs))
 

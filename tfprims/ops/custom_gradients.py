@@ -38,9 +38,9 @@ import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from tfprims import config, core, dtypes, errors, graph as graph_lib, interpreter, rules
+from tfprims import (config, core, dtypes, errors, graph as graph_lib, interpreter, pipeline,
+                     rules)
 from tfprims.core import define_op, tfops
-from tfprims.ops import jax2tf_patterns
 from tfprims.interpreter import StringConstant, VariableHandle
 
 
@@ -190,16 +190,16 @@ class GradFn:
             f"({', '.join(t.name for t in recompute)}) that depend on values which are not "
             f"inputs of the custom-gradient function ({', '.join(unfed)}); pass them as "
             "arguments of the decorated function")
-    gd = cf.graph.as_graph_def()
-    graph = graph_lib.from_graph_def(gd, [t.name for t in cf.inputs],
-                                     [t.name for t in cf.outputs], name=self.name)
-    library = graph_lib.Library(gd.library.function)
     try:
-      interpreter.check_supported(graph, library)
+      # The forward graph's narrowing was reported at conversion.
+      prepared = pipeline.prepare(
+          cf.graph.as_graph_def(), [t.name for t in cf.inputs], [t.name for t in cf.outputs],
+          options={**config.read_at_conversion(), **(self.options or {}),
+                   "x64_narrowing": "ignore"},
+          name=self.name, input_specs=())  # fed by tfprims: cotangents, captures
     except errors.TFPrimsError as e:
       raise errors.CustomGradientError(f"{where}: its gradient function: {e}") from e
-    if config.resolve("infer_relu_from_jax2tf", self.options):
-      jax2tf_patterns.infer_relu([graph, *library.reachable(graph).values()])
+    graph, library = prepared.graph, prepared.library
     # Structured outputs: [None] * num_results + one per input (None = no gradient).
     flat_out = iter(range(len(cf.outputs)))
     out_index = [None if o is None else next(flat_out)

@@ -1,0 +1,136 @@
+"""The one conversion pipeline every entry point goes through.
+
+An entry point (a tf.function, ConcreteFunction, restored function, SavedModel
+signature, GraphDef, frozen .pb, Session, the tf2jax compat layer, the CLI) only
+obtains a GraphDef, the tensors it feeds and fetches, and its params; then
+:func:`prepare` turns that into the graph tfprims runs, always by the same passes:
+
+1. the GraphDef as a :class:`tfprims.graph.Graph` pruned to the fetched outputs;
+2. TF1 control flow (Switch/Merge, Enter/Exit/NextIteration) rebuilt as If/While
+   (:func:`tfprims.ops.control_flow.v1.functionalize`);
+3. the checks, all found before anything is traced and reported in one error:
+   fed inputs that are not nodes, graph inputs nothing feeds, unsupported ops
+   anywhere in the graph and its function library, and the entry point's own
+   problems (:func:`tfprims.interpreter.check_supported`);
+4. the x64-narrowing check (64-bit values JAX computes in 32 bits);
+5. jax2tf pattern rewrites (``infer_relu_from_jax2tf``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from tfprims import core, dtypes, errors, graph as graph_lib, interpreter
+from tfprims.ops import jax2tf_patterns
+from tfprims.ops.control_flow import v1 as control_flow_v1
+from tfprims.specs import TensorSpec
+
+_WIDE = frozenset(map(np.dtype, ("float64", "complex128", "int64", "uint64")))
+_WIDE_FLOATS = frozenset(map(np.dtype, ("float64", "complex128")))
+
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+  """A graph ready to run: its function library and its inputs' specs (in feed order)."""
+  graph: graph_lib.Graph
+  library: graph_lib.Library
+  input_specs: tuple[Optional[TensorSpec], ...]
+
+
+def prepare(graph_def, inputs: Sequence[str], outputs: Sequence[str], *,
+            options: Mapping[str, Any], name: str = "graph",
+            control_outputs: Sequence[str] = (), problems: Iterable[str] = (),
+            input_specs: Optional[Sequence[Optional[TensorSpec]]] = None,
+            params: Sequence[TensorSpec] = (),
+            wide_captures: Sequence[str] = ()) -> Prepared:
+  """The graph ready to run, or one error naming everything in the way.
+
+  Args:
+    graph_def: the GraphDef (its function library holds nested functions).
+    inputs, outputs: the tensors fed and fetched (``"x:0"`` or ``"x"``).
+    options: the conversion options (``config.read_at_conversion()``).
+    name, control_outputs: the graph's name; nodes run for their effect.
+    problems: what the entry point found that keeps the graph from converting.
+    input_specs: the inputs' specs as the entry point knows them (None where it
+      found a problem); by default the fed Placeholders' dtypes and shapes.
+    params, wide_captures: the params' specs and the names of 64-bit captured
+      constants, for the narrowing check (variables the graph creates itself, as
+      TF1 graphs do, are checked from their nodes).
+  """
+  problems = list(problems)
+  library = graph_lib.Library(graph_def.library.function)
+  graph = graph_lib.from_graph_def(graph_def, inputs, outputs, name=name,
+                                   control_outputs=control_outputs)
+  missing = [n for n in graph.inputs if n not in graph.by_name]
+  if missing:
+    raise errors.ConversionError("; ".join(f"input {n!r} is not a node of the graph"
+                                           for n in missing))
+  if input_specs is None:
+    input_specs = [_placeholder_spec(graph.by_name[n]) for n in graph.inputs]
+    problems += [f"input {s.name!r} is not a numeric tensor" for s in input_specs
+                 if s.dtype is None]
+  graph = control_flow_v1.functionalize(graph, library)
+  unfed = [n.name for n in graph.nodes if core.declares(n.op, "graph_input")
+           and n.name not in graph.inputs and n.name in graph.needed]
+  if unfed:
+    raise errors.InputStructureError(
+        f"the outputs depend on Placeholders that are not listed as inputs: {unfed}")
+  interpreter.check_supported(graph, library, problems)
+  _check_narrowing(options, graph, library, [s for s in input_specs if s is not None],
+                   params, wide_captures)
+  if options["infer_relu_from_jax2tf"]:
+    jax2tf_patterns.infer_relu([graph, *library.reachable(graph).values()])
+  return Prepared(graph, library, tuple(input_specs))
+
+
+def _placeholder_spec(node: graph_lib.Node) -> TensorSpec:
+  """A fed node's spec from its attrs; dtype None when it has no JAX equivalent."""
+  dtype = node.attr("dtype", None)
+  dtype = node.attr("T", None) if dtype is None else dtype
+  return TensorSpec(node.name, node.attr("shape", None),
+                    dtype if isinstance(dtype, np.dtype) else None)
+
+
+def _check_narrowing(options, graph, library, inputs, params, captured) -> None:
+  """With x64 off, names the 64-bit values JAX will compute in 32 bits (float64 and
+  complex128 inputs, params and constants; int64 inputs and params): a
+  PrecisionWarning, a PrecisionError or nothing, as the ``x64_narrowing`` option says."""
+  mode = options["x64_narrowing"]
+  if mode == "ignore" or dtypes.x64_enabled():
+    return
+  graph_params = [(n.name, n.attr("dtype", None)) for n in graph.nodes
+                  if n.name in graph.needed and core.declares(n.op, "creates_variable")]
+  found = {}
+  for kind, named in (("inputs", [(s.name, s.dtype) for s in inputs]),
+                      ("params", [(s.name, s.dtype) for s in params] + graph_params)):
+    names = [f"{name} ({np.dtype(dtype).name})" for name, dtype in named
+             if _is_wide(dtype, _WIDE)]
+    if names:
+      found[kind] = names
+  consts = list(captured)
+  for fname, g in [("", graph)] + sorted(library.reachable(graph).items()):
+    consts += [f"{fname}/{n.name}" if fname else n.name for n in g.nodes
+               if n.op == "Const" and _is_wide(n.attr("dtype", None), _WIDE_FLOATS)]
+  if consts:
+    found["constants"] = consts
+  if not found:
+    return
+  listed = "; ".join(f"{kind}: " + ", ".join(names[:6]) + (f" and {len(names) - 6} more"
+                                                           if len(names) > 6 else "")
+                     for kind, names in found.items())
+  message = (f"jax_enable_x64 is off, so JAX computes these 64-bit values in 32 bits and "
+             f"results may differ from TF's: {listed}. Enable it before converting "
+             "(jax.config.update('jax_enable_x64', True)) to get TF's results, or set "
+             "tfprims.update_config('x64_narrowing', 'ignore').")
+  if mode == "error":
+    raise errors.PrecisionError(message)
+  warnings.warn(errors.PrecisionWarning(message), stacklevel=5)
+
+
+def _is_wide(dtype, wide) -> bool:
+  # Decoded dtype attrs are np.dtypes, or TF's name where numpy has none (resource...).
+  return isinstance(dtype, np.dtype) and dtype in wide
