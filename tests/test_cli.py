@@ -180,7 +180,8 @@ def test_help(capsys):
     cli.main(["inspect", "--help"])
   assert e.value.code == 0
   out = capsys.readouterr().out
-  for word in ("SAVEDMODEL_DIR", "--full", "--signature", "--example", "cnn", "mlp"):
+  for word in ("SRC", "SavedModel", "Keras", "--full", "--signature", "--example", "--import",
+               "cnn", "mlp"):
     assert word in out
 
 
@@ -218,11 +219,15 @@ def test_output_differences():
   assert shape.max_abs == np.inf and "shape" in shape.note
   ints = cli._diff("o", np.array([1, 5], np.int32), np.array([1, 7], np.int32))
   assert ints.max_abs == 2 and "1 of 2" in ints.note
-  # Absolute tolerance below scale 1, relative above.
+  # Relative to each output's own scale.
   big = cli.Comparison([cli._diff("o", np.array([1000.0]), np.array([1000.001]))], 1e-5, 0.0)
   assert big.ok
   small = cli.Comparison([cli._diff("o", np.array([0.5]), np.array([0.5001]))], 1e-5, 0.0)
   assert not small.ok
+  tiny = cli._diff("p", np.array([1e-3, 2e-3]), np.array([1e-3, 2e-3 + 1e-7]))
+  assert not cli.Comparison([tiny], 1e-5, 0.0).ok      # 5e-5 of its scale 2e-3
+  both = cli.Comparison([big.outputs[0], tiny], 1e-5, 0.0)
+  assert not both.ok and both.worst is tiny and both.scale == 2e-3
 
 
 @pytest.mark.parametrize("name", examples.names())

@@ -12,6 +12,7 @@ from tfprims.api import (ConvertedFunction, TensorSpec, convert, convert_functio
 from tfprims.comparison import compare, compare_graph_def, compare_saved_model
 from tfprims.config import get_config, override_config, update_config
 from tfprims.deploy import ExportedModel, load_exported
+from tfprims.keras_files import load_keras
 from tfprims.core import (TFOp, define_op, get_op, override_batching, override_jvp,
                           override_transpose, primitive, register_op,
                           register_platform_lowering, register_structural, registered_ops,

@@ -1,39 +1,40 @@
-"""The arguments of ``tfprims compare`` (the command runs in
-:mod:`tfprims.comparison.command`)."""
+"""The arguments of ``tfprims compare``, and the command (run in
+:mod:`tfprims.comparison.command`; Keras files here)."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from typing import TextIO
 
 from tfprims import examples
+from tfprims.cli_common import (GRAPH_DEF, KERAS, MODEL_KINDS, CLIError, frozen_graph_names,
+                                import_tensorflow, load_keras_model, need_one_source,
+                                positive_int, read_graph_def, source_kind)
 
 
-def add_parser(sub, listing: str, *, positive_int: Callable[[str], int],
-               run: Callable[..., int]) -> None:
-  """Adds ``compare`` to the subcommands ``sub``: ``listing`` describes the embedded
-  examples, ``positive_int`` parses counts, ``run(args, out)`` runs the command."""
+def add_parser(sub, parents, listing: str) -> None:
+  """Adds ``compare`` to the subcommands ``sub`` (``parents``: the options every
+  subcommand has; ``listing`` describes the embedded examples)."""
   compare = sub.add_parser(
-      "compare", formatter_class=argparse.RawDescriptionHelpFormatter,
+      "compare", formatter_class=argparse.RawDescriptionHelpFormatter, parents=parents,
       help="run a model in TF and in tfprims node by node and find where they diverge",
       description=(
-          "Run a SavedModel signature, a frozen GraphDef (.pb/.pbtxt) or an embedded\n"
-          "example in TensorFlow and in tfprims, node by node (function bodies per call\n"
-          "site, loop bodies per iteration), on the same inputs and variables; compare\n"
-          "every node's output and print a summary: the first divergence (the first\n"
-          "node out of tolerance whose inputs all agree), the outputs, the worst nodes\n"
-          "and the error per op type. Random ops are not compared: TF's draw is fed\n"
-          "forward. See docs/compare.md."),
+          "Run a SavedModel signature, a frozen GraphDef (.pb/.pbtxt), a Keras file\n"
+          "(.keras/.h5) or an embedded example in TensorFlow and in tfprims, node by\n"
+          "node (function bodies per call site, loop bodies per iteration), on the same\n"
+          "inputs and variables; compare every node's output and print a summary: the\n"
+          "first divergence (the first node out of tolerance whose inputs all agree),\n"
+          "the outputs, the worst nodes and the error per op type. Random ops are not\n"
+          "compared: TF's draw is fed forward. See docs/compare.md."),
       epilog=(
           f"examples (--example):\n{listing}\n\n"
-          "SavedModel and frozen-graph inputs are built from the signature: floats ~\n"
-          "N(0, 1) (seeded), integers and booleans zero; unknown dims get --unknown-dim.\n"
+          "Inputs are built from the signature: floats ~ N(0, 1) (seeded), integers and\n"
+          "booleans zero; unknown dims get --unknown-dim.\n"
           "Tolerances default per dtype (float32: rtol 1e-4, atol 1e-5); a node agrees when\n"
           "max|tfprims - tf| <= atol + rtol * max|tf| and NaN/inf are where TF has them.\n"
           "Exit status: 0 nothing diverges, 1 something does, 2 error."))
   compare.add_argument("source", nargs="?", metavar="SRC",
-                       help="a SavedModel directory, or a frozen GraphDef file with "
-                            "--inputs/--outputs")
+                       help=f"{MODEL_KINDS}; a frozen graph needs --inputs/--outputs")
   compare.add_argument("--example", choices=examples.names(), metavar="NAME",
                        help=f"an embedded example instead of SRC ({', '.join(examples.names())})")
   compare.add_argument("--signature", default="serving_default", metavar="NAME",
@@ -62,3 +63,38 @@ def add_parser(sub, listing: str, *, positive_int: Callable[[str], int],
   compare.add_argument("--seed", type=int, default=0,
                        help="seed of the random example inputs (default: %(default)s)")
   compare.set_defaults(run=run)
+
+
+def run(args, out: TextIO) -> int:
+  need_one_source(args)
+  kind = source_kind(args.source) if args.source else None
+  if (args.inputs or args.outputs) and kind != GRAPH_DEF:
+    raise CLIError("--inputs/--outputs go with a frozen GraphDef file")
+  import_tensorflow()
+  if kind == GRAPH_DEF:
+    read_graph_def(args.source)  # a file that is no GraphDef: the CLI's message
+    frozen_graph_names(args)
+  if kind == KERAS:
+    return _keras(args, out)
+  from tfprims.comparison import command
+  return command.run(args, out)
+
+
+def _keras(args, out: TextIO) -> int:
+  """As :func:`tfprims.comparison.command.run`, for a Keras file."""
+  import tfprims.comparison as comparison
+  from tfprims import keras_files
+  from tfprims.comparison import command, programs
+  tf_fn, _ = keras_files.model_function(load_keras_model(args.source))
+  fn_args, fn_kwargs = programs.example_inputs(tf_fn.get_concrete_function(), args.seed,
+                                               args.unknown_dim)
+  program = programs.from_function(tf_fn, fn_args, fn_kwargs,
+                                   title=f"Keras file {args.source}")
+  report = comparison.run(program, rtol=args.rtol, atol=args.atol, isolate=args.isolate)
+  print(report.summary(), file=out)
+  for path, write in ((args.json, report.to_json), (args.html, report.to_html),
+                      (args.model_explorer, report.to_model_explorer)):
+    if path:
+      write(path)
+      print(f"wrote {path}", file=out)
+  return command.EXIT_OK if report.ok else command.EXIT_DIVERGED

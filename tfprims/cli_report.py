@@ -57,7 +57,7 @@ class Report:
     self.line()
     self.line(f"== {title} ==")
 
-  def header(self, target: Target, jax_fn, params, convert_s: float) -> None:
+  def header(self, target, jax_fn, params, convert_s: float) -> None:
     self.line(f"tfprims inspect: {target.title}")
     self.line(f"  {target.description}")
     self.line(f"function: {jax_fn.__name__}  (converted in {convert_s:.2f} s)")
@@ -136,20 +136,40 @@ class Report:
       self.line(abridge_jaxpr_text(text, self.max_equations))
       self.line(f"    ... {n_eqns - self.max_equations} more equations (use --full)")
 
-  def comparison(self, c: Comparison) -> None:
+  def comparison(self, c) -> None:
     self.section("outputs vs TF (example input, converted function under jax.jit)")
     width = max([len(o.name) for o in c.outputs] + [6])
     for o in c.outputs:
       dtype = o.tf_dtype if o.tf_dtype == o.jax_dtype else f"{o.tf_dtype}->{o.jax_dtype}"
       note = f"  {o.note}" if o.note else ""
+      rel = "" if o.exact else f"  rel {o.relative:.3g}"
+      weak = "  (nearly constant)" if o.weak(c.tolerance) else ""
       self.line(f"  {o.name:<{width}}  {dtype}{list(o.shape)}  max|diff| {o.max_abs:.3g}  "
-                f"max|tf| {o.scale:.3g}{note}")
-    verdict = "OK: within" if c.ok else "MISMATCH: not within"
-    bound = f"{c.tolerance:g}" if c.scale <= 1 else \
-        f"{c.tolerance:g} * {c.scale:.3g} (the output scale)"
+                f"max|tf| {o.scale:.3g}{rel}{note}{weak}")
+    worst = c.worst
+    which = f", output '{worst.name}'" if worst is not None and len(c.outputs) > 1 else ""
     self.line(f"max abs difference vs TF: {c.max_abs:.3g} (relative to the output scale "
-              f"{c.scale:.3g}: {c.relative:.3g})")
-    self.line(f"{verdict} {bound}   [jit compile + run: {c.seconds:.2f} s]")
+              f"{c.scale:.3g}: {c.relative:.3g}{which})")
+    self.line(f"tolerance: max|jax - tf| <= {c.tolerance:g} * max|tf|, for each output "
+              "(--tolerance; integers and booleans: equal)")
+    for o in c.weak:
+      how = (f"a second random input changes it by {o.change:.3g}, {o.change / o.scale:.2g} "
+             f"of its scale {o.scale:.3g}" if o.scale > 0 else
+             "it is zero for two random inputs")
+      self.line(f"warning: output '{o.name}' is (nearly) constant: {how}; this comparison "
+                "proves little about it (untrained or zero weights? an output that "
+                "saturates? compare a layer before it, e.g. the logits)")
+    if not c.varied:
+      self.line("note: no float inputs to vary, so how much the outputs depend on the "
+                "inputs was not measured")
+    bad = [o.name for o in c.outputs if not o.ok(c.tolerance)]
+    if bad:
+      self.line(f"MISMATCH: not within {c.tolerance:g} * max|tf|: {', '.join(bad)}   "
+                f"[jit compile + run: {c.seconds:.2f} s]")
+    else:
+      weak = " (but see the warning: a weak check)" if c.weak else ""
+      self.line(f"OK: within {c.tolerance:g} * max|tf| of each output{weak}   "
+                f"[jit compile + run: {c.seconds:.2f} s]")
 
 
 def _plural(n: int, word: str) -> str:

@@ -213,3 +213,35 @@ def read_graph_def(path: str):
   else:
     graph_def.ParseFromString(data)
   return graph_def
+
+
+# --- what tfprims converts (``tfprims ops --supported``) -------------------------------
+
+
+def supported_ops() -> list[dict[str, Any]]:
+  """Every op type tfprims converts (the registry, ops registered by the user
+  included), sorted: op, family, kind ("primitive": a JAX primitive ``tf.<Op>``;
+  "structural": the interpreter runs it), data-dependent shape or not, and its doc."""
+  rows = []
+  for op_type in sorted(core.declared_op_types()):
+    op = core.lookup(op_type)
+    rows.append({"op": op_type, "family": op.family,
+                 "kind": "primitive" if isinstance(op, core.TFOp) else "structural",
+                 "data_dependent": bool(op.dynamic_shape), "doc": op.doc or ""})
+  return rows
+
+
+def format_supported(rows: list[dict[str, Any]]) -> str:
+  """The table of :func:`supported_ops`, one op a line, and the count per family."""
+  width = max([len(r["op"]) for r in rows] + [7])
+  fam = max([len(r["family"]) for r in rows] + [6])
+  n_prim = sum(r["kind"] == "primitive" for r in rows)
+  lines = [(f"tfprims converts {len(rows)} op types ({n_prim} as JAX primitives tf.<Op>, "
+            f"{len(rows) - n_prim} run by the interpreter):"),
+           f"  {'op type':<{width}}  {'family':<{fam}}  kind"]
+  for r in rows:
+    flag = ", data-dependent shape" if r["data_dependent"] else ""
+    lines.append(f"  {r['op']:<{width}}  {r['family']:<{fam}}  {r['kind']}{flag}")
+  families = collections.Counter(r["family"] for r in rows)
+  lines.append("\nper family: " + ", ".join(f"{f} {n}" for f, n in sorted(families.items())))
+  return "\n".join(lines)
