@@ -16,7 +16,7 @@ import tensorflow as tf
 
 import tfprims  # noqa: F401  (registers the ops)
 from tfprims.ops import nn
-from tfprims.ops.nn._common import _tf_accepts
+from tfprims.ops.nn._specs import _tf_accepts
 
 RNG = np.random.default_rng(0)
 

@@ -33,9 +33,11 @@ module             ops
 ``stitch``         DynamicStitch, ParallelDynamicStitch (``size`` param)
 =================  ==============================================================
 
-``_common`` holds what the modules share (static params as ints, TF's axis check,
-helpers of the property-test strategies). Each op's impl, rules and property spec
-live together in its module.
+``_common`` holds what the modules share (the family name, TF's axis check); the
+segment modules share ``_segment_common`` (kernels) and ``_segment_specs`` (spec
+strategies). Static params are read as ints and specs draw index arrays with the
+helpers every family shares (:mod:`tfprims.ops.shared`, :mod:`tfprims.ops.shared_specs`).
+Each op's impl, rules and property spec live together in its module.
 
 Shape-deciding inputs (shapes, axes, begin/end/size, paddings, multiples...) are
 static: they arrive as params. The data-movement ops are linear, with transposes

@@ -1,7 +1,7 @@
 """What the segment-reduction modules (``segments``, ``sparse_segments``) share: the
-scatter kernels with TF's CPU semantics, the checks of static segment ids, the
-batching helper that folds a batch into the segment axis, and the strategies of
-their property specs.
+scatter kernels with TF's CPU semantics, the checks of static segment ids and the
+batching helper that folds a batch into the segment axis (the strategies of their
+property specs are in ``_segment_specs.py``).
 
 Out-of-range segment ids and indices are dropped (TF's CPU kernels raise; see
 docs/semantics/array.md): kernels scatter with ``mode="drop"`` after mapping
@@ -235,34 +235,3 @@ def flatten_batch(x, d, size: int):
   x = rules.with_batch_axis(x, d, size)
   shape = rules.shape_of(x)
   return rules.reshape(x, (shape[0] * shape[1],) + shape[2:])
-
-
-# --- property-test strategies (hypothesis is imported lazily) ------------------------------
-
-
-def draw_data(draw, st, dtype, shape, *, nan=True):
-  """Segment data: special values, sometimes few distinct ones (ties for min/max);
-  complex parts bounded (products stay finite) and integers of 64 bits in the
-  32-bit range (sums and products wrap alike anyway)."""
-  if st.kind(dtype) == "c":
-    return st.draw_array(draw, dtype, shape, cbound=1.5, ties=draw(st.booleans()))
-  if st.kind(dtype) == "f":
-    ties = draw(st.integers(0, 3)) == 0
-    x = st.draw_array(draw, dtype, shape, ties=ties)
-    if not nan:
-      x = np.where(np.isnan(x), np.zeros((), dtype), x).astype(dtype)
-    return x
-  if draw(st.booleans()):
-    return st.draw_array(draw, dtype, shape, int_lo=-2 if st.kind(dtype) == "i" else 0,
-                         int_hi=3)
-  return st.draw_array(draw, dtype, shape)
-
-
-def draw_sorted_ids(draw, st, n: int, max_id: int = 4) -> np.ndarray:
-  """``n`` non-decreasing non-negative ids (with gaps: empty segments)."""
-  values = sorted(draw(st.lists(st.integers(0, max_id), min_size=n, max_size=n)))
-  return np.asarray(values, dtype=draw(st.dtypes(("int32", "int64"))))
-
-
-def inner_shape(draw, st, max_rank: int = 2):
-  return tuple(draw(st.shapes(max_rank=max_rank, max_side=3)))

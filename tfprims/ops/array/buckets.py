@@ -22,7 +22,9 @@ import numpy as np
 from tfprims import config, core, errors, folding, interpreter, opdefs, rules
 from tfprims import dtypes as tfdtypes
 from tfprims.core import define_op, tfops
-from tfprims.ops.array._common import FAMILY, lazy_hst, scalar_int
+from tfprims.ops.array._common import FAMILY
+from tfprims.ops.shared import scalar_int
+from tfprims.ops.shared_specs import lazy_hst
 from tfprims.rules import U
 
 _NO_GRAD = "integer output: not differentiable (TF registers no gradient)"

@@ -17,7 +17,8 @@ import numpy as np
 
 from tfprims import dtypes as tfdtypes, rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.array._common import FAMILY, index_array, ints, lazy_hst
+from tfprims.ops.array._common import FAMILY
+from tfprims.ops.shared_specs import index_array, lazy_hst
 
 
 def _fill_impl(value, *, shape):

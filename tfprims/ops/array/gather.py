@@ -18,8 +18,9 @@ from jax import lax
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.array._common import (FAMILY, INDEX_DTYPES, index_array, lazy_hst,
-                                       norm_axis, scalar_int)
+from tfprims.ops.array._common import FAMILY, norm_axis
+from tfprims.ops.shared import scalar_int
+from tfprims.ops.shared_specs import INDEX_DTYPES, index_array, lazy_hst
 from tfprims.rules import U
 
 

@@ -20,7 +20,8 @@ import numpy as np
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.array._common import FAMILY, lazy_hst
+from tfprims.ops.array._common import FAMILY
+from tfprims.ops.shared_specs import lazy_hst
 from tfprims.rules import U
 
 #: bad_indices_policy values TF accepts ("" and "DEFAULT" raise on CPU).

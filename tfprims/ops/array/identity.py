@@ -18,7 +18,8 @@ from jax.interpreters import ad
 
 from tfprims import emit, rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.array._common import FAMILY, lazy_hst
+from tfprims.ops.array._common import FAMILY
+from tfprims.ops.shared_specs import lazy_hst
 
 
 def _identity(x):

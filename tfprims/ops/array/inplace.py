@@ -25,10 +25,11 @@ import jax.numpy as jnp
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.array._common import FAMILY, ints, lazy_hst
+from tfprims.ops.array._common import FAMILY
 from tfprims.ops.array.scatter import scatter_nd_values
 from tfprims.ops.array.slicing import (_MASKS, _shift_spec, positioned, runtime_params,
                                        strided_slice_plan)
+from tfprims.ops.shared_specs import lazy_hst
 from tfprims.rules import U
 
 # --- InplaceAdd, InplaceSub, InplaceUpdate ----------------------------------------------

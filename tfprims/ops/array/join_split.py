@@ -16,8 +16,9 @@ from jax import lax
 
 from tfprims import emit, interpreter, rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.array._common import (FAMILY, index_array, ints, lazy_hst, norm_axis,
-                                       scalar_int)
+from tfprims.ops.array._common import FAMILY, norm_axis
+from tfprims.ops.shared import scalar_int
+from tfprims.ops.shared_specs import index_array, lazy_hst
 from tfprims.ops.tensorlist import batch as list_batch
 from tfprims.rules import U
 

@@ -30,7 +30,9 @@ from jax import lax
 
 from tfprims import dtypes as tfdtypes, rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.array._common import FAMILY, INDEX_DTYPES, ints, lazy_hst, scalar_int
+from tfprims.ops.array._common import FAMILY
+from tfprims.ops.shared import ints, scalar_int
+from tfprims.ops.shared_specs import INDEX_DTYPES, lazy_hst
 
 # --- Diag / DiagPart ---------------------------------------------------------------------
 

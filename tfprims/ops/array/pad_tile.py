@@ -15,7 +15,8 @@ from jax import lax
 
 from tfprims import emit, rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.array._common import FAMILY, index_array, ints, lazy_hst
+from tfprims.ops.array._common import FAMILY
+from tfprims.ops.shared_specs import index_array, lazy_hst
 from tfprims.rules import U
 
 

@@ -7,7 +7,7 @@ Each keeps the first ``size`` results of TF's op, in TF's order, and pads the re
 index outputs with -1 (out of range, so ``tf.GatherV2`` reads zeros there and
 ``tf.DynamicStitch`` drops them), value outputs with zeros, counts with 0. Outputs
 that do not depend on the data's size (Unique's ``idx``) are exact. The property
-specs compare with TF's results padded or cut to ``size`` (``_fit``).
+specs compare with TF's results padded or cut to ``size`` (``fit``).
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from jax.interpreters import ad
 from tfprims import dtypes as tfdtypes
 from tfprims import rules
 from tfprims.core import tfops
-from tfprims.ops.array._common import lazy_hst
+from tfprims.ops.shared_specs import lazy_hst
 
 _INT64 = np.dtype(np.int64)
 
 
-def _positions(mask, size):
+def first_positions(mask, size):
   """Positions of the true elements of a 1-D mask, the first ``size``, padded with -1."""
   n = mask.shape[0]
   pos = jnp.nonzero(mask, size=size, fill_value=n)[0] if n else jnp.full((size,), n)
@@ -52,7 +52,7 @@ def where_impl(input, *, size):
   if input.ndim == 0:
     raise ValueError("WhereOp : Unhandled input dimensions: 0")
   flat = (input != 0).reshape(-1)
-  pos = _positions(flat, size)
+  pos = first_positions(flat, size)
   coords = jnp.stack(jnp.unravel_index(jnp.maximum(pos, 0), input.shape), axis=1) \
       if input.size else jnp.zeros((size, input.ndim), np.int32)
   coords = jnp.where(pos[:, None] >= 0, coords, -1)
@@ -98,7 +98,7 @@ def unique_rows(x, axis: int, size: int):
   is_first = first == iota
   uid = jnp.cumsum(is_first.astype(np.int32)) - 1
   idx = uid[first]
-  values = jnp.moveaxis(_rows(xm, _positions(is_first, size)), 0, axis)
+  values = jnp.moveaxis(_rows(xm, first_positions(is_first, size)), 0, axis)
   counts = jnp.zeros((size,), np.int32).at[idx].add(1, mode="drop")
   return values, idx, counts
 
@@ -139,7 +139,7 @@ def list_diff_impl(x, y, *, size, out_idx):
     raise ValueError("x and y should be 1D vectors")
   keep = ~jnp.any(x[:, None] == y[None, :], axis=1) if y.shape[0] else \
       jnp.ones(x.shape, bool)
-  pos = _positions(keep, size)
+  pos = first_positions(keep, size)
   return _rows(x, pos), pos.astype(tfdtypes.canonical_dtype(out_idx))
 
 
@@ -148,7 +148,7 @@ def list_diff_impl(x, y, *, size, out_idx):
 
 def _partition_positions(partitions, num_partitions, size):
   flat = partitions.reshape(-1)
-  return [_positions(flat == i, size) for i in range(num_partitions)]
+  return [first_positions(flat == i, size) for i in range(num_partitions)]
 
 
 def partition_impl(data, partitions, *, num_partitions, size):
@@ -204,7 +204,7 @@ def partition_batch(args, dims, *, num_partitions, size):
 # --- property-test specs (hypothesis and TF are imported lazily) ------------------------
 
 
-def _fit(t, size, fill, axis=0):
+def fit(t, size, fill, axis=0):
   """A TF result padded with ``fill`` (or cut) to ``size`` along ``axis``."""
   import tensorflow as tf
   n = t.shape[axis]
@@ -233,7 +233,7 @@ def where_spec(st):
 
   def oracle(input, size):
     import tensorflow as tf
-    return _fit(tf.raw_ops.Where(condition=input), size, -1)
+    return fit(tf.raw_ops.Where(condition=input), size, -1)
 
   return st.Spec(calls(), oracle=oracle, operands=("input",),
                  params=lambda kw: {"size": kw["size"]},
@@ -271,8 +271,8 @@ def unique_spec(st, op_type, counts, v2):
     fn = getattr(tf.raw_ops, op_type)
     res = fn(x=x, out_idx=out_idx) if axis is None else fn(x=x, axis=axis, out_idx=out_idx)
     a = 0 if axis is None else int(np.asarray(axis).reshape(-1)[0]) % len(x.shape)
-    fitted = [_fit(res[0], size, 0, axis=a), res[1]]
-    return fitted + [_fit(res[2], size, 0)] if counts else fitted
+    fitted = [fit(res[0], size, 0, axis=a), res[1]]
+    return fitted + [fit(res[2], size, 0)] if counts else fitted
 
   def params(kw):
     p = {"size": kw["size"], "out_idx": kw["out_idx"]}
@@ -303,7 +303,7 @@ def list_diff_spec(st):
   def oracle(x, y, out_idx, size):
     import tensorflow as tf
     out, idx = tf.raw_ops.ListDiff(x=x, y=y, out_idx=out_idx)
-    return _fit(out, size, 0), _fit(idx, size, -1)
+    return fit(out, size, 0), fit(idx, size, -1)
 
   return st.Spec(calls(), oracle=oracle, operands=("x", "y"),
                  params=lambda kw: {"size": kw["size"], "out_idx": kw["out_idx"]},
@@ -329,7 +329,7 @@ def partition_spec(st):
     import tensorflow as tf
     outs = tf.raw_ops.DynamicPartition(data=data, partitions=partitions,
                                        num_partitions=num_partitions)
-    return [_fit(o, size, 0) for o in outs]
+    return [fit(o, size, 0) for o in outs]
 
   return st.Spec(calls(), oracle=oracle, operands=("data", "partitions"),
                  params=lambda kw: {"num_partitions": kw["num_partitions"], "size": kw["size"]},

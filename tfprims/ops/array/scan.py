@@ -19,7 +19,9 @@ from jax.interpreters import ad
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.array._common import FAMILY, index_array, ints, lazy_hst, norm_axis, scalar_int
+from tfprims.ops.array._common import FAMILY, norm_axis
+from tfprims.ops.shared import ints, scalar_int
+from tfprims.ops.shared_specs import index_array, lazy_hst
 
 
 def _reverse_axes(axis, rank) -> tuple:

@@ -28,8 +28,9 @@ from jax.interpreters import ad
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.array._common import FAMILY, ints
+from tfprims.ops.array._common import FAMILY
 from tfprims.ops.array.gather_nd import _dims, _policy, index_validity, sizes_array
+from tfprims.ops.shared import ints
 from tfprims.rules import U
 
 
@@ -341,7 +342,7 @@ def _scatter_nd_calls(st):
 
 
 def _sparse_to_dense_calls(st):
-  from tfprims.ops.array._common import lazy_hst
+  from tfprims.ops.shared_specs import lazy_hst
   hst = lazy_hst()
 
   @st.composite

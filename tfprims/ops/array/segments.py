@@ -36,7 +36,10 @@ from jax.interpreters import ad
 from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.array import _segment_common as C
-from tfprims.ops.array._common import FAMILY, lazy_hst, scalar_int
+from tfprims.ops.array._common import FAMILY
+from tfprims.ops.array._segment_specs import draw_data, draw_sorted_ids, inner_shape
+from tfprims.ops.shared import scalar_int
+from tfprims.ops.shared_specs import lazy_hst
 
 # --- sorted segment ids (static) ------------------------------------------------------------
 
@@ -338,12 +341,12 @@ def _sorted_calls(st, kind, dtype_names):
   def calls(draw):
     dtype = draw(st.dtypes(dtype_names))
     n = draw(hst.integers(0, 4))
-    inner = C.inner_shape(draw, st)
+    inner = inner_shape(draw, st)
     # TF's sorted min/max kernel is vectorised over the rows' trailing elements
     # when they fill a SIMD packet, and skips NaN there: NaN only where it is not.
     nan = kind not in ("min", "max") or math.prod(inner) == 1
-    data = C.draw_data(draw, st, dtype, (n,) + inner, nan=nan)
-    return {"data": data, "segment_ids": C.draw_sorted_ids(draw, st, n)}
+    data = draw_data(draw, st, dtype, (n,) + inner, nan=nan)
+    return {"data": data, "segment_ids": draw_sorted_ids(draw, st, n)}
   return calls()
 
 
@@ -355,10 +358,10 @@ def _unsorted_calls(st, kind, dtype_names, id_types):
     dtype = draw(st.dtypes(dtype_names))
     num = draw(hst.integers(0, 4))
     ids_shape = tuple(draw(st.shapes(max_rank=2, max_side=4)))
-    inner = C.inner_shape(draw, st, max_rank=1 if len(ids_shape) == 2 else 2)
+    inner = inner_shape(draw, st, max_rank=1 if len(ids_shape) == 2 else 2)
     ids = draw(st.arrays(st.dtypes(id_types), ids_shape, min_value=-1,
                          max_value=max(num - 1, -1)))
-    data = C.draw_data(draw, st, dtype, ids_shape + inner)
+    data = draw_data(draw, st, dtype, ids_shape + inner)
     return {"data": data, "segment_ids": ids,
             "num_segments": np.asarray(num, draw(st.dtypes(("int32", "int64"))))}
   return calls()

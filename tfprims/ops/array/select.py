@@ -14,7 +14,8 @@ import jax.numpy as jnp
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.array._common import FAMILY, lazy_hst
+from tfprims.ops.array._common import FAMILY
+from tfprims.ops.shared_specs import lazy_hst
 from tfprims.rules import U
 
 

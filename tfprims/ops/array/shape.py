@@ -21,8 +21,9 @@ import numpy as np
 
 from tfprims import dtypes as tfdtypes, emit, rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.array._common import (FAMILY, INDEX_DTYPES, index_array, ints, lazy_hst,
-                                       norm_axis, scalar_int)
+from tfprims.ops.array._common import FAMILY, norm_axis
+from tfprims.ops.shared import ints, scalar_int
+from tfprims.ops.shared_specs import INDEX_DTYPES, index_array, lazy_hst
 
 
 # --- Reshape, Transpose, ExpandDims, Squeeze ----------------------------------------------

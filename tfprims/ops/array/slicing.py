@@ -21,7 +21,9 @@ import numpy as np
 
 from tfprims import emit, errors, folding, rules, value_analysis
 from tfprims.core import define_op, tfops
-from tfprims.ops.array._common import FAMILY, INDEX_DTYPES, ints, lazy_hst
+from tfprims.ops.array._common import FAMILY
+from tfprims.ops.shared import ints
+from tfprims.ops.shared_specs import INDEX_DTYPES, lazy_hst
 
 
 def _slice_bounds(shape, begin, size) -> tuple[tuple, tuple]:

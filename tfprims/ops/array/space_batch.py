@@ -22,7 +22,9 @@ from jax import lax
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.array._common import FAMILY, index_array, ints, lazy_hst
+from tfprims.ops.array._common import FAMILY
+from tfprims.ops.shared import ints
+from tfprims.ops.shared_specs import index_array, lazy_hst
 
 _DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
            "uint8", "uint16", "uint32", "uint64")   # TF's CPU kernels: real numbers

@@ -33,7 +33,10 @@ from tfprims import dtypes as tfdtypes
 from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.array import _segment_common as C
-from tfprims.ops.array._common import FAMILY, lazy_hst, scalar_int
+from tfprims.ops.array._common import FAMILY
+from tfprims.ops.array._segment_specs import draw_data, draw_sorted_ids, inner_shape
+from tfprims.ops.shared import scalar_int
+from tfprims.ops.shared_specs import lazy_hst
 
 _NAMES = {"sum": "Sum", "mean": "Mean", "sqrtn": "SqrtN"}
 
@@ -359,12 +362,12 @@ def _reduction_calls(st, dtype_names, with_num):
   def calls(draw):
     dtype = draw(st.dtypes(dtype_names))
     n = draw(hst.integers(0, 4))
-    data = C.draw_data(draw, st, dtype, (n,) + C.inner_shape(draw, st))
+    data = draw_data(draw, st, dtype, (n,) + inner_shape(draw, st))
     # No empty indices with data: TF's gradient (its Grad op) is then uninitialised.
     k = draw(hst.integers(1, 4)) if n else 0
     indices = draw(st.arrays(st.dtypes(("int32", "int64")), (k,), min_value=0,
                              max_value=max(n - 1, 0)))
-    ids = C.draw_sorted_ids(draw, st, k)
+    ids = draw_sorted_ids(draw, st, k)
     call = {"data": data, "indices": indices, "segment_ids": ids,
             "sparse_gradient": draw(hst.booleans())}
     if with_num:
@@ -383,7 +386,7 @@ def _grad_calls(st, dim_name):
     # TF's Grad kernels leave their output uninitialised for empty indices
     # (docs/semantics/array.md): at least one entry, so at least one segment.
     num = draw(hst.integers(1, 4))
-    grad = C.draw_data(draw, st, dtype, (num,) + C.inner_shape(draw, st))
+    grad = draw_data(draw, st, dtype, (num,) + inner_shape(draw, st))
     n = draw(hst.integers(1, 4))
     k = draw(hst.integers(1, 4))
     indices = draw(st.arrays(st.dtypes(("int32", "int64")), (k,), min_value=0,

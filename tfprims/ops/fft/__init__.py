@@ -8,6 +8,8 @@ Submodules, each op with its impl, rules and property spec:
 * :mod:`~tfprims.ops.fft.audio`: AudioSpectrogram, Mfcc.
 * :mod:`~tfprims.ops.fft.microfrontend`: AudioMicrofrontend (the TFLite micro
   frontend, fixed point, bit exact).
+* ``_common.py``: shape checks, fitting to ``fft_length``, batching; ``_specs.py``: the
+  specs' TF oracles and call strategies.
 
 Rules bind other ops through :data:`tfprims.core.tfops`. Semantics chosen where TF
 raises or has no CPU kernel: docs/semantics/fft.md.

@@ -17,8 +17,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from tfprims.core import define_op, tfops
-from tfprims.ops.fft._common import (FAMILY, FFT_ATOL, FFT_RTOL, check_rank, fft_calls, fit,
-                                     fit_tf, ints, leading_batching, nd_axes, tf_fftn)
+from tfprims.ops.fft._common import FAMILY, check_rank, fit, fit_tf, ints, leading_batching, nd_axes
+from tfprims.ops.fft._specs import FFT_ATOL, FFT_RTOL, fft_calls, tf_fftn
 
 
 def _fft_impl(op_type: str, k: int, inverse: bool):

@@ -29,9 +29,9 @@ import numpy as np
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.fft._common import (FAMILY, FFT_ATOL, FFT_RTOL, check_lengths, check_rank,
-                                     complex_of, fft_calls, fit_tf, ints, leading_batching,
-                                     nd_axes, real_of, tf_fftn)
+from tfprims.ops.fft._common import (FAMILY, check_lengths, check_rank, complex_of, fit_tf, ints,
+                                     leading_batching, nd_axes, real_of)
+from tfprims.ops.fft._specs import FFT_ATOL, FFT_RTOL, fft_calls, tf_fftn
 
 _COMPLEX_OP = {1: "FFT", 2: "FFT2D", 3: "FFT3D"}
 _REAL_OP = {1: "RFFT", 2: "RFFT2D", 3: "RFFT3D"}

@@ -11,7 +11,8 @@ ImageProjectiveTransformV2/V3, with their TF gradient ops.
 * ``combined_nms.py``: CombinedNonMaxSuppression.
 * ``boxes.py``: SampleDistortedBoundingBox, V2, StatelessSampleDistortedBoundingBox.
 * ``bbox_proposals.py``: GenerateBoundingBoxProposals (TF has only a GPU kernel).
-* ``_common.py``: helpers (TF's float32 roundings under XLA's CPU backend).
+* ``_common.py``: helpers (TF's float32 roundings under XLA's CPU backend, separable
+  resampling); ``_specs.py``: spec helpers.
 
 Semantics choices are written down in docs/semantics/image.md.
 """

@@ -1,4 +1,6 @@
-"""Helpers shared by the image ops."""
+"""Runtime helpers shared by the image ops: TF's float32 roundings under XLA's CPU
+backend and separable resampling with TF's non-finite pattern (the property-test spec
+helpers are in ``_specs.py``)."""
 
 from __future__ import annotations
 
@@ -73,21 +75,3 @@ def separable_resample(x, contract, counts):
     return jnp.where(nan, jnp.nan, out).astype(out.dtype)
 
   return lax.cond(jnp.any(~jnp.isfinite(x)), nonfinite, contract, x)
-
-
-# --------------------------------------------------------------------------
-# Spec helpers (hypothesis is imported only when a spec is built)
-# --------------------------------------------------------------------------
-
-
-def with_nonfinite(st, draw, x):
-  """A float array ``x`` with, in one draw of three, one to three elements set to
-  +inf, -inf or NaN (bounded value draws have none): the resizers' specs check
-  which outputs TF's kernels make non-finite."""
-  if not jnp.issubdtype(x.dtype, jnp.floating) or x.size == 0 or draw(st.integers(0, 2)):
-    return x
-  flat = np.array(x).reshape(-1)
-  for _ in range(draw(st.integers(1, 3))):
-    flat[draw(st.integers(0, flat.size - 1))] = draw(st.sampled_from([np.inf, -np.inf,
-                                                                      np.nan]))
-  return flat.reshape(x.shape)

@@ -27,7 +27,7 @@ from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.dtypes import canonical_dtype
 from tfprims.ops.image._common import FAMILY, stored
-from tfprims.ops.nn._common import _values
+from tfprims.ops.shared_specs import bounded_values
 from tfprims.rules import U
 
 _F32 = jnp.float32
@@ -339,7 +339,7 @@ def _image_values(st, dtype, shape):
   float32 digits in an order-dependent way (TF's loop vs our contraction)."""
   if st.np_dtype(dtype).kind in "iu":
     return st.arrays(st.np_dtype(dtype), shape, min_value=0, max_value=100)
-  return _values(st, dtype, shape, bound=8.0)
+  return bounded_values(st, dtype, shape, bound=8.0)
 
 
 # Box coordinates: exact boundaries (an edge at 0 or 1 samples the first or last pixel
@@ -376,7 +376,7 @@ def _crop_calls(st, op_type):
       return dict(image=draw(_image_values(st, dtype, (n, h, w, c))), boxes=boxes,
                   box_ind=box_ind, crop_size=np.array(crop, np.int32), method=method,
                   extrapolation_value=draw(st.sampled_from((0.0, 1.5, -2.0))))
-    grads = draw(_values(st, "float32", (nb,) + crop + (c,)))
+    grads = draw(bounded_values(st, "float32", (nb,) + crop + (c,)))
     if op_type == "CropAndResizeGradImage":
       return dict(grads=grads, boxes=boxes, box_ind=box_ind,
                   image_size=np.array([n, h, w, c], np.int32),

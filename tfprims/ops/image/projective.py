@@ -25,7 +25,8 @@ import numpy as np
 from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.image._common import FAMILY, stored
-from tfprims.ops.nn._common import _merge_batch, _split_batch, _values
+from tfprims.ops.shared import merge_batch, split_batch
+from tfprims.ops.shared_specs import bounded_values
 from tfprims.rules import U
 
 _F32 = jnp.float32
@@ -205,8 +206,8 @@ def _batching(op_type, impl):
         transforms, dt = jnp.broadcast_to(transforms, (b,) + transforms.shape), 0
       transforms = jnp.moveaxis(transforms, dt, 0)
       folded_t = jnp.broadcast_to(transforms, (b, n, 8)).reshape(b * n, 8)
-    out = getattr(tfops, op_type)(_merge_batch(images, di), folded_t, *args[2:], **p)
-    return _split_batch(out, b), 0
+    out = getattr(tfops, op_type)(merge_batch(images, di), folded_t, *args[2:], **p)
+    return split_batch(out, b), 0
   return rule
 
 
@@ -245,7 +246,7 @@ def _calls(st, v3):
     if st.np_dtype(dtype).kind in "iu":
       images = draw(st.arrays(st.np_dtype(dtype), (n, h, w, c), min_value=0, max_value=200))
     else:
-      images = draw(_values(st, dtype, (n, h, w, c), bound=8.0))
+      images = draw(bounded_values(st, dtype, (n, h, w, c), bound=8.0))
     call = dict(images=images,
                 transforms=_transform_rows(st, draw, draw(st.sampled_from((1, n)))),
                 output_shape=np.array([draw(st.integers(1, 5)), draw(st.integers(1, 5))],

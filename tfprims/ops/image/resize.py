@@ -26,10 +26,11 @@ from jax import lax
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.image._common import (FAMILY, separable_resample, tap_counts, weight_counts,
-                                      with_nonfinite)
-from tfprims.ops.nn._common import _fold_batching, _values
+from tfprims.ops.image._common import FAMILY, separable_resample, tap_counts, weight_counts
+from tfprims.ops.image._specs import with_nonfinite
 from tfprims.ops.nn.resize import _resize_scale, _sources
+from tfprims.ops.shared import fold_batching
+from tfprims.ops.shared_specs import bounded_values
 from tfprims.rules import U
 _TABLE = 1024
 
@@ -312,7 +313,7 @@ def _resize_calls(st, half_pixel=True):
     images = (draw(st.arrays(st.np_dtype(dtype), shape, min_value=0 if
                              st.np_dtype(dtype).kind == "u" else -100, max_value=100))
               if st.np_dtype(dtype).kind in "iu"
-              else with_nonfinite(st, draw, draw(_values(st, dtype, shape, bound=8.0))))
+              else with_nonfinite(st, draw, draw(bounded_values(st, dtype, shape, bound=8.0))))
     call = dict(images=images, size=size,
                 align_corners=align)
     if half_pixel:
@@ -329,9 +330,9 @@ def _bicubic_grad_calls(st):
     orig = (draw(st.integers(1, 5)), draw(st.integers(1, 5)))
     resized = (draw(st.integers(1, 7)), draw(st.integers(1, 7)))
     align = draw(st.booleans())
-    return dict(grads=with_nonfinite(st, draw, draw(_values(st, "float32",
-                                                            (n,) + resized + (c,)))),
-                original_image=draw(_values(st, dtype, (n,) + orig + (c,))),
+    return dict(grads=with_nonfinite(st, draw, draw(bounded_values(st, "float32",
+                                                                   (n,) + resized + (c,)))),
+                original_image=draw(bounded_values(st, dtype, (n,) + orig + (c,))),
                 align_corners=align,
                 half_pixel_centers=False if align else draw(st.booleans()))
   return draw_call()
@@ -373,7 +374,7 @@ def tf_resize_bicubic(images, size, **attrs):
 
 ResizeBicubic = define_op(
     "ResizeBicubic", resize_bicubic, family=FAMILY, static=("size",), attrs=_ATTRS,
-    linear=True, transpose=_bicubic_transpose, batching=_fold_batching("ResizeBicubic"),
+    linear=True, transpose=_bicubic_transpose, batching=fold_batching("ResizeBicubic"),
     spec=lambda st: st.Spec(
         _resize_calls(st), rtol=1e-5, atol=1e-5, oracle=tf_resize_bicubic,
         ignore_zero_sign=_BICUBIC_ZERO_SIGN, cases=_nonfinite_cases("ResizeBicubic"),
@@ -385,13 +386,13 @@ ResizeBicubicGrad = define_op(
     "ResizeBicubicGrad", resize_bicubic_grad, family=FAMILY, attrs=_ATTRS,
     jvp=(lambda t, grads, orig, **p: tfops.ResizeBicubicGrad(t, orig, **p), None),
     transpose=_bicubic_grad_transpose,
-    batching=_fold_batching("ResizeBicubicGrad"),
+    batching=fold_batching("ResizeBicubicGrad"),
     spec=lambda st: st.Spec(_bicubic_grad_calls(st), diff_args=("grads",), rtol=1e-5,
                             atol=1e-5, cases=_nonfinite_cases("ResizeBicubicGrad"),
                             note="original_image gives only the shape and dtype."))
 
 ResizeArea = define_op(
     "ResizeArea", resize_area, family=FAMILY, static=("size",), attrs=("align_corners",),
-    linear=True, transpose=_area_transpose, batching=_fold_batching("ResizeArea"),
+    linear=True, transpose=_area_transpose, batching=fold_batching("ResizeArea"),
     spec=lambda st: st.Spec(_resize_calls(st, half_pixel=False), rtol=1e-5, atol=1e-5,
                             cases=_nonfinite_cases("ResizeArea")))

@@ -24,9 +24,10 @@ from jax import lax
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.image._common import (FAMILY, separable_resample, stored, weight_counts,
-                                      with_nonfinite)
-from tfprims.ops.nn._common import _merge_batch, _split_batch, _values
+from tfprims.ops.image._common import FAMILY, separable_resample, stored, weight_counts
+from tfprims.ops.image._specs import with_nonfinite
+from tfprims.ops.shared import merge_batch, split_batch
+from tfprims.ops.shared_specs import bounded_values
 from tfprims.rules import U
 _F32 = jnp.float32
 _PI = np.float32(3.14159265359)
@@ -234,9 +235,9 @@ def _batching(op_type, impl, n_images):
     for a, d in zip(args[:n_images], dims[:n_images]):
       if d is None:
         a, d = jnp.broadcast_to(a, (b,) + a.shape), 0
-      flat.append(_merge_batch(a, d))
+      flat.append(merge_batch(a, d))
     out = getattr(tfops, op_type)(*flat, *args[n_images:], **p)
-    return _split_batch(out, b), 0
+    return split_batch(out, b), 0
   return rule
 
 
@@ -273,16 +274,16 @@ def _st_calls(st, grad):
     attrs = dict(kernel_type=draw(st.sampled_from(sorted(KERNELS))),
                  antialias=draw(st.booleans()))
     if grad:
-      return dict(grads=with_nonfinite(st, draw, draw(_values(st, "float32",
-                                                              (n,) + out_hw + (c,)))),
-                  original_image=draw(_values(st, "float32", (n,) + in_hw + (c,))),
+      return dict(grads=with_nonfinite(st, draw, draw(bounded_values(st, "float32",
+                                                                     (n,) + out_hw + (c,)))),
+                  original_image=draw(bounded_values(st, "float32", (n,) + in_hw + (c,))),
                   scale=scale, translation=translation, **attrs)
     dtype = draw(st.sampled_from(_DTYPES))
     shape = (n,) + in_hw + (c,)
     # Integers in [0, 100]: full-range values cancel in an order-dependent way.
     images = (draw(st.arrays(st.np_dtype(dtype), shape, min_value=0, max_value=100))
               if st.np_dtype(dtype).kind in "iu"
-              else with_nonfinite(st, draw, draw(_values(st, dtype, shape, bound=8.0))))
+              else with_nonfinite(st, draw, draw(bounded_values(st, dtype, shape, bound=8.0))))
     return dict(images=images,
                 size=np.array(out_hw, np.int32), scale=scale, translation=translation,
                 **attrs)

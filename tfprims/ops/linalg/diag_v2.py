@@ -17,9 +17,10 @@ import numpy as np
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.array._common import index_array, ints, lazy_hst
 from tfprims.ops.linalg import diagonals as v3
 from tfprims.ops.linalg._common import FAMILY
+from tfprims.ops.shared import ints
+from tfprims.ops.shared_specs import index_array, lazy_hst
 
 _ALIGN = "LEFT_LEFT"   # what the V2 ops do (TF documents V3's align as added later)
 # TF's gradients of the V2 ops call matrix_diag/matrix_diag_part/matrix_set_diag

@@ -37,7 +37,8 @@ What lives where (each op's impl, rules and property spec in one module):
   channel), chosen by measurement (config ``fast_lowerings``; docs/performance.md);
   ``pool_cpu.py``: CPU lowerings of MaxPool(V2, 3D) and AvgPool(3D) as one
   reduce_window per pooled axis.
-* ``_common.py``: layout and padding helpers, batch folding, spec helpers.
+* ``_common.py``: layout and padding helpers, batch axes; ``_specs.py``: spec helpers (TF
+  calls, layouts).
 
 Explicit TF-named rules (they bind other ops through ``tfops``):
 

@@ -20,7 +20,9 @@ from jax import lax
 from jax.interpreters import ad
 
 from tfprims.core import define_op, tfops
-from tfprims.ops.nn._common import _ONEDNN_DTYPES, _channel_axis, _layout_shape, _tf_call, _values
+from tfprims.ops.nn._common import _ONEDNN_DTYPES, _channel_axis
+from tfprims.ops.nn._specs import _layout_shape, _tf_call
+from tfprims.ops.shared_specs import bounded_values
 
 
 def _fused_batch_norm(x, scale, offset, mean, variance, *, epsilon=1e-4,
@@ -80,9 +82,9 @@ def _fbn_calls(st, version):
     shape = _layout_shape(fmt, n, c, spatial)
     u = "float32"
     return dict(
-        x=draw(_values(st, dtype, shape, bound=4.0)),
-        scale=draw(_values(st, u, (c,))), offset=draw(_values(st, u, (c,))),
-        mean=draw(_values(st, u, (c,))),
+        x=draw(bounded_values(st, dtype, shape, bound=4.0)),
+        scale=draw(bounded_values(st, u, (c,))), offset=draw(bounded_values(st, u, (c,))),
+        mean=draw(bounded_values(st, u, (c,))),
         variance=draw(st.arrays(u, (c,), special=False, min_value=0.0, max_value=4.0)),
         epsilon=draw(st.sampled_from([1e-3, 1e-4, 0.1])),
         exponential_avg_factor=draw(st.sampled_from([1.0, 0.5, 0.1])),
@@ -213,11 +215,12 @@ def _fbn_grad_calls(st, version):
     n, c = draw(st.integers(1, 3)), draw(st.integers(1, 3))
     shape = _layout_shape(fmt, n, c, [draw(st.integers(1, 3)) for _ in range(2)])
     u = "float32" if version > 1 else dtype
-    x = draw(_values(st, dtype, shape, bound=4.0))
+    x = draw(bounded_values(st, dtype, shape, bound=4.0))
     training = draw(st.booleans())
     call = dict(
-        y_backprop=draw(_values(st, dtype, shape)), x=x, scale=draw(_values(st, u, (c,))),
-        reserve_space_1=draw(_values(st, u, (c,))),
+        y_backprop=draw(bounded_values(st, dtype, shape)), x=x,
+        scale=draw(bounded_values(st, u, (c,))),
+        reserve_space_1=draw(bounded_values(st, u, (c,))),
         reserve_space_2=draw(st.arrays(u, (c,), special=False, min_value=0.0, max_value=4.0)),
         # epsilon >= 0.1: with a constant channel (variance 0) the derivatives scale like
         # epsilon ** -1.5 times the float32 rounding of the mean, which XLA and TF differ in

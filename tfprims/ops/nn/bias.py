@@ -14,8 +14,8 @@ from jax import lax
 
 from tfprims import emit, rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.nn._common import (
-    _batch_into_axis, _channel_axis, _channels_first, _merge_batch, _split_axis, _split_batch)
+from tfprims.ops.nn._common import _batch_into_axis, _channel_axis, _channels_first, _split_axis
+from tfprims.ops.shared import merge_batch, split_batch
 
 
 def _bias_add_build(B, value, bias, *, data_format="NHWC"):
@@ -58,7 +58,7 @@ def _bias_add_batching(op_type):
     fmt = p.get("data_format", "NHWC")
     if bb is None:
       if _channels_first(fmt):
-        return _split_batch(op(_merge_batch(value, bv), bias, **p), value.shape[bv]), 0
+        return split_batch(op(merge_batch(value, bv), bias, **p), value.shape[bv]), 0
       return op(jnp.moveaxis(value, bv, 0), bias, **p), 0
     size = bias.shape[bb]
     ch = _channel_axis(fmt, len(rules.unbatched_shape(value, bv)))

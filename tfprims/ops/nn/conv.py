@@ -25,10 +25,12 @@ from jax import lax
 
 from tfprims import emit, rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.nn._common import (
-    _ONEDNN_DTYPES, _batch_into_axis, _channel_axis, _channels_first, _dilate,
-    _layout_attr, _layout_shape, _merge_batch, _out_size, _pads, _spatial_axes, _split_axis,
-    _split_batch, _tf_accepts, _values)
+from tfprims.ops.nn._common import (_ONEDNN_DTYPES, _batch_into_axis, _channel_axis,
+                                    _channels_first, _dilate, _out_size, _pads, _spatial_axes,
+                                    _split_axis)
+from tfprims.ops.nn._specs import _layout_attr, _layout_shape, _tf_accepts
+from tfprims.ops.shared import merge_batch, split_batch
+from tfprims.ops.shared_specs import bounded_values
 
 # --------------------------------------------------------------------------
 # The lax formulas shared by the three families
@@ -252,11 +254,11 @@ def _conv_batching(op_type, kind, groupable=True):
     ch = _channel_axis(fmt, rank)
     nd = rank - 2
     if kind == "fwd" and db is None:
-      return _split_batch(op(_merge_batch(a, da), b, **p), size), 0
+      return split_batch(op(merge_batch(a, da), b, **p), size), 0
     if kind == "bi" and da is None:
       unb_in = _full_input_shape(p["input_sizes"], ua[-2], ub, fmt)
       q = dict(p, input_sizes=(size * unb_in[0],) + tuple(unb_in[1:]))
-      return _split_batch(op(a, _merge_batch(b, db), **q), size), 0
+      return split_batch(op(a, merge_batch(b, db), **q), size), 0
     if kind == "fwd":
       in_shape, w_shape = ua, ub
     elif kind == "bi":
@@ -332,7 +334,7 @@ def _conv_calls(st, family, kind, *, nd=2, depthwise=False, dtypes=None, explici
       attrs["explicit_paddings"] = ([v for pair in flat for v in pair]
                                     if padding == "EXPLICIT" else [])
     y_shape = _conv_out_shape(x_shape, w_shape, out_channels=c * o if depthwise else o, **attrs)
-    x, w, dy = (draw(_values(st, dtype, s)) for s in (x_shape, w_shape, y_shape))
+    x, w, dy = (draw(bounded_values(st, dtype, s)) for s in (x_shape, w_shape, y_shape))
     calls = dict(
         fwd=dict(input=x, filter=w, **attrs),
         bi=dict(input_sizes=np.array(x_shape, np.int32), filter=w, out_backprop=dy, **attrs),

@@ -41,8 +41,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims.core import register_platform_lowering
-from tfprims.ops.nn._common import (_channel_axis, _channels_first, _dilate, _pads,
-                                    _spatial_axes, _static_maps)
+from tfprims.ops.nn._common import (_channel_axis, _channels_first, _dilate, _pads, _spatial_axes,
+                                    _static_maps)
 from tfprims.ops.nn.conv import _conv_out_shape, _full_input_shape, _groups
 
 #: Depthwise kernels with more taps keep XLA's convolution (one slice per tap).

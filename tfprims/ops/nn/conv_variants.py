@@ -29,10 +29,12 @@ import numpy as np
 from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.array.pad_tile import mirror_pad
-from tfprims.ops.nn._common import _merge_batch, _split_batch, _tf_accepts, _values
+from tfprims.ops.nn._specs import _tf_accepts
 from tfprims.ops.nn.conv import (_CONV_TOL, _conv, _conv_filter_grad, _conv_input_grad,
                                  _conv_out_shape, _groups)
 from tfprims.ops.nn.resize import resize_bilinear
+from tfprims.ops.shared import merge_batch, split_batch
+from tfprims.ops.shared_specs import bounded_values
 
 U = rules.U
 
@@ -208,7 +210,7 @@ def _fold_input_batching(op_type, impl):
     (x, w), (dx, dw) = args, dims
     if dw is None:
       b = x.shape[dx]
-      return _split_batch(getattr(tfops, op_type)(_merge_batch(x, dx), w, **p), b), 0
+      return split_batch(getattr(tfops, op_type)(merge_batch(x, dx), w, **p), b), 0
     return rules.vmap_batching(impl, False)(args, dims, **p)
   return rule
 
@@ -245,8 +247,8 @@ def _conv_op_calls(st):
     need = [max(1, (k - 1) * d + 1 - lo - hi) if padding != "SAME" else 1
             for k, d, (lo, hi) in zip(ks, dils, epads)]
     sizes = [draw(st.integers(m, max(m, 5 if nd == 2 else 4))) for m in need]
-    x = draw(_values(st, dtype, batch + tuple(sizes) + (cin,)))
-    w = draw(_values(st, dtype, tuple(ks) + (cin, o)))
+    x = draw(bounded_values(st, dtype, batch + tuple(sizes) + (cin,)))
+    w = draw(bounded_values(st, dtype, tuple(ks) + (cin, o)))
     call = dict(input=x, filter=w, strides=[1, *strides, 1], padding=padding,
                 dilations=[1, *dils, 1], batch_dims=bd, data_format="CHANNELS_LAST")
     if padding == "EXPLICIT":
@@ -268,7 +270,7 @@ def _fused_calls(st, op_type):
     # Batch 1: TF's fused CPU kernels give every image the first image's result.
     n, cin, o = 1, draw(st.integers(1, 2)), draw(st.integers(1, 2))
     h, w = draw(st.integers(1, 4)), draw(st.integers(1, 4))
-    call = dict(input=draw(_values(st, dtype, (n, h, w, cin))))
+    call = dict(input=draw(bounded_values(st, dtype, (n, h, w, cin))))
     mode = draw(st.sampled_from(("REFLECT", "SYMMETRIC")))
     if op_type == "FusedResizeAndPadConv2D":
       h, w = draw(st.integers(1, 5)), draw(st.integers(1, 5))
@@ -282,7 +284,7 @@ def _fused_calls(st, op_type):
     ph, pw = h + sum(pads[1]), w + sum(pads[2])
     assume(padding == "SAME" or (ks[0] <= ph and ks[1] <= pw))
     call.update(paddings=np.array(pads, np.int32),
-                filter=draw(_values(st, dtype, tuple(ks) + (cin, o))), mode=mode,
+                filter=draw(bounded_values(st, dtype, tuple(ks) + (cin, o))), mode=mode,
                 strides=[1, draw(st.integers(1, 2)), draw(st.integers(1, 2)), 1],
                 padding=padding)
     assume(_tf_accepts(op_type, call))

@@ -33,8 +33,9 @@ from jax.interpreters import ad
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.nn._common import (_batch_into_axis, _out_size, _same_pad, _split_axis,
-                                    _tf_accepts, _tf_call, _values)
+from tfprims.ops.nn._common import _batch_into_axis, _out_size, _same_pad, _split_axis
+from tfprims.ops.nn._specs import _tf_accepts, _tf_call
+from tfprims.ops.shared_specs import bounded_values
 
 
 def _lowest(dtype):
@@ -191,8 +192,8 @@ def _dilation_calls(st, op_type, dtypes):
         x = draw(hnp.arrays(dt, (n, h, w, c), elements=st.sampled_from(levels))).astype(dt)
         f = draw(hnp.arrays(dt, (fh, fw, c), elements=st.sampled_from([0.0, 1.0]))).astype(dt)
       else:
-        x = draw(_values(st, dtype, (n, h, w, c)))
-        f = draw(_values(st, dtype, (fh, fw, c)))
+        x = draw(bounded_values(st, dtype, (n, h, w, c)))
+        f = draw(bounded_values(st, dtype, (fh, fw, c)))
     else:
       # Small integers: TF's sums overflow (undefined in C++) otherwise.
       x = draw(hnp.arrays(dt, (n, h, w, c), elements=st.integers(0, 50)))
@@ -203,7 +204,7 @@ def _dilation_calls(st, op_type, dtypes):
     if op_type == "Dilation2D":
       return fwd
     y = _tf_call("Dilation2D", fwd).numpy()
-    g = draw(_values(st, dtype, y.shape)) if st.is_float(dt) else draw(
+    g = draw(bounded_values(st, dtype, y.shape)) if st.is_float(dt) else draw(
         hnp.arrays(dt, y.shape, elements=st.integers(0, 20)))
     return dict(input=x, filter=f, out_backprop=g, **attrs)
 

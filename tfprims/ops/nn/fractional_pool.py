@@ -49,8 +49,8 @@ from jax.interpreters import ad, batching, mlir
 
 from tfprims import derived, dtypes, errors, rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.nn._common import _merge_batch, _split_batch
 from tfprims.ops.random.basic import RANDOM_SKIPS, wrap_key
+from tfprims.ops.shared import merge_batch, split_batch
 
 
 def _membership(seq, size, overlapping):
@@ -135,7 +135,7 @@ _DTYPES = ("float32", "float64", "int32", "int64")
 def _frac_calls(st, op):
   @st.composite
   def draw_call(draw):
-    from tfprims.ops.nn._common import _tf_call
+    from tfprims.ops.nn._specs import _tf_call
     dtype = draw(st.sampled_from(_DTYPES))
     shape = (draw(st.integers(1, 2)), draw(st.integers(2, 5)), draw(st.integers(2, 5)),
              draw(st.integers(1, 2)))
@@ -340,8 +340,8 @@ def _forward_batching(op_type, impl):
     if kd is not None:
       return fallback(args, dims, **p)
     b = x.shape[xd]
-    out, rows, cols = getattr(tfops, op_type)(key, _merge_batch(x, xd), **p)
-    return [_split_batch(out, b), rows, cols], [0, None, None]
+    out, rows, cols = getattr(tfops, op_type)(key, merge_batch(x, xd), **p)
+    return [split_batch(out, b), rows, cols], [0, None, None]
   return rule
 
 
@@ -414,9 +414,9 @@ def _max_pool_tangent_batching(args, dims, **p):
   if dims[3] is not None or dims[4] is not None:
     return derived.vmap_batching(_max_pool_tangent, False)(args, dims, **p)
   b = rules.batch_size(args, dims)
-  flat = [_merge_batch(jnp.broadcast_to(a, (b,) + a.shape) if d is None else a,
-                       0 if d is None else d) for a, d in zip((x, y, t), dims[:3])]
-  return _split_batch(max_pool_tangent_p.bind(*flat, rows, cols, **p), b), 0
+  flat = [merge_batch(jnp.broadcast_to(a, (b,) + a.shape) if d is None else a,
+                      0 if d is None else d) for a, d in zip((x, y, t), dims[:3])]
+  return split_batch(max_pool_tangent_p.bind(*flat, rows, cols, **p), b), 0
 
 
 max_pool_tangent_p = Primitive("tf.FractionalMaxPool.tangent")

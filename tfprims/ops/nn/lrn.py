@@ -15,7 +15,9 @@ import numpy as np
 from jax import lax
 
 from tfprims.core import define_op
-from tfprims.ops.nn._common import _fold_batching, _tf_call, _values
+from tfprims.ops.nn._specs import _tf_call
+from tfprims.ops.shared import fold_batching
+from tfprims.ops.shared_specs import bounded_values
 
 
 # TF's kSingleThreadedLRNDepthCutoff: deeper inputs with beta 0.5 or 1 take running sums.
@@ -77,7 +79,7 @@ def lrn(input, *, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5):
 
 LRN = define_op(
     "LRN", lrn, family="nn", attrs=("depth_radius", "bias", "alpha", "beta"),
-    batching=_fold_batching("LRN"),
+    batching=fold_batching("LRN"),
     spec=lambda st: st.Spec(
         _lrn_calls(st), rtol={"float16": 1e-2, "float32": 1e-5},
         atol={"float16": 1e-2, "float32": 1e-6}))
@@ -111,7 +113,7 @@ def _lrn_calls(st, grad=False):
     attrs = dict(depth_radius=draw(st.integers(0, 3)), bias=draw(st.sampled_from([1.0, 0.5, 2.0])),
                  alpha=draw(st.sampled_from([1.0, 0.1, 1e-4])),
                  beta=draw(st.sampled_from([0.5, 0.75, 1.0])))
-    x = draw(_values(st, dtype, shape, bound=3.0))
+    x = draw(bounded_values(st, dtype, shape, bound=3.0))
     if not grad:
       if draw(st.booleans()):   # non-finite squares (300 ** 2 in float16): NaN beyond the window
         with np.errstate(over="ignore"):   # 1e30 is inf in float16
@@ -122,14 +124,14 @@ def _lrn_calls(st, grad=False):
         x = np.where(pick >= 0, special[np.maximum(pick, 0)], x)
       return dict(input=x, **attrs)
     y = _tf_call("LRN", dict(input=x, **attrs)).numpy()
-    return dict(input_grads=draw(_values(st, dtype, shape)), input_image=x, output_image=y,
+    return dict(input_grads=draw(bounded_values(st, dtype, shape)), input_image=x, output_image=y,
                 **attrs)
   return draw_call()
 
 
 LRNGrad = define_op(
     "LRNGrad", lrn_grad, family="nn", attrs=("depth_radius", "bias", "alpha", "beta"),
-    batching=_fold_batching("LRNGrad"),
+    batching=fold_batching("LRNGrad"),
     spec=lambda st: st.Spec(_lrn_calls(st, grad=True), diff_args=("input_grads",),
                             rtol={"float16": 2e-2, "float32": 1e-4},
                             atol={"float16": 2e-2, "float32": 1e-5},

@@ -12,7 +12,7 @@ Explicit TF-named rules:
 * MaxPool's JVP is MaxPoolGradGrad (the tangent read at each window's first max),
   whose transpose is MaxPoolGrad (and vice versa); the V2 ops (ksize/strides as
   inputs) pair up the same way.
-* vmap folds the batch axis into N (:func:`tfprims.ops.nn._common._fold_batching`).
+* vmap folds the batch axis into N (:func:`tfprims.ops.shared.fold_batching`).
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ from jax.interpreters import ad
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.nn._common import (
-    _ONEDNN_DTYPES, _fold_batching, _layout_attr, _layout_shape, _out_size, _pads,
-    _tf_accepts, _tf_call, _values)
+from tfprims.ops.nn._common import _ONEDNN_DTYPES, _out_size, _pads
+from tfprims.ops.nn._specs import _layout_attr, _layout_shape, _tf_accepts, _tf_call
+from tfprims.ops.shared import fold_batching
+from tfprims.ops.shared_specs import bounded_values
 
 def _lowest(dtype):
   """The max-pool initial value of TF's CPU kernels: the lowest finite value
@@ -361,7 +362,7 @@ def _pool_calls(st, op_type, dtypes, *, explicit=False, v2=False, special=True, 
       x = draw(hnp.arrays(st.np_dtype(dtype), shape,
                           elements=st.sampled_from(levels))).astype(st.np_dtype(dtype))
     else:
-      x = draw(_values(st, dtype, shape, special=special and nan_windows))
+      x = draw(bounded_values(st, dtype, shape, special=special and nan_windows))
     if huge and st.is_float(dtype) and draw(st.booleans()):
       with np.errstate(over="ignore"):   # float16: 1e30 is inf
         big = np.array([1e30, -1e30, 3e38, -3e38, 6e4, -6e4], np.float32).astype(x.dtype)
@@ -372,7 +373,7 @@ def _pool_calls(st, op_type, dtypes, *, explicit=False, v2=False, special=True, 
     fwd = dict(value=x, **attrs) if avg else dict(input=x, **attrs)
     assume(_tf_accepts(fwd_name, fwd))
     y = _tf_call(fwd_name, fwd).numpy()
-    gy, gx = draw(_values(st, dtype, y.shape)), draw(_values(st, dtype, shape))
+    gy, gx = draw(bounded_values(st, dtype, y.shape)), draw(bounded_values(st, dtype, shape))
     calls = {fwd_name: fwd,
              "AvgPoolGrad": dict(orig_input_shape=np.array(shape, np.int32), grad=gy, **attrs),
              grad_name: dict(orig_input=x, orig_output=y, grad=gy, **attrs),
@@ -398,7 +399,7 @@ def _pool_shape(input, *, ksize, strides, padding, explicit_paddings=(), data_fo
 MaxPool = define_op(
     "MaxPool", max_pool, family="nn", attrs=_POOL_ATTRS, shape_rule=_pool_shape,
     jvp=_max_pool_jvp("MaxPool"),
-    batching=_fold_batching("MaxPool"),
+    batching=fold_batching("MaxPool"),
     spec=lambda st: st.Spec(
         _pool_calls(st, "MaxPool", ("float16", "bfloat16", "float32", "float64") + st.SIGNED
                     + ("uint8", "uint16"), explicit=True, ties=True),
@@ -411,7 +412,7 @@ MaxPool = define_op(
 MaxPoolV2 = define_op(
     "MaxPoolV2", max_pool_v2, family="nn", static=("ksize", "strides"),
     attrs=("padding", "data_format"), jvp=_max_pool_jvp("MaxPoolV2"),
-    batching=_fold_batching("MaxPoolV2"),
+    batching=fold_batching("MaxPoolV2"),
     spec=lambda st: st.Spec(
         _pool_calls(st, "MaxPoolV2", ("float16", "bfloat16", "float32", "float64") + st.SIGNED
                     + ("uint8", "uint16"), v2=True, ties=True)))
@@ -419,7 +420,7 @@ MaxPoolV2 = define_op(
 MaxPoolGrad = define_op(
     "MaxPoolGrad", max_pool_grad, family="nn", attrs=_POOL_ATTRS,
     jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPoolGrad(x, y, t, **p)),
-    transpose=_max_pool_grad_transpose, batching=_fold_batching("MaxPoolGrad"),
+    transpose=_max_pool_grad_transpose, batching=fold_batching("MaxPoolGrad"),
     spec=lambda st: st.Spec(
         _pool_calls(st, "MaxPoolGrad", ("float16", "bfloat16", "float32", "float64"),
                     special=False, ties=True),
@@ -430,7 +431,7 @@ MaxPoolGradGrad = define_op(
     "MaxPoolGradGrad", max_pool_grad_grad, family="nn",
     attrs=("ksize", "strides", "padding", "data_format"),
     jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPoolGradGrad(x, y, t, **p)),
-    transpose=_max_pool_grad_grad_transpose, batching=_fold_batching("MaxPoolGradGrad"),
+    transpose=_max_pool_grad_grad_transpose, batching=fold_batching("MaxPoolGradGrad"),
     spec=lambda st: st.Spec(
         _pool_calls(st, "MaxPoolGradGrad", ("float16", "bfloat16", "float32", "float64"),
                     special=False, ties=True),
@@ -444,7 +445,7 @@ MaxPoolGradV2 = define_op(
     attrs=("padding", "data_format"),
     jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPoolGradV2(x, y, t, **p)),
     transpose=lambda ct, x, y, g, **p: [None, None, tfops.MaxPoolGradGradV2(x, y, ct, **p)],
-    batching=_fold_batching("MaxPoolGradV2"),
+    batching=fold_batching("MaxPoolGradV2"),
     spec=lambda st: st.Spec(
         _pool_calls(st, "MaxPoolGradV2", ("float16", "bfloat16", "float32", "float64"),
                     v2=True, special=False, ties=True),
@@ -455,7 +456,7 @@ MaxPoolGradGradV2 = define_op(
     attrs=("padding", "data_format"),
     jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPoolGradGradV2(x, y, t, **p)),
     transpose=lambda ct, x, y, g, **p: [None, None, tfops.MaxPoolGradV2(x, y, ct, **p)],
-    batching=_fold_batching("MaxPoolGradGradV2"),
+    batching=fold_batching("MaxPoolGradGradV2"),
     spec=lambda st: st.Spec(
         _pool_calls(st, "MaxPoolGradGradV2", ("float16", "bfloat16", "float32", "float64"),
                     v2=True, special=False, ties=True),
@@ -466,7 +467,7 @@ AvgPool = define_op(
     "AvgPool", avg_pool, family="nn", attrs=("ksize", "strides", "padding", "data_format"),
     shape_rule=_pool_shape, linear=True,
     transpose=lambda ct, x, **p: [tfops.AvgPoolGrad(ct, orig_input_shape=rules.shape_of(x), **p)],
-    batching=_fold_batching("AvgPool"),
+    batching=fold_batching("AvgPool"),
     spec=lambda st: st.Spec(
         _pool_calls(st, "AvgPool", ("float16", "bfloat16", "float32", "float64"),
                     special=True, huge=True), **_HALF_TOL))
@@ -481,7 +482,7 @@ AvgPoolGrad = define_op(
     "AvgPoolGrad", avg_pool_grad, family="nn", static=("orig_input_shape",),
     attrs=("ksize", "strides", "padding", "data_format"), linear=True,
     transpose=lambda ct, g, *, orig_input_shape, **p: [tfops.AvgPool(ct, **p)],
-    batching=_fold_batching("AvgPoolGrad", _fix_orig_shape),
+    batching=fold_batching("AvgPoolGrad", _fix_orig_shape),
     spec=lambda st: st.Spec(
         _pool_calls(st, "AvgPoolGrad", ("float16", "bfloat16", "float32", "float64"),
                     ), **_HALF_TOL))

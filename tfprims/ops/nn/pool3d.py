@@ -22,7 +22,7 @@ Explicit TF-named rules (as TF registers the gradients):
   are linear in ``grad`` and each other's transpose (so jax.grad of MaxPool3D is
   MaxPool3DGrad).
 * AvgPool3D <-> AvgPool3DGrad are each other's transposes.
-* vmap folds the batch axis into N (:func:`tfprims.ops.nn._common._fold_batching`).
+* vmap folds the batch axis into N (:func:`tfprims.ops.shared.fold_batching`).
 """
 
 from __future__ import annotations
@@ -38,10 +38,11 @@ from jax.interpreters import ad
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.nn._common import (
-    _dilate, _fold_batching, _layout_attr, _layout_shape, _out_size, _tf_accepts, _tf_call,
-    _values)
+from tfprims.ops.nn._common import _dilate, _out_size
+from tfprims.ops.nn._specs import _layout_attr, _layout_shape, _tf_accepts, _tf_call
 from tfprims.ops.nn.pool import _lowest, _pool_pads, average_windows, first_max
+from tfprims.ops.shared import fold_batching
+from tfprims.ops.shared_specs import bounded_values
 
 _FORMATS = ("NDHWC", "NCDHW")
 
@@ -180,11 +181,11 @@ def _pool3d_calls(st, op_type, *, ties=False):
       x = draw(hnp.arrays(st.np_dtype(dtype), shape,
                           elements=st.sampled_from(levels))).astype(st.np_dtype(dtype))
     else:
-      x = draw(_values(st, dtype, shape, special=not avg and op_type == "MaxPool3D"))
+      x = draw(bounded_values(st, dtype, shape, special=not avg and op_type == "MaxPool3D"))
     fwd = dict(input=x, **attrs)
     assume(_tf_accepts(fwd_name, fwd))
     y = _tf_call(fwd_name, fwd).numpy()
-    gy, gx = draw(_values(st, dtype, y.shape)), draw(_values(st, dtype, shape))
+    gy, gx = draw(bounded_values(st, dtype, y.shape)), draw(bounded_values(st, dtype, shape))
     calls = {fwd_name: fwd,
              "AvgPool3DGrad": dict(orig_input_shape=np.array(shape, np.int32), grad=gy, **attrs),
              "MaxPool3DGrad": dict(orig_input=x, orig_output=y, grad=gy, **attrs),
@@ -200,7 +201,7 @@ _TOL = dict(rtol={"bfloat16": 2e-2}, atol={"bfloat16": 2e-2})
 
 MaxPool3D = define_op(
     "MaxPool3D", max_pool3d, family="nn", attrs=_ATTRS, shape_rule=_pool3d_shape,
-    jvp=_max_pool3d_jvp, batching=_fold_batching("MaxPool3D"),
+    jvp=_max_pool3d_jvp, batching=fold_batching("MaxPool3D"),
     spec=lambda st: st.Spec(
         _pool3d_calls(st, "MaxPool3D", ties=True), sanitize_grads=False,
         note="float32/bfloat16 (TF's CPU kernels). NaN never wins; results are clamped "
@@ -212,7 +213,7 @@ MaxPool3DGrad = define_op(
     "MaxPool3DGrad", max_pool3d_grad, family="nn", attrs=_ATTRS,
     jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPool3DGrad(x, y, t, **p)),
     transpose=lambda ct, x, y, g, **p: [None, None, tfops.MaxPool3DGradGrad(x, y, ct, **p)],
-    batching=_fold_batching("MaxPool3DGrad"),
+    batching=fold_batching("MaxPool3DGrad"),
     spec=lambda st: st.Spec(
         _pool3d_calls(st, "MaxPool3DGrad", ties=True), diff_args=("grad",),
         sanitize_grads=False, **_TOL,
@@ -222,7 +223,7 @@ MaxPool3DGradGrad = define_op(
     "MaxPool3DGradGrad", max_pool3d_grad_grad, family="nn", attrs=_ATTRS,
     jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPool3DGradGrad(x, y, t, **p)),
     transpose=lambda ct, x, y, g, **p: [None, None, tfops.MaxPool3DGrad(x, y, ct, **p)],
-    batching=_fold_batching("MaxPool3DGradGrad"),
+    batching=fold_batching("MaxPool3DGradGrad"),
     spec=lambda st: st.Spec(
         _pool3d_calls(st, "MaxPool3DGradGrad", ties=True), diff_args=("grad",),
         sanitize_grads=False, **_TOL,
@@ -234,7 +235,7 @@ AvgPool3D = define_op(
     linear=True,
     transpose=lambda ct, x, **p: [tfops.AvgPool3DGrad(ct, orig_input_shape=rules.shape_of(x),
                                                       **p)],
-    batching=_fold_batching("AvgPool3D"),
+    batching=fold_batching("AvgPool3D"),
     spec=lambda st: st.Spec(_pool3d_calls(st, "AvgPool3D"), **_TOL))
 
 
@@ -247,5 +248,5 @@ AvgPool3DGrad = define_op(
     "AvgPool3DGrad", avg_pool3d_grad, family="nn", static=("orig_input_shape",),
     attrs=_ATTRS, linear=True,
     transpose=lambda ct, g, *, orig_input_shape, **p: [tfops.AvgPool3D(ct, **p)],
-    batching=_fold_batching("AvgPool3DGrad", _fix_orig_shape),
+    batching=fold_batching("AvgPool3DGrad", _fix_orig_shape),
     spec=lambda st: st.Spec(_pool3d_calls(st, "AvgPool3DGrad"), **_TOL))

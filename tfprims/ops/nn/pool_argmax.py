@@ -31,8 +31,10 @@ from jax.interpreters import ad
 from tfprims import dtypes as tfdtypes
 from tfprims import rules
 from tfprims.core import define_op, tfops
-from tfprims.ops.nn._common import _merge_batch, _split_batch, _tf_accepts, _tf_call, _values
+from tfprims.ops.nn._specs import _tf_accepts, _tf_call
 from tfprims.ops.nn.pool import _grad_index, _pool_pads
+from tfprims.ops.shared import merge_batch, split_batch
+from tfprims.ops.shared_specs import bounded_values
 
 
 def max_pool_with_argmax(input, *, ksize, strides, padding, Targmax=np.dtype("int64"),
@@ -112,8 +114,8 @@ def _with_argmax_batching(args, dims, **p):
   to each batch member again."""
   (x,), (d,) = args, dims
   b = x.shape[d]
-  y, argmax = tfops.MaxPoolWithArgmax(_merge_batch(x, d), **p)
-  y, argmax = _split_batch(y, b), _split_batch(argmax, b)
+  y, argmax = tfops.MaxPoolWithArgmax(merge_batch(x, d), **p)
+  y, argmax = split_batch(y, b), split_batch(argmax, b)
   if p.get("include_batch_in_index"):
     member = x.size // b if b else 0
     offset = jnp.arange(b, dtype=argmax.dtype).reshape((b,) + (1,) * (argmax.ndim - 1))
@@ -133,9 +135,9 @@ def _grad_batching(op_type):
     offset = jnp.arange(b, dtype=idx.dtype).reshape((b,) + (1,) * (idx.ndim - 1))
     idx = jnp.where(_in_range(idx, member.size), idx + offset * np.array(member.size, idx.dtype),
                     np.array(-1, idx.dtype))
-    out = getattr(tfops, op_type)(_merge_batch(x, 0), _merge_batch(g, 0), _merge_batch(idx, 0),
+    out = getattr(tfops, op_type)(merge_batch(x, 0), merge_batch(g, 0), merge_batch(idx, 0),
                                   **dict(p, include_batch_in_index=True))
-    return _split_batch(out, b), 0
+    return split_batch(out, b), 0
   return rule
 
 
@@ -177,7 +179,7 @@ def _argmax_calls(st, op_type, dtypes):
       levels = [0.0, 1.0, 2.0] + ([np.nan, -np.inf] if st.is_float(dt) else [])
       x = draw(hnp.arrays(dt, shape, elements=st.sampled_from(levels))).astype(dt)
     else:
-      x = draw(_values(st, dtype, shape, special=st.is_float(dt)))
+      x = draw(bounded_values(st, dtype, shape, special=st.is_float(dt)))
     targmax = np.dtype(draw(st.sampled_from(("int32", "int64"))))
     fwd = dict(input=x, Targmax=targmax, **attrs)
     assume(_tf_accepts("MaxPoolWithArgmax", fwd))
@@ -185,10 +187,10 @@ def _argmax_calls(st, op_type, dtypes):
       return fwd
     y, argmax = (t.numpy() for t in _tf_call("MaxPoolWithArgmax", fwd))
     if op_type == "MaxPoolGradWithArgmax":
-      call = dict(input=x, grad=draw(_values(st, dtype, y.shape)), argmax=argmax, **attrs)
+      call = dict(input=x, grad=draw(bounded_values(st, dtype, y.shape)), argmax=argmax, **attrs)
       assume(_tf_accepts(op_type, call))
       return call
-    return dict(input=x, grad=draw(_values(st, dtype, shape)), argmax=argmax, **attrs)
+    return dict(input=x, grad=draw(bounded_values(st, dtype, shape)), argmax=argmax, **attrs)
 
   return draw_call()
 

@@ -19,7 +19,8 @@ import numpy as np
 
 from tfprims import rules
 from tfprims.core import define_op
-from tfprims.ops.nn._common import _fold_batching, _values
+from tfprims.ops.shared import fold_batching
+from tfprims.ops.shared_specs import bounded_values
 
 
 def _resize_scale(xp, in_size, out_size, align_corners):
@@ -108,7 +109,7 @@ def _resize_calls(st, dtypes):
     align = draw(st.booleans())
     half = False if align else draw(st.booleans())
     size = np.array([draw(st.integers(1, 7)), draw(st.integers(1, 7))], np.int32)
-    return dict(images=draw(_values(st, dtype, shape, bound=8.0)), size=size,
+    return dict(images=draw(bounded_values(st, dtype, shape, bound=8.0)), size=size,
                 align_corners=align, half_pixel_centers=half)
   return draw_call()
 
@@ -117,14 +118,14 @@ _RESIZE_ATTRS = ("align_corners", "half_pixel_centers")
 
 ResizeNearestNeighbor = define_op(
     "ResizeNearestNeighbor", resize_nearest_neighbor, family="nn", static=("size",),
-    attrs=_RESIZE_ATTRS, batching=_fold_batching("ResizeNearestNeighbor"),
+    attrs=_RESIZE_ATTRS, batching=fold_batching("ResizeNearestNeighbor"),
     spec=lambda st: st.Spec(_resize_calls(
         st, ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "uint16",
              "int32", "int64"))))
 
 ResizeBilinear = define_op(
     "ResizeBilinear", resize_bilinear, family="nn", static=("size",), attrs=_RESIZE_ATTRS,
-    batching=_fold_batching("ResizeBilinear"),
+    batching=fold_batching("ResizeBilinear"),
     spec=lambda st: st.Spec(_resize_calls(
         st, ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "uint16",
              "int32", "int64")), rtol=1e-5, atol=1e-5, grad_oracle="vjp",
@@ -170,16 +171,16 @@ def _resize_grad_calls(st, op_type, dtypes):
     align = draw(st.booleans())
     attrs = dict(align_corners=align, half_pixel_centers=False if align else draw(st.booleans()))
     if op_type == "ResizeBilinearGrad":
-      return dict(grads=draw(_values(st, "float32", (n,) + resized + (c,))),
-                  original_image=draw(_values(st, dtype, (n,) + orig + (c,))), **attrs)
-    return dict(grads=draw(_values(st, dtype, (n,) + resized + (c,))),
+      return dict(grads=draw(bounded_values(st, "float32", (n,) + resized + (c,))),
+                  original_image=draw(bounded_values(st, dtype, (n,) + orig + (c,))), **attrs)
+    return dict(grads=draw(bounded_values(st, dtype, (n,) + resized + (c,))),
                 size=np.array(orig, np.int32), **attrs)
   return draw_call()
 
 
 ResizeBilinearGrad = define_op(
     "ResizeBilinearGrad", resize_bilinear_grad, family="nn", attrs=_RESIZE_ATTRS,
-    batching=_fold_batching("ResizeBilinearGrad"),
+    batching=fold_batching("ResizeBilinearGrad"),
     spec=lambda st: st.Spec(
         _resize_grad_calls(st, "ResizeBilinearGrad",
                            ("float16", "bfloat16", "float32", "float64")),
@@ -188,7 +189,7 @@ ResizeBilinearGrad = define_op(
 
 ResizeNearestNeighborGrad = define_op(
     "ResizeNearestNeighborGrad", resize_nearest_neighbor_grad, family="nn", static=("size",),
-    attrs=_RESIZE_ATTRS, batching=_fold_batching("ResizeNearestNeighborGrad"),
+    attrs=_RESIZE_ATTRS, batching=fold_batching("ResizeNearestNeighborGrad"),
     spec=lambda st: st.Spec(_resize_grad_calls(
         st, "ResizeNearestNeighborGrad",
         ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int32")),

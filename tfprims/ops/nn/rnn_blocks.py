@@ -383,7 +383,7 @@ def _cell_calls(st, grad):
     attrs = _lstm_attrs(draw, st)
     if not grad:
       return dict(call, **attrs)
-    from tfprims.ops.nn._common import _tf_call
+    from tfprims.ops.nn._specs import _tf_call
     outs = _tf_call("LSTMBlockCell", dict(call, **attrs))
     shape = call["cs_prev"].shape
     call.update(zip(("i", "cs", "f", "o", "ci", "co"), (t.numpy() for t in outs[:6])))
@@ -404,7 +404,7 @@ def _block_calls(st, v2, grad):
     call = dict(seq_len_max=np.array(steps, np.int64), **call)
     if not grad:
       return dict(call, **attrs)
-    from tfprims.ops.nn._common import _tf_call
+    from tfprims.ops.nn._specs import _tf_call
     outs = _tf_call("BlockLSTMV2" if v2 else "BlockLSTM", dict(call, **attrs))
     for name, out in zip(("i", "cs", "f", "o", "ci", "co", "h"), outs):
       out = out.numpy().copy()
@@ -426,7 +426,7 @@ def _gru_calls(st, grad):
                 w_c=draw(_arr(st, d, (n + hsz, hsz), 1.0)),
                 b_ru=draw(_arr(st, d, (2 * hsz,))), b_c=draw(_arr(st, d, (hsz,))))
     if grad:
-      from tfprims.ops.nn._common import _tf_call
+      from tfprims.ops.nn._specs import _tf_call
       r, u, c, _ = _tf_call("GRUBlockCell", call)
       call.update(r=r.numpy(), u=u.numpy(), c=c.numpy(), d_h=draw(_arr(st, d, (b, hsz))))
     return call

@@ -210,7 +210,7 @@ def _accidental_hits(true_classes, sampled_candidates, *, num_true, size):
   n = sampled_candidates.shape[0]
   eq = true_classes.reshape(-1)[:, None] == sampled_candidates[None, :]
   last = (n - 1 - jnp.argmax(eq[:, ::-1], axis=1)) if n else jnp.zeros(eq.shape[:1], _int())
-  pos = padded._positions(jnp.any(eq, axis=1), size)
+  pos = padded.first_positions(jnp.any(eq, axis=1), size)
   found = pos >= 0
   safe = jnp.maximum(pos, 0)
   indices = jnp.where(found, safe // max(num_true, 1), -1).astype(jnp.int32)
@@ -239,8 +239,8 @@ def _accidental_hits_spec(st):
     import tensorflow as tf
     idx, ids, w = tf.raw_ops.ComputeAccidentalHits(
         true_classes=true_classes, sampled_candidates=sampled_candidates, num_true=num_true)
-    return (padded._fit(idx, size, -1), padded._fit(ids, size, -1),
-            padded._fit(w, size, 0))
+    return (padded.fit(idx, size, -1), padded.fit(ids, size, -1),
+            padded.fit(w, size, 0))
 
   no_grad = "integer and constant outputs (TF registers no gradient)"
   return st.Spec(calls(), oracle=oracle, operands=("true_classes", "sampled_candidates"),

@@ -31,8 +31,8 @@ import numpy as np
 
 from tfprims import dtypes as tf_dtypes
 from tfprims.core import define_op
-from tfprims.ops.array._common import scalar_int
 from tfprims.ops.random.basic import FAMILY
+from tfprims.ops.shared import scalar_int
 
 _TABLE_DIMS = 21201       # rows of Joe and Kuo's new-joe-kuo-6.21201 table
 MAX_DIM = 21200           # TF's kMaxSobolDim: one row fewer than the table

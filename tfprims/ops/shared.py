@@ -1,0 +1,74 @@
+"""Runtime helpers several op families share, under public names.
+
+An op family uses another family's code only through that family's public names or
+through this module (and :mod:`tfprims.ops.shared_specs`, the shared property-test
+helpers); no family imports another's private (underscore) names (checked in
+tests/test_layout.py).
+
+* Static params: :func:`ints` and :func:`scalar_int` read a static input as Python ints.
+* Batching: :func:`fold_batching`, the rule of ops that treat examples independently
+  (pooling, LRN, resize...): the vmapped axis is folded into N around one call of the
+  op; :func:`merge_batch` and :func:`split_batch` fold and unfold it.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from tfprims import rules
+from tfprims.core import tfops
+
+# --- static params ------------------------------------------------------------------------
+
+
+def ints(value) -> tuple:
+  """A static param (scalar or nested tuple) as a flat tuple of Python ints."""
+  try:
+    return tuple(int(v) for v in np.asarray(value, dtype=np.int64).reshape(-1))
+  except TypeError:  # a symbolic dim (jax.export shape polymorphism) where an int is needed
+    raise TypeError(f"this static input needs concrete sizes, but {value!r} holds the "
+                    "symbolic dims of a shape-polymorphic export: export with concrete "
+                    "shapes (tfprims export --batch N)") from None
+
+
+def scalar_int(value) -> int:
+  """A static scalar param as a Python int."""
+  flat = ints(value)
+  if len(flat) != 1:
+    raise ValueError(f"expected a scalar, got {value!r}")
+  return flat[0]
+
+
+# --- batching: the vmapped axis folded into N ---------------------------------------------
+
+
+def merge_batch(a, d):
+  """Moves batch axis ``d`` to the front and merges it into N: (B*N, ...)."""
+  a = jnp.moveaxis(a, d, 0) if d != 0 else a
+  return a.reshape((a.shape[0] * a.shape[1],) + a.shape[2:])
+
+
+def split_batch(out, b):
+  """The inverse of :func:`merge_batch`: (B*N, ...) -> (B, N, ...)."""
+  return out.reshape((b, out.shape[0] // b if b else 0) + out.shape[1:])
+
+
+def fold_batching(op_type, fix_params=None):
+  """vmap by folding the batch axis into N (every operand has N first); unbatched
+  operands are broadcast. ``fix_params(params, batch_size)`` adjusts params that
+  name the batch (AvgPoolGrad's orig_input_shape)."""
+  def rule(args, dims, **p):
+    b = rules.batch_size(args, dims)
+    flat = []
+    for a, d in zip(args, dims):
+      if d is None:
+        a, d = jnp.broadcast_to(a, (b,) + a.shape), 0
+      flat.append(merge_batch(a, d))
+    if fix_params is not None:
+      p = fix_params(p, b)
+    out = getattr(tfops, op_type)(*flat, **p)
+    if isinstance(out, (list, tuple)):
+      return [split_batch(o, b) for o in out], [0] * len(out)
+    return split_batch(out, b), 0
+  return rule
