@@ -22,7 +22,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir, xla
 
 from tfprims import dtypes, errors
-from tfprims.stablehlo.reader import Op, as_jax, dictionary, handler, ir, is_known
+from tfprims.stablehlo.reader import Op, as_jax, dictionary, enum_name, handler, ir, is_known
 
 _IDENTITIES = {"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",
                "annotate_device_placement", "MoveToHost", "MoveToDevice"}
@@ -97,12 +97,39 @@ def _lapack(op: Op, kind: str, args):
   raise op.error(f"LAPACK call {kind}")
 
 
+def _approx_top_k(op: Op, operands):
+  """``lax.approx_max_k``/``approx_min_k``: JAX's ApproxTopK call (operand, its iota
+  along the reduction dimension, the initial value and index; a comparator ``GT``
+  for max, ``LT`` for min), re-emitted by JAX with its comparator."""
+  config = _config(op)
+  x, index = operands[0], operands[1]
+  dim = int(config["reduction_dim"])
+  shape = np.shape(index)
+  iota = np.arange(shape[dim]).reshape([-1 if d == dim else 1 for d in range(len(shape))])
+  if not is_known(index) or not np.array_equal(index, np.broadcast_to(iota, shape)):
+    raise op.error("ApproxTopK whose indices are not the iota of the reduction dimension")
+  (comparator,) = ir.ArrayAttr(op.attr("called_computations"))
+  body = op.runner.module.functions[ir.FlatSymbolRefAttr(comparator).value]
+  directions = [enum_name(inner.attributes["comparison_direction"])
+                for inner in body.regions[0].blocks[0].operations
+                if inner.name == "stablehlo.compare"]
+  if directions not in (["GT"], ["LT"]):
+    raise op.error(f"ApproxTopK with a comparator comparing {directions}")
+  top_k = lax.approx_max_k if directions == ["GT"] else lax.approx_min_k
+  values, indices = top_k(as_jax(x), int(config["top_k"]), reduction_dimension=dim,
+                          recall_target=float(config.get("recall_target", 0.95)),
+                          reduction_input_size_override=int(
+                              config.get("reduction_input_size_override", -1)),
+                          aggregate_to_topk=bool(config.get("aggregate_to_topk", True)))
+  return [values, indices.astype(dtypes.canonical_dtype(op.result_types[1].dtype))]
+
+
 def has_derivative(op) -> bool:
   """Whether JAX can differentiate this custom call as read (the others become
   :data:`custom_call_p`, which has no derivative)."""
   name = target(op)
   match = _LAPACK.fullmatch(name)
-  return name in _IDENTITIES or name == "shape_assertion" or bool(
+  return name in _IDENTITIES or name in ("shape_assertion", "ApproxTopK") or bool(
       match and match.group(1) in _READ)
 
 
@@ -122,6 +149,19 @@ def _custom_call(op: Op, operands):
   match = _LAPACK.fullmatch(name)
   if match and match.group(1) in _READ:
     return _lapack(op, match.group(1), [as_jax(x) for x in operands])
+  if name == "ApproxTopK":
+    return _approx_top_k(op, operands)
+  called = op.attr("called_computations")
+  if called is not None and len(ir.ArrayAttr(called)):
+    # Re-emitted alone, the call would name functions its new module lacks (XLA
+    # crashes compiling it): the module is called as one operation instead.
+    raise op.error(f"custom call @{name} calls functions of its module")
+  if (name.startswith("lapack_") and any(np.size(x) == 0 for x in operands)
+      and all(t.static and (np.prod(t.shape) == 0 or np.dtype(t.dtype).kind in "iu")
+              for t in op.result_types)):
+    # LAPACK on empty matrices: every result is empty but ``info``, 0 (success). The
+    # kernels themselves fail on a leading dimension of 0 (LDA = 0).
+    return [jnp.zeros(t.shape, dtypes.canonical_dtype(t.dtype)) for t in op.result_types]
   if op.op.regions and len(op.op.regions[0].blocks):
     raise op.error(f"custom call @{name} has a region")
   attrs = op.op.attributes

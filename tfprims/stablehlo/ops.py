@@ -404,10 +404,16 @@ def _rng_bit_generator(op: Op, operands):
   algorithm = {"DEFAULT": lax.RandomAlgorithm.RNG_DEFAULT,
                "THREE_FRY": lax.RandomAlgorithm.RNG_THREE_FRY,
                "PHILOX": lax.RandomAlgorithm.RNG_PHILOX}[enum_name(op.attr("rng_algorithm"))]
-  out = op.result_types[1]
-  state, bits = lax.rng_bit_generator(as_jax(operands[0]), out.shape,
-                                      dtypes.canonical_dtype(out.dtype), algorithm)
-  return [state, bits]
+  state_type, out = op.result_types
+  state = as_jax(operands[0])
+  if state.dtype != np.dtype(state_type.dtype):
+    # A 64-bit state with x64 off: JAX's module bitcasts its uint32[4] key to
+    # uint64[2], which the reader keeps as the uint32 pairs (shape (2, 2)); JAX's
+    # rng_bit_generator takes the uint32[4] key itself and bitcasts it the same way.
+    state = state.reshape(-1)
+  state, bits = lax.rng_bit_generator(state, out.shape, dtypes.canonical_dtype(out.dtype),
+                                      algorithm)
+  return [state.reshape(np.shape(operands[0])), bits]
 
 
 @handler("stablehlo.fft")

@@ -179,14 +179,14 @@ def enum_name(attr) -> str:
 
 
 def dictionary(attr) -> dict:
-  """A dictionary attribute's integer/string/bool entries."""
+  """A dictionary attribute's integer/float/string/bool entries."""
   out = {}
   d = ir.DictAttr(attr)
   for i in range(len(d)):
     named = d[i]
     value = named.attr
     for cast, get in ((ir.BoolAttr, lambda a: a.value), (ir.IntegerAttr, lambda a: a.value),
-                      (ir.StringAttr, lambda a: a.value)):
+                      (ir.FloatAttr, lambda a: a.value), (ir.StringAttr, lambda a: a.value)):
       try:
         out[named.name] = get(cast(value))
         break

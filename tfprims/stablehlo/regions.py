@@ -192,13 +192,35 @@ def _select_and_scatter(op: Op, operands):
     raise op.error("only the max-pool gradient form (select GE, scatter add) is read")
   x, source = as_jax(x), as_jax(source)
   window = _window(op, x.ndim)
-  lowest = -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
-  _, vjp = jax.vjp(lambda v: lax.reduce_window(v, np.array(lowest, x.dtype), lax.max,
-                                               **window), x)
-  (out,) = vjp(source.astype(x.dtype))
+  if jnp.issubdtype(x.dtype, jnp.inexact):
+    _, vjp = jax.vjp(lambda v: lax.reduce_window(v, np.array(-np.inf, x.dtype), lax.max,
+                                                 **window), x)
+    (out,) = vjp(source.astype(x.dtype))
+  else:  # integers have no VJP: each window's first maximum, then a scatter-add
+    out = _scatter_to_first_max(x, source.astype(x.dtype), window)
   if not (is_known(init) and np.all(np.asarray(init) == 0)):
     out = out + as_jax(init, out.dtype)
   return [out]
+
+
+def _scatter_to_first_max(x, source, window):
+  """select_and_scatter (select ``GE``, scatter ``add``) on integers: each window
+  picks its first maximum in window order (the smallest flat position among its
+  maxima: ``GE`` keeps the element selected so far on ties), and ``source`` is
+  added there. Padding is never picked over an element (its position is out of
+  range, dropped by the scatter)."""
+  positions = jnp.arange(x.size, dtype=jnp.int32).reshape(x.shape)
+
+  def first_max(a, b):
+    (av, ap), (bv, bp) = a, b
+    take_a = (av > bv) | ((av == bv) & (ap < bp))
+    return lax.select(take_a, av, bv), lax.select(take_a, ap, bp)
+
+  lowest = np.array(jnp.iinfo(x.dtype).min, x.dtype)
+  _, picked = lax.reduce_window((x, positions), (lowest, np.int32(x.size)), first_max,
+                                **window)
+  out = jnp.zeros(x.size, x.dtype).at[picked.ravel()].add(source.ravel(), mode="drop")
+  return out.reshape(x.shape)
 
 
 _ORDERING = ("LT", "GT", "LE", "GE")
