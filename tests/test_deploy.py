@@ -129,8 +129,11 @@ def test_bfloat16_params_and_keyword_errors(tmp_path):
   model = tfprims.load_exported(str(tmp_path))
   assert model.params["file"].dtype == jax.numpy.bfloat16
   x = np.ones((3, 4), np.float32)
-  np.testing.assert_array_equal(np.asarray(model(x), np.float32),
+  np.testing.assert_array_equal(np.asarray(model(x.astype(jax.numpy.bfloat16)), np.float32),
                                 np.asarray(f(tf.cast(x, tf.bfloat16)), np.float32))
+  with pytest.raises(tfprims.InputDtypeError, match="'x' has dtype float32, the artifact "
+                     "takes bfloat16"):
+    model(x)                     # nothing is cast
   with pytest.raises(TypeError, match="missing inputs"):
     model()
   with pytest.raises(TypeError, match="unknown input 'y'"):

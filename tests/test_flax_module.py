@@ -114,3 +114,30 @@ def test_random_ops_draw_from_rngs():
   assert 350 < int((np.asarray(a) == 0).sum()) < 650
   with pytest.raises(tfprims.MissingRngError):
     TFModule(fn, params)(np.ones(1000, np.float32))
+
+
+def test_tfmodule_is_a_lazy_top_level_name():
+  """tfprims.TFModule is the Flax module, and `import tfprims` imports no Flax until it is
+  used (a fresh interpreter: this one has imported flax already)."""
+  import subprocess
+  import sys
+  import textwrap
+  assert tfprims.TFModule is TFModule and "TFModule" in dir(tfprims)
+  script = textwrap.dedent("""
+      import sys
+      import tfprims
+      assert "flax" not in sys.modules, "import tfprims imported flax"
+      from tfprims import TFModule
+      assert "flax" in sys.modules and TFModule.__module__ == "tfprims.flax_module"
+      try:
+        tfprims.NoSuchName
+      except AttributeError as e:
+        assert "NoSuchName" in str(e)
+      else:
+        raise AssertionError("tfprims.NoSuchName did not raise")
+      print("ok")
+  """)
+  env = dict(os.environ, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
+  proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                        timeout=300)
+  assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]

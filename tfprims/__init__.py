@@ -33,3 +33,16 @@ from tfprims.saved_model import (AmbiguousSignatureError, convert_from_restored,
                                  convert_functional_from_restored, load_saved_model)
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+  # tfprims.TFModule: the Flax NNX module (tfprims.flax_module), imported on first use so
+  # that `import tfprims` needs no Flax.
+  if name == "TFModule":
+    from tfprims.flax_module import TFModule
+    return TFModule
+  raise AttributeError(f"module 'tfprims' has no attribute {name!r}")
+
+
+def __dir__():
+  return sorted([*globals(), "TFModule"])

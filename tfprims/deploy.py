@@ -4,16 +4,20 @@
 An artifact is a directory:
 
 * ``model.jax_exported``: the jitted function ``(params, *inputs) -> outputs``,
-  serialized with ``jax.export`` (StableHLO plus its calling convention); unknown
-  (None) input dims are symbolic, so one artifact serves every batch size;
+  serialized with ``jax.export`` (StableHLO plus its calling convention) with its
+  VJP; unknown (None) input dims are symbolic, so one artifact serves every batch size;
 * ``params.npz``: the params by name (dtypes numpy cannot store natively, such
   as bfloat16, as same-width unsigned integers; the manifest has the dtype);
 * ``manifest.json``: the inputs (names, shapes with symbolic dims, dtypes) in
-  call order, the outputs, the params, the platforms, and the versions.
+  call order, the outputs, the params, whether the VJP is there, the platforms,
+  and the versions.
 
 Loading needs jax and numpy only: this module imports no TensorFlow on the
-load path, and neither does ``import tfprims``. Without tfprims, the artifact
-is read with ``jax.export.deserialize`` and ``numpy.load`` (see README).
+load path, and neither does ``import tfprims``. The loaded artifact
+(:class:`ExportedModel`) is a JAX function: jit, vmap and grad go through it, and it
+checks its inputs against the manifest (typed errors naming the input, no casts).
+Without tfprims, the artifact is read with ``jax.export.deserialize`` and
+``numpy.load`` (see README).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import jax
 import numpy as np
+
+from tfprims import errors
 
 FORMAT = "tfprims-export/1"
 MODEL_FILE, PARAMS_FILE, MANIFEST_FILE = "model.jax_exported", "params.npz", "manifest.json"
@@ -44,7 +50,6 @@ def _dims(specs, batch_polymorphic: bool, batch: Optional[int], constraints=()):
   """Shapes for ``jax.export``: a leading None dim is ``batch`` (an int, or one
   symbolic dim shared by the inputs); any other None dim gets its own symbol, and
   ``constraints`` ("batch >= 2") bound the symbols."""
-  from tfprims import errors
   names: list[str] = []
   layout = []
   for spec in specs:
@@ -110,7 +115,7 @@ def _identifier(name: str) -> str:
 def export(fn, params: Mapping[str, Any], path: str, *, batch_polymorphic: bool = True,
            batch: Optional[int] = None, shapes: Optional[Mapping[str, Sequence[int]]] = None,
            constraints: Sequence[str] = (), platforms: Optional[Sequence[str]] = None,
-           source: str = "") -> dict:
+           source: str = "", differentiable: bool = True) -> dict:
   """Writes the artifact of a converted function and its params to directory
   ``path``; returns the manifest.
 
@@ -131,10 +136,13 @@ def export(fn, params: Mapping[str, Any], path: str, *, batch_polymorphic: bool 
       unknown dim) and ``NAME_AXIS`` (input ``NAME``'s other unknown dims).
     platforms: e.g. ``("cpu", "cuda")``; default: the current backend.
     source: what was converted (recorded in the manifest).
+    differentiable: also serialize the function's VJP (``jax.export``'s
+      ``vjp_order=1``), so ``jax.grad`` works through the loaded artifact. Where
+      the VJP cannot be exported the artifact is written without it and the manifest
+      says why (``"vjp": false``, ``"vjp_error"``).
   """
   import tree
 
-  from tfprims import errors
   unknown = sorted(set(shapes or ()) - {s.name for s in fn.input_specs})
   if unknown:
     raise errors.InputStructureError(
@@ -156,10 +164,11 @@ def export(fn, params: Mapping[str, Any], path: str, *, batch_polymorphic: bool 
                    for k, v in params.items()}
   in_structs = [jax.ShapeDtypeStruct(shape, s.dtype) for shape, s in zip(shapes_in, specs)]
   exported = jax.export.export(jax.jit(call), platforms=platforms)(param_structs, *in_structs)
+  serialized, vjp_error = _serialize(exported, differentiable)
 
   os.makedirs(path, exist_ok=True)
   with open(os.path.join(path, MODEL_FILE), "wb") as f:
-    f.write(exported.serialize())
+    f.write(serialized)
   arrays = {k: np.asarray(v) for k, v in params.items()}
   # Keys of their own: a param named like a savez argument ("file") must not clash.
   keys = {k: f"p{i}" for i, k in enumerate(arrays)}
@@ -179,12 +188,26 @@ def export(fn, params: Mapping[str, Any], path: str, *, batch_polymorphic: bool 
       "params": [{"name": k, "key": keys[k], "shape": list(v.shape), "dtype": str(v.dtype)}
                  for k, v in arrays.items()],
       "constraints": list(constraints),
+      "vjp": vjp_error is None,
+      **({"vjp_error": vjp_error} if vjp_error else {}),
       "platforms": list(exported.platforms),
       "versions": {"tfprims": __version__, "jax": jax.__version__},
   }
   with open(os.path.join(path, MANIFEST_FILE), "w") as f:
     json.dump(manifest, f, indent=1)
   return manifest
+
+
+def _serialize(exported, differentiable: bool):
+  """The serialized artifact, with its VJP where ``differentiable`` and it exports;
+  and why it has none (None where it has one)."""
+  if not differentiable:
+    return exported.serialize(), "exported with differentiable=False"
+  try:
+    return exported.serialize(vjp_order=1), None
+  except Exception as e:  # pylint: disable=broad-except  (any failure to export the VJP)
+    first = (str(e).strip().splitlines() or [""])[0]
+    return exported.serialize(), f"{type(e).__name__}: {first[:300]}"
 
 
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -232,12 +255,80 @@ def _holds(constraint: str, sizes: Mapping[str, int]) -> Optional[bool]:
     return None
 
 
+class NoVJPError(errors.TFPrimsError, ValueError):
+  """Reverse-mode differentiation of an artifact written without its VJP."""
+
+
+def _jax_function(exported, vjp_error: Optional[str]):
+  """``exported.call`` as a JAX function of ``(params, *inputs)`` that ``jax.vmap``
+  batches (the members one after another: the artifact's own dims are what it was
+  exported for) and ``jax.grad`` differentiates with the artifact's VJP (batched the
+  same way)."""
+  from jax import custom_batching
+  primal = custom_batching.sequential_vmap(exported.call)
+  backward: list = []   # (the VJP's batched call, its Exported), made on first use
+
+  def vjp():
+    if not backward:
+      if vjp_error is not None:
+        raise NoVJPError(f"this artifact has no VJP, so jax.grad cannot go through it "
+                         f"({vjp_error})")
+      try:
+        exp_vjp = exported.vjp()
+      except ValueError as e:   # jax.export: "No VJP is available"
+        raise NoVJPError(f"this artifact has no VJP ({e}): export it again with this "
+                         "tfprims version (tfprims export) to differentiate it") from None
+      backward.append((custom_batching.sequential_vmap(exp_vjp.call), exp_vjp))
+    return backward[0]
+
+  @jax.custom_vjp
+  def fn(params, *inputs):
+    return primal(params, *inputs)
+
+  def fwd(params, *inputs):
+    vjp()
+    return primal(params, *inputs), (params, inputs)
+
+  def bwd(residual, cts):
+    params, inputs = residual
+    flat, tree = jax.tree.flatten((params, *inputs))
+    call, exp_vjp = vjp()
+    # Integer outputs' cotangents are float0 zeros in the VJP's calling convention.
+    cts = [np.zeros(np.shape(c), jax.dtypes.float0) if a.dtype == jax.dtypes.float0 else c
+           for c, a in zip(jax.tree.leaves(cts), exp_vjp.in_avals[len(flat):])]
+    return tuple(jax.tree.unflatten(tree, call(*flat, *cts)))
+
+  fn.defvjp(fwd, bwd)
+  return fn
+
+
+def _shape_text(dims) -> str:
+  return "[" + ", ".join(map(str, dims)) + "]"
+
+
 class ExportedModel:
-  """A loaded artifact: ``model(*inputs)`` or ``model(**inputs_by_name)`` returns the
-  converted function's outputs (same structure). Attributes: ``manifest``,
-  ``exported`` (the ``jax.export.Exported``), ``params``, ``input_names``."""
+  """A loaded artifact, as a JAX function: ``model(*inputs)`` or
+  ``model(**inputs_by_name)`` returns the converted function's outputs (same
+  structure); ``model.apply(params, *inputs)`` takes the params as its first argument
+  (to differentiate with respect to them).
+
+  It composes with JAX's transformations: ``jax.jit``; ``jax.vmap`` over a new leading
+  axis (the members run one after another, as ``lax.map``; the artifact's own unknown
+  dims are symbolic, so a batch it was exported for is best passed in that dim);
+  ``jax.grad`` and ``jax.vjp`` (with the VJP the artifact stores, see :func:`export`;
+  forward mode, ``jax.jvp``, is not available). Arrays are passed as they are: device
+  arrays stay on their device, and the params are put on the default device once, at
+  load. Inputs are checked against the manifest and nothing is cast: another dtype
+  raises :class:`~tfprims.InputDtypeError`, a shape that does not fit
+  :class:`~tfprims.InputShapeError`, each naming the input (Python scalars and lists
+  take the input's dtype where numpy casts them within their kind).
+
+  Attributes: ``path``, ``manifest``, ``exported`` (the ``jax.export.Exported``),
+  ``params``, ``input_names``.
+  """
 
   def __init__(self, path: str):
+    self.path = path
     with open(os.path.join(path, MANIFEST_FILE)) as f:
       self.manifest = json.load(f)
     if self.manifest.get("format") != FORMAT:
@@ -245,39 +336,121 @@ class ExportedModel:
                        f"(format {self.manifest.get('format')!r}, expected {FORMAT!r})")
     with open(os.path.join(path, MODEL_FILE), "rb") as f:
       self.exported = jax.export.deserialize(bytearray(f.read()))
-    with np.load(os.path.join(path, PARAMS_FILE), allow_pickle=False) as data:
-      self.params = {p["name"]: data[p["key"]].view(jax.numpy.dtype(p["dtype"]))
+    # On the default device once (concrete arrays even when loaded inside a jit trace).
+    with np.load(os.path.join(path, PARAMS_FILE), allow_pickle=False) as data, \
+        jax.ensure_compile_time_eval():
+      self.params = {p["name"]: jax.device_put(data[p["key"]].view(jax.numpy.dtype(p["dtype"])))
                      for p in self.manifest["params"]}
     self.input_names = [i["name"] for i in self.manifest["inputs"]]
+    # The exported function's flat arguments: the params' leaves, then the inputs.
+    self._input_avals = self.exported.in_avals[len(self.exported.in_avals)
+                                               - len(self.input_names):]
+    vjp_error = (None if self.manifest.get("vjp", True)
+                 else self.manifest.get("vjp_error", "exported without it"))
+    self._fn = _jax_function(self.exported, vjp_error)
 
   def __call__(self, *args, **kwargs):
+    if args and isinstance(args[0], Mapping):
+      names = ", ".join(self.input_names)
+      raise errors.InputStructureError(
+          f"the artifact holds its params (model.params): call it with the inputs only, "
+          f"model({names}); model.apply(params, {names}) takes other params")
+    return self._fn(self.params, *self._inputs(args, kwargs))
+
+  def apply(self, params: Mapping[str, Any], *args, **kwargs):
+    """The artifact's function with ``params`` (by name, as ``model.params``) instead of
+    its own: ``jax.grad(lambda p: loss(model.apply(p, x)))(model.params)``."""
+    if not isinstance(params, Mapping):
+      names = ", ".join(self.input_names)
+      raise errors.InputStructureError(
+          f"the first argument of apply is the params (a dict by name, as model.params), "
+          f"then the inputs: apply(params, {names}); got {type(params).__name__}. "
+          f"model({names}) uses the artifact's own params")
+    return self._fn(self._params(params), *self._inputs(args, kwargs))
+
+  def _params(self, params):
+    specs = {p["name"]: p for p in self.manifest["params"]}
+    missing, unknown = sorted(set(specs) - set(params)), sorted(set(params) - set(specs))
+    if missing or unknown:
+      raise errors.InputStructureError(
+          "params do not match the artifact's: " + "; ".join(
+              f"{what} {names}" for what, names in (("missing", missing), ("unknown", unknown))
+              if names))
+    out = {}
+    for name, spec in specs.items():
+      value = params[name]
+      want = np.dtype(jax.numpy.dtype(spec["dtype"]))
+      if not hasattr(value, "dtype") or np.dtype(value.dtype) != want:
+        got = np.dtype(value.dtype).name if hasattr(value, "dtype") else type(value).__name__
+        raise errors.InputDtypeError(f"param {name!r} is {got}, the artifact takes {want.name}")
+      if tuple(np.shape(value)) != tuple(spec["shape"]):
+        raise errors.InputShapeError(f"param {name!r} has shape {list(np.shape(value))}, the "
+                                     f"artifact takes {spec['shape']}")
+      out[name] = value
+    return out
+
+  def _inputs(self, args, kwargs) -> list:
+    """The inputs in call order, checked against the manifest (and its constraints)."""
     names = self.input_names
     if len(args) > len(names):
-      raise TypeError(f"expected at most {len(names)} inputs ({', '.join(names)}), "
-                      f"got {len(args)}")
+      raise errors.InputStructureError(
+          f"expected at most {len(names)} inputs ({', '.join(names)}), got {len(args)}")
     given = dict(zip(names, args))
     for name, value in kwargs.items():
       if name not in names:
-        raise TypeError(f"unknown input {name!r}; inputs: {names}")
+        raise errors.InputStructureError(f"unknown input {name!r}; inputs: {names}")
       if name in given:
-        raise TypeError(f"input {name!r} given twice")
+        raise errors.InputStructureError(f"input {name!r} given twice")
       given[name] = value
     missing = [n for n in names if n not in given]
     if missing:
-      raise TypeError(f"missing inputs: {missing} (inputs, in order: {names})")
-    inputs = [np.asarray(given[i["name"]], dtype=i["dtype"]) for i in self.manifest["inputs"]]
-    self._check_constraints(inputs)
-    return self.exported.call(self.params, *inputs)
+      raise errors.InputStructureError(
+          f"missing inputs: {missing} (inputs, in order: {names})")
+    sizes: dict = {}
+    inputs = [self._input(spec, aval, given[spec["name"]], sizes)
+              for spec, aval in zip(self.manifest["inputs"], self._input_avals)]
+    self._check_constraints({k: v[0] for k, v in sizes.items()})
+    return inputs
 
-  def _check_constraints(self, inputs):
-    sizes = {}
-    for spec, x in zip(self.manifest["inputs"], inputs):
-      for axis, d in enumerate(spec["shape"]):
-        if isinstance(d, str) and axis < x.ndim:
-          sizes.setdefault(d, x.shape[axis])
+  @staticmethod
+  def _input(spec, aval, value, sizes):
+    name, want = spec["name"], np.dtype(aval.dtype)
+    if not (hasattr(value, "dtype") and hasattr(value, "shape")):   # Python scalars, lists
+      host = np.asarray(value)
+      if not np.can_cast(host.dtype, want, "same_kind"):
+        raise errors.InputDtypeError(
+            f"input {name!r} is {host.dtype.name} data ({type(value).__name__}); the artifact "
+            f"takes {want.name}")
+      value = host.astype(want)
+    elif np.dtype(value.dtype) != want:
+      raise errors.InputDtypeError(
+          f"input {name!r} has dtype {np.dtype(value.dtype).name}, the artifact takes "
+          f"{want.name}: cast it (x.astype({want.name!r})); the artifact does not cast")
+    shape, dims = tuple(value.shape), spec["shape"]
+    if len(shape) != len(dims):
+      raise errors.InputShapeError(
+          f"input {name!r} has shape {list(shape)} (rank {len(shape)}), the artifact takes "
+          f"{_shape_text(dims)} (rank {len(dims)})")
+    for axis, (d, w) in enumerate(zip(shape, dims)):
+      if not isinstance(d, int):   # symbolic: jax.export checks it
+        continue
+      if isinstance(w, int) and d != w:
+        raise errors.InputShapeError(
+            f"input {name!r} has shape {list(shape)}, the artifact takes {_shape_text(dims)}: "
+            f"dim {axis} is {d}, not {w}")
+      if isinstance(w, str):
+        seen = sizes.setdefault(w, (d, name, axis))
+        if seen[0] != d:
+          raise errors.InputShapeError(
+              f"input {name!r} has {w} = {d} (dim {axis} of {list(shape)}), but input "
+              f"{seen[1]!r} has {w} = {seen[0]} (its dim {seen[2]}): inputs sharing a "
+              "symbolic dim must agree")
+    return value
+
+  def _check_constraints(self, sizes):
     broken = [c for c in self.manifest.get("constraints", ()) if _holds(c, sizes) is False]
     if broken:
-      raise ValueError(
+      raise errors.InputShapeError(
           f"the inputs' sizes {sizes} break the artifact's constraints {broken} (it was "
           "exported for sizes where they hold: tfprims export --constraint)")
 
@@ -287,6 +460,6 @@ class ExportedModel:
 
 
 def load_exported(path: str) -> ExportedModel:
-  """The artifact ``tfprims export`` (or :func:`export`) wrote to ``path``, as a
-  callable; needs no TensorFlow."""
+  """The artifact ``tfprims export`` (or :func:`export`) wrote to ``path``, as a JAX
+  function (see :class:`ExportedModel`); needs no TensorFlow."""
   return ExportedModel(path)

@@ -25,8 +25,8 @@ from tfprims.testing.report import CheckFailure, OpCheckError
 from tfprims.testing.spec import Spec
 
 __all__ = [
-    "Call", "load_spec", "make_call", "prepare_call", "ours_eager", "ours_jit", "ours_jvp",
-    "ours_vjp", "clear_caches", "RNG_KEY", "DEFAULT_RNG_KEY",
+    "Call", "load_spec", "make_call", "is_reference", "prepare_call", "ours_eager", "ours_jit",
+    "ours_jvp", "ours_vjp", "clear_caches", "RNG_KEY", "DEFAULT_RNG_KEY",
 ]
 
 
@@ -70,6 +70,7 @@ class Call:
   params: dict = None
   rng_key: Any = None         # the JAX key operand of ops with ``uses_rng``
   spec: Optional[Spec] = None  # for ``Spec.operands``/``Spec.params``
+  reference: bool = False     # the oracle is a numpy/JAX reference (see is_reference)
 
   @property
   def oracle_name(self) -> str:
@@ -126,7 +127,7 @@ def make_call(op, kwargs: Mapping[str, Any], oracle=None, spec: Optional[Spec] =
       raise OpCheckError(f"{op.op_type}: the spec's calls lack inputs {missing}")
   else:  # not a TF op: arrays (and lists of arrays) are inputs
     inputs = {k: _normalize_input(v) for k, v in kwargs.items()
-              if isinstance(v, (np.ndarray, list))}
+              if isinstance(v, (np.ndarray, np.generic, list))}
   attrs = {k: v for k, v in kwargs.items() if k not in inputs}
   full = dict(kwargs)
   full.update(inputs)
@@ -144,7 +145,16 @@ def make_call(op, kwargs: Mapping[str, Any], oracle=None, spec: Optional[Spec] =
     operand_args.insert(0, (RNG_KEY, None))
     rng_key = DEFAULT_RNG_KEY
   return Call(op=op, oracle=oracle, kwargs=full, inputs=inputs, attrs=attrs,
-              operand_args=operand_args, rng_key=rng_key, spec=spec if custom else None)
+              operand_args=operand_args, rng_key=rng_key, spec=spec if custom else None,
+              reference=is_reference(op, oracle))
+
+
+def is_reference(op, oracle) -> bool:
+  """Whether ``oracle`` is a reference implementation (numpy or JAX) rather than TF code:
+  a callable oracle of an op TF has no op def for (a user's own op). It is called with
+  the drawn numpy arrays; the derivative checks use its central differences unless it
+  returns TF tensors (then TF's autodiff, as for TF ops)."""
+  return callable(oracle) and opdefs.op_def(op.op_type) is None
 
 
 def prepare_call(call: Call) -> Call:

@@ -29,8 +29,8 @@ from tfprims.testing.calls import (Call, _bound, _jitted, _outs, _params_key, _r
 from tfprims.testing.comparison import (FD_TOL, Diff, _is_inexact, compare,
                                         derivative_tolerance, grad_tolerance, jit_tolerance,
                                         value_tolerance)
-from tfprims.testing.oracles import (_Rejected, tf_central_difference, tf_jvp, tf_outputs,
-                                     tf_vjp)
+from tfprims.testing.oracles import (_Rejected, returns_tf, tf_central_difference, tf_jvp,
+                                     tf_outputs, tf_vjp)
 from tfprims.testing.report import _ERRORS, CheckFailure, record_drawn
 from tfprims.testing.snippets import snippet
 from tfprims.testing.spec import Spec
@@ -184,13 +184,25 @@ def _guard(run: _Run, call: Call, what: str, fn, extra=None):
     run.fail(call, f"{what} raised {type(e).__name__}: {msg[0][:500] if msg else ''}", extra)
 
 
+def _oracle_name(call) -> str:
+  return "the reference" if call.reference else "TF"
+
+
+def _grad_oracle(run: _Run, call) -> str:
+  """The spec's ``grad_oracle``; ``"fd"`` for a numpy/JAX reference (no TF autodiff):
+  the JVP against its central differences, the VJP as the transpose of that JVP."""
+  if call.reference and not returns_tf(call.oracle):
+    return "fd"
+  return run.spec.grad_oracle
+
+
 def _check_values(run, call, tf_outs, draw):
   signed = not run.spec.ignore_zero_sign
   eager = _guard(run, call, "our op (eager)", lambda: ours_eager(call))
-  _compare_lists(run, call, "eager vs TF", eager, tf_outs, value_tolerance,
+  _compare_lists(run, call, f"eager vs {_oracle_name(call)}", eager, tf_outs, value_tolerance,
                  record_as="values", signed_zeros=signed)
   jitted = _guard(run, call, "our op (jit)", lambda: ours_jit(call))
-  _compare_lists(run, call, "jit vs TF", jitted, tf_outs, value_tolerance,
+  _compare_lists(run, call, f"jit vs {_oracle_name(call)}", jitted, tf_outs, value_tolerance,
                  signed_zeros=signed)
   if run.record:
     record_drawn(run.op.op_type, call.operands)
@@ -326,7 +338,7 @@ def _check_jvp(run, call, tf_outs, draw):
            "float_outputs": [k for k, m in enumerate(out_mask) if m]}
   ours = _guard(run, call, "jax.jvp", lambda: ours_jvp(call, diff_idx, out_mask, tangents),
                 extra)
-  oracle = run.spec.grad_oracle
+  oracle = _grad_oracle(run, call)
   labels = [f"output {k}" for k, m in enumerate(out_mask) if m]
   if oracle == "fd":
     fd = _oracle(run, call, "central differences",
@@ -337,7 +349,7 @@ def _check_jvp(run, call, tf_outs, draw):
       rtol, atol = max(rtol, grad_tolerance(run.spec, np.asarray(a).dtype)[0]), max(
           atol, grad_tolerance(run.spec, np.asarray(a).dtype)[1])
       diff = compare(a, e, rtol=rtol, atol=atol, check_dtype=False,
-                     what=f"jvp vs TF central differences, {labels[k]}")
+                     what=f"jvp vs {_oracle_name(call)} central differences, {labels[k]}")
       if not diff.ok:
         run.fail(call, diff.message, extra)
     return
@@ -426,7 +438,7 @@ def _check_vjp(run, call, tf_outs, draw):
            "float_outputs": [k for k, m in enumerate(out_mask) if m]}
   ours = _guard(run, call, "jax.vjp", lambda: ours_vjp(call, diff_idx, out_mask, cts), extra)
   labels = [f"d/d {call.operand_label(i)}" for i in diff_idx]
-  if run.spec.grad_oracle == "fd":
+  if _grad_oracle(run, call) == "fd":
     # Transpose consistency: <ct, J t> == <J^T ct, t> with our own JVP.
     tangents = [_random_like(rng, call.operands[i]) for i in diff_idx]
     jv = _guard(run, call, "jax.jvp", lambda: ours_jvp(call, diff_idx, out_mask, tangents),

@@ -1,5 +1,6 @@
 """The TF side: ``tf.raw_ops.<Op>`` (or a spec's callable) as the oracle, and
-TF's autodiff for derivatives.
+TF's autodiff for derivatives; or, for an op TF does not have, the spec's numpy/JAX
+reference (``Spec(oracle=fn)``, :func:`tfprims.testing.calls.is_reference`).
 
 TensorFlow is imported on first use (:func:`_tf`). TF errors on a drawn call
 become :class:`_Rejected`: the checks discard such calls and count them.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import sys
 from typing import Optional, Sequence
 
 import jax.numpy as jnp
@@ -147,15 +149,43 @@ def _tf_kwargs(kwargs) -> dict:
 
 
 def _call_tf(call, kwargs=None):
+  if call.reference:   # numpy/JAX code: the drawn values as they are
+    return call.oracle(**(call.kwargs if kwargs is None else kwargs))
   tf = _tf()
   with tf.device("/CPU:0"):
     return _tf_fn(call.oracle)(**_tf_kwargs(call.kwargs if kwargs is None else kwargs))
 
 
 def tf_outputs(call) -> list:
-  """TF's outputs for the call (flat list of numpy arrays); raises _Rejected."""
+  """TF's outputs for the call (flat list of numpy arrays); raises _Rejected.
+
+  A reference oracle's (``call.reference``) outputs are numpy or JAX arrays (or TF
+  tensors, which :func:`returns_tf` then reports)."""
+  if call.reference:
+    rejects = _tf_errors_as_rejections() if "tensorflow" in sys.modules else (
+        contextlib.nullcontext())
+    with rejects:
+      outs = _flatten(_call_tf(call))
+    tf_typed = any(_is_tf_value(o) for o in outs)
+    _RETURNS_TF[id(call.oracle)] = (call.oracle, tf_typed)
+    return [_to_numpy(o) if tf_typed else np.asarray(o) for o in outs]
   with _tf_errors_as_rejections():
     return [_to_numpy(o) for o in _flatten(_call_tf(call))]
+
+
+# id(reference oracle) -> (the oracle, whether its outputs were TF tensors)
+_RETURNS_TF: dict = {}
+
+
+def _is_tf_value(value) -> bool:
+  return type(value).__module__.split(".")[0] == "tensorflow"
+
+
+def returns_tf(oracle) -> bool:
+  """Whether a reference oracle returned TF tensors (TF code run on numpy inputs: TF's
+  autodiff is then its derivative oracle)."""
+  entry = _RETURNS_TF.get(id(oracle))
+  return bool(entry and entry[0] is oracle and entry[1])
 
 
 # --------------------------------------------------------------------------

@@ -266,8 +266,11 @@ def check_op(op_or_name, checks: Optional[Iterable[str]] = None, *,
   Args:
     op_or_name: a :class:`~tfprims.core.TFOp` or a registered op type.
     checks: a subset of ``CHECKS`` (default: all not skipped by the spec).
-    oracle: the TF op type to compare with (default: the op's type), or a
-      callable taking the same keyword arguments and returning TF tensors.
+    oracle: the TF op type to compare with (default: the op's type, or the spec's
+      oracle), or a callable taking the same keyword arguments: TF code returning TF
+      tensors, or for an op TF does not have (a user's own op) a numpy/JAX reference
+      returning the expected outputs (see :func:`tfprims.testing.calls.is_reference`).
+      With no TF op to compare with and no reference, every check fails, saying so.
     max_examples: examples per check (default: the current Hypothesis profile's,
       times the spec's ``examples`` share).
     settings: Hypothesis settings to use instead of the current profile.
@@ -297,6 +300,7 @@ def check_op(op_or_name, checks: Optional[Iterable[str]] = None, *,
   if unknown:
     raise ValueError(f"unknown checks {sorted(unknown)}; known: {CHECKS}")
   auto = auto_skips(op, spec, oracle)
+  missing = _missing_oracle(op, oracle)
   results, errored = {}, None
   for check in selected:
     if errored:
@@ -305,6 +309,9 @@ def check_op(op_or_name, checks: Optional[Iterable[str]] = None, *,
     if check in spec.skip:
       results[check] = CheckResult(check, "skipped", spec.skip[check])
       continue
+    if missing:
+      results[check] = CheckResult(check, "failed", auto.get(check, ""), message=missing)
+      continue
     if check in auto:
       results[check] = CheckResult(check, "auto-skipped", auto[check])
       continue
@@ -312,11 +319,43 @@ def check_op(op_or_name, checks: Optional[Iterable[str]] = None, *,
     results[check] = _run_check(run, settings)
     if results[check].status == "error":
       errored = check
+  _fail_if_nothing_ran(op, results)
   report = OpReport(op.op_type, results)
   if raise_on_failure and report.failed:
-    raise OpCheckError("\n\n".join(r.message for r in report.failed) +
-                       "\n\n" + report.summary(), report)
+    messages = list(dict.fromkeys(r.message for r in report.failed))
+    raise OpCheckError("\n\n".join(messages) + "\n\n" + report.summary(), report)
   return report
+
+
+def _missing_oracle(op, oracle) -> str:
+  """Why nothing can be checked when TF has no op to compare ``op`` with and no
+  reference was given ("" when there is an oracle)."""
+  if callable(oracle) or hasattr(_tf().raw_ops, oracle):
+    return ""
+  return (f"{op.op_type}: nothing to compare with: TensorFlow has no op {oracle!r} "
+          f"(tf.raw_ops.{oracle}), so no check can run, and a check that compares nothing "
+          "does not pass. Give a reference: the spec's oracle, "
+          f"spec=lambda st: st.Spec(calls, oracle=reference), or check_op({op.op_type!r}, "
+          "oracle=reference): a numpy or JAX function taking the drawn keyword arguments "
+          "(inputs as numpy arrays, attrs as Python values) and returning the expected "
+          "output (a tuple or list for several); or the name of a TF op computing the same "
+          "(oracle=\"Softsign\"). See docs/testing.md, \"Testing your own op\".")
+
+
+def _fail_if_nothing_ran(op, results: dict):
+  """A report whose checks all skipped, at least one of them automatically (so not by
+  the spec's declared reasons), compared nothing: those checks fail, saying so."""
+  if any(r.status in ("passed", "failed", "error") for r in results.values()):
+    return
+  auto = [r for r in results.values() if r.status == "auto-skipped"]
+  if not auto:
+    return
+  why = "; ".join(f"{r.check}: {r.reason}" for r in auto)
+  message = (f"{op.op_type}: no check ran, so nothing was compared ({why}). Run checks "
+             "that apply to the op (checks=...), make the spec draw calls they apply to, "
+             "or declare each skip with its reason in the spec (skip={...})")
+  for r in auto:
+    r.status, r.message = "failed", message
 
 
 def run_checks(op_or_name, kwargs: Mapping[str, Any], checks: Optional[Iterable[str]] = None,
@@ -333,6 +372,9 @@ def run_checks(op_or_name, kwargs: Mapping[str, Any], checks: Optional[Iterable[
   if spec is None:
     spec = Spec(calls=None)
   oracle = oracle or getattr(spec, "oracle", None) or op.op_type
+  missing = _missing_oracle(op, oracle)
+  if missing:
+    raise OpCheckError(missing)
   auto = auto_skips(op, spec, oracle)
   out = {}
   with jax.enable_x64(x64):

@@ -84,7 +84,7 @@ def _uses_bf16(values) -> bool:
 def snippet(call: Call, check: str = "values", extra: Optional[dict] = None) -> str:
   """A ready-to-run script reproducing the call with TF and with tfprims."""
   extra = extra or {}
-  lines = ["import numpy as np", "import tensorflow as tf"]
+  lines = ["import numpy as np"] + ([] if call.reference else ["import tensorflow as tf"])
   if _uses_bf16(list(call.kwargs.values()) + list(extra.values())):
     lines.append("import ml_dtypes")
   lines.append("inputs = dict(")
@@ -93,9 +93,12 @@ def snippet(call: Call, check: str = "values", extra: Optional[dict] = None) -> 
   lines.append(")")
   lines.append("attrs = dict(" + ", ".join(f"{k}={literal(v)}" for k, v in call.attrs.items())
                + ")")
-  tf_call = f"{_tf_callee_src(call)}(**tf_inputs, **attrs)"
-  lines.append("tf_inputs = tf.nest.map_structure(tf.constant, inputs)  "
-               "# numpy inputs may be cast to a default dtype")
+  if call.reference:   # a numpy/JAX reference: the drawn values as they are
+    tf_call = "oracle(**inputs, **attrs)"
+  else:
+    tf_call = f"{_tf_callee_src(call)}(**tf_inputs, **attrs)"
+    lines.append("tf_inputs = tf.nest.map_structure(tf.constant, inputs)  "
+                 "# numpy inputs may be cast to a default dtype")
   if _tf_callee_src(call) == "oracle":
     lines.append(_oracle_import(call.oracle))
   if _tf_callee_src(call) == "raw_op":
@@ -143,15 +146,17 @@ def snippet(call: Call, check: str = "values", extra: Optional[dict] = None) -> 
         "  out = f(*args)",
         "  out = list(out) if isinstance(out, (list, tuple)) else [out]",
         "  return [out[k] for k in float_outputs]",
-        "xs = [tf.constant(operands[i]) for i in diff]",
     ]
-    tf_src = _tf_call_src(call, d)
-    if check == "jvp":
+    if not call.reference:
+      lines.append("xs = [tf.constant(operands[i]) for i in diff]")
+    if call.reference:
+      lines += _reference_derivative(call, check, extra)
+    elif check == "jvp":
       lines += [
           f"tangents = {literal(list(extra['tangents']))}",
           "ours = jax.jvp(g, [operands[i] for i in diff], tangents)[1]",
           "with tf.autodiff.ForwardAccumulator(xs, [tf.constant(t) for t in tangents]) as acc:",
-          f"  y = {tf_src}",
+          f"  y = {_tf_call_src(call, d)}",
           "y = list(y) if isinstance(y, (list, tuple)) else [y]",
           "tf_jvp = [acc.jvp(y[k]) for k in float_outputs]",
       ]
@@ -163,7 +168,7 @@ def snippet(call: Call, check: str = "values", extra: Optional[dict] = None) -> 
           "ours = [np.conj(c) for c in pullback([np.conj(c) for c in cotangents])]",
           "with tf.GradientTape() as tape:",
           "  tape.watch(xs)",
-          f"  y = {tf_src}",
+          f"  y = {_tf_call_src(call, d)}",
           "y = list(y) if isinstance(y, (list, tuple)) else [y]",
           "tf_grads = tape.gradient([y[k] for k in float_outputs], xs, "
           "output_gradients=cotangents)",
@@ -176,6 +181,42 @@ def snippet(call: Call, check: str = "values", extra: Optional[dict] = None) -> 
               "for o, a in zip(batched, in_axes)]) for k in range("
               f"{extra['batch']})]"]
   return "\n".join("    " + l for l in lines)
+
+
+def _reference_derivative(call: Call, check: str, extra: dict) -> list:
+  """Snippet lines checking our JVP against the reference's central differences (jvp),
+  or our VJP as the transpose of our JVP (vjp)."""
+  lines = [f"tangents = {literal(list(extra['tangents']))}" if check == "jvp" else
+           "tangents = [np.ones_like(operands[i]) for i in diff]",
+           "ours_jvp = jax.jvp(g, [operands[i] for i in diff], tangents)[1]"]
+  if check == "jvp":
+    lines += [
+        f"where = {[call.operand_args[i] for i in extra['diff']]!r}  # (input, list index)",
+        "def shifted(h):  # the reference at inputs + h * tangents, in float64",
+        "  kw = {k: (list(v) if isinstance(v, list) else v) for k, v in inputs.items()}",
+        "  for (name, j), t in zip(where, tangents):",
+        "    x = kw[name] if j is None else kw[name][j]",
+        "    x = np.asarray(x, np.float64) + h * np.asarray(t, np.float64)",
+        "    if j is None:",
+        "      kw[name] = x",
+        "    else:",
+        "      kw[name][j] = x",
+        "  out = oracle(**kw, **attrs)",
+        "  out = list(out) if isinstance(out, (list, tuple)) else [out]",
+        "  return [np.asarray(out[k], np.float64) for k in float_outputs]",
+        "h = 1e-5",
+        "central_differences = [(p - m) / (2 * h) for p, m in zip(shifted(h), shifted(-h))]",
+    ]
+  else:
+    lines += [
+        f"cotangents = {literal(list(extra['cts']))}",
+        "_, pullback = jax.vjp(g, *[operands[i] for i in diff])",
+        "ours = [np.conj(c) for c in pullback([np.conj(c) for c in cotangents])]",
+        "# <ct, jvp(t)> must equal <vjp(ct), t>",
+        "print(sum(np.vdot(c, j) for c, j in zip(cotangents, ours_jvp)), "
+        "sum(np.vdot(v, t) for v, t in zip(ours, tangents)))",
+    ]
+  return lines
 
 
 def _oracle_import(oracle) -> str:

@@ -37,7 +37,14 @@ class Spec:
     sanitize_grads: derivative checks replace NaN by 0.5 and clip ±inf and huge
       values of float inputs (IEEE overflow is tested by ``values``, not by the
       derivative checks); set False to differentiate the drawn values as they are.
-    oracle: the TF op type to compare with when it differs from the op's own.
+    oracle: what the checks compare with, when not ``tf.raw_ops.<the op's type>``: the
+      TF op type to compare with; a function of the drawn keyword arguments returning
+      TF tensors (TF code); or, for an op TF does not have (your own op), a numpy or
+      JAX reference: called with the drawn numpy arrays and attrs, returning the
+      expected output (a tuple or list for several). ``values``, ``shape`` and ``vmap``
+      compare with what the reference returns; ``jvp`` with its central differences,
+      and ``vjp`` is checked as the transpose of our JVP (as ``grad_oracle="fd"``).
+      An op TF does not have, given no oracle, fails every check, saying so.
     vmap_variation: how the vmap check makes the other batch members from the
       drawn call: ``"permute"`` (values shuffled; floats shifted when that
       changes nothing), ``"scale"`` (floats times 0.5**k, ints unchanged: keeps
