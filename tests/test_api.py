@@ -470,15 +470,19 @@ def test_params_share_the_variables_memory_without_copies():
 def test_float64_with_x64_off_warns_at_conversion_naming_the_values():
   if jax.config.jax_enable_x64:
     pytest.skip("x64 is on")
-  v = tf.Variable(np.ones(3), dtype=tf.float64, name="w64")
-  f = tf.function(lambda x, n: ((x - 1) * 1e10 + v, n + 1))
+  v = tf.Variable(np.full(3, 0.1), dtype=tf.float64, name="w64")   # 0.1: not a float32
+  seed = tf.Variable(np.int64(7), name="seed")                        # fits in 32 bits
+  f = tf.function(lambda x, n: ((x - 1) * 1e10 + v * 1e-3, n + seed))
   specs = (tf.TensorSpec([3], tf.float64), tf.TensorSpec([], tf.int64))
   with pytest.warns(tfprims.PrecisionWarning, match=r"inputs: x \(float64\), n \(int64\); "
                                                     r"params: w64 \(float64\); constants: .*") as w:
     fn, params = tfprims.convert(f, *specs)
-  assert "jax_enable_x64" in str(w[0].message)
+  message = str(w[0].message)
+  assert "jax_enable_x64" in message and "seed" not in message
+  # Constants are named only where float32 changes them: 1e-3, not 1e10 nor 1.
+  assert message.count("/y") + message.count("Const") == 1, message
   x = 1 + 1e-9 * np.arange(1, 4)
-  assert np.all(np.asarray(fn(params, x, 2)[0][0]) == 1.0)  # what the warning is about
+  np.testing.assert_allclose(fn(params, x, 2)[0][0], 1e-4, rtol=1e-6)  # TF: 10.0001...
   with tfprims.override_config("x64_narrowing", "error"):
     with pytest.raises(tfprims.PrecisionError):
       tfprims.convert(f, *specs)

@@ -494,8 +494,8 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
       name=_function_name(cf),
       control_outputs=[op.name for op in getattr(cf.graph, "control_outputs", [])],
       problems=problems, input_specs=flat_specs, params=param_specs,
-      wide_captures=[k for k, v in captures.items() if isinstance(v, np.ndarray)
-                     and v.dtype.kind in "fc" and v.dtype.itemsize == 8])
+      param_values=params,
+      captured={k: v for k, v in captures.items() if isinstance(v, np.ndarray)})
   signature = _signature(sig_args, sig_kwargs, parameters)
   fn = ConvertedFunction(
       graph=prepared.graph, library=prepared.library, signature=signature,

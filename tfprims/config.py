@@ -71,9 +71,9 @@ OPTIONS: Mapping[str, Option] = {
         "default: a jitted program then computes what docs/semantics describes.")),
     "x64_narrowing": Option("warn", "convert", (
         "With jax_enable_x64 off, JAX computes 64-bit values in 32 bits. At conversion "
-        "tfprims names the float64/complex128 inputs, params and constants and the "
-        "int64 inputs and params of the function: 'warn' (a PrecisionWarning), "
-        "'error' (a PrecisionError) or 'ignore'.")),
+        "tfprims names the values that may change: float64/complex128 and int64 "
+        "inputs, and params and constants whose known values do not survive 32 bits: "
+        "'warn' (a PrecisionWarning), 'error' (a PrecisionError) or 'ignore'.")),
     "force_const_float32_to_bfloat16": Option(False, "convert", (
         "Const nodes of dtype float32 become bfloat16 (to run a function in bfloat16 "
         "without constants promoting it back to float32).")),

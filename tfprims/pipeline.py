@@ -46,7 +46,8 @@ def prepare(graph_def, inputs: Sequence[str], outputs: Sequence[str], *,
             control_outputs: Sequence[str] = (), problems: Iterable[str] = (),
             input_specs: Optional[Sequence[Optional[TensorSpec]]] = None,
             params: Sequence[TensorSpec] = (),
-            wide_captures: Sequence[str] = ()) -> Prepared:
+            param_values: Optional[Mapping[str, Any]] = None,
+            captured: Optional[Mapping[str, np.ndarray]] = None) -> Prepared:
   """The graph ready to run, or one error naming everything in the way.
 
   Args:
@@ -57,9 +58,9 @@ def prepare(graph_def, inputs: Sequence[str], outputs: Sequence[str], *,
     problems: what the entry point found that keeps the graph from converting.
     input_specs: the inputs' specs as the entry point knows them (None where it
       found a problem); by default the fed Placeholders' dtypes and shapes.
-    params, wide_captures: the params' specs and the names of 64-bit captured
-      constants, for the narrowing check (variables the graph creates itself, as
-      TF1 graphs do, are checked from their nodes).
+    params, param_values, captured: the params' specs and known values, and the
+      captured constants, for the narrowing check (variables the graph creates
+      itself, as TF1 graphs do, are checked from their nodes).
   """
   problems = list(problems)
   library = graph_lib.Library(graph_def.library.function)
@@ -81,7 +82,7 @@ def prepare(graph_def, inputs: Sequence[str], outputs: Sequence[str], *,
         f"the outputs depend on Placeholders that are not listed as inputs: {unfed}")
   interpreter.check_supported(graph, library, problems)
   _check_narrowing(options, graph, library, [s for s in input_specs if s is not None],
-                   params, wide_captures)
+                   params, param_values or {}, captured or {})
   if options["infer_relu_from_jax2tf"]:
     jax2tf_patterns.infer_relu([graph, *library.reachable(graph).values()])
   return Prepared(graph, library, tuple(input_specs))
@@ -95,28 +96,33 @@ def _placeholder_spec(node: graph_lib.Node) -> TensorSpec:
                     dtype if isinstance(dtype, np.dtype) else None)
 
 
-def _check_narrowing(options, graph, library, inputs, params, captured) -> None:
-  """With x64 off, names the 64-bit values JAX will compute in 32 bits (float64 and
-  complex128 inputs, params and constants; int64 inputs and params): a
-  PrecisionWarning, a PrecisionError or nothing, as the ``x64_narrowing`` option says."""
+def _check_narrowing(options, graph, library, inputs, params, param_values,
+                     captured) -> None:
+  """With x64 off, names the 64-bit values JAX will compute in 32 bits where that may
+  change them: float64/complex128 and int64 inputs (values unknown), params and
+  constants whose values do not survive the narrowing (values known: a seed state
+  that fits in 32 bits is not named): a PrecisionWarning, a PrecisionError or
+  nothing, as the ``x64_narrowing`` option says."""
   mode = options["x64_narrowing"]
   if mode == "ignore" or dtypes.x64_enabled():
     return
-  graph_params = [(n.name, n.attr("dtype", None)) for n in graph.nodes
+
+  def named(pairs):
+    return [f"{name} ({np.dtype(dtype).name})" for name, dtype, value in pairs
+            if _is_wide(dtype, _WIDE) and (value is None or _changes(value))]
+
+  graph_params = [(n.name, n.attr("dtype", None), None) for n in graph.nodes
                   if n.name in graph.needed and core.declares(n.op, "creates_variable")]
-  found = {}
-  for kind, named in (("inputs", [(s.name, s.dtype) for s in inputs]),
-                      ("params", [(s.name, s.dtype) for s in params] + graph_params)):
-    names = [f"{name} ({np.dtype(dtype).name})" for name, dtype in named
-             if _is_wide(dtype, _WIDE)]
-    if names:
-      found[kind] = names
-  consts = list(captured)
+  consts = [(k, v.dtype, v) for k, v in captured.items()]
   for fname, g in [("", graph)] + sorted(library.reachable(graph).items()):
-    consts += [f"{fname}/{n.name}" if fname else n.name for n in g.nodes
-               if n.op == "Const" and _is_wide(n.attr("dtype", None), _WIDE_FLOATS)]
-  if consts:
-    found["constants"] = consts
+    consts += [(f"{fname}/{n.name}" if fname else n.name, n.attr("dtype", None),
+                n.attr("value", None)) for n in g.nodes if n.op == "Const"]
+  found = {kind: names for kind, names in (
+      ("inputs", named((s.name, s.dtype, None) for s in inputs)),
+      ("params", named([(s.name, s.dtype, param_values.get(s.name)) for s in params]
+                       + graph_params)),
+      ("constants", [n.split(" (")[0] for n in named(
+          c for c in consts if _is_wide(c[1], _WIDE_FLOATS))])) if names}
   if not found:
     return
   listed = "; ".join(f"{kind}: " + ", ".join(names[:6]) + (f" and {len(names) - 6} more"
@@ -129,6 +135,19 @@ def _check_narrowing(options, graph, library, inputs, params, captured) -> None:
   if mode == "error":
     raise errors.PrecisionError(message)
   warnings.warn(errors.PrecisionWarning(message), stacklevel=5)
+
+
+def _changes(value) -> bool:
+  """Whether a known 64-bit value changes in 32 bits."""
+  v = np.asarray(value)
+  if v.size == 0:
+    return False
+  if v.dtype.kind in "iu":
+    info = np.iinfo(np.int32 if v.dtype.kind == "i" else np.uint32)
+    return bool(v.min() < info.min or v.max() > info.max)
+  narrow = np.complex64 if v.dtype.kind == "c" else np.float32
+  with np.errstate(over="ignore"):
+    return not np.array_equal(v.astype(narrow).astype(v.dtype), v, equal_nan=True)
 
 
 def _is_wide(dtype, wide) -> bool:
