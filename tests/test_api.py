@@ -203,6 +203,12 @@ def test_params_are_validated_exactly():
     fn({}, x)
   with pytest.raises(tfprims.InputStructureError, match=r"unexpected \['v'\]"):
     fn({"w": params["w"], "v": params["w"]}, x)
+  # Forgetting the params: the message says what the first argument is.
+  with pytest.raises(tfprims.InputStructureError, match="first argument .* is its params"):
+    fn(x)
+  functional = tfprims.convert(tf.function(lambda x: x * 2.0), tf.TensorSpec([2, 3], F32))[0]
+  with pytest.raises(tfprims.InputStructureError, match=r"\{\} where it has no variables"):
+    functional(x)
   # Even with the shape check off, params must match exactly.
   with tfprims.override_config("strict_shape_check", False):
     with pytest.raises(tfprims.InputShapeError):

@@ -116,6 +116,12 @@ class ConvertedFunction:
 
   @interpreter.gc_paused()
   def __call__(self, params: Mapping[str, Any], *args, rng=None, **kwargs):
+    if not isinstance(params, Mapping):
+      raise errors.InputStructureError(
+          f"the first argument of {self.__name__!r} is its params (the dict tfprims.convert "
+          f"returned; {{}} where it has no variables), got {type(params).__name__}: call "
+          "fn(params, *inputs), or use tfprims.convert_functional for a function of "
+          "the inputs alone")
     flat_args = self._flatten_args(args, kwargs)
     state = self._check_params(params)
     ctx = interpreter.Context(self._library, dict(state), rng=rng, options=self.options)
