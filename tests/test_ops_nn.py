@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 import tfprims  # noqa: F401  (registers the ops)
-from tfprims.ops import nn
+from tfprims.ops import image, nn
 from tfprims.ops.nn._specs import _tf_accepts
 
 RNG = np.random.default_rng(0)
@@ -700,7 +700,7 @@ def test_lrn_deep_inputs_take_tf_running_sums(beta):
 
 
 # ---------------------------------------------------------------------------
-# Resize
+# Resize (image ops)
 # ---------------------------------------------------------------------------
 
 
@@ -708,8 +708,8 @@ def test_lrn_deep_inputs_take_tf_running_sums(beta):
 def test_resize_ops_match_tf_on_upsample_and_downsample(align, half):
   img = _randn(1, 5, 3, 2)
   for size in [(9, 7), (2, 2), (1, 4)]:
-    for op, fn in [("ResizeBilinear", nn.ResizeBilinear),
-                   ("ResizeNearestNeighbor", nn.ResizeNearestNeighbor)]:
+    for op, fn in [("ResizeBilinear", image.ResizeBilinear),
+                   ("ResizeNearestNeighbor", image.ResizeNearestNeighbor)]:
       ref = _tf(op, images=img, size=np.array(size, np.int32), align_corners=align,
                 half_pixel_centers=half)
       np.testing.assert_allclose(fn(img, size=size, align_corners=align,

@@ -1,9 +1,9 @@
-"""Image ops (NHWC): bicubic/area resizing, ScaleAndTranslate, CropAndResize and
-ImageProjectiveTransformV2/V3, with their TF gradient ops.
+"""Image ops (NHWC): resizing (nearest neighbor, bilinear, bicubic, area), ScaleAndTranslate,
+CropAndResize, ImageProjectiveTransformV2/V3, with their TF gradient ops; non-max
+suppression, bounding boxes, patches, colour, drawing and glimpses.
 
-(ResizeNearestNeighbor and ResizeBilinear live in ``tfprims.ops.nn.resize``.)
-
-* ``resize.py``: ResizeBicubic, ResizeBicubicGrad, ResizeArea.
+* ``resize.py``: ResizeNearestNeighbor, ResizeBilinear, ResizeBicubic, ResizeArea and the
+  grad ops ResizeNearestNeighborGrad, ResizeBilinearGrad, ResizeBicubicGrad.
 * ``scale_translate.py``: ScaleAndTranslate, ScaleAndTranslateGrad (every TF kernel).
 * ``crop_and_resize.py``: CropAndResize, CropAndResizeGradImage, CropAndResizeGradBoxes.
 * ``projective.py``: ImageProjectiveTransformV2, ImageProjectiveTransformV3.
@@ -11,6 +11,10 @@ ImageProjectiveTransformV2/V3, with their TF gradient ops.
 * ``combined_nms.py``: CombinedNonMaxSuppression.
 * ``boxes.py``: SampleDistortedBoundingBox, V2, StatelessSampleDistortedBoundingBox.
 * ``bbox_proposals.py``: GenerateBoundingBoxProposals (TF has only a GPU kernel).
+* ``patches.py``: DepthToSpace, SpaceToDepth, ExtractImagePatches, ExtractVolumePatches.
+* ``color.py``: RGBToHSV, HSVToRGB, AdjustContrastv2, AdjustHue, AdjustSaturation.
+* ``draw.py``: DrawBoundingBoxes, DrawBoundingBoxesV2.
+* ``glimpse.py``: ExtractGlimpse, ExtractGlimpseV2.
 * ``_common.py``: helpers (TF's float32 roundings under XLA's CPU backend, separable
   resampling); ``_specs.py``: spec helpers.
 
@@ -23,7 +27,9 @@ from tfprims.ops.image.crop_and_resize import (  # noqa: F401
     CropAndResize, CropAndResizeGradBoxes, CropAndResizeGradImage)
 from tfprims.ops.image.projective import (  # noqa: F401
     ImageProjectiveTransformV2, ImageProjectiveTransformV3)
-from tfprims.ops.image.resize import ResizeArea, ResizeBicubic, ResizeBicubicGrad  # noqa: F401
+from tfprims.ops.image.resize import (  # noqa: F401
+    ResizeArea, ResizeBicubic, ResizeBicubicGrad, ResizeBilinear, ResizeBilinearGrad,
+    ResizeNearestNeighbor, ResizeNearestNeighborGrad)
 from tfprims.ops.image.scale_translate import ScaleAndTranslate, ScaleAndTranslateGrad  # noqa: F401
 from tfprims.ops.image import patches  # noqa: F401
 from tfprims.ops.image import color  # noqa: F401

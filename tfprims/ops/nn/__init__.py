@@ -1,5 +1,6 @@
-"""Neural-network ops: bias, convolutions, pooling, batch norm, LRN, resize, top-k,
-losses, CTC, 3-D and argmax pooling, dilation, conv variants.
+"""Neural-network ops: bias, convolutions, pooling, batch norm, LRN, top-k, losses, CTC,
+3-D and argmax pooling, dilation, conv variants (every resize op is in
+:mod:`tfprims.ops.image`).
 
 Layouts are expressed as convolution dimension numbers / window dims, never by
 transposing NHWC or NCHW data, so jit compiles to the program hand-written
@@ -17,7 +18,6 @@ What lives where (each op's impl, rules and property spec in one module):
 * ``conv_variants.py``: Conv (generic N-d), FusedPadConv2D, FusedResizeAndPadConv2D.
 * ``batch_norm.py``: FusedBatchNorm{,V2,V3} and FusedBatchNormGrad{,V2,V3}.
 * ``lrn.py``: LRN, LRNGrad.
-* ``resize.py``: ResizeNearestNeighbor, ResizeBilinear and their grad ops.
 * ``top_k.py``: TopKV2, NthElement, ApproxTopK, InTopK, InTopKV2 (sorting and
   selection; ``tf.sort``/``tf.argsort``/``tf.math.top_k`` lower to TopKV2).
   ``cpu_sort.py``: TF's CPU selection algorithms (libstdc++'s sorts and heaps,
@@ -58,8 +58,7 @@ Explicit TF-named rules (they bind other ops through ``tfops``):
 Semantics choices are written down in docs/semantics/nn.md.
 """
 
-# Registered in this order (conv, bias, pool, batch_norm, lrn, resize), as nn.py did.
-from tfprims.ops.nn import conv, bias, pool, batch_norm, lrn, resize  # noqa: F401,I001
+from tfprims.ops.nn import conv, bias, pool, batch_norm, lrn  # noqa: F401,I001
 from tfprims.ops.nn import top_k  # noqa: F401
 from tfprims.ops.nn import losses, ctc, ctc_decode  # noqa: F401
 from tfprims.ops.nn import pool3d  # noqa: F401
@@ -84,5 +83,3 @@ from tfprims.ops.nn.lrn import LRN, LRNGrad  # noqa: F401
 from tfprims.ops.nn.pool import (  # noqa: F401
     AvgPool, AvgPoolGrad, MaxPool, MaxPoolGrad, MaxPoolGradGrad, MaxPoolGradGradV2,
     MaxPoolGradV2, MaxPoolV2)
-from tfprims.ops.nn.resize import (  # noqa: F401
-    ResizeBilinear, ResizeBilinearGrad, ResizeNearestNeighbor, ResizeNearestNeighborGrad)

@@ -29,10 +29,10 @@ import numpy as np
 from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.array.pad_tile import mirror_pad
+from tfprims.ops.image.resize import resize_bilinear
 from tfprims.ops.nn._specs import _tf_accepts
 from tfprims.ops.nn.conv import (_CONV_TOL, _conv, _conv_filter_grad, _conv_input_grad,
                                  _conv_out_shape, _groups)
-from tfprims.ops.nn.resize import resize_bilinear
 from tfprims.ops.shared import merge_batch, split_batch
 from tfprims.ops.shared_specs import bounded_values
 
