@@ -1,5 +1,6 @@
 """The package layout holds: modules small enough to read in one sitting, imports
-that go one way, and no tables of op names outside the op declarations."""
+that go one way, op families that use only each other's public names, and no tables
+of op names outside the op declarations."""
 
 import ast
 import pathlib
@@ -73,6 +74,75 @@ def test_imports_have_no_cycles():
   for m in sorted(graph):
     if m not in state:
       visit(m)
+
+
+def _op_family(module: str):
+  """The op family of a module under tfprims.ops: the first name below it (a top-level
+  module such as tfprims.ops.state_misc is its own family); None for any other module."""
+  parts = module.split(".")
+  return parts[2] if parts[:2] == ["tfprims", "ops"] and len(parts) > 2 else None
+
+
+def _private_part(path: str):
+  """``path`` (dotted) up to its first private name below tfprims.ops, or None."""
+  parts = path.split(".")
+  if parts[:2] != ["tfprims", "ops"]:
+    return None
+  for i, part in enumerate(parts[2:], start=2):
+    if part.startswith("_") and not (part.startswith("__") and part.endswith("__")):
+      return ".".join(parts[:i + 1])
+  return None
+
+
+def _private_ops_names(name, path) -> set:
+  """(line, dotted name) of each private name below tfprims.ops (a name or module with a
+  leading underscore) that ``name`` imports or reaches as an attribute of an imported
+  module."""
+  is_package = path.name == "__init__.py"
+  tree = ast.parse(path.read_text())
+  bound, found = {}, set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      targets = [a.name for a in node.names]
+      for a in node.names:  # import a.b binds a; import a.b as c binds c to a.b
+        top = a.name.split(".")[0]
+        bound[a.asname or top] = a.name if a.asname else top
+    elif isinstance(node, ast.ImportFrom):
+      base = node.module or ""
+      if node.level:  # relative import
+        anchor = name.split(".") if is_package else name.split(".")[:-1]
+        anchor = anchor[:len(anchor) - node.level + 1]
+        base = ".".join(anchor + ([base] if base else []))
+      targets = [f"{base}.{a.name}" for a in node.names]
+      for a, t in zip(node.names, targets):
+        bound[a.asname or a.name] = t
+    else:
+      continue
+    found.update((node.lineno, p) for p in map(_private_part, targets) if p)
+  for node in ast.walk(tree):   # module.attr chains: basic._wrap, tfprims.ops.nn._common
+    chain = []
+    while isinstance(node, ast.Attribute):
+      chain.append(node.attr)
+      node = node.value
+    if chain and isinstance(node, ast.Name) and node.id in bound:
+      p = _private_part(".".join([bound[node.id]] + chain[::-1]))
+      if p:
+        found.add((node.lineno, p))
+  return found
+
+
+def test_families_use_only_each_others_public_names():
+  # An op family reaches another family's code only through its public names (or
+  # tfprims.ops.shared / shared_specs); code outside tfprims.ops reaches none of
+  # tfprims.ops' private names.
+  offenders = []
+  for name, path in MODULES.items():
+    family = _op_family(name)
+    for line, private in sorted(_private_ops_names(name, path)):
+      if family is None or _op_family(private) != family:
+        offenders.append(f"{name}:{line}: {private}")
+  assert not offenders, ("private names used across op families (make them public API "
+                         "or move them to tfprims.ops.shared):\n" + "\n".join(offenders))
 
 
 def test_no_op_name_tables_outside_the_op_declarations():
