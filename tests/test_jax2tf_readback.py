@@ -75,3 +75,72 @@ def test_eig_of_empty_matrices_called_eagerly():
       assert got.shape == want.shape and got.dtype == want.dtype
     for got, want in zip(jax.jit(fn)(a), f(a)):
       assert got.shape == want.shape
+
+
+# --- derivatives of modules the reader once could not differentiate -----------------
+
+
+def _grad_close(got, want, rtol=1e-5, atol=1e-6):
+  for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+    np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=atol)
+
+
+_A = np.array([0.5, 1.5, 3.0, 7.0], np.float32)
+_X = np.array([0.7, 2.0, 4.0, 6.5], np.float32)
+
+
+@pytest.mark.parametrize("special", ["gammainc", "gammaincc"])
+def test_grad_through_a_while_loop_with_a_data_dependent_trip_count(special):
+  # igamma/igammac are series whose length depends on the data: stablehlo.while
+  # loops read as tf.While.unbounded (checkpointed reverse mode).
+  g = getattr(jax.scipy.special, special)
+  f = lambda a, x: jnp.sum(g(a, x) ** 2)
+  fn = _read_back(f, _A, _X, with_gradient=True)
+  assert "tf.While.unbounded" in jaxpr_primitives(jax.make_jaxpr(fn)(_A, _X))
+  _grad_close(fn(_A, _X), f(_A, _X))
+  want = jax.grad(f, 1)(_A, _X)
+  _grad_close(jax.grad(fn, 1)(_A, _X), want, rtol=1e-4)
+  _grad_close(jax.jit(jax.grad(fn, 1))(_A, _X), want, rtol=1e-4)
+
+
+def test_grad_of_random_gamma_samples_wrt_alpha():
+  key = np.asarray(jax.random.key_data(jax.random.key(0)))
+  f = lambda k, a: jnp.sum(jax.random.gamma(jax.random.wrap_key_data(k), a) * a)
+  fn = _read_back(f, key, _A, with_gradient=True)
+  _grad_close(fn(key, _A), f(key, _A))
+  want = jax.grad(f, 1)(key, _A)
+  _grad_close(jax.grad(fn, 1)(key, _A), want, rtol=1e-4)
+  _grad_close(jax.jit(jax.grad(fn, 1))(key, _A), want, rtol=1e-4)
+
+
+def test_grad_of_cumlogsumexp():
+  x = RNG.normal(size=(3, 5)).astype(np.float32)
+  f = lambda x: jnp.sum(lax.cumlogsumexp(x, axis=1) ** 2
+                        + lax.cumlogsumexp(x, axis=0, reverse=True))
+  fn = _read_back(f, x, with_gradient=True)
+  _grad_close(fn(x), f(x))
+  _grad_close(jax.grad(fn)(x), jax.grad(f)(x))
+  _grad_close(jax.jit(jax.grad(fn))(x), jax.grad(f)(x))
+
+
+def _pool(reducer, init):
+  return lambda v: jnp.sum(lax.reduce_window(v, init, reducer, (2, 2), (2, 1), "SAME") ** 2)
+
+
+@pytest.mark.parametrize("reducer, init", [(lax.max, -jnp.inf), (lax.min, jnp.inf)])
+def test_select_and_gather_add_second_order_pool_gradients(reducer, init):
+  # jax.jvp of a pool's gradient: the JVP of reduce_window max/min is
+  # select_and_gather_add, a 4-operand reduce_window.
+  x = RNG.normal(size=(4, 6)).astype(np.float32)
+  t = np.cos(x)
+  pool = _pool(reducer, init)
+  f = lambda v, t: jax.jvp(jax.grad(pool), (v,), (t,))[1]
+  fn = _read_back(f, x, t, with_gradient=True)
+  _grad_close(fn(x, t), f(x, t))
+  _grad_close(jax.jit(fn)(x, t), f(x, t))
+  loss = lambda g: (lambda v, t: jnp.sum(g(v, t) ** 2))
+  _grad_close(jax.grad(loss(fn), (0, 1))(x, t), jax.grad(loss(f), (0, 1))(x, t))
+  # the pool's gradient's gradient (hessian-vector product) read back
+  h = lambda v: jax.hessian(pool)(v).reshape(v.size, v.size) @ t.ravel()
+  fn = _read_back(h, x, with_gradient=True)
+  _grad_close(fn(x), h(x))

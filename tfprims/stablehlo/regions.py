@@ -7,7 +7,10 @@ A ``stablehlo.while`` whose trip count is known when the module is read (JAX's
 lowering of ``lax.scan`` and of ``fori_loop`` with static bounds: a counter from a
 known start, compared ``LT`` with a known limit, stepped by a known amount) becomes
 ``lax.scan``, so reverse-mode differentiation works as it did for the original
-function; other loops become ``lax.while_loop``.
+function; other loops (a trip count that depends on data: igamma's series,
+``jax.random.gamma``'s rejection sampling) become ``tf.While.unbounded``
+(:func:`tfprims.ops.control_flow.unbounded.while_loop`), ``lax.while_loop`` with a
+checkpointed reverse mode.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from tfprims import dtypes
+from tfprims.ops.control_flow import unbounded
 from tfprims.stablehlo import custom_jvps
 from tfprims.stablehlo.reader import (Op, as_jax, constant_value, enum_name, handler,
                                       hlo, integer, ints, ir, is_known, tensor_type)
@@ -134,19 +138,84 @@ def _reduce_window(op: Op, operands):
   dilations = dict(base_dilation=ints(op.attr("base_dilations")) or None,
                    window_dilation=ints(op.attr("window_dilations")) or None)
   monoid = _reducer(op, inits)
+  body = op.region(0)
+  if monoid is None and len(xs) == 1 and _is_logaddexp(body, xs[0].dtype):
+    monoid = _LOGADDEXP
   cumulative = _cumulative(monoid, xs, inits, window, dilations)
   if cumulative is not None:
     return [cumulative]
+  if monoid is _LOGADDEXP:
+    monoid = _logaddexp
   if monoid is not None:
     return [lax.reduce_window(xs[0], inits[0], monoid, **window, **dilations)]
-  body = op.region(0)
+  gathered = _select_and_gather(op, xs, inits, window, dilations)
+  if gathered is not None:
+    return gathered
   out = lax.reduce_window(tuple(xs), tuple(inits), lambda a, b: tuple(body(*a, *b)),
                           **window, **dilations)
   return list(out)
 
 
+_LOGADDEXP = "logaddexp"  # the body of JAX's cumlogsumexp
+
+
+def _logaddexp(a, b):
+  return jnp.logaddexp(a, b)
+
+
 _CUMULATIVE = {lax.add: (lax.cumsum, 0), lax.mul: (lax.cumprod, 1),
-               lax.max: (lax.cummax, -np.inf), lax.min: (lax.cummin, np.inf)}
+               lax.max: (lax.cummax, -np.inf), lax.min: (lax.cummin, np.inf),
+               _LOGADDEXP: (lax.cumlogsumexp, -np.inf)}
+
+
+def _is_logaddexp(body, dtype) -> bool:
+  """Whether a two-argument body computes ``log(exp(a) + exp(b))`` (JAX's
+  cumlogsumexp lowering), judged on probe values (infinities and NaN included)."""
+  if not jnp.issubdtype(dtype, jnp.floating):
+    return False
+  a = np.array([0.0, 1.0, -2.0, 3.5, -np.inf, -np.inf, np.inf, np.nan, 2.0, 30.0])
+  b = np.array([0.0, -1.5, 5.0, 3.5, 1.0, -np.inf, 1.0, 1.0, np.nan, -4.0])
+  try:
+    with jax.ensure_compile_time_eval():
+      got = np.asarray(body(a.astype(dtype), b.astype(dtype))[0]).astype(np.float64)
+  except Exception:  # a body the probe cannot run
+    return False
+  with np.errstate(all="ignore"):
+    want = np.logaddexp(a, b)
+  return bool(np.allclose(got, want, rtol=1e-2, atol=1e-2, equal_nan=True))
+
+
+def _select_and_gather(op: Op, xs, inits, window, dilations):
+  """JAX's ``select_and_gather_add`` (the JVP of a max/min pool: each window's
+  tangent at its maximum/minimum, a (value, tangent) reduction that keeps the pair
+  whose value compares ``GE``/``GT`` (``LE``/``LT``)) as the JVP of
+  ``lax.reduce_window`` max/min, which JAX differentiates and transposes; None for
+  other bodies."""
+  if len(xs) != 2 or not all(is_known(v) for v in inits):
+    return None
+  block = op.op.regions[0].blocks[0]
+  args, body = list(block.arguments), _body_ops(op, 0)
+  if len(args) != 4 or len(body) != 4 or body[0].name != "stablehlo.compare":
+    return None
+  compare, sel_v, sel_t, ret = body
+  direction = enum_name(compare.attributes["comparison_direction"])
+  if (list(compare.operands) != [args[0], args[2]] or direction not in _ORDERING
+      or sel_v.name != "stablehlo.select" or sel_t.name != "stablehlo.select"
+      or list(sel_v.operands) != [compare.result, args[0], args[2]]
+      or list(sel_t.operands) != [compare.result, args[1], args[3]]
+      or list(ret.operands) != [sel_v.result, sel_t.result]):
+    return None
+  x, t = xs
+  if not (jnp.issubdtype(x.dtype, jnp.floating) and x.dtype == t.dtype):
+    return None
+  largest = direction[0] == "G"
+  identity = -np.inf if largest else np.inf
+  if not (np.all(np.asarray(inits[0]) == identity) and np.all(np.asarray(inits[1]) == 0)):
+    return None
+  monoid = lax.max if largest else lax.min
+  pool = lambda v: lax.reduce_window(v, np.array(identity, x.dtype), monoid, **window,
+                                     **dilations)
+  return list(jax.jvp(pool, (x,), (t,)))
 
 
 def _cumulative(monoid, xs, inits, window, dilations):
@@ -178,49 +247,70 @@ def _cumulative(monoid, xs, inits, window, dilations):
   return fn(x, axis=d, reverse=pads[d] == (0, n - 1))
 
 
+_SCATTER_MONOIDS = {"stablehlo.add": "add", "stablehlo.maximum": "max",
+                    "stablehlo.minimum": "min", "stablehlo.multiply": "multiply"}
+
+
 @handler("stablehlo.select_and_scatter")
 def _select_and_scatter(op: Op, operands):
-  """The gradient of a max pool (JAX's only use): select ``GE``, scatter ``add``,
-  written as the VJP of the window maximum, which JAX lowers to the same
-  operation."""
+  """Each window's selected element (its first maximum: select ``GE``, JAX's max-pool
+  gradient; its first minimum: ``LE``, a min pool's) receives the window's ``source``
+  value, combined by the scatter monoid (add, max, min, multiply) with ``init``.
+  Floating select-``GE``/``LE`` scatter-adds are the VJP of the window max/min, which
+  JAX lowers to the same operation (and differentiates); the rest pick each window's
+  position, then scatter into ``init``."""
   x, source, init = operands
   select = _body_ops(op, 0)
-  if (binary_body(op, 1) != "stablehlo.add" or len(select) != 2
-      or select[0].name != "stablehlo.compare"
-      or enum_name(select[0].attributes["comparison_direction"]) != "GE"
+  direction = (enum_name(select[0].attributes["comparison_direction"])
+               if len(select) == 2 and select[0].name == "stablehlo.compare" else None)
+  monoid = _SCATTER_MONOIDS.get(binary_body(op, 1))
+  if (direction not in ("GE", "LE") or monoid is None
       or list(select[0].operands) != list(op.op.regions[0].blocks[0].arguments)):
-    raise op.error("only the max-pool gradient form (select GE, scatter add) is read")
+    raise op.error("only a select GE/LE (first maximum/minimum of each window) and a "
+                   "scatter add/max/min/multiply are read")
+  largest = direction == "GE"
   x, source = as_jax(x), as_jax(source)
   window = _window(op, x.ndim)
-  if jnp.issubdtype(x.dtype, jnp.inexact):
-    _, vjp = jax.vjp(lambda v: lax.reduce_window(v, np.array(-np.inf, x.dtype), lax.max,
-                                                 **window), x)
+  zero_init = is_known(init) and np.all(np.asarray(init) == 0)
+  if jnp.issubdtype(x.dtype, jnp.floating) and monoid == "add":
+    identity = np.array(-np.inf if largest else np.inf, x.dtype)
+    _, vjp = jax.vjp(lambda v: lax.reduce_window(v, identity, lax.max if largest
+                                                 else lax.min, **window), x)
     (out,) = vjp(source.astype(x.dtype))
-  else:  # integers have no VJP: each window's first maximum, then a scatter-add
-    out = _scatter_to_first_max(x, source.astype(x.dtype), window)
-  if not (is_known(init) and np.all(np.asarray(init) == 0)):
-    out = out + as_jax(init, out.dtype)
-  return [out]
+    if not zero_init:
+      out = out + as_jax(init, out.dtype)
+    return [out]
+  picked = _first_selected(lax.stop_gradient(x), window, largest)
+  if monoid == "add" and zero_init:
+    base = jnp.zeros(x.size, source.dtype)
+  else:
+    base = jnp.full(x.size, as_jax(init, source.dtype), source.dtype)
+  out = getattr(base.at[picked.ravel()], monoid)(source.ravel(), mode="drop")
+  return [out.reshape(x.shape)]
 
 
-def _scatter_to_first_max(x, source, window):
-  """select_and_scatter (select ``GE``, scatter ``add``) on integers: each window
-  picks its first maximum in window order (the smallest flat position among its
-  maxima: ``GE`` keeps the element selected so far on ties), and ``source`` is
-  added there. Padding is never picked over an element (its position is out of
-  range, dropped by the scatter)."""
+def _first_selected(x, window, largest):
+  """The flat position each window of select_and_scatter picks: its first maximum
+  (minimum) in window order (the smallest flat position among its maxima: ``GE``
+  keeps the element selected so far on ties). Padding is never picked over an
+  element (its position is out of range, dropped by the scatter)."""
   positions = jnp.arange(x.size, dtype=jnp.int32).reshape(x.shape)
 
-  def first_max(a, b):
+  def first(a, b):
     (av, ap), (bv, bp) = a, b
-    take_a = (av > bv) | ((av == bv) & (ap < bp))
+    better = (av > bv) if largest else (av < bv)
+    take_a = better | ((av == bv) & (ap < bp))
     return lax.select(take_a, av, bv), lax.select(take_a, ap, bp)
 
-  lowest = np.array(jnp.iinfo(x.dtype).min, x.dtype)
-  _, picked = lax.reduce_window((x, positions), (lowest, np.int32(x.size)), first_max,
-                                **window)
-  out = jnp.zeros(x.size, x.dtype).at[picked.ravel()].add(source.ravel(), mode="drop")
-  return out.reshape(x.shape)
+  if jnp.issubdtype(x.dtype, jnp.floating):
+    worst = np.array(-np.inf if largest else np.inf, x.dtype)
+  elif x.dtype == jnp.bool_:
+    worst = np.array(not largest)
+  else:
+    info = jnp.iinfo(x.dtype)
+    worst = np.array(info.min if largest else info.max, x.dtype)
+  _, picked = lax.reduce_window((x, positions), (worst, np.int32(x.size)), first, **window)
+  return picked
 
 
 _ORDERING = ("LT", "GT", "LE", "GE")
@@ -435,7 +525,11 @@ def _while(op: Op, operands):
     trips, _ = counted
     out, _ = lax.scan(lambda s, _: (step(s), None), init, None, length=trips)
     return list(out)
-  return list(lax.while_loop(lambda s: jnp.asarray(cond(*s)[0]), step, init))
+  loop_cond = lambda s: jnp.asarray(cond(*s)[0])
+  out = unbounded.while_loop(loop_cond, step, init)
+  if out is None:  # a body with effects or changing types: forward mode only
+    out = lax.while_loop(loop_cond, step, init)
+  return list(out)
 
 
 @handler("stablehlo.case")
