@@ -117,6 +117,7 @@ class GradFn:
   num_inputs: int      # IdentityN inputs (results + args + variable values)
   options: Optional[dict] = None  # the config the forward function was converted with
   _built: Any = None
+  _failed: Any = None  # the CustomGradientError building it raised
   _lock: Any = dataclasses.field(default_factory=threading.Lock)
 
   def __hash__(self):
@@ -217,8 +218,14 @@ class GradFn:
     """Cotangents of all IdentityN inputs (None: zero) given the cotangents of the
     results (``dys``) and the forward values of all IdentityN inputs."""
     with self._lock:
+      if self._failed is not None:  # tracing it again would fail again
+        raise self._failed
       if self._built is None:
-        _outside_jax(self._build)
+        try:
+          _outside_jax(self._build)
+        except errors.CustomGradientError as e:
+          self._failed = e
+          raise
     b = self._built
     feeds = {}
     for k, name in enumerate(b["arg_names"]):
@@ -549,7 +556,18 @@ def _tangent_transpose(cts, *operands, grad, n_y, float_mask, batch, forward):
         [None] * len(values)
   cts = [ad.instantiate_zeros(c) for c in cts]
   dx_shapes = [x.aval.shape for x in lin[n_fy:]]
-  dxs = _apply_grad(grad, n_y, float_mask, batch, cts, list(values), dx_shapes)
+  try:
+    dxs = _apply_grad(grad, n_y, float_mask, batch, cts, list(values), dx_shapes)
+  except errors.CustomGradientError:
+    if forward != "graph" or not is_jax2tf(grad.name):
+      raise
+    # jax2tf's gradient function differentiates every input, and JAX cannot
+    # differentiate some (scatter_mul's updates with repeated indices, ...): the
+    # module, read as JAX operations, is differentiated natively instead (the same
+    # derivative), w.r.t. only the inputs asked for.
+    return [(c if k < n_fy else ad.Zero(x.aval)) if ad.is_undefined_primal(x) else None
+            for k, (x, c) in enumerate(zip(lin, cts + [None] * len(lin)))] + \
+        [None] * len(values)
   out = []
   for k, x in enumerate(lin):
     if not ad.is_undefined_primal(x):
