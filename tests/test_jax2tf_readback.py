@@ -172,3 +172,109 @@ def test_grad_of_only_the_requested_input(name):
   xs = np.stack([args[0], args[0] * 0.5])
   _grad_close(jax.vmap(jax.grad(fn, 0), (0, None))(xs, args[1]),
               jax.vmap(jax.grad(f, 0), (0, None))(xs, args[1]))
+
+
+# --- old shape-polymorphic custom calls (written by hand: jax 0.10 no longer emits them) ---
+
+_DYNAMIC_TOP_K = """
+module @jit_f {
+  func.func public @main(%arg0: tensor<?x?xf32>) -> (tensor<?x?xf32>, tensor<?x?xi32>) {
+    %0 = stablehlo.get_dimension_size %arg0, dim = 1 : (tensor<?x?xf32>) -> tensor<i32>
+    %1 = stablehlo.convert %0 : (tensor<i32>) -> tensor<i64>
+    %c = stablehlo.constant dense<2> : tensor<i64>
+    %2 = stablehlo.subtract %1, %c : tensor<i64>
+    %3:2 = stablehlo.custom_call @stablehlo.dynamic_top_k(%arg0, %2) : (tensor<?x?xf32>, tensor<i64>) -> (tensor<?x?xf32>, tensor<?x?xi32>)
+    return %3#0, %3#1 : tensor<?x?xf32>, tensor<?x?xi32>
+  }
+}
+"""
+
+_DYNAMIC_APPROX_TOP_K = """
+module @jit_f {
+  func.func private @top_k_gt_f32_comparator(%arg0: tensor<f32>, %arg1: tensor<f32>, %arg2: tensor<i32>, %arg3: tensor<i32>) -> tensor<i1> {
+    %0 = stablehlo.compare GT, %arg0, %arg1 : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %0 : tensor<i1>
+  }
+  func.func public @main(%arg0: tensor<?x6xf32>) -> (tensor<?x2xf32>, tensor<?x2xi32>) {
+    %d0 = stablehlo.get_dimension_size %arg0, dim = 0 : (tensor<?x6xf32>) -> tensor<i32>
+    %d = stablehlo.reshape %d0 : (tensor<i32>) -> tensor<1xi32>
+    %six = stablehlo.constant dense<6> : tensor<1xi32>
+    %two = stablehlo.constant dense<2> : tensor<1xi32>
+    %ishape = stablehlo.concatenate %d, %six, dim = 0 : (tensor<1xi32>, tensor<1xi32>) -> tensor<2xi32>
+    %oshape = stablehlo.concatenate %d, %two, dim = 0 : (tensor<1xi32>, tensor<1xi32>) -> tensor<2xi32>
+    %iota = stablehlo.dynamic_iota %ishape, dim = 1 : (tensor<2xi32>) -> tensor<?x6xi32>
+    %c = stablehlo.constant dense<-1> : tensor<i32>
+    %cst = stablehlo.constant dense<0xFF800000> : tensor<f32>
+    %k = stablehlo.constant dense<2> : tensor<i64>
+    %1:2 = stablehlo.custom_call @stablehlo.dynamic_approx_top_k(%arg0, %iota, %cst, %c, %k, %oshape, %oshape) {backend_config = "", called_computations = [@top_k_gt_f32_comparator], indices_of_shape_operands = dense<[5, 6]> : tensor<2xi64>, mhlo.backend_config = {aggregate_to_topk = true, recall_target = 0.949999988 : f32, reduction_dim = 1 : i64, reduction_input_size_override = -1 : i64}} : (tensor<?x6xf32>, tensor<?x6xi32>, tensor<f32>, tensor<i32>, tensor<i64>, tensor<2xi32>, tensor<2xi32>) -> (tensor<?x2xf32>, tensor<?x2xi32>)
+    return %1#0, %1#1 : tensor<?x2xf32>, tensor<?x2xi32>
+  }
+}
+"""
+
+_DYNAMIC_RNG = """
+module @jit_f {
+  func.func public @main(%arg0: tensor<4xui32>, %arg1: tensor<?x2xf32>) -> (tensor<4xui32>, tensor<?x2xui32>) {
+    %0 = stablehlo.reshape %arg0 : (tensor<4xui32>) -> tensor<2x2xui32>
+    %1 = stablehlo.bitcast_convert %0 : (tensor<2x2xui32>) -> tensor<2xui64>
+    %d0 = stablehlo.get_dimension_size %arg1, dim = 0 : (tensor<?x2xf32>) -> tensor<i32>
+    %d = stablehlo.reshape %d0 : (tensor<i32>) -> tensor<1xi32>
+    %two = stablehlo.constant dense<2> : tensor<1xi32>
+    %shape = stablehlo.concatenate %d, %two, dim = 0 : (tensor<1xi32>, tensor<1xi32>) -> tensor<2xi32>
+    %s, %bits = stablehlo.custom_call @stablehlo.dynamic_rng_bit_generator(%1, %shape) {rng_algorithm = #stablehlo<rng_algorithm DEFAULT>} : (tensor<2xui64>, tensor<2xi32>) -> (tensor<2xui64>, tensor<?x2xui32>)
+    %2 = stablehlo.bitcast_convert %s : (tensor<2xui64>) -> tensor<2x2xui32>
+    %3 = stablehlo.reshape %2 : (tensor<2x2xui32>) -> tensor<4xui32>
+    return %3, %bits : tensor<4xui32>, tensor<?x2xui32>
+  }
+}
+"""
+
+
+def _call_module_fn(text, args, outs):
+  """A tf.function of one XlaCallModule op holding ``text`` (a shape-polymorphic
+  module), converted by tfprims for the static shapes of ``args``."""
+  from jax.extend.mlir.dialects import stablehlo as hlo
+  from jax.interpreters import mlir
+  from tensorflow.compiler.tf2xla.ops import gen_xla_ops
+  with mlir.make_ir_context():
+    module = mlir.ir.Module.parse(text)
+    data = hlo.serialize_portable_artifact_str(str(module), hlo.get_minimum_version())
+
+  @tf.function(autograph=False)
+  def tf_fn(*xs):
+    return gen_xla_ops.xla_call_module(
+        list(xs), version=9, module=data, Sout=[s for s, _ in outs],
+        Tout=[t for _, t in outs], dim_args_spec=[], platforms=["CPU"])
+  fn = tfprims.convert_functional(
+      tf_fn, *[tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)) for a in args])
+  assert "tf.XlaCallModule" not in jaxpr_primitives(jax.make_jaxpr(fn)(*args))
+  return fn
+
+
+def test_dynamic_top_k_with_k_known_at_call_time():
+  # k = (the last dimension) - 2, a value computed from the shapes
+  for rows, cols in ((3, 6), (1, 4)):
+    x = RNG.normal(size=(rows, cols)).astype(np.float32)
+    fn = _call_module_fn(_DYNAMIC_TOP_K, [x], [((rows, cols - 2), tf.float32),
+                                               ((rows, cols - 2), tf.int32)])
+    _equal(fn(x), lax.top_k(x, cols - 2))
+    _equal(jax.jit(fn)(x), lax.top_k(x, cols - 2))
+    loss = lambda g: lambda x: jnp.sum(g(x)[0] ** 2)
+    _grad_close(jax.grad(loss(fn))(x), jax.grad(loss(lambda v: lax.top_k(v, cols - 2)))(x))
+
+
+def test_dynamic_approx_top_k_with_shape_operands():
+  x = RNG.normal(size=(3, 6)).astype(np.float32)
+  fn = _call_module_fn(_DYNAMIC_APPROX_TOP_K, [x], [((3, 2), tf.float32), ((3, 2), tf.int32)])
+  assert "approx_top_k" in jaxpr_primitives(jax.make_jaxpr(fn)(x))
+  _equal(fn(x), lax.approx_max_k(x, 2))
+  _equal(jax.jit(fn)(x), lax.approx_max_k(x, 2))
+
+
+def test_dynamic_rng_bit_generator_with_its_shape_known_at_call_time():
+  key = np.array([1, 2, 3, 4], np.uint32)
+  y = np.zeros((5, 2), np.float32)   # its first dimension: the number of rows of bits
+  fn = _call_module_fn(_DYNAMIC_RNG, [key, y], [((4,), tf.uint32), ((5, 2), tf.uint32)])
+  want = lax.rng_bit_generator(key, (5, 2), dtype=np.uint32)
+  _equal(fn(key, y), want)
+  _equal(jax.jit(fn)(key, y), want)

@@ -22,6 +22,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir, xla
 
 from tfprims import dtypes, errors
+from tfprims.stablehlo import ops
 from tfprims.stablehlo.reader import Op, as_jax, dictionary, enum_name, handler, ir, is_known
 
 _IDENTITIES = {"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",
@@ -97,10 +98,11 @@ def _lapack(op: Op, kind: str, args):
   raise op.error(f"LAPACK call {kind}")
 
 
-def _approx_top_k(op: Op, operands):
+def _approx_top_k(op: Op, operands, k=None):
   """``lax.approx_max_k``/``approx_min_k``: JAX's ApproxTopK call (operand, its iota
   along the reduction dimension, the initial value and index; a comparator ``GT``
-  for max, ``LT`` for min), re-emitted by JAX with its comparator."""
+  for max, ``LT`` for min), re-emitted by JAX with its comparator. ``k``: the old
+  ``stablehlo.dynamic_approx_top_k``'s operand (else the ``top_k`` config)."""
   config = _config(op)
   x, index = operands[0], operands[1]
   dim = int(config["reduction_dim"])
@@ -116,7 +118,8 @@ def _approx_top_k(op: Op, operands):
   if directions not in (["GT"], ["LT"]):
     raise op.error(f"ApproxTopK with a comparator comparing {directions}")
   top_k = lax.approx_max_k if directions == ["GT"] else lax.approx_min_k
-  values, indices = top_k(as_jax(x), int(config["top_k"]), reduction_dimension=dim,
+  k = int(config["top_k"]) if k is None else k
+  values, indices = top_k(as_jax(x), k, reduction_dimension=dim,
                           recall_target=float(config.get("recall_target", 0.95)),
                           reduction_input_size_override=int(
                               config.get("reduction_input_size_override", -1)),
@@ -124,12 +127,44 @@ def _approx_top_k(op: Op, operands):
   return [values, indices.astype(dtypes.canonical_dtype(op.result_types[1].dtype))]
 
 
+def _known_int(op: Op, value, what: str) -> int:
+  if not is_known(value):
+    raise op.error(f"custom call @{target(op.op)} whose {what} is not known when the "
+                   "module is read")
+  return int(value)
+
+
+def _dynamic(op: Op, name: str, operands):
+  """Old shape-polymorphic forms (jax < 0.4.31's lowerings with symbolic dimensions):
+  custom calls with dynamic result shapes whose sizes are operands, read when those
+  operands are known (the shapes are, once the module is called). Shape operands
+  appended by ``indices_of_shape_operands`` are dropped."""
+  shape_operands = op.attr("indices_of_shape_operands")
+  if shape_operands is not None:
+    drop = {int(i) for i in np.asarray(ir.DenseIntElementsAttr(shape_operands))}
+    operands = [x for i, x in enumerate(operands) if i not in drop]
+  if name == "stablehlo.dynamic_top_k":
+    x, k = operands
+    values, indices = lax.top_k(as_jax(x), _known_int(op, k, "k"))
+    return [values, indices.astype(dtypes.canonical_dtype(op.result_types[1].dtype))]
+  if name == "stablehlo.dynamic_approx_top_k":
+    return _approx_top_k(op, operands[:4], _known_int(op, operands[4], "k"))
+  key, shape = operands
+  if not is_known(shape):
+    raise op.error(f"custom call @{name} whose shape is not known when the module is read")
+  return ops.rng_bit_generator(op, key, [int(d) for d in np.asarray(shape).reshape(-1)])
+
+
+_DYNAMIC = ("stablehlo.dynamic_top_k", "stablehlo.dynamic_approx_top_k",
+            "stablehlo.dynamic_rng_bit_generator")
+
+
 def has_derivative(op) -> bool:
   """Whether JAX can differentiate this custom call as read (the others become
   :data:`custom_call_p`, which has no derivative)."""
   name = target(op)
   match = _LAPACK.fullmatch(name)
-  return name in _IDENTITIES or name in ("shape_assertion", "ApproxTopK") or bool(
+  return name in _IDENTITIES or name in ("shape_assertion", "ApproxTopK") + _DYNAMIC or bool(
       match and match.group(1) in _READ)
 
 
@@ -151,6 +186,8 @@ def _custom_call(op: Op, operands):
     return _lapack(op, match.group(1), [as_jax(x) for x in operands])
   if name == "ApproxTopK":
     return _approx_top_k(op, operands)
+  if name in _DYNAMIC:
+    return _dynamic(op, name, operands)
   called = op.attr("called_computations")
   if called is not None and len(ir.ArrayAttr(called)):
     # Re-emitted alone, the call would name functions its new module lacks (XLA

@@ -401,9 +401,17 @@ def _convolution(op: Op, operands):
 
 @handler("stablehlo.rng_bit_generator")
 def _rng_bit_generator(op: Op, operands):
+  return rng_bit_generator(op, operands[0], op.result_types[1].shape)
+
+
+def rng_bit_generator(op: Op, key, shape):
+  """``lax.rng_bit_generator`` of ``key`` (the op's ``rng_algorithm``), its bits of
+  ``shape`` (also the old ``stablehlo.dynamic_rng_bit_generator`` custom call's, whose
+  shape is an operand)."""
   algorithm = {"DEFAULT": lax.RandomAlgorithm.RNG_DEFAULT,
                "THREE_FRY": lax.RandomAlgorithm.RNG_THREE_FRY,
                "PHILOX": lax.RandomAlgorithm.RNG_PHILOX}[enum_name(op.attr("rng_algorithm"))]
+  operands = [key]
   state_type, out = op.result_types
   state = as_jax(operands[0])
   if state.dtype != np.dtype(state_type.dtype):
@@ -411,7 +419,7 @@ def _rng_bit_generator(op: Op, operands):
     # uint64[2], which the reader keeps as the uint32 pairs (shape (2, 2)); JAX's
     # rng_bit_generator takes the uint32[4] key itself and bitcasts it the same way.
     state = state.reshape(-1)
-  state, bits = lax.rng_bit_generator(state, out.shape, dtypes.canonical_dtype(out.dtype),
+  state, bits = lax.rng_bit_generator(state, tuple(shape), dtypes.canonical_dtype(out.dtype),
                                       algorithm)
   return [state.reshape(np.shape(operands[0])), bits]
 
