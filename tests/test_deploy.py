@@ -20,6 +20,14 @@ import tfprims
 from tfprims import cli
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _no_persistent_cache():
+  """Loading turns on JAX's persistent compilation cache for the whole process: not in
+  the test process (tests/test_cache.py tests it in fresh interpreters)."""
+  with tfprims.override_config("compilation_cache", None):
+    yield
+
+
 def run(capsys, *argv):
   code = cli.main(list(argv))
   captured = capsys.readouterr()

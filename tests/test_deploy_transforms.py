@@ -16,6 +16,14 @@ import tensorflow as tf
 import tfprims
 from tfprims import deploy
 
+@pytest.fixture(autouse=True, scope="module")
+def _no_persistent_cache():
+  """Loading turns on JAX's persistent compilation cache for the whole process: not in
+  the test process (tests/test_cache.py tests it in fresh interpreters)."""
+  with tfprims.override_config("compilation_cache", None):
+    yield
+
+
 _W = tf.Variable(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3), name="w")
 _STEPS = tf.Variable(3, dtype=tf.int32, name="steps")
 

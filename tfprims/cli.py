@@ -8,6 +8,7 @@
     tfprims ops --supported                       # every op type tfprims converts
     tfprims export SRC OUT               # a TF-free jax.export artifact
     tfprims compare [SRC | --example NAME] [--json OUT] [--html OUT]  # node by node vs TF
+    tfprims cache info | clear           # the persistent compilation cache
 
 SRC is a SavedModel directory, a frozen GraphDef file (.pb, .pbtxt; with --inputs and
 --outputs) or a Keras file (.keras, .h5). Every subcommand takes ``--import MODULE``
@@ -27,6 +28,10 @@ counts, and which tfprims converts, without converting.
 and loops too) and names the first node whose output differs while its inputs
 agree (tfprims.compare; docs/compare.md).
 
+The command line (``main()`` as the console script runs it) turns on JAX's persistent
+compilation cache (:mod:`tfprims.cache`; ``tfprims cache info``); ``main(argv)`` called
+from Python leaves JAX's configuration alone, as conversion does.
+
 Exit status: 0 when the outputs match TF within the tolerance (``ops``: when
 everything converts; ``compare``: when no node diverges), 1 when they do not, 2 on
 errors (unsupported ops, unreadable model, bad arguments...). docs/cli.md has more.
@@ -39,7 +44,7 @@ import os
 import sys
 from typing import Optional
 
-from tfprims import cli_compare, cli_export, cli_inspect, cli_ops
+from tfprims import cli_cache, cli_compare, cli_export, cli_inspect, cli_ops
 from tfprims.cli_check import Comparison, OutputDiff, _diff, compare  # noqa: F401 (re-exported)
 from tfprims.cli_common import (EXIT_ERROR, EXIT_MISMATCH, EXIT_OK, PROG,  # noqa: F401
                                 CLIError, common_arguments, fail, import_tensorflow,
@@ -53,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
       prog=PROG,
       description="tfprims: TensorFlow functions as JAX functions, one JAX primitive "
                   "(tf.<OpType>) per TF op.",
-      epilog="Run 'tfprims COMMAND --help' for a command (inspect, ops, export, compare).")
+      epilog="Run 'tfprims COMMAND --help' for a command (inspect, ops, export, compare, "
+             "cache).")
   from tfprims import __version__
   parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
   sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -62,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
   cli_ops.add_parser(sub, parents)
   cli_export.add_parser(sub, parents)
   cli_compare.add_parser(sub, parents, cli_inspect.example_listing())
+  cli_cache.add_parser(sub)
   return parser
 
 
@@ -72,9 +79,13 @@ def main(argv: Optional[list] = None) -> int:
   if getattr(args, "source", None) and getattr(args, "example", None):
     parser.error(f"{args.command}: give either SRC or --example NAME, not both")
   _default_jax_platform()
+  if argv is None and args.command != "cache":   # the console script
+    from tfprims import cache
+    cache.enable_compilation_cache()
   out = sys.stdout
   try:
-    import_user_modules(args.imports)
+    if hasattr(args, "imports"):   # not `cache`: it needs no TensorFlow
+      import_user_modules(args.imports)
     return args.run(args, out)
   except BrokenPipeError:  # e.g. `tfprims inspect | head`
     devnull = os.open(os.devnull, os.O_WRONLY)

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import warnings
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from tfprims import errors
 
@@ -27,9 +28,27 @@ class Option:
   """One config option: its default, when it is read, what it does."""
   default: Any
   read: str          # "call": when the converted function runs; "convert": when converting;
-                     # "lower": when JAX lowers a program (the first call of a jitted function)
+                     # "lower": when JAX lowers a program (the first call of a jitted function);
+                     # "load": when an artifact is loaded (load_exported) or the CLI starts
   doc: str
   noop: str = ""     # why the option has no effect in tfprims ("" when it has one)
+
+
+CACHE_ENV = "TFPRIMS_CACHE_DIR"
+CACHE_OFF = ("", "0", "off", "none", "false")
+
+
+def default_compilation_cache() -> str | None:
+  """The ``compilation_cache`` option's default: ``$TFPRIMS_CACHE_DIR`` (None where it
+  is empty or "off"), else ``$XDG_CACHE_HOME/tfprims/jax``, else
+  ``~/.cache/tfprims/jax``."""
+  env = os.environ.get(CACHE_ENV)
+  if env is not None:
+    return None if env.strip().lower() in CACHE_OFF else os.path.expanduser(env)
+  base = os.environ.get("XDG_CACHE_HOME", "")
+  if not os.path.isabs(base):   # the XDG spec: a relative path is ignored
+    base = os.path.join(os.path.expanduser("~"), ".cache")
+  return os.path.join(base, "tfprims", "jax")
 
 
 OPTIONS: Mapping[str, Option] = {
@@ -135,10 +154,31 @@ OPTIONS: Mapping[str, Option] = {
         "has n rows, TF's first results padded or cut to n (docs/semantics/array.md). "
         "Values known at trace time (numpy inputs of an eager call) are still computed "
         "exactly.")),
+    "compilation_cache": Option(default_compilation_cache(), "load", (
+        "The directory of JAX's persistent compilation cache, which tfprims turns on "
+        "when it loads an artifact (tfprims.load_exported) and in the tfprims command "
+        "line: a program compiled once is read from disk by later processes instead of "
+        "compiled again (docs/performance.md, 'Cold start'). Default: $TFPRIMS_CACHE_DIR, "
+        "else $XDG_CACHE_HOME/tfprims/jax, else ~/.cache/tfprims/jax (read when tfprims "
+        "is imported); None, or TFPRIMS_CACHE_DIR=off, turns it off. Converting "
+        "(tfprims.convert) does not turn it on: call tfprims.enable_compilation_cache(). "
+        "A JAX cache directory set by the user (jax.config's jax_compilation_cache_dir, "
+        "JAX_COMPILATION_CACHE_DIR) is left as it is, and used instead. Turning it on "
+        "also lowers jax_persistent_cache_min_compile_time_secs from JAX's default 1 s "
+        "to 0, so small programs are cached too. Changed once the cache is on, the "
+        "cache moves (or stops) at once. `tfprims cache info` / `tfprims cache clear`.")),
 }
 
 _config = {name: option.default for name, option in OPTIONS.items()}
 _noted: set = set()
+_watchers: dict = {}   # option name -> called with its new value when it changes
+
+
+def on_change(name: str, watcher: Callable[[Any], None]) -> None:
+  """Calls ``watcher(value)`` whenever option ``name`` changes (tfprims.cache moves
+  JAX's cache when ``compilation_cache`` does)."""
+  _option(name)
+  _watchers[name] = watcher
 
 
 def _option(name: str) -> Option:
@@ -185,6 +225,8 @@ def override_config(name: str, value: Any) -> Iterator[None]:
 def _set(name: str, value: Any) -> None:
   changed = _config[name] != value
   _config[name] = value
+  if changed and name in _watchers:
+    _watchers[name](value)
   if changed and OPTIONS[name].read == "lower":
     # JAX caches lowered and compiled programs by jaxpr, not by our config.
     import jax

@@ -12,8 +12,11 @@ An artifact is a directory:
   call order, the outputs, the params, whether the VJP is there, the platforms,
   and the versions.
 
-Loading needs jax and numpy only: this module imports no TensorFlow on the
-load path, and neither does ``import tfprims``. The loaded artifact
+Loading needs jax and numpy only: ``import tfprims`` and this module import no
+TensorFlow, no op families (``tfprims.ops``) and no test tooling on the load path.
+Loading turns on JAX's persistent compilation cache (:mod:`tfprims.cache`: the
+``compilation_cache`` option), so a later process reads the compiled program from
+disk instead of compiling it. The loaded artifact
 (:class:`ExportedModel`) is a JAX function: jit, vmap and grad go through it, and it
 checks its inputs against the manifest (typed errors naming the input, no casts).
 Without tfprims, the artifact is read with ``jax.export.deserialize`` and
@@ -32,7 +35,7 @@ from typing import Any, Mapping, Optional, Sequence
 import jax
 import numpy as np
 
-from tfprims import errors
+from tfprims import cache, errors
 
 FORMAT = "tfprims-export/1"
 MODEL_FILE, PARAMS_FILE, MANIFEST_FILE = "model.jax_exported", "params.npz", "manifest.json"
@@ -329,6 +332,7 @@ class ExportedModel:
 
   def __init__(self, path: str):
     self.path = path
+    cache.enable_compilation_cache()
     with open(os.path.join(path, MANIFEST_FILE)) as f:
       self.manifest = json.load(f)
     if self.manifest.get("format") != FORMAT:
@@ -461,5 +465,6 @@ class ExportedModel:
 
 def load_exported(path: str) -> ExportedModel:
   """The artifact ``tfprims export`` (or :func:`export`) wrote to ``path``, as a JAX
-  function (see :class:`ExportedModel`); needs no TensorFlow."""
+  function (see :class:`ExportedModel`); needs no TensorFlow. Turns on JAX's persistent
+  compilation cache (the ``compilation_cache`` option; :mod:`tfprims.cache`)."""
   return ExportedModel(path)
