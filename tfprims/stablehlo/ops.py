@@ -428,3 +428,17 @@ def rng_bit_generator(op: Op, key, shape):
 def _fft(op: Op, operands):
   kind = lax.FftType[enum_name(op.attr("fft_type"))]
   return [lax.fft(as_jax(operands[0]), kind, ints(op.attr("fft_length")))]
+
+
+@handler("stablehlo.triangular_solve")
+def _triangular_solve(op: Op, operands):
+  """``lax.linalg.triangular_solve`` (JAX emits the operation itself for the dtypes
+  LAPACK lacks, bfloat16 and float16; the same operation again, so the same result,
+  and JAX's derivatives)."""
+  a, b = (as_jax(x) for x in operands)
+  flag = lambda name: bool(ir.BoolAttr(op.attr(name)).value)
+  transpose = enum_name(op.attr("transpose_a"))
+  return [lax.linalg.triangular_solve(
+      a, b, left_side=flag("left_side"), lower=flag("lower"),
+      transpose_a=transpose in ("TRANSPOSE", "ADJOINT"), conjugate_a=transpose == "ADJOINT",
+      unit_diagonal=flag("unit_diagonal"))]

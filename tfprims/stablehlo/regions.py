@@ -255,7 +255,8 @@ _SCATTER_MONOIDS = {"stablehlo.add": "add", "stablehlo.maximum": "max",
 def _select_and_scatter(op: Op, operands):
   """Each window's selected element (its first maximum: select ``GE``, JAX's max-pool
   gradient; its first minimum: ``LE``, a min pool's) receives the window's ``source``
-  value, combined by the scatter monoid (add, max, min, multiply) with ``init``.
+  value, combined by the scatter monoid (add, max, min, multiply) with ``init``
+  (forms other than select ``GE`` scatter ``add``: without padding).
   Floating select-``GE``/``LE`` scatter-adds are the VJP of the window max/min, which
   JAX lowers to the same operation (and differentiates); the rest pick each window's
   position, then scatter into ``init``."""
@@ -271,6 +272,10 @@ def _select_and_scatter(op: Op, operands):
   largest = direction == "GE"
   x, source = as_jax(x), as_jax(source)
   window = _window(op, x.ndim)
+  if (direction, monoid) != ("GE", "add") and any(p != (0, 0) for p in window["padding"]):
+    # XLA's choice among tied elements next to its own padding differs from the first
+    # one (JAX pads explicitly before its min-pool gradients: no padding here).
+    raise op.error("a select_and_scatter other than the max-pool gradient with padding")
   zero_init = is_known(init) and np.all(np.asarray(init) == 0)
   if jnp.issubdtype(x.dtype, jnp.floating) and monoid == "add":
     identity = np.array(-np.inf if largest else np.inf, x.dtype)
