@@ -23,11 +23,11 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import jax
+import numpy as np
+import tensorflow as tf
 
-import tfprims  # noqa: E402
+import tfprims
 
 
 def resnet50(size: int):
@@ -66,8 +66,8 @@ def _peak_mib() -> float:
 def measure(name: str, model, x, repeats: int) -> dict:
   tf_fn = tf.function(lambda x: model(x, training=False))
   jax_fn, params = tfprims.convert(tf_fn, tf.TensorSpec(x.shape, tf.float32))
-  call_tf = lambda: tf_fn(x).numpy()  # noqa: E731
-  call_ours = lambda: jax_fn(params, x)[0]  # noqa: E731
+  call_tf = lambda: tf_fn(x).numpy()
+  call_ours = lambda: jax_fn(params, x)[0]
   tf_first, ours_first = _seconds(call_tf), _seconds(call_ours)
   tf_warm = statistics.median(_seconds(call_tf) for _ in range(repeats))
   ours_warm = statistics.median(_seconds(call_ours) for _ in range(repeats))

@@ -25,12 +25,11 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import jax
+import numpy as np
+import tensorflow as tf
 
-import tfprims  # noqa: E402
+import tfprims
 
 
 def loop(width: int, bounded: int | None):

@@ -19,11 +19,11 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
+import jax
+import numpy as np
 
-import tfprims  # noqa: E402
-from tfprims.core import tfops  # noqa: E402
+import tfprims
+from tfprims.core import tfops
 
 
 def _attrs(stride=1, padding="SAME", fmt="NHWC", dilation=1):

@@ -28,17 +28,17 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import jax
+import numpy as np
+import tensorflow as tf
 
-import tfprims  # noqa: E402
+import tfprims
 
 ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results"
 
 try:  # optional competitor
-  import tf2jax  # noqa: E402
+  import tf2jax
 except Exception:  # pragma: no cover - depends on the environment
   tf2jax = None
 
@@ -330,7 +330,7 @@ def _chain(n_nodes):
   @tf.function(autograph=False)
   def f(x):
     h = x
-    for i in range(n_nodes // 4):
+    for _ in range(n_nodes // 4):
       h = tf.tanh(tf.matmul(h, w) + 0.1) * 0.9
     return h
   return f

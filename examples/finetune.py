@@ -21,14 +21,14 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import optax  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import jax
+import jax.numpy as jnp
+import keras
+import numpy as np
+import optax
+import tensorflow as tf
 
-import tfprims  # noqa: E402
+import tfprims
 
 N_FEATURES, N_CLASSES = 8, 3
 

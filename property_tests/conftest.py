@@ -10,8 +10,8 @@ Profiles (select with ``HYPOTHESIS_PROFILE``):
 With ``TFPRIMS_MAX_ERRORS=path.json`` set, the largest errors vs TF seen per op,
 check and dtype are merged into that JSON file at the end of the session
 (``scripts/gen_ops_doc.py`` shows them in docs/ops.md); use it with the
-thorough profile, e.g.
-``HYPOTHESIS_PROFILE=thorough TFPRIMS_MAX_ERRORS=property_tests/max_errors.json pytest property_tests``.
+thorough profile, e.g. ``HYPOTHESIS_PROFILE=thorough
+TFPRIMS_MAX_ERRORS=property_tests/max_errors.json pytest property_tests``.
 With ``TFPRIMS_DRAWN_VALUES=path.json`` the classes of boundary values each op's values
 check ran on (NaN of each sign, infinities, -0.0, subnormals, ties, ...) are merged
 into that file (``scripts/gen_fidelity_doc.py`` shows them in docs/fidelity.md).
@@ -22,9 +22,9 @@ import os
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import hypothesis  # noqa: E402
+import hypothesis
 
-from tfprims.testing import calls, report, runner  # noqa: E402
+from tfprims.testing import calls, report, runner
 
 runner.register_profiles()
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "default")

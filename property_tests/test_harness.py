@@ -88,7 +88,7 @@ def test_batching_rule_dropping_the_batch_axis_is_caught():
 
 def _misplaced_batch_rule(args, dims, **params):
   # Claims the output batch axis is 0 whatever the input's was.
-  (x,), (d,) = args, dims
+  (x,), _ = args, dims
   return jnp.sin(x), 0
 
 
@@ -108,7 +108,7 @@ def _snippet_scope(error: OpCheckError) -> dict:
   # The snippet turns x64 on globally, as a user's script would: not for later tests.
   x64 = bool(jax.config.jax_enable_x64)
   try:
-    exec(compile(src, "<snippet>", "exec"), scope)  # noqa: S102
+    exec(compile(src, "<snippet>", "exec"), scope)
   finally:
     jax.config.update("jax_enable_x64", x64)
   return scope
@@ -199,7 +199,7 @@ def test_literal_round_trips():
             np.array([1 + 2j, complex(np.nan, 1)], np.complex64),
             np.array([0.1, 2.0], ml_dtypes.bfloat16), np.array([True, False])]
   for v in values:
-    back = eval(literal(v), {"np": np, "ml_dtypes": ml_dtypes})  # noqa: S307
+    back = eval(literal(v), {"np": np, "ml_dtypes": ml_dtypes})
     assert back.dtype == v.dtype and back.shape == v.shape
     np.testing.assert_array_equal(back, v)
 

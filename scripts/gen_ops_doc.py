@@ -49,7 +49,8 @@ Checks (see docs/testing.md): `values`, `shape`, `jvp`, `vjp`, `vmap`, `jit`,
 each against `tf.raw_ops.<Op>`. *Not run* lists the checks a spec skips
 (with its reason) or that cannot apply (auto: no TF gradient, no float
 inputs...). The error column is the largest relative / absolute error vs TF
-per output dtype (values) or per input dtype (vjp) seen by the last run that recorded errors ({source}).
+per output dtype (values) or per input dtype (vjp) seen by the last run that recorded
+errors ({source}).
 """
 
 

@@ -83,10 +83,10 @@ def main(argv=None):
       if rest:
         summary[rest[0]] = {"outcome": "crashed", "log": out_file.name, "rc": rc}
         remaining = rest[1:] + remaining
+    failed = sorted(o for o, r in summary.items()
+                    if r['outcome'] in ('failed', 'error', 'crashed'))
     print(f"session {session}: {len(done)} ops in {time.time() - start:.0f}s, rc={rc}; "
-          f"{len(remaining)} left; failed so far: "
-          f"{sorted(o for o, r in summary.items() if r['outcome'] in ('failed', 'error', 'crashed'))}",
-          flush=True)
+          f"{len(remaining)} left; failed so far: {failed}", flush=True)
     summary_path.write_text(json.dumps(summary, indent=1, sort_keys=True))
   return 0
 

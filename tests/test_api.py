@@ -177,7 +177,8 @@ def test_missing_and_extra_arguments(mul_fn):
     fn(params, np.ones((1, 3), np.float32))
   with pytest.raises(tfprims.InputStructureError, match="too many positional"):
     fn(params, np.ones((1, 3), np.float32), np.ones(3, np.float32), np.ones(3))
-  with pytest.raises(tfprims.InputStructureError, match=r"unexpected keyword argument\(s\) \['z'\]"):
+  with pytest.raises(tfprims.InputStructureError,
+                     match=r"unexpected keyword argument\(s\) \['z'\]"):
     fn(params, np.ones((1, 3), np.float32), np.ones(3, np.float32), z=1)
 
 
@@ -195,7 +196,8 @@ def test_params_are_validated_exactly():
   fn, params = tfprims.convert(tf.function(lambda x: x * v), tf.TensorSpec([2, 3], F32))
   x = np.ones((2, 3), np.float32)
   # A [1, 3] array would broadcast; it must be refused.
-  with pytest.raises(tfprims.InputShapeError, match=r"param 'w' has shape \[1, 3\], expected \[2, 3\]"):
+  with pytest.raises(tfprims.InputShapeError,
+                     match=r"param 'w' has shape \[1, 3\], expected \[2, 3\]"):
     fn({"w": np.ones((1, 3), np.float32)}, x)
   with pytest.raises(tfprims.InputDtypeError, match="param 'w' has dtype int32"):
     fn({"w": np.ones((2, 3), np.int32)}, x)

@@ -1,8 +1,8 @@
 """Ops with data-dependent output shapes (Where, Unique*, ListDiff, DynamicPartition):
-computed exactly on values known at trace time (constants; an eager call of the
-converted function), refused with a DynamicShapeError naming the node on traced
-values (under jit: they never block the conversion), and, bounded with the ``dynamic_shape_bounds`` config, run as padded
-primitives under jit/vmap/grad (docs/semantics/array.md)."""
+computed exactly on values known at trace time (constants; an eager call of the converted
+function), refused with a DynamicShapeError naming the node on traced values (under jit:
+they never block the conversion), and, bounded with the ``dynamic_shape_bounds`` config, run
+as padded primitives under jit/vmap/grad (docs/semantics/array.md)."""
 
 import jax
 import jax.numpy as jnp
@@ -91,11 +91,14 @@ def test_eager_calls_of_converted_functions_compute_them_as_tf(name):
 
 
 _RUNTIME_SIZES = {
-    "boolean_mask": (lambda x, n: tf.boolean_mask(x, x > tf.cast(n, F32)), tfprims.DynamicShapeError),
+    "boolean_mask": (lambda x, n: tf.boolean_mask(x, x > tf.cast(n, F32)),
+                     tfprims.DynamicShapeError),
     "range": (lambda x, n: tf.range(n, 3 * n, 2) , tfprims.StaticInputError),
-    "segment_sum": (lambda x, n: tf.math.segment_sum(x, tf.constant([0, 0, 1, 1, 1, 2, 2, 3, 3]) * n),
+    "segment_sum": (lambda x, n: tf.math.segment_sum(
+        x, tf.constant([0, 0, 1, 1, 1, 2, 2, 3, 3]) * n),
                     tfprims.StaticInputError),
-    "bincount": (lambda x, n: tf.math.bincount(tf.cast(x[:4], tf.int32) * 0 + n), tfprims.StaticInputError),
+    "bincount": (lambda x, n: tf.math.bincount(tf.cast(x[:4], tf.int32) * 0 + n),
+                 tfprims.StaticInputError),
 }
 
 

@@ -11,12 +11,11 @@ with attention masks) and each model is compared with TF on
 * the gradient of a weighted sum of the outputs with respect to the input and every
   parameter (``jax.jit(jax.grad)`` vs ``tf.GradientTape``),
 
-with errors measured relative to each tensor's scale. The tolerances are those of TF's
-own XLA compile (``jit_compile=True``) against TF on these models, with margin (its
-forward pass of MobileNetV2 is 2.2e-5 off), and 10x below the input-gradient error of
-a max-pool gradient routed to the wrong element of a tied window (1.2e-3). Keras 3 and Keras 2 (tf-keras) layers
-are both covered: they lower to different TF ops (e.g. fused batch norm, LSTM
-kernels).
+with errors measured relative to each tensor's scale. The tolerances are those of TF's own
+XLA compile (``jit_compile=True``) against TF on these models, with margin (its forward pass
+of MobileNetV2 is 2.2e-5 off), and 10x below the input-gradient error of a max-pool gradient
+routed to the wrong element of a tied window (1.2e-3). Keras 3 and Keras 2 (tf-keras) layers
+are both covered: they lower to different TF ops (e.g. fused batch norm, LSTM kernels).
 """
 
 import functools

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 nnx = pytest.importorskip("flax.nnx")
 
-import tfprims  # noqa: E402
+import tfprims  # noqa: E402  (after the flax importorskip)
 from tfprims.flax_module import TFModule  # noqa: E402
 
 

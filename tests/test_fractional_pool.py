@@ -177,7 +177,8 @@ def test_drawn_sequences_follow_tf_distribution(pseudo_random):
   x = np.zeros(shape, np.float32)
   theirs = collections.Counter(
       tuple(R.FractionalMaxPool(value=x, pooling_ratio=ratio, pseudo_random=pseudo_random,
-                                deterministic=True, seed=s + 1, seed2=3 * s + 1)[1].numpy()) for s in range(n))
+                                deterministic=True, seed=s + 1, seed2=3 * s + 1)[1].numpy())
+      for s in range(n))
   ours = collections.Counter(
       tuple(int(v) for v in _draw("FractionalMaxPool", [s, 11], shape, ratio,
                                   pseudo_random)[1]) for s in range(n))

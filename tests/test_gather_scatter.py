@@ -479,7 +479,7 @@ def test_embedding_sparse_sgd_with_scatter_sub():
   assert "tf.ResourceScatterSub" in jaxpr
   step = jax.jit(fn)
   p = params
-  for t in range(3):
+  for _ in range(3):
     ids = rng.integers(0, 10, size=(3, 2)).astype(np.int32)
     ids[0, 0] = ids[1, 1]  # a repeated row: its updates accumulate
     y = rng.normal(size=3).astype(np.float32)

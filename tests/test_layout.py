@@ -4,6 +4,7 @@ of op names outside the op declarations."""
 
 import ast
 import pathlib
+import re
 
 import pytest
 
@@ -161,3 +162,34 @@ def test_no_op_name_tables_outside_the_op_declarations():
         if len(ops) >= 2:
           offenders.append(f"{name}:{node.lineno}: {ops}")
   assert not offenders, "op-name tables outside op declarations:\n" + "\n".join(offenders)
+
+
+def _architecture_layout_paths() -> list:
+  """The paths named in docs/architecture.md's layout table (tfprims/... or, next to
+  one in the same row, relative to tfprims/)."""
+  doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+  table = doc.split("## The layout", 1)[1].split("\n## ", 1)[0]
+  paths = []
+  for row in table.splitlines():
+    if not row.startswith("| `"):
+      continue
+    where = row.split("|")[1]
+    for token in re.findall(r"`([^`]+)`", where):
+      token = token.split(" ")[0]
+      if not token.endswith((".py", "/")):
+        continue  # not a path: `.pb`, `tf.compat.v1.Session`
+      paths.append(token if token.startswith("tfprims/") else f"tfprims/{token}")
+  return paths
+
+
+def test_architecture_doc_names_every_module_and_package():
+  paths = _architecture_layout_paths()
+  assert len(paths) > 20
+  missing = [p for p in paths if "<" not in p and not (PACKAGE.parent / p).exists()]
+  assert not missing, f"docs/architecture.md names modules that do not exist: {missing}"
+  named = {p.split("/<")[0].rstrip("/") for p in paths}
+  top = [f"tfprims/{p.name}" for p in sorted(PACKAGE.iterdir())
+         if (p.suffix == ".py" and p.name != "__init__.py")
+         or (p.is_dir() and (p / "__init__.py").exists())]
+  unnamed = [p for p in top if p not in named]
+  assert not unnamed, f"docs/architecture.md's layout table does not name {unnamed}"

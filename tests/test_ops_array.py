@@ -221,7 +221,7 @@ def test_gather_out_of_range_indices_give_zeros():
   params = _values((3, 2))
   indices = np.array([2, 3, -1, 0, 100], np.int32)
   want = np.stack([params[2], np.zeros(2), np.zeros(2), params[0], np.zeros(2)])
-  gather = lambda p: A.GatherV2(p, indices, axis=0, batch_dims=0)  # noqa: E731
+  gather = lambda p: A.GatherV2(p, indices, axis=0, batch_dims=0)
   np.testing.assert_array_equal(gather(params), want)
   np.testing.assert_array_equal(jax.jit(gather)(params), want)
   # TF's CPU kernel raises; the converted op is total (documented).
@@ -247,7 +247,7 @@ def test_gather_out_of_range_indices_give_zeros():
 
 def test_gather_batching_keeps_tf_names():
   params, indices = _values((3, 4, 2)), np.array([[0, 3], [1, 1], [2, 0]], np.int32)
-  f = lambda p, i: A.GatherV2(p, i, axis=1, batch_dims=1)  # noqa: E731
+  f = lambda p, i: A.GatherV2(p, i, axis=1, batch_dims=1)
   for in_axes in [(0, None), (None, 1), (2, 0)]:
     pb = params if in_axes[0] is None else np.stack([params, params * 2], in_axes[0])
     ib = indices if in_axes[1] is None else np.stack([indices, indices[::-1]], in_axes[1])
@@ -299,7 +299,7 @@ def test_shape_primitives_for_direct_use():
 
 def test_stop_gradient_zero_tangent_and_kept_in_jaxpr():
   x = _values((3,))
-  f = lambda v: jnp.sum(A.StopGradient(v) * v)  # noqa: E731
+  f = lambda v: jnp.sum(A.StopGradient(v) * v)
   np.testing.assert_allclose(jax.grad(f)(x), x)
   assert "tf.StopGradient" in jaxpr_primitives(jax.make_jaxpr(jax.grad(f))(x))
   _, t = jax.jvp(A.StopGradient, (x,), (np.ones(3, np.float32),))
@@ -321,7 +321,7 @@ def test_check_numerics_passes_values_through():
   x = np.array([1.0, np.nan, np.inf], np.float32)
   with pytest.raises(tf.errors.InvalidArgumentError):
     tf.raw_ops.CheckNumerics(tensor=x, message="m")
-  f = lambda v: A.CheckNumerics(v, message="m")  # noqa: E731
+  f = lambda v: A.CheckNumerics(v, message="m")
   np.testing.assert_array_equal(f(x), x)
   np.testing.assert_array_equal(jax.jit(f)(x), x)
   assert "tf.CheckNumerics" in jaxpr_primitives(jax.make_jaxpr(f)(x))
@@ -375,7 +375,7 @@ def test_reshape_minus_one_like_tf(in_shape, shape):
 def test_select_rank1_condition_under_vmap():
   cond = np.array([[True, False, True], [False, False, True]])
   t, e = _values((3, 2)), _values((3, 2), seed=1)
-  f = lambda c, a, b: A.Select(c, a, b)  # noqa: E731
+  f = lambda c, a, b: A.Select(c, a, b)
   for in_axes in [(0, None, None), (0, None, 0), (None, 0, None)]:
     cb = cond if in_axes[0] == 0 else cond[0]
     tb = np.stack([t, t + 1]) if in_axes[1] == 0 else t
@@ -404,7 +404,7 @@ def test_padv2_constant_gradient_is_the_padded_sum():
 
 def test_multi_output_transposes_fill_symbolic_zeros_with_tf_fill():
   x = _values((4, 3))
-  f = lambda v: A.Split(v, axis=0, num_split=2)[0]  # noqa: E731
+  f = lambda v: A.Split(v, axis=0, num_split=2)[0]
   grad = _grad_jaxpr(f, x)
   assert non_tf_primitives(grad) == set()
   assert "tf.Fill" in jaxpr_primitives(grad)
@@ -500,7 +500,7 @@ def test_bitcast_in_a_graph_and_its_x64_off_choices():
 def test_bitcast_vmap_over_the_last_dim_keeps_tf_names(axis):
   x = np.random.default_rng(1).integers(-100, 100, size=(3, 2, 2)).astype(np.int16)
   for dst in ("int8", "int32"):
-    f = lambda v: A.Bitcast(v, T=np.dtype("int16"), type=np.dtype(dst))  # noqa: E731
+    f = lambda v: A.Bitcast(v, T=np.dtype("int16"), type=np.dtype(dst))
     # The batch axis stays where it is (JAX moves it to out_axes=0 at the end),
     # except the last one, which Bitcast adds or removes: tf.Transpose first.
     jaxpr = jax.make_jaxpr(jax.vmap(f, in_axes=axis, out_axes=axis if axis < 2 else 0))(x)

@@ -141,7 +141,7 @@ def test_data_format_dim_map_beyond_range_is_tfs_arithmetic():
 
 def test_linspace_derivative_and_diag_part_of_a_scalar():
   # TF declares LinSpace not differentiable; ours is the derivative of start + step * i.
-  f = lambda a, b: tfops.LinSpace(a, b, num=5)  # noqa: E731
+  f = lambda a, b: tfops.LinSpace(a, b, num=5)
   ja, jb = jax.jacfwd(f, argnums=(0, 1))(np.float32(1.0), np.float32(3.0))
   np.testing.assert_allclose(np.asarray(jb), np.linspace(0, 1, 5), rtol=1e-6)
   np.testing.assert_allclose(np.asarray(ja), 1 - np.linspace(0, 1, 5), rtol=1e-6)
@@ -228,7 +228,7 @@ def test_batching_rules_are_tf_ops():
 def test_reverse_sequence_vmap_over_lengths_folds_into_tf_batch():
   xs = _rand((4, 3, 5))
   lengths = np.array([[1, 5, 3], [0, 2, 4], [5, 5, 5], [2, 1, 0]], np.int32)
-  f = lambda x, l: tfops.ReverseSequence(x, l, seq_dim=1, batch_dim=0)  # noqa: E731
+  f = lambda x, l: tfops.ReverseSequence(x, l, seq_dim=1, batch_dim=0)
   for in_axes in [(0, 0), (None, 0), (0, None)]:
     xb = xs if in_axes[0] == 0 else xs[0]
     lb = lengths if in_axes[1] == 0 else lengths[0]

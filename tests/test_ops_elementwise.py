@@ -329,7 +329,8 @@ def _int_cases(dtype):
   return np.array(xs, dtype), np.array(ys, dtype)
 
 
-@pytest.mark.parametrize("name", ["Div", "FloorDiv", "FloorMod", "TruncateDiv", "TruncateMod", "Mod"])
+@pytest.mark.parametrize("name", ["Div", "FloorDiv", "FloorMod", "TruncateDiv", "TruncateMod",
+                                  "Mod"])
 @pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                                    "uint64"])
 def test_integer_division_matches_tf(x64, name, dtype):
@@ -408,7 +409,8 @@ def test_float_floor_div_and_mod_match_tf():
 def test_integer_pow_matches_tf_and_negative_exponents_are_documented():
   x = np.array([2, 3, -2, 0, 1, -1, 7], np.int32)
   y = np.array([30, 21, 31, 0, 5, 3, 13], np.int32)   # wraps like TF
-  np.testing.assert_array_equal(call("Pow", x, y), tf_call("Pow", x=tf.constant(x), y=tf.constant(y)))
+  np.testing.assert_array_equal(call("Pow", x, y),
+                                tf_call("Pow", x=tf.constant(x), y=tf.constant(y)))
   # TF raises for negative exponents; tfprims: 1 / x**-y truncated toward zero.
   with pytest.raises(tf.errors.InvalidArgumentError):
     tf_call("Pow", x=tf.constant(np.array([2], np.int32)), y=tf.constant(np.array([-1], np.int32)))
@@ -492,14 +494,16 @@ def test_shifts_match_tf(dtype):
     amounts[-1] = -3
   y = np.array(amounts, dtype)
   for name in ("LeftShift", "RightShift"):
-    np.testing.assert_array_equal(call(name, x, y), tf_call(name, x=tf.constant(x), y=tf.constant(y)))
+    np.testing.assert_array_equal(call(name, x, y),
+                                  tf_call(name, x=tf.constant(x), y=tf.constant(y)))
 
 
 def test_int64_shifts_match_tf(x64):
   x = np.array([1, -8, 2**40, -(2**50), 3], np.int64)
   y = np.array([40, 70, 23, 63, -2], np.int64)
   for name in ("LeftShift", "RightShift"):
-    np.testing.assert_array_equal(call(name, x, y), tf_call(name, x=tf.constant(x), y=tf.constant(y)))
+    np.testing.assert_array_equal(call(name, x, y),
+                                  tf_call(name, x=tf.constant(x), y=tf.constant(y)))
 
 
 # ---------------------------------------------------------------------------
@@ -749,7 +753,8 @@ def _tf_backward(name, kw, ct):
   with tf.GradientTape() as tape:
     tape.watch(list(xs.values()))
     out = getattr(tf.raw_ops, name)(**xs)
-  return [g.numpy() for g in tape.gradient(out, list(xs.values()), output_gradients=tf.constant(ct))]
+  grads = tape.gradient(out, list(xs.values()), output_gradients=tf.constant(ct))
+  return [g.numpy() for g in grads]
 
 
 def _ours_jvp_vjp(name, args, tangents, ct, jit):

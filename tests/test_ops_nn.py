@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import tfprims  # noqa: F401  (registers the ops)
+import tfprims  # registers the ops
 from tfprims.ops import image, nn
 from tfprims.ops.nn._specs import _tf_accepts
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import tfprims  # noqa: F401  (registers the ops)
+import tfprims  # registers the ops
 from tfprims.ops import linalg as L
 from tfprims.ops import reductions as R
 from helpers import jaxpr_primitives, non_tf_primitives
@@ -45,7 +45,7 @@ def _tf_grads(fn, *xs):
 
 def test_grad_of_sum_matmul_is_all_tf():
   x, w = _rand(4, 3), _rand(3, 2)
-  f = lambda x, w: R.Sum(L.MatMul(x, w, transpose_a=False, transpose_b=False),  # noqa: E731
+  f = lambda x, w: R.Sum(L.MatMul(x, w, transpose_a=False, transpose_b=False),
                          axis=(0, 1), keep_dims=False)
   jaxpr = jax.make_jaxpr(jax.grad(f, argnums=(0, 1)))(x, w)
   assert not non_tf_primitives(jaxpr, allowed={"add_any"})
@@ -60,7 +60,7 @@ def test_grad_of_sum_matmul_is_all_tf():
 def test_grad_of_reductions_is_all_tf(name):
   op = getattr(R, name)
   x = _rand(2, 3, 4)
-  f = lambda x: op(op(x, axis=(0, 2), keep_dims=True), axis=(0, 1, 2), keep_dims=False)  # noqa: E731
+  f = lambda x: op(op(x, axis=(0, 2), keep_dims=True), axis=(0, 1, 2), keep_dims=False)
   jaxpr = jax.make_jaxpr(jax.grad(f))(x)
   assert not non_tf_primitives(jaxpr, allowed={"add_any"}), jaxpr
   tf_fn = getattr(tf.raw_ops, name)
@@ -104,7 +104,7 @@ def test_vmap_of_reductions_rebinds(name):
   x = _rand(3, 4, 5)
   if name == "All":
     x = x > 0
-  f = lambda x: op(x, axis=(-1,), keep_dims=True)  # noqa: E731
+  f = lambda x: op(x, axis=(-1,), keep_dims=True)
   jaxpr = jax.make_jaxpr(jax.vmap(f, in_axes=1))(x)
   assert f"tf.{name}[axis=(2,) keep_dims=True]" in str(jaxpr)
   assert not non_tf_primitives(jaxpr)
@@ -116,7 +116,7 @@ def test_vmap_of_reductions_rebinds(name):
 def test_vmap_of_matmul_is_batch_matmul_v2():
   x, w = _rand(4, 3), _rand(3, 2)
   xs, ws = _rand(5, 4, 3), _rand(3, 5, 2)
-  mm = lambda x, w: L.MatMul(x, w, transpose_a=False, transpose_b=False)  # noqa: E731
+  mm = lambda x, w: L.MatMul(x, w, transpose_a=False, transpose_b=False)
   for in_axes, args in [((0, None), (xs, w)), ((None, 1), (x, ws)), ((0, 1), (xs, ws))]:
     jaxpr = jax.make_jaxpr(jax.vmap(mm, in_axes=in_axes))(*args)
     assert "tf.BatchMatMulV2" in jaxpr_primitives(jaxpr)
@@ -130,7 +130,7 @@ def test_vmap_of_matmul_is_batch_matmul_v2():
 def test_vmap_of_complex_transposed_matmul():
   # BatchMatMulV2's adj flags conjugate; MatMul's transpose flags must not.
   a, b = _rand(5, 3, 4, dtype=np.complex64), _rand(2, 3, dtype=np.complex64)
-  f = lambda a: L.MatMul(a, b, transpose_a=True, transpose_b=True)  # noqa: E731
+  f = lambda a: L.MatMul(a, b, transpose_a=True, transpose_b=True)
   out = jax.vmap(f)(a)
   np.testing.assert_allclose(out, np.matmul(np.swapaxes(a, 1, 2), b.T), rtol=1e-5)
 
@@ -138,7 +138,7 @@ def test_vmap_of_complex_transposed_matmul():
 def test_vmap_of_batch_matmul_pads_batch_rank():
   # An unbatched operand with more batch dims than the batched one.
   x, y = _rand(2, 3, 4), _rand(6, 4, 2)
-  f = lambda x: L.BatchMatMulV2(x, y, adj_x=False, adj_y=False)  # noqa: E731
+  f = lambda x: L.BatchMatMulV2(x, y, adj_x=False, adj_y=False)
   out = jax.vmap(f)(x)
   assert out.shape == (2, 6, 3, 2)
   for k in range(2):   # atol: 4-term float32 sums that cancel (the shared RNG's draws
@@ -189,7 +189,7 @@ def test_vmap_of_batch_matmul_avoids_xla_transpose_bug():
 def test_vmap_of_batch_matmul_in_place_batch_dim_needs_no_input_transpose():
   # in_axes=(2, 2): the vmapped dim is already a batch dim of both operands.
   x, y = _rand(3, 3, 2, 2, 4), _rand(3, 3, 2, 4, 2)
-  f = lambda x, y: L.BatchMatMul(x, y, adj_x=False, adj_y=False)  # noqa: E731
+  f = lambda x, y: L.BatchMatMul(x, y, adj_x=False, adj_y=False)
   jaxpr = jax.make_jaxpr(jax.vmap(f, in_axes=(2, 2)))(x, y)
   assert not non_tf_primitives(jaxpr), jaxpr
   eqns = jaxpr.jaxpr.eqns
@@ -250,7 +250,7 @@ def test_batch_matmul_v2_grads_broadcast_and_adjoint(adj_x, adj_y):
   x = _rand(*((2, 1, 3, 4) if adj_x else (2, 1, 4, 3)), dtype=dtype)
   y = _rand(*((5, 2, 3) if adj_y else (5, 3, 2)), dtype=dtype)
   ct = _rand(2, 5, 4, 2, dtype=dtype)
-  f = lambda x, y: L.BatchMatMulV2(x, y, adj_x=adj_x, adj_y=adj_y)  # noqa: E731
+  f = lambda x, y: L.BatchMatMulV2(x, y, adj_x=adj_x, adj_y=adj_y)
   out, vjp = jax.vjp(f, x, y)
   gx, gy = vjp(ct)
   assert gx.shape == x.shape and gy.shape == y.shape
@@ -279,7 +279,7 @@ def test_integer_matmul_wraps_like_tf():
 
 def test_einsum_vmap_keeps_tf_name():
   x, y = _rand(4, 2, 3), _rand(3, 5)
-  f = lambda x: L.Einsum(x, y, equation="ij,jk->ik")  # noqa: E731
+  f = lambda x: L.Einsum(x, y, equation="ij,jk->ik")
   jaxpr = jax.make_jaxpr(jax.vmap(f))(x)
   assert "tf.Einsum" in jaxpr_primitives(jaxpr) and not non_tf_primitives(jaxpr)
   np.testing.assert_allclose(jax.vmap(f)(x), np.einsum("bij,jk->bik", x, y), rtol=1e-5)

@@ -62,7 +62,7 @@ def _v1_step(optimizer):
   w, b = _linear_model()
 
   def step(x, y):
-    loss = lambda: tf.reduce_mean((tf.matmul(x, w) + b - y) ** 2)  # noqa: E731
+    loss = lambda: tf.reduce_mean((tf.matmul(x, w) + b - y) ** 2)
     value = loss()
     optimizer.minimize(loss, var_list=[w, b])
     return value
@@ -127,7 +127,7 @@ def test_sparse_embedding_update_with_adagrad():
 
   def step(y):
     ids = tf.constant([1, 4, 1, 0])  # a duplicate: summed before the update by TF
-    loss = lambda: tf.reduce_sum((tf.gather(emb, ids) - y) ** 2)  # noqa: E731
+    loss = lambda: tf.reduce_sum((tf.gather(emb, ids) - y) ** 2)
     value = loss()
     opt.minimize(loss, var_list=[emb])
     return value
@@ -305,7 +305,7 @@ def test_optimizer_steps_inside_a_while_loop_thread_the_state():
   opt = V1.MomentumOptimizer(0.05, 0.9)
 
   def loss_fn(x, y):
-    return lambda: tf.reduce_mean((tf.matmul(x, w) + b - y) ** 2)  # noqa: E731
+    return lambda: tf.reduce_mean((tf.matmul(x, w) + b - y) ** 2)
 
   _slots_created(opt, lambda x, y: opt.minimize(loss_fn(x, y), var_list=[w, b]),
                  tf.TensorSpec([4, 3]), tf.TensorSpec([4, 2]))

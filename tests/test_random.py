@@ -11,7 +11,6 @@ from scipy import stats
 import tfprims
 from tfprims import interpreter
 from tfprims.ops import random as R
-from helpers import jaxpr_primitives
 
 N = 20000
 P_MIN = 1e-3  # deterministic (fixed seeds): a pass is a pass every run

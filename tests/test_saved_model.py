@@ -56,7 +56,8 @@ def test_ambiguous_restored_function_lists_its_signatures(scaler_path):
   msg = str(info.value)
   assert "float32[2, 3]" in msg and "float32[4, 1, 3]" in msg
   assert len(info.value.signatures) == 2
-  with pytest.raises(tfprims.ConversionError, match=r"(?s)no concrete function.*float32\[7, 3\].*float32\[2, 3\]"):
+  with pytest.raises(tfprims.ConversionError,
+                     match=r"(?s)no concrete function.*float32\[7, 3\].*float32\[2, 3\]"):
     tfprims.convert_from_restored(restored.f, tf.TensorSpec([7, 3]))
 
 
@@ -99,7 +100,8 @@ def test_load_saved_model_signature_by_name(scaler_path):
 
 
 def test_load_saved_model_errors(scaler_path, tmp_path):
-  with pytest.raises(tfprims.ConversionError, match=r"no signature 'nope'.*'pure'.*'serving_default'"):
+  with pytest.raises(tfprims.ConversionError,
+                     match=r"no signature 'nope'.*'pure'.*'serving_default'"):
     tfprims.load_saved_model(scaler_path, signature="nope")
   with pytest.raises(tfprims.ConversionError, match="2 signatures"):
     tfprims.load_saved_model(scaler_path, signature=None)

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 import tfprims
-import tfprims.ops  # noqa: F401  (registers the ops)
+import tfprims.ops  # registers the ops
 from tfprims.core import get_op
 from tfprims.ops.array.scan import tf_cumulative_logsumexp
 from tfprims.ops.elementwise.casts import tf_stochastic_cast_to_int

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from tfprims.testing import CHECKS, OpCheckError, check_op, run_checks, temporary_op
-from tfprims.testing import strategies as st
 from tfprims.testing.runner import register_profiles
 
 OP = "TfprimsTestIsru"   # the inverse square root unit: no TF op of this type

@@ -103,10 +103,10 @@ def test_grad_multiple_outputs_and_elementwise():
   fn = _convert(multi, PARAMS, X)
 
   def loss(f):
-    def l(p, x):
+    def scalar(p, x):
       s, c, _ = f(p, x)
       return s + jnp.sum(c * c)
-    return l
+    return scalar
   _close(jax.grad(loss(fn), argnums=(0, 1))(PARAMS, X),
          jax.grad(loss(multi), argnums=(0, 1))(PARAMS, X), rtol=1e-4, atol=1e-4)
   fe = _convert(elementwise, X)

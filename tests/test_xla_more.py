@@ -106,7 +106,7 @@ def test_rng_bit_generator_bits_match_tf():
       np.testing.assert_array_equal(bn[k], tn)
       np.testing.assert_array_equal(bu[k], tu)
     for alg in (1, 3):  # Philox, auto-select (XLA's default)
-      fn = lambda s, alg=alg: gen_xla_ops.xla_rng_bit_generator(  # noqa: E731
+      fn = lambda s, alg=alg: gen_xla_ops.xla_rng_bit_generator(
           alg, s, [5], dtype=tf.uint64)
       for ours, theirs in zip(tfprims.convert_functional(fn, state)(state), _jit_tf(fn, state)):
         np.testing.assert_array_equal(ours, theirs)
@@ -124,7 +124,7 @@ def test_rng_bit_generator_bits_match_tf():
 @pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4)])
 def test_svd_values_reconstruction_grad(shape):
   a = RNG.normal(size=shape).astype(np.float32)
-  fn = lambda a: tfxla.svd(a, max_iter=100, epsilon=1e-7)  # noqa: E731
+  fn = lambda a: tfxla.svd(a, max_iter=100, epsilon=1e-7)
   f = tfprims.convert_functional(fn, a)
   s, u, v = jax.jit(f)(a)
   ts, tu, tv = _jit_tf(fn, a)
@@ -155,7 +155,7 @@ def test_svd_values_reconstruction_grad(shape):
 @pytest.mark.parametrize("lower", [True, False])
 def test_self_adjoint_eig_reads_one_triangle(lower):
   a = RNG.normal(size=(3, 4, 4))
-  fn = lambda a: tfxla.self_adjoint_eig(a, lower, 100, 1e-12)  # noqa: E731
+  fn = lambda a: tfxla.self_adjoint_eig(a, lower, 100, 1e-12)
   f = tfprims.convert_functional(fn, a)
   jax.config.update("jax_enable_x64", True)
   try:

@@ -53,7 +53,7 @@ def test_keras_slice_update_values_grad_vmap():
   np.testing.assert_allclose(f(X, U), keras_update(X, U), **TOL)
   np.testing.assert_allclose(jax.jit(f)(X, U), _jit_tf(keras_update, X, U), **TOL)
 
-  loss = lambda x, u: jnp.sum(f(x, u) ** 2)  # noqa: E731
+  loss = lambda x, u: jnp.sum(f(x, u) ** 2)
   gx, gu = jax.grad(loss, argnums=(0, 1))(X, U)
   xt, ut = tf.constant(X), tf.constant(U)
   with tf.GradientTape() as tape:
@@ -108,7 +108,7 @@ def test_dot_general_values_grad_vmap():
   assert {"XlaDot", "XlaDotV2"} & _ops(tf_dot, A, B)
   f = tfprims.convert_functional(tf_dot, A, B)
   np.testing.assert_allclose(jax.jit(f)(A, B), _jit_tf(tf_dot, A, B), **TOL)
-  loss = lambda a, b: jnp.sum(f(a, b) ** 2)  # noqa: E731
+  loss = lambda a, b: jnp.sum(f(a, b) ** 2)
   ga, gb = jax.grad(loss, argnums=(0, 1))(A, B)
   at, bt = tf.constant(A), tf.constant(B)
   with tf.GradientTape() as tape:

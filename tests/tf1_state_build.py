@@ -82,7 +82,7 @@ def main(out):
     with tf.control_dependencies([cnt]):
       after = tf.add(c, 100, name="after")
     with tf.control_dependencies([read, s6, after]):
-      final_v = tf.identity(v, name="final_v")
+      tf.identity(v, name="final_v")
     init = v1.variables_initializer([v, m, c], name="init")
     sess = v1.Session(graph=g)
     sess.run(init)

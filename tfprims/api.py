@@ -247,7 +247,7 @@ def _same_literal(expected, value) -> bool:
     return False
   try:
     return bool(np.all(expected == value)) and np.shape(expected) == np.shape(value)
-  except Exception:  # noqa: BLE001 (incomparable values differ)
+  except Exception:  # incomparable values differ
     return False
 
 
@@ -383,7 +383,7 @@ def _handle_only_variables(cf) -> list:
     try:
       if isinstance(obj, tf.Variable) and id(obj.handle) in wanted:
         found.append(obj)
-    except Exception:  # noqa: BLE001  (variables of other kinds have no eager handle)
+    except Exception:  # variables of other kinds have no eager handle
       continue
   return found
 

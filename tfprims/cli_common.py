@@ -182,7 +182,7 @@ def plugin_entry_points() -> list:
   from importlib.metadata import entry_points
   try:
     return list(entry_points(group=PLUGIN_GROUP))
-  except Exception:  # noqa: BLE001 (a broken installation must not stop the CLI)
+  except Exception:  # a broken installation must not stop the CLI
     return []
 
 
@@ -207,7 +207,7 @@ def import_user_modules(modules: Sequence[str], warn=None) -> None:
       obj = ep.load()
       if ep.attr and callable(obj):
         obj()
-    except Exception as e:  # noqa: BLE001 (report and go on without it)
+    except Exception as e:  # report and go on without it
       dist = getattr(getattr(ep, "dist", None), "name", None)
       origin = f" (from {dist})" if dist else ""
       (warn or _warn)(f"the {PLUGIN_GROUP} entry point {ep.name!r} = {ep.value!r}{origin} "
@@ -242,7 +242,7 @@ def _import_one(module: str) -> None:
       raise CLIError(f"--import {module}: no module named {e.name!r} (on PYTHONPATH or in "
                      "the current directory)") from None
     raise CLIError(f"--import {module}: {_describe(e)}") from None
-  except (Exception, SystemExit) as e:  # noqa: BLE001 (the module is the user's)
+  except (Exception, SystemExit) as e:  # the module is the user's
     raise CLIError(f"--import {module} failed: {_describe(e)}") from None
 
 

@@ -143,7 +143,7 @@ def _spec_inputs(specs_args, specs_kwargs, seed: int, unknown_dim: int):
   """A ``make_inputs`` for a signature, and whether it has unknown dims."""
   import tree
   rng = np.random.default_rng(seed)
-  make = lambda spec: example_value(spec, rng, unknown_dim)  # noqa: E731
+  make = lambda spec: example_value(spec, rng, unknown_dim)
 
   def make_inputs():
     return (tuple(tree.map_structure(make, tuple(specs_args))),
@@ -158,7 +158,7 @@ def saved_model_target(tf, args) -> Target:
   path = args.source
   try:
     restored = tf.saved_model.load(path)
-  except Exception as e:  # noqa: BLE001 (TF raises many kinds)
+  except Exception as e:  # TF raises many kinds
     first = str(e).strip().splitlines()[0] if str(e).strip() else ""
     raise CLIError(f"cannot load the SavedModel {path!r}: {type(e).__name__}: {first}") from None
   signatures = dict(getattr(restored, "signatures", {}) or {})
@@ -173,7 +173,7 @@ def saved_model_target(tf, args) -> Target:
   sig_args, sig_kwargs = sig.structured_input_signature
   make_inputs, unknown = _spec_inputs(sig_args, sig_kwargs, args.seed, args.unknown_dim)
   # Keep the restored object alive: the signature's variables belong to it.
-  call_tf = lambda *a, _keep=restored, **k: sig(*a, **k)  # noqa: E731
+  call_tf = lambda *a, _keep=restored, **k: sig(*a, **k)
   return Target(title=f"SavedModel {path}", description=f"signature '{args.signature}'",
                 concrete_fn=sig, call_tf=call_tf, make_inputs=make_inputs,
                 unknown_dims=unknown)

@@ -31,7 +31,8 @@ def add_parser(sub, parents) -> None:
              "errors.")
   ops.add_argument("source", nargs="?", metavar="SRC", help=MODEL_KINDS)
   ops.add_argument("--example", choices=examples.names(), metavar="NAME",
-                   help=f"an embedded example instead of SRC (one of {', '.join(examples.names())})")
+                   help="an embedded example instead of SRC (one of "
+                        f"{', '.join(examples.names())})")
   ops.add_argument("--supported", action="store_true",
                    help="list every op type tfprims converts, with its family, instead")
   ops.add_argument("--signature", default="serving_default", metavar="NAME",

@@ -74,7 +74,7 @@ def _builder(name: str) -> Callable[[], Example]:
 
 
 def _doc_line(fn) -> str:
-  return (fn.__doc__ or "").strip().splitlines()[0].strip()
+  return " ".join((fn.__doc__ or "").strip().split("\n\n")[0].split())
 
 
 # --- seeded initializers --------------------------------------------------------
@@ -115,7 +115,8 @@ def _finish(name, builder, model, input_spec, x) -> Example:
 
 @_example("cnn")
 def cnn() -> Example:
-  """Keras CNN on 28x28x1 images: Conv2D+ReLU, MaxPool, Conv2D+ReLU, BatchNorm (inference), GlobalAvgPool, Dense+softmax (10 classes)."""
+  """Keras CNN on 28x28x1 images: Conv2D+ReLU, MaxPool, Conv2D+ReLU, BatchNorm
+  (inference), GlobalAvgPool, Dense+softmax (10 classes)."""
   import keras
   import tensorflow as tf
   L, s = keras.layers, _Seeds(100)

@@ -199,7 +199,7 @@ def _traced(impl, params: tuple, signature: tuple, x64: bool):
   args = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in signature]
   try:
     return jax.make_jaxpr(functools.partial(impl, **dict(params)))(*args)
-  except Exception:  # noqa: BLE001 - any failure means: fold with XLA instead
+  except Exception:  # any failure means: fold with XLA instead
     return None
 
 
@@ -278,7 +278,7 @@ def fold_symbolic(fn, operands: Sequence[Any], params: dict) -> Optional[list]:
   operands = [np.asarray(o) for o in operands]
   try:
     out = _symbolic_or_int(np.asarray(fn(*operands, **params)))
-  except Exception:  # noqa: BLE001 - comparisons of symbolic dims can be inconclusive
+  except Exception:  # comparisons of symbolic dims can be inconclusive
     return None
   if out.dtype == object:
     return [out]
@@ -343,7 +343,7 @@ def fold(impl, operands: Sequence[Any], params: dict, rules=None,
     return None
   except (_NotFoldable, ValueError, TypeError, IndexError):
     return None
-  except Exception:  # noqa: BLE001 - comparisons of symbolic dims can be inconclusive
+  except Exception:  # comparisons of symbolic dims can be inconclusive
     if has_symbolic(operands):
       return None
     raise

@@ -50,7 +50,7 @@ def load_model(path: str):
         "TensorFlow graphs: set KERAS_BACKEND=tensorflow")
   try:
     return keras.saving.load_model(path, compile=False)
-  except Exception as e:  # noqa: BLE001 (Keras raises many kinds)
+  except Exception as e:  # Keras raises many kinds
     first = e
   if path.lower().endswith((".h5", ".hdf5")):  # a Keras 2 file Keras 3 cannot read
     try:
@@ -60,7 +60,7 @@ def load_model(path: str):
     if tf_keras is not None:
       try:
         return tf_keras.models.load_model(path, compile=False)
-      except Exception:  # noqa: BLE001 (report Keras 3's reason, the primary loader)
+      except Exception:  # report Keras 3's reason, the primary loader
         pass
   message = (str(first).strip().splitlines() or [""])[0]
   raise errors.ConversionError(

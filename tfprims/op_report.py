@@ -196,7 +196,7 @@ def report_path(path: str, signature: str = "serving_default",
     raise errors.ConversionError(f"{path!r} does not exist")
   try:
     graph_def = read_graph_def(path)
-  except Exception as e:  # noqa: BLE001 (protobuf raises several kinds)
+  except Exception as e:  # protobuf raises several kinds
     raise errors.ConversionError(f"{path!r} is not a GraphDef file: {e}") from None
   return report_graph_def(graph_def, outputs, source=path)
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import inspect
 import os
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
-from tfprims import api, core, dtypes, errors, graph as graph_lib
+from tfprims import api, core, dtypes, errors
 
 __all__ = ["convert_from_restored", "convert_functional_from_restored", "load_saved_model",
            "AmbiguousSignatureError", "concrete_functions"]
@@ -70,7 +70,7 @@ def _describe_signature(cf) -> str:
 
 def _check_alive(cf) -> None:
   try:
-    cf.variables  # pylint: disable=pointless-statement
+    _ = cf.variables  # raises where the restored object was deleted
   except AssertionError as e:
     if "deleted" not in str(e):
       raise

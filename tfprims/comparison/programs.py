@@ -122,7 +122,7 @@ def example_inputs(cf, seed: int = 0, unknown_dim: int = 2) -> tuple[tuple, dict
   import tree
   rng = np.random.default_rng(seed)
   sig_args, sig_kwargs = cf.structured_input_signature
-  make = lambda spec: example_value(spec, rng, unknown_dim)  # noqa: E731
+  make = lambda spec: example_value(spec, rng, unknown_dim)
   return (tuple(tree.map_structure(make, tuple(sig_args))),
           dict(tree.map_structure(make, dict(sig_kwargs))))
 

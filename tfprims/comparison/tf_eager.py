@@ -53,7 +53,7 @@ class TFEager:
       outputs = self._execute.execute(
           node.op.encode(), _num_outputs(node, od), inputs=list(inputs),
           attrs=_attrs(node, od), ctx=self._context.context())
-    except Exception as e:  # noqa: BLE001 (TF raises many kinds; the record says which)
+    except Exception as e:  # TF raises many kinds; the record says which
       first = (str(e).strip().splitlines() or [""])[0]
       raise TFNodeError(f"{type(e).__name__}: {first}") from e
     return list(outputs) if outputs is not None else []

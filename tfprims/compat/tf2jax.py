@@ -79,7 +79,7 @@ class Variable(np.ndarray):
             f"numpy={np.array_repr(np.asarray(self))})")
 
 
-class AnnotatedFunction(abc.ABC):
+class AnnotatedFunction(abc.ABC):  # noqa: B024  (tf2jax's: a registry for isinstance)
   """A callable with its TF signature and specs, as tf2jax's.
 
   Every function tfprims converts is an instance (``isinstance(fn,

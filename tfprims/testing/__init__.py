@@ -9,7 +9,7 @@ modules are imported on first use of one of their names::
     test_my_op = tfprims.testing.property_test("MyOp")   # in a pytest module
 """
 
-from tfprims.testing.spec import CHECKS, GRAD_ORACLES, Spec  # noqa: F401
+from tfprims.testing.spec import CHECKS, GRAD_ORACLES, Spec
 
 # Name -> the submodule defining it, imported on first access.
 _LAZY_NAMES = {
@@ -26,7 +26,7 @@ _LAZY_NAMES = {
 _SUBMODULES = ("strategies", "report", "comparison", "oracles", "calls", "snippets", "checks",
                "runner")
 
-__all__ = ["CHECKS", "GRAD_ORACLES", "Spec", *_LAZY_NAMES]
+__all__ = ["CHECKS", "GRAD_ORACLES", "Spec", *_LAZY_NAMES]  # noqa: PLE0604  (str keys)
 
 
 def __getattr__(name):

@@ -179,7 +179,7 @@ class _Builder:
         return self.add(f"tf.raw_ops.Transpose(x={{0}}, perm={perm})", [i],
                         tuple(s[p] for p in perm))
       if choice == 1:
-        return self.add(f"tf.raw_ops.Reshape(tensor={{0}}, shape=[-1])", [i],
+        return self.add("tf.raw_ops.Reshape(tensor={0}, shape=[-1])", [i],
                         (int(np.prod(s)),))
       if choice == 2:
         axis = int(rng.integers(len(s)))

@@ -9,7 +9,7 @@ activations are drawn by :func:`elementwise_calls` (:func:`unary_calls`,
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 from hypothesis import strategies as hst
@@ -88,7 +88,8 @@ def elements(dtype, *, special: bool = True, min_value=None, max_value=None,
     hi = info.max if max_value is None else min(int(max_value), int(info.max))
     base = hst.integers(lo, hi)
     if special and min_value is None and max_value is None:
-      return hst.one_of(base, hst.sampled_from([int(info.min), int(info.max), 0, 1, -1 if lo < 0 else 0]))
+      edges = [int(info.min), int(info.max), 0, 1, -1 if lo < 0 else 0]
+      return hst.one_of(base, hst.sampled_from(edges))
     return base
   if dtype.kind == "c":
     part = np.float32 if dtype == np.complex64 else np.float64

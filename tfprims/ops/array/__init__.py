@@ -56,7 +56,7 @@ from tfprims.ops.array import layout, misc, space_batch  # noqa: F401
 from tfprims.ops.array import gather_nd, inplace, scatter  # noqa: F401
 from tfprims.ops.array import buckets, stitch  # noqa: F401
 from tfprims.ops.array._common import FAMILY  # noqa: F401
-from tfprims.ops.array import segments, sparse_segments  # noqa: F401,E402
+from tfprims.ops.array import segments, sparse_segments  # noqa: F401
 from tfprims.ops.array.bitcast import Bitcast  # noqa: F401
 from tfprims.ops.array.fill import Fill, OnesLike, Range, ZerosLike, range_values  # noqa: F401
 from tfprims.ops.array.gather import GatherV2, OneHot  # noqa: F401

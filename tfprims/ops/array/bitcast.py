@@ -26,7 +26,7 @@ _BITCAST_TYPES = ("bfloat16", "float16", "float32", "float64", "int64", "int32",
 _WIDE_INTS = ("int64", "uint64")
 
 
-def _bitcast_dtypes(T, type):  # noqa: N803, A002  (TF attr names)
+def _bitcast_dtypes(T, type):  # TF attr names
   src, dst = jnp.dtype(T), jnp.dtype(type)
   for what, d in (("input dtype (T)", src), ("type", dst)):
     if d.name not in _BITCAST_TYPES:
@@ -72,7 +72,7 @@ def _from_bytes(b, dst):
   return lax.bitcast_convert_type(b, dst)
 
 
-def _bitcast(input, *, T, type):  # noqa: A002, N803  (TF names)
+def _bitcast(input, *, T, type):  # TF names
   """tf.bitcast: the bytes of ``input`` reinterpreted as ``type`` (little-endian,
   complex as ``[real, imag]``), the last dim added or removed when sizes differ."""
   src, dst = _bitcast_dtypes(T, type)
@@ -100,7 +100,7 @@ def _bitcast_jvp(primals, tangents, **params):
   return out, ad.Zero(jax.typeof(out).to_tangent_aval())
 
 
-def _bitcast_batching(args, dims, *, T, type):  # noqa: A002, N803
+def _bitcast_batching(args, dims, *, T, type):
   (x,), (d,) = args, dims
   if jnp.dtype(T).itemsize != jnp.dtype(type).itemsize and d == x.ndim - 1:
     x, d = rules.to_front(x, d), 0   # the last dim is the one added or removed

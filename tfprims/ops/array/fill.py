@@ -1,12 +1,12 @@
 """Filling: Fill, ZerosLike, OnesLike, Range.
 
-Fill is linear (transpose: ``tf.Sum`` of the cotangent); ZerosLike is linear and
-transposes to itself, and of a variant value (a TensorList, an Optional: what TF's
-gradient code zeroes for a loop's list accumulators) it is that value with each of
-its tensors zeroed, as TF's registered variant ZerosLike; OnesLike's JVP is zero. Range has no operands at all (its
+Fill is linear (transpose: ``tf.Sum`` of the cotangent); ZerosLike is linear and transposes
+to itself, and of a variant value (a TensorList, an Optional: what TF's gradient code zeroes
+for a loop's list accumulators) it is that value with each of its tensors zeroed, as TF's
+registered variant ZerosLike; OnesLike's JVP is zero. Range has no operands at all (its
 three inputs are static): its value is computed with numpy at trace time by
-``range_values``, following TF's kernel (size computed in ``Tidx``, integers
-wrapping like TF's; docs/semantics/array.md).
+``range_values``, following TF's kernel (size computed in ``Tidx``, integers wrapping like
+TF's; docs/semantics/array.md).
 """
 
 from __future__ import annotations

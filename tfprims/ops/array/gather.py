@@ -3,7 +3,8 @@
 GatherV2 writes zeros for out-of-range indices (negative ones included), like
 TF's GPU kernel; TF's CPU kernel raises, which a JAX program cannot do on data
 (docs/semantics/array.md). Its JVP gathers the tangent with ``tf.GatherV2``; its
-transpose is a ``tf.ScatterNd`` (scatter.py) of the cotangent. OneHot with batched on/off values is batched by ``vmap`` of the impl.
+transpose is a ``tf.ScatterNd`` (scatter.py) of the cotangent. OneHot with batched
+on/off values is batched by ``vmap`` of the impl.
 """
 
 from __future__ import annotations

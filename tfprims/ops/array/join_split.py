@@ -169,8 +169,9 @@ def _split_batch(args, dims, *, axis, num_split):
 
 Split = define_op(
     "Split", _split_impl, family=FAMILY, static={"split_dim": "axis"}, attrs=("num_split",),
-    multiple_results=True, lowering=emit.direct_lowering(_split_build, _split_impl,
-                                                         multiple_results=True), linear=True, transpose=_split_transpose, batching=_split_batch,
+    multiple_results=True,
+    lowering=emit.direct_lowering(_split_build, _split_impl, multiple_results=True),
+    linear=True, transpose=_split_transpose, batching=_split_batch,
     spec=lambda st: st.Spec(_split_calls(st)))
 
 

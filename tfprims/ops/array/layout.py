@@ -20,7 +20,6 @@ ReverseSequence, Roll, Concat (v1), ConcatOffset, ParallelConcat, MirrorPadGrad.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -195,7 +194,7 @@ def _reverse_sequence_batch(args, dims, *, seq_dim, batch_dim):
   if dl is None:
     rank = x.ndim - 1
     _seq_dims(rank, seq_dim, batch_dim)
-    shift = lambda a: a + (a >= dx)  # noqa: E731
+    shift = lambda a: a + (a >= dx)
     return tfops.ReverseSequence(x, lengths, seq_dim=shift(seq_dim),
                                  batch_dim=shift(batch_dim)), dx
   # Batched lengths: fold the mapped axis into TF's batch axis.

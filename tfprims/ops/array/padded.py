@@ -108,7 +108,7 @@ def unique_axis(axis, rank) -> int:
   axis = np.asarray(axis).reshape(-1)
   if axis.size != 1:
     raise ValueError("unique expects a 1D vector." if axis.size == 0 else
-                     f"axis does not support input tensors larger than 1 elements")
+                     "axis does not support input tensors larger than 1 elements")
   a = int(axis[0])
   if not -rank <= a < rank:
     raise ValueError(f"axis {a} is out of range for rank {rank}")

@@ -44,7 +44,6 @@ def _validate(op_type, shape, indices, updates_shape):
                      f"{_dims(indices.shape)}")
   k = indices.shape[-1]
   lead = tuple(indices.shape[:-1])
-  n = math.prod(lead)
   if k > len(shape):
     raise ValueError(f"{op_type}: Output must have rank >= indices.shape[-1] = {k}; "
                      f"shape is {_dims(shape)}")

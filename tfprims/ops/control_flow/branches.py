@@ -85,7 +85,7 @@ def _switch(ctx, node, index, branches, args):
     raise errors.OpError(node.op, node.name,
                          f"branches return values of different types: {e}") from None
   first = statics[0]
-  for k, s in statics.items():
+  for s in statics.values():
     if any((a is None) != (b is None) or (a is not None and a != b) for a, b in zip(first, s)):
       raise errors.OpError(node.op, node.name,
                            "branches return different resources or string constants")

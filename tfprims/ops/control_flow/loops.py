@@ -1,20 +1,19 @@
 """While/StatelessWhile.
 
-Loop variables the body passes through unchanged are closed over, not carried
-(they stay concrete when they are). Variables whose initial value is concrete and
-whose update depends only on such variables (loop counters, ``tf.range`` indices)
-are *static*: when a conjunct of the loop condition (the condition split at
-``LogicalAnd``) depends only on static variables, the trip count is computed at
-trace time and the loop becomes ``tf.While`` with that length (counted.py: it
-means ``lax.scan``, which JAX can reverse-differentiate). Remaining (dynamic)
-conjuncts become an early exit inside the loop (``lax.cond`` per step). Loops whose body needs trace-time values (a
-growing TensorArray, an op with a static input computed from the counter) are
-unrolled while their condition is known at trace time. A loop whose condition
-becomes data-dependent and has no static bound becomes ``tf.While.unbounded``
-(unbounded.py: ``lax.while_loop`` with reverse mode by checkpointed recomputation); a
-body with effects stays a ``lax.while_loop``, whose reverse mode raises
-:class:`errors.ReverseModeLoopError`.
-Variables the body writes and the rng key are carried as loop state.
+Loop variables the body passes through unchanged are closed over, not carried (they stay
+concrete when they are). Variables whose initial value is concrete and whose update depends
+only on such variables (loop counters, ``tf.range`` indices) are *static*: when a conjunct
+of the loop condition (the condition split at ``LogicalAnd``) depends only on static
+variables, the trip count is computed at trace time and the loop becomes ``tf.While`` with
+that length (counted.py: it means ``lax.scan``, which JAX can reverse-differentiate).
+Remaining (dynamic) conjuncts become an early exit inside the loop (``lax.cond`` per step).
+Loops whose body needs trace-time values (a growing TensorArray, an op with a static input
+computed from the counter) are unrolled while their condition is known at trace time. A loop
+whose condition becomes data-dependent and has no static bound becomes
+``tf.While.unbounded`` (unbounded.py: ``lax.while_loop`` with reverse mode by checkpointed
+recomputation); a body with effects stays a ``lax.while_loop``, whose reverse mode raises
+:class:`errors.ReverseModeLoopError`. Variables the body writes and the rng key are carried
+as loop state.
 """
 
 from __future__ import annotations
@@ -275,7 +274,7 @@ class _Loop:
       elif dd <= 0:
         continue  # never becomes false
       else:
-        k = -(-(-d0) // dd) if strict else (-d0) // dd + 1
+        k = -(d0 // dd) if strict else (-d0) // dd + 1   # ceil(-d0 / dd); floor + 1
       n_max = k if n_max is None else jax.core.min_dim(n_max, k)
     if n_max is None or (type(n_max) is int and n_max > MAX_STATIC_TRIP_COUNT):
       return None
@@ -568,7 +567,8 @@ class _Loop:
 
 
 @structural("While", "StatelessWhile", family=FAMILY, calls_functions="while",
-            doc="Runs body while cond holds: tf.While (a counted scan), lax.while_loop, or unrolled.")
+            doc="Runs body while cond holds: tf.While (a counted scan), lax.while_loop, "
+                "or unrolled.")
 def _while(ctx, node, inputs):
   return _Loop(ctx, node, list(inputs)).run()
 

@@ -185,7 +185,7 @@ class _Builder:
     member_names = {n.name for n in members}
     consumers: dict = {}
     for n in nodes:
-      for port, ref in enumerate(n.inputs):
+      for ref in n.inputs:
         consumers.setdefault(ref, []).append(n)
     by_name = {n.name: n for n in members}
     own = [n for n in members if frame[n.name] == (fname,)]
@@ -242,7 +242,7 @@ class _Builder:
     # true output is the same value); invariants keep their Enter's name.
     arg_names = [v[1].name for v in loop_vars] + [e.name for e in const_enters]
     rename = {}
-    for enter, merge, nxt, switch, exits in loop_vars:
+    for _, merge, _, switch, _ in loop_vars:
       if switch is not None:
         rename[(switch.name, 1)] = (merge.name, 0)
     all_by_name = {n.name: n for n in nodes}
@@ -276,7 +276,7 @@ class _Builder:
          "T": self.types_attr(var_enters + const_enters)}, loop_cond.device)
     out = [n for n in nodes if n.name not in member_names and n.name not in structural_names]
     out.append(while_node)
-    for i, (enter, merge, nxt, switch, exits) in enumerate(loop_vars):
+    for i, (*_, exits) in enumerate(loop_vars):
       for x in exits:
         out.append(_identity(x, (while_name, i)))
     return out
@@ -457,7 +457,7 @@ class _Builder:
 
       stack = []
       outs = []
-      for m, branches in group:
+      for _, branches in group:
         r = branches[b]
         visit(r)
         outs.append(r)

@@ -52,11 +52,13 @@ def _add_transpose(ct, x, y):
 
 
 AddV2 = define_op(
-    "AddV2", jnp.add, **EW, lowering=direct_binary_lowering("add", jnp.add), linear=True, transpose=_add_transpose,
+    "AddV2", jnp.add, **EW, lowering=direct_binary_lowering("add", jnp.add), linear=True,
+    transpose=_add_transpose,
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC + st.COMPLEX, wide=2**30)))
 
 Add = define_op(
-    "Add", jnp.add, **EW, lowering=direct_binary_lowering("add", jnp.add), linear=True, transpose=_add_transpose,
+    "Add", jnp.add, **EW, lowering=direct_binary_lowering("add", jnp.add), linear=True,
+    transpose=_add_transpose,
     spec=lambda st: st.Spec(st.binary_calls(
         st.FLOATS + st.SIGNED + ("uint8",) + st.COMPLEX, wide=2**30)))
 
@@ -140,7 +142,8 @@ def _int_division_check(x, y):
 
 
 Div = define_op(
-    "Div", _div, **EW, check=_int_division_check, jvp=_div_jvps("Div"), transpose=rules.linear_transpose("Div", 0),
+    "Div", _div, **EW, check=_int_division_check, jvp=_div_jvps("Div"),
+    transpose=rules.linear_transpose("Div", 0),
     spec=lambda st: st.Spec(
         st.binary_calls(st.NUMERIC + st.COMPLEX,
                         per_arg={"y": {"nonzero": True, "cnonzero": True}}),

@@ -200,7 +200,7 @@ def _stochastic_cast_to_int(x, key, counter, alg, *, Tout):
                                            float(np.iinfo(dst).max)), dst)
 
 
-def tf_stochastic_cast_to_int(input, key, counter, alg, Tout):  # noqa: A002
+def tf_stochastic_cast_to_int(input, key, counter, alg, Tout):
   """TF's StochasticCastToInt (not in ``tf.raw_ops``), run eagerly: the spec's oracle."""
   import tensorflow as tf
   from tensorflow.python.eager import context, execute

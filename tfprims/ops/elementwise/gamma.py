@@ -360,7 +360,7 @@ def _incbps_f32(a, b, x):
 
 
 def _betainc_f32(aa, bb, xx):
-  one, zero = _c(1, aa), _c(0, aa)
+  one = _c(1, aa)
 
   def incbsa(aa, bb, xx):
     onemx = one - xx

@@ -21,7 +21,7 @@ suppression, bounding boxes, patches, colour, drawing and glimpses.
 Semantics choices are written down in docs/semantics/image.md.
 """
 
-from tfprims.ops.image import crop_and_resize, projective, resize, scale_translate  # noqa: F401,I001
+from tfprims.ops.image import crop_and_resize, projective, resize, scale_translate  # noqa: F401
 from tfprims.ops.image import bbox_proposals, boxes, combined_nms, nms  # noqa: F401
 from tfprims.ops.image.crop_and_resize import (  # noqa: F401
     CropAndResize, CropAndResizeGradBoxes, CropAndResizeGradImage)

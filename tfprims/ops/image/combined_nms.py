@@ -136,8 +136,8 @@ def _calls(st):
                        np.float32).reshape(batch, n, q, 4)
     # Distinct scores within each batch element: TF orders equal scores arbitrarily.
     pool = np.linspace(-0.2, 1.0, 25, dtype=np.float32)
-    scores = np.stack([pool[d(st.lists(st.integers(0, 24), min_size=n * c, max_size=n * c, unique=True))].reshape(n, c)
-                       for _ in range(batch)])
+    positions = st.lists(st.integers(0, 24), min_size=n * c, max_size=n * c, unique=True)
+    scores = np.stack([pool[d(positions)].reshape(n, c) for _ in range(batch)])
     return dict(boxes=boxes, scores=scores,
                 max_output_size_per_class=np.asarray(d(st.integers(1, 6)), np.int32),
                 max_total_size=np.asarray(d(st.integers(1, 8)), np.int32),

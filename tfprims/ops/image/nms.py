@@ -140,7 +140,8 @@ def padded_nms(sim, scores, iou_threshold, score_threshold, sigma, size):
       done = done | is_hard | (active & (new <= score_threshold))
       return new, done, hard | is_hard
 
-    score, _, hard = lax.fori_loop(0, m, compare, (original, jnp.asarray(False), jnp.asarray(False)))
+    score, _, hard = lax.fori_loop(0, m, compare,
+                                   (original, jnp.asarray(False), jnp.asarray(False)))
     take = ~hard & (score == original)
     requeue = ~hard & ~take & (score > score_threshold)
     sel = jnp.where(take, sel.at[count].set(i.astype(jnp.int32)), sel)

@@ -329,7 +329,8 @@ ScaleAndTranslateGrad = define_op(
     "ScaleAndTranslateGrad", scale_and_translate_grad, family=FAMILY, attrs=_ATTRS,
     jvp=(lambda t, grads, orig, scale, translation, **p: tfops.ScaleAndTranslateGrad(
         t, orig, scale, translation, **p), None, None, None),
-    transpose=_grad_transpose, batching=_batching("ScaleAndTranslateGrad", scale_and_translate_grad, 2),
+    transpose=_grad_transpose,
+    batching=_batching("ScaleAndTranslateGrad", scale_and_translate_grad, 2),
     spec=lambda st: st.Spec(_st_calls(st, grad=True), rtol=1e-5, atol=1e-5,
                             diff_args=("grads",), cases=_nonfinite_cases(grad=True),
                             note="original_image gives only the shape and dtype."))

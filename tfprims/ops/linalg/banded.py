@@ -117,7 +117,7 @@ def _tridiagonal_mat_mul(superdiag, maindiag, subdiag, rhs):
 # CholeskyGrad, SparseMatMul
 
 
-def _cholesky_grad(l, grad):  # noqa: E741  (TF's name)
+def _cholesky_grad(l, grad):  # TF's name
   """The symmetrised gradient of ``A -> cholesky(A)`` at ``A = L L^H`` for the
   cotangent ``grad``, from the lower triangles of ``l`` and ``grad`` (TF's kernel)."""
   m = l.shape[-1]
@@ -222,7 +222,7 @@ def _sparse_mat_mul_calls(st):
   return draw()
 
 
-def _tridiagonal_solve_oracle(diagonals, rhs, partial_pivoting=True,  # noqa: D401
+def _tridiagonal_solve_oracle(diagonals, rhs, partial_pivoting=True,
                               perturb_singular=False):
   """TF's TridiagonalSolve; for complex inputs differentiated as TF's autodiff of
   the dense solve (TF's complex gradient is wrong: central differences side

@@ -114,7 +114,7 @@ def _square_calls(st, dtypes, kind, arg="input"):
   return draw()
 
 
-def _cholesky_oracle(input):  # noqa: A002  (TF arg name)
+def _cholesky_oracle(input):  # TF arg name
   """TF 2.21's CPU Cholesky leaves the strict upper triangle unwritten (garbage at
   times); tf.linalg.cholesky documents zeros there, which is what we return."""
   import tensorflow as tf

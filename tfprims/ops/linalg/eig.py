@@ -106,7 +106,7 @@ def _eig_calls(st):
   return draw()
 
 
-def _eig_oracle(input, Tout, compute_v=True):  # noqa: A002,N803  (TF arg names)
+def _eig_oracle(input, Tout, compute_v=True):  # TF arg names
   """TF's Eig in our order (real part, then imaginary part) and phase gauge."""
   import tensorflow as tf
   e, v = tf.raw_ops.Eig(input=input, Tout=Tout, compute_v=compute_v)

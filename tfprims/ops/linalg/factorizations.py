@@ -275,7 +275,7 @@ def _tf_real_part(x):
   return tf.cast(tf.math.real(x), x.dtype)
 
 
-def _svd_oracle(input, compute_uv=True, full_matrices=False):  # noqa: A002  (TF arg name)
+def _svd_oracle(input, compute_uv=True, full_matrices=False):  # TF arg name
   """TF's Svd with its vectors put in our phase gauge (:func:`tf_fix_phase`)."""
   import tensorflow as tf
   s, u, v = tf.raw_ops.Svd(input=input, compute_uv=compute_uv, full_matrices=full_matrices)
@@ -287,7 +287,7 @@ def _svd_oracle(input, compute_uv=True, full_matrices=False):  # noqa: A002  (TF
   return s, tf.concat([u1, u[..., k:]], -1), tf.concat([v1, v[..., k:]], -1)
 
 
-def _eigh_oracle(input, compute_v=True):  # noqa: A002  (TF arg name)
+def _eigh_oracle(input, compute_v=True):  # TF arg name
   """TF's SelfAdjointEigV2 with its eigenvectors in our phase gauge."""
   import tensorflow as tf
   e, v = tf.raw_ops.SelfAdjointEigV2(input=input, compute_v=compute_v)

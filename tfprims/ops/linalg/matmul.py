@@ -113,7 +113,7 @@ def _batch_matmul_v1(x, y, *, adj_x, adj_y):
   return _batch_matmul_v2(x, y, adj_x=adj_x, adj_y=adj_y)
 
 
-def _batch_matmul_v3(x, y, *, adj_x, adj_y, Tout):  # noqa: N803  (TF attr name)
+def _batch_matmul_v3(x, y, *, adj_x, adj_y, Tout):  # TF attr name
   """BatchMatMulV3: both operands cast to Tout (int8 x int8 -> int32 etc.)."""
   out = np.dtype(tfdtypes.canonical_dtype(Tout))
   return _batch_matmul_v2(x.astype(out), y.astype(out), adj_x=adj_x, adj_y=adj_y)
@@ -123,7 +123,7 @@ def _bmm_transpose(op_type: str, broadcast: bool):
   """TF's _BatchMatMulV2Grad (adjoint flags). TF's gradient is the adjoint; the JAX
   transpose of these (conjugate-)linear maps is conj(TF's formula on conj(ct))."""
   def rule(ct, x, y, *, adj_x, adj_y):
-    bmm = lambda a, b, ax=False, ay=False: getattr(tfops, op_type)(  # noqa: E731
+    bmm = lambda a, b, ax=False, ay=False: getattr(tfops, op_type)(
         a, b, adj_x=ax, adj_y=ay)
     c = _conj(ct)
     gx = gy = None

@@ -58,7 +58,7 @@ Explicit TF-named rules (they bind other ops through ``tfops``):
 Semantics choices are written down in docs/semantics/nn.md.
 """
 
-from tfprims.ops.nn import conv, bias, pool, batch_norm, lrn  # noqa: F401,I001
+from tfprims.ops.nn import conv, bias, pool, batch_norm, lrn  # noqa: F401
 from tfprims.ops.nn import top_k  # noqa: F401
 from tfprims.ops.nn import losses, ctc, ctc_decode  # noqa: F401
 from tfprims.ops.nn import pool3d  # noqa: F401

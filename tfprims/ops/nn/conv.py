@@ -561,10 +561,12 @@ Conv3DBackpropInputV2 = define_op(
     "Conv3DBackpropInputV2", conv3d_backprop_input, family="nn", static=("input_sizes",),
     attrs=_CONV3D_ATTRS, **_conv_rules(_C3, "bi"),
     spec=lambda st: st.Spec(_conv_calls(st, _C3, "bi", nd=3, explicit=False),
-                            grad_oracle="fd", note=_CONV3D_BACKPROP_NOTE, ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL))
+                            grad_oracle="fd", note=_CONV3D_BACKPROP_NOTE,
+                            ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL))
 
 Conv3DBackpropFilterV2 = define_op(
     "Conv3DBackpropFilterV2", conv3d_backprop_filter, family="nn", static=("filter_sizes",),
     attrs=_CONV3D_ATTRS, **_conv_rules(_C3, "bf"),
     spec=lambda st: st.Spec(_conv_calls(st, _C3, "bf", nd=3, explicit=False),
-                            grad_oracle="fd", note=_CONV3D_BACKPROP_NOTE, ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL))
+                            grad_oracle="fd", note=_CONV3D_BACKPROP_NOTE,
+                            ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL))

@@ -306,7 +306,8 @@ Conv = define_op(
     "Conv", conv, family="nn", attrs=_CONV_ATTRS, shape_rule=_conv_op_shape,
     jvp=_bilinear_jvp("Conv"), transpose=_conv_transpose, batching=_conv_batching,
     spec=lambda st: st.Spec(
-        _conv_op_calls(st), grad_oracle="fd", ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL, **_GRAD_TOL,
+        _conv_op_calls(st), grad_oracle="fd", ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN,
+        **_CONV_TOL, **_GRAD_TOL,
         note="TF's CPU kernel refuses CHANNELS_FIRST and groups > 1 (tfprims computes them: "
              "unit-tested against Conv2D); TF registers no gradient: derivatives are checked "
              "by central differences."))
@@ -317,7 +318,8 @@ FusedPadConv2D = define_op(
     transpose=_fused_pad_transpose,
     batching=_fold_input_batching("FusedPadConv2D", fused_pad_conv2d),
     spec=lambda st: st.Spec(
-        _fused_calls(st, "FusedPadConv2D"), grad_oracle="fd", ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL, **_GRAD_TOL,
+        _fused_calls(st, "FusedPadConv2D"), grad_oracle="fd",
+        ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL, **_GRAD_TOL,
         note=_FUSED_NOTE))
 
 FusedResizeAndPadConv2D = define_op(
@@ -326,5 +328,6 @@ FusedResizeAndPadConv2D = define_op(
     jvp=_bilinear_jvp("FusedResizeAndPadConv2D"), transpose=_fused_resize_transpose,
     batching=_fold_input_batching("FusedResizeAndPadConv2D", fused_resize_and_pad_conv2d),
     spec=lambda st: st.Spec(
-        _fused_calls(st, "FusedResizeAndPadConv2D"), grad_oracle="fd", ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL,
+        _fused_calls(st, "FusedResizeAndPadConv2D"), grad_oracle="fd",
+        ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL,
         **_GRAD_TOL, note=_FUSED_NOTE))

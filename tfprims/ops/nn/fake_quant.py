@@ -43,12 +43,12 @@ def _quantize(x, nmin, nmax, scale):
   return jnp.floor((clamped - nmin) * inv + _F32(0.5)) * scale + nmin
 
 
-def _fq_args(inputs, *, min=-6.0, max=6.0, num_bits=8, narrow_range=False):  # noqa: A002
+def _fq_args(inputs, *, min=-6.0, max=6.0, num_bits=8, narrow_range=False):
   """TF FakeQuantWithMinMaxArgs: inputs quantized to the nudged [min, max] grid."""
   return _quantize(inputs, *_nudge(min, max, num_bits, narrow_range))
 
 
-def _fq_args_grad(gradients, inputs, *, min=-6.0, max=6.0, num_bits=8,  # noqa: A002
+def _fq_args_grad(gradients, inputs, *, min=-6.0, max=6.0, num_bits=8,
                   narrow_range=False):
   """TF FakeQuantWithMinMaxArgsGradient: gradients where inputs lie in the nudged range."""
   nmin, nmax, _ = _nudge(min, max, num_bits, narrow_range)
@@ -182,7 +182,8 @@ def _fq_calls(st, kind, grad):
                            min_side=1 if kind == "channel" else 0, max_side=4))
     call = dict(inputs=draw(st.arrays("float32", shape, special=False, min_value=-8.0,
                                       max_value=8.0)),
-                # 16 bits: TF's kernel rounds some ties to the other level (tests/test_rnn_blocks.py)
+                # 16 bits: TF's kernel rounds some ties to the other level
+                # (tests/test_rnn_blocks.py)
                 num_bits=draw(st.sampled_from([8, 2, 4, 5])),
                 narrow_range=draw(st.booleans()))
     if kind == "args":

@@ -1,7 +1,8 @@
 """Random ops, one module per group:
 
 * ``basic.py``: the stateful ops keyed by the call's ``rng=`` (RandomUniform...,
-  NonDeterministicInts) and the stateless V1/V2 uniform/normal/int/shuffle/multinomial ops and key/counter helpers.
+  NonDeterministicInts) and the stateless V1/V2 uniform/normal/int/shuffle/multinomial
+  ops and key/counter helpers.
 * ``stateful.py``: tf.random.Generator's ops (Stateful*), keyed by and advancing the
   generator's state variable.
 * ``gamma_poisson.py``: gamma (and RandomGammaGrad), Poisson, binomial and parameterized
@@ -13,6 +14,6 @@
 Semantics choices are written down in docs/semantics/random.md.
 """
 
-from tfprims.ops.random import basic, gamma_poisson, index_shuffle, samplers, sobol, stateful  # noqa: F401,I001
-from tfprims.ops.random.basic import *  # noqa: F401,F403
+from tfprims.ops.random import basic, gamma_poisson, index_shuffle, samplers, sobol, stateful  # noqa: F401
+from tfprims.ops.random.basic import *  # noqa: F403  (the family's public names)
 from tfprims.ops.random.basic import RandomUniform  # noqa: F401

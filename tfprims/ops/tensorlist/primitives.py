@@ -33,7 +33,7 @@ _GRAD_ORACLE = "vjp"   # see the module docstring
 
 
 def _tf():
-  import tensorflow as tf  # noqa: PLC0415 (the oracles run only in property tests)
+  import tensorflow as tf  # the oracles run only in property tests
   return tf
 
 

@@ -23,9 +23,9 @@ INDEX_DTYPES = ("int32", "int64")
 
 def _xla_data_pb2():
   try:
-    from tensorflow.compiler.xla import xla_data_pb2  # noqa: PLC0415
+    from tensorflow.compiler.xla import xla_data_pb2
   except ImportError:  # newer TF layouts
-    from local_xla.xla import xla_data_pb2  # noqa: PLC0415
+    from local_xla.xla import xla_data_pb2
   return xla_data_pb2
 
 
@@ -106,7 +106,7 @@ def precision_config(value) -> tuple:
 
 def lax_precision(precision: tuple):
   """The ``precision=`` argument of lax.dot_general/conv_general_dilated."""
-  from jax import lax  # noqa: PLC0415
+  from jax import lax
   if not precision:
     return None
   ps = tuple(getattr(lax.Precision, p) for p in precision)
@@ -132,8 +132,8 @@ def serialize(message: str, **fields) -> bytes:
 
 @functools.lru_cache(maxsize=None)
 def _jitted(op_type: str, static_items: tuple, names: tuple):
-  import tensorflow as tf  # noqa: PLC0415
-  from tensorflow.compiler.tf2xla.ops import gen_xla_ops  # noqa: F401,PLC0415
+  import tensorflow as tf
+  from tensorflow.compiler.tf2xla.ops import gen_xla_ops
   raw = getattr(tf.raw_ops, op_type, None)
   if raw is None:
     snake = re.sub(r"(?<!^)(?=[A-Z])", "_", op_type).lower()  # XlaDotV2 -> xla_dot_v2
@@ -178,7 +178,7 @@ def jit_oracle(op_type: str, tensor_args: tuple):
       static.append((k, _freeze(v)))
     names = tuple(k for k in tensor_args if k in kwargs)
     tensors = [kwargs[k] for k in names]
-    import tensorflow as tf  # noqa: PLC0415
+    import tensorflow as tf
     try:
       return _jitted(op_type, tuple(static), names)(*tensors)
     except (TypeError, ValueError) as e:  # refused while tracing (a dtype the op lacks)
@@ -230,7 +230,7 @@ def classify_computation(ctx, fname: str):
 def tf_computation(kind: str, dtype_name: str):
   """A TF concrete function computing ``kind`` on two scalars of ``dtype_name``: the
   function attr of an oracle call drawn with a simple computation."""
-  import tensorflow as tf  # noqa: PLC0415
+  import tensorflow as tf
   fns = {"add": tf.add, "mul": tf.multiply, "max": tf.maximum, "min": tf.minimum,
          "and": tf.logical_and, "or": tf.logical_or, "replace": lambda a, b: b}
   fn = fns[kind]
@@ -266,7 +266,7 @@ class Computation:
     self.name, self.jaxpr = name, jaxpr
 
   def __call__(self, *args):
-    from jax.extend.core import jaxpr_as_fun  # noqa: PLC0415
+    from jax.extend.core import jaxpr_as_fun
     return jaxpr_as_fun(self.jaxpr)(*args)
 
   def __repr__(self):
@@ -275,7 +275,7 @@ class Computation:
 
 def convert_computation(ctx, node, fname: str, dtypes_) -> Computation:
   """``fname`` from the graph's library, converted on scalars of ``dtypes_``."""
-  import jax  # noqa: PLC0415
+  import jax
   avals = [jax.ShapeDtypeStruct((), d) for d in dtypes_]
   closed = jax.make_jaxpr(lambda *a: list(ctx.call(fname, list(a), node)))(*avals)
   return Computation(fname, closed)
@@ -283,6 +283,6 @@ def convert_computation(ctx, node, fname: str, dtypes_) -> Computation:
 
 def python_computation(name: str, fn, dtypes_) -> Computation:
   """A Python function as a :class:`Computation` (specs draw these by name)."""
-  import jax  # noqa: PLC0415
+  import jax
   avals = [jax.ShapeDtypeStruct((), d) for d in dtypes_]
   return Computation(name, jax.make_jaxpr(lambda *a: list(fn(*a)))(*avals))

@@ -197,10 +197,10 @@ def _conv_transpose(impl):
   def rule(ct, lhs, rhs, **params):
     ct = rules.instantiate(ct)
     if U(lhs):
-      f = lambda x: impl(x, rhs, **params)  # noqa: E731
+      f = lambda x: impl(x, rhs, **params)
       aval = jax.ShapeDtypeStruct(lhs.aval.shape, lhs.aval.dtype)
       return [jax.linear_transpose(f, aval)(ct)[0], None]
-    f = lambda w: impl(lhs, w, **params)  # noqa: E731
+    f = lambda w: impl(lhs, w, **params)
     aval = jax.ShapeDtypeStruct(rhs.aval.shape, rhs.aval.dtype)
     return [None, jax.linear_transpose(f, aval)(ct)[0]]
   return rule
@@ -232,7 +232,7 @@ def _dot_calls(st, v2: bool):
   def calls(draw):
     nb, nc = draw(st.integers(0, 1)), draw(st.integers(0, 2))
     nl, nr = draw(st.integers(0, 2)), draw(st.integers(0, 1))
-    side = lambda: draw(st.integers(0 if draw(st.booleans()) else 1, 3))  # noqa: E731
+    side = lambda: draw(st.integers(0 if draw(st.booleans()) else 1, 3))
     b = [side() for _ in range(nb)]
     c = [side() for _ in range(nc)]
     lf = [side() for _ in range(nl)]

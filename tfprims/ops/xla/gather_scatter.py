@@ -67,7 +67,7 @@ def _gather_canonicalize(params, *operands):
 
 def _gather_transpose(ct, operand, start_indices, **params):
   aval = jax.ShapeDtypeStruct(operand.aval.shape, operand.aval.dtype)
-  f = lambda x: _gather_impl(x, start_indices, **params)  # noqa: E731
+  f = lambda x: _gather_impl(x, start_indices, **params)
   return [jax.linear_transpose(f, aval)(rules.instantiate(ct))[0], None]
 
 

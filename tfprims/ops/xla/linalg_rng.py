@@ -52,7 +52,7 @@ def _svd_impl(a, *, max_iter, epsilon, precision_config):
   m, n = a.shape[-2:]
   k, batch = min(m, n), a.shape[:-2]
   if k == 0:
-    eye = lambda r: jnp.broadcast_to(jnp.eye(r, dtype=a.dtype), batch + (r, r))  # noqa: E731
+    eye = lambda r: jnp.broadcast_to(jnp.eye(r, dtype=a.dtype), batch + (r, r))
     return jnp.zeros(batch + (0,), a.dtype), eye(m), eye(n)
   u, s, vh = jnp.linalg.svd(a, full_matrices=False)
   v1, u1 = fix_phase(jnp.conj(jnp.swapaxes(vh, -1, -2)), u)

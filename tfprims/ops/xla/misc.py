@@ -14,7 +14,6 @@ import string
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 from jax.interpreters import ad
 
@@ -100,7 +99,7 @@ def _einsum_calls(st):
     sa, sb, _ = _split(equation)
     sizes = {c: draw(st.integers(1, 3)) for c in set(sa + sb)}
     dtype = draw(st.dtypes(("float32", "bfloat16", "complex64")))
-    arr = lambda s: st.draw_array(draw, dtype, tuple(sizes[c] for c in s),  # noqa: E731
+    arr = lambda s: st.draw_array(draw, dtype, tuple(sizes[c] for c in s),
                                   lo=-4, hi=4)
     return dict(a=arr(sa), b=arr(sb), equation=equation)
   return calls()

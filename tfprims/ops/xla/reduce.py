@@ -67,12 +67,12 @@ def spec_computation(name: str, dtypes_: tuple) -> _common.Computation:
 @functools.lru_cache(maxsize=None)
 def tf_spec_computation(name: str, dtype_names: tuple):
   """The TF function of a drawn body or simple reducer, for the oracle."""
-  import tensorflow as tf  # noqa: PLC0415
+  import tensorflow as tf
   if name in _KINDS:
     return _common.tf_computation(name, dtype_names[0])
   specs = [tf.TensorSpec([], tf.as_dtype(d)) for d in dtype_names * 2]
   if name == "select_max":
-    fn = lambda a, b: tf.where(a >= b, a, b)  # noqa: E731
+    fn = lambda a, b: tf.where(a >= b, a, b)
   else:
     def fn(av, ai, bv, bi):
       take = tf.logical_or(av > bv, tf.logical_and(av == bv, ai < bi))
@@ -296,7 +296,7 @@ def _reduce_window_impl(input, init_value, *, window_dimensions, window_strides,
 
 
 def _window_canonicalize(params, *operands):
-  ints = lambda v: tuple(int(x) for x in np.ravel(v))  # noqa: E731
+  ints = lambda v: tuple(int(x) for x in np.ravel(v))
   return dict(params, window_dimensions=ints(params["window_dimensions"]),
               window_strides=ints(params["window_strides"]),
               base_dilations=ints(params["base_dilations"]),
@@ -423,7 +423,7 @@ def _select_and_scatter_impl(operand, source, init_value, *, window_dimensions,
 
 
 def _sas_canonicalize(params, operand, *rest):
-  ints = lambda v: tuple(int(x) for x in np.ravel(v))  # noqa: E731
+  ints = lambda v: tuple(int(x) for x in np.ravel(v))
   select, scatter = params["select"], params["scatter"]
   d = np.dtype(operand.dtype)
   if isinstance(select, str) and select not in _COMPARE:
@@ -501,7 +501,7 @@ def _sas_calls(st):
 @functools.lru_cache(maxsize=None)
 def tf_select(name: str, dtype_name: str):
   """The TF function of a drawn select."""
-  import tensorflow as tf  # noqa: PLC0415
+  import tensorflow as tf
   fns = {"ge": tf.greater_equal, "gt": tf.greater, "le": tf.less_equal, "lt": tf.less,
          "select_ge": lambda a, b: tf.where(a >= b, True, False)}
   fn = fns[name]

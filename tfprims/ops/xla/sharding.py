@@ -2,15 +2,15 @@
 
 XlaSharding is a sharding annotation (``tfxla.sharding``, DTensor and TPU graphs).
 
-Its ``sharding`` attr is a serialized ``OpSharding``, parsed when a node is
-prepared into ``("replicated",)``, ``("tiled", tile_dims, replicated_trailing)``
-or ``("other",)``. Without a mesh the op is the identity. Under a mesh
-(``jax.sharding.set_mesh``) a replicated or tiled sharding becomes
-``lax.with_sharding_constraint`` (``jax.sharding.reshard`` on Explicit meshes): each tiled dimension is given the mesh axes, in
-the mesh's order, whose sizes multiply to its tile count (the proto's device order
-is not read: the tiles are assumed laid out along the mesh's axes); a tiling no
-mesh axes match, and maximal or manual shardings, leave the value unconstrained.
-Its derivative is the same annotation on the tangent (as TF's gradient).
+Its ``sharding`` attr is a serialized ``OpSharding``, parsed when a node is prepared into
+``("replicated",)``, ``("tiled", tile_dims, replicated_trailing)`` or ``("other",)``.
+Without a mesh the op is the identity. Under a mesh (``jax.sharding.set_mesh``) a replicated
+or tiled sharding becomes ``lax.with_sharding_constraint`` (``jax.sharding.reshard`` on
+Explicit meshes): each tiled dimension is given the mesh axes, in the mesh's order, whose
+sizes multiply to its tile count (the proto's device order is not read: the tiles are
+assumed laid out along the mesh's axes); a tiling no mesh axes match, and maximal or manual
+shardings, leave the value unconstrained. Its derivative is the same annotation on the
+tangent (as TF's gradient).
 
 XlaSpmdFullToShardShape/XlaSpmdShardToFullShape switch a value between its full
 shape and one device's shard for manually partitioned code. On one device (the
@@ -44,7 +44,7 @@ def parse_sharding(value) -> tuple:
     return value
   if not value:
     return ("replicated",)
-  p = _common._parse("OpSharding", value)  # noqa: SLF001
+  p = _common._parse("OpSharding", value)
   if p.type == _REPLICATED:
     return ("replicated",)
   if p.type != _TILED:
@@ -56,7 +56,7 @@ def parse_sharding(value) -> tuple:
 
 def partition_spec(sharding: tuple, mesh, rank: int):
   """The ``PartitionSpec`` of ``sharding`` on ``mesh`` (None: no constraint)."""
-  from jax.sharding import PartitionSpec  # noqa: PLC0415
+  from jax.sharding import PartitionSpec
   if sharding[0] == "replicated":
     return PartitionSpec()
   if sharding[0] != "tiled":
@@ -159,7 +159,7 @@ _MANUAL_HINT = ("a sharding that splits the value between devices is manual "
 
 
 def _spmd_canonicalize(op_type):
-  def canonicalize(params, input, *rest):  # noqa: A002  (TF arg name)
+  def canonicalize(params, input, *rest):  # TF arg name
     sharding = parse_sharding(params["manual_sharding"])
     dim = int(params["dim"])
     shape = tuple(int(d) for d in np.shape(input))
@@ -175,13 +175,13 @@ def _spmd_canonicalize(op_type):
   return canonicalize
 
 
-def _full_to_shard_impl(input, *, manual_sharding, dim, unspecified_dims):  # noqa: A002
+def _full_to_shard_impl(input, *, manual_sharding, dim, unspecified_dims):
   """The shard of one device: the identity (shardings that split the value are
   refused when the node is prepared: shard_map's job)."""
   return input
 
 
-def _shard_to_full_impl(input, *, manual_sharding, full_shape, dim,  # noqa: A002
+def _shard_to_full_impl(input, *, manual_sharding, full_shape, dim,
                         unspecified_dims):
   """The full value from one device's shard: the identity (shard shape == full
   shape; shardings that split the value are refused when the node is prepared)."""
@@ -288,8 +288,8 @@ def _replica_interpret(ctx, node, inputs):
 def _replica_oracle():
   """One replica: TF's replica id in the default distribution strategy's context
   (TF's CPU jit of XlaReplicaId crashes the process)."""
-  def tf_XlaReplicaId():  # noqa: N802
-    import tensorflow as tf  # noqa: PLC0415
+  def tf_XlaReplicaId():
+    import tensorflow as tf
     return tf.constant(tf.distribute.get_replica_context().replica_id_in_sync_group,
                        tf.int32)
   return tf_XlaReplicaId

@@ -170,7 +170,7 @@ def _variadic_sort_batch(args, dims, *, dimension, comparator, is_stable):
 
 @functools.lru_cache(maxsize=None)
 def _tf_comparator(kind: str, dtype_names: tuple):
-  import tensorflow as tf  # noqa: PLC0415
+  import tensorflow as tf
   specs = [tf.TensorSpec([], tf.as_dtype(d)) for d in dtype_names for _ in range(2)]
   fn = (lambda *a: tf.less(a[0], a[1])) if kind == "lt" else (
       lambda *a: tf.greater(a[0], a[1]))
