@@ -2,6 +2,10 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# No persistent compilation cache (tfprims turns one on where artifacts are loaded):
+# tests neither read programs an earlier run compiled nor write to ~/.cache. Tests of
+# the cache give their subprocesses a cache directory of their own.
+os.environ.setdefault("TFPRIMS_CACHE_DIR", "off")
 
 import jax
 import pytest

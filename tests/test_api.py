@@ -559,3 +559,10 @@ def test_node_scopes_put_tf_node_names_in_the_compiled_program():
       assert f"jit(<lambda>)/{node}/{lowered}" in named, (node, sorted(named))
   # Off (the default), the metadata names only the primitives.
   assert not any(node in name for name in op_names(False) for node in by_op["Conv2D"])
+
+
+def test_a_string_output_names_the_node_computing_it():
+  f = tf.function(lambda x: (x * 2.0, tf.constant("label", name="my_label")))
+  with pytest.raises(tfprims.UnsupportedInputError,
+                     match=r"output Identity_1:0, from Const node 'my_label' is a string"):
+    tfprims.convert(f, tf.TensorSpec([2], F32))

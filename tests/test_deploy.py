@@ -111,7 +111,8 @@ def test_loading_needs_no_tensorflow(saved):
       # Plain JAX reads it too: jax.export plus the params file.
       import json
       manifest = json.load(open({str(root / 'art' / 'manifest.json')!r}))
-      exp = jax.export.deserialize(bytearray(open({str(root / 'art' / 'model.jax_exported')!r}, "rb").read()))
+      exported = open({str(root / 'art' / 'model.jax_exported')!r}, "rb").read()
+      exp = jax.export.deserialize(bytearray(exported))
       npz = np.load({str(root / 'art' / 'params.npz')!r})
       params = {{p["name"]: npz[p["key"]] for p in manifest["params"]}}
       plain = np.asarray(exp.call(params, np.load({str(root / 'x.npy')!r}))["scores"])

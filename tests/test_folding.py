@@ -25,6 +25,8 @@ def test_numpy_fold_equals_xla_fold(op_type):
   if spec is None or spec.calls is None or op.uses_rng:
     pytest.skip("no drawable calls")
 
+  prepared = []
+
   @settings(max_examples=10, deadline=None, derandomize=True, database=None,
             suppress_health_check=list(HealthCheck))
   @given(spec.calls)
@@ -34,6 +36,7 @@ def test_numpy_fold_equals_xla_fold(op_type):
       operands, params = call.operands, call.params
     except Exception:  # a call the op rejects: nothing to fold
       return
+    prepared.append(True)
     # As the interpreter's constants are: in the dtypes JAX computes in.
     with np.errstate(over="ignore"):
       operands = [np.asarray(o).astype(dtypes.canonical_dtype(np.asarray(o).dtype))
@@ -53,6 +56,8 @@ def test_numpy_fold_equals_xla_fold(op_type):
       assert np.ascontiguousarray(g).tobytes() == np.ascontiguousarray(w).tobytes(), (g, w)
 
   check()
+  # Each prepared call was folded and compared, or the fold declined it (never a guess).
+  assert prepared, f"{op_type}: the op rejected every drawn call: nothing was checked"
 
 
 def test_shape_arithmetic_folds_with_numpy():

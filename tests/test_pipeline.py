@@ -112,6 +112,13 @@ def test_wrapped_concrete_function_and_tf1_saved_model(kind, tmp_path):
   sm_fn, params = tfprims.load_saved_model(path)
   for (x, p), w in zip(FEEDS, want):
     np.testing.assert_allclose(sm_fn(params, x=x, p=p)[0]["out"], w, rtol=1e-6)
+  # The signature called from a tf.function: its TF1 control flow is in a library
+  # function's body.
+  signature = tf.saved_model.load(path).signatures["serving_default"]
+  caller = tf.function(lambda x, p: signature(x=x, p=p)["out"] * 2.0)
+  fn = tfprims.convert_functional(caller, tf.TensorSpec([3], F32), tf.TensorSpec([], tf.bool))
+  for (x, p), w in zip(FEEDS, want):
+    np.testing.assert_allclose(fn(x, p), 2.0 * w, rtol=1e-6)
 
 
 def test_cli_inspects_a_frozen_graph_with_tf1_control_flow(tmp_path):

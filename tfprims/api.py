@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import tree
 
-from tfprims import config, dtypes, errors, folding, interpreter, pipeline
+from tfprims import config, core, dtypes, errors, folding, interpreter, pipeline
 from tfprims.specs import TensorSpec
 import tfprims.ops  # noqa: F401  (registers every op)
 
@@ -490,8 +490,9 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
   for t in out_tensors:
     np_dtype = dtypes.from_tf(t.dtype)
     if np_dtype is None:
-      problems.append(f"output {t.name} is a {t.dtype.name} tensor; tfprims outputs "
-                      "numeric tensors only")
+      problems.append(f"output {t.name}{_computed_by(t)} is a {t.dtype.name} tensor; "
+                      "tfprims outputs numeric tensors only (return it from TF, outside "
+                      "the converted function)")
     shape = None if t.shape.rank is None else tuple(t.shape.as_list())
     output_specs.append(TensorSpec(t.name, shape, np_dtype or t.dtype.name))
 
@@ -533,6 +534,15 @@ def _input_signature(cf) -> tuple[tuple, dict, list]:
   P = inspect.Parameter
   return (tuple(tf.TensorSpec(t.shape, t.dtype, name=t.op.name) for t in tensors), {},
           [P(n, P.POSITIONAL_ONLY) for n in names])
+
+
+def _computed_by(tensor) -> str:
+  """", from <op> node '<name>'": the node that computes an output, through the
+  pass-through ops (Identity...) that name it; "" when the output's own node does."""
+  t = tensor
+  while core.declares(t.op.type, "pass_through") and t.value_index < len(t.op.inputs):
+    t = t.op.inputs[t.value_index]
+  return "" if t is tensor else f", from {t.op.type} node '{t.op.name}'"
 
 
 def _signature(sig_args, sig_kwargs, parameters) -> inspect.Signature:

@@ -94,7 +94,7 @@ def main(argv: Optional[list] = None) -> int:
     return EXIT_OK
   except CLIError as e:
     return fail(f"{PROG} {args.command}: error: {e}")
-  except Exception as e:  # noqa: BLE001 (tfprims errors are user-facing; others are bugs)
+  except Exception as e:  # tfprims errors are user-facing; others are bugs
     from tfprims import errors
     if isinstance(e, errors.TFPrimsError):
       return fail(f"{PROG} {args.command}: {type(e).__name__}: {e}")
@@ -109,5 +109,5 @@ def _default_jax_platform() -> None:
   import jax
   try:
     jax.config.update("jax_platforms", "cpu")
-  except Exception:  # noqa: BLE001 (backends already initialised: keep them)
+  except Exception:  # backends already initialised: keep them
     pass

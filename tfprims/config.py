@@ -212,7 +212,8 @@ def update_config(name: str, value: Any) -> None:
 
 @contextlib.contextmanager
 def override_config(name: str, value: Any) -> Iterator[None]:
-  """Temporarily sets a config option: ``with tfprims.override_config("strict_shape_check", False):``."""
+  """Temporarily sets a config option:
+  ``with tfprims.override_config("strict_shape_check", False):``."""
   previous = get_config(name)
   _note_noop(name, stacklevel=4)
   _set(name, value)

@@ -258,6 +258,11 @@ class Library:
     self._fdefs[name] = None
     self._graphs[name] = graph
 
+  def replace_graph(self, name: str, graph: "Graph") -> None:
+    """Replaces a function's body by a rewritten one (its TF1 control flow rebuilt)."""
+    self.graph(name)  # raises for a function the library lacks
+    self._graphs[name] = graph
+
   def function_def(self, name: str):
     return self._fdefs[name]
 

@@ -7,7 +7,8 @@ obtains a GraphDef, the tensors it feeds and fetches, and its params; then
 
 1. the GraphDef as a :class:`tfprims.graph.Graph` pruned to the fetched outputs;
 2. TF1 control flow (Switch/Merge, Enter/Exit/NextIteration) rebuilt as If/While
-   (:func:`tfprims.ops.control_flow.v1.functionalize`);
+   (:func:`tfprims.ops.control_flow.v1.functionalize`), in the graph and in the library
+   functions it calls;
 3. the checks, all found before anything is traced and reported in one error:
    fed inputs that are not nodes, graph inputs nothing feeds, unsupported ops
    anywhere in the graph and its function library, and the entry point's own
@@ -75,6 +76,7 @@ def prepare(graph_def, inputs: Sequence[str], outputs: Sequence[str], *,
     problems += [f"input {s.name!r} is not a numeric tensor" for s in input_specs
                  if s.dtype is None]
   graph = control_flow_v1.functionalize(graph, library)
+  _functionalize_functions(graph, library)
   unfed = [n.name for n in graph.nodes if core.declares(n.op, "graph_input")
            and n.name not in graph.inputs and n.name in graph.needed]
   if unfed:
@@ -86,6 +88,20 @@ def prepare(graph_def, inputs: Sequence[str], outputs: Sequence[str], *,
   if options["infer_relu_from_jax2tf"]:
     jax2tf_patterns.infer_relu([graph, *library.reachable(graph).values()])
   return Prepared(graph, library, tuple(input_specs))
+
+
+def _functionalize_functions(graph, library) -> None:
+  """TF1 control flow inside library functions (a TF1 SavedModel's signature called
+  from a tf.function) rebuilt in each function's body, as in the graph's."""
+  done: set = set()
+  while True:
+    todo = [(name, g) for name, g in library.reachable(graph).items()
+            if name not in done and control_flow_v1.has_v1_control_flow(g)]
+    if not todo:
+      return
+    for name, g in todo:
+      library.replace_graph(name, control_flow_v1.functionalize(g, library))
+      done.add(name)
 
 
 def _placeholder_spec(node: graph_lib.Node) -> TensorSpec:

@@ -33,7 +33,7 @@ __all__ = [
     "unbroadcast", "instantiate", "zeros", "batch_size", "to_front", "with_batch_axis",
     "unbatched_shape", "move_axes", "vmap_batching", "elementwise_batching",
     "same_op_batching", "zero_tangent", "const", "cast_like", "no_grad_jvp", "output_jvp",
-    "linear_transpose", "leading_batching",
+    "linear_transpose", "leading_batching", "sizes", "known", "numpy_for",
 ]
 
 U = ad.is_undefined_primal
