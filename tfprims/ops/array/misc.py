@@ -13,7 +13,8 @@ BroadcastGradientArgs.
 * Empty (``shape`` static, no operands) is zeros whatever ``init`` says: TF's
   uninitialized memory has no value to match. DeepCopy is the identity.
 * BroadcastArgs and BroadcastGradientArgs compute on shapes, which are known at
-  trace time in converted graphs, so the interpreter folds them. BroadcastArgs
+  trace time in converted graphs, so the interpreter folds them (symbolic dims of a
+  jax.export too: numpy with JAX's max_dim). BroadcastArgs
   takes its shapes as operands (incompatible dims: documented rule + check);
   BroadcastGradientArgs' output sizes depend on the values, so its shapes are
   static (no operands at all).
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -309,6 +311,12 @@ def _broadcast_args_impl(s0, s1):
 
 def _broadcast_args_check(s0, s1):
   rank = max(s0.shape[0], s1.shape[0])
+  if any(isinstance(s, np.ndarray) and s.dtype.kind == "O" for s in (s0, s1)):  # symbolic
+    a, b = ([1] * (rank - len(s)) + list(s) for s in (s0, s1))
+    ints = (int, np.integer)
+    bad = any(isinstance(x, ints) and isinstance(y, ints) and x != y and 1 not in (x, y)
+              for x, y in zip(a, b))
+    return np.bool_(bad), "Incompatible shapes"
   a, b = _padded(s0, rank), _padded(s1, rank)
   return jnp.any((a != b) & (a != 1) & (b != 1)), "Incompatible shapes"
 
@@ -325,9 +333,25 @@ def _broadcast_args_batch(args, dims):
                         tfops.SelectV2(tfops.Equal(b, one), a, tfops.Maximum(a, b))), 0
 
 
+def _broadcast_args_symbolic(s0, s1):
+  """The broadcast shape of shapes holding symbolic dims (``tf.shape`` of a
+  shape-polymorphic input): a dim of 1 takes the other, equal dims stay, else JAX's
+  ``max_dim`` (symbolic dims are assumed compatible, as jax.export assumes)."""
+  rank = max(s0.shape[0], s1.shape[0])
+  a, b = ([1] * (rank - len(s)) + list(s) for s in (s0, s1))
+  out = [y if _is_one(x) else x if _is_one(y) else x if x == y else jax.core.max_dim(x, y)
+         for x, y in zip(a, b)]
+  return np.array(out, dtype=object)
+
+
+def _is_one(d) -> bool:
+  return isinstance(d, (int, np.integer)) and d == 1
+
+
 BroadcastArgs = define_op(
     "BroadcastArgs", _broadcast_args_impl, family=FAMILY, batching=_broadcast_args_batch,
-    check=_broadcast_args_check, spec=lambda st: st.Spec(_broadcast_args_calls(st)))
+    symbolic=_broadcast_args_symbolic, check=_broadcast_args_check,
+    spec=lambda st: st.Spec(_broadcast_args_calls(st)))
 
 
 def broadcast_gradient_args(s0, s1) -> tuple[list, list]:
