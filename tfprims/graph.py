@@ -19,9 +19,10 @@ _MISSING = object()
 
 
 class Node:
-  """One TF node: ``name``, ``op``, data ``inputs`` (refs), ``control_inputs`` and attrs."""
+  """One TF node: ``name``, ``op``, data ``inputs`` (refs), ``control_inputs`` and attrs
+  (``attr_protos``: the AttrValue protos as in the GraphDef; ``attr(name)`` decodes one)."""
 
-  __slots__ = ("name", "op", "inputs", "control_inputs", "_attr_protos", "_decoded",
+  __slots__ = ("name", "op", "inputs", "control_inputs", "attr_protos", "_decoded",
                "device")
 
   def __init__(self, name: str, op: str, inputs: Sequence[Ref],
@@ -29,15 +30,15 @@ class Node:
                device: str = ""):
     self.name, self.op = name, op
     self.inputs, self.control_inputs = list(inputs), list(control_inputs)
-    self._attr_protos = attr_protos
+    self.attr_protos = attr_protos
     self._decoded: dict[str, Any] = {}
     self.device = device
 
   def attr(self, name: str, default: Any = _MISSING) -> Any:
     """The decoded attr (op-def default when absent from the node)."""
     if name not in self._decoded:
-      if name in self._attr_protos:
-        self._decoded[name] = opdefs.decode_attr(self._attr_protos[name])
+      if name in self.attr_protos:
+        self._decoded[name] = opdefs.decode_attr(self.attr_protos[name])
       else:
         try:
           self._decoded[name] = opdefs.attr_default(self.op, name)
@@ -47,10 +48,14 @@ class Node:
           return default
     return self._decoded[name]
 
+  def rewired(self, inputs: Sequence[Ref], control_inputs: Sequence[str] = ()) -> "Node":
+    """The same node (op, attrs, device) reading other inputs."""
+    return Node(self.name, self.op, inputs, control_inputs, self.attr_protos, self.device)
+
   @property
   def attrs(self) -> dict[str, Any]:
     """All attrs present on the node, decoded."""
-    return {k: self.attr(k) for k in self._attr_protos}
+    return {k: self.attr(k) for k in self.attr_protos}
 
   def __repr__(self):
     return f"<Node {self.name} ({self.op})>"
@@ -230,7 +235,7 @@ def _arity_attr_names(op_type: str) -> frozenset:
 def func_attrs(node: Node) -> list[str]:
   """Names of the library functions a node refers to (via func or list(func) attrs)."""
   names = []
-  for proto in node._attr_protos.values():
+  for proto in node.attr_protos.values():
     # Raw protos: decoding every attr of every node just to find functions is slow.
     kind = proto.WhichOneof("value")
     if kind == "func":

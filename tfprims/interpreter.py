@@ -353,10 +353,10 @@ class AttrView(Mapping):
     return self._node.attr(key, None) is not None
 
   def __iter__(self):
-    return iter(self._node._attr_protos)
+    return iter(self._node.attr_protos)
 
   def __len__(self):
-    return len(self._node._attr_protos)
+    return len(self._node.attr_protos)
 
 
 def call_function(ctx: Context, fname: str, inputs: Sequence[Any],

@@ -94,7 +94,7 @@ class OpsReport:
 def _dtype_names(node: graph_lib.Node) -> set[str]:
   import tensorflow as tf
   names = set()
-  for proto in node._attr_protos.values():
+  for proto in node.attr_protos.values():
     kind = proto.WhichOneof("value")
     if kind == "type":
       names.add(tf.dtypes.as_dtype(proto.type).name)

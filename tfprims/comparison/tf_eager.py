@@ -61,7 +61,7 @@ class TFEager:
   def _constant(self, node):
     key = id(node)
     if key not in self._constants:
-      proto = node._attr_protos["value"].tensor  # pylint: disable=protected-access
+      proto = node.attr_protos["value"].tensor
       self._constants[key] = self._tf.constant(opdefs.decode_tensor(proto),
                                                dtype=self._tf.as_dtype(proto.dtype))
     return self._constants[key]
@@ -105,7 +105,7 @@ def _attrs(node, od) -> tuple:
   """The node's attrs as eager execution takes them (name, value, name, value...):
   those on the node, and the op def's defaults for the ones a function body left out
   (TF strips default-valued attrs from saved functions)."""
-  protos = node._attr_protos  # pylint: disable=protected-access
+  protos = node.attr_protos
   flat: list = []
   for attr in od.attr:
     if attr.name in protos:

@@ -40,7 +40,7 @@ from jax.interpreters import ad, batching, mlir
 
 from tfprims import (config, core, dtypes, errors, graph as graph_lib, interpreter, pipeline,
                      rules)
-from tfprims.core import define_op, tfops
+from tfprims.core import define_op
 from tfprims.interpreter import StringConstant, VariableHandle
 
 
@@ -95,7 +95,7 @@ def _feed_graph(graph_def, feeds: Sequence[str], outputs: Sequence[str],
   nodes = []
   for n in g.nodes:
     inputs = [(replace[r], 0) if r in replace else r for r in n.inputs]
-    nodes.append(graph_lib.Node(n.name, n.op, inputs, [], n._attr_protos, n.device))
+    nodes.append(n.rewired(inputs))
   for t in feeds:
     nodes.insert(0, graph_lib.Node(_sanitize_input_name(t), "Placeholder", [], [], {}))
   outs = [replace.get(graph_lib.parse_ref(o), None) for o in outputs]

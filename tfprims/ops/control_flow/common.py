@@ -230,7 +230,7 @@ def value_subgraph(graph: graph_lib.Graph, outputs: Sequence) -> graph_lib.Graph
   key = ("sub", tuple(outputs))
   cache = cache_of(graph)
   if key not in cache:
-    nodes = [graph_lib.Node(n.name, n.op, n.inputs, [], n._attr_protos, n.device)
+    nodes = [n.rewired(n.inputs)
              for n in graph.nodes]
     cache[key] = graph_lib.Graph(name=graph.name, nodes=nodes, inputs=list(graph.inputs),
                                  outputs=list(outputs))

@@ -67,7 +67,7 @@ def functionalize(graph: graph_lib.Graph, library: graph_lib.Library) -> graph_l
   needed = graph.needed
   nodes = [n for n in graph.nodes if n.name in needed or n.name in graph.inputs]
   attr_cls = type(next(iter(next(n for n in nodes if n.op in V1_OPS)
-                             ._attr_protos.values())))
+                             .attr_protos.values())))
   builder = _Builder(library, attr_cls)
   return builder.scope(graph.name, nodes, list(graph.inputs), list(graph.outputs),
                        list(graph.control_outputs), output_names=list(graph.output_names))
@@ -92,7 +92,7 @@ class _Builder:
 
   def types_attr(self, nodes):
     a = self.attr_cls()
-    a.list.type.extend(n._attr_protos["T"].type for n in nodes if "T" in n._attr_protos)
+    a.list.type.extend(n.attr_protos["T"].type for n in nodes if "T" in n.attr_protos)
     return a
 
   def add_function(self, name, graph):
@@ -252,11 +252,9 @@ class _Builder:
     for n in members:
       if n.name in structural_names:
         continue
-      body_nodes.append(graph_lib.Node(
-          n.name, n.op, [rename.get(r, r) for r in n.inputs],
-          [c for c in n.control_inputs
-           if c in member_names and c not in structural_names],
-          n._attr_protos, n.device))
+      body_nodes.append(n.rewired(
+          [rename.get(r, r) for r in n.inputs],
+          [c for c in n.control_inputs if c in member_names and c not in structural_names]))
     base = fname.removesuffix("/while_context")
     cond_fn = self.add_function(f"{base}/v1_cond", self.function(
         f"{base}/v1_cond", body_nodes, list(arg_names), [rename.get(r, r) for r in
@@ -474,9 +472,9 @@ class _Builder:
           if cnode is not None and cnode.op in _SWITCH:
             continue  # ordering after a Switch: the If runs after its inputs anyway
           visit((c, 0), control=True)
-      fn_nodes = [graph_lib.Node(n.name, n.op, [remap.get(r, r) for r in n.inputs],
-                                 [c for c in n.control_inputs if c in region],
-                                 n._attr_protos, n.device) for n in region.values()]
+      fn_nodes = [n.rewired([remap.get(r, r) for r in n.inputs],
+                            [c for c in n.control_inputs if c in region])
+                  for n in region.values()]
       fn_outputs = [remap.get(r, r) for r in outs]
       fnames.append((f"{if_name}/{'then' if b else 'else'}", fn_nodes, fn_outputs))
     args = [f"{if_name}:arg{k}" for k in range(len(outer_refs))]
@@ -499,7 +497,7 @@ class _Builder:
 
 def _identity(node, ref) -> graph_lib.Node:
   """A node named like ``node`` passing on ``ref`` (a rebuilt Merge's or Exit's value)."""
-  attrs = {"T": node._attr_protos["T"]} if "T" in node._attr_protos else {}
+  attrs = {"T": node.attr_protos["T"]} if "T" in node.attr_protos else {}
   return graph_lib.Node(node.name, "Identity", [ref], [], attrs, node.device)
 
 

@@ -380,7 +380,7 @@ def _export(name: str, shape: tuple, dtype: np.dtype) -> dict:
 
 def tf_xla_call_module(**kwargs):
   """The property oracle: TF's ``XlaCallModule`` kernel (not in ``tf.raw_ops``)."""
-  from tensorflow.compiler.tf2xla.ops import gen_xla_ops  # noqa: PLC0415
+  from tensorflow.compiler.tf2xla.ops import gen_xla_ops
   return gen_xla_ops.xla_call_module(**kwargs)
 
 
