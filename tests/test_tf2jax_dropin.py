@@ -2,9 +2,13 @@
 through BroadcastArgs/BroadcastTo, tf2jax's param and spec types, the TF check of
 resize attributes, and tf2jax's error phrases next to tfprims' own."""
 
+import functools
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 import tensorflow as tf
 from jax import export
 
@@ -47,3 +51,82 @@ def test_broadcast_args_of_two_symbolic_shapes():
   x = np.arange(3, dtype=np.float32).reshape(3, 1)
   y = np.arange(5, dtype=np.float32)
   np.testing.assert_allclose(exp.call(x, y), f(x, y).numpy())
+
+
+# --- tf2jax's types: params, specs, bfloat16 runs, round trips ---------------------------------
+
+
+class _Dense(tf.Module):
+
+  def __init__(self):
+    super().__init__()
+    self.w = tf.Variable(np.arange(6, dtype=np.float32).reshape(3, 2), name="w")
+    self.c = tf.Variable(np.ones((2,), np.float32), trainable=False, name="c")
+
+  @tf.function(input_signature=[tf.TensorSpec([None, 3], F32, name="x")])
+  def __call__(self, x):
+    return tf.matmul(x, self.w) + self.c
+
+
+def _trainables(params):
+  return {k: (type(v).__name__, v.trainable) for k, v in params.items()}
+
+
+def test_params_trainable_and_output_specs_as_tf2jax_in_every_path(tmp_path):
+  m = _Dense()
+  x = np.ones((2, 3), np.float32)
+  tf.saved_model.save(m, str(tmp_path))
+  restored = tf.saved_model.load(str(tmp_path))
+  want_out = tf.TensorSpec([None, 2], F32, name="Identity")   # what tf2jax 0.3.8 gives
+  for fn, params in (tf2jax.convert(m.__call__, x),
+                     tf2jax.convert_from_restored(restored.__call__)):
+    assert _trainables(params) == {"w": ("Variable", True), "c": ("Variable", False)}
+    assert fn.structured_outputs == want_out
+    assert fn.structured_outputs.name == "Identity"
+    assert fn.structured_inputs == ((tf.TensorSpec([None, 3], F32, name="x"),), {})
+    assert list(fn.signature.parameters) == ["x"]
+    np.testing.assert_allclose(fn(params, x)[0], m(x).numpy())
+  fn = tf2jax.convert_functional(tf.function(lambda x: {"y": x * 2}), x)
+  assert fn.structured_outputs["y"].name == "Identity"
+  assert isinstance(fn.structured_outputs["y"], tf.TensorSpec)
+
+
+@pytest.mark.parametrize("dtype,option", [(tf.float32, "force_const_float32_to_bfloat16"),
+                                          (tf.float64, "force_const_float64_to_bfloat16")])
+def test_force_const_to_bfloat16_accepts_bfloat16_inputs(dtype, option):
+  @tf.function
+  def forward(x):
+    return x * tf.constant(3.14, dtype=dtype) + tf.constant(1.0, dtype=dtype)
+
+  with tf2jax.override_config(option, True):
+    fn = tf2jax.convert_functional(forward, tf.TensorSpec([4, 3], dtype))
+    fn_p, _ = tf2jax.convert(forward, tf.TensorSpec([4, 3], dtype))
+  x16 = jnp.ones((4, 3), jnp.bfloat16)
+  assert tf2jax.get_config("strict_dtype_check")   # tfprims' default, and still accepted
+  for out in (fn(x16), jax.jit(fn)(x16), fn_p({}, x16)[0]):
+    assert out.dtype == jnp.bfloat16
+    np.testing.assert_allclose(np.asarray(out, np.float32), 4.140625, rtol=1e-2)
+  with pytest.raises(TypeError):   # other dtypes are still checked
+    fn(np.ones((4, 3), np.int32))
+
+
+def test_jax2tf_saved_model_round_trip(tmp_path):
+  from jax.experimental import jax2tf
+  m = _Dense()
+  x = np.ones((2, 3), np.float32)
+  jax_func, jax_params = tf2jax.convert(m.__call__, np.zeros_like(x))
+  jax_fn_no_rng = functools.partial(jax_func, rng=jax.random.PRNGKey(0))
+  tf_fn = tf.function(jax2tf.convert(jax_fn_no_rng, with_gradient=True), autograph=False)
+  module = tf.Module()
+  module.params = tf.nest.map_structure(tf.Variable, jax_params)
+  module.f = tf.function(lambda x: tf_fn(module.params, x)[0], autograph=False,
+                         input_signature=[tf.TensorSpec([2, 3], F32)])
+  tf.saved_model.save(module, str(tmp_path))
+  restored = tf.saved_model.load(str(tmp_path))
+  np.testing.assert_allclose(restored.f(x).numpy(), m(x).numpy())
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")   # jax2tf's custom gradient is not in TF's registry
+    fn, params = tf2jax.convert_from_restored(restored.f)
+    out = fn(params, x)[0]
+  np.testing.assert_allclose(out, m(x).numpy())
+  assert all(type(v).__name__ == "Variable" and v.trainable for v in params.values())

@@ -28,12 +28,15 @@ from __future__ import annotations
 
 import abc
 import inspect
+import re
 import types
 from typing import Any, Callable, Mapping, Optional
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-from tfprims import api, config as _config, errors, saved_model
+from tfprims import api, config as _config, errors, saved_model, specs
 
 __all__ = ["AnnotatedFunction", "MissingInputError", "Variable", "convert",
            "convert_from_restored", "convert_functional",
@@ -118,27 +121,74 @@ def _variables(fn: api.ConvertedFunction, params: Mapping[str, Any]) -> dict:
   return out
 
 
+_BFLOAT16_OPTIONS = ("force_const_float32_to_bfloat16", "force_const_float64_to_bfloat16")
+_RELAXED: dict = {}
+
+
+def _relaxed_class(cls):
+  """``cls`` whose calls take bfloat16 values for floating inputs (tf2jax's
+  ``strict_dtype_check`` is off by default; a function converted with a
+  ``force_const_*_to_bfloat16`` option exists to be run in bfloat16)."""
+  if cls not in _RELAXED:
+    def __call__(self, *args, **kwargs):
+      leaves = jax.tree_util.tree_leaves((args, kwargs))
+      if any(getattr(x, "dtype", None) == jnp.bfloat16 for x in leaves):
+        with _config.override_config("strict_dtype_check", False):
+          return super(sub, self).__call__(*args, **kwargs)
+      return super(sub, self).__call__(*args, **kwargs)
+    sub = type(cls.__name__, (cls,), {"__call__": __call__, "__module__": cls.__module__,
+                                      "__qualname__": cls.__qualname__})
+    _RELAXED[cls] = sub
+  return _RELAXED[cls]
+
+
+def _as_tf2jax(fn):
+  """``fn`` with tf2jax's types: output specs as ``tf.TensorSpec``s named by their
+  op (``'Identity'``, as ``tf.TensorSpec.from_tensor``), bfloat16 inputs accepted
+  where a ``force_const_*_to_bfloat16`` option was on at conversion."""
+  import tensorflow as tf
+  import tree
+
+  def spec(s):
+    if not isinstance(s, specs.TensorSpec):
+      return s
+    try:
+      dtype = tf.as_dtype(s.dtype)
+    except TypeError:  # a dtype TF has no name for: keep tfprims' spec
+      return s
+    return tf.TensorSpec(s.shape, dtype, name=re.sub(r":\d+$", "", s.name or "") or None)
+  fn.structured_outputs = tree.map_structure(spec, fn.structured_outputs)
+  if isinstance(fn, api._Functional):  # pylint: disable=protected-access
+    fn.converted.structured_outputs = fn.structured_outputs
+  if any(_config.get_config(o) for o in _BFLOAT16_OPTIONS):
+    if isinstance(fn, api._Functional):  # pylint: disable=protected-access
+      fn.converted.__class__ = _relaxed_class(type(fn.converted))
+    else:
+      fn.__class__ = _relaxed_class(type(fn))
+  return fn
+
+
 def convert(tf_fn, *args, **kwargs) -> tuple[api.ConvertedFunction, dict]:
   """tf2jax's ``convert``: ``(jax_fn, params)`` with :class:`Variable` params.
 
   ``args``/``kwargs`` are example values, ``tf.TensorSpec``s or JAX tracers.
   """
   fn, params = api.convert(tf_fn, *args, **kwargs)
-  return fn, _variables(fn, params)
+  return _as_tf2jax(fn), _variables(fn, params)
 
 
 def convert_functional(tf_fn, *args, **kwargs):
   """tf2jax's ``convert_functional``: ``jax_fn(*args, rng=None, **kwargs) -> outputs``."""
-  return api.convert_functional(tf_fn, *args, **kwargs)
+  return _as_tf2jax(api.convert_functional(tf_fn, *args, **kwargs))
 
 
 def convert_from_restored(tf_fn, *args, **kwargs) -> tuple[api.ConvertedFunction, dict]:
   """tf2jax's ``convert_from_restored``: a function of a loaded SavedModel with one
   traced signature (example args pick one of several, which tf2jax cannot)."""
   fn, params = saved_model.convert_from_restored(tf_fn, *args, **kwargs)
-  return fn, _variables(fn, params)
+  return _as_tf2jax(fn), _variables(fn, params)
 
 
 def convert_functional_from_restored(tf_fn, *args, **kwargs):
   """tf2jax's ``convert_functional_from_restored``."""
-  return saved_model.convert_functional_from_restored(tf_fn, *args, **kwargs)
+  return _as_tf2jax(saved_model.convert_functional_from_restored(tf_fn, *args, **kwargs))
