@@ -85,3 +85,37 @@ def test_every_public_name_resolves():
   assert tfprims.deploy.load_exported is tfprims.load_exported
   with pytest.raises(AttributeError, match="NoSuchName"):
     tfprims.NoSuchName  # noqa: B018
+
+
+def test_without_tensorflow_the_converters_name_the_extra(tmp_path):
+  # A lean install (no TensorFlow): loading a frozen graph, a Keras file or a
+  # SavedModel says which extra to install; the command line says it without a traceback.
+  script = """
+import builtins, sys
+real = builtins.__import__
+def no_tf(name, *args, **kwargs):
+  if name == "tensorflow" or name.startswith("tensorflow."):
+    raise ModuleNotFoundError("No module named 'tensorflow'", name="tensorflow")
+  return real(name, *args, **kwargs)
+builtins.__import__ = no_tf
+import tfprims
+for load in (lambda: tfprims.load_frozen_graph("m.pb", ["x"], ["y"]),
+             lambda: tfprims.load_keras("m.keras")):
+  try:
+    load()
+  except tfprims.MissingDependencyError as e:
+    assert "pip install 'tfprims[tf]'" in str(e), e
+    assert isinstance(e, ImportError)
+  else:
+    raise AssertionError("no error")
+sys.argv = ["tfprims", "inspect", "m.pb", "--inputs", "x", "--outputs", "y"]
+from tfprims import cli
+sys.exit(cli.main(sys.argv[1:]))
+"""
+  (tmp_path / "m.pb").write_bytes(b"")
+  (tmp_path / "m.keras").write_bytes(b"")
+  out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                       text=True, env=dict(os.environ, JAX_PLATFORMS="cpu"), timeout=300)
+  assert out.returncode == 2, out.stdout + out.stderr
+  assert "MissingDependencyError" in out.stderr and "tfprims[tf]" in out.stderr
+  assert "Traceback" not in out.stderr

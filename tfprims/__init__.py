@@ -24,12 +24,12 @@ from tfprims.config import get_config, override_config, update_config
 from tfprims.errors import (BlockedConversionError, ControlFlowError, ConversionError,
                             CustomGradientError, DynamicShapeError, InputDtypeError,
                             InputError, InputShapeError, InputStructureError,
-                            Int64OverflowError, InvalidRngError, MissingInputError,
-                            MissingRngError, OpError, PrecisionError, PrecisionWarning,
-                            PreventGradientError, ReverseModeLoopError, RuntimeCheckError,
-                            StaticInputError, TensorListSizeError, TFPrimsError,
-                            TFPrimsWarning,
-                            UnknownConfigError, UnsupportedInputError, UnsupportedOpError)
+                            Int64OverflowError, InvalidRngError, MissingDependencyError,
+                            MissingInputError, MissingRngError, OpError, PrecisionError,
+                            PrecisionWarning, PreventGradientError, ReverseModeLoopError,
+                            RuntimeCheckError, StaticInputError, TensorListSizeError,
+                            TFPrimsError, TFPrimsWarning, UnknownConfigError,
+                            UnsupportedInputError, UnsupportedOpError)
 
 __version__ = "0.1.0"
 
@@ -65,10 +65,21 @@ __all__ = sorted([n for n in globals() if not n.startswith("_") and n[0].isupper
                  + [n for n in _LAZY if n != "TFModule"])
 
 
+# Packages only some of tfprims needs -> the extra that installs them (pyproject.toml).
+_EXTRAS = {"tensorflow": "tf", "hypothesis": "testing", "flax": "flax"}
+
+
 def __getattr__(name):
   if name in _LAZY:
     module, attr = _LAZY[name]
-    value = getattr(importlib.import_module(module), attr)
+    try:
+      value = getattr(importlib.import_module(module), attr)
+    except ModuleNotFoundError as e:
+      extra = _EXTRAS.get(e.name)
+      if extra is None:
+        raise
+      raise MissingDependencyError(f"tfprims.{name} needs {e.name}, which is not "
+                                   f"installed: pip install 'tfprims[{extra}]'") from e
     globals()[name] = value
     return value
   if name.isidentifier() and not name.startswith("_"):   # a submodule: tfprims.deploy

@@ -128,11 +128,12 @@ def load_keras_model(path: str):
 def import_tensorflow():
   """Imports TensorFlow with its C++ start-up chatter (written to the stderr file
   descriptor before logging is configured) swallowed, unless the import fails."""
+  from tfprims import errors
   if "tensorflow" in sys.modules:
     return sys.modules["tensorflow"]
   with _silenced_stderr_fd() as captured:
     try:
-      import tensorflow as tf
+      tf = errors.import_tensorflow()
       # Creating the eager context probes for GPUs, which logs through absl.
       tf.config.list_logical_devices()
     except BaseException:

@@ -224,3 +224,21 @@ class CustomGradientError(ConversionError):
 class PreventGradientError(TFPrimsError, LookupError):
   """Differentiation through a ``PreventGradient`` op (e.g. jax2tf with_gradient=False)."""
 
+
+
+class MissingDependencyError(TFPrimsError, ImportError):
+  """A package only part of tfprims needs is not installed (a plain ``pip install
+  tfprims`` loads exported artifacts only); the message names the extra."""
+
+
+def import_tensorflow():
+  """``tensorflow``, or a :class:`MissingDependencyError` naming the extra."""
+  try:
+    import tensorflow
+  except ModuleNotFoundError as e:
+    if e.name != "tensorflow":
+      raise
+    raise MissingDependencyError(
+        "this needs TensorFlow, which is not installed: pip install 'tfprims[tf]' "
+        "(loading exported artifacts needs only jax)") from e
+  return tensorflow

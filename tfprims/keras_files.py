@@ -43,6 +43,7 @@ def load_model(path: str):
   if not os.path.isfile(path):
     raise errors.ConversionError(f"no Keras file at {path!r}")
   os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+  errors.import_tensorflow()
   import keras
   if keras.backend.backend() != "tensorflow":
     raise errors.ConversionError(

@@ -31,6 +31,7 @@ __all__ = ["GraphFunction", "convert_session", "load_frozen_graph", "read_graph_
 def read_graph_def(path: str):
   """A GraphDef from a frozen-graph file, binary (``.pb``) or text (``.pbtxt``): the
   text form is tried when the extension says so or the binary parse fails."""
+  errors.import_tensorflow()
   from google.protobuf import message, text_format
   from tensorflow.core.framework import graph_pb2
   if not os.path.isfile(path):
