@@ -130,3 +130,22 @@ def test_jax2tf_saved_model_round_trip(tmp_path):
     out = fn(params, x)[0]
   np.testing.assert_allclose(out, m(x).numpy())
   assert all(type(v).__name__ == "Variable" and v.trainable for v in params.values())
+
+
+# --- resize attributes TF rejects --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", [tf.raw_ops.ResizeBilinear, tf.raw_ops.ResizeNearestNeighbor])
+def test_resize_align_corners_and_half_pixel_centers_both_true_is_a_value_error(op):
+  @tf.function
+  def f(x):
+    return op(images=x, size=[8, 8], align_corners=True, half_pixel_centers=True)
+
+  x = np.ones((1, 4, 4, 1), np.float32)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="half_pixel_centers is True"):
+    f(x)
+  fn = tf2jax.convert_functional(f, tf.TensorSpec([1, 4, 4, 1], F32))
+  for call in (fn, jax.jit(fn)):
+    with pytest.raises(ValueError, match="If half_pixel_centers is True, align_corners must "
+                                         "be False"):
+      call(x)

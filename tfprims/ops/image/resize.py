@@ -92,9 +92,14 @@ def _bilinear_weights(in_size, out_size, align_corners, half_pixel_centers):
   return lower.astype(np.int32), upper.astype(np.int32), (src - fl).astype(np.float32)
 
 
+#: TF's kernel message (ImageResizerState), kept verbatim for regexes written against TF.
+_BOTH_TRUE = ("If half_pixel_centers is True, align_corners must be False "
+              "(align_corners and half_pixel_centers cannot both be true)")
+
+
 def _check_resize(images, size, align_corners, half_pixel_centers):
   if align_corners and half_pixel_centers:
-    raise ValueError("align_corners and half_pixel_centers cannot both be true")
+    raise ValueError(_BOTH_TRUE)
   if images.ndim != 4:
     raise ValueError(f"images must be 4-D (NHWC), got shape {images.shape}")
   return rules.sizes(size)
@@ -178,7 +183,7 @@ def resize_nearest_neighbor_grad(grads, *, size, align_corners=False, half_pixel
   h, w = rules.sizes(size)
   n, gh, gw, c = grads.shape
   if align_corners and half_pixel_centers:
-    raise ValueError("align_corners and half_pixel_centers cannot both be true")
+    raise ValueError(_BOTH_TRUE)
   out = jnp.zeros((n, h, w, c), grads.dtype)
   if 0 in (h, w, gh, gw):
     return out
