@@ -149,3 +149,72 @@ def test_resize_align_corners_and_half_pixel_centers_both_true_is_a_value_error(
     with pytest.raises(ValueError, match="If half_pixel_centers is True, align_corners must "
                                          "be False"):
       call(x)
+
+
+# --- tf2jax's error phrases beside tfprims' own ---------------------------------------------
+
+
+def test_check_numerics_says_found_inf_or_nan_values():
+  import tfprims
+
+  @tf.function
+  def f(x):
+    return tf.debugging.check_numerics(x, "x is bad") * 2
+
+  fn = tf2jax.convert_functional(f, tf.TensorSpec([3], F32))
+  with pytest.raises(tfprims.RuntimeCheckError, match="Found Inf values"):
+    fn(np.float32([1, np.inf, 3]))
+  with pytest.raises(tfprims.RuntimeCheckError, match="Found NaN values") as info:
+    fn(np.float32([1, np.nan, 3]))
+  assert "x is bad : Tensor had NaN values" in str(info.value)   # TF's message too
+  with pytest.raises(ValueError, match="Found Inf values.*Found NaN values"):
+    fn(np.float32([np.inf, np.nan, 3]))
+
+
+def test_ensure_shape_says_expected_shape():
+  import tfprims
+
+  @tf.function(input_signature=[tf.TensorSpec(None, F32)])
+  def f(x):
+    return tf.raw_ops.EnsureShape(input=x, shape=[2, 3])
+
+  fn = tf2jax.convert_functional(f, tf.TensorSpec(None, F32))
+  with pytest.raises(tfprims.OpError, match=r"Expected shape=\(2, 3\), found \(2, 4\)"):
+    fn(np.ones((2, 4), np.float32))
+
+
+def test_missing_params_say_some_parameters_are_missing():
+  import tfprims
+  v = tf.Variable(np.ones(3, np.float32), name="v")
+  fn, params = tf2jax.convert(tf.function(lambda x: x * v), np.ones(3, np.float32))
+  with pytest.raises(tfprims.InputStructureError, match="Some parameters are missing"):
+    fn({}, np.ones(3, np.float32))
+  with pytest.raises(ValueError, match=r"Some parameters are missing, \['v'\]"):
+    jax.jit(fn)({}, np.ones(3, np.float32))
+
+
+def test_several_concrete_functions_say_found_n_concrete_functions(tmp_path):
+  from tfprims import saved_model
+  module = tf.Module()
+  module.f = tf.function(lambda x: x * 2)
+  module.f(tf.ones([2]))
+  module.f(tf.ones([3, 2]))
+  tf.saved_model.save(module, str(tmp_path))
+  restored = tf.saved_model.load(str(tmp_path))
+  with pytest.raises(saved_model.AmbiguousSignatureError, match="Found 2 concrete functions"):
+    tf2jax.convert_from_restored(restored.f)
+  with pytest.raises(ValueError, match="Found 2 concrete functions"):
+    tf2jax.convert_functional_from_restored(restored.f)
+
+
+def test_resource_output_says_cannot_be_evaluated():
+  import tfprims
+  v = tf.Variable(1.0)
+
+  @tf.function
+  def f(x):
+    del x
+    return v.handle
+
+  with pytest.raises(tfprims.UnsupportedInputError, match="cannot be evaluated"):
+    tf2jax.convert(f, np.ones(3, np.float32))

@@ -32,7 +32,8 @@ class AmbiguousSignatureError(errors.ConversionError):
   def __init__(self, name: str, signatures: Sequence[str]):
     self.signatures = tuple(signatures)
     super().__init__(
-        f"restored function {name!r} has {len(signatures)} concrete functions; pass "
+        f"restored function {name!r} has {len(signatures)} concrete functions (Found "
+        f"{len(signatures)} concrete functions, as tf2jax says); pass "
         "example args or tf.TensorSpecs to pick one, e.g. "
         "tfprims.convert_from_restored(restored.f, tf.TensorSpec([None, 4], tf.float32)). "
         "Available input signatures:\n  " + "\n  ".join(signatures))

@@ -77,7 +77,7 @@ def _check_shape(x_shape, shape):
   if not ok:
     want = tuple(None if s in (None, -1) else s for s in shape)
     raise ValueError(f"EnsureShape: shape of tensor {tuple(x_shape)} is not compatible with "
-                     f"expected shape {want}")
+                     f"expected shape {want} (Expected shape={want}, found {tuple(x_shape)}.)")
 
 
 def _ensure_shape_impl(input, *, shape):
@@ -107,7 +107,15 @@ def _check_numerics_impl(tensor, *, message):
 def _check_numerics_check(tensor, *, message):
   """TF's kernel raises when the tensor holds NaN or Inf."""
   bad = jax.numpy.any(jax.numpy.logical_not(jax.numpy.isfinite(tensor)))
-  return bad, f"{message} : Tensor had NaN or Inf values"
+  if isinstance(bad, jax.core.Tracer):   # decided when the program runs
+    return bad, f"{message} : Tensor had NaN or Inf values"
+  # Known values: TF's message names what was found (tf2jax's phrase beside it).
+  found = [k for k, f in (("Inf", jax.numpy.isinf), ("NaN", jax.numpy.isnan))
+           if bool(jax.numpy.any(f(tensor)))]
+  if not found:
+    return bad, ""
+  return bad, (f"{message} : Tensor had {' and '.join(found)} values ("
+               + ", ".join(f"Found {k} values" for k in found) + ")")
 
 
 CheckNumerics = define_op(
