@@ -149,6 +149,8 @@ def test_resize_align_corners_and_half_pixel_centers_both_true_is_a_value_error(
     with pytest.raises(ValueError, match="If half_pixel_centers is True, align_corners must "
                                          "be False"):
       call(x)
+  with pytest.raises(ValueError, match="are not supported"):   # tf2jax's phrase
+    fn(x)
 
 
 # --- tf2jax's error phrases beside tfprims' own ---------------------------------------------

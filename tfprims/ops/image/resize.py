@@ -93,8 +93,9 @@ def _bilinear_weights(in_size, out_size, align_corners, half_pixel_centers):
 
 
 #: TF's kernel message (ImageResizerState), kept verbatim for regexes written against TF.
+#: tf2jax's phrase beside it.
 _BOTH_TRUE = ("If half_pixel_centers is True, align_corners must be False "
-              "(align_corners and half_pixel_centers cannot both be true)")
+              "(align_corners=True and half_pixel_centers=True are not supported)")
 
 
 def _check_resize(images, size, align_corners, half_pixel_centers):
