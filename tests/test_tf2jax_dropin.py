@@ -220,3 +220,18 @@ def test_resource_output_says_cannot_be_evaluated():
 
   with pytest.raises(tfprims.UnsupportedInputError, match="cannot be evaluated"):
     tf2jax.convert(f, np.ones(3, np.float32))
+
+
+def test_broadcast_gradient_args_of_symbolic_dims():
+  @tf.function(input_signature=[tf.TensorSpec([None, 4], F32), tf.TensorSpec([4], F32)])
+  def f(x, y):
+    r0, r1 = tf.raw_ops.BroadcastGradientArgs(s0=tf.shape(x), s1=tf.shape(y))
+    return tf.reduce_sum(x, r1) + tf.cast(tf.size(r0), F32)
+
+  fn = tf2jax.convert_functional(f, tf.TensorSpec([None, 4], F32), tf.TensorSpec([4], F32))
+  b, = export.symbolic_shape("b")
+  exp = export.export(jax.jit(fn))(jax.ShapeDtypeStruct((b, 4), jnp.float32),
+                                   jax.ShapeDtypeStruct((4,), jnp.float32))
+  x = np.arange(12, dtype=np.float32).reshape(3, 4)
+  y = np.ones(4, np.float32)
+  np.testing.assert_allclose(exp.call(x, y), f(x, y).numpy())

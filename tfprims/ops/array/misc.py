@@ -14,7 +14,8 @@ BroadcastGradientArgs.
   uninitialized memory has no value to match. DeepCopy is the identity.
 * BroadcastArgs and BroadcastGradientArgs compute on shapes, which are known at
   trace time in converted graphs, so the interpreter folds them (symbolic dims of a
-  jax.export too: numpy with JAX's max_dim). BroadcastArgs
+  jax.export too: numpy with JAX's max_dim; BroadcastGradientArgs takes a symbolic
+  dim as not 1). BroadcastArgs
   takes its shapes as operands (incompatible dims: documented rule + check);
   BroadcastGradientArgs' output sizes depend on the values, so its shapes are
   static (no operands at all).
@@ -356,17 +357,24 @@ BroadcastArgs = define_op(
 
 def broadcast_gradient_args(s0, s1) -> tuple[list, list]:
   """TF's BCast reduction indices: the output dims where each shape (left-padded with
-  ones) is 1; none at all when the two shapes are identical."""
-  s0, s1 = ints(s0), ints(s1)
+  ones) is 1; none at all when the two shapes are identical. Symbolic dims of a
+  jax.export are taken as compatible with any size and as not 1 (jax.export's
+  broadcasting assumption)."""
+  known = lambda d: isinstance(d, (int, np.integer))
+  s0, s1 = rules.sizes(s0), rules.sizes(s1)
+  if rules.known(s0) and rules.known(s1):
+    s0, s1 = ints(s0), ints(s1)
   rank = max(len(s0), len(s1))
   a, b = (1,) * (rank - len(s0)) + s0, (1,) * (rank - len(s1)) + s1
   for x, y in zip(a, b):
-    if x != y and x != 1 and y != 1:
+    if known(x) and known(y) and x != y and x != 1 and y != 1:
       raise ValueError(f"BroadcastGradientArgs: Incompatible shapes: {list(s0)} vs. "
                        f"{list(s1)}")
-  if s0 == s1:
+  if len(s0) == len(s1) and all(x is y or (known(x) and known(y) and x == y) or
+                                (not known(x) and not known(y) and x == y)
+                                for x, y in zip(s0, s1)):
     return [], []
-  return [i for i in range(rank) if a[i] == 1], [i for i in range(rank) if b[i] == 1]
+  return ([i for i in range(rank) if _is_one(a[i])], [i for i in range(rank) if _is_one(b[i])])
 
 
 def _broadcast_gradient_args_impl(*, s0, s1, T):
