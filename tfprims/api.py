@@ -116,14 +116,8 @@ class ConvertedFunction:
 
   @interpreter.gc_paused()
   def __call__(self, params: Mapping[str, Any], *args, rng=None, **kwargs):
-    if not isinstance(params, Mapping):
-      raise errors.InputStructureError(
-          f"the first argument of {self.__name__!r} is its params (the dict tfprims.convert "
-          f"returned; {{}} where it has no variables), got {type(params).__name__}: call "
-          "fn(params, *inputs), or use tfprims.convert_functional for a function of "
-          "the inputs alone")
+    state = self._check_params(params)   # first: fn(x) without params is named as such
     flat_args = self._flatten_args(args, kwargs)
-    state = self._check_params(params)
     ctx = interpreter.Context(self._library, dict(state), rng=rng, options=self.options)
     feeds = dict(zip(self._input_nodes, flat_args))
     for node_name, capture in self._captures.items():
@@ -208,14 +202,17 @@ def check_params(param_specs: Mapping[str, TensorSpec], params: Mapping[str, Any
   exact data movement is folded; the rest reads them as the program's constants."""
   if not isinstance(params, Mapping):
     raise errors.InputStructureError(
-        f"params must be a mapping of variable name to array (the params "
-        f"returned by tfprims.convert); got {type(params).__name__}")
+        f"the first argument of the {owner} is its params: a mapping of variable name "
+        f"to array (the params tfprims.convert returned; {{}} where it has no variables), "
+        f"got {type(params).__name__}: call fn(params, *inputs), or use "
+        "tfprims.convert_functional for a function of the inputs alone")
   missing = sorted(set(param_specs) - set(params))
   extra = sorted(set(params) - set(param_specs))
   if missing or extra:
     raise errors.InputStructureError(
         f"params do not match the {owner}'s variables: "
-        + (f"missing {missing}" if missing else "")
+        # tf2jax's phrase too (regexes written against tf2jax match it)
+        + (f"missing {missing} (Some parameters are missing, {missing}.)" if missing else "")
         + ("; " if missing and extra else "")
         + (f"unexpected {extra}" if extra else ""))
   staging = _staging()
@@ -490,9 +487,12 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
   for t in out_tensors:
     np_dtype = dtypes.from_tf(t.dtype)
     if np_dtype is None:
+      # "cannot be evaluated": tf2jax's phrase for a resource output.
       problems.append(f"output {t.name}{_computed_by(t)} is a {t.dtype.name} tensor; "
                       "tfprims outputs numeric tensors only (return it from TF, outside "
-                      "the converted function)")
+                      "the converted function)"
+                      + (" (a resource cannot be evaluated)" if t.dtype == tf.resource
+                         else ""))
     shape = None if t.shape.rank is None else tuple(t.shape.as_list())
     output_specs.append(TensorSpec(t.name, shape, np_dtype or t.dtype.name))
 

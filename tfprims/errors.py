@@ -129,8 +129,7 @@ class BlockedConversionError(ConversionError):
     if self.problems:
       parts.append("the graph cannot run:\n" + "\n".join(f"  {m}" for m in self.problems))
     if self.inputs:
-      parts.append("unsupported inputs:\n" + "\n".join(f"  {_resource_phrase(m)}"
-                                                        for m in self.inputs))
+      parts.append("unsupported inputs:\n" + "\n".join(f"  {m}" for m in self.inputs))
     if self.ops:
       parts.append(_unsupported_ops_message(self.ops) + "".join(
           f"\nNote: {h}" for h in hints))
@@ -145,14 +144,6 @@ class BlockedConversionError(ConversionError):
 
 
 _BLOCKED_CLASSES: dict = {}
-
-
-def _resource_phrase(message: str) -> str:
-  """tf2jax's phrase for a resource tensor the function would output (regexes written
-  against tf2jax match it)."""
-  if " resource tensor" in message:
-    return message + " (a resource cannot be evaluated)"
-  return message
 
 
 def blocked_conversion(ops, dynamic_shapes, inputs, hints=(), problems=()
@@ -188,13 +179,6 @@ class InputError(TFPrimsError, ValueError):
 class InputStructureError(InputError, TypeError):
   """Missing, extra or differently nested inputs (also a TypeError: Python raises one
   for a call that does not match a function's signature)."""
-
-  def __init__(self, message: str = "", *args):
-    if message.startswith("params ") and "missing [" in message:
-      # tf2jax's phrase beside tfprims' own (regexes written against tf2jax match it)
-      missing = message[message.index("missing [") + len("missing "):].split("]")[0] + "]"
-      message += f" (Some parameters are missing, {missing}.)"
-    super().__init__(message, *args)
 
 
 class MissingInputError(InputStructureError):
