@@ -478,13 +478,13 @@ def _igamma_x_partial(a, x, y=None):
 Igamma = define_op(
     "Igamma", _in_float32_or_wider(_igamma), **EW,
     jvp=_binary_jvp("Igamma", (lambda a, x, y: tfops.IgammaGradA(a, x), _igamma_x_partial)),
-    spec=lambda st: st.Spec(_gamma_calls(st), rtol=_GAMMA_RTOL))
+    spec=lambda st: st.Spec(_gamma_calls(st), rtol=_GAMMA_RTOL, examples=0.5))
 
 Igammac = define_op(
     "Igammac", _in_float32_or_wider(_igammac), **EW,
     jvp=_binary_jvp("Igammac", (lambda a, x, y: tfops.Neg(tfops.IgammaGradA(a, x)),
                                 lambda a, x, y: tfops.Neg(_igamma_x_partial(a, x)))),
-    spec=lambda st: st.Spec(_gamma_calls(st), rtol=_GAMMA_RTOL))
+    spec=lambda st: st.Spec(_gamma_calls(st), rtol=_GAMMA_RTOL, examples=0.5))
 
 
 def _igamma_grad_a_jvp(primals, tangents):

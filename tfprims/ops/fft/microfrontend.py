@@ -438,7 +438,7 @@ AudioMicrofrontend = define_op(
     # vmap of the impl: the op takes one signal, and its noise estimate runs across
     # frames, so examples cannot be concatenated into one TF call.
     batching=rules.vmap_batching(_microfrontend_impl, False),
-    spec=lambda st: st.Spec(_calls(st), oracle=_oracle,
+    spec=lambda st: st.Spec(_calls(st), oracle=_oracle, examples=0.5,
                             skip={"jvp": "integer features: TF marks the op not differentiable",
                                   "vjp": "integer features: TF marks the op not differentiable"},
                             note="bit exact; needs x64 (64-bit accumulation)"))

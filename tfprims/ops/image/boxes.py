@@ -199,18 +199,18 @@ SampleDistortedBoundingBox = define_op(
     check=lambda key, image_size, bounding_boxes, **p: _check_boxes(bounding_boxes),
     doc="A random crop (begin, size, normalised box) covering min_object_covered of "
         "one of the boxes, within the area and aspect-ratio ranges; else the image.",
-    spec=lambda st: st.Spec(_calls(st, 1), skip=_SKIP))
+    spec=lambda st: st.Spec(_calls(st, 1), skip=_SKIP, examples=0.5))
 
 SampleDistortedBoundingBoxV2 = define_op(
     "SampleDistortedBoundingBoxV2", _v2, family=FAMILY, multiple_results=True,
     attrs=_ATTRS, uses_rng=True,
     check=lambda key, image_size, boxes, covered, **p: _check_boxes(boxes, covered),
     doc="SampleDistortedBoundingBox with min_object_covered as an input.",
-    spec=lambda st: st.Spec(_calls(st, 2), skip=_SKIP))
+    spec=lambda st: st.Spec(_calls(st, 2), skip=_SKIP, examples=0.5))
 
 StatelessSampleDistortedBoundingBox = define_op(
     "StatelessSampleDistortedBoundingBox", _stateless, family=FAMILY,
     multiple_results=True, attrs=_ATTRS,
     check=lambda image_size, boxes, covered, seed, **p: _check_boxes(boxes, covered),
     doc="SampleDistortedBoundingBox with a key derived from seed (same seed, same crop).",
-    spec=lambda st: st.Spec(_calls(st, 3), skip=_SKIP))
+    spec=lambda st: st.Spec(_calls(st, 3), skip=_SKIP, examples=0.5))

@@ -418,7 +418,8 @@ CropAndResize = define_op(
     jvp=(_image_jvp, _boxes_jvp, None), transpose=_crop_transpose,
     batching=_crop_batching,
     spec=lambda st: st.Spec(_crop_calls(st, "CropAndResize"), rtol=1e-5, atol=1e-5,
-                            diff_args=("image", "boxes"), cases=_crop_cases("CropAndResize")))
+                            examples=0.5, diff_args=("image", "boxes"),
+                            cases=_crop_cases("CropAndResize")))
 
 CropAndResizeGradImage = define_op(
     "CropAndResizeGradImage", crop_and_resize_grad_image, family=FAMILY,

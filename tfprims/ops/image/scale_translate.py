@@ -320,7 +320,7 @@ ScaleAndTranslate = define_op(
         t, scale, translation, **p), None, None),
     transpose=_forward_transpose, batching=_batching("ScaleAndTranslate", scale_and_translate, 1),
     spec=lambda st: st.Spec(
-        _st_calls(st, grad=False), rtol=1e-5, atol=1e-5, diff_args=("images",),
+        _st_calls(st, grad=False), rtol=1e-5, atol=1e-5, diff_args=("images",), examples=0.5,
         oracle=tf_scale_and_translate, cases=_nonfinite_cases(grad=False),
         note="TF's gradient op takes float32 images only: the oracle casts float images "
              "to float32 before TF's op (same values)."))
@@ -331,6 +331,6 @@ ScaleAndTranslateGrad = define_op(
         t, orig, scale, translation, **p), None, None, None),
     transpose=_grad_transpose,
     batching=_batching("ScaleAndTranslateGrad", scale_and_translate_grad, 2),
-    spec=lambda st: st.Spec(_st_calls(st, grad=True), rtol=1e-5, atol=1e-5,
+    spec=lambda st: st.Spec(_st_calls(st, grad=True), rtol=1e-5, atol=1e-5, examples=0.5,
                             diff_args=("grads",), cases=_nonfinite_cases(grad=True),
                             note="original_image gives only the shape and dtype."))

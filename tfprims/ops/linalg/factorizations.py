@@ -332,6 +332,7 @@ Svd = define_op(
     "Svd", _svd, family=FAMILY, multiple_results=True, attrs=("compute_uv", "full_matrices"),
     batching=rules.leading_batching("Svd"),
     spec=lambda st: st.Spec(_svd_calls(st), oracle=_svd_oracle, vmap_variation="scale",
+                            examples=0.5,
                             note=_GAUGE + "; drawn with well-separated singular values"))
 
 Qr = define_op(

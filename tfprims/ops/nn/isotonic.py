@@ -122,6 +122,6 @@ def _iso_calls(st):
 IsotonicRegression = define_op(
     "IsotonicRegression", _isotonic_regression, family="nn", attrs=("output_dtype",),
     multiple_results=True, jvp=_isotonic_jvp, batching=_isotonic_batching,
-    spec=lambda st: st.Spec(_iso_calls(st), note=(
+    spec=lambda st: st.Spec(_iso_calls(st), examples=0.5, note=(
         "Inputs are multiples of 1/4 so that pool means, and so TF's merge decisions, "
         "are exact; TF's gradient is the segment mean of the output cotangent.")))

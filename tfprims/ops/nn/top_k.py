@@ -222,7 +222,7 @@ NthElement = define_op(
     "NthElement", _nth_impl, family=FAMILY, static=("n",), attrs=("reverse",),
     canonicalize=lambda params, *_: dict(params, n=_int(params["n"])),
     jvp=(_nth_jvp,), batching=_last_axis_batching("NthElement"),
-    spec=lambda st: st.Spec(_nth_calls(st)))
+    spec=lambda st: st.Spec(_nth_calls(st), examples=0.5))
 
 
 # --- ApproxTopK ---------------------------------------------------------------------------

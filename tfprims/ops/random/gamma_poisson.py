@@ -171,7 +171,7 @@ def _alpha_spec(st, arg, dtypes, lo, hi, extra=None):
     if extra is not None:
       out.update(d(extra))
     return out
-  return st.Spec(calls(), skip=RANDOM_SKIPS)
+  return st.Spec(calls(), skip=RANDOM_SKIPS, examples=0.5)   # rejection-sampling loops
 
 
 RandomGamma = define_op(
@@ -245,7 +245,7 @@ def _stateless_spec(st, params_fn, *, v3=False, extra=None, shape_dtypes=("int32
     if extra is not None:
       out.update(d(extra))
     return out
-  return st.Spec(calls(), skip=_STATELESS_SKIPS)
+  return st.Spec(calls(), skip=_STATELESS_SKIPS, examples=0.5)   # rejection-sampling loops
 
 
 def _positive(st, arg, dtypes, lo, hi):

@@ -256,7 +256,7 @@ def _binomial_spec(st):
                 # process (a CHECK failure) on an int64 shape.
                 shape=np.asarray(tuple(lead) + tuple(bshape), np.int32),
                 **params)
-  spec = st.Spec(calls(), skip=_SKIPS,
+  spec = st.Spec(calls(), skip=_SKIPS, examples=0.5,
                  note="the 'resource' input is drawn as the state's value; the oracle wraps "
                       "it in a tf.Variable and also returns the state afterwards")
   object.__setattr__(spec, "oracle", _oracle("StatefulRandomBinomial"))

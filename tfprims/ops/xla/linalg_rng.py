@@ -102,7 +102,7 @@ XlaSvd = define_op(
     "XlaSvd", _svd_impl, family=FAMILY, multiple_results=True,
     attrs=("max_iter", "epsilon", "precision_config"), canonicalize=_canonicalize_svd,
     batching=rules.leading_batching("XlaSvd"),
-    spec=lambda st: st.Spec(_svd_calls(st), oracle=_svd_oracle(), grad_oracle="fd",
+    spec=lambda st: st.Spec(_svd_calls(st), oracle=_svd_oracle(), grad_oracle="fd", examples=0.5,
                             vmap_variation="scale", rtol={"float32": 1e-4, "float64": 1e-7},
                             atol={"float32": 1e-5, "float64": 1e-8}, note=_GAUGE + _TOL))
 
