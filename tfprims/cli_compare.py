@@ -91,10 +91,4 @@ def _keras(args, out: TextIO) -> int:
   program = programs.from_function(tf_fn, fn_args, fn_kwargs,
                                    title=f"Keras file {args.source}")
   report = comparison.run(program, rtol=args.rtol, atol=args.atol, isolate=args.isolate)
-  print(report.summary(), file=out)
-  for path, write in ((args.json, report.to_json), (args.html, report.to_html),
-                      (args.model_explorer, report.to_model_explorer)):
-    if path:
-      write(path)
-      print(f"wrote {path}", file=out)
-  return command.EXIT_OK if report.ok else command.EXIT_DIVERGED
+  return command.write_report(report, args, out)

@@ -143,6 +143,7 @@ def _spec_inputs(specs_args, specs_kwargs, seed: int, unknown_dim: int):
   """A ``make_inputs`` for a signature, and whether it has unknown dims."""
   import tree
   rng = np.random.default_rng(seed)
+  from tfprims.comparison.programs import example_value
   make = lambda spec: example_value(spec, rng, unknown_dim)
 
   def make_inputs():
@@ -219,27 +220,6 @@ def frozen_graph_target(tf, args) -> Target:
                 description=f"inputs {', '.join(inputs)}; outputs {', '.join(outputs)}",
                 concrete_fn=None, call_tf=call_tf, make_inputs=make_inputs,
                 convert=convert, graph_def=graph_def, unknown_dims=unknown)
-
-
-def example_value(spec, rng, unknown_dim: int):
-  """A deterministic example value for one ``tf.TensorSpec``."""
-  import tensorflow as tf
-  if not isinstance(spec, tf.TensorSpec):
-    return spec  # non-tensor leaves (None, Python values) are passed as they are
-  if spec.shape.rank is None:
-    shape = (unknown_dim,)
-  else:
-    shape = tuple(unknown_dim if d is None else d for d in spec.shape.as_list())
-  dtype = spec.dtype
-  if dtype.is_floating:
-    return rng.standard_normal(shape).astype(dtype.as_numpy_dtype)
-  if dtype.is_complex:
-    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(
-        dtype.as_numpy_dtype)
-  if dtype.is_integer or dtype.is_bool:
-    return np.zeros(shape, dtype.as_numpy_dtype)
-  raise CLIError(f"cannot build an example value for input '{spec.name}' of dtype "
-                 f"{dtype.name}")
 
 
 def _call_converted(jax_fn):

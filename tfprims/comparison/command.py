@@ -27,7 +27,12 @@ def run(args, out: TextIO) -> int:
   else:
     raise errors.ConversionError(
         f"{args.source!r} is neither a SavedModel directory nor a GraphDef file")
-  report = comparison.run(program, **settings)
+  return write_report(comparison.run(program, **settings), args, out)
+
+
+def write_report(report, args, out: TextIO) -> int:
+  """Prints the report's summary, writes the files the arguments ask for; the exit
+  status."""
   print(report.summary(), file=out)
   for path, write in ((args.json, report.to_json), (args.html, report.to_html),
                       (args.model_explorer, report.to_model_explorer)):
