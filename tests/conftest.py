@@ -19,6 +19,18 @@ def _release_compiled_programs():
   jax.clear_caches()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _no_leaked_ops():
+  """An op a test registers must be gone after its module: a leak changes what later
+  tests in the same worker see (docs/ops.md's check counts every registered op)."""
+  import tfprims.ops  # noqa: F401  (tfprims' own ops, registered before counting)
+  from tfprims import core
+  before = core.declared_op_types()
+  yield
+  leaked = core.declared_op_types() - before
+  assert not leaked, f"ops registered and left behind: {sorted(leaked)}"
+
+
 @pytest.fixture
 def x64():
   """Runs a test with jax_enable_x64 on."""

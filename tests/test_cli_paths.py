@@ -93,7 +93,11 @@ def files(tmp_path_factory):
   dist.mkdir()
   (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-plugin\nVersion: 0.1\n")
   (dist / "entry_points.txt").write_text("[tfprims.ops]\nmy_plugin = my_plugin\n")
-  (mods / "broken.py").write_text("import tfprims\nraise RuntimeError('half-written')\n")
+  # Apart from mods: a sys.path entry holding my_plugin's dist-info would register its op
+  # in this process for good (the CLI loads entry points).
+  broken = root / "broken_mods"
+  broken.mkdir()
+  (broken / "broken.py").write_text("import tfprims\nraise RuntimeError('half-written')\n")
   return root
 
 
@@ -118,7 +122,7 @@ def test_without_import_the_ops_are_unsupported(capsys, files):
 
 
 def test_import_errors_exit_2(capsys, files, monkeypatch):
-  monkeypatch.syspath_prepend(str(files / "mods"))
+  monkeypatch.syspath_prepend(str(files / "broken_mods"))
   code, _, err = run(capsys, "ops", files / "debug.pbtxt", "--import", "no_such_module_xyz")
   assert code == 2 and "--import no_such_module_xyz: no module named" in err
   code, _, err = run(capsys, "ops", "--supported", "--import", "broken")
