@@ -23,8 +23,8 @@ import pytest
 import tensorflow as tf
 
 import tfprims
-from tfprims import cli, core, examples
-from tfprims.comparison import records, stats, walk
+from tfprims import cli, core, examples, progress
+from tfprims.comparison import records, stats
 
 
 @contextlib.contextmanager
@@ -421,9 +421,12 @@ def test_model_explorer_graph_follows_its_schema(tmp_path, loop_report):
     dacite.from_dict(node_data_builder.GraphNodeData, graph_data, config=strict)
 
 
-def test_progress_is_shown_on_stderr_for_big_graphs(monkeypatch, capsys):
-  monkeypatch.setattr(walk, "PROGRESS_ABOVE", 5)
-  monkeypatch.setattr(walk, "PROGRESS_EVERY_S", 0.0)
+def test_progress_is_shown_on_stderr_for_long_comparisons(monkeypatch, capsys):
+  monkeypatch.setattr(progress, "DELAY_S", 0.0)
+  monkeypatch.setattr(progress, "EVERY_S", 0.0)
+  tfprims.compare(loop_model, _x(2, 3))
+  assert capsys.readouterr().err == ""     # stderr is no terminal here
+  monkeypatch.setenv("TFPRIMS_PROGRESS", "1")
   tfprims.compare(loop_model, _x(2, 3))
   err = capsys.readouterr().err
   assert "tfprims compare function loop_model: 1/" in err and "- done" in err

@@ -40,11 +40,12 @@ errors (unsupported ops, unreadable model, bad arguments...). docs/cli.md has mo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from typing import Optional
 
-from tfprims import cli_cache, cli_compare, cli_export, cli_inspect, cli_ops
+from tfprims import cli_cache, cli_compare, cli_export, cli_inspect, cli_ops, progress
 from tfprims.cli_check import Comparison, OutputDiff, _diff, compare  # noqa: F401 (re-exported)
 from tfprims.cli_common import (EXIT_ERROR, EXIT_MISMATCH, EXIT_OK, PROG,  # noqa: F401
                                 CLIError, common_arguments, fail, import_tensorflow,
@@ -86,7 +87,8 @@ def main(argv: Optional[list] = None) -> int:
   try:
     if hasattr(args, "imports"):   # not `cache`: it needs no TensorFlow
       import_user_modules(args.imports)
-    return args.run(args, out)
+    with progress.silenced() if getattr(args, "quiet", False) else contextlib.nullcontext():
+      return args.run(args, out)
   except BrokenPipeError:  # e.g. `tfprims inspect | head`
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())

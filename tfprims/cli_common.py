@@ -41,6 +41,10 @@ def common_arguments() -> argparse.ArgumentParser:
            "calls (ops tfprims does not convert itself) or Keras custom objects take effect; "
            "a dotted module name (from the current directory or PYTHONPATH) or a .py file. "
            f"Modules named by '{PLUGIN_GROUP}' entry points are imported automatically")
+  parent.add_argument(
+      "-q", "--quiet", action="store_true",
+      help="no progress on stderr (shown for long work when stderr is a terminal; "
+           "TFPRIMS_PROGRESS=1 shows it anywhere, =0 nowhere)")
   return parent
 
 

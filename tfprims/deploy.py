@@ -35,7 +35,7 @@ from typing import Any, Mapping, Optional, Sequence
 import jax
 import numpy as np
 
-from tfprims import cache, errors
+from tfprims import cache, errors, progress
 
 FORMAT = "tfprims-export/1"
 MODEL_FILE, PARAMS_FILE, MANIFEST_FILE = "model.jax_exported", "params.npz", "manifest.json"
@@ -166,8 +166,11 @@ def export(fn, params: Mapping[str, Any], path: str, *, batch_polymorphic: bool 
   param_structs = {k: jax.ShapeDtypeStruct(np.shape(v), np.asarray(v).dtype)
                    for k, v in params.items()}
   in_structs = [jax.ShapeDtypeStruct(shape, s.dtype) for shape, s in zip(shapes_in, specs)]
-  exported = jax.export.export(jax.jit(call), platforms=platforms)(param_structs, *in_structs)
-  serialized, vjp_error = _serialize(exported, differentiable)
+  name = getattr(fn, "__name__", "graph")
+  with progress.phase(f"tfprims export: tracing and lowering {name}"):
+    exported = jax.export.export(jax.jit(call), platforms=platforms)(param_structs, *in_structs)
+  with progress.phase("tfprims export: serializing" + (" with the VJP" if differentiable else "")):
+    serialized, vjp_error = _serialize(exported, differentiable)
 
   os.makedirs(path, exist_ok=True)
   with open(os.path.join(path, MODEL_FILE), "wb") as f:
@@ -175,12 +178,14 @@ def export(fn, params: Mapping[str, Any], path: str, *, batch_polymorphic: bool 
   arrays = {k: np.asarray(v) for k, v in params.items()}
   # Keys of their own: a param named like a savez argument ("file") must not clash.
   keys = {k: f"p{i}" for i, k in enumerate(arrays)}
-  np.savez(os.path.join(path, PARAMS_FILE), **{keys[k]: _storable(v) for k, v in arrays.items()})
+  with progress.phase(f"tfprims export: writing {len(arrays)} params"):
+    np.savez(os.path.join(path, PARAMS_FILE),
+             **{keys[k]: _storable(v) for k, v in arrays.items()})
   from tfprims import __version__
   manifest = {
       "format": FORMAT,
       "source": source,
-      "function": getattr(fn, "__name__", "graph"),
+      "function": name,
       "inputs": [{"name": s.name, "shape": [str(d) if not isinstance(d, int) else d
                                             for d in shape], "dtype": str(s.dtype)}
                  for s, shape in zip(specs, shapes_in)],

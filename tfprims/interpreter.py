@@ -23,7 +23,7 @@ import jax
 import numpy as np
 
 from tfprims import (config, core, dtypes, errors, folding, graph as graph_lib, opdefs,
-                     value_analysis)
+                     progress as progress_lib, value_analysis)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +87,8 @@ class Context:
   opaque_modules: set = dataclasses.field(default_factory=set)
   # id -> (value, forms) of small traced integers (tfprims.value_analysis)
   value_forms: dict = dataclasses.field(default_factory=dict)
+  # nodes run so far (tfprims.progress), set by the outermost run() where watched
+  progress: Optional[progress_lib.Progress] = None
 
   def __post_init__(self):
     if self.rng is not None:
@@ -138,11 +140,22 @@ def gc_paused():
 
 def run(ctx: Context, graph: graph_lib.Graph, feeds: Mapping[str, Any]) -> list:
   """Evaluates ``graph`` given values for its inputs (by name); returns its outputs."""
+  if ctx.progress is not None or not progress_lib.wanted():
+    return _run(ctx, graph, feeds)
+  total = (sum(node.name not in feeds for node, _ in graph.schedule)
+           + sum(len(g.nodes) for g in ctx.library.reachable(graph).values()))
+  with progress_lib.Progress(total, f"tfprims: converting {graph.name}") as ctx.progress:
+    return _run(ctx, graph, feeds)
+
+
+def _run(ctx: Context, graph: graph_lib.Graph, feeds: Mapping[str, Any]) -> list:
   env: dict[str, list] = {name: [value] for name, value in feeds.items()}
   for node, drops in graph.schedule:
     if node.name not in env:
       inputs = [_lookup(env, ref, node) for ref in node.inputs]
       env[node.name] = run_node(ctx, node, inputs)
+      if ctx.progress is not None:
+        ctx.progress.step()
     for name in drops:  # free intermediates after their last use
       env.pop(name, None)
   return [dtypes.narrow(deref(ctx, _lookup(env, ref, None)), f"output '{ref[0]}'")

@@ -20,6 +20,7 @@ from typing import Any, Optional, Sequence
 from tfprims.comparison import programs, records
 from tfprims.comparison.records import NodeRecord
 from tfprims.comparison.report import OpSummary, Report
+from tfprims.progress import Progress
 
 __all__ = ["compare", "compare_saved_model", "compare_graph_def", "Report", "NodeRecord",
            "OpSummary", "run"]
@@ -87,8 +88,9 @@ def run(program: programs.Program, *, rtol: Optional[float] = None,
   ctx = interpreter.Context(program.library, dict(program.state), rng=rng,
                             options=program.options)
   recorder = records.Recorder()
-  progress = walk.Progress(programs.node_count(program), f"tfprims compare {program.title}",
-                           stream=progress_stream)
+  progress = Progress(programs.node_count(program), f"tfprims compare {program.title}",
+                      stream=progress_stream)
+  ctx.progress = progress   # nested function bodies count into it
   walker = walk.Walker(ctx, tf_eager.TFEager(program.graph_variables),
                        walk.Settings(rtol, atol, isolate), recorder, progress)
   feeds = {}

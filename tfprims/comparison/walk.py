@@ -13,8 +13,6 @@ both sides run the same nodes. Every other node runs on TF through
 from __future__ import annotations
 
 import dataclasses
-import sys
-import time
 from typing import Any, Callable, Optional
 
 import jax
@@ -22,12 +20,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import core, dtypes, graph as graph_lib, interpreter
+from tfprims.progress import Progress
 from tfprims.comparison import records, stats
 from tfprims.comparison.tf_eager import TFEager, TFNodeError, numpy_value
 
-# Graphs with more nodes than this report their progress on stderr, every few seconds.
-PROGRESS_ABOVE = 500
-PROGRESS_EVERY_S = 2.0
 # Ops never run a second time to check where a difference starts: their results
 # depend on (or change) the state of the call.
 _NOT_RERUN = ("writes_state", "reads_state", "uses_rng", "calls_functions")
@@ -80,7 +76,7 @@ class Walker:
   """Runs graphs of one library on both sides, recording every node output."""
 
   def __init__(self, ctx: interpreter.Context, tf_eager: TFEager, settings: Settings,
-               recorder: records.Recorder, progress: "Progress"):
+               recorder: records.Recorder, progress: Progress):
     self.ctx, self.tf, self.settings = ctx, tf_eager, settings
     self.recorder, self.progress = recorder, progress
     self.scopes: dict[str, str] = {}      # path prefix -> what runs there (for reports)
@@ -323,31 +319,3 @@ def _dtype_name(tf_value, ours) -> str:
     return tf_value.dtype.name
   dtype = getattr(ours, "dtype", None)
   return np.dtype(dtype).name if dtype is not None else type(ours).__name__
-
-
-class Progress:
-  """Counts nodes run; above :data:`PROGRESS_ABOVE` nodes, prints how far it is on
-  stderr every few seconds."""
-
-  def __init__(self, total: int, label: str, stream=None):
-    self.total, self.label, self.done = total, label, 0
-    self.stream = stream if stream is not None else sys.stderr
-    self.enabled = total > PROGRESS_ABOVE
-    self._start = self._last = time.perf_counter()
-
-  def step(self) -> None:
-    self.done += 1
-    if self.enabled and time.perf_counter() - self._last >= PROGRESS_EVERY_S:
-      self._last = time.perf_counter()
-      self._print()
-
-  def finish(self) -> None:
-    if self.enabled:
-      self._print(final=True)
-
-  def _print(self, final: bool = False) -> None:
-    elapsed = time.perf_counter() - self._start
-    # Loop bodies run once per iteration: the count may pass the static node count.
-    share = f" ({min(100, 100 * self.done // max(self.total, 1))}%)" if not final else ""
-    print(f"{self.label}: {self.done}/{self.total} nodes{share}, {elapsed:.1f} s"
-          + (" - done" if final else ""), file=self.stream, flush=True)

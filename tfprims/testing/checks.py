@@ -117,6 +117,7 @@ class _Run:
   record: bool = True
   auto: dict = dataclasses.field(default_factory=dict)      # auto_skips(op)
   target: int = 0                                           # max_examples
+  progress: Any = None                                      # tfprims.progress.Progress
 
   def reject(self, exc: _Rejected):
     """Discards a call TF rejects (counted)."""

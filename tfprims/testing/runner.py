@@ -45,6 +45,7 @@ import numpy as np
 from hypothesis import strategies as hst
 
 from tfprims import core, opdefs
+from tfprims.progress import Progress
 from tfprims.testing.calls import _JIT_CACHE, load_spec
 from tfprims.testing.checks import (REJECT_BUDGET_FACTOR, REJECT_BUDGET_MIN, _Drawer,
                                     _one_example, _Run)
@@ -158,6 +159,9 @@ def _run_check(run: _Run, settings: hypothesis.settings) -> CheckResult:
     except CheckFailure:
       run.failing_calls.add(key)
       raise
+    finally:
+      if run.progress is not None:
+        run.progress.step()
 
   test.__name__ = f"test_{run.op.op_type}_{run.check}"
   test.__qualname__ = test.__name__
@@ -302,6 +306,9 @@ def check_op(op_or_name, checks: Optional[Iterable[str]] = None, *,
   auto = auto_skips(op, spec, oracle)
   missing = _missing_oracle(op, oracle)
   results, errored = {}, None
+  runs = [c for c in selected if c not in spec.skip and c not in auto]
+  shown = Progress(len(runs) * settings.max_examples, f"{op.op_type}: property checks",
+                   unit="examples")
   for check in selected:
     if errored:
       results[check] = CheckResult(check, "not run", f"after the error in {errored!r}")
@@ -315,10 +322,12 @@ def check_op(op_or_name, checks: Optional[Iterable[str]] = None, *,
     if check in auto:
       results[check] = CheckResult(check, "auto-skipped", auto[check])
       continue
-    run = _Run(op=op, spec=spec, oracle=oracle, check=check, x64=x64, auto=auto)
+    run = _Run(op=op, spec=spec, oracle=oracle, check=check, x64=x64, auto=auto,
+               progress=shown)
     results[check] = _run_check(run, settings)
     if results[check].status == "error":
       errored = check
+  shown.finish()
   _fail_if_nothing_ran(op, results)
   report = OpReport(op.op_type, results)
   if raise_on_failure and report.failed:
