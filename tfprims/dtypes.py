@@ -17,6 +17,7 @@ import jax
 import numpy as np
 
 from tfprims import errors
+from tfprims.errors import import_tensorflow
 
 _NARROW = {
     np.dtype("int64"): np.dtype("int32"),
@@ -88,7 +89,7 @@ def narrow(value: Any, what: str = "value") -> Any:
 @functools.lru_cache(maxsize=None)
 def from_tf(dtype: Any) -> Optional[np.dtype]:
   """numpy dtype of a TF dtype (``tf.DType``, enum int or name); None if not numeric."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   tf_dtype = tf.dtypes.as_dtype(dtype)
   if tf_dtype in (tf.string, tf.resource, tf.variant) or tf_dtype.is_quantized:
     return None

@@ -17,6 +17,7 @@ import dataclasses
 from typing import Any, Callable
 
 import numpy as np
+from tfprims.errors import import_tensorflow
 
 __all__ = ["Example", "EXAMPLES", "DEFAULT", "build", "describe", "names"]
 
@@ -100,7 +101,7 @@ def _small(keras, seeds, mean=0.0, stddev=0.1):
 
 
 def _finish(name, builder, model, input_spec, x) -> Example:
-  import tensorflow as tf
+  tf = import_tensorflow()
 
   def call(x):
     return model(x, training=False)
@@ -118,7 +119,7 @@ def cnn() -> Example:
   """Keras CNN on 28x28x1 images: Conv2D+ReLU, MaxPool, Conv2D+ReLU, BatchNorm
   (inference), GlobalAvgPool, Dense+softmax (10 classes)."""
   import keras
-  import tensorflow as tf
+  tf = import_tensorflow()
   L, s = keras.layers, _Seeds(100)
   inputs = keras.Input((28, 28, 1), name="images")
   h = L.Conv2D(8, 3, activation="relu", name="conv1", kernel_initializer=_kernel(keras, s),
@@ -144,7 +145,7 @@ def cnn() -> Example:
 def mlp() -> Example:
   """Keras MLP on 16 features: Dense(32)+ReLU, Dense(32)+tanh, Dense(4) (linear)."""
   import keras
-  import tensorflow as tf
+  tf = import_tensorflow()
   L, s = keras.layers, _Seeds(200)
   inputs = keras.Input((16,), name="features")
   h = L.Dense(32, activation="relu", name="dense1", kernel_initializer=_kernel(keras, s),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from typing import Any
+from tfprims.errors import import_tensorflow
 
 __all__ = ["KERAS_SUFFIXES", "is_keras_file", "load_model", "model_function", "load_keras"]
 
@@ -72,7 +73,7 @@ def model_function(model):
   """``model`` called with ``training=False`` as a ``tf.function`` whose input
   signature is the model's inputs: ``(tf_fn, specs)``, ``specs`` the positional
   input signature (one structure: a tensor, a list or a dict of them)."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   import tree
 
   from tfprims import errors

@@ -18,6 +18,7 @@ from typing import Any, Optional, Sequence
 
 from tfprims import core
 from tfprims import graph as graph_lib
+from tfprims.errors import import_tensorflow
 
 SUPPORTED, DATA_DEPENDENT, UNSUPPORTED = "supported", "data-dependent", "unsupported"
 
@@ -92,7 +93,7 @@ class OpsReport:
 
 
 def _dtype_names(node: graph_lib.Node) -> set[str]:
-  import tensorflow as tf
+  tf = import_tensorflow()
   names = set()
   for proto in node.attr_protos.values():
     kind = proto.WhichOneof("value")
@@ -203,7 +204,7 @@ def report_path(path: str, signature: str = "serving_default",
 
 def read_graph_def(path: str):
   """A GraphDef from a frozen-graph file: binary (.pb) or text (.pbtxt)."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   from google.protobuf import text_format
   graph_def = tf.compat.v1.GraphDef()
   with open(path, "rb") as f:

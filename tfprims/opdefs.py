@@ -12,6 +12,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from tfprims.dtypes import from_tf
+from tfprims.errors import import_tensorflow
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,7 +37,7 @@ def takes_refs(op_type: str) -> bool:
 
 
 def _decode_dtype(enum: int):
-  import tensorflow as tf
+  tf = import_tensorflow()
   np_dtype = from_tf(enum)
   return np_dtype if np_dtype is not None else tf.dtypes.as_dtype(enum).name
 
@@ -113,7 +114,7 @@ def decode_tensor(proto) -> np.ndarray:
         return np.array(values, dtype).reshape(shape)
       if len(values) == 1 or (not values and size):  # TF repeats the last value
         return np.full(shape, values[-1] if values else 0, dtype)
-  import tensorflow as tf
+  tf = import_tensorflow()
   return tf.make_ndarray(proto)
 
 

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import api, config, core, dtypes, errors, graph as graph_lib, interpreter, pipeline
+from tfprims.errors import import_tensorflow
 
 __all__ = ["GraphFunction", "convert_session", "load_frozen_graph", "read_graph_def"]
 
@@ -118,7 +119,7 @@ def convert_session(sess, inputs: Sequence[str], outputs: Sequence[str],
     outputs: the tensors returned.
     targets: ops run for their effect (a train op, an update op).
   """
-  import tensorflow as tf
+  tf = import_tensorflow()
   tf_graph = sess.graph
   graph_def = tf_graph.as_graph_def()
   options = config.read_at_conversion()
@@ -167,7 +168,7 @@ def tensor_name(ref: str) -> str:
 
 def output_specs_of(graph_def, outputs: Sequence[str]) -> list:
   """The shapes and dtypes TF infers for ``outputs`` of a GraphDef."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   g = tf.Graph()
   with g.as_default():
     tf.compat.v1.import_graph_def(graph_def, name="")

@@ -6,6 +6,7 @@ import os
 from typing import TextIO
 
 from tfprims import errors, examples
+from tfprims.errors import import_tensorflow
 
 EXIT_OK, EXIT_DIVERGED = 0, 1
 
@@ -45,7 +46,7 @@ def write_report(report, args, out: TextIO) -> int:
 def _frozen_graph(args):
   """A frozen GraphDef compared on example values for its ``--inputs``."""
   import numpy as np
-  import tensorflow as tf
+  tf = import_tensorflow()
   from tfprims import graph as graph_lib, tf1
   from tfprims.comparison import programs
   if not (args.inputs and args.outputs):

@@ -14,6 +14,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from tfprims import api, config, core, errors, graph as graph_lib, interpreter, pipeline
+from tfprims.errors import import_tensorflow
 
 
 @dataclasses.dataclass
@@ -48,7 +49,7 @@ def from_function(fn, args: tuple, kwargs: dict, title: Optional[str] = None) ->
 def from_converted(converted: api.ConvertedFunction, params: Mapping[str, Any], cf,
                    args: tuple, kwargs: dict, title: str) -> Program:
   """A program for ``converted`` (of ConcreteFunction ``cf``) called on ``args``/``kwargs``."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   flat = converted._flatten_args(args, kwargs)  # pylint: disable=protected-access
   input_nodes = converted._input_nodes  # pylint: disable=protected-access
   captures = converted._captures  # pylint: disable=protected-access
@@ -85,7 +86,7 @@ def _graph_variables(graph, params) -> tuple[dict, tuple]:
   """TF's values for the variables a TF1 graph creates itself (tfprims reads them
   from params by node name): resource variables as handles of copies, reference
   variables as their values (read only: eager TF has no reference tensors)."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   values, created = {}, []
   for node in graph.nodes:
     if core.declares(node.op, "creates_variable") and node.name in params:
@@ -129,7 +130,7 @@ def example_inputs(cf, seed: int = 0, unknown_dim: int = 2) -> tuple[tuple, dict
 
 def example_value(spec, rng, unknown_dim: int):
   """A deterministic value for one ``tf.TensorSpec`` (see :func:`example_inputs`)."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   if not isinstance(spec, tf.TensorSpec):
     return spec
   shape = (unknown_dim,) if spec.shape.rank is None else tuple(
@@ -153,7 +154,7 @@ def from_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str],
 
   The preparation is :func:`tfprims.convert_graph_def`'s: TF1 control flow becomes
   If/While nodes, and the graph is checked before anything runs."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   options = config.read_at_conversion()
   prepared = pipeline.prepare(graph_def, list(inputs), list(outputs), options=options,
                               name=title)

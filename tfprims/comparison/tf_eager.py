@@ -16,6 +16,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from tfprims import core, dtypes, opdefs
+from tfprims.errors import import_tensorflow
 
 class TFNodeError(Exception):
   """TF could not run one node eagerly (the comparison records why and goes on)."""
@@ -30,7 +31,7 @@ class TFEager:
   """
 
   def __init__(self, graph_variables: Mapping[str, Any]):
-    import tensorflow as tf
+    tf = import_tensorflow()
     from tensorflow.python.eager import context, execute  # the eager op dispatch
     self._tf, self._context, self._execute = tf, context, execute
     self._graph_variables = graph_variables

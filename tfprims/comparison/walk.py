@@ -23,6 +23,7 @@ from tfprims import core, dtypes, graph as graph_lib, interpreter
 from tfprims.progress import Progress
 from tfprims.comparison import records, stats
 from tfprims.comparison.tf_eager import TFEager, TFNodeError, numpy_value
+from tfprims.errors import import_tensorflow
 
 # Ops never run a second time to check where a difference starts: their results
 # depend on (or change) the state of the call.
@@ -160,7 +161,7 @@ class Walker:
       self._iterations.pop()
 
   def _constant(self, value: np.ndarray, source: tuple) -> Pair:
-    import tensorflow as tf
+    tf = import_tensorflow()
     return Pair(tf.constant(value), value, source)
 
   # --- one node on both sides ----------------------------------------------------------

@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import api, config as _config, errors, saved_model, specs
+from tfprims.errors import import_tensorflow
 
 __all__ = ["AnnotatedFunction", "MissingInputError", "Variable", "convert",
            "convert_from_restored", "convert_functional",
@@ -146,7 +147,7 @@ def _as_tf2jax(fn):
   """``fn`` with tf2jax's types: output specs as ``tf.TensorSpec``s named by their
   op (``'Identity'``, as ``tf.TensorSpec.from_tensor``), bfloat16 inputs accepted
   where a ``force_const_*_to_bfloat16`` option was on at conversion."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   import tree
 
   def spec(s):

@@ -42,6 +42,7 @@ from tfprims import (config, core, dtypes, errors, graph as graph_lib, interpret
                      rules)
 from tfprims.core import define_op
 from tfprims.interpreter import StringConstant, VariableHandle
+from tfprims.errors import import_tensorflow
 
 
 # --- the gradient function ----------------------------------------------------------------
@@ -127,7 +128,7 @@ class GradFn:
     return self.name
 
   def _build(self):
-    import tensorflow as tf
+    tf = import_tensorflow()
     fn = _registry_lookup(self.name)
     where = f"IdentityN node '{self.node}' (tf.custom_gradient {self.name!r})"
     if fn is None:
@@ -291,7 +292,7 @@ def _find_op(info, name):
 
 
 def tf_nest_flatten(x):
-  import tensorflow as tf
+  tf = import_tensorflow()
   return tf.nest.flatten(x, expand_composites=True) if x is not None else []
 
 

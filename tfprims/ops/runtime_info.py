@@ -28,6 +28,7 @@ import numpy as np
 from tfprims import dtypes as tf_dtypes
 from tfprims import core
 from tfprims.core import declare_unsupported, define_op
+from tfprims.errors import import_tensorflow
 
 FAMILY = "runtime info"
 
@@ -75,7 +76,7 @@ def _tf32_enabled():
 
 
 def _tf32_oracle():
-  import tensorflow as tf
+  tf = import_tensorflow()
 
   @tf.function(autograph=False)
   def f():

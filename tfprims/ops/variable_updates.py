@@ -37,6 +37,7 @@ from tfprims.interpreter import bind_node
 from tfprims.ops.array.inplace import positioned_update_interpret, slice_update_rules
 from tfprims.ops.variables import expect_handle
 from tfprims.rules import U
+from tfprims.errors import import_tensorflow
 
 FAMILY = "state"
 
@@ -55,7 +56,7 @@ def _variable_oracle(op_type, value_arg):
   """TF oracle for the property runner: the drawn value becomes a tf.Variable, the raw
   op writes it, and the variable's new value is the output."""
   def oracle(**kwargs):
-    import tensorflow as tf
+    tf = import_tensorflow()
     var = tf.Variable(kwargs.pop(value_arg))
     getattr(tf.raw_ops, op_type)(**{value_arg: var.handle}, **kwargs)
     return var.read_value()
@@ -351,7 +352,7 @@ def _gather_nd_read(ctx, node, inputs):
 
 
 def _gather_nd_oracle(resource, indices, **_):
-  import tensorflow as tf
+  tf = import_tensorflow()
   var = tf.Variable(resource)
   return tf.raw_ops.ResourceGatherNd(resource=var.handle, indices=indices, dtype=var.dtype)
 

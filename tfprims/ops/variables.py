@@ -29,6 +29,7 @@ import numpy as np
 from tfprims import config, dtypes, errors
 from tfprims.core import declare_unsupported, define_op, structural, tfops
 from tfprims.interpreter import VariableHandle, bind_node
+from tfprims.errors import import_tensorflow
 
 FAMILY = "state"
 
@@ -110,7 +111,7 @@ def _resource_gather_interpret(ctx, node, inputs):
 
 def _resource_gather_oracle(resource, indices, batch_dims=0, **_):
   """TF oracle for the property runner: the drawn value becomes a real variable."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   var = tf.Variable(resource)
   return tf.raw_ops.ResourceGather(resource=var.handle, indices=indices,
                                    batch_dims=batch_dims, dtype=var.dtype)
@@ -180,7 +181,7 @@ def _variable_shape_batching(args, dims, *, out_type):
 
 def _variable_shape_oracle(input, out_type=np.int32, **_):
   """TF oracle for the property runner: the drawn value becomes a real variable."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   return tf.raw_ops.VariableShape(input=tf.Variable(input).handle, out_type=out_type)
 
 

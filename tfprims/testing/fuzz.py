@@ -38,6 +38,7 @@ import numpy as np
 
 from tfprims.testing.comparison import compare
 from tfprims.testing.snippets import literal
+from tfprims.errors import import_tensorflow
 
 DTYPES = ("float32", "float64")
 # Tolerances of whole programs: several roundings compound (vs the per-op runner).
@@ -243,7 +244,7 @@ def draw_inputs(program: Program, rng: np.random.Generator, special: bool) -> li
 
 
 def _tf_function(program: Program):
-  import tensorflow as tf
+  tf = import_tensorflow()
   scope = {"tf": tf}
   exec(program.source(), scope)  # pylint: disable=exec-used  # our own generated source
   return tf.function(scope["f"], autograph=False)
@@ -253,7 +254,7 @@ def check_program(program: Program, rng: np.random.Generator) -> Optional[Findin
   """Runs the four checks on one program; the first failure, or None."""
   import jax
   import jax.numpy as jnp
-  import tensorflow as tf
+  tf = import_tensorflow()
 
   import tfprims
 

@@ -23,6 +23,7 @@ import numpy as np
 from tfprims import opdefs
 from tfprims.testing.comparison import _is_complex
 from tfprims.testing.report import OpCheckError
+from tfprims.errors import import_tensorflow
 
 __all__ = [
     "raw_ops_renames", "tf_outputs", "tf_jvp", "tf_vjp", "tf_central_difference",
@@ -37,7 +38,7 @@ __all__ = [
 @functools.lru_cache(maxsize=None)
 def _tf():
   import logging
-  import tensorflow as tf
+  tf = import_tensorflow()
   tf.get_logger().setLevel(logging.ERROR)
   return tf
 

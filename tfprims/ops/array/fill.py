@@ -19,6 +19,7 @@ from tfprims import dtypes as tfdtypes, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.array._common import FAMILY
 from tfprims.ops.shared_specs import index_array, lazy_hst
+from tfprims.errors import import_tensorflow
 
 
 def _fill_impl(value, *, shape):
@@ -141,7 +142,7 @@ Range = define_op(
 def _range_oracle(start, limit, delta, Tidx=None):
   # Tensors, not numpy values: with numpy inputs tf.raw_ops.Range converts them to
   # its default Tidx (int32). Tidx itself is inferred by TF (drawn for prepare).
-  import tensorflow as tf
+  tf = import_tensorflow()
   return tf.raw_ops.Range(start=tf.constant(start), limit=tf.constant(limit),
                           delta=tf.constant(delta))
 

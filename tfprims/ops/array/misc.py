@@ -36,6 +36,7 @@ from tfprims.core import define_op, tfops
 from tfprims.ops.array._common import FAMILY
 from tfprims.ops.shared import ints, scalar_int
 from tfprims.ops.shared_specs import INDEX_DTYPES, lazy_hst
+from tfprims.errors import import_tensorflow
 
 # --- Diag / DiagPart ---------------------------------------------------------------------
 
@@ -271,7 +272,7 @@ def _no_operands(args, dims, **params):
 
 def _empty_oracle(shape, dtype, init=False):
   # TF's init=False output is uninitialized memory: compare with init=True.
-  import tensorflow as tf
+  tf = import_tensorflow()
   return tf.raw_ops.Empty(shape=shape, dtype=dtype, init=True)
 
 

@@ -23,6 +23,7 @@ from tfprims import dtypes as tfdtypes
 from tfprims import rules
 from tfprims.core import tfops
 from tfprims.ops.shared_specs import lazy_hst
+from tfprims.errors import import_tensorflow
 
 _INT64 = np.dtype(np.int64)
 
@@ -206,7 +207,7 @@ def partition_batch(args, dims, *, num_partitions, size):
 
 def fit(t, size, fill, axis=0):
   """A TF result padded with ``fill`` (or cut) to ``size`` along ``axis``."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   n = t.shape[axis]
   if n >= size:
     return tf.gather(t, tf.range(size), axis=axis)
@@ -232,7 +233,7 @@ def where_spec(st):
     return {"input": x, "size": _size(draw, x.size)}
 
   def oracle(input, size):
-    import tensorflow as tf
+    tf = import_tensorflow()
     return fit(tf.raw_ops.Where(condition=input), size, -1)
 
   return st.Spec(calls(), oracle=oracle, operands=("input",),
@@ -267,7 +268,7 @@ def unique_spec(st, op_type, counts, v2):
     return out
 
   def oracle(x, out_idx, size, axis=None):
-    import tensorflow as tf
+    tf = import_tensorflow()
     fn = getattr(tf.raw_ops, op_type)
     res = fn(x=x, out_idx=out_idx) if axis is None else fn(x=x, axis=axis, out_idx=out_idx)
     a = 0 if axis is None else int(np.asarray(axis).reshape(-1)[0]) % len(x.shape)
@@ -301,7 +302,7 @@ def list_diff_spec(st):
             "size": _size(draw, x.size)}
 
   def oracle(x, y, out_idx, size):
-    import tensorflow as tf
+    tf = import_tensorflow()
     out, idx = tf.raw_ops.ListDiff(x=x, y=y, out_idx=out_idx)
     return fit(out, size, 0), fit(idx, size, -1)
 
@@ -326,7 +327,7 @@ def partition_spec(st):
             "num_partitions": num, "size": _size(draw, int(np.prod(pshape)))}
 
   def oracle(data, partitions, num_partitions, size):
-    import tensorflow as tf
+    tf = import_tensorflow()
     outs = tf.raw_ops.DynamicPartition(data=data, partitions=partitions,
                                        num_partitions=num_partitions)
     return [fit(o, size, 0) for o in outs]

@@ -22,6 +22,7 @@ from tfprims.core import define_op, tfops
 from tfprims.ops.array._common import FAMILY, norm_axis
 from tfprims.ops.shared import ints, scalar_int
 from tfprims.ops.shared_specs import index_array, lazy_hst
+from tfprims.errors import import_tensorflow
 
 
 def _reverse_axes(axis, rank) -> tuple:
@@ -194,7 +195,7 @@ def tf_cumulative_logsumexp(x, axis, exclusive, reverse):
   tests/test_special.py). TF's forward-mode derivative of the exclusive kernel
   (ForwardAccumulator, its gradient transposed) is NaN at the -inf output: its
   gradient takes log(grad) - (-inf)."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   y = tf.raw_ops.CumulativeLogsumexp(x=x, axis=axis, exclusive=False, reverse=reverse)
   if not exclusive:
     return y

@@ -19,6 +19,7 @@ from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.dtypes import canonical_dtype
 from tfprims.ops.elementwise._common import EW
+from tfprims.errors import import_tensorflow
 
 
 def _kind(dtype) -> str:
@@ -202,7 +203,7 @@ def _stochastic_cast_to_int(x, key, counter, alg, *, Tout):
 
 def tf_stochastic_cast_to_int(input, key, counter, alg, Tout):
   """TF's StochasticCastToInt (not in ``tf.raw_ops``), run eagerly: the spec's oracle."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   from tensorflow.python.eager import context, execute
   inputs = [tf.constant(v) for v in (input, key, counter, alg)]
   attrs = ("Tin", inputs[0].dtype.as_datatype_enum,

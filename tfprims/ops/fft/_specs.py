@@ -7,13 +7,14 @@ from __future__ import annotations
 import numpy as np
 
 from tfprims.ops.fft._common import complex_of, real_of
+from tfprims.errors import import_tensorflow
 
 
 def tf_fft_along(x, axis: int, n: int, kind: str):
   """TF oracle building block: a 1-D ``kind`` ("FFT", "IFFT", "RFFT", "IRFFT") of
   ``x`` along ``axis`` (negative) with length ``n``, by TF's CPU kernels; the
   operand is cropped or zero-padded to the length the kernel needs first."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   rank = len(x.shape)
   ax = axis % rank
   perm = [i for i in range(rank) if i != ax] + [ax]
@@ -38,7 +39,7 @@ def tf_fftn(x, lengths, kind: str):
   """TF oracle of an n-D transform of the last ``len(lengths)`` axes, one axis at a
   time with TF's 1-D CPU kernels (which have TF gradients; TF's ND kernels are
   GPU-only and its 3-D real ones have none). Separable, so equal to the n-D DFT."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   x = tf.convert_to_tensor(x)
   k = len(lengths)
   axes = list(range(-k, 0))

@@ -32,6 +32,7 @@ from tfprims.core import define_op, tfops
 from tfprims.ops.fft._common import (FAMILY, check_lengths, check_rank, complex_of, fit_tf, ints,
                                      leading_batching, nd_axes, real_of)
 from tfprims.ops.fft._specs import FFT_ATOL, FFT_RTOL, fft_calls, tf_fftn
+from tfprims.errors import import_tensorflow
 
 _COMPLEX_OP = {1: "FFT", 2: "FFT2D", 3: "FFT3D"}
 _REAL_OP = {1: "RFFT", 2: "RFFT2D", 3: "RFFT3D"}
@@ -127,7 +128,7 @@ def _oracle(op_type: str, k, inverse: bool):
   with TF ops (TF's registered gradients are wrong for inputs the kernel crops);
   3-D (no TF gradient) and ND (GPU-only) ones by TF's 1-D kernels axis by axis."""
   def oracle(input, fft_length, axes=None, **_):
-    import tensorflow as tf
+    tf = import_tensorflow()
     lengths = ints(fft_length)
     if k in (1, 2):
       x = tf.convert_to_tensor(input)

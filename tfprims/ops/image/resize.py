@@ -40,6 +40,7 @@ from tfprims.ops.image._specs import with_nonfinite
 from tfprims.ops.shared import fold_batching
 from tfprims.ops.shared_specs import bounded_values
 from tfprims.rules import U
+from tfprims.errors import import_tensorflow
 
 
 # --- what every resize shares: kept attrs, index arithmetic -------------------------------
@@ -562,7 +563,7 @@ def tf_resize_bicubic(images, size, **attrs):
   """The oracle of ResizeBicubic's spec: TF's op, on float16/bfloat16 images cast to
   float32 first (the kernel reads them as float32, so the values are TF's; TF gives
   half images no gradient, this gives TF's gradient of the float32 resize)."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   images = tf.convert_to_tensor(images)
   if images.dtype in (tf.float16, tf.bfloat16):
     images = tf.cast(images, tf.float32)

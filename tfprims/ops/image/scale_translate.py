@@ -29,6 +29,7 @@ from tfprims.ops.image._specs import with_nonfinite
 from tfprims.ops.shared import merge_batch, split_batch
 from tfprims.ops.shared_specs import bounded_values
 from tfprims.rules import U
+from tfprims.errors import import_tensorflow
 _F32 = jnp.float32
 _PI = np.float32(3.14159265359)
 
@@ -253,7 +254,7 @@ def tf_scale_and_translate(images, size, scale, translation, **attrs):
   """The oracle of ScaleAndTranslate's spec: TF's op on float images cast to float32
   (the kernel reads them as float32, so the values are TF's; TF's gradient op takes
   float32 images only, so other float images get TF's float32 gradient, cast)."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   images = tf.convert_to_tensor(images)
   if images.dtype in (tf.float16, tf.bfloat16, tf.float64):
     images = tf.cast(images, tf.float32)

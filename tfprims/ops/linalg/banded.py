@@ -31,6 +31,7 @@ from tfprims import rules
 from tfprims.core import define_op
 from tfprims.ops.linalg import decompositions, diagonals
 from tfprims.ops.linalg._common import FAMILY
+from tfprims.errors import import_tensorflow
 
 # ---------------------------------------------------------------------------
 # BandedTriangularSolve
@@ -227,7 +228,7 @@ def _tridiagonal_solve_oracle(diagonals, rhs, partial_pivoting=True,
   """TF's TridiagonalSolve; for complex inputs differentiated as TF's autodiff of
   the dense solve (TF's complex gradient is wrong: central differences side
   with ours)."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   out = tf.raw_ops.TridiagonalSolve(diagonals=diagonals, rhs=rhs,
                                     partial_pivoting=partial_pivoting,
                                     perturb_singular=perturb_singular)

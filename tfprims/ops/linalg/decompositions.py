@@ -17,6 +17,7 @@ from jax.interpreters import ad
 from tfprims.core import define_op, tfops
 from tfprims.ops.linalg import _common
 from tfprims.ops.linalg._common import FAMILY
+from tfprims.errors import import_tensorflow
 
 # ---------------------------------------------------------------------------
 # Impls and rules
@@ -117,7 +118,7 @@ def _square_calls(st, dtypes, kind, arg="input"):
 def _cholesky_oracle(input):  # TF arg name
   """TF 2.21's CPU Cholesky leaves the strict upper triangle unwritten (garbage at
   times); tf.linalg.cholesky documents zeros there, which is what we return."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   return tf.linalg.band_part(tf.raw_ops.Cholesky(input=input), -1, 0)
 
 

@@ -27,6 +27,7 @@ from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.linalg import factorizations
 from tfprims.ops.linalg._common import FAMILY
+from tfprims.errors import import_tensorflow
 
 
 def _eig_sorted(x, tout):
@@ -108,7 +109,7 @@ def _eig_calls(st):
 
 def _eig_oracle(input, Tout, compute_v=True):  # TF arg names
   """TF's Eig in our order (real part, then imaginary part) and phase gauge."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   e, v = tf.raw_ops.Eig(input=input, Tout=Tout, compute_v=compute_v)
   vals = e.numpy()
   if vals.size == 0:   # nothing to order (TF's gather gradient fails on empty ones)

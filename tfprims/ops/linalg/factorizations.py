@@ -29,6 +29,7 @@ from tfprims import dtypes as tfdtypes
 from tfprims import rules
 from tfprims.core import define_op
 from tfprims.ops.linalg._common import FAMILY
+from tfprims.errors import import_tensorflow
 
 # ---------------------------------------------------------------------------
 # The phase gauge
@@ -53,7 +54,7 @@ def fix_phase(v, *others):
 
 def tf_fix_phase(v, *others):
   """:func:`fix_phase` with TF ops (for oracles: TF differentiates through it)."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   n = v.shape[-2]
   if n == 0 or v.shape[-1] == 0:
     return (v,) + others
@@ -269,7 +270,7 @@ def _tf_real_part(x):
   the real part: the same values, but TF's gradient then drops an imaginary
   cotangent, which TF's own Svd/SelfAdjointEigV2 gradients pass on (the
   derivative of a real-valued function is real: ours)."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   if not x.dtype.is_complex:
     return x
   return tf.cast(tf.math.real(x), x.dtype)
@@ -277,7 +278,7 @@ def _tf_real_part(x):
 
 def _svd_oracle(input, compute_uv=True, full_matrices=False):  # TF arg name
   """TF's Svd with its vectors put in our phase gauge (:func:`tf_fix_phase`)."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   s, u, v = tf.raw_ops.Svd(input=input, compute_uv=compute_uv, full_matrices=full_matrices)
   s = _tf_real_part(s)
   if not compute_uv:   # TF's placeholders are uninitialised scalars
@@ -289,7 +290,7 @@ def _svd_oracle(input, compute_uv=True, full_matrices=False):  # TF arg name
 
 def _eigh_oracle(input, compute_v=True):  # TF arg name
   """TF's SelfAdjointEigV2 with its eigenvectors in our phase gauge."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   e, v = tf.raw_ops.SelfAdjointEigV2(input=input, compute_v=compute_v)
   e = _tf_real_part(e)
   # Without compute_v, TF's placeholder v is an uninitialised scalar.

@@ -22,6 +22,7 @@ from tfprims import derived, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.linalg import factorizations
 from tfprims.ops.linalg._common import FAMILY, adjoint
+from tfprims.errors import import_tensorflow
 
 # ---------------------------------------------------------------------------
 # MatrixSolveLs
@@ -94,7 +95,7 @@ def _solve_ls_oracle(matrix, rhs, l2_regularizer, fast=True):
   adjoint is needed). The drawn matrices have full rank, so the slow path's
   minimum-norm solution is that too. TF's slow path on a matrix with no rows
   returns uninitialised memory: zeros here, as ours."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   out = tf.raw_ops.MatrixSolveLs(matrix=matrix, rhs=rhs, l2_regularizer=l2_regularizer,
                                  fast=fast)
   m, n = matrix.shape[-2:]

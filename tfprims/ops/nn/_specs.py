@@ -9,13 +9,14 @@ from __future__ import annotations
 import numpy as np
 
 from tfprims.ops.nn._common import _channels_first
+from tfprims.errors import import_tensorflow
 
 
 def _tf_call(op_type, kwargs):
   """Runs ``tf.raw_ops.<op_type>`` with numpy inputs as typed tensors (raw ops convert
   bare numpy arrays to a T attr's default dtype: float64 MaxPool inputs would run in
   float32)."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   kwargs = {k: tf.constant(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
   return getattr(tf.raw_ops, op_type)(**kwargs)
 
@@ -23,7 +24,7 @@ def _tf_call(op_type, kwargs):
 def _tf_accepts(op_type, kwargs) -> bool:
   """Whether TF's CPU kernel runs this call (some attr/dtype/layout combinations
   have no CPU kernel); specs drop the calls it refuses."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   try:
     _tf_call(op_type, kwargs)
     return True

@@ -43,6 +43,7 @@ from jax.interpreters import ad
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
+from tfprims.errors import import_tensorflow
 
 FAMILY = "nn"
 _ATTRS = ("preprocess_collapse_repeated", "ctc_merge_repeated",
@@ -429,7 +430,7 @@ def _ctc_calls(st, v2):
 def _ctc_v2_oracle(inputs, labels_indices, labels_values, sequence_length, **attrs):
   """CTCLossV2 (cuDNN, no CPU kernel) as TF's CPU fallback computes it: CTCLoss with the
   blank class moved last and the labels shifted down (``ctc_ops._ctc_loss_op_standard``)."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   x = tf.concat([inputs[:, :, 1:], inputs[:, :, :1]], axis=2)
   loss, grad = tf.raw_ops.CTCLoss(inputs=x, labels_indices=labels_indices,
                                   labels_values=labels_values - 1,

@@ -37,6 +37,7 @@ from jax.interpreters import ad, batching, mlir
 from tfprims import derived, errors, rules
 from tfprims.core import define_op, tfops
 from tfprims.dtypes import canonical_dtype
+from tfprims.errors import import_tensorflow
 
 _GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 
@@ -363,7 +364,7 @@ def tf_cudnn_rnn(input, input_h, input_c, params, sequence_lengths=None, *, rnn_
                  direction="unidirectional", time_major=True, **_):
   """cuDNN's documented RNN equations written with TF CPU ops, one gate matrix at a time
   (tf.reverse_sequence for the backward direction): (output, output_h, output_c)."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   x = input if time_major else tf.transpose(input, [1, 0, 2])
   steps, batch = int(x.shape[0]), int(x.shape[1])
   units, d = int(input_h.shape[-1]), _dirs(direction)
@@ -422,7 +423,7 @@ def tf_cudnn_rnn(input, input_h, input_c, params, sequence_lengths=None, *, rnn_
 
 def _forward_oracle(op_type):
   def oracle(input, input_h, input_c, params, sequence_lengths=None, **attrs):
-    import tensorflow as tf
+    tf = import_tensorflow()
     outs = tf_cudnn_rnn(input, input_h, input_c, params, sequence_lengths, **attrs)
     extra = [tf.zeros([0], input.dtype)] + ([tf.zeros([0], tf.int8)]
                                             if op_type != "CudnnRNN" else [])
@@ -434,7 +435,7 @@ def _forward_oracle(op_type):
 def _backprop_oracle(op_type):
   def oracle(input, input_h, input_c, params, output_backprop, output_h_backprop,
              output_c_backprop, sequence_lengths=None, **attrs):
-    import tensorflow as tf
+    tf = import_tensorflow()
     for k in ("output", "output_h", "output_c", "reserve_space", "host_reserved"):
       attrs.pop(k, None)
     xs = [input, input_h, input_c, params]
@@ -548,7 +549,7 @@ def _tf_params_size(num_layers, num_units, input_size, S, rnn_mode, direction, *
 def _tf_params_to_canonical(num_layers, num_units, input_size, params, rnn_mode, direction,
                             **_):
   """tf.split of the blob at the canonical sizes, each weight reshaped [units, width]."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   g, d, n = _GATES[rnn_mode], _dirs(direction), int(num_units)
   shapes = []
   for layer in range(int(num_layers)):
@@ -561,7 +562,7 @@ def _tf_params_to_canonical(num_layers, num_units, input_size, params, rnn_mode,
 
 def _tf_canonical_to_params(weights, biases, **_):
   """tf.concat of the flattened weights, then biases."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   return tf.concat([tf.reshape(a, [-1]) for a in list(weights) + list(biases)], 0)
 
 

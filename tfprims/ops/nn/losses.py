@@ -36,6 +36,7 @@ from jax.interpreters import ad
 
 from tfprims import rules
 from tfprims.core import define_op, tfops
+from tfprims.errors import import_tensorflow
 
 FAMILY = "nn"
 _HALF = (np.dtype("float16"), np.dtype(jnp.bfloat16))
@@ -281,7 +282,7 @@ def _xent_calls(st):
 
 
 def _xent_oracle(features, labels):
-  import tensorflow as tf
+  tf = import_tensorflow()
   shape = tf.broadcast_static_shape(features.shape, labels.shape)
   return tf.raw_ops.SoftmaxCrossEntropyWithLogits(
       features=tf.broadcast_to(features, shape), labels=tf.broadcast_to(labels, shape))

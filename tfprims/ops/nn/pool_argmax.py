@@ -35,6 +35,7 @@ from tfprims.ops.nn._specs import _tf_accepts, _tf_call
 from tfprims.ops.nn.pool import _grad_index, _pool_pads
 from tfprims.ops.shared import merge_batch, split_batch
 from tfprims.ops.shared_specs import bounded_values
+from tfprims.errors import import_tensorflow
 
 
 def max_pool_with_argmax(input, *, ksize, strides, padding, Targmax=np.dtype("int64"),
@@ -145,7 +146,7 @@ def tf_max_pool_grad_grad_with_argmax(input, grad, argmax, ksize, strides, paddi
                                       include_batch_in_index=False):
   """MaxPoolGradGradWithArgmax written with TF ops (TF has no CPU kernel for it): the
   spec's oracle."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   del ksize, strides, padding
   idx = tf.cast(argmax, tf.int64)
   n = int(input.shape[0])

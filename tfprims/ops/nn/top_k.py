@@ -34,6 +34,7 @@ from tfprims import dtypes as tfdtypes
 from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.nn import cpu_sort
+from tfprims.errors import import_tensorflow
 
 FAMILY = "nn"
 _REAL = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
@@ -402,7 +403,7 @@ def _top_k_calls(st):
 def _sorted_top_k_oracle(input, k, sorted=True, index_type=np.dtype("int32")):
   """TF's TopKV2 with ``sorted=True``; for ``sorted=False`` (its CPU kernel then
   returns its heap's order) after checking that TF selects the same elements."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   values, indices = tf.raw_ops.TopKV2(input=input, k=k, sorted=True,
                                       index_type=index_type)
   if not sorted:
@@ -448,7 +449,7 @@ def _approx_calls(st):
 def _approx_oracle(input, k, reduction_dimension=-1, is_max_k=True, **attrs):
   """TF's ApproxTopK where its CPU kernel exists (max-k on the last dimension),
   else TopKV2 of the input (negated for min-k) with the dimension moved last."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   rank = len(input.shape)
   d = reduction_dimension % rank
   if is_max_k and reduction_dimension == -1:

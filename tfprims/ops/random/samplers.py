@@ -25,6 +25,7 @@ from tfprims.core import define_op
 from tfprims.ops.array import padded
 from tfprims.ops.array.data_dependent import bounded_hook
 from tfprims.ops.random.basic import FAMILY, RANDOM_SKIPS, wrap_key
+from tfprims.errors import import_tensorflow
 
 _ATTRS = ("num_true", "num_sampled", "unique", "range_max")
 
@@ -236,7 +237,7 @@ def _accidental_hits_spec(st):
                 num_true=num_true, size=d(st.integers(0, batch * num_true + 1)))
 
   def oracle(true_classes, sampled_candidates, num_true, size):
-    import tensorflow as tf
+    tf = import_tensorflow()
     idx, ids, w = tf.raw_ops.ComputeAccidentalHits(
         true_classes=true_classes, sampled_candidates=sampled_candidates, num_true=num_true)
     return (padded.fit(idx, size, -1), padded.fit(ids, size, -1),

@@ -30,6 +30,7 @@ from tfprims.interpreter import VariableHandle, bind_node
 from tfprims.ops.random.basic import (
     FAMILY, RANDOM_FLOATS, RANDOM_SKIPS, _full_int, _key_counter_key, _normal,
     _out_dtype, _shape_arrays, _truncated_normal, _uniform, _uniform_int)
+from tfprims.errors import import_tensorflow
 
 _PHILOX, _THREEFRY, _AUTO = 1, 2, 3
 
@@ -99,7 +100,7 @@ def _oracle(op_type):
   def oracle(resource, **kwargs):
     """TF oracle for the property runner: the drawn state becomes a real variable; the
     outputs are the sample and the variable's state afterwards."""
-    import tensorflow as tf
+    tf = import_tensorflow()
     var = tf.Variable(resource)
     out = getattr(tf.raw_ops, op_type)(resource=var.handle, **kwargs)
     return out, var.read_value()

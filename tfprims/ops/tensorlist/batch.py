@@ -23,6 +23,7 @@ import numpy as np
 from tfprims import errors, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.tensorlist.value import FAMILY, TensorList, as_list
+from tfprims.errors import import_tensorflow
 
 
 @jax.tree_util.register_pytree_node_class
@@ -134,7 +135,7 @@ def _push_back_batch_interpret(ctx, node, inputs):
 def tf_push_back_batch(input_handles, tensor):
   """The property oracle of ``tf.TensorListPushBackBatch``: ``input_handles`` is drawn
   as the stacked items of the lists (each row becomes a TF list)."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   element_shape = tf.constant(input_handles.shape[2:], tf.int32)
   handles = tf.stack([tf.raw_ops.TensorListFromTensor(tensor=row, element_shape=element_shape)
                       for row in tf.unstack(tf.constant(input_handles))]

@@ -39,6 +39,7 @@ from tfprims import opdefs
 from tfprims.core import define_op, register_structural, tfops
 from tfprims.interpreter import RefHandle, bind_node, deref
 from tfprims.ops.variables import expect_handle
+from tfprims.errors import import_tensorflow
 
 FAMILY = "training"
 
@@ -90,7 +91,7 @@ def _oracle(resource_type: str, state: Sequence[str]):
   """TF oracle for the property runner: the drawn var and slots become tf.Variables,
   TF's resource op updates them, and their values are the outputs."""
   def oracle(**kwargs):
-    import tensorflow as tf
+    tf = import_tensorflow()
     variables = [tf.Variable(kwargs.pop(n)) for n in state]
     getattr(tf.raw_ops, resource_type)(
         **{n: v.handle for n, v in zip(state, variables)}, **kwargs)

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 import numpy as np
+from tfprims.errors import import_tensorflow
 
 FAMILY = "xla"
 INDEX_DTYPES = ("int32", "int64")
@@ -132,7 +133,7 @@ def serialize(message: str, **fields) -> bytes:
 
 @functools.lru_cache(maxsize=None)
 def _jitted(op_type: str, static_items: tuple, names: tuple):
-  import tensorflow as tf
+  tf = import_tensorflow()
   from tensorflow.compiler.tf2xla.ops import gen_xla_ops
   raw = getattr(tf.raw_ops, op_type, None)
   if raw is None:
@@ -178,7 +179,7 @@ def jit_oracle(op_type: str, tensor_args: tuple):
       static.append((k, _freeze(v)))
     names = tuple(k for k in tensor_args if k in kwargs)
     tensors = [kwargs[k] for k in names]
-    import tensorflow as tf
+    tf = import_tensorflow()
     try:
       return _jitted(op_type, tuple(static), names)(*tensors)
     except (TypeError, ValueError) as e:  # refused while tracing (a dtype the op lacks)
@@ -230,7 +231,7 @@ def classify_computation(ctx, fname: str):
 def tf_computation(kind: str, dtype_name: str):
   """A TF concrete function computing ``kind`` on two scalars of ``dtype_name``: the
   function attr of an oracle call drawn with a simple computation."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   fns = {"add": tf.add, "mul": tf.multiply, "max": tf.maximum, "min": tf.minimum,
          "and": tf.logical_and, "or": tf.logical_or, "replace": lambda a, b: b}
   fn = fns[kind]

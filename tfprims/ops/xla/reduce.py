@@ -28,6 +28,7 @@ from tfprims import dtypes, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.xla import _common
 from tfprims.ops.xla._common import FAMILY, INDEX_DTYPES
+from tfprims.errors import import_tensorflow
 
 _KINDS = ("add", "mul", "max", "min")
 
@@ -67,7 +68,7 @@ def spec_computation(name: str, dtypes_: tuple) -> _common.Computation:
 @functools.lru_cache(maxsize=None)
 def tf_spec_computation(name: str, dtype_names: tuple):
   """The TF function of a drawn body or simple reducer, for the oracle."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   if name in _KINDS:
     return _common.tf_computation(name, dtype_names[0])
   specs = [tf.TensorSpec([], tf.as_dtype(d)) for d in dtype_names * 2]
@@ -501,7 +502,7 @@ def _sas_calls(st):
 @functools.lru_cache(maxsize=None)
 def tf_select(name: str, dtype_name: str):
   """The TF function of a drawn select."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   fns = {"ge": tf.greater_equal, "gt": tf.greater, "le": tf.less_equal, "lt": tf.less,
          "select_ge": lambda a, b: tf.where(a >= b, True, False)}
   fn = fns[name]

@@ -34,6 +34,7 @@ from tfprims import errors, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.xla import _common
 from tfprims.ops.xla._common import FAMILY
+from tfprims.errors import import_tensorflow
 
 _REPLICATED, _TILED, _MANUAL = 0, 3, 4  # OpSharding.Type
 
@@ -289,7 +290,7 @@ def _replica_oracle():
   """One replica: TF's replica id in the default distribution strategy's context
   (TF's CPU jit of XlaReplicaId crashes the process)."""
   def tf_XlaReplicaId():
-    import tensorflow as tf
+    tf = import_tensorflow()
     return tf.constant(tf.distribute.get_replica_context().replica_id_in_sync_group,
                        tf.int32)
   return tf_XlaReplicaId

@@ -24,6 +24,7 @@ from tfprims import errors, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.xla import _common
 from tfprims.ops.xla._common import FAMILY
+from tfprims.errors import import_tensorflow
 
 _NOTE = "oracle: the op under tf.function(jit_compile=True)"
 
@@ -170,7 +171,7 @@ def _variadic_sort_batch(args, dims, *, dimension, comparator, is_stable):
 
 @functools.lru_cache(maxsize=None)
 def _tf_comparator(kind: str, dtype_names: tuple):
-  import tensorflow as tf
+  tf = import_tensorflow()
   specs = [tf.TensorSpec([], tf.as_dtype(d)) for d in dtype_names for _ in range(2)]
   fn = (lambda *a: tf.less(a[0], a[1])) if kind == "lt" else (
       lambda *a: tf.greater(a[0], a[1]))
