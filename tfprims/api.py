@@ -385,6 +385,45 @@ def _handle_only_variables(cf) -> list:
   return found
 
 
+def _captured_table(placeholder, captured, *, taken, allow, problems):
+  """A captured lookup table as ``(TableHandle, {param name: contents})``
+  (tfprims.ops.lookup); None if the resource is not a table; False where it is one
+  that cannot convert (the reason added to ``problems``)."""
+  import tensorflow as tf
+  from tfprims.ops import lookup
+  users = sorted({op.type for op in placeholder.consumers()})
+  owner = lookup.owner(captured)
+  if owner is None and not any(u.startswith("LookupTable") for u in users):
+    return None
+  node_name = placeholder.op.name
+  readers = [f"{op.type} node '{op.name}'" for op in placeholder.consumers()]
+  where = f" (read by {', '.join(readers)})" if readers else ""
+  name = base = lookup.table_name(owner, node_name)
+  n = 1
+  while f"{name}/keys" in taken or f"{name}/values" in taken:
+    n += 1
+    name = f"{base}_{n}"
+  if not allow:
+    problems.append(f"the function captures lookup table '{name}'{where}; "
+                    "convert_functional needs a stateless function: use "
+                    "tfprims.convert, which returns the table's contents as params")
+    return False
+  if tf.inside_function():
+    problems.append(f"unable to export lookup table '{name}'{where} inside a TF tracing "
+                    "context (tfprims.convert called inside a tf.function); convert "
+                    "outside it")
+    return False
+  try:
+    kind, contents = lookup.capture(node_name, captured, owner, where)
+  except errors.UnsupportedInputError as e:
+    problems.append(str(e))
+    return False
+  handle = interpreter.TableHandle(name, kind)
+  taken |= {handle.keys_param, handle.values_param}
+  return handle, {handle.keys_param: contents["keys"],
+                  handle.values_param: contents["values"]}
+
+
 @interpreter.gc_paused()
 def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[ConvertedFunction, dict]:
   """Converts a ``ConcreteFunction``; returns ``(converted_fn, params)``."""
@@ -448,9 +487,18 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
       param_specs.append(TensorSpec(key, shape, np_dtype,
                                     trainable=bool(variable.trainable)))
     elif captured.dtype == tf.resource:
-      problems.append(
-          f"the function captures a resource '{node_name}' that is not a variable "
-          "(a lookup table, iterator or similar); such resources are not supported")
+      table = _captured_table(placeholder, captured, taken=set(params) | {
+          k for k, _ in var_names.values()}, allow=allow_variables, problems=problems)
+      if table is None:
+        problems.append(
+            f"the function captures a resource '{node_name}' that is not a variable "
+            "nor a lookup table (an iterator or similar); such resources are not "
+            "supported")
+      elif table is not False:
+        captures[node_name], contents = table
+        for key, value in contents.items():
+          params[key] = value
+          param_specs.append(TensorSpec(key, value.shape, value.dtype, trainable=False))
     elif captured.dtype == tf.string:
       captures[node_name] = interpreter.StringConstant(node_name, captured.numpy())
     else:
