@@ -156,7 +156,7 @@ def _find_interpret(ctx, node, inputs):
         f"default of dtype {default_value.dtype}"))
   value_shape = tuple(np.shape(table_values)[1:])
   d_shape = tuple(default_value.shape)
-  if d_shape not in ((), value_shape, tuple(keys.shape) + value_shape):
+  if d_shape not in (value_shape, tuple(keys.shape) + value_shape):  # TF's kernel
     raise errors.OpError(node.op, node.name, (
         f"Expected shape {list(value_shape)} or {list(keys.shape + value_shape)} for "
         f"default value, got {list(d_shape)}"))
@@ -187,9 +187,9 @@ def _find_spec(st):
   @st.composite
   def calls(draw):
     key_dtype = np.dtype(draw(st.sampled_from(["int32", "int64"])))
-    value_dtype = np.dtype(draw(st.sampled_from(["float32", "float64", "int32",
-                                                 "int64"])))
-    value_shape = tuple(draw(st.sampled_from([(), (), (2,), (1, 3)])))
+    value_dtype = np.dtype(draw(st.sampled_from(  # TF's CPU kernels
+        ["float32", "float64", "int32"] + (["int64"] if key_dtype == np.int64 else []))))
+    value_shape = tuple(draw(st.sampled_from([(), (), (2,), (1,)])))  # TF: vectors
     kind = "MutableHashTable" if value_shape else draw(
         st.sampled_from(["HashTable", "MutableHashTable"]))
     info = np.iinfo(key_dtype)
@@ -206,15 +206,28 @@ def _find_spec(st):
                           max_size=int(np.prod(query_shape))))
     keys = np.asarray(picks, key_dtype).reshape(query_shape)
     full = query_shape + value_shape
-    d_shape = draw(st.sampled_from([(), value_shape, full] if kind != "HashTable"
-                                   else [(), full]))
+    d_shape = draw(st.sampled_from([(), full]))
+    d_shape = value_shape if value_shape and not d_shape else d_shape
     default_value = draw(st.arrays(value_dtype, d_shape, special=False,
                                    min_value=lo, max_value=hi))
     return dict(table_keys=table_keys, table_values=table_values, keys=keys,
                 default_value=default_value, kind=kind)
 
+  i64 = np.iinfo(np.int64)
+  cases = [  # an empty table; HashTableV2's full-shaped default; vector values
+      dict(table_keys=np.zeros([0], np.int64), table_values=np.zeros([0], np.float32),
+           keys=np.asarray([i64.min, 0, i64.max, 0], np.int64),
+           default_value=np.float32(-1.5), kind="MutableHashTable"),
+      dict(table_keys=np.asarray([i64.min, 0, i64.max], np.int64),
+           table_values=np.asarray([1, 2, 3], np.float32),
+           keys=np.asarray([[i64.max, 5], [i64.min, i64.max]], np.int64),
+           default_value=np.asarray([[9, 8], [7, 6]], np.float32), kind="HashTable"),
+      dict(table_keys=np.asarray([1, 3], np.int32),
+           table_values=np.asarray([[1, 2], [3, 4]], np.float64),
+           keys=np.asarray([3, 2, 3], np.int32), default_value=np.asarray([-1.0, -2.0]),
+           kind="MutableHashTable")]
   return st.Spec(
-      calls(), oracle=_find_oracle,
+      calls(), oracle=_find_oracle, cases=cases,
       operands=("table_keys", "table_values", "keys", "default_value"),
       params=lambda kw: {"scalar_default": kw["kind"] == "HashTable"},
       diff_args=("table_values", "default_value"), grad_oracle="fd",
@@ -333,17 +346,38 @@ def _describe(owner) -> tuple[str, Any, Any, Any]:
   return "HashTable", key_dtype, value_dtype, None
 
 
+_DEFAULT_NAMES = ("hash_table", "MutableHashTable", "MutableDenseHashTable",
+                  "DenseHashTable")
+
+
 def table_name(owner, placeholder: str) -> str:
-  """A param name for a table: its own name, else its captured placeholder's scope
-  (``integer_lookup/None_Lookup/LookupTableFindV2/table_handle`` ->
-  ``integer_lookup/table``)."""
+  """A param name for a table: the name it was given, else its captured placeholder's
+  scope (``integer_lookup/None_Lookup/LookupTableFindV2/table_handle`` ->
+  ``integer_lookup/table``), else TF's default name (``hash_table``)."""
   name = getattr(owner, "_name", None) or getattr(owner, "name", None)
-  if isinstance(name, str) and name and not name.startswith("None"):
+  name = name if isinstance(name, str) and name else None
+  if name is not None and name not in _DEFAULT_NAMES:
     return name
   parts = [p for p in placeholder.split("/")
            if not re.search(r"table_handle|^LookupTable|_Lookup(_\d+)?$|^None_|_Size$|"
-                            r"_lookup_table_export", p)]
-  return "/".join(parts + ["table"])
+                            r"_Export$|_lookup_table_export|^unknown(_\d+)?$", p)]
+  if parts:
+    return "/".join(parts + ["table"])
+  return name or _attribute_name(owner) or "table"
+
+
+def _attribute_name(owner) -> Optional[str]:
+  """The attribute a Python object holds ``owner`` in (a restored SavedModel's
+  ``module.table``: its captures are all named 'unknown')."""
+  if owner is None:
+    return None
+  for referrer in gc.get_referrers(owner):
+    if isinstance(referrer, dict):
+      for attr, value in referrer.items():
+        if value is owner and isinstance(attr, str) and attr.isidentifier() \
+            and not attr.startswith("_"):
+          return attr
+  return None
 
 
 def capture(node_name: str, captured, owner, consumers: str) -> tuple[str, dict]:
