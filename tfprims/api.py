@@ -393,7 +393,9 @@ def _captured_table(placeholder, captured, *, taken, allow, problems):
   from tfprims.ops import lookup
   users = sorted({op.type for op in placeholder.consumers()})
   owner = lookup.owner(captured)
-  if owner is None and not any(u.startswith("LookupTable") for u in users):
+  initializer = lookup.graph_initializer(placeholder)
+  if owner is None and initializer is None and not any(
+      u.startswith("LookupTable") for u in users):
     return None
   node_name = placeholder.op.name
   readers = [f"{op.type} node '{op.name}'" for op in placeholder.consumers()]
@@ -413,12 +415,21 @@ def _captured_table(placeholder, captured, *, taken, allow, problems):
                     "context (tfprims.convert called inside a tf.function); convert "
                     "outside it")
     return False
+  writes = lookup.writers(placeholder, initializer and initializer[0])
+  if writes:
+    problems.append(f"lookup table '{name}' is written by {', '.join(writes)}; tfprims "
+                    "converts tables read-only (their contents exported at conversion)")
+    return False
   try:
-    kind, contents = lookup.capture(node_name, captured, owner, where)
+    if initializer is not None:  # initialized by the function: its constants
+      kind = "HashTable"
+      contents = lookup.sorted_contents(f"lookup table '{name}'{where}", *initializer[1:])
+    else:
+      kind, contents = lookup.capture(node_name, captured, owner, where)
   except errors.UnsupportedInputError as e:
     problems.append(str(e))
     return False
-  handle = interpreter.TableHandle(name, kind)
+  handle = interpreter.TableHandle(name, kind, initializer[0] if initializer else "")
   taken |= {handle.keys_param, handle.values_param}
   return handle, {handle.keys_param: contents["keys"],
                   handle.values_param: contents["values"]}

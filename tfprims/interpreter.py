@@ -76,6 +76,7 @@ class TableHandle:
   kind (``HashTable``, ``MutableHashTable``...)."""
   key: str
   kind: str = "HashTable"
+  initialized_by: str = ""  # the function's own initializer node, folded at conversion
 
   @property
   def keys_param(self) -> str:

@@ -263,9 +263,20 @@ def _export(ctx, node, inputs):
   return [ctx.state[handle.keys_param], ctx.state[handle.values_param]]
 
 
+@structural("LookupTableImportV2", "InitializeTableV2", family=FAMILY, reads_state=True,
+            doc="The function's own initializer of a captured table, folded at conversion "
+                "(the table's contents are params); other writes are refused.")
+def _initialize(ctx, node, inputs):
+  handle = _table(node, inputs[0])
+  if handle.initialized_by != node.name:
+    raise errors.UnsupportedInputError(
+        f"{node.op} node '{node.name}' writes lookup table '{handle.key}'; tfprims "
+        "converts tables read-only (their contents exported at conversion)")
+  return []
+
+
 declare_unsupported(
-    "LookupTableInsertV2", "LookupTableRemoveV2", "LookupTableImportV2",
-    "InitializeTableV2", "InitializeTableFromTextFileV2",
+    "LookupTableInsertV2", "LookupTableRemoveV2", "InitializeTableFromTextFileV2",
     hint="the function writes a lookup table; tfprims converts tables read-only, "
          "their contents exported at conversion: fill the table in TF before "
          "converting, and write it there")
@@ -360,7 +371,7 @@ def table_name(owner, placeholder: str) -> str:
     return name
   parts = [p for p in placeholder.split("/")
            if not re.search(r"table_handle|^LookupTable|_Lookup(_\d+)?$|^None_|_Size$|"
-                            r"_Export$|_lookup_table_export|^unknown(_\d+)?$", p)]
+                            r"_Export$|_lookup_table_export|^unknown(_\d+)?$|_init(_\d+)?$", p)]
   if parts:
     return "/".join(parts + ["table"])
   return name or _attribute_name(owner) or "table"
@@ -378,6 +389,47 @@ def _attribute_name(owner) -> Optional[str]:
             and not attr.startswith("_"):
           return attr
   return None
+
+
+_INITIALIZERS = ("LookupTableImportV2", "InitializeTableV2")
+
+
+def graph_initializer(placeholder) -> Optional[tuple[str, np.ndarray, np.ndarray]]:
+  """``(node name, keys, values)`` of the function's own initializer of a captured
+  table (a table created inside a tf.function is lifted out of it, uninitialized, and
+  initialized by the function) when its keys and values are constants, else None."""
+  import tensorflow as tf
+  for op in placeholder.consumers():
+    if op.type in _INITIALIZERS:
+      keys, values = (tf.get_static_value(t) for t in op.inputs[1:3])
+      if keys is not None and values is not None:
+        return op.name, np.asarray(keys), np.asarray(values)
+  return None
+
+
+def writers(placeholder, initializer: Optional[str]) -> list[str]:
+  """The nodes that write a captured table, but for its folded initializer."""
+  return [f"{op.type} node '{op.name}'" for op in placeholder.consumers()
+          if op.type in _INITIALIZERS + ("LookupTableInsertV2", "LookupTableRemoveV2")
+          and op.name != initializer]
+
+
+def sorted_contents(where: str, keys: np.ndarray, values: np.ndarray) -> dict:
+  """Keys sorted, values permuted alike; string contents refused."""
+  strings = [what for what, a in (("keys", keys), ("values", values))
+             if a.dtype.kind in "OSU"]
+  if strings:
+    raise errors.UnsupportedInputError(
+        f"{where} has string {' and '.join(strings)}: string tables have no JAX "
+        "representation, so the lookup must run in TF (the string host prefix, before "
+        "the converted function)")
+  if keys.ndim != 1:
+    raise errors.UnsupportedInputError(
+        f"{where} has keys of shape {list(keys.shape[1:])}; tfprims converts tables "
+        "of scalar keys")
+  order = np.argsort(keys, kind="stable")
+  return {"keys": np.ascontiguousarray(keys[order]),
+          "values": np.ascontiguousarray(values[order])}
 
 
 def capture(node_name: str, captured, owner, consumers: str) -> tuple[str, dict]:
@@ -412,10 +464,4 @@ def capture(node_name: str, captured, owner, consumers: str) -> tuple[str, dict]
     keys, values = keys[used], values[used]
     if values.ndim == 2 and values.shape[1] == 1 and owner._value_shape.rank == 0:  # pylint: disable=protected-access
       values = values[:, 0]
-  if keys.ndim != 1:
-    raise errors.UnsupportedInputError(
-        f"{where} has keys of shape {list(keys.shape[1:])}; tfprims converts tables "
-        "of scalar keys")
-  order = np.argsort(keys, kind="stable")
-  return kind, {"keys": np.ascontiguousarray(keys[order]),
-                "values": np.ascontiguousarray(values[order])}
+  return kind, sorted_contents(where, keys, values)
