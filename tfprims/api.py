@@ -385,56 +385,6 @@ def _handle_only_variables(cf) -> list:
   return found
 
 
-def _captured_table(placeholder, captured, *, taken, allow, problems):
-  """A captured lookup table as ``(TableHandle, {param name: contents})``
-  (tfprims.ops.lookup); None if the resource is not a table; False where it is one
-  that cannot convert (the reason added to ``problems``)."""
-  import tensorflow as tf
-  from tfprims.ops import lookup
-  users = sorted({op.type for op in placeholder.consumers()})
-  owner = lookup.owner(captured)
-  initializer = lookup.graph_initializer(placeholder)
-  if owner is None and initializer is None and not any(
-      u.startswith("LookupTable") for u in users):
-    return None
-  node_name = placeholder.op.name
-  readers = [f"{op.type} node '{op.name}'" for op in placeholder.consumers()]
-  where = f" (read by {', '.join(readers)})" if readers else ""
-  name = base = lookup.table_name(owner, node_name)
-  n = 1
-  while f"{name}/keys" in taken or f"{name}/values" in taken:
-    n += 1
-    name = f"{base}_{n}"
-  if not allow:
-    problems.append(f"the function captures lookup table '{name}'{where}; "
-                    "convert_functional needs a stateless function: use "
-                    "tfprims.convert, which returns the table's contents as params")
-    return False
-  if tf.inside_function():
-    problems.append(f"unable to export lookup table '{name}'{where} inside a TF tracing "
-                    "context (tfprims.convert called inside a tf.function); convert "
-                    "outside it")
-    return False
-  writes = lookup.writers(placeholder, initializer and initializer[0])
-  if writes:
-    problems.append(f"lookup table '{name}' is written by {', '.join(writes)}; tfprims "
-                    "converts tables read-only (their contents exported at conversion)")
-    return False
-  try:
-    if initializer is not None:  # initialized by the function: its constants
-      kind = "HashTable"
-      contents = lookup.sorted_contents(f"lookup table '{name}'{where}", *initializer[1:])
-    else:
-      kind, contents = lookup.capture(node_name, captured, owner, where)
-  except errors.UnsupportedInputError as e:
-    problems.append(str(e))
-    return False
-  handle = interpreter.TableHandle(name, kind, initializer[0] if initializer else "")
-  taken |= {handle.keys_param, handle.values_param}
-  return handle, {handle.keys_param: contents["keys"],
-                  handle.values_param: contents["values"]}
-
-
 @interpreter.gc_paused()
 def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[ConvertedFunction, dict]:
   """Converts a ``ConcreteFunction``; returns ``(converted_fn, params)``."""
@@ -498,7 +448,8 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
       param_specs.append(TensorSpec(key, shape, np_dtype,
                                     trainable=bool(variable.trainable)))
     elif captured.dtype == tf.resource:
-      table = _captured_table(placeholder, captured, taken=set(params) | {
+      from tfprims.ops import lookup
+      table = lookup.captured_table(placeholder, captured, taken=set(params) | {
           k for k, _ in var_names.values()}, allow=allow_variables, problems=problems)
       if table is None:
         problems.append(

@@ -298,7 +298,7 @@ _CREATORS = {
 }
 
 
-def owner(handle) -> Optional[Any]:
+def table_owner(handle) -> Optional[Any]:
   """The Python lookup table (or restored table resource) whose handle is ``handle``,
   or None."""
   from tensorflow.python.ops import lookup_ops
@@ -465,3 +465,53 @@ def capture(node_name: str, captured, owner, consumers: str) -> tuple[str, dict]
     if values.ndim == 2 and values.shape[1] == 1 and owner._value_shape.rank == 0:  # pylint: disable=protected-access
       values = values[:, 0]
   return kind, sorted_contents(where, keys, values)
+
+
+def captured_table(placeholder, captured, *, taken, allow, problems):
+  """A resource a ConcreteFunction captures, as tfprims.api converts it: a lookup
+  table as ``(TableHandle, {param name: contents})``; None if it is not a table; False
+  where it is one that cannot convert (the reason added to ``problems``). ``taken``:
+  the param names in use."""
+  import tensorflow as tf
+  users = sorted({op.type for op in placeholder.consumers()})
+  owner = table_owner(captured)
+  initializer = graph_initializer(placeholder)
+  if owner is None and initializer is None and not any(
+      u.startswith("LookupTable") for u in users):
+    return None
+  node_name = placeholder.op.name
+  readers = [f"{op.type} node '{op.name}'" for op in placeholder.consumers()]
+  where = f" (read by {', '.join(readers)})" if readers else ""
+  name = base = table_name(owner, node_name)
+  n = 1
+  while f"{name}/keys" in taken or f"{name}/values" in taken:
+    n += 1
+    name = f"{base}_{n}"
+  if not allow:
+    problems.append(f"the function captures lookup table '{name}'{where}; "
+                    "convert_functional needs a stateless function: use "
+                    "tfprims.convert, which returns the table's contents as params")
+    return False
+  if tf.inside_function():
+    problems.append(f"unable to export lookup table '{name}'{where} inside a TF tracing "
+                    "context (tfprims.convert called inside a tf.function); convert "
+                    "outside it")
+    return False
+  writes = writers(placeholder, initializer and initializer[0])
+  if writes:
+    problems.append(f"lookup table '{name}' is written by {', '.join(writes)}; tfprims "
+                    "converts tables read-only (their contents exported at conversion)")
+    return False
+  try:
+    if initializer is not None:  # initialized by the function: its constants
+      kind = "HashTable"
+      contents = sorted_contents(f"lookup table '{name}'{where}", *initializer[1:])
+    else:
+      kind, contents = capture(node_name, captured, owner, where)
+  except errors.UnsupportedInputError as e:
+    problems.append(str(e))
+    return False
+  handle = TableHandle(name, kind, initializer[0] if initializer else "")
+  taken |= {handle.keys_param, handle.values_param}
+  return handle, {handle.keys_param: contents["keys"],
+                  handle.values_param: contents["values"]}
