@@ -215,6 +215,13 @@ def test_tables_that_do_not_convert_are_refused_naming_the_node():
                      match=r"'table' is written by LookupTableImportV2 node 'key_value_init"):
     tfprims.convert(fills, tf.TensorSpec([2], tf.int64))
 
+  pairs = tf.lookup.experimental.DenseHashTable(
+      tf.int64, tf.float32, default_value=-1.0, empty_key=[-5, -5], deleted_key=[-6, -6])
+  pairs.insert(tf.constant([[3, 4]], tf.int64), tf.constant([1.0]))
+  with pytest.raises(tfprims.UnsupportedInputError,
+                     match=r"LookupTableFindV2 node .* keys of shape \[2\]"):
+    tfprims.convert(tf.function(lambda k: pairs.lookup(k)), tf.TensorSpec([1, 2], tf.int64))
+
   reads = tf.function(lambda k: table.lookup(k))
   with pytest.raises(tfprims.UnsupportedInputError, match="convert_functional needs"):
     tfprims.convert_functional(reads, tf.TensorSpec([2], tf.int64))

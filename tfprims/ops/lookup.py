@@ -147,19 +147,17 @@ def _find_interpret(ctx, node, inputs):
   handle, keys, default_value = inputs
   handle = _table(node, handle)
   table_keys, table_values = ctx.state[handle.keys_param], ctx.state[handle.values_param]
-  keys, default_value = jnp.asarray(keys), jnp.asarray(default_value)
-  if keys.dtype != jnp.asarray(table_keys).dtype or \
-      default_value.dtype != jnp.asarray(table_values).dtype:
+  dtype = [np.dtype(x.dtype) for x in (keys, table_keys, default_value, table_values)]
+  if dtype[0] != dtype[1] or dtype[2] != dtype[3]:
     raise errors.OpError(node.op, node.name, (
-        f"table '{handle.key}' maps {np.dtype(table_keys.dtype).name} to "
-        f"{np.dtype(table_values.dtype).name}; got keys of dtype {keys.dtype} and a "
-        f"default of dtype {default_value.dtype}"))
+        f"table '{handle.key}' maps {dtype[1].name} to {dtype[3].name}; got keys of "
+        f"dtype {dtype[0].name} and a default of dtype {dtype[2].name}"))
   value_shape = tuple(np.shape(table_values)[1:])
-  d_shape = tuple(default_value.shape)
-  if d_shape not in (value_shape, tuple(keys.shape) + value_shape):  # TF's kernel
+  d_shape, full = tuple(np.shape(default_value)), tuple(np.shape(keys)) + value_shape
+  if d_shape not in (value_shape, full):  # as TF's kernel
     raise errors.OpError(node.op, node.name, (
-        f"Expected shape {list(value_shape)} or {list(keys.shape + value_shape)} for "
-        f"default value, got {list(d_shape)}"))
+        f"Expected shape {list(value_shape)} or {list(full)} for default value, got "
+        f"{list(d_shape)}"))
   return [tfops.LookupTableFindV2(table_keys, table_values, keys, default_value,
                                   scalar_default=handle.kind not in _ELEMENTWISE_DEFAULT)]
 
@@ -458,8 +456,8 @@ def capture(node_name: str, captured, owner, consumers: str) -> tuple[str, dict]
   keys, values = tf.raw_ops.LookupTableExportV2(
       table_handle=captured, Tkeys=key_dtype, Tvalues=value_dtype)
   keys, values = keys.numpy(), values.numpy()
-  if dense_markers is not None:  # a dense table exports every bucket
-    keys = keys.reshape(len(keys), -1)[:, 0] if keys.ndim > 1 else keys
+  if dense_markers is not None and (keys.ndim == 1 or keys.shape[1:] == (1,)):
+    keys = keys.reshape(-1)  # a dense table exports every bucket: keep the entries
     used = (keys != dense_markers[0]) & (keys != dense_markers[1])
     keys, values = keys[used], values[used]
     if values.ndim == 2 and values.shape[1] == 1 and owner._value_shape.rank == 0:  # pylint: disable=protected-access
