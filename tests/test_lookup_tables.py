@@ -117,23 +117,32 @@ def test_mutable_and_dense_tables_vector_values_vmap_grad(x64):
   np.testing.assert_allclose(grad, want)
 
 
-@pytest.mark.parametrize("options", [
-    dict(num_oov_indices=2, mask_token=0), dict(invert=True),
-    dict(output_mode="one_hot"), dict(output_mode="count")])  # multi_hot: SavedModel test
-def test_keras_integer_lookup(options):
-  layer = keras.layers.IntegerLookup(vocabulary=[10, 20, 30, 40], **options)
+def test_keras_integer_lookup_modes():
+  vocab = [10, 20, 30, 40]
+  layers = {
+      "oov_mask": keras.layers.IntegerLookup(vocabulary=vocab, num_oov_indices=2,
+                                             mask_token=0),
+      "invert": keras.layers.IntegerLookup(vocabulary=vocab, invert=True),
+      "one_hot": keras.layers.IntegerLookup(vocabulary=vocab, output_mode="one_hot"),
+      "count": keras.layers.IntegerLookup(vocabulary=vocab, output_mode="count")}
   x = np.asarray([[10, 40, 7, 0], [20, 0, 10, 10]], np.int64)
-  if options.get("invert"):
-    x = np.asarray([[0, 1, 4, 3], [2, 3, 1, 1]], np.int64)
-  if options.get("output_mode") == "one_hot":
-    x = x[0]
-  f = tf.function(lambda v: layer(v))
+  ids = np.asarray([[0, 1, 4, 3], [2, 3, 1, 1]], np.int64)
+
+  @tf.function
+  def f(x, ids):
+    return {"oov_mask": layers["oov_mask"](x), "invert": layers["invert"](ids),
+            "one_hot": layers["one_hot"](x[0]), "count": layers["count"](x)}
+
   with warnings.catch_warnings():
-    warnings.simplefilter("ignore", tfprims.PrecisionWarning)
-    fn, params = tfprims.convert(f, tf.TensorSpec(x.shape, tf.int64))
-  want = f(x).numpy()
-  np.testing.assert_array_equal(fn(params, x)[0], want)
-  np.testing.assert_array_equal(jax.jit(fn)(params, x)[0], want)
+    warnings.simplefilter("ignore", tfprims.PrecisionWarning)  # int64 in 32 bits
+    fn, params = tfprims.convert(f, tf.TensorSpec(x.shape, tf.int64),
+                                 tf.TensorSpec(ids.shape, tf.int64))
+  assert len(params) == 8  # four tables, named after their layers
+  want = {k: v.numpy() for k, v in f(x, ids).items()}
+  for got in (fn(params, x, ids)[0], jax.jit(fn)(params, x, ids)[0]):
+    assert set(got) == set(want)
+    for name in want:
+      np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 
 def test_saved_model_tables(tmp_path, x64):

@@ -229,7 +229,7 @@ def _find_spec(st):
       operands=("table_keys", "table_values", "keys", "default_value"),
       params=lambda kw: {"scalar_default": kw["kind"] == "HashTable"},
       diff_args=("table_values", "default_value"), grad_oracle="fd",
-      vmap_variation="scale",
+      vmap_variation="scale", examples=0.5,
       note="drawn as the table's sorted keys and values; the oracle imports them into "
            "an anonymous HashTable/MutableHashTable(OfTensors). TF registers no "
            "gradient (the values live in a resource): derivatives are checked against "
