@@ -108,6 +108,12 @@ def test_mutable_and_dense_tables_vector_values_vmap_grad(x64):
     for a, b in zip(batched, f(row)[:2]):
       np.testing.assert_array_equal(a[i], b.numpy())
 
+  b, = jax.export.symbolic_shape("b")  # a shape-polymorphic export
+  exported = jax.export.export(jax.jit(lambda p, q: fn(p, q)[0][:2]))(
+      params, jax.ShapeDtypeStruct((b,), np.int64))
+  for a, want_a in zip(exported.call(params, k[:3]), f(k[:3])[:2]):
+    np.testing.assert_array_equal(a, want_a.numpy())
+
   w = np.arange(14.0, dtype=np.float32).reshape(7, 2)
   key = "MutableHashTable"
   grad = jax.grad(lambda v: jnp.sum(w * fn({**params, f"{key}/values": v}, k)[0][0]))(
