@@ -21,6 +21,7 @@ import tree
 from tfprims import config, core, dtypes, errors, folding, interpreter, pipeline
 from tfprims.specs import TensorSpec
 import tfprims.ops  # noqa: F401  (registers every op)
+from tfprims.ops import lookup
 
 
 def _spec_from_tf(name: str, spec) -> tuple[Optional[TensorSpec], Optional[str]]:
@@ -448,7 +449,6 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
       param_specs.append(TensorSpec(key, shape, np_dtype,
                                     trainable=bool(variable.trainable)))
     elif captured.dtype == tf.resource:
-      from tfprims.ops import lookup
       table = lookup.captured_table(placeholder, captured, taken=set(params) | {
           k for k, _ in var_names.values()}, allow=allow_variables, problems=problems)
       if table is None:
