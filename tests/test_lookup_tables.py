@@ -143,7 +143,7 @@ def test_keras_integer_lookup_modes():
     warnings.simplefilter("ignore", tfprims.PrecisionWarning)  # int64 in 32 bits
     fn, params = tfprims.convert(f, tf.TensorSpec(x.shape, tf.int64),
                                  tf.TensorSpec(ids.shape, tf.int64))
-  assert len(params) == 8  # four tables, named after their layers
+  assert len(params) == 8  # four tables, named after their layers' name scopes
   want = {k: v.numpy() for k, v in f(x, ids).items()}
   for got in (fn(params, x, ids)[0], jax.jit(fn)(params, x, ids)[0]):
     assert set(got) == set(want)

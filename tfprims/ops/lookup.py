@@ -336,7 +336,6 @@ def _created_as(owner) -> tuple[Optional[str], dict]:
 def _describe(owner) -> tuple[str, Any, Any, Any]:
   """(kind, key dtype, value dtype, dense-table empty/deleted keys or None)."""
   import tensorflow as tf
-  from tensorflow.python.ops import lookup_ops
   from tensorflow.python.ops.lookup_ops import MutableHashTable
   dense = getattr(tf.lookup.experimental, "DenseHashTable", ())
   kind, attrs = _created_as(owner)
@@ -350,9 +349,7 @@ def _describe(owner) -> tuple[str, Any, Any, Any]:
             (owner._empty_key, owner._deleted_key))  # pylint: disable=protected-access
   if isinstance(owner, MutableHashTable):
     return "MutableHashTable", key_dtype, value_dtype, None
-  if isinstance(owner, lookup_ops.InitializableLookupTableBase):
-    return "HashTable", key_dtype, value_dtype, None
-  return "HashTable", key_dtype, value_dtype, None
+  return "HashTable", key_dtype, value_dtype, None  # StaticHashTable and its kin
 
 
 _DEFAULT_NAMES = ("hash_table", "MutableHashTable", "MutableDenseHashTable",
@@ -362,7 +359,8 @@ _DEFAULT_NAMES = ("hash_table", "MutableHashTable", "MutableDenseHashTable",
 def table_name(owner, placeholder: str) -> str:
   """A param name for a table: the name it was given, else its captured placeholder's
   scope (``integer_lookup/None_Lookup/LookupTableFindV2/table_handle`` ->
-  ``integer_lookup/table``), else TF's default name (``hash_table``)."""
+  ``integer_lookup/table``), else TF's default name (``hash_table``), else (restored
+  tables have neither) the attribute holding it."""
   name = getattr(owner, "_name", None) or getattr(owner, "name", None)
   name = name if isinstance(name, str) and name else None
   if name is not None and name not in _DEFAULT_NAMES:
