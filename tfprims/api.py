@@ -21,6 +21,7 @@ import tree
 from tfprims import config, core, dtypes, errors, folding, interpreter, pipeline
 from tfprims.specs import TensorSpec
 import tfprims.ops  # noqa: F401  (registers every op)
+from tfprims.ops import lookup
 
 
 def _spec_from_tf(name: str, spec) -> tuple[Optional[TensorSpec], Optional[str]]:
@@ -448,9 +449,18 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
       param_specs.append(TensorSpec(key, shape, np_dtype,
                                     trainable=bool(variable.trainable)))
     elif captured.dtype == tf.resource:
-      problems.append(
-          f"the function captures a resource '{node_name}' that is not a variable "
-          "(a lookup table, iterator or similar); such resources are not supported")
+      table = lookup.captured_table(placeholder, captured, taken=set(params) | {
+          k for k, _ in var_names.values()}, allow=allow_variables, problems=problems)
+      if table is None:
+        problems.append(
+            f"the function captures a resource '{node_name}' that is not a variable "
+            "nor a lookup table (an iterator or similar); such resources are not "
+            "supported")
+      elif table is not False:
+        captures[node_name], contents = table
+        for key, value in contents.items():
+          params[key] = value
+          param_specs.append(TensorSpec(key, value.shape, value.dtype, trainable=False))
     elif captured.dtype == tf.string:
       captures[node_name] = interpreter.StringConstant(node_name, captured.numpy())
     else:

@@ -69,7 +69,25 @@ class StringConstant:
   value: Any
 
 
-_OPAQUE = (VariableHandle, StringConstant)  # values no op may take as a tensor
+@dataclasses.dataclass(frozen=True)
+class TableHandle:
+  """A lookup table captured by the function (tfprims.ops.lookup): its contents are
+  the params ``<key>/keys`` (sorted) and ``<key>/values``; ``kind`` is TF's table
+  kind (``HashTable``, ``MutableHashTable``...)."""
+  key: str
+  kind: str = "HashTable"
+  initialized_by: str = ""  # the function's own initializer node, folded at conversion
+
+  @property
+  def keys_param(self) -> str:
+    return f"{self.key}/keys"
+
+  @property
+  def values_param(self) -> str:
+    return f"{self.key}/values"
+
+
+_OPAQUE = (VariableHandle, StringConstant, TableHandle)  # values no op may take as a tensor
 
 
 @dataclasses.dataclass
@@ -347,6 +365,10 @@ def _refuse_opaque(node, value):
         f"{node.op} node '{node.name}' takes a resource variable handle directly; "
         "only ops that read or write variables (ReadVariableOp, AssignVariableOp, "
         "ResourceGather...) may use them")
+  if isinstance(value, TableHandle):
+    raise errors.UnsupportedInputError(
+        f"{node.op} node '{node.name}' takes the lookup table '{value.key}' directly; "
+        "only LookupTableFindV2, LookupTableSizeV2 and LookupTableExportV2 may use it")
   raise errors.UnsupportedInputError(
       f"{node.op} node '{node.name}' uses the string constant '{value.node}': "
       "string tensors have no JAX representation; do string processing in TF "

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import config, dtypes, errors
-from tfprims.core import declare_unsupported, define_op, structural, tfops
+from tfprims.core import define_op, structural, tfops
 from tfprims.interpreter import VariableHandle, bind_node
 from tfprims.errors import import_tensorflow
 
@@ -75,12 +75,6 @@ structural("AssignAddVariableOp", family=FAMILY, writes_state=True,
 structural("AssignSubVariableOp", family=FAMILY, writes_state=True,
            doc="Subtracts from the variable (tf.Sub).")(
                _assign(lambda old, value: tfops.Sub.apply([old, value], {})))
-
-declare_unsupported(
-    "HashTableV2", "MutableHashTableV2", "MutableHashTableOfTensorsV2",
-    "LookupTableFindV2", "LookupTableImportV2", "LookupTableInsertV2",
-    hint="lookup tables hold strings/state outside the graph; do the lookup in TF "
-         "before calling the converted function")
 
 
 # --- ResourceGather ---------------------------------------------------------------
