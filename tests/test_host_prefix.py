@@ -1,6 +1,8 @@
 """tfprims.split_host_prefix: the string nodes run in a TF prefix, the numeric rest is
 converted; prefix then rest equals the TF function, eagerly, under jit and in grad."""
 
+import re
+
 import jax
 import numpy as np
 import pytest
@@ -146,3 +148,46 @@ def test_a_string_output_is_a_typed_error_naming_it():
   with pytest.raises(tfprims.UnsupportedInputError, match=r"Identity:0.*StringUpper"):
     tfprims.split_host_prefix(fn, tf.TensorSpec([None], tf.string),
                               tf.TensorSpec([], tf.float32))
+
+
+class _Tagger(tf.Module):
+  """A SavedModel whose input is a string: lookup, one-hot, a variable."""
+
+  def __init__(self):
+    self.lookup = keras.layers.StringLookup(vocabulary=["a", "b"])
+    self.w = tf.Variable([[1.0], [2.0], [3.0]])
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+  def __call__(self, text):
+    return tf.matmul(tf.one_hot(self.lookup(text), 3), self.w)
+
+
+def test_cli_inspect_and_ops_report_the_split(capsys, tmp_path):
+  import json
+
+  from tfprims import cli
+  module = _Tagger()
+  tf.saved_model.save(module, str(tmp_path))
+  for argv in (["inspect", str(tmp_path)], ["ops", str(tmp_path)]):
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "Traceback" not in out + err
+    prefix_line = re.search(r"^  TF host prefix: (\d+) nodes \((.*)\)$", out, re.M)
+    assert prefix_line and int(prefix_line.group(1)) >= 2
+    assert "LookupTableFindV2 x1" in prefix_line.group(2)
+    assert "OneHot" not in prefix_line.group(2) and "MatMul" not in prefix_line.group(2)
+    assert re.search(r"^  boundary \(inputs of the converted rest\): \S+: int64", out, re.M)
+    assert re.search(r"^  converted rest: 1 params", out, re.M)
+  cli.main(["ops", str(tmp_path), "--json"])
+  split = json.loads(capsys.readouterr().out)["host_prefix"]
+  assert split["inputs"] == ["text: string[None]"] and split["rest_params"] == 1
+
+  # The restored signature (nested StatefulPartitionedCalls) split in Python agrees with TF.
+  restored = tf.saved_model.load(str(tmp_path))
+  sig = restored.signatures["serving_default"]
+  prefix, jax_fn, params = _split(sig)
+  text = np.array(["b", "zz", "", "a", "b"])
+  want = sig(text=tf.constant(text))
+  got = jax_fn(params, *prefix(text=text))[0]
+  np.testing.assert_allclose(np.asarray(got["output_0"]), want["output_0"].numpy())

@@ -541,3 +541,41 @@ def _rest_function(graph_def, cut, rest_specs, captures, variables, structure, o
       [P(s.name, P.POSITIONAL_OR_KEYWORD) for s in rest_specs])
   rest.__name__ = name
   return tf.function(rest, autograph=False).get_concrete_function(*rest_specs)
+
+
+# --- the split, reported (tfprims inspect / tfprims ops) ------------------------------------
+
+
+def has_strings(cf) -> bool:
+  """Whether a ConcreteFunction takes a string input."""
+  import tensorflow as tf
+  n_args = len(cf.inputs) - len(cf.captured_inputs)
+  return any(t.dtype == tf.string for t in cf.inputs[:n_args])
+
+
+def split_summary(cf) -> dict:
+  """The split of ``cf`` as the CLI reports it: the prefix's node count, op types and
+  boundary tensors, and what the converted rest holds (its params, its inputs)."""
+  with _quiet_narrowing():
+    prefix, jax_fn, params = split_host_prefix(cf)
+  return {"prefix_nodes": len(prefix.nodes), "prefix_ops": prefix.ops,
+          "inputs": [f"{s.name}: {s.dtype.name}{list(s.shape)}" for s in prefix.input_specs],
+          "boundary": [str(s) for s in prefix.output_specs],
+          "rest_params": len(params),
+          "rest_outputs": [str(s) for s in jax_fn.output_specs]}
+
+
+def format_summary(summary: dict) -> str:
+  ops = ", ".join(f"{op} x{n}" for op, n in summary["prefix_ops"].items())
+  return "\n".join([
+      "string inputs: the function is split (tfprims.split_host_prefix, docs/strings.md)",
+      f"  inputs: {', '.join(summary['inputs'])}",
+      f"  TF host prefix: {summary['prefix_nodes']} nodes ({ops})",
+      f"  boundary (inputs of the converted rest): {', '.join(summary['boundary']) or '-'}",
+      f"  converted rest: {summary['rest_params']} params; outputs "
+      f"{', '.join(summary['rest_outputs'])}"])
+
+
+def _quiet_narrowing():
+  from tfprims import config
+  return config.override_config("x64_narrowing", "ignore")
