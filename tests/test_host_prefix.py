@@ -128,6 +128,40 @@ def test_string_and_float_inputs_through_a_nested_function():
   np.testing.assert_allclose(np.asarray(dp["scale"]), want_dscale.numpy(), rtol=1e-6)
 
 
+def test_tables_and_a_variable_read_in_the_prefix():
+  v = tf.Variable([1.0, 2.0], name="v")
+  keys, vals = tf.constant(["a", "b", "c"]), tf.constant([10, 2**40, -2**62], tf.int64)
+  table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, vals), -1)
+
+  @tf.function
+  def fn(s, x):
+    label = tf.strings.join([s, tf.strings.as_string(v[0])])  # v read in TF and in JAX
+    # a table initialized inside the function (its initializer runs in the prefix)
+    inner = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, vals), 0)
+    found = tf.cast(table.lookup(s) == inner.lookup(s), tf.float32)
+    size = tf.cast(table.size(), tf.float32)  # a table's user that takes no string
+    return found * v[1] + size * x + tf.cast(tf.strings.length(label), tf.float32)
+
+  prefix, jax_fn, params = _split(fn, tf.TensorSpec([None], tf.string),
+                                  tf.TensorSpec([], tf.float32))
+  assert {"LookupTableImportV2", "LookupTableSizeV2", "ReadVariableOp"} <= set(prefix.ops)
+  assert list(params) == ["v"]
+  # the lookups' shapes come from the function's graph
+  assert [s.shape for s in prefix.output_specs if s.dtype == np.int64][:2] == [(None,)] * 2
+  s, x = np.array(["a", "zz", "c", "", "a"]), np.float32(0.5)
+  numeric = prefix(s, x)
+  tf_numeric = prefix.tf_function(tf.constant(s), tf.constant(x))
+  for a, b in zip(numeric, tf_numeric):
+    np.testing.assert_array_equal(a, b.numpy())
+  # int64 ids past int32 cross the boundary: with x64 off that is a typed error naming them
+  with pytest.raises(tfprims.errors.Int64OverflowError, match="lookuptablefindv2"):
+    jax_fn(params, *numeric)
+  want = fn(s, x).numpy()
+  with jax.enable_x64(True):
+    np.testing.assert_allclose(np.asarray(jax_fn(params, *numeric)[0]), want)
+    np.testing.assert_allclose(np.asarray(jax.jit(jax_fn)(params, *numeric)[0]), want)
+
+
 def test_no_strings_is_the_identity_and_convert():
   w = tf.Variable([[1.0, -1.0], [0.5, 2.0]], name="w")
   fn = tf.function(lambda x: tf.nn.relu(tf.matmul(x, w)))

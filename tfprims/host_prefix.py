@@ -259,8 +259,9 @@ def _convertible(op_type: str, graph_def) -> bool:
   return core.lookup(op_type) is not None and not core.declares(op_type, "dynamic_shape")
 
 
-def _upstream(ops, roots, stop) -> set:
-  """Nodes the roots read (data edges), not looking past ``stop`` nodes."""
+def _upstream(ops, roots, stop, control_within=frozenset()) -> set:
+  """Nodes the roots read (data edges, and control edges to ``control_within`` nodes:
+  a table's initializer), not looking past ``stop`` nodes."""
   seen, stack = set(), list(roots)
   while stack:
     name = stack.pop()
@@ -268,6 +269,7 @@ def _upstream(ops, roots, stop) -> set:
       continue
     seen.add(name)
     stack.extend(t.op.name for t in ops[name].inputs)
+    stack.extend(c.name for c in ops[name].control_inputs if c.name in control_within)
   return seen
 
 
@@ -405,11 +407,12 @@ def split_host_prefix(tf_fn, *args, **kwargs) -> tuple[HostPrefix, Any, dict]:
     return prefix, fn, params
 
   names = _rest_input_names([(p, 0) for p in cut.passed] + cut.boundary)
-  rest_specs = [tf.TensorSpec(cut.tensors[f"{n}:{i}"].shape, cut.tensors[f"{n}:{i}"].dtype,
-                              name=arg)
-                for (n, i), arg in zip([(p, 0) for p in cut.passed] + cut.boundary, names)]
+  rest_specs = [tf.TensorSpec(_shape(cf, cut, ref), cut.tensors[ref].dtype, name=arg)
+                for ref, arg in zip([f"{p}:0" for p in cut.passed]
+                                    + [f"{n}:{i}" for n, i in cut.boundary], names)]
   op_types = {nd.name: nd.op for nd in graph_def.node}
-  prefix_nodes = _upstream(cut.ops, [n for n, _ in cut.boundary], stop=set())
+  prefix_nodes = _upstream(cut.ops, [n for n, _ in cut.boundary] + [
+      c for c in control if c in cut.prefix], stop=set(), control_within=cut.prefix)
   prefix_cf = _prefix_function(graph_def, cut, prefix_nodes, inputs, captures, variables,
                                flat_specs, name)
   rest_cf = _rest_function(graph_def, cut, rest_specs, captures, variables,
@@ -439,6 +442,16 @@ def _outputs(cf) -> tuple[Any, list]:
   names = list(dict.fromkeys(x for x, leaf in zip(named, leaves)
                              if isinstance(leaf, (tf.Tensor, tf.TensorSpec))))
   return tf.nest.pack_sequence_as(cf.structured_outputs, named), names
+
+
+def _shape(cf, cut, ref: str):
+  """A tensor's shape: the function's own graph knows more than a GraphDef imported
+  anew (a lookup's shape comes from its table's handle data), where it holds the node."""
+  shape = cut.tensors[ref].shape
+  try:
+    return shape.merge_with(cf.graph.get_tensor_by_name(ref).shape)
+  except (KeyError, ValueError):  # an inlined node, or no better shape
+    return shape
 
 
 def _computed_by(tensor) -> str:
