@@ -199,6 +199,7 @@ def _cut(graph_def, inputs: Sequence[str], outputs: Sequence[str], control: Sequ
   def is_string(op) -> bool:
     return any(t.dtype == tf.string for t in (*op.inputs, *op.outputs))
 
+  functions = {f.signature.name for f in graph_def.library.function}
   prefix: set = set()
 
   def grow(seeds) -> None:  # seeds and everything they need, upstream
@@ -228,7 +229,7 @@ def _cut(graph_def, inputs: Sequence[str], outputs: Sequence[str], control: Sequ
         if user not in below and user not in prefix:
           below.add(user)
           stack.append(user)
-    more = [n for n in below if not _convertible(ops[n].type, graph_def)]
+    more = [n for n in below if not _convertible(ops[n].type, functions)]
     if not more:
       break
     grow(more)
@@ -240,7 +241,8 @@ def _cut(graph_def, inputs: Sequence[str], outputs: Sequence[str], control: Sequ
                    stop=prefix - sources)
   passed = [n for n in inputs if n in rest]
   boundary = {}
-  for name in sorted(rest, key=list(ops).index):
+  order = {name: k for k, name in enumerate(ops)}
+  for name in sorted(rest, key=order.__getitem__):
     for t in ops[name].inputs:
       if t.op.name in prefix and t.op.name not in sources:
         boundary[(t.op.name, t.value_index)] = None
@@ -252,9 +254,9 @@ def _cut(graph_def, inputs: Sequence[str], outputs: Sequence[str], control: Sequ
   return _Cut(prefix, sources, passed, list(boundary), control, ops, tensors)
 
 
-def _convertible(op_type: str, graph_def) -> bool:
+def _convertible(op_type: str, functions) -> bool:
   """Whether the converted rest can run a node of this type on runtime values."""
-  if any(f.signature.name == op_type for f in graph_def.library.function):
+  if op_type in functions:  # a call of a library function
     return True
   return core.lookup(op_type) is not None and not core.declares(op_type, "dynamic_shape")
 
@@ -334,13 +336,18 @@ class HostPrefix:
     return (f"<tfprims.HostPrefix {self.__name__}: {len(self.nodes)} TF nodes -> ({outs})>")
 
   def __call__(self, *args, **kwargs) -> tuple:
-    bound = self.signature.bind(*args, **kwargs)
+    try:
+      bound = self.signature.bind(*args, **kwargs)
+    except TypeError as e:
+      raise errors.InputStructureError(
+          f"arguments do not match the TF signature {self.signature}: {e}") from None
     if self.is_identity:
       if bound.kwargs:
         raise errors.InputStructureError(
             f"pass {sorted(bound.kwargs)} to the converted function itself: nothing needs "
             "strings, so the prefix is the identity of the positional inputs")
       return tuple(bound.args)
+    bound.apply_defaults()
     import tensorflow as tf
     import tree
     sig_args, sig_kwargs = self.structured_inputs
@@ -377,7 +384,7 @@ def split_host_prefix(tf_fn, *args, **kwargs) -> tuple[HostPrefix, Any, dict]:
     UnsupportedInputError: an output of the function is a string tensor.
   """
   import tensorflow as tf
-  cf = _concrete_function(tf_fn, args, kwargs)
+  cf = api._concrete_function(tf_fn, args, kwargs)
   name = api._function_name(cf)
   graph_def = inline_string_calls(cf.graph.as_graph_def())
   n_args = len(cf.inputs) - len(cf.captured_inputs)
@@ -424,10 +431,6 @@ def split_host_prefix(tf_fn, *args, **kwargs) -> tuple[HostPrefix, Any, dict]:
       input_specs=flat_specs, output_specs=fn.input_specs, nodes=nodes,
       ops=dict(sorted(collections.Counter(op_types[n] for n in nodes).items())), name=name)
   return prefix, fn, params
-
-
-def _concrete_function(tf_fn, args, kwargs):
-  return api._concrete_function(tf_fn, args, kwargs)
 
 
 def _outputs(cf) -> tuple[Any, list]:
