@@ -162,6 +162,26 @@ def test_tables_and_a_variable_read_in_the_prefix():
     np.testing.assert_allclose(np.asarray(jax.jit(jax_fn)(params, *numeric)[0]), want)
 
 
+def test_ops_tfprims_cannot_run_join_the_prefix_only_below_strings_alone():
+  @tf.function
+  def fn(s):  # ragged ops on string lengths: preprocessing, run in TF
+    ragged = tf.ragged.range(tf.strings.length(s))
+    return tf.reduce_sum(tf.cast(ragged.to_tensor(), tf.float32) ** 2, axis=1)
+
+  prefix, jax_fn, params = _split(fn, tf.TensorSpec([None], tf.string))
+  assert {"RaggedRange", "RaggedTensorToTensor"} <= set(prefix.ops)
+  assert "Pow" not in prefix.ops
+  s = np.array(["abc", "", "hello"])
+  np.testing.assert_allclose(np.asarray(jax_fn(params, *prefix(s))[0]), fn(s).numpy())
+
+  @tf.function
+  def model(s, n):  # the same op reading a numeric input too is the model's: not moved
+    return tf.reduce_sum(tf.ragged.range(tf.strings.length(s) * n).to_tensor())
+
+  with pytest.raises(tfprims.UnsupportedOpError, match="RaggedRange"):
+    _split(model, tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.int32))
+
+
 def test_no_strings_is_the_identity_and_convert():
   w = tf.Variable([[1.0, -1.0], [0.5, 2.0]], name="w")
   fn = tf.function(lambda x: tf.nn.relu(tf.matmul(x, w)))

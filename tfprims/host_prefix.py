@@ -220,16 +220,15 @@ def _cut(graph_def, inputs: Sequence[str], outputs: Sequence[str], control: Sequ
           stack.extend(new)
 
   grow([name for name, op in ops.items() if is_string(op)])
+  # What depends on numeric inputs or variables is the model, not preprocessing.
+  model = _downstream(readers, [n for n in inputs if not is_string(ops[n])] + [
+      n for n, op in ops.items() if n in variables or core.declares(op.type,
+                                                                   "creates_variable")])
   while True:
-    # Downstream of the string part, the nodes tfprims cannot run on its values (ragged
-    # to dense, data-dependent shapes) run in TF too, with what they need.
-    stack, below = list(prefix), set()
-    while stack:
-      for user in readers[stack.pop()]:
-        if user not in below and user not in prefix:
-          below.add(user)
-          stack.append(user)
-    more = [n for n in below if not _convertible(ops[n].type, functions)]
+    # Downstream of the string part, the preprocessing nodes tfprims cannot run on its
+    # values (ragged to dense, data-dependent shapes) run in TF too, with what they need.
+    below = _downstream(readers, prefix) - prefix
+    more = [n for n in below if n not in model and not _convertible(ops[n].type, functions)]
     if not more:
       break
     grow(more)
@@ -252,6 +251,17 @@ def _cut(graph_def, inputs: Sequence[str], outputs: Sequence[str], control: Sequ
       boundary[(node, index)] = None
   tensors = {f"{op.name}:{i}": t for op in ops.values() for i, t in enumerate(op.outputs)}
   return _Cut(prefix, sources, passed, list(boundary), control, ops, tensors)
+
+
+def _downstream(readers, roots) -> set:
+  """The roots and every node that reads them, directly or not (data edges)."""
+  seen, stack = set(roots), list(roots)
+  while stack:
+    for user in readers[stack.pop()]:
+      if user not in seen:
+        seen.add(user)
+        stack.append(user)
+  return seen
 
 
 def _convertible(op_type: str, functions) -> bool:
