@@ -204,6 +204,21 @@ def test_a_string_output_is_a_typed_error_naming_it():
                               tf.TensorSpec([], tf.float32))
 
 
+def test_the_prefix_checks_its_inputs():
+  fn = tf.function(lambda s: tf.strings.length(s, unit="UTF8_CHAR"))
+  prefix, jax_fn, params = tfprims.split_host_prefix(fn, tf.TensorSpec([2], tf.string,
+                                                                        name="text"))
+  for value in (["héllo", b""], np.array(["a", "bc"], dtype=object)):
+    np.testing.assert_array_equal(np.asarray(jax_fn(params, *prefix(value))[0]),
+                                  fn(tf.constant(value)).numpy())
+  with pytest.raises(tfprims.InputDtypeError, match="'text' must be string"):
+    prefix([1, 2])
+  with pytest.raises(tfprims.InputShapeError, match="'text' has shape \\[3\\]"):
+    prefix(["a", "b", "c"])
+  with pytest.raises(tfprims.InputStructureError):
+    prefix(["a", "b"], ["c", "d"])
+
+
 class _Tagger(tf.Module):
   """A SavedModel whose input is a string: lookup, one-hot, a variable."""
 

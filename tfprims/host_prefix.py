@@ -370,9 +370,25 @@ class HostPrefix:
     except (ValueError, TypeError) as e:
       raise errors.InputStructureError(
           f"inputs do not match the TF signature {self.signature}: {e}") from None
-    values = [tf.convert_to_tensor(v, dtype=s.dtype)
-              for s, v in zip(tree.flatten(expected), flat) if isinstance(s, tf.TypeSpec)]
-    return tuple(np.asarray(t.numpy()) for t in self.tf_function(*values))
+    values = []
+    for spec, value in zip(tree.flatten(expected), flat):
+      if isinstance(spec, tf.TypeSpec):
+        try:
+          values.append(tf.convert_to_tensor(value, dtype=spec.dtype))
+        except (TypeError, ValueError) as e:
+          raise errors.InputDtypeError(
+              f"input '{spec.name}' must be {spec.dtype.name} ({spec}): {e}") from None
+        if not spec.shape.is_compatible_with(values[-1].shape):
+          raise errors.InputShapeError(
+              f"input '{spec.name}' has shape {values[-1].shape.as_list()}, expected "
+              f"{spec.shape} (incompatible input shape)")
+    try:
+      outputs = self.tf_function(*values)
+    except (TypeError, ValueError) as e:  # TF's binding of the inputs to the signature
+      raise errors.InputShapeError(
+          f"inputs do not match the TF signature's specs {list(self.input_specs)}: "
+          f"{str(e).strip().splitlines()[0]}") from None
+    return tuple(np.asarray(t.numpy()) for t in outputs)
 
 
 def split_host_prefix(tf_fn, *args, **kwargs) -> tuple[HostPrefix, Any, dict]:
@@ -430,10 +446,15 @@ def split_host_prefix(tf_fn, *args, **kwargs) -> tuple[HostPrefix, Any, dict]:
   op_types = {nd.name: nd.op for nd in graph_def.node}
   prefix_nodes = _upstream(cut.ops, [n for n, _ in cut.boundary] + [
       c for c in control if c in cut.prefix], stop=set(), control_within=cut.prefix)
-  prefix_cf = _prefix_function(graph_def, cut, prefix_nodes, inputs, captures, variables,
-                               flat_specs, name)
-  rest_cf = _rest_function(graph_def, cut, rest_specs, captures, variables,
-                           structure, out_names, name)
+  try:
+    prefix_cf = _prefix_function(graph_def, cut, prefix_nodes, inputs, captures, variables,
+                                 flat_specs, name)
+    rest_cf = _rest_function(graph_def, cut, rest_specs, captures, variables,
+                             structure, out_names, name)
+  except (TypeError, ValueError) as e:  # TF could not import or trace a half
+    raise errors.ConversionError(
+        f"cannot split {name!r} into a TF host prefix and a converted rest: "
+        f"{type(e).__name__}: {e}") from None
   fn, params = api.from_concrete_function(rest_cf)
   nodes = [nd.name for nd in graph_def.node if nd.name in prefix_nodes]
   prefix = HostPrefix(
