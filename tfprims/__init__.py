@@ -42,6 +42,7 @@ _LAZY = {
     **{n: ("tfprims.deploy", n) for n in ("ExportedModel", "load_exported")},
     "enable_compilation_cache": ("tfprims.cache", "enable_compilation_cache"),
     "load_keras": ("tfprims.keras_files", "load_keras"),
+    **{n: ("tfprims.host_prefix", n) for n in ("HostPrefix", "split_host_prefix")},
     **{n: ("tfprims.core", n) for n in ("TFOp", "define_op", "get_op", "override_batching",
                                         "override_jvp", "override_transpose", "primitive",
                                         "register_op", "register_platform_lowering",

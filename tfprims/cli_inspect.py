@@ -111,6 +111,13 @@ def run(args, out: TextIO) -> int:
   else:
     target = example_target(tf, args.example or examples.DEFAULT)
 
+  from tfprims import host_prefix
+  if target.concrete_fn is not None and host_prefix.has_strings(target.concrete_fn):
+    # JAX has no strings: report the split into a TF host prefix and a converted rest.
+    print(f"tfprims inspect: {target.title} ({target.description})", file=out)
+    print(host_prefix.format_summary(host_prefix.split_summary(target.concrete_fn)), file=out)
+    return EXIT_OK
+
   import tfprims
   start = time.perf_counter()
   jax_fn, params = (target.convert() if target.convert is not None

@@ -56,15 +56,18 @@ def run(args, out: TextIO) -> int:
   kind = source_kind(args.source) if args.source else None
   if args.outputs and kind != GRAPH_DEF:
     raise CLIError("--outputs goes with a frozen GraphDef file")
-  import_tensorflow()
+  tf = import_tensorflow()
+  load_cf = None  # the function itself, loaded only to split off a string prefix
   if args.example:
     from tfprims.cli_inspect import example_target
     target = example_target(None, args.example)
+    load_cf = lambda: target.concrete_fn
     report = op_report.report_concrete_function(target.concrete_fn, source=target.title)
   elif kind == KERAS:
     from tfprims import keras_files
     model = load_keras_model(args.source)
     tf_fn, _ = keras_files.model_function(model)
+    load_cf = tf_fn.get_concrete_function
     report = op_report.report_concrete_function(tf_fn.get_concrete_function(),
                                                 source=f"Keras file {args.source}")
   elif kind == GRAPH_DEF:
@@ -72,8 +75,35 @@ def run(args, out: TextIO) -> int:
                                         source=args.source)
   else:
     report = op_report.report_saved_model(args.source, args.signature)
+    keep: list = []  # the restored object owns the signature's variables
+
+    def load_cf():
+      keep.append(tf.saved_model.load(args.source))
+      return keep[-1].signatures[args.signature]
+  split = _string_split(report, load_cf)
   if args.json:
-    print(json.dumps(report.as_json(), indent=1), file=out)
+    print(json.dumps(dict(report.as_json(), host_prefix=split), indent=1), file=out)
   else:
     print(report.format(), file=out)
-  return EXIT_OK if report.convertible else EXIT_MISMATCH
+    if split is not None:
+      from tfprims import host_prefix
+      print("\n" + (host_prefix.format_summary(split) if "error" not in split else
+                    f"string inputs: no host prefix split: {split['error']}"), file=out)
+  ok = report.convertible or (split is not None and "error" not in split)
+  return EXIT_OK if ok else EXIT_MISMATCH
+
+
+def _string_split(report, load_cf):
+  """For a function with string inputs: its split into a TF host prefix and a converted
+  rest (``tfprims.host_prefix.split_summary``), or ``{"error": why}``; else None."""
+  if report.convertible or load_cf is None or not any(
+      "string" in u.dtypes for u in report.ops.values()):
+    return None
+  from tfprims import errors, host_prefix
+  cf = load_cf()
+  if not host_prefix.has_strings(cf):
+    return None
+  try:
+    return host_prefix.split_summary(cf)
+  except errors.TFPrimsError as e:
+    return {"error": f"{type(e).__name__}: {e}"}
