@@ -417,8 +417,8 @@ def sorted_contents(where: str, keys: np.ndarray, values: np.ndarray) -> dict:
   if strings:
     raise errors.UnsupportedInputError(
         f"{where} has string {' and '.join(strings)}: string tables have no JAX "
-        "representation, so the lookup must run in TF (the string host prefix, before "
-        "the converted function)")
+        "representation, so the lookup must run in TF: tfprims.split_host_prefix(fn, ...) "
+        "runs it there and converts the numeric rest")
   if keys.ndim != 1:
     raise errors.UnsupportedInputError(
         f"{where} has keys of shape {list(keys.shape[1:])}; tfprims converts tables "
@@ -446,7 +446,8 @@ def capture(node_name: str, captured, owner, consumers: str) -> tuple[str, dict]
     raise errors.UnsupportedInputError(
         f"{where} has string {' and '.join(strings)} ({key_dtype.name} -> "
         f"{value_dtype.name}): string tables have no JAX representation, so the lookup "
-        "must run in TF (the string host prefix, before the converted function)")
+        "must run in TF: tfprims.split_host_prefix(fn, ...) runs it there and converts the "
+        "numeric rest")
   if dtypes.from_tf(key_dtype) is None or dtypes.from_tf(value_dtype) is None:
     raise errors.UnsupportedInputError(
         f"{where} maps {key_dtype.name} to {value_dtype.name}, which has no JAX "
