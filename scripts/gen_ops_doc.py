@@ -157,7 +157,7 @@ def render(errors_path=DEFAULT_ERRORS) -> str:
           f"| {op.op_type} | {_escape(op.doc)} | {JVP.get(op.jvp_source, op.jvp_source)} | "
           f"{TRANSPOSE.get(op.transpose_source, op.transpose_source)} | "
           f"{BATCHING.get(op.batching_source, op.batching_source)} | "
-          f"{' '.join(op.traits)} | "
+          f"{' '.join(op.properties)} | "
           f"{' '.join(run) or '—'} | {_escape('; '.join(why))} | "
           f"{_escape(_errors_cell(errors.get(op.op_type)))} |")
     lines.append("")
@@ -198,7 +198,7 @@ def structural_lines(core) -> list:
            "data-dependent-shape ops computed on values known at trace time.", "",
            "| op | family | declares | what it does |", "|---|---|---|---|"]
   for op in ops:
-    lines.append(f"| {op.op_type} | {op.family} | {' '.join(op.traits)} | "
+    lines.append(f"| {op.op_type} | {op.family} | {' '.join(op.properties)} | "
                  f"{_escape(op.doc)} |")
   return lines + [""]
 

@@ -89,7 +89,7 @@ def is_concrete(value: Any) -> bool:
 # --- declarations ------------------------------------------------------------------------
 
 #: The properties an op declares about itself (fields of :class:`Op`).
-TRAITS = ("writes_state", "reads_state", "uses_rng", "shape_only", "pass_through",
+PROPERTIES = ("writes_state", "reads_state", "uses_rng", "shape_only", "pass_through",
           "linear_values", "calls_functions", "creates_variable", "graph_input",
           "dynamic_shape")
 
@@ -170,9 +170,9 @@ class Op:
     return self.reads_state or self.writes_state or self.pass_through
 
   @property
-  def traits(self) -> tuple[str, ...]:
+  def properties(self) -> tuple[str, ...]:
     """The declared properties that are set, by name (docs and reports)."""
-    return tuple(n for n in TRAITS if getattr(self, n))
+    return tuple(n for n in PROPERTIES if getattr(self, n))
 
 
 @dataclasses.dataclass(eq=False, kw_only=True)
@@ -513,24 +513,24 @@ register_op = define_op
 
 def register_structural(op_types: Union[str, Sequence[str]], interpret: Interpret, *,
                         family: str, doc: str, replace: bool = False,
-                        **traits) -> Interpret:
+                        **properties) -> Interpret:
   """Registers op types the interpreter runs by ``interpret(ctx, node, inputs)``
-  alone, with no primitive of their own; ``traits`` are :class:`Op`'s declared
+  alone, with no primitive of their own; ``properties`` are :class:`Op`'s declared
   properties (``writes_state=True``...). Returns ``interpret`` (usable as a
   decorator through ``functools.partial``)."""
-  unknown = set(traits) - set(TRAITS)
+  unknown = set(properties) - set(PROPERTIES)
   if unknown:
-    raise TypeError(f"unknown op properties {sorted(unknown)}; known: {list(TRAITS)}")
+    raise TypeError(f"unknown op properties {sorted(unknown)}; known: {list(PROPERTIES)}")
   for op_type in [op_types] if isinstance(op_types, str) else op_types:
     _check_new(op_type, replace)
     _REGISTRY[op_type] = StructuralOp(op_type=op_type, family=family, interpret=interpret,
-                                      doc=_first_line(doc), **traits)
+                                      doc=_first_line(doc), **properties)
   return interpret
 
 
-def structural(*op_types: str, family: str, doc: str, **traits):
+def structural(*op_types: str, family: str, doc: str, **properties):
   """Decorator form of :func:`register_structural`."""
-  return lambda fn: register_structural(op_types, fn, family=family, doc=doc, **traits)
+  return lambda fn: register_structural(op_types, fn, family=family, doc=doc, **properties)
 
 
 def declare_unsupported(*op_types: str, hint: str) -> None:
@@ -615,10 +615,10 @@ def declared_op_types() -> frozenset:
   return frozenset(_REGISTRY)
 
 
-def declares(op_type: str, trait: str) -> bool:
-  """Whether ``op_type`` is registered with the property ``trait`` set."""
+def declares(op_type: str, prop: str) -> bool:
+  """Whether ``op_type`` is registered with the property ``prop`` set."""
   op = _REGISTRY.get(op_type)
-  return op is not None and bool(getattr(op, trait))
+  return op is not None and bool(getattr(op, prop))
 
 
 def is_pure(op_type: str) -> bool:

@@ -243,7 +243,7 @@ class Walker:
     if measured.discrete and not inputs_exact:
       return records.FLIP_NOTE
     node = observation.node
-    if inputs_exact or any(core.declares(node.op, trait) for trait in _NOT_RERUN):
+    if inputs_exact or any(core.declares(node.op, prop) for prop in _NOT_RERUN):
       return None
     inputs = [self._ours_from_tf(p.tf, p.ours) if p.tf is not None else p.ours
               for p in observation.inputs]

@@ -78,8 +78,8 @@ def _split_interpret(ctx, node, inputs):
   return [TensorList(items, n, element_dtype(node), None)]
 
 
-def _bookkeeping(op_type: str, hook, doc: str, **traits):
-  register_structural(op_type, hook, family=FAMILY, doc=doc, **traits)
+def _bookkeeping(op_type: str, hook, doc: str, **properties):
+  register_structural(op_type, hook, family=FAMILY, doc=doc, **properties)
 
 
 _bookkeeping("TensorListReserve", _reserve_interpret,
