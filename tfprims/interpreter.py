@@ -101,8 +101,9 @@ class Context:
   options: Optional[Mapping[str, Any]] = None
 
   node_scopes: bool = dataclasses.field(init=False)  # read once per call: every bind asks
-  # XlaCallModule modules this call ran as one opaque operation (not read as JAX ops).
-  opaque_modules: set = dataclasses.field(default_factory=set)
+  # Per-call state an op family keeps for itself, under a key it owns (its module's
+  # name): e.g. the XlaCallModule modules run as opaque operations.
+  family_state: dict = dataclasses.field(default_factory=dict)
   # id -> (value, forms) of small traced integers (tfprims.value_analysis)
   value_forms: dict = dataclasses.field(default_factory=dict)
   # nodes run so far (tfprims.progress), set by the outermost run() where watched

@@ -308,6 +308,13 @@ def _graph_def(graph):
 _GRAD_FNS: dict[tuple, GradFn] = {}
 
 
+def opaque_modules(ctx) -> set:
+  """The XlaCallModule modules this call ran as one opaque operation (not read as JAX
+  operations): jax2tf's custom gradients around them derive forward mode from the
+  gradient function."""
+  return ctx.family_state.setdefault(__name__ + ".opaque_modules", set())
+
+
 def grad_fn_for(name: str, node: str, num_results: int, num_inputs: int,
                 options: Optional[dict] = None) -> GradFn:
   key = (name, num_results, num_inputs, tuple(sorted((options or {}).items())))
@@ -660,7 +667,7 @@ def _identity_n(ctx, node, inputs):
   # Where jax2tf's forward computation (XlaCallModule) was called as one operation,
   # opaque to JAX, forward mode is derived from the gradient function; modules read as
   # JAX operations are differentiated natively.
-  opaque = is_jax2tf(name) and bool(_JAX2TF_NAMES[name] & ctx.opaque_modules)
+  opaque = is_jax2tf(name) and bool(_JAX2TF_NAMES[name] & opaque_modules(ctx))
   forward = "grad" if opaque else "graph"
   ys = custom_gradient_p.bind(*values, grad=grad, n_y=n_y, float_mask=float_mask, batch=(),
                               forward=forward)

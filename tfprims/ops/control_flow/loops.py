@@ -76,10 +76,11 @@ class _Rematerialize(Exception):
     self.init = init
 
 
-# One entry per enclosing loop whose scan body is being traced: True when that
-# loop could be unrolled instead (so an inner loop whose bound depends on the
-# outer counter can ask for it).
-_UNROLLABLE: list[bool] = []
+def _unrollable(ctx) -> list:
+  """One entry per enclosing loop whose scan body is being traced: True when that loop
+  could be unrolled instead (so an inner loop whose bound depends on the outer counter
+  can ask for it)."""
+  return ctx.family_state.setdefault(__name__ + ".unrollable", [])
 
 
 def _consumers(graph: graph_lib.Graph) -> dict:
@@ -322,7 +323,7 @@ class _Loop:
       if n == 0:
         return self._zero_trip()
       unrollable = not dynamic_conj and _at_most(n, UNROLL_LIMIT)
-      _UNROLLABLE.append(unrollable)
+      _unrollable(self.ctx).append(unrollable)
       try:
         return self.scan(n, dynamic_conj, static, final_static)
       except _Unroll as e:
@@ -335,7 +336,7 @@ class _Loop:
               f"{self.where}: {e.reason}; unrolling its {n} iterations exceeds "
               f"tfprims.ops.control_flow.loops.UNROLL_LIMIT={UNROLL_LIMIT}") from None
       finally:
-        _UNROLLABLE.pop()
+        _unrollable(self.ctx).pop()
       return self.unroll()
     if self.cond_is_concrete():
       saved = save(self.ctx)
@@ -345,7 +346,8 @@ class _Loop:
         # The condition depends on data after all (x += tf.reduce_max(y)): the
         # iterations traced so far are dropped and the loop runs as a real loop.
         restore(self.ctx, saved)
-    if _UNROLLABLE and _UNROLLABLE[-1] and self._bound_depends_on_traced_ints():
+    enclosing = _unrollable(self.ctx)
+    if enclosing and enclosing[-1] and self._bound_depends_on_traced_ints():
       raise _Unroll(f"the trip count of the inner loop {self.where} depends on the "
                     "enclosing loop's variables")
     return self.while_loop()

@@ -274,7 +274,7 @@ def _interpret(ctx, node, inputs):
     outs = _read(ctx, node, module, platforms, inputs)
     if outs is not None:
       return outs
-  ctx.opaque_modules.add(module)
+  custom_gradients.opaque_modules(ctx).add(module)
   sout = tuple(node.attr("Sout"))
   if any(s is None or any(d is None for d in s) for s in sout):
     raise XlaCallModuleError(
@@ -307,7 +307,7 @@ def _read(ctx, node, module: bytes, platforms, inputs):
                     stacklevel=2)
     return None
   if not stablehlo.differentiable(module):  # derivatives from jax2tf's gradient, if any
-    ctx.opaque_modules.add(module)
+    custom_gradients.opaque_modules(ctx).add(module)
   outs = stablehlo.call_module(module, inputs, platform_index=index,
                                wrapped=custom_gradients.wraps_module(module))
   return [stablehlo.as_jax(o, np.dtype(t)) for o, t in zip(outs, node.attr("Tout"))]
