@@ -4,4 +4,4 @@ sizes resolved from known row partitions, and RaggedTensorToSparse. The numeric 
 ``tf.ragged`` reductions and constructors emit (Cumsum, UnsortedSegment*...) live in
 their own families. Semantics: docs/semantics/ragged.md."""
 
-from tfprims.ops.ragged import to_tensor  # noqa: F401
+from tfprims.ops.ragged import structure, to_tensor  # noqa: F401

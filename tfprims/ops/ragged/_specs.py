@@ -100,3 +100,92 @@ def to_tensor_spec(st):
                  grad_oracle="vjp",
                  note="drawn ragged ranks 1 and 2, as row splits or value row ids; "
                       "given shapes cut or pad")
+
+
+def _gather_params(kw):
+  from tfprims.ops.ragged.structure import gather_sizes
+  rank = len(kw["params_nested_splits"])
+  return {"sizes": gather_sizes(kw["params_nested_splits"], kw["indices"]),
+          "PARAMS_RAGGED_RANK": rank, "OUTPUT_RAGGED_RANK": rank}
+
+
+def gather_spec(st):
+  hst = lazy_hst()
+
+  @st.composite
+  def calls(draw):
+    lengths = draw_lengths(draw, draw(hst.integers(1, 2)))
+    nrows = len(lengths[0])
+    inner = tuple(draw(hst.lists(hst.integers(0, 2), max_size=1)))
+    values = draw(st.arrays(st.dtypes(_DTYPES), (int(sum(lengths[-1])),) + inner))
+    index_dtype = draw(st.dtypes(("int32", "int64")))
+    indices = draw(hst.lists(hst.integers(0, nrows - 1), max_size=5)) if nrows else []
+    return {"params_nested_splits": [splits_of(v).astype(index_dtype) for v in lengths],
+            "params_dense_values": values,
+            "indices": np.asarray(indices, draw(st.dtypes(("int32", "int64")))),
+            "OUTPUT_RAGGED_RANK": len(lengths)}
+
+  f32 = np.float32
+  # ragged rank 2, an empty and a repeated row; zero rows and no indices
+  cases = [{"params_nested_splits": [splits_of([2, 0, 3]), splits_of([1, 0, 2, 1, 1])],
+            "params_dense_values": np.arange(5, dtype=f32),
+            "indices": np.int32([2, 1, 1, 0]), "OUTPUT_RAGGED_RANK": 2},
+           {"params_nested_splits": [splits_of([])], "params_dense_values": np.zeros(0, f32),
+            "indices": np.int64([]), "OUTPUT_RAGGED_RANK": 1}]
+  return st.Spec(calls(), operands=("params_nested_splits", "params_dense_values", "indices"),
+                 params=_gather_params, diff_args=("params_dense_values",),
+                 vmap_variation="scale", cases=cases, examples=0.5, grad_oracle="vjp")
+
+
+def _range_params(kw):
+  from tfprims.ops.ragged.structure import _range_sizes
+  arrays = np.broadcast_arrays(*(np.atleast_1d(kw[k]) for k in ("starts", "limits", "deltas")))
+  return {"size": int(np.sum(_range_sizes(*arrays, np).astype(np.int64))),
+          "T": np.dtype(kw["starts"].dtype), "Tsplits": kw.get("Tsplits", np.dtype(np.int64))}
+
+
+def range_spec(st):
+  hst = lazy_hst()
+
+  @st.composite
+  def calls(draw):
+    dtype = draw(st.dtypes(("float32", "float64", "int32", "int64")))
+    n = draw(hst.integers(0, 4))
+    shapes = [draw(hst.sampled_from([(), (n,)])) for _ in range(3)]
+    lo, hi = (-20, 20)
+    starts = draw(st.arrays(dtype, shapes[0], min_value=lo, max_value=hi, special=False))
+    limits = draw(st.arrays(dtype, shapes[1], min_value=lo, max_value=hi, special=False))
+    mags = draw(st.arrays(dtype, shapes[2], min_value=1, max_value=7, special=False))
+    signs = np.asarray(draw(hst.lists(hst.sampled_from([-1, 1]), min_size=int(np.size(mags)),
+                                      max_size=int(np.size(mags)))), dtype).reshape(shapes[2])
+    return {"starts": starts, "limits": limits, "deltas": (mags * signs).astype(dtype),
+            "Tsplits": draw(st.dtypes(("int32", "int64")))}
+
+  cases = [{"starts": np.int64([0, 5, 3]), "limits": np.int64([4, 5, -3]),
+            "deltas": np.int64([1, 2, -2]), "Tsplits": np.dtype(np.int64)},
+           {"starts": np.float32(0.1), "limits": np.float32([1.0, 0.0]),
+            "deltas": np.float32(0.1), "Tsplits": np.dtype(np.int32)}]   # accumulated floats
+  return st.Spec(calls(), operands=("starts", "limits", "deltas"), params=_range_params,
+                 diff_args=(), vmap_variation="none", cases=cases, examples=0.5,
+                 skip={"jvp": "the values' derivative is not defined by TF (no gradient)",
+                       "vjp": "no gradient in TF"})
+
+
+def to_sparse_spec(st):
+  hst = lazy_hst()
+
+  @st.composite
+  def calls(draw):
+    lengths = draw_lengths(draw, draw(hst.integers(1, 2)))
+    inner = tuple(draw(hst.lists(hst.integers(0, 2), max_size=1)))
+    values = draw(st.arrays(st.dtypes(_DTYPES), (int(sum(lengths[-1])),) + inner))
+    index_dtype = draw(st.dtypes(("int32", "int64")))
+    return {"rt_nested_splits": [splits_of(v).astype(index_dtype) for v in lengths],
+            "rt_dense_values": values}
+
+  f32 = np.float32
+  cases = [{"rt_nested_splits": [splits_of([2, 0, 1]), splits_of([1, 0, 2])],
+            "rt_dense_values": np.arange(6, dtype=f32).reshape(3, 2)},
+           {"rt_nested_splits": [splits_of([0, 0])], "rt_dense_values": np.zeros(0, f32)}]
+  return st.Spec(calls(), diff_args=("rt_dense_values",), vmap_variation="scale",
+                 cases=cases, examples=0.5, grad_oracle="vjp")
