@@ -34,13 +34,15 @@ def _rows_of(splits, n):
   return row_col(splits, jnp.arange(n, dtype=splits.dtype))
 
 
-def _splits_check(*splits):
-  bad = jnp.zeros((), bool)
+def _splits_check(*splits, xp=jnp):
+  """Row splits TF rejects: empty, not starting at 0 or decreasing (``xp``: jax.numpy
+  for the op's check, numpy for known values in a hook)."""
+  bad = xp.zeros((), bool)
   for s in splits:
     if s.shape[0] == 0:
-      bad = jnp.ones((), bool)
+      bad = xp.ones((), bool)
       continue
-    bad = bad | (s[0] != 0) | jnp.any(jnp.diff(s) < 0)
+    bad = bad | (s[0] != 0) | xp.any(xp.diff(s) < 0)
   return bad
 
 
@@ -53,6 +55,7 @@ _BAD_SPLITS = "Invalid row splits: they must start at 0 and not decrease"
 def gather(*operands, sizes, PARAMS_RAGGED_RANK, OUTPUT_RAGGED_RANK):
   """The rows ``indices`` of a ragged tensor: their nested row splits and flat values
   (``sizes``: each output level's item count, the last the values')."""
+  operands = [jnp.asarray(o) for o in operands]   # known splits may be numpy
   splits, values, indices = operands[:PARAMS_RAGGED_RANK], operands[-2], operands[-1]
   rows = indices.astype(splits[0].dtype)
   out = []
@@ -101,7 +104,7 @@ def _gather_interpret(ctx, node, inputs):
   if idx is None or any(k is None for k in known):
     raise unknown_size(node, "the gathered rows' total length")
   try:
-    if bool(_splits_check(*known)):
+    if bool(_splits_check(*known, xp=np)):
       raise ValueError(_BAD_SPLITS)
     sizes = gather_sizes(known, idx)
   except ValueError as e:
@@ -139,7 +142,7 @@ def _range_sizes(starts, limits, deltas, xp):
 def ragged_range(starts, limits, deltas, *, size, T, Tsplits):
   """TF's RaggedRange: row splits and the values ``start, start + delta, ...`` of each
   row, accumulated as TF's kernel does (``size``: the total)."""
-  starts, limits, deltas = jnp.broadcast_arrays(
+  starts, limits, deltas = jnp.broadcast_arrays(  # numpy operands indexed as jax arrays
       *(jnp.atleast_1d(a) for a in (starts, limits, deltas)))
   sdtype = tfdtypes.canonical_dtype(Tsplits)
   splits = jnp.concatenate([jnp.zeros((1,), sdtype),
@@ -203,6 +206,7 @@ RaggedRange = define_op(
 def to_sparse(*operands):
   """The coordinates of every value element of a ragged tensor, its values (flat)
   and the dense shape (rows, each level's longest row, the inner dims)."""
+  operands = [jnp.asarray(o) for o in operands]
   splits, values = operands[:-1], operands[-1]
   index = tfdtypes.canonical_dtype(np.dtype(np.int64))
   inner = values.shape[1:]

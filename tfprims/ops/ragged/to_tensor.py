@@ -132,7 +132,8 @@ def to_tensor(values, default_value, *partitions, shape, row_partition_types):
   ``default_value`` (broadcast to the inner dims)."""
   types = row_partition_types
   first = partition_levels(types)
-  parts, kinds = partitions[first:], types[first:]
+  values = jnp.asarray(values)   # known partitions may be numpy: index them as jax arrays
+  parts, kinds = [jnp.asarray(p) for p in partitions[first:]], types[first:]
   outer = shape[:len(parts) + 1]
   size = math.prod(outer)
   inner = tuple(values.shape[1:])
