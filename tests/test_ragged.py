@@ -63,12 +63,11 @@ def _dense_args():
   return VALUES, LENGTHS, np.int32([0, 0, 2, 2, 2, 3]), np.int32([2, 0])
 
 
-def test_to_tensor_gather_range_sparse_eager_and_jit():
+def test_to_tensor_gather_range_sparse_under_jit():
+  # (eager calls of these ops: test_inferred_shapes_eager_exact_and_refused_traced)
   args = _dense_args()
   fn = _convert(_dense_patterns, *args)
-  want = _dense_patterns(*args)
-  _equal(fn(*args), want)
-  _equal(jax.jit(fn)(*args), want)
+  _equal(jax.jit(fn)(*args), _dense_patterns(*args))
   names = {e.primitive.name for e in jax.make_jaxpr(fn)(*args).jaxpr.eqns}
   assert {"tf.RaggedTensorToTensor", "tf.RaggedTensorToSparse"} <= names
 
@@ -82,8 +81,7 @@ def _inferred(v, lengths, idx):
 
 
 @pytest.mark.parametrize("values,lengths", [
-    (VALUES, LENGTHS), (np.zeros(0, np.float32), np.int32([0, 0, 0])),   # all rows empty
-    (VALUES, np.int32([6, 0, 0]))])
+    (VALUES, LENGTHS), (np.zeros(0, np.float32), np.int32([0, 0, 0]))])   # all rows empty
 def test_inferred_shapes_eager_exact_and_refused_traced(values, lengths):
   args = (values, lengths, np.int32([2, 1, 2]))
   fn = _convert(_inferred, *args)
@@ -131,21 +129,22 @@ def _reductions(v, lengths):
 def test_reductions_and_to_tensor_values_and_grads():
   fn = _convert(_reductions, VALUES, LENGTHS)
   want = _reductions(VALUES, LENGTHS)
-  np.testing.assert_allclose(fn(VALUES, LENGTHS)[0], want[0], rtol=1e-6)
-  _equal(fn(VALUES, LENGTHS)[1], want[1])
+  got = fn(VALUES, LENGTHS)
+  np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+  _equal(got[1], want[1])
   # the reductions' segment ids come from a range as long as the longest row: traced
   # lengths are refused, naming the node; a constant partition jits
   with pytest.raises(tfprims.StaticInputError, match="Range node '.*RaggedReduce"):
     jax.jit(fn)(VALUES, LENGTHS)
   fixed = _convert(lambda v: _reductions(v, LENGTHS)[1], VALUES)
   _equal(jax.jit(fixed)(VALUES), want[1])
-  grad = jax.grad(lambda v: fn(v, LENGTHS)[0])(VALUES)
-  np.testing.assert_allclose(grad, _tape_grad(lambda v, n: _reductions(v, n)[0],
-                                              VALUES, LENGTHS), rtol=1e-6)
-  # grad wrt the values of the constant-partition to_tensor and reductions, under jit
-  grad = jax.jit(jax.grad(lambda v: sum(jnp.sum(o) for o in fixed(v))))(VALUES)
+  # grad wrt the values of to_tensor and the reductions, under jit
+  w = [np.float32([1.0, -2.0, 0.5]), np.float32([0.25, 3.0, -1.0]), np.float32([2.0, 1.0, 4.0]),
+       np.float32(np.arange(9).reshape(3, 3) - 4.0)]
+  grad = jax.jit(jax.grad(lambda v: sum(jnp.sum(o * c) for o, c in zip(fixed(v), w))))(VALUES)
   np.testing.assert_allclose(grad, _tape_grad(lambda v, n: tf.add_n(
-      [tf.reduce_sum(o) for o in _reductions(v, n)[1]]), VALUES, LENGTHS), rtol=1e-6)
+      [tf.reduce_sum(o * c) for o, c in zip(_reductions(v, n)[1], w)]), VALUES, LENGTHS),
+      rtol=1e-6)
 
 
 @tf.function
