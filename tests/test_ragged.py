@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 import tfprims
+from helpers import jaxpr_primitives
 
 F32, I32 = tf.float32, tf.int32
 VALUES = np.float32([1.5, -2.0, 3.0, 0.25, 5.0, -6.0])
@@ -141,7 +142,12 @@ def test_reductions_and_to_tensor_values_and_grads():
   # grad wrt the values of to_tensor and the reductions, under jit
   w = [np.float32([1.0, -2.0, 0.5]), np.float32([0.25, 3.0, -1.0]), np.float32([2.0, 1.0, 4.0]),
        np.float32(np.arange(9).reshape(3, 3) - 4.0)]
-  grad = jax.jit(jax.grad(lambda v: sum(jnp.sum(o * c) for o, c in zip(fixed(v), w))))(VALUES)
+  def loss(v):
+    return sum(jnp.sum(o * c) for o, c in zip(fixed(v), w))
+  grad = jax.jit(jax.grad(loss))(VALUES)
+  # to_tensor's transpose: the cotangent gathered back (TF-named)
+  assert {"tf.GatherV2", "tf.RaggedTensorToTensor"} <= jaxpr_primitives(
+      jax.make_jaxpr(jax.grad(loss))(VALUES))
   np.testing.assert_allclose(grad, _tape_grad(lambda v, n: tf.add_n(
       [tf.reduce_sum(o * c) for o, c in zip(_reductions(v, n)[1], w)]), VALUES, LENGTHS),
       rtol=1e-6)

@@ -18,8 +18,8 @@ from typing import Optional, Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from tfprims import core, errors, interpreter, opdefs
-from tfprims.core import define_op
+from tfprims import core, errors, interpreter, opdefs, rules
+from tfprims.core import define_op, tfops
 from tfprims.ops.ragged._common import FAMILY, known_ints, op_error, unknown_size
 
 _SPLITS, _ROWIDS, _NROWS = "ROW_SPLITS", "VALUE_ROWIDS", "FIRST_DIM_SIZE"
@@ -91,22 +91,22 @@ def output_shape(shape, values_shape: Sequence[int], partitions: Sequence[Option
   return tuple(out) + inner
 
 
-def _children(parts, kinds, values, level) -> int:
+def _children(parts, kinds, n_values, level) -> int:
   """How many items the level below ``level`` has (static: an operand's length)."""
   if kinds[level] == _ROWIDS:
     return parts[level].shape[0]
   if level + 1 < len(parts):
     return parts[level + 1].shape[0] - (1 if kinds[level + 1] == _SPLITS else 0)
-  return values.shape[0]
+  return n_values
 
 
-def flat_positions(parts, kinds, values, shape):
+def flat_positions(parts, kinds, n_values, shape):
   """Each flat value's position in the output flattened over its ragged dims, or -1
   where it falls outside ``shape`` (a row cut off by a given shape)."""
   pos = None
   for level, (p, kind) in enumerate(zip(parts, kinds)):
     width = shape[level + 1]
-    j = jnp.arange(_children(parts, kinds, values, level), dtype=p.dtype)
+    j = jnp.arange(_children(parts, kinds, n_values, level), dtype=p.dtype)
     if kind == _SPLITS:
       nrows = p.shape[0] - 1
       row = jnp.searchsorted(p, j, side="right").astype(p.dtype) - 1
@@ -138,9 +138,45 @@ def to_tensor(values, default_value, *partitions, shape, row_partition_types):
   size = math.prod(outer)
   inner = tuple(values.shape[1:])
   out = jnp.broadcast_to(jnp.asarray(default_value, values.dtype), (size,) + inner)
-  pos = flat_positions(parts, kinds, values, shape)
+  pos = flat_positions(parts, kinds, values.shape[0], shape)
   out = out.at[jnp.where(pos >= 0, pos, size)].set(values, mode="drop")
   return out.reshape(shape)
+
+
+def _positions(parts, types, n_values, shape):
+  """The flat values' output rows (``size``, past the end, where cut) and the size."""
+  first = partition_levels(types)
+  size = math.prod(shape[:len(types) - first + 1])
+  pos = flat_positions([jnp.asarray(p) for p in parts[first:]], types[first:], n_values, shape)
+  return jnp.where(pos >= 0, pos, size), size
+
+
+def _to_tensor_jvp(primals, tangents, **params):
+  """Linear in the values and default_value together: the same op on the tangents."""
+  values, default, *parts = primals
+  tv, td = (rules.instantiate(t) for t in tangents[:2])
+  return (tfops.RaggedTensorToTensor(values, default, *parts, **params),
+          tfops.RaggedTensorToTensor(tv, td, *parts, **params))
+
+
+def _to_tensor_transpose(ct, values, default, *parts, shape, row_partition_types):
+  """The values' cotangent gathered from their output rows (zero where cut), the
+  default's summed over the rows no value fills."""
+  ct = rules.instantiate(ct)
+  levels = len(row_partition_types) - partition_levels(row_partition_types)
+  inner = tuple(shape[levels + 1:])
+  rows, size = _positions(parts, row_partition_types, rules.shape_of(values)[0], shape)
+  flat = rules.reshape(ct, (size,) + inner)
+  out = [None] * (2 + len(parts))
+  if rules.U(values):
+    padded = tfops.ConcatV2(flat, rules.zeros((1,) + inner, rules.dtype_of(ct)), axis=0)
+    out[0] = tfops.GatherV2(padded, rows, axis=0, batch_dims=0)
+  if rules.U(default):
+    filled = jnp.zeros((size,), bool).at[rows].set(True, mode="drop")
+    unfilled = tfops.SelectV2(filled.reshape((size,) + (1,) * len(inner)),
+                              rules.zeros((), rules.dtype_of(ct)), flat)
+    out[1] = rules.unbroadcast(unfilled, rules.shape_of(default))
+  return out
 
 
 def partitions_check(values, default_value, *partitions, shape, row_partition_types):
@@ -198,7 +234,8 @@ def _spec(st):
 
 RaggedTensorToTensor = define_op(
     "RaggedTensorToTensor", to_tensor, family=FAMILY, attrs=("row_partition_types",),
-    check=partitions_check, interpret=_interpret,
+    check=partitions_check, interpret=_interpret, jvp=_to_tensor_jvp,
+    transpose=_to_tensor_transpose,
     dynamic_shape="an inferred dim (no shape given) is the longest row of a ragged level",
     doc="A ragged tensor (flat values and row partitions) as a dense tensor of the "
         "static shape param, padded with default_value; rows beyond it are cut.",
