@@ -42,8 +42,7 @@ def partitions(lengths, rowids: bool, dtype):
   return [splits_of(v).astype(dtype) for v in lengths], ("ROW_SPLITS",) * len(lengths)
 
 
-def _to_tensor_params(kw):
-  from tfprims.ops.ragged.to_tensor import output_shape
+def _to_tensor_params(kw, output_shape):
   parts, types = kw["row_partition_tensors"], tuple(kw["row_partition_types"])
   return {"shape": output_shape(kw["shape"], kw["values"].shape, parts,
                                 [np.shape(p)[0] if np.ndim(p) else 0 for p in parts], types),
@@ -73,7 +72,8 @@ def _cases():
   ]
 
 
-def to_tensor_spec(st):
+def to_tensor_spec(st, output_shape):
+  """``output_shape``: :func:`tfprims.ops.ragged.to_tensor.output_shape`."""
   hst = lazy_hst()
 
   @st.composite
@@ -95,21 +95,21 @@ def to_tensor_spec(st):
                            draw(st.dtypes(("int32", "int64"))))
 
   return st.Spec(calls(), operands=("values", "default_value", "row_partition_tensors"),
-                 params=_to_tensor_params, diff_args=("values", "default_value"),
+                 params=lambda kw: _to_tensor_params(kw, output_shape),
+                 diff_args=("values", "default_value"),
                  vmap_variation="scale", cases=_cases(), examples=0.5,
                  grad_oracle="vjp",
                  note="drawn ragged ranks 1 and 2, as row splits or value row ids; "
                       "given shapes cut or pad")
 
 
-def _gather_params(kw):
-  from tfprims.ops.ragged.structure import gather_sizes
+def _gather_params(kw, gather_sizes):
   rank = len(kw["params_nested_splits"])
   return {"sizes": gather_sizes(kw["params_nested_splits"], kw["indices"]),
           "PARAMS_RAGGED_RANK": rank, "OUTPUT_RAGGED_RANK": rank}
 
 
-def gather_spec(st):
+def gather_spec(st, gather_sizes):
   hst = lazy_hst()
 
   @st.composite
@@ -133,18 +133,18 @@ def gather_spec(st):
            {"params_nested_splits": [splits_of([])], "params_dense_values": np.zeros(0, f32),
             "indices": np.int64([]), "OUTPUT_RAGGED_RANK": 1}]
   return st.Spec(calls(), operands=("params_nested_splits", "params_dense_values", "indices"),
-                 params=_gather_params, diff_args=("params_dense_values",),
+                 params=lambda kw: _gather_params(kw, gather_sizes),
+                 diff_args=("params_dense_values",),
                  vmap_variation="scale", cases=cases, examples=0.5, grad_oracle="vjp")
 
 
-def _range_params(kw):
-  from tfprims.ops.ragged.structure import _range_sizes
+def _range_params(kw, range_sizes):
   arrays = np.broadcast_arrays(*(np.atleast_1d(kw[k]) for k in ("starts", "limits", "deltas")))
-  return {"size": int(np.sum(_range_sizes(*arrays, np).astype(np.int64))),
+  return {"size": int(np.sum(range_sizes(*arrays, np).astype(np.int64))),
           "T": np.dtype(kw["starts"].dtype), "Tsplits": kw.get("Tsplits", np.dtype(np.int64))}
 
 
-def range_spec(st):
+def range_spec(st, range_sizes):
   hst = lazy_hst()
 
   @st.composite
@@ -165,7 +165,8 @@ def range_spec(st):
             "deltas": np.int64([1, 2, -2]), "Tsplits": np.dtype(np.int64)},
            {"starts": np.float32(0.1), "limits": np.float32([1.0, 0.0]),
             "deltas": np.float32(0.1), "Tsplits": np.dtype(np.int32)}]   # accumulated floats
-  return st.Spec(calls(), operands=("starts", "limits", "deltas"), params=_range_params,
+  return st.Spec(calls(), operands=("starts", "limits", "deltas"),
+                 params=lambda kw: _range_params(kw, range_sizes),
                  diff_args=(), vmap_variation="none", cases=cases, examples=0.5,
                  skip={"jvp": "the values' derivative is not defined by TF (no gradient)",
                        "vjp": "no gradient in TF"})

@@ -21,6 +21,7 @@ from tfprims import core, folding, interpreter, opdefs
 from tfprims import dtypes as tfdtypes
 from tfprims.core import define_op
 from tfprims.ops.ragged._common import FAMILY, known_ints, op_error, unknown_size
+from tfprims.ops.ragged._specs import gather_spec, range_spec, to_sparse_spec
 
 
 def row_col(splits, items):
@@ -114,8 +115,7 @@ def _gather_interpret(ctx, node, inputs):
 
 
 def _gather_spec(st):
-  from tfprims.ops.ragged._specs import gather_spec
-  return gather_spec(st)
+  return gather_spec(st, gather_sizes)
 
 
 RaggedGather = define_op(
@@ -130,7 +130,7 @@ RaggedGather = define_op(
 # --- RaggedRange -----------------------------------------------------------------------------
 
 
-def _range_sizes(starts, limits, deltas, xp):
+def range_sizes(starts, limits, deltas, xp):
   empty = ((deltas > 0) & (limits < starts)) | ((deltas < 0) & (limits > starts))
   if np.dtype(starts.dtype).kind in "iu":
     n = (xp.abs(limits - starts) + xp.abs(deltas) - 1) // xp.where(deltas == 0, 1, xp.abs(deltas))
@@ -146,7 +146,7 @@ def ragged_range(starts, limits, deltas, *, size, T, Tsplits):
       *(jnp.atleast_1d(a) for a in (starts, limits, deltas)))
   sdtype = tfdtypes.canonical_dtype(Tsplits)
   splits = jnp.concatenate([jnp.zeros((1,), sdtype),
-                            jnp.cumsum(_range_sizes(starts, limits, deltas, jnp).astype(sdtype))])
+                            jnp.cumsum(range_sizes(starts, limits, deltas, jnp).astype(sdtype))])
   if size == 0:
     return splits, jnp.zeros((0,), starts.dtype)
   r, k = _rows_of(splits, size)
@@ -175,7 +175,7 @@ def _range_interpret(ctx, node, inputs):
   if np.any(deltas == 0):
     raise op_error(node, "Requires delta != 0")
   with np.errstate(all="ignore"):
-    sizes = _range_sizes(*np.broadcast_arrays(*(np.atleast_1d(a) for a in known)), np)
+    sizes = range_sizes(*np.broadcast_arrays(*(np.atleast_1d(a) for a in known)), np)
   params = {"size": int(np.sum(sizes.astype(np.int64))), "T": node.attr("T"),
             "Tsplits": node.attr("Tsplits")}
   return list(op.apply(list(inputs), params))
@@ -187,8 +187,7 @@ def _known_float(value):
 
 
 def _range_spec(st):
-  from tfprims.ops.ragged._specs import range_spec
-  return range_spec(st)
+  return range_spec(st, range_sizes)
 
 
 RaggedRange = define_op(
@@ -228,14 +227,9 @@ def to_sparse(*operands):
   return coords, values.reshape(-1), shape
 
 
-def _to_sparse_spec(st):
-  from tfprims.ops.ragged._specs import to_sparse_spec
-  return to_sparse_spec(st)
-
-
 RaggedTensorToSparse = define_op(
     "RaggedTensorToSparse", to_sparse, family=FAMILY, multiple_results=True,
     check=lambda *operands: (_splits_check(*operands[:-1]), _BAD_SPLITS),
     doc="A ragged tensor as a sparse one: int64 coordinates of every value element, the "
         "values and the dense shape.",
-    spec=_to_sparse_spec)
+    spec=to_sparse_spec)

@@ -21,6 +21,7 @@ import numpy as np
 from tfprims import core, errors, interpreter, opdefs, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.ragged._common import FAMILY, known_ints, op_error, unknown_size
+from tfprims.ops.ragged._specs import to_tensor_spec
 
 _SPLITS, _ROWIDS, _NROWS = "ROW_SPLITS", "VALUE_ROWIDS", "FIRST_DIM_SIZE"
 
@@ -228,8 +229,7 @@ def _interpret(ctx, node, inputs):
 
 
 def _spec(st):
-  from tfprims.ops.ragged._specs import to_tensor_spec
-  return to_tensor_spec(st)
+  return to_tensor_spec(st, output_shape)
 
 
 RaggedTensorToTensor = define_op(
