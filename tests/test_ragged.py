@@ -105,6 +105,11 @@ def test_zero_rows_and_errors_of_tf_on_known_values():
     f(*bad)
   with pytest.raises(tfprims.RuntimeCheckError, match="RaggedTensorToTensor node"):
     fn(*bad)
+  g = tf.function(lambda i: tf.gather(tf.ragged.constant([[1, 2], [3]]), i).flat_values)
+  with pytest.raises(tf.errors.InvalidArgumentError, match=r"indices\[1\] = 5 is not in"):
+    g(np.int32([0, 5]))
+  with pytest.raises(tfprims.OpError, match=r"RaggedGather node .*indices\[1\] = 5 is not in"):
+    _convert(g, np.int32([0, 5]))(np.int32([0, 5]))
 
 
 def _tape_grad(f, x, *rest):
