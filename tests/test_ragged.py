@@ -198,4 +198,6 @@ def test_from_tensor_with_lengths_and_to_tensor_under_vmap():
   # vmap over the values of a fixed ragged structure
   h = _convert(lambda v: tf.RaggedTensor.from_row_lengths(v, LENGTHS).to_tensor(shape=[3, 4]),
                VALUES)
-  _equal(jax.vmap(h)(np.stack([VALUES, -VALUES])), np.stack([h(VALUES), h(-VALUES)]))
+  xs = np.stack([VALUES, -VALUES])
+  _equal(jax.vmap(h)(xs), np.stack([h(VALUES), h(-VALUES)]))
+  assert "tf.RaggedTensorToTensor" in jaxpr_primitives(jax.make_jaxpr(jax.vmap(h))(xs))

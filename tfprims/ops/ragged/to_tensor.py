@@ -180,6 +180,35 @@ def _to_tensor_transpose(ct, values, default, *parts, shape, row_partition_types
   return out
 
 
+_vmapped = rules.vmap_batching(to_tensor, False)
+
+
+def _to_tensor_batching(args, dims, *, shape, row_partition_types):
+  """A batch of values (and defaults) over one ragged structure: the batch axis
+  becomes the values' first inner dim of one ``tf.RaggedTensorToTensor``, then moves
+  to the front. Batched partitions take ``jax.vmap`` of the impl."""
+  values, default, *parts = args
+  dv, dd, *dp = dims
+  if any(d is not None for d in dp):
+    return _vmapped(args, dims, shape=shape, row_partition_types=row_partition_types)
+  size = rules.batch_size(args, dims)
+  levels = len(row_partition_types) - partition_levels(row_partition_types)
+  inner = tuple(shape[levels + 1:])
+  values = rules.move_axes(rules.with_batch_axis(values, dv, size), [0], [1])
+  if dd is None:   # unbatched: broadcast along the new inner batch dim as it is
+    default = rules.reshape(default, (1,) * (len(inner) + 1 - np.ndim(default))
+                            + rules.shape_of(default)) if np.ndim(default) else default
+  else:            # (B, d...) -> (B, 1.., d...) right-aligned under the inner dims
+    default = rules.to_front(default, dd)
+    dshape = rules.shape_of(default)
+    default = rules.reshape(default, dshape[:1] + (1,) * (len(inner) + 1 - len(dshape))
+                            + dshape[1:])
+  out_shape = tuple(shape[:levels + 1]) + (size,) + inner
+  out = tfops.RaggedTensorToTensor(values, default, *parts, shape=out_shape,
+                                   row_partition_types=row_partition_types)
+  return rules.move_axes(out, [levels + 1], [0]), 0
+
+
 def partitions_check(values, default_value, *partitions, shape, row_partition_types):
   """What TF's kernel rejects: row splits not starting at 0 or decreasing, value row
   ids negative, unsorted or not below the row count."""
@@ -235,7 +264,7 @@ def _spec(st):
 RaggedTensorToTensor = define_op(
     "RaggedTensorToTensor", to_tensor, family=FAMILY, attrs=("row_partition_types",),
     check=partitions_check, interpret=_interpret, jvp=_to_tensor_jvp,
-    transpose=_to_tensor_transpose,
+    transpose=_to_tensor_transpose, batching=_to_tensor_batching,
     dynamic_shape="an inferred dim (no shape given) is the longest row of a ragged level",
     doc="A ragged tensor (flat values and row partitions) as a dense tensor of the "
         "static shape param, padded with default_value; rows beyond it are cut.",
