@@ -97,7 +97,7 @@ def to_tensor_spec(st, output_shape):
   return st.Spec(calls(), operands=("values", "default_value", "row_partition_tensors"),
                  params=lambda kw: _to_tensor_params(kw, output_shape),
                  diff_args=("values", "default_value"),
-                 vmap_variation="scale", cases=_cases(), examples=0.5,
+                 vmap_variation="scale", cases=_cases(), examples=0.3,
                  grad_oracle="vjp",
                  note="drawn ragged ranks 1 and 2, as row splits or value row ids; "
                       "given shapes cut or pad")
@@ -135,7 +135,7 @@ def gather_spec(st, gather_sizes):
   return st.Spec(calls(), operands=("params_nested_splits", "params_dense_values", "indices"),
                  params=lambda kw: _gather_params(kw, gather_sizes),
                  diff_args=("params_dense_values",),
-                 vmap_variation="scale", cases=cases, examples=0.5, grad_oracle="vjp")
+                 vmap_variation="scale", cases=cases, examples=0.3, grad_oracle="vjp")
 
 
 def _range_params(kw, range_sizes):
@@ -167,7 +167,7 @@ def range_spec(st, range_sizes):
             "deltas": np.float32(0.1), "Tsplits": np.dtype(np.int32)}]   # accumulated floats
   return st.Spec(calls(), operands=("starts", "limits", "deltas"),
                  params=lambda kw: _range_params(kw, range_sizes),
-                 diff_args=(), vmap_variation="none", cases=cases, examples=0.5,
+                 diff_args=(), vmap_variation="none", cases=cases, examples=0.3,
                  skip={"jvp": "the values' derivative is not defined by TF (no gradient)",
                        "vjp": "no gradient in TF"})
 
@@ -189,4 +189,4 @@ def to_sparse_spec(st):
             "rt_dense_values": np.arange(6, dtype=f32).reshape(3, 2)},
            {"rt_nested_splits": [splits_of([0, 0])], "rt_dense_values": np.zeros(0, f32)}]
   return st.Spec(calls(), diff_args=("rt_dense_values",), vmap_variation="scale",
-                 cases=cases, examples=0.5, grad_oracle="vjp")
+                 cases=cases, examples=0.3, grad_oracle="vjp")
