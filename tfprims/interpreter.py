@@ -72,6 +72,27 @@ class StringConstant:
 _OPAQUE = (VariableHandle, StringConstant)  # values no op may take as a tensor
 
 
+@dataclasses.dataclass(frozen=True)
+class LazyValue:
+  """A value an op leaves unevaluated for the op types that read it (``readers``):
+  e.g. the decimal strings of an integer ``AsString``, which only the string-hash ops
+  read (``tfprims.ops.hashing.DecimalStrings``). Pass-through ops forward it; every
+  other consumer is refused, naming both nodes."""
+  node: str
+  op: str
+  readers: tuple
+  what: str = "a value with no JAX representation"
+
+
+def _refuse_lazy(op, node, inputs) -> None:
+  for value in inputs:
+    if isinstance(value, LazyValue) and node.op not in value.readers and not (
+        op is not None and op.pass_through):
+      raise errors.UnsupportedInputError(
+          f"{node.op} node '{node.name}' reads the output of {value.op} node "
+          f"'{value.node}' ({value.what}); only {', '.join(value.readers)} can read it")
+
+
 @dataclasses.dataclass
 class Context:
   """Per-call interpreter state: the function library, variables and rng key, and
@@ -171,6 +192,7 @@ def run_node(ctx: Context, node: graph_lib.Node, inputs: list) -> list:
       if node.op in ctx.library:  # a direct call of a library function
         return call_function(ctx, node.op, inputs, node)
       raise errors.UnsupportedOpError({node.op: [node.name]})
+    _refuse_lazy(op, node, inputs)
     if isinstance(op, core.TFOp) and not op.takes_handles:
       for value in inputs:
         if isinstance(value, _OPAQUE):
