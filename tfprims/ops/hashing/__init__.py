@@ -106,8 +106,9 @@ def _check_params(num_buckets, source, positive_prefix):
   if not 1 <= num_buckets <= (1 << 63) - 1:
     raise ValueError(f"num_buckets must be in [1, 2^63 - 1], got {num_buckets}")
   if not tf_dtypes.x64_enabled() and num_buckets > 1 << 31:
-    raise ValueError(f"num_buckets={num_buckets} > 2^31: the bucket (TF's int64) is int32 "
-                     "with jax_enable_x64 off; enable x64 for more buckets")
+    raise errors.Int64OverflowError(
+        f"num_buckets={num_buckets} > 2^31: the bucket (TF's int64) is int32 with "
+        "jax_enable_x64 off; enable x64 for more buckets")
 
 
 def _to_index(pair):
@@ -167,7 +168,10 @@ def _hash_interpret(ctx, node, inputs):
         "only the decimal strings of integers (AsString of an integer tensor) are hashed")
   op = get_op(node.op)
   params = _params(node, value)
-  _check_params(**{k: params[k] for k in ("num_buckets", "source", "positive_prefix")})
+  try:
+    _check_params(**{k: params[k] for k in ("num_buckets", "source", "positive_prefix")})
+  except errors.Int64OverflowError as e:
+    raise errors.Int64OverflowError(f"{node.op} node '{node.name}': {e}") from None
   if ctx.node_scopes:
     with jax.named_scope(node.name):
       return [op.apply([value.ints], params)]
@@ -248,13 +252,12 @@ def _spec_params(op_type: str):
 
 def _spec(op_type: str):
   def spec(st):
-    cases = [dict(input=np.array(edge_values(np.dtype(dt)), dt), num_buckets=nb,
-                  fill="", **({"key": [1, 2]} if op_type.endswith("Strong") else {}))
-             for dt, nb in (("int64", 16), ("uint64", (1 << 31) - 1), ("int32", 1),
-                            ("int8", 1000))]
+    # one canonical call (each call compiles a program of ~1000 HLO ops: few calls)
+    cases = [dict(input=np.array(edge_values(np.dtype(np.int64)), np.int64), num_buckets=16,
+                  fill="", **({"key": [1, 2]} if op_type.endswith("Strong") else {}))]
     return st.Spec(
         _calls(st, op_type.endswith("Strong")), oracle=_oracle(op_type),
-        operands=("input",), params=_spec_params(op_type), cases=cases,
+        operands=("input",), params=_spec_params(op_type), cases=cases, examples=0.5,
         skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD},
         note="compared with TF's op on tf.strings.as_string(input, fill=fill) of the "
              "drawn integers (every integer dtype, edge values: powers of ten and their "
