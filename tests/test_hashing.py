@@ -91,7 +91,8 @@ def test_whole_int64_range_with_x64(x64):
 
 def test_as_string_refusals_name_the_nodes():
   """What tfprims does not convert is refused with typed errors naming the nodes: the
-  decimal strings read by anything but a hash op (both nodes named), AsString attrs
+  decimal strings read by anything but a hash op (both nodes named; an inlined function
+  call passes them on), AsString attrs
   other than the defaults (width; precision, which TF rejects for integers), AsString of
   floats, and more buckets than int32 holds with x64 off."""
   spec = tf.TensorSpec([3], tf.int32)
@@ -104,6 +105,13 @@ def test_as_string_refusals_name_the_nodes():
     for needle in needles:
       assert needle in str(info.value)
 
+  @tf.function
+  def inner(strings):
+    return tf.strings.to_hash_bucket_fast(strings, 8)
+
+  # an inlined function call passes the decimal strings in
+  eqns = _hash_eqns(_convert(tf.function(lambda x: inner(tf.strings.as_string(x))), spec), x)
+  assert [e.primitive.name for e in eqns] == ["tf.StringToHashBucketFast"]
   refused(lambda x: tf.strings.to_hash_bucket_fast(
       tf.reshape(tf.strings.as_string(x, name="digits"), [3, 1], name="rows"), 8),
           "'rows'", "'digits'", *HASH_OPS, error=errors.UnsupportedInputError)

@@ -76,8 +76,9 @@ _OPAQUE = (VariableHandle, StringConstant)  # values no op may take as a tensor
 class LazyValue:
   """A value an op leaves unevaluated for the op types that read it (``readers``):
   e.g. the decimal strings of an integer ``AsString``, which only the string-hash ops
-  read (``tfprims.ops.hashing.DecimalStrings``). Pass-through ops forward it; every
-  other consumer is refused, naming both nodes."""
+  read (``tfprims.ops.hashing.DecimalStrings``). Pass-through ops forward it, inlined
+  function calls pass it in and out; every other consumer is refused, naming both
+  nodes."""
   node: str
   op: str
   readers: tuple
@@ -87,7 +88,7 @@ class LazyValue:
 def _refuse_lazy(op, node, inputs) -> None:
   for value in inputs:
     if isinstance(value, LazyValue) and node.op not in value.readers and not (
-        op is not None and op.pass_through):
+        op.pass_through or op.calls_functions == "call"):
       raise errors.UnsupportedInputError(
           f"{node.op} node '{node.name}' reads the output of {value.op} node "
           f"'{value.node}' ({value.what}); only {', '.join(value.readers)} can read it")
