@@ -92,9 +92,9 @@ def test_whole_int64_range_with_x64(x64):
 def test_as_string_refusals_name_the_nodes():
   """What tfprims does not convert is refused with typed errors naming the nodes: the
   decimal strings read by anything but a hash op (both nodes named; an inlined function
-  call passes them on), AsString attrs
-  other than the defaults (width; precision, which TF rejects for integers), AsString of
-  floats, and more buckets than int32 holds with x64 off."""
+  call passes them on), AsString attrs other than the defaults (width; precision, which
+  TF rejects for integers), AsString of floats (an unsupported op at conversion, as
+  before), and more buckets than int32 holds with x64 off."""
   spec = tf.TensorSpec([3], tf.int32)
   x = np.array([1, -2, 30], np.int32)
 
@@ -117,9 +117,10 @@ def test_as_string_refusals_name_the_nodes():
           "'rows'", "'digits'", *HASH_OPS, error=errors.UnsupportedInputError)
   refused(lambda x: tf.strings.to_hash_bucket_fast(
       tf.strings.as_string(x, width=4, name="padded"), 8), "'padded'", "width=4")
-  refused(lambda x: tf.strings.to_hash_bucket_fast(
-      tf.strings.as_string(tf.cast(x, tf.float32), name="floats"), 8), "'floats'",
-      "float32")
+  with pytest.raises(errors.UnsupportedOpError) as info:   # found at conversion
+    _convert(tf.function(lambda x: tf.strings.to_hash_bucket_fast(
+        tf.strings.as_string(tf.cast(x, tf.float32), name="floats"), 8)), spec)
+  assert info.value.ops == {"AsString": ("floats",)}
   refused(lambda x: tf.strings.to_hash_bucket_fast(tf.strings.as_string(x), 1 << 32,
                                                    name="many"), "'many'", "2^31")
   refused(lambda x: tf.strings.to_hash_bucket_fast(

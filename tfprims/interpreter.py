@@ -442,6 +442,10 @@ def check_supported(graph: graph_lib.Graph, library: graph_lib.Library,
         if node.op not in library:
           unsupported.setdefault(node.op, []).append(where)
         continue
+      # a hook may refuse some nodes of its op type by their attrs (AsString of floats)
+      refuses = getattr(op.interpret, "refuses", None)
+      if refuses is not None and refuses(node):
+        unsupported.setdefault(node.op, []).append(where)
       # Data-dependent-shape ops (Where, Unique...) convert: an eager call computes
       # them on its values; traced, their hooks raise DynamicShapeError naming the node.
   if unsupported or inputs or problems:

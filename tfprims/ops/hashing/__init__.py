@@ -11,7 +11,8 @@ JAX has no strings, but the decimal form of an integer needs only its digits:
   ``scientific`` and ``shortest`` are refused (TF rejects them for integers too),
   ``width`` > -1 is refused (not supported), ``fill`` may be printf's flags ``""``,
   ``"-"``, ``"0"``, ``"#"`` (no effect without a width) or ``"+"``, ``" "`` (they lead
-  non-negative values of signed types). Other dtypes (floats, bool, complex) are refused.
+  non-negative values of signed types). Other dtypes (floats, bool, complex) are an
+  unsupported op, reported at conversion (the hook's ``refuses``).
 * Each hash node binds one primitive on the integers with ``source=decimal``
   (``tf.StringToHashBucketFast[num_buckets=16 positive_prefix= source=decimal]``): it
   writes each element's decimal bytes (20 digits extracted by long division on 16-bit
@@ -93,6 +94,15 @@ def _as_string(ctx, node, inputs):
   return [DecimalStrings(node=node.name, op=node.op, readers=HASH_OPS,
                          what="the decimal strings of integers", ints=x,
                          positive_prefix=fill if fill in ("+", " ") else "")]
+
+
+def _refuses(node) -> bool:
+  """AsString of anything but integers: an unsupported op, found before tracing."""
+  dtype = tf_dtypes.from_tf(node.attr("T"))
+  return dtype is None or dtype.kind not in "iu"
+
+
+_as_string.refuses = _refuses
 
 
 # --- the hash ops ------------------------------------------------------------------------------
