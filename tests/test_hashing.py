@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import tfprims
-from tfprims import errors
+from tfprims import errors, op_report
 from tfprims.ops.hashing import HASH_OPS, edge_values
 
 
@@ -117,10 +117,17 @@ def test_as_string_refusals_name_the_nodes():
           "'rows'", "'digits'", *HASH_OPS, error=errors.UnsupportedInputError)
   refused(lambda x: tf.strings.to_hash_bucket_fast(
       tf.strings.as_string(x, width=4, name="padded"), 8), "'padded'", "width=4")
+  floats = tf.function(lambda x: tf.strings.to_hash_bucket_fast(
+      tf.strings.as_string(tf.cast(x, tf.float32), name="floats"), 8))
   with pytest.raises(errors.UnsupportedOpError) as info:   # found at conversion
-    _convert(tf.function(lambda x: tf.strings.to_hash_bucket_fast(
-        tf.strings.as_string(tf.cast(x, tf.float32), name="floats"), 8)), spec)
+    _convert(floats, spec)
   assert info.value.ops == {"AsString": ("floats",)}
+  ints = tf.function(lambda x: tf.strings.to_hash_bucket_fast(tf.strings.as_string(x), 8))
+  reports = [op_report.report_concrete_function(f.get_concrete_function(spec))
+             for f in (floats, ints)]
+  assert reports[0].ops["AsString"].status == op_report.UNSUPPORTED
+  assert "float32" in reports[0].ops["AsString"].why
+  assert reports[1].convertible
   refused(lambda x: tf.strings.to_hash_bucket_fast(tf.strings.as_string(x), 1 << 32,
                                                    name="many"), "'many'", "2^31")
   refused(lambda x: tf.strings.to_hash_bucket_fast(

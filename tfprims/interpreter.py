@@ -442,7 +442,8 @@ def check_supported(graph: graph_lib.Graph, library: graph_lib.Library,
         if node.op not in library:
           unsupported.setdefault(node.op, []).append(where)
         continue
-      # a hook may refuse some nodes of its op type by their attrs (AsString of floats)
+      # a hook may refuse some nodes of its op type by their attrs (AsString of floats):
+      # its ``refuses(node)`` returns why (None: the node converts)
       refuses = getattr(op.interpret, "refuses", None)
       if refuses is not None and refuses(node):
         unsupported.setdefault(node.op, []).append(where)

@@ -96,10 +96,14 @@ def _as_string(ctx, node, inputs):
                          positive_prefix=fill if fill in ("+", " ") else "")]
 
 
-def _refuses(node) -> bool:
-  """AsString of anything but integers: an unsupported op, found before tracing."""
+def _refuses(node):
+  """Why an AsString node does not convert (None: it does): AsString of anything but
+  integers is an unsupported op, found before tracing (check_supported, op reports)."""
   dtype = tf_dtypes.from_tf(node.attr("T"))
-  return dtype is None or dtype.kind not in "iu"
+  if dtype is not None and dtype.kind in "iu":
+    return None
+  return (f"AsString of {dtype.name if dtype is not None else node.attr('T')}: only the "
+          "decimal strings of integer tensors convert (for the string-hash ops)")
 
 
 _as_string.refuses = _refuses
