@@ -90,6 +90,28 @@ class TableHandle:
 _OPAQUE = (VariableHandle, StringConstant, TableHandle)  # values no op may take as a tensor
 
 
+@dataclasses.dataclass(frozen=True)
+class LazyValue:
+  """A value an op leaves unevaluated for the op types that read it (``readers``):
+  e.g. the decimal strings of an integer ``AsString``, which only the string-hash ops
+  read (``tfprims.ops.hashing.DecimalStrings``). Pass-through ops forward it, inlined
+  function calls pass it in and out; every other consumer is refused, naming both
+  nodes."""
+  node: str
+  op: str
+  readers: tuple
+  what: str = "a value with no JAX representation"
+
+
+def _refuse_lazy(op, node, inputs) -> None:
+  for value in inputs:
+    if isinstance(value, LazyValue) and node.op not in value.readers and not (
+        op.pass_through or op.calls_functions == "call"):
+      raise errors.UnsupportedInputError(
+          f"{node.op} node '{node.name}' reads the output of {value.op} node "
+          f"'{value.node}' ({value.what}); only {', '.join(value.readers)} can read it")
+
+
 @dataclasses.dataclass
 class Context:
   """Per-call interpreter state: the function library, variables and rng key, and
@@ -203,6 +225,7 @@ def run_node(ctx: Context, node: graph_lib.Node, inputs: list) -> list:
       if node.op in ctx.library:  # a direct call of a library function
         return call_function(ctx, node.op, inputs, node)
       raise errors.UnsupportedOpError({node.op: [node.name]})
+    _refuse_lazy(op, node, inputs)
     if isinstance(op, core.TFOp) and not op.takes_handles:
       for value in inputs:
         if isinstance(value, _OPAQUE):
@@ -455,6 +478,11 @@ def check_supported(graph: graph_lib.Graph, library: graph_lib.Library,
         if node.op not in library:
           unsupported.setdefault(node.op, []).append(where)
         continue
+      # a hook may refuse some nodes of its op type by their attrs (AsString of floats):
+      # its ``refuses(node)`` returns why (None: the node converts)
+      refuses = getattr(op.interpret, "refuses", None)
+      if refuses is not None and refuses(node):
+        unsupported.setdefault(node.op, []).append(where)
       # Data-dependent-shape ops (Where, Unique...) convert: an eager call computes
       # them on its values; traced, their hooks raise DynamicShapeError naming the node.
   if unsupported or inputs or problems:

@@ -129,6 +129,11 @@ def report(graph: graph_lib.Graph, library: graph_lib.Library, source: str) -> O
       if usage.status == SUPPORTED and core.declares(node.op, "dynamic_shape"):
         this = _usage(node.op, node)  # a dynamic-shape node that is not static after all
         usage.status, usage.why = this.status, this.why
+      # a hook may refuse some nodes of its op type by their attrs (AsString of floats)
+      refuses = getattr(getattr(core.lookup(node.op), "interpret", None), "refuses", None)
+      why = refuses(node) if refuses is not None else None
+      if why and usage.status == SUPPORTED:
+        usage.status, usage.why = UNSUPPORTED, why
       usage.nodes.append(f"{fname}/{node.name}" if fname else node.name)
       names = _dtype_names(node)
       usage.dtypes |= names

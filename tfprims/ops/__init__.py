@@ -29,3 +29,4 @@ from tfprims.ops import clustering  # noqa: F401
 from tfprims.ops import runtime_info  # noqa: F401
 from tfprims.ops import lookup  # noqa: F401
 from tfprims.ops import ragged  # noqa: F401
+from tfprims.ops import hashing  # noqa: F401
