@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 DEFAULT_OUT = ROOT / "docs" / "ops.md"
 DEFAULT_ERRORS = ROOT / "property_tests" / "max_errors.json"
 UNIVERSE = ROOT / "docs" / "coverage" / "op-universe.json"
+PRODUCTION = ROOT / "docs" / "coverage" / "production-ops.json"
 
 JVP = {"explicit": "TF-named", "linear": "linear", "derived": "derived",
        "override": "override"}
@@ -166,25 +167,47 @@ def render(errors_path=DEFAULT_ERRORS) -> str:
 
 
 def coverage_lines(declared) -> list:
-  """Coverage of the op universe (docs/coverage/op-universe.json), per family."""
-  with open(UNIVERSE) as f:
+  """Coverage of the op universe (docs/coverage/op-universe.json) and of the production
+  ops (docs/coverage/production-ops.json), per family."""
+  return (_coverage_table(
+      declared, UNIVERSE, "## Coverage of the op universe",
+      "Op types of the {n}-op universe (docs/coverage/) that are registered, per family; "
+      "the rest are listed.")
+      + ["", *_coverage_table(
+          declared, PRODUCTION, "## Coverage of the production ops",
+          "The {n} op types beyond the numeric universe that production SavedModels use "
+          "(lookup tables, integer hashing, sparse and ragged tensors: "
+          "docs/coverage/README.md) that are registered, per family; of the rest, those "
+          "declared with a hint (an error naming the node and what to do instead: "
+          "docs/semantics/) and those not known at all. Strings run in "
+          "TF (docs/strings.md).", refusals=True)])
+
+
+def _coverage_table(declared, path, title: str, intro: str, refusals: bool = False) -> list:
+  from tfprims import core
+  with open(path) as f:
     universe = json.load(f)["ops"]
   by_family: dict = {}
   for op_type, fam in universe.items():
     by_family.setdefault(fam, []).append(op_type)
-  lines = ["## Coverage of the op universe", "",
-           f"Op types of the {len(universe)}-op universe (docs/coverage/) that are "
-           "registered, per family; the rest are listed.", "",
-           "| family | covered | missing |", "|---|---|---|"]
+  lines = [title, "", intro.format(n=len(universe)), ""]
+  lines += (["| family | covered | refused, with a hint | unknown |", "|---|---|---|---|"]
+            if refusals else ["| family | covered | missing |", "|---|---|---|"])
   total = 0
   for fam in sorted(by_family):
     names = sorted(by_family[fam])
     missing = [n for n in names if n not in declared]
     total += len(names) - len(missing)
-    lines.append(f"| {fam} | {len(names) - len(missing)} of {len(names)} | "
-                 f"{', '.join(missing) or '—'} |")
+    row = f"| {fam} | {len(names) - len(missing)} of {len(names)} | "
+    if refusals:
+      hinted = [n for n in missing if core.unsupported_hint(n)]
+      unknown = [n for n in missing if n not in hinted]
+      row += f"{', '.join(hinted) or '—'} | {', '.join(unknown) or '—'} |"
+    else:
+      row += f"{', '.join(missing) or '—'} |"
+    lines.append(row)
   lines.append(f"| **all** | {total} of {len(universe)} "
-               f"({100 * total / len(universe):.0f}%) | |")
+               f"({100 * total / len(universe):.0f}%) | |" + (" |" if refusals else ""))
   return lines
 
 
