@@ -100,7 +100,8 @@ def __dir__():
 # --- the op families, registered once any converter module is imported -----------------
 
 # Modules the artifact path imports: they need no op registered.
-_LEAN = frozenset({"tfprims.config", "tfprims.errors", "tfprims.cache", "tfprims.deploy"})
+_LEAN = frozenset({"tfprims.config", "tfprims.errors", "tfprims.cache", "tfprims.deploy",
+                   "tfprims.progress"})
 _OPS = "tfprims.ops"
 _importing = threading.local()
 

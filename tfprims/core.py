@@ -37,7 +37,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, mlir, xla
 from jax.interpreters import batching as jax_batching
 
-from tfprims import config, derived, dtypes, errors, folding, opdefs
+from tfprims import config, derived, dtypes, emit, errors, folding, opdefs
 
 __all__ = [
     "Op", "TFOp", "StructuralOp", "define_op", "register_op", "register_structural",
@@ -321,6 +321,7 @@ def define_op(
     abstract_eval: Optional[Callable[..., Any]] = None,
     shape_rule: Optional[Callable[..., Any]] = None,
     lowering: Optional[Callable[..., Any]] = None,
+    build: Optional[Callable[..., Any]] = None,
     lowerings: Optional[Mapping[str, Callable[..., Any]]] = None,
     jvp: JvpRule = None,
     linear: bool = False,
@@ -362,7 +363,8 @@ def define_op(
       for unsharded operands of static shape; others still derive it from impl.
       tests/test_registry.py checks every shape rule against the derived one.
     lowering: an MLIR lowering rule (``mlir.register_lowering`` signature); the
-      default lowers ``impl`` with ``mlir.lower_fun``.
+      default lowers ``impl`` with ``mlir.lower_fun``. ``build``: instead, a builder
+      (``tfprims/emit.py``) emitting the op's StableHLO with no trace.
     lowerings: ``{platform: fast_impl}``: per-platform lowerings (see
       :func:`register_platform_lowering`), e.g. ``{"cpu": depthwise_as_tap_sums}``.
     jvp: ``None`` derives the tangent with ``jax.jvp(impl)``; a sequence gives one
@@ -417,6 +419,10 @@ def define_op(
     else:
       abstract_eval = derived.abstract_eval(impl, multiple_results)
   prim.def_abstract_eval(abstract_eval)
+  if build is not None:
+    if lowering is not None:
+      raise TypeError(f"{op_type}: define_op takes one of lowering and build")
+    lowering = emit.direct_lowering(build, impl, multiple_results=multiple_results)
   lowering = lowering or mlir.lower_fun(impl, multiple_results=multiple_results)
   mlir.register_lowering(prim, lowering)
 
@@ -486,7 +492,6 @@ def register_platform_lowering(op_type: str, platform: str,
   impl, so a program compiles to what the naive JAX program gives.
   Registering again for the same platform replaces the previous one.
   """
-  from tfprims import emit
   op = get_op(op_type)
   if (impl is None) == (build is None):
     raise TypeError("register_platform_lowering takes one of impl and build")

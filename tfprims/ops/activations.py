@@ -101,12 +101,12 @@ def _softsign(x):
 # kernels): TF gives -0.0 in scalar code and +0.0 inside SIMD packets, and tfprims the
 # scalar -0.0 (pinned in tests/test_ops_elementwise.py).
 Relu = define_op(
-    "Relu", _relu, **_ACT, lowering=emit.direct_lowering(_relu_build, _relu),
+    "Relu", _relu, **_ACT, build=_relu_build,
     jvp=(lambda t, x: tfops.ReluGrad(t, x),),
     spec=lambda st: st.Spec(st.unary_calls(st.NUMERIC, arg="features", neg_zero=False)))
 
 Relu6 = define_op(
-    "Relu6", _relu6, **_ACT, lowering=emit.direct_lowering(_relu6_build, _relu6),
+    "Relu6", _relu6, **_ACT, build=_relu6_build,
     jvp=(lambda t, x: tfops.Relu6Grad(t, x),),
     spec=lambda st: st.Spec(st.unary_calls(st.NUMERIC, arg="features", neg_zero=False)))
 
@@ -141,7 +141,7 @@ Softsign = define_op(
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features"), grad_oracle="vjp"))
 
 Sigmoid = define_op(
-    "Sigmoid", _sigmoid, **_ACT, lowering=emit.direct_lowering(_sigmoid_build, _sigmoid),
+    "Sigmoid", _sigmoid, **_ACT, build=_sigmoid_build,
     jvp=rules.output_jvp("Sigmoid", lambda t, y, x: tfops.SigmoidGrad(y, t)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, arg="x", cbound=30)))
 
@@ -258,7 +258,7 @@ def _softmax_spec(st):
 
 Softmax = define_op(
     "Softmax", _softmax, family="activations", jvp=_softmax_jvp,
-    lowering=emit.direct_lowering(_softmax_build, _softmax),
+    build=_softmax_build,
     batching=_last_axis_batching("Softmax"),
     spec=lambda st: st.Spec(_softmax_spec(st)))
 

@@ -20,7 +20,7 @@ from jax import lax
 from jax.interpreters import ad
 
 from tfprims import dtypes as tfdtypes
-from tfprims import emit, rules
+from tfprims import rules
 from tfprims.core import define_op, tfops
 
 # ---------------------------------------------------------------------------
@@ -439,7 +439,7 @@ Sum = define_op(
     spec=lambda st: reduction_spec(st, "Sum", st.NUMERIC + st.COMPLEX, wide_bound=2**22))
 
 Mean = define_op(
-    "Mean", _mean, **_RED, linear_values=True, lowering=emit.direct_lowering(_mean_build, _mean),
+    "Mean", _mean, **_RED, linear_values=True, build=_mean_build,
     jvp=(_mean_jvp,), transpose=_mean_transpose,
     batching=_reduction_batching("Mean"),
     spec=lambda st: reduction_spec(st, "Mean", st.NUMERIC + st.COMPLEX))

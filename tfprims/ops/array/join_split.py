@@ -68,7 +68,7 @@ def _concat_shape(*values, axis):
 
 ConcatV2 = define_op(
     "ConcatV2", _concat_impl, family=FAMILY, static=("axis",), linear=True,
-    lowering=emit.direct_lowering(_concat_build, _concat_impl),
+    build=_concat_build,
     shape_rule=_concat_shape,
     transpose=_concat_transpose, batching=_concat_batch,
     spec=lambda st: st.Spec(_concat_calls(st)))
@@ -170,7 +170,7 @@ def _split_batch(args, dims, *, axis, num_split):
 Split = define_op(
     "Split", _split_impl, family=FAMILY, static={"split_dim": "axis"}, attrs=("num_split",),
     multiple_results=True,
-    lowering=emit.direct_lowering(_split_build, _split_impl, multiple_results=True),
+    build=_split_build,
     linear=True, transpose=_split_transpose, batching=_split_batch,
     spec=lambda st: st.Spec(_split_calls(st)))
 

@@ -157,7 +157,7 @@ def _pad_interpret(ctx, node, inputs):
 
 Pad = define_op(
     "Pad", _pad_impl, family=FAMILY, static=("paddings",), linear_values=True,
-    lowering=emit.direct_lowering(_pad_build, _pad_impl),
+    build=_pad_build,
     jvp=rules.positioned_jvp("Pad"), transpose=_pad_transpose, batching=_pad_batch,
     check=_pad_check, interpret=_pad_interpret,
     spec=lambda st: st.Spec(_pad_calls(st, "Pad")))

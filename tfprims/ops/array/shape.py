@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tfprims import dtypes as tfdtypes, emit, rules
+from tfprims import dtypes as tfdtypes, rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.array._common import FAMILY, norm_axis
 from tfprims.ops.shared import ints, scalar_int
@@ -105,7 +105,7 @@ def _reshape_shape(tensor, *, shape):
 
 Reshape = define_op(
     "Reshape", _reshape_impl, family=FAMILY, static=("shape",), linear=True,
-    lowering=emit.direct_lowering(_reshape_build, _reshape_impl),
+    build=_reshape_build,
     shape_rule=_reshape_shape,
     transpose=lambda ct, x, *, shape: [tfops.Reshape(ct, shape=rules.shape_of(x))],
     batching=_reshape_batch,
@@ -143,7 +143,7 @@ def _transpose_batch(args, dims, *, perm):
 
 Transpose = define_op(
     "Transpose", _transpose_impl, family=FAMILY, static=("perm",), linear=True,
-    lowering=emit.direct_lowering(_transpose_build, _transpose_impl),
+    build=_transpose_build,
     transpose=_transpose_transpose, batching=_transpose_batch,
     spec=lambda st: st.Spec(_transpose_calls(st)))
 
@@ -172,7 +172,7 @@ def _expand_dims_batch(args, dims, *, axis):
 
 ExpandDims = define_op(
     "ExpandDims", _expand_dims_impl, family=FAMILY, static={"dim": "axis"}, linear=True,
-    lowering=emit.direct_lowering(_expand_dims_build, _expand_dims_impl),
+    build=_expand_dims_build,
     transpose=lambda ct, x, *, axis: [
         tfops.Squeeze(ct, squeeze_dims=(_expand_axis(axis, len(rules.shape_of(x))),))],
     batching=_expand_dims_batch,
@@ -208,7 +208,7 @@ def _squeeze_batch(args, dims, *, squeeze_dims):
 
 Squeeze = define_op(
     "Squeeze", _squeeze_impl, family=FAMILY, attrs=("squeeze_dims",), linear=True,
-    lowering=emit.direct_lowering(_squeeze_build, _squeeze_impl),
+    build=_squeeze_build,
     transpose=lambda ct, x, *, squeeze_dims: [tfops.Reshape(ct, shape=rules.shape_of(x))],
     batching=_squeeze_batch,
     spec=lambda st: st.Spec(_squeeze_calls(st)))

@@ -121,7 +121,7 @@ def _slice_interpret(ctx, node, inputs):
 
 Slice = define_op(
     "Slice", _slice_impl, family=FAMILY, static=("begin", "size"), linear_values=True,
-    lowering=emit.direct_lowering(_slice_build, _slice_impl),
+    build=_slice_build,
     jvp=rules.positioned_jvp("Slice"), transpose=_slice_transpose, batching=_slice_batch,
     check=_slice_check, interpret=_slice_interpret,
     spec=lambda st: st.Spec(_slice_calls(st)))
@@ -456,7 +456,7 @@ def _strided_slice_interpret(ctx, node, inputs):
 StridedSlice = define_op(
     "StridedSlice", _strided_slice_impl, family=FAMILY, static=("begin", "end", "strides"),
     attrs=_MASKS, linear_values=True,
-    lowering=emit.direct_lowering(_strided_slice_build, _strided_slice_impl),
+    build=_strided_slice_build,
     jvp=rules.positioned_jvp("StridedSlice"), transpose=_strided_slice_transpose,
     batching=_strided_slice_batch, check=strided_slice_check,
     interpret=_strided_slice_interpret,
@@ -519,7 +519,7 @@ def _strided_slice_grad_transpose(ct, dy, *positions, shape, **params):
 StridedSliceGrad = define_op(
     "StridedSliceGrad", _strided_slice_grad_impl, family=FAMILY,
     static=("shape", "begin", "end", "strides"), attrs=_MASKS, linear_values=True,
-    lowering=emit.direct_lowering(_strided_slice_grad_build, _strided_slice_grad_impl),
+    build=_strided_slice_grad_build,
     jvp=rules.positioned_jvp("StridedSliceGrad"), transpose=_strided_slice_grad_transpose,
     batching=_strided_slice_grad_batch, interpret=_strided_slice_grad_interpret,
     spec=lambda st: st.Spec(_strided_slice_grad_calls(st)))

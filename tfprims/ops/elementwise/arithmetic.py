@@ -150,7 +150,7 @@ Div = define_op(
         rtol=CPLX_MUL_RTOL))
 
 RealDiv = define_op(
-    "RealDiv", _div, **EW, lowering=emit.direct_lowering(_div_build, _div),
+    "RealDiv", _div, **EW, build=_div_build,
     jvp=_div_jvps("RealDiv"),
     transpose=rules.linear_transpose("RealDiv", 0),
     spec=lambda st: st.Spec(st.binary_calls(st.FLOATS + st.COMPLEX,
@@ -441,7 +441,7 @@ def _sqdiff_jvp(primals, tangents):
 
 SquaredDifference = define_op(
     "SquaredDifference", _squared_difference, **EW, jvp=_sqdiff_jvp,
-    lowering=emit.direct_lowering(_squared_difference_build, _squared_difference),
+    build=_squared_difference_build,
     # bfloat16/float16 cotangents summed over broadcast axes cancel (terms of
     # ±200 from inputs clipped to ±100): XLA keeps float32 between fused ops.
     spec=lambda st: st.Spec(st.binary_calls(st.FLOATS + ("int32", "int64"), wide=2**14),

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import dtypes as tfdtypes
-from tfprims import emit, rules
+from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.linalg._common import FAMILY, adjoint
 
@@ -423,13 +423,13 @@ def _cross_calls(st):
 
 MatMul = define_op(
     "MatMul", _matmul, family=FAMILY, attrs=("transpose_a", "transpose_b"),
-    lowering=emit.direct_lowering(_matmul_build, _matmul),
+    build=_matmul_build,
     jvp=_bilinear_jvp("MatMul"), transpose=_matmul_transpose, batching=_matmul_batching,
     spec=lambda st: st.Spec(_matmul_calls(st), ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN))
 
 BatchMatMulV2 = define_op(
     "BatchMatMulV2", _batch_matmul_v2, family=FAMILY, attrs=("adj_x", "adj_y"),
-    lowering=emit.direct_lowering(_batch_matmul_build, _batch_matmul_v2),
+    build=_batch_matmul_build,
     jvp=_bilinear_jvp("BatchMatMulV2"),
     transpose=_bmm_transpose("BatchMatMulV2", broadcast=True),
     batching=_bmm_batching("BatchMatMulV2"),
@@ -450,7 +450,7 @@ BatchMatMulV3 = define_op(
 
 Einsum = define_op(
     "Einsum", _einsum, family=FAMILY, attrs=("equation",), batching=_einsum_batching,
-    lowering=emit.direct_lowering(_einsum_build, _einsum),
+    build=_einsum_build,
     spec=lambda st: st.Spec(_einsum_calls(st)))
 
 Cross = define_op(

@@ -99,14 +99,14 @@ def _bias_add_shape(value, bias, **params):
 
 BiasAdd = define_op(
     "BiasAdd", bias_add, family="nn", attrs=("data_format",), linear=True,
-    lowering=emit.direct_lowering(_bias_add_build, bias_add),
+    build=_bias_add_build,
     shape_rule=_bias_add_shape,
     transpose=_bias_add_transpose, batching=_bias_add_batching("BiasAdd"),
     spec=lambda st: st.Spec(_bias_calls(st)))
 
 BiasAddV1 = define_op(
     "BiasAddV1", bias_add, family="nn", linear=True,
-    lowering=emit.direct_lowering(_bias_add_build, bias_add),
+    build=_bias_add_build,
     transpose=_bias_add_transpose, batching=_bias_add_batching("BiasAddV1"),
     spec=lambda st: st.Spec(_bias_calls(st, with_format=False)))
 

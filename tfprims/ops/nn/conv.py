@@ -409,7 +409,7 @@ _C2 = dict(fwd="Conv2D", bi="Conv2DBackpropInput", bf="Conv2DBackpropFilter")
 
 Conv2D = define_op(
     "Conv2D", conv2d, family="nn", attrs=_CONV2D_ATTRS, shape_rule=_conv_shape,
-    lowering=emit.direct_lowering(_conv2d_build, conv2d),
+    build=_conv2d_build,
     **_conv_rules(_C2, "fwd"),
     spec=lambda st: st.Spec(
         _conv_calls(st, _C2, "fwd",

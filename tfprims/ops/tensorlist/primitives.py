@@ -20,7 +20,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax.interpreters import ad
 
-from tfprims import emit
 from tfprims.core import define_op, tfops
 from tfprims.ops.tensorlist import hooks
 from tfprims.ops.tensorlist.value import FAMILY
@@ -130,7 +129,7 @@ def _set_item_spec(st):
 
 SetItem = define_op(
     "TensorListSetItem", _set_item_impl, family=FAMILY, spec=_set_item_spec,
-    lowering=emit.direct_lowering(_set_item_build, _set_item_impl),
+    build=_set_item_build,
     jvp=_set_item_jvp, transpose=_set_item_transpose,
     interpret=hooks.set_item)
 
@@ -167,7 +166,7 @@ def _get_item_spec(st):
 
 GetItem = define_op(
     "TensorListGetItem", _get_item_impl, family=FAMILY, spec=_get_item_spec,
-    lowering=emit.direct_lowering(_get_item_build, _get_item_impl),
+    build=_get_item_build,
     jvp=(lambda t, items, index: tfops.TensorListGetItem(t, index), None),
     transpose=lambda ct, items, index: [
         tfops.TensorListSetItem(_zeros_like_aval(items), index, ct) if U(items) else None, None],
