@@ -27,3 +27,4 @@ from tfprims.ops import printing  # noqa: F401
 from tfprims.ops import fft  # noqa: F401
 from tfprims.ops import clustering  # noqa: F401
 from tfprims.ops import runtime_info  # noqa: F401
+from tfprims.ops import sparse  # noqa: F401

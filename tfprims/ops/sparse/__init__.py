@@ -1,0 +1,27 @@
+"""TF's sparse-tensor ops, a ``SparseTensor`` given as its components (``indices``
+int64 [nnz, rank], ``values`` [nnz], ``dense_shape`` int64 [rank]):
+
+=================  ==============================================================
+module             ops
+=================  ==============================================================
+``matmul``         SparseTensorDenseMatMul
+``reduce``         SparseReduceSum, SparseReduceMax
+``structure``      SparseReorder, SparseReshape, SparseFillEmptyRows
+``cwise``          SparseSoftmax, SparseDenseCwiseMul, SparseDenseCwiseAdd,
+                   SparseDenseCwiseDiv
+=================  ==============================================================
+
+Dense shapes (``a_shape``, ``input_shape``, ``sp_shape``...) are static: they decide
+the output shapes. Where an output's size depends on the indices' values
+(SparseFillEmptyRows adds one entry per empty row) the indices are static too: eager
+calls know them, and under jit traced indices raise
+:class:`~tfprims.errors.StaticInputError` naming the node. The values are always
+operands: every op is differentiable and vmappable in them. Semantics and choices
+where TF raises at run time (out-of-range indices) are in docs/semantics/sparse.md.
+SparseToDense lives with the scatter ops (:mod:`tfprims.ops.array.scatter`), the
+SparseSegment* reductions in :mod:`tfprims.ops.array.sparse_segments`.
+"""
+
+from tfprims.ops.sparse import matmul, reduce, structure  # noqa: F401
+from tfprims.ops.sparse._common import FAMILY  # noqa: F401
+from tfprims.ops.sparse.matmul import SparseTensorDenseMatMul  # noqa: F401
