@@ -22,6 +22,6 @@ SparseToDense lives with the scatter ops (:mod:`tfprims.ops.array.scatter`), the
 SparseSegment* reductions in :mod:`tfprims.ops.array.sparse_segments`.
 """
 
-from tfprims.ops.sparse import cwise, matmul, reduce, structure  # noqa: F401
+from tfprims.ops.sparse import combine, cwise, matmul, reduce, structure  # noqa: F401
 from tfprims.ops.sparse._common import FAMILY  # noqa: F401
 from tfprims.ops.sparse.matmul import SparseTensorDenseMatMul  # noqa: F401
