@@ -145,6 +145,33 @@ def test_sparse_outputs_come_back_as_bcoo():
   assert fn.structured_outputs[1].shape is None   # TF does not know it statically
 
 
+def test_sparse_add_concat_slice_eager_and_jit():
+  @tf.function
+  def f(a, b):
+    return (tf.sparse.add(a, b), tf.sparse.concat(1, [a, b]),
+            tf.sparse.slice(a, [1, 0], [2, 3]))
+
+  @tf.function
+  def g(a, b):
+    return tf.sparse.add(a, b, threshold=1.0).values
+
+  spec = tf.SparseTensorSpec([4, 4], F32)
+  fn, gn = (tfprims.convert_functional(h, spec, spec) for h in (f, g))
+  a = _sp(np.array([[0, 1], [1, 0], [2, 2], [3, 3]]), np.float32([1, 2, -3, 4]))
+  b_idx = np.array([[0, 1], [2, 0], [2, 2], [3, 3]])   # coinciding with a at three
+  b = _sp(b_idx, np.float32([-0.5, 5, 2.5, -4]))         # sums: 0.5, -0.5, 0 (dropped)
+  want = f(a, b)
+  b_vals = np.float32([-0.5, 5, 2.5, -4])
+  for got in (fn(a, b), jax.jit(lambda v: fn(a, (b_idx, v, _SHAPE)))(b_vals)):
+    for g_sp, w_sp in zip(got, want):
+      np.testing.assert_array_equal(g_sp.indices, w_sp.indices)
+      np.testing.assert_array_equal(g_sp.data, w_sp.values)
+      assert g_sp.shape == tuple(w_sp.dense_shape.numpy())
+  np.testing.assert_array_equal(gn(a, b), g(a, b))   # thresh drops small sums (eager)
+  with pytest.raises(tfprims.DynamicShapeError, match="SparseAdd node"):
+    jax.jit(lambda v: gn(a, (b_idx, v, _SHAPE)))(b_vals)
+
+
 def test_ragged_inputs_through_their_components():
   @tf.function
   def f(rt, rt2):

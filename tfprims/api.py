@@ -208,6 +208,8 @@ class ConvertedFunction:
           checked = self._check_input(spec, c)
           if part == "dense_shape" and isinstance(exp, tf.SparseTensorSpec):
             checked = composites.known_dense_shape(exp, spec.name, c, checked)
+          elif part not in ("values", "flat_values"):
+            checked = composites.known_index(spec, c, checked)
           flat.append(checked)
       elif isinstance(exp, tf.TypeSpec):
         flat.append(self._check_input(next(specs), value))

@@ -7,7 +7,9 @@ placeholders (``indices`` int64 [nnz, rank], ``values`` [nnz], ``dense_shape`` i
 a static shape under jit: the arrays passed decide it at trace time. The dense shape
 is kept a trace-time constant where it is known (the spec's static shape when fully
 defined, a BCOO's shape, a numpy or concrete array), so ops that need it static
-(``SparseTensorDenseMatMul``'s ``a_shape``) convert under jit.
+(``SparseTensorDenseMatMul``'s ``a_shape``) convert under jit; so are indices (and
+ragged row splits) passed as numpy or concrete arrays, which decide the output sizes
+of SparseFillEmptyRows, SparseSlice and SparseAdd.
 
 A ``tf.RaggedTensorSpec`` input is fed as its components in TF's flattening order
 (``flat_values``, then the row splits from the outermost); a call passes a
@@ -94,6 +96,17 @@ def known_dense_shape(spec, name: str, raw, checked):
   if value is None:
     return checked
   return dtypes.canonicalize_value(np.asarray(value, np.int64), f"input '{name}'")
+
+
+def known_index(spec, raw, checked):
+  """Sparse indices or ragged row splits as numpy where the value passed is concrete
+  (numpy, or a JAX array outside any trace), so the ops whose output sizes they decide
+  (SparseFillEmptyRows, SparseSlice, SparseAdd...) convert under jit too; ``checked``
+  (the validated value) else."""
+  known = folding.known_value(raw)
+  if known is None:
+    return checked
+  return dtypes.canonicalize_value(np.asarray(known, spec.dtype), f"input '{spec.name}'")
 
 
 # --- outputs ---------------------------------------------------------------------------

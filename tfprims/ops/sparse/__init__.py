@@ -7,15 +7,18 @@ module             ops
 ``matmul``         SparseTensorDenseMatMul
 ``reduce``         SparseReduceSum, SparseReduceMax
 ``structure``      SparseReorder, SparseReshape, SparseFillEmptyRows
+``combine``        SparseConcat, SparseSlice, SparseAdd
 ``cwise``          SparseSoftmax, SparseDenseCwiseMul, SparseDenseCwiseAdd,
                    SparseDenseCwiseDiv
 =================  ==============================================================
 
 Dense shapes (``a_shape``, ``input_shape``, ``sp_shape``...) are static: they decide
 the output shapes. Where an output's size depends on the indices' values
-(SparseFillEmptyRows adds one entry per empty row) the indices are static too: eager
-calls know them, and under jit traced indices raise
-:class:`~tfprims.errors.StaticInputError` naming the node. The values are always
+(SparseFillEmptyRows adds one entry per empty row, SparseSlice and SparseAdd keep
+some entries) the indices are static too: eager calls know them, and under jit
+traced indices raise :class:`~tfprims.errors.StaticInputError` naming the node.
+Outputs that the static params decide (dense shapes, those ops' indices) are
+trace-time constants under jit too (``_common.static_outputs``). The values are always
 operands: every op is differentiable and vmappable in them. Semantics and choices
 where TF raises at run time (out-of-range indices) are in docs/semantics/sparse.md.
 SparseToDense lives with the scatter ops (:mod:`tfprims.ops.array.scatter`), the

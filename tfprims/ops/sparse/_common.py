@@ -3,8 +3,10 @@ property specs' sparse-tensor draws."""
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 
+from tfprims import core, interpreter, opdefs
 from tfprims import dtypes as tfdtypes
 from tfprims.ops.shared import ints
 from tfprims.ops.shared_specs import lazy_hst
@@ -67,3 +69,23 @@ def draw_sparse(draw, st, dtype, *, min_rank=1, max_rank=3, rank=None, max_side=
   idt = draw(hst.sampled_from(index_dtypes))
   values = draw(st.arrays(dtype, (nnz,)))
   return (indices.astype(idt), values, np.asarray(shape, np.int64))
+
+
+# --- outputs known from the static params ---------------------------------------------------
+
+
+def static_outputs(known):
+  """An ``interpret`` hook: the node bound as usual, then (when it was traced) the
+  outputs ``known(**params)`` computes from the static params alone (output index ->
+  numpy: dense shapes, layouts) replaced by those constants, so later ops and a
+  sparse output's BCOO shape see them under jit too."""
+  def interpret(ctx, node, inputs):
+    op = core.lookup(node.op)
+    outs = interpreter.bind_node(ctx, op, node, inputs)
+    if any(isinstance(o, jax.core.Tracer) for o in outs):
+      attrs = interpreter.AttrView(node)
+      _, params = op.prepare(opdefs.group_inputs(node.op, inputs, attrs), attrs, node.name)
+      for k, v in known(**params).items():
+        outs[k] = tfdtypes.canonicalize_value(np.asarray(v), f"{node.op} node '{node.name}'")
+    return outs
+  return interpret

@@ -24,7 +24,7 @@ from tfprims.core import define_op
 from tfprims.ops.shared import ints
 from tfprims.ops.shared_specs import lazy_hst
 from tfprims.ops.sparse._common import (FAMILY, draw_sparse, index_dtype, static_indices,
-                                        static_shape)
+                                        static_outputs, static_shape)
 
 
 # --- SparseReorder --------------------------------------------------------------------------
@@ -128,6 +128,8 @@ def _reshape_spec(st):
 SparseReshape = define_op(
     "SparseReshape", _reshape, family=FAMILY, static=("input_shape", "new_shape"),
     multiple_results=True, spec=_reshape_spec,
+    interpret=static_outputs(lambda *, input_shape, new_shape: {
+        1: np.asarray(reshaped(input_shape, new_shape), np.int64)}),
     doc="The indices of the same entries in the new dense shape (its -1 inferred).")
 
 
@@ -181,6 +183,12 @@ def _fill_empty_rows(values, default_value, *, indices, dense_shape):
           jnp.asarray(empty), jnp.asarray(reverse.astype(dt)))
 
 
+def _fill_known(*, indices, dense_shape):
+  """The outputs the layout decides: indices, empty-row indicator, reverse index map."""
+  out_idx, _, empty, reverse = fill_layout(indices, dense_shape)
+  return {0: out_idx, 2: empty, 3: reverse}
+
+
 def _fill_spec(st):
   @st.composite
   def calls(draw):
@@ -194,4 +202,5 @@ def _fill_spec(st):
 SparseFillEmptyRows = define_op(
     "SparseFillEmptyRows", _fill_empty_rows, family=FAMILY,
     static=("indices", "dense_shape"), multiple_results=True, spec=_fill_spec,
+    interpret=static_outputs(_fill_known),
     doc="A default entry in each empty row; the empty-row indicator and reverse index map.")
