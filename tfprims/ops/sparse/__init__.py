@@ -5,7 +5,8 @@ int64 [nnz, rank], ``values`` [nnz], ``dense_shape`` int64 [rank]):
 module             ops
 =================  ==============================================================
 ``matmul``         SparseTensorDenseMatMul
-``reduce``         SparseReduceSum, SparseReduceMax
+``reduce``         SparseReduceSum, SparseReduceMax, SparseReduceSumSparse,
+                   SparseReduceMaxSparse
 ``structure``      SparseReorder, SparseReshape, SparseFillEmptyRows
 ``combine``        SparseConcat, SparseSlice, SparseAdd
 ``cwise``          SparseSoftmax, SparseDenseCwiseMul, SparseDenseCwiseAdd,

@@ -1,5 +1,8 @@
 """SparseReduceSum and SparseReduceMax: a dense reduction of a sparse tensor over
-``reduction_axes`` (``tf.sparse.reduce_sum`` / ``reduce_max``).
+``reduction_axes`` (``tf.sparse.reduce_sum`` / ``reduce_max``), and their sparse-output
+forms SparseReduceSumSparse / SparseReduceMaxSparse (``output_is_sparse=True``): one
+entry per distinct kept coordinate in row-major order, a data-dependent count, so
+their indices are static (layout computed with numpy, values segment-reduced).
 
 ``input_shape`` and ``reduction_axes`` are static. Sum: duplicate indices add up,
 implicit zeros add nothing. Max: TF reduces the entries given, not the implicit
@@ -9,6 +12,7 @@ outside ``input_shape`` (TF raises) are dropped; ``runtime_checks`` raises like 
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -16,7 +20,8 @@ from tfprims import rules
 from tfprims.core import define_op, tfops
 from tfprims.ops.shared import ints
 from tfprims.ops.shared_specs import lazy_hst
-from tfprims.ops.sparse._common import FAMILY, check_indices, draw_sparse, static_shape
+from tfprims.ops.sparse._common import (FAMILY, check_indices, draw_sparse, index_dtype,
+                                        static_indices, static_outputs, static_shape)
 
 
 def _axes(reduction_axes, rank):
@@ -103,3 +108,62 @@ SparseReduceMax = define_op(
     "SparseReduceMax", _reduce_impl("max"), family=FAMILY,
     static=("input_shape", "reduction_axes"), attrs=("keep_dims",), check=_check,
     spec=_spec(("float32", "float64", "int32", "int64")))
+
+
+# --- the Sparse-output forms ------------------------------------------------------------------
+
+
+def sparse_reduce_layout(input_indices, input_shape, reduction_axes, keep_dims):
+  """SparseReduce*Sparse's layout (numpy): the output indices (the entries' distinct
+  kept coordinates, row-major), each entry's output position and the output shape."""
+  shape = static_shape(input_shape, "input_shape")
+  axes = _axes(reduction_axes, len(shape))
+  keep = [d for d in range(len(shape)) if d not in axes]
+  idx = static_indices(input_indices, len(shape))
+  n = idx.shape[0]
+  if n == 0:
+    groups, gid = np.zeros((0, len(keep)), np.int64), np.zeros((0,), np.int64)
+  elif not keep:
+    groups, gid = np.zeros((1, 0), np.int64), np.zeros((n,), np.int64)
+  else:
+    groups, gid = np.unique(idx[:, keep], axis=0, return_inverse=True)
+  if keep_dims:
+    full = np.zeros((groups.shape[0], len(shape)), np.int64)
+    full[:, keep] = groups
+    groups = full
+    out_shape = [1 if d in axes else s for d, s in enumerate(shape)]
+  else:
+    out_shape = [shape[d] for d in keep]
+  return groups.astype(np.int64), np.asarray(gid).reshape(-1), np.asarray(out_shape, np.int64)
+
+
+def _sparse_reduce_impl(kind):
+  def impl(input_values, *, input_indices, input_shape, reduction_axes, keep_dims):
+    groups, gid, out_shape = sparse_reduce_layout(input_indices, input_shape,
+                                                  reduction_axes, keep_dims)
+    seg = jax.ops.segment_sum if kind == "sum" else jax.ops.segment_max
+    values = seg(input_values, jnp.asarray(gid.astype(np.int32)), num_segments=len(groups))
+    dt = index_dtype()
+    return jnp.asarray(groups.astype(dt)), values, jnp.asarray(out_shape.astype(dt))
+  impl.__doc__ = (f"The {kind} of a sparse tensor over reduction_axes, as a sparse tensor "
+                  "(one entry per distinct kept coordinate, row-major).")
+  return impl
+
+
+def _sparse_known(*, input_indices, input_shape, reduction_axes, keep_dims):
+  groups, _, out_shape = sparse_reduce_layout(input_indices, input_shape, reduction_axes,
+                                              keep_dims)
+  return {0: groups, 2: out_shape}
+
+
+def _define_sparse(kind, dtypes):
+  name = f"SparseReduce{kind.capitalize()}Sparse"
+  return define_op(
+      name, _sparse_reduce_impl(kind), family=FAMILY, multiple_results=True,
+      static=("input_indices", "input_shape", "reduction_axes"), attrs=("keep_dims",),
+      interpret=static_outputs(_sparse_known), spec=_spec(dtypes),
+      doc=f"The {kind} over reduction_axes as a sparse tensor (static indices).")
+
+
+SparseReduceSumSparse = _define_sparse("sum", ("float32", "float64", "int32", "complex64"))
+SparseReduceMaxSparse = _define_sparse("max", ("float32", "float64", "int32"))
