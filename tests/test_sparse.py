@@ -145,11 +145,12 @@ def test_sparse_outputs_come_back_as_bcoo():
   assert fn.structured_outputs[1].shape is None   # TF does not know it statically
 
 
-def test_sparse_add_concat_slice_eager_and_jit():
+def test_sparse_add_concat_slice_reduce_sparse_eager_and_jit():
   @tf.function
   def f(a, b):
     return (tf.sparse.add(a, b), tf.sparse.concat(1, [a, b]),
-            tf.sparse.slice(a, [1, 0], [2, 3]))
+            tf.sparse.slice(a, [1, 0], [2, 3]),
+            tf.sparse.reduce_sum(b, 0, keepdims=True, output_is_sparse=True))
 
   @tf.function
   def g(a, b):
