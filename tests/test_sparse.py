@@ -200,7 +200,8 @@ def test_composite_input_and_output_errors():
   fn = tfprims.convert_functional(f, tf.SparseTensorSpec([3, 3], F32))
   with pytest.raises(tfprims.InputStructureError, match="'sp' is a SparseTensor: pass"):
     fn(np.zeros((3, 3), np.float32))
-  batched = sparse.BCOO.fromdense(jnp.ones((2, 3, 3)), n_batch=1)
+  batched = sparse.BCOO((np.ones((2, 1), np.float32), np.zeros((2, 1, 2), np.int32)),
+                       shape=(2, 3, 3))   # n_batch=1
   with pytest.raises(tfprims.InputStructureError, match="n_batch=1"):
     fn(batched)
   g = tf.function(lambda rt: rt * 2.0)
