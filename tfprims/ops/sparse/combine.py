@@ -97,7 +97,7 @@ def _concat_spec(st):
       parts.append((idx, vals[:idx.shape[0]], shape))
     return {"indices": [p[0] for p in parts], "values": [p[1] for p in parts],
             "shapes": [p[2] for p in parts], "concat_dim": axis}
-  return st.Spec(calls(), vmap_variation="scale")
+  return st.Spec(calls(), vmap_variation="scale", examples=0.5)
 
 
 SparseConcat = define_op(
@@ -273,7 +273,7 @@ def _add_spec(st):
   # TF's forward mode (ForwardAccumulator through SparseAddGrad) gives zero tangents
   # when b is empty; its GradientTape gradient is right.
   return st.Spec(calls(), diff_args=("a_values", "b_values"), vmap_variation="scale",
-                 grad_oracle="vjp")
+                 grad_oracle="vjp", examples=0.5)
 
 
 SparseAdd = define_op(
