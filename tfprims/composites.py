@@ -81,12 +81,22 @@ def _is_bcoo(value) -> bool:
   return isinstance(value, sparse.BCOO)
 
 
+def _known(raw):
+  """A value passed as numpy (lists too) when it is concrete, else None."""
+  if isinstance(raw, (list, tuple)):
+    try:
+      return np.asarray(raw, np.int64)
+    except (TypeError, ValueError):
+      return None
+  return folding.known_value(raw)
+
+
 def known_dense_shape(spec, name: str, raw, checked):
   """A sparse input's ``dense_shape`` as a trace-time constant (numpy) where it is
   known: the spec's fully defined static shape (a concrete value must equal it) or
   the value passed when it is concrete; ``checked`` (the validated value) else."""
   static = spec.shape.as_list() if spec.shape.is_fully_defined() else None
-  known = folding.known_value(raw)
+  known = _known(raw)
   if known is not None and static is not None and (
       np.shape(known) != (len(static),) or list(np.asarray(known).tolist()) != static):
     raise errors.InputShapeError(
@@ -103,8 +113,8 @@ def known_index(spec, raw, checked):
   (numpy, or a JAX array outside any trace), so the ops whose output sizes they decide
   (SparseFillEmptyRows, SparseSlice, SparseAdd...) convert under jit too; ``checked``
   (the validated value) else."""
-  known = folding.known_value(raw)
-  if known is None:
+  known = _known(raw)
+  if known is None or np.shape(known) != tuple(checked.shape):
     return checked
   return dtypes.canonicalize_value(np.asarray(known, spec.dtype), f"input '{spec.name}'")
 
