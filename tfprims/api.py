@@ -92,8 +92,10 @@ class ConvertedFunction:
   Attributes:
     signature: the TF function's Python signature (``inspect.Signature``).
     structured_inputs: the TF input signature (nested ``tf.TensorSpec``s).
-    structured_outputs: the output structure (nested ``tf.TensorSpec``s).
-    input_specs / output_specs: flat :class:`TensorSpec` tuples.
+    structured_outputs: the output structure (nested ``tf.TensorSpec``s; a sparse
+      output as a :class:`tfprims.composites.SparseOutputSpec`).
+    input_specs / output_specs: flat :class:`TensorSpec` tuples (a sparse or ragged
+      input as its components: ``sp.indices``, ``sp.values``, ``sp.dense_shape``).
     param_specs: param name -> :class:`TensorSpec` (with ``trainable``).
     tf_variables: param name -> the ``tf.Variable`` it was read from.
     options: the config options read at conversion, as they were then
