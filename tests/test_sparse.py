@@ -57,6 +57,8 @@ def test_sparse_dense_matmul_eager_jit_and_gradients():
   grad_jaxpr = jax.make_jaxpr(jax.grad(loss, argnums=(0, 1)))(_VAL, _D)
   assert {"tf.SparseTensorDenseMatMul", "tf.GatherV2"} <= jaxpr_primitives(grad_jaxpr)
 
+  with pytest.raises(tfprims.InputShapeError, match=r"sparse shape is \[None, 4\]"):
+    fn((_IDX, _VAL, [4, 5]), _D)   # the spec's known dim disagrees
   # A dense shape the function cannot know under jit: a typed error naming the node.
   with pytest.raises(tfprims.StaticInputError, match="SparseTensorDenseMatMul"):
     jax.jit(lambda s: fn((_IDX, _VAL, s), _D))(_SHAPE)
@@ -201,6 +203,8 @@ def test_composite_input_and_output_errors():
   fn = tfprims.convert_functional(f, tf.SparseTensorSpec([3, 3], F32))
   with pytest.raises(tfprims.InputStructureError, match="'sp' is a SparseTensor: pass"):
     fn(np.zeros((3, 3), np.float32))
+  with pytest.raises(tfprims.InputShapeError, match=r"sparse shape is \[3, 3\]"):
+    fn(([[0, 0]], [1.0], [3, 4]))
   batched = sparse.BCOO((np.ones((2, 1), np.float32), np.zeros((2, 1, 2), np.int32)),
                        shape=(2, 3, 3))   # n_batch=1
   with pytest.raises(tfprims.InputStructureError, match="n_batch=1"):

@@ -86,23 +86,26 @@ def _known(raw):
   if isinstance(raw, (list, tuple)):
     try:
       return np.asarray(raw, np.int64)
-    except (TypeError, ValueError):
+    except Exception:  # a list holding traced values
       return None
   return folding.known_value(raw)
 
 
 def known_dense_shape(spec, name: str, raw, checked):
   """A sparse input's ``dense_shape`` as a trace-time constant (numpy) where it is
-  known: the spec's fully defined static shape (a concrete value must equal it) or
-  the value passed when it is concrete; ``checked`` (the validated value) else."""
-  static = spec.shape.as_list() if spec.shape.is_fully_defined() else None
+  known: the value passed when it is concrete (it must agree with the spec's static
+  shape), else the spec's shape when fully defined; ``checked`` (the validated
+  value) else."""
+  static = spec.shape.as_list() if spec.shape.rank is not None else None
   known = _known(raw)
   if known is not None and static is not None and (
-      np.shape(known) != (len(static),) or list(np.asarray(known).tolist()) != static):
+      np.shape(known) != (len(static),) or any(
+          s is not None and s != k for s, k in zip(static, np.asarray(known).tolist()))):
     raise errors.InputShapeError(
         f"input '{name}' is {np.asarray(known).tolist()}, but the signature's sparse "
         f"shape is {static}")
-  value = static if static is not None else known
+  value = known if known is not None else (
+      static if spec.shape.is_fully_defined() else None)
   if value is None:
     return checked
   return dtypes.canonicalize_value(np.asarray(value, np.int64), f"input '{name}'")
