@@ -107,7 +107,8 @@ def test_sparse_ops_in_one_function_eager_and_jit():
             "reorder": tf.sparse.reorder(sp).values,
             "reshape": tf.sparse.reshape(sp, [2, -1]).indices,
             "mul": (sp * dense).values,
-            "div": (sp / dense).values}
+            "div": (sp / dense).values,
+            "add_dense": tf.sparse.add(sp, tf.ones([4, 4]) * dense)}
 
   fn = tfprims.convert_functional(f, tf.SparseTensorSpec([4, 4], F32))
   idx = np.array([[2, 1], [0, 3], [0, 0], [3, 2], [2, 0]], np.int64)   # unsorted, no dups

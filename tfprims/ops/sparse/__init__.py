@@ -10,7 +10,7 @@ module             ops
 ``structure``      SparseReorder, SparseReshape, SparseFillEmptyRows
 ``combine``        SparseConcat, SparseSlice, SparseAdd
 ``cwise``          SparseSoftmax, SparseDenseCwiseMul, SparseDenseCwiseAdd,
-                   SparseDenseCwiseDiv
+                   SparseDenseCwiseDiv, SparseTensorDenseAdd
 =================  ==============================================================
 
 Dense shapes (``a_shape``, ``input_shape``, ``sp_shape``...) are static: they decide

@@ -1,4 +1,5 @@
-"""SparseSoftmax and SparseDenseCwiseMul/Add/Div (``tf.sparse.softmax``, ``sp * dense``...).
+"""SparseSoftmax, SparseDenseCwiseMul/Add/Div (``tf.sparse.softmax``, ``sp * dense``...) and
+SparseTensorDenseAdd (``tf.sparse.add(sp, dense)``: a dense sum, TF-named linear rules).
 
 SparseSoftmax: TF's kernel reorders the entries into row-major order and returns the
 softmax of each row's values (over the last dimension) in that order, not the
@@ -16,9 +17,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from tfprims.core import define_op
+from tfprims import rules
+from tfprims.core import define_op, tfops
 from tfprims.ops.shared_specs import bounded_values, lazy_hst
 from tfprims.ops.sparse._common import FAMILY, draw_sparse, static_shape
+
+U = rules.U
 
 
 # --- SparseSoftmax --------------------------------------------------------------------------
@@ -130,3 +134,45 @@ SparseDenseCwiseAdd = define_op(
 SparseDenseCwiseDiv = define_op(
     "SparseDenseCwiseDiv", _cwise_impl("divided by", _divide), family=FAMILY,
     static=("sp_shape",), spec=_cwise_spec(_FLOATS, nonzero=True))
+
+
+# --- SparseTensorDenseAdd -------------------------------------------------------------------
+
+
+def _dense_add(a_indices, a_values, b, *, a_shape):
+  """``b`` with each entry's value added at its index (duplicates add up)."""
+  shape = static_shape(a_shape, "a_shape")
+  if tuple(b.shape) != shape:
+    raise ValueError(f"Dimension mismatch: a_shape {list(shape)} vs. b.shape "
+                     f"{list(b.shape)}")
+  if a_indices.ndim != 2 or a_indices.shape[1] != len(shape):
+    raise ValueError(f"a_indices must be a matrix [nnz, {len(shape)}]")
+  if not shape:
+    return b + jnp.sum(a_values)
+  return b.at[tuple(a_indices[:, d] for d in range(len(shape)))].add(a_values, mode="drop")
+
+
+def _dense_add_transpose(ct, a_indices, a_values, b, *, a_shape):
+  ct = rules.instantiate(ct)
+  ct_values = (tfops.GatherNd(ct, a_indices, bad_indices_policy="")
+               if U(a_values) else None)
+  return [None, ct_values, ct if U(b) else None]
+
+
+def _dense_add_spec(st):
+  @st.composite
+  def calls(draw):
+    dtype = draw(st.dtypes(("float32", "float64", "int32", "complex64")))
+    idx, vals, shape = draw_sparse(draw, st, dtype, index_dtypes=("int32", "int64"))
+    return {"a_indices": idx, "a_values": vals, "a_shape": shape.astype(idx.dtype),
+            "b": draw(st.arrays(dtype, tuple(int(s) for s in shape)))}
+  return st.Spec(calls(), diff_args=("a_values", "b"), vmap_variation="scale")
+
+
+SparseTensorDenseAdd = define_op(
+    "SparseTensorDenseAdd", _dense_add, family=FAMILY, static=("a_shape",),
+    jvp=(None,
+         lambda t, i, v, b, **p: SparseTensorDenseAdd(i, t, rules.zeros(b.shape, b.dtype), **p),
+         lambda t, i, v, b, **p: t),
+    transpose=_dense_add_transpose, spec=_dense_add_spec,
+    doc="The dense b with the sparse entries added at their indices.")
