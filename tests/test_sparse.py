@@ -153,7 +153,8 @@ def test_sparse_add_concat_slice_reduce_sparse_eager_and_jit():
   def f(a, b):
     return (tf.sparse.add(a, b), tf.sparse.concat(1, [a, b]),
             tf.sparse.slice(a, [1, 0], [2, 3]),
-            tf.sparse.reduce_sum(b, 0, keepdims=True, output_is_sparse=True))
+            tf.sparse.reduce_sum(b, 0, keepdims=True, output_is_sparse=True),
+            tf.sparse.maximum(a, b))
 
   @tf.function
   def g(a, b):

@@ -8,7 +8,8 @@ module             ops
 ``reduce``         SparseReduceSum, SparseReduceMax, SparseReduceSumSparse,
                    SparseReduceMaxSparse
 ``structure``      SparseReorder, SparseReshape, SparseFillEmptyRows
-``combine``        SparseConcat, SparseSlice, SparseAdd
+``combine``        SparseConcat, SparseSlice, SparseAdd, SparseSparseMaximum,
+                   SparseSparseMinimum
 ``cwise``          SparseSoftmax, SparseDenseCwiseMul, SparseDenseCwiseAdd,
                    SparseDenseCwiseDiv, SparseTensorDenseAdd
 =================  ==============================================================

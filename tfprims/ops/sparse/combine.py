@@ -1,4 +1,5 @@
-"""SparseConcat, SparseSlice and SparseAdd (``tf.sparse.concat``, ``slice``, ``add``).
+"""SparseConcat, SparseSlice, SparseAdd and SparseSparseMaximum/Minimum
+(``tf.sparse.concat``, ``slice``, ``add``, ``maximum``, ``minimum``).
 
 SparseConcat's output has as many entries as its inputs together, so only the
 shapes are static: TF's kernel reorders each input with ``concat_dim`` first,
@@ -9,6 +10,8 @@ SparseAdd merges two sparse tensors as TF's kernel does (both walked in step). O
 known values (an eager call) it is computed with numpy, sums of coinciding entries
 below ``thresh`` dropped. On traced values its indices are static and, where entries
 coincide, ``thresh`` must be at most 0 (else DynamicShapeError naming the node).
+SparseSparseMaximum/Minimum merge the same way (static indices), an implicit zero
+standing in where one side has no entry.
 
 SparseSlice keeps the entries inside ``[start, start + size)``, a data-dependent
 count: its indices are static (an eager call knows them; under jit traced indices
@@ -281,3 +284,59 @@ SparseAdd = define_op(
     multiple_results=True, interpret=_add_interpret, spec=_add_spec,
     doc="The entries of a and b merged, values added where indices coincide (sums "
         "below thresh dropped on known values).")
+
+
+# --- SparseSparseMaximum / SparseSparseMinimum ------------------------------------------------
+
+
+def _extreme_impl(fn):
+  def impl(a_values, b_values, *, a_indices, a_shape, b_indices, b_shape):
+    dims = _add_shapes(a_shape, b_shape)
+    idx, ia, ib = add_layout(a_indices, b_indices, len(dims))
+    zero = jnp.zeros((1,), a_values.dtype)
+    va = jnp.concatenate([a_values, zero])[jnp.asarray(
+        np.where(ia >= 0, ia, a_values.shape[0]).astype(np.int32))]
+    vb = jnp.concatenate([b_values, zero])[jnp.asarray(
+        np.where(ib >= 0, ib, b_values.shape[0]).astype(np.int32))]
+    return jnp.asarray(idx.astype(index_dtype())), fn(va, vb)
+  impl.__doc__ = ("The union of the entries, each the elementwise extreme of a and b "
+                  "(an implicit zero where one has no entry).")
+  return impl
+
+
+def _extreme_known(*, a_indices, a_shape, b_indices, b_shape):
+  dims = _add_shapes(a_shape, b_shape)
+  return {0: add_layout(a_indices, b_indices, len(dims))[0]}
+
+
+def _extreme_spec(st):
+  @st.composite
+  def calls(draw):
+    call = draw(_add_spec(st).calls)
+    call.pop("thresh")
+    if np.dtype(call["a_values"].dtype).kind == "c":  # TF has real kernels only
+      call["a_values"] = call["a_values"].real.copy()
+      call["b_values"] = call["b_values"].real.copy()
+    # Bounded (float32 central differences), away from the kinks (a value at the
+    # implicit 0, equal values of a and b), where central differences average the sides.
+    a, b = (np.clip(call[k], -4, 4).astype(call[k].dtype) for k in ("a_values", "b_values"))
+    a = np.where(np.abs(a) < 0.25, np.asarray(0.75, a.dtype), a)
+    b = np.where(np.abs(b) < 0.25, np.asarray(-0.75, b.dtype), b)
+    call["a_values"], call["b_values"] = a, np.where(np.isin(b, a), b + 3, b).astype(b.dtype)
+    return call
+  # TF's registered gradient raises (it takes the wrong number of arguments).
+  return st.Spec(calls(), vmap_variation="scale", examples=0.5, grad_oracle="fd",
+                 note="derivatives vs central differences: TF's gradient function raises")
+
+
+def _define_extreme(name, fn):
+  return define_op(
+      name, _extreme_impl(fn), family=FAMILY,
+      static=("a_indices", "a_shape", "b_indices", "b_shape"), multiple_results=True,
+      interpret=static_outputs(_extreme_known), spec=_extreme_spec,
+      doc=f"The union of a's and b's entries, each the {name[12:].lower()} of the two "
+          "(implicit zeros where one has none), in TF's merge order.")
+
+
+SparseSparseMaximum = _define_extreme("SparseSparseMaximum", jnp.maximum)
+SparseSparseMinimum = _define_extreme("SparseSparseMinimum", jnp.minimum)
