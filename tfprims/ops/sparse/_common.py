@@ -33,7 +33,9 @@ def static_shape(shape, what="dense_shape") -> tuple:
 def static_indices(indices, rank: int) -> np.ndarray:
   """Static indices (a nested tuple param) as an int64 [nnz, rank] array."""
   a = np.asarray(indices, dtype=np.int64)
-  return a.reshape(-1, rank) if a.size or a.ndim != 2 else a
+  if a.size and (a.ndim != 2 or a.shape[1] != rank):
+    raise ValueError(f"indices must be a matrix [nnz, {rank}], got shape {list(a.shape)}")
+  return a.reshape(-1, rank)
 
 
 def check_indices(indices, shape) -> tuple:
