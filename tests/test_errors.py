@@ -123,8 +123,7 @@ def test_data_dependent_shapes_are_named_under_jit():
 
 @pytest.mark.parametrize("spec, words", [
     (tf.TensorSpec([2], tf.string), "'s' has dtype string"),
-    (tf.RaggedTensorSpec([2, None], F32), "'s' is a Ragged"),
-    (tf.SparseTensorSpec([2, 2], F32), "'s' is a Sparse"),
+    (tf.IndexedSlicesSpec([2, 2], F32), "'s' is a IndexedSlices"),
     (tf.TensorSpec([], tf.variant), "'s' has dtype variant"),
 ])
 def test_unsupported_input_kinds_are_named_at_conversion(spec, words):

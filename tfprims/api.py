@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import tree
 
-from tfprims import config, core, dtypes, errors, folding, interpreter, pipeline
+from tfprims import composites, config, core, dtypes, errors, folding, interpreter, pipeline
 from tfprims.specs import TensorSpec
 import tfprims.ops  # noqa: F401  (registers every op)
 from tfprims.ops import lookup
@@ -31,8 +31,9 @@ def _spec_from_tf(name: str, spec) -> tuple[Optional[TensorSpec], Optional[str]]
     kind = type(spec).__name__.replace("Spec", "").replace("Tensor", " tensor").strip()
     return None, (
         f"input '{name}' is a {kind or type(spec).__name__} ({type(spec).__name__}); "
-        "tfprims converts dense tensors only: convert it to a dense tf.Tensor in the "
-        "TF function's caller and pass that instead")
+        "tfprims converts dense tensors, tf.SparseTensorSpec and tf.RaggedTensorSpec "
+        "inputs only: convert it to a dense tf.Tensor in the TF function's caller and "
+        "pass that instead")
   np_dtype = dtypes.from_tf(spec.dtype)
   if np_dtype is None:
     return None, (
@@ -40,6 +41,25 @@ def _spec_from_tf(name: str, spec) -> tuple[Optional[TensorSpec], Optional[str]]
         "do string/resource handling in TF and pass numeric tensors")
   shape = None if spec.shape.rank is None else tuple(spec.shape.as_list())
   return TensorSpec(name, shape, np_dtype), None
+
+
+def _leaf_specs(name: str, leaf) -> tuple[list, list[str]]:
+  """The flat :class:`TensorSpec` s of one signature leaf (a sparse or ragged spec
+  gives its components, in TF's flattening order, named ``name.indices``...) and
+  the problems found."""
+  import tensorflow as tf
+  parts = composites.component_names(leaf)
+  if parts is None:
+    spec, problem = _spec_from_tf(name, leaf)
+    return [spec], [problem] if problem else []
+  components = tf.nest.flatten(leaf, expand_composites=True)
+  specs, problems = [], []
+  for part, component in zip(parts, components):
+    spec, problem = _spec_from_tf(f"{name}.{part}", component)
+    specs.append(spec)
+    if problem:
+      problems.append(problem)
+  return specs, problems
 
 
 def _path_name(path: Sequence[Any]) -> str:
@@ -73,8 +93,10 @@ class ConvertedFunction:
   Attributes:
     signature: the TF function's Python signature (``inspect.Signature``).
     structured_inputs: the TF input signature (nested ``tf.TensorSpec``s).
-    structured_outputs: the output structure (nested ``tf.TensorSpec``s).
-    input_specs / output_specs: flat :class:`TensorSpec` tuples.
+    structured_outputs: the output structure (nested ``tf.TensorSpec``s; a sparse
+      output as a :class:`tfprims.composites.SparseOutputSpec`).
+    input_specs / output_specs: flat :class:`TensorSpec` tuples (a sparse or ragged
+      input as its components: ``sp.indices``, ``sp.values``, ``sp.dense_shape``).
     param_specs: param name -> :class:`TensorSpec` (with ``trainable``).
     tf_variables: param name -> the ``tf.Variable`` it was read from.
     options: the config options read at conversion, as they were then
@@ -96,7 +118,9 @@ class ConvertedFunction:
     self._output_structure = output_structure  # nested structure of output indices
     self.output_specs = tuple(output_specs)
     self.structured_outputs = tree.map_structure(
-        lambda i: output_specs[i] if isinstance(i, int) else i, output_structure)
+        lambda i: output_specs[i] if isinstance(i, int) else
+        i.spec(output_specs) if isinstance(i, composites.SparseOutput) else i,
+        output_structure)
     self.tf_variables: dict[str, Any] = {}
     self.options: Optional[dict] = None  # config read at conversion (config.read_at_conversion)
     self.__name__ = name
@@ -124,9 +148,12 @@ class ConvertedFunction:
     for node_name, capture in self._captures.items():
       feeds[node_name] = capture
     outputs = interpreter.run(ctx, self._graph, feeds)
+    known = list(outputs)
     outputs = [jnp.asarray(o) for o in outputs]
     structured = tree.map_structure(
-        lambda i: outputs[i] if isinstance(i, int) else i, self._output_structure)
+        lambda i: outputs[i] if isinstance(i, int) else
+        i.build(outputs, known) if isinstance(i, composites.SparseOutput) else i,
+        self._output_structure)
     new_params = params_out(ctx.state, self.param_specs)
     return structured, new_params
 
@@ -177,7 +204,17 @@ class ConvertedFunction:
     flat = []
     specs = iter(self.input_specs)
     for (path, exp), value in zip(tree.flatten_with_path(expected), flat_user):
-      if isinstance(exp, tf.TypeSpec):
+      parts = composites.component_names(exp)
+      if parts is not None:
+        for part, c in zip(parts, composites.components(exp, value, where(path))):
+          spec = next(specs)
+          checked = self._check_input(spec, c)
+          if part == "dense_shape" and isinstance(exp, tf.SparseTensorSpec):
+            checked = composites.known_dense_shape(exp, spec.name, c, checked)
+          elif part not in ("values", "flat_values"):
+            checked = composites.known_index(spec, c, checked)
+          flat.append(checked)
+      elif isinstance(exp, tf.TypeSpec):
         flat.append(self._check_input(next(specs), value))
       elif not _same_literal(exp, value):
         raise errors.InputStructureError(
@@ -406,15 +443,14 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
       if path[0] == 0 and where and isinstance(where[0], int) and where[0] < len(arg_names):
         where = (arg_names[where[0]],) + tuple(where[1:])
       name = getattr(leaf, "name", None) or _path_name(where)
-      spec, problem = _spec_from_tf(name, leaf)
-      flat_specs.append(spec)
-      if problem:
-        problems.append(problem)
+      specs, leaf_problems = _leaf_specs(name, leaf)
+      flat_specs.extend(specs)
+      problems.extend(leaf_problems)
   n_args = len(cf.inputs) - len(cf.captured_inputs)
   if n_args != len(flat_specs) and not problems:
     raise errors.ConversionError(
         f"cannot match the {len(flat_specs)} TF signature leaves with the graph's "
-        f"{n_args} inputs (composite tensors are not supported)")
+        f"{n_args} inputs (a composite tensor other than sparse and ragged ones?)")
   input_nodes = [t.op.name for t in cf.inputs[:n_args]]
 
   var_names = _variable_names(list(cf.variables) + _handle_only_variables(cf))
@@ -469,7 +505,7 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
 
   # Only the structured outputs are converted: after a GradientTape has
   # differentiated a tf.function, TF appends intermediates to cf.outputs.
-  leaves = tree.flatten(cf.structured_outputs)
+  leaves = composites.expand_outputs(tree.flatten(cf.structured_outputs))
   if any(isinstance(x, tf.TensorSpec) for x in leaves):
     # Functions restored from SavedModels describe outputs by spec; cf.outputs
     # holds their tensors in flattening order.
@@ -486,10 +522,14 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
       return index_of[x.name]
     if isinstance(x, tf.TensorSpec):
       return next(spec_positions)
+    if isinstance(x, (tf.SparseTensor, tf.SparseTensorSpec)):
+      return composites.SparseOutput(tuple(to_index(c) for c in composites.parts_of(x)),
+                                     composites.static_shape(x))
     if x is None or isinstance(x, (int, float, bool, str)):
       return x
     problems.append(f"an output of kind {type(x).__name__} is not supported; return "
-                    "dense tensors")
+                    "dense or sparse tensors (a ragged tensor as its flat_values and "
+                    "row_splits)")
     return None
 
   output_structure = tree.map_structure(to_index, cf.structured_outputs)

@@ -30,3 +30,4 @@ from tfprims.ops import runtime_info  # noqa: F401
 from tfprims.ops import lookup  # noqa: F401
 from tfprims.ops import ragged  # noqa: F401
 from tfprims.ops import hashing  # noqa: F401
+from tfprims.ops import sparse  # noqa: F401

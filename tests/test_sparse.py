@@ -1,0 +1,216 @@
+"""Sparse and ragged inputs, sparse outputs (as BCOO) and the sparse op family in real
+programs, against TF: ``tf.sparse.sparse_dense_matmul`` (eager, jit, gradients), a
+TF-Recommenders style ``tf.nn.safe_embedding_lookup_sparse``, several sparse ops in one
+function, a function returning a SparseTensor, and ragged inputs used through their
+components (docs/semantics/sparse.md). The ops themselves are property-tested against
+``tf.raw_ops`` by property_tests/test_ops.py."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import tensorflow as tf
+from jax.experimental import sparse
+
+import tfprims
+from helpers import jaxpr_primitives
+
+F32 = tf.float32
+
+# Unsorted, a duplicate ((2, 1) twice), an empty row (1), an empty column (3).
+_IDX = np.array([[2, 1], [0, 0], [2, 1], [0, 2], [3, 0]], np.int64)
+_VAL = np.float32([1.5, -2.0, 0.25, 3.0, -1.0])
+_SHAPE = np.array([4, 4], np.int64)
+_D = np.arange(12, dtype=np.float32).reshape(4, 3) / 7 - 0.5
+
+
+def _sp(indices=_IDX, values=_VAL, shape=_SHAPE):
+  return tf.SparseTensor(indices, values, shape)
+
+
+def test_sparse_dense_matmul_eager_jit_and_gradients():
+  f = tf.function(lambda sp, d: tf.sparse.sparse_dense_matmul(sp, d))
+  fn = tfprims.convert_functional(f, tf.SparseTensorSpec([None, 4], F32),
+                                  tf.TensorSpec([4, 3], F32))
+  assert [s.name for s in fn.input_specs] == ["sp.indices", "sp.values", "sp.dense_shape", "d"]
+  want = f(_sp(), _D).numpy()
+  np.testing.assert_allclose(fn(_sp(), _D), want, rtol=1e-6)      # a tf.SparseTensor
+  bcoo = sparse.BCOO((jnp.asarray(_VAL), jnp.asarray(_IDX.astype(np.int32))), shape=(4, 4))
+  np.testing.assert_allclose(jax.jit(fn)(bcoo, _D), want, rtol=1e-6)   # a BCOO, under jit
+  np.testing.assert_allclose(jax.jit(lambda v, d: fn((_IDX, v, _SHAPE), d))(_VAL, _D),
+                             want, rtol=1e-6)                     # components, values traced
+  assert "tf.SparseTensorDenseMatMul" in jaxpr_primitives(jax.make_jaxpr(fn)(bcoo, _D))
+
+  # Gradients wrt the dense operand and the sparse values, against TF's.
+  ct = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+
+  def loss(v, d):
+    return jnp.sum(fn((_IDX, v, _SHAPE), d) * ct)
+  g_values, g_dense = jax.jit(jax.grad(loss, argnums=(0, 1)))(_VAL, _D)
+  v, d = tf.constant(_VAL), tf.constant(_D)
+  with tf.GradientTape() as tape:
+    tape.watch([v, d])
+    y = tf.reduce_sum(f(tf.SparseTensor(_IDX, v, _SHAPE), d) * ct)
+  t_values, t_dense = tape.gradient(y, [v, d])
+  np.testing.assert_allclose(g_values, t_values, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(g_dense, t_dense, rtol=1e-5, atol=1e-6)
+  grad_jaxpr = jax.make_jaxpr(jax.grad(loss, argnums=(0, 1)))(_VAL, _D)
+  assert {"tf.SparseTensorDenseMatMul", "tf.GatherV2"} <= jaxpr_primitives(grad_jaxpr)
+
+  with pytest.raises(tfprims.InputShapeError, match=r"sparse shape is \[None, 4\]"):
+    fn((_IDX, _VAL, [4, 5]), _D)   # the spec's known dim disagrees
+  # A dense shape the function cannot know under jit: a typed error naming the node.
+  with pytest.raises(tfprims.StaticInputError, match="SparseTensorDenseMatMul"):
+    jax.jit(lambda s: fn((_IDX, _VAL, s), _D))(_SHAPE)
+
+
+@pytest.mark.parametrize("combiner", ["mean", "sqrtn"])
+def test_safe_embedding_lookup_sparse_like_tf_recommenders(combiner):
+  table = tf.Variable(np.random.default_rng(0).normal(size=(10, 3)).astype(np.float32),
+                      name="table")
+
+  @tf.function
+  def embed(ids, weights):
+    return tf.nn.safe_embedding_lookup_sparse(table, ids, weights, combiner=combiner)
+
+  spec_i = tf.SparseTensorSpec([None, None], tf.int64)
+  spec_w = tf.SparseTensorSpec([None, None], F32)
+  fn, params = tfprims.convert(embed, spec_i, spec_w)
+  # Rows: two ids with a duplicate (7 twice); empty; an invalid id (-1, pruned) and a
+  # zero weight (pruned); one id.
+  idx = np.array([[0, 0], [0, 1], [0, 2], [2, 0], [2, 1], [3, 0]], np.int64)
+  ids = tf.SparseTensor(idx, np.int64([7, 2, 7, -1, 4, 9]), [4, 3])
+  w = tf.SparseTensor(idx, np.float32([1.0, 0.5, 2.0, 1.0, 0.0, 3.0]), [4, 3])
+  out, _ = fn(params, ids, w)
+  np.testing.assert_allclose(out, embed(ids, w), rtol=1e-5, atol=1e-6)
+
+  # The embedding table's gradient (ids known: an eager call under jax.grad).
+  ct = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+  grad = jax.grad(lambda p: jnp.sum(fn(p, ids, w)[0] * ct))(params)["table"]
+  with tf.GradientTape() as tape:
+    y = tf.reduce_sum(embed(ids, w) * ct)
+  np.testing.assert_allclose(grad, tf.convert_to_tensor(tape.gradient(y, table)),
+                             rtol=1e-5, atol=1e-6)
+  # Under jit the ids are traced: their lookup's sizes depend on them.
+  with pytest.raises((tfprims.StaticInputError, tfprims.DynamicShapeError)):
+    jax.jit(lambda i: fn(params, (idx, i, np.int64([4, 3])), w))(np.int64([7, 2, 7, -1, 4, 9]))
+
+
+def test_sparse_ops_in_one_function_eager_and_jit():
+  dense = np.float32([[1, 2, 3, 4]]) / 4
+
+  @tf.function
+  def f(sp):
+    return {"sum": tf.sparse.reduce_sum(sp, axis=1),
+            "max": tf.sparse.reduce_max(sp, axis=0),
+            "softmax": tf.sparse.softmax(sp).values,   # row-major order, as TF
+            "reorder": tf.sparse.reorder(sp).values,
+            "reshape": tf.sparse.reshape(sp, [2, -1]).indices,
+            "mul": (sp * dense).values,
+            "div": (sp / dense).values,
+            "add_dense": tf.sparse.add(sp, tf.ones([4, 4]) * dense)}
+
+  fn = tfprims.convert_functional(f, tf.SparseTensorSpec([4, 4], F32))
+  idx = np.array([[2, 1], [0, 3], [0, 0], [3, 2], [2, 0]], np.int64)   # unsorted, no dups
+  sp = _sp(idx, _VAL)
+  want = {k: v.numpy() for k, v in f(sp).items()}
+  got = fn(sp)
+  jitted = jax.jit(fn)(sparse.BCOO((jnp.asarray(_VAL), jnp.asarray(idx.astype(np.int32))),
+                                   shape=(4, 4)))
+  for k in want:
+    np.testing.assert_allclose(got[k], want[k], rtol=1e-6, err_msg=k)
+    np.testing.assert_allclose(jitted[k], want[k], rtol=1e-6, err_msg=k)
+  # The spec's static shape is the dense shape: another one is refused.
+  with pytest.raises(tfprims.InputShapeError, match="sparse shape"):
+    fn((idx, _VAL, np.int64([5, 4])))
+
+
+def test_sparse_outputs_come_back_as_bcoo():
+  @tf.function
+  def f(x, sp):
+    filled, empty = tf.sparse.fill_empty_rows(sp, -1.0)
+    return tf.sparse.from_dense(x), filled, empty
+
+  fn = tfprims.convert_functional(f, tf.TensorSpec([3, 4], F32),
+                                  tf.SparseTensorSpec([None, 4], F32))
+  x = np.float32([[0, 1, 0, 0], [0, 0, 0, 0], [3, 0, 0, -4]])
+  sp = _sp(_IDX[1:], _VAL[1:])   # no duplicate (to_dense refuses them); row 1 empty
+
+  want_dense, want_filled, want_empty = f(x, sp)
+  got_dense, got_filled, got_empty = fn(x, sp)
+  assert isinstance(got_dense, sparse.BCOO) and got_dense.shape == (3, 4)   # static in TF
+  assert isinstance(got_filled, sparse.BCOO) and got_filled.shape == (4, 4)  # from the value
+  for got, want in ((got_dense, want_dense), (got_filled, want_filled)):
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_array_equal(got.data, want.values)
+    np.testing.assert_array_equal(got.todense(), tf.sparse.to_dense(want))
+  np.testing.assert_array_equal(got_empty, want_empty)
+  assert fn.structured_outputs[1].shape is None   # TF does not know it statically
+
+
+def test_sparse_add_concat_slice_reduce_sparse_eager_and_jit():
+  @tf.function
+  def f(a, b):
+    return (tf.sparse.add(a, b), tf.sparse.concat(1, [a, b]),
+            tf.sparse.slice(a, [1, 0], [2, 3]),
+            tf.sparse.reduce_sum(b, 0, keepdims=True, output_is_sparse=True),
+            tf.sparse.maximum(a, b))
+
+  @tf.function
+  def g(a, b):
+    return tf.sparse.add(a, b, threshold=1.0).values
+
+  spec = tf.SparseTensorSpec([4, 4], F32)
+  fn, gn = (tfprims.convert_functional(h, spec, spec) for h in (f, g))
+  a = _sp(np.array([[0, 1], [1, 0], [2, 2], [3, 3]]), np.float32([1, 2, -3, 4]))
+  b_idx = np.array([[0, 1], [2, 0], [2, 2], [3, 3]])   # coinciding with a at three
+  b = _sp(b_idx, np.float32([-0.5, 5, 2.5, -4]))         # sums: 0.5, -0.5, 0 (dropped)
+  want = f(a, b)
+  b_vals = np.float32([-0.5, 5, 2.5, -4])
+  # Under jit, indices and dense shapes passed as numpy or lists stay known.
+  for got in (fn(a, b), jax.jit(lambda v: fn(a, (b_idx.tolist(), v, [4, 4])))(b_vals)):
+    for g_sp, w_sp in zip(got, want):
+      np.testing.assert_array_equal(g_sp.indices, w_sp.indices)
+      np.testing.assert_array_equal(g_sp.data, w_sp.values)
+      assert g_sp.shape == tuple(w_sp.dense_shape.numpy())
+  np.testing.assert_array_equal(gn(a, b), g(a, b))   # thresh drops small sums (eager)
+  with pytest.raises(tfprims.DynamicShapeError, match="SparseAdd node"):
+    jax.jit(lambda v: gn(a, (b_idx, v, _SHAPE)))(b_vals)
+
+
+def test_ragged_inputs_through_their_components():
+  @tf.function
+  def f(rt, rt2):
+    return (tf.reduce_sum(rt.values), rt.row_lengths(), rt.nrows(),
+            tf.reduce_sum(rt2.flat_values), rt2.values.row_lengths())
+
+  spec = tf.RaggedTensorSpec([None, None], F32, ragged_rank=1)
+  spec2 = tf.RaggedTensorSpec([None, None, None], F32, ragged_rank=2)
+  fn = tfprims.convert_functional(f, spec, spec2)
+  assert [s.name for s in fn.input_specs] == [
+      "rt.flat_values", "rt.row_splits", "rt2.flat_values", "rt2.row_splits",
+      "rt2.row_splits_1"]
+  rt = tf.ragged.constant([[1.0, 2.0], [], [3.5]], F32)
+  rt2 = tf.ragged.constant([[[1.0], [], [2.0, 3.0]], [], [[4.0]]], F32)
+  want = [w.numpy() for w in f(rt, rt2)]
+  for got in (fn(rt, rt2),
+              jax.jit(fn)((np.float32([1, 2, 3.5]), np.int64([0, 2, 2, 3])),
+                          tuple(c.numpy() for c in tf.nest.flatten(rt2, expand_composites=True)))):
+    for g, w in zip(got, want):
+      np.testing.assert_allclose(g, w)
+
+
+def test_composite_input_and_output_errors():
+  f = tf.function(lambda sp: tf.sparse.reduce_sum(sp))
+  fn = tfprims.convert_functional(f, tf.SparseTensorSpec([3, 3], F32))
+  with pytest.raises(tfprims.InputStructureError, match="'sp' is a SparseTensor: pass"):
+    fn(np.zeros((3, 3), np.float32))
+  with pytest.raises(tfprims.InputShapeError, match=r"sparse shape is \[3, 3\]"):
+    fn(([[0, 0]], [1.0], [3, 4]))
+  batched = sparse.BCOO((np.ones((2, 1), np.float32), np.zeros((2, 1, 2), np.int32)),
+                       shape=(2, 3, 3))   # n_batch=1
+  with pytest.raises(tfprims.InputStructureError, match="n_batch=1"):
+    fn(batched)
+  g = tf.function(lambda rt: rt * 2.0)
+  with pytest.raises(tfprims.ConversionError, match="output of kind RaggedTensor"):
+    tfprims.convert(g, tf.RaggedTensorSpec([2, None], F32))
