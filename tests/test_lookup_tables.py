@@ -177,13 +177,13 @@ def test_saved_model_tables(tmp_path, x64):
     for name in want:
       np.testing.assert_array_equal(got[name], want[name])
 
-  inputs = keras.Input((3,), dtype="int64")
+  inputs = keras.Input((3,), dtype="int64", name="ids")
   hot = keras.layers.IntegerLookup(vocabulary=[10, 20, 30], output_mode="multi_hot")(inputs)
   model = keras.Model(inputs, keras.layers.Dense(2)(hot))
   model.export(str(tmp_path / "keras"), verbose=False)
   x = np.asarray([[10, 30, 7], [20, 20, 10]], np.int64)
   fn, params = tfprims.load_saved_model(str(tmp_path / "keras"), "serve")
-  out = fn(params, keras_tensor=x)[0]
+  out = fn(params, ids=x)[0]
   np.testing.assert_allclose(next(iter(out.values())), model(x).numpy(), rtol=1e-6)
 
 

@@ -24,44 +24,6 @@ import tfprims.ops  # noqa: F401  (registers every op)
 from tfprims.ops import lookup
 
 
-def _spec_from_tf(name: str, spec) -> tuple[Optional[TensorSpec], Optional[str]]:
-  """The :class:`TensorSpec` of a signature leaf, or None and why it is unsupported."""
-  import tensorflow as tf
-  if not isinstance(spec, tf.TensorSpec):
-    kind = type(spec).__name__.replace("Spec", "").replace("Tensor", " tensor").strip()
-    return None, (
-        f"input '{name}' is a {kind or type(spec).__name__} ({type(spec).__name__}); "
-        "tfprims converts dense tensors, tf.SparseTensorSpec and tf.RaggedTensorSpec "
-        "inputs only: convert it to a dense tf.Tensor in the TF function's caller and "
-        "pass that instead")
-  np_dtype = dtypes.from_tf(spec.dtype)
-  if np_dtype is None:
-    return None, (
-        f"input '{name}' has dtype {spec.dtype.name}, which has no JAX equivalent; "
-        "do string/resource handling in TF and pass numeric tensors")
-  shape = None if spec.shape.rank is None else tuple(spec.shape.as_list())
-  return TensorSpec(name, shape, np_dtype), None
-
-
-def _leaf_specs(name: str, leaf) -> tuple[list, list[str]]:
-  """The flat :class:`TensorSpec` s of one signature leaf (a sparse or ragged spec
-  gives its components, in TF's flattening order, named ``name.indices``...) and
-  the problems found."""
-  import tensorflow as tf
-  parts = composites.component_names(leaf)
-  if parts is None:
-    spec, problem = _spec_from_tf(name, leaf)
-    return [spec], [problem] if problem else []
-  components = tf.nest.flatten(leaf, expand_composites=True)
-  specs, problems = [], []
-  for part, component in zip(parts, components):
-    spec, problem = _spec_from_tf(f"{name}.{part}", component)
-    specs.append(spec)
-    if problem:
-      problems.append(problem)
-  return specs, problems
-
-
 def _path_name(path: Sequence[Any]) -> str:
   if not path:
     return "<input>"
@@ -224,7 +186,7 @@ class ConvertedFunction:
     return flat
 
   def _check_input(self, spec: TensorSpec, value):
-    return _validate(spec, value, "input")
+    return validate_value(spec, value, "input")
 
   def _check_params(self, params: Mapping[str, Any]) -> dict:
     return check_params(self.param_specs, params, owner="function")
@@ -254,7 +216,7 @@ def check_params(param_specs: Mapping[str, TensorSpec], params: Mapping[str, Any
         + ("; " if missing and extra else "")
         + (f"unexpected {extra}" if extra else ""))
   staging = _staging()
-  state = {k: _validate(spec, params[k], "param", exact_shape=True, keep_numpy=True,
+  state = {k: validate_value(spec, params[k], "param", exact_shape=True, keep_numpy=True,
                         writable_too=staging) for k, spec in param_specs.items()}
   return {k: folding.weight(v) if staging and isinstance(v, np.ndarray) else v
           for k, v in state.items()}
@@ -298,7 +260,7 @@ def _describe(structure) -> str:
   return f"args={args}, kwargs={kwargs}"
 
 
-def _validate(spec: TensorSpec, value, kind: str, exact_shape: bool = False,
+def validate_value(spec: TensorSpec, value, kind: str, exact_shape: bool = False,
               keep_numpy: bool = False, writable_too: bool = False):
   """Checks (and canonicalizes) one input or param against its spec; numpy values
   become JAX arrays unless ``keep_numpy`` and they are read-only (or ``writable_too``)."""
@@ -354,7 +316,7 @@ def _shape_str(shape) -> str:
 # --- building a ConvertedFunction ------------------------------------------------
 
 
-def _concrete_function(tf_fn, args, kwargs):
+def concrete_function(tf_fn, args, kwargs):
   import tensorflow as tf
   if hasattr(tf_fn, "structured_input_signature") and hasattr(tf_fn, "graph"):
     return tf_fn  # already a ConcreteFunction
@@ -433,7 +395,7 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
   # Everything that keeps the function from converting is collected, then
   # reported in one error with the unsupported ops (interpreter.check_supported).
   problems: list[str] = []
-  sig_args, sig_kwargs, parameters = _input_signature(cf)
+  sig_args, sig_kwargs, parameters = input_signature(cf)
   arg_names = [p.name for p in parameters]
   flat_specs = []
   for path, leaf in tree.flatten_with_path((tuple(sig_args), dict(sig_kwargs))):
@@ -443,7 +405,7 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
       if path[0] == 0 and where and isinstance(where[0], int) and where[0] < len(arg_names):
         where = (arg_names[where[0]],) + tuple(where[1:])
       name = getattr(leaf, "name", None) or _path_name(where)
-      specs, leaf_problems = _leaf_specs(name, leaf)
+      specs, leaf_problems = composites.leaf_specs(name, leaf)
       flat_specs.extend(specs)
       problems.extend(leaf_problems)
   n_args = len(cf.inputs) - len(cf.captured_inputs)
@@ -548,24 +510,24 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
 
   prepared = pipeline.prepare(
       graph_def, [t.name for t in cf.inputs], output_names, options=options,
-      name=_function_name(cf),
+      name=function_name(cf),
       control_outputs=[op.name for op in getattr(cf.graph, "control_outputs", [])],
       problems=problems, input_specs=flat_specs, params=param_specs,
       param_values=params,
       captured={k: v for k, v in captures.items() if isinstance(v, np.ndarray)})
-  signature = _signature(sig_args, sig_kwargs, parameters)
+  signature = python_signature(sig_args, sig_kwargs, parameters)
   fn = ConvertedFunction(
       graph=prepared.graph, library=prepared.library, signature=signature,
       structured_inputs=(sig_args, sig_kwargs), input_specs=flat_specs,
       input_nodes=input_nodes, param_specs=param_specs, captures=captures,
       output_structure=output_structure, output_specs=output_specs,
-      name=_function_name(cf))
+      name=function_name(cf))
   fn.tf_variables = tf_variables
   fn.options = options
   return fn, params
 
 
-def _input_signature(cf) -> tuple[tuple, dict, list]:
+def input_signature(cf) -> tuple[tuple, dict, list]:
   """``(args, kwargs, parameters)`` of the TF function's signature. Pruned and wrapped
   TF1 functions (``cf.prune``, ``tf.compat.v1.wrap_function``) have none: their
   inputs are positional, named after their nodes."""
@@ -595,7 +557,7 @@ def _computed_by(tensor) -> str:
   return "" if t is tensor else f", from {t.op.type} node '{t.op.name}'"
 
 
-def _signature(sig_args, sig_kwargs, parameters) -> inspect.Signature:
+def python_signature(sig_args, sig_kwargs, parameters) -> inspect.Signature:
   """The TF function's Python signature. A parameter traced with a Python value
   (not a tensor) defaults to that value: the converted function is specialized
   to it, and calls may leave it out (passing another value raises)."""
@@ -619,7 +581,7 @@ def _signature(sig_args, sig_kwargs, parameters) -> inspect.Signature:
                             for p in params])
 
 
-def _function_name(cf) -> str:
+def function_name(cf) -> str:
   name = getattr(cf, "name", "function")
   name = name.decode() if isinstance(name, bytes) else str(name)
   name = name.removeprefix("__inference_")
@@ -641,13 +603,13 @@ def convert(tf_fn, *args, **kwargs) -> tuple[ConvertedFunction, dict]:
     ``(jax_fn, params)``: ``jax_fn(params, *args, rng=None, **kwargs)`` returns
     ``(outputs, new_params)``; ``params`` maps variable names to numpy arrays.
   """
-  cf = _concrete_function(tf_fn, args, kwargs)
+  cf = concrete_function(tf_fn, args, kwargs)
   return from_concrete_function(cf)
 
 
 def convert_functional(tf_fn, *args, **kwargs) -> Callable[..., Any]:
   """Converts a stateless TF function: ``jax_fn(*args, rng=None, **kwargs) -> outputs``."""
-  cf = _concrete_function(tf_fn, args, kwargs)
+  cf = concrete_function(tf_fn, args, kwargs)
   fn, _ = from_concrete_function(cf, allow_variables=False)
   return _Functional(fn)
 
@@ -696,7 +658,7 @@ def convert_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str]
     if len(args) != len(specs):
       raise errors.InputStructureError(
           f"expected {len(specs)} inputs ({', '.join(s.name for s in specs)}), got {len(args)}")
-    values = [_validate(s, a, "input") for s, a in zip(specs, args)]
+    values = [validate_value(s, a, "input") for s, a in zip(specs, args)]
     ctx = interpreter.Context(library, {}, rng=rng, options=options)
     return [jnp.asarray(o) for o in interpreter.run(ctx, graph, dict(zip(graph.inputs, values)))]
 

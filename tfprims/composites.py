@@ -28,6 +28,7 @@ from typing import Any, Optional
 import numpy as np
 
 from tfprims import dtypes, errors, folding
+from tfprims.specs import TensorSpec
 
 _SPARSE_PARTS = ("indices", "values", "dense_shape")
 
@@ -186,3 +187,43 @@ class SparseOutput:
             "(tf.sparse.reset_shape with a constant shape), or call it eagerly")
       shape = tuple(int(d) for d in np.asarray(value).reshape(-1))
     return sparse.BCOO((outputs[v], outputs[i]), shape=shape)
+
+
+def _spec_from_tf(name: str, spec) -> tuple[Optional[TensorSpec], Optional[str]]:
+  """The :class:`TensorSpec` of a signature leaf, or None and why it is unsupported."""
+  tf = errors.import_tensorflow()
+  if not isinstance(spec, tf.TensorSpec):
+    kind = type(spec).__name__.replace("Spec", "").replace("Tensor", " tensor").strip()
+    return None, (
+        f"input '{name}' is a {kind or type(spec).__name__} ({type(spec).__name__}); "
+        "tfprims converts dense tensors, tf.SparseTensorSpec and tf.RaggedTensorSpec "
+        "inputs only: convert it to a dense tf.Tensor in the TF function's caller and "
+        "pass that instead")
+  np_dtype = dtypes.from_tf(spec.dtype)
+  if np_dtype is None:
+    return None, (
+        f"input '{name}' has dtype {spec.dtype.name}, which has no JAX equivalent"
+        + ("; tfprims.split_host_prefix(fn, ...) runs the string part in TF and converts "
+           "the numeric rest" if spec.dtype == tf.string else
+           "; do resource handling in TF and pass numeric tensors"))
+  shape = None if spec.shape.rank is None else tuple(spec.shape.as_list())
+  return TensorSpec(name, shape, np_dtype), None
+
+
+def leaf_specs(name: str, leaf) -> tuple[list, list[str]]:
+  """The flat :class:`TensorSpec` s of one signature leaf (a sparse or ragged spec
+  gives its components, in TF's flattening order, named ``name.indices``...) and
+  the problems found."""
+  tf = errors.import_tensorflow()
+  parts = component_names(leaf)
+  if parts is None:
+    spec, problem = _spec_from_tf(name, leaf)
+    return [spec], [problem] if problem else []
+  components = tf.nest.flatten(leaf, expand_composites=True)
+  specs, problems = [], []
+  for part, component in zip(parts, components):
+    spec, problem = _spec_from_tf(f"{name}.{part}", component)
+    specs.append(spec)
+    if problem:
+      problems.append(problem)
+  return specs, problems

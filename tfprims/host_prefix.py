@@ -410,8 +410,8 @@ def split_host_prefix(tf_fn, *args, **kwargs) -> tuple[HostPrefix, Any, dict]:
     UnsupportedInputError: an output of the function is a string tensor.
   """
   import tensorflow as tf
-  cf = api._concrete_function(tf_fn, args, kwargs)
-  name = api._function_name(cf)
+  cf = api.concrete_function(tf_fn, args, kwargs)
+  name = api.function_name(cf)
   graph_def = inline_string_calls(cf.graph.as_graph_def())
   n_args = len(cf.inputs) - len(cf.captured_inputs)
   inputs = [t.op.name for t in cf.inputs[:n_args]]
@@ -428,8 +428,8 @@ def split_host_prefix(tf_fn, *args, **kwargs) -> tuple[HostPrefix, Any, dict]:
         "and a host prefix returns numeric tensors only; return it from a TF function of "
         "its own (or turn it into numbers in TF: a lookup, tf.strings.to_number...)"
         for o in strings])
-  sig_args, sig_kwargs, parameters = api._input_signature(cf)
-  signature = api._signature(sig_args, sig_kwargs, parameters)
+  sig_args, sig_kwargs, parameters = api.input_signature(cf)
+  signature = api.python_signature(sig_args, sig_kwargs, parameters)
   flat_specs = [s for s in tf.nest.flatten((tuple(sig_args), dict(sig_kwargs)))
                 if isinstance(s, tf.TypeSpec)]
   if not cut.boundary and all(s.dtype != tf.string for s in flat_specs):

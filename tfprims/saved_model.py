@@ -49,7 +49,7 @@ def concrete_functions(restored_fn) -> list:
     return [restored_fn]
   cfs = getattr(restored_fn, "concrete_functions", None)
   if cfs is None:
-    cfs = restored_fn._list_all_concrete_functions_for_serialization()  # pylint: disable=protected-access
+    cfs = restored_fn._list_all_concrete_functions_for_serialization()
   return list(cfs)
 
 
@@ -159,7 +159,7 @@ def convert_functional_from_restored(restored_fn, *args, **kwargs):
   fn, _ = api.from_concrete_function(cf, allow_variables=False)
   _keyword_only_inputs(fn, cf)
   _read_graph_variables(fn, cf, allow=False)
-  return api._Functional(fn)  # pylint: disable=protected-access
+  return api._Functional(fn)
 
 
 def load_saved_model(path: str, signature: Optional[str] = "serving_default", *,
@@ -211,8 +211,8 @@ def load_saved_model(path: str, signature: Optional[str] = "serving_default", *,
 
 
 def _graph_variable_nodes(fn) -> list:
-  graph = fn._graph  # pylint: disable=protected-access
-  library = fn._library  # pylint: disable=protected-access
+  graph = fn._graph
+  library = fn._library
   nodes = [n for n in graph.nodes if core.declares(n.op, "creates_variable")]
   for g in library.reachable(graph).values():
     inner = [n.name for n in g.nodes if core.declares(n.op, "creates_variable")]

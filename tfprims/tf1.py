@@ -95,7 +95,7 @@ class GraphFunction:
           f"expected {len(self.input_specs)} inputs "
           f"({', '.join(s.name for s in self.input_specs)}), got {len(args)}")
     state = api.check_params(self.param_specs, params, owner="graph")
-    values = [api._validate(s, a, "input") for s, a in zip(self.input_specs, args)]  # pylint: disable=protected-access
+    values = [api.validate_value(s, a, "input") for s, a in zip(self.input_specs, args)]
     ctx = interpreter.Context(self._library, state, rng=rng, options=self.options)
     outs = interpreter.run(ctx, self._graph, dict(zip(self._graph.inputs, values)))
     return [jnp.asarray(o) for o in outs], api.params_out(ctx.state, self.param_specs)

@@ -40,7 +40,7 @@ class Program:
 def from_function(fn, args: tuple, kwargs: dict, title: Optional[str] = None) -> Program:
   """A program for anything :func:`tfprims.convert` takes, called on ``args``/``kwargs``."""
   from tfprims import saved_model
-  cf = api._concrete_function(fn, args, kwargs)  # pylint: disable=protected-access
+  cf = api.concrete_function(fn, args, kwargs)
   converted, params = saved_model.convert_from_restored(cf)
   return from_converted(converted, params, cf, args, kwargs,
                         title or f"function {converted.__name__}")
@@ -50,15 +50,15 @@ def from_converted(converted: api.ConvertedFunction, params: Mapping[str, Any], 
                    args: tuple, kwargs: dict, title: str) -> Program:
   """A program for ``converted`` (of ConcreteFunction ``cf``) called on ``args``/``kwargs``."""
   tf = import_tensorflow()
-  flat = converted._flatten_args(args, kwargs)  # pylint: disable=protected-access
-  input_nodes = converted._input_nodes  # pylint: disable=protected-access
-  captures = converted._captures  # pylint: disable=protected-access
+  flat = converted._flatten_args(args, kwargs)
+  input_nodes = converted._input_nodes
+  captures = converted._captures
   ours = dict(zip(input_nodes, flat))
   theirs = {name: tf.constant(np.asarray(value), dtype=placeholder.dtype)
             for name, value, placeholder in zip(input_nodes, flat, cf.inputs)}
   # TF runs on copies of the variables where the graph assigns any, so that comparing
   # leaves the caller's variables as they were.
-  writes = _writes_state(converted._graph, converted._library)  # pylint: disable=protected-access
+  writes = _writes_state(converted._graph, converted._library)
   copies = {key: tf.Variable(variable, trainable=False) if writes else variable
             for key, variable in converted.tf_variables.items()}
   n_args = len(cf.inputs) - len(cf.captured_inputs)
@@ -69,9 +69,9 @@ def from_converted(converted: api.ConvertedFunction, params: Mapping[str, Any], 
     theirs[name] = copies[handle.key].handle if isinstance(
         handle, interpreter.VariableHandle) else captured
   state = api.check_params(converted.param_specs, params)
-  graph_variables, created = _graph_variables(converted._graph, params)  # pylint: disable=protected-access
-  return Program(title=title, graph=converted._graph,  # pylint: disable=protected-access
-                 library=converted._library,  # pylint: disable=protected-access
+  graph_variables, created = _graph_variables(converted._graph, params)
+  return Program(title=title, graph=converted._graph,
+                 library=converted._library,
                  options=converted.options, state=state, ours_feeds=ours, tf_feeds=theirs,
                  user_inputs=tuple(input_nodes), graph_variables=graph_variables,
                  keep_alive=(cf, converted, tuple(copies.values()), created))
@@ -165,7 +165,7 @@ def from_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str],
         f"{len(values)}")
   ours, theirs = {}, {}
   for spec, value in zip(prepared.input_specs, values):
-    ours[spec.name] = api._validate(spec, value, "input")  # pylint: disable=protected-access
+    ours[spec.name] = api.validate_value(spec, value, "input")
     theirs[spec.name] = tf.constant(np.asarray(ours[spec.name]), dtype=spec.dtype)
   return Program(title=title, graph=graph, library=library, options=options, state={},
                  ours_feeds=ours, tf_feeds=theirs, user_inputs=tuple(graph.inputs))
