@@ -21,6 +21,7 @@ import tensorflow as tf
 from jax.experimental import jax2tf
 
 import tfprims
+from tfprims import errors
 from helpers import jaxpr_primitives
 from jax_harness_cases import CASES, GROUPS, HARNESS_GROUPS, chunks
 
@@ -134,6 +135,35 @@ def check_round_trip(cases, eager=THOROUGH):
                                err_msg=f"{owner[k].id}: grad in input {k}")
 
 
+def check_no_vjp(cases):
+  """Cases JAX has no reverse mode of. ``jax.grad`` of the converted function refuses
+  as the original does: a typed tfprims error (jax2tf's gradient function cannot be
+  traced) or, where tfprims then differentiates the read operations natively, the
+  original's own exception from JAX's rule; ``vjp="zero"`` cases (the module holds a
+  bit-level expansion JAX has no rule for) have a zero gradient instead."""
+  f, args, _, _ = _packed(cases)
+  fn, _, _ = _convert(f, args)
+  pos = [k for k, a in enumerate(args) if np.asarray(a).dtype.kind == "f"]
+  floats = [k for k, o in enumerate(jax.eval_shape(f, *args)) if o.dtype.kind == "f"]
+
+  def grad(g):
+    def loss(*xs):
+      full = list(args)
+      for k, x in zip(pos, xs):
+        full[k] = x
+      ys = g(*full)
+      return sum(jnp.sum(ys[k]) for k in floats)
+    return jax.grad(loss, tuple(range(len(pos))))(*[args[k] for k in pos])
+  with pytest.raises(Exception) as original:
+    grad(f)
+  if all(c.vjp == "zero" for c in cases):
+    for g in grad(fn):
+      np.testing.assert_array_equal(g, np.zeros_like(g))
+    return
+  with pytest.raises((errors.TFPrimsError, original.type)):
+    grad(fn)
+
+
 def test_every_group_has_cases():
   assert set(GROUPS) == HARNESS_GROUPS
 
@@ -141,6 +171,8 @@ def test_every_group_has_cases():
 @pytest.mark.parametrize("k", range(len(CHUNKS)))
 def test_chunk(k):
   check_round_trip(CHUNKS[k])
+  if all(c.vjp is not True for c in CHUNKS[k]):
+    check_no_vjp(CHUNKS[k])
 
 
 @pytest.mark.skipif(not THOROUGH, reason="every case converted alone: "
@@ -149,6 +181,8 @@ def test_chunk(k):
 def test_case(case):
   if case.refused is None:
     check_round_trip([case])
+    if case.vjp is not True:
+      check_no_vjp([case])
   else:
     with pytest.raises(case.refused):
       check_round_trip([case])
