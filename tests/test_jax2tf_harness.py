@@ -23,7 +23,7 @@ from jax.experimental import jax2tf
 import tfprims
 from tfprims import errors
 from helpers import jaxpr_primitives
-from jax_harness_cases import CASES, GROUPS, HARNESS_GROUPS, chunks
+from jax_harness_cases import BY_ID, CASES, GROUPS, HARNESS_GROUPS, chunks
 
 THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
 CHUNKS = chunks(6)
@@ -74,15 +74,17 @@ f32 = np.float32
 
 
 def _convert(f, args):
+  """The round trip of ``f``, and the warnings of its conversion (a module that cannot
+  be read is called as one operation, with a warning naming why)."""
   tf_fn = tf.function(jax2tf.convert(f), autograph=False)
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     fn = tfprims.convert_functional(tf_fn, *[_spec(a) for a in args])
-    prims = jaxpr_primitives(jax.make_jaxpr(fn)(*args))
-  return fn, prims, [str(w.message) for w in caught]
+    jax.eval_shape(fn, *args)
+  return fn, [str(w.message) for w in caught]
 
 
-def _all_checks(g, cases, args, arg_spans, out_spans):
+def _all_checks(g, cases, args, arg_spans, out_spans, dtypes):
   """One function of ``args`` returning ``g``'s forward values, its vmap over the
   batchable cases' inputs (with their flipped copies) and its gradient (of a weighted
   sum of the differentiable cases' float outputs, in their float inputs): one trace
@@ -94,7 +96,7 @@ def _all_checks(g, cases, args, arg_spans, out_spans):
   pos = [k for c, (a, b) in zip(cases, arg_spans) if c.grad for k in range(a, b)
          if np.asarray(args[k]).dtype.kind == "f"]
   outs = [k for c, (a, b) in zip(cases, out_spans) if c.grad for k in range(a, b)
-          if np.dtype(jax.eval_shape(g, *args)[k].dtype).kind in "fc"]
+          if dtypes[k].kind in "fc"]
 
   def loss(*xs):
     full = list(args)
@@ -115,12 +117,13 @@ def _all_checks(g, cases, args, arg_spans, out_spans):
 
 def check_round_trip(cases, eager=THOROUGH):
   f, args, arg_spans, out_spans = _packed(cases)
-  fn, prims, caught = _convert(f, args)
-  assert "tf.XlaCallModule" not in prims, ([c.id for c in cases], caught)
-  want_checks, pos = _all_checks(f, cases, args, arg_spans, out_spans)
-  got_checks, _ = _all_checks(fn, cases, args, arg_spans, out_spans)
-  traced = jax.jit(got_checks).trace(*args)
-  assert "tf.XlaCallModule" not in jaxpr_primitives(traced.jaxpr), [c.id for c in cases]
+  fn, caught = _convert(f, args)
+  dtypes = [np.dtype(o.dtype) for o in jax.eval_shape(f, *args)]
+  want_checks, pos = _all_checks(f, cases, args, arg_spans, out_spans, dtypes)
+  got_checks, _ = _all_checks(fn, cases, args, arg_spans, out_spans, dtypes)
+  traced = jax.jit(got_checks).trace(*args)   # forward, vmap and grad: all native
+  assert "tf.XlaCallModule" not in jaxpr_primitives(traced.jaxpr), ([c.id for c in cases],
+                                                                    caught)
   got = traced.lower().compile()(*args)
   want = jax.jit(want_checks)(*args)
   _compare(cases, out_spans, got[0], want[0], "forward (jit)")
@@ -142,7 +145,7 @@ def check_no_vjp(cases):
   original's own exception from JAX's rule; ``vjp="zero"`` cases (the module holds a
   bit-level expansion JAX has no rule for) have a zero gradient instead."""
   f, args, _, _ = _packed(cases)
-  fn, _, _ = _convert(f, args)
+  fn, _ = _convert(f, args)
   pos = [k for k, a in enumerate(args) if np.asarray(a).dtype.kind == "f"]
   floats = [k for k, o in enumerate(jax.eval_shape(f, *args)) if o.dtype.kind == "f"]
 
@@ -186,3 +189,11 @@ def test_case(case):
   else:
     with pytest.raises(case.refused):
       check_round_trip([case])
+
+
+def test_native_check_fails_on_an_opaque_module():
+  # the check that the module was read checks something: called as one operation
+  # (config "opaque"), the same case fails it
+  with tfprims.override_config("xla_call_module", "opaque"), \
+      pytest.raises(AssertionError, match=r"\['sin:smooth'\]"):
+    check_round_trip([BY_ID["sin:smooth"]])
