@@ -259,8 +259,9 @@ def _real_dynamic_slice(op: Op, operands):
 @handler("stablehlo.dynamic_slice")
 def _dynamic_slice(op: Op, operands):
   x, *starts = operands
+  # StableHLO clamps the starts into range; lax's default would first wrap negatives
   return [lax.dynamic_slice(as_jax(x), [as_jax(s) for s in starts],
-                            ints(op.attr("slice_sizes")))]
+                            ints(op.attr("slice_sizes")), allow_negative_indices=False)]
 
 
 @handler("stablehlo.dynamic_update_slice")
@@ -268,7 +269,8 @@ def _dynamic_update_slice(op: Op, operands):
   x, update, *starts = operands
   return [lax.dynamic_update_slice(as_jax(x), as_jax(update, np.asarray(x).dtype
                                                      if is_known(x) else x.dtype),
-                                   [as_jax(s) for s in starts])]
+                                   [as_jax(s) for s in starts],
+                                   allow_negative_indices=False)]
 
 
 @handler("stablehlo.concatenate")
