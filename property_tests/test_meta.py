@@ -23,7 +23,7 @@ def test_every_op_has_a_spec():
   missing = [op for op in registered_ops() if get_op(op).spec is None]
   assert not missing, (
       f"ops without a property-test spec: {missing}. Add spec=lambda st: st.Spec(...) to "
-      "their define_op; an op that cannot be tested against TF declares a spec with every "
+      "their register_op; an op that cannot be tested against TF declares a spec with every "
       "check in skip={...} and the reason.")
 
 

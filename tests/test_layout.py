@@ -146,6 +146,20 @@ def test_families_use_only_each_others_public_names():
                          "or move them to tfprims.ops.shared):\n" + "\n".join(offenders))
 
 
+def test_tensorflow_comes_from_its_one_accessor():
+  # `import tensorflow` in one place: errors.import_tensorflow() says which extra to
+  # install when TF is missing (TF's own submodules are imported after it has run).
+  offenders = []
+  for name, path in MODULES.items():
+    if name == "tfprims.errors":
+      continue
+    for node in ast.walk(ast.parse(path.read_text())):
+      if isinstance(node, ast.Import) and any(a.name == "tensorflow" for a in node.names):
+        offenders.append(f"{name}:{node.lineno}")
+  assert not offenders, ("`import tensorflow` outside tfprims.errors (use "
+                         "errors.import_tensorflow()):\n" + "\n".join(offenders))
+
+
 def test_no_op_name_tables_outside_the_op_declarations():
   # What an op is (writes state, uses rng, shape only...) is declared with the op;
   # code outside tfprims/ops asks the registry instead of listing op names.

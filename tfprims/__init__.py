@@ -43,7 +43,7 @@ _LAZY = {
     "enable_compilation_cache": ("tfprims.cache", "enable_compilation_cache"),
     "load_keras": ("tfprims.keras_files", "load_keras"),
     **{n: ("tfprims.host_prefix", n) for n in ("HostPrefix", "split_host_prefix")},
-    **{n: ("tfprims.core", n) for n in ("TFOp", "define_op", "get_op", "override_batching",
+    **{n: ("tfprims.core", n) for n in ("TFOp", "get_op", "override_batching",
                                         "override_jvp", "override_transpose", "primitive",
                                         "register_op", "register_platform_lowering",
                                         "register_structural", "registered_ops",

@@ -22,6 +22,7 @@ from tfprims import composites, config, core, dtypes, errors, folding, interpret
 from tfprims.specs import TensorSpec
 import tfprims.ops  # noqa: F401  (registers every op)
 from tfprims.ops import lookup
+from tfprims.errors import import_tensorflow
 
 
 def _path_name(path: Sequence[Any]) -> str:
@@ -162,7 +163,7 @@ class ConvertedFunction:
           f"input structure does not match the TF signature: expected "
           f"{_describe(expected)}, got {_describe(user)}"
           + (f"; missing inputs: {', '.join(missing)}" if missing else "")) from None
-    import tensorflow as tf
+    tf = import_tensorflow()
     flat = []
     specs = iter(self.input_specs)
     for (path, exp), value in zip(tree.flatten_with_path(expected), flat_user):
@@ -317,7 +318,7 @@ def _shape_str(shape) -> str:
 
 
 def concrete_function(tf_fn, args, kwargs):
-  import tensorflow as tf
+  tf = import_tensorflow()
   if hasattr(tf_fn, "structured_input_signature") and hasattr(tf_fn, "graph"):
     return tf_fn  # already a ConcreteFunction
   if not hasattr(tf_fn, "get_concrete_function"):
@@ -334,7 +335,7 @@ def example_spec(value):
   (symbolic dimensions become None); anything else is unchanged."""
   if not isinstance(value, jax.core.Tracer):
     return value
-  import tensorflow as tf
+  tf = import_tensorflow()
   shape = [d if isinstance(d, int) else None for d in value.shape]
   return tf.TensorSpec(shape, tf.as_dtype(np.dtype(value.dtype)))
 
@@ -369,7 +370,7 @@ def _handle_only_variables(cf) -> list:
   variables it saw read or assigned in ``cf.variables``, so captured resources it does
   not list are looked up among the live variables by their handle."""
   import gc
-  import tensorflow as tf
+  tf = import_tensorflow()
   known = {id(v.handle) for v in cf.variables}
   wanted = {id(c) for c in cf.captured_inputs
             if c.dtype == tf.resource and id(c) not in known}
@@ -388,7 +389,7 @@ def _handle_only_variables(cf) -> list:
 @interpreter.gc_paused()
 def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[ConvertedFunction, dict]:
   """Converts a ``ConcreteFunction``; returns ``(converted_fn, params)``."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   options = config.read_at_conversion()
   graph_def = cf.graph.as_graph_def()
 
@@ -510,7 +511,7 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
 
   prepared = pipeline.prepare(
       graph_def, [t.name for t in cf.inputs], output_names, options=options,
-      name=function_name(cf),
+      name=tf_function_name(cf),
       control_outputs=[op.name for op in getattr(cf.graph, "control_outputs", [])],
       problems=problems, input_specs=flat_specs, params=param_specs,
       param_values=params,
@@ -521,7 +522,7 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
       structured_inputs=(sig_args, sig_kwargs), input_specs=flat_specs,
       input_nodes=input_nodes, param_specs=param_specs, captures=captures,
       output_structure=output_structure, output_specs=output_specs,
-      name=function_name(cf))
+      name=tf_function_name(cf))
   fn.tf_variables = tf_variables
   fn.options = options
   return fn, params
@@ -531,7 +532,7 @@ def input_signature(cf) -> tuple[tuple, dict, list]:
   """``(args, kwargs, parameters)`` of the TF function's signature. Pruned and wrapped
   TF1 functions (``cf.prune``, ``tf.compat.v1.wrap_function``) have none: their
   inputs are positional, named after their nodes."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   if cf.structured_input_signature is not None:
     args, kwargs = cf.structured_input_signature
     return tuple(args), dict(kwargs), list(cf.function_type.parameters.values())
@@ -561,7 +562,7 @@ def python_signature(sig_args, sig_kwargs, parameters) -> inspect.Signature:
   """The TF function's Python signature. A parameter traced with a Python value
   (not a tensor) defaults to that value: the converted function is specialized
   to it, and calls may leave it out (passing another value raises)."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   P = inspect.Parameter
   params = [p for p in parameters if p.kind != P.VAR_KEYWORD]
 
@@ -581,7 +582,9 @@ def python_signature(sig_args, sig_kwargs, parameters) -> inspect.Signature:
                             for p in params])
 
 
-def function_name(cf) -> str:
+# Not `function_name`: autograph converts this module when tfprims.convert runs inside a
+# tf.function trace, and that name clashes with its templates.
+def tf_function_name(cf) -> str:
   name = getattr(cf, "name", "function")
   name = name.decode() if isinstance(name, bytes) else str(name)
   name = name.removeprefix("__inference_")

@@ -37,7 +37,7 @@ def common_arguments() -> argparse.ArgumentParser:
   parent = argparse.ArgumentParser(add_help=False)
   parent.add_argument(
       "--import", dest="imports", action="append", default=[], metavar="MODULE",
-      help="import MODULE first (repeatable), so that its tfprims.register_op / define_op "
+      help="import MODULE first (repeatable), so that its tfprims.register_op "
            "calls (ops tfprims does not convert itself) or Keras custom objects take effect; "
            "a dotted module name (from the current directory or PYTHONPATH) or a .py file. "
            f"Modules named by '{PLUGIN_GROUP}' entry points are imported automatically")

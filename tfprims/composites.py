@@ -29,6 +29,7 @@ import numpy as np
 
 from tfprims import dtypes, errors, folding
 from tfprims.specs import TensorSpec
+from tfprims.errors import import_tensorflow
 
 _SPARSE_PARTS = ("indices", "values", "dense_shape")
 
@@ -36,7 +37,7 @@ _SPARSE_PARTS = ("indices", "values", "dense_shape")
 def component_names(spec) -> Optional[tuple[str, ...]]:
   """The names of a composite spec's components in TF's flattening order, or None
   for a spec that is not a sparse or ragged tensor spec."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   if isinstance(spec, tf.SparseTensorSpec):
     return _SPARSE_PARTS
   if isinstance(spec, tf.RaggedTensorSpec):
@@ -47,7 +48,7 @@ def component_names(spec) -> Optional[tuple[str, ...]]:
 
 def components(spec, value, where: str) -> list:
   """A call's value for a sparse or ragged input, as its component arrays."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   names = component_names(spec)
   if isinstance(value, (tf.SparseTensor, tf.RaggedTensor)):
     if isinstance(value, tf.SparseTensor) != isinstance(spec, tf.SparseTensorSpec):
@@ -127,13 +128,13 @@ def known_index(spec, raw, checked):
 
 
 def parts_of(x) -> list:
-  import tensorflow as tf
+  tf = import_tensorflow()
   return tf.nest.flatten(x, expand_composites=True)
 
 
 def expand_outputs(leaves) -> list:
   """Output leaves with sparse tensors (and their specs) replaced by their components."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   out = []
   for x in leaves:
     if isinstance(x, (tf.SparseTensor, tf.SparseTensorSpec)):

@@ -2,7 +2,7 @@
 
 An op is registered in one of two ways, and the interpreter runs it one way:
 
-* :func:`define_op` (public name :func:`register_op`): a :class:`TFOp` owning a
+* :func:`register_op` (also ``tfprims.register_op``): a :class:`TFOp` owning a
   ``jax.extend.core.Primitive`` named ``tf.<OpType>``. A node is run by
   :meth:`TFOp.prepare` (TF inputs and attrs -> operands and params) and
   :meth:`TFOp.apply` (fold when every operand is known, else bind), unless the op
@@ -20,7 +20,7 @@ ask the registry; nothing keeps lists of op names elsewhere.
 
 Rules refer to other ops through :data:`tfops` (``tfops.Sum(x, axis=(0,),
 keep_dims=False)``), which looks the op up at each use: replacing an op
-(``define_op(..., replace=True)``) reaches every rule that binds it.
+(``register_op(..., replace=True)``) reaches every rule that binds it.
 
 Only public JAX APIs are used.
 """
@@ -40,7 +40,7 @@ from jax.interpreters import batching as jax_batching
 from tfprims import config, derived, dtypes, emit, errors, folding, opdefs
 
 __all__ = [
-    "Op", "TFOp", "StructuralOp", "define_op", "register_op", "register_structural",
+    "Op", "TFOp", "StructuralOp", "register_op", "register_structural",
     "declare_unsupported", "unregister_op", "install_op", "lookup", "get_op", "primitive",
     "registered_ops", "all_ops", "declared_op_types", "tfops", "override_jvp",
     "override_batching", "override_transpose", "register_platform_lowering", "hashable",
@@ -199,7 +199,7 @@ class TFOp(Op):
   canonicalize: Optional[Callable[..., dict]] = None
   spec: Optional[Callable[[Any], Any]] = None
   shape_rule: Optional[Callable[..., Any]] = None
-  symbolic: Optional[Callable[..., Any]] = None   # numpy on symbolic dims: see define_op
+  symbolic: Optional[Callable[..., Any]] = None   # numpy on symbolic dims: see register_op
   jvp_source: str = "derived"          # "derived", "explicit", "linear" or "override"
   batching_source: str = "derived"     # "derived", "elementwise", "explicit" or "override"
   transpose_source: str = "none"
@@ -310,7 +310,7 @@ def _check_new(op_type: str, replace: bool) -> None:
                      f"({_REGISTRY[op_type]!r}); pass replace=True to redefine it")
 
 
-def define_op(
+def register_op(
     op_type: str,
     impl: Callable[..., Any],
     *,
@@ -421,7 +421,7 @@ def define_op(
   prim.def_abstract_eval(abstract_eval)
   if build is not None:
     if lowering is not None:
-      raise TypeError(f"{op_type}: define_op takes one of lowering and build")
+      raise TypeError(f"{op_type}: register_op takes one of lowering and build")
     lowering = emit.direct_lowering(build, impl, multiple_results=multiple_results)
   lowering = lowering or mlir.lower_fun(impl, multiple_results=multiple_results)
   mlir.register_lowering(prim, lowering)
@@ -511,9 +511,6 @@ def register_platform_lowering(op_type: str, platform: str,
   mlir.register_lowering(op.primitive, rule, platform=platform)
   op.platform_lowerings[platform] = impl
 
-
-# The public name for library authors adding their own ops.
-register_op = define_op
 
 
 def register_structural(op_types: Union[str, Sequence[str]], interpret: Interpret, *,

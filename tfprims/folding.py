@@ -273,7 +273,7 @@ _RULES["gather"] = _gather
 
 
 def fold_symbolic(fn, operands: Sequence[Any], params: dict) -> Optional[list]:
-  """An op's own numpy rule for symbolic dims (``define_op(symbolic=...)``) on its
+  """An op's own numpy rule for symbolic dims (``register_op(symbolic=...)``) on its
   operands: its output (a list of one), or None where the rule cannot decide it."""
   operands = [np.asarray(o) for o in operands]
   try:

@@ -38,6 +38,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from tfprims import api, core, errors, graph as graph_lib, opdefs
+from tfprims.errors import import_tensorflow
 
 
 # --- inlining the calls that touch strings -----------------------------------------------
@@ -46,7 +47,7 @@ from tfprims import api, core, errors, graph as graph_lib, opdefs
 def _mentions_string(node_def) -> bool:
   """Whether a NodeDef (of a graph or a function body) handles strings, read from its
   attrs and its op def alone (the node's dtypes are not known there)."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   string = tf.string.as_datatype_enum
   for proto in node_def.attr.values():
     kind = proto.WhichOneof("value")
@@ -60,7 +61,7 @@ def _mentions_string(node_def) -> bool:
 def _string_functions(function_defs) -> set:
   """Names of the library functions whose bodies (or signatures, or the functions
   they reach) handle strings."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   string = tf.string.as_datatype_enum
   direct, calls = set(), {}
   for name, fdef in function_defs.items():
@@ -105,7 +106,7 @@ def inline_string_calls(graph_def):
   bodies (repeatedly: nested calls too). Each call node becomes an ``IdentityN`` of the
   body's outputs under the call's name, so its readers are unchanged; body nodes are
   named ``<call>/<node>``."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   fdefs = {f.signature.name: f for f in graph_def.library.function}
   wanted = _string_functions(fdefs)
   out = tf.compat.v1.GraphDef()
@@ -127,7 +128,7 @@ def inline_string_calls(graph_def):
 
 
 def _inline_call(call, fdef, fdefs, taken: set) -> list:
-  import tensorflow as tf
+  tf = import_tensorflow()
   body = graph_lib.from_function_def(fdef, fdefs)
   data = [i for i in call.input if not i.startswith("^")]
   control = [i for i in call.input if i.startswith("^")]
@@ -187,7 +188,7 @@ def _cut(graph_def, inputs: Sequence[str], outputs: Sequence[str], control: Sequ
          variables: set) -> _Cut:
   """The smallest prefix: string nodes, the users of the resources they use (other
   than variables), and everything those read, upstream."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   with tf.Graph().as_default() as scratch:
     tf.graph_util.import_graph_def(_without_colocation(graph_def), name="")
   ops = {op.name: op for op in scratch.get_operations()}
@@ -288,7 +289,7 @@ def _upstream(ops, roots, stop, control_within=frozenset()) -> set:
 def _without_colocation(graph_def, keep: Optional[set] = None, rename=None):
   """A copy of ``graph_def`` (its ``keep`` nodes) without colocation attrs and devices
   (they name nodes the copy may lack), inputs renamed by ``rename(node, ref)``."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   out = tf.compat.v1.GraphDef()
   out.versions.CopyFrom(graph_def.versions)
   out.library.CopyFrom(graph_def.library)
@@ -358,7 +359,7 @@ class HostPrefix:
             "strings, so the prefix is the identity of the positional inputs")
       return tuple(bound.args)
     bound.apply_defaults()
-    import tensorflow as tf
+    tf = import_tensorflow()
     import tree
     sig_args, sig_kwargs = self.structured_inputs
     positional = [v for k, v in bound.arguments.items()
@@ -409,9 +410,9 @@ def split_host_prefix(tf_fn, *args, **kwargs) -> tuple[HostPrefix, Any, dict]:
   Raises:
     UnsupportedInputError: an output of the function is a string tensor.
   """
-  import tensorflow as tf
+  tf = import_tensorflow()
   cf = api.concrete_function(tf_fn, args, kwargs)
-  name = api.function_name(cf)
+  name = api.tf_function_name(cf)
   graph_def = inline_string_calls(cf.graph.as_graph_def())
   n_args = len(cf.inputs) - len(cf.captured_inputs)
   inputs = [t.op.name for t in cf.inputs[:n_args]]
@@ -467,7 +468,7 @@ def split_host_prefix(tf_fn, *args, **kwargs) -> tuple[HostPrefix, Any, dict]:
 def _outputs(cf) -> tuple[Any, list]:
   """The output structure (leaves: tensor names or literals) and the tensor names, in
   order, as tfprims.convert reads them."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   leaves = tf.nest.flatten(cf.structured_outputs)
   n_specs = sum(isinstance(x, tf.TensorSpec) for x in leaves)
   specs = iter(t.name for t in cf.outputs[:n_specs])
@@ -512,7 +513,7 @@ def _rest_input_names(refs) -> list:
 def _captured(input_map, names, captures, variables) -> None:
   """Maps the captured placeholders among ``names`` to the eager values they capture
   (variables watched, so that the traced function lists them)."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   graph = tf.compat.v1.get_default_graph()
   for name, value in captures.items():
     if name in names:
@@ -524,7 +525,7 @@ def _captured(input_map, names, captures, variables) -> None:
 def _prefix_function(graph_def, cut, nodes, inputs, captures, variables, flat_specs, name):
   """The prefix as a ConcreteFunction of the flat inputs: the numeric inputs the rest
   reads, then the boundary tensors."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   sub = _without_colocation(graph_def, keep=nodes,
                             rename=lambda nd, ref: _inside(ref, nodes))
   fetches = [f"{n}:{i}" for n, i in cut.boundary]
@@ -551,7 +552,7 @@ def _rest_function(graph_def, cut, rest_specs, captures, variables, structure, o
                    name):
   """The numeric rest as a ConcreteFunction of the boundary: each tensor the prefix
   computes becomes a Placeholder of the rest's graph."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   roots = [graph_lib.parse_ref(o)[0] for o in out_names] + cut.control
   nodes = _upstream(cut.ops, roots, stop=cut.prefix - cut.sources)
   fed = {f"{n}:{i}": f"host_prefix_input_{k}" for k, (n, i) in enumerate(cut.boundary)}
@@ -595,7 +596,7 @@ def _rest_function(graph_def, cut, rest_specs, captures, variables, structure, o
 
 def has_strings(cf) -> bool:
   """Whether a ConcreteFunction takes a string input."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   n_args = len(cf.inputs) - len(cf.captured_inputs)
   return any(t.dtype == tf.string for t in cf.inputs[:n_args])
 

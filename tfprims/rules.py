@@ -6,10 +6,10 @@ Every helper that builds a value binds TF primitives (``tf.Reshape``,
 replaced op is used by every rule. Shapes are read with :func:`shape_of`, which
 also works on the undefined primals transpose rules receive.
 
-    from tfprims.core import define_op, tfops
+    from tfprims.core import register_op, tfops
     from tfprims import rules
 
-    Mul = define_op("Mul", jnp.multiply, batching="elementwise",
+    Mul = register_op("Mul", jnp.multiply, batching="elementwise",
                     jvp=(lambda t, x, y: tfops.Mul(t, y), lambda t, x, y: tfops.Mul(x, t)),
                     transpose=lambda ct, x, y: [
                         rules.unbroadcast(tfops.Mul(ct, y), rules.shape_of(x)) if U(x) else None,

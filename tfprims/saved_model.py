@@ -21,6 +21,7 @@ import os
 from typing import Optional, Sequence
 
 from tfprims import api, core, dtypes, errors
+from tfprims.errors import import_tensorflow
 
 __all__ = ["convert_from_restored", "convert_functional_from_restored", "load_saved_model",
            "AmbiguousSignatureError", "concrete_functions"]
@@ -83,7 +84,7 @@ def _check_alive(cf) -> None:
 
 
 def _describe_args(args, kwargs) -> str:
-  import tensorflow as tf
+  tf = import_tensorflow()
 
   def one(a):
     if isinstance(a, tf.TensorSpec) or hasattr(a, "shape") and hasattr(a, "dtype"):
@@ -176,7 +177,7 @@ def load_saved_model(path: str, signature: Optional[str] = "serving_default", *,
     signature: the signature key; ``None`` picks the only one there is.
     tags: MetaGraph tags for TF1 SavedModels with several MetaGraphs.
   """
-  import tensorflow as tf
+  tf = import_tensorflow()
   if not os.path.isdir(path):
     raise errors.ConversionError(f"no SavedModel directory at {path!r}")
   try:
@@ -234,7 +235,7 @@ def _read_graph_variables(fn, cf, *, allow: bool) -> dict:
         f"the function uses variables {[n.name for n in nodes]}; convert_functional "
         "needs a stateless function: use tfprims.convert_from_restored, which returns "
         "the variables as params")
-  import tensorflow as tf
+  tf = import_tensorflow()
   if not hasattr(cf, "prune"):
     raise errors.UnsupportedInputError(
         f"the graph creates variables {[n.name for n in nodes]} inside it; tfprims reads "

@@ -24,7 +24,7 @@ import numpy as np
 from jax.interpreters import ad
 
 from tfprims import emit, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 
 _ACT = dict(family="activations", batching="elementwise")
 
@@ -100,47 +100,47 @@ def _softsign(x):
 # Relu/Relu6 specs draw no -0.0 (nor negative subnormals, -0.0 to TF's flushing
 # kernels): TF gives -0.0 in scalar code and +0.0 inside SIMD packets, and tfprims the
 # scalar -0.0 (pinned in tests/test_ops_elementwise.py).
-Relu = define_op(
+Relu = register_op(
     "Relu", _relu, **_ACT, build=_relu_build,
     jvp=(lambda t, x: tfops.ReluGrad(t, x),),
     spec=lambda st: st.Spec(st.unary_calls(st.NUMERIC, arg="features", neg_zero=False)))
 
-Relu6 = define_op(
+Relu6 = register_op(
     "Relu6", _relu6, **_ACT, build=_relu6_build,
     jvp=(lambda t, x: tfops.Relu6Grad(t, x),),
     spec=lambda st: st.Spec(st.unary_calls(st.NUMERIC, arg="features", neg_zero=False)))
 
-Elu = define_op(
+Elu = register_op(
     "Elu", _elu, **_ACT,
     jvp=rules.output_jvp("Elu", lambda t, y, x: tfops.EluGrad(t, y)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features")))
 
-Selu = define_op(
+Selu = register_op(
     "Selu", _selu, **_ACT,
     jvp=rules.output_jvp("Selu", lambda t, y, x: tfops.SeluGrad(t, y)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features")))
 
 _ALPHAS = (0.2, 0.0, 0.01, 1.0, -0.5, 2.0)
 
-LeakyRelu = define_op(
+LeakyRelu = register_op(
     "LeakyRelu", _leaky_relu, **_ACT, attrs=("alpha",),
     jvp=(lambda t, x, *, alpha: tfops.LeakyReluGrad(t, x, alpha=alpha),),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features",
                                            attrs={"alpha": st.sampled_from(_ALPHAS)})))
 
-Softplus = define_op(
+Softplus = register_op(
     "Softplus", _softplus, **_ACT,
     jvp=(lambda t, x: tfops.SoftplusGrad(t, x),),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features")))
 
-Softsign = define_op(
+Softsign = register_op(
     "Softsign", _softsign, **_ACT,
     jvp=(lambda t, x: tfops.SoftsignGrad(t, x),),
     # TF has no gradient of SoftsignGrad, so its forward mode fails: compare
     # with tf.GradientTape instead.
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features"), grad_oracle="vjp"))
 
-Sigmoid = define_op(
+Sigmoid = register_op(
     "Sigmoid", _sigmoid, **_ACT, build=_sigmoid_build,
     jvp=rules.output_jvp("Sigmoid", lambda t, y, x: tfops.SigmoidGrad(y, t)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, arg="x", cbound=30)))
@@ -256,13 +256,13 @@ def _softmax_spec(st):
   return draw()
 
 
-Softmax = define_op(
+Softmax = register_op(
     "Softmax", _softmax, family="activations", jvp=_softmax_jvp,
     build=_softmax_build,
     batching=_last_axis_batching("Softmax"),
     spec=lambda st: st.Spec(_softmax_spec(st)))
 
-LogSoftmax = define_op(
+LogSoftmax = register_op(
     "LogSoftmax", _log_softmax, family="activations", jvp=_log_softmax_jvp,
     batching=_last_axis_batching("LogSoftmax"),
     spec=lambda st: st.Spec(_softmax_spec(st)))
@@ -313,32 +313,32 @@ def _elu_grad_y_jvp(t, g, y):
   return tfops.Mul(tfops.Mul(t, g), rules.cast_like(tfops.Less(y, rules.const(0, y)), y))
 
 
-ReluGrad = define_op(
+ReluGrad = register_op(
     "ReluGrad", _relu_grad, **_ACT,
     jvp=(lambda t, g, f: tfops.ReluGrad(t, f), None),     # TF's ReluGradGrad
     transpose=rules.linear_transpose("ReluGrad", 0),
     spec=lambda st: st.Spec(_grad_spec(st, st.NUMERIC), diff_args=("gradients",)))
 
-Relu6Grad = define_op(
+Relu6Grad = register_op(
     "Relu6Grad", _relu6_grad, **_ACT,
     jvp=(lambda t, g, f: tfops.Relu6Grad(t, f), None),
     transpose=rules.linear_transpose("Relu6Grad", 0),
     spec=lambda st: st.Spec(_grad_spec(st, st.NUMERIC), diff_args=("gradients",)))
 
-EluGrad = define_op(
+EluGrad = register_op(
     "EluGrad", _elu_grad, **_ACT,
     # TF's EluGradGrad: (EluGrad(t, y), where(y < 0, t * g, 0)).
     jvp=(lambda t, g, y: tfops.EluGrad(t, y), _elu_grad_y_jvp),
     transpose=rules.linear_transpose("EluGrad", 0),
     spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS, second="outputs")))
 
-SeluGrad = define_op(
+SeluGrad = register_op(
     "SeluGrad", _selu_grad, **_ACT,
     jvp=(lambda t, g, y: tfops.SeluGrad(t, y), _elu_grad_y_jvp),
     transpose=rules.linear_transpose("SeluGrad", 0),
     spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS, second="outputs")))
 
-LeakyReluGrad = define_op(
+LeakyReluGrad = register_op(
     "LeakyReluGrad", _leaky_relu_grad, **_ACT, attrs=("alpha",),
     jvp=(lambda t, g, f, *, alpha: tfops.LeakyReluGrad(t, f, alpha=alpha), None),
     transpose=rules.linear_transpose("LeakyReluGrad", 0),
@@ -346,7 +346,7 @@ LeakyReluGrad = define_op(
                                        attrs={"alpha": st.sampled_from(_ALPHAS)}),
                             diff_args=("gradients",)))
 
-SoftplusGrad = define_op(
+SoftplusGrad = register_op(
     "SoftplusGrad", _softplus_grad, **_ACT,
     # TF's SoftplusGradGrad: (SoftplusGrad(t, x), t * g / (exp(-x) + 2 + exp(x))).
     jvp=(lambda t, g, f: tfops.SoftplusGrad(t, f),
@@ -355,7 +355,7 @@ SoftplusGrad = define_op(
     transpose=rules.linear_transpose("SoftplusGrad", 0),
     spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS)))
 
-SoftsignGrad = define_op(
+SoftsignGrad = register_op(
     "SoftsignGrad", _softsign_grad, **_ACT,
     transpose=rules.linear_transpose("SoftsignGrad", 0),
     spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS)))

@@ -22,7 +22,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import dtypes as tf_dtypes
-from tfprims.core import define_op
+from tfprims.core import register_op
 
 FAMILY = "clustering"
 
@@ -165,7 +165,7 @@ def _nearest_spec(st):
                                "distances, so tied centers test TF's lower-index rule)")
 
 
-NearestNeighbors = define_op(
+NearestNeighbors = register_op(
     "NearestNeighbors", _nearest_neighbors, family=FAMILY, static=("k",),
     multiple_results=True, spec=_nearest_spec)
 
@@ -207,7 +207,7 @@ def _kmc2_spec(st):
   return st.Spec(calls(), note="TF's Philox stream reproduced: the same index as TF")
 
 
-KMC2ChainInitialization = define_op(
+KMC2ChainInitialization = register_op(
     "KMC2ChainInitialization", _kmc2, family=FAMILY, spec=_kmc2_spec)
 
 
@@ -311,6 +311,6 @@ def _kmeans_pp_spec(st):
            "sums, so the same choices as TF)")
 
 
-KmeansPlusPlusInitialization = define_op(
+KmeansPlusPlusInitialization = register_op(
     "KmeansPlusPlusInitialization", _kmeans_pp, family=FAMILY,
     static=("num_to_sample", "num_retries_per_sample"), spec=_kmeans_pp_spec)

@@ -40,7 +40,7 @@ from jax.interpreters import ad, batching, mlir
 
 from tfprims import (config, core, dtypes, errors, graph as graph_lib, interpreter, pipeline,
                      rules)
-from tfprims.core import define_op
+from tfprims.core import register_op
 from tfprims.interpreter import StringConstant, VariableHandle
 from tfprims.errors import import_tensorflow
 
@@ -682,7 +682,7 @@ def _identity_n_spec(st):
   return st.Spec(calls())
 
 
-IdentityN = define_op(
+IdentityN = register_op(
     "IdentityN", lambda *input: tuple(input), family="array", multiple_results=True,
     linear=True, transpose=lambda cts, *xs: [rules.instantiate(ct) for ct in cts],
     interpret=_identity_n, pass_through=True, batching=rules.same_op_batching("IdentityN"),

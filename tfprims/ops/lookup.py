@@ -31,8 +31,9 @@ import numpy as np
 from jax.interpreters import ad
 
 from tfprims import dtypes, errors, rules
-from tfprims.core import declare_unsupported, define_op, structural, tfops
+from tfprims.core import declare_unsupported, register_op, structural, tfops
 from tfprims.interpreter import TableHandle
+from tfprims.errors import import_tensorflow
 
 FAMILY = "lookup"
 
@@ -165,7 +166,7 @@ def _find_interpret(ctx, node, inputs):
 def _find_oracle(table_keys, table_values, keys, default_value, kind, **_):
   """TF oracle for the property runner: a real (anonymous) table holding the drawn
   contents."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   kd, vd = tf.as_dtype(table_keys.dtype), tf.as_dtype(table_values.dtype)
   if kind == "HashTable":
     handle = tf.raw_ops.AnonymousHashTable(key_dtype=kd, value_dtype=vd)
@@ -236,7 +237,7 @@ def _find_spec(st):
            "central differences of TF in the values and the default")
 
 
-LookupTableFindV2 = define_op(
+LookupTableFindV2 = register_op(
     "LookupTableFindV2", find_impl, family=FAMILY, attrs=(),
     jvp=_find_jvp, transpose=_find_transpose, batching=_find_batching,
     interpret=_find_interpret, reads_state=True, spec=_find_spec,
@@ -335,7 +336,7 @@ def _created_as(owner) -> tuple[Optional[str], dict]:
 
 def _describe(owner) -> tuple[str, Any, Any, Any]:
   """(kind, key dtype, value dtype, dense-table empty/deleted keys or None)."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   from tensorflow.python.ops.lookup_ops import MutableHashTable
   dense = getattr(tf.lookup.experimental, "DenseHashTable", ())
   kind, attrs = _created_as(owner)
@@ -394,7 +395,7 @@ def graph_initializer(placeholder) -> Optional[tuple[str, np.ndarray, np.ndarray
   """``(node name, keys, values)`` of the function's own initializer of a captured
   table (a table created inside a tf.function is lifted out of it, uninitialized, and
   initialized by the function) when its keys and values are constants, else None."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   for op in placeholder.consumers():
     if op.type in _INITIALIZERS:
       keys, values = (tf.get_static_value(t) for t in op.inputs[1:3])
@@ -432,7 +433,7 @@ def capture(node_name: str, captured, owner, consumers: str) -> tuple[str, dict]
   """A captured table's kind and contents: ``(kind, {"keys": sorted keys, "values":
   values alike})`` as numpy; raises ``UnsupportedInputError`` naming the node for
   tables tfprims cannot hold (string keys or values, tables without an owner)."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   kind, key_dtype, value_dtype, dense_markers = (
       _describe(owner) if owner is not None else ("HashTable", None, None, None))
   where = f"the lookup table captured as '{node_name}'{consumers}"
@@ -469,7 +470,7 @@ def captured_table(placeholder, captured, *, taken, allow, problems):
   table as ``(TableHandle, {param name: contents})``; None if it is not a table; False
   where it is one that cannot convert (the reason added to ``problems``). ``taken``:
   the param names in use."""
-  import tensorflow as tf
+  tf = import_tensorflow()
   users = sorted({op.type for op in placeholder.consumers()})
   owner = table_owner(captured)
   initializer = graph_initializer(placeholder)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import warnings
 
 from tfprims import errors, interpreter
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 
 
 def _prevent_gradient(ctx, node, inputs):
@@ -42,7 +42,7 @@ def _prevent_batch(args, dims, *, message):
   return tfops.PreventGradient(args[0], message=message), dims[0]
 
 
-PreventGradient = define_op(
+PreventGradient = register_op(
     "PreventGradient", lambda input, *, message: input, family="custom_gradients",
     attrs=("message",), linear_values=True, jvp=_prevent_gradient_jvp, batching=_prevent_batch,
     interpret=_prevent_gradient,

@@ -21,7 +21,7 @@ from jax.interpreters import ad
 
 from tfprims import dtypes as tfdtypes
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 
 # ---------------------------------------------------------------------------
 # Axes.
@@ -433,18 +433,18 @@ _NO_GRAD_INT = "integer/boolean op: not differentiable"
 _RED = dict(family="reductions", static={"reduction_indices": "axis"}, attrs=("keep_dims",),
             canonicalize=_canonicalize_axes)
 
-Sum = define_op(
+Sum = register_op(
     "Sum", _sum, **_RED, linear=True, transpose=_reduce_transpose,
     batching=_reduction_batching("Sum"),
     spec=lambda st: reduction_spec(st, "Sum", st.NUMERIC + st.COMPLEX, wide_bound=2**22))
 
-Mean = define_op(
+Mean = register_op(
     "Mean", _mean, **_RED, linear_values=True, build=_mean_build,
     jvp=(_mean_jvp,), transpose=_mean_transpose,
     batching=_reduction_batching("Mean"),
     spec=lambda st: reduction_spec(st, "Mean", st.NUMERIC + st.COMPLEX))
 
-Prod = define_op(
+Prod = register_op(
     "Prod", _prod, **_RED, batching=_reduction_batching("Prod"),
     # Complex products reaching inf follow each library's complex arithmetic (TF:
     # C99 Annex G; XLA: plain formulas, batched and unbatched differing): complex
@@ -452,27 +452,27 @@ Prod = define_op(
     spec=lambda st: reduction_spec(st, "Prod", st.NUMERIC + st.COMPLEX, wide_bound=1,
                                    complex_kwargs={"min_value": -0.7, "max_value": 0.7}))
 
-Max = define_op(
+Max = register_op(
     "Max", _max, **_RED, jvp=_chooser_jvp("Max"),
     batching=_reduction_batching("Max"),
     spec=lambda st: reduction_spec(st, "Max", st.NUMERIC))
 
-Min = define_op(
+Min = register_op(
     "Min", _min, **_RED, jvp=_chooser_jvp("Min"),
     batching=_reduction_batching("Min"),
     spec=lambda st: reduction_spec(st, "Min", st.NUMERIC))
 
-All = define_op(
+All = register_op(
     "All", _all, **_RED, batching=_reduction_batching("All"),
     spec=lambda st: reduction_spec(st, "All", ("bool",),
                                    skip={"jvp": _NO_GRAD_INT, "vjp": _NO_GRAD_INT}))
 
-Any = define_op(
+Any = register_op(
     "Any", _any, **_RED, batching=_reduction_batching("Any"),
     spec=lambda st: reduction_spec(st, "Any", ("bool",),
                                    skip={"jvp": _NO_GRAD_INT, "vjp": _NO_GRAD_INT}))
 
-EuclideanNorm = define_op(
+EuclideanNorm = register_op(
     "EuclideanNorm", _euclidean_norm, **_RED, jvp=_euclidean_norm_jvp,
     batching=_reduction_batching("EuclideanNorm"),
     spec=lambda st: reduction_spec(
@@ -486,13 +486,13 @@ EuclideanNorm = define_op(
 _ARG = dict(family="reductions", static=("dimension",), attrs=("output_type",),
             canonicalize=_canonicalize_dimension)
 
-ArgMax = define_op(
+ArgMax = register_op(
     "ArgMax", _arg_chooser("max"), **_ARG,
     batching=_arg_batching("ArgMax"),
     spec=lambda st: st.Spec(arg_calls(st, ("int16", "uint16", "int32", "int64")),
                             skip={"jvp": "integer output", "vjp": "integer output"}))
 
-ArgMin = define_op(
+ArgMin = register_op(
     "ArgMin", _arg_chooser("min"), **_ARG,
     batching=_arg_batching("ArgMin"),
     spec=lambda st: st.Spec(arg_calls(st, ("int32", "int64")),

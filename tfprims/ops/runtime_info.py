@@ -27,7 +27,7 @@ import numpy as np
 
 from tfprims import dtypes as tf_dtypes
 from tfprims import core
-from tfprims.core import declare_unsupported, define_op
+from tfprims.core import declare_unsupported, register_op
 from tfprims.errors import import_tensorflow
 
 FAMILY = "runtime info"
@@ -54,7 +54,7 @@ def _timestamp_oracle():
   return gen_logging_ops.timestamp()
 
 
-Timestamp = define_op(
+Timestamp = register_op(
     "Timestamp", _timestamp, family=FAMILY, interpret=_at_run_time,
     spec=lambda st: st.Spec(st.call(), oracle=_timestamp_oracle, skip={
         "values": "the time of each call differs; tests/test_other_ops.py checks it lies "
@@ -85,7 +85,7 @@ def _tf32_oracle():
   return f()
 
 
-IsTensorFloat32Enabled = define_op(
+IsTensorFloat32Enabled = register_op(
     "IsTensorFloat32Enabled", _tf32_enabled, family=FAMILY, interpret=_at_run_time,
     spec=lambda st: st.Spec(st.call(), oracle=_tf32_oracle, skip={
         "values": "TF reports its global TF32 switch (on by default, even on CPU hosts); "

@@ -32,7 +32,7 @@ from jax import lax
 from jax.interpreters import ad
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.interpreter import bind_node
 from tfprims.ops.array.inplace import positioned_update_interpret, slice_update_rules
 from tfprims.ops.variables import expect_handle
@@ -242,7 +242,7 @@ def _define_rows(op_type, kind, dtype_names):
     jvp, transpose = rules.scatter_min_max_jvp(op_type, rows=True), None
   else:
     jvp, transpose = _mul_div_jvp(op_type, kind), _mul_div_transpose(op_type)
-  return define_op(
+  return register_op(
       op_type, _rows_impl(op_type, kind), family=FAMILY, jvp=jvp, transpose=transpose,
       batching=rules.scatter_rows_batching(op_type), check=_rows_check(kind),
       interpret=_writer_interpret, writes_state=True,
@@ -283,7 +283,7 @@ def _define_nd(op_type, tensor_op, dtype_names):
     jvp = rules.scatter_linear_jvp(op_type)
     transpose = (rules.scatter_nd_update_transpose(op_type) if kind == "update"
                  else rules.scatter_nd_add_transpose(kind == "sub"))
-  return define_op(
+  return register_op(
       op_type, impl, family=FAMILY, attrs=("bad_indices_policy",), jvp=jvp,
       transpose=transpose, batching=rules.scatter_nd_batching(op_type), check=check,
       interpret=_writer_interpret, writes_state=True,
@@ -335,7 +335,7 @@ def _slice_assign_spec(st):
                  grad_oracle="fd", note=_NOTE)
 
 
-ResourceStridedSliceAssign = define_op(
+ResourceStridedSliceAssign = register_op(
     "ResourceStridedSliceAssign", _slice_assign_impl, family=FAMILY,
     static=("begin", "end", "strides"), attrs=_MASKS, jvp=_SLICE_ASSIGN_JVP,
     transpose=_SLICE_ASSIGN_TRANSPOSE, batching=_slice_assign_batch,
@@ -357,7 +357,7 @@ def _gather_nd_oracle(resource, indices, **_):
   return tf.raw_ops.ResourceGatherNd(resource=var.handle, indices=indices, dtype=var.dtype)
 
 
-ResourceGatherNd = define_op(
+ResourceGatherNd = register_op(
     "ResourceGatherNd",
     lambda resource, indices: tfops.GatherNd.impl(resource, indices, bad_indices_policy=""),
     family=FAMILY, reads_state=True,

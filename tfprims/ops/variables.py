@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import config, dtypes, errors
-from tfprims.core import define_op, structural, tfops
+from tfprims.core import register_op, structural, tfops
 from tfprims.interpreter import VariableHandle, bind_node
 from tfprims.errors import import_tensorflow
 
@@ -144,7 +144,7 @@ def _resource_gather_check(value, indices, *, batch_dims):
   return tfops.GatherV2.check(value, indices, axis=batch_dims, batch_dims=batch_dims)
 
 
-ResourceGather = define_op(
+ResourceGather = register_op(
     "ResourceGather", _resource_gather_impl, family=FAMILY, attrs=("batch_dims",),
     check=_resource_gather_check,
     jvp=(_resource_gather_jvp, None), batching=_resource_gather_batching,
@@ -191,7 +191,7 @@ def _variable_shape_spec(st):
   return spec
 
 
-VariableShape = define_op(
+VariableShape = register_op(
     "VariableShape", _variable_shape_impl, family=FAMILY, attrs=("out_type",),
     interpret=_variable_shape_interpret, batching=_variable_shape_batching,
     reads_state=True, shape_only=True, spec=_variable_shape_spec)

@@ -289,7 +289,7 @@ def check_op(op_or_name, checks: Optional[Iterable[str]] = None, *,
   spec = spec if spec is not None else load_spec(op)
   if spec is None:
     raise OpCheckError(f"{op.op_type} has no spec: pass spec=lambda st: st.Spec(...) "
-                       "to define_op")
+                       "to register_op")
   oracle = oracle or getattr(spec, "oracle", None) or op.op_type
   settings = settings or hypothesis.settings()
   if max_examples is None and spec.examples < 1:
@@ -412,7 +412,7 @@ def temporary_op(op_type: str, impl, **define_kwargs):
   """Registers an op for the duration of a ``with`` block (replacing and then
   restoring any op of that type). Used to test the runner with broken rules."""
   previous = core.get_op(op_type) if op_type in core.registered_ops() else None
-  op = core.define_op(op_type, impl, replace=True, **define_kwargs)
+  op = core.register_op(op_type, impl, replace=True, **define_kwargs)
   try:
     yield op
   finally:

@@ -16,7 +16,7 @@ from jax import lax
 from jax.interpreters import ad
 
 from tfprims import dtypes as tfdtypes, errors, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY
 
 
@@ -118,7 +118,7 @@ def _bitcast_calls(st):
   return draw()
 
 
-Bitcast = define_op(
+Bitcast = register_op(
     "Bitcast", _bitcast, family=FAMILY, attrs=("T", "type"), jvp=_bitcast_jvp,
     batching=_bitcast_batching,
     spec=lambda st: st.Spec(_bitcast_calls(st)))

@@ -21,7 +21,7 @@ import numpy as np
 
 from tfprims import config, core, errors, folding, interpreter, opdefs, rules
 from tfprims import dtypes as tfdtypes
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY
 from tfprims.ops.shared import scalar_int
 from tfprims.ops.shared_specs import lazy_hst
@@ -73,7 +73,7 @@ def _bucketize_canonicalize(params, *_):
   return params
 
 
-Bucketize = define_op(
+Bucketize = register_op(
     "Bucketize", _bucketize_impl, family=FAMILY, attrs=("boundaries",),
     canonicalize=_bucketize_canonicalize, batching="elementwise",
     jvp=rules.no_grad_jvp("Bucketize"),
@@ -109,12 +109,12 @@ def _search_batch(op_type: str):
   return rule
 
 
-LowerBound = define_op(
+LowerBound = register_op(
     "LowerBound", _search_impl(False), family=FAMILY, attrs=("out_type",),
     jvp=rules.no_grad_jvp("LowerBound"), batching=_search_batch("LowerBound"),
     spec=lambda st: st.Spec(_search_calls(st), skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD}))
 
-UpperBound = define_op(
+UpperBound = register_op(
     "UpperBound", _search_impl(True), family=FAMILY, attrs=("out_type",),
     jvp=rules.no_grad_jvp("UpperBound"), batching=_search_batch("UpperBound"),
     spec=lambda st: st.Spec(_search_calls(st), skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD}))
@@ -161,7 +161,7 @@ def _histogram_check(values, value_range, *, nbins, dtype):
           "satisfy value_range[0] < value_range[1]")
 
 
-HistogramFixedWidth = define_op(
+HistogramFixedWidth = register_op(
     "HistogramFixedWidth", _histogram_impl, family=FAMILY, static=("nbins",),
     attrs=("dtype",), check=_histogram_check, jvp=rules.no_grad_jvp("HistogramFixedWidth"),
     # A histogram per example has no TF-named batched form short of a segment op:
@@ -270,7 +270,7 @@ def _bincount_batch(args, dims, *, size):
   return tfops.DenseBincount(rows, weights, size=size, binary_output=False), 0
 
 
-Bincount = define_op(
+Bincount = register_op(
     "Bincount", _bincount_impl, family=FAMILY, static=("size",), check=_negative_check,
     interpret=_bounded_size("Bincount"),
     jvp=(None, _bincount_jvp), transpose=_bincount_transpose, batching=_bincount_batch,
@@ -335,7 +335,7 @@ def _dense_bincount_batch(args, dims, *, size, binary_output):
   return rules.reshape(out, (v, shape[0], n) if len(shape) == 2 else (v, n)), 0
 
 
-DenseBincount = define_op(
+DenseBincount = register_op(
     "DenseBincount", _dense_bincount_impl, family=FAMILY, static=("size",),
     attrs=("binary_output",), check=_negative_check, interpret=_bounded_size("DenseBincount"),
     jvp=(None, _dense_bincount_jvp),

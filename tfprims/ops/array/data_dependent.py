@@ -21,7 +21,7 @@ import jax
 import numpy as np
 
 from tfprims import config, core, dtypes, errors, folding, interpreter
-from tfprims.core import define_op
+from tfprims.core import register_op
 from tfprims.ops.array import padded
 from tfprims.ops.array._common import FAMILY
 
@@ -86,7 +86,7 @@ def _where(node, inputs):
                                     f"Where node '{node.name}'")]
 
 
-Where = define_op(
+Where = register_op(
     "Where", padded.where_impl, family=FAMILY,
     dynamic_shape="returns the indices of true elements (tf.where with one argument, "
                   "tf.boolean_mask): " + _DATA,
@@ -144,7 +144,7 @@ def _unique_padded(node, inputs, n):
 
 
 def _define_unique(op_type, counts, v2):
-  return define_op(
+  return register_op(
       op_type, padded.unique_impl(counts, v2), family=FAMILY, multiple_results=True,
       attrs=("out_idx",), dynamic_shape=_DATA,
       interpret=bounded_hook(_unique_exact, _unique_padded),
@@ -169,7 +169,7 @@ def _list_diff(node, inputs):
   return [x[keep], _index(np.nonzero(keep)[0], node)]
 
 
-ListDiff = define_op(
+ListDiff = register_op(
     "ListDiff", padded.list_diff_impl, family=FAMILY, multiple_results=True,
     attrs=("out_idx",), dynamic_shape=_DATA,
     interpret=bounded_hook(_list_diff, lambda node, inputs, n: (
@@ -201,7 +201,7 @@ def _partition_check(data, partitions, *, num_partitions, size):
           f"partitions must be in [0, {num_partitions})")
 
 
-DynamicPartition = define_op(
+DynamicPartition = register_op(
     "DynamicPartition", padded.partition_impl, family=FAMILY, multiple_results=True,
     attrs=("num_partitions",), dynamic_shape="each partition's size " + _DATA[4:],
     interpret=bounded_hook(_partition_exact, lambda node, inputs, n: (

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import dtypes as tfdtypes, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY
 from tfprims.ops.shared_specs import index_array, lazy_hst
 from tfprims.errors import import_tensorflow
@@ -39,7 +39,7 @@ def _fill_batch(args, bdims, *, shape):
   return tfops.BroadcastTo(v, shape=(v.shape[0],) + dims), 0
 
 
-Fill = define_op(
+Fill = register_op(
     "Fill", _fill_impl, family=FAMILY, static={"dims": "shape"}, linear=True,
     transpose=lambda ct, v, *, shape: [
         tfops.Reshape(rules.reduce_sum(ct, tuple(range(ct.ndim))), shape=rules.shape_of(v))],
@@ -57,12 +57,12 @@ def _zeros_like(ctx, node, inputs):
   return [jax.tree.map(lambda t: ZerosLike.apply([t], {}), x)]
 
 
-ZerosLike = define_op(
+ZerosLike = register_op(
     "ZerosLike", jnp.zeros_like, family=FAMILY, batching="elementwise", linear=True,
     transpose=lambda ct, x: [tfops.ZerosLike(ct)], interpret=_zeros_like,
     spec=lambda st: st.Spec(st.unary(st.ALL)))
 
-OnesLike = define_op(
+OnesLike = register_op(
     "OnesLike", jnp.ones_like, family=FAMILY, batching="elementwise",
     jvp=(lambda g, x: tfops.ZerosLike(g),),
     spec=lambda st: st.Spec(st.unary(st.ALL), skip={
@@ -128,7 +128,7 @@ def _range_impl(*, start, limit, delta, Tidx):
   return jnp.asarray(tfdtypes.canonicalize_value(values, "Range output"))
 
 
-Range = define_op(
+Range = register_op(
     "Range", _range_impl, family=FAMILY, static=("start", "limit", "delta"), attrs=("Tidx",),
     batching=_range_batch,
     spec=lambda st: st.Spec(_range_calls(st), oracle=_range_oracle, skip={

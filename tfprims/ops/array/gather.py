@@ -18,7 +18,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY, norm_axis
 from tfprims.ops.shared import scalar_int
 from tfprims.ops.shared_specs import INDEX_DTYPES, index_array, lazy_hst
@@ -126,7 +126,7 @@ def _gather_check(params, indices, *, axis, batch_dims):
   return jnp.any((indices < 0) | (indices >= n)), f"indices[i] = ... is not in [0, {n})"
 
 
-GatherV2 = define_op(
+GatherV2 = register_op(
     "GatherV2", _gather_impl, family=FAMILY, static=("axis",), attrs=("batch_dims",),
     check=_gather_check,
     jvp=(lambda t, p, i, *, axis, batch_dims: tfops.GatherV2(t, i, axis=axis,
@@ -165,7 +165,7 @@ def _one_hot_batch(args, dims, *, depth, axis):
   return tfops.OneHot(rules.to_front(i, di), on, off, depth=depth, axis=new_axis), 0
 
 
-OneHot = define_op(
+OneHot = register_op(
     "OneHot", _one_hot_impl, family=FAMILY, static=("depth",), attrs=("axis",),
     batching=_one_hot_batch,
     spec=lambda st: st.Spec(

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY
 from tfprims.ops.shared_specs import lazy_hst
 from tfprims.rules import U
@@ -110,7 +110,7 @@ def _gather_nd_transpose(ct, params, indices, *, bad_indices_policy):
                           bad_indices_policy=""), None]
 
 
-GatherNd = define_op(
+GatherNd = register_op(
     "GatherNd", _gather_nd_impl, family=FAMILY, attrs=("bad_indices_policy",),
     jvp=(lambda t, p, i, *, bad_indices_policy: tfops.GatherNd(
         t, i, bad_indices_policy=bad_indices_policy), None),
@@ -155,7 +155,7 @@ def _gather_batch(args, dims, *, validate_indices):
   return tfops.GatherV2(rules.to_front(p, dp), rules.to_front(i, di), axis=1, batch_dims=1), 0
 
 
-Gather = define_op(
+Gather = register_op(
     "Gather", _gather_impl, family=FAMILY, attrs=("validate_indices",),
     jvp=(lambda t, p, i, *, validate_indices: tfops.Gather(t, i,
                                                           validate_indices=validate_indices),

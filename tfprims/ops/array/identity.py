@@ -17,7 +17,7 @@ import jax
 from jax.interpreters import ad
 
 from tfprims import emit, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY
 from tfprims.ops.shared_specs import lazy_hst
 
@@ -39,14 +39,14 @@ def _pass_through(ctx, node, inputs):
   return list(inputs)
 
 
-Identity = define_op(
+Identity = register_op(
     "Identity", _identity, family=FAMILY, lowering=_IDENTITY_LOWERING, linear=True,
     transpose=lambda ct, x: [ct],
     interpret=_pass_through, pass_through=True,
     batching=rules.same_op_batching("Identity"),
     spec=lambda st: st.Spec(st.unary(st.ALL, arg="input")))
 
-Snapshot = define_op(
+Snapshot = register_op(
     "Snapshot", _identity, family=FAMILY, lowering=_IDENTITY_LOWERING, linear=True,
     transpose=lambda ct, x: [ct],
     interpret=_pass_through, pass_through=True,
@@ -61,7 +61,7 @@ def _stop_gradient_jvp(primals, tangents):
   return out, ad.Zero(jax.typeof(out).to_tangent_aval())
 
 
-StopGradient = define_op(
+StopGradient = register_op(
     "StopGradient", _identity, family=FAMILY, lowering=_IDENTITY_LOWERING, linear_values=True,
     jvp=_stop_gradient_jvp,
     batching=rules.same_op_batching("StopGradient"),
@@ -92,7 +92,7 @@ def _ensure_shape_batch(args, dims, *, shape):
   return tfops.EnsureShape(rules.to_front(x, d), shape=shape), 0
 
 
-EnsureShape = define_op(
+EnsureShape = register_op(
     "EnsureShape", _ensure_shape_impl, family=FAMILY, attrs=("shape",), linear=True,
     transpose=lambda ct, x, *, shape: [tfops.EnsureShape(ct, shape=shape)],
     batching=_ensure_shape_batch,
@@ -118,14 +118,14 @@ def _check_numerics_check(tensor, *, message):
                + ", ".join(f"Found {k} values" for k in found) + ")")
 
 
-CheckNumerics = define_op(
+CheckNumerics = register_op(
     "CheckNumerics", _check_numerics_impl, family=FAMILY, attrs=("message",), linear=True,
     transpose=lambda ct, x, *, message: [tfops.CheckNumerics(ct, message=message)],
     batching=rules.same_op_batching("CheckNumerics"),
     check=_check_numerics_check, assertion=True,
     spec=lambda st: st.Spec(_check_numerics_calls(st)))
 
-CheckNumericsV2 = define_op(
+CheckNumericsV2 = register_op(
     "CheckNumericsV2", _check_numerics_impl, family=FAMILY, attrs=("message",), linear=True,
     transpose=lambda ct, x, *, message: [tfops.CheckNumericsV2(ct, message=message)],
     batching=rules.same_op_batching("CheckNumericsV2"),

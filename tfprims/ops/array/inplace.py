@@ -24,7 +24,7 @@ from jax.interpreters import ad
 import jax.numpy as jnp
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY
 from tfprims.ops.array.scatter import scatter_nd_values
 from tfprims.ops.array.slicing import (_MASKS, _shift_spec, positioned, runtime_params,
@@ -111,7 +111,7 @@ def _inplace_batch(op_type):
 
 
 def _define_inplace(op_type, kind, dtype_names):
-  return define_op(
+  return register_op(
       op_type, _inplace(op_type, kind), family=FAMILY, jvp=_inplace_jvp(op_type),
       transpose=_inplace_transpose(op_type, kind), batching=_inplace_batch(op_type),
       spec=lambda st: st.Spec(_inplace_calls(st, dtype_names), grad_oracle="fd",
@@ -239,7 +239,7 @@ def _slice_update_batch(args, dims, **params):
 
 _SLICE_UPDATE_RULES = slice_update_rules("TensorStridedSliceUpdate")
 
-TensorStridedSliceUpdate = define_op(
+TensorStridedSliceUpdate = register_op(
     "TensorStridedSliceUpdate", _slice_update_impl, family=FAMILY,
     static=("begin", "end", "strides"), attrs=_MASKS, jvp=_SLICE_UPDATE_RULES[0],
     transpose=_SLICE_UPDATE_RULES[1], batching=_slice_update_batch,

@@ -15,7 +15,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import emit, interpreter, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY, norm_axis
 from tfprims.ops.shared import scalar_int
 from tfprims.ops.shared_specs import index_array, lazy_hst
@@ -66,7 +66,7 @@ def _concat_shape(*values, axis):
   return jax.ShapeDtypeStruct(tuple(shape), values[0].dtype)
 
 
-ConcatV2 = define_op(
+ConcatV2 = register_op(
     "ConcatV2", _concat_impl, family=FAMILY, static=("axis",), linear=True,
     build=_concat_build,
     shape_rule=_concat_shape,
@@ -104,7 +104,7 @@ def _unpack_interpret(ctx, node, inputs):
   return interpreter.bind_node(ctx, tfops.Unpack, node, inputs)
 
 
-Pack = define_op(
+Pack = register_op(
     "Pack", _pack_impl, family=FAMILY, attrs=("axis",), linear=True,
     transpose=_pack_transpose, batching=_pack_batch, interpret=_pack_interpret,
     spec=lambda st: st.Spec(_pack_calls(st)))
@@ -128,7 +128,7 @@ def _unpack_batch(args, dims, *, num, axis):
   return list(tfops.Unpack(rules.to_front(x, d), num=num, axis=ax + 1)), [0] * num
 
 
-Unpack = define_op(
+Unpack = register_op(
     "Unpack", _unpack_impl, family=FAMILY, attrs=("num", "axis"), multiple_results=True,
     linear=True, transpose=_unpack_transpose, batching=_unpack_batch,
     interpret=_unpack_interpret,
@@ -167,7 +167,7 @@ def _split_batch(args, dims, *, axis, num_split):
   return list(tfops.Split(rules.to_front(x, d), axis=ax + 1, num_split=num_split)), [0] * num_split
 
 
-Split = define_op(
+Split = register_op(
     "Split", _split_impl, family=FAMILY, static={"split_dim": "axis"}, attrs=("num_split",),
     multiple_results=True,
     build=_split_build,
@@ -214,7 +214,7 @@ def _splitv_batch(args, dims, *, size_splits, axis, num_split):
   return list(out), [0] * num_split
 
 
-SplitV = define_op(
+SplitV = register_op(
     "SplitV", _splitv_impl, family=FAMILY, static={"size_splits": "size_splits",
                                                    "split_dim": "axis"},
     attrs=("num_split",), multiple_results=True, linear=True, transpose=_split_transpose,

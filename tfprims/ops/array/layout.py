@@ -25,7 +25,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY, norm_axis
 from tfprims.ops.shared import ints, scalar_int
 from tfprims.ops.shared_specs import INDEX_DTYPES, index_array, lazy_hst
@@ -58,7 +58,7 @@ def _dim_map_impl(x, *, src_format, dst_format):
   return jnp.take(jnp.asarray(table), idx, mode="clip")
 
 
-DataFormatDimMap = define_op(
+DataFormatDimMap = register_op(
     "DataFormatDimMap", _dim_map_impl, family=FAMILY, attrs=("src_format", "dst_format"),
     batching="elementwise",
     spec=lambda st: st.Spec(_dim_map_calls(st)))
@@ -108,7 +108,7 @@ def _vec_permute_batch(args, dims, *, src_format, dst_format):
   return tfops.GatherV2(x, np.array(perm, np.int32), axis=axis, batch_dims=0), d
 
 
-DataFormatVecPermute = define_op(
+DataFormatVecPermute = register_op(
     "DataFormatVecPermute", _vec_permute_impl, family=FAMILY,
     attrs=("src_format", "dst_format"), batching=_vec_permute_batch,
     spec=lambda st: st.Spec(_vec_permute_calls(st)))
@@ -138,7 +138,7 @@ def _reverse_v1_batch(args, dims, *, reverse_dims):
   return tfops.Reverse(x, reverse_dims=flags[:d] + (False,) + flags[d:]), d
 
 
-Reverse = define_op(
+Reverse = register_op(
     "Reverse", _reverse_v1_impl, family=FAMILY, static={"dims": "reverse_dims"}, linear=True,
     transpose=lambda ct, x, *, reverse_dims: [tfops.Reverse(ct, reverse_dims=reverse_dims)],
     batching=_reverse_v1_batch,
@@ -210,7 +210,7 @@ def _reverse_sequence_batch(args, dims, *, seq_dim, batch_dim):
   return rules.reshape(flat, shape[:bd] + (size,) + shape[bd:]), bd
 
 
-ReverseSequence = define_op(
+ReverseSequence = register_op(
     "ReverseSequence", _reverse_sequence_impl, family=FAMILY, attrs=("seq_dim", "batch_dim"),
     jvp=(lambda t, x, lengths, **p: tfops.ReverseSequence(t, lengths, **p), None),
     transpose=lambda ct, x, lengths, **p: [
@@ -262,7 +262,7 @@ def _roll_batch(args, dims, *, shift, axis):
   return tfops.Roll(x, shift=ints(shift), axis=tuple(a + (a >= d) for a in axes)), d
 
 
-Roll = define_op(
+Roll = register_op(
     "Roll", _roll_impl, family=FAMILY, static=("shift", "axis"), linear=True,
     transpose=_roll_transpose, batching=_roll_batch,
     spec=lambda st: st.Spec(_roll_calls(st)))
@@ -293,7 +293,7 @@ def _concat_v1_batch(args, dims, *, concat_dim):
   return tfops.Concat(*values, concat_dim=ax + 1), 0
 
 
-Concat = define_op(
+Concat = register_op(
     "Concat", _concat_v1_impl, family=FAMILY, static=("concat_dim",), linear=True,
     transpose=_concat_v1_transpose, batching=_concat_v1_batch,
     spec=lambda st: st.Spec(_concat_v1_calls(st)))
@@ -324,7 +324,7 @@ def _concat_offset_check(*shape, concat_dim):
   return bad, f"All dimensions except {ax} must match"
 
 
-ConcatOffset = define_op(
+ConcatOffset = register_op(
     "ConcatOffset", _concat_offset_impl, family=FAMILY, static=("concat_dim",),
     multiple_results=True, check=_concat_offset_check,
     # Batched shape vectors do not arise from graphs (shapes are static); vmap of the
@@ -366,7 +366,7 @@ def _parallel_concat_batch(args, dims, *, shape):
   return tfops.ParallelConcat(*values, shape=(shape[0], size) + shape[1:]), 1
 
 
-ParallelConcat = define_op(
+ParallelConcat = register_op(
     "ParallelConcat", _parallel_concat_impl, family=FAMILY, attrs=("shape",), linear=True,
     transpose=_parallel_concat_transpose, batching=_parallel_concat_batch,
     spec=lambda st: st.Spec(_parallel_concat_calls(st), grad_oracle="fd",
@@ -424,7 +424,7 @@ def _mirror_pad_grad_batch(args, dims, *, paddings, mode):
   return tfops.MirrorPadGrad(x, paddings=p[:d] + ((0, 0),) + p[d:], mode=mode), d
 
 
-MirrorPadGrad = define_op(
+MirrorPadGrad = register_op(
     "MirrorPadGrad", _mirror_pad_grad_impl, family=FAMILY, static=("paddings",),
     attrs=("mode",), linear=True,
     transpose=lambda ct, x, *, paddings, mode: [

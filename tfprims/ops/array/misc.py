@@ -32,7 +32,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import dtypes as tfdtypes, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY
 from tfprims.ops.shared import ints, scalar_int
 from tfprims.ops.shared_specs import INDEX_DTYPES, lazy_hst
@@ -84,13 +84,13 @@ def _diag_part_batch(args, dims):
   return rules.reshape(out, (size,) + s), 0
 
 
-Diag = define_op(
+Diag = register_op(
     "Diag", _diag_impl, family=FAMILY, linear=True,
     transpose=lambda ct, x: [tfops.DiagPart(ct)], batching=_diag_batch,
     spec=lambda st: st.Spec(st.call(diagonal=st.arrays(
         st.dtypes(_DIAG_DTYPES), st.shapes(min_rank=1, max_rank=2, max_side=3)))))
 
-DiagPart = define_op(
+DiagPart = register_op(
     "DiagPart", _diag_part_impl, family=FAMILY, linear=True,
     # A scalar is its own diagonal (TF's own gradient fails on it: Diag needs rank >= 1).
     transpose=lambda ct, x: [tfops.Diag(ct) if rules.shape_of(x) else ct],
@@ -142,7 +142,7 @@ def _unravel_batch(args, dims_):
   return rules.reshape(flat, (d.shape[0], size) + rest), 1
 
 
-UnravelIndex = define_op(
+UnravelIndex = register_op(
     "UnravelIndex", _unravel_impl, family=FAMILY, batching=_unravel_batch,
     check=_unravel_check, spec=lambda st: st.Spec(_unravel_calls(st)))
 
@@ -186,7 +186,7 @@ def _invert_permutation_batch(args, dims):
   return tfops.SelectV2(tfops.Equal(y, minus_one), minus_one, tfops.Sub(y, offsets)), 0
 
 
-InvertPermutation = define_op(
+InvertPermutation = register_op(
     "InvertPermutation", _invert_permutation_impl, family=FAMILY,
     batching=_invert_permutation_batch, check=_invert_permutation_check,
     spec=lambda st: st.Spec(_invert_permutation_calls(st)))
@@ -245,7 +245,7 @@ def _linspace_batch(args, dims, *, num):
   return tfops.ConcatV2(start, mid, stop, axis=1), 0
 
 
-LinSpace = define_op(
+LinSpace = register_op(
     "LinSpace", _linspace_impl, family=FAMILY, static=("num",), linear=True,
     transpose=_linspace_transpose, batching=_linspace_batch,
     spec=lambda st: st.Spec(_linspace_calls(st), grad_oracle="fd",
@@ -276,14 +276,14 @@ def _empty_oracle(shape, dtype, init=False):
   return tf.raw_ops.Empty(shape=shape, dtype=dtype, init=True)
 
 
-Empty = define_op(
+Empty = register_op(
     "Empty", _empty_impl, family=FAMILY, static=("shape",), attrs=("dtype", "init"),
     batching=_no_operands,
     spec=lambda st: st.Spec(_empty_calls(st), oracle=_empty_oracle,
                             note="init=False is compared with TF's init=True (TF leaves the "
                                  "memory uninitialized; ours is zeros)"))
 
-DeepCopy = define_op(
+DeepCopy = register_op(
     "DeepCopy", lambda x: x, family=FAMILY, linear=True,
     transpose=lambda ct, x: [tfops.DeepCopy(ct)], batching=rules.same_op_batching("DeepCopy"),
     doc="A copy of x (the identity: JAX values are immutable).",
@@ -350,7 +350,7 @@ def _is_one(d) -> bool:
   return isinstance(d, (int, np.integer)) and d == 1
 
 
-BroadcastArgs = define_op(
+BroadcastArgs = register_op(
     "BroadcastArgs", _broadcast_args_impl, family=FAMILY, batching=_broadcast_args_batch,
     symbolic=_broadcast_args_symbolic, check=_broadcast_args_check,
     spec=lambda st: st.Spec(_broadcast_args_calls(st)))
@@ -386,7 +386,7 @@ def _broadcast_gradient_args_impl(*, s0, s1, T):
                for r in (r0, r1))
 
 
-BroadcastGradientArgs = define_op(
+BroadcastGradientArgs = register_op(
     "BroadcastGradientArgs", _broadcast_gradient_args_impl, family=FAMILY,
     static=("s0", "s1"), attrs=("T",), multiple_results=True, batching=_no_operands,
     spec=lambda st: st.Spec(_bga_calls(st)))

@@ -14,7 +14,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import emit, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY
 from tfprims.ops.shared_specs import index_array, lazy_hst
 from tfprims.rules import U
@@ -47,7 +47,7 @@ def _tile_batch(args, dims, *, multiples):
   return tfops.Tile(rules.to_front(x, d), multiples=(1,) + rules.sizes(multiples)), 0
 
 
-Tile = define_op(
+Tile = register_op(
     "Tile", _tile_impl, family=FAMILY, static=("multiples",), linear=True,
     transpose=_tile_transpose, batching=_tile_batch,
     spec=lambda st: st.Spec(_tile_calls(st)))
@@ -71,7 +71,7 @@ def _broadcast_to_batch(args, dims, *, shape):
   return tfops.BroadcastTo(x, shape=(size,) + shape), 0
 
 
-BroadcastTo = define_op(
+BroadcastTo = register_op(
     "BroadcastTo", _broadcast_to_impl, family=FAMILY, static=("shape",), linear=True,
     transpose=lambda ct, x, *, shape: [rules.unbroadcast(ct, rules.shape_of(x))],
     batching=_broadcast_to_batch,
@@ -155,7 +155,7 @@ def _pad_interpret(ctx, node, inputs):
   return [Pad(x, paddings, **params)]
 
 
-Pad = define_op(
+Pad = register_op(
     "Pad", _pad_impl, family=FAMILY, static=("paddings",), linear_values=True,
     build=_pad_build,
     jvp=rules.positioned_jvp("Pad"), transpose=_pad_transpose, batching=_pad_batch,
@@ -191,7 +191,7 @@ def _padv2_batch(args, dims, *, paddings):
   return tfops.PadV2(rules.to_front(x, dx), c, paddings=paddings), 0
 
 
-PadV2 = define_op(
+PadV2 = register_op(
     "PadV2", _padv2_impl, family=FAMILY, static=("paddings",), linear=True,
     transpose=_padv2_transpose, batching=_padv2_batch,
     spec=lambda st: st.Spec(_pad_calls(st, "PadV2"), diff_args=("input",),
@@ -233,7 +233,7 @@ def _mirror_pad_batch(args, dims, *, paddings, mode):
   return tfops.MirrorPad(rules.to_front(x, d), paddings=paddings, mode=mode), 0
 
 
-MirrorPad = define_op(
+MirrorPad = register_op(
     "MirrorPad", mirror_pad, family=FAMILY, static=("paddings",), attrs=("mode",),
     linear=True,
     transpose=lambda ct, x, *, paddings, mode: [

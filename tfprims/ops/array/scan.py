@@ -18,7 +18,7 @@ from jax import lax
 from jax.interpreters import ad
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY, norm_axis
 from tfprims.ops.shared import ints, scalar_int
 from tfprims.ops.shared_specs import index_array, lazy_hst
@@ -43,7 +43,7 @@ def _reverse_batch(args, dims, *, axis):
   return tfops.ReverseV2(rules.to_front(x, d), axis=tuple(a + 1 for a in axes)), 0
 
 
-ReverseV2 = define_op(
+ReverseV2 = register_op(
     "ReverseV2", _reverse_impl, family=FAMILY, static=("axis",), linear=True,
     transpose=lambda ct, x, *, axis: [tfops.ReverseV2(ct, axis=axis)],
     batching=_reverse_batch,
@@ -91,7 +91,7 @@ def _cumprod_batch(args, dims, **params):
   return _scan_batch(tfops.Cumprod, args, dims, **params)
 
 
-Cumsum = define_op(
+Cumsum = register_op(
     "Cumsum", _cumsum_impl, family=FAMILY, static=("axis",), attrs=("exclusive", "reverse"),
     linear=True,
     transpose=lambda ct, x, *, axis, exclusive, reverse: [
@@ -100,7 +100,7 @@ Cumsum = define_op(
     spec=lambda st: st.Spec(_scan_calls(st, "Cumsum"), rtol={"float16": 1e-2, "bfloat16": 5e-2},
                             atol={"float16": 0.5, "bfloat16": 2.0}))
 
-Cumprod = define_op(
+Cumprod = register_op(
     "Cumprod", _cumprod_impl, family=FAMILY, static=("axis",), attrs=("exclusive", "reverse"),
     batching=_cumprod_batch,
     spec=lambda st: st.Spec(_scan_calls(st, "Cumprod"), rtol={"float16": 1e-2, "bfloat16": 5e-2},
@@ -179,7 +179,7 @@ def _clse_batch(args, dims, **params):
   return _scan_batch(tfops.CumulativeLogsumexp, args, dims, **params)
 
 
-CumulativeLogsumexp = define_op(
+CumulativeLogsumexp = register_op(
     "CumulativeLogsumexp", _cumulative_logsumexp, family=FAMILY, static=("axis",),
     attrs=("exclusive", "reverse"), jvp=_clse_jvp, batching=_clse_batch,
     spec=lambda st: st.Spec(

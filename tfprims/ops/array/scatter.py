@@ -27,7 +27,7 @@ import numpy as np
 from jax.interpreters import ad
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY
 from tfprims.ops.array.gather_nd import _dims, _policy, index_validity, sizes_array
 from tfprims.ops.shared import ints
@@ -155,7 +155,7 @@ def _scatter_nd_batch(args, dims, *, shape, bad_indices_policy):
                          shape=(size,) + shape, bad_indices_policy=bad_indices_policy), 0
 
 
-ScatterNd = define_op(
+ScatterNd = register_op(
     "ScatterNd", _scatter_nd_impl, family=FAMILY, static=("shape",),
     attrs=("bad_indices_policy",),
     jvp=(None, lambda t, i, u, *, shape, bad_indices_policy: tfops.ScatterNd(
@@ -178,7 +178,7 @@ def _tensor_scatter(op_type, kind, dtype_names, *, tensor_arg="tensor", jvp, tra
   def check(tensor, indices, updates, *, bad_indices_policy):
     return scatter_nd_check(tuple(tensor.shape), indices, bad_indices_policy)
 
-  return define_op(
+  return register_op(
       op_type, impl, family=FAMILY, attrs=("bad_indices_policy",), doc=doc, jvp=jvp,
       transpose=transpose, batching=rules.scatter_nd_batching(op_type), check=check,
       spec=lambda st: st.Spec(st.nd_scatter_calls(dtype_names, tensor_arg=tensor_arg,
@@ -320,7 +320,7 @@ def _sparse_to_dense_batch(args, dims, *, output_shape, validate_indices):
                         rules.reshape(rules.to_front(d, dd), (size,) + (1,) * len(shape))), 0
 
 
-SparseToDense = define_op(
+SparseToDense = register_op(
     "SparseToDense", _sparse_to_dense_impl, family=FAMILY, static=("output_shape",),
     attrs=("validate_indices",), jvp=_sparse_to_dense_jvp,
     transpose=_sparse_to_dense_transpose, batching=_sparse_to_dense_batch,

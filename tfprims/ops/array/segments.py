@@ -34,7 +34,7 @@ import numpy as np
 from jax.interpreters import ad
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.array import _segment_common as C
 from tfprims.ops.array._common import FAMILY
 from tfprims.ops.array._segment_specs import draw_data, draw_sorted_ids, inner_shape
@@ -277,25 +277,25 @@ def _sorted_spec(kind, dtypes):
   return lambda st: st.Spec(_sorted_calls(st, kind, dtypes), grad_oracle=oracle)
 
 
-SegmentSum = define_op(
+SegmentSum = register_op(
     "SegmentSum", _sorted_impl("sum"), **_SORTED, linear=True,
     transpose=_segment_sum_transpose, batching=_sorted_batching("SegmentSum"),
     spec=_sorted_spec("sum", C.WITH_COMPLEX))
 
-SegmentMean = define_op(
+SegmentMean = register_op(
     "SegmentMean", _sorted_impl("mean"), **_SORTED, linear=True,
     transpose=_segment_mean_transpose, batching=_sorted_batching("SegmentMean"),
     spec=_sorted_spec("mean", C.WITH_COMPLEX))
 
-SegmentMin = define_op(
+SegmentMin = register_op(
     "SegmentMin", _sorted_impl("min"), **_SORTED, jvp=_extremum_jvp("SegmentMin", True),
     batching=_sorted_batching("SegmentMin"), spec=_sorted_spec("min", C.REAL))
 
-SegmentMax = define_op(
+SegmentMax = register_op(
     "SegmentMax", _sorted_impl("max"), **_SORTED, jvp=_extremum_jvp("SegmentMax", True),
     batching=_sorted_batching("SegmentMax"), spec=_sorted_spec("max", C.REAL))
 
-SegmentProd = define_op(
+SegmentProd = register_op(
     "SegmentProd", _sorted_impl("prod"), **_SORTED, jvp=_prod_jvp("SegmentProd", True),
     batching=_sorted_batching("SegmentProd"), spec=_sorted_spec("prod", C.WITH_COMPLEX))
 
@@ -307,24 +307,24 @@ def _unsorted_spec(kind, dtypes, id_types=("int32", "int64")):
   return lambda st: st.Spec(_unsorted_calls(st, kind, dtypes, id_types), grad_oracle=oracle)
 
 
-UnsortedSegmentSum = define_op(
+UnsortedSegmentSum = register_op(
     "UnsortedSegmentSum", _unsorted_impl("sum"), **_UNSORTED,
     jvp=(lambda t, x, ids, *, num_segments: tfops.UnsortedSegmentSum(
         t, ids, num_segments=num_segments), None),
     transpose=_unsorted_sum_transpose, batching=_unsorted_batching("UnsortedSegmentSum"),
     spec=_unsorted_spec("sum", C.WITH_COMPLEX, ("int16", "int32", "int64")))
 
-UnsortedSegmentMin = define_op(
+UnsortedSegmentMin = register_op(
     "UnsortedSegmentMin", _unsorted_impl("min"), **_UNSORTED,
     jvp=_extremum_jvp("UnsortedSegmentMin", False),
     batching=_unsorted_batching("UnsortedSegmentMin"), spec=_unsorted_spec("min", C.REAL))
 
-UnsortedSegmentMax = define_op(
+UnsortedSegmentMax = register_op(
     "UnsortedSegmentMax", _unsorted_impl("max"), **_UNSORTED,
     jvp=_extremum_jvp("UnsortedSegmentMax", False),
     batching=_unsorted_batching("UnsortedSegmentMax"), spec=_unsorted_spec("max", C.REAL))
 
-UnsortedSegmentProd = define_op(
+UnsortedSegmentProd = register_op(
     "UnsortedSegmentProd", _unsorted_impl("prod"), **_UNSORTED,
     jvp=_prod_jvp("UnsortedSegmentProd", False),
     batching=_unsorted_batching("UnsortedSegmentProd"),

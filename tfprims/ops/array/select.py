@@ -13,7 +13,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY
 from tfprims.ops.shared_specs import lazy_hst
 from tfprims.rules import U
@@ -57,7 +57,7 @@ def _select_batch(args, dims):
   return tfops.SelectV2(c, rules.to_front(t, dt), rules.to_front(e, de)), 0
 
 
-Select = define_op(
+Select = register_op(
     "Select", _select_impl, family=FAMILY,
     jvp=(None, lambda g, c, t, e: tfops.Select(c, g, tfops.ZerosLike(e)),
          lambda g, c, t, e: tfops.Select(c, tfops.ZerosLike(t), g)),
@@ -72,7 +72,7 @@ def _select_v2_transpose(ct, c, t, e):
           rules.unbroadcast(tfops.SelectV2(c, zeros, ct), rules.shape_of(e)) if U(e) else None]
 
 
-SelectV2 = define_op(
+SelectV2 = register_op(
     "SelectV2", jnp.where, family=FAMILY, batching="elementwise",
     jvp=(None, lambda g, c, t, e: tfops.SelectV2(c, g, tfops.ZerosLike(e)),
          lambda g, c, t, e: tfops.SelectV2(c, tfops.ZerosLike(t), g)),

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import dtypes as tfdtypes, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY, norm_axis
 from tfprims.ops.shared import ints, scalar_int
 from tfprims.ops.shared_specs import INDEX_DTYPES, index_array, lazy_hst
@@ -103,7 +103,7 @@ def _reshape_shape(tensor, *, shape):
   return jax.ShapeDtypeStruct(tuple(_resolve_shape(tensor.shape, shape)), tensor.dtype)
 
 
-Reshape = define_op(
+Reshape = register_op(
     "Reshape", _reshape_impl, family=FAMILY, static=("shape",), linear=True,
     build=_reshape_build,
     shape_rule=_reshape_shape,
@@ -141,7 +141,7 @@ def _transpose_batch(args, dims, *, perm):
   return tfops.Transpose(x, perm=(d,) + tuple(p + (p >= d) for p in perm)), 0
 
 
-Transpose = define_op(
+Transpose = register_op(
     "Transpose", _transpose_impl, family=FAMILY, static=("perm",), linear=True,
     build=_transpose_build,
     transpose=_transpose_transpose, batching=_transpose_batch,
@@ -170,7 +170,7 @@ def _expand_dims_batch(args, dims, *, axis):
   return tfops.ExpandDims(rules.to_front(x, d), axis=_expand_axis(axis, x.ndim - 1) + 1), 0
 
 
-ExpandDims = define_op(
+ExpandDims = register_op(
     "ExpandDims", _expand_dims_impl, family=FAMILY, static={"dim": "axis"}, linear=True,
     build=_expand_dims_build,
     transpose=lambda ct, x, *, axis: [
@@ -206,7 +206,7 @@ def _squeeze_batch(args, dims, *, squeeze_dims):
   return tfops.Squeeze(rules.to_front(x, d), squeeze_dims=tuple(a + 1 for a in axes)), 0
 
 
-Squeeze = define_op(
+Squeeze = register_op(
     "Squeeze", _squeeze_impl, family=FAMILY, attrs=("squeeze_dims",), linear=True,
     build=_squeeze_build,
     transpose=lambda ct, x, *, squeeze_dims: [tfops.Reshape(ct, shape=rules.shape_of(x))],
@@ -277,13 +277,13 @@ def _rank_interpret(ctx, node, inputs):
 
 _SHAPE_SKIP = {"jvp": "integer output", "vjp": "integer output"}
 
-Shape = define_op(
+Shape = register_op(
     "Shape", lambda input, *, out_type: jnp.asarray(_shape_np(input, out_type=out_type)),
     family=FAMILY, attrs=("out_type",), interpret=_shape_interpret, shape_only=True,
     batching=_const_batch(_shape_np),
     spec=lambda st: st.Spec(_shape_calls(st, "Shape"), skip=_SHAPE_SKIP))
 
-ShapeN = define_op(
+ShapeN = register_op(
     "ShapeN", lambda *input, out_type: tuple(
         jnp.asarray(v) for v in _shapen_np(*input, out_type=out_type)),
     family=FAMILY, attrs=("out_type",), multiple_results=True, interpret=_shapen_interpret,
@@ -291,13 +291,13 @@ ShapeN = define_op(
     batching=_const_batch(_shapen_np, multiple=True),
     spec=lambda st: st.Spec(_shape_calls(st, "ShapeN"), skip=_SHAPE_SKIP))
 
-Size = define_op(
+Size = register_op(
     "Size", lambda input, *, out_type: jnp.asarray(_size_np(input, out_type=out_type)),
     family=FAMILY, attrs=("out_type",), interpret=_size_interpret, shape_only=True,
     batching=_const_batch(_size_np),
     spec=lambda st: st.Spec(_shape_calls(st, "Size"), skip=_SHAPE_SKIP))
 
-Rank = define_op(
+Rank = register_op(
     "Rank", lambda input: jnp.asarray(_rank_np(input)), family=FAMILY,
     interpret=_rank_interpret, shape_only=True, batching=_const_batch(_rank_np),
     spec=lambda st: st.Spec(_shape_calls(st, "Rank"), skip=_SHAPE_SKIP))

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import emit, errors, folding, rules, value_analysis
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY
 from tfprims.ops.shared import ints
 from tfprims.ops.shared_specs import INDEX_DTYPES, lazy_hst
@@ -119,7 +119,7 @@ def _slice_interpret(ctx, node, inputs):
   return [Slice(x, begin, **params)]
 
 
-Slice = define_op(
+Slice = register_op(
     "Slice", _slice_impl, family=FAMILY, static=("begin", "size"), linear_values=True,
     build=_slice_build,
     jvp=rules.positioned_jvp("Slice"), transpose=_slice_transpose, batching=_slice_batch,
@@ -453,7 +453,7 @@ def _strided_slice_interpret(ctx, node, inputs):
   return [StridedSlice(x, begin, end, **params)]
 
 
-StridedSlice = define_op(
+StridedSlice = register_op(
     "StridedSlice", _strided_slice_impl, family=FAMILY, static=("begin", "end", "strides"),
     attrs=_MASKS, linear_values=True,
     build=_strided_slice_build,
@@ -516,7 +516,7 @@ def _strided_slice_grad_transpose(ct, dy, *positions, shape, **params):
   return [tfops.StridedSlice(ct, *positions, **params)] + [None] * len(positions)
 
 
-StridedSliceGrad = define_op(
+StridedSliceGrad = register_op(
     "StridedSliceGrad", _strided_slice_grad_impl, family=FAMILY,
     static=("shape", "begin", "end", "strides"), attrs=_MASKS, linear_values=True,
     build=_strided_slice_grad_build,

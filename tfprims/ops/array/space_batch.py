@@ -21,7 +21,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY
 from tfprims.ops.shared import ints
 from tfprims.ops.shared_specs import index_array, lazy_hst
@@ -137,7 +137,7 @@ def _b2s_nd_batch(args, dims, *, block_shape, crops):
                               crops=((0, 0),) + c), 1
 
 
-SpaceToBatchND = define_op(
+SpaceToBatchND = register_op(
     "SpaceToBatchND", _s2b_nd_impl, family=FAMILY, static=("block_shape", "paddings"),
     linear=True,
     transpose=lambda ct, x, *, block_shape, paddings: [
@@ -145,7 +145,7 @@ SpaceToBatchND = define_op(
     batching=_s2b_nd_batch,
     spec=lambda st: st.Spec(_nd_calls(st, "SpaceToBatchND")))
 
-BatchToSpaceND = define_op(
+BatchToSpaceND = register_op(
     "BatchToSpaceND", _b2s_nd_impl, family=FAMILY, static=("block_shape", "crops"),
     linear=True,
     transpose=lambda ct, x, *, block_shape, crops: [
@@ -185,7 +185,7 @@ def _b2s_batch(args, dims, *, crops, block_size):
   return _b2s_nd_batch(args, dims, block_shape=(block_size, block_size), crops=crops)
 
 
-SpaceToBatch = define_op(
+SpaceToBatch = register_op(
     "SpaceToBatch", _s2b_impl, family=FAMILY, static=("paddings",), attrs=("block_size",),
     linear=True,
     transpose=lambda ct, x, *, paddings, block_size: [
@@ -193,7 +193,7 @@ SpaceToBatch = define_op(
     batching=_s2b_batch,
     spec=lambda st: st.Spec(_v1_calls(st, "SpaceToBatch")))
 
-BatchToSpace = define_op(
+BatchToSpace = register_op(
     "BatchToSpace", _b2s_impl, family=FAMILY, static=("crops",), attrs=("block_size",),
     linear=True,
     transpose=lambda ct, x, *, crops, block_size: [

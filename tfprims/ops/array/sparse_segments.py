@@ -31,7 +31,7 @@ from jax.interpreters import ad
 
 from tfprims import dtypes as tfdtypes
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.array import _segment_common as C
 from tfprims.ops.array._common import FAMILY
 from tfprims.ops.array._segment_specs import draw_data, draw_sorted_ids, inner_shape
@@ -315,21 +315,21 @@ def _define(kind):
   red, red_num = f"SparseSegment{name}", f"SparseSegment{name}WithNumSegments"
   grad, grad2 = f"SparseSegment{name}Grad", f"SparseSegment{name}GradV2"
   ops = {}
-  ops[red] = define_op(
+  ops[red] = register_op(
       red, _sparse_impl(kind), family=FAMILY, static=("segment_ids",), check=_sparse_check,
       jvp=_reduction_jvp(red, False), transpose=_sparse_transpose(kind),
       batching=_sparse_batching(red, False),
       spec=lambda st: st.Spec(_reduction_calls(st, dtypes, False)))
-  ops[red_num] = define_op(
+  ops[red_num] = register_op(
       red_num, _num_impl(kind), family=FAMILY, static=("num_segments",), check=_num_check,
       jvp=_reduction_jvp(red_num, True), transpose=_num_transpose(kind),
       batching=_sparse_batching(red_num, True),
       spec=lambda st: st.Spec(_reduction_calls(st, dtypes, True)))
-  ops[grad] = define_op(
+  ops[grad] = register_op(
       grad, _grad_impl(kind), family=FAMILY, static=("output_dim0",), check=_grad_check,
       jvp=_grad_jvp(grad), transpose=_grad_transpose(kind), batching=_grad_batching(grad),
       spec=lambda st: st.Spec(_grad_calls(st, "output_dim0")))
-  ops[grad2] = define_op(
+  ops[grad2] = register_op(
       grad2, _v2_impl(kind), family=FAMILY, static=("indices", "dense_output_dim0"),
       attrs=("Tidx",), multiple_results=True, check=_v2_check, jvp=_v2_jvp(grad2, grad),
       batching=_v2_batching(grad2),

@@ -25,7 +25,7 @@ import numpy as np
 from jax.interpreters import ad
 
 from tfprims import core, errors, folding, interpreter, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY
 from tfprims.ops.shared_specs import lazy_hst
 
@@ -189,7 +189,7 @@ def _batch(op_type):
 
 
 def _define(op_type, doc_order):
-  return define_op(
+  return register_op(
       op_type, _stitch_impl, family=FAMILY, canonicalize=_canonicalize,
       interpret=functools.partial(_interpret, op_type), jvp=_jvp(op_type),
       transpose=_transpose(op_type), batching=_batch(op_type),

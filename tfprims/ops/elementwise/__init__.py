@@ -17,7 +17,7 @@ One module per kind of op, each op with its impl, rules and property spec:
 * ``gamma.py``: Igamma, Igammac, IgammaGradA, Betainc, Zeta, Polygamma;
 * ``grad_ops.py``: TF's gradient ops of unary math (SqrtGrad, RsqrtGrad,
   ReciprocalGrad, InvGrad, TanhGrad, SigmoidGrad);
-* ``_common.py``: the family's ``define_op`` keywords, impl broadcasting and
+* ``_common.py``: the family's ``register_op`` keywords, impl broadcasting and
   spec vocabulary.
 
 Every op here batches with ``batching="elementwise"`` (vmap re-binds the same

@@ -1,4 +1,4 @@
-"""What the elementwise modules share: the ``define_op`` keywords, broadcasting
+"""What the elementwise modules share: the ``register_op`` keywords, broadcasting
 of impl operands, direct lowerings, and the vocabulary of their property specs."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import numpy as np
 
 from tfprims import emit, rules
 
-#: ``define_op`` keywords of every op of the family but Equal/NotEqual.
+#: ``register_op`` keywords of every op of the family but Equal/NotEqual.
 EW = dict(family="elementwise", batching="elementwise")
 
 # Skip reasons of the property specs.

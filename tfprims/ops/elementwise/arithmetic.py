@@ -22,7 +22,7 @@ from jax.extend.mlir.dialects import stablehlo as hlo
 from jax.interpreters import ad
 
 from tfprims import emit, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.elementwise._common import (CPLX_MUL_RTOL, EW, NO_TF_GRAD, bcast,
                                              direct_binary_lowering, is_complex)
 
@@ -51,18 +51,18 @@ def _add_transpose(ct, x, y):
           rules.unbroadcast(ct, rules.shape_of(y)) if U(y) else None]
 
 
-AddV2 = define_op(
+AddV2 = register_op(
     "AddV2", jnp.add, **EW, lowering=direct_binary_lowering("add", jnp.add), linear=True,
     transpose=_add_transpose,
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC + st.COMPLEX, wide=2**30)))
 
-Add = define_op(
+Add = register_op(
     "Add", jnp.add, **EW, lowering=direct_binary_lowering("add", jnp.add), linear=True,
     transpose=_add_transpose,
     spec=lambda st: st.Spec(st.binary_calls(
         st.FLOATS + st.SIGNED + ("uint8",) + st.COMPLEX, wide=2**30)))
 
-Sub = define_op(
+Sub = register_op(
     "Sub", jnp.subtract, **EW, lowering=direct_binary_lowering("sub", jnp.subtract), linear=True,
     transpose=lambda ct, x, y: [
         rules.unbroadcast(ct, rules.shape_of(x)) if U(x) else None,
@@ -79,7 +79,7 @@ def _mul_transpose(op_type):
   return rule
 
 
-Mul = define_op(
+Mul = register_op(
     "Mul", jnp.multiply, **EW, lowering=direct_binary_lowering("mul", jnp.multiply),
     jvp=(lambda t, x, y: tfops.Mul(t, y), lambda t, x, y: tfops.Mul(x, t)),
     transpose=_mul_transpose("Mul"),
@@ -141,7 +141,7 @@ def _int_division_check(x, y):
   return None
 
 
-Div = define_op(
+Div = register_op(
     "Div", _div, **EW, check=_int_division_check, jvp=_div_jvps("Div"),
     transpose=rules.linear_transpose("Div", 0),
     spec=lambda st: st.Spec(
@@ -149,7 +149,7 @@ Div = define_op(
                         per_arg={"y": {"nonzero": True, "cnonzero": True}}),
         rtol=CPLX_MUL_RTOL))
 
-RealDiv = define_op(
+RealDiv = register_op(
     "RealDiv", _div, **EW, build=_div_build,
     jvp=_div_jvps("RealDiv"),
     transpose=rules.linear_transpose("RealDiv", 0),
@@ -163,7 +163,7 @@ def _div_no_nan(x, y):
   return jnp.where(y == 0, jnp.zeros((), x.dtype), _true_div(x, y))
 
 
-DivNoNan = define_op(
+DivNoNan = register_op(
     "DivNoNan", _div_no_nan, **EW, jvp=_div_jvps("DivNoNan"),
     transpose=rules.linear_transpose("DivNoNan", 0),
     spec=lambda st: st.Spec(st.binary_calls(st.FLOATS + st.COMPLEX)))
@@ -181,7 +181,7 @@ def _mul_no_nan(x, y):
 _CPLX_GRAD_NOTE = ("complex inputs: values and derivatives are tested in "
                    "tests/test_ops_elementwise.py (TF's complex gradient lacks conj)")
 
-MulNoNan = define_op(
+MulNoNan = register_op(
     "MulNoNan", _mul_no_nan, **EW,
     jvp=(lambda t, x, y: tfops.MulNoNan(t, y), lambda t, x, y: tfops.MulNoNan(x, t)),
     transpose=_mul_transpose("MulNoNan"),
@@ -229,7 +229,7 @@ def _truncate_mod(x, y):
   return lax.rem(x, y)
 
 
-FloorDiv = define_op(
+FloorDiv = register_op(
     "FloorDiv", _floor_div, **EW, check=_int_division_check,
     jvp=rules.no_grad_jvp("FloorDiv"), symbolic=np.floor_divide,   # Python's //: floored
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC, per_arg={"y": {"nonzero": True}})))
@@ -251,24 +251,24 @@ def _floor_mod_jvp(primals, tangents):
   return out, _tangent_or_zero(out, tangent)
 
 
-FloorMod = define_op(
+FloorMod = register_op(
     "FloorMod", _floor_mod, **EW, check=_int_division_check, jvp=_floor_mod_jvp,
     symbolic=np.remainder,   # Python's %: the divisor's sign, as TF's
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC, per_arg={"y": {"nonzero": True}})))
 
-TruncateDiv = define_op(
+TruncateDiv = register_op(
     "TruncateDiv", _truncate_div, **EW, check=_int_division_check,
     jvp=rules.no_grad_jvp("TruncateDiv"),
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC, per_arg={"y": {"nonzero": True}})))
 
 _MOD_TYPES = ("float32", "float64", "int32", "int64")
 
-TruncateMod = define_op(
+TruncateMod = register_op(
     "TruncateMod", _truncate_mod, **EW, check=_int_division_check,
     spec=lambda st: st.Spec(st.binary_calls(_MOD_TYPES, per_arg={"y": {"nonzero": True}}),
                             skip={"jvp": NO_TF_GRAD, "vjp": NO_TF_GRAD}))
 
-Mod = define_op(
+Mod = register_op(
     "Mod", _truncate_mod, **EW, check=_int_division_check,
     spec=lambda st: st.Spec(st.binary_calls(_MOD_TYPES, per_arg={"y": {"nonzero": True}}),
                             skip={"jvp": NO_TF_GRAD, "vjp": NO_TF_GRAD}))
@@ -341,7 +341,7 @@ def _int_pow_check(x, y):
   return None
 
 
-Pow = define_op(
+Pow = register_op(
     "Pow", _pow, **EW, jvp=_pow_jvp, check=_int_pow_check,
     spec=lambda st: st.Spec(st.binary_calls(
         st.FLOATS + st.SIGNED + st.COMPLEX,
@@ -393,12 +393,12 @@ _TIE_ZERO_SIGN = ("TF's kernels return x for a tie of -0.0 and +0.0 in scalar co
                   "(1-15 float32 elements, the tail of a tensor) and y inside SIMD "
                   "packets; tfprims returns x")
 
-Maximum = define_op(
+Maximum = register_op(
     "Maximum", _chooser(lambda x, y: x >= y, lax.max), **EW,
     jvp=_chooser_jvp("Maximum", lambda x, y: tfops.GreaterEqual(x, y)),   # ties go to x
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC), ignore_zero_sign=_TIE_ZERO_SIGN))
 
-Minimum = define_op(
+Minimum = register_op(
     "Minimum", _chooser(lambda x, y: x <= y, lax.min), **EW,
     jvp=_chooser_jvp("Minimum", lambda x, y: tfops.LessEqual(x, y)),
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC), ignore_zero_sign=_TIE_ZERO_SIGN))
@@ -439,7 +439,7 @@ def _sqdiff_jvp(primals, tangents):
   return out, _tangent_or_zero(out, tangent)
 
 
-SquaredDifference = define_op(
+SquaredDifference = register_op(
     "SquaredDifference", _squared_difference, **EW, jvp=_sqdiff_jvp,
     build=_squared_difference_build,
     # bfloat16/float16 cotangents summed over broadcast axes cancel (terms of
@@ -465,7 +465,7 @@ def _atan2_jvp(primals, tangents):
   return out, tfops.Div(num, tfops.AddV2(tfops.Square(x), tfops.Square(y)))
 
 
-Atan2 = define_op(
+Atan2 = register_op(
     "Atan2", lambda y, x: jnp.arctan2(y, x), **EW, jvp=_atan2_jvp,
     # TF reads a subnormal as 0 inside SIMD packets, as itself in scalar code. Where
     # |x| and |y| are both below 2^-63, x^2 + y^2 underflows to 0 and the JVP's
@@ -493,14 +493,14 @@ def _nonzero(x):
       tfops.NotEqual(x, rules.const(0, x), incompatible_shape_error=True), x)
 
 
-Xdivy = define_op(
+Xdivy = register_op(
     "Xdivy", lambda x, y: _x_where_zero(x, y, _true_div), **EW,
     jvp=(lambda t, x, y: tfops.Mul(t, tfops.Xdivy(_nonzero(x), y)),
          lambda t, x, y: tfops.Mul(t, tfops.Xdivy(tfops.Neg(x), tfops.Square(y)))),
     spec=lambda st: st.Spec(st.binary_calls(st.FLOATS, per_arg=_X_NO_NEG_ZERO),
                             note=_CPLX_GRAD_NOTE))
 
-Xlogy = define_op(
+Xlogy = register_op(
     "Xlogy", lambda x, y: _x_where_zero(x, y, lambda a, b: a * jnp.log(b)), **EW,
     jvp=(lambda t, x, y: tfops.Mul(t, tfops.Xlogy(_nonzero(x), y)),
          lambda t, x, y: tfops.Mul(t, tfops.Xdivy(x, y))),
@@ -509,7 +509,7 @@ Xlogy = define_op(
         st.FLOATS, per_arg={"x": _X_NO_NEG_ZERO["x"], "y": {"subnormal": False}}),
         note=_CPLX_GRAD_NOTE))
 
-Xlog1py = define_op(
+Xlog1py = register_op(
     "Xlog1py", lambda x, y: _x_where_zero(x, y, lambda a, b: a * jnp.log1p(b)), **EW,
     jvp=(lambda t, x, y: tfops.Mul(t, tfops.Xlog1py(_nonzero(x), y)),
          lambda t, x, y: tfops.Mul(t, tfops.Xdivy(x, tfops.AddV2(y, rules.const(1, y))))),
@@ -527,7 +527,7 @@ def _next_after_jvp(primals, tangents):
   return out, rules.broadcast_to(t1, jnp.shape(out))
 
 
-NextAfter = define_op(
+NextAfter = register_op(
     "NextAfter", lambda x1, x2: lax.nextafter(*bcast(x1, x2)), **EW, jvp=_next_after_jvp,
     doc="The next representable value after x1 in the direction of x2 (C nextafter).",
     spec=lambda st: st.Spec(st.binary_calls(("float32", "float64"), args=("x1", "x2"),
@@ -584,7 +584,7 @@ def _clip_spec(st):
   return draw()
 
 
-ClipByValue = define_op(
+ClipByValue = register_op(
     "ClipByValue", _clip_by_value, **EW, jvp=_clip_jvp,
     spec=lambda st: st.Spec(_clip_spec(st)))
 
@@ -619,7 +619,7 @@ def _add_n_interpret(ctx, node, inputs):
   return [jax.tree_util.tree_map(lambda *xs: AddN.apply(list(xs), {}), *inputs)]
 
 
-AddN = define_op(
+AddN = register_op(
     "AddN", _add_n, **EW, linear=True, interpret=_add_n_interpret,
     transpose=lambda ct, *xs: [ct if U(x) else None for x in xs],
     spec=lambda st: st.Spec(_add_n_spec(st)))

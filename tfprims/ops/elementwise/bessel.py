@@ -22,7 +22,7 @@ from jax import lax
 import jax.numpy as jnp
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.elementwise._common import EW
 
 # ---------------------------------------------------------------------------
@@ -345,27 +345,27 @@ def _jvp(op_type, partial):
   return rules.output_jvp(op_type, lambda t, y, x: tfops.Mul(t, partial(x, y)))
 
 
-BesselI0 = define_op(
+BesselI0 = register_op(
     "BesselI0", _by_precision(_i0, _i0), **EW,
     jvp=_jvp("BesselI0", lambda x, y: tfops.BesselI1(x)),
     doc="Modified Bessel function of the first kind of order 0 (exp(|x|) * I0e(x)).",
     spec=_spec)
 
-BesselI0e = define_op(
+BesselI0e = register_op(
     "BesselI0e", _by_precision(lax.bessel_i0e, lax.bessel_i0e), **EW,
     jvp=_jvp("BesselI0e", lambda x, y: tfops.Sub(tfops.BesselI1e(x),
                                                  tfops.Mul(tfops.Sign(x), y))),
     doc="Exponentially scaled modified Bessel function of order 0, exp(-|x|) I0(x).",
     spec=_spec)
 
-BesselI1 = define_op(
+BesselI1 = register_op(
     "BesselI1", _by_precision(_i1, _i1), **EW,
     jvp=_jvp("BesselI1", lambda x, y: _where_zero(
         x, 1.0, tfops.Sub(tfops.BesselI0(x), tfops.RealDiv(y, x)))),
     doc="Modified Bessel function of the first kind of order 1 (exp(|x|) * I1e(x)).",
     spec=_spec)
 
-BesselI1e = define_op(
+BesselI1e = register_op(
     "BesselI1e", _by_precision(_i1e, _i1e), **EW,
     jvp=_jvp("BesselI1e", lambda x, y: _where_zero(
         x, 0.5, tfops.Sub(tfops.BesselI0e(x),
@@ -373,49 +373,49 @@ BesselI1e = define_op(
     doc="Exponentially scaled modified Bessel function of order 1, exp(-|x|) I1(x).",
     spec=_spec)
 
-BesselK0 = define_op(
+BesselK0 = register_op(
     "BesselK0", _same(_k0), **EW,
     jvp=_jvp("BesselK0", lambda x, y: tfops.Neg(tfops.BesselK1(x))),
     doc="Modified Bessel function of the second kind of order 0 (Cephes k0; inf for x <= 0).",
     spec=_spec)
 
-BesselK0e = define_op(
+BesselK0e = register_op(
     "BesselK0e", _same(_k0e), **EW,
     jvp=_jvp("BesselK0e", lambda x, y: tfops.Sub(y, tfops.BesselK1e(x))),
     doc="Exponentially scaled K0, exp(x) K0(x) (Cephes k0e; inf for x <= 0).",
     spec=_spec)
 
-BesselK1 = define_op(
+BesselK1 = register_op(
     "BesselK1", _same(_k1), **EW,
     jvp=_jvp("BesselK1", lambda x, y: tfops.Sub(tfops.Neg(tfops.BesselK0(x)),
                                                 tfops.RealDiv(y, x))),
     doc="Modified Bessel function of the second kind of order 1 (Cephes k1; inf for x <= 0).",
     spec=_spec)
 
-BesselK1e = define_op(
+BesselK1e = register_op(
     "BesselK1e", _same(_k1e), **EW,
     jvp=_jvp("BesselK1e", lambda x, y: tfops.Sub(
         tfops.Mul(y, tfops.Sub(rules.const(1, x), tfops.Reciprocal(x))), tfops.BesselK0e(x))),
     doc="Exponentially scaled K1, exp(x) K1(x) (Cephes k1e; inf for x <= 0).",
     spec=_spec)
 
-BesselJ0 = define_op(
+BesselJ0 = register_op(
     "BesselJ0", _by_precision(_j0_f32, _j0_f64), **EW,
     jvp=_jvp("BesselJ0", lambda x, y: tfops.Neg(tfops.BesselJ1(x))),
     spec=_spec)
 
-BesselJ1 = define_op(
+BesselJ1 = register_op(
     "BesselJ1", _by_precision(_j1_f32, _j1_f64), **EW,
     jvp=_jvp("BesselJ1", lambda x, y: _where_zero(
         x, 0.5, tfops.Sub(tfops.BesselJ0(x), tfops.RealDiv(y, x)))),
     spec=_spec)
 
-BesselY0 = define_op(
+BesselY0 = register_op(
     "BesselY0", _by_precision(_y0_f32, _y0_f64), **EW,
     jvp=_jvp("BesselY0", lambda x, y: tfops.Neg(tfops.BesselY1(x))),
     spec=_spec)
 
-BesselY1 = define_op(
+BesselY1 = register_op(
     "BesselY1", _by_precision(_y1_f32, _y1_f64), **EW,
     jvp=_jvp("BesselY1", lambda x, y: tfops.Sub(tfops.BesselY0(x), tfops.RealDiv(y, x))),
     spec=_spec)

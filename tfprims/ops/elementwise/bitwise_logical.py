@@ -11,24 +11,24 @@ import jax.numpy as jnp
 from jax import lax
 
 from tfprims import rules
-from tfprims.core import define_op
+from tfprims.core import register_op
 from tfprims.ops.elementwise._common import EW, INT_ONLY, bcast
 
 _NO_GRAD = {"jvp": INT_ONLY, "vjp": INT_ONLY}
 
-Invert = define_op(
+Invert = register_op(
     "Invert", lax.bitwise_not, **EW, jvp=rules.no_grad_jvp("Invert"),
     spec=lambda st: st.Spec(st.unary_calls(st.INTS), skip=_NO_GRAD))
 
-BitwiseAnd = define_op(
+BitwiseAnd = register_op(
     "BitwiseAnd", jnp.bitwise_and, **EW, jvp=rules.no_grad_jvp("BitwiseAnd"),
     spec=lambda st: st.Spec(st.binary_calls(st.INTS), skip=_NO_GRAD))
 
-BitwiseOr = define_op(
+BitwiseOr = register_op(
     "BitwiseOr", jnp.bitwise_or, **EW, jvp=rules.no_grad_jvp("BitwiseOr"),
     spec=lambda st: st.Spec(st.binary_calls(st.INTS), skip=_NO_GRAD))
 
-BitwiseXor = define_op(
+BitwiseXor = register_op(
     "BitwiseXor", jnp.bitwise_xor, **EW, jvp=rules.no_grad_jvp("BitwiseXor"),
     spec=lambda st: st.Spec(st.binary_calls(st.INTS), skip=_NO_GRAD))
 
@@ -60,11 +60,11 @@ def _shift_spec(st, left):
                                                  "wide": 15 if left else 70}})
 
 
-LeftShift = define_op(
+LeftShift = register_op(
     "LeftShift", _left_shift, **EW, jvp=rules.no_grad_jvp("LeftShift"),
     spec=lambda st: st.Spec(_shift_spec(st, True), skip=_NO_GRAD))
 
-RightShift = define_op(
+RightShift = register_op(
     "RightShift", _right_shift, **EW, jvp=rules.no_grad_jvp("RightShift"),
     spec=lambda st: st.Spec(_shift_spec(st, False), skip=_NO_GRAD))
 
@@ -74,18 +74,18 @@ def _population_count(x):
   return lax.population_count(x).astype(jnp.uint8)
 
 
-PopulationCount = define_op(
+PopulationCount = register_op(
     "PopulationCount", _population_count, **EW, jvp=rules.no_grad_jvp("PopulationCount"),
     spec=lambda st: st.Spec(st.unary_calls(st.INTS), skip=_NO_GRAD))
 
-LogicalNot = define_op(
+LogicalNot = register_op(
     "LogicalNot", jnp.logical_not, **EW, jvp=rules.no_grad_jvp("LogicalNot"),
     spec=lambda st: st.Spec(st.unary_calls(("bool",)), skip=_NO_GRAD))
 
-LogicalAnd = define_op(
+LogicalAnd = register_op(
     "LogicalAnd", jnp.logical_and, **EW, jvp=rules.no_grad_jvp("LogicalAnd"),
     spec=lambda st: st.Spec(st.binary_calls(("bool",)), skip=_NO_GRAD))
 
-LogicalOr = define_op(
+LogicalOr = register_op(
     "LogicalOr", jnp.logical_or, **EW, jvp=rules.no_grad_jvp("LogicalOr"),
     spec=lambda st: st.Spec(st.binary_calls(("bool",)), skip=_NO_GRAD))

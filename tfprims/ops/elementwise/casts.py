@@ -16,7 +16,7 @@ from jax import lax
 from jax.interpreters import ad
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.dtypes import canonical_dtype
 from tfprims.ops.elementwise._common import EW
 from tfprims.errors import import_tensorflow
@@ -144,7 +144,7 @@ def _cast_spec(st):
   return draw()
 
 
-Cast = define_op(
+Cast = register_op(
     "Cast", _cast, **EW, attrs=("DstT", "Truncate"), jvp=_cast_jvp,
     transpose=_cast_transpose,
     spec=lambda st: st.Spec(_cast_spec(st)))
@@ -174,7 +174,7 @@ def _to_bool_spec(st):
   return draw()
 
 
-ToBool = define_op(
+ToBool = register_op(
     "ToBool", _to_bool, family="elementwise", jvp=rules.no_grad_jvp("ToBool"),
     spec=lambda st: st.Spec(_to_bool_spec(st), skip={"jvp": "boolean output",
                                                     "vjp": "boolean output"}))
@@ -230,7 +230,7 @@ def _stochastic_cast_spec(st):
 _RANDOM = ("random rounding: the uniforms are jax.random's (threefry), not TF's Philox; "
            "tests/test_special.py checks the rounding probabilities")
 
-StochasticCastToInt = define_op(
+StochasticCastToInt = register_op(
     "StochasticCastToInt", _stochastic_cast_to_int, family="elementwise", attrs=("Tout",),
     jvp=rules.no_grad_jvp("StochasticCastToInt"),
     spec=lambda st: st.Spec(_stochastic_cast_spec(st), oracle=tf_stochastic_cast_to_int,

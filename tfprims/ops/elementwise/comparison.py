@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.elementwise._common import BOOL_OUT, EW
 
 _NO_GRAD = {"jvp": BOOL_OUT, "vjp": BOOL_OUT}
@@ -66,31 +66,31 @@ def _equality_spec(st):
   return draw()
 
 
-Equal = define_op(
+Equal = register_op(
     "Equal", _equality(jnp.equal, False), family="elementwise",
     attrs=("incompatible_shape_error",), jvp=rules.no_grad_jvp("Equal"),
     batching=_equality_batching("Equal", False),
     spec=lambda st: st.Spec(_equality_spec(st), skip=_NO_GRAD))
 
-NotEqual = define_op(
+NotEqual = register_op(
     "NotEqual", _equality(jnp.not_equal, True), family="elementwise",
     attrs=("incompatible_shape_error",), jvp=rules.no_grad_jvp("NotEqual"),
     batching=_equality_batching("NotEqual", True),
     spec=lambda st: st.Spec(_equality_spec(st), skip=_NO_GRAD))
 
-Less = define_op(
+Less = register_op(
     "Less", jnp.less, **EW, jvp=rules.no_grad_jvp("Less"),
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC), skip=_NO_GRAD))
 
-LessEqual = define_op(
+LessEqual = register_op(
     "LessEqual", jnp.less_equal, **EW, jvp=rules.no_grad_jvp("LessEqual"),
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC), skip=_NO_GRAD))
 
-Greater = define_op(
+Greater = register_op(
     "Greater", jnp.greater, **EW, jvp=rules.no_grad_jvp("Greater"),
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC), skip=_NO_GRAD))
 
-GreaterEqual = define_op(
+GreaterEqual = register_op(
     "GreaterEqual", jnp.greater_equal, **EW, jvp=rules.no_grad_jvp("GreaterEqual"),
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC), skip=_NO_GRAD))
 
@@ -101,7 +101,7 @@ def _approximate_equal(x, y, *, tolerance):
   return jnp.abs(jnp.subtract(x, y)) <= jnp.asarray(np.float32(tolerance), x.dtype)
 
 
-ApproximateEqual = define_op(
+ApproximateEqual = register_op(
     "ApproximateEqual", _approximate_equal, **EW, attrs=("tolerance",),
     jvp=rules.no_grad_jvp("ApproximateEqual"),
     spec=lambda st: st.Spec(

@@ -15,7 +15,7 @@ from jax import lax
 from jax.interpreters import ad
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.elementwise._common import EW, bcast
 
 
@@ -43,27 +43,27 @@ def _complex_transpose(ct, real, imag):
           rules.unbroadcast(tfops.Neg(tfops.Imag(ct)), rules.shape_of(imag)) if U(imag) else None]
 
 
-Complex = define_op(
+Complex = register_op(
     "Complex", _complex, **EW, linear=True, transpose=_complex_transpose,
     spec=lambda st: st.Spec(st.binary_calls(("float32", "float64"), args=("real", "imag"),
                                             attrs={"Tout": _complex_tout})))
 
 
-Conj = define_op(
+Conj = register_op(
     "Conj", jnp.conj, **EW, linear=True, transpose=lambda ct, x: [tfops.Conj(ct)],
     spec=lambda st: st.Spec(st.unary_calls(st.COMPLEX, arg="input")))
 
-Real = define_op(
+Real = register_op(
     "Real", jnp.real, **EW, linear=True,
     transpose=lambda ct, x: [rules.cast_like(ct, x)],
     spec=lambda st: st.Spec(st.unary_calls(st.COMPLEX, arg="input", attrs={"Tout": _tout})))
 
-Imag = define_op(
+Imag = register_op(
     "Imag", jnp.imag, **EW, linear=True,
     transpose=lambda ct, x: [tfops.Mul(rules.cast_like(ct, x), rules.const(-1j, x))],
     spec=lambda st: st.Spec(st.unary_calls(st.COMPLEX, arg="input", attrs={"Tout": _tout})))
 
-Angle = define_op(
+Angle = register_op(
     "Angle", jnp.angle, **EW,
     spec=lambda st: st.Spec(st.unary_calls(st.COMPLEX, arg="input", attrs={"Tout": _tout},
                                            cnonzero=True)))
@@ -79,6 +79,6 @@ def _complex_abs_jvp(primals, tangents):
   return y, tfops.DivNoNan(tfops.Real(tfops.Mul(tfops.Conj(x), t)), y)
 
 
-ComplexAbs = define_op(
+ComplexAbs = register_op(
     "ComplexAbs", jnp.abs, **EW, jvp=_complex_abs_jvp,
     spec=lambda st: st.Spec(st.unary_calls(st.COMPLEX, arg="x", attrs={"Tout": _tout})))

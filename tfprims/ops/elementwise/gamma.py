@@ -36,7 +36,7 @@ from jax import lax
 from jax.interpreters import ad
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.elementwise._common import EW, bcast
 
 # ---------------------------------------------------------------------------
@@ -475,12 +475,12 @@ def _igamma_x_partial(a, x, y=None):
       tfops.Lgamma(a)))
 
 
-Igamma = define_op(
+Igamma = register_op(
     "Igamma", _in_float32_or_wider(_igamma), **EW,
     jvp=_binary_jvp("Igamma", (lambda a, x, y: tfops.IgammaGradA(a, x), _igamma_x_partial)),
     spec=lambda st: st.Spec(_gamma_calls(st), rtol=_GAMMA_RTOL, examples=0.5))
 
-Igammac = define_op(
+Igammac = register_op(
     "Igammac", _in_float32_or_wider(_igammac), **EW,
     jvp=_binary_jvp("Igammac", (lambda a, x, y: tfops.Neg(tfops.IgammaGradA(a, x)),
                                 lambda a, x, y: tfops.Neg(_igamma_x_partial(a, x)))),
@@ -501,19 +501,19 @@ def _igamma_grad_a_jvp(primals, tangents):
                                     tfops.Sub(tfops.Log(x), tfops.Digamma(a))))
 
 
-IgammaGradA = define_op(
+IgammaGradA = register_op(
     "IgammaGradA", _in_float32_or_wider(_igamma_grad_a), **EW, jvp=_igamma_grad_a_jvp,
     spec=lambda st: st.Spec(_gamma_calls(st), rtol=_GAMMA_RTOL,
                             note="derivative: in x only (TF has none)"))
 
-Zeta = define_op(
+Zeta = register_op(
     "Zeta", _in_float32_or_wider(_zeta), **EW,
     # TF: none in x; -x * zeta(x + 1, q) in q.
     jvp=_binary_jvp("Zeta", (None, lambda x, q, y: tfops.Mul(
         tfops.Neg(x), tfops.Zeta(tfops.AddV2(x, rules.const(1, x)), q)))),
     spec=lambda st: st.Spec(_zeta_calls(st), note="derivative in x: zero, as TF"))
 
-Polygamma = define_op(
+Polygamma = register_op(
     "Polygamma", _in_float32_or_wider(_polygamma), **EW,
     # TF: none in n; polygamma(n + 1, x) in x.
     jvp=_binary_jvp("Polygamma", (None, lambda n, x, y: tfops.Polygamma(
@@ -538,7 +538,7 @@ def _betainc_jvp(primals, tangents):
   return y, tfops.Mul(tx, partial)
 
 
-Betainc = define_op(
+Betainc = register_op(
     "Betainc", _in_float32_or_wider(_betainc), **EW, jvp=_betainc_jvp,
     spec=lambda st: st.Spec(_betainc_calls(st), rtol={"float32": 5e-4, "float64": 1e-10},
                             atol={"float32": 1e-5},

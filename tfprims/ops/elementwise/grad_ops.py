@@ -12,7 +12,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.elementwise._common import EW, bcast
 
 
@@ -52,7 +52,7 @@ def _grad_spec(st):
 
 _GRAD_OP = {"jvp": "gradient op", "vjp": "gradient op"}
 
-SqrtGrad = define_op(
+SqrtGrad = register_op(
     "SqrtGrad", _sqrt_grad, **EW, transpose=rules.linear_transpose("SqrtGrad", 1),
     # TF's scalar code computes (0.5 * dy) / y, its SIMD packets dy * (0.5 / y): they
     # disagree (0, inf or NaN) where 0.5 * dy underflows (0 < |dy| < 2^-125) or 0.5 / y
@@ -62,29 +62,29 @@ SqrtGrad = define_op(
         per_arg={"y": {"cnonzero": True, "magnitude": (None, 2.0**125)},
                  "dy": {"magnitude": (2.0**-125, None)}}), skip=_GRAD_OP))
 
-RsqrtGrad = define_op(
+RsqrtGrad = register_op(
     "RsqrtGrad", _rsqrt_grad, **EW, transpose=rules.linear_transpose("RsqrtGrad", 1),
     spec=lambda st: st.Spec(_grad_spec(st), skip=_GRAD_OP, ignore_zero_sign=(
         "TF's scalar code computes -0.5 * (dy * y) * (y * y), a zero of the product's "
         "sign; its SIMD packets multiply with mul_no_nan, +0.0 wherever y * dy is 0")))
 
-ReciprocalGrad = define_op(
+ReciprocalGrad = register_op(
     "ReciprocalGrad", _reciprocal_grad, **EW,
     transpose=rules.linear_transpose("ReciprocalGrad", 1),
     spec=lambda st: st.Spec(_grad_spec(st), skip=_GRAD_OP))
 
-InvGrad = define_op(
+InvGrad = register_op(
     "InvGrad", _reciprocal_grad, **EW, transpose=rules.linear_transpose("InvGrad", 1),
     spec=lambda st: st.Spec(_grad_spec(st), skip=_GRAD_OP))
 
-TanhGrad = define_op(
+TanhGrad = register_op(
     "TanhGrad", _tanh_grad, **EW,
     jvp=(lambda t, y, dy: tfops.Mul(t, tfops.Mul(rules.const(-2, y), tfops.Mul(dy, y))),
          lambda t, y, dy: tfops.TanhGrad(y, t)),   # TF's TanhGradGrad
     transpose=rules.linear_transpose("TanhGrad", 1),
     spec=lambda st: st.Spec(_grad_spec(st)))
 
-SigmoidGrad = define_op(
+SigmoidGrad = register_op(
     "SigmoidGrad", _sigmoid_grad, **EW,
     jvp=(lambda t, y, dy: tfops.Mul(tfops.Mul(t, dy),
                                     tfops.Sub(rules.const(1, y),

@@ -26,7 +26,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.elementwise._common import EW
 
 # ---------------------------------------------------------------------------
@@ -284,7 +284,7 @@ def _erfinv(x):
   return jnp.where(x == 0, jnp.zeros((), x.dtype), lax.erf_inv(x))
 
 
-Erfinv = define_op(
+Erfinv = register_op(
     "Erfinv", _in_float32_or_wider(_erfinv), **EW,
     # TF: grad * sqrt(pi) / 2 * exp(erfinv(x)^2)
     jvp=rules.output_jvp("Erfinv", lambda t, y, x: tfops.Mul(
@@ -292,7 +292,7 @@ Erfinv = define_op(
     doc="Inverse error function (XLA's erf_inv; TF computes ndtri(x/2 + 1/2) / sqrt(2)).",
     spec=lambda st: st.Spec(_calls(st, -1.0, 1.0, avoid=_off_erfinv_saturation)))
 
-Ndtri = define_op(
+Ndtri = register_op(
     "Ndtri", _in_float32_or_wider(jsp.ndtri), **EW,
     # TF: grad * sqrt(2 pi) * exp(ndtri(x)^2 / 2)
     jvp=rules.output_jvp("Ndtri", lambda t, y, x: tfops.Mul(
@@ -301,7 +301,7 @@ Ndtri = define_op(
     doc="Inverse of the standard normal CDF (Cephes ndtri, as TF).",
     spec=lambda st: st.Spec(_calls(st, 0.0, 1.0)))
 
-Dawsn = define_op(
+Dawsn = register_op(
     "Dawsn", _in_float32_or_wider(_dawsn), **EW,
     # TF: grad * (1 - 2 x y)
     jvp=_jvp("Dawsn", lambda x, y: tfops.Sub(
@@ -309,7 +309,7 @@ Dawsn = define_op(
     spec=lambda st: st.Spec(_calls(st, -10.0, 10.0, avoid=_off_dawsn_bug),
                             note="x <= -1e9: TF's kernel has the wrong sign (not drawn)"))
 
-Expint = define_op(
+Expint = register_op(
     "Expint", _in_float32_or_wider(_expint), **EW,
     # TF: grad * exp(x) / x
     jvp=rules.output_jvp("Expint", lambda t, y, x: tfops.RealDiv(
@@ -323,17 +323,17 @@ def _fresnel_jvp(op_type, trig):
       tfops.Mul(rules.const(np.pi / 2, x), tfops.Square(x))))
 
 
-FresnelCos = define_op(
+FresnelCos = register_op(
     "FresnelCos", _in_float32_or_wider(_fresnel_cos), **EW,
     jvp=_fresnel_jvp("FresnelCos", "Cos"),
     spec=lambda st: st.Spec(_calls(st, -10.0, 10.0)))
 
-FresnelSin = define_op(
+FresnelSin = register_op(
     "FresnelSin", _in_float32_or_wider(_fresnel_sin), **EW,
     jvp=_fresnel_jvp("FresnelSin", "Sin"),
     spec=lambda st: st.Spec(_calls(st, -10.0, 10.0)))
 
-Spence = define_op(
+Spence = register_op(
     "Spence", _in_float32_or_wider(_spence), **EW,
     # TF: grad * where(x == 1, -1, log(x) / (1 - x))
     jvp=_jvp("Spence", lambda x, y: tfops.SelectV2(

@@ -16,18 +16,18 @@ import numpy as np
 from jax import lax
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.elementwise._common import (BOOL_OUT, CPLX_MUL_RTOL, EW, REAL_FLOATS,
                                              conj_symmetric, direct_unary_lowering,
                                              is_complex, odd_symmetric)
 
-Neg = define_op(
+Neg = register_op(
     "Neg", jnp.negative, **EW, lowering=direct_unary_lowering(
         "neg", jnp.negative, REAL_FLOATS + ("int8", "int16", "int32", "int64")),
     linear=True, transpose=lambda ct, x: [tfops.Neg(ct)],
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.SIGNED + st.COMPLEX)))
 
-Abs = define_op(
+Abs = register_op(
     "Abs", jnp.abs, **EW,
     jvp=(lambda t, x: tfops.Mul(t, tfops.Sign(x)),),   # TF: grad * sign(x), so 0 at x == 0
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.SIGNED)))
@@ -40,11 +40,11 @@ def _sign(x):
   return jnp.sign(x)
 
 
-Sign = define_op(
+Sign = register_op(
     "Sign", _sign, **EW, jvp=rules.no_grad_jvp("Sign"),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.SIGNED + st.COMPLEX)))
 
-Square = define_op(
+Square = register_op(
     "Square", lambda x: x * x, **EW,
     jvp=(lambda t, x: tfops.Mul(t, tfops.Mul(x, rules.const(2, x))),),
     spec=lambda st: st.Spec(st.unary_calls(st.NUMERIC + st.COMPLEX, wide=2**15),
@@ -57,7 +57,7 @@ def _conj_if_complex(y):
   return tfops.Conj(y) if is_complex(y) else y
 
 
-Sqrt = define_op(
+Sqrt = register_op(
     "Sqrt", conj_symmetric(jnp.sqrt), **EW,
     jvp=rules.output_jvp("Sqrt", lambda t, y, x: tfops.SqrtGrad(_conj_if_complex(y), t)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
@@ -88,22 +88,22 @@ def _rsqrt(x):
   return _complex_rsqrt(x) if jnp.iscomplexobj(x) else lax.rsqrt(x)
 
 
-Rsqrt = define_op(
+Rsqrt = register_op(
     "Rsqrt", _rsqrt, **EW, lowering=direct_unary_lowering("rsqrt", _rsqrt),
     jvp=rules.output_jvp("Rsqrt", lambda t, y, x: tfops.RsqrtGrad(_conj_if_complex(y), t)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
 
-Exp = define_op(
+Exp = register_op(
     "Exp", jnp.exp, **EW, lowering=direct_unary_lowering("exp", jnp.exp),
     jvp=rules.output_jvp("Exp", lambda t, y, x: tfops.Mul(t, y)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
 
-Expm1 = define_op(
+Expm1 = register_op(
     "Expm1", jnp.expm1, **EW,
     jvp=(lambda t, x: tfops.Mul(t, tfops.Exp(x)),),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
 
-Log = define_op(
+Log = register_op(
     "Log", jnp.log, **EW,
     jvp=(lambda t, x: tfops.Mul(t, tfops.Reciprocal(x)),),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
@@ -117,7 +117,7 @@ def _log1p(x):
   return y
 
 
-Log1p = define_op(
+Log1p = register_op(
     "Log1p", _log1p, **EW,
     jvp=(lambda t, x: tfops.Mul(t, tfops.Reciprocal(tfops.AddV2(rules.const(1, x), x))),),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
@@ -125,17 +125,17 @@ Log1p = define_op(
 # ---------------------------------------------------------------------------
 # Trigonometric and hyperbolic functions.
 
-Sin = define_op(
+Sin = register_op(
     "Sin", jnp.sin, **EW,
     jvp=(lambda t, x: tfops.Mul(t, tfops.Cos(x)),),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
 
-Cos = define_op(
+Cos = register_op(
     "Cos", jnp.cos, **EW,
     jvp=(lambda t, x: tfops.Neg(tfops.Mul(t, tfops.Sin(x))),),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
 
-Tan = define_op(
+Tan = register_op(
     "Tan", jnp.tan, **EW,
     jvp=(lambda t, x: tfops.Mul(t, tfops.Square(tfops.Reciprocal(tfops.Cos(x)))),),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
@@ -145,49 +145,49 @@ def _one_minus_square(x):
   return tfops.Sub(rules.const(1, x), tfops.Square(x))
 
 
-Asin = define_op(
+Asin = register_op(
     "Asin", conj_symmetric(jnp.arcsin), **EW,
     jvp=(lambda t, x: tfops.Mul(t, tfops.Reciprocal(tfops.Sqrt(_one_minus_square(x)))),),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
 
-Acos = define_op(
+Acos = register_op(
     "Acos", conj_symmetric(jnp.arccos), **EW,
     jvp=(lambda t, x: tfops.Mul(
         t, tfops.Neg(tfops.Reciprocal(tfops.Sqrt(_one_minus_square(x))))),),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
 
-Atan = define_op(
+Atan = register_op(
     "Atan", jnp.arctan, **EW,
     jvp=(lambda t, x: tfops.Mul(
         t, tfops.Reciprocal(tfops.AddV2(rules.const(1, x), tfops.Square(x)))),),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
 
-Sinh = define_op(
+Sinh = register_op(
     "Sinh", jnp.sinh, **EW,
     jvp=(lambda t, x: tfops.Mul(t, tfops.Cosh(x)),),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
 
-Cosh = define_op(
+Cosh = register_op(
     "Cosh", jnp.cosh, **EW,
     jvp=(lambda t, x: tfops.Mul(t, tfops.Sinh(x)),),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
 
-Tanh = define_op(
+Tanh = register_op(
     "Tanh", jnp.tanh, **EW, lowering=direct_unary_lowering("tanh", jnp.tanh),
     jvp=rules.output_jvp("Tanh", lambda t, y, x: tfops.TanhGrad(y, t)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
 
-Asinh = define_op(
+Asinh = register_op(
     "Asinh", odd_symmetric(jnp.arcsinh), **EW,
     jvp=rules.output_jvp("Asinh", lambda t, y, x: tfops.Div(t, tfops.Cosh(y))),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
 
-Acosh = define_op(
+Acosh = register_op(
     "Acosh", conj_symmetric(jnp.arccosh), **EW,
     jvp=rules.output_jvp("Acosh", lambda t, y, x: tfops.Div(t, tfops.Sinh(y))),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
 
-Atanh = define_op(
+Atanh = register_op(
     "Atanh", jnp.arctanh, **EW,
     jvp=(lambda t, x: tfops.Mul(t, tfops.Reciprocal(_one_minus_square(x))),),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
@@ -195,23 +195,23 @@ Atanh = define_op(
 # ---------------------------------------------------------------------------
 # Rounding.
 
-Floor = define_op(
+Floor = register_op(
     "Floor", jnp.floor, **EW, jvp=rules.no_grad_jvp("Floor"),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS)))
 
-Ceil = define_op(
+Ceil = register_op(
     "Ceil", jnp.ceil, **EW, jvp=rules.no_grad_jvp("Ceil"),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS)))
 
 # Half to even, like TF. Integer inputs are returned unchanged (tf.round does
 # that in Python; TF 2.21's CPU kernel returns 0 for them, a bug not copied).
-Round = define_op(
+Round = register_op(
     "Round", lambda x: x if jnp.issubdtype(x.dtype, jnp.integer) else jnp.round(x),
     **EW, jvp=rules.no_grad_jvp("Round"),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS),
                             note="integer inputs: identity (TF's kernel gives 0)"))
 
-Rint = define_op(
+Rint = register_op(
     "Rint", jnp.rint, **EW, jvp=rules.no_grad_jvp("Rint"),
     spec=lambda st: st.Spec(st.unary_calls(("float32", "float64"))))
 
@@ -223,13 +223,13 @@ def _reciprocal(x):
   return lax.div(jnp.ones((), x.dtype), x)
 
 
-Reciprocal = define_op(
+Reciprocal = register_op(
     "Reciprocal", _reciprocal, **EW,
     jvp=rules.output_jvp("Reciprocal",
                          lambda t, y, x: tfops.ReciprocalGrad(_conj_if_complex(y), t)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
 
-Inv = define_op(
+Inv = register_op(
     "Inv", _reciprocal, **EW,
     jvp=rules.output_jvp("Inv", lambda t, y, x: tfops.InvGrad(_conj_if_complex(y), t)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
@@ -256,13 +256,13 @@ def _erf_jvp(scale):
                                               tfops.Exp(tfops.Neg(tfops.Square(x))))),)
 
 
-Erf = define_op(
+Erf = register_op(
     "Erf", jax.scipy.special.erf, **EW, lowering=direct_unary_lowering("erf", lax.erf),
     jvp=_erf_jvp(_TWO_OVER_SQRT_PI),
     spec=lambda st: st.Spec(_erf_calls(st), note="float64 |x| >= 1.34e154 (±inf too): TF's "
                             "CPU kernel gives NaN, tfprims ±1 (not drawn)"))
 
-Erfc = define_op(
+Erfc = register_op(
     "Erfc", jax.scipy.special.erfc, **EW, lowering=direct_unary_lowering("erfc", lax.erfc),
     jvp=_erf_jvp(-_TWO_OVER_SQRT_PI),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS)))
@@ -276,7 +276,7 @@ def _lgamma(x):
   return jnp.where(zero, jnp.zeros((), x.dtype), lax.lgamma(x))
 
 
-Lgamma = define_op(
+Lgamma = register_op(
     "Lgamma", _lgamma, **EW,
     jvp=(lambda t, x: tfops.Mul(t, tfops.Digamma(x)),),
     # (XLA's float32 lgamma is within 1e-5 of TF's, relative or absolute, so the
@@ -286,19 +286,19 @@ Lgamma = define_op(
     spec=lambda st: st.Spec(st.unary_calls(("float16", "float32", "float64"), subnormal=False),
                             rtol=1e-3, atol=1e-3))
 
-Digamma = define_op(
+Digamma = register_op(
     "Digamma", lax.digamma, **EW,   # derivative: polygamma(1, x) (derived)
     spec=lambda st: st.Spec(st.unary_calls(("float16", "float32", "float64")),
                             rtol=1e-3, atol=1e-3))
 
-IsNan = define_op(
+IsNan = register_op(
     "IsNan", jnp.isnan, **EW, jvp=rules.no_grad_jvp("IsNan"),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS), skip={"jvp": BOOL_OUT, "vjp": BOOL_OUT}))
 
-IsInf = define_op(
+IsInf = register_op(
     "IsInf", jnp.isinf, **EW, jvp=rules.no_grad_jvp("IsInf"),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS), skip={"jvp": BOOL_OUT, "vjp": BOOL_OUT}))
 
-IsFinite = define_op(
+IsFinite = register_op(
     "IsFinite", jnp.isfinite, **EW, jvp=rules.no_grad_jvp("IsFinite"),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS), skip={"jvp": BOOL_OUT, "vjp": BOOL_OUT}))

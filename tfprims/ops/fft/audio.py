@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.fft._common import FAMILY
 
 
@@ -76,7 +76,7 @@ def _spectrogram_batch(args, dims, *, window_size, stride, magnitude_squared):
   return rules.reshape(out, (c, b, frames, bins)), 1
 
 
-AudioSpectrogram = define_op(
+AudioSpectrogram = register_op(
     "AudioSpectrogram", _spectrogram_impl, family=FAMILY,
     attrs=("window_size", "stride", "magnitude_squared"), batching=_spectrogram_batch,
     spec=lambda st: st.Spec(_spectrogram_calls(st), rtol=1e-5, atol=1e-5))
@@ -167,7 +167,7 @@ def _mfcc_batch(args, dims, **params):
   return rules.reshape(out, (b, c, f, rules.shape_of(out)[-1])), 0
 
 
-Mfcc = define_op(
+Mfcc = register_op(
     "Mfcc", _mfcc_impl, family=FAMILY,
     attrs=("upper_frequency_limit", "lower_frequency_limit", "filterbank_channel_count",
            "dct_coefficient_count"),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.fft._common import FAMILY, check_rank, fit, fit_tf, ints, leading_batching, nd_axes
 from tfprims.ops.fft._specs import FFT_ATOL, FFT_RTOL, fft_calls, tf_fftn
 
@@ -35,7 +35,7 @@ def _fft_impl(op_type: str, k: int, inverse: bool):
 
 
 def _define_fft(op_type: str, k: int, inverse: bool):
-  return define_op(
+  return register_op(
       op_type, _fft_impl(op_type, k, inverse), family=FAMILY, linear=True,
       transpose=lambda ct, x: [getattr(tfops, op_type)(ct)],
       batching=leading_batching(op_type),
@@ -89,7 +89,7 @@ def _fftnd_oracle(kind: str):
 
 
 def _define_fftnd(op_type: str, inverse: bool):
-  return define_op(
+  return register_op(
       op_type, _fftnd_impl(op_type, inverse), family=FAMILY, static=("fft_length", "axes"),
       canonicalize=_nd_canonicalize(op_type), linear=True,
       transpose=_fftnd_transpose(op_type), batching=leading_batching(op_type, nd=True),

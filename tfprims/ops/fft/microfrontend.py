@@ -31,7 +31,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import errors, rules
-from tfprims.core import define_op
+from tfprims.core import register_op
 from tfprims.ops.fft._common import FAMILY
 
 _WINDOW_BITS = 12
@@ -433,7 +433,7 @@ def _oracle(audio, **attrs):
   return gen.audio_microfrontend(audio, **attrs)
 
 
-AudioMicrofrontend = define_op(
+AudioMicrofrontend = register_op(
     "AudioMicrofrontend", _microfrontend_impl, family=FAMILY, attrs=_ATTRS,
     # vmap of the impl: the op takes one signal, and its noise estimate runs across
     # frames, so examples cannot be concatenated into one TF call.

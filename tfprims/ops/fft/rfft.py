@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.fft._common import (FAMILY, check_lengths, check_rank, complex_of, fit_tf, ints,
                                      leading_batching, nd_axes, real_of)
 from tfprims.ops.fft._specs import FFT_ATOL, FFT_RTOL, fft_calls, tf_fftn
@@ -150,7 +150,7 @@ _NOTE_KD = {1: "", 2: "", 3: "TF registers no gradient for it: compared with TF'
 
 def _define(op_type: str, k, inverse: bool):
   nd = k is None
-  return define_op(
+  return register_op(
       op_type, (_irfft_impl if inverse else _rfft_impl)(op_type, k), family=FAMILY,
       static=("fft_length", "axes") if nd else ("fft_length",),
       canonicalize=(lambda params, x, *_: dict(

@@ -42,8 +42,9 @@ from jax import lax
 
 from tfprims import dtypes as tf_dtypes
 from tfprims import errors, interpreter
-from tfprims.core import define_op, get_op, structural
+from tfprims.core import register_op, get_op, structural
 from tfprims.ops.hashing import _common, u64
+from tfprims.errors import import_tensorflow
 
 FAMILY = "hashing"
 HASH_OPS = ("StringToHashBucketFast", "StringToHashBucketStrong", "StringToHashBucket")
@@ -242,7 +243,7 @@ def _calls(st, strong: bool):
 
 def _oracle(op_type: str):
   def oracle(input, num_buckets, fill, key=None):
-    import tensorflow as tf
+    tf = import_tensorflow()
     strings = tf.strings.as_string(input, fill=fill)
     if op_type == "StringToHashBucketStrong":
       return tf.raw_ops.StringToHashBucketStrong(input=strings, num_buckets=num_buckets,
@@ -279,17 +280,17 @@ def _spec(op_type: str):
   return spec
 
 
-StringToHashBucketFast = define_op(
+StringToHashBucketFast = register_op(
     "StringToHashBucketFast", _fast_impl, family=FAMILY,
     attrs=("num_buckets",), batching="elementwise", interpret=_hash_interpret,
     spec=_spec("StringToHashBucketFast"))
 
-StringToHashBucketStrong = define_op(
+StringToHashBucketStrong = register_op(
     "StringToHashBucketStrong", _strong_impl, family=FAMILY,
     attrs=("num_buckets", "key"), batching="elementwise", interpret=_hash_interpret,
     spec=_spec("StringToHashBucketStrong"))
 
-StringToHashBucket = define_op(
+StringToHashBucket = register_op(
     "StringToHashBucket", _legacy_impl, family=FAMILY,
     attrs=("num_buckets",), batching="elementwise", interpret=_hash_interpret,
     spec=_spec("StringToHashBucket"))

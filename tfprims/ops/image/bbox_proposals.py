@@ -30,7 +30,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import errors, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.image._common import FAMILY, stored
 
 _XFORM_CLIP = np.float32(np.log(1000.0 / 16.0))   # TF: log(1000 / 16.) stored as float
@@ -236,7 +236,7 @@ def _calls(st):
 
 _NO_GRAD = "TF declares GenerateBoundingBoxProposals not differentiable (zero derivatives)"
 
-GenerateBoundingBoxProposals = define_op(
+GenerateBoundingBoxProposals = register_op(
     "GenerateBoundingBoxProposals", _proposals, family=FAMILY,
     attrs=("post_nms_topn",), multiple_results=True, check=_check, batching=_batching,
     jvp=_no_grad_jvp,

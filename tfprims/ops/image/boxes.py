@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from tfprims.core import define_op
+from tfprims.core import register_op
 from tfprims.ops.image._common import FAMILY, stored
 from tfprims.ops.random.basic import seed_key, wrap_key
 
@@ -193,7 +193,7 @@ _SKIP = {"values": "random crops from jax.random, not TF's Philox: invariants ar
          "jvp": "TF registers no gradient (NotDifferentiable)",
          "vjp": "TF registers no gradient (NotDifferentiable)"}
 
-SampleDistortedBoundingBox = define_op(
+SampleDistortedBoundingBox = register_op(
     "SampleDistortedBoundingBox", _v1, family=FAMILY, multiple_results=True,
     attrs=("min_object_covered",) + _ATTRS, uses_rng=True,
     check=lambda key, image_size, bounding_boxes, **p: _check_boxes(bounding_boxes),
@@ -201,14 +201,14 @@ SampleDistortedBoundingBox = define_op(
         "one of the boxes, within the area and aspect-ratio ranges; else the image.",
     spec=lambda st: st.Spec(_calls(st, 1), skip=_SKIP, examples=0.5))
 
-SampleDistortedBoundingBoxV2 = define_op(
+SampleDistortedBoundingBoxV2 = register_op(
     "SampleDistortedBoundingBoxV2", _v2, family=FAMILY, multiple_results=True,
     attrs=_ATTRS, uses_rng=True,
     check=lambda key, image_size, boxes, covered, **p: _check_boxes(boxes, covered),
     doc="SampleDistortedBoundingBox with min_object_covered as an input.",
     spec=lambda st: st.Spec(_calls(st, 2), skip=_SKIP, examples=0.5))
 
-StatelessSampleDistortedBoundingBox = define_op(
+StatelessSampleDistortedBoundingBox = register_op(
     "StatelessSampleDistortedBoundingBox", _stateless, family=FAMILY,
     multiple_results=True, attrs=_ATTRS,
     check=lambda image_size, boxes, covered, seed, **p: _check_boxes(boxes, covered),

@@ -25,7 +25,7 @@ import numpy as np
 from jax.interpreters import ad
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.image._common import FAMILY, stored
 
 _F32 = jnp.float32
@@ -338,7 +338,7 @@ def _saturation_scale(st, draw, images):
   return dict(scale=np.float32(scale))
 
 
-RGBToHSV = define_op(
+RGBToHSV = register_op(
     "RGBToHSV", rgb_to_hsv, family=FAMILY, jvp=_rgb_to_hsv_jvp,
     batching=_front_batching("RGBToHSV", rgb_to_hsv),
     spec=lambda st: st.Spec(_image_calls(st, ("float16", "bfloat16", "float32", "float64"),
@@ -346,12 +346,12 @@ RGBToHSV = define_op(
                             grad_rtol={"float32": 1e-3}, grad_atol={"float32": 1e-3},
                             note="Values in [0, 1]; derivatives near gray pixels are large."))
 
-HSVToRGB = define_op(
+HSVToRGB = register_op(
     "HSVToRGB", hsv_to_rgb, family=FAMILY, batching=_front_batching("HSVToRGB", hsv_to_rgb),
     spec=lambda st: st.Spec(_image_calls(st, ("float16", "bfloat16", "float32", "float64"),
                                          hsv=True), grad_oracle="fd"))
 
-AdjustContrastv2 = define_op(
+AdjustContrastv2 = register_op(
     "AdjustContrastv2", adjust_contrast, family=FAMILY,
     jvp=(lambda t, x, f: tfops.AdjustContrastv2(t, f), _contrast_factor_jvp),
     transpose=lambda ct, x, f: [tfops.AdjustContrastv2(rules.instantiate(ct), f)
@@ -361,13 +361,13 @@ AdjustContrastv2 = define_op(
                                          lo=-2.0, hi=2.0, min_rank=3), rtol=1e-5, atol=1e-5,
                             grad_oracle="fd"))
 
-AdjustHue = define_op(
+AdjustHue = register_op(
     "AdjustHue", adjust_hue, family=FAMILY, batching=_front_batching("AdjustHue", adjust_hue),
     spec=lambda st: st.Spec(_image_calls(st, ("float32",), _hue_delta, min_rank=3,
                                          separated=True),
                             rtol=1e-5, atol=1e-5, grad_oracle="fd", fd_step=_KINK_FD_STEP))
 
-AdjustSaturation = define_op(
+AdjustSaturation = register_op(
     "AdjustSaturation", adjust_saturation, family=FAMILY,
     batching=_front_batching("AdjustSaturation", adjust_saturation),
     spec=lambda st: st.Spec(_image_calls(st, ("float32",), _saturation_scale, min_rank=3,

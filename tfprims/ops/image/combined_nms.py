@@ -29,7 +29,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.image._common import FAMILY
 from tfprims.ops.image.nms import iou_matrix
 
@@ -147,7 +147,7 @@ def _calls(st):
   return draw()
 
 
-CombinedNonMaxSuppression = define_op(
+CombinedNonMaxSuppression = register_op(
     "CombinedNonMaxSuppression", combined_nms, family=FAMILY, multiple_results=True,
     static=("max_output_size_per_class", "max_total_size"),
     attrs=("pad_per_class", "clip_boxes"), batching=_batching,

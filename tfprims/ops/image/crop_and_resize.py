@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.dtypes import canonical_dtype
 from tfprims.ops.image._common import FAMILY, stored
 from tfprims.ops.shared_specs import bounded_values
@@ -412,7 +412,7 @@ def _crop_cases(op_type):
   return cases
 
 
-CropAndResize = define_op(
+CropAndResize = register_op(
     "CropAndResize", crop_and_resize, family=FAMILY, static=("crop_size",),
     attrs=("method", "extrapolation_value"), check=_crop_check,
     jvp=(_image_jvp, _boxes_jvp, None), transpose=_crop_transpose,
@@ -421,7 +421,7 @@ CropAndResize = define_op(
                             examples=0.5, diff_args=("image", "boxes"),
                             cases=_crop_cases("CropAndResize")))
 
-CropAndResizeGradImage = define_op(
+CropAndResizeGradImage = register_op(
     "CropAndResizeGradImage", crop_and_resize_grad_image, family=FAMILY,
     static=("image_size",), attrs=("T", "method"), check=_grad_image_check,
     jvp=(lambda t, grads, boxes, box_ind, **p: tfops.CropAndResizeGradImage(
@@ -431,7 +431,7 @@ CropAndResizeGradImage = define_op(
                             rtol={"float16": 1e-2}, atol={"float16": 1e-2},
                             diff_args=("grads",), cases=_crop_cases("CropAndResizeGradImage")))
 
-CropAndResizeGradBoxes = define_op(
+CropAndResizeGradBoxes = register_op(
     "CropAndResizeGradBoxes", crop_and_resize_grad_boxes, family=FAMILY,
     attrs=("method",), check=_grad_boxes_check, batching=_grad_boxes_batching,
     spec=lambda st: st.Spec(_crop_calls(st, "CropAndResizeGradBoxes"), rtol=1e-4, atol=1e-4,

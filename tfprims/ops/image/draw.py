@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.image._common import FAMILY
 
 _F32 = jnp.float32
@@ -166,14 +166,14 @@ def _draw_calls(st, v2):
   return draw_call()
 
 
-DrawBoundingBoxes = define_op(
+DrawBoundingBoxes = register_op(
     "DrawBoundingBoxes", draw_bounding_boxes, family=FAMILY, jvp=(_jvp, None),
     transpose=_transpose, batching=_batching("DrawBoundingBoxes", draw_bounding_boxes),
     spec=lambda st: st.Spec(_draw_calls(st, False), grad_oracle="fd", diff_args=("images",),
                             note="TF registers no gradient: derivatives checked by central "
                                  "differences in the images."))
 
-DrawBoundingBoxesV2 = define_op(
+DrawBoundingBoxesV2 = register_op(
     "DrawBoundingBoxesV2", draw_bounding_boxes_v2, family=FAMILY, jvp=(_jvp, None, None),
     transpose=_transpose, batching=_batching("DrawBoundingBoxesV2", draw_bounding_boxes_v2),
     spec=lambda st: st.Spec(_draw_calls(st, True), grad_oracle="fd", diff_args=("images",),

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.interpreter import AttrView, bind_node
 from tfprims.ops.image._common import FAMILY
 
@@ -234,14 +234,14 @@ _ATTRS = ("centered", "normalized", "uniform_noise", "noise")
 _NOTE = ("TF registers no gradient: derivatives checked by central differences in the "
          "input. Random noise is drawn only where no glimpse pixel is outside the image.")
 
-ExtractGlimpse = define_op(
+ExtractGlimpse = register_op(
     "ExtractGlimpse", extract_glimpse, family=FAMILY, static=("size",), attrs=_ATTRS,
     uses_rng=True, jvp=(None, _jvp("ExtractGlimpse"), None), transpose=_transpose(1),
     batching=_batching("ExtractGlimpse", extract_glimpse), interpret=_interpret,
     spec=lambda st: st.Spec(_glimpse_calls(st, 1), grad_oracle="fd", diff_args=("input",),
                             vmap_variation="scale", note=_NOTE))
 
-ExtractGlimpseV2 = define_op(
+ExtractGlimpseV2 = register_op(
     "ExtractGlimpseV2", extract_glimpse_v2, family=FAMILY, static=("size",), attrs=_ATTRS,
     uses_rng=True, jvp=(None, _jvp("ExtractGlimpseV2"), None), transpose=_transpose(2),
     batching=_batching("ExtractGlimpseV2", extract_glimpse_v2), interpret=_interpret,

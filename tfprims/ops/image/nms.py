@@ -34,7 +34,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import core, errors, interpreter, rules
-from tfprims.core import define_op, structural
+from tfprims.core import register_op, structural
 from tfprims.ops.image._common import FAMILY, stored
 
 _WHY = ("the number of selected boxes depends on the data (NonMaxSuppressionV4/V5 with "
@@ -320,7 +320,7 @@ _SKIP = {"jvp": "TF registers no gradient for NMS", "vjp": "TF registers no grad
 _NOTE = ("pad_to_max_output_size=True (the static form); boxes on a grid so that boxes "
          "overlap, coincide and have no area")
 
-NonMaxSuppressionV4 = define_op(
+NonMaxSuppressionV4 = register_op(
     "NonMaxSuppressionV4", _v4_impl, family=FAMILY, multiple_results=True,
     static=("max_output_size",), attrs=("pad_to_max_output_size",),
     dynamic_shape=_WHY + " unless pad_to_max_output_size", static_shape_if=_static_if_padded,
@@ -330,7 +330,7 @@ NonMaxSuppressionV4 = define_op(
         "max_output_size when pad_to_max_output_size) and their number.",
     spec=lambda st: st.Spec(_nms_calls(st, False), skip=_SKIP, note=_NOTE))
 
-NonMaxSuppressionV5 = define_op(
+NonMaxSuppressionV5 = register_op(
     "NonMaxSuppressionV5", _v5_impl, family=FAMILY, multiple_results=True,
     static=("max_output_size",), attrs=("pad_to_max_output_size",),
     dynamic_shape=_WHY + " unless pad_to_max_output_size", static_shape_if=_static_if_padded,

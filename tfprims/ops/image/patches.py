@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.image._common import FAMILY
 from tfprims.rules import U
 
@@ -116,7 +116,7 @@ def _layout_calls(st, to_space):
   return draw_call()
 
 
-DepthToSpace = define_op(
+DepthToSpace = register_op(
     "DepthToSpace", depth_to_space, family=FAMILY, attrs=("block_size", "data_format"),
     linear=True,
     transpose=lambda ct, x, **p: [tfops.SpaceToDepth(rules.instantiate(ct), **p)],
@@ -125,7 +125,7 @@ DepthToSpace = define_op(
                             note="NHWC only: TF's CPU kernels reject NCHW (tested in "
                                  "tests/test_image_color.py against NHWC with transposes)."))
 
-SpaceToDepth = define_op(
+SpaceToDepth = register_op(
     "SpaceToDepth", space_to_depth, family=FAMILY, attrs=("block_size", "data_format"),
     linear=True,
     transpose=lambda ct, x, **p: [tfops.DepthToSpace(rules.instantiate(ct), **p)],
@@ -262,7 +262,7 @@ def _patch_calls(st, volume):
   return draw_call()
 
 
-ExtractImagePatches = define_op(
+ExtractImagePatches = register_op(
     "ExtractImagePatches", extract_image_patches, family=FAMILY,
     attrs=("ksizes", "strides", "rates", "padding"), linear=True,
     transpose=_patches_transpose, batching=_fold_batching("ExtractImagePatches"),
@@ -270,7 +270,7 @@ ExtractImagePatches = define_op(
                                         for k in ("ksizes", "strides", "rates")}},
     spec=lambda st: st.Spec(_patch_calls(st, False)))
 
-ExtractVolumePatches = define_op(
+ExtractVolumePatches = register_op(
     "ExtractVolumePatches", extract_volume_patches, family=FAMILY,
     attrs=("ksizes", "strides", "padding"), linear=True,
     transpose=_patches_transpose, batching=_fold_batching("ExtractVolumePatches"),

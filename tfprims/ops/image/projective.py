@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.image._common import FAMILY, stored
 from tfprims.ops.shared import merge_batch, split_batch
 from tfprims.ops.shared_specs import bounded_values
@@ -263,7 +263,7 @@ _ATTRS = ("interpolation", "fill_mode")
 _NOTE = ("The VJP is TF's gradient (the warp of the cotangent by the inverted transforms), "
          "not the exact transpose; transforms are drawn with exact inverses.")
 
-ImageProjectiveTransformV2 = define_op(
+ImageProjectiveTransformV2 = register_op(
     "ImageProjectiveTransformV2", image_projective_transform_v2, family=FAMILY,
     static=("output_shape",), attrs=_ATTRS,
     jvp=(lambda t, images, transforms, **p: tfops.ImageProjectiveTransformV2(
@@ -273,7 +273,7 @@ ImageProjectiveTransformV2 = define_op(
     spec=lambda st: st.Spec(_calls(st, v3=False), rtol=1e-5, atol=1e-5,
                             diff_args=("images",), note=_NOTE))
 
-ImageProjectiveTransformV3 = define_op(
+ImageProjectiveTransformV3 = register_op(
     "ImageProjectiveTransformV3", image_projective_transform_v3, family=FAMILY,
     static=("output_shape",), attrs=_ATTRS,
     jvp=(lambda t, images, transforms, fill_value, **p: tfops.ImageProjectiveTransformV3(

@@ -34,7 +34,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.image._common import FAMILY, separable_resample, tap_counts, weight_counts
 from tfprims.ops.image._specs import with_nonfinite
 from tfprims.ops.shared import fold_batching
@@ -149,14 +149,14 @@ def _nearest_bilinear_calls(st, dtypes):
   return draw_call()
 
 
-ResizeNearestNeighbor = define_op(
+ResizeNearestNeighbor = register_op(
     "ResizeNearestNeighbor", resize_nearest_neighbor, family=FAMILY, static=("size",),
     attrs=_RESIZE_ATTRS, batching=fold_batching("ResizeNearestNeighbor"),
     spec=lambda st: st.Spec(_nearest_bilinear_calls(
         st, ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "uint16",
              "int32", "int64"))))
 
-ResizeBilinear = define_op(
+ResizeBilinear = register_op(
     "ResizeBilinear", resize_bilinear, family=FAMILY, static=("size",), attrs=_RESIZE_ATTRS,
     batching=fold_batching("ResizeBilinear"),
     spec=lambda st: st.Spec(_nearest_bilinear_calls(
@@ -211,7 +211,7 @@ def _nearest_bilinear_grad_calls(st, op_type, dtypes):
   return draw_call()
 
 
-ResizeBilinearGrad = define_op(
+ResizeBilinearGrad = register_op(
     "ResizeBilinearGrad", resize_bilinear_grad, family=FAMILY, attrs=_RESIZE_ATTRS,
     batching=fold_batching("ResizeBilinearGrad"),
     spec=lambda st: st.Spec(
@@ -220,7 +220,7 @@ ResizeBilinearGrad = define_op(
         diff_args=("grads",), rtol=1e-5, atol=1e-5,
         note="original_image gives only the shape and dtype."))
 
-ResizeNearestNeighborGrad = define_op(
+ResizeNearestNeighborGrad = register_op(
     "ResizeNearestNeighborGrad", resize_nearest_neighbor_grad, family=FAMILY, static=("size",),
     attrs=_RESIZE_ATTRS, batching=fold_batching("ResizeNearestNeighborGrad"),
     spec=lambda st: st.Spec(_nearest_bilinear_grad_calls(
@@ -570,7 +570,7 @@ def tf_resize_bicubic(images, size, **attrs):
   return tf.raw_ops.ResizeBicubic(images=images, size=size, **attrs)
 
 
-ResizeBicubic = define_op(
+ResizeBicubic = register_op(
     "ResizeBicubic", resize_bicubic, family=FAMILY, static=("size",), attrs=_RESIZE_ATTRS,
     linear=True, transpose=_bicubic_transpose, batching=fold_batching("ResizeBicubic"),
     spec=lambda st: st.Spec(
@@ -580,7 +580,7 @@ ResizeBicubic = define_op(
              "float32 resize, so the oracle casts half images to float32 before TF's op "
              "(same values)."))
 
-ResizeBicubicGrad = define_op(
+ResizeBicubicGrad = register_op(
     "ResizeBicubicGrad", resize_bicubic_grad, family=FAMILY, attrs=_RESIZE_ATTRS,
     jvp=(lambda t, grads, orig, **p: tfops.ResizeBicubicGrad(t, orig, **p), None),
     transpose=_bicubic_grad_transpose,
@@ -589,7 +589,7 @@ ResizeBicubicGrad = define_op(
                             atol=1e-5, cases=_nonfinite_cases("ResizeBicubicGrad"),
                             note="original_image gives only the shape and dtype."))
 
-ResizeArea = define_op(
+ResizeArea = register_op(
     "ResizeArea", resize_area, family=FAMILY, static=("size",), attrs=("align_corners",),
     linear=True, transpose=_area_transpose, batching=fold_batching("ResizeArea"),
     spec=lambda st: st.Spec(_resize_calls(st, half_pixel=False), rtol=1e-5, atol=1e-5,

@@ -23,7 +23,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.image._common import FAMILY, separable_resample, stored, weight_counts
 from tfprims.ops.image._specs import with_nonfinite
 from tfprims.ops.shared import merge_batch, split_batch
@@ -315,7 +315,7 @@ def _nonfinite_cases(grad):
 
 _ATTRS = ("kernel_type", "antialias")
 
-ScaleAndTranslate = define_op(
+ScaleAndTranslate = register_op(
     "ScaleAndTranslate", scale_and_translate, family=FAMILY, static=("size",), attrs=_ATTRS,
     jvp=(lambda t, images, scale, translation, **p: tfops.ScaleAndTranslate(
         t, scale, translation, **p), None, None),
@@ -326,7 +326,7 @@ ScaleAndTranslate = define_op(
         note="TF's gradient op takes float32 images only: the oracle casts float images "
              "to float32 before TF's op (same values)."))
 
-ScaleAndTranslateGrad = define_op(
+ScaleAndTranslateGrad = register_op(
     "ScaleAndTranslateGrad", scale_and_translate_grad, family=FAMILY, attrs=_ATTRS,
     jvp=(lambda t, grads, orig, scale, translation, **p: tfops.ScaleAndTranslateGrad(
         t, orig, scale, translation, **p), None, None, None),

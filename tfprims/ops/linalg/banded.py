@@ -28,7 +28,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import rules
-from tfprims.core import define_op
+from tfprims.core import register_op
 from tfprims.ops.linalg import decompositions, diagonals
 from tfprims.ops.linalg._common import FAMILY
 from tfprims.errors import import_tensorflow
@@ -245,7 +245,7 @@ def _tridiagonal_solve_oracle(diagonals, rhs, partial_pivoting=True,
 # ---------------------------------------------------------------------------
 # Ops
 
-BandedTriangularSolve = define_op(
+BandedTriangularSolve = register_op(
     "BandedTriangularSolve", _banded_triangular_solve, family=FAMILY,
     attrs=("lower", "adjoint"), check=_banded_check,
     spec=lambda st: st.Spec(_banded_calls(st), vmap_variation="scale", grad_oracle="fd",
@@ -253,7 +253,7 @@ BandedTriangularSolve = define_op(
                             "gradient raises or has the wrong shape on many calls: "
                             "derivatives checked against central differences"))
 
-TridiagonalSolve = define_op(
+TridiagonalSolve = register_op(
     "TridiagonalSolve", _tridiagonal_solve, family=FAMILY,
     attrs=("partial_pivoting", "perturb_singular"),
     batching=rules.leading_batching("TridiagonalSolve"),
@@ -263,19 +263,19 @@ TridiagonalSolve = define_op(
                             "(TF's perturb_singular is not reproduced); complex derivatives "
                             "vs TF's autodiff of the dense solve (TF's gradient is wrong)"))
 
-TridiagonalMatMul = define_op(
+TridiagonalMatMul = register_op(
     "TridiagonalMatMul", _tridiagonal_mat_mul, family=FAMILY,
     batching=rules.leading_batching("TridiagonalMatMul"),
     spec=lambda st: st.Spec(_tridiagonal_calls(st, matmul=True)))
 
-CholeskyGrad = define_op(
+CholeskyGrad = register_op(
     "CholeskyGrad", _cholesky_grad, family=FAMILY,
     batching=rules.leading_batching("CholeskyGrad"),
     spec=lambda st: st.Spec(_cholesky_grad_calls(st), vmap_variation="scale", grad_oracle="fd",
                             note="TF registers no gradient: derivatives checked against "
                             "central differences"))
 
-SparseMatMul = define_op(
+SparseMatMul = register_op(
     "SparseMatMul", _sparse_mat_mul, family=FAMILY,
     attrs=("transpose_a", "transpose_b", "a_is_sparse", "b_is_sparse"),
     spec=lambda st: st.Spec(_sparse_mat_mul_calls(st)))

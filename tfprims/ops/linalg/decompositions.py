@@ -14,7 +14,7 @@ import numpy as np
 from jax import lax
 from jax.interpreters import ad
 
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.linalg import _common
 from tfprims.ops.linalg._common import FAMILY
 from tfprims.errors import import_tensorflow
@@ -157,14 +157,14 @@ _INVERTIBLE = "TF raises on singular input; specs draw well-conditioned matrices
 # ---------------------------------------------------------------------------
 # Ops
 
-Cholesky = define_op(
+Cholesky = register_op(
     "Cholesky", _cholesky, family=FAMILY,
     spec=lambda st: st.Spec(_square_calls(st, ("float32", "float64", "complex64",
                                                "complex128"), "spd"),
                             oracle=_cholesky_oracle, vmap_variation="scale",
                             note="derivatives assume a symmetric perturbation, as TF's"))
 
-MatrixInverse = define_op(
+MatrixInverse = register_op(
     "MatrixInverse", _matrix_inverse, family=FAMILY, attrs=("adjoint",),
     spec=lambda st: st.Spec(
         st.tuples(_square_calls(st, ("float32", "float64", "complex64", "complex128"),
@@ -172,7 +172,7 @@ MatrixInverse = define_op(
         .map(lambda c: dict(c[0], adjoint=c[1])), note=_INVERTIBLE,
         vmap_variation="scale"))
 
-MatrixDeterminant = define_op(
+MatrixDeterminant = register_op(
     "MatrixDeterminant", _matrix_determinant, family=FAMILY,
     spec=lambda st: st.Spec(
         _square_calls(st, ("float32", "float64", "complex64", "complex128"), "near_identity"),
@@ -181,19 +181,19 @@ MatrixDeterminant = define_op(
         # bug); ours is the exact derivative, checked against central differences.
         grad_oracle="fd"))
 
-LogMatrixDeterminant = define_op(
+LogMatrixDeterminant = register_op(
     "LogMatrixDeterminant", _log_matrix_determinant, family=FAMILY, multiple_results=True,
     jvp=_log_matrix_determinant_jvp,
     spec=lambda st: st.Spec(
         _square_calls(st, ("float32", "float64", "complex64", "complex128"), "near_identity"),
         vmap_variation="scale"))
 
-MatrixSolve = define_op(
+MatrixSolve = register_op(
     "MatrixSolve", _matrix_solve, family=FAMILY, attrs=("adjoint",),
     spec=lambda st: st.Spec(_solve_calls(st, triangular=False), note=_INVERTIBLE,
                             vmap_variation="scale"))
 
-MatrixTriangularSolve = define_op(
+MatrixTriangularSolve = register_op(
     "MatrixTriangularSolve", _matrix_triangular_solve, family=FAMILY,
     attrs=("lower", "adjoint"),
     spec=lambda st: st.Spec(_solve_calls(st, triangular=True), vmap_variation="scale"))

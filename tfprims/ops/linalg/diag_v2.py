@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.linalg import diagonals as v3
 from tfprims.ops.linalg._common import FAMILY
 from tfprims.ops.shared import ints
@@ -122,26 +122,26 @@ def _conjugate_transpose_calls(st):
 
 # --- Ops -----------------------------------------------------------------------------
 
-MatrixDiagV2 = define_op(
+MatrixDiagV2 = register_op(
     "MatrixDiagV2", _matrix_diag_v2, family=FAMILY, static=("k", "num_rows", "num_cols"),
     spec=lambda st: st.Spec(_without_align(v3._diag_v3_calls(st)), grad_oracle="fd",
                             diff_args=("diagonal",), note=_TF_GRAD))
 
-MatrixDiagPartV2 = define_op(
+MatrixDiagPartV2 = register_op(
     "MatrixDiagPartV2", _matrix_diag_part_v2, family=FAMILY, static=("k",),
     spec=lambda st: st.Spec(_without_align(v3._diag_part_v3_calls(st)), grad_oracle="fd",
                             diff_args=("input",), note=_TF_GRAD))
 
-MatrixSetDiagV2 = define_op(
+MatrixSetDiagV2 = register_op(
     "MatrixSetDiagV2", _matrix_set_diag_v2, family=FAMILY, static=("k",),
     spec=lambda st: st.Spec(_without_align(v3._set_diag_v3_calls(st)), grad_oracle="fd",
                             note=_TF_GRAD))
 
-MatrixSetDiag = define_op(
+MatrixSetDiag = register_op(
     "MatrixSetDiag", _matrix_set_diag, family=FAMILY,
     spec=lambda st: st.Spec(_set_diag_calls(st)))
 
-ConjugateTranspose = define_op(
+ConjugateTranspose = register_op(
     "ConjugateTranspose", _conjugate_transpose, family=FAMILY, static=("perm",), linear=True,
     transpose=_conjugate_transpose_transpose, batching=_conjugate_transpose_batch,
     spec=lambda st: st.Spec(_conjugate_transpose_calls(st)))

@@ -15,7 +15,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.linalg._common import FAMILY
 
 U = rules.U
@@ -265,32 +265,32 @@ def _set_diag_v3_calls(st):
 # ---------------------------------------------------------------------------
 # Ops
 
-MatrixBandPart = define_op(
+MatrixBandPart = register_op(
     "MatrixBandPart", _band_part, family=FAMILY,
     jvp=(lambda t, x, lo, hi: tfops.MatrixBandPart(t, lo, hi), None, None),
     transpose=lambda ct, x, lo, hi: [
         tfops.MatrixBandPart(ct, lo, hi) if U(x) else None, None, None],
     spec=lambda st: st.Spec(_band_calls(st)))
 
-MatrixDiag = define_op(
+MatrixDiag = register_op(
     "MatrixDiag", _matrix_diag, family=FAMILY,
     spec=lambda st: st.Spec(st.call(diagonal=st.arrays(
         st.dtypes(st.NUMERIC + st.COMPLEX + ("bool",)), st.shapes(min_rank=1, max_rank=3)))))
 
-MatrixDiagPart = define_op(
+MatrixDiagPart = register_op(
     "MatrixDiagPart", _matrix_diag_part, family=FAMILY,
     spec=lambda st: st.Spec(st.call(input=st.arrays(
         st.dtypes(st.NUMERIC + st.COMPLEX + ("bool",)), st.shapes(min_rank=2, max_rank=4)))))
 
-MatrixDiagV3 = define_op(
+MatrixDiagV3 = register_op(
     "MatrixDiagV3", _matrix_diag_v3, family=FAMILY,
     static=("k", "num_rows", "num_cols"), attrs=("align",),
     spec=lambda st: st.Spec(_diag_v3_calls(st)))
 
-MatrixDiagPartV3 = define_op(
+MatrixDiagPartV3 = register_op(
     "MatrixDiagPartV3", _matrix_diag_part_v3, family=FAMILY, static=("k",), attrs=("align",),
     spec=lambda st: st.Spec(_diag_part_v3_calls(st)))
 
-MatrixSetDiagV3 = define_op(
+MatrixSetDiagV3 = register_op(
     "MatrixSetDiagV3", _matrix_set_diag_v3, family=FAMILY, static=("k",), attrs=("align",),
     spec=lambda st: st.Spec(_set_diag_v3_calls(st)))

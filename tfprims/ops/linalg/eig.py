@@ -24,7 +24,7 @@ from jax.interpreters import ad
 
 from tfprims import dtypes as tfdtypes
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.linalg import factorizations
 from tfprims.ops.linalg._common import FAMILY
 from tfprims.errors import import_tensorflow
@@ -122,7 +122,7 @@ def _eig_oracle(input, Tout, compute_v=True):  # TF arg names
   return e, factorizations.tf_fix_phase(v)[0]
 
 
-Eig = define_op(
+Eig = register_op(
     "Eig", _eig, family=FAMILY, multiple_results=True, attrs=("compute_v", "Tout"),
     jvp=_eig_jvp, batching=rules.leading_batching("Eig"),
     spec=lambda st: st.Spec(

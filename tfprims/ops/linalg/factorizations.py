@@ -27,7 +27,7 @@ from jax import lax
 
 from tfprims import dtypes as tfdtypes
 from tfprims import rules
-from tfprims.core import define_op
+from tfprims.core import register_op
 from tfprims.ops.linalg._common import FAMILY
 from tfprims.errors import import_tensorflow
 
@@ -329,20 +329,20 @@ _GAUGE = ("vectors compared in a fixed phase gauge (largest entry of each column
 # ---------------------------------------------------------------------------
 # Ops
 
-Svd = define_op(
+Svd = register_op(
     "Svd", _svd, family=FAMILY, multiple_results=True, attrs=("compute_uv", "full_matrices"),
     batching=rules.leading_batching("Svd"),
     spec=lambda st: st.Spec(_svd_calls(st), oracle=_svd_oracle, vmap_variation="scale",
                             examples=0.5,
                             note=_GAUGE + "; drawn with well-separated singular values"))
 
-Qr = define_op(
+Qr = register_op(
     "Qr", _qr, family=FAMILY, multiple_results=True, attrs=("full_matrices",),
     batching=rules.leading_batching("Qr"),
     spec=lambda st: st.Spec(_qr_calls(st), rtol={"float16": 2e-2}, atol={"float16": 2e-2},
                             grad_rtol={"float16": 5e-2}, grad_atol={"float16": 5e-2}))
 
-SelfAdjointEigV2 = define_op(
+SelfAdjointEigV2 = register_op(
     "SelfAdjointEigV2", _self_adjoint_eig_v2, family=FAMILY, multiple_results=True,
     attrs=("compute_v",), batching=rules.leading_batching("SelfAdjointEigV2"),
     spec=lambda st: st.Spec(
@@ -352,7 +352,7 @@ SelfAdjointEigV2 = define_op(
         note=_GAUGE + "; reads the lower triangle and the real part of the diagonal, "
         "as TF; drawn with well-separated eigenvalues"))
 
-Lu = define_op(
+Lu = register_op(
     "Lu", _lu, family=FAMILY, multiple_results=True, attrs=("output_idx_type",),
     check=_lu_check, batching=rules.leading_batching("Lu"),
     spec=lambda st: st.Spec(

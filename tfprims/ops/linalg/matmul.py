@@ -18,7 +18,7 @@ import numpy as np
 
 from tfprims import dtypes as tfdtypes
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.linalg._common import FAMILY, adjoint
 
 U = rules.U
@@ -421,13 +421,13 @@ def _cross_calls(st):
 # ---------------------------------------------------------------------------
 # Ops
 
-MatMul = define_op(
+MatMul = register_op(
     "MatMul", _matmul, family=FAMILY, attrs=("transpose_a", "transpose_b"),
     build=_matmul_build,
     jvp=_bilinear_jvp("MatMul"), transpose=_matmul_transpose, batching=_matmul_batching,
     spec=lambda st: st.Spec(_matmul_calls(st), ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN))
 
-BatchMatMulV2 = define_op(
+BatchMatMulV2 = register_op(
     "BatchMatMulV2", _batch_matmul_v2, family=FAMILY, attrs=("adj_x", "adj_y"),
     build=_batch_matmul_build,
     jvp=_bilinear_jvp("BatchMatMulV2"),
@@ -435,7 +435,7 @@ BatchMatMulV2 = define_op(
     batching=_bmm_batching("BatchMatMulV2"),
     spec=lambda st: st.Spec(_bmm_calls(st, _BMM_V2_DTYPES)))
 
-BatchMatMul = define_op(
+BatchMatMul = register_op(
     "BatchMatMul", _batch_matmul_v1, family=FAMILY, attrs=("adj_x", "adj_y"),
     jvp=_bilinear_jvp("BatchMatMul"),
     transpose=_bmm_transpose("BatchMatMul", broadcast=False),
@@ -443,15 +443,15 @@ BatchMatMul = define_op(
     batching=_bmm_batching("BatchMatMulV2"),
     spec=lambda st: st.Spec(_bmm_calls(st, _MATMUL_DTYPES, broadcast=False)))
 
-BatchMatMulV3 = define_op(
+BatchMatMulV3 = register_op(
     "BatchMatMulV3", _batch_matmul_v3, family=FAMILY, attrs=("adj_x", "adj_y", "Tout"),
     batching=_bmm_batching("BatchMatMulV3"),
     spec=lambda st: st.Spec(_bmm_calls(st, v3=True)))
 
-Einsum = define_op(
+Einsum = register_op(
     "Einsum", _einsum, family=FAMILY, attrs=("equation",), batching=_einsum_batching,
     build=_einsum_build,
     spec=lambda st: st.Spec(_einsum_calls(st)))
 
-Cross = define_op(
+Cross = register_op(
     "Cross", _cross, family=FAMILY, spec=lambda st: st.Spec(_cross_calls(st)))

@@ -24,7 +24,7 @@ import numpy as np
 from jax.interpreters import ad
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.linalg import factorizations
 from tfprims.ops.linalg._common import FAMILY
 
@@ -125,7 +125,7 @@ def _function_calls(st, dtypes, min_n=0):
   return draw()
 
 
-MatrixSquareRoot = define_op(
+MatrixSquareRoot = register_op(
     "MatrixSquareRoot", _matrix_square_root, family=FAMILY,
     jvp=_matrix_square_root_jvp, batching=rules.leading_batching("MatrixSquareRoot"),
     # No empty matrices: TF's gradient kills the process on them (SIGFPE);
@@ -139,7 +139,7 @@ MatrixSquareRoot = define_op(
                             "complex gradient is wrong (conjugated): derivatives checked "
                             "against central differences"))
 
-MatrixLogarithm = define_op(
+MatrixLogarithm = register_op(
     "MatrixLogarithm", _matrix_logarithm, family=FAMILY,
     jvp=_matrix_logarithm_jvp, batching=rules.leading_batching("MatrixLogarithm"),
     spec=lambda st: st.Spec(_function_calls(st, ("complex64", "complex128")),

@@ -19,7 +19,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import derived, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.linalg import factorizations
 from tfprims.ops.linalg._common import FAMILY, adjoint
 from tfprims.errors import import_tensorflow
@@ -113,7 +113,7 @@ def _solve_ls_oracle(matrix, rhs, l2_regularizer, fast=True):
   return alt + tf.stop_gradient(out - alt)
 
 
-MatrixSolveLs = define_op(
+MatrixSolveLs = register_op(
     "MatrixSolveLs", _matrix_solve_ls, family=FAMILY, attrs=("fast",),
     batching=_matrix_solve_ls_batch,
     spec=lambda st: st.Spec(

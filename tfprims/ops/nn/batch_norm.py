@@ -19,7 +19,7 @@ import numpy as np
 from jax import lax
 from jax.interpreters import ad
 
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.nn._common import _ONEDNN_DTYPES, _channel_axis
 from tfprims.ops.nn._specs import _layout_shape, _tf_call
 from tfprims.ops.shared_specs import bounded_values
@@ -116,16 +116,16 @@ def _fbn_shape(version):
   return rule
 
 
-FusedBatchNormV3 = define_op(
+FusedBatchNormV3 = register_op(
     "FusedBatchNormV3", functools.partial(_fused_batch_norm, version=3), family="nn",
     attrs=_FBN_ATTRS, multiple_results=True, shape_rule=_fbn_shape(3),
     spec=lambda st: _fbn_spec(st, 3))
 
-FusedBatchNormV2 = define_op(
+FusedBatchNormV2 = register_op(
     "FusedBatchNormV2", functools.partial(_fused_batch_norm, version=2), family="nn",
     attrs=_FBN_ATTRS, multiple_results=True, spec=lambda st: _fbn_spec(st, 2))
 
-FusedBatchNorm = define_op(
+FusedBatchNorm = register_op(
     "FusedBatchNorm", functools.partial(_fused_batch_norm, version=1), family="nn",
     attrs=_FBN_ATTRS, multiple_results=True, spec=lambda st: _fbn_spec(st, 1))
 
@@ -248,17 +248,17 @@ def _fbn_grad_spec(st, version):
 
 _FBN_GRAD_ATTRS = ("epsilon", "data_format", "is_training")
 
-FusedBatchNormGradV3 = define_op(
+FusedBatchNormGradV3 = register_op(
     "FusedBatchNormGradV3", _fused_batch_norm_grad, family="nn", attrs=_FBN_GRAD_ATTRS,
     multiple_results=True, jvp=_fused_batch_norm_grad_jvp("FusedBatchNormGradV3"),
     spec=lambda st: _fbn_grad_spec(st, 3))
 
-FusedBatchNormGradV2 = define_op(
+FusedBatchNormGradV2 = register_op(
     "FusedBatchNormGradV2", _fused_batch_norm_grad, family="nn", attrs=_FBN_GRAD_ATTRS,
     multiple_results=True, jvp=_fused_batch_norm_grad_jvp("FusedBatchNormGradV2"),
     spec=lambda st: _fbn_grad_spec(st, 2))
 
-FusedBatchNormGrad = define_op(
+FusedBatchNormGrad = register_op(
     "FusedBatchNormGrad", _fused_batch_norm_grad, family="nn", attrs=_FBN_GRAD_ATTRS,
     multiple_results=True, jvp=_fused_batch_norm_grad_jvp("FusedBatchNormGrad"),
     spec=lambda st: _fbn_grad_spec(st, 1))

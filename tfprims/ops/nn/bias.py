@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from tfprims import emit, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.nn._common import _batch_into_axis, _channel_axis, _channels_first, _split_axis
 from tfprims.ops.shared import merge_batch, split_batch
 
@@ -97,20 +97,20 @@ def _bias_add_shape(value, bias, **params):
   return jax.ShapeDtypeStruct(value.shape, value.dtype)
 
 
-BiasAdd = define_op(
+BiasAdd = register_op(
     "BiasAdd", bias_add, family="nn", attrs=("data_format",), linear=True,
     build=_bias_add_build,
     shape_rule=_bias_add_shape,
     transpose=_bias_add_transpose, batching=_bias_add_batching("BiasAdd"),
     spec=lambda st: st.Spec(_bias_calls(st)))
 
-BiasAddV1 = define_op(
+BiasAddV1 = register_op(
     "BiasAddV1", bias_add, family="nn", linear=True,
     build=_bias_add_build,
     transpose=_bias_add_transpose, batching=_bias_add_batching("BiasAddV1"),
     spec=lambda st: st.Spec(_bias_calls(st, with_format=False)))
 
-BiasAddGrad = define_op(
+BiasAddGrad = register_op(
     "BiasAddGrad", bias_add_grad, family="nn", attrs=("data_format",), linear=True,
     transpose=_bias_add_grad_transpose, batching=_bias_add_grad_batching,
     spec=lambda st: st.Spec(_bias_calls(st, grad=True),

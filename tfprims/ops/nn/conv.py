@@ -24,7 +24,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import emit, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.nn._common import (_ONEDNN_DTYPES, _batch_into_axis, _channel_axis,
                                     _channels_first, _dilate, _out_size, _pads, _spatial_axes,
                                     _split_axis)
@@ -205,7 +205,7 @@ def _full_input_shape(input_sizes, in_channels, g_shape, data_format):
 
 
 def _conv_rules(family, kind, *, groupable=True):
-  """JVP, transpose and batching (``define_op`` keywords) of the member ``kind`` of a
+  """JVP, transpose and batching (``register_op`` keywords) of the member ``kind`` of a
   convolution family: ``family`` maps "fwd", "bi", "bf" to the op types of fwd(x, w),
   bi(w, dy) (input backprop) and bf(x, dy) (filter backprop)."""
   fwd, bi, bf = family["fwd"], family["bi"], family["bf"]
@@ -407,7 +407,7 @@ def _conv_shape(input, filter, **params):
 
 _C2 = dict(fwd="Conv2D", bi="Conv2DBackpropInput", bf="Conv2DBackpropFilter")
 
-Conv2D = define_op(
+Conv2D = register_op(
     "Conv2D", conv2d, family="nn", attrs=_CONV2D_ATTRS, shape_rule=_conv_shape,
     build=_conv2d_build,
     **_conv_rules(_C2, "fwd"),
@@ -416,7 +416,7 @@ Conv2D = define_op(
                     dtypes=("float16", "bfloat16", "float32", "float64", "int32")),
         note=_CONV_NOTE, ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL))
 
-Conv2DBackpropInput = define_op(
+Conv2DBackpropInput = register_op(
     "Conv2DBackpropInput", conv2d_backprop_input, family="nn", static=("input_sizes",),
     attrs=_CONV2D_ATTRS, **_conv_rules(_C2, "bi"),
     spec=lambda st: st.Spec(
@@ -424,7 +424,7 @@ Conv2DBackpropInput = define_op(
                     dtypes=("float16", "bfloat16", "float32", "float64", "int32")),
         note=_CONV_NOTE, ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL))
 
-Conv2DBackpropFilter = define_op(
+Conv2DBackpropFilter = register_op(
     "Conv2DBackpropFilter", conv2d_backprop_filter, family="nn", static=("filter_sizes",),
     attrs=_CONV2D_ATTRS, **_conv_rules(_C2, "bf"),
     spec=lambda st: st.Spec(_conv_calls(st, _C2, "bf"), note=_CONV_NOTE,
@@ -487,20 +487,20 @@ _DW_NOTE = (_CONV_NOTE + " Depthwise: TF's CPU backprop kernels ignore dilations
             "uninitialised memory, so the spec draws NHWC, equal strides, no dilation, no "
             "bfloat16 (dilated and NCHW forward values are checked in tests/test_ops_nn.py).")
 
-DepthwiseConv2dNative = define_op(
+DepthwiseConv2dNative = register_op(
     "DepthwiseConv2dNative", depthwise_conv2d_native, family="nn", attrs=_CONV2D_ATTRS,
     shape_rule=_depthwise_shape, **_conv_rules(_DW, "fwd", groupable=False),
     spec=lambda st: st.Spec(_conv_calls(st, _DW, "fwd", **_DW_SPEC), note=_DW_NOTE,
                             ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL))
 
-DepthwiseConv2dNativeBackpropInput = define_op(
+DepthwiseConv2dNativeBackpropInput = register_op(
     "DepthwiseConv2dNativeBackpropInput", depthwise_backprop_input, family="nn",
     static=("input_sizes",), attrs=_CONV2D_ATTRS, **_conv_rules(_DW, "bi", groupable=False),
     spec=lambda st: st.Spec(
         _conv_calls(st, _DW, "bi", **_DW_SPEC),
         note=_DW_NOTE, ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL))
 
-DepthwiseConv2dNativeBackpropFilter = define_op(
+DepthwiseConv2dNativeBackpropFilter = register_op(
     "DepthwiseConv2dNativeBackpropFilter", depthwise_backprop_filter, family="nn",
     static=("filter_sizes",), attrs=_CONV2D_ATTRS, **_conv_rules(_DW, "bf", groupable=False),
     spec=lambda st: st.Spec(
@@ -547,7 +547,7 @@ _CONV3D_BACKPROP_NOTE = _CONV_NOTE + (" Derivatives vs central differences: TF's
                                       "gradient runs Conv3D, wrong on TF's CPU for bfloat16 "
                                       "and some unequal strides.")
 
-Conv3D = define_op(
+Conv3D = register_op(
     "Conv3D", conv3d, family="nn", attrs=_CONV3D_ATTRS,
     **_conv_rules(_C3, "fwd"),
     spec=lambda st: st.Spec(
@@ -557,14 +557,14 @@ Conv3D = define_op(
              "memory) for bfloat16 and for some unequal strides (docs/semantics/nn.md), so "
              "the spec draws neither.", ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL))
 
-Conv3DBackpropInputV2 = define_op(
+Conv3DBackpropInputV2 = register_op(
     "Conv3DBackpropInputV2", conv3d_backprop_input, family="nn", static=("input_sizes",),
     attrs=_CONV3D_ATTRS, **_conv_rules(_C3, "bi"),
     spec=lambda st: st.Spec(_conv_calls(st, _C3, "bi", nd=3, explicit=False),
                             grad_oracle="fd", note=_CONV3D_BACKPROP_NOTE,
                             ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL))
 
-Conv3DBackpropFilterV2 = define_op(
+Conv3DBackpropFilterV2 = register_op(
     "Conv3DBackpropFilterV2", conv3d_backprop_filter, family="nn", static=("filter_sizes",),
     attrs=_CONV3D_ATTRS, **_conv_rules(_C3, "bf"),
     spec=lambda st: st.Spec(_conv_calls(st, _C3, "bf", nd=3, explicit=False),

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.array.pad_tile import mirror_pad
 from tfprims.ops.image.resize import resize_bilinear
 from tfprims.ops.nn._specs import _tf_accepts
@@ -302,7 +302,7 @@ _FUSED_NOTE = ("TF registers no gradient: derivatives are checked by central dif
                "Batch 1 only: TF's CPU kernel repeats the first image's result for every "
                "image (tfprims computes each).")
 
-Conv = define_op(
+Conv = register_op(
     "Conv", conv, family="nn", attrs=_CONV_ATTRS, shape_rule=_conv_op_shape,
     jvp=_bilinear_jvp("Conv"), transpose=_conv_transpose, batching=_conv_batching,
     spec=lambda st: st.Spec(
@@ -312,7 +312,7 @@ Conv = define_op(
              "unit-tested against Conv2D); TF registers no gradient: derivatives are checked "
              "by central differences."))
 
-FusedPadConv2D = define_op(
+FusedPadConv2D = register_op(
     "FusedPadConv2D", fused_pad_conv2d, family="nn", static=("paddings",),
     attrs=("mode", "strides", "padding"), jvp=_bilinear_jvp("FusedPadConv2D"),
     transpose=_fused_pad_transpose,
@@ -322,7 +322,7 @@ FusedPadConv2D = define_op(
         ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL, **_GRAD_TOL,
         note=_FUSED_NOTE))
 
-FusedResizeAndPadConv2D = define_op(
+FusedResizeAndPadConv2D = register_op(
     "FusedResizeAndPadConv2D", fused_resize_and_pad_conv2d, family="nn",
     static=("size", "paddings"), attrs=("resize_align_corners", "mode", "strides", "padding"),
     jvp=_bilinear_jvp("FusedResizeAndPadConv2D"), transpose=_fused_resize_transpose,

@@ -42,7 +42,7 @@ from jax import lax
 from jax.interpreters import ad
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.errors import import_tensorflow
 
 FAMILY = "nn"
@@ -379,12 +379,12 @@ def _batching(op_type):
   return rule
 
 
-CTCLoss = define_op(
+CTCLoss = register_op(
     "CTCLoss", _ctc_loss, family=FAMILY, attrs=_ATTRS, multiple_results=True,
     jvp=_jvp("CTCLoss"), batching=_batching("CTCLoss"), check=_check(True),
     spec=lambda st: _ctc_spec(st, "CTCLoss"))
 
-CTCLossV2 = define_op(
+CTCLossV2 = register_op(
     "CTCLossV2", _ctc_loss_v2, family=FAMILY, attrs=_ATTRS, multiple_results=True,
     jvp=_jvp("CTCLossV2"), batching=_batching("CTCLossV2"), check=_check(False),
     spec=lambda st: _ctc_spec(st, "CTCLossV2"))

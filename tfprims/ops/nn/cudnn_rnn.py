@@ -35,7 +35,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from tfprims import derived, errors, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.dtypes import canonical_dtype
 from tfprims.errors import import_tensorflow
 
@@ -590,31 +590,31 @@ def _backprop_spec(op_type):
                             note=_BACKPROP_NOTE, **_TOL, **_SPEC_COST)
 
 
-CudnnRNN = define_op(
+CudnnRNN = register_op(
     "CudnnRNN", _cudnn_rnn, family="nn", attrs=_ATTRS, multiple_results=True,
     jvp=_forward_jvp("CudnnRNN"), spec=_forward_spec("CudnnRNN"))
 
-CudnnRNNV2 = define_op(
+CudnnRNNV2 = register_op(
     "CudnnRNNV2", _cudnn_rnn_v2, family="nn", attrs=_ATTRS, multiple_results=True,
     jvp=_forward_jvp("CudnnRNNV2"), spec=_forward_spec("CudnnRNNV2"))
 
-CudnnRNNV3 = define_op(
+CudnnRNNV3 = register_op(
     "CudnnRNNV3", _cudnn_rnn_v3, family="nn", attrs=_V3_ATTRS, multiple_results=True,
     jvp=_forward_jvp("CudnnRNNV3"), spec=_forward_spec("CudnnRNNV3"))
 
-CudnnRNNBackprop = define_op(
+CudnnRNNBackprop = register_op(
     "CudnnRNNBackprop", _cudnn_rnn_backprop, family="nn", attrs=_ATTRS,
     multiple_results=True, spec=_backprop_spec("CudnnRNNBackprop"))
 
-CudnnRNNBackpropV2 = define_op(
+CudnnRNNBackpropV2 = register_op(
     "CudnnRNNBackpropV2", _cudnn_rnn_backprop_v2, family="nn", attrs=_ATTRS,
     multiple_results=True, spec=_backprop_spec("CudnnRNNBackpropV2"))
 
-CudnnRNNBackpropV3 = define_op(
+CudnnRNNBackpropV3 = register_op(
     "CudnnRNNBackpropV3", _cudnn_rnn_backprop_v3, family="nn", attrs=_V3_ATTRS,
     multiple_results=True, spec=_backprop_spec("CudnnRNNBackpropV3"))
 
-CudnnRNNParamsSize = define_op(
+CudnnRNNParamsSize = register_op(
     "CudnnRNNParamsSize", _params_size, family="nn", static=_LAYOUT_STATIC,
     attrs=("S",) + _ATTRS + ("num_proj",),
     spec=lambda st: st.Spec(_layout_calls(st, "CudnnRNNParamsSize"), oracle=_tf_params_size,
@@ -625,7 +625,7 @@ CudnnRNNParamsSize = define_op(
 
 
 def _layout_op(op_type, impl, counts, v2):
-  return define_op(
+  return register_op(
       op_type, impl, family="nn", static=_LAYOUT_STATIC,
       attrs=counts + _ATTRS + (("num_proj",) if v2 else ()),
       multiple_results=op_type.startswith("CudnnRNNParamsToCanonical"),

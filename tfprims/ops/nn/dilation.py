@@ -32,7 +32,7 @@ from jax import lax
 from jax.interpreters import ad
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.nn._common import _batch_into_axis, _out_size, _same_pad, _split_axis
 from tfprims.ops.nn._specs import _tf_accepts, _tf_call
 from tfprims.ops.shared_specs import bounded_values
@@ -216,7 +216,7 @@ _DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32"
            "uint8", "uint16", "uint32", "uint64")
 _TOL = dict(rtol={"float16": 1e-2, "bfloat16": 2e-2}, atol={"float16": 1e-2, "bfloat16": 2e-2})
 
-Dilation2D = define_op(
+Dilation2D = register_op(
     "Dilation2D", dilation2d, family="nn", attrs=_ATTRS, shape_rule=_dilation_shape,
     jvp=_dilation_jvp, batching=_channel_batching("Dilation2D"),
     spec=lambda st: st.Spec(
@@ -227,7 +227,7 @@ Dilation2D = define_op(
 _BACKPROP_NOTE = ("TF registers no gradient: the derivative in out_backprop (linear) is "
                   "checked by central differences, the transpose against our JVP.")
 
-Dilation2DBackpropInput = define_op(
+Dilation2DBackpropInput = register_op(
     "Dilation2DBackpropInput", dilation2d_backprop_input, family="nn", attrs=_ATTRS,
     jvp=(None, None, lambda t, x, f, g, **p: tfops.Dilation2DBackpropInput(x, f, t, **p)),
     transpose=_backprop_transpose("input"),
@@ -236,7 +236,7 @@ Dilation2DBackpropInput = define_op(
                             diff_args=("out_backprop",), grad_oracle="fd", **_TOL,
                             note=_BACKPROP_NOTE))
 
-Dilation2DBackpropFilter = define_op(
+Dilation2DBackpropFilter = register_op(
     "Dilation2DBackpropFilter", dilation2d_backprop_filter, family="nn", attrs=_ATTRS,
     jvp=(None, None, lambda t, x, f, g, **p: tfops.Dilation2DBackpropFilter(x, f, t, **p)),
     transpose=_backprop_transpose("filter"),

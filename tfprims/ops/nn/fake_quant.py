@@ -18,7 +18,7 @@ import numpy as np
 from jax.interpreters import ad
 
 from tfprims import derived, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 
 _F32 = np.float32
 
@@ -204,7 +204,7 @@ _NOTE = ("Derivatives: TF's straight-through estimator (the Gradient op's masks)
          "Gradient op, which has no TF gradient): the JVP is checked against GradientTape.")
 _FQ_ATTRS = ("num_bits", "narrow_range")
 
-FakeQuantWithMinMaxArgs = define_op(
+FakeQuantWithMinMaxArgs = register_op(
     "FakeQuantWithMinMaxArgs", _fq_args, family="nn",
     attrs=("min", "max", "num_bits", "narrow_range"), batching="elementwise",
     jvp=rules.output_jvp("FakeQuantWithMinMaxArgs", lambda t, y, x, **p:
@@ -212,21 +212,21 @@ FakeQuantWithMinMaxArgs = define_op(
     spec=lambda st: st.Spec(_fq_calls(st, "args", False), note=_NOTE,
                             grad_oracle="vjp"))
 
-FakeQuantWithMinMaxArgsGradient = define_op(
+FakeQuantWithMinMaxArgsGradient = register_op(
     "FakeQuantWithMinMaxArgsGradient", _fq_args_grad, family="nn",
     attrs=("min", "max", "num_bits", "narrow_range"), batching="elementwise",
     jvp=(lambda t, g, x, **p: tfops.FakeQuantWithMinMaxArgsGradient(t, x, **p), None),
     transpose=_args_grad_transpose,
     spec=lambda st: st.Spec(_fq_calls(st, "args", True), diff_args=("gradients",)))
 
-FakeQuantWithMinMaxVars = define_op(
+FakeQuantWithMinMaxVars = register_op(
     "FakeQuantWithMinMaxVars", _fq_vars, family="nn", attrs=_FQ_ATTRS,
     jvp=_vars_jvp("FakeQuantWithMinMaxVars"),
     batching=_vars_batching("FakeQuantWithMinMaxVars", False),
     spec=lambda st: st.Spec(_fq_calls(st, "vars", False), note=_NOTE,
                             grad_oracle="vjp"))
 
-FakeQuantWithMinMaxVarsPerChannel = define_op(
+FakeQuantWithMinMaxVarsPerChannel = register_op(
     "FakeQuantWithMinMaxVarsPerChannel", _fq_vars, family="nn", attrs=_FQ_ATTRS,
     jvp=_vars_jvp("FakeQuantWithMinMaxVarsPerChannel"),
     batching=_vars_batching("FakeQuantWithMinMaxVarsPerChannel", True),
@@ -244,13 +244,13 @@ def _vars_grad_jvp(op_type):
   return rule
 
 
-FakeQuantWithMinMaxVarsGradient = define_op(
+FakeQuantWithMinMaxVarsGradient = register_op(
     "FakeQuantWithMinMaxVarsGradient", _fq_vars_grad, family="nn", attrs=_FQ_ATTRS,
     multiple_results=True, jvp=_vars_grad_jvp("FakeQuantWithMinMaxVarsGradient"),
     transpose=_vars_grad_transpose("FakeQuantWithMinMaxVarsGradient"),
     spec=lambda st: st.Spec(_fq_calls(st, "vars", True), diff_args=("gradients",)))
 
-FakeQuantWithMinMaxVarsPerChannelGradient = define_op(
+FakeQuantWithMinMaxVarsPerChannelGradient = register_op(
     "FakeQuantWithMinMaxVarsPerChannelGradient", _fq_vars_grad, family="nn",
     attrs=_FQ_ATTRS, multiple_results=True,
     jvp=_vars_grad_jvp("FakeQuantWithMinMaxVarsPerChannelGradient"),

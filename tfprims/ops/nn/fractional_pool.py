@@ -48,7 +48,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from tfprims import derived, dtypes, errors, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.random.basic import RANDOM_SKIPS, wrap_key
 from tfprims.ops.shared import merge_batch, split_batch
 
@@ -167,13 +167,13 @@ def _frac_calls(st, op):
   return draw_call()
 
 
-FractionalAvgPoolGrad = define_op(
+FractionalAvgPoolGrad = register_op(
     "FractionalAvgPoolGrad", _fractional_avg_pool_grad, family="nn",
     static=("orig_input_tensor_shape",), attrs=("overlapping",),
     spec=lambda st: st.Spec(_frac_calls(st, "AvgPool"), note=(
         "Pooling sequences drawn by TF's FractionalAvgPool (seeded, deterministic).")))
 
-FractionalMaxPoolGrad = define_op(
+FractionalMaxPoolGrad = register_op(
     "FractionalMaxPoolGrad", _fractional_max_pool_grad, family="nn", attrs=("overlapping",),
     check=_max_pool_grad_check,
     spec=lambda st: st.Spec(_frac_calls(st, "MaxPool"), note=(
@@ -377,13 +377,13 @@ def _forward_spec(st, op):
 
 _POOL_ATTRS = ("pooling_ratio", "pseudo_random", "overlapping")
 
-FractionalMaxPool = define_op(
+FractionalMaxPool = register_op(
     "FractionalMaxPool", _fractional_pool("max"), family="nn", attrs=_POOL_ATTRS,
     uses_rng=True, multiple_results=True, jvp=_max_pool_jvp,
     batching=_forward_batching("FractionalMaxPool", _fractional_pool("max")),
     spec=lambda st: _forward_spec(st, "MaxPool"))
 
-FractionalAvgPool = define_op(
+FractionalAvgPool = register_op(
     "FractionalAvgPool", _fractional_pool("avg"), family="nn", attrs=_POOL_ATTRS,
     uses_rng=True, multiple_results=True, jvp=_avg_pool_jvp, transpose=_avg_pool_transpose,
     batching=_forward_batching("FractionalAvgPool", _fractional_pool("avg")),

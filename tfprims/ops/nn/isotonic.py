@@ -19,7 +19,7 @@ from jax import lax
 from jax.interpreters import ad
 
 from tfprims import dtypes, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 
 
 def _pav_row(x):
@@ -119,7 +119,7 @@ def _iso_calls(st):
   return draw_call()
 
 
-IsotonicRegression = define_op(
+IsotonicRegression = register_op(
     "IsotonicRegression", _isotonic_regression, family="nn", attrs=("output_dtype",),
     multiple_results=True, jvp=_isotonic_jvp, batching=_isotonic_batching,
     spec=lambda st: st.Spec(_iso_calls(st), examples=0.5, note=(

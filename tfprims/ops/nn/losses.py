@@ -35,7 +35,7 @@ import numpy as np
 from jax.interpreters import ad
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.errors import import_tensorflow
 
 FAMILY = "nn"
@@ -229,7 +229,7 @@ def _l2_loss_batch(args, dims):
 # ---------------------------------------------------------------------------
 # Ops
 
-SoftmaxCrossEntropyWithLogits = define_op(
+SoftmaxCrossEntropyWithLogits = register_op(
     "SoftmaxCrossEntropyWithLogits", _xent, family=FAMILY, multiple_results=True,
     jvp=_xent_jvp, batching=_xent_batch,
     doc="Softmax cross entropy per row, and its backprop ``softmax(logits) - labels``.",
@@ -238,14 +238,14 @@ SoftmaxCrossEntropyWithLogits = define_op(
         note="logits and labels broadcast (TF's kernel broadcasts them to 2-D); the oracle "
              "broadcasts explicitly so that TF's gradients have the inputs' shapes"))
 
-SparseSoftmaxCrossEntropyWithLogits = define_op(
+SparseSoftmaxCrossEntropyWithLogits = register_op(
     "SparseSoftmaxCrossEntropyWithLogits", _sparse_xent, family=FAMILY,
     multiple_results=True, jvp=_sparse_xent_jvp, batching=_sparse_xent_batch,
     check=_sparse_check,
     doc="Softmax cross entropy per row against integer labels, and its backprop.",
     spec=lambda st: st.Spec(_sparse_xent_calls(st)))
 
-L2Loss = define_op(
+L2Loss = register_op(
     "L2Loss", _l2_loss, family=FAMILY, jvp=_l2_loss_jvp, batching=_l2_loss_batch,
     spec=lambda st: st.Spec(_l2_calls(st)))
 

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from tfprims.core import define_op
+from tfprims.core import register_op
 from tfprims.ops.nn._specs import _tf_call
 from tfprims.ops.shared import fold_batching
 from tfprims.ops.shared_specs import bounded_values
@@ -77,7 +77,7 @@ def lrn(input, *, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5):
   return (x * scale).astype(input.dtype)
 
 
-LRN = define_op(
+LRN = register_op(
     "LRN", lrn, family="nn", attrs=("depth_radius", "bias", "alpha", "beta"),
     batching=fold_batching("LRN"),
     spec=lambda st: st.Spec(
@@ -129,7 +129,7 @@ def _lrn_calls(st, grad=False):
   return draw_call()
 
 
-LRNGrad = define_op(
+LRNGrad = register_op(
     "LRNGrad", lrn_grad, family="nn", attrs=("depth_radius", "bias", "alpha", "beta"),
     batching=fold_batching("LRNGrad"),
     spec=lambda st: st.Spec(_lrn_calls(st, grad=True), diff_args=("input_grads",),

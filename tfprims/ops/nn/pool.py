@@ -28,7 +28,7 @@ from jax import lax
 from jax.interpreters import ad
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.nn._common import _ONEDNN_DTYPES, _out_size, _pads
 from tfprims.ops.nn._specs import _layout_attr, _layout_shape, _tf_accepts, _tf_call
 from tfprims.ops.shared import fold_batching
@@ -396,7 +396,7 @@ def _pool_shape(input, *, ksize, strides, padding, explicit_paddings=(), data_fo
       input.dtype)
 
 
-MaxPool = define_op(
+MaxPool = register_op(
     "MaxPool", max_pool, family="nn", attrs=_POOL_ATTRS, shape_rule=_pool_shape,
     jvp=_max_pool_jvp("MaxPool"),
     batching=fold_batching("MaxPool"),
@@ -409,7 +409,7 @@ MaxPool = define_op(
              "TF's CPU kernels do. The gradient (MaxPoolGrad) and the tangent "
              "(MaxPoolGradGrad) follow TF's two kernels, which differ on NaN windows."))
 
-MaxPoolV2 = define_op(
+MaxPoolV2 = register_op(
     "MaxPoolV2", max_pool_v2, family="nn", static=("ksize", "strides"),
     attrs=("padding", "data_format"), jvp=_max_pool_jvp("MaxPoolV2"),
     batching=fold_batching("MaxPoolV2"),
@@ -417,7 +417,7 @@ MaxPoolV2 = define_op(
         _pool_calls(st, "MaxPoolV2", ("float16", "bfloat16", "float32", "float64") + st.SIGNED
                     + ("uint8", "uint16"), v2=True, ties=True)))
 
-MaxPoolGrad = define_op(
+MaxPoolGrad = register_op(
     "MaxPoolGrad", max_pool_grad, family="nn", attrs=_POOL_ATTRS,
     jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPoolGrad(x, y, t, **p)),
     transpose=_max_pool_grad_transpose, batching=fold_batching("MaxPoolGrad"),
@@ -427,7 +427,7 @@ MaxPoolGrad = define_op(
         diff_args=("grad",), sanitize_grads=False, **_HALF_TOL,
         note="float dtypes only (TF also has integer kernels)."))
 
-MaxPoolGradGrad = define_op(
+MaxPoolGradGrad = register_op(
     "MaxPoolGradGrad", max_pool_grad_grad, family="nn",
     attrs=("ksize", "strides", "padding", "data_format"),
     jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPoolGradGrad(x, y, t, **p)),
@@ -440,7 +440,7 @@ MaxPoolGradGrad = define_op(
              "(recomputed); TF's kernel matches it against orig_input, so the vmap check "
              "keeps batch members consistent (copies)."))
 
-MaxPoolGradV2 = define_op(
+MaxPoolGradV2 = register_op(
     "MaxPoolGradV2", max_pool_grad, family="nn", static=("ksize", "strides"),
     attrs=("padding", "data_format"),
     jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPoolGradV2(x, y, t, **p)),
@@ -451,7 +451,7 @@ MaxPoolGradV2 = define_op(
                     v2=True, special=False, ties=True),
         diff_args=("grad",), sanitize_grads=False, **_HALF_TOL, note="float dtypes only."))
 
-MaxPoolGradGradV2 = define_op(
+MaxPoolGradGradV2 = register_op(
     "MaxPoolGradGradV2", max_pool_grad_grad_v2, family="nn", static=("ksize", "strides"),
     attrs=("padding", "data_format"),
     jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPoolGradGradV2(x, y, t, **p)),
@@ -463,7 +463,7 @@ MaxPoolGradGradV2 = define_op(
         diff_args=("grad",), vmap_variation="none", sanitize_grads=False,
         note="float dtypes only."))
 
-AvgPool = define_op(
+AvgPool = register_op(
     "AvgPool", avg_pool, family="nn", attrs=("ksize", "strides", "padding", "data_format"),
     shape_rule=_pool_shape, linear=True,
     transpose=lambda ct, x, **p: [tfops.AvgPoolGrad(ct, orig_input_shape=rules.shape_of(x), **p)],
@@ -478,7 +478,7 @@ def _fix_orig_shape(p, b):
   return dict(p, orig_input_shape=(b * shape[0],) + shape[1:])
 
 
-AvgPoolGrad = define_op(
+AvgPoolGrad = register_op(
     "AvgPoolGrad", avg_pool_grad, family="nn", static=("orig_input_shape",),
     attrs=("ksize", "strides", "padding", "data_format"), linear=True,
     transpose=lambda ct, g, *, orig_input_shape, **p: [tfops.AvgPool(ct, **p)],

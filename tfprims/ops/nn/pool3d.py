@@ -37,7 +37,7 @@ from jax import lax
 from jax.interpreters import ad
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.nn._common import _dilate, _out_size
 from tfprims.ops.nn._specs import _layout_attr, _layout_shape, _tf_accepts, _tf_call
 from tfprims.ops.nn.pool import _lowest, _pool_pads, average_windows, first_max
@@ -199,7 +199,7 @@ def _pool3d_calls(st, op_type, *, ties=False):
 _ATTRS = ("ksize", "strides", "padding", "data_format")
 _TOL = dict(rtol={"bfloat16": 2e-2}, atol={"bfloat16": 2e-2})
 
-MaxPool3D = define_op(
+MaxPool3D = register_op(
     "MaxPool3D", max_pool3d, family="nn", attrs=_ATTRS, shape_rule=_pool3d_shape,
     jvp=_max_pool3d_jvp, batching=fold_batching("MaxPool3D"),
     spec=lambda st: st.Spec(
@@ -209,7 +209,7 @@ MaxPool3D = define_op(
              "within 1e-5 of the max) and the tangent (MaxPool3DGradGrad: the first equal "
              "one) follow TF's two kernels."))
 
-MaxPool3DGrad = define_op(
+MaxPool3DGrad = register_op(
     "MaxPool3DGrad", max_pool3d_grad, family="nn", attrs=_ATTRS,
     jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPool3DGrad(x, y, t, **p)),
     transpose=lambda ct, x, y, g, **p: [None, None, tfops.MaxPool3DGradGrad(x, y, ct, **p)],
@@ -219,7 +219,7 @@ MaxPool3DGrad = define_op(
         sanitize_grads=False, **_TOL,
         note="NDHWC (TF's CPU kernel). Reads orig_output (not recomputed)."))
 
-MaxPool3DGradGrad = define_op(
+MaxPool3DGradGrad = register_op(
     "MaxPool3DGradGrad", max_pool3d_grad_grad, family="nn", attrs=_ATTRS,
     jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPool3DGradGrad(x, y, t, **p)),
     transpose=lambda ct, x, y, g, **p: [None, None, tfops.MaxPool3DGrad(x, y, ct, **p)],
@@ -230,7 +230,7 @@ MaxPool3DGradGrad = define_op(
         note="NDHWC, float32/bfloat16 (TF's CPU kernel has more dtypes; no differentiable "
              "graph needs them). Reads orig_output (not recomputed)."))
 
-AvgPool3D = define_op(
+AvgPool3D = register_op(
     "AvgPool3D", avg_pool3d, family="nn", attrs=_ATTRS, shape_rule=_pool3d_shape,
     linear=True,
     transpose=lambda ct, x, **p: [tfops.AvgPool3DGrad(ct, orig_input_shape=rules.shape_of(x),
@@ -244,7 +244,7 @@ def _fix_orig_shape(p, b):
   return dict(p, orig_input_shape=(b * shape[0],) + shape[1:])
 
 
-AvgPool3DGrad = define_op(
+AvgPool3DGrad = register_op(
     "AvgPool3DGrad", avg_pool3d_grad, family="nn", static=("orig_input_shape",),
     attrs=_ATTRS, linear=True,
     transpose=lambda ct, g, *, orig_input_shape, **p: [tfops.AvgPool3D(ct, **p)],

@@ -30,7 +30,7 @@ from jax.interpreters import ad
 
 from tfprims import dtypes as tfdtypes
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.nn._specs import _tf_accepts, _tf_call
 from tfprims.ops.nn.pool import _grad_index, _pool_pads
 from tfprims.ops.shared import merge_batch, split_batch
@@ -210,7 +210,7 @@ def _with_argmax_shape(input, *, ksize, strides, padding, Targmax=np.dtype("int6
           jax.ShapeDtypeStruct(shape, tfdtypes.canonical_dtype(Targmax)))
 
 
-MaxPoolWithArgmax = define_op(
+MaxPoolWithArgmax = register_op(
     "MaxPoolWithArgmax", max_pool_with_argmax, family="nn", multiple_results=True,
     attrs=("ksize", "strides", "Targmax", "padding", "include_batch_in_index"),
     shape_rule=_with_argmax_shape, jvp=_with_argmax_jvp, batching=_with_argmax_batching,
@@ -219,7 +219,7 @@ MaxPoolWithArgmax = define_op(
         note="NHWC. The first real element, then only strictly greater ones (NaN first: "
              "NaN; ties: the first), as TF's CPU kernel."))
 
-MaxPoolGradWithArgmax = define_op(
+MaxPoolGradWithArgmax = register_op(
     "MaxPoolGradWithArgmax", max_pool_grad_with_argmax, family="nn", attrs=_GRAD_ATTRS,
     check=_argmax_check,
     jvp=(None, lambda t, x, g, a, **p: tfops.MaxPoolGradWithArgmax(x, t, a, **p), None),
@@ -233,7 +233,7 @@ MaxPoolGradWithArgmax = define_op(
              "derivatives are checked by central differences. Out-of-range argmax values "
              "are dropped (TF's CPU kernel aborts)."))
 
-MaxPoolGradGradWithArgmax = define_op(
+MaxPoolGradGradWithArgmax = register_op(
     "MaxPoolGradGradWithArgmax", max_pool_grad_grad_with_argmax, family="nn",
     attrs=_GRAD_ATTRS, check=_argmax_check,
     jvp=(None, lambda t, x, g, a, **p: tfops.MaxPoolGradGradWithArgmax(x, t, a, **p), None),

@@ -26,7 +26,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import derived, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 
 # --------------------------------------------------------------------------
 # Forward cells
@@ -450,26 +450,26 @@ _LSTM_ATTRS = ("forget_bias", "cell_clip", "use_peephole")
 _CELL_AXES = (0, 0, 0, None, None, None, None, None)
 _BLOCK_AXES = (None, 1, 0, 0, None, None, None, None, None)
 
-LSTMBlockCell = define_op(
+LSTMBlockCell = register_op(
     "LSTMBlockCell", _lstm_block_cell, family="nn", attrs=_LSTM_ATTRS,
     multiple_results=True, jvp=_lstm_cell_jvp,
     batching=_fold_batching("LSTMBlockCell", _lstm_block_cell, _CELL_AXES, 0),
     spec=lambda st: st.Spec(_cell_calls(st, False), note=_DERIV_NOTE + _CELL_NOTE, **_TOL))
 
-BlockLSTM = define_op(
+BlockLSTM = register_op(
     "BlockLSTM", _block_lstm_v1, family="nn", attrs=_LSTM_ATTRS, multiple_results=True,
     jvp=_block_lstm_jvp("BlockLSTM", "icfo"),
     batching=_fold_batching("BlockLSTM", _block_lstm_v1, _BLOCK_AXES, 1),
     spec=lambda st: st.Spec(_block_calls(st, False, False), note=_DERIV_NOTE, **_TOL))
 
-BlockLSTMV2 = define_op(
+BlockLSTMV2 = register_op(
     "BlockLSTMV2", _block_lstm_v2, family="nn", attrs=("cell_clip", "use_peephole"),
     multiple_results=True, jvp=_block_lstm_jvp("BlockLSTMV2", "ifco"),
     batching=_fold_batching("BlockLSTMV2", _block_lstm_v2, _BLOCK_AXES, 1),
     spec=lambda st: st.Spec(_block_calls(st, True, False), note=_DERIV_NOTE,
                             skip={"jvp": _V2_SKIP, "vjp": _V2_SKIP}, **_TOL))
 
-GRUBlockCell = define_op(
+GRUBlockCell = register_op(
     "GRUBlockCell", _gru_block_cell, family="nn", multiple_results=True,
     jvp=_gru_cell_jvp,
     batching=_fold_batching("GRUBlockCell", _gru_block_cell, (0, 0, None, None, None, None),
@@ -478,18 +478,18 @@ GRUBlockCell = define_op(
                             note="TF has no gradient for GRUBlockCell: derivatives are "
                                  "checked against central differences."))
 
-LSTMBlockCellGrad = define_op(
+LSTMBlockCellGrad = register_op(
     "LSTMBlockCellGrad", _lstm_block_cell_grad, family="nn", attrs=("use_peephole",),
     multiple_results=True, spec=lambda st: st.Spec(_cell_calls(st, True), **_TOL))
 
-BlockLSTMGrad = define_op(
+BlockLSTMGrad = register_op(
     "BlockLSTMGrad", _block_lstm_grad_v1, family="nn", attrs=("use_peephole",),
     multiple_results=True, spec=lambda st: st.Spec(_block_calls(st, False, True), **_TOL))
 
-BlockLSTMGradV2 = define_op(
+BlockLSTMGradV2 = register_op(
     "BlockLSTMGradV2", _block_lstm_grad_v2, family="nn", attrs=("use_peephole",),
     multiple_results=True, spec=lambda st: st.Spec(_block_calls(st, True, True), **_TOL))
 
-GRUBlockCellGrad = define_op(
+GRUBlockCellGrad = register_op(
     "GRUBlockCellGrad", _gru_block_cell_grad, family="nn", multiple_results=True,
     spec=lambda st: st.Spec(_gru_calls(st, True)))

@@ -32,7 +32,7 @@ from jax.interpreters import ad
 from tfprims import config
 from tfprims import dtypes as tfdtypes
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.nn import cpu_sort
 from tfprims.errors import import_tensorflow
 
@@ -174,7 +174,7 @@ def _last_axis_batching(op_type):
   return rule
 
 
-TopKV2 = define_op(
+TopKV2 = register_op(
     "TopKV2", _top_k_impl, family=FAMILY, static=("k",), attrs=("sorted", "index_type"),
     multiple_results=True, canonicalize=_top_k_canonicalize, jvp=_top_k_jvp,
     batching=_last_axis_batching("TopKV2"),
@@ -219,7 +219,7 @@ def _nth_jvp(t, x, *, n, reverse):
   return tfops.Sum(tfops.Mul(t, weights), axis=(axis,), keep_dims=False)
 
 
-NthElement = define_op(
+NthElement = register_op(
     "NthElement", _nth_impl, family=FAMILY, static=("n",), attrs=("reverse",),
     canonicalize=lambda params, *_: dict(params, n=_int(params["n"])),
     jvp=(_nth_jvp,), batching=_last_axis_batching("NthElement"),
@@ -268,7 +268,7 @@ def _approx_batch(args, dims, *, reduction_dimension, **params):
   return out, [0, 0]
 
 
-ApproxTopK = define_op(
+ApproxTopK = register_op(
     "ApproxTopK", _approx_impl, family=FAMILY, multiple_results=True,
     attrs=("k", "reduction_dimension", "recall_target", "is_max_k",
            "reduction_input_size_override", "aggregate_to_topk"),
@@ -322,14 +322,14 @@ def _in_top_k_batch(op_type):
 
 _NO_GRAD = "boolean output (TF declares no gradient)"
 
-InTopK = define_op(
+InTopK = register_op(
     "InTopK", lambda predictions, targets, *, k: _in_top_k(predictions, targets, k),
     doc=_in_top_k.__doc__, family=FAMILY, attrs=("k",), jvp=rules.no_grad_jvp("InTopK"),
     batching=_in_top_k_batch("InTopK"),
     spec=lambda st: st.Spec(_in_top_k_calls(st, v2=False),
                             skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD}))
 
-InTopKV2 = define_op(
+InTopKV2 = register_op(
     "InTopKV2", _in_top_k, family=FAMILY, jvp=rules.no_grad_jvp("InTopKV2"),
     batching=_in_top_k_batch("InTopKV2"),
     spec=lambda st: st.Spec(_in_top_k_calls(st, v2=True),

@@ -19,7 +19,7 @@ from jax import lax
 
 from tfprims import core, folding, interpreter, opdefs
 from tfprims import dtypes as tfdtypes
-from tfprims.core import define_op
+from tfprims.core import register_op
 from tfprims.ops.ragged._common import FAMILY, known_ints, op_error, unknown_size
 from tfprims.ops.ragged._specs import gather_spec, range_spec, to_sparse_spec
 
@@ -118,7 +118,7 @@ def _gather_spec(st):
   return gather_spec(st, gather_sizes)
 
 
-RaggedGather = define_op(
+RaggedGather = register_op(
     "RaggedGather", gather, family=FAMILY, multiple_results=True,
     attrs=("PARAMS_RAGGED_RANK", "OUTPUT_RAGGED_RANK"), interpret=_gather_interpret,
     dynamic_shape="the output's size is the gathered rows' total length",
@@ -190,7 +190,7 @@ def _range_spec(st):
   return range_spec(st, range_sizes)
 
 
-RaggedRange = define_op(
+RaggedRange = register_op(
     "RaggedRange", ragged_range, family=FAMILY, multiple_results=True, attrs=("T", "Tsplits"),
     interpret=_range_interpret,
     dynamic_shape="the output's size is the ranges' total size",
@@ -227,7 +227,7 @@ def to_sparse(*operands):
   return coords, values.reshape(-1), shape
 
 
-RaggedTensorToSparse = define_op(
+RaggedTensorToSparse = register_op(
     "RaggedTensorToSparse", to_sparse, family=FAMILY, multiple_results=True,
     check=lambda *operands: (_splits_check(*operands[:-1]), _BAD_SPLITS),
     doc="A ragged tensor as a sparse one: int64 coordinates of every value element, the "

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import core, errors, interpreter, opdefs, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.ragged._common import FAMILY, known_ints, op_error, unknown_size
 from tfprims.ops.ragged._specs import to_tensor_spec
 
@@ -261,7 +261,7 @@ def _spec(st):
   return to_tensor_spec(st, output_shape)
 
 
-RaggedTensorToTensor = define_op(
+RaggedTensorToTensor = register_op(
     "RaggedTensorToTensor", to_tensor, family=FAMILY, attrs=("row_partition_types",),
     check=partitions_check, interpret=_interpret, jvp=_to_tensor_jvp,
     transpose=_to_tensor_transpose, batching=_to_tensor_batching,

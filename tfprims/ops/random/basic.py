@@ -26,7 +26,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import dtypes as tf_dtypes
-from tfprims.core import define_op
+from tfprims.core import register_op
 
 FAMILY = "random"
 
@@ -149,7 +149,7 @@ RANDOM_SKIPS = {
 
 
 def _define_stateful(op_type, impl, *, static=("shape",), attrs=("dtype",), spec=None):
-  return define_op(op_type, impl, family=FAMILY, static=static, attrs=attrs, uses_rng=True,
+  return register_op(op_type, impl, family=FAMILY, static=static, attrs=attrs, uses_rng=True,
                    spec=spec)
 
 
@@ -252,7 +252,7 @@ _STATELESS_SKIPS = dict(RANDOM_SKIPS, values=(
 
 
 def _define(op_type, impl, *, static=("shape",), attrs=("dtype",), spec=None, **kw):
-  return define_op(op_type, impl, family=FAMILY, static=static, attrs=attrs, spec=spec, **kw)
+  return register_op(op_type, impl, family=FAMILY, static=static, attrs=attrs, spec=spec, **kw)
 
 
 StatelessRandomUniform = _define(

@@ -26,7 +26,7 @@ from jax.interpreters import ad
 
 from tfprims import dtypes as tf_dtypes
 from tfprims import errors, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.random.basic import (
     _STATELESS_SKIPS, FAMILY, RANDOM_SKIPS, _key_counter_key, _key_counter_strategy,
     _out_dtype, _seed_strategy, seed_key, wrap_key)
@@ -136,7 +136,7 @@ def _gamma_grad_spec(st):
            "kernel underflows to 0 where the derivative is not 0")
 
 
-RandomGammaGrad = define_op(
+RandomGammaGrad = register_op(
     "RandomGammaGrad", _gamma_grad, family=FAMILY, batching="elementwise",
     spec=_gamma_grad_spec)
 
@@ -174,7 +174,7 @@ def _alpha_spec(st, arg, dtypes, lo, hi, extra=None):
   return st.Spec(calls(), skip=RANDOM_SKIPS, examples=0.5)   # rejection-sampling loops
 
 
-RandomGamma = define_op(
+RandomGamma = register_op(
     "RandomGamma",
     lambda key, alpha, *, shape: gamma(wrap_key(key), alpha, tuple(shape) + jnp.shape(alpha)),
     family=FAMILY, static=("shape",), uses_rng=True,
@@ -183,7 +183,7 @@ RandomGamma = define_op(
 
 _COUNT_DTYPES = ("float16", "float32", "float64", "int32", "int64")
 
-RandomPoissonV2 = define_op(
+RandomPoissonV2 = register_op(
     "RandomPoissonV2",
     lambda key, rate, *, shape, dtype: poisson(wrap_key(key), rate,
                                                tuple(shape) + jnp.shape(rate), dtype),
@@ -220,7 +220,7 @@ def _ptn_spec(st):
                  note="TF rejects stddev <= 0 and minval >= maxval; tfprims does not check")
 
 
-ParameterizedTruncatedNormal = define_op(
+ParameterizedTruncatedNormal = register_op(
     "ParameterizedTruncatedNormal",
     lambda key, means, stdevs, minvals, maxvals, *, shape: _ptn(
         wrap_key(key), means, stdevs, minvals, maxvals, shape=shape),
@@ -274,12 +274,12 @@ def _sg_v3(key, counter, alg, alpha, *, shape):
 
 _GAMMA_DTYPES = ("float16", "float32", "float64")
 
-StatelessRandomGammaV2 = define_op(
+StatelessRandomGammaV2 = register_op(
     "StatelessRandomGammaV2", _sg_v2, family=FAMILY, static=("shape",),
     jvp=_gamma_jvp(lambda seed, alpha, *, shape: tfops.StatelessRandomGammaV2(
         seed, alpha, shape=shape)),
     spec=lambda st: _stateless_spec(st, _positive(st, "alpha", _GAMMA_DTYPES, 0.1, 10)))
-StatelessRandomGammaV3 = define_op(
+StatelessRandomGammaV3 = register_op(
     "StatelessRandomGammaV3", _sg_v3, family=FAMILY, static=("shape",),
     jvp=_gamma_jvp(lambda key, counter, alg, alpha, *, shape: tfops.StatelessRandomGammaV3(
         key, counter, alg, alpha, shape=shape)),
@@ -292,7 +292,7 @@ def _stateless_poisson(seed, lam, *, shape, dtype):
   return poisson(seed_key(seed), lam, tuple(shape), dtype)
 
 
-StatelessRandomPoisson = define_op(
+StatelessRandomPoisson = register_op(
     "StatelessRandomPoisson", _stateless_poisson, family=FAMILY, static=("shape",),
     attrs=("dtype",),
     spec=lambda st: _stateless_spec(
@@ -319,7 +319,7 @@ def _binomial_params(st):
   return params
 
 
-StatelessRandomBinomial = define_op(
+StatelessRandomBinomial = register_op(
     "StatelessRandomBinomial", _stateless_binomial, family=FAMILY, static=("shape",),
     attrs=("dtype",),
     spec=lambda st: _stateless_spec(
@@ -347,7 +347,7 @@ def _sptn_params(st):
   return params
 
 
-StatelessParameterizedTruncatedNormal = define_op(
+StatelessParameterizedTruncatedNormal = register_op(
     "StatelessParameterizedTruncatedNormal", _stateless_ptn, family=FAMILY,
     static=("shape",),
     spec=lambda st: _stateless_spec(st, _sptn_params(st)))

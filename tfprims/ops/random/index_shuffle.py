@@ -17,7 +17,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import dtypes as tf_dtypes
-from tfprims.core import define_op
+from tfprims.core import register_op
 from tfprims.ops.random.basic import FAMILY
 
 _Z = 0x7369F885192C0EF5   # Simon's z sequence, as TF's key schedule takes it
@@ -117,6 +117,6 @@ def _spec(st):
   return st.Spec(calls(), note="index <= max_index (TF's walk may never end otherwise)")
 
 
-RandomIndexShuffle = define_op(
+RandomIndexShuffle = register_op(
     "RandomIndexShuffle", _index_shuffle, family=FAMILY, attrs=("rounds",),
     spec=_spec)

@@ -21,7 +21,7 @@ from jax import lax
 
 from tfprims import dtypes as tf_dtypes
 from tfprims import errors
-from tfprims.core import define_op
+from tfprims.core import register_op
 from tfprims.ops.array import padded
 from tfprims.ops.array.data_dependent import bounded_hook
 from tfprims.ops.random.basic import FAMILY, RANDOM_SKIPS, wrap_key
@@ -126,11 +126,11 @@ def _random_spec(st):
                             "tests/test_random_more.py"))
 
 
-UniformCandidateSampler = define_op(
+UniformCandidateSampler = register_op(
     "UniformCandidateSampler",
     _sampler("UniformCandidateSampler", _uniform_draw, _uniform_prob),
     family=FAMILY, attrs=_ATTRS, uses_rng=True, multiple_results=True, spec=_random_spec)
-LogUniformCandidateSampler = define_op(
+LogUniformCandidateSampler = register_op(
     "LogUniformCandidateSampler",
     _sampler("LogUniformCandidateSampler", _log_uniform_draw, _log_uniform_prob),
     family=FAMILY, attrs=_ATTRS, uses_rng=True, multiple_results=True, spec=_random_spec)
@@ -153,7 +153,7 @@ def _unigram_spec(st):
 def _unigram_sampler(op_type):
   """TF's learned unigram samplers: both start from TF's all-ones counts, so a node's first
   run (every run here: tfprims keeps no counts between calls) samples uniformly."""
-  return define_op(
+  return register_op(
       op_type, _sampler(op_type, _uniform_draw, _uniform_prob),
       family=FAMILY, attrs=_ATTRS, uses_rng=True, multiple_results=True,
       doc="Candidates from TF's learned unigram distribution as at the node's first run "
@@ -171,7 +171,7 @@ def _all_sampler(true_classes, *, num_true, num_sampled, unique):
           jnp.ones((num_sampled,), jnp.float32))
 
 
-AllCandidateSampler = define_op(
+AllCandidateSampler = register_op(
     "AllCandidateSampler", _all_sampler, family=FAMILY,
     attrs=("num_true", "num_sampled", "unique"), multiple_results=True,
     spec=lambda st: st.Spec(_spec(st, with_range=False),
@@ -251,7 +251,7 @@ def _accidental_hits_spec(st):
                       "or cut to size")
 
 
-ComputeAccidentalHits = define_op(
+ComputeAccidentalHits = register_op(
     "ComputeAccidentalHits", _accidental_hits, family=FAMILY, multiple_results=True,
     attrs=("num_true",), dynamic_shape="returns one entry per true class found among the "
     "sampled candidates: its output size depends on the data",

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import dtypes as tf_dtypes
-from tfprims.core import define_op
+from tfprims.core import register_op
 from tfprims.ops.random.basic import FAMILY
 from tfprims.ops.shared import scalar_int
 
@@ -154,7 +154,7 @@ def _spec(st):
                       "<= 512 * its CPU threads)")
 
 
-SobolSample = define_op(
+SobolSample = register_op(
     "SobolSample", _sobol, family=FAMILY, static=("dim", "num_results"), attrs=("dtype",),
     canonicalize=_canonicalize, check=_check,
     doc="Points skip + 1 .. skip + num_results of the unscrambled Sobol sequence in dim "

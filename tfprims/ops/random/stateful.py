@@ -25,7 +25,7 @@ from jax import lax
 
 from tfprims import dtypes as tf_dtypes
 from tfprims import errors
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.interpreter import VariableHandle, bind_node
 from tfprims.ops.random.basic import (
     FAMILY, RANDOM_FLOATS, RANDOM_SKIPS, _full_int, _key_counter_key, _normal,
@@ -135,7 +135,7 @@ def _spec(st, op_type, extra):
 
 
 def _define(op_type, draw, extra, *, attrs=("dtype",), delta=None):
-  return define_op(
+  return register_op(
       op_type, _stateful(op_type, draw, delta), family=FAMILY,
       static=("algorithm", "shape"), attrs=attrs, multiple_results=True,
       interpret=_interpret(op_type), reads_state=True, writes_state=True,
@@ -264,7 +264,7 @@ def _binomial_spec(st):
   return spec
 
 
-StatefulRandomBinomial = define_op(
+StatefulRandomBinomial = register_op(
     "StatefulRandomBinomial",
     _stateful("StatefulRandomBinomial",
               lambda k, counts, probs, *, shape, dtype: binomial(k, counts, probs, shape,

@@ -27,7 +27,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import core, dtypes, errors, folding
-from tfprims.core import define_op
+from tfprims.core import register_op
 from tfprims.ops.shared import ints
 from tfprims.ops.shared_specs import lazy_hst
 from tfprims.ops.sparse._common import (FAMILY, draw_sparse, index_dtype, static_indices,
@@ -103,7 +103,7 @@ def _concat_spec(st):
   return st.Spec(calls(), vmap_variation="scale", examples=0.5)
 
 
-SparseConcat = define_op(
+SparseConcat = register_op(
     "SparseConcat", _concat, family=FAMILY, static=("shapes",), attrs=("concat_dim",),
     multiple_results=True, spec=_concat_spec,
     interpret=static_outputs(lambda *, shapes, concat_dim: {2: _concat_shape(shapes, concat_dim)}),
@@ -153,7 +153,7 @@ def _slice_spec(st):
   return st.Spec(calls(), vmap_variation="scale")
 
 
-SparseSlice = define_op(
+SparseSlice = register_op(
     "SparseSlice", _slice, family=FAMILY, static=("indices", "shape", "start", "size"),
     multiple_results=True, spec=_slice_spec, interpret=static_outputs(_slice_known),
     doc="The entries inside [start, start + size), their indices shifted by start.")
@@ -279,7 +279,7 @@ def _add_spec(st):
                  grad_oracle="vjp", examples=0.5)
 
 
-SparseAdd = define_op(
+SparseAdd = register_op(
     "SparseAdd", _add, family=FAMILY, static=("a_indices", "a_shape", "b_indices", "b_shape"),
     multiple_results=True, interpret=_add_interpret, spec=_add_spec,
     doc="The entries of a and b merged, values added where indices coincide (sums "
@@ -330,7 +330,7 @@ def _extreme_spec(st):
 
 
 def _define_extreme(name, fn):
-  return define_op(
+  return register_op(
       name, _extreme_impl(fn), family=FAMILY,
       static=("a_indices", "a_shape", "b_indices", "b_shape"), multiple_results=True,
       interpret=static_outputs(_extreme_known), spec=_extreme_spec,

@@ -18,7 +18,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.shared_specs import bounded_values, lazy_hst
 from tfprims.ops.sparse._common import FAMILY, draw_sparse, static_shape
 
@@ -63,7 +63,7 @@ def _softmax_spec(st):
                  note="indices drawn in row-major order (TF's gradient assumes it)")
 
 
-SparseSoftmax = define_op(
+SparseSoftmax = register_op(
     "SparseSoftmax", _softmax, family=FAMILY, static=("sp_shape",), spec=_softmax_spec,
     doc="The softmax of each row's values (last dimension), entries in row-major order.")
 
@@ -123,15 +123,15 @@ def _cwise_spec(dtypes, nonzero=False, **kw):
 
 
 _FLOATS = ("float32", "float64")  # TF has no complex kernels
-SparseDenseCwiseMul = define_op(
+SparseDenseCwiseMul = register_op(
     "SparseDenseCwiseMul", _cwise_impl("times", jnp.multiply), family=FAMILY,
     static=("sp_shape",), spec=_cwise_spec(_FLOATS + ("int32",)))
-SparseDenseCwiseAdd = define_op(
+SparseDenseCwiseAdd = register_op(
     "SparseDenseCwiseAdd", _cwise_impl("plus", jnp.add), family=FAMILY,
     static=("sp_shape",), spec=_cwise_spec(
         _FLOATS + ("int32",), grad_oracle="fd",
         note="derivatives vs central differences: TF has no gradient for it"))
-SparseDenseCwiseDiv = define_op(
+SparseDenseCwiseDiv = register_op(
     "SparseDenseCwiseDiv", _cwise_impl("divided by", _divide), family=FAMILY,
     static=("sp_shape",), spec=_cwise_spec(_FLOATS, nonzero=True))
 
@@ -169,7 +169,7 @@ def _dense_add_spec(st):
   return st.Spec(calls(), diff_args=("a_values", "b"), vmap_variation="scale")
 
 
-SparseTensorDenseAdd = define_op(
+SparseTensorDenseAdd = register_op(
     "SparseTensorDenseAdd", _dense_add, family=FAMILY, static=("a_shape",),
     jvp=(None,
          lambda t, i, v, b, **p: SparseTensorDenseAdd(i, t, rules.zeros(b.shape, b.dtype), **p),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.shared_specs import lazy_hst
 from tfprims.ops.sparse._common import FAMILY, check_indices, draw_sparse, static_shape
 
@@ -92,7 +92,7 @@ def _spec(st):
   return st.Spec(calls(), diff_args=("a_values", "b"), vmap_variation="scale")
 
 
-SparseTensorDenseMatMul = define_op(
+SparseTensorDenseMatMul = register_op(
     "SparseTensorDenseMatMul", _matmul, family=FAMILY, static=("a_shape",),
     attrs=("adjoint_a", "adjoint_b"), check=_check,
     jvp=(None,

@@ -20,7 +20,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.shared import ints
 from tfprims.ops.shared_specs import lazy_hst
 from tfprims.ops.sparse._common import (FAMILY, check_indices, draw_sparse, index_dtype,
@@ -135,14 +135,14 @@ def _spec(dtypes, cases=()):
   return spec
 
 
-SparseReduceSum = define_op(
+SparseReduceSum = register_op(
     "SparseReduceSum", _reduce_impl("sum"), family=FAMILY,
     static=("input_shape", "reduction_axes"), attrs=("keep_dims",), check=_check,
     jvp=(None, lambda t, i, v, **p: SparseReduceSum(i, t, **p)),
     transpose=lambda ct, i, v, **p: [None, _sum_transpose(ct, i, **p)],
     spec=_spec(("float32", "float64", "int32", "int64", "complex64")))
 
-SparseReduceMax = define_op(
+SparseReduceMax = register_op(
     "SparseReduceMax", _reduce_impl("max"), family=FAMILY,
     static=("input_shape", "reduction_axes"), attrs=("keep_dims",), check=_check,
     spec=_spec(("float32", "float64", "int32", "int64"), _NAN_ORDER))
@@ -207,7 +207,7 @@ def _sparse_known(*, input_indices, input_shape, reduction_axes, keep_dims):
 
 def _define_sparse(kind, dtypes, cases=()):
   name = f"SparseReduce{kind.capitalize()}Sparse"
-  return define_op(
+  return register_op(
       name, _sparse_reduce_impl(kind), family=FAMILY, multiple_results=True,
       static=("input_indices", "input_shape", "reduction_axes"), attrs=("keep_dims",),
       interpret=static_outputs(_sparse_known), spec=_spec(dtypes, cases),

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from tfprims.core import define_op
+from tfprims.core import register_op
 from tfprims.ops.shared import ints
 from tfprims.ops.shared_specs import lazy_hst
 from tfprims.ops.sparse._common import (FAMILY, draw_sparse, index_dtype, static_indices,
@@ -52,7 +52,7 @@ def _reorder_spec(st):
   return st.Spec(calls(), diff_args=("input_values",), vmap_variation="scale")
 
 
-SparseReorder = define_op(
+SparseReorder = register_op(
     "SparseReorder", _reorder, family=FAMILY, static=("input_shape",),
     multiple_results=True, spec=_reorder_spec,
     doc="The entries sorted into row-major order of their indices (stable).")
@@ -125,7 +125,7 @@ def _reshape_spec(st):
   return st.Spec(calls(), vmap_variation="scale")
 
 
-SparseReshape = define_op(
+SparseReshape = register_op(
     "SparseReshape", _reshape, family=FAMILY, static=("input_shape", "new_shape"),
     multiple_results=True, spec=_reshape_spec,
     interpret=static_outputs(lambda *, input_shape, new_shape: {
@@ -199,7 +199,7 @@ def _fill_spec(st):
   return st.Spec(calls(), vmap_variation="scale")
 
 
-SparseFillEmptyRows = define_op(
+SparseFillEmptyRows = register_op(
     "SparseFillEmptyRows", _fill_empty_rows, family=FAMILY,
     static=("indices", "dense_shape"), multiple_results=True, spec=_fill_spec,
     interpret=static_outputs(_fill_known),

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import errors, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.tensorlist.value import FAMILY, TensorList, as_list
 from tfprims.errors import import_tensorflow
 
@@ -162,7 +162,7 @@ def _push_back_batch_spec(st):
                       "(checked against central differences)")
 
 
-PushBackBatch = define_op(
+PushBackBatch = register_op(
     "TensorListPushBackBatch", _push_back_batch_impl, family=FAMILY, linear=True,
     transpose=_push_back_batch_transpose, batching=_push_back_batch_batching,
     interpret=_push_back_batch_interpret, spec=_push_back_batch_spec)

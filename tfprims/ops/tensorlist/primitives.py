@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.interpreters import ad
 
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.tensorlist import hooks
 from tfprims.ops.tensorlist.value import FAMILY
 from tfprims.errors import import_tensorflow
@@ -127,7 +127,7 @@ def _set_item_spec(st):
                  operands=("input_handle", "index", "item"))
 
 
-SetItem = define_op(
+SetItem = register_op(
     "TensorListSetItem", _set_item_impl, family=FAMILY, spec=_set_item_spec,
     build=_set_item_build,
     jvp=_set_item_jvp, transpose=_set_item_transpose,
@@ -164,7 +164,7 @@ def _get_item_spec(st):
                  operands=("input_handle", "index"))
 
 
-GetItem = define_op(
+GetItem = register_op(
     "TensorListGetItem", _get_item_impl, family=FAMILY, spec=_get_item_spec,
     build=_get_item_build,
     jvp=(lambda t, items, index: tfops.TensorListGetItem(t, index), None),
@@ -198,7 +198,7 @@ def _gather_spec(st):
                  note="gradient sums the cotangents of repeated indices (TF keeps the last)")
 
 
-Gather = define_op(
+Gather = register_op(
     "TensorListGather", _gather_impl, family=FAMILY, spec=_gather_spec,
     jvp=(lambda t, items, indices: tfops.TensorListGather(t, indices), None),
     transpose=lambda ct, items, indices: [
@@ -238,7 +238,7 @@ def _scatter_into_spec(st):
                  operands=("input_handle", "tensor", "indices"))
 
 
-ScatterInto = define_op(
+ScatterInto = register_op(
     "TensorListScatterIntoExistingList", _scatter_into_impl, family=FAMILY,
     spec=_scatter_into_spec,
     jvp=_scatter_into_jvp,
@@ -292,7 +292,7 @@ def _scatter_spec(v2: bool):
   return spec
 
 
-ScatterV2 = define_op(
+ScatterV2 = register_op(
     "TensorListScatterV2", _scatter_v2_impl, family=FAMILY, spec=_scatter_spec(True),
     jvp=(lambda t, tensor, indices, **p: tfops.TensorListScatterV2(t, indices, **p), None),
     transpose=lambda ct, tensor, indices, **p: [
@@ -300,7 +300,7 @@ ScatterV2 = define_op(
     interpret=hooks.scatter_v2)
 
 
-Scatter = define_op(
+Scatter = register_op(
     "TensorListScatter", _scatter_v2_impl, family=FAMILY, spec=_scatter_spec(False),
     jvp=(lambda t, tensor, indices, **p: tfops.TensorListScatter(t, indices, **p), None),
     transpose=lambda ct, tensor, indices, **p: [
@@ -359,12 +359,12 @@ def _pop_back_spec(st):
                  operands=("input_handle",))
 
 
-PushBack = define_op(
+PushBack = register_op(
     "TensorListPushBack", _push_back_impl, family=FAMILY, spec=_push_back_spec, linear=True,
     transpose=lambda ct, items, tensor: list(tfops.TensorListPopBack(ct)),
     interpret=hooks.push_back)
 
-PopBack = define_op(
+PopBack = register_op(
     "TensorListPopBack", _pop_back_impl, family=FAMILY, spec=_pop_back_spec, linear=True,
     multiple_results=True,
     transpose=lambda cts, items: [tfops.TensorListPushBack(_inst(cts[0], _rest_aval(items)),
@@ -403,14 +403,14 @@ def _concat_spec(oracle):
   return spec
 
 
-ConcatV2 = define_op(
+ConcatV2 = register_op(
     "TensorListConcatV2", _concat_impl, family=FAMILY, spec=_concat_spec(tf_concat_v2),
     linear=True,
     transpose=lambda ct, items: [ct.reshape(items.aval.shape)],
     interpret=hooks.concat_v2)
 
 
-Concat = define_op(
+Concat = register_op(
     "TensorListConcat", _concat_impl, family=FAMILY, spec=_concat_spec(tf_concat), linear=True,
     transpose=lambda ct, items: [ct.reshape(items.aval.shape)],
     interpret=hooks.concat_v1)
@@ -445,7 +445,7 @@ def _concat_lists_spec(st):
                  operands=("input_a", "input_b"))
 
 
-ConcatLists = define_op(
+ConcatLists = register_op(
     "TensorListConcatLists", _concat_lists_impl, family=FAMILY, spec=_concat_lists_spec,
     jvp=_concat_lists_jvp,
     interpret=hooks.concat_lists)
@@ -474,7 +474,7 @@ def _resize_spec(st):
                  params=lambda kw: {"size": int(kw["size"])})
 
 
-Resize = define_op(
+Resize = register_op(
     "TensorListResize", _resize_impl, family=FAMILY, spec=_resize_spec, linear=True,
     transpose=lambda ct, items, *, size: [tfops.TensorListResize(ct, size=items.aval.shape[0])],
     interpret=hooks.resize)

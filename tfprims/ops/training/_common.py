@@ -36,7 +36,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import opdefs
-from tfprims.core import define_op, register_structural, tfops
+from tfprims.core import register_op, register_structural, tfops
 from tfprims.interpreter import RefHandle, bind_node, deref
 from tfprims.ops.variables import expect_handle
 from tfprims.errors import import_tensorflow
@@ -260,7 +260,7 @@ def define_optimizer(name: str, update: Callable, *, n_state: int,
     impl = (make_impl(prim_type, n_state, sparse_update or update, grad_name)
             if make_impl is _sparse_impl else make_impl(prim_type, n_state, update))
     hook = (_resource_hook if resource_only else _ref_hook)(prim_type, n_state)
-    define_op(
+    register_op(
         prim_type, impl, family=FAMILY,
         attrs=tuple(attrs), multiple_results=True, batching=batching,
         check=_sparse_check(prim_type, n_state) if ref_prefix == "SparseApply" else None,

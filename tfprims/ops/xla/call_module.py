@@ -40,7 +40,7 @@ from jax.extend.mlir.dialects import stablehlo as hlo
 from jax.interpreters import ad, batching, mlir
 
 from tfprims import dtypes, errors, stablehlo
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops import custom_gradients
 
 from tfprims.ops.xla._common import FAMILY
@@ -402,7 +402,7 @@ def _spec(st):
                  skip={"jvp": _NO_TF_GRADIENT, "vjp": _NO_TF_GRADIENT})
 
 
-XlaCallModule = define_op(
+XlaCallModule = register_op(
     "XlaCallModule", _call_impl, family=FAMILY, multiple_results=True,
     attrs=("module", "version", "Sout", "Tout", "platforms"), canonicalize=_canonicalize,
     abstract_eval=_abstract_eval, lowering=_lowering, jvp=_jvp, batching=_batch,

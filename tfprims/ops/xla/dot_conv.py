@@ -18,7 +18,7 @@ from jax import lax
 from jax.interpreters import ad
 
 from tfprims import dtypes, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.xla import _common
 from tfprims.ops.xla._common import FAMILY
 from tfprims.rules import U
@@ -272,12 +272,12 @@ def _dot_spec(st, op_type, v2):
 
 _DOT_ATTRS = ("dimension_numbers", "precision_config")
 
-XlaDot = define_op(
+XlaDot = register_op(
     "XlaDot", _dot_v1_impl, family=FAMILY, attrs=_DOT_ATTRS,
     canonicalize=_dot_canonicalize, jvp=_dot_jvp("XlaDot"), transpose=_dot_transpose,
     batching=_dot_batch("XlaDot"), spec=lambda st: _dot_spec(st, "XlaDot", False))
 
-XlaDotV2 = define_op(
+XlaDotV2 = register_op(
     "XlaDotV2", _dot_v2_impl, family=FAMILY, attrs=_DOT_ATTRS + ("preferred_element_type",),
     canonicalize=_dot_canonicalize, jvp=_dot_jvp("XlaDotV2"), transpose=_dot_transpose,
     batching=_dot_batch("XlaDotV2"), spec=lambda st: _dot_spec(st, "XlaDotV2", True))
@@ -350,13 +350,13 @@ def _conv_jvp(op_type):
   return _dot_jvp(op_type)  # bilinear, like a dot
 
 
-XlaConv = define_op(
+XlaConv = register_op(
     "XlaConv", _conv_v1_impl, family=FAMILY, static=_CONV_STATIC, attrs=_DOT_ATTRS,
     canonicalize=_conv_canonicalize, jvp=_conv_jvp("XlaConv"),
     transpose=_conv_transpose(_conv_v1_impl),
     spec=lambda st: _conv_spec(st, "XlaConv", False))
 
-XlaConvV2 = define_op(
+XlaConvV2 = register_op(
     "XlaConvV2", _conv_v2_impl, family=FAMILY, static=_CONV_STATIC,
     attrs=_DOT_ATTRS + ("preferred_element_type", "batch_group_count"),
     canonicalize=_conv_canonicalize, jvp=_conv_jvp("XlaConvV2"),

@@ -25,7 +25,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import errors, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.xla import _common
 from tfprims.ops.xla._common import FAMILY, INDEX_DTYPES
 
@@ -99,7 +99,7 @@ def _gather_calls(st):
   return calls()
 
 
-XlaGather = define_op(
+XlaGather = register_op(
     "XlaGather", _gather_impl, family=FAMILY, static=("slice_sizes",),
     attrs=("dimension_numbers", "indices_are_sorted"), canonicalize=_gather_canonicalize,
     jvp=(lambda t, x, i, **p: tfops.XlaGather(t, i, **p), None),
@@ -204,7 +204,7 @@ def _scatter_calls(st):
   return calls()
 
 
-XlaScatter = define_op(
+XlaScatter = register_op(
     "XlaScatter", _scatter_impl, family=FAMILY,
     attrs=("update_computation", "dimension_numbers", "indices_are_sorted"),
     canonicalize=_scatter_canonicalize, interpret=_scatter_interpret,

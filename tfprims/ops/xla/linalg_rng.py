@@ -29,7 +29,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import errors, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.linalg.factorizations import (fix_phase, random_unitary,
                                                separated_spectrum, tf_fix_phase)
 from tfprims.ops.xla import _common
@@ -98,7 +98,7 @@ _GAUGE = ("oracle: the op under tf.function(jit_compile=True), its vectors put i
 _TOL = ("; float64 to 1e-7: XLA's Jacobi sweeps stop short of LAPACK's accuracy even "
         "with epsilon at machine precision")
 
-XlaSvd = define_op(
+XlaSvd = register_op(
     "XlaSvd", _svd_impl, family=FAMILY, multiple_results=True,
     attrs=("max_iter", "epsilon", "precision_config"), canonicalize=_canonicalize_svd,
     batching=rules.leading_batching("XlaSvd"),
@@ -152,7 +152,7 @@ def _eig_oracle():
   return oracle
 
 
-XlaSelfAdjointEig = define_op(
+XlaSelfAdjointEig = register_op(
     "XlaSelfAdjointEig", _eig_impl, family=FAMILY, multiple_results=True,
     attrs=("lower", "max_iter", "epsilon"),
     canonicalize=lambda p, *o: dict(p, lower=bool(p["lower"]), max_iter=int(p["max_iter"]),
@@ -221,7 +221,7 @@ def _rng_calls(st):
   return calls()
 
 
-XlaRngBitGenerator = define_op(
+XlaRngBitGenerator = register_op(
     "XlaRngBitGenerator", _rng_impl, family=FAMILY, multiple_results=True,
     static=("algorithm", "shape"), attrs=("dtype",), canonicalize=_rng_canonicalize,
     batching=_rng_batch,

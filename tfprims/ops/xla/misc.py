@@ -18,7 +18,7 @@ from jax import lax
 from jax.interpreters import ad
 
 from tfprims import rules
-from tfprims.core import declare_unsupported, define_op, tfops
+from tfprims.core import declare_unsupported, register_op, tfops
 from tfprims.ops.xla import _common
 from tfprims.ops.xla._common import FAMILY
 from tfprims.rules import U
@@ -109,7 +109,7 @@ _EINSUM_GRAD_NOTE = ("; derivatives against central differences: TF's XlaEinsum 
                      "does not conjugate the other operand, so its complex gradients are "
                      "not the conjugate VJP (docs/semantics/xla.md)")
 
-XlaEinsum = define_op(
+XlaEinsum = register_op(
     "XlaEinsum", _einsum_impl, family=FAMILY, attrs=("equation",), jvp=_einsum_jvp,
     transpose=_einsum_transpose, batching=_einsum_batch,
     spec=lambda st: st.Spec(_einsum_calls(st), rtol={"bfloat16": 5e-2},
@@ -142,7 +142,7 @@ _ROUNDING = ("TF registers no gradient; the tangent is rounded like the value (J
              "reduce_precision rule, a straight-through estimate) where the op is "
              "piecewise constant (docs/semantics/xla.md)")
 
-XlaReducePrecision = define_op(
+XlaReducePrecision = register_op(
     "XlaReducePrecision", _reduce_precision_impl, family=FAMILY,
     attrs=("exponent_bits", "mantissa_bits"), linear=True,
     transpose=lambda ct, x, **p: [tfops.XlaReducePrecision(ct, **p)],
@@ -178,7 +178,7 @@ def _barrier_calls(st):
   return calls()
 
 
-XlaOptimizationBarrier = define_op(
+XlaOptimizationBarrier = register_op(
     "XlaOptimizationBarrier", _barrier_impl, family=FAMILY, multiple_results=True,
     jvp=_barrier_jvp, batching=rules.same_op_batching("XlaOptimizationBarrier"),
     spec=lambda st: st.Spec(

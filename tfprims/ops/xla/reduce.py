@@ -25,7 +25,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import dtypes, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.xla import _common
 from tfprims.ops.xla._common import FAMILY, INDEX_DTYPES
 from tfprims.errors import import_tensorflow
@@ -225,7 +225,7 @@ _INIT_NOTE = ("; init values are the reducer's identity (with others XLA's resul
               "implementation-defined, see docs/semantics/xla.md)")
 _NO_GENERAL_GRAD = "JAX does not differentiate a general reduce body (docs/semantics/xla.md)"
 
-XlaReduce = define_op(
+XlaReduce = register_op(
     "XlaReduce", _reduce_impl, family=FAMILY, attrs=("dimensions_to_reduce", "reducer"),
     canonicalize=_canonicalize, batching=_batching("XlaReduce", _reduce_impl, False, "reducer"),
     interpret=_interpret("XlaReduce", "reducer", ("input", "init_value")),
@@ -259,14 +259,14 @@ def _variadic_spec(st, op_type, v2):
                  skip={"jvp": _NO_GENERAL_GRAD, "vjp": _NO_GENERAL_GRAD})
 
 
-XlaVariadicReduce = define_op(
+XlaVariadicReduce = register_op(
     "XlaVariadicReduce", _variadic_reduce_impl, family=FAMILY, multiple_results=True,
     attrs=("dimensions_to_reduce", "reducer"), canonicalize=_canonicalize,
     batching=_batching("XlaVariadicReduce", _variadic_reduce_impl, True, "reducer"),
     interpret=_interpret("XlaVariadicReduce", "reducer", ("input", "init_value")),
     spec=lambda st: _variadic_spec(st, "XlaVariadicReduce", False))
 
-XlaVariadicReduceV2 = define_op(
+XlaVariadicReduceV2 = register_op(
     "XlaVariadicReduceV2", _variadic_reduce_impl, family=FAMILY, multiple_results=True,
     attrs=("dimensions_to_reduce", "reducer"), canonicalize=_canonicalize,
     batching=_batching("XlaVariadicReduceV2", _variadic_reduce_impl, True, "reducer"),
@@ -338,7 +338,7 @@ def _reduce_window_calls(st):
   return calls()
 
 
-XlaReduceWindow = define_op(
+XlaReduceWindow = register_op(
     "XlaReduceWindow", _reduce_window_impl, family=FAMILY,
     static=("window_dimensions", "window_strides", "base_dilations", "window_dilations",
             "padding"),
@@ -522,7 +522,7 @@ def _sas_oracle():
   return oracle
 
 
-XlaSelectAndScatter = define_op(
+XlaSelectAndScatter = register_op(
     "XlaSelectAndScatter", _select_and_scatter_impl, family=FAMILY,
     static=("window_dimensions", "window_strides", "padding"), attrs=("select", "scatter"),
     canonicalize=_sas_canonicalize, interpret=_sas_interpret,

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import errors, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.xla import _common
 from tfprims.ops.xla._common import FAMILY
 from tfprims.errors import import_tensorflow
@@ -126,7 +126,7 @@ def _calls(st):
   return calls()
 
 
-XlaSharding = define_op(
+XlaSharding = register_op(
     "XlaSharding", _sharding_impl, family=FAMILY, attrs=("sharding", "unspecified_dims"),
     canonicalize=lambda p, *o: dict(p, sharding=parse_sharding(p["sharding"]),
                                     unspecified_dims=tuple(p["unspecified_dims"])),
@@ -241,7 +241,7 @@ def _spmd_calls(st, full: bool):
 _SPMD_NOTE = ("oracle: the op under tf.function(jit_compile=True) on one device (a "
               "sharding that splits the value is refused, by TF's CPU jit too)")
 
-XlaSpmdFullToShardShape = define_op(
+XlaSpmdFullToShardShape = register_op(
     "XlaSpmdFullToShardShape", _full_to_shard_impl, family=FAMILY,
     attrs=("manual_sharding", "dim", "unspecified_dims"),
     canonicalize=_spmd_canonicalize("XlaSpmdFullToShardShape"), linear=True,
@@ -250,7 +250,7 @@ XlaSpmdFullToShardShape = define_op(
                             oracle=_common.jit_oracle("XlaSpmdFullToShardShape",
                                                       ("input",))))
 
-XlaSpmdShardToFullShape = define_op(
+XlaSpmdShardToFullShape = register_op(
     "XlaSpmdShardToFullShape", _shard_to_full_impl, family=FAMILY,
     attrs=("manual_sharding", "full_shape", "dim", "unspecified_dims"),
     canonicalize=_spmd_canonicalize("XlaSpmdShardToFullShape"), linear=True,
@@ -296,7 +296,7 @@ def _replica_oracle():
   return tf_XlaReplicaId
 
 
-XlaReplicaId = define_op(
+XlaReplicaId = register_op(
     "XlaReplicaId", _replica_id_impl, family=FAMILY, canonicalize=_replica_canonicalize,
     interpret=_replica_interpret,
     spec=lambda st: st.Spec(st.just({}), oracle=_replica_oracle(),

@@ -17,7 +17,7 @@ from jax import lax
 from jax.interpreters import ad
 
 from tfprims import rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.xla import _common
 from tfprims.ops.xla._common import FAMILY, INDEX_DTYPES
 from tfprims.rules import U
@@ -83,7 +83,7 @@ def _dynamic_slice_calls(st):
   return calls()
 
 
-XlaDynamicSlice = define_op(
+XlaDynamicSlice = register_op(
     "XlaDynamicSlice", _dynamic_slice_impl, family=FAMILY, static=("size_indices",),
     canonicalize=_size_canonicalize,
     jvp=(lambda t, x, i, *, size_indices: tfops.XlaDynamicSlice(t, i,
@@ -151,7 +151,7 @@ def _dynamic_update_slice_calls(st):
   return calls()
 
 
-XlaDynamicUpdateSlice = define_op(
+XlaDynamicUpdateSlice = register_op(
     "XlaDynamicUpdateSlice", _dynamic_update_slice_impl, family=FAMILY,
     jvp=_dynamic_update_slice_jvp, transpose=_dynamic_update_slice_transpose,
     batching=_dynamic_update_slice_batch,
@@ -246,7 +246,7 @@ def _pad_calls(st):
   return calls()
 
 
-XlaPad = define_op(
+XlaPad = register_op(
     "XlaPad", _pad_impl, family=FAMILY,
     static=("padding_low", "padding_high", "padding_interior"),
     canonicalize=_pad_canonicalize, jvp=_pad_jvp, transpose=_pad_transpose,
@@ -312,7 +312,7 @@ def _broadcast_helper_calls(st):
   return calls()
 
 
-XlaBroadcastHelper = define_op(
+XlaBroadcastHelper = register_op(
     "XlaBroadcastHelper", _broadcast_helper_impl, family=FAMILY, multiple_results=True,
     static=("broadcast_dims",),
     canonicalize=lambda p, *o: dict(

@@ -21,7 +21,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import errors, rules
-from tfprims.core import define_op, tfops
+from tfprims.core import register_op, tfops
 from tfprims.ops.xla import _common
 from tfprims.ops.xla._common import FAMILY
 from tfprims.errors import import_tensorflow
@@ -88,7 +88,7 @@ def _sort_calls(st, key_value: bool):
   return calls()
 
 
-XlaSort = define_op(
+XlaSort = register_op(
     "XlaSort", _sort_impl, family=FAMILY,
     batching=lambda args, dims: (tfops.XlaSort(rules.to_front(args[0], dims[0])), 0),
     spec=lambda st: st.Spec(_sort_calls(st, False), grad_oracle="fd",
@@ -110,7 +110,7 @@ def _key_value_sort_batch(args, dims):
   return tfops.XlaKeyValueSort(k, v), [0, 0]
 
 
-XlaKeyValueSort = define_op(
+XlaKeyValueSort = register_op(
     "XlaKeyValueSort", _key_value_sort_impl, family=FAMILY, multiple_results=True,
     batching=_key_value_sort_batch,
     spec=lambda st: st.Spec(_sort_calls(st, True), grad_oracle="fd",
@@ -209,7 +209,7 @@ def _variadic_sort_calls(st):
   return calls()
 
 
-XlaVariadicSort = define_op(
+XlaVariadicSort = register_op(
     "XlaVariadicSort", _variadic_sort_impl, family=FAMILY, multiple_results=True,
     static=("dimension",), attrs=("comparator", "is_stable"),
     canonicalize=lambda p, *o: dict(p, dimension=int(np.asarray(p["dimension"])),
