@@ -159,9 +159,6 @@ def _run_check(run: _Run, settings: hypothesis.settings) -> CheckResult:
     except CheckFailure:
       run.failing_calls.add(key)
       raise
-    finally:
-      if run.progress is not None:
-        run.progress.step()
 
   test.__name__ = f"test_{run.op.op_type}_{run.check}"
   test.__qualname__ = test.__name__

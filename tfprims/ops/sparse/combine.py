@@ -63,7 +63,7 @@ def _concat(*operands, shapes, concat_dim):
   order = [axis] + [d for d in range(rank) if d != axis]
   parts_i, parts_v, offset = [], [], 0
   for k in range(n):
-    idx, vals = operands[k].astype(dt), operands[n + k]
+    idx, vals = jnp.asarray(operands[k]).astype(dt), jnp.asarray(operands[n + k])
     if idx.shape[0]:
       idx, vals = _sorted(idx, vals, order)
     parts_i.append(idx.at[:, axis].add(offset))

@@ -149,6 +149,7 @@ def _dense_add(a_indices, a_values, b, *, a_shape):
     raise ValueError(f"a_indices must be a matrix [nnz, {len(shape)}]")
   if not shape:
     return b + jnp.sum(a_values)
+  b = jnp.asarray(b)   # numpy where folded
   return b.at[tuple(a_indices[:, d] for d in range(len(shape)))].add(a_values, mode="drop")
 
 
