@@ -183,8 +183,11 @@ def run(ctx: Context, graph: graph_lib.Graph, feeds: Mapping[str, Any]) -> list:
   """Evaluates ``graph`` given values for its inputs (by name); returns its outputs."""
   if ctx.progress is not None or not progress_lib.wanted():
     return _run(ctx, graph, feeds)
-  total = (sum(node.name not in feeds for node, _ in graph.schedule)
-           + sum(len(g.nodes) for g in ctx.library.reachable(graph).values()))
+  total = graph.__dict__.get("_progress_total")   # once per graph: eager calls repeat
+  if total is None:
+    total = graph.__dict__["_progress_total"] = (
+        sum(node.name not in feeds for node, _ in graph.schedule)
+        + sum(len(g.nodes) for g in ctx.library.reachable(graph).values()))
   with progress_lib.Progress(total, f"tfprims: converting {graph.name}") as ctx.progress:
     return _run(ctx, graph, feeds)
 
