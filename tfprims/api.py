@@ -501,7 +501,7 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
     np_dtype = dtypes.from_tf(t.dtype)
     if np_dtype is None:
       # "cannot be evaluated": tf2jax's phrase for a resource output.
-      problems.append(f"output {t.name}{_computed_by(t)} is a {t.dtype.name} tensor; "
+      problems.append(f"output {t.name}{computed_by(t)} is a {t.dtype.name} tensor; "
                       "tfprims outputs numeric tensors only (return it from TF, outside "
                       "the converted function)"
                       + (" (a resource cannot be evaluated)" if t.dtype == tf.resource
@@ -549,7 +549,7 @@ def input_signature(cf) -> tuple[tuple, dict, list]:
           [P(n, P.POSITIONAL_ONLY) for n in names])
 
 
-def _computed_by(tensor) -> str:
+def computed_by(tensor) -> str:
   """", from <op> node '<name>'": the node that computes an output, through the
   pass-through ops (Identity...) that name it; "" when the output's own node does."""
   t = tensor

@@ -425,7 +425,7 @@ def split_host_prefix(tf_fn, *args, **kwargs) -> tuple[HostPrefix, Any, dict]:
   strings = [o for o in out_names if cut.tensors[o].dtype == tf.string]
   if strings:
     raise errors.blocked_conversion({}, (), [
-        f"output {o}{_computed_by(cut.tensors[o])} is a string tensor: JAX has no strings, "
+        f"output {o}{api.computed_by(cut.tensors[o])} is a string tensor: JAX has no strings, "
         "and a host prefix returns numeric tensors only; return it from a TF function of "
         "its own (or turn it into numbers in TF: a lookup, tf.strings.to_number...)"
         for o in strings])
@@ -487,13 +487,6 @@ def _shape(cf, cut, ref: str):
     return shape.merge_with(cf.graph.get_tensor_by_name(ref).shape)
   except (KeyError, ValueError):  # an inlined node, or no better shape
     return shape
-
-
-def _computed_by(tensor) -> str:
-  t = tensor
-  while core.declares(t.op.type, "pass_through") and t.op.inputs:
-    t = t.op.inputs[min(t.value_index, len(t.op.inputs) - 1)]
-  return "" if t is tensor else f", from {t.op.type} node '{t.op.name}'"
 
 
 def _rest_input_names(refs) -> list:
