@@ -103,13 +103,19 @@ class LazyValue:
   what: str = "a value with no JAX representation"
 
 
-def _refuse_lazy(op, node, inputs) -> None:
+def _refuse_unreadable(op, node, inputs) -> None:
+  """Refuses inputs ``op`` cannot take as tensors: a :class:`LazyValue` it does not read,
+  and a handle or string constant (``_OPAQUE``) unless it is an op on handles."""
+  takes_opaque = not isinstance(op, core.TFOp) or op.takes_handles
   for value in inputs:
-    if isinstance(value, LazyValue) and node.op not in value.readers and not (
-        op.pass_through or op.calls_functions == "call"):
-      raise errors.UnsupportedInputError(
-          f"{node.op} node '{node.name}' reads the output of {value.op} node "
-          f"'{value.node}' ({value.what}); only {', '.join(value.readers)} can read it")
+    if isinstance(value, LazyValue):
+      if node.op not in value.readers and not (op.pass_through
+                                               or op.calls_functions == "call"):
+        raise errors.UnsupportedInputError(
+            f"{node.op} node '{node.name}' reads the output of {value.op} node "
+            f"'{value.node}' ({value.what}); only {', '.join(value.readers)} can read it")
+    elif not takes_opaque and isinstance(value, _OPAQUE):
+      _refuse_opaque(node, value)
 
 
 @dataclasses.dataclass
@@ -228,11 +234,7 @@ def run_node(ctx: Context, node: graph_lib.Node, inputs: list) -> list:
       if node.op in ctx.library:  # a direct call of a library function
         return call_function(ctx, node.op, inputs, node)
       raise errors.UnsupportedOpError({node.op: [node.name]})
-    _refuse_lazy(op, node, inputs)
-    if isinstance(op, core.TFOp) and not op.takes_handles:
-      for value in inputs:
-        if isinstance(value, _OPAQUE):
-          _refuse_opaque(node, value)
+    _refuse_unreadable(op, node, inputs)
     if op.interpret is not None:  # hooks get the program's dtypes (dtypes.narrow)
       inputs = [dtypes.narrow(v, f"an input of {node.op} node '{node.name}'")
                 for v in inputs]
