@@ -214,3 +214,55 @@ def test_composite_input_and_output_errors():
   g = tf.function(lambda rt: rt * 2.0)
   with pytest.raises(tfprims.ConversionError, match="output of kind RaggedTensor"):
     tfprims.convert(g, tf.RaggedTensorSpec([2, None], F32))
+
+
+def test_sparse_dense_matmul_batching_is_tf_named_and_per_example():
+  """vmap over the dense operand (its columns joined) and over the sparse operand (one
+  block-diagonal product) equals each example's product; an index outside a_shape adds
+  nothing in its own example and reaches no other (an inf in the other's B stays out)."""
+  from tfprims.core import get_op
+  mm = get_op("SparseTensorDenseMatMul")
+  rng = np.random.default_rng(0)
+  idx = np.array([[2, 1], [0, 0], [2, 1], [-1, 3], [3, 4]], np.int64)  # two outside [4, 4]
+  vals = rng.standard_normal((3, 5)).astype(np.float32)
+  idxs = np.stack([idx, idx[::-1], np.roll(idx, 1, axis=0)])
+  for adjoint_a, adjoint_b in ((False, False), (True, True), (False, True)):
+    p = dict(a_shape=(4, 4), adjoint_a=adjoint_a, adjoint_b=adjoint_b)
+    b = rng.standard_normal((3, 2, 4)).astype(np.float32)
+    if not adjoint_b:
+      b = np.swapaxes(b, 1, 2)
+    b[1, 0, 0] = np.inf   # a finite example 0 and 2 need it kept in example 1's block
+    one = lambda i, v, bb: mm(i, v, bb, **p)
+    for in_axes, args in (((None, None, 0), (idx, vals[0], b)),
+                          ((None, 0, None), (idx, vals, b[0])),
+                          ((0, 0, 0), (idxs, vals, b))):
+      fn = jax.vmap(one, in_axes=in_axes)
+      got = jax.jit(fn)(*args)
+      for k in range(3):
+        want = one(*[a if ax is None else a[k] for a, ax in zip(args, in_axes)])
+        np.testing.assert_allclose(got[k], want, rtol=1e-6, atol=1e-6)
+      assert jaxpr_primitives(jax.make_jaxpr(fn)(*args)) >= {"tf.SparseTensorDenseMatMul"}
+      assert "scatter-add" not in jaxpr_primitives(jax.make_jaxpr(fn)(*args))
+  # The per-example reference against TF (the last b is an adjoint_b one).
+  ok = idx[:3]
+  want = tf.sparse.sparse_dense_matmul(tf.SparseTensor(ok, vals[0, :3], [4, 4]), b[0],
+                                       adjoint_b=True).numpy()
+  np.testing.assert_allclose(mm(ok, vals[0, :3], b[0], a_shape=(4, 4), adjoint_a=False,
+                                adjoint_b=True), want, rtol=1e-6)
+
+
+def test_indices_outside_the_dense_shape_add_nothing():
+  """docs/semantics/sparse.md: where TF raises on an index outside the dense shape,
+  tfprims drops the entry, negative indices included (they must not count from the end)."""
+  from tfprims.core import get_op
+  idx = np.array([[0, 0], [-1, 1], [1, -1], [2, 0]], np.int64)
+  vals = np.float32([1.0, 2.0, 3.0, 4.0])
+  b = np.arange(8, dtype=np.float32).reshape(2, 4)
+  want = tf.sparse.sparse_dense_matmul(tf.SparseTensor(idx[:1], vals[:1], [2, 2]), b).numpy()
+  got = get_op("SparseTensorDenseMatMul")(idx, vals, b, a_shape=(2, 2), adjoint_a=False,
+                                          adjoint_b=False)
+  np.testing.assert_array_equal(got, want)
+  dense = np.zeros((2, 2), np.float32)
+  want = tf.sparse.add(tf.SparseTensor(idx[:1], vals[:1], [2, 2]), dense).numpy()
+  got = get_op("SparseTensorDenseAdd")(idx, vals, dense, a_shape=(2, 2))
+  np.testing.assert_array_equal(got, want)

@@ -150,7 +150,9 @@ def _dense_add(a_indices, a_values, b, *, a_shape):
   if not shape:
     return b + jnp.sum(a_values)
   b = jnp.asarray(b)   # numpy where folded
-  return b.at[tuple(a_indices[:, d] for d in range(len(shape)))].add(a_values, mode="drop")
+  # Negative indices would count from the end: send them past it, where nothing is added.
+  at = tuple(jnp.where(a_indices[:, d] < 0, n, a_indices[:, d]) for d, n in enumerate(shape))
+  return b.at[at].add(a_values, mode="drop")
 
 
 def _dense_add_transpose(ct, a_indices, a_values, b, *, a_shape):

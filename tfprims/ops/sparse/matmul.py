@@ -11,6 +11,7 @@ TF's kernel; an index outside ``a_shape`` (on which TF raises) adds nothing, and
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
 from tfprims import rules
 from tfprims.core import register_op, tfops
@@ -41,9 +42,10 @@ def _matmul(a_indices, a_values, b, *, a_shape, adjoint_a, adjoint_b):
   if bt.shape[0] != k:
     raise ValueError(f"Cannot multiply A and B because inner dimension does not match: "
                      f"{k} vs. {bt.shape[0]}")
+  # Negative indices would count from the end: send them past it, where nothing is added.
   picked = jnp.take(bt, jnp.where(cols < 0, k, cols), axis=0, mode="fill", fill_value=0)
   out = jnp.zeros((m, bt.shape[1]), a_values.dtype)
-  return out.at[rows].add(vals[:, None] * picked, mode="drop")
+  return out.at[jnp.where(rows < 0, m, rows)].add(vals[:, None] * picked, mode="drop")
 
 
 def _conj(x):
@@ -69,6 +71,49 @@ def _transpose(ct, a_indices, a_values, b, *, a_shape, adjoint_a, adjoint_b):
     ct_values = rules.reduce_sum(prod, (1,))
     ct_values = _conj(ct_values) if adjoint_a else ct_values
   return [None, ct_values, ct_b]
+
+
+def _batching(args, dims, *, a_shape, adjoint_a, adjoint_b):
+  """TF-named: a batch of ``b`` alone joins its columns (one product); a batch of the
+  sparse operand makes one block-diagonal sparse matrix of the examples' matrices, each
+  entry's indices offset by its example's block (an entry outside ``a_shape`` gets
+  index -1 instead, which adds nothing, so none lands in another example's block)."""
+  (indices, values, b), (di, dv, db) = args, dims
+  size = rules.batch_size(args, dims)
+  params = {"adjoint_a": adjoint_a, "adjoint_b": adjoint_b}
+  m0, k0 = _shape2(a_shape)
+  m, k = (k0, m0) if adjoint_a else (m0, k0)
+  if di is None and dv is None:   # the columns of the B batch members side by side
+    if adjoint_b:   # [size, n, k] -> [size * n, k]
+      b = rules.to_front(b, db)
+      n = rules.shape_of(b)[1]
+      b = rules.reshape(b, (size * n, k))
+    else:           # [size, k, n] -> [k, size * n]
+      b = rules.move_axes(b, (db,), (1,))
+      n = rules.shape_of(b)[2]
+      b = rules.reshape(b, (k, size * n))
+    out = SparseTensorDenseMatMul(indices, values, b, a_shape=a_shape, **params)
+    return rules.reshape(out, (m, size, n)), 1
+  indices = rules.with_batch_axis(indices, di, size)   # [size, nnz, 2]
+  values = rules.with_batch_axis(values, dv, size)     # [size, nnz]
+  idt = rules.dtype_of(indices)
+  inside = tfops.All(tfops.LogicalAnd(
+      tfops.GreaterEqual(indices, np.zeros((), idt)),
+      tfops.Less(indices, np.array([m0, k0], idt))), axis=(2,), keep_dims=True)
+  block = np.arange(size, dtype=idt).reshape(size, 1, 1) * np.array([m0, k0], idt)
+  indices = tfops.SelectV2(inside, tfops.AddV2(indices, block), np.full((), -1, idt))
+  nnz = rules.shape_of(values)[1]
+  indices = rules.reshape(indices, (size * nnz, 2))
+  values = rules.reshape(values, (size * nnz,))
+  b = rules.with_batch_axis(b, db, size)
+  if adjoint_b:     # [size, n, k] -> [n, size * k]
+    n = rules.shape_of(b)[1]
+    b = rules.reshape(rules.move_axes(b, (0,), (1,)), (n, size * k))
+  else:             # [size, k, n] -> [size * k, n]
+    n = rules.shape_of(b)[2]
+    b = rules.reshape(b, (size * k, n))
+  out = SparseTensorDenseMatMul(indices, values, b, a_shape=(size * m0, size * k0), **params)
+  return rules.reshape(out, (size, m, n)), 0
 
 
 def _check(a_indices, a_values, b, *, a_shape, adjoint_a, adjoint_b):
@@ -98,5 +143,5 @@ SparseTensorDenseMatMul = register_op(
     jvp=(None,
          lambda t, i, v, b, **p: SparseTensorDenseMatMul(i, t, b, **p),
          lambda t, i, v, b, **p: SparseTensorDenseMatMul(i, v, t, **p)),
-    transpose=_transpose,
+    transpose=_transpose, batching=_batching,
     spec=_spec)
