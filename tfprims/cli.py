@@ -47,8 +47,7 @@ from typing import Optional
 
 from tfprims import cli_cache, cli_compare, cli_export, cli_inspect, cli_ops, progress
 from tfprims.cli_check import Comparison, OutputDiff, _diff, compare  # noqa: F401 (re-exported)
-from tfprims.cli_common import (EXIT_ERROR, EXIT_MISMATCH, EXIT_OK, PROG,  # noqa: F401
-                                CLIError, common_arguments, fail, import_tensorflow,
+from tfprims.cli_common import (EXIT_OK, PROG, CLIError, common_arguments, fail,
                                 import_user_modules)
 from tfprims.cli_inspect import DEFAULT_MAX_EQUATIONS, DEFAULT_TOLERANCE, Target  # noqa: F401
 from tfprims.cli_report import Report, jaxpr_op_counts  # noqa: F401 (re-exported)
