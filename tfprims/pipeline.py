@@ -14,7 +14,10 @@ obtains a GraphDef, the tensors it feeds and fetches, and its params; then
    anywhere in the graph and its function library, and the entry point's own
    problems (:func:`tfprims.interpreter.check_supported`);
 4. the x64-narrowing check (64-bit values JAX computes in 32 bits);
-5. jax2tf pattern rewrites (``infer_relu_from_jax2tf``).
+5. jax2tf pattern rewrites (``infer_relu_from_jax2tf``);
+6. the segment ids of TF's ragged reductions computed in static sizes
+   (:func:`tfprims.ops.ragged_patterns.static_segment_ids`), so that they jit with
+   traced row splits.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 import numpy as np
 
 from tfprims import core, dtypes, errors, graph as graph_lib, interpreter
-from tfprims.ops import jax2tf_patterns
+from tfprims.ops import jax2tf_patterns, ragged_patterns
 from tfprims.ops.control_flow import v1 as control_flow_v1
 from tfprims.specs import TensorSpec
 
@@ -87,6 +90,11 @@ def prepare(graph_def, inputs: Sequence[str], outputs: Sequence[str], *,
                    params, param_values or {}, captured or {})
   if options["infer_relu_from_jax2tf"]:
     jax2tf_patterns.infer_relu([graph, *library.reachable(graph).values()])
+  graph = ragged_patterns.static_segment_ids(graph)
+  for fname, g in library.reachable(graph).items():
+    rewritten = ragged_patterns.static_segment_ids(g)
+    if rewritten is not g:
+      library.replace_graph(fname, rewritten)
   return Prepared(graph, library, tuple(input_specs))
 
 
