@@ -662,9 +662,11 @@ def convert_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str]
       raise errors.InputStructureError(
           f"expected {len(specs)} inputs ({', '.join(s.name for s in specs)}), got {len(args)}")
     values = [validate_value(s, a, "input") for s, a in zip(specs, args)]
-    ctx = interpreter.Context(library, {}, rng=rng, options=options)
+    # the graph's own lookup tables (TF1): their contents as constants
+    ctx = interpreter.Context(library, dict(prepared.tables), rng=rng, options=options)
     return [jnp.asarray(o) for o in interpreter.run(ctx, graph, dict(zip(graph.inputs, values)))]
 
   fn.input_specs = tuple(specs)
+  fn.tables = dict(prepared.tables)
   fn.output_names = tuple(outputs)
   return fn
