@@ -331,3 +331,33 @@ def test_tf1_graph_tables_from_files_and_refusals(tmp_path, x64):
     tfprims.convert_graph_def(g.as_graph_def(), ["s:0"], ["ids:0"])
   with pytest.raises(tfprims.ConversionError, match=r"written by LookupTableInsertV2 node"):
     tfprims.convert_graph_def(g.as_graph_def(), ["k:0"], ["found:0"])
+
+
+def test_tf1_graph_mutable_and_dense_tables_vs_tf(x64):
+  g = tf.Graph()
+  with g.as_default():
+    k = tf.compat.v1.placeholder(tf.int64, [4], name="k")
+    m = tf.lookup.experimental.MutableHashTable(tf.int64, tf.float32, -1.0)
+    tf.raw_ops.LookupTableImportV2(   # a duplicate key: the last value, as TF
+        table_handle=m.resource_handle, keys=tf.constant([1, I64.min, 1], tf.int64),
+        values=tf.constant([1.0, 2.0, 3.0]), name="m_import")
+    mv = tf.lookup.experimental.MutableHashTable(tf.int64, tf.float32, [-1.0, -2.0],
+                                                 name="mv")
+    tf.raw_ops.LookupTableImportV2(table_handle=mv.resource_handle,
+                                   keys=tf.constant([5, I64.min], tf.int64),
+                                   values=tf.constant([[1.0, 2.0], [3.0, 4.0]]),
+                                   name="mv_import")
+    d = tf.lookup.experimental.DenseHashTable(  # empty: TF exports only empty buckets
+        tf.int64, tf.float32, default_value=-1.0, empty_key=-5, deleted_key=-6, name="d")
+    for name, t in (("a", m), ("b", mv), ("c", d)):
+      tf.identity(t.lookup(k), name=name)
+    tf.identity(m.size(), name="size")
+  ks = np.asarray([1, I64.min, 5, 9], np.int64)
+  outs = ["a:0", "b:0", "size:0", "c:0"]
+  with tf.compat.v1.Session(graph=g) as sess:
+    sess.run(["m_import", "mv_import"])
+    want = sess.run(outs, {"k:0": ks})
+    fn, params = tfprims.convert_session(sess, ["k:0"], outs)   # exported by TF
+  for got in (fn(params, ks)[0], tfprims.convert_graph_def(g.as_graph_def(), ["k:0"], outs)(ks)):
+    for x, w in zip(got, want):
+      np.testing.assert_array_equal(x, w)
