@@ -361,3 +361,27 @@ def test_tf1_graph_mutable_and_dense_tables_vs_tf(x64):
   for got in (fn(params, ks)[0], tfprims.convert_graph_def(g.as_graph_def(), ["k:0"], outs)(ks)):
     for x, w in zip(got, want):
       np.testing.assert_array_equal(x, w)
+
+
+def test_tf1_saved_model_table_initialized_at_load(tmp_path, x64):
+  path = str(tmp_path / "tf1")
+  with tf.Graph().as_default() as g:
+    x = tf.compat.v1.placeholder(tf.int64, [None], name="x")
+    table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+        tf.constant([3, I64.max, 2], tf.int64), tf.constant([0.5, 1.5, 2.5])), -1.0)
+    y = tf.identity(table.lookup(x) * 2.0, name="y")
+    with tf.compat.v1.Session(graph=g) as sess:
+      sess.run(tf.compat.v1.tables_initializer())
+      builder = tf.compat.v1.saved_model.Builder(path)
+      builder.add_meta_graph_and_variables(
+          sess, ["serve"], main_op=tf.compat.v1.tables_initializer(),
+          signature_def_map={"serving_default": tf.compat.v1.saved_model.predict_signature_def(
+              {"x": x}, {"y": y})})
+      builder.save()
+  ids = np.asarray([I64.max, 5, 3], np.int64)
+  want = tf.saved_model.load(path).signatures["serving_default"](x=tf.constant(ids))["y"]
+  # the signature's graph holds the HashTableV2 node, not its initializer (run at load):
+  # its contents are exported by its shared name
+  fn, params = tfprims.load_saved_model(path)
+  assert sorted(params) == ["hash_table/keys", "hash_table/values"]
+  np.testing.assert_array_equal(jax.jit(fn)(params, x=ids)[0]["y"], want.numpy())

@@ -150,6 +150,8 @@ def _contents(tf, by_def, node, inits, export) -> tuple[np.ndarray, np.ndarray]:
   key_dtype, value_dtype = node.attr("key_dtype"), node.attr("value_dtype")
   value_shape = tuple(node.attr("value_shape", ()) or ())
   got = export(node) if export is not None else None
+  if got is None and not inits:  # a TF1 SavedModel's table, initialized at load
+    got = _eager_export(tf, node)
   if got is None:
     if len(inits) > 1:
       raise errors.UnsupportedInputError(
@@ -187,6 +189,28 @@ def _contents(tf, by_def, node, inits, export) -> tuple[np.ndarray, np.ndarray]:
         f"{where}: lookup table initialized with different values for the same key "
         "(TF raises too)")
   return keys[np.sort(last)], values[np.sort(last)]
+
+
+def _eager_export(tf, node) -> Optional[tuple[np.ndarray, np.ndarray]]:
+  """The contents of the table TF holds under the node's ``shared_name`` in this
+  process (a TF1 SavedModel's: its initializer ran when it was loaded, outside the
+  signature's graph), exported eagerly; None where there is none (outside eager mode,
+  no shared name, an uninitialized table)."""
+  shared = node.attr("shared_name", "")
+  if not shared or node.op == "MutableDenseHashTableV2" or not tf.executing_eagerly():
+    return None
+  kd, vd = (tf.as_dtype(node.attr(a)) for a in ("key_dtype", "value_dtype"))
+  attrs = dict(key_dtype=kd, value_dtype=vd, shared_name=shared,
+               container=node.attr("container", ""),
+               use_node_name_sharing=node.attr("use_node_name_sharing", False))
+  if node.op == "MutableHashTableOfTensorsV2":
+    attrs["value_shape"] = node.attr("value_shape", ())
+  try:
+    handle = getattr(tf.raw_ops, node.op)(**attrs)
+    keys, values = tf.raw_ops.LookupTableExportV2(table_handle=handle, Tkeys=kd, Tvalues=vd)
+  except (tf.errors.OpError, TypeError, ValueError):
+    return None
+  return keys.numpy(), values.numpy()
 
 
 def _def_inputs(by_def, node) -> list[str]:
