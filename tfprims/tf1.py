@@ -13,6 +13,11 @@ params keyed by node name, read from the session; ops that write them (``Assign`
 ``ApplyGradientDescent``...) leave their values in ``new_params``. ``targets``
 are ops run for their effect (``sess.run``'s fetched ops: a train op), ordered
 as TF's control dependencies order them (docs/semantics/state.md).
+
+Lookup tables the graph creates (``HashTableV2``...) become the params
+``<table>/keys`` and ``<table>/values`` (:mod:`tfprims.ops.lookup_graph`): a
+Session's exported by running it, a frozen graph's read from its initializer
+(constants, or a file of numbers) and kept as constants (docs/semantics/lookup.md).
 """
 
 from __future__ import annotations
