@@ -291,6 +291,11 @@ def test_tf1_graph_tables_graph_def_frozen_session_vs_tf(tmp_path, x64):
   want_grad, _ = _tf_grad(params["hash_table/keys"], params["hash_table/values"],
                           np.float32(-1.25), ids, c @ params["w"].T)
   np.testing.assert_allclose(got, want_grad, rtol=1e-6)
+  # x64 off: the table's constants are narrowed as params are, refused where that
+  # changes them (keys at the int64 extremes)
+  with jax.enable_x64(False):
+    with pytest.raises(tfprims.Int64OverflowError, match="'hash_table/keys'"):
+      tfprims.convert_graph_def(frozen, ["x:0"], ["out:0"])(np.int64([[7, 5, 0]] * 3))
 
 
 def test_tf1_graph_tables_from_files_and_refusals(tmp_path, x64):

@@ -675,7 +675,7 @@ def convert_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str]
           f"expected {len(specs)} inputs ({', '.join(s.name for s in specs)}), got {len(args)}")
     values = [validate_value(s, a, "input") for s, a in zip(specs, args)]
     # the graph's own lookup tables (TF1): their contents as constants
-    ctx = interpreter.Context(library, dict(prepared.tables), rng=rng, options=options)
+    ctx = interpreter.Context(library, prepared.table_constants(), rng=rng, options=options)
     return [jnp.asarray(o) for o in interpreter.run(ctx, graph, dict(zip(graph.inputs, values)))]
 
   fn.input_specs = tuple(specs)

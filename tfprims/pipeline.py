@@ -50,6 +50,13 @@ class Prepared:
   input_specs: tuple[Optional[TensorSpec], ...]
   tables: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
+  def table_constants(self) -> dict:
+    """The tables' contents as constants of a call (entry points without params),
+    narrowed as params are when x64 is off (``Int64OverflowError`` where that would
+    change them)."""
+    return {k: dtypes.canonicalize_value(v, f"lookup table param {k!r}")
+            for k, v in self.tables.items()}
+
   def table_specs(self) -> list[TensorSpec]:
     return [TensorSpec(k, tuple(v.shape), v.dtype, trainable=False)
             for k, v in self.tables.items()]

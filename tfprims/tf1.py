@@ -77,14 +77,14 @@ class GraphFunction:
   ``param_specs`` (by variable node name) as :class:`tfprims.ConvertedFunction`'s."""
 
   def __init__(self, graph, library, input_specs, output_specs, param_specs, options,
-               name="graph", constants=None):
+               name="graph", constants: "pipeline.Prepared | None" = None):
     self._graph, self._library = graph, library
     self.input_specs, self.output_specs = tuple(input_specs), tuple(output_specs)
     self.structured_outputs = list(self.output_specs)
     self.param_specs = dict(param_specs)
     self.options = options
     self.__name__ = name
-    self._constants = dict(constants or {})  # a frozen graph's lookup tables
+    self._constants = constants  # a frozen graph's lookup tables (a Prepared)
 
   def __repr__(self):
     ins = ", ".join(str(s) for s in self.input_specs)
@@ -100,7 +100,9 @@ class GraphFunction:
       raise errors.InputStructureError(
           f"expected {len(self.input_specs)} inputs "
           f"({', '.join(s.name for s in self.input_specs)}), got {len(args)}")
-    state = {**self._constants, **api.check_params(self.param_specs, params, owner="graph")}
+    state = api.check_params(self.param_specs, params, owner="graph")
+    if self._constants is not None:
+      state = {**self._constants.table_constants(), **state}
     values = [api.validate_value(s, a, "input") for s, a in zip(self.input_specs, args)]
     ctx = interpreter.Context(self._library, state, rng=rng, options=self.options)
     outs = interpreter.run(ctx, self._graph, dict(zip(self._graph.inputs, values)))
@@ -207,4 +209,4 @@ def convert_frozen(graph_def, inputs: Sequence[str], outputs: Sequence[str],
   prepared = pipeline.prepare(graph_def, inputs, outputs, options=options, name=name)
   return GraphFunction(prepared.graph, prepared.library, list(prepared.input_specs),
                        output_specs_of(graph_def, outputs), {}, options, name=name,
-                       constants=prepared.tables)
+                       constants=prepared)
