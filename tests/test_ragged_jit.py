@@ -49,6 +49,14 @@ def test_ragged_reductions_jit_with_traced_splits_equal_tf():
                                                                         tf.int64))
   for g, w in zip(jitted((rt.flat_values.numpy(), rt.row_splits.numpy())), _reduce(rt)):
     np.testing.assert_allclose(g, w.numpy(), rtol=1e-6)
+  # random partitions of 6 values into 4 rows (empty rows, all in one row...), one program
+  rng = np.random.default_rng(0)
+  for _ in range(8):
+    cuts = np.sort(rng.integers(0, 7, 3))
+    rt = tf.RaggedTensor.from_row_splits(cases[0].flat_values,
+                                         tf.constant(np.r_[0, cuts, 6], tf.int64))
+    for g, w in zip(jitted((rt.flat_values.numpy(), rt.row_splits.numpy())), _reduce(rt)):
+      np.testing.assert_allclose(g, w.numpy(), rtol=1e-6)
   prims = jaxpr_primitives(jax.make_jaxpr(fn)(comps))
   assert "tf.UpperBound" in prims and "tf.Where" not in prims
   # gradients of sum and mean wrt the flat values, under jit, vs TF's tape
