@@ -390,3 +390,23 @@ def test_tf1_saved_model_table_initialized_at_load(tmp_path, x64):
   fn, params = tfprims.load_saved_model(path)
   assert sorted(params) == ["hash_table/keys", "hash_table/values"]
   np.testing.assert_array_equal(jax.jit(fn)(params, x=ids)[0]["y"], want.numpy())
+
+
+@pytest.mark.parametrize("columns", [
+    dict(key_index=-2, value_index=-1),                            # line -> line number
+    dict(key_index=-2, value_index=-1, value_index_offset=5),
+    dict(key_index=-1, value_index=-2, vocab_size=2)])             # the first 2 lines
+def test_tf1_graph_table_file_columns_vs_tf(tmp_path, x64, columns):
+  (path := tmp_path / "ids.txt").write_text("10\n-3\n7\n")
+  ids = np.asarray([10, -3, 7, 0, 1], np.int64)
+  g = tf.Graph()
+  with g.as_default():
+    x = tf.compat.v1.placeholder(tf.int64, [5], name="x")
+    table = tf.lookup.StaticHashTable(tf.lookup.TextFileInitializer(
+        str(path), tf.int64, value_dtype=tf.int64, **columns), -1)
+    tf.identity(table.lookup(x), name="y")
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.tables_initializer())
+      want = sess.run("y:0", {x: ids})
+  got = tfprims.convert_graph_def(g.as_graph_def(), ["x:0"], ["y:0"])(ids)[0]
+  np.testing.assert_array_equal(got, want)
