@@ -240,3 +240,173 @@ def test_tables_that_do_not_convert_are_refused_naming_the_node():
   reads = tf.function(lambda k: table.lookup(k))
   with pytest.raises(tfprims.UnsupportedInputError, match="convert_functional needs"):
     tfprims.convert_functional(reads, tf.TensorSpec([2], tf.int64))
+
+
+def _tf1_table_graph(text_file=None):
+  """A TF1 graph: int64 ids -> a HashTable (constants; or a file of numbers) -> a
+  dense layer of variables; also the table's size. Returns (graph, names)."""
+  g = tf.Graph()
+  with g.as_default():
+    x = tf.compat.v1.placeholder(tf.int64, [None, 3], name="x")
+    if text_file is None:
+      init = tf.lookup.KeyValueTensorInitializer(
+          tf.constant([7, I64.max, -1, I64.min, 0], tf.int64),
+          tf.constant([1.5, -2.0, 3.25, 4.0, -0.5], tf.float32))
+    else:
+      init = tf.lookup.TextFileInitializer(text_file, tf.int64, 0, tf.float32, 2,
+                                           delimiter=" ")
+    table = tf.lookup.StaticHashTable(init, -1.25)
+    w = tf.compat.v1.get_variable("w", initializer=np.float32([[1, 2], [0, -1], [3, 1]]))
+    b = tf.compat.v1.get_variable("b", initializer=np.float32([0.5, -0.5]))
+    out = tf.identity(tf.matmul(table.lookup(x), w) + b, name="out")
+    tf.identity(table.size(), name="size")
+  return g, out
+
+
+def test_tf1_graph_tables_graph_def_frozen_session_vs_tf(tmp_path, x64):
+  ids = np.asarray([[7, 5, I64.min], [0, I64.max, -1], [3, 3, 7]], np.int64)  # misses
+  g, out = _tf1_table_graph()
+  with tf.compat.v1.Session(graph=g) as sess:
+    sess.run([tf.compat.v1.global_variables_initializer(),
+              tf.compat.v1.tables_initializer()])
+    want = sess.run(["out:0", "size:0"], {"x:0": ids})
+    fn, params = tfprims.convert_session(sess, ["x:0"], ["out:0", "size:0"])
+    frozen = tf.compat.v1.graph_util.convert_variables_to_constants(
+        sess, g.as_graph_def(), ["out", "size", "init_all_tables"])
+  assert sorted(params) == ["b", "hash_table/keys", "hash_table/values", "w"]
+  assert not fn.param_specs["hash_table/values"].trainable
+  (path := tmp_path / "model.pb").write_bytes(frozen.SerializeToString())
+  for got in (fn(params, ids)[0], jax.jit(fn)(params, ids)[0],
+              tfprims.convert_graph_def(frozen, ["x:0"], ["out:0", "size:0"])(ids),
+              jax.jit(tfprims.load_frozen_graph(str(path), ["x"], ["out", "size"]))(ids)):
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+    assert int(got[1]) == want[1]
+  # d loss / d table values: TF registers none; TF's gradient of the same lookup
+  # written as a gather (the documented invariant), chained through the dense layer
+  c = np.float32([[1.0, -2.0], [0.5, 3.0], [-1.0, 0.25]])
+
+  def loss(values):
+    return jnp.sum(fn({**params, "hash_table/values": values}, ids)[0][0] * c)
+  got = jax.jit(jax.grad(loss))(params["hash_table/values"])
+  want_grad, _ = _tf_grad(params["hash_table/keys"], params["hash_table/values"],
+                          np.float32(-1.25), ids, c @ params["w"].T)
+  np.testing.assert_allclose(got, want_grad, rtol=1e-6)
+  # x64 off: the table's constants are narrowed as params are, refused where that
+  # changes them (keys at the int64 extremes)
+  with jax.enable_x64(False):
+    with pytest.raises(tfprims.Int64OverflowError, match="'hash_table/keys'"):
+      tfprims.convert_graph_def(frozen, ["x:0"], ["out:0"])(np.int64([[7, 5, 0]] * 3))
+
+
+def test_tf1_graph_tables_from_files_and_refusals(tmp_path, x64):
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text("7 a 1.5\n-1 b 3.25\n9223372036854775807 c -2\n")
+  ids = np.asarray([[7, 5, -1], [9223372036854775807, 0, 7]], np.int64)
+  g, out = _tf1_table_graph(str(vocab))
+  with tf.compat.v1.Session(graph=g) as sess:
+    sess.run([tf.compat.v1.global_variables_initializer(),
+              tf.compat.v1.tables_initializer()])
+    want = sess.run("out:0", {"x:0": ids})
+    fn, params = tfprims.convert_session(sess, ["x:0"], ["out:0"])   # exported by TF
+    frozen = tf.compat.v1.graph_util.convert_variables_to_constants(
+        sess, g.as_graph_def(), ["out", "init_all_tables"])
+  np.testing.assert_allclose(fn(params, ids)[0][0], want, rtol=1e-6)
+  from_file = tfprims.convert_graph_def(frozen, ["x:0"], ["out:0"])  # reads the file
+  np.testing.assert_allclose(from_file(ids)[0], want, rtol=1e-6)
+  np.testing.assert_array_equal(from_file.tables["hash_table/keys"], params["hash_table/keys"])
+  vocab.write_text("7 a x\n")
+  with pytest.raises(tfprims.ConversionError,
+                     match=r"InitializeTableFromTextFileV2 node .*vocab.txt.*'x' is not a"):
+    tfprims.convert_graph_def(frozen, ["x:0"], ["out:0"])
+  vocab.unlink()
+  with pytest.raises(tfprims.ConversionError, match=r"cannot read the table's file .*vocab"):
+    tfprims.convert_graph_def(frozen, ["x:0"], ["out:0"])
+  # string keys stay refused, with the host-prefix hint; so are written tables
+  g = tf.Graph()
+  with g.as_default():
+    s = tf.compat.v1.placeholder(tf.string, [2], name="s")
+    words = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+        tf.constant(["a", "b"]), tf.constant([1, 2], tf.int64)), -1)
+    tf.identity(words.lookup(s), name="ids")
+    k = tf.compat.v1.placeholder(tf.int64, [2], name="k")
+    mutable = tf.lookup.experimental.MutableHashTable(tf.int64, tf.float32, -1.0)
+    tf.group(mutable.insert(k, tf.ones([2])), name="fill")
+    tf.identity(mutable.lookup(k), name="found")
+  with pytest.raises(tfprims.ConversionError, match=r"string keys.*split_host_prefix"):
+    tfprims.convert_graph_def(g.as_graph_def(), ["s:0"], ["ids:0"])
+  with pytest.raises(tfprims.ConversionError, match=r"written by LookupTableInsertV2 node"):
+    tfprims.convert_graph_def(g.as_graph_def(), ["k:0"], ["found:0"])
+
+
+def test_tf1_graph_mutable_and_dense_tables_vs_tf(x64):
+  g = tf.Graph()
+  with g.as_default():
+    k = tf.compat.v1.placeholder(tf.int64, [4], name="k")
+    m = tf.lookup.experimental.MutableHashTable(tf.int64, tf.float32, -1.0)
+    tf.raw_ops.LookupTableImportV2(   # a duplicate key: the last value, as TF
+        table_handle=m.resource_handle, keys=tf.constant([1, I64.min, 1], tf.int64),
+        values=tf.constant([1.0, 2.0, 3.0]), name="m_import")
+    mv = tf.lookup.experimental.MutableHashTable(tf.int64, tf.float32, [-1.0, -2.0],
+                                                 name="mv")
+    tf.raw_ops.LookupTableImportV2(table_handle=mv.resource_handle,
+                                   keys=tf.constant([5, I64.min], tf.int64),
+                                   values=tf.constant([[1.0, 2.0], [3.0, 4.0]]),
+                                   name="mv_import")
+    d = tf.lookup.experimental.DenseHashTable(  # empty: TF exports only empty buckets
+        tf.int64, tf.float32, default_value=-1.0, empty_key=-5, deleted_key=-6, name="d")
+    for name, t in (("a", m), ("b", mv), ("c", d)):
+      tf.identity(t.lookup(k), name=name)
+    tf.identity(m.size(), name="size")
+  ks = np.asarray([1, I64.min, 5, 9], np.int64)
+  outs = ["a:0", "b:0", "size:0", "c:0"]
+  with tf.compat.v1.Session(graph=g) as sess:
+    sess.run(["m_import", "mv_import"])
+    want = sess.run(outs, {"k:0": ks})
+    fn, params = tfprims.convert_session(sess, ["k:0"], outs)   # exported by TF
+  for got in (fn(params, ks)[0], tfprims.convert_graph_def(g.as_graph_def(), ["k:0"], outs)(ks)):
+    for x, w in zip(got, want):
+      np.testing.assert_array_equal(x, w)
+
+
+def test_tf1_saved_model_table_initialized_at_load(tmp_path, x64):
+  path = str(tmp_path / "tf1")
+  with tf.Graph().as_default() as g:
+    x = tf.compat.v1.placeholder(tf.int64, [None], name="x")
+    table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+        tf.constant([3, I64.max, 2], tf.int64), tf.constant([0.5, 1.5, 2.5])), -1.0)
+    y = tf.identity(table.lookup(x) * 2.0, name="y")
+    with tf.compat.v1.Session(graph=g) as sess:
+      sess.run(tf.compat.v1.tables_initializer())
+      builder = tf.compat.v1.saved_model.Builder(path)
+      builder.add_meta_graph_and_variables(
+          sess, ["serve"], main_op=tf.compat.v1.tables_initializer(),
+          signature_def_map={"serving_default": tf.compat.v1.saved_model.predict_signature_def(
+              {"x": x}, {"y": y})})
+      builder.save()
+  ids = np.asarray([I64.max, 5, 3], np.int64)
+  want = tf.saved_model.load(path).signatures["serving_default"](x=tf.constant(ids))["y"]
+  # the signature's graph holds the HashTableV2 node, not its initializer (run at load):
+  # its contents are exported by its shared name
+  fn, params = tfprims.load_saved_model(path)
+  assert sorted(params) == ["hash_table/keys", "hash_table/values"]
+  np.testing.assert_array_equal(jax.jit(fn)(params, x=ids)[0]["y"], want.numpy())
+
+
+@pytest.mark.parametrize("columns", [
+    dict(key_index=-2, value_index=-1),                            # line -> line number
+    dict(key_index=-2, value_index=-1, value_index_offset=5),
+    dict(key_index=-1, value_index=-2, vocab_size=2)])             # the first 2 lines
+def test_tf1_graph_table_file_columns_vs_tf(tmp_path, x64, columns):
+  (path := tmp_path / "ids.txt").write_text("10\n-3\n7\n")
+  ids = np.asarray([10, -3, 7, 0, 1], np.int64)
+  g = tf.Graph()
+  with g.as_default():
+    x = tf.compat.v1.placeholder(tf.int64, [5], name="x")
+    table = tf.lookup.StaticHashTable(tf.lookup.TextFileInitializer(
+        str(path), tf.int64, value_dtype=tf.int64, **columns), -1)
+    tf.identity(table.lookup(x), name="y")
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.tables_initializer())
+      want = sess.run("y:0", {x: ids})
+  got = tfprims.convert_graph_def(g.as_graph_def(), ["x:0"], ["y:0"])(ids)[0]
+  np.testing.assert_array_equal(got, want)

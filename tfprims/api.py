@@ -516,6 +516,18 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
       problems=problems, input_specs=flat_specs, params=param_specs,
       param_values=params,
       captured={k: v for k, v in captures.items() if isinstance(v, np.ndarray)})
+  if prepared.tables:  # tables the graph creates (a TF1 SavedModel's): params too
+    if not allow_variables:
+      names = sorted({k.rsplit("/", 1)[0] for k in prepared.tables})
+      raise errors.ConversionError(
+          f"the function reads lookup tables {names}; convert_functional needs a "
+          "stateless function: use tfprims.convert, which returns the tables' contents "
+          "as params")
+    clash = sorted(set(prepared.tables) & set(params))
+    if clash:
+      raise errors.ConversionError(f"lookup table params {clash} clash with other params")
+    params.update(prepared.tables)
+    param_specs = param_specs + prepared.table_specs()
   signature = python_signature(sig_args, sig_kwargs, parameters)
   fn = ConvertedFunction(
       graph=prepared.graph, library=prepared.library, signature=signature,
@@ -662,9 +674,11 @@ def convert_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str]
       raise errors.InputStructureError(
           f"expected {len(specs)} inputs ({', '.join(s.name for s in specs)}), got {len(args)}")
     values = [validate_value(s, a, "input") for s, a in zip(specs, args)]
-    ctx = interpreter.Context(library, {}, rng=rng, options=options)
+    # the graph's own lookup tables (TF1): their contents as constants
+    ctx = interpreter.Context(library, prepared.table_constants(), rng=rng, options=options)
     return [jnp.asarray(o) for o in interpreter.run(ctx, graph, dict(zip(graph.inputs, values)))]
 
   fn.input_specs = tuple(specs)
+  fn.tables = dict(prepared.tables)
   fn.output_names = tuple(outputs)
   return fn

@@ -9,24 +9,30 @@ obtains a GraphDef, the tensors it feeds and fetches, and its params; then
 2. TF1 control flow (Switch/Merge, Enter/Exit/NextIteration) rebuilt as If/While
    (:func:`tfprims.ops.control_flow.v1.functionalize`), in the graph and in the library
    functions it calls;
-3. the checks, all found before anything is traced and reported in one error:
+3. lookup tables created in the graph (TF1: ``HashTableV2`` and its initializer)
+   resolved to params ``<table>/keys`` and ``<table>/values``
+   (:func:`tfprims.ops.lookup_graph.resolve`);
+4. the checks, all found before anything is traced and reported in one error:
    fed inputs that are not nodes, graph inputs nothing feeds, unsupported ops
    anywhere in the graph and its function library, and the entry point's own
    problems (:func:`tfprims.interpreter.check_supported`);
-4. the x64-narrowing check (64-bit values JAX computes in 32 bits);
-5. jax2tf pattern rewrites (``infer_relu_from_jax2tf``).
+5. the x64-narrowing check (64-bit values JAX computes in 32 bits);
+6. jax2tf pattern rewrites (``infer_relu_from_jax2tf``);
+7. the segment ids of TF's ragged reductions computed in static sizes
+   (:func:`tfprims.ops.ragged_patterns.static_segment_ids`), so that they jit with
+   traced row splits.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
 from tfprims import core, dtypes, errors, graph as graph_lib, interpreter
-from tfprims.ops import jax2tf_patterns
+from tfprims.ops import jax2tf_patterns, lookup_graph, ragged_patterns
 from tfprims.ops.control_flow import v1 as control_flow_v1
 from tfprims.specs import TensorSpec
 
@@ -36,10 +42,24 @@ _WIDE_FLOATS = frozenset(map(np.dtype, ("float64", "complex128")))
 
 @dataclasses.dataclass(frozen=True)
 class Prepared:
-  """A graph ready to run: its function library and its inputs' specs (in feed order)."""
+  """A graph ready to run: its function library, its inputs' specs (in feed order) and
+  the contents of the lookup tables it creates (params by name, not trainable: an
+  entry point returns them as params or keeps them as constants)."""
   graph: graph_lib.Graph
   library: graph_lib.Library
   input_specs: tuple[Optional[TensorSpec], ...]
+  tables: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
+
+  def table_constants(self) -> dict:
+    """The tables' contents as constants of a call (entry points without params),
+    narrowed as params are when x64 is off (``Int64OverflowError`` where that would
+    change them)."""
+    return {k: dtypes.canonicalize_value(v, f"lookup table param {k!r}")
+            for k, v in self.tables.items()}
+
+  def table_specs(self) -> list[TensorSpec]:
+    return [TensorSpec(k, tuple(v.shape), v.dtype, trainable=False)
+            for k, v in self.tables.items()]
 
 
 def prepare(graph_def, inputs: Sequence[str], outputs: Sequence[str], *,
@@ -48,7 +68,8 @@ def prepare(graph_def, inputs: Sequence[str], outputs: Sequence[str], *,
             input_specs: Optional[Sequence[Optional[TensorSpec]]] = None,
             params: Sequence[TensorSpec] = (),
             param_values: Optional[Mapping[str, Any]] = None,
-            captured: Optional[Mapping[str, np.ndarray]] = None) -> Prepared:
+            captured: Optional[Mapping[str, np.ndarray]] = None,
+            export_table: Optional[Callable] = None) -> Prepared:
   """The graph ready to run, or one error naming everything in the way.
 
   Args:
@@ -62,6 +83,8 @@ def prepare(graph_def, inputs: Sequence[str], outputs: Sequence[str], *,
     params, param_values, captured: the params' specs and known values, and the
       captured constants, for the narrowing check (variables the graph creates
       itself, as TF1 graphs do, are checked from their nodes).
+    export_table: ``export(node) -> (keys, values)`` or None: the current contents of
+      a table the graph creates (a Session's); else its initializer in the graph.
   """
   problems = list(problems)
   library = graph_lib.Library(graph_def.library.function)
@@ -77,17 +100,26 @@ def prepare(graph_def, inputs: Sequence[str], outputs: Sequence[str], *,
                  if s.dtype is None]
   graph = control_flow_v1.functionalize(graph, library)
   _functionalize_functions(graph, library)
+  graph, tables = lookup_graph.resolve(graph, graph_def, library, problems=problems,
+                                       export=export_table)
   unfed = [n.name for n in graph.nodes if core.declares(n.op, "graph_input")
            and n.name not in graph.inputs and n.name in graph.needed]
   if unfed:
     raise errors.InputStructureError(
         f"the outputs depend on Placeholders that are not listed as inputs: {unfed}")
   interpreter.check_supported(graph, library, problems)
+  prepared = Prepared(graph, library, tuple(input_specs), tables)
   _check_narrowing(options, graph, library, [s for s in input_specs if s is not None],
-                   params, param_values or {}, captured or {})
+                   list(params) + prepared.table_specs(), {**(param_values or {}), **tables},
+                   captured or {})
   if options["infer_relu_from_jax2tf"]:
     jax2tf_patterns.infer_relu([graph, *library.reachable(graph).values()])
-  return Prepared(graph, library, tuple(input_specs))
+  graph = ragged_patterns.static_segment_ids(graph)
+  for fname, g in library.reachable(graph).items():
+    rewritten = ragged_patterns.static_segment_ids(g)
+    if rewritten is not g:
+      library.replace_graph(fname, rewritten)
+  return dataclasses.replace(prepared, graph=graph)
 
 
 def _functionalize_functions(graph, library) -> None:

@@ -13,6 +13,11 @@ params keyed by node name, read from the session; ops that write them (``Assign`
 ``ApplyGradientDescent``...) leave their values in ``new_params``. ``targets``
 are ops run for their effect (``sess.run``'s fetched ops: a train op), ordered
 as TF's control dependencies order them (docs/semantics/state.md).
+
+Lookup tables the graph creates (``HashTableV2``...) become the params
+``<table>/keys`` and ``<table>/values`` (:mod:`tfprims.ops.lookup_graph`): a
+Session's exported by running it, a frozen graph's read from its initializer
+(constants, or a file of numbers) and kept as constants (docs/semantics/lookup.md).
 """
 
 from __future__ import annotations
@@ -72,13 +77,14 @@ class GraphFunction:
   ``param_specs`` (by variable node name) as :class:`tfprims.ConvertedFunction`'s."""
 
   def __init__(self, graph, library, input_specs, output_specs, param_specs, options,
-               name="graph"):
+               name="graph", constants: "pipeline.Prepared | None" = None):
     self._graph, self._library = graph, library
     self.input_specs, self.output_specs = tuple(input_specs), tuple(output_specs)
     self.structured_outputs = list(self.output_specs)
     self.param_specs = dict(param_specs)
     self.options = options
     self.__name__ = name
+    self._constants = constants  # a frozen graph's lookup tables (a Prepared)
 
   def __repr__(self):
     ins = ", ".join(str(s) for s in self.input_specs)
@@ -95,6 +101,8 @@ class GraphFunction:
           f"expected {len(self.input_specs)} inputs "
           f"({', '.join(s.name for s in self.input_specs)}), got {len(args)}")
     state = api.check_params(self.param_specs, params, owner="graph")
+    if self._constants is not None:
+      state = {**self._constants.table_constants(), **state}
     values = [api.validate_value(s, a, "input") for s, a in zip(self.input_specs, args)]
     ctx = interpreter.Context(self._library, state, rng=rng, options=self.options)
     outs = interpreter.run(ctx, self._graph, dict(zip(self._graph.inputs, values)))
@@ -123,9 +131,24 @@ def convert_session(sess, inputs: Sequence[str], outputs: Sequence[str],
   tf_graph = sess.graph
   graph_def = tf_graph.as_graph_def()
   options = config.read_at_conversion()
+
+  def export_table(node):
+    """A table's contents now, exported by running the session (None where TF cannot:
+    an uninitialized table, a finalized graph)."""
+    try:
+      with tf_graph.as_default():
+        keys, values = tf.raw_ops.LookupTableExportV2(
+            table_handle=tf_graph.get_tensor_by_name(node.name + ":0"),
+            Tkeys=tf.as_dtype(node.attr("key_dtype")),
+            Tvalues=tf.as_dtype(node.attr("value_dtype")))
+      return sess.run([keys, values])
+    except (RuntimeError, tf.errors.OpError):
+      return None
+
   prepared = pipeline.prepare(
       graph_def, inputs, outputs, options=options, name="session",
-      control_outputs=[graph_lib.parse_ref(t)[0] for t in targets])
+      control_outputs=[graph_lib.parse_ref(t)[0] for t in targets],
+      export_table=export_table)
   graph, library, specs = prepared.graph, prepared.library, list(prepared.input_specs)
   variables = [n for n in graph.nodes
                if n.name in graph.needed and core.declares(n.op, "creates_variable")]
@@ -153,6 +176,9 @@ def convert_session(sess, inputs: Sequence[str], outputs: Sequence[str],
                                             dtypes.from_tf(node.attr("dtype")),
                                             trainable=node.name in trainable if listed
                                             else None)
+  # the session's lookup tables: params '<table node>/keys' and '/values'
+  params.update(prepared.tables)
+  param_specs.update((s.name, s) for s in prepared.table_specs())
   output_specs = [_tensor_spec(o, tf_graph.get_tensor_by_name(tensor_name(o)))
                   for o in outputs]
   fn = GraphFunction(graph, library, specs, output_specs, param_specs, options,
@@ -182,4 +208,5 @@ def convert_frozen(graph_def, inputs: Sequence[str], outputs: Sequence[str],
   options = config.read_at_conversion()
   prepared = pipeline.prepare(graph_def, inputs, outputs, options=options, name=name)
   return GraphFunction(prepared.graph, prepared.library, list(prepared.input_specs),
-                       output_specs_of(graph_def, outputs), {}, options, name=name)
+                       output_specs_of(graph_def, outputs), {}, options, name=name,
+                       constants=prepared)

@@ -28,6 +28,7 @@ from tfprims.ops import fft  # noqa: F401
 from tfprims.ops import clustering  # noqa: F401
 from tfprims.ops import runtime_info  # noqa: F401
 from tfprims.ops import lookup  # noqa: F401
+from tfprims.ops import lookup_graph  # noqa: F401
 from tfprims.ops import ragged  # noqa: F401
 from tfprims.ops import hashing  # noqa: F401
 from tfprims.ops import sparse  # noqa: F401

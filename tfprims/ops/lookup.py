@@ -56,7 +56,7 @@ def _positions(table_keys, keys):
   n = table_keys.shape[0]
   flat = keys.reshape(-1)
   pos = jnp.clip(jnp.searchsorted(table_keys, flat), 0, n - 1)
-  return pos, table_keys[pos] == flat
+  return pos, jnp.asarray(table_keys)[pos] == flat  # numpy keys, traced queries too
 
 
 def find_impl(table_keys, table_values, keys, default_value, *, scalar_default):
@@ -275,13 +275,12 @@ def _initialize(ctx, node, inputs):
 
 
 declare_unsupported(
-    "LookupTableInsertV2", "LookupTableRemoveV2", "InitializeTableFromTextFileV2",
+    "LookupTableInsertV2", "LookupTableRemoveV2",
     hint="the function writes a lookup table; tfprims converts tables read-only, "
          "their contents exported at conversion: fill the table in TF before "
          "converting, and write it there")
-declare_unsupported(
-    "HashTableV2", "MutableHashTableV2", "MutableHashTableOfTensorsV2",
-    "MutableDenseHashTableV2", "AnonymousHashTable", "AnonymousMutableHashTable",
+declare_unsupported(  # the V2 creators of a TF1 graph: tfprims.ops.lookup_graph
+    "AnonymousHashTable", "AnonymousMutableHashTable",
     "AnonymousMutableHashTableOfTensors", "AnonymousMutableDenseHashTable",
     hint="the function creates a lookup table; create it outside the tf.function "
          "(tfprims exports a captured table's contents at conversion)")
@@ -407,7 +406,8 @@ def graph_initializer(placeholder) -> Optional[tuple[str, np.ndarray, np.ndarray
 def writers(placeholder, initializer: Optional[str]) -> list[str]:
   """The nodes that write a captured table, but for its folded initializer."""
   return [f"{op.type} node '{op.name}'" for op in placeholder.consumers()
-          if op.type in _INITIALIZERS + ("LookupTableInsertV2", "LookupTableRemoveV2")
+          if op.type in _INITIALIZERS + ("LookupTableInsertV2", "LookupTableRemoveV2",
+                                         "InitializeTableFromTextFileV2")
           and op.name != initializer]
 
 
