@@ -12,6 +12,9 @@ module             ops
                    SparseSparseMinimum
 ``cwise``          SparseSoftmax, SparseDenseCwiseMul, SparseDenseCwiseAdd,
                    SparseDenseCwiseDiv, SparseTensorDenseAdd
+``grads``          SparseAddGrad, SparseSliceGrad, SparseFillEmptyRowsGrad,
+                   SparseSplit
+``count``          SparseBincount, SparseCountSparseOutput
 =================  ==============================================================
 
 Dense shapes (``a_shape``, ``input_shape``, ``sp_shape``...) are static: they decide
@@ -27,6 +30,7 @@ SparseToDense lives with the scatter ops (:mod:`tfprims.ops.array.scatter`), the
 SparseSegment* reductions in :mod:`tfprims.ops.array.sparse_segments`.
 """
 
-from tfprims.ops.sparse import combine, cwise, matmul, reduce, structure  # noqa: F401
+from tfprims.ops.sparse import (combine, count, cwise, grads, matmul, reduce,  # noqa: F401
+                                structure)
 from tfprims.ops.sparse._common import FAMILY  # noqa: F401
 from tfprims.ops.sparse.matmul import SparseTensorDenseMatMul  # noqa: F401
