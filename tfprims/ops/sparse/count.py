@@ -13,8 +13,8 @@ SparseCountSparseOutput has one entry per distinct (row, value), a data-dependen
 count: its indices, values and dense shape are static (eager calls know them; under
 jit traced ones raise StaticInputError naming the node), the layout is computed with
 numpy and the weights are segment-summed (differentiable, vmappable). Values
-``>= maxlength`` (when maxlength > 0) are dropped; negative values raise as TF does.
-The output width is ``maxlength`` when positive, else ``max(largest value + 1,
+``>= maxlength`` (when maxlength >= 0: 0 drops them all) are dropped; negative values
+raise as TF does. The output width is ``maxlength`` when not -1, else ``max(largest value + 1,
 minlength)`` (1 with no values, as TF's kernel starts from 0).
 
 The ragged forms (RaggedBincount, RaggedCountSparseOutput) reuse ``count_dense`` and
@@ -57,7 +57,7 @@ def count_dense(rows, values, weights, *, nrows, size, binary_output):
 
 def count_width(kept_values, minlength, maxlength) -> int:
   """TF's output width of the *CountSparseOutput ops."""
-  if maxlength > 0:
+  if maxlength >= 0:
     return int(maxlength)
   top = int(kept_values.max()) if kept_values.size else 0
   return max(top + 1, int(minlength))
@@ -69,7 +69,7 @@ def count_sparse_layout(rows, values, *, minlength, maxlength):
   rows, values = np.asarray(rows, np.int64), np.asarray(values, np.int64)
   if values.size and values.min() < 0:
     raise ValueError("Input values must all be non-negative")
-  keep = np.nonzero(values < maxlength)[0] if maxlength > 0 else np.arange(values.size)
+  keep = np.nonzero(values < maxlength)[0] if maxlength >= 0 else np.arange(values.size)
   pairs = np.stack([rows[keep], values[keep]], axis=1).reshape(-1, 2)
   if keep.size:
     groups, gid = np.unique(pairs, axis=0, return_inverse=True)
