@@ -32,5 +32,5 @@ SparseSegment* reductions in :mod:`tfprims.ops.array.sparse_segments`.
 
 from tfprims.ops.sparse import (combine, count, cwise, grads, matmul, reduce,  # noqa: F401
                                 structure)
-from tfprims.ops.sparse._common import FAMILY  # noqa: F401
+from tfprims.ops.sparse._common import FAMILY, index_dtype, static_outputs  # noqa: F401
 from tfprims.ops.sparse.matmul import SparseTensorDenseMatMul  # noqa: F401
