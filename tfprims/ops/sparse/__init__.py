@@ -34,3 +34,10 @@ from tfprims.ops.sparse import (combine, count, cwise, grads, matmul, reduce,  #
                                 structure)
 from tfprims.ops.sparse._common import FAMILY, index_dtype, static_outputs  # noqa: F401
 from tfprims.ops.sparse.matmul import SparseTensorDenseMatMul  # noqa: F401
+
+from tfprims.core import declare_unsupported
+
+declare_unsupported(
+    "SparseCross", "SparseCrossV2", "SparseCrossHashed",
+    hint="it crosses (string or fingerprinted) features into new strings or hashes; run it "
+         "in TF: tfprims.split_host_prefix(fn, ...) converts the numeric rest")
