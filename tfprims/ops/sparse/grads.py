@@ -18,6 +18,7 @@ vmappable).
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.interpreters import ad
@@ -220,7 +221,7 @@ def fill_grad_jvp(op_type):
     op = getattr(tfops, op_type)
     outs = op(rim, g)
     if type(tangents[1]) is ad.Zero:
-      return outs, [ad.Zero.from_primal_value(o) for o in outs]
+      return outs, [ad.Zero(jax.typeof(o).to_tangent_aval()) for o in outs]
     return outs, list(op(rim, tangents[1]))
   return jvp
 
