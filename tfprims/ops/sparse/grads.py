@@ -70,8 +70,8 @@ def add_grad_layout(a_indices, b_indices, sum_indices):
   i = j = k = 0
 
   def cmp(x, y):
-    tx, ty = tuple(x), tuple(y)
-    return (tx > ty) - (tx < ty)
+    tx, ty = tuple(int(v) for v in x), tuple(int(v) for v in y)
+    return int(tx > ty) - int(tx < ty)
 
   def step(m, idx, pos, kk):
     c = cmp(idx[pos], s[kk])
