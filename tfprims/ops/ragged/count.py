@@ -13,7 +13,8 @@ ones raise StaticInputError naming the node), as SparseCountSparseOutput's.
 RaggedFillEmptyRows adds one entry per empty row: its value row ids and row count are
 static (SparseFillEmptyRows's layout on rank-1 indices); the values are a gather of
 the values and the default value. RaggedFillEmptyRowsGrad is SparseFillEmptyRowsGrad's
-kernel. Semantics: docs/semantics/ragged.md.
+kernel, and RaggedFillEmptyRows' transpose (TF's registered gradient), so grad jaxprs
+keep TF's names. Semantics: docs/semantics/ragged.md.
 """
 
 from __future__ import annotations
@@ -21,11 +22,15 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from tfprims.core import register_op
-from tfprims.ops.ragged._common import FAMILY
+import jax
+
+from tfprims import core, interpreter, opdefs, rules
+from tfprims import dtypes as tfdtypes
+from tfprims.core import register_op, tfops
+from tfprims.ops.ragged._common import FAMILY, known_ints, op_error, unknown_size
 from tfprims.ops.ragged._specs import draw_lengths, splits_of
 from tfprims.ops.shared_specs import lazy_hst
-from tfprims.ops.sparse import index_dtype, static_outputs
+from tfprims.ops.sparse import index_dtype, values_jvp
 from tfprims.ops.sparse.count import (count_dense, count_sparse_layout, count_sparse_values,
                                       draw_count_values, draw_weights)
 from tfprims.ops.sparse.count import draw_lengths as draw_min_max
@@ -38,6 +43,34 @@ def _row_of(splits, n):
   """Each flat value's row in row splits."""
   items = jnp.arange(n, dtype=splits.dtype)
   return jnp.searchsorted(splits, items, side="right").astype(splits.dtype) - 1
+
+
+def known_static(names, what, known):
+  """The hook of an op whose static inputs ``names`` are row partitions (or values)
+  deciding its output size: taken from their known values (constants, eager values,
+  or what the value analysis proves, as the other ragged ops), else DynamicShapeError
+  naming the node; traced outputs that the static params decide (``known(**params)``)
+  become constants."""
+  def interpret(ctx, node, inputs):
+    op = core.lookup(node.op)
+    attrs = interpreter.AttrView(node)
+    grouped = opdefs.group_inputs(node.op, inputs, attrs)
+    for name in names:
+      value = known_ints(ctx, grouped[name])
+      if value is None:
+        raise unknown_size(node, what)
+      grouped[name] = value
+    try:
+      operands, params = op.prepare(grouped, attrs, node.name)
+      outs = list(op.apply(operands, params))
+      fixed = known(**params)
+    except ValueError as e:
+      raise op_error(node, str(e)) from None
+    if any(isinstance(o, jax.core.Tracer) for o in outs):
+      for k, v in fixed.items():
+        outs[k] = tfdtypes.canonicalize_value(np.asarray(v), f"{node.op} node '{node.name}'")
+    return outs
+  return interpret
 
 
 def _draw_ragged_values(draw, st):
@@ -136,7 +169,9 @@ def _rcso_spec(st):
 RaggedCountSparseOutput = register_op(
     "RaggedCountSparseOutput", _rcso, family=FAMILY, static=("splits", "values"),
     attrs=("binary_output", "minlength", "maxlength"), multiple_results=True,
-    spec=_rcso_spec, interpret=static_outputs(_rcso_known),
+    spec=_rcso_spec,
+    interpret=known_static(("splits", "values"), "the number of distinct (row, value) pairs",
+                           _rcso_known),
     doc="One entry per distinct (row, value) of a ragged tensor: the summed weights (or "
         "counts, or 1).")
 
@@ -188,9 +223,18 @@ def _fill_spec(st):
   return st.Spec(calls(), vmap_variation="scale")
 
 
+def _fill_transpose(cts, values, default_value, *, value_rowids, nrows):
+  """TF's gradient: RaggedFillEmptyRowsGrad of the values' cotangent."""
+  reverse = _fill_layout(value_rowids, nrows)[3]
+  return list(tfops.RaggedFillEmptyRowsGrad(np.asarray(reverse, np.int64).astype(index_dtype()),
+                                            rules.instantiate(cts[1])))
+
+
 RaggedFillEmptyRows = register_op(
     "RaggedFillEmptyRows", _fill, family=FAMILY, static=("value_rowids", "nrows"),
-    multiple_results=True, spec=_fill_spec, interpret=static_outputs(_fill_known),
+    multiple_results=True, spec=_fill_spec,
+    interpret=known_static(("value_rowids", "nrows"), "the number of empty rows", _fill_known),
+    jvp=values_jvp("RaggedFillEmptyRows", 2, 1), transpose=_fill_transpose,
     doc="A default value in each empty row of a ragged tensor (value row ids); the "
         "empty-row indicator and reverse index map.")
 

@@ -32,7 +32,8 @@ SparseSegment* reductions in :mod:`tfprims.ops.array.sparse_segments`.
 
 from tfprims.ops.sparse import (combine, count, cwise, grads, matmul, reduce,  # noqa: F401
                                 structure)
-from tfprims.ops.sparse._common import FAMILY, index_dtype, static_outputs  # noqa: F401
+from tfprims.ops.sparse._common import (FAMILY, index_dtype, static_outputs,  # noqa: F401
+                                        values_jvp)
 from tfprims.ops.sparse.matmul import SparseTensorDenseMatMul  # noqa: F401
 
 from tfprims.core import declare_unsupported
