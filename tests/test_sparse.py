@@ -280,3 +280,37 @@ def test_grad_through_sparse_add_fill_empty_rows_slice_uses_tf_gradient_ops():
     np.testing.assert_allclose(g, t, rtol=1e-6)
   prims = jaxpr_primitives(jax.make_jaxpr(jax.grad(loss, argnums=(0, 1)))(av, bv))
   assert {"tf.SparseAddGrad", "tf.SparseFillEmptyRowsGrad", "tf.SparseSliceGrad"} <= prims
+
+
+def test_cross_hashed_int64_features_bit_exact_eager_and_jit():
+  @tf.function
+  def f(a, b, d):
+    return (tf.sparse.cross_hashed([a, b, d], num_buckets=1000),
+            tf.raw_ops.SparseCrossHashed(
+                indices=[a.indices, b.indices], values=[a.values, b.values],
+                shapes=[a.dense_shape, b.dense_shape], dense_inputs=[d], num_buckets=65537,
+                strong_hash=False, salt=[1, 2]))
+
+  i64 = tf.int64
+  fn = tfprims.convert_functional(f, tf.SparseTensorSpec([3, 3], i64),
+                                  tf.SparseTensorSpec([3, 2], i64), tf.TensorSpec([3, 2], i64))
+  a_idx = np.array([[0, 0], [0, 2], [2, 1]], np.int64)           # row 1 empty: no crosses
+  b_idx = np.array([[0, 0], [1, 1], [2, 0], [2, 1]], np.int64)
+  av, bv = np.array([5, -3, 2**31 - 1], np.int64), np.array([11, -(2**31), 0, 7], np.int64)
+  d = np.array([[100, -7], [1, 2], [9, 10]], np.int64)
+  a, b = tf.SparseTensor(a_idx, av, [3, 3]), tf.SparseTensor(b_idx, bv, [3, 2])
+  want = tf.nest.flatten(f(a, b, d), expand_composites=True)
+  for got in (fn(a, b, d),
+              jax.jit(lambda x, y, z: fn((a_idx, x, [3, 3]), (b_idx, y, [3, 2]), z))(av, bv, d)):
+    flat = []
+    for g in jax.tree.leaves(got, is_leaf=lambda x: isinstance(x, sparse.BCOO)):
+      flat += [g.indices, g.data, np.asarray(g.shape)] if isinstance(g, sparse.BCOO) else [g]
+    assert len(flat) == len(want) == 6
+    for g, w in zip(flat, want):
+      np.testing.assert_array_equal(np.asarray(g), w.numpy())
+  # String crosses have no JAX dtype: refused naming the node.
+  g = tf.function(lambda a, b: tf.sparse.cross([a, b]))
+  with pytest.raises(tfprims.ConversionError, match="SparseCross"):
+    gn = tfprims.convert_functional(g, tf.SparseTensorSpec([3, 3], i64),
+                                    tf.SparseTensorSpec([3, 2], i64))
+    gn(a, b)

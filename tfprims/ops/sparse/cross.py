@@ -32,8 +32,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+import jax
+
+from tfprims import core, errors, interpreter, opdefs
 from tfprims import dtypes as tf_dtypes
-from tfprims import errors
 from tfprims.core import register_op
 from tfprims.ops.hashing import edge_values, u64
 from tfprims.ops.shared_specs import lazy_hst
@@ -245,18 +247,37 @@ def _spec_of(st, legacy):
                       "extremes), empty rows and batches; strong_hash is refused")
 
 
+def _interpret(ctx, node, inputs):
+  """The node bound as usual; under jit its output indices and dense shape (decided by
+  the static indices and shapes and the dense inputs' shapes) become constants, so a
+  sparse result's BCOO shape is known."""
+  op = core.lookup(node.op)
+  outs = interpreter.bind_node(ctx, op, node, inputs)
+  if any(isinstance(o, jax.core.Tracer) for o in outs):
+    attrs = interpreter.AttrView(node)
+    operands, params = op.prepare(opdefs.group_inputs(node.op, inputs, attrs), attrs,
+                                  node.name)
+    dense = operands[len(params["shapes"]):]
+    _, out_idx, out_shape = cross_layout(params["indices"], params["shapes"],
+                                         [np.shape(x) for x in dense])
+    where = f"{node.op} node '{node.name}'"
+    outs[0] = tf_dtypes.canonicalize_value(out_idx, where)
+    outs[2] = tf_dtypes.canonicalize_value(out_shape, where)
+  return outs
+
+
 _NO_GRAD = "integer output: not differentiable (TF registers no gradient)"
 
 SparseCrossHashed = register_op(
     "SparseCrossHashed", _cross_hashed, family=FAMILY,
     static=("indices", "shapes", "num_buckets", "strong_hash", "salt"),
-    multiple_results=True, spec=_spec(False),
+    multiple_results=True, spec=_spec(False), interpret=_interpret,
     doc="The crosses of each batch row's int64 features, hashed with FingerprintCat64 "
         "into num_buckets (bit-exact with TF).")
 
 SparseCross = register_op(
     "SparseCross", _cross, family=FAMILY, static=("indices", "shapes"),
     attrs=("hashed_output", "num_buckets", "hash_key", "out_type", "internal_type"),
-    multiple_results=True, spec=_spec(True),
+    multiple_results=True, spec=_spec(True), interpret=_interpret,
     doc="With hashed_output (tf.sparse.cross_hashed): each batch row's int64 feature "
         "crosses, FingerprintCat64 folded from hash_key, into num_buckets (bit-exact).")
