@@ -112,7 +112,7 @@ def _ragged_bincount_spec(st):
             "size": np.asarray(draw(hst.integers(0, 6)), vals.dtype),
             "weights": draw_weights(draw, st, len(vals)),
             "binary_output": draw(hst.booleans())}
-  return st.Spec(calls(), vmap_variation="scale", grad_oracle="fd",
+  return st.Spec(calls(), vmap_variation="scale", grad_oracle="fd", examples=0.5,
                  note="TF registers no gradient: the derivative in weights is checked by "
                       "central differences")
 
@@ -161,7 +161,7 @@ def _rcso_spec(st):
     splits, vals = _draw_ragged_values(draw, st)
     return {"splits": splits, "values": vals, "weights": draw_weights(draw, st, len(vals)),
             "binary_output": draw(hst.booleans()), **draw_min_max(draw)}
-  return st.Spec(calls(), vmap_variation="scale", grad_oracle="fd",
+  return st.Spec(calls(), vmap_variation="scale", grad_oracle="fd", examples=0.5,
                  note="TF registers no gradient: the derivative in weights is checked by "
                       "central differences")
 
@@ -220,7 +220,7 @@ def _fill_spec(st):
       rowids = sorted(rowids)   # as a ragged tensor's value_rowids (unsorted ones too)
     return {"value_rowids": np.asarray(rowids, np.int64), "values": draw(st.arrays(dtype, (n,))),
             "nrows": np.int64(nrows), "default_value": draw(st.arrays(dtype, ()))}
-  return st.Spec(calls(), vmap_variation="scale")
+  return st.Spec(calls(), vmap_variation="scale", examples=0.5)
 
 
 def _fill_transpose(cts, values, default_value, *, value_rowids, nrows):

@@ -147,7 +147,7 @@ def _sparse_bincount_spec(st):
             "size": np.asarray(draw(hst.integers(0, 6)), vdt),
             "weights": draw_weights(draw, st, len(idx)),
             "binary_output": draw(hst.booleans())}
-  return st.Spec(calls(), vmap_variation="scale", grad_oracle="fd",
+  return st.Spec(calls(), vmap_variation="scale", grad_oracle="fd", examples=0.5,
                  note="TF registers no gradient: the derivative in weights is checked by "
                       "central differences")
 
@@ -212,7 +212,7 @@ def _scso_spec(st):
     return {"indices": idx.astype(np.int64), "values": vals, "dense_shape": shape,
             "weights": draw_weights(draw, st, len(idx)),
             "binary_output": draw(hst.booleans()), **draw_lengths(draw)}
-  return st.Spec(calls(), vmap_variation="scale", grad_oracle="fd",
+  return st.Spec(calls(), vmap_variation="scale", grad_oracle="fd", examples=0.5,
                  note="TF registers no gradient: the derivative in weights is checked by "
                       "central differences")
 

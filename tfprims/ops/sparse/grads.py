@@ -251,7 +251,7 @@ def fill_grad_spec(st):
       rim = draw(hst.lists(hst.integers(0, n - 1), min_size=m, max_size=m)) if n else []
     return {"reverse_index_map": np.asarray(rim, np.int64).reshape(-1),
             "grad_values": draw(st.arrays(dtype, (n,)))}
-  return st.Spec(calls(), vmap_variation="scale", grad_oracle="fd",
+  return st.Spec(calls(), vmap_variation="scale", grad_oracle="fd", examples=0.5,
                  note="TF registers no gradient: the derivative (linear in grad_values) "
                       "is checked by central differences")
 
@@ -332,7 +332,7 @@ def _split_spec(st):
     axis = draw(hst.sampled_from(axes))
     return {"split_dim": np.int64(axis), "indices": idx.astype(np.int64), "values": vals,
             "shape": shape, "num_split": draw(hst.integers(1, int(shape[axis])))}
-  return st.Spec(calls(), vmap_variation="scale")
+  return st.Spec(calls(), vmap_variation="scale", examples=0.5)
 
 
 SparseSplit = register_op(
