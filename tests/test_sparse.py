@@ -314,3 +314,10 @@ def test_cross_hashed_int64_features_bit_exact_eager_and_jit():
     gn = tfprims.convert_functional(g, tf.SparseTensorSpec([3, 3], i64),
                                     tf.SparseTensorSpec([3, 2], i64))
     gn(a, b)
+  # strong_hash (SipHash) is refused with a typed error naming the node.
+  h = tf.function(lambda a: tf.raw_ops.SparseCrossHashed(
+      indices=[a.indices], values=[a.values], shapes=[a.dense_shape], dense_inputs=[],
+      num_buckets=10, strong_hash=True, salt=[1, 2]))
+  hn = tfprims.convert_functional(h, tf.SparseTensorSpec([3, 3], i64))
+  with pytest.raises(tfprims.OpError, match="SparseCrossHashed node .*strong_hash"):
+    hn(a)
