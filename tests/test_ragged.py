@@ -201,3 +201,48 @@ def test_from_tensor_with_lengths_and_to_tensor_under_vmap():
   xs = np.stack([VALUES, -VALUES])
   _equal(jax.vmap(h)(xs), np.stack([h(VALUES), h(-VALUES)]))
   assert "tf.RaggedTensorToTensor" in jaxpr_primitives(jax.make_jaxpr(jax.vmap(h))(xs))
+
+
+def test_ragged_counts_and_fill_empty_rows_eager_jit_and_grad():
+  ints = np.int32([3, 1, 3, 0, 7, 2])   # a repeat in a row, 7 past the bins
+  w = np.float32([0.5, 1.5, -2.0, 3.0, 4.0, 0.25])
+
+  @tf.function
+  def f(ints, lengths, w, fv):
+    rt = tf.RaggedTensor.from_row_lengths(ints, tf.cast(lengths, tf.int64))
+    rw = tf.RaggedTensor.from_row_lengths(w, tf.cast(lengths, tf.int64))
+    counted = tf.raw_ops.RaggedCountSparseOutput(splits=rt.row_splits, values=rt.values,
+                                                 weights=w,
+                                                 binary_output=False, maxlength=5)
+    filled = tf.raw_ops.RaggedFillEmptyRows(value_rowids=rt.value_rowids(), values=fv,
+                                            nrows=rt.nrows(),
+                                            default_value=tf.constant(-1.0))
+    return (tf.math.bincount(rt, weights=rw, minlength=5, maxlength=5, axis=-1),
+            tf.math.bincount(rt, minlength=4, maxlength=4, binary_output=True, axis=-1),
+            *counted, *filled)
+
+  fn = _convert(f, ints, LENGTHS, w, VALUES)
+  want = f(ints, LENGTHS, w, VALUES)
+  _equal(fn(ints, LENGTHS, w, VALUES), want)
+  # Constant ids and row lengths: jit with the weights and values traced.
+  fixed = _convert(lambda w, v: f(ints, LENGTHS, w, v), w, VALUES)
+  _equal(jax.jit(fixed)(w, VALUES), want)
+  assert {"tf.RaggedBincount", "tf.RaggedCountSparseOutput",
+          "tf.RaggedFillEmptyRows"} <= jaxpr_primitives(jax.make_jaxpr(fixed)(w, VALUES))
+  # The gradient of the filled values, against TF's (RaggedFillEmptyRowsGrad).
+  ct = np.linspace(-1, 1, 7).astype(np.float32)
+
+  def loss(v):
+    return jnp.sum(fixed(w, v)[6] * ct)
+  x = tf.constant(VALUES)
+  with tf.GradientTape() as tape:
+    tape.watch(x)
+    rowids = np.repeat(np.arange(3), LENGTHS).astype(np.int64)
+    y = tf.reduce_sum(tf.raw_ops.RaggedFillEmptyRows(
+        value_rowids=rowids, values=x, nrows=np.int64(3), default_value=tf.constant(-1.0))[1]
+        * ct)
+  np.testing.assert_allclose(jax.jit(jax.grad(loss))(VALUES), tape.gradient(y, x), rtol=1e-6)
+  assert "tf.RaggedFillEmptyRowsGrad" in jaxpr_primitives(jax.make_jaxpr(jax.grad(loss))(VALUES))
+  # Traced ids and row lengths: the sizes depend on them.
+  with pytest.raises((tfprims.DynamicShapeError, tfprims.StaticInputError), match="node"):
+    jax.jit(fn)(ints, LENGTHS, w, VALUES)

@@ -266,3 +266,110 @@ def test_indices_outside_the_dense_shape_add_nothing():
   want = tf.sparse.add(tf.SparseTensor(idx[:1], vals[:1], [2, 2]), dense).numpy()
   got = get_op("SparseTensorDenseAdd")(idx, vals, dense, a_shape=(2, 2))
   np.testing.assert_array_equal(got, want)
+
+
+def test_split_bincount_and_sparse_counts_eager_and_jit():
+  # Unsorted, duplicate values in a row, an empty row (1), values past maxlength (7, 9).
+  idx = np.array([[2, 1], [0, 0], [2, 3], [0, 4], [3, 0], [0, 2], [2, 4]], np.int64)
+  ints = np.array([1, 5, 2, 7, 0, 5, 9], np.int64)
+  shape = np.array([4, 5], np.int64)
+
+  def counts(s, w):
+    return (tf.sparse.split(sp_input=w, num_split=2, axis=1),
+            tf.math.bincount(s, weights=w, minlength=6, maxlength=6, axis=-1),
+            tf.math.bincount(s, minlength=6, maxlength=6, binary_output=True, axis=-1),
+            tf.sparse.bincount(s, weights=w, minlength=3, axis=-1),
+            tf.sparse.bincount(s, maxlength=4, binary_output=True, axis=-1))
+
+  f = tf.function(lambda w: counts(tf.SparseTensor(idx, ints, shape), w))  # known ids
+  g = tf.function(counts)                                                  # ids an input
+  wspec = tf.SparseTensorSpec([4, 5], F32)
+  fn = tfprims.convert_functional(f, wspec)
+  gn = tfprims.convert_functional(g, tf.SparseTensorSpec([4, 5], tf.int64), wspec)
+  wv = np.float32([0.5, 1.5, -2.0, 3.0, 4.0, 0.25, 1.0])
+  w = tf.SparseTensor(idx, wv, shape)
+  want = tf.nest.flatten(f(w), expand_composites=True)
+  # Eager (ids an input, or constants), and jit with the weights' values traced.
+  for got in (gn(tf.SparseTensor(idx, ints, shape), w), fn(w),
+              jax.jit(lambda v: fn((idx, v, shape)))(wv)):
+    flat = []
+    for x in jax.tree.leaves(got, is_leaf=lambda x: isinstance(x, sparse.BCOO)):
+      flat += [x.indices, x.data, np.asarray(x.shape)] if isinstance(x, sparse.BCOO) else [x]
+    assert len(flat) == len(want)
+    for x, y in zip(flat, want):
+      np.testing.assert_allclose(np.asarray(x), y.numpy(), rtol=1e-6)
+  jaxpr = jax.make_jaxpr(lambda v: fn((idx, v, shape)))(wv)
+  assert {"tf.SparseSplit", "tf.SparseBincount",
+          "tf.SparseCountSparseOutput"} <= jaxpr_primitives(jaxpr)
+  # The counted ids traced: the sizes depend on them.
+  with pytest.raises(tfprims.StaticInputError, match="node"):
+    jax.jit(lambda v: gn((idx, v, shape), (idx, wv, shape)))(ints)
+
+
+def test_grad_through_sparse_add_fill_empty_rows_slice_uses_tf_gradient_ops():
+  @tf.function
+  def f(a, b):
+    filled, _ = tf.sparse.fill_empty_rows(tf.sparse.add(a, b), -1.0)
+    return tf.sparse.slice(filled, [1, 0], [3, 4])
+
+  spec = tf.SparseTensorSpec([4, 4], F32)
+  fn = tfprims.convert_functional(f, spec, spec)
+  a_idx = np.array([[0, 1], [2, 2], [3, 3]], np.int64)        # row 1 empty in the sum
+  b_idx = np.array([[0, 1], [2, 0], [3, 3]], np.int64)        # two coinciding with a
+  av, bv = np.float32([1, -3, 4]), np.float32([-0.5, 5, 2.5])
+  ct = np.float32([0.5, -1.0, 2.0, 3.0, -4.0])
+
+  def loss(x, y):
+    out = fn((a_idx, x, _SHAPE), (b_idx, y, _SHAPE))
+    return jnp.sum(out.data * ct[:out.data.shape[0]])
+  got = jax.jit(jax.grad(loss, argnums=(0, 1)))(av, bv)
+  x, y = tf.constant(av), tf.constant(bv)
+  with tf.GradientTape() as tape:
+    tape.watch([x, y])
+    out = f(tf.SparseTensor(a_idx, x, _SHAPE), tf.SparseTensor(b_idx, y, _SHAPE))
+    loss_tf = tf.reduce_sum(out.values * ct[:out.values.shape[0]])
+  for g, t in zip(got, tape.gradient(loss_tf, [x, y])):
+    np.testing.assert_allclose(g, t, rtol=1e-6)
+  prims = jaxpr_primitives(jax.make_jaxpr(jax.grad(loss, argnums=(0, 1)))(av, bv))
+  assert {"tf.SparseAddGrad", "tf.SparseFillEmptyRowsGrad", "tf.SparseSliceGrad"} <= prims
+
+
+def test_cross_hashed_int64_features_bit_exact_eager_and_jit():
+  @tf.function
+  def f(a, b, d):
+    return (tf.sparse.cross_hashed([a, b, d], num_buckets=1000),
+            tf.raw_ops.SparseCrossHashed(
+                indices=[a.indices, b.indices], values=[a.values, b.values],
+                shapes=[a.dense_shape, b.dense_shape], dense_inputs=[d], num_buckets=65537,
+                strong_hash=False, salt=[1, 2]))
+
+  i64 = tf.int64
+  fn = tfprims.convert_functional(f, tf.SparseTensorSpec([3, 3], i64),
+                                  tf.SparseTensorSpec([3, 2], i64), tf.TensorSpec([3, 2], i64))
+  a_idx = np.array([[0, 0], [0, 2], [2, 1]], np.int64)           # row 1 empty: no crosses
+  b_idx = np.array([[0, 0], [1, 1], [2, 0], [2, 1]], np.int64)
+  av, bv = np.array([5, -3, 2**31 - 1], np.int64), np.array([11, -(2**31), 0, 7], np.int64)
+  d = np.array([[100, -7], [1, 2], [9, 10]], np.int64)
+  a, b = tf.SparseTensor(a_idx, av, [3, 3]), tf.SparseTensor(b_idx, bv, [3, 2])
+  want = tf.nest.flatten(f(a, b, d), expand_composites=True)
+  for got in (fn(a, b, d),
+              jax.jit(lambda x, y, z: fn((a_idx, x, [3, 3]), (b_idx, y, [3, 2]), z))(av, bv, d)):
+    flat = []
+    for g in jax.tree.leaves(got, is_leaf=lambda x: isinstance(x, sparse.BCOO)):
+      flat += [g.indices, g.data, np.asarray(g.shape)] if isinstance(g, sparse.BCOO) else [g]
+    assert len(flat) == len(want) == 6
+    for g, w in zip(flat, want):
+      np.testing.assert_array_equal(np.asarray(g), w.numpy())
+  # String crosses have no JAX dtype: refused naming the node.
+  g = tf.function(lambda a, b: tf.sparse.cross([a, b]))
+  with pytest.raises(tfprims.ConversionError, match="SparseCross"):
+    gn = tfprims.convert_functional(g, tf.SparseTensorSpec([3, 3], i64),
+                                    tf.SparseTensorSpec([3, 2], i64))
+    gn(a, b)
+  # strong_hash (SipHash) is refused with a typed error naming the node.
+  h = tf.function(lambda a: tf.raw_ops.SparseCrossHashed(
+      indices=[a.indices], values=[a.values], shapes=[a.dense_shape], dense_inputs=[],
+      num_buckets=10, strong_hash=True, salt=[1, 2]))
+  hn = tfprims.convert_functional(h, tf.SparseTensorSpec([3, 3], i64))
+  with pytest.raises(tfprims.OpError, match="SparseCrossHashed node .*strong_hash"):
+    hn(a)

@@ -233,8 +233,9 @@ class TFOp(Op):
         known = [folding.known_value(v) for v in (value if isinstance(value, list) else [value])]
         if any(k is None for k in known):
           raise errors.StaticInputError(self.op_type, node, arg)
-        params[self.static[arg]] = hashable(np.asarray(
-            [np.asarray(k) for k in known] if isinstance(value, list) else known[0]))
+        # A list input: one param per element (their shapes may differ).
+        params[self.static[arg]] = (tuple(hashable(np.asarray(k)) for k in known)
+                                    if isinstance(value, list) else hashable(np.asarray(known[0])))
       elif isinstance(value, list):
         operands.extend(value)
       else:

@@ -12,6 +12,10 @@ module             ops
                    SparseSparseMinimum
 ``cwise``          SparseSoftmax, SparseDenseCwiseMul, SparseDenseCwiseAdd,
                    SparseDenseCwiseDiv, SparseTensorDenseAdd
+``grads``          SparseAddGrad, SparseSliceGrad, SparseFillEmptyRowsGrad,
+                   SparseSplit
+``count``          SparseBincount, SparseCountSparseOutput
+``cross``          SparseCrossHashed, SparseCross (hashed_output; int64 features)
 =================  ==============================================================
 
 Dense shapes (``a_shape``, ``input_shape``, ``sp_shape``...) are static: they decide
@@ -27,6 +31,16 @@ SparseToDense lives with the scatter ops (:mod:`tfprims.ops.array.scatter`), the
 SparseSegment* reductions in :mod:`tfprims.ops.array.sparse_segments`.
 """
 
-from tfprims.ops.sparse import combine, cwise, matmul, reduce, structure  # noqa: F401
-from tfprims.ops.sparse._common import FAMILY  # noqa: F401
+from tfprims.ops.sparse import (combine, count, cross, cwise, grads, matmul,  # noqa: F401
+                                reduce, structure)
+from tfprims.ops.sparse._common import (FAMILY, index_dtype, static_outputs,  # noqa: F401
+                                        values_jvp)
 from tfprims.ops.sparse.matmul import SparseTensorDenseMatMul  # noqa: F401
+
+from tfprims.core import declare_unsupported
+
+declare_unsupported(
+    "SparseCrossV2",
+    hint="it crosses features into strings; run it in TF: tfprims.split_host_prefix(fn, "
+         "...) converts the numeric rest (SparseCross with hashed_output and "
+         "SparseCrossHashed of int64 features convert)")

@@ -6,7 +6,9 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from tfprims import core, interpreter, opdefs
+from jax.interpreters import ad
+
+from tfprims import core, interpreter, opdefs, rules
 from tfprims import dtypes as tfdtypes
 from tfprims.ops.shared import ints
 from tfprims.ops.shared_specs import lazy_hst
@@ -91,3 +93,28 @@ def static_outputs(known):
         outs[k] = tfdtypes.canonicalize_value(np.asarray(v), f"{node.op} node '{node.name}'")
     return outs
   return interpret
+
+
+# --- derivatives that keep TF's gradient ops ------------------------------------------------
+
+
+def as_param(indices) -> tuple:
+  """Static indices (numpy) as a hashable param (nested tuples)."""
+  return tuple(tuple(int(v) for v in row) for row in np.asarray(indices, np.int64))
+
+
+def values_jvp(op_type: str, n_linear: int, value_out: int):
+  """The JVP of an op linear in its first ``n_linear`` operands (the values) whose
+  output ``value_out`` is values and the others index structure: the op applied to
+  the tangents, so its transpose (the op's TF gradient op) is used under grad."""
+  def jvp(primals, tangents, **params):
+    op = getattr(core.tfops, op_type)
+    outs = op(*primals, **params)
+    zero = [ad.Zero(jax.typeof(o).to_tangent_aval()) for o in outs]
+    if all(type(t) is ad.Zero for t in tangents[:n_linear]):
+      return outs, zero
+    lin = [rules.instantiate(t) for t in tangents[:n_linear]]
+    t_outs = op(*lin, *primals[n_linear:], **params)
+    zero[value_out] = t_outs[value_out]
+    return outs, zero
+  return jvp

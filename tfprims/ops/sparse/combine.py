@@ -26,12 +26,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from tfprims import core, dtypes, errors, folding
+from tfprims import core, dtypes, errors, folding, rules
 from tfprims.core import register_op
 from tfprims.ops.shared import ints
 from tfprims.ops.shared_specs import lazy_hst
-from tfprims.ops.sparse._common import (FAMILY, draw_sparse, index_dtype, static_indices,
-                                        static_outputs, static_shape)
+from tfprims.ops.sparse._common import (FAMILY, as_param, draw_sparse, index_dtype,
+                                        static_indices, static_outputs, static_shape,
+                                        values_jvp)
 
 
 def _sorted(indices, values, key_order):
@@ -153,9 +154,19 @@ def _slice_spec(st):
   return st.Spec(calls(), vmap_variation="scale")
 
 
+def _slice_transpose(cts, values, *, indices, shape, start, size):
+  """TF's gradient: SparseSliceGrad of the values' cotangent."""
+  _, out_idx, _ = _slice_layout(indices, shape, start, size)
+  rank = len(static_shape(shape, "shape"))
+  return [core.tfops.SparseSliceGrad(
+      rules.instantiate(cts[1]), input_indices=as_param(static_indices(indices, rank)),
+      input_start=tuple(ints(start)), output_indices=as_param(out_idx))]
+
+
 SparseSlice = register_op(
     "SparseSlice", _slice, family=FAMILY, static=("indices", "shape", "start", "size"),
     multiple_results=True, spec=_slice_spec, interpret=static_outputs(_slice_known),
+    jvp=values_jvp("SparseSlice", 1, 1), transpose=_slice_transpose,
     doc="The entries inside [start, start + size), their indices shifted by start.")
 
 
@@ -279,9 +290,21 @@ def _add_spec(st):
                  grad_oracle="vjp", examples=0.5)
 
 
+def _add_transpose(cts, a_values, b_values, thresh, *, a_indices, a_shape, b_indices, b_shape):
+  """TF's gradient: SparseAddGrad of the sum's values' cotangent (every sum kept: the
+  traced form keeps them)."""
+  dims = _add_shapes(a_shape, b_shape)
+  a, b = static_indices(a_indices, len(dims)), static_indices(b_indices, len(dims))
+  total = add_layout(a, b, len(dims))[0]
+  ga, gb = core.tfops.SparseAddGrad(rules.instantiate(cts[1]), a_indices=as_param(a),
+                                    b_indices=as_param(b), sum_indices=as_param(total))
+  return [ga if rules.U(a_values) else None, gb if rules.U(b_values) else None, None]
+
+
 SparseAdd = register_op(
     "SparseAdd", _add, family=FAMILY, static=("a_indices", "a_shape", "b_indices", "b_shape"),
     multiple_results=True, interpret=_add_interpret, spec=_add_spec,
+    jvp=values_jvp("SparseAdd", 2, 1), transpose=_add_transpose,
     doc="The entries of a and b merged, values added where indices coincide (sums "
         "below thresh dropped on known values).")
 

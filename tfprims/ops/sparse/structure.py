@@ -20,11 +20,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from tfprims.core import register_op
+from tfprims import rules
+from tfprims.core import register_op, tfops
 from tfprims.ops.shared import ints
 from tfprims.ops.shared_specs import lazy_hst
 from tfprims.ops.sparse._common import (FAMILY, draw_sparse, index_dtype, static_indices,
-                                        static_outputs, static_shape)
+                                        static_outputs, static_shape, values_jvp)
 
 
 # --- SparseReorder --------------------------------------------------------------------------
@@ -199,8 +200,17 @@ def _fill_spec(st):
   return st.Spec(calls(), vmap_variation="scale")
 
 
+def _fill_transpose(cts, values, default_value, *, indices, dense_shape):
+  """TF's gradient: SparseFillEmptyRowsGrad of the values' cotangent."""
+  _, _, _, reverse = fill_layout(indices, dense_shape)
+  d_values, d_default = tfops.SparseFillEmptyRowsGrad(
+      np.asarray(reverse, np.int64).astype(index_dtype()), rules.instantiate(cts[1]))
+  return [d_values, d_default]
+
+
 SparseFillEmptyRows = register_op(
     "SparseFillEmptyRows", _fill_empty_rows, family=FAMILY,
     static=("indices", "dense_shape"), multiple_results=True, spec=_fill_spec,
     interpret=static_outputs(_fill_known),
+    jvp=values_jvp("SparseFillEmptyRows", 2, 1), transpose=_fill_transpose,
     doc="A default entry in each empty row; the empty-row indicator and reverse index map.")
