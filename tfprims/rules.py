@@ -428,7 +428,7 @@ def leading_batching(op: TFOp):
   def rule(args, dims, **params):
     size = batch_size(args, dims)
     out = op(*[with_batch_axis(a, d, size) for a, d in zip(args, dims)],
-                                  **params)
+             **params)
     if isinstance(out, (list, tuple)):
       return out, [0 if np.ndim(o) else None for o in out]
     return out, 0

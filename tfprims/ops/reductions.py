@@ -453,7 +453,7 @@ Prod = register_op(
     # factors are drawn with |z| < 1.
     spec=rules.per_op(lambda op: lambda st: reduction_spec(
         st, op.op_type, st.NUMERIC + st.COMPLEX, wide_bound=1,
-                                   complex_kwargs={"min_value": -0.7, "max_value": 0.7})))
+        complex_kwargs={"min_value": -0.7, "max_value": 0.7})))
 
 Max = register_op(
     "Max", _max, **_RED, jvp=rules.per_op(_chooser_jvp),
@@ -467,13 +467,15 @@ Min = register_op(
 
 All = register_op(
     "All", _all, **_RED, batching=rules.per_op(_reduction_batching),
-    spec=rules.per_op(lambda op: lambda st: reduction_spec(st, op.op_type, ("bool",),
-                                   skip={"jvp": _NO_GRAD_INT, "vjp": _NO_GRAD_INT})))
+    spec=rules.per_op(lambda op: lambda st: reduction_spec(
+        st, op.op_type, ("bool",),
+        skip={"jvp": _NO_GRAD_INT, "vjp": _NO_GRAD_INT})))
 
 Any = register_op(
     "Any", _any, **_RED, batching=rules.per_op(_reduction_batching),
-    spec=rules.per_op(lambda op: lambda st: reduction_spec(st, op.op_type, ("bool",),
-                                   skip={"jvp": _NO_GRAD_INT, "vjp": _NO_GRAD_INT})))
+    spec=rules.per_op(lambda op: lambda st: reduction_spec(
+        st, op.op_type, ("bool",),
+        skip={"jvp": _NO_GRAD_INT, "vjp": _NO_GRAD_INT})))
 
 EuclideanNorm = register_op(
     "EuclideanNorm", _euclidean_norm, **_RED, jvp=_euclidean_norm_jvp,

@@ -103,8 +103,8 @@ def _search_batch(op):
     s, v = (rules.with_batch_axis(a, d, size) for a, d in zip(args, dims))
     rows = s.shape[1]
     out = op(rules.reshape(s, (size * rows, s.shape[2])),
-                                  rules.reshape(v, (size * rows, v.shape[2])),
-                                  out_type=out_type)
+             rules.reshape(v, (size * rows, v.shape[2])),
+             out_type=out_type)
     return rules.reshape(out, (size, rows, v.shape[2])), 0
   return rule
 

@@ -196,8 +196,8 @@ PadV2 = register_op(
     transpose=_padv2_transpose, batching=_padv2_batch,
     spec=rules.per_op(lambda op: lambda st: st.Spec(
         _pad_calls(st, op.op_type), diff_args=("input",),
-                            note="TF's gradient ignores constant_values; ours is the sum of "
-                                 "the padded cotangent")))
+        note="TF's gradient ignores constant_values; ours is the sum of "
+             "the padded cotangent")))
 
 
 def _reversed_run(x, ax, start, count):

@@ -354,7 +354,7 @@ BesselI0 = register_op(
 BesselI0e = register_op(
     "BesselI0e", _by_precision(lax.bessel_i0e, lax.bessel_i0e), **EW,
     jvp=rules.per_op(_jvp, lambda x, y: tfops.Sub(tfops.BesselI1e(x),
-                                                 tfops.Mul(tfops.Sign(x), y))),
+                                                  tfops.Mul(tfops.Sign(x), y))),
     doc="Exponentially scaled modified Bessel function of order 0, exp(-|x|) I0(x).",
     spec=_spec)
 
@@ -388,7 +388,7 @@ BesselK0e = register_op(
 BesselK1 = register_op(
     "BesselK1", _same(_k1), **EW,
     jvp=rules.per_op(_jvp, lambda x, y: tfops.Sub(tfops.Neg(tfops.BesselK0(x)),
-                                                tfops.RealDiv(y, x))),
+                                                  tfops.RealDiv(y, x))),
     doc="Modified Bessel function of the second kind of order 1 (Cephes k1; inf for x <= 0).",
     spec=_spec)
 

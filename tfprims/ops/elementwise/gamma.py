@@ -483,7 +483,7 @@ Igamma = register_op(
 Igammac = register_op(
     "Igammac", _in_float32_or_wider(_igammac), **EW,
     jvp=rules.per_op(_binary_jvp, (lambda a, x, y: tfops.Neg(tfops.IgammaGradA(a, x)),
-                                lambda a, x, y: tfops.Neg(_igamma_x_partial(a, x)))),
+                                   lambda a, x, y: tfops.Neg(_igamma_x_partial(a, x)))),
     spec=lambda st: st.Spec(_gamma_calls(st), rtol=_GAMMA_RTOL, examples=0.5))
 
 

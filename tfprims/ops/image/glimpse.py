@@ -131,7 +131,7 @@ def extract_glimpse_v2(key, x, offsets, *, size, centered=True, normalized=True,
 def _jvp(op):
   def rule(t, key, x, offsets, **p):
     return op(_ZERO_KEY, t, offsets,
-                                   **dict(p, uniform_noise=False, noise="zero"))
+              **dict(p, uniform_noise=False, noise="zero"))
   return rule
 
 

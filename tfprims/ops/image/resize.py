@@ -587,12 +587,12 @@ ResizeBicubicGrad = register_op(
     batching=rules.per_op(fold_batching),
     spec=rules.per_op(lambda op: lambda st: st.Spec(
         _bicubic_grad_calls(st), diff_args=("grads",), rtol=1e-5,
-                            atol=1e-5, cases=_nonfinite_cases(op.op_type),
-                            note="original_image gives only the shape and dtype.")))
+        atol=1e-5, cases=_nonfinite_cases(op.op_type),
+        note="original_image gives only the shape and dtype.")))
 
 ResizeArea = register_op(
     "ResizeArea", resize_area, family=FAMILY, static=("size",), attrs=("align_corners",),
     linear=True, transpose=_area_transpose, batching=rules.per_op(fold_batching),
     spec=rules.per_op(lambda op: lambda st: st.Spec(
         _resize_calls(st, half_pixel=False), rtol=1e-5, atol=1e-5,
-                            cases=_nonfinite_cases(op.op_type))))
+        cases=_nonfinite_cases(op.op_type))))

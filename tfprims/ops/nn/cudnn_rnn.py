@@ -619,7 +619,7 @@ CudnnRNNParamsSize = register_op(
     attrs=("S",) + _ATTRS + ("num_proj",),
     spec=rules.per_op(lambda op: lambda st: st.Spec(
         _layout_calls(st, op.op_type), oracle=_tf_params_size,
-                            note=_LAYOUT_NOTE, skip=dict(
+        note=_LAYOUT_NOTE, skip=dict(
                                 vmap="no non-static inputs to batch",
                                 jvp="an integer output of static inputs only",
                                 vjp="an integer output of static inputs only"))))

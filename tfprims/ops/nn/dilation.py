@@ -232,15 +232,17 @@ Dilation2DBackpropInput = register_op(
     jvp=(None, None, lambda t, x, f, g, **p: tfops.Dilation2DBackpropInput(x, f, t, **p)),
     transpose=_backprop_transpose("input"),
     batching=rules.per_op(_channel_batching),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(_dilation_calls(st, op.op_type, _DTYPES),
-                            diff_args=("out_backprop",), grad_oracle="fd", **_TOL,
-                            note=_BACKPROP_NOTE)))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _dilation_calls(st, op.op_type, _DTYPES),
+        diff_args=("out_backprop",), grad_oracle="fd", **_TOL,
+        note=_BACKPROP_NOTE)))
 
 Dilation2DBackpropFilter = register_op(
     "Dilation2DBackpropFilter", dilation2d_backprop_filter, family="nn", attrs=_ATTRS,
     jvp=(None, None, lambda t, x, f, g, **p: tfops.Dilation2DBackpropFilter(x, f, t, **p)),
     transpose=_backprop_transpose("filter"),
     batching=rules.per_op(_channel_batching),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(_dilation_calls(st, op.op_type, _DTYPES),
-                            diff_args=("out_backprop",), grad_oracle="fd", **_TOL,
-                            note=_BACKPROP_NOTE)))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _dilation_calls(st, op.op_type, _DTYPES),
+        diff_args=("out_backprop",), grad_oracle="fd", **_TOL,
+        note=_BACKPROP_NOTE)))

@@ -208,7 +208,7 @@ FakeQuantWithMinMaxArgs = register_op(
     "FakeQuantWithMinMaxArgs", _fq_args, family="nn",
     attrs=("min", "max", "num_bits", "narrow_range"), batching="elementwise",
     jvp=rules.per_op(rules.output_jvp, lambda t, y, x, **p:
-                         tfops.FakeQuantWithMinMaxArgsGradient(t, x, **p)),
+                     tfops.FakeQuantWithMinMaxArgsGradient(t, x, **p)),
     spec=lambda st: st.Spec(_fq_calls(st, "args", False), note=_NOTE,
                             grad_oracle="vjp"))
 

@@ -137,7 +137,7 @@ def _grad_batching(op):
     idx = jnp.where(_in_range(idx, member.size), idx + offset * np.array(member.size, idx.dtype),
                     np.array(-1, idx.dtype))
     out = op(merge_batch(x, 0), merge_batch(g, 0), merge_batch(idx, 0),
-                                  **dict(p, include_batch_in_index=True))
+             **dict(p, include_batch_in_index=True))
     return split_batch(out, b), 0
   return rule
 

@@ -473,7 +473,7 @@ GRUBlockCell = register_op(
     "GRUBlockCell", _gru_block_cell, family="nn", multiple_results=True,
     jvp=_gru_cell_jvp,
     batching=rules.per_op(_fold_batching, _gru_block_cell, (0, 0, None, None, None, None),
-                            0),
+                          0),
     spec=lambda st: st.Spec(_gru_calls(st, False), grad_oracle="fd",
                             note="TF has no gradient for GRUBlockCell: derivatives are "
                                  "checked against central differences."))

@@ -315,7 +315,7 @@ def _in_top_k_batch(op):
     t = rules.with_batch_axis(args[1], dims[1], size)
     rows = p.shape[1]
     out = op(rules.reshape(p, (size * rows, p.shape[2])),
-                                  rules.reshape(t, (size * rows,)), *args[2:], **params)
+             rules.reshape(t, (size * rows,)), *args[2:], **params)
     return rules.reshape(out, (size, rows)), 0
   return rule
 

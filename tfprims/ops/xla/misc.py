@@ -112,9 +112,10 @@ _EINSUM_GRAD_NOTE = ("; derivatives against central differences: TF's XlaEinsum 
 XlaEinsum = register_op(
     "XlaEinsum", _einsum_impl, family=FAMILY, attrs=("equation",), jvp=_einsum_jvp,
     transpose=_einsum_transpose, batching=_einsum_batch,
-    spec=rules.per_op(lambda op: lambda st: st.Spec(_einsum_calls(st), rtol={"bfloat16": 5e-2},
-                            oracle=_common.jit_oracle(op.op_type, ("a", "b")),
-                            grad_oracle="fd", note=_JIT_NOTE + _EINSUM_GRAD_NOTE)))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _einsum_calls(st), rtol={"bfloat16": 5e-2},
+        oracle=_common.jit_oracle(op.op_type, ("a", "b")),
+        grad_oracle="fd", note=_JIT_NOTE + _EINSUM_GRAD_NOTE)))
 
 # --- XlaReducePrecision ----------------------------------------------------------------
 

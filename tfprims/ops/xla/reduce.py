@@ -230,9 +230,9 @@ XlaReduce = register_op(
     interpret=rules.per_op(_interpret, "reducer", ("input", "init_value")),
     spec=rules.per_op(lambda op: lambda st: st.Spec(
         _reduce_calls(st), grad_oracle="fd", note=_NOTE + _INIT_NOTE,
-                            diff_args=("input",),
-                            rtol={"bfloat16": 5e-2},
-                            oracle=_oracle(op.op_type, ("input", "init_value"), "input"))))
+        diff_args=("input",),
+        rtol={"bfloat16": 5e-2},
+        oracle=_oracle(op.op_type, ("input", "init_value"), "input"))))
 
 
 def _variadic_calls(st, v2: bool):
@@ -344,13 +344,14 @@ XlaReduceWindow = register_op(
             "padding"),
     attrs=("computation",), canonicalize=_window_canonicalize,
     interpret=rules.per_op(_interpret, "computation",
-                         ("input", "init_value", "window_dimensions", "window_strides",
-                          "base_dilations", "window_dilations", "padding")),
+                           ("input", "init_value", "window_dimensions", "window_strides",
+                            "base_dilations", "window_dilations", "padding")),
     batching=rules.per_op(_batching, _reduce_window_impl, False, "computation"),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(_reduce_window_calls(st), grad_oracle="fd",
-                            note=_NOTE + _INIT_NOTE, diff_args=("input",),
-                            oracle=_oracle(op.op_type, ("input", "init_value"),
-                                           "input"))))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _reduce_window_calls(st), grad_oracle="fd",
+        note=_NOTE + _INIT_NOTE, diff_args=("input",),
+        oracle=_oracle(op.op_type, ("input", "init_value"),
+                       "input"))))
 
 
 # --- XlaSelectAndScatter ------------------------------------------------------------------

@@ -134,8 +134,8 @@ XlaSharding = register_op(
     batching=_batch,
     spec=rules.per_op(lambda op: lambda st: st.Spec(
         _calls(st), oracle=_common.jit_oracle(op.op_type, ("input",)),
-                            note="oracle: the op under tf.function(jit_compile=True) (one "
-                            "device); meshes are tested in tests/test_xla_ops.py")))
+        note="oracle: the op under tf.function(jit_compile=True) (one "
+        "device); meshes are tested in tests/test_xla_ops.py")))
 
 
 
@@ -248,8 +248,8 @@ XlaSpmdFullToShardShape = register_op(
     canonicalize=rules.per_op(_spmd_canonicalize), linear=True,
     transpose=_full_to_shard_transpose, batching=rules.per_op(_spmd_batch),
     spec=rules.per_op(lambda op: lambda st: st.Spec(_spmd_calls(st, False), note=_SPMD_NOTE,
-                            oracle=_common.jit_oracle(op.op_type,
-                                                      ("input",)))))
+                                                    oracle=_common.jit_oracle(op.op_type,
+                                                                              ("input",)))))
 
 XlaSpmdShardToFullShape = register_op(
     "XlaSpmdShardToFullShape", _shard_to_full_impl, family=FAMILY,
@@ -257,8 +257,8 @@ XlaSpmdShardToFullShape = register_op(
     canonicalize=rules.per_op(_spmd_canonicalize), linear=True,
     transpose=_shard_to_full_transpose, batching=rules.per_op(_spmd_batch),
     spec=rules.per_op(lambda op: lambda st: st.Spec(_spmd_calls(st, True), note=_SPMD_NOTE,
-                            oracle=_common.jit_oracle(op.op_type,
-                                                      ("input",)))))
+                                                    oracle=_common.jit_oracle(op.op_type,
+                                                                              ("input",)))))
 
 # --- XlaReplicaId ---------------------------------------------------------------------
 
