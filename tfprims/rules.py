@@ -234,8 +234,7 @@ def linear_transpose(op: TFOp, index: int):
     operands = list(args)
     operands[index] = ct
     cts = [None] * len(args)
-    cts[index] = unbroadcast(op(*operands, **params),
-                             shape_of(args[index]))
+    cts[index] = unbroadcast(op(*operands, **params), shape_of(args[index]))
     return cts
   return rule
 
