@@ -207,3 +207,28 @@ def test_architecture_doc_names_every_module_and_package():
          or (p.is_dir() and (p / "__init__.py").exists())]
   unnamed = [p for p in top if p not in named]
   assert not unnamed, f"docs/architecture.md's layout table does not name {unnamed}"
+
+
+def _declarations():
+  """Every ``register_op("Name", ...)`` call in the package: (module, name, call)."""
+  for name, path in MODULES.items():
+    for node in ast.walk(ast.parse(path.read_text())):
+      if (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+          and getattr(node.func, "id", getattr(node.func, "attr", None)) == "register_op"):
+        yield name, node.args[0].value, node
+
+
+def test_declarations_do_not_repeat_their_op_name():
+  # A factory that needs the op being declared gets it from rules.per_op (register_op
+  # calls it with the new TFOp), so no keyword or later argument spells the name again.
+  declarations = list(_declarations())
+  assert len(declarations) > 400, "the scan found no declarations: it checks nothing"
+  repeats = []
+  for module, op_type, call in declarations:
+    values = [kw.value for kw in call.keywords] + list(call.args[1:])
+    where = [kw.arg or "**" for kw in call.keywords] + ["<positional>"] * (len(call.args) - 1)
+    for value, arg in zip(values, where):
+      if any(isinstance(n, ast.Constant) and n.value == op_type for n in ast.walk(value)):
+        repeats.append(f"{module}:{call.lineno} {op_type} ({arg})")
+  assert not repeats, ("register_op calls repeat their op name (use rules.per_op):\n"
+                       + "\n".join(repeats))

@@ -244,3 +244,28 @@ def test_shape_rules_agree_with_the_impl(op_type):
         [(tuple(w.shape), np.dtype(w.dtype)) for w in want]
 
   check()
+
+
+def test_per_op_factories_get_the_op_being_declared():
+  from tfprims import rules
+  got = []
+
+  def factory(op, *args, **kwargs):
+    got.append((op.op_type, args, kwargs))
+    return rules.same_op_batching(op)
+
+  op = tfprims.register_op(
+      "PerOpProbe", jnp.negative, family="custom",
+      jvp=(rules.per_op(lambda op: lambda t, x: op(t)),),
+      batching=rules.per_op(factory, 1, k=2),
+      spec=rules.per_op(lambda op: lambda st: op.op_type))
+  try:
+    assert got == [("PerOpProbe", (1,), {"k": 2})]
+    assert op.spec(None) == "PerOpProbe" and op.batching_source == "explicit"
+    x = np.float32([1.0, -2.0])
+    primal, tangent = jax.jvp(op, (x,), (x,))
+    np.testing.assert_array_equal(tangent, -x)
+    jaxpr = jax.make_jaxpr(jax.vmap(op))(np.stack([x, x]))
+    assert [e.primitive for e in jaxpr.jaxpr.eqns] == [op.primitive]
+  finally:
+    tfprims.unregister_op("PerOpProbe")

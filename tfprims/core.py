@@ -399,6 +399,8 @@ def register_op(
       truncating division needs the dividend's sign. Shape arithmetic then stays
       symbolic (``tf.signal.frame`` of an unknown length).
     replace: allow replacing an already registered op of the same type.
+  ``jvp`` (or one rule of it), ``transpose``, ``batching``, ``canonicalize``, ``interpret``
+  and ``spec`` may be ``rules.per_op(factory, *args)``: ``factory(op, *args)`` is installed.
   """
   _check_new(op_type, replace)
   # JAX's batching machinery passes ``args``/``dims`` positionally to rules.
@@ -437,7 +439,8 @@ def register_op(
             linear_values=linear or linear_values, dynamic_shape=dynamic_shape,
             static_shape_if=static_shape_if, check=check,
             assertion=assertion, lowering=lowering, symbolic=symbolic)
-
+  jvp, transpose, batching, op.canonicalize, op.interpret, op.spec = derived.for_op(
+      op, jvp, transpose, batching, canonicalize, interpret, spec)
   if linear:
     ad.deflinear2(prim, transpose)
     op.jvp_source, op.transpose_source = "linear", "explicit"
@@ -511,7 +514,6 @@ def register_platform_lowering(op_type: str, platform: str,
 
   mlir.register_lowering(op.primitive, rule, platform=platform)
   op.platform_lowerings[platform] = impl
-
 
 
 def register_structural(op_types: Union[str, Sequence[str]], interpret: Interpret, *,

@@ -163,3 +163,37 @@ def zero_safe_transpose(rule):
       return [ad.Zero(a.aval) if ad.is_undefined_primal(a) else None for a in args]
     return rule(ct, *args, **params)
   return wrapped
+
+
+# --- rules and specs that need the op being declared ------------------------------------
+
+
+class PerOp:
+  """A rule or spec made for the op being declared (see :func:`per_op`)."""
+
+  def __init__(self, factory, args, kwargs):
+    self.factory, self.args, self.kwargs = factory, args, kwargs
+
+  def __repr__(self):
+    return f"per_op({getattr(self.factory, '__qualname__', self.factory)!r})"
+
+
+def per_op(factory, *args, **kwargs) -> PerOp:
+  """Marks a ``register_op`` keyword value (``jvp``, one of a ``jvp`` sequence's rules,
+  ``transpose``, ``batching``, ``canonicalize``, ``interpret``, ``spec``) as
+  ``factory(op, *args, **kwargs)``: register_op calls it with the new TFOp before it
+  installs the result, so a factory reaches the op being declared (``op(*operands,
+  **params)``; ``op.op_type`` for its name) and no declaration repeats its name."""
+  return PerOp(factory, args, kwargs)
+
+
+def for_op(op, *values) -> list:
+  """``values`` with every :func:`per_op` (also inside a sequence of per-operand JVPs)
+  made for ``op``."""
+  def made(value):
+    if isinstance(value, PerOp):
+      return value.factory(op, *value.args, **value.kwargs)
+    if isinstance(value, (tuple, list)) and any(isinstance(v, PerOp) for v in value):
+      return type(value)(made(v) for v in value)
+    return value
+  return [made(v) for v in values]

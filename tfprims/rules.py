@@ -26,14 +26,14 @@ import numpy as np
 from jax.interpreters import ad
 
 from tfprims import derived
-from tfprims.core import tfops
+from tfprims.core import TFOp, tfops
 
 __all__ = [
     "U", "shape_of", "dtype_of", "reshape", "transpose", "reduce_sum", "broadcast_to",
     "unbroadcast", "instantiate", "zeros", "batch_size", "to_front", "with_batch_axis",
     "unbatched_shape", "move_axes", "vmap_batching", "elementwise_batching",
     "same_op_batching", "zero_tangent", "const", "cast_like", "no_grad_jvp", "output_jvp",
-    "linear_transpose", "leading_batching", "sizes", "known", "numpy_for",
+    "linear_transpose", "leading_batching", "sizes", "known", "numpy_for", "per_op",
 ]
 
 U = ad.is_undefined_primal
@@ -42,6 +42,9 @@ U = ad.is_undefined_primal
 # handles the common case and falls back to vmap(impl)).
 vmap_batching = derived.vmap_batching
 elementwise_batching = derived.elementwise_batching
+# A rule factory's rule for the op being declared: ``jvp=rules.per_op(rules.no_grad_jvp)``
+# installs ``rules.no_grad_jvp(op)`` (see register_op).
+per_op = derived.per_op
 
 
 # --- shapes ------------------------------------------------------------------------------
@@ -159,12 +162,11 @@ def unbatched_shape(x, d) -> tuple:
   return shape if d is None else shape[:d] + shape[d + 1:]
 
 
-def same_op_batching(op_type: str):
+def same_op_batching(op: TFOp):
   """Batching for ops that act on each element independently of its position
   (Identity, StopGradient, CheckNumerics...): re-bind the op on the batched
   value; the batch axis stays where it is."""
   def rule(args, dims, **params):
-    op = getattr(tfops, op_type)
     out = op(*args, **params)
     if op.multiple_results:
       return out, list(dims)
@@ -202,28 +204,28 @@ def cast_like(x, like):
   return tfops.Cast(x, DstT=dtype_of(like), Truncate=False)
 
 
-def no_grad_jvp(op_type: str):
+def no_grad_jvp(op: TFOp):
   """JVP of an op TF gives no gradient (piecewise constant, integer or boolean
   results): the op re-bound, with a zero tangent."""
   def rule(primals, tangents, **params):
-    out = getattr(tfops, op_type)(*primals, **params)
+    out = op(*primals, **params)
     return out, zero_tangent(out)
   return rule
 
 
-def output_jvp(op_type: str, tangent_fn):
+def output_jvp(op: TFOp, tangent_fn):
   """Full JVP rule of a one-operand op whose derivative TF writes with its output
   ``y`` (``tangent_fn(t, y, x, **params)``: ``TanhGrad(y, t)``, ``EluGrad(t, y)``)."""
   def rule(primals, tangents, **params):
     (x,), (t,) = primals, tangents
-    y = getattr(tfops, op_type)(x, **params)
+    y = op(x, **params)
     if type(t) is ad.Zero:
       return y, zero_tangent(y)
     return y, tangent_fn(t, y, x, **params)
   return rule
 
 
-def linear_transpose(op_type: str, index: int):
+def linear_transpose(op: TFOp, index: int):
   """Transpose of an op linear in its operand ``index`` alone (``Div`` in ``x``,
   ``SqrtGrad`` in ``dy``, ``ReluGrad`` in ``gradients``): the op re-bound with the
   cotangent in that place, summed back to the operand's shape."""
@@ -232,8 +234,7 @@ def linear_transpose(op_type: str, index: int):
     operands = list(args)
     operands[index] = ct
     cts = [None] * len(args)
-    cts[index] = unbroadcast(getattr(tfops, op_type)(*operands, **params),
-                             shape_of(args[index]))
+    cts[index] = unbroadcast(op(*operands, **params), shape_of(args[index]))
     return cts
   return rule
 
@@ -255,13 +256,12 @@ def batch_coordinates(indices, size: int):
   return tfops.ConcatV2(iota, indices, axis=len(shape) - 1)
 
 
-def gather_nd_batching(op_type: str):
+def gather_nd_batching(op: TFOp):
   """Batching of an nd gather ``op(params, indices)``: batched params alone put the
   batch axis after the K indexed dims; batched indices alone are leading index
   dims; both prepend each example's batch coordinate to its indices."""
   def rule(args, dims, **params):
     (p, i), (dp, di) = args, dims
-    op = getattr(tfops, op_type)
     if di is None:
       k = shape_of(i)[-1]
       return op(move_axes(p, [dp], [k]), i, **params), len(shape_of(i)) - 1
@@ -272,7 +272,7 @@ def gather_nd_batching(op_type: str):
   return rule
 
 
-def scatter_nd_batching(op_type: str):
+def scatter_nd_batching(op: TFOp):
   """Batching of an nd scatter ``op(tensor, indices, updates)`` (TensorScatter*,
   ResourceScatterNd*): with unbatched indices the batch axis goes after the K
   indexed dims of the tensor (and after the index dims of the updates), so each
@@ -281,7 +281,6 @@ def scatter_nd_batching(op_type: str):
   def rule(args, dims, **params):
     (x, i, u), (dx, di, du) = args, dims
     size = batch_size(args, dims)
-    op = getattr(tfops, op_type)
     if di is None:
       k, lead = shape_of(i)[-1], len(shape_of(i)) - 1
       x = move_axes(with_batch_axis(x, dx, size), [0], [k])
@@ -292,7 +291,7 @@ def scatter_nd_batching(op_type: str):
   return rule
 
 
-def scatter_rows_batching(op_type: str):
+def scatter_rows_batching(op: TFOp):
   """Batching of a scatter into rows (axis 0) ``op(value, indices, updates)``
   (ResourceScatter*; ``updates`` is ``indices.shape + value.shape[1:]`` or a
   scalar): with unbatched indices the batch axis becomes axis 1 of the value;
@@ -302,7 +301,6 @@ def scatter_rows_batching(op_type: str):
   def rule(args, dims, **params):
     (x, i, u), (dx, di, du) = args, dims
     size = batch_size(args, dims)
-    op = getattr(tfops, op_type)
     ishape, xshape = unbatched_shape(i, di), unbatched_shape(x, dx)
     full = ishape + xshape[1:]
     u = with_batch_axis(u, du, size)
@@ -336,7 +334,7 @@ def last_writer_mask(indices, prefix_shape: Sequence[int]):
                      incompatible_shape_error=True)
 
 
-def scatter_min_max_jvp(op_type: str, rows: bool = False):
+def scatter_min_max_jvp(op: TFOp, rows: bool = False):
   """JVP of a scatter min/max ``op(x, indices, y)``, TF's gradient of
   TensorScatterMin/Max transposed: each output element's tangent is the mean of the
   tangents of the inputs (``x`` and every update) equal to it, so ties share it.
@@ -344,7 +342,7 @@ def scatter_min_max_jvp(op_type: str, rows: bool = False):
   broadcast)."""
   def rule(primals, tangents, **params):
     (x, i, y), (tx, _, ty) = primals, tangents
-    out = getattr(tfops, op_type)(x, i, y, **params)
+    out = op(x, i, y, **params)
     zx, zy = type(tx) is ad.Zero, type(ty) is ad.Zero
     if zx and zy:
       return out, zero_tangent(out)
@@ -371,11 +369,10 @@ def scatter_min_max_jvp(op_type: str, rows: bool = False):
   return rule
 
 
-def scatter_linear_jvp(op_type: str):
+def scatter_linear_jvp(op: TFOp):
   """JVP of a scatter linear in (tensor, updates): the same scatter of the tangents."""
   def rule(primals, tangents, **params):
     (x, i, u), (tx, _, tu) = primals, tangents
-    op = getattr(tfops, op_type)
     out = op(x, i, u, **params)
     if type(tx) is ad.Zero and type(tu) is ad.Zero:
       return out, zero_tangent(out)
@@ -396,7 +393,7 @@ def scatter_nd_add_transpose(negate: bool):
   return rule
 
 
-def scatter_nd_update_transpose(op_type: str):
+def scatter_nd_update_transpose(op: TFOp):
   """Transpose of an nd scatter-update: the tensor keeps the cotangent where no
   update lands; each location's last writer gets it (earlier duplicates are
   overwritten: they get zero)."""
@@ -405,7 +402,7 @@ def scatter_nd_update_transpose(op_type: str):
     ushape, dt = shape_of(u), dtype_of(u)
     cx = cu = None
     if U(x):
-      cx = getattr(tfops, op_type)(ct, i, zeros(ushape, dt), **params)
+      cx = op(ct, i, zeros(ushape, dt), **params)
     if U(u):
       k = shape_of(i)[-1]
       lead = shape_of(i)[:-1]
@@ -420,7 +417,7 @@ def scatter_nd_update_transpose(op_type: str):
 # --- linalg coverage (cov-linalg): decompositions and solvers -----------------------------
 
 
-def leading_batching(op_type: str):
+def leading_batching(op: TFOp):
   """Batching for ops on the innermost dims of their operands whose leading dims
   are batch dims shared by every operand (decompositions, solvers): each batch axis
   moves to the front (``tf.Transpose``; unbatched operands are broadcast with
@@ -429,21 +426,21 @@ def leading_batching(op_type: str):
   batched at axis 0."""
   def rule(args, dims, **params):
     size = batch_size(args, dims)
-    out = getattr(tfops, op_type)(*[with_batch_axis(a, d, size) for a, d in zip(args, dims)],
-                                  **params)
+    out = op(*[with_batch_axis(a, d, size) for a, d in zip(args, dims)],
+             **params)
     if isinstance(out, (list, tuple)):
       return out, [0 if np.ndim(o) else None for o in out]
     return out, 0
   return rule
 
 
-def positioned_jvp(op_type: str):
+def positioned_jvp(op: TFOp):
   """The JVP rule of an op linear in its first operand and positioned by integer
   operands after it (a runtime slice begin, runtime paddings): the op on the tangent."""
   def jvp(primals, tangents, **params):
     x, *positions = primals
-    out = getattr(tfops, op_type)(x, *positions, **params)
+    out = op(x, *positions, **params)
     if type(tangents[0]) is ad.Zero:
       return out, ad.Zero(jax.typeof(out).to_tangent_aval())
-    return out, getattr(tfops, op_type)(tangents[0], *positions, **params)
+    return out, op(tangents[0], *positions, **params)
   return jvp

@@ -112,12 +112,12 @@ Relu6 = register_op(
 
 Elu = register_op(
     "Elu", _elu, **_ACT,
-    jvp=rules.output_jvp("Elu", lambda t, y, x: tfops.EluGrad(t, y)),
+    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.EluGrad(t, y)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features")))
 
 Selu = register_op(
     "Selu", _selu, **_ACT,
-    jvp=rules.output_jvp("Selu", lambda t, y, x: tfops.SeluGrad(t, y)),
+    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.SeluGrad(t, y)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features")))
 
 _ALPHAS = (0.2, 0.0, 0.01, 1.0, -0.5, 2.0)
@@ -142,7 +142,7 @@ Softsign = register_op(
 
 Sigmoid = register_op(
     "Sigmoid", _sigmoid, **_ACT, build=_sigmoid_build,
-    jvp=rules.output_jvp("Sigmoid", lambda t, y, x: tfops.SigmoidGrad(y, t)),
+    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.SigmoidGrad(y, t)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, arg="x", cbound=30)))
 
 # ---------------------------------------------------------------------------
@@ -218,13 +218,13 @@ def _log_softmax_jvp(primals, tangents):
       t, rules.reduce_sum(tfops.Mul(t, tfops.Exp(y)), (-1,), keep_dims=True))
 
 
-def _last_axis_batching(op_type):
+def _last_axis_batching(op):
   """Batch axis to the front; the op still works on the last axis."""
   def rule(args, dims):
     (x,), (d,) = args, dims
     if d != 0:
       x = jnp.moveaxis(x, d, 0)
-    return getattr(tfops, op_type)(x), 0
+    return op(x), 0
   return rule
 
 
@@ -259,12 +259,12 @@ def _softmax_spec(st):
 Softmax = register_op(
     "Softmax", _softmax, family="activations", jvp=_softmax_jvp,
     build=_softmax_build,
-    batching=_last_axis_batching("Softmax"),
+    batching=rules.per_op(_last_axis_batching),
     spec=lambda st: st.Spec(_softmax_spec(st)))
 
 LogSoftmax = register_op(
     "LogSoftmax", _log_softmax, family="activations", jvp=_log_softmax_jvp,
-    batching=_last_axis_batching("LogSoftmax"),
+    batching=rules.per_op(_last_axis_batching),
     spec=lambda st: st.Spec(_softmax_spec(st)))
 
 # ---------------------------------------------------------------------------
@@ -316,32 +316,32 @@ def _elu_grad_y_jvp(t, g, y):
 ReluGrad = register_op(
     "ReluGrad", _relu_grad, **_ACT,
     jvp=(lambda t, g, f: tfops.ReluGrad(t, f), None),     # TF's ReluGradGrad
-    transpose=rules.linear_transpose("ReluGrad", 0),
+    transpose=rules.per_op(rules.linear_transpose, 0),
     spec=lambda st: st.Spec(_grad_spec(st, st.NUMERIC), diff_args=("gradients",)))
 
 Relu6Grad = register_op(
     "Relu6Grad", _relu6_grad, **_ACT,
     jvp=(lambda t, g, f: tfops.Relu6Grad(t, f), None),
-    transpose=rules.linear_transpose("Relu6Grad", 0),
+    transpose=rules.per_op(rules.linear_transpose, 0),
     spec=lambda st: st.Spec(_grad_spec(st, st.NUMERIC), diff_args=("gradients",)))
 
 EluGrad = register_op(
     "EluGrad", _elu_grad, **_ACT,
     # TF's EluGradGrad: (EluGrad(t, y), where(y < 0, t * g, 0)).
     jvp=(lambda t, g, y: tfops.EluGrad(t, y), _elu_grad_y_jvp),
-    transpose=rules.linear_transpose("EluGrad", 0),
+    transpose=rules.per_op(rules.linear_transpose, 0),
     spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS, second="outputs")))
 
 SeluGrad = register_op(
     "SeluGrad", _selu_grad, **_ACT,
     jvp=(lambda t, g, y: tfops.SeluGrad(t, y), _elu_grad_y_jvp),
-    transpose=rules.linear_transpose("SeluGrad", 0),
+    transpose=rules.per_op(rules.linear_transpose, 0),
     spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS, second="outputs")))
 
 LeakyReluGrad = register_op(
     "LeakyReluGrad", _leaky_relu_grad, **_ACT, attrs=("alpha",),
     jvp=(lambda t, g, f, *, alpha: tfops.LeakyReluGrad(t, f, alpha=alpha), None),
-    transpose=rules.linear_transpose("LeakyReluGrad", 0),
+    transpose=rules.per_op(rules.linear_transpose, 0),
     spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS,
                                        attrs={"alpha": st.sampled_from(_ALPHAS)}),
                             diff_args=("gradients",)))
@@ -352,10 +352,10 @@ SoftplusGrad = register_op(
     jvp=(lambda t, g, f: tfops.SoftplusGrad(t, f),
          lambda t, g, f: tfops.Div(tfops.Mul(t, g), tfops.AddV2(
              tfops.AddV2(tfops.Exp(tfops.Neg(f)), rules.const(2, f)), tfops.Exp(f)))),
-    transpose=rules.linear_transpose("SoftplusGrad", 0),
+    transpose=rules.per_op(rules.linear_transpose, 0),
     spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS)))
 
 SoftsignGrad = register_op(
     "SoftsignGrad", _softsign_grad, **_ACT,
-    transpose=rules.linear_transpose("SoftsignGrad", 0),
+    transpose=rules.per_op(rules.linear_transpose, 0),
     spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS)))

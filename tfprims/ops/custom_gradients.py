@@ -685,6 +685,6 @@ def _identity_n_spec(st):
 IdentityN = register_op(
     "IdentityN", lambda *input: tuple(input), family="array", multiple_results=True,
     linear=True, transpose=lambda cts, *xs: [rules.instantiate(ct) for ct in cts],
-    interpret=_identity_n, pass_through=True, batching=rules.same_op_batching("IdentityN"),
+    interpret=_identity_n, pass_through=True, batching=rules.per_op(rules.same_op_batching),
     doc="Its inputs, unchanged (with _gradient_op_type: a tf.custom_gradient).",
     spec=_identity_n_spec)

@@ -279,33 +279,33 @@ def _mean_jvp(t, x, *, axis, keep_dims):
   return tfops.Mean(t, axis=axis, keep_dims=keep_dims)
 
 
-def _reduction_batching(op_type: str):
-  """Re-binds ``op_type`` with the batch axis moved to the front and the axes shifted."""
+def _reduction_batching(op):
+  """Re-binds ``op`` with the batch axis moved to the front and the axes shifted."""
   def rule(args, dims, *, axis, **params):
     (x,), (d,) = args, dims
     if d != 0:
       x = rules.move_axes(x, [d], [0])
     axes = tuple(a + 1 for a in normalize_axes(axis, x.ndim - 1))
-    return getattr(tfops, op_type)(x, axis=axes, **params), 0
+    return op(x, axis=axes, **params), 0
   return rule
 
 
-def _arg_batching(op_type: str):
+def _arg_batching(op):
   def rule(args, dims, *, dimension, **params):
     (x,), (d,) = args, dims
     if d != 0:
       x = rules.move_axes(x, [d], [0])
     dim = normalize_axes(dimension, x.ndim - 1)[0] + 1
-    return getattr(tfops, op_type)(x, dimension=dim, **params), 0
+    return op(x, dimension=dim, **params), 0
   return rule
 
 
-def _chooser_jvp(op_type: str):
+def _chooser_jvp(op):
   """TF's Max/Min gradient: the tangent is averaged over the tied extrema
   (indicators / count), so a NaN in the slice gives NaN."""
   def rule(primals, tangents, *, axis, keep_dims):
     (x,), (t,) = primals, tangents
-    y = getattr(tfops, op_type)(x, axis=axis, keep_dims=keep_dims)
+    y = op(x, axis=axis, keep_dims=keep_dims)
     if type(t) is ad.Zero:
       return y, t
     axes = normalize_axes(axis, x.ndim)
@@ -435,65 +435,70 @@ _RED = dict(family="reductions", static={"reduction_indices": "axis"}, attrs=("k
 
 Sum = register_op(
     "Sum", _sum, **_RED, linear=True, transpose=_reduce_transpose,
-    batching=_reduction_batching("Sum"),
-    spec=lambda st: reduction_spec(st, "Sum", st.NUMERIC + st.COMPLEX, wide_bound=2**22))
+    batching=rules.per_op(_reduction_batching),
+    spec=rules.per_op(lambda op: lambda st: reduction_spec(
+        st, op.op_type, st.NUMERIC + st.COMPLEX, wide_bound=2**22)))
 
 Mean = register_op(
     "Mean", _mean, **_RED, linear_values=True, build=_mean_build,
     jvp=(_mean_jvp,), transpose=_mean_transpose,
-    batching=_reduction_batching("Mean"),
-    spec=lambda st: reduction_spec(st, "Mean", st.NUMERIC + st.COMPLEX))
+    batching=rules.per_op(_reduction_batching),
+    spec=rules.per_op(lambda op: lambda st: reduction_spec(
+        st, op.op_type, st.NUMERIC + st.COMPLEX)))
 
 Prod = register_op(
-    "Prod", _prod, **_RED, batching=_reduction_batching("Prod"),
+    "Prod", _prod, **_RED, batching=rules.per_op(_reduction_batching),
     # Complex products reaching inf follow each library's complex arithmetic (TF:
     # C99 Annex G; XLA: plain formulas, batched and unbatched differing): complex
     # factors are drawn with |z| < 1.
-    spec=lambda st: reduction_spec(st, "Prod", st.NUMERIC + st.COMPLEX, wide_bound=1,
-                                   complex_kwargs={"min_value": -0.7, "max_value": 0.7}))
+    spec=rules.per_op(lambda op: lambda st: reduction_spec(
+        st, op.op_type, st.NUMERIC + st.COMPLEX, wide_bound=1,
+        complex_kwargs={"min_value": -0.7, "max_value": 0.7})))
 
 Max = register_op(
-    "Max", _max, **_RED, jvp=_chooser_jvp("Max"),
-    batching=_reduction_batching("Max"),
-    spec=lambda st: reduction_spec(st, "Max", st.NUMERIC))
+    "Max", _max, **_RED, jvp=rules.per_op(_chooser_jvp),
+    batching=rules.per_op(_reduction_batching),
+    spec=rules.per_op(lambda op: lambda st: reduction_spec(st, op.op_type, st.NUMERIC)))
 
 Min = register_op(
-    "Min", _min, **_RED, jvp=_chooser_jvp("Min"),
-    batching=_reduction_batching("Min"),
-    spec=lambda st: reduction_spec(st, "Min", st.NUMERIC))
+    "Min", _min, **_RED, jvp=rules.per_op(_chooser_jvp),
+    batching=rules.per_op(_reduction_batching),
+    spec=rules.per_op(lambda op: lambda st: reduction_spec(st, op.op_type, st.NUMERIC)))
 
 All = register_op(
-    "All", _all, **_RED, batching=_reduction_batching("All"),
-    spec=lambda st: reduction_spec(st, "All", ("bool",),
-                                   skip={"jvp": _NO_GRAD_INT, "vjp": _NO_GRAD_INT}))
+    "All", _all, **_RED, batching=rules.per_op(_reduction_batching),
+    spec=rules.per_op(lambda op: lambda st: reduction_spec(
+        st, op.op_type, ("bool",),
+        skip={"jvp": _NO_GRAD_INT, "vjp": _NO_GRAD_INT})))
 
 Any = register_op(
-    "Any", _any, **_RED, batching=_reduction_batching("Any"),
-    spec=lambda st: reduction_spec(st, "Any", ("bool",),
-                                   skip={"jvp": _NO_GRAD_INT, "vjp": _NO_GRAD_INT}))
+    "Any", _any, **_RED, batching=rules.per_op(_reduction_batching),
+    spec=rules.per_op(lambda op: lambda st: reduction_spec(
+        st, op.op_type, ("bool",),
+        skip={"jvp": _NO_GRAD_INT, "vjp": _NO_GRAD_INT})))
 
 EuclideanNorm = register_op(
     "EuclideanNorm", _euclidean_norm, **_RED, jvp=_euclidean_norm_jvp,
-    batching=_reduction_batching("EuclideanNorm"),
-    spec=lambda st: reduction_spec(
-        st, "EuclideanNorm", st.NUMERIC + st.COMPLEX, wide_bound=2**11,
+    batching=rules.per_op(_reduction_batching),
+    spec=rules.per_op(lambda op: lambda st: reduction_spec(
+        st, op.op_type, st.NUMERIC + st.COMPLEX, wide_bound=2**11,
         # TF's result for a NaN part beside an inf depends on its kernel's path.
         complex_kwargs={"allow_nan": False},
         # TF's forward mode linearises its gradient x / (norm / ct) in ct, which
         # gives NaN (its own GradientTape gives inf) where x**2 underflows to 0.
-        grad_oracle="vjp"))
+        grad_oracle="vjp")))
 
 _ARG = dict(family="reductions", static=("dimension",), attrs=("output_type",),
             canonicalize=_canonicalize_dimension)
 
 ArgMax = register_op(
     "ArgMax", _arg_chooser("max"), **_ARG,
-    batching=_arg_batching("ArgMax"),
+    batching=rules.per_op(_arg_batching),
     spec=lambda st: st.Spec(arg_calls(st, ("int16", "uint16", "int32", "int64")),
                             skip={"jvp": "integer output", "vjp": "integer output"}))
 
 ArgMin = register_op(
     "ArgMin", _arg_chooser("min"), **_ARG,
-    batching=_arg_batching("ArgMin"),
+    batching=rules.per_op(_arg_batching),
     spec=lambda st: st.Spec(arg_calls(st, ("int32", "int64")),
                             skip={"jvp": "integer output", "vjp": "integer output"}))

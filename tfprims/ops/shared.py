@@ -17,7 +17,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import rules
-from tfprims.core import tfops
 
 # --- static params ------------------------------------------------------------------------
 
@@ -54,7 +53,7 @@ def split_batch(out, b):
   return out.reshape((b, out.shape[0] // b if b else 0) + out.shape[1:])
 
 
-def fold_batching(op_type, fix_params=None):
+def fold_batching(op, fix_params=None):
   """vmap by folding the batch axis into N (every operand has N first); unbatched
   operands are broadcast. ``fix_params(params, batch_size)`` adjusts params that
   name the batch (AvgPoolGrad's orig_input_shape)."""
@@ -67,7 +66,7 @@ def fold_batching(op_type, fix_params=None):
       flat.append(merge_batch(a, d))
     if fix_params is not None:
       p = fix_params(p, b)
-    out = getattr(tfops, op_type)(*flat, **p)
+    out = op(*flat, **p)
     if isinstance(out, (list, tuple)):
       return [split_batch(o, b) for o in out], [0] * len(out)
     return split_batch(out, b), 0

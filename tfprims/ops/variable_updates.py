@@ -235,16 +235,16 @@ def _rows_oracle_spec(op_type, kind, dtype_names):
 def _define_rows(op_type, kind, dtype_names):
   linear = kind in ("add", "sub", "update")
   if linear:
-    jvp = rules.scatter_linear_jvp(op_type)
+    jvp = rules.per_op(rules.scatter_linear_jvp)
     transpose = (_rows_update_transpose(op_type) if kind == "update"
                  else _rows_add_transpose(kind == "sub"))
   elif kind in ("min", "max"):
-    jvp, transpose = rules.scatter_min_max_jvp(op_type, rows=True), None
+    jvp, transpose = rules.per_op(rules.scatter_min_max_jvp, rows=True), None
   else:
     jvp, transpose = _mul_div_jvp(op_type, kind), _mul_div_transpose(op_type)
   return register_op(
       op_type, _rows_impl(op_type, kind), family=FAMILY, jvp=jvp, transpose=transpose,
-      batching=rules.scatter_rows_batching(op_type), check=_rows_check(kind),
+      batching=rules.per_op(rules.scatter_rows_batching), check=_rows_check(kind),
       interpret=_writer_interpret, writes_state=True,
       spec=_rows_oracle_spec(op_type, kind, dtype_names))
 
@@ -278,14 +278,14 @@ def _define_nd(op_type, tensor_op, dtype_names):
                                            bad_indices_policy=bad_indices_policy)
 
   if kind in ("min", "max"):
-    jvp, transpose = rules.scatter_min_max_jvp(op_type), None
+    jvp, transpose = rules.per_op(rules.scatter_min_max_jvp), None
   else:
-    jvp = rules.scatter_linear_jvp(op_type)
-    transpose = (rules.scatter_nd_update_transpose(op_type) if kind == "update"
+    jvp = rules.per_op(rules.scatter_linear_jvp)
+    transpose = (rules.per_op(rules.scatter_nd_update_transpose) if kind == "update"
                  else rules.scatter_nd_add_transpose(kind == "sub"))
   return register_op(
       op_type, impl, family=FAMILY, attrs=("bad_indices_policy",), jvp=jvp,
-      transpose=transpose, batching=rules.scatter_nd_batching(op_type), check=check,
+      transpose=transpose, batching=rules.per_op(rules.scatter_nd_batching), check=check,
       interpret=_writer_interpret, writes_state=True,
       spec=lambda st: st.Spec(
           st.nd_scatter_calls(dtype_names, tensor_arg="ref", distinct=kind in ("min", "max")),
@@ -339,7 +339,7 @@ ResourceStridedSliceAssign = register_op(
     "ResourceStridedSliceAssign", _slice_assign_impl, family=FAMILY,
     static=("begin", "end", "strides"), attrs=_MASKS, jvp=_SLICE_ASSIGN_JVP,
     transpose=_SLICE_ASSIGN_TRANSPOSE, batching=_slice_assign_batch,
-    interpret=positioned_update_interpret("ResourceStridedSliceAssign", variable=True),
+    interpret=rules.per_op(positioned_update_interpret, variable=True),
     writes_state=True, spec=_slice_assign_spec)
 
 
@@ -363,7 +363,7 @@ ResourceGatherNd = register_op(
     family=FAMILY, reads_state=True,
     doc="GatherNd of the variable's value (out-of-range index vectors give zeros).",
     jvp=(lambda t, v, i: tfops.GatherNd(t, i, bad_indices_policy=""), None),
-    batching=rules.gather_nd_batching("ResourceGatherNd"),
+    batching=rules.per_op(rules.gather_nd_batching),
     check=lambda v, i: tfops.GatherNd.check(v, i, bad_indices_policy=""),
     interpret=_gather_nd_read,
     spec=lambda st: st.Spec(

@@ -19,7 +19,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from tfprims import config, core, errors, folding, interpreter, opdefs, rules
+from tfprims import config, errors, folding, interpreter, opdefs, rules
 from tfprims import dtypes as tfdtypes
 from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY
@@ -76,7 +76,7 @@ def _bucketize_canonicalize(params, *_):
 Bucketize = register_op(
     "Bucketize", _bucketize_impl, family=FAMILY, attrs=("boundaries",),
     canonicalize=_bucketize_canonicalize, batching="elementwise",
-    jvp=rules.no_grad_jvp("Bucketize"),
+    jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(_bucketize_calls(st), skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD}))
 
 
@@ -96,27 +96,27 @@ def _search_impl(upper: bool):
   return impl
 
 
-def _search_batch(op_type: str):
+def _search_batch(op):
   """Rows of every example become rows of one call: [V, B, n] -> [V * B, n]."""
   def rule(args, dims, *, out_type):
     size = rules.batch_size(args, dims)
     s, v = (rules.with_batch_axis(a, d, size) for a, d in zip(args, dims))
     rows = s.shape[1]
-    out = getattr(tfops, op_type)(rules.reshape(s, (size * rows, s.shape[2])),
-                                  rules.reshape(v, (size * rows, v.shape[2])),
-                                  out_type=out_type)
+    out = op(rules.reshape(s, (size * rows, s.shape[2])),
+             rules.reshape(v, (size * rows, v.shape[2])),
+             out_type=out_type)
     return rules.reshape(out, (size, rows, v.shape[2])), 0
   return rule
 
 
 LowerBound = register_op(
     "LowerBound", _search_impl(False), family=FAMILY, attrs=("out_type",),
-    jvp=rules.no_grad_jvp("LowerBound"), batching=_search_batch("LowerBound"),
+    jvp=rules.per_op(rules.no_grad_jvp), batching=rules.per_op(_search_batch),
     spec=lambda st: st.Spec(_search_calls(st), skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD}))
 
 UpperBound = register_op(
     "UpperBound", _search_impl(True), family=FAMILY, attrs=("out_type",),
-    jvp=rules.no_grad_jvp("UpperBound"), batching=_search_batch("UpperBound"),
+    jvp=rules.per_op(rules.no_grad_jvp), batching=rules.per_op(_search_batch),
     spec=lambda st: st.Spec(_search_calls(st), skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD}))
 
 
@@ -163,7 +163,7 @@ def _histogram_check(values, value_range, *, nbins, dtype):
 
 HistogramFixedWidth = register_op(
     "HistogramFixedWidth", _histogram_impl, family=FAMILY, static=("nbins",),
-    attrs=("dtype",), check=_histogram_check, jvp=rules.no_grad_jvp("HistogramFixedWidth"),
+    attrs=("dtype",), check=_histogram_check, jvp=rules.per_op(rules.no_grad_jvp),
     # A histogram per example has no TF-named batched form short of a segment op:
     # vmap of the impl.
     batching=None,
@@ -193,13 +193,12 @@ def _count_rows(idx, weights, size: int):
   return out.reshape(rows, size)
 
 
-def _bounded_size(op_type):
+def _bounded_size(op):
   """The hook of Bincount/DenseBincount: a ``size`` computed from the data
   (``tf.math.bincount``: ``max(arr) + 1`` clipped to minlength/maxlength) is taken
   from the ``dynamic_shape_bounds`` config when it bounds the node (the first n
   bins, padded with zero bins: exact with n = maxlength); else StaticInputError."""
   def interpret(ctx, node, inputs):
-    op = core.lookup(op_type)
     attrs = interpreter.AttrView(node)
     grouped = opdefs.group_inputs(node.op, inputs, attrs)
     if folding.known_value(grouped["size"]) is None:   # an eager call knows it
@@ -272,7 +271,7 @@ def _bincount_batch(args, dims, *, size):
 
 Bincount = register_op(
     "Bincount", _bincount_impl, family=FAMILY, static=("size",), check=_negative_check,
-    interpret=_bounded_size("Bincount"),
+    interpret=rules.per_op(_bounded_size),
     jvp=(None, _bincount_jvp), transpose=_bincount_transpose, batching=_bincount_batch,
     spec=lambda st: st.Spec(
         _bincount_calls(st, "arr", ("int32",), max_rank=3, flat=True), diff_args=("weights",),
@@ -337,7 +336,7 @@ def _dense_bincount_batch(args, dims, *, size, binary_output):
 
 DenseBincount = register_op(
     "DenseBincount", _dense_bincount_impl, family=FAMILY, static=("size",),
-    attrs=("binary_output",), check=_negative_check, interpret=_bounded_size("DenseBincount"),
+    attrs=("binary_output",), check=_negative_check, interpret=rules.per_op(_bounded_size),
     jvp=(None, _dense_bincount_jvp),
     transpose=_dense_bincount_transpose, batching=_dense_bincount_batch,
     spec=lambda st: st.Spec(

@@ -114,7 +114,7 @@ GatherNd = register_op(
     "GatherNd", _gather_nd_impl, family=FAMILY, attrs=("bad_indices_policy",),
     jvp=(lambda t, p, i, *, bad_indices_policy: tfops.GatherNd(
         t, i, bad_indices_policy=bad_indices_policy), None),
-    transpose=_gather_nd_transpose, batching=rules.gather_nd_batching("GatherNd"),
+    transpose=_gather_nd_transpose, batching=rules.per_op(rules.gather_nd_batching),
     check=_gather_nd_check,
     spec=lambda st: st.Spec(
         st.nd_gather_calls(("int32", "int64")),

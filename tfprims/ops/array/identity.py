@@ -43,14 +43,14 @@ Identity = register_op(
     "Identity", _identity, family=FAMILY, lowering=_IDENTITY_LOWERING, linear=True,
     transpose=lambda ct, x: [ct],
     interpret=_pass_through, pass_through=True,
-    batching=rules.same_op_batching("Identity"),
+    batching=rules.per_op(rules.same_op_batching),
     spec=lambda st: st.Spec(st.unary(st.ALL, arg="input")))
 
 Snapshot = register_op(
     "Snapshot", _identity, family=FAMILY, lowering=_IDENTITY_LOWERING, linear=True,
     transpose=lambda ct, x: [ct],
     interpret=_pass_through, pass_through=True,
-    batching=rules.same_op_batching("Snapshot"),
+    batching=rules.per_op(rules.same_op_batching),
     spec=lambda st: st.Spec(st.unary(st.ALL, arg="input"), skip={
         "jvp": "TF registers no gradient for Snapshot (ours is the identity's)",
         "vjp": "TF registers no gradient for Snapshot (ours is the identity's)"}))
@@ -64,7 +64,7 @@ def _stop_gradient_jvp(primals, tangents):
 StopGradient = register_op(
     "StopGradient", _identity, family=FAMILY, lowering=_IDENTITY_LOWERING, linear_values=True,
     jvp=_stop_gradient_jvp,
-    batching=rules.same_op_batching("StopGradient"),
+    batching=rules.per_op(rules.same_op_batching),
     spec=lambda st: st.Spec(st.unary(st.ALL, arg="input")))
 
 
@@ -121,14 +121,14 @@ def _check_numerics_check(tensor, *, message):
 CheckNumerics = register_op(
     "CheckNumerics", _check_numerics_impl, family=FAMILY, attrs=("message",), linear=True,
     transpose=lambda ct, x, *, message: [tfops.CheckNumerics(ct, message=message)],
-    batching=rules.same_op_batching("CheckNumerics"),
+    batching=rules.per_op(rules.same_op_batching),
     check=_check_numerics_check, assertion=True,
     spec=lambda st: st.Spec(_check_numerics_calls(st)))
 
 CheckNumericsV2 = register_op(
     "CheckNumericsV2", _check_numerics_impl, family=FAMILY, attrs=("message",), linear=True,
     transpose=lambda ct, x, *, message: [tfops.CheckNumericsV2(ct, message=message)],
-    batching=rules.same_op_batching("CheckNumericsV2"),
+    batching=rules.per_op(rules.same_op_batching),
     check=_check_numerics_check, assertion=True,
     spec=lambda st: st.Spec(_check_numerics_calls(st)))
 

@@ -184,8 +184,8 @@ def slice_update_rules(op_type: str):
   return jvp, transpose
 
 
-def positioned_update_interpret(op_type: str, variable: bool = False):
-  """The hook of a strided-slice update (``op_type``) whose runtime begin/end only
+def positioned_update_interpret(op, variable: bool = False):
+  """The hook of a strided-slice update (``op``) whose runtime begin/end only
   position (``x[i] = v``, ``x[a:a + 2] = v``): bound with begin and end as operands.
   ``variable``: the first input is a variable's handle, whose value is updated."""
   from tfprims import folding
@@ -199,11 +199,11 @@ def positioned_update_interpret(op_type: str, variable: bool = False):
       x = ctx.state[key]
     known = [folding.known_value(v) is not None for v in (begin, end, strides)]
     if all(known) or not known[2]:
-      (out,) = bind_node(ctx, getattr(tfops, op_type), node, [x, begin, end, strides, value])
+      (out,) = bind_node(ctx, op, node, [x, begin, end, strides, value])
     else:
       params = runtime_params(ctx, node, begin, end, strides)
       run_check(tfops.StridedSlice, node, [x, begin, end], params)
-      out = getattr(tfops, op_type)(x, value, begin, end, **params)
+      out = op(x, value, begin, end, **params)
     if variable:
       ctx.state[key] = out
       return []
@@ -243,7 +243,7 @@ TensorStridedSliceUpdate = register_op(
     "TensorStridedSliceUpdate", _slice_update_impl, family=FAMILY,
     static=("begin", "end", "strides"), attrs=_MASKS, jvp=_SLICE_UPDATE_RULES[0],
     transpose=_SLICE_UPDATE_RULES[1], batching=_slice_update_batch,
-    interpret=positioned_update_interpret("TensorStridedSliceUpdate"),
+    interpret=rules.per_op(positioned_update_interpret),
     spec=lambda st: st.Spec(_slice_update_calls(st)))
 
 

@@ -285,7 +285,7 @@ Empty = register_op(
 
 DeepCopy = register_op(
     "DeepCopy", lambda x: x, family=FAMILY, linear=True,
-    transpose=lambda ct, x: [tfops.DeepCopy(ct)], batching=rules.same_op_batching("DeepCopy"),
+    transpose=lambda ct, x: [tfops.DeepCopy(ct)], batching=rules.per_op(rules.same_op_batching),
     doc="A copy of x (the identity: JAX values are immutable).",
     spec=lambda st: st.Spec(st.unary(st.ALL), grad_oracle="fd",
                             note="TF registers no gradient for DeepCopy: derivatives are "

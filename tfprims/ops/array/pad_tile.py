@@ -158,9 +158,9 @@ def _pad_interpret(ctx, node, inputs):
 Pad = register_op(
     "Pad", _pad_impl, family=FAMILY, static=("paddings",), linear_values=True,
     build=_pad_build,
-    jvp=rules.positioned_jvp("Pad"), transpose=_pad_transpose, batching=_pad_batch,
+    jvp=rules.per_op(rules.positioned_jvp), transpose=_pad_transpose, batching=_pad_batch,
     check=_pad_check, interpret=_pad_interpret,
-    spec=lambda st: st.Spec(_pad_calls(st, "Pad")))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(_pad_calls(st, op.op_type))))
 
 
 def _padv2_impl(input, constant_values, *, paddings):
@@ -194,9 +194,10 @@ def _padv2_batch(args, dims, *, paddings):
 PadV2 = register_op(
     "PadV2", _padv2_impl, family=FAMILY, static=("paddings",), linear=True,
     transpose=_padv2_transpose, batching=_padv2_batch,
-    spec=lambda st: st.Spec(_pad_calls(st, "PadV2"), diff_args=("input",),
-                            note="TF's gradient ignores constant_values; ours is the sum of "
-                                 "the padded cotangent"))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _pad_calls(st, op.op_type), diff_args=("input",),
+        note="TF's gradient ignores constant_values; ours is the sum of "
+             "the padded cotangent")))
 
 
 def _reversed_run(x, ax, start, count):
@@ -239,7 +240,7 @@ MirrorPad = register_op(
     transpose=lambda ct, x, *, paddings, mode: [
         tfops.MirrorPadGrad(ct, paddings=paddings, mode=mode)],
     batching=_mirror_pad_batch,
-    spec=lambda st: st.Spec(_pad_calls(st, "MirrorPad")))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(_pad_calls(st, op.op_type))))
 
 
 # --- property-test strategies (hypothesis is imported lazily) ---------------------

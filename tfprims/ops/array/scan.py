@@ -97,16 +97,18 @@ Cumsum = register_op(
     transpose=lambda ct, x, *, axis, exclusive, reverse: [
         tfops.Cumsum(ct, axis=axis, exclusive=exclusive, reverse=not reverse)],
     batching=_cumsum_batch,
-    spec=lambda st: st.Spec(_scan_calls(st, "Cumsum"), rtol={"float16": 1e-2, "bfloat16": 5e-2},
-                            atol={"float16": 0.5, "bfloat16": 2.0}))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _scan_calls(st, op.op_type), rtol={"float16": 1e-2, "bfloat16": 5e-2},
+        atol={"float16": 0.5, "bfloat16": 2.0})))
 
 Cumprod = register_op(
     "Cumprod", _cumprod_impl, family=FAMILY, static=("axis",), attrs=("exclusive", "reverse"),
     batching=_cumprod_batch,
-    spec=lambda st: st.Spec(_scan_calls(st, "Cumprod"), rtol={"float16": 1e-2, "bfloat16": 5e-2},
-                            atol={"float16": 1e-2, "bfloat16": 5e-2}, grad_oracle="fd",
-                            note="TF's Cumprod gradient is wrong for complex inputs (no "
-                                 "conjugation): derivatives are checked by central differences"))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _scan_calls(st, op.op_type), rtol={"float16": 1e-2, "bfloat16": 5e-2},
+        atol={"float16": 1e-2, "bfloat16": 5e-2}, grad_oracle="fd",
+        note="TF's Cumprod gradient is wrong for complex inputs (no "
+             "conjugation): derivatives are checked by central differences")))
 
 
 # --- CumulativeLogsumexp ------------------------------------------------------------

@@ -180,7 +180,7 @@ def _tensor_scatter(op_type, kind, dtype_names, *, tensor_arg="tensor", jvp, tra
 
   return register_op(
       op_type, impl, family=FAMILY, attrs=("bad_indices_policy",), doc=doc, jvp=jvp,
-      transpose=transpose, batching=rules.scatter_nd_batching(op_type), check=check,
+      transpose=transpose, batching=rules.per_op(rules.scatter_nd_batching), check=check,
       spec=lambda st: st.Spec(st.nd_scatter_calls(dtype_names, tensor_arg=tensor_arg,
                                                   index_dtypes=index_dtypes, unique=unique)))
 
@@ -190,30 +190,30 @@ _REAL = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", 
 _NUMBERS = _REAL + ("complex64", "complex128")
 
 TensorScatterAdd = _tensor_scatter(
-    "TensorScatterAdd", "add", _NUMBERS, jvp=rules.scatter_linear_jvp("TensorScatterAdd"),
+    "TensorScatterAdd", "add", _NUMBERS, jvp=rules.per_op(rules.scatter_linear_jvp),
     transpose=rules.scatter_nd_add_transpose(False),
     doc="tensor with updates added at the index vectors (duplicates accumulate).")
 TensorScatterSub = _tensor_scatter(
-    "TensorScatterSub", "sub", _NUMBERS, jvp=rules.scatter_linear_jvp("TensorScatterSub"),
+    "TensorScatterSub", "sub", _NUMBERS, jvp=rules.per_op(rules.scatter_linear_jvp),
     transpose=rules.scatter_nd_add_transpose(True),
     doc="tensor with updates subtracted at the index vectors (duplicates accumulate).")
 TensorScatterMin = _tensor_scatter(
-    "TensorScatterMin", "min", _REAL, jvp=rules.scatter_min_max_jvp("TensorScatterMin"),
+    "TensorScatterMin", "min", _REAL, jvp=rules.per_op(rules.scatter_min_max_jvp),
     doc="tensor with each indexed element the minimum of it and its updates.")
 TensorScatterMax = _tensor_scatter(
-    "TensorScatterMax", "max", _REAL, jvp=rules.scatter_min_max_jvp("TensorScatterMax"),
+    "TensorScatterMax", "max", _REAL, jvp=rules.per_op(rules.scatter_min_max_jvp),
     doc="tensor with each indexed element the maximum of it and its updates.")
 # TF's gradient gives every duplicate update the cotangent; only the last writer
 # affects the output, so the spec draws distinct index vectors (duplicates: unit tests).
 TensorScatterUpdate = _tensor_scatter(
     "TensorScatterUpdate", "update", _NUMBERS + ("bool",),
-    jvp=rules.scatter_linear_jvp("TensorScatterUpdate"),
-    transpose=rules.scatter_nd_update_transpose("TensorScatterUpdate"),
+    jvp=rules.per_op(rules.scatter_linear_jvp),
+    transpose=rules.per_op(rules.scatter_nd_update_transpose),
     unique=True,
     doc="tensor with the indexed slices replaced by updates (the last duplicate wins).")
 ScatterNdNonAliasingAdd = _tensor_scatter(
     "ScatterNdNonAliasingAdd", "add", _NUMBERS + ("bool",), tensor_arg="input",
-    jvp=rules.scatter_linear_jvp("ScatterNdNonAliasingAdd"),
+    jvp=rules.per_op(rules.scatter_linear_jvp),
     transpose=rules.scatter_nd_add_transpose(False),
     doc="input with updates added at the index vectors (bool: OR).")
 

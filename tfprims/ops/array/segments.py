@@ -92,12 +92,12 @@ def _segment_mean_transpose(ct, data, *, segment_ids):
   return [_sorted_gather(tfops.RealDiv(ct, counts.astype(rules.dtype_of(ct))), segment_ids)]
 
 
-def _sorted_batching(op_type):
+def _sorted_batching(op):
   """The batch axis goes right after the segment axis (the ids stay as they are),
   and back to the front of the result, where the next op's batching rule wants it."""
   def rule(args, dims, *, segment_ids):
     (x,), (d,) = args, dims
-    out = getattr(tfops, op_type)(rules.move_axes(x, [d], [1]), segment_ids=segment_ids)
+    out = op(rules.move_axes(x, [d], [1]), segment_ids=segment_ids)
     return rules.move_axes(out, [1], [0]), 0
   return rule
 
@@ -150,13 +150,12 @@ def _unsorted_sum_transpose(ct, data, segment_ids, *, num_segments):
   return [tfops.GatherV2(ct, segment_ids, axis=0, batch_dims=0), None]
 
 
-def _unsorted_batching(op_type):
+def _unsorted_batching(op):
   """A batch of data goes after the ids' axes (and to the front of the result);
   batched ids are offset per example into ``num_segments * batch`` segments, and the
   result reshaped."""
   def rule(args, dims, *, num_segments):
     (x, ids), (dx, di) = args, dims
-    op = getattr(tfops, op_type)
     num = scalar_int(num_segments)
     if di is None:
       out = op(rules.move_axes(x, [dx], [ids.ndim]), ids, num_segments=num)
@@ -213,13 +212,13 @@ def _split_args(primals, tangents, sorted_ids):
   return x, ids, t
 
 
-def _extremum_jvp(op_type, sorted_ids):
+def _extremum_jvp(op, sorted_ids):
   """TF's Min/Max gradient: the tangent of a segment is the mean of the tangents of
   its rows equal to the result (``Equal``, ``SegmentSum`` of the indicator)."""
   def rule(primals, tangents, **params):
     x, ids, t = _split_args(primals, tangents, sorted_ids)
     seg = _Seg(ids, params)
-    y = getattr(tfops, op_type)(*primals, **params)
+    y = op(*primals, **params)
     if type(t) is ad.Zero:
       return y, rules.zero_tangent(y)
     sel = tfops.Equal(x, seg.gather(y), incompatible_shape_error=True)
@@ -234,7 +233,7 @@ def _extremum_jvp(op_type, sorted_ids):
   return rule
 
 
-def _prod_jvp(op_type, sorted_ids):
+def _prod_jvp(op, sorted_ids):
   """TF's SegmentProd/UnsortedSegmentProd gradient written forward: each row's
   partial derivative is the product of the other rows of its segment (the segment's
   product divided by the row without zeros, the product of the non-zero rows for
@@ -244,7 +243,7 @@ def _prod_jvp(op_type, sorted_ids):
   def rule(primals, tangents, **params):
     x, ids, t = _split_args(primals, tangents, sorted_ids)
     seg = _Seg(ids, params)
-    y = getattr(tfops, op_type)(*primals, **params)
+    y = op(*primals, **params)
     if type(t) is ad.Zero:
       return y, rules.zero_tangent(y)
     dtype = rules.dtype_of(x)
@@ -279,25 +278,25 @@ def _sorted_spec(kind, dtypes):
 
 SegmentSum = register_op(
     "SegmentSum", _sorted_impl("sum"), **_SORTED, linear=True,
-    transpose=_segment_sum_transpose, batching=_sorted_batching("SegmentSum"),
+    transpose=_segment_sum_transpose, batching=rules.per_op(_sorted_batching),
     spec=_sorted_spec("sum", C.WITH_COMPLEX))
 
 SegmentMean = register_op(
     "SegmentMean", _sorted_impl("mean"), **_SORTED, linear=True,
-    transpose=_segment_mean_transpose, batching=_sorted_batching("SegmentMean"),
+    transpose=_segment_mean_transpose, batching=rules.per_op(_sorted_batching),
     spec=_sorted_spec("mean", C.WITH_COMPLEX))
 
 SegmentMin = register_op(
-    "SegmentMin", _sorted_impl("min"), **_SORTED, jvp=_extremum_jvp("SegmentMin", True),
-    batching=_sorted_batching("SegmentMin"), spec=_sorted_spec("min", C.REAL))
+    "SegmentMin", _sorted_impl("min"), **_SORTED, jvp=rules.per_op(_extremum_jvp, True),
+    batching=rules.per_op(_sorted_batching), spec=_sorted_spec("min", C.REAL))
 
 SegmentMax = register_op(
-    "SegmentMax", _sorted_impl("max"), **_SORTED, jvp=_extremum_jvp("SegmentMax", True),
-    batching=_sorted_batching("SegmentMax"), spec=_sorted_spec("max", C.REAL))
+    "SegmentMax", _sorted_impl("max"), **_SORTED, jvp=rules.per_op(_extremum_jvp, True),
+    batching=rules.per_op(_sorted_batching), spec=_sorted_spec("max", C.REAL))
 
 SegmentProd = register_op(
-    "SegmentProd", _sorted_impl("prod"), **_SORTED, jvp=_prod_jvp("SegmentProd", True),
-    batching=_sorted_batching("SegmentProd"), spec=_sorted_spec("prod", C.WITH_COMPLEX))
+    "SegmentProd", _sorted_impl("prod"), **_SORTED, jvp=rules.per_op(_prod_jvp, True),
+    batching=rules.per_op(_sorted_batching), spec=_sorted_spec("prod", C.WITH_COMPLEX))
 
 _UNSORTED = dict(family=FAMILY, static=("num_segments",), check=_unsorted_check)
 
@@ -311,23 +310,23 @@ UnsortedSegmentSum = register_op(
     "UnsortedSegmentSum", _unsorted_impl("sum"), **_UNSORTED,
     jvp=(lambda t, x, ids, *, num_segments: tfops.UnsortedSegmentSum(
         t, ids, num_segments=num_segments), None),
-    transpose=_unsorted_sum_transpose, batching=_unsorted_batching("UnsortedSegmentSum"),
+    transpose=_unsorted_sum_transpose, batching=rules.per_op(_unsorted_batching),
     spec=_unsorted_spec("sum", C.WITH_COMPLEX, ("int16", "int32", "int64")))
 
 UnsortedSegmentMin = register_op(
     "UnsortedSegmentMin", _unsorted_impl("min"), **_UNSORTED,
-    jvp=_extremum_jvp("UnsortedSegmentMin", False),
-    batching=_unsorted_batching("UnsortedSegmentMin"), spec=_unsorted_spec("min", C.REAL))
+    jvp=rules.per_op(_extremum_jvp, False),
+    batching=rules.per_op(_unsorted_batching), spec=_unsorted_spec("min", C.REAL))
 
 UnsortedSegmentMax = register_op(
     "UnsortedSegmentMax", _unsorted_impl("max"), **_UNSORTED,
-    jvp=_extremum_jvp("UnsortedSegmentMax", False),
-    batching=_unsorted_batching("UnsortedSegmentMax"), spec=_unsorted_spec("max", C.REAL))
+    jvp=rules.per_op(_extremum_jvp, False),
+    batching=rules.per_op(_unsorted_batching), spec=_unsorted_spec("max", C.REAL))
 
 UnsortedSegmentProd = register_op(
     "UnsortedSegmentProd", _unsorted_impl("prod"), **_UNSORTED,
-    jvp=_prod_jvp("UnsortedSegmentProd", False),
-    batching=_unsorted_batching("UnsortedSegmentProd"),
+    jvp=rules.per_op(_prod_jvp, False),
+    batching=rules.per_op(_unsorted_batching),
     spec=_unsorted_spec("prod", C.WITH_COMPLEX))
 
 

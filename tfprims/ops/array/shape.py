@@ -281,7 +281,8 @@ Shape = register_op(
     "Shape", lambda input, *, out_type: jnp.asarray(_shape_np(input, out_type=out_type)),
     family=FAMILY, attrs=("out_type",), interpret=_shape_interpret, shape_only=True,
     batching=_const_batch(_shape_np),
-    spec=lambda st: st.Spec(_shape_calls(st, "Shape"), skip=_SHAPE_SKIP))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _shape_calls(st, op.op_type), skip=_SHAPE_SKIP)))
 
 ShapeN = register_op(
     "ShapeN", lambda *input, out_type: tuple(
@@ -289,18 +290,21 @@ ShapeN = register_op(
     family=FAMILY, attrs=("out_type",), multiple_results=True, interpret=_shapen_interpret,
     shape_only=True,
     batching=_const_batch(_shapen_np, multiple=True),
-    spec=lambda st: st.Spec(_shape_calls(st, "ShapeN"), skip=_SHAPE_SKIP))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _shape_calls(st, op.op_type), skip=_SHAPE_SKIP)))
 
 Size = register_op(
     "Size", lambda input, *, out_type: jnp.asarray(_size_np(input, out_type=out_type)),
     family=FAMILY, attrs=("out_type",), interpret=_size_interpret, shape_only=True,
     batching=_const_batch(_size_np),
-    spec=lambda st: st.Spec(_shape_calls(st, "Size"), skip=_SHAPE_SKIP))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _shape_calls(st, op.op_type), skip=_SHAPE_SKIP)))
 
 Rank = register_op(
     "Rank", lambda input: jnp.asarray(_rank_np(input)), family=FAMILY,
     interpret=_rank_interpret, shape_only=True, batching=_const_batch(_rank_np),
-    spec=lambda st: st.Spec(_shape_calls(st, "Rank"), skip=_SHAPE_SKIP))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _shape_calls(st, op.op_type), skip=_SHAPE_SKIP)))
 
 
 # --- property-test strategies (hypothesis is imported lazily) ---------------------

@@ -122,7 +122,7 @@ def _slice_interpret(ctx, node, inputs):
 Slice = register_op(
     "Slice", _slice_impl, family=FAMILY, static=("begin", "size"), linear_values=True,
     build=_slice_build,
-    jvp=rules.positioned_jvp("Slice"), transpose=_slice_transpose, batching=_slice_batch,
+    jvp=rules.per_op(rules.positioned_jvp), transpose=_slice_transpose, batching=_slice_batch,
     check=_slice_check, interpret=_slice_interpret,
     spec=lambda st: st.Spec(_slice_calls(st)))
 
@@ -457,7 +457,7 @@ StridedSlice = register_op(
     "StridedSlice", _strided_slice_impl, family=FAMILY, static=("begin", "end", "strides"),
     attrs=_MASKS, linear_values=True,
     build=_strided_slice_build,
-    jvp=rules.positioned_jvp("StridedSlice"), transpose=_strided_slice_transpose,
+    jvp=rules.per_op(rules.positioned_jvp), transpose=_strided_slice_transpose,
     batching=_strided_slice_batch, check=strided_slice_check,
     interpret=_strided_slice_interpret,
     spec=lambda st: st.Spec(_strided_slice_calls(st)))
@@ -520,7 +520,7 @@ StridedSliceGrad = register_op(
     "StridedSliceGrad", _strided_slice_grad_impl, family=FAMILY,
     static=("shape", "begin", "end", "strides"), attrs=_MASKS, linear_values=True,
     build=_strided_slice_grad_build,
-    jvp=rules.positioned_jvp("StridedSliceGrad"), transpose=_strided_slice_grad_transpose,
+    jvp=rules.per_op(rules.positioned_jvp), transpose=_strided_slice_grad_transpose,
     batching=_strided_slice_grad_batch, interpret=_strided_slice_grad_interpret,
     spec=lambda st: st.Spec(_strided_slice_grad_calls(st)))
 

@@ -143,7 +143,7 @@ SpaceToBatchND = register_op(
     transpose=lambda ct, x, *, block_shape, paddings: [
         tfops.BatchToSpaceND(ct, block_shape=block_shape, crops=paddings)],
     batching=_s2b_nd_batch,
-    spec=lambda st: st.Spec(_nd_calls(st, "SpaceToBatchND")))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(_nd_calls(st, op.op_type))))
 
 BatchToSpaceND = register_op(
     "BatchToSpaceND", _b2s_nd_impl, family=FAMILY, static=("block_shape", "crops"),
@@ -151,7 +151,7 @@ BatchToSpaceND = register_op(
     transpose=lambda ct, x, *, block_shape, crops: [
         tfops.SpaceToBatchND(ct, block_shape=block_shape, paddings=crops)],
     batching=_b2s_nd_batch,
-    spec=lambda st: st.Spec(_nd_calls(st, "BatchToSpaceND")))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(_nd_calls(st, op.op_type))))
 
 
 # --- SpaceToBatch / BatchToSpace (v1: 4-D, one block size for both spatial dims) ----------
@@ -191,7 +191,7 @@ SpaceToBatch = register_op(
     transpose=lambda ct, x, *, paddings, block_size: [
         tfops.BatchToSpace(ct, crops=paddings, block_size=block_size)],
     batching=_s2b_batch,
-    spec=lambda st: st.Spec(_v1_calls(st, "SpaceToBatch")))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(_v1_calls(st, op.op_type))))
 
 BatchToSpace = register_op(
     "BatchToSpace", _b2s_impl, family=FAMILY, static=("crops",), attrs=("block_size",),
@@ -199,7 +199,7 @@ BatchToSpace = register_op(
     transpose=lambda ct, x, *, crops, block_size: [
         tfops.SpaceToBatch(ct, paddings=crops, block_size=block_size)],
     batching=_b2s_batch,
-    spec=lambda st: st.Spec(_v1_calls(st, "BatchToSpace")))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(_v1_calls(st, op.op_type))))
 
 
 # --- property-test strategies (hypothesis is imported lazily) ---------------------

@@ -70,10 +70,9 @@ Sub = register_op(
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC + st.COMPLEX, wide=2**30)))
 
 
-def _mul_transpose(op_type):
+def _mul_transpose(op):
   """Mul/MulNoNan: ``op(ct, y)`` for x and ``op(x, ct)`` for y, summed back."""
   def rule(ct, x, y):
-    op = getattr(tfops, op_type)
     return [rules.unbroadcast(op(ct, y), rules.shape_of(x)) if U(x) else None,
             rules.unbroadcast(op(x, ct), rules.shape_of(y)) if U(y) else None]
   return rule
@@ -82,7 +81,7 @@ def _mul_transpose(op_type):
 Mul = register_op(
     "Mul", jnp.multiply, **EW, lowering=direct_binary_lowering("mul", jnp.multiply),
     jvp=(lambda t, x, y: tfops.Mul(t, y), lambda t, x, y: tfops.Mul(x, t)),
-    transpose=_mul_transpose("Mul"),
+    transpose=rules.per_op(_mul_transpose),
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC + st.COMPLEX, wide=2**15),
                             rtol=CPLX_MUL_RTOL))
 
@@ -120,15 +119,14 @@ def _div_build(B, x, y):
   return B.div(x, y)
 
 
-def _div_jvps(op_type):
+def _div_jvps(op):
   def tx(t, x, y):
-    return getattr(tfops, op_type)(t, y)
+    return op(t, y)
 
   def ty(t, x, y):
     # TF: grad * (-x / y / y), two divisions (TF's x / tiny / tiny is finite where
     # x / (tiny * tiny) is not). Written -(x / y) / y, the same bits: XLA rewrites a
     # quotient divided again, (a / b) / c, into a / (b * c).
-    op = getattr(tfops, op_type)
     return tfops.Mul(t, op(tfops.Neg(op(x, y)), y))
   return (tx, ty)
 
@@ -142,8 +140,8 @@ def _int_division_check(x, y):
 
 
 Div = register_op(
-    "Div", _div, **EW, check=_int_division_check, jvp=_div_jvps("Div"),
-    transpose=rules.linear_transpose("Div", 0),
+    "Div", _div, **EW, check=_int_division_check, jvp=rules.per_op(_div_jvps),
+    transpose=rules.per_op(rules.linear_transpose, 0),
     spec=lambda st: st.Spec(
         st.binary_calls(st.NUMERIC + st.COMPLEX,
                         per_arg={"y": {"nonzero": True, "cnonzero": True}}),
@@ -151,8 +149,8 @@ Div = register_op(
 
 RealDiv = register_op(
     "RealDiv", _div, **EW, build=_div_build,
-    jvp=_div_jvps("RealDiv"),
-    transpose=rules.linear_transpose("RealDiv", 0),
+    jvp=rules.per_op(_div_jvps),
+    transpose=rules.per_op(rules.linear_transpose, 0),
     spec=lambda st: st.Spec(st.binary_calls(st.FLOATS + st.COMPLEX,
                                             per_arg={"y": {"cnonzero": True}}),
                             rtol=CPLX_MUL_RTOL))
@@ -164,8 +162,8 @@ def _div_no_nan(x, y):
 
 
 DivNoNan = register_op(
-    "DivNoNan", _div_no_nan, **EW, jvp=_div_jvps("DivNoNan"),
-    transpose=rules.linear_transpose("DivNoNan", 0),
+    "DivNoNan", _div_no_nan, **EW, jvp=rules.per_op(_div_jvps),
+    transpose=rules.per_op(rules.linear_transpose, 0),
     spec=lambda st: st.Spec(st.binary_calls(st.FLOATS + st.COMPLEX)))
 
 
@@ -184,7 +182,7 @@ _CPLX_GRAD_NOTE = ("complex inputs: values and derivatives are tested in "
 MulNoNan = register_op(
     "MulNoNan", _mul_no_nan, **EW,
     jvp=(lambda t, x, y: tfops.MulNoNan(t, y), lambda t, x, y: tfops.MulNoNan(x, t)),
-    transpose=_mul_transpose("MulNoNan"),
+    transpose=rules.per_op(_mul_transpose),
     spec=lambda st: st.Spec(st.binary_calls(st.FLOATS), note=_CPLX_GRAD_NOTE))
 
 # ---------------------------------------------------------------------------
@@ -231,7 +229,7 @@ def _truncate_mod(x, y):
 
 FloorDiv = register_op(
     "FloorDiv", _floor_div, **EW, check=_int_division_check,
-    jvp=rules.no_grad_jvp("FloorDiv"), symbolic=np.floor_divide,   # Python's //: floored
+    jvp=rules.per_op(rules.no_grad_jvp), symbolic=np.floor_divide,   # Python's //: floored
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC, per_arg={"y": {"nonzero": True}})))
 
 
@@ -258,7 +256,7 @@ FloorMod = register_op(
 
 TruncateDiv = register_op(
     "TruncateDiv", _truncate_div, **EW, check=_int_division_check,
-    jvp=rules.no_grad_jvp("TruncateDiv"),
+    jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC, per_arg={"y": {"nonzero": True}})))
 
 _MOD_TYPES = ("float32", "float64", "int32", "int64")
@@ -358,11 +356,11 @@ Pow = register_op(
 # Maximum, Minimum, SquaredDifference, Atan2, Xdivy, Xlogy, Xlog1py.
 
 
-def _chooser_jvp(op_type, selector):
+def _chooser_jvp(op, selector):
   """Maximum/Minimum: the gradient goes to x where selector(x, y), else to y."""
   def rule(primals, tangents):
     (x, y), (tx, ty) = primals, tangents
-    out = getattr(tfops, op_type)(x, y)
+    out = op(x, y)
     pick_x = selector(x, y)
     tangent = None
     if type(tx) is not ad.Zero:
@@ -395,12 +393,12 @@ _TIE_ZERO_SIGN = ("TF's kernels return x for a tie of -0.0 and +0.0 in scalar co
 
 Maximum = register_op(
     "Maximum", _chooser(lambda x, y: x >= y, lax.max), **EW,
-    jvp=_chooser_jvp("Maximum", lambda x, y: tfops.GreaterEqual(x, y)),   # ties go to x
+    jvp=rules.per_op(_chooser_jvp, lambda x, y: tfops.GreaterEqual(x, y)),   # ties go to x
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC), ignore_zero_sign=_TIE_ZERO_SIGN))
 
 Minimum = register_op(
     "Minimum", _chooser(lambda x, y: x <= y, lax.min), **EW,
-    jvp=_chooser_jvp("Minimum", lambda x, y: tfops.LessEqual(x, y)),
+    jvp=rules.per_op(_chooser_jvp, lambda x, y: tfops.LessEqual(x, y)),
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC), ignore_zero_sign=_TIE_ZERO_SIGN))
 
 

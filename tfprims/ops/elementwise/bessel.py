@@ -340,34 +340,34 @@ def _where_zero(x, value, expr):
                         rules.const(value, x), expr)
 
 
-def _jvp(op_type, partial):
+def _jvp(op, partial):
   """``t * partial(x, y)``: TF's gradient ``grad * partial_x`` as a forward rule."""
-  return rules.output_jvp(op_type, lambda t, y, x: tfops.Mul(t, partial(x, y)))
+  return rules.output_jvp(op, lambda t, y, x: tfops.Mul(t, partial(x, y)))
 
 
 BesselI0 = register_op(
     "BesselI0", _by_precision(_i0, _i0), **EW,
-    jvp=_jvp("BesselI0", lambda x, y: tfops.BesselI1(x)),
+    jvp=rules.per_op(_jvp, lambda x, y: tfops.BesselI1(x)),
     doc="Modified Bessel function of the first kind of order 0 (exp(|x|) * I0e(x)).",
     spec=_spec)
 
 BesselI0e = register_op(
     "BesselI0e", _by_precision(lax.bessel_i0e, lax.bessel_i0e), **EW,
-    jvp=_jvp("BesselI0e", lambda x, y: tfops.Sub(tfops.BesselI1e(x),
-                                                 tfops.Mul(tfops.Sign(x), y))),
+    jvp=rules.per_op(_jvp, lambda x, y: tfops.Sub(tfops.BesselI1e(x),
+                                                  tfops.Mul(tfops.Sign(x), y))),
     doc="Exponentially scaled modified Bessel function of order 0, exp(-|x|) I0(x).",
     spec=_spec)
 
 BesselI1 = register_op(
     "BesselI1", _by_precision(_i1, _i1), **EW,
-    jvp=_jvp("BesselI1", lambda x, y: _where_zero(
+    jvp=rules.per_op(_jvp, lambda x, y: _where_zero(
         x, 1.0, tfops.Sub(tfops.BesselI0(x), tfops.RealDiv(y, x)))),
     doc="Modified Bessel function of the first kind of order 1 (exp(|x|) * I1e(x)).",
     spec=_spec)
 
 BesselI1e = register_op(
     "BesselI1e", _by_precision(_i1e, _i1e), **EW,
-    jvp=_jvp("BesselI1e", lambda x, y: _where_zero(
+    jvp=rules.per_op(_jvp, lambda x, y: _where_zero(
         x, 0.5, tfops.Sub(tfops.BesselI0e(x),
                           tfops.Mul(y, tfops.AddV2(tfops.Sign(x), tfops.Reciprocal(x)))))),
     doc="Exponentially scaled modified Bessel function of order 1, exp(-|x|) I1(x).",
@@ -375,47 +375,47 @@ BesselI1e = register_op(
 
 BesselK0 = register_op(
     "BesselK0", _same(_k0), **EW,
-    jvp=_jvp("BesselK0", lambda x, y: tfops.Neg(tfops.BesselK1(x))),
+    jvp=rules.per_op(_jvp, lambda x, y: tfops.Neg(tfops.BesselK1(x))),
     doc="Modified Bessel function of the second kind of order 0 (Cephes k0; inf for x <= 0).",
     spec=_spec)
 
 BesselK0e = register_op(
     "BesselK0e", _same(_k0e), **EW,
-    jvp=_jvp("BesselK0e", lambda x, y: tfops.Sub(y, tfops.BesselK1e(x))),
+    jvp=rules.per_op(_jvp, lambda x, y: tfops.Sub(y, tfops.BesselK1e(x))),
     doc="Exponentially scaled K0, exp(x) K0(x) (Cephes k0e; inf for x <= 0).",
     spec=_spec)
 
 BesselK1 = register_op(
     "BesselK1", _same(_k1), **EW,
-    jvp=_jvp("BesselK1", lambda x, y: tfops.Sub(tfops.Neg(tfops.BesselK0(x)),
-                                                tfops.RealDiv(y, x))),
+    jvp=rules.per_op(_jvp, lambda x, y: tfops.Sub(tfops.Neg(tfops.BesselK0(x)),
+                                                  tfops.RealDiv(y, x))),
     doc="Modified Bessel function of the second kind of order 1 (Cephes k1; inf for x <= 0).",
     spec=_spec)
 
 BesselK1e = register_op(
     "BesselK1e", _same(_k1e), **EW,
-    jvp=_jvp("BesselK1e", lambda x, y: tfops.Sub(
+    jvp=rules.per_op(_jvp, lambda x, y: tfops.Sub(
         tfops.Mul(y, tfops.Sub(rules.const(1, x), tfops.Reciprocal(x))), tfops.BesselK0e(x))),
     doc="Exponentially scaled K1, exp(x) K1(x) (Cephes k1e; inf for x <= 0).",
     spec=_spec)
 
 BesselJ0 = register_op(
     "BesselJ0", _by_precision(_j0_f32, _j0_f64), **EW,
-    jvp=_jvp("BesselJ0", lambda x, y: tfops.Neg(tfops.BesselJ1(x))),
+    jvp=rules.per_op(_jvp, lambda x, y: tfops.Neg(tfops.BesselJ1(x))),
     spec=_spec)
 
 BesselJ1 = register_op(
     "BesselJ1", _by_precision(_j1_f32, _j1_f64), **EW,
-    jvp=_jvp("BesselJ1", lambda x, y: _where_zero(
+    jvp=rules.per_op(_jvp, lambda x, y: _where_zero(
         x, 0.5, tfops.Sub(tfops.BesselJ0(x), tfops.RealDiv(y, x)))),
     spec=_spec)
 
 BesselY0 = register_op(
     "BesselY0", _by_precision(_y0_f32, _y0_f64), **EW,
-    jvp=_jvp("BesselY0", lambda x, y: tfops.Neg(tfops.BesselY1(x))),
+    jvp=rules.per_op(_jvp, lambda x, y: tfops.Neg(tfops.BesselY1(x))),
     spec=_spec)
 
 BesselY1 = register_op(
     "BesselY1", _by_precision(_y1_f32, _y1_f64), **EW,
-    jvp=_jvp("BesselY1", lambda x, y: tfops.Sub(tfops.BesselY0(x), tfops.RealDiv(y, x))),
+    jvp=rules.per_op(_jvp, lambda x, y: tfops.Sub(tfops.BesselY0(x), tfops.RealDiv(y, x))),
     spec=_spec)

@@ -17,19 +17,19 @@ from tfprims.ops.elementwise._common import EW, INT_ONLY, bcast
 _NO_GRAD = {"jvp": INT_ONLY, "vjp": INT_ONLY}
 
 Invert = register_op(
-    "Invert", lax.bitwise_not, **EW, jvp=rules.no_grad_jvp("Invert"),
+    "Invert", lax.bitwise_not, **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(st.unary_calls(st.INTS), skip=_NO_GRAD))
 
 BitwiseAnd = register_op(
-    "BitwiseAnd", jnp.bitwise_and, **EW, jvp=rules.no_grad_jvp("BitwiseAnd"),
+    "BitwiseAnd", jnp.bitwise_and, **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(st.binary_calls(st.INTS), skip=_NO_GRAD))
 
 BitwiseOr = register_op(
-    "BitwiseOr", jnp.bitwise_or, **EW, jvp=rules.no_grad_jvp("BitwiseOr"),
+    "BitwiseOr", jnp.bitwise_or, **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(st.binary_calls(st.INTS), skip=_NO_GRAD))
 
 BitwiseXor = register_op(
-    "BitwiseXor", jnp.bitwise_xor, **EW, jvp=rules.no_grad_jvp("BitwiseXor"),
+    "BitwiseXor", jnp.bitwise_xor, **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(st.binary_calls(st.INTS), skip=_NO_GRAD))
 
 
@@ -61,11 +61,11 @@ def _shift_spec(st, left):
 
 
 LeftShift = register_op(
-    "LeftShift", _left_shift, **EW, jvp=rules.no_grad_jvp("LeftShift"),
+    "LeftShift", _left_shift, **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(_shift_spec(st, True), skip=_NO_GRAD))
 
 RightShift = register_op(
-    "RightShift", _right_shift, **EW, jvp=rules.no_grad_jvp("RightShift"),
+    "RightShift", _right_shift, **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(_shift_spec(st, False), skip=_NO_GRAD))
 
 
@@ -75,17 +75,17 @@ def _population_count(x):
 
 
 PopulationCount = register_op(
-    "PopulationCount", _population_count, **EW, jvp=rules.no_grad_jvp("PopulationCount"),
+    "PopulationCount", _population_count, **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(st.unary_calls(st.INTS), skip=_NO_GRAD))
 
 LogicalNot = register_op(
-    "LogicalNot", jnp.logical_not, **EW, jvp=rules.no_grad_jvp("LogicalNot"),
+    "LogicalNot", jnp.logical_not, **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(st.unary_calls(("bool",)), skip=_NO_GRAD))
 
 LogicalAnd = register_op(
-    "LogicalAnd", jnp.logical_and, **EW, jvp=rules.no_grad_jvp("LogicalAnd"),
+    "LogicalAnd", jnp.logical_and, **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(st.binary_calls(("bool",)), skip=_NO_GRAD))
 
 LogicalOr = register_op(
-    "LogicalOr", jnp.logical_or, **EW, jvp=rules.no_grad_jvp("LogicalOr"),
+    "LogicalOr", jnp.logical_or, **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(st.binary_calls(("bool",)), skip=_NO_GRAD))

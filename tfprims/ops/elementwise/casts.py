@@ -175,7 +175,7 @@ def _to_bool_spec(st):
 
 
 ToBool = register_op(
-    "ToBool", _to_bool, family="elementwise", jvp=rules.no_grad_jvp("ToBool"),
+    "ToBool", _to_bool, family="elementwise", jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(_to_bool_spec(st), skip={"jvp": "boolean output",
                                                     "vjp": "boolean output"}))
 
@@ -232,7 +232,7 @@ _RANDOM = ("random rounding: the uniforms are jax.random's (threefry), not TF's 
 
 StochasticCastToInt = register_op(
     "StochasticCastToInt", _stochastic_cast_to_int, family="elementwise", attrs=("Tout",),
-    jvp=rules.no_grad_jvp("StochasticCastToInt"),
+    jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(_stochastic_cast_spec(st), oracle=tf_stochastic_cast_to_int,
                             skip={"values": _RANDOM, "jvp": "integer output",
                                   "vjp": "integer output"}))

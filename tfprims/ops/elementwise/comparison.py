@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims import rules
-from tfprims.core import register_op, tfops
+from tfprims.core import register_op
 from tfprims.ops.elementwise._common import BOOL_OUT, EW
 
 _NO_GRAD = {"jvp": BOOL_OUT, "vjp": BOOL_OUT}
@@ -36,7 +36,7 @@ def _equality(fn, incompatible_value):
   return impl
 
 
-def _equality_batching(op_type, incompatible_value):
+def _equality_batching(op, incompatible_value):
   def rule(args, dims, *, incompatible_shape_error=True):
     (x, y), (dx, dy) = args, dims
     size = x.shape[dx] if dx is not None else y.shape[dy]
@@ -44,7 +44,7 @@ def _equality_batching(op_type, incompatible_value):
                for a, d in zip(args, dims)]
     if not incompatible_shape_error and not _broadcastable(*example):
       return jnp.full((size,), incompatible_value, jnp.bool_), 0
-    prim = getattr(tfops, op_type).primitive
+    prim = op.primitive
     return rules.elementwise_batching(prim)(args, dims,
                                             incompatible_shape_error=incompatible_shape_error)
   return rule
@@ -68,30 +68,30 @@ def _equality_spec(st):
 
 Equal = register_op(
     "Equal", _equality(jnp.equal, False), family="elementwise",
-    attrs=("incompatible_shape_error",), jvp=rules.no_grad_jvp("Equal"),
-    batching=_equality_batching("Equal", False),
+    attrs=("incompatible_shape_error",), jvp=rules.per_op(rules.no_grad_jvp),
+    batching=rules.per_op(_equality_batching, False),
     spec=lambda st: st.Spec(_equality_spec(st), skip=_NO_GRAD))
 
 NotEqual = register_op(
     "NotEqual", _equality(jnp.not_equal, True), family="elementwise",
-    attrs=("incompatible_shape_error",), jvp=rules.no_grad_jvp("NotEqual"),
-    batching=_equality_batching("NotEqual", True),
+    attrs=("incompatible_shape_error",), jvp=rules.per_op(rules.no_grad_jvp),
+    batching=rules.per_op(_equality_batching, True),
     spec=lambda st: st.Spec(_equality_spec(st), skip=_NO_GRAD))
 
 Less = register_op(
-    "Less", jnp.less, **EW, jvp=rules.no_grad_jvp("Less"),
+    "Less", jnp.less, **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC), skip=_NO_GRAD))
 
 LessEqual = register_op(
-    "LessEqual", jnp.less_equal, **EW, jvp=rules.no_grad_jvp("LessEqual"),
+    "LessEqual", jnp.less_equal, **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC), skip=_NO_GRAD))
 
 Greater = register_op(
-    "Greater", jnp.greater, **EW, jvp=rules.no_grad_jvp("Greater"),
+    "Greater", jnp.greater, **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC), skip=_NO_GRAD))
 
 GreaterEqual = register_op(
-    "GreaterEqual", jnp.greater_equal, **EW, jvp=rules.no_grad_jvp("GreaterEqual"),
+    "GreaterEqual", jnp.greater_equal, **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(st.binary_calls(st.NUMERIC), skip=_NO_GRAD))
 
 
@@ -103,7 +103,7 @@ def _approximate_equal(x, y, *, tolerance):
 
 ApproximateEqual = register_op(
     "ApproximateEqual", _approximate_equal, **EW, attrs=("tolerance",),
-    jvp=rules.no_grad_jvp("ApproximateEqual"),
+    jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(
         st.binary_calls(("float32", "float64"), same_shape=True,
                         attrs={"tolerance": st.sampled_from([1e-5, 0.5, 1.0, 2.0, 0.0])}),

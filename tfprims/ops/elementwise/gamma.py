@@ -456,11 +456,11 @@ def _sum(*parts):
   return out
 
 
-def _binary_jvp(op_type, partials):
+def _binary_jvp(op, partials):
   """Full JVP of a two-operand op: ``sum_i t_i * partials[i](*primals, y)``
   (``None``: TF's missing gradient, i.e. zero)."""
   def rule(primals, tangents):
-    y = getattr(tfops, op_type)(*primals)
+    y = op(*primals)
     parts = [tfops.Mul(t, p(*primals, y)) if p is not None and type(t) is not ad.Zero else None
              for t, p in zip(tangents, partials)]
     tangent = _sum(*parts)
@@ -477,13 +477,13 @@ def _igamma_x_partial(a, x, y=None):
 
 Igamma = register_op(
     "Igamma", _in_float32_or_wider(_igamma), **EW,
-    jvp=_binary_jvp("Igamma", (lambda a, x, y: tfops.IgammaGradA(a, x), _igamma_x_partial)),
+    jvp=rules.per_op(_binary_jvp, (lambda a, x, y: tfops.IgammaGradA(a, x), _igamma_x_partial)),
     spec=lambda st: st.Spec(_gamma_calls(st), rtol=_GAMMA_RTOL, examples=0.5))
 
 Igammac = register_op(
     "Igammac", _in_float32_or_wider(_igammac), **EW,
-    jvp=_binary_jvp("Igammac", (lambda a, x, y: tfops.Neg(tfops.IgammaGradA(a, x)),
-                                lambda a, x, y: tfops.Neg(_igamma_x_partial(a, x)))),
+    jvp=rules.per_op(_binary_jvp, (lambda a, x, y: tfops.Neg(tfops.IgammaGradA(a, x)),
+                                   lambda a, x, y: tfops.Neg(_igamma_x_partial(a, x)))),
     spec=lambda st: st.Spec(_gamma_calls(st), rtol=_GAMMA_RTOL, examples=0.5))
 
 
@@ -509,14 +509,14 @@ IgammaGradA = register_op(
 Zeta = register_op(
     "Zeta", _in_float32_or_wider(_zeta), **EW,
     # TF: none in x; -x * zeta(x + 1, q) in q.
-    jvp=_binary_jvp("Zeta", (None, lambda x, q, y: tfops.Mul(
+    jvp=rules.per_op(_binary_jvp, (None, lambda x, q, y: tfops.Mul(
         tfops.Neg(x), tfops.Zeta(tfops.AddV2(x, rules.const(1, x)), q)))),
     spec=lambda st: st.Spec(_zeta_calls(st), note="derivative in x: zero, as TF"))
 
 Polygamma = register_op(
     "Polygamma", _in_float32_or_wider(_polygamma), **EW,
     # TF: none in n; polygamma(n + 1, x) in x.
-    jvp=_binary_jvp("Polygamma", (None, lambda n, x, y: tfops.Polygamma(
+    jvp=rules.per_op(_binary_jvp, (None, lambda n, x, y: tfops.Polygamma(
         tfops.AddV2(n, rules.const(1, n)), x))),
     spec=lambda st: st.Spec(_polygamma_calls(st), rtol={"float32": 1e-4},
                             note="derivative in n: zero, as TF"))

@@ -53,7 +53,7 @@ def _grad_spec(st):
 _GRAD_OP = {"jvp": "gradient op", "vjp": "gradient op"}
 
 SqrtGrad = register_op(
-    "SqrtGrad", _sqrt_grad, **EW, transpose=rules.linear_transpose("SqrtGrad", 1),
+    "SqrtGrad", _sqrt_grad, **EW, transpose=rules.per_op(rules.linear_transpose, 1),
     # TF's scalar code computes (0.5 * dy) / y, its SIMD packets dy * (0.5 / y): they
     # disagree (0, inf or NaN) where 0.5 * dy underflows (0 < |dy| < 2^-125) or 0.5 / y
     # does (|y| > 2^125); tfprims computes the scalar formula (and TF-XLA's).
@@ -63,25 +63,25 @@ SqrtGrad = register_op(
                  "dy": {"magnitude": (2.0**-125, None)}}), skip=_GRAD_OP))
 
 RsqrtGrad = register_op(
-    "RsqrtGrad", _rsqrt_grad, **EW, transpose=rules.linear_transpose("RsqrtGrad", 1),
+    "RsqrtGrad", _rsqrt_grad, **EW, transpose=rules.per_op(rules.linear_transpose, 1),
     spec=lambda st: st.Spec(_grad_spec(st), skip=_GRAD_OP, ignore_zero_sign=(
         "TF's scalar code computes -0.5 * (dy * y) * (y * y), a zero of the product's "
         "sign; its SIMD packets multiply with mul_no_nan, +0.0 wherever y * dy is 0")))
 
 ReciprocalGrad = register_op(
     "ReciprocalGrad", _reciprocal_grad, **EW,
-    transpose=rules.linear_transpose("ReciprocalGrad", 1),
+    transpose=rules.per_op(rules.linear_transpose, 1),
     spec=lambda st: st.Spec(_grad_spec(st), skip=_GRAD_OP))
 
 InvGrad = register_op(
-    "InvGrad", _reciprocal_grad, **EW, transpose=rules.linear_transpose("InvGrad", 1),
+    "InvGrad", _reciprocal_grad, **EW, transpose=rules.per_op(rules.linear_transpose, 1),
     spec=lambda st: st.Spec(_grad_spec(st), skip=_GRAD_OP))
 
 TanhGrad = register_op(
     "TanhGrad", _tanh_grad, **EW,
     jvp=(lambda t, y, dy: tfops.Mul(t, tfops.Mul(rules.const(-2, y), tfops.Mul(dy, y))),
          lambda t, y, dy: tfops.TanhGrad(y, t)),   # TF's TanhGradGrad
-    transpose=rules.linear_transpose("TanhGrad", 1),
+    transpose=rules.per_op(rules.linear_transpose, 1),
     spec=lambda st: st.Spec(_grad_spec(st)))
 
 SigmoidGrad = register_op(
@@ -90,7 +90,7 @@ SigmoidGrad = register_op(
                                     tfops.Sub(rules.const(1, y),
                                               tfops.Mul(rules.const(2, y), y))),
          lambda t, y, dy: tfops.SigmoidGrad(y, t)),
-    transpose=rules.linear_transpose("SigmoidGrad", 1),
+    transpose=rules.per_op(rules.linear_transpose, 1),
     # TF's kernel multiplies in two orders ((dy * y) * (1 - y) for the scalar tail,
     # dy * (y * (1 - y)) for SIMD packets): where an intermediate overflows (y far
     # outside [0, 1]) its result depends on the element's position. y is a

@@ -274,9 +274,9 @@ def _off_erfinv_saturation(call):
   return {"x": np.where(edge, np.float32(0.5), x)}
 
 
-def _jvp(op_type, partial):
+def _jvp(op, partial):
   """``t * partial(x, y)`` (TF: ``grad * partial_x``)."""
-  return rules.output_jvp(op_type, lambda t, y, x: tfops.Mul(t, partial(x, y)))
+  return rules.output_jvp(op, lambda t, y, x: tfops.Mul(t, partial(x, y)))
 
 
 def _erfinv(x):
@@ -287,7 +287,7 @@ def _erfinv(x):
 Erfinv = register_op(
     "Erfinv", _in_float32_or_wider(_erfinv), **EW,
     # TF: grad * sqrt(pi) / 2 * exp(erfinv(x)^2)
-    jvp=rules.output_jvp("Erfinv", lambda t, y, x: tfops.Mul(
+    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.Mul(
         tfops.Mul(t, rules.const(np.sqrt(np.pi) / 2, x)), tfops.Exp(tfops.Square(y)))),
     doc="Inverse error function (XLA's erf_inv; TF computes ndtri(x/2 + 1/2) / sqrt(2)).",
     spec=lambda st: st.Spec(_calls(st, -1.0, 1.0, avoid=_off_erfinv_saturation)))
@@ -295,7 +295,7 @@ Erfinv = register_op(
 Ndtri = register_op(
     "Ndtri", _in_float32_or_wider(jsp.ndtri), **EW,
     # TF: grad * sqrt(2 pi) * exp(ndtri(x)^2 / 2)
-    jvp=rules.output_jvp("Ndtri", lambda t, y, x: tfops.Mul(
+    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.Mul(
         tfops.Mul(t, rules.const(np.sqrt(2 * np.pi), x)),
         tfops.Exp(tfops.RealDiv(tfops.Square(y), rules.const(2, x))))),
     doc="Inverse of the standard normal CDF (Cephes ndtri, as TF).",
@@ -304,7 +304,7 @@ Ndtri = register_op(
 Dawsn = register_op(
     "Dawsn", _in_float32_or_wider(_dawsn), **EW,
     # TF: grad * (1 - 2 x y)
-    jvp=_jvp("Dawsn", lambda x, y: tfops.Sub(
+    jvp=rules.per_op(_jvp, lambda x, y: tfops.Sub(
         rules.const(1, x), tfops.Mul(tfops.Mul(rules.const(2, x), x), y))),
     spec=lambda st: st.Spec(_calls(st, -10.0, 10.0, avoid=_off_dawsn_bug),
                             note="x <= -1e9: TF's kernel has the wrong sign (not drawn)"))
@@ -312,31 +312,31 @@ Dawsn = register_op(
 Expint = register_op(
     "Expint", _in_float32_or_wider(_expint), **EW,
     # TF: grad * exp(x) / x
-    jvp=rules.output_jvp("Expint", lambda t, y, x: tfops.RealDiv(
+    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.RealDiv(
         tfops.Mul(t, tfops.Exp(x)), x)),
     spec=lambda st: st.Spec(_calls(st, 0.0, 100.0)))
 
 
-def _fresnel_jvp(op_type, trig):
+def _fresnel_jvp(op, trig):
   # TF: grad * trig(pi / 2 * x^2)
-  return _jvp(op_type, lambda x, y: getattr(tfops, trig)(
+  return _jvp(op, lambda x, y: getattr(tfops, trig)(
       tfops.Mul(rules.const(np.pi / 2, x), tfops.Square(x))))
 
 
 FresnelCos = register_op(
     "FresnelCos", _in_float32_or_wider(_fresnel_cos), **EW,
-    jvp=_fresnel_jvp("FresnelCos", "Cos"),
+    jvp=rules.per_op(_fresnel_jvp, "Cos"),
     spec=lambda st: st.Spec(_calls(st, -10.0, 10.0)))
 
 FresnelSin = register_op(
     "FresnelSin", _in_float32_or_wider(_fresnel_sin), **EW,
-    jvp=_fresnel_jvp("FresnelSin", "Sin"),
+    jvp=rules.per_op(_fresnel_jvp, "Sin"),
     spec=lambda st: st.Spec(_calls(st, -10.0, 10.0)))
 
 Spence = register_op(
     "Spence", _in_float32_or_wider(_spence), **EW,
     # TF: grad * where(x == 1, -1, log(x) / (1 - x))
-    jvp=_jvp("Spence", lambda x, y: tfops.SelectV2(
+    jvp=rules.per_op(_jvp, lambda x, y: tfops.SelectV2(
         tfops.Equal(x, rules.const(1, x), incompatible_shape_error=True),
         rules.const(-1, x), tfops.RealDiv(tfops.Log(x), tfops.Sub(rules.const(1, x), x)))),
     spec=lambda st: st.Spec(_calls(st, 0.0, 10.0)))

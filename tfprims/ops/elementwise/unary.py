@@ -41,7 +41,7 @@ def _sign(x):
 
 
 Sign = register_op(
-    "Sign", _sign, **EW, jvp=rules.no_grad_jvp("Sign"),
+    "Sign", _sign, **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.SIGNED + st.COMPLEX)))
 
 Square = register_op(
@@ -59,7 +59,7 @@ def _conj_if_complex(y):
 
 Sqrt = register_op(
     "Sqrt", conj_symmetric(jnp.sqrt), **EW,
-    jvp=rules.output_jvp("Sqrt", lambda t, y, x: tfops.SqrtGrad(_conj_if_complex(y), t)),
+    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.SqrtGrad(_conj_if_complex(y), t)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
 
 def _complex_rsqrt(z):
@@ -90,12 +90,12 @@ def _rsqrt(x):
 
 Rsqrt = register_op(
     "Rsqrt", _rsqrt, **EW, lowering=direct_unary_lowering("rsqrt", _rsqrt),
-    jvp=rules.output_jvp("Rsqrt", lambda t, y, x: tfops.RsqrtGrad(_conj_if_complex(y), t)),
+    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.RsqrtGrad(_conj_if_complex(y), t)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
 
 Exp = register_op(
     "Exp", jnp.exp, **EW, lowering=direct_unary_lowering("exp", jnp.exp),
-    jvp=rules.output_jvp("Exp", lambda t, y, x: tfops.Mul(t, y)),
+    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.Mul(t, y)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
 
 Expm1 = register_op(
@@ -174,17 +174,17 @@ Cosh = register_op(
 
 Tanh = register_op(
     "Tanh", jnp.tanh, **EW, lowering=direct_unary_lowering("tanh", jnp.tanh),
-    jvp=rules.output_jvp("Tanh", lambda t, y, x: tfops.TanhGrad(y, t)),
+    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.TanhGrad(y, t)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
 
 Asinh = register_op(
     "Asinh", odd_symmetric(jnp.arcsinh), **EW,
-    jvp=rules.output_jvp("Asinh", lambda t, y, x: tfops.Div(t, tfops.Cosh(y))),
+    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.Div(t, tfops.Cosh(y))),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
 
 Acosh = register_op(
     "Acosh", conj_symmetric(jnp.arccosh), **EW,
-    jvp=rules.output_jvp("Acosh", lambda t, y, x: tfops.Div(t, tfops.Sinh(y))),
+    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.Div(t, tfops.Sinh(y))),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
 
 Atanh = register_op(
@@ -196,23 +196,23 @@ Atanh = register_op(
 # Rounding.
 
 Floor = register_op(
-    "Floor", jnp.floor, **EW, jvp=rules.no_grad_jvp("Floor"),
+    "Floor", jnp.floor, **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS)))
 
 Ceil = register_op(
-    "Ceil", jnp.ceil, **EW, jvp=rules.no_grad_jvp("Ceil"),
+    "Ceil", jnp.ceil, **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS)))
 
 # Half to even, like TF. Integer inputs are returned unchanged (tf.round does
 # that in Python; TF 2.21's CPU kernel returns 0 for them, a bug not copied).
 Round = register_op(
     "Round", lambda x: x if jnp.issubdtype(x.dtype, jnp.integer) else jnp.round(x),
-    **EW, jvp=rules.no_grad_jvp("Round"),
+    **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS),
                             note="integer inputs: identity (TF's kernel gives 0)"))
 
 Rint = register_op(
-    "Rint", jnp.rint, **EW, jvp=rules.no_grad_jvp("Rint"),
+    "Rint", jnp.rint, **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(st.unary_calls(("float32", "float64"))))
 
 # ---------------------------------------------------------------------------
@@ -225,13 +225,13 @@ def _reciprocal(x):
 
 Reciprocal = register_op(
     "Reciprocal", _reciprocal, **EW,
-    jvp=rules.output_jvp("Reciprocal",
-                         lambda t, y, x: tfops.ReciprocalGrad(_conj_if_complex(y), t)),
+    jvp=rules.per_op(rules.output_jvp,
+                     lambda t, y, x: tfops.ReciprocalGrad(_conj_if_complex(y), t)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
 
 Inv = register_op(
     "Inv", _reciprocal, **EW,
-    jvp=rules.output_jvp("Inv", lambda t, y, x: tfops.InvGrad(_conj_if_complex(y), t)),
+    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.InvGrad(_conj_if_complex(y), t)),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
 
 _TWO_OVER_SQRT_PI = 2.0 / np.sqrt(np.pi)
@@ -292,13 +292,13 @@ Digamma = register_op(
                             rtol=1e-3, atol=1e-3))
 
 IsNan = register_op(
-    "IsNan", jnp.isnan, **EW, jvp=rules.no_grad_jvp("IsNan"),
+    "IsNan", jnp.isnan, **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS), skip={"jvp": BOOL_OUT, "vjp": BOOL_OUT}))
 
 IsInf = register_op(
-    "IsInf", jnp.isinf, **EW, jvp=rules.no_grad_jvp("IsInf"),
+    "IsInf", jnp.isinf, **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS), skip={"jvp": BOOL_OUT, "vjp": BOOL_OUT}))
 
 IsFinite = register_op(
-    "IsFinite", jnp.isfinite, **EW, jvp=rules.no_grad_jvp("IsFinite"),
+    "IsFinite", jnp.isfinite, **EW, jvp=rules.per_op(rules.no_grad_jvp),
     spec=lambda st: st.Spec(st.unary_calls(st.FLOATS), skip={"jvp": BOOL_OUT, "vjp": BOOL_OUT}))

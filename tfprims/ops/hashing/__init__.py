@@ -41,7 +41,7 @@ import numpy as np
 from jax import lax
 
 from tfprims import dtypes as tf_dtypes
-from tfprims import errors, interpreter
+from tfprims import errors, interpreter, rules
 from tfprims.core import register_op, get_op, structural
 from tfprims.ops.hashing import _common, u64
 from tfprims.errors import import_tensorflow
@@ -265,14 +265,14 @@ def _spec_params(op_type: str):
   return params
 
 
-def _spec(op_type: str):
+def _spec(op):
   def spec(st):
     # one canonical call (each call compiles a program of ~1000 HLO ops: few calls)
     cases = [dict(input=np.array(edge_values(np.dtype(np.int64)), np.int64), num_buckets=16,
-                  fill="", **({"key": [1, 2]} if op_type.endswith("Strong") else {}))]
+                  fill="", **({"key": [1, 2]} if op.op_type.endswith("Strong") else {}))]
     return st.Spec(
-        _calls(st, op_type.endswith("Strong")), oracle=_oracle(op_type),
-        operands=("input",), params=_spec_params(op_type), cases=cases, examples=0.5,
+        _calls(st, op.op_type.endswith("Strong")), oracle=_oracle(op.op_type),
+        operands=("input",), params=_spec_params(op.op_type), cases=cases, examples=0.5,
         skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD},
         note="compared with TF's op on tf.strings.as_string(input, fill=fill) of the "
              "drawn integers (every integer dtype, edge values: powers of ten and their "
@@ -283,14 +283,14 @@ def _spec(op_type: str):
 StringToHashBucketFast = register_op(
     "StringToHashBucketFast", _fast_impl, family=FAMILY,
     attrs=("num_buckets",), batching="elementwise", interpret=_hash_interpret,
-    spec=_spec("StringToHashBucketFast"))
+    spec=rules.per_op(_spec))
 
 StringToHashBucketStrong = register_op(
     "StringToHashBucketStrong", _strong_impl, family=FAMILY,
     attrs=("num_buckets", "key"), batching="elementwise", interpret=_hash_interpret,
-    spec=_spec("StringToHashBucketStrong"))
+    spec=rules.per_op(_spec))
 
 StringToHashBucket = register_op(
     "StringToHashBucket", _legacy_impl, family=FAMILY,
     attrs=("num_buckets",), batching="elementwise", interpret=_hash_interpret,
-    spec=_spec("StringToHashBucket"))
+    spec=rules.per_op(_spec))

@@ -228,7 +228,7 @@ def adjust_contrast(images, contrast_factor):
 # --------------------------------------------------------------------------
 
 
-def _front_batching(op_type, impl):
+def _front_batching(op, impl):
   """Batch axis to the front and re-bind (images only batched); a batched scalar
   operand (delta, scale, factor) is vmapped through the impl: the op takes scalars."""
   fallback = rules.vmap_batching(impl, False)
@@ -236,7 +236,7 @@ def _front_batching(op_type, impl):
   def rule(args, dims, **params):
     if any(d is not None for d in dims[1:]):
       return fallback(args, dims, **params)
-    return getattr(tfops, op_type)(rules.to_front(args[0], dims[0]), *args[1:], **params), 0
+    return op(rules.to_front(args[0], dims[0]), *args[1:], **params), 0
   return rule
 
 
@@ -340,14 +340,14 @@ def _saturation_scale(st, draw, images):
 
 RGBToHSV = register_op(
     "RGBToHSV", rgb_to_hsv, family=FAMILY, jvp=_rgb_to_hsv_jvp,
-    batching=_front_batching("RGBToHSV", rgb_to_hsv),
+    batching=rules.per_op(_front_batching, rgb_to_hsv),
     spec=lambda st: st.Spec(_image_calls(st, ("float16", "bfloat16", "float32", "float64"),
                                          grid=True),
                             grad_rtol={"float32": 1e-3}, grad_atol={"float32": 1e-3},
                             note="Values in [0, 1]; derivatives near gray pixels are large."))
 
 HSVToRGB = register_op(
-    "HSVToRGB", hsv_to_rgb, family=FAMILY, batching=_front_batching("HSVToRGB", hsv_to_rgb),
+    "HSVToRGB", hsv_to_rgb, family=FAMILY, batching=rules.per_op(_front_batching, hsv_to_rgb),
     spec=lambda st: st.Spec(_image_calls(st, ("float16", "bfloat16", "float32", "float64"),
                                          hsv=True), grad_oracle="fd"))
 
@@ -356,20 +356,20 @@ AdjustContrastv2 = register_op(
     jvp=(lambda t, x, f: tfops.AdjustContrastv2(t, f), _contrast_factor_jvp),
     transpose=lambda ct, x, f: [tfops.AdjustContrastv2(rules.instantiate(ct), f)
                                 if rules.U(x) else None, None],
-    batching=_front_batching("AdjustContrastv2", adjust_contrast),
+    batching=rules.per_op(_front_batching, adjust_contrast),
     spec=lambda st: st.Spec(_image_calls(st, ("float32",), ("contrast_factor", -2.0, 3.0),
                                          lo=-2.0, hi=2.0, min_rank=3), rtol=1e-5, atol=1e-5,
                             grad_oracle="fd"))
 
 AdjustHue = register_op(
-    "AdjustHue", adjust_hue, family=FAMILY, batching=_front_batching("AdjustHue", adjust_hue),
+    "AdjustHue", adjust_hue, family=FAMILY, batching=rules.per_op(_front_batching, adjust_hue),
     spec=lambda st: st.Spec(_image_calls(st, ("float32",), _hue_delta, min_rank=3,
                                          separated=True),
                             rtol=1e-5, atol=1e-5, grad_oracle="fd", fd_step=_KINK_FD_STEP))
 
 AdjustSaturation = register_op(
     "AdjustSaturation", adjust_saturation, family=FAMILY,
-    batching=_front_batching("AdjustSaturation", adjust_saturation),
+    batching=rules.per_op(_front_batching, adjust_saturation),
     spec=lambda st: st.Spec(_image_calls(st, ("float32",), _saturation_scale, min_rank=3,
                                          separated=True),
                             rtol=1e-5, atol=1e-5, grad_oracle="fd", fd_step=_KINK_FD_STEP))

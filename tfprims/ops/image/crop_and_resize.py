@@ -417,9 +417,10 @@ CropAndResize = register_op(
     attrs=("method", "extrapolation_value"), check=_crop_check,
     jvp=(_image_jvp, _boxes_jvp, None), transpose=_crop_transpose,
     batching=_crop_batching,
-    spec=lambda st: st.Spec(_crop_calls(st, "CropAndResize"), rtol=1e-5, atol=1e-5,
-                            examples=0.5, diff_args=("image", "boxes"),
-                            cases=_crop_cases("CropAndResize")))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _crop_calls(st, op.op_type), rtol=1e-5, atol=1e-5,
+        examples=0.5, diff_args=("image", "boxes"),
+        cases=_crop_cases(op.op_type))))
 
 CropAndResizeGradImage = register_op(
     "CropAndResizeGradImage", crop_and_resize_grad_image, family=FAMILY,
@@ -427,13 +428,15 @@ CropAndResizeGradImage = register_op(
     jvp=(lambda t, grads, boxes, box_ind, **p: tfops.CropAndResizeGradImage(
         t, boxes, box_ind, **p), None, None),
     transpose=_grad_image_transpose, batching=_grad_image_batching,
-    spec=lambda st: st.Spec(_crop_calls(st, "CropAndResizeGradImage"),
-                            rtol={"float16": 1e-2}, atol={"float16": 1e-2},
-                            diff_args=("grads",), cases=_crop_cases("CropAndResizeGradImage")))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _crop_calls(st, op.op_type),
+        rtol={"float16": 1e-2}, atol={"float16": 1e-2},
+        diff_args=("grads",), cases=_crop_cases(op.op_type))))
 
 CropAndResizeGradBoxes = register_op(
     "CropAndResizeGradBoxes", crop_and_resize_grad_boxes, family=FAMILY,
     attrs=("method",), check=_grad_boxes_check, batching=_grad_boxes_batching,
-    spec=lambda st: st.Spec(_crop_calls(st, "CropAndResizeGradBoxes"), rtol=1e-4, atol=1e-4,
-                            diff_args=("grads",), cases=_crop_cases("CropAndResizeGradBoxes"),
-                            note="Sums over the crop in another order than TF's loop."))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _crop_calls(st, op.op_type), rtol=1e-4, atol=1e-4,
+        diff_args=("grads",), cases=_crop_cases(op.op_type),
+        note="Sums over the crop in another order than TF's loop.")))

@@ -123,7 +123,7 @@ def _transpose(ct, images, boxes, *colors):
   return [out, None] + [None] * len(colors)
 
 
-def _batching(op_type, impl):
+def _batching(op, impl):
   fallback = rules.vmap_batching(impl, False)
 
   def rule(args, dims, **params):
@@ -135,7 +135,7 @@ def _batching(op_type, impl):
       a = rules.with_batch_axis(a, d, b)
       shape = rules.shape_of(a)
       folded.append(rules.reshape(a, (shape[0] * shape[1],) + shape[2:]))
-    out = getattr(tfops, op_type)(*folded, *args[2:], **params)
+    out = op(*folded, *args[2:], **params)
     shape = rules.shape_of(out)
     return rules.reshape(out, (b, shape[0] // b if b else 0) + shape[1:]), 0
   return rule
@@ -168,14 +168,14 @@ def _draw_calls(st, v2):
 
 DrawBoundingBoxes = register_op(
     "DrawBoundingBoxes", draw_bounding_boxes, family=FAMILY, jvp=(_jvp, None),
-    transpose=_transpose, batching=_batching("DrawBoundingBoxes", draw_bounding_boxes),
+    transpose=_transpose, batching=rules.per_op(_batching, draw_bounding_boxes),
     spec=lambda st: st.Spec(_draw_calls(st, False), grad_oracle="fd", diff_args=("images",),
                             note="TF registers no gradient: derivatives checked by central "
                                  "differences in the images."))
 
 DrawBoundingBoxesV2 = register_op(
     "DrawBoundingBoxesV2", draw_bounding_boxes_v2, family=FAMILY, jvp=(_jvp, None, None),
-    transpose=_transpose, batching=_batching("DrawBoundingBoxesV2", draw_bounding_boxes_v2),
+    transpose=_transpose, batching=rules.per_op(_batching, draw_bounding_boxes_v2),
     spec=lambda st: st.Spec(_draw_calls(st, True), grad_oracle="fd", diff_args=("images",),
                             note="TF registers no gradient: derivatives checked by central "
                                  "differences in the images."))

@@ -128,10 +128,10 @@ def extract_glimpse_v2(key, x, offsets, *, size, centered=True, normalized=True,
 # --------------------------------------------------------------------------
 
 
-def _jvp(op_type):
+def _jvp(op):
   def rule(t, key, x, offsets, **p):
-    return getattr(tfops, op_type)(_ZERO_KEY, t, offsets,
-                                   **dict(p, uniform_noise=False, noise="zero"))
+    return op(_ZERO_KEY, t, offsets,
+              **dict(p, uniform_noise=False, noise="zero"))
   return rule
 
 
@@ -151,7 +151,7 @@ def _transpose(version):
   return rule
 
 
-def _batching(op_type, impl):
+def _batching(op, impl):
   fallback = rules.vmap_batching(impl, False)
 
   def rule(args, dims, **p):
@@ -164,7 +164,7 @@ def _batching(op_type, impl):
       a = rules.with_batch_axis(a, d, b)
       shape = rules.shape_of(a)
       folded.append(rules.reshape(a, (shape[0] * shape[1],) + shape[2:]))
-    out = getattr(tfops, op_type)(key, *folded, **p)
+    out = op(key, *folded, **p)
     shape = rules.shape_of(out)
     return rules.reshape(out, (b, shape[0] // b) + shape[1:]), 0
   return rule
@@ -236,14 +236,14 @@ _NOTE = ("TF registers no gradient: derivatives checked by central differences i
 
 ExtractGlimpse = register_op(
     "ExtractGlimpse", extract_glimpse, family=FAMILY, static=("size",), attrs=_ATTRS,
-    uses_rng=True, jvp=(None, _jvp("ExtractGlimpse"), None), transpose=_transpose(1),
-    batching=_batching("ExtractGlimpse", extract_glimpse), interpret=_interpret,
+    uses_rng=True, jvp=(None, rules.per_op(_jvp), None), transpose=_transpose(1),
+    batching=rules.per_op(_batching, extract_glimpse), interpret=_interpret,
     spec=lambda st: st.Spec(_glimpse_calls(st, 1), grad_oracle="fd", diff_args=("input",),
                             vmap_variation="scale", note=_NOTE))
 
 ExtractGlimpseV2 = register_op(
     "ExtractGlimpseV2", extract_glimpse_v2, family=FAMILY, static=("size",), attrs=_ATTRS,
-    uses_rng=True, jvp=(None, _jvp("ExtractGlimpseV2"), None), transpose=_transpose(2),
-    batching=_batching("ExtractGlimpseV2", extract_glimpse_v2), interpret=_interpret,
+    uses_rng=True, jvp=(None, rules.per_op(_jvp), None), transpose=_transpose(2),
+    batching=rules.per_op(_batching, extract_glimpse_v2), interpret=_interpret,
     spec=lambda st: st.Spec(_glimpse_calls(st, 2), grad_oracle="fd", diff_args=("input",),
                             vmap_variation="scale", note=_NOTE))

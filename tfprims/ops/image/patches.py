@@ -82,11 +82,11 @@ def _split_n(out, b):
   return rules.reshape(out, (b, shape[0] // b if b else 0) + shape[1:])
 
 
-def _fold_batching(op_type):
+def _fold_batching(op):
   def rule(args, dims, **params):
     (x,), (d,) = args, dims
     b = rules.shape_of(x)[d]
-    return _split_n(getattr(tfops, op_type)(_fold_into_n(x, d), **params), b), 0
+    return _split_n(op(_fold_into_n(x, d), **params), b), 0
   return rule
 
 
@@ -120,7 +120,7 @@ DepthToSpace = register_op(
     "DepthToSpace", depth_to_space, family=FAMILY, attrs=("block_size", "data_format"),
     linear=True,
     transpose=lambda ct, x, **p: [tfops.SpaceToDepth(rules.instantiate(ct), **p)],
-    batching=_fold_batching("DepthToSpace"),
+    batching=rules.per_op(_fold_batching),
     spec=lambda st: st.Spec(_layout_calls(st, True),
                             note="NHWC only: TF's CPU kernels reject NCHW (tested in "
                                  "tests/test_image_color.py against NHWC with transposes)."))
@@ -129,7 +129,7 @@ SpaceToDepth = register_op(
     "SpaceToDepth", space_to_depth, family=FAMILY, attrs=("block_size", "data_format"),
     linear=True,
     transpose=lambda ct, x, **p: [tfops.DepthToSpace(rules.instantiate(ct), **p)],
-    batching=_fold_batching("SpaceToDepth"),
+    batching=rules.per_op(_fold_batching),
     spec=lambda st: st.Spec(_layout_calls(st, False),
                             note="NHWC only: TF's CPU kernels reject NCHW (tested in "
                                  "tests/test_image_color.py against NHWC with transposes)."))
@@ -265,7 +265,7 @@ def _patch_calls(st, volume):
 ExtractImagePatches = register_op(
     "ExtractImagePatches", extract_image_patches, family=FAMILY,
     attrs=("ksizes", "strides", "rates", "padding"), linear=True,
-    transpose=_patches_transpose, batching=_fold_batching("ExtractImagePatches"),
+    transpose=_patches_transpose, batching=rules.per_op(_fold_batching),
     canonicalize=lambda p, *_: {**p, **{k: tuple(int(v) for v in p[k])
                                         for k in ("ksizes", "strides", "rates")}},
     spec=lambda st: st.Spec(_patch_calls(st, False)))
@@ -273,7 +273,7 @@ ExtractImagePatches = register_op(
 ExtractVolumePatches = register_op(
     "ExtractVolumePatches", extract_volume_patches, family=FAMILY,
     attrs=("ksizes", "strides", "padding"), linear=True,
-    transpose=_patches_transpose, batching=_fold_batching("ExtractVolumePatches"),
+    transpose=_patches_transpose, batching=rules.per_op(_fold_batching),
     canonicalize=lambda p, *_: {**p, **{k: tuple(int(v) for v in p[k])
                                         for k in ("ksizes", "strides")}},
     spec=lambda st: st.Spec(_patch_calls(st, True)))

@@ -187,7 +187,7 @@ def _v3_transpose(ct, images, transforms, fill_value, *, output_shape, interpola
       fill_mode=fill_mode), None, None]
 
 
-def _batching(op_type, impl):
+def _batching(op, impl):
   """Images (B, N, ...) fold into (B * N, ...); transforms are broadcast to (B, N, 8)
   and folded likewise unless unbatched with one row. A batched fill value: derived."""
   def rule(args, dims, **p):
@@ -206,7 +206,7 @@ def _batching(op_type, impl):
         transforms, dt = jnp.broadcast_to(transforms, (b,) + transforms.shape), 0
       transforms = jnp.moveaxis(transforms, dt, 0)
       folded_t = jnp.broadcast_to(transforms, (b, n, 8)).reshape(b * n, 8)
-    out = getattr(tfops, op_type)(merge_batch(images, di), folded_t, *args[2:], **p)
+    out = op(merge_batch(images, di), folded_t, *args[2:], **p)
     return split_batch(out, b), 0
   return rule
 
@@ -269,7 +269,7 @@ ImageProjectiveTransformV2 = register_op(
     jvp=(lambda t, images, transforms, **p: tfops.ImageProjectiveTransformV2(
         t, transforms, **p), None),
     transpose=_v2_transpose,
-    batching=_batching("ImageProjectiveTransformV2", image_projective_transform_v2),
+    batching=rules.per_op(_batching, image_projective_transform_v2),
     spec=lambda st: st.Spec(_calls(st, v3=False), rtol=1e-5, atol=1e-5,
                             diff_args=("images",), note=_NOTE))
 
@@ -279,6 +279,6 @@ ImageProjectiveTransformV3 = register_op(
     jvp=(lambda t, images, transforms, fill_value, **p: tfops.ImageProjectiveTransformV3(
         t, transforms, rules.const(0.0, fill_value), **p), None, None),
     transpose=_v3_transpose,
-    batching=_batching("ImageProjectiveTransformV3", image_projective_transform_v3),
+    batching=rules.per_op(_batching, image_projective_transform_v3),
     spec=lambda st: st.Spec(_calls(st, v3=True), rtol=1e-5, atol=1e-5,
                             diff_args=("images",), note=_NOTE))

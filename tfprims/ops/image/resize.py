@@ -151,14 +151,14 @@ def _nearest_bilinear_calls(st, dtypes):
 
 ResizeNearestNeighbor = register_op(
     "ResizeNearestNeighbor", resize_nearest_neighbor, family=FAMILY, static=("size",),
-    attrs=_RESIZE_ATTRS, batching=fold_batching("ResizeNearestNeighbor"),
+    attrs=_RESIZE_ATTRS, batching=rules.per_op(fold_batching),
     spec=lambda st: st.Spec(_nearest_bilinear_calls(
         st, ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "uint16",
              "int32", "int64"))))
 
 ResizeBilinear = register_op(
     "ResizeBilinear", resize_bilinear, family=FAMILY, static=("size",), attrs=_RESIZE_ATTRS,
-    batching=fold_batching("ResizeBilinear"),
+    batching=rules.per_op(fold_batching),
     spec=lambda st: st.Spec(_nearest_bilinear_calls(
         st, ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "uint16",
              "int32", "int64")), rtol=1e-5, atol=1e-5, grad_oracle="vjp",
@@ -213,20 +213,20 @@ def _nearest_bilinear_grad_calls(st, op_type, dtypes):
 
 ResizeBilinearGrad = register_op(
     "ResizeBilinearGrad", resize_bilinear_grad, family=FAMILY, attrs=_RESIZE_ATTRS,
-    batching=fold_batching("ResizeBilinearGrad"),
-    spec=lambda st: st.Spec(
-        _nearest_bilinear_grad_calls(st, "ResizeBilinearGrad",
+    batching=rules.per_op(fold_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _nearest_bilinear_grad_calls(st, op.op_type,
                            ("float16", "bfloat16", "float32", "float64")),
         diff_args=("grads",), rtol=1e-5, atol=1e-5,
-        note="original_image gives only the shape and dtype."))
+        note="original_image gives only the shape and dtype.")))
 
 ResizeNearestNeighborGrad = register_op(
     "ResizeNearestNeighborGrad", resize_nearest_neighbor_grad, family=FAMILY, static=("size",),
-    attrs=_RESIZE_ATTRS, batching=fold_batching("ResizeNearestNeighborGrad"),
-    spec=lambda st: st.Spec(_nearest_bilinear_grad_calls(
-        st, "ResizeNearestNeighborGrad",
+    attrs=_RESIZE_ATTRS, batching=rules.per_op(fold_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(_nearest_bilinear_grad_calls(
+        st, op.op_type,
         ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int32")),
-        rtol={"float16": 1e-2, "bfloat16": 5e-2}, atol={"float16": 1e-2, "bfloat16": 5e-2}))
+        rtol={"float16": 1e-2, "bfloat16": 5e-2}, atol={"float16": 1e-2, "bfloat16": 5e-2})))
 
 
 # --- ResizeBicubic, ResizeBicubicGrad, ResizeArea ----------------------------------------
@@ -572,25 +572,27 @@ def tf_resize_bicubic(images, size, **attrs):
 
 ResizeBicubic = register_op(
     "ResizeBicubic", resize_bicubic, family=FAMILY, static=("size",), attrs=_RESIZE_ATTRS,
-    linear=True, transpose=_bicubic_transpose, batching=fold_batching("ResizeBicubic"),
-    spec=lambda st: st.Spec(
+    linear=True, transpose=_bicubic_transpose, batching=rules.per_op(fold_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
         _resize_calls(st), rtol=1e-5, atol=1e-5, oracle=tf_resize_bicubic,
-        ignore_zero_sign=_BICUBIC_ZERO_SIGN, cases=_nonfinite_cases("ResizeBicubic"),
+        ignore_zero_sign=_BICUBIC_ZERO_SIGN, cases=_nonfinite_cases(op.op_type),
         note="TF gives float16/bfloat16 images no gradient (None); ours is that of the "
              "float32 resize, so the oracle casts half images to float32 before TF's op "
-             "(same values)."))
+             "(same values).")))
 
 ResizeBicubicGrad = register_op(
     "ResizeBicubicGrad", resize_bicubic_grad, family=FAMILY, attrs=_RESIZE_ATTRS,
     jvp=(lambda t, grads, orig, **p: tfops.ResizeBicubicGrad(t, orig, **p), None),
     transpose=_bicubic_grad_transpose,
-    batching=fold_batching("ResizeBicubicGrad"),
-    spec=lambda st: st.Spec(_bicubic_grad_calls(st), diff_args=("grads",), rtol=1e-5,
-                            atol=1e-5, cases=_nonfinite_cases("ResizeBicubicGrad"),
-                            note="original_image gives only the shape and dtype."))
+    batching=rules.per_op(fold_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _bicubic_grad_calls(st), diff_args=("grads",), rtol=1e-5,
+        atol=1e-5, cases=_nonfinite_cases(op.op_type),
+        note="original_image gives only the shape and dtype.")))
 
 ResizeArea = register_op(
     "ResizeArea", resize_area, family=FAMILY, static=("size",), attrs=("align_corners",),
-    linear=True, transpose=_area_transpose, batching=fold_batching("ResizeArea"),
-    spec=lambda st: st.Spec(_resize_calls(st, half_pixel=False), rtol=1e-5, atol=1e-5,
-                            cases=_nonfinite_cases("ResizeArea")))
+    linear=True, transpose=_area_transpose, batching=rules.per_op(fold_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _resize_calls(st, half_pixel=False), rtol=1e-5, atol=1e-5,
+        cases=_nonfinite_cases(op.op_type))))

@@ -225,7 +225,7 @@ def _grad_transpose(ct, grads, original_image, scale, translation, *, kernel_typ
   return [out if U(grads) else None, None, None, None]
 
 
-def _batching(op_type, impl, n_images):
+def _batching(op, impl, n_images):
   """The first ``n_images`` operands have N first: fold the batch into N when only
   they are batched; batched scale or translation: ``vmap`` of the impl (derived)."""
   def rule(args, dims, **p):
@@ -237,7 +237,7 @@ def _batching(op_type, impl, n_images):
       if d is None:
         a, d = jnp.broadcast_to(a, (b,) + a.shape), 0
       flat.append(merge_batch(a, d))
-    out = getattr(tfops, op_type)(*flat, *args[n_images:], **p)
+    out = op(*flat, *args[n_images:], **p)
     return split_batch(out, b), 0
   return rule
 
@@ -319,7 +319,7 @@ ScaleAndTranslate = register_op(
     "ScaleAndTranslate", scale_and_translate, family=FAMILY, static=("size",), attrs=_ATTRS,
     jvp=(lambda t, images, scale, translation, **p: tfops.ScaleAndTranslate(
         t, scale, translation, **p), None, None),
-    transpose=_forward_transpose, batching=_batching("ScaleAndTranslate", scale_and_translate, 1),
+    transpose=_forward_transpose, batching=rules.per_op(_batching, scale_and_translate, 1),
     spec=lambda st: st.Spec(
         _st_calls(st, grad=False), rtol=1e-5, atol=1e-5, diff_args=("images",), examples=0.5,
         oracle=tf_scale_and_translate, cases=_nonfinite_cases(grad=False),
@@ -331,7 +331,7 @@ ScaleAndTranslateGrad = register_op(
     jvp=(lambda t, grads, orig, scale, translation, **p: tfops.ScaleAndTranslateGrad(
         t, orig, scale, translation, **p), None, None, None),
     transpose=_grad_transpose,
-    batching=_batching("ScaleAndTranslateGrad", scale_and_translate_grad, 2),
+    batching=rules.per_op(_batching, scale_and_translate_grad, 2),
     spec=lambda st: st.Spec(_st_calls(st, grad=True), rtol=1e-5, atol=1e-5, examples=0.5,
                             diff_args=("grads",), cases=_nonfinite_cases(grad=True),
                             note="original_image gives only the shape and dtype."))

@@ -256,7 +256,7 @@ BandedTriangularSolve = register_op(
 TridiagonalSolve = register_op(
     "TridiagonalSolve", _tridiagonal_solve, family=FAMILY,
     attrs=("partial_pivoting", "perturb_singular"),
-    batching=rules.leading_batching("TridiagonalSolve"),
+    batching=rules.per_op(rules.leading_batching),
     spec=lambda st: st.Spec(_tridiagonal_calls(st), vmap_variation="scale",
                             oracle=_tridiagonal_solve_oracle,
                             note="diagonally dominant systems; singular ones give NaN "
@@ -265,12 +265,12 @@ TridiagonalSolve = register_op(
 
 TridiagonalMatMul = register_op(
     "TridiagonalMatMul", _tridiagonal_mat_mul, family=FAMILY,
-    batching=rules.leading_batching("TridiagonalMatMul"),
+    batching=rules.per_op(rules.leading_batching),
     spec=lambda st: st.Spec(_tridiagonal_calls(st, matmul=True)))
 
 CholeskyGrad = register_op(
     "CholeskyGrad", _cholesky_grad, family=FAMILY,
-    batching=rules.leading_batching("CholeskyGrad"),
+    batching=rules.per_op(rules.leading_batching),
     spec=lambda st: st.Spec(_cholesky_grad_calls(st), vmap_variation="scale", grad_oracle="fd",
                             note="TF registers no gradient: derivatives checked against "
                             "central differences"))

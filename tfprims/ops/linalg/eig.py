@@ -124,7 +124,7 @@ def _eig_oracle(input, Tout, compute_v=True):  # TF arg names
 
 Eig = register_op(
     "Eig", _eig, family=FAMILY, multiple_results=True, attrs=("compute_v", "Tout"),
-    jvp=_eig_jvp, batching=rules.leading_batching("Eig"),
+    jvp=_eig_jvp, batching=rules.per_op(rules.leading_batching),
     spec=lambda st: st.Spec(
         _eig_calls(st), oracle=_eig_oracle, vmap_variation="scale",
         note="eigenvalues sorted by real, then imaginary part, vectors in a fixed phase "

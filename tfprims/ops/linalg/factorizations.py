@@ -331,20 +331,20 @@ _GAUGE = ("vectors compared in a fixed phase gauge (largest entry of each column
 
 Svd = register_op(
     "Svd", _svd, family=FAMILY, multiple_results=True, attrs=("compute_uv", "full_matrices"),
-    batching=rules.leading_batching("Svd"),
+    batching=rules.per_op(rules.leading_batching),
     spec=lambda st: st.Spec(_svd_calls(st), oracle=_svd_oracle, vmap_variation="scale",
                             examples=0.5,
                             note=_GAUGE + "; drawn with well-separated singular values"))
 
 Qr = register_op(
     "Qr", _qr, family=FAMILY, multiple_results=True, attrs=("full_matrices",),
-    batching=rules.leading_batching("Qr"),
+    batching=rules.per_op(rules.leading_batching),
     spec=lambda st: st.Spec(_qr_calls(st), rtol={"float16": 2e-2}, atol={"float16": 2e-2},
                             grad_rtol={"float16": 5e-2}, grad_atol={"float16": 5e-2}))
 
 SelfAdjointEigV2 = register_op(
     "SelfAdjointEigV2", _self_adjoint_eig_v2, family=FAMILY, multiple_results=True,
-    attrs=("compute_v",), batching=rules.leading_batching("SelfAdjointEigV2"),
+    attrs=("compute_v",), batching=rules.per_op(rules.leading_batching),
     spec=lambda st: st.Spec(
         st.tuples(_matrix_calls(st, "eigh", square=True), st.booleans())
         .map(lambda c: dict(c[0], compute_v=c[1])),
@@ -354,7 +354,7 @@ SelfAdjointEigV2 = register_op(
 
 Lu = register_op(
     "Lu", _lu, family=FAMILY, multiple_results=True, attrs=("output_idx_type",),
-    check=_lu_check, batching=rules.leading_batching("Lu"),
+    check=_lu_check, batching=rules.per_op(rules.leading_batching),
     spec=lambda st: st.Spec(
         st.tuples(_matrix_calls(st, "lu", square=True),
                   st.sampled_from([np.dtype("int32"), np.dtype("int64")]))

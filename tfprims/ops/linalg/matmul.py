@@ -119,11 +119,11 @@ def _batch_matmul_v3(x, y, *, adj_x, adj_y, Tout):  # TF attr name
   return _batch_matmul_v2(x.astype(out), y.astype(out), adj_x=adj_x, adj_y=adj_y)
 
 
-def _bmm_transpose(op_type: str, broadcast: bool):
+def _bmm_transpose(op, broadcast: bool):
   """TF's _BatchMatMulV2Grad (adjoint flags). TF's gradient is the adjoint; the JAX
   transpose of these (conjugate-)linear maps is conj(TF's formula on conj(ct))."""
   def rule(ct, x, y, *, adj_x, adj_y):
-    bmm = lambda a, b, ax=False, ay=False: getattr(tfops, op_type)(
+    bmm = lambda a, b, ax=False, ay=False: op(
         a, b, adj_x=ax, adj_y=ay)
     c = _conj(ct)
     gx = gy = None
@@ -147,8 +147,8 @@ def _bmm_transpose(op_type: str, broadcast: bool):
   return rule
 
 
-def _bmm_batching(op_type: str):
-  """Re-binds ``op_type`` (BatchMatMulV2 broadcasts batch dims right-aligned)
+def _bmm_batching(op):
+  """Re-binds ``op`` (BatchMatMulV2 broadcasts batch dims right-aligned)
   with the vmapped dim as one more batch dim at output batch position ``t``,
   then moves it to the front of the result with tf.Transpose.
 
@@ -189,15 +189,15 @@ def _bmm_batching(op_type: str):
         s = rules.shape_of(a)
         a = rules.reshape(a, s[:1] + (1,) * (o - t) + s[1:])
       moved.append(a)
-    out = getattr(tfops, op_type)(*moved, **params)
+    out = op(*moved, **params)
     return (rules.move_axes(out, [t], [0]) if t else out), 0
   return rule
 
 
-def _bilinear_jvp(op_type: str):
-  """The JVP rules of a product ``op_type(x, y)``: ``op(t, y)`` and ``op(x, t)``."""
-  return (lambda t, x, y, **p: getattr(tfops, op_type)(t, y, **p),
-          lambda t, x, y, **p: getattr(tfops, op_type)(x, t, **p))
+def _bilinear_jvp(op):
+  """The JVP rules of a product ``op.op_type(x, y)``: ``op(t, y)`` and ``op(x, t)``."""
+  return (lambda t, x, y, **p: op(t, y, **p),
+          lambda t, x, y, **p: op(x, t, **p))
 
 
 # ---------------------------------------------------------------------------
@@ -424,28 +424,28 @@ def _cross_calls(st):
 MatMul = register_op(
     "MatMul", _matmul, family=FAMILY, attrs=("transpose_a", "transpose_b"),
     build=_matmul_build,
-    jvp=_bilinear_jvp("MatMul"), transpose=_matmul_transpose, batching=_matmul_batching,
+    jvp=rules.per_op(_bilinear_jvp), transpose=_matmul_transpose, batching=_matmul_batching,
     spec=lambda st: st.Spec(_matmul_calls(st), ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN))
 
 BatchMatMulV2 = register_op(
     "BatchMatMulV2", _batch_matmul_v2, family=FAMILY, attrs=("adj_x", "adj_y"),
     build=_batch_matmul_build,
-    jvp=_bilinear_jvp("BatchMatMulV2"),
-    transpose=_bmm_transpose("BatchMatMulV2", broadcast=True),
-    batching=_bmm_batching("BatchMatMulV2"),
+    jvp=rules.per_op(_bilinear_jvp),
+    transpose=rules.per_op(_bmm_transpose, broadcast=True),
+    batching=rules.per_op(_bmm_batching),
     spec=lambda st: st.Spec(_bmm_calls(st, _BMM_V2_DTYPES)))
 
 BatchMatMul = register_op(
     "BatchMatMul", _batch_matmul_v1, family=FAMILY, attrs=("adj_x", "adj_y"),
-    jvp=_bilinear_jvp("BatchMatMul"),
-    transpose=_bmm_transpose("BatchMatMul", broadcast=False),
+    jvp=rules.per_op(_bilinear_jvp),
+    transpose=rules.per_op(_bmm_transpose, broadcast=False),
     # Under vmap an unbatched operand must broadcast: V2 does, with V1's semantics.
-    batching=_bmm_batching("BatchMatMulV2"),
+    batching=_bmm_batching(BatchMatMulV2),
     spec=lambda st: st.Spec(_bmm_calls(st, _MATMUL_DTYPES, broadcast=False)))
 
 BatchMatMulV3 = register_op(
     "BatchMatMulV3", _batch_matmul_v3, family=FAMILY, attrs=("adj_x", "adj_y", "Tout"),
-    batching=_bmm_batching("BatchMatMulV3"),
+    batching=rules.per_op(_bmm_batching),
     spec=lambda st: st.Spec(_bmm_calls(st, v3=True)))
 
 Einsum = register_op(

@@ -127,7 +127,7 @@ def _function_calls(st, dtypes, min_n=0):
 
 MatrixSquareRoot = register_op(
     "MatrixSquareRoot", _matrix_square_root, family=FAMILY,
-    jvp=_matrix_square_root_jvp, batching=rules.leading_batching("MatrixSquareRoot"),
+    jvp=_matrix_square_root_jvp, batching=rules.per_op(rules.leading_batching),
     # No empty matrices: TF's gradient kills the process on them (SIGFPE);
     # tests/test_linalg_decompositions.py compares their values.
     spec=lambda st: st.Spec(_function_calls(st, ("float32", "float64", "complex64",
@@ -141,7 +141,7 @@ MatrixSquareRoot = register_op(
 
 MatrixLogarithm = register_op(
     "MatrixLogarithm", _matrix_logarithm, family=FAMILY,
-    jvp=_matrix_logarithm_jvp, batching=rules.leading_batching("MatrixLogarithm"),
+    jvp=_matrix_logarithm_jvp, batching=rules.per_op(rules.leading_batching),
     spec=lambda st: st.Spec(_function_calls(st, ("complex64", "complex128")),
                             vmap_variation="scale", grad_oracle="fd",
                             rtol={"complex128": 1e-9}, atol={"complex128": 1e-10},

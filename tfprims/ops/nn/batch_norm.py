@@ -19,7 +19,8 @@ import numpy as np
 from jax import lax
 from jax.interpreters import ad
 
-from tfprims.core import register_op, tfops
+from tfprims import rules
+from tfprims.core import register_op
 from tfprims.ops.nn._common import _ONEDNN_DTYPES, _channel_axis
 from tfprims.ops.nn._specs import _layout_shape, _tf_call
 from tfprims.ops.shared_specs import bounded_values
@@ -192,11 +193,11 @@ def _fused_batch_norm_grad(y_backprop, x, scale, reserve_space_1, reserve_space_
   return (dx.astype(x.dtype), ds, do, zeros, zeros)
 
 
-def _fused_batch_norm_grad_jvp(op_type):
+def _fused_batch_norm_grad_jvp(op):
   """TF's derivative of the op (its registered gradient differentiates _BatchNormGrad):
   in training mode the statistics are the moments of x, the reserve spaces get none."""
   def rule(primals, tangents, **p):
-    out = getattr(tfops, op_type)(*primals, **p)
+    out = op(*primals, **p)
     dy, x, scale, rs1, rs2 = primals[:5]
     live = [ad.instantiate_zeros(t) for t in tangents[:3]]
     f = lambda a, b, c: _batch_norm_backprop(
@@ -250,15 +251,15 @@ _FBN_GRAD_ATTRS = ("epsilon", "data_format", "is_training")
 
 FusedBatchNormGradV3 = register_op(
     "FusedBatchNormGradV3", _fused_batch_norm_grad, family="nn", attrs=_FBN_GRAD_ATTRS,
-    multiple_results=True, jvp=_fused_batch_norm_grad_jvp("FusedBatchNormGradV3"),
+    multiple_results=True, jvp=rules.per_op(_fused_batch_norm_grad_jvp),
     spec=lambda st: _fbn_grad_spec(st, 3))
 
 FusedBatchNormGradV2 = register_op(
     "FusedBatchNormGradV2", _fused_batch_norm_grad, family="nn", attrs=_FBN_GRAD_ATTRS,
-    multiple_results=True, jvp=_fused_batch_norm_grad_jvp("FusedBatchNormGradV2"),
+    multiple_results=True, jvp=rules.per_op(_fused_batch_norm_grad_jvp),
     spec=lambda st: _fbn_grad_spec(st, 2))
 
 FusedBatchNormGrad = register_op(
     "FusedBatchNormGrad", _fused_batch_norm_grad, family="nn", attrs=_FBN_GRAD_ATTRS,
-    multiple_results=True, jvp=_fused_batch_norm_grad_jvp("FusedBatchNormGrad"),
+    multiple_results=True, jvp=rules.per_op(_fused_batch_norm_grad_jvp),
     spec=lambda st: _fbn_grad_spec(st, 1))

@@ -49,12 +49,11 @@ def _bias_add_grad_transpose(ct, out_backprop, *, data_format="NHWC"):
   return [lax.broadcast_in_dim(ct, shape, (_channel_axis(data_format, len(shape)),))]
 
 
-def _bias_add_batching(op_type):
+def _bias_add_batching(op):
   """value-only batched: NHWC re-binds with the batch axis in front, NCHW folds it into
   N. A batched bias goes into the channels: BiasAdd over B * C channels."""
   def rule(args, dims, **p):
     (value, bias), (bv, bb) = args, dims
-    op = getattr(tfops, op_type)
     fmt = p.get("data_format", "NHWC")
     if bb is None:
       if _channels_first(fmt):
@@ -101,13 +100,13 @@ BiasAdd = register_op(
     "BiasAdd", bias_add, family="nn", attrs=("data_format",), linear=True,
     build=_bias_add_build,
     shape_rule=_bias_add_shape,
-    transpose=_bias_add_transpose, batching=_bias_add_batching("BiasAdd"),
+    transpose=_bias_add_transpose, batching=rules.per_op(_bias_add_batching),
     spec=lambda st: st.Spec(_bias_calls(st)))
 
 BiasAddV1 = register_op(
     "BiasAddV1", bias_add, family="nn", linear=True,
     build=_bias_add_build,
-    transpose=_bias_add_transpose, batching=_bias_add_batching("BiasAddV1"),
+    transpose=_bias_add_transpose, batching=rules.per_op(_bias_add_batching),
     spec=lambda st: st.Spec(_bias_calls(st, with_format=False)))
 
 BiasAddGrad = register_op(

@@ -198,19 +198,19 @@ def _fused_resize_transpose(ct, x, w, *, size, paddings, resize_align_corners, m
   return [dx, dw]
 
 
-def _bilinear_jvp(op_type):
+def _bilinear_jvp(op):
   """Bilinear: the op applied to each tangent."""
-  return (lambda t, x, w, **p: getattr(tfops, op_type)(t, w, **p),
-          lambda t, x, w, **p: getattr(tfops, op_type)(x, t, **p))
+  return (lambda t, x, w, **p: op(t, w, **p),
+          lambda t, x, w, **p: op(x, t, **p))
 
 
-def _fold_input_batching(op_type, impl):
+def _fold_input_batching(op, impl):
   """A batch on the input alone folds into N; a batched filter uses vmap(impl) (derived)."""
   def rule(args, dims, **p):
     (x, w), (dx, dw) = args, dims
     if dw is None:
       b = x.shape[dx]
-      return split_batch(getattr(tfops, op_type)(merge_batch(x, dx), w, **p), b), 0
+      return split_batch(op(merge_batch(x, dx), w, **p), b), 0
     return rules.vmap_batching(impl, False)(args, dims, **p)
   return rule
 
@@ -304,7 +304,7 @@ _FUSED_NOTE = ("TF registers no gradient: derivatives are checked by central dif
 
 Conv = register_op(
     "Conv", conv, family="nn", attrs=_CONV_ATTRS, shape_rule=_conv_op_shape,
-    jvp=_bilinear_jvp("Conv"), transpose=_conv_transpose, batching=_conv_batching,
+    jvp=rules.per_op(_bilinear_jvp), transpose=_conv_transpose, batching=_conv_batching,
     spec=lambda st: st.Spec(
         _conv_op_calls(st), grad_oracle="fd", ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN,
         **_CONV_TOL, **_GRAD_TOL,
@@ -314,20 +314,20 @@ Conv = register_op(
 
 FusedPadConv2D = register_op(
     "FusedPadConv2D", fused_pad_conv2d, family="nn", static=("paddings",),
-    attrs=("mode", "strides", "padding"), jvp=_bilinear_jvp("FusedPadConv2D"),
+    attrs=("mode", "strides", "padding"), jvp=rules.per_op(_bilinear_jvp),
     transpose=_fused_pad_transpose,
-    batching=_fold_input_batching("FusedPadConv2D", fused_pad_conv2d),
-    spec=lambda st: st.Spec(
-        _fused_calls(st, "FusedPadConv2D"), grad_oracle="fd",
+    batching=rules.per_op(_fold_input_batching, fused_pad_conv2d),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _fused_calls(st, op.op_type), grad_oracle="fd",
         ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL, **_GRAD_TOL,
-        note=_FUSED_NOTE))
+        note=_FUSED_NOTE)))
 
 FusedResizeAndPadConv2D = register_op(
     "FusedResizeAndPadConv2D", fused_resize_and_pad_conv2d, family="nn",
     static=("size", "paddings"), attrs=("resize_align_corners", "mode", "strides", "padding"),
-    jvp=_bilinear_jvp("FusedResizeAndPadConv2D"), transpose=_fused_resize_transpose,
-    batching=_fold_input_batching("FusedResizeAndPadConv2D", fused_resize_and_pad_conv2d),
-    spec=lambda st: st.Spec(
-        _fused_calls(st, "FusedResizeAndPadConv2D"), grad_oracle="fd",
+    jvp=rules.per_op(_bilinear_jvp), transpose=_fused_resize_transpose,
+    batching=rules.per_op(_fold_input_batching, fused_resize_and_pad_conv2d),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _fused_calls(st, op.op_type), grad_oracle="fd",
         ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN, **_CONV_TOL,
-        **_GRAD_TOL, note=_FUSED_NOTE))
+        **_GRAD_TOL, note=_FUSED_NOTE)))

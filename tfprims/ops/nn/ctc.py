@@ -334,9 +334,9 @@ def _check(null_ends):
 # Rules
 
 
-def _jvp(op_type):
+def _jvp(op):
   def rule(primals, tangents, **params):
-    loss, grad = getattr(tfops, op_type)(*primals, **params)
+    loss, grad = op(*primals, **params)
     t = tangents[0]
     if type(t) is ad.Zero:
       return [loss, grad], [rules.zero_tangent(loss), rules.zero_tangent(grad)]
@@ -350,7 +350,7 @@ def _jvp(op_type):
   return rule
 
 
-def _batching(op_type):
+def _batching(op):
   """The vmapped axis folded into the op's batch: logits ``[T, k * B, C]``, label
   indices offset by ``k * B`` per example (out-of-range ones kept out of range)."""
   def rule(args, dims, **params):
@@ -373,7 +373,7 @@ def _batching(op_type):
     idx = tfops.SelectV2(ok, tfops.AddV2(idx, offsets), np.array(-1, itype))
     idx = rules.reshape(idx, (size * n, 2))
     vals = rules.reshape(rules.with_batch_axis(vals, dv, size), (size * n,))
-    loss, grad = getattr(tfops, op_type)(x, idx, vals, lens, **params)
+    loss, grad = op(x, idx, vals, lens, **params)
     return [rules.reshape(loss, (size, batch)),
             rules.reshape(grad, (t_max, size, batch, num_classes))], [0, 1]
   return rule
@@ -381,13 +381,13 @@ def _batching(op_type):
 
 CTCLoss = register_op(
     "CTCLoss", _ctc_loss, family=FAMILY, attrs=_ATTRS, multiple_results=True,
-    jvp=_jvp("CTCLoss"), batching=_batching("CTCLoss"), check=_check(True),
-    spec=lambda st: _ctc_spec(st, "CTCLoss"))
+    jvp=rules.per_op(_jvp), batching=rules.per_op(_batching), check=_check(True),
+    spec=rules.per_op(lambda op: lambda st: _ctc_spec(st, op.op_type)))
 
 CTCLossV2 = register_op(
     "CTCLossV2", _ctc_loss_v2, family=FAMILY, attrs=_ATTRS, multiple_results=True,
-    jvp=_jvp("CTCLossV2"), batching=_batching("CTCLossV2"), check=_check(False),
-    spec=lambda st: _ctc_spec(st, "CTCLossV2"))
+    jvp=rules.per_op(_jvp), batching=rules.per_op(_batching), check=_check(False),
+    spec=rules.per_op(lambda op: lambda st: _ctc_spec(st, op.op_type)))
 
 
 # --- property-test strategies (hypothesis is imported lazily) ---------------------

@@ -283,11 +283,11 @@ def _tangent_transpose(cts, *operands, op_type, **params):
 ad.primitive_transposes[tangent_p] = _tangent_transpose
 
 
-def _forward_jvp(op_type):
+def _forward_jvp(op):
   def rule(primals, tangents, **params):
-    outs = getattr(tfops, op_type)(*primals, **params)
+    outs = op(*primals, **params)
     ts = [rules.instantiate(t) for t in tangents[:4]]
-    touts = tangent_p.bind(*ts, *primals, op_type=op_type, **params)
+    touts = tangent_p.bind(*ts, *primals, op_type=op.op_type, **params)
     return outs, [*touts, *(rules.zero_tangent(o) for o in outs[3:])]
   return rule
 
@@ -580,48 +580,49 @@ _V3_ATTRS = _ATTRS + ("num_proj", "time_major")
 _LAYOUT_STATIC = ("num_layers", "num_units", "input_size")
 
 
-def _forward_spec(op_type):
-  return lambda st: st.Spec(_rnn_calls(st, op_type), oracle=_forward_oracle(op_type),
+def _forward_spec(op):
+  return lambda st: st.Spec(_rnn_calls(st, op.op_type), oracle=_forward_oracle(op.op_type),
                             note=_RNN_NOTE, **_TOL, **_SPEC_COST)
 
 
-def _backprop_spec(op_type):
-  return lambda st: st.Spec(_rnn_calls(st, op_type, True), oracle=_backprop_oracle(op_type),
+def _backprop_spec(op):
+  return lambda st: st.Spec(_rnn_calls(st, op.op_type, True), oracle=_backprop_oracle(op.op_type),
                             note=_BACKPROP_NOTE, **_TOL, **_SPEC_COST)
 
 
 CudnnRNN = register_op(
     "CudnnRNN", _cudnn_rnn, family="nn", attrs=_ATTRS, multiple_results=True,
-    jvp=_forward_jvp("CudnnRNN"), spec=_forward_spec("CudnnRNN"))
+    jvp=rules.per_op(_forward_jvp), spec=rules.per_op(_forward_spec))
 
 CudnnRNNV2 = register_op(
     "CudnnRNNV2", _cudnn_rnn_v2, family="nn", attrs=_ATTRS, multiple_results=True,
-    jvp=_forward_jvp("CudnnRNNV2"), spec=_forward_spec("CudnnRNNV2"))
+    jvp=rules.per_op(_forward_jvp), spec=rules.per_op(_forward_spec))
 
 CudnnRNNV3 = register_op(
     "CudnnRNNV3", _cudnn_rnn_v3, family="nn", attrs=_V3_ATTRS, multiple_results=True,
-    jvp=_forward_jvp("CudnnRNNV3"), spec=_forward_spec("CudnnRNNV3"))
+    jvp=rules.per_op(_forward_jvp), spec=rules.per_op(_forward_spec))
 
 CudnnRNNBackprop = register_op(
     "CudnnRNNBackprop", _cudnn_rnn_backprop, family="nn", attrs=_ATTRS,
-    multiple_results=True, spec=_backprop_spec("CudnnRNNBackprop"))
+    multiple_results=True, spec=rules.per_op(_backprop_spec))
 
 CudnnRNNBackpropV2 = register_op(
     "CudnnRNNBackpropV2", _cudnn_rnn_backprop_v2, family="nn", attrs=_ATTRS,
-    multiple_results=True, spec=_backprop_spec("CudnnRNNBackpropV2"))
+    multiple_results=True, spec=rules.per_op(_backprop_spec))
 
 CudnnRNNBackpropV3 = register_op(
     "CudnnRNNBackpropV3", _cudnn_rnn_backprop_v3, family="nn", attrs=_V3_ATTRS,
-    multiple_results=True, spec=_backprop_spec("CudnnRNNBackpropV3"))
+    multiple_results=True, spec=rules.per_op(_backprop_spec))
 
 CudnnRNNParamsSize = register_op(
     "CudnnRNNParamsSize", _params_size, family="nn", static=_LAYOUT_STATIC,
     attrs=("S",) + _ATTRS + ("num_proj",),
-    spec=lambda st: st.Spec(_layout_calls(st, "CudnnRNNParamsSize"), oracle=_tf_params_size,
-                            note=_LAYOUT_NOTE, skip=dict(
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _layout_calls(st, op.op_type), oracle=_tf_params_size,
+        note=_LAYOUT_NOTE, skip=dict(
                                 vmap="no non-static inputs to batch",
                                 jvp="an integer output of static inputs only",
-                                vjp="an integer output of static inputs only")))
+                                vjp="an integer output of static inputs only"))))
 
 
 def _layout_op(op_type, impl, counts, v2):

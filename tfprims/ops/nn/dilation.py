@@ -152,14 +152,14 @@ def _backprop_transpose(which):
   return rule
 
 
-def _channel_batching(op_type):
+def _channel_batching(op):
   """vmap: the batch axis merged into the channels (the last axis of every operand),
   B-major, and split back from the output's channels."""
   def rule(args, dims, **p):
     b = rules.batch_size(args, dims)
     merged = [_batch_into_axis(a, d, np.ndim(a) - (d is not None) - 1, b)
               for a, d in zip(args, dims)]
-    out = getattr(tfops, op_type)(*merged, **p)
+    out = op(*merged, **p)
     out = _split_axis(out, out.ndim - 1, b)
     return jnp.moveaxis(out, out.ndim - 2, 0), 0
   return rule
@@ -218,11 +218,11 @@ _TOL = dict(rtol={"float16": 1e-2, "bfloat16": 2e-2}, atol={"float16": 1e-2, "bf
 
 Dilation2D = register_op(
     "Dilation2D", dilation2d, family="nn", attrs=_ATTRS, shape_rule=_dilation_shape,
-    jvp=_dilation_jvp, batching=_channel_batching("Dilation2D"),
-    spec=lambda st: st.Spec(
-        _dilation_calls(st, "Dilation2D", _DTYPES), sanitize_grads=False, **_TOL,
+    jvp=_dilation_jvp, batching=rules.per_op(_channel_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _dilation_calls(st, op.op_type, _DTYPES), sanitize_grads=False, **_TOL,
         note="TF's scan: NaN never wins, ties go to the first position, windows without a "
-             "winner give the lowest finite value; the gradient follows TF's backprops."))
+             "winner give the lowest finite value; the gradient follows TF's backprops.")))
 
 _BACKPROP_NOTE = ("TF registers no gradient: the derivative in out_backprop (linear) is "
                   "checked by central differences, the transpose against our JVP.")
@@ -231,16 +231,18 @@ Dilation2DBackpropInput = register_op(
     "Dilation2DBackpropInput", dilation2d_backprop_input, family="nn", attrs=_ATTRS,
     jvp=(None, None, lambda t, x, f, g, **p: tfops.Dilation2DBackpropInput(x, f, t, **p)),
     transpose=_backprop_transpose("input"),
-    batching=_channel_batching("Dilation2DBackpropInput"),
-    spec=lambda st: st.Spec(_dilation_calls(st, "Dilation2DBackpropInput", _DTYPES),
-                            diff_args=("out_backprop",), grad_oracle="fd", **_TOL,
-                            note=_BACKPROP_NOTE))
+    batching=rules.per_op(_channel_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _dilation_calls(st, op.op_type, _DTYPES),
+        diff_args=("out_backprop",), grad_oracle="fd", **_TOL,
+        note=_BACKPROP_NOTE)))
 
 Dilation2DBackpropFilter = register_op(
     "Dilation2DBackpropFilter", dilation2d_backprop_filter, family="nn", attrs=_ATTRS,
     jvp=(None, None, lambda t, x, f, g, **p: tfops.Dilation2DBackpropFilter(x, f, t, **p)),
     transpose=_backprop_transpose("filter"),
-    batching=_channel_batching("Dilation2DBackpropFilter"),
-    spec=lambda st: st.Spec(_dilation_calls(st, "Dilation2DBackpropFilter", _DTYPES),
-                            diff_args=("out_backprop",), grad_oracle="fd", **_TOL,
-                            note=_BACKPROP_NOTE))
+    batching=rules.per_op(_channel_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _dilation_calls(st, op.op_type, _DTYPES),
+        diff_args=("out_backprop",), grad_oracle="fd", **_TOL,
+        note=_BACKPROP_NOTE)))

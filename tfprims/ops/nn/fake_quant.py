@@ -97,12 +97,12 @@ def _mask_like(mask, x):
   return tfops.Cast(mask, DstT=rules.dtype_of(x), Truncate=False)
 
 
-def _vars_jvp(op_type):
-  grad_op = op_type + "Gradient"
+def _vars_jvp(op):
+  grad_op = op.op_type + "Gradient"
 
   def rule(primals, tangents, **p):
     x, mn, mx = primals
-    out = getattr(tfops, op_type)(x, mn, mx, **p)
+    out = op(x, mn, mx, **p)
     tx, tmin, tmax = tangents
     terms = []
     if type(tx) is not ad.Zero:
@@ -122,7 +122,7 @@ def _vars_jvp(op_type):
   return rule
 
 
-def _vars_grad_transpose(op_type):
+def _vars_grad_transpose(op):
   """The Gradient op is linear in ``gradients``: its transpose maps the cotangents of
   (backprops, backprop_wrt_min, backprop_wrt_max) back through the three masks."""
   def rule(cts, gradients, inputs, mn, mx, **p):
@@ -130,7 +130,7 @@ def _vars_grad_transpose(op_type):
     shape = rules.shape_of(inputs)
     terms = []
     if type(c_x) is not ad.Zero:
-      terms.append(getattr(tfops, op_type)(c_x, inputs, mn, mx, **p)[0])
+      terms.append(op(c_x, inputs, mn, mx, **p)[0])
     if type(c_min) is not ad.Zero or type(c_max) is not ad.Zero:
       _, below, above = _masks(inputs, mn, mx, **p)
       for c, mask in ((c_min, below), (c_max, above)):
@@ -146,7 +146,7 @@ def _vars_grad_transpose(op_type):
   return rule
 
 
-def _vars_batching(op_type, per_channel):
+def _vars_batching(op, per_channel):
   """vmap: a batched input alone re-binds the op (min/max are scalars, or per channel
   along the last axis, which the batch axis moved to the front leaves last); batched
   min/max fall back to jax.vmap of the impl."""
@@ -158,7 +158,7 @@ def _vars_batching(op_type, per_channel):
       return fallback(args, dims, **p)
     if per_channel:
       x, dx = rules.to_front(x, dx), 0
-    return getattr(tfops, op_type)(x, mn, mx, **p), dx
+    return op(x, mn, mx, **p), dx
   return rule
 
 
@@ -207,8 +207,8 @@ _FQ_ATTRS = ("num_bits", "narrow_range")
 FakeQuantWithMinMaxArgs = register_op(
     "FakeQuantWithMinMaxArgs", _fq_args, family="nn",
     attrs=("min", "max", "num_bits", "narrow_range"), batching="elementwise",
-    jvp=rules.output_jvp("FakeQuantWithMinMaxArgs", lambda t, y, x, **p:
-                         tfops.FakeQuantWithMinMaxArgsGradient(t, x, **p)),
+    jvp=rules.per_op(rules.output_jvp, lambda t, y, x, **p:
+                     tfops.FakeQuantWithMinMaxArgsGradient(t, x, **p)),
     spec=lambda st: st.Spec(_fq_calls(st, "args", False), note=_NOTE,
                             grad_oracle="vjp"))
 
@@ -221,38 +221,38 @@ FakeQuantWithMinMaxArgsGradient = register_op(
 
 FakeQuantWithMinMaxVars = register_op(
     "FakeQuantWithMinMaxVars", _fq_vars, family="nn", attrs=_FQ_ATTRS,
-    jvp=_vars_jvp("FakeQuantWithMinMaxVars"),
-    batching=_vars_batching("FakeQuantWithMinMaxVars", False),
+    jvp=rules.per_op(_vars_jvp),
+    batching=rules.per_op(_vars_batching, False),
     spec=lambda st: st.Spec(_fq_calls(st, "vars", False), note=_NOTE,
                             grad_oracle="vjp"))
 
 FakeQuantWithMinMaxVarsPerChannel = register_op(
     "FakeQuantWithMinMaxVarsPerChannel", _fq_vars, family="nn", attrs=_FQ_ATTRS,
-    jvp=_vars_jvp("FakeQuantWithMinMaxVarsPerChannel"),
-    batching=_vars_batching("FakeQuantWithMinMaxVarsPerChannel", True),
+    jvp=rules.per_op(_vars_jvp),
+    batching=rules.per_op(_vars_batching, True),
     spec=lambda st: st.Spec(_fq_calls(st, "channel", False), note=_NOTE,
                             grad_oracle="vjp"))
 
 
-def _vars_grad_jvp(op_type):
+def _vars_grad_jvp(op):
   def rule(primals, tangents, **p):
-    out = getattr(tfops, op_type)(*primals, **p)
+    out = op(*primals, **p)
     tg = tangents[0]
     if type(tg) is ad.Zero:
       return out, [rules.zero_tangent(o) for o in out]
-    return out, list(getattr(tfops, op_type)(tg, *primals[1:], **p))
+    return out, list(op(tg, *primals[1:], **p))
   return rule
 
 
 FakeQuantWithMinMaxVarsGradient = register_op(
     "FakeQuantWithMinMaxVarsGradient", _fq_vars_grad, family="nn", attrs=_FQ_ATTRS,
-    multiple_results=True, jvp=_vars_grad_jvp("FakeQuantWithMinMaxVarsGradient"),
-    transpose=_vars_grad_transpose("FakeQuantWithMinMaxVarsGradient"),
+    multiple_results=True, jvp=rules.per_op(_vars_grad_jvp),
+    transpose=rules.per_op(_vars_grad_transpose),
     spec=lambda st: st.Spec(_fq_calls(st, "vars", True), diff_args=("gradients",)))
 
 FakeQuantWithMinMaxVarsPerChannelGradient = register_op(
     "FakeQuantWithMinMaxVarsPerChannelGradient", _fq_vars_grad, family="nn",
     attrs=_FQ_ATTRS, multiple_results=True,
-    jvp=_vars_grad_jvp("FakeQuantWithMinMaxVarsPerChannelGradient"),
-    transpose=_vars_grad_transpose("FakeQuantWithMinMaxVarsPerChannelGradient"),
+    jvp=rules.per_op(_vars_grad_jvp),
+    transpose=rules.per_op(_vars_grad_transpose),
     spec=lambda st: st.Spec(_fq_calls(st, "channel", True), diff_args=("gradients",)))

@@ -330,7 +330,7 @@ def _avg_pool_transpose(cts, key, x, **p):
                                             overlapping=p.get("overlapping", False))]
 
 
-def _forward_batching(op_type, impl):
+def _forward_batching(op, impl):
   """Key unbatched: fold the batch into N (one draw, as one TF call over the batch);
   a batched key draws per member (vmap of the impl)."""
   fallback = derived.vmap_batching(impl, True)
@@ -340,7 +340,7 @@ def _forward_batching(op_type, impl):
     if kd is not None:
       return fallback(args, dims, **p)
     b = x.shape[xd]
-    out, rows, cols = getattr(tfops, op_type)(key, merge_batch(x, xd), **p)
+    out, rows, cols = op(key, merge_batch(x, xd), **p)
     return [split_batch(out, b), rows, cols], [0, None, None]
   return rule
 
@@ -380,13 +380,13 @@ _POOL_ATTRS = ("pooling_ratio", "pseudo_random", "overlapping")
 FractionalMaxPool = register_op(
     "FractionalMaxPool", _fractional_pool("max"), family="nn", attrs=_POOL_ATTRS,
     uses_rng=True, multiple_results=True, jvp=_max_pool_jvp,
-    batching=_forward_batching("FractionalMaxPool", _fractional_pool("max")),
+    batching=rules.per_op(_forward_batching, _fractional_pool("max")),
     spec=lambda st: _forward_spec(st, "MaxPool"))
 
 FractionalAvgPool = register_op(
     "FractionalAvgPool", _fractional_pool("avg"), family="nn", attrs=_POOL_ATTRS,
     uses_rng=True, multiple_results=True, jvp=_avg_pool_jvp, transpose=_avg_pool_transpose,
-    batching=_forward_batching("FractionalAvgPool", _fractional_pool("avg")),
+    batching=rules.per_op(_forward_batching, _fractional_pool("avg")),
     spec=lambda st: _forward_spec(st, "AvgPool"))
 
 

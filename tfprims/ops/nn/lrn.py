@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from tfprims import rules
 from tfprims.core import register_op
 from tfprims.ops.nn._specs import _tf_call
 from tfprims.ops.shared import fold_batching
@@ -79,7 +80,7 @@ def lrn(input, *, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5):
 
 LRN = register_op(
     "LRN", lrn, family="nn", attrs=("depth_radius", "bias", "alpha", "beta"),
-    batching=fold_batching("LRN"),
+    batching=rules.per_op(fold_batching),
     spec=lambda st: st.Spec(
         _lrn_calls(st), rtol={"float16": 1e-2, "float32": 1e-5},
         atol={"float16": 1e-2, "float32": 1e-6}))
@@ -131,7 +132,7 @@ def _lrn_calls(st, grad=False):
 
 LRNGrad = register_op(
     "LRNGrad", lrn_grad, family="nn", attrs=("depth_radius", "bias", "alpha", "beta"),
-    batching=fold_batching("LRNGrad"),
+    batching=rules.per_op(fold_batching),
     spec=lambda st: st.Spec(_lrn_calls(st, grad=True), diff_args=("input_grads",),
                             rtol={"float16": 2e-2, "float32": 1e-4},
                             atol={"float16": 2e-2, "float32": 1e-5},

@@ -202,11 +202,11 @@ def _gradgrad_params(p):
   return q
 
 
-def _max_pool_jvp(op_type):
+def _max_pool_jvp(op):
   """Tangent = tf.MaxPoolGradGrad(x, y, t): t read at each window's first max."""
   def rule(primals, tangents, **p):
     (x,), (t,) = primals, tangents
-    y = getattr(tfops, op_type)(x, **p)
+    y = op(x, **p)
     return y, tfops.MaxPoolGradGrad(x, y, ad.instantiate_zeros(t), **_gradgrad_params(p))
   return rule
 
@@ -398,79 +398,79 @@ def _pool_shape(input, *, ksize, strides, padding, explicit_paddings=(), data_fo
 
 MaxPool = register_op(
     "MaxPool", max_pool, family="nn", attrs=_POOL_ATTRS, shape_rule=_pool_shape,
-    jvp=_max_pool_jvp("MaxPool"),
-    batching=fold_batching("MaxPool"),
-    spec=lambda st: st.Spec(
-        _pool_calls(st, "MaxPool", ("float16", "bfloat16", "float32", "float64") + st.SIGNED
+    jvp=rules.per_op(_max_pool_jvp),
+    batching=rules.per_op(fold_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _pool_calls(st, op.op_type, ("float16", "bfloat16", "float32", "float64") + st.SIGNED
                     + ("uint8", "uint16"), explicit=True, ties=True),
 
         sanitize_grads=False,
         note="NaN never wins and results are clamped below at the lowest finite value, as "
              "TF's CPU kernels do. The gradient (MaxPoolGrad) and the tangent "
-             "(MaxPoolGradGrad) follow TF's two kernels, which differ on NaN windows."))
+             "(MaxPoolGradGrad) follow TF's two kernels, which differ on NaN windows.")))
 
 MaxPoolV2 = register_op(
     "MaxPoolV2", max_pool_v2, family="nn", static=("ksize", "strides"),
-    attrs=("padding", "data_format"), jvp=_max_pool_jvp("MaxPoolV2"),
-    batching=fold_batching("MaxPoolV2"),
-    spec=lambda st: st.Spec(
-        _pool_calls(st, "MaxPoolV2", ("float16", "bfloat16", "float32", "float64") + st.SIGNED
-                    + ("uint8", "uint16"), v2=True, ties=True)))
+    attrs=("padding", "data_format"), jvp=rules.per_op(_max_pool_jvp),
+    batching=rules.per_op(fold_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _pool_calls(st, op.op_type, ("float16", "bfloat16", "float32", "float64") + st.SIGNED
+                    + ("uint8", "uint16"), v2=True, ties=True))))
 
 MaxPoolGrad = register_op(
     "MaxPoolGrad", max_pool_grad, family="nn", attrs=_POOL_ATTRS,
     jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPoolGrad(x, y, t, **p)),
-    transpose=_max_pool_grad_transpose, batching=fold_batching("MaxPoolGrad"),
-    spec=lambda st: st.Spec(
-        _pool_calls(st, "MaxPoolGrad", ("float16", "bfloat16", "float32", "float64"),
+    transpose=_max_pool_grad_transpose, batching=rules.per_op(fold_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _pool_calls(st, op.op_type, ("float16", "bfloat16", "float32", "float64"),
                     special=False, ties=True),
         diff_args=("grad",), sanitize_grads=False, **_HALF_TOL,
-        note="float dtypes only (TF also has integer kernels)."))
+        note="float dtypes only (TF also has integer kernels).")))
 
 MaxPoolGradGrad = register_op(
     "MaxPoolGradGrad", max_pool_grad_grad, family="nn",
     attrs=("ksize", "strides", "padding", "data_format"),
     jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPoolGradGrad(x, y, t, **p)),
-    transpose=_max_pool_grad_grad_transpose, batching=fold_batching("MaxPoolGradGrad"),
-    spec=lambda st: st.Spec(
-        _pool_calls(st, "MaxPoolGradGrad", ("float16", "bfloat16", "float32", "float64"),
+    transpose=_max_pool_grad_grad_transpose, batching=rules.per_op(fold_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _pool_calls(st, op.op_type, ("float16", "bfloat16", "float32", "float64"),
                     special=False, ties=True),
         diff_args=("grad",), vmap_variation="none", sanitize_grads=False,
         note="float dtypes only (TF also has integer kernels). orig_output is ignored "
              "(recomputed); TF's kernel matches it against orig_input, so the vmap check "
-             "keeps batch members consistent (copies)."))
+             "keeps batch members consistent (copies).")))
 
 MaxPoolGradV2 = register_op(
     "MaxPoolGradV2", max_pool_grad, family="nn", static=("ksize", "strides"),
     attrs=("padding", "data_format"),
     jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPoolGradV2(x, y, t, **p)),
     transpose=lambda ct, x, y, g, **p: [None, None, tfops.MaxPoolGradGradV2(x, y, ct, **p)],
-    batching=fold_batching("MaxPoolGradV2"),
-    spec=lambda st: st.Spec(
-        _pool_calls(st, "MaxPoolGradV2", ("float16", "bfloat16", "float32", "float64"),
+    batching=rules.per_op(fold_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _pool_calls(st, op.op_type, ("float16", "bfloat16", "float32", "float64"),
                     v2=True, special=False, ties=True),
-        diff_args=("grad",), sanitize_grads=False, **_HALF_TOL, note="float dtypes only."))
+        diff_args=("grad",), sanitize_grads=False, **_HALF_TOL, note="float dtypes only.")))
 
 MaxPoolGradGradV2 = register_op(
     "MaxPoolGradGradV2", max_pool_grad_grad_v2, family="nn", static=("ksize", "strides"),
     attrs=("padding", "data_format"),
     jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPoolGradGradV2(x, y, t, **p)),
     transpose=lambda ct, x, y, g, **p: [None, None, tfops.MaxPoolGradV2(x, y, ct, **p)],
-    batching=fold_batching("MaxPoolGradGradV2"),
-    spec=lambda st: st.Spec(
-        _pool_calls(st, "MaxPoolGradGradV2", ("float16", "bfloat16", "float32", "float64"),
+    batching=rules.per_op(fold_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _pool_calls(st, op.op_type, ("float16", "bfloat16", "float32", "float64"),
                     v2=True, special=False, ties=True),
         diff_args=("grad",), vmap_variation="none", sanitize_grads=False,
-        note="float dtypes only."))
+        note="float dtypes only.")))
 
 AvgPool = register_op(
     "AvgPool", avg_pool, family="nn", attrs=("ksize", "strides", "padding", "data_format"),
     shape_rule=_pool_shape, linear=True,
     transpose=lambda ct, x, **p: [tfops.AvgPoolGrad(ct, orig_input_shape=rules.shape_of(x), **p)],
-    batching=fold_batching("AvgPool"),
-    spec=lambda st: st.Spec(
-        _pool_calls(st, "AvgPool", ("float16", "bfloat16", "float32", "float64"),
-                    special=True, huge=True), **_HALF_TOL))
+    batching=rules.per_op(fold_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _pool_calls(st, op.op_type, ("float16", "bfloat16", "float32", "float64"),
+                    special=True, huge=True), **_HALF_TOL)))
 
 
 def _fix_orig_shape(p, b):
@@ -482,7 +482,7 @@ AvgPoolGrad = register_op(
     "AvgPoolGrad", avg_pool_grad, family="nn", static=("orig_input_shape",),
     attrs=("ksize", "strides", "padding", "data_format"), linear=True,
     transpose=lambda ct, g, *, orig_input_shape, **p: [tfops.AvgPool(ct, **p)],
-    batching=fold_batching("AvgPoolGrad", _fix_orig_shape),
-    spec=lambda st: st.Spec(
-        _pool_calls(st, "AvgPoolGrad", ("float16", "bfloat16", "float32", "float64"),
-                    ), **_HALF_TOL))
+    batching=rules.per_op(fold_batching, _fix_orig_shape),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _pool_calls(st, op.op_type, ("float16", "bfloat16", "float32", "float64"),
+                    ), **_HALF_TOL)))

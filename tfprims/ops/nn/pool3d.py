@@ -201,42 +201,42 @@ _TOL = dict(rtol={"bfloat16": 2e-2}, atol={"bfloat16": 2e-2})
 
 MaxPool3D = register_op(
     "MaxPool3D", max_pool3d, family="nn", attrs=_ATTRS, shape_rule=_pool3d_shape,
-    jvp=_max_pool3d_jvp, batching=fold_batching("MaxPool3D"),
-    spec=lambda st: st.Spec(
-        _pool3d_calls(st, "MaxPool3D", ties=True), sanitize_grads=False,
+    jvp=_max_pool3d_jvp, batching=rules.per_op(fold_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _pool3d_calls(st, op.op_type, ties=True), sanitize_grads=False,
         note="float32/bfloat16 (TF's CPU kernels). NaN never wins; results are clamped "
              "below at the lowest finite value. The gradient (MaxPool3DGrad: every element "
              "within 1e-5 of the max) and the tangent (MaxPool3DGradGrad: the first equal "
-             "one) follow TF's two kernels."))
+             "one) follow TF's two kernels.")))
 
 MaxPool3DGrad = register_op(
     "MaxPool3DGrad", max_pool3d_grad, family="nn", attrs=_ATTRS,
     jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPool3DGrad(x, y, t, **p)),
     transpose=lambda ct, x, y, g, **p: [None, None, tfops.MaxPool3DGradGrad(x, y, ct, **p)],
-    batching=fold_batching("MaxPool3DGrad"),
-    spec=lambda st: st.Spec(
-        _pool3d_calls(st, "MaxPool3DGrad", ties=True), diff_args=("grad",),
+    batching=rules.per_op(fold_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _pool3d_calls(st, op.op_type, ties=True), diff_args=("grad",),
         sanitize_grads=False, **_TOL,
-        note="NDHWC (TF's CPU kernel). Reads orig_output (not recomputed)."))
+        note="NDHWC (TF's CPU kernel). Reads orig_output (not recomputed).")))
 
 MaxPool3DGradGrad = register_op(
     "MaxPool3DGradGrad", max_pool3d_grad_grad, family="nn", attrs=_ATTRS,
     jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPool3DGradGrad(x, y, t, **p)),
     transpose=lambda ct, x, y, g, **p: [None, None, tfops.MaxPool3DGrad(x, y, ct, **p)],
-    batching=fold_batching("MaxPool3DGradGrad"),
-    spec=lambda st: st.Spec(
-        _pool3d_calls(st, "MaxPool3DGradGrad", ties=True), diff_args=("grad",),
+    batching=rules.per_op(fold_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _pool3d_calls(st, op.op_type, ties=True), diff_args=("grad",),
         sanitize_grads=False, **_TOL,
         note="NDHWC, float32/bfloat16 (TF's CPU kernel has more dtypes; no differentiable "
-             "graph needs them). Reads orig_output (not recomputed)."))
+             "graph needs them). Reads orig_output (not recomputed).")))
 
 AvgPool3D = register_op(
     "AvgPool3D", avg_pool3d, family="nn", attrs=_ATTRS, shape_rule=_pool3d_shape,
     linear=True,
     transpose=lambda ct, x, **p: [tfops.AvgPool3DGrad(ct, orig_input_shape=rules.shape_of(x),
                                                       **p)],
-    batching=fold_batching("AvgPool3D"),
-    spec=lambda st: st.Spec(_pool3d_calls(st, "AvgPool3D"), **_TOL))
+    batching=rules.per_op(fold_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(_pool3d_calls(st, op.op_type), **_TOL)))
 
 
 def _fix_orig_shape(p, b):
@@ -248,5 +248,5 @@ AvgPool3DGrad = register_op(
     "AvgPool3DGrad", avg_pool3d_grad, family="nn", static=("orig_input_shape",),
     attrs=_ATTRS, linear=True,
     transpose=lambda ct, g, *, orig_input_shape, **p: [tfops.AvgPool3D(ct, **p)],
-    batching=fold_batching("AvgPool3DGrad", _fix_orig_shape),
-    spec=lambda st: st.Spec(_pool3d_calls(st, "AvgPool3DGrad"), **_TOL))
+    batching=rules.per_op(fold_batching, _fix_orig_shape),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(_pool3d_calls(st, op.op_type), **_TOL)))

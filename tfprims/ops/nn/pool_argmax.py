@@ -124,7 +124,7 @@ def _with_argmax_batching(args, dims, **p):
   return (y, argmax), (0, 0)
 
 
-def _grad_batching(op_type):
+def _grad_batching(op):
   """Folds the batch into N and makes every index global over the folded batch
   (include_batch_in_index=True); an index out of its member's range stays out of range."""
   def rule(args, dims, **p):
@@ -136,8 +136,8 @@ def _grad_batching(op_type):
     offset = jnp.arange(b, dtype=idx.dtype).reshape((b,) + (1,) * (idx.ndim - 1))
     idx = jnp.where(_in_range(idx, member.size), idx + offset * np.array(member.size, idx.dtype),
                     np.array(-1, idx.dtype))
-    out = getattr(tfops, op_type)(merge_batch(x, 0), merge_batch(g, 0), merge_batch(idx, 0),
-                                  **dict(p, include_batch_in_index=True))
+    out = op(merge_batch(x, 0), merge_batch(g, 0), merge_batch(idx, 0),
+             **dict(p, include_batch_in_index=True))
     return split_batch(out, b), 0
   return rule
 
@@ -214,10 +214,10 @@ MaxPoolWithArgmax = register_op(
     "MaxPoolWithArgmax", max_pool_with_argmax, family="nn", multiple_results=True,
     attrs=("ksize", "strides", "Targmax", "padding", "include_batch_in_index"),
     shape_rule=_with_argmax_shape, jvp=_with_argmax_jvp, batching=_with_argmax_batching,
-    spec=lambda st: st.Spec(
-        _argmax_calls(st, "MaxPoolWithArgmax", _DTYPES), sanitize_grads=False,
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _argmax_calls(st, op.op_type, _DTYPES), sanitize_grads=False,
         note="NHWC. The first real element, then only strictly greater ones (NaN first: "
-             "NaN; ties: the first), as TF's CPU kernel."))
+             "NaN; ties: the first), as TF's CPU kernel.")))
 
 MaxPoolGradWithArgmax = register_op(
     "MaxPoolGradWithArgmax", max_pool_grad_with_argmax, family="nn", attrs=_GRAD_ATTRS,
@@ -225,22 +225,22 @@ MaxPoolGradWithArgmax = register_op(
     jvp=(None, lambda t, x, g, a, **p: tfops.MaxPoolGradWithArgmax(x, t, a, **p), None),
     transpose=lambda ct, x, g, a, **p: [
         None, tfops.MaxPoolGradGradWithArgmax(x, ct, a, **p), None],
-    batching=_grad_batching("MaxPoolGradWithArgmax"),
-    spec=lambda st: st.Spec(
-        _argmax_calls(st, "MaxPoolGradWithArgmax", _DTYPES), diff_args=("grad",),
+    batching=rules.per_op(_grad_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _argmax_calls(st, op.op_type, _DTYPES), diff_args=("grad",),
         grad_oracle="fd", **_TOL,
         note="TF's gradient (MaxPoolGradGradWithArgmax) has no CPU kernel: "
              "derivatives are checked by central differences. Out-of-range argmax values "
-             "are dropped (TF's CPU kernel aborts)."))
+             "are dropped (TF's CPU kernel aborts).")))
 
 MaxPoolGradGradWithArgmax = register_op(
     "MaxPoolGradGradWithArgmax", max_pool_grad_grad_with_argmax, family="nn",
     attrs=_GRAD_ATTRS, check=_argmax_check,
     jvp=(None, lambda t, x, g, a, **p: tfops.MaxPoolGradGradWithArgmax(x, t, a, **p), None),
     transpose=lambda ct, x, g, a, **p: [None, tfops.MaxPoolGradWithArgmax(x, ct, a, **p), None],
-    batching=_grad_batching("MaxPoolGradGradWithArgmax"),
-    spec=lambda st: st.Spec(
-        _argmax_calls(st, "MaxPoolGradGradWithArgmax", _DTYPES), diff_args=("grad",),
+    batching=rules.per_op(_grad_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _argmax_calls(st, op.op_type, _DTYPES), diff_args=("grad",),
         oracle=tf_max_pool_grad_grad_with_argmax, **_TOL,
         note="TF has no CPU kernel: the oracle is the same gather written "
-             "with TF ops (tf.gather at the argmax). Out-of-range argmax values read 0."))
+             "with TF ops (tf.gather at the argmax). Out-of-range argmax values read 0.")))

@@ -257,9 +257,9 @@ def _lstm_cell_jvp(primals, tangents, **p):
   return outs, [z(outs[0]), dcs, z(outs[2]), z(outs[3]), z(outs[4]), z(outs[5]), dh]
 
 
-def _block_lstm_jvp(op_type, layout):
+def _block_lstm_jvp(op, layout):
   def rule(primals, tangents, **p):
-    outs = getattr(tfops, op_type)(*primals, **p)
+    outs = op(*primals, **p)
     seq_len_max, x, cs_prev, h_prev, *weights = primals
     _, dx, dcs0, dh0, *dweights = [rules.instantiate(t) for t in tangents]
     i, cs, f, o, ci, co, h = outs
@@ -314,7 +314,7 @@ def _gru_cell_jvp(primals, tangents):
 # --------------------------------------------------------------------------
 
 
-def _fold_batching(op_type, impl, batch_axes, out_axis):
+def _fold_batching(op, impl, batch_axes, out_axis):
   """vmap of a forward op: with shared weights (operands whose ``batch_axes`` entry is
   None unbatched) the vmapped axis is merged into the examples' batch axis around one
   call of the op; per-example weights fall back to ``jax.vmap`` of the impl."""
@@ -334,7 +334,7 @@ def _fold_batching(op_type, impl, batch_axes, out_axis):
           shape = rules.shape_of(a)
         a = rules.reshape(a, shape[:ax] + (size * shape[ax + 1],) + shape[ax + 2:])
       merged.append(a)
-    outs = getattr(tfops, op_type)(*merged, **p)
+    outs = op(*merged, **p)
     split = []
     for o in outs:
       shape = rules.shape_of(o)
@@ -453,27 +453,27 @@ _BLOCK_AXES = (None, 1, 0, 0, None, None, None, None, None)
 LSTMBlockCell = register_op(
     "LSTMBlockCell", _lstm_block_cell, family="nn", attrs=_LSTM_ATTRS,
     multiple_results=True, jvp=_lstm_cell_jvp,
-    batching=_fold_batching("LSTMBlockCell", _lstm_block_cell, _CELL_AXES, 0),
+    batching=rules.per_op(_fold_batching, _lstm_block_cell, _CELL_AXES, 0),
     spec=lambda st: st.Spec(_cell_calls(st, False), note=_DERIV_NOTE + _CELL_NOTE, **_TOL))
 
 BlockLSTM = register_op(
     "BlockLSTM", _block_lstm_v1, family="nn", attrs=_LSTM_ATTRS, multiple_results=True,
-    jvp=_block_lstm_jvp("BlockLSTM", "icfo"),
-    batching=_fold_batching("BlockLSTM", _block_lstm_v1, _BLOCK_AXES, 1),
+    jvp=rules.per_op(_block_lstm_jvp, "icfo"),
+    batching=rules.per_op(_fold_batching, _block_lstm_v1, _BLOCK_AXES, 1),
     spec=lambda st: st.Spec(_block_calls(st, False, False), note=_DERIV_NOTE, **_TOL))
 
 BlockLSTMV2 = register_op(
     "BlockLSTMV2", _block_lstm_v2, family="nn", attrs=("cell_clip", "use_peephole"),
-    multiple_results=True, jvp=_block_lstm_jvp("BlockLSTMV2", "ifco"),
-    batching=_fold_batching("BlockLSTMV2", _block_lstm_v2, _BLOCK_AXES, 1),
+    multiple_results=True, jvp=rules.per_op(_block_lstm_jvp, "ifco"),
+    batching=rules.per_op(_fold_batching, _block_lstm_v2, _BLOCK_AXES, 1),
     spec=lambda st: st.Spec(_block_calls(st, True, False), note=_DERIV_NOTE,
                             skip={"jvp": _V2_SKIP, "vjp": _V2_SKIP}, **_TOL))
 
 GRUBlockCell = register_op(
     "GRUBlockCell", _gru_block_cell, family="nn", multiple_results=True,
     jvp=_gru_cell_jvp,
-    batching=_fold_batching("GRUBlockCell", _gru_block_cell, (0, 0, None, None, None, None),
-                            0),
+    batching=rules.per_op(_fold_batching, _gru_block_cell, (0, 0, None, None, None, None),
+                          0),
     spec=lambda st: st.Spec(_gru_calls(st, False), grad_oracle="fd",
                             note="TF has no gradient for GRUBlockCell: derivatives are "
                                  "checked against central differences."))

@@ -163,13 +163,13 @@ def _top_k_jvp(primals, tangents, **params):
   return [values, idx], [take_last_axis(t, idx), rules.zero_tangent(idx)]
 
 
-def _last_axis_batching(op_type):
+def _last_axis_batching(op):
   """For ops on the last axis: the batch axis in front, the op re-bound."""
   def rule(args, dims, **params):
     (x,), (d,) = args, dims
     if d == np.ndim(x) - 1:
       x, d = rules.move_axes(x, [d], [0]), 0
-    out = getattr(tfops, op_type)(x, **params)
+    out = op(x, **params)
     return (out, [d] * len(out)) if isinstance(out, (list, tuple)) else (out, d)
   return rule
 
@@ -177,7 +177,7 @@ def _last_axis_batching(op_type):
 TopKV2 = register_op(
     "TopKV2", _top_k_impl, family=FAMILY, static=("k",), attrs=("sorted", "index_type"),
     multiple_results=True, canonicalize=_top_k_canonicalize, jvp=_top_k_jvp,
-    batching=_last_axis_batching("TopKV2"),
+    batching=rules.per_op(_last_axis_batching),
     spec=lambda st: st.Spec(
         _top_k_calls(st), oracle=_sorted_top_k_oracle,
         note="sorted=False compared with TF's sorted=True result (checked to hold the "
@@ -222,7 +222,7 @@ def _nth_jvp(t, x, *, n, reverse):
 NthElement = register_op(
     "NthElement", _nth_impl, family=FAMILY, static=("n",), attrs=("reverse",),
     canonicalize=lambda params, *_: dict(params, n=_int(params["n"])),
-    jvp=(_nth_jvp,), batching=_last_axis_batching("NthElement"),
+    jvp=(_nth_jvp,), batching=rules.per_op(_last_axis_batching),
     spec=lambda st: st.Spec(_nth_calls(st), examples=0.5))
 
 
@@ -304,7 +304,7 @@ def _in_top_k(predictions, targets, k):
   return valid & finite & (larger.astype(jnp.result_type(k)) < k)
 
 
-def _in_top_k_batch(op_type):
+def _in_top_k_batch(op):
   """[V, B, C] predictions and [V, B] targets merged into V * B rows."""
   def rule(args, dims, **params):
     size = rules.batch_size(args, dims)
@@ -314,8 +314,8 @@ def _in_top_k_batch(op_type):
     p = rules.with_batch_axis(args[0], dims[0], size)
     t = rules.with_batch_axis(args[1], dims[1], size)
     rows = p.shape[1]
-    out = getattr(tfops, op_type)(rules.reshape(p, (size * rows, p.shape[2])),
-                                  rules.reshape(t, (size * rows,)), *args[2:], **params)
+    out = op(rules.reshape(p, (size * rows, p.shape[2])),
+             rules.reshape(t, (size * rows,)), *args[2:], **params)
     return rules.reshape(out, (size, rows)), 0
   return rule
 
@@ -324,14 +324,14 @@ _NO_GRAD = "boolean output (TF declares no gradient)"
 
 InTopK = register_op(
     "InTopK", lambda predictions, targets, *, k: _in_top_k(predictions, targets, k),
-    doc=_in_top_k.__doc__, family=FAMILY, attrs=("k",), jvp=rules.no_grad_jvp("InTopK"),
-    batching=_in_top_k_batch("InTopK"),
+    doc=_in_top_k.__doc__, family=FAMILY, attrs=("k",), jvp=rules.per_op(rules.no_grad_jvp),
+    batching=rules.per_op(_in_top_k_batch),
     spec=lambda st: st.Spec(_in_top_k_calls(st, v2=False),
                             skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD}))
 
 InTopKV2 = register_op(
-    "InTopKV2", _in_top_k, family=FAMILY, jvp=rules.no_grad_jvp("InTopKV2"),
-    batching=_in_top_k_batch("InTopKV2"),
+    "InTopKV2", _in_top_k, family=FAMILY, jvp=rules.per_op(rules.no_grad_jvp),
+    batching=rules.per_op(_in_top_k_batch),
     spec=lambda st: st.Spec(_in_top_k_calls(st, v2=True),
                             skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD}))
 

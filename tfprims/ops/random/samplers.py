@@ -126,14 +126,15 @@ def _random_spec(st):
                             "tests/test_random_more.py"))
 
 
-UniformCandidateSampler = register_op(
-    "UniformCandidateSampler",
-    _sampler("UniformCandidateSampler", _uniform_draw, _uniform_prob),
-    family=FAMILY, attrs=_ATTRS, uses_rng=True, multiple_results=True, spec=_random_spec)
-LogUniformCandidateSampler = register_op(
-    "LogUniformCandidateSampler",
-    _sampler("LogUniformCandidateSampler", _log_uniform_draw, _log_uniform_prob),
-    family=FAMILY, attrs=_ATTRS, uses_rng=True, multiple_results=True, spec=_random_spec)
+def _candidate_sampler(op_type, draw, prob):
+  return register_op(op_type, _sampler(op_type, draw, prob), family=FAMILY, attrs=_ATTRS,
+                     uses_rng=True, multiple_results=True, spec=_random_spec)
+
+
+UniformCandidateSampler = _candidate_sampler(
+    "UniformCandidateSampler", _uniform_draw, _uniform_prob)
+LogUniformCandidateSampler = _candidate_sampler(
+    "LogUniformCandidateSampler", _log_uniform_draw, _log_uniform_prob)
 
 
 # TF's unigram samplers learn their weights from the true classes of the runs of the node

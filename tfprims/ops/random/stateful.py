@@ -24,8 +24,8 @@ import numpy as np
 from jax import lax
 
 from tfprims import dtypes as tf_dtypes
-from tfprims import errors
-from tfprims.core import register_op, tfops
+from tfprims import errors, rules
+from tfprims.core import register_op
 from tfprims.interpreter import VariableHandle, bind_node
 from tfprims.ops.random.basic import (
     FAMILY, RANDOM_FLOATS, RANDOM_SKIPS, _full_int, _key_counter_key, _normal,
@@ -82,7 +82,7 @@ def _stateful(op_type, draw, delta=None):
   return impl
 
 
-def _interpret(op_type):
+def _interpret(op):
   def interpret(ctx, node, inputs):
     handle = inputs[0]
     if not isinstance(handle, VariableHandle):
@@ -90,7 +90,7 @@ def _interpret(op_type):
           f"{node.op} node '{node.name}' needs the generator's state variable captured by "
           "the function; got a value of another kind")
     state = ctx.state[handle.key]
-    out, new = bind_node(ctx, getattr(tfops, op_type), node, [state, *inputs[1:]])
+    out, new = bind_node(ctx, op, node, [state, *inputs[1:]])
     ctx.state[handle.key] = new
     return [out]
   return interpret
@@ -134,12 +134,12 @@ def _spec(st, op_type, extra):
   return spec
 
 
-def _define(op_type, draw, extra, *, attrs=("dtype",), delta=None):
+def _define(op_type, draw, extra, *, attrs=("dtype",), delta=None, spec=None):
   return register_op(
       op_type, _stateful(op_type, draw, delta), family=FAMILY,
       static=("algorithm", "shape"), attrs=attrs, multiple_results=True,
-      interpret=_interpret(op_type), reads_state=True, writes_state=True,
-      spec=lambda st: _spec(st, op_type, extra))
+      interpret=rules.per_op(_interpret), reads_state=True, writes_state=True,
+      spec=spec or (lambda st: _spec(st, op_type, extra)))
 
 
 def _float_dtype(st):
@@ -264,12 +264,7 @@ def _binomial_spec(st):
   return spec
 
 
-StatefulRandomBinomial = register_op(
+StatefulRandomBinomial = _define(
     "StatefulRandomBinomial",
-    _stateful("StatefulRandomBinomial",
-              lambda k, counts, probs, *, shape, dtype: binomial(k, counts, probs, shape,
-                                                                 dtype),
-              delta=_binomial_delta),
-    family=FAMILY, static=("algorithm", "shape"), attrs=("dtype",), multiple_results=True,
-    interpret=_interpret("StatefulRandomBinomial"), reads_state=True, writes_state=True,
-    spec=_binomial_spec)
+    lambda k, counts, probs, *, shape, dtype: binomial(k, counts, probs, shape, dtype),
+    None, delta=_binomial_delta, spec=_binomial_spec)

@@ -57,20 +57,20 @@ def _dot_canonicalize(params, *operands):
               precision_config=_common.precision_config(params["precision_config"]))
 
 
-def _rebind(op_type, lhs, rhs, params, **changes):
-  return getattr(tfops, op_type)(lhs, rhs, **dict(params, **changes))
+def _rebind(op, lhs, rhs, params, **changes):
+  return op(lhs, rhs, **dict(params, **changes))
 
 
-def _dot_jvp(op_type):
+def _dot_jvp(op):
   def rule(primals, tangents, **params):
     lhs, rhs = primals
     tl, tr = tangents
-    out = _rebind(op_type, lhs, rhs, params)
+    out = _rebind(op, lhs, rhs, params)
     terms = []
     if type(tl) is not ad.Zero:
-      terms.append(_rebind(op_type, tl, rhs, params))
+      terms.append(_rebind(op, tl, rhs, params))
     if type(tr) is not ad.Zero:
-      terms.append(_rebind(op_type, lhs, tr, params))
+      terms.append(_rebind(op, lhs, tr, params))
     if not terms:
       return out, rules.zero_tangent(out)
     return out, terms[0] if len(terms) == 1 else tfops.AddV2(terms[0], terms[1])
@@ -124,7 +124,7 @@ def _shift(dims):
   return tuple(d + 1 for d in dims)
 
 
-def _dot_batch(op_type):
+def _dot_batch(op):
   """A vmapped dot is the same dot with the batch axis added to its dimension
   numbers: a batch dimension when both operands are batched, a free dimension of
   the batched operand otherwise."""
@@ -134,13 +134,13 @@ def _dot_batch(op_type):
     lhs, rhs = rules.to_front(lhs, dl), rules.to_front(rhs, dr)
     if dl is not None and dr is not None:
       dn = ((_shift(lc), _shift(rc)), ((0,) + _shift(lb), (0,) + _shift(rb)))
-      return _rebind(op_type, lhs, rhs, params, dimension_numbers=dn), 0
+      return _rebind(op, lhs, rhs, params, dimension_numbers=dn), 0
     if dl is not None:
       dn = ((_shift(lc), rc), (_shift(lb), rb))
-      return _rebind(op_type, lhs, rhs, params, dimension_numbers=dn), len(lb)
+      return _rebind(op, lhs, rhs, params, dimension_numbers=dn), len(lb)
     dn = ((lc, _shift(rc)), (lb, _shift(rb)))
     n_lhs_free = np.ndim(lhs) - len(lc) - len(lb)
-    return _rebind(op_type, lhs, rhs, params, dimension_numbers=dn), len(lb) + n_lhs_free
+    return _rebind(op, lhs, rhs, params, dimension_numbers=dn), len(lb) + n_lhs_free
   return rule
 
 
@@ -274,13 +274,15 @@ _DOT_ATTRS = ("dimension_numbers", "precision_config")
 
 XlaDot = register_op(
     "XlaDot", _dot_v1_impl, family=FAMILY, attrs=_DOT_ATTRS,
-    canonicalize=_dot_canonicalize, jvp=_dot_jvp("XlaDot"), transpose=_dot_transpose,
-    batching=_dot_batch("XlaDot"), spec=lambda st: _dot_spec(st, "XlaDot", False))
+    canonicalize=_dot_canonicalize, jvp=rules.per_op(_dot_jvp), transpose=_dot_transpose,
+    batching=rules.per_op(_dot_batch), spec=rules.per_op(lambda op: lambda st: _dot_spec(
+        st, op.op_type, False)))
 
 XlaDotV2 = register_op(
     "XlaDotV2", _dot_v2_impl, family=FAMILY, attrs=_DOT_ATTRS + ("preferred_element_type",),
-    canonicalize=_dot_canonicalize, jvp=_dot_jvp("XlaDotV2"), transpose=_dot_transpose,
-    batching=_dot_batch("XlaDotV2"), spec=lambda st: _dot_spec(st, "XlaDotV2", True))
+    canonicalize=_dot_canonicalize, jvp=rules.per_op(_dot_jvp), transpose=_dot_transpose,
+    batching=rules.per_op(_dot_batch), spec=rules.per_op(lambda op: lambda st: _dot_spec(
+        st, op.op_type, True)))
 
 
 def _conv_calls(st, v2: bool):
@@ -346,19 +348,19 @@ _CONV_STATIC = ("window_strides", "padding", "lhs_dilation", "rhs_dilation",
                 "feature_group_count")
 
 
-def _conv_jvp(op_type):
-  return _dot_jvp(op_type)  # bilinear, like a dot
+def _conv_jvp(op):
+  return _dot_jvp(op)  # bilinear, like a dot
 
 
 XlaConv = register_op(
     "XlaConv", _conv_v1_impl, family=FAMILY, static=_CONV_STATIC, attrs=_DOT_ATTRS,
-    canonicalize=_conv_canonicalize, jvp=_conv_jvp("XlaConv"),
+    canonicalize=_conv_canonicalize, jvp=rules.per_op(_conv_jvp),
     transpose=_conv_transpose(_conv_v1_impl),
-    spec=lambda st: _conv_spec(st, "XlaConv", False))
+    spec=rules.per_op(lambda op: lambda st: _conv_spec(st, op.op_type, False)))
 
 XlaConvV2 = register_op(
     "XlaConvV2", _conv_v2_impl, family=FAMILY, static=_CONV_STATIC,
     attrs=_DOT_ATTRS + ("preferred_element_type", "batch_group_count"),
-    canonicalize=_conv_canonicalize, jvp=_conv_jvp("XlaConvV2"),
+    canonicalize=_conv_canonicalize, jvp=rules.per_op(_conv_jvp),
     transpose=_conv_transpose(_conv_v2_impl),
-    spec=lambda st: _conv_spec(st, "XlaConvV2", True))
+    spec=rules.per_op(lambda op: lambda st: _conv_spec(st, op.op_type, True)))

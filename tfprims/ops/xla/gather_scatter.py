@@ -104,11 +104,11 @@ XlaGather = register_op(
     attrs=("dimension_numbers", "indices_are_sorted"), canonicalize=_gather_canonicalize,
     jvp=(lambda t, x, i, **p: tfops.XlaGather(t, i, **p), None),
     transpose=_gather_transpose,
-    spec=lambda st: st.Spec(
-        _gather_calls(st), oracle=_common.jit_oracle("XlaGather",
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _gather_calls(st), oracle=_common.jit_oracle(op.op_type,
                                                      ("operand", "start_indices")),
         grad_oracle="fd", note="oracle: the op under tf.function(jit_compile=True); "
-        "derivatives against central differences (TF registers no gradient)"))
+        "derivatives against central differences (TF registers no gradient)")))
 
 
 # --- XlaScatter ---------------------------------------------------------------------------
@@ -208,11 +208,11 @@ XlaScatter = register_op(
     "XlaScatter", _scatter_impl, family=FAMILY,
     attrs=("update_computation", "dimension_numbers", "indices_are_sorted"),
     canonicalize=_scatter_canonicalize, interpret=_scatter_interpret,
-    spec=lambda st: st.Spec(
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
         _scatter_calls(st),
         oracle=_common.with_computations(
-            _common.jit_oracle("XlaScatter", ("operand", "scatter_indices", "updates")),
+            _common.jit_oracle(op.op_type, ("operand", "scatter_indices", "updates")),
             {"update_computation": "operand"}),
         grad_oracle="fd", rtol={"bfloat16": 5e-2},
         note="oracle: the op under tf.function(jit_compile=True), the drawn "
-        "update_computation as a TF function; derivatives against central differences"))
+        "update_computation as a TF function; derivatives against central differences")))

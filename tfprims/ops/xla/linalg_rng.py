@@ -101,7 +101,7 @@ _TOL = ("; float64 to 1e-7: XLA's Jacobi sweeps stop short of LAPACK's accuracy 
 XlaSvd = register_op(
     "XlaSvd", _svd_impl, family=FAMILY, multiple_results=True,
     attrs=("max_iter", "epsilon", "precision_config"), canonicalize=_canonicalize_svd,
-    batching=rules.leading_batching("XlaSvd"),
+    batching=rules.per_op(rules.leading_batching),
     spec=lambda st: st.Spec(_svd_calls(st), oracle=_svd_oracle(), grad_oracle="fd", examples=0.5,
                             vmap_variation="scale", rtol={"float32": 1e-4, "float64": 1e-7},
                             atol={"float32": 1e-5, "float64": 1e-8}, note=_GAUGE + _TOL))
@@ -157,7 +157,7 @@ XlaSelfAdjointEig = register_op(
     attrs=("lower", "max_iter", "epsilon"),
     canonicalize=lambda p, *o: dict(p, lower=bool(p["lower"]), max_iter=int(p["max_iter"]),
                                     epsilon=float(p["epsilon"])),
-    batching=rules.leading_batching("XlaSelfAdjointEig"),
+    batching=rules.per_op(rules.leading_batching),
     spec=lambda st: st.Spec(_eig_calls(st), oracle=_eig_oracle(), grad_oracle="fd",
                             vmap_variation="scale", rtol={"float32": 1e-4, "float64": 1e-7},
                             atol={"float32": 1e-5, "float64": 1e-8},
@@ -225,10 +225,10 @@ XlaRngBitGenerator = register_op(
     "XlaRngBitGenerator", _rng_impl, family=FAMILY, multiple_results=True,
     static=("algorithm", "shape"), attrs=("dtype",), canonicalize=_rng_canonicalize,
     batching=_rng_batch,
-    spec=lambda st: st.Spec(
-        _rng_calls(st), oracle=_common.jit_oracle("XlaRngBitGenerator", ("initial_state",)),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _rng_calls(st), oracle=_common.jit_oracle(op.op_type, ("initial_state",)),
         vmap_variation="permute",
         skip={"jvp": "integer state and bits: nothing to differentiate",
               "vjp": "integer state and bits: nothing to differentiate"},
         note="oracle: the op under tf.function(jit_compile=True); bits compared exactly "
-        "(both run XLA's RngBitGenerator); signed dtypes (no TF CPU kernel) are not drawn"))
+        "(both run XLA's RngBitGenerator); signed dtypes (no TF CPU kernel) are not drawn")))

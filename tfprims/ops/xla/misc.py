@@ -112,9 +112,10 @@ _EINSUM_GRAD_NOTE = ("; derivatives against central differences: TF's XlaEinsum 
 XlaEinsum = register_op(
     "XlaEinsum", _einsum_impl, family=FAMILY, attrs=("equation",), jvp=_einsum_jvp,
     transpose=_einsum_transpose, batching=_einsum_batch,
-    spec=lambda st: st.Spec(_einsum_calls(st), rtol={"bfloat16": 5e-2},
-                            oracle=_common.jit_oracle("XlaEinsum", ("a", "b")),
-                            grad_oracle="fd", note=_JIT_NOTE + _EINSUM_GRAD_NOTE))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _einsum_calls(st), rtol={"bfloat16": 5e-2},
+        oracle=_common.jit_oracle(op.op_type, ("a", "b")),
+        grad_oracle="fd", note=_JIT_NOTE + _EINSUM_GRAD_NOTE)))
 
 # --- XlaReducePrecision ----------------------------------------------------------------
 
@@ -147,10 +148,10 @@ XlaReducePrecision = register_op(
     attrs=("exponent_bits", "mantissa_bits"), linear=True,
     transpose=lambda ct, x, **p: [tfops.XlaReducePrecision(ct, **p)],
     batching="elementwise",
-    spec=lambda st: st.Spec(
-        _reduce_precision_calls(st), oracle=_common.jit_oracle("XlaReducePrecision",
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _reduce_precision_calls(st), oracle=_common.jit_oracle(op.op_type,
                                                                ("operand",)),
-        skip={"jvp": _ROUNDING, "vjp": _ROUNDING}, note=_JIT_NOTE))
+        skip={"jvp": _ROUNDING, "vjp": _ROUNDING}, note=_JIT_NOTE)))
 
 # --- XlaOptimizationBarrier --------------------------------------------------------------
 
@@ -180,10 +181,10 @@ def _barrier_calls(st):
 
 XlaOptimizationBarrier = register_op(
     "XlaOptimizationBarrier", _barrier_impl, family=FAMILY, multiple_results=True,
-    jvp=_barrier_jvp, batching=rules.same_op_batching("XlaOptimizationBarrier"),
-    spec=lambda st: st.Spec(
-        _barrier_calls(st), oracle=_common.jit_oracle("XlaOptimizationBarrier", ("input",)),
-        grad_oracle="fd", note=_JIT_NOTE + "; derivatives against central differences"))
+    jvp=_barrier_jvp, batching=rules.per_op(rules.same_op_batching),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _barrier_calls(st), oracle=_common.jit_oracle(op.op_type, ("input",)),
+        grad_oracle="fd", note=_JIT_NOTE + "; derivatives against central differences")))
 
 # --- ops that only exist inside a TF-XLA cluster ---------------------------------------
 

@@ -104,11 +104,10 @@ def _reducer_of(ctx, node, attr, operands):
   return _common.convert_computation(ctx, node, fname, ds + ds)
 
 
-def _interpret(op_type, attr, names):
+def _interpret(op, attr, names):
   def hook(ctx, node, inputs):
-    op = getattr(tfops, op_type)
-    groups = _group(node, op_type, inputs, names)
-    data = list(inputs[:2]) if op_type in ("XlaReduce", "XlaReduceWindow") else list(inputs)
+    groups = _group(node, op.op_type, inputs, names)
+    data = list(inputs[:2]) if op.op_type in ("XlaReduce", "XlaReduceWindow") else list(inputs)
     reducer = _reducer_of(ctx, node, attr, data)
     operands, params = op.prepare(groups, dict(node.attrs, **{attr: reducer}), node.name)
     out = op.apply(operands, params)
@@ -124,23 +123,23 @@ def _group(node, op_type, inputs, names):
   return {names[0]: list(inputs[:n]), names[1]: list(inputs[n:])}
 
 
-def _batching(op_type, impl, multiple_results, attr):
+def _batching(op, impl, multiple_results, attr):
   """vmap of the impl; a general body with per-example init values (which lax's
   general reduce and reduce_window do not batch) runs once per example
   (``lax.map`` of the op)."""
   derived = rules.vmap_batching(impl, multiple_results)
 
   def rule(args, dims, **params):
-    n = len(args) // 2 if op_type.startswith("XlaVariadic") else 1
+    n = len(args) // 2 if op.op_type.startswith("XlaVariadic") else 1
     inits = dims[n:2 * n]
-    general = not isinstance(params[attr], str) or (op_type == "XlaReduceWindow"
+    general = not isinstance(params[attr], str) or (op.op_type == "XlaReduceWindow"
                                                     and params[attr] == "mul")
     if not general or all(d is None for d in inits):
       return derived(args, dims, **params)
     size = rules.batch_size(args, dims)
     xs = [jnp.moveaxis(a, d, 0) if d is not None else jnp.broadcast_to(a, (size,) + a.shape)
           for a, d in zip(args, dims)]
-    out = lax.map(lambda ab: getattr(tfops, op_type)(*ab, **params), tuple(xs))
+    out = lax.map(lambda ab: op(*ab, **params), tuple(xs))
     return (list(out), [0] * len(out)) if multiple_results else (out, 0)
   return rule
 
@@ -227,12 +226,13 @@ _NO_GENERAL_GRAD = "JAX does not differentiate a general reduce body (docs/seman
 
 XlaReduce = register_op(
     "XlaReduce", _reduce_impl, family=FAMILY, attrs=("dimensions_to_reduce", "reducer"),
-    canonicalize=_canonicalize, batching=_batching("XlaReduce", _reduce_impl, False, "reducer"),
-    interpret=_interpret("XlaReduce", "reducer", ("input", "init_value")),
-    spec=lambda st: st.Spec(_reduce_calls(st), grad_oracle="fd", note=_NOTE + _INIT_NOTE,
-                            diff_args=("input",),
-                            rtol={"bfloat16": 5e-2},
-                            oracle=_oracle("XlaReduce", ("input", "init_value"), "input")))
+    canonicalize=_canonicalize, batching=rules.per_op(_batching, _reduce_impl, False, "reducer"),
+    interpret=rules.per_op(_interpret, "reducer", ("input", "init_value")),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _reduce_calls(st), grad_oracle="fd", note=_NOTE + _INIT_NOTE,
+        diff_args=("input",),
+        rtol={"bfloat16": 5e-2},
+        oracle=_oracle(op.op_type, ("input", "init_value"), "input"))))
 
 
 def _variadic_calls(st, v2: bool):
@@ -262,16 +262,16 @@ def _variadic_spec(st, op_type, v2):
 XlaVariadicReduce = register_op(
     "XlaVariadicReduce", _variadic_reduce_impl, family=FAMILY, multiple_results=True,
     attrs=("dimensions_to_reduce", "reducer"), canonicalize=_canonicalize,
-    batching=_batching("XlaVariadicReduce", _variadic_reduce_impl, True, "reducer"),
-    interpret=_interpret("XlaVariadicReduce", "reducer", ("input", "init_value")),
-    spec=lambda st: _variadic_spec(st, "XlaVariadicReduce", False))
+    batching=rules.per_op(_batching, _variadic_reduce_impl, True, "reducer"),
+    interpret=rules.per_op(_interpret, "reducer", ("input", "init_value")),
+    spec=rules.per_op(lambda op: lambda st: _variadic_spec(st, op.op_type, False)))
 
 XlaVariadicReduceV2 = register_op(
     "XlaVariadicReduceV2", _variadic_reduce_impl, family=FAMILY, multiple_results=True,
     attrs=("dimensions_to_reduce", "reducer"), canonicalize=_canonicalize,
-    batching=_batching("XlaVariadicReduceV2", _variadic_reduce_impl, True, "reducer"),
-    interpret=_interpret("XlaVariadicReduceV2", "reducer", ("inputs", "init_values")),
-    spec=lambda st: _variadic_spec(st, "XlaVariadicReduceV2", True))
+    batching=rules.per_op(_batching, _variadic_reduce_impl, True, "reducer"),
+    interpret=rules.per_op(_interpret, "reducer", ("inputs", "init_values")),
+    spec=rules.per_op(lambda op: lambda st: _variadic_spec(st, op.op_type, True)))
 
 
 # --- XlaReduceWindow -------------------------------------------------------------------------
@@ -343,14 +343,15 @@ XlaReduceWindow = register_op(
     static=("window_dimensions", "window_strides", "base_dilations", "window_dilations",
             "padding"),
     attrs=("computation",), canonicalize=_window_canonicalize,
-    interpret=_interpret("XlaReduceWindow", "computation",
-                         ("input", "init_value", "window_dimensions", "window_strides",
-                          "base_dilations", "window_dilations", "padding")),
-    batching=_batching("XlaReduceWindow", _reduce_window_impl, False, "computation"),
-    spec=lambda st: st.Spec(_reduce_window_calls(st), grad_oracle="fd",
-                            note=_NOTE + _INIT_NOTE, diff_args=("input",),
-                            oracle=_oracle("XlaReduceWindow", ("input", "init_value"),
-                                           "input")))
+    interpret=rules.per_op(_interpret, "computation",
+                           ("input", "init_value", "window_dimensions", "window_strides",
+                            "base_dilations", "window_dilations", "padding")),
+    batching=rules.per_op(_batching, _reduce_window_impl, False, "computation"),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _reduce_window_calls(st), grad_oracle="fd",
+        note=_NOTE + _INIT_NOTE, diff_args=("input",),
+        oracle=_oracle(op.op_type, ("input", "init_value"),
+                       "input"))))
 
 
 # --- XlaSelectAndScatter ------------------------------------------------------------------

@@ -132,9 +132,10 @@ XlaSharding = register_op(
                                     unspecified_dims=tuple(p["unspecified_dims"])),
     linear=True, transpose=lambda ct, x, **p: [tfops.XlaSharding(ct, **p)],
     batching=_batch,
-    spec=lambda st: st.Spec(_calls(st), oracle=_common.jit_oracle("XlaSharding", ("input",)),
-                            note="oracle: the op under tf.function(jit_compile=True) (one "
-                            "device); meshes are tested in tests/test_xla_ops.py"))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _calls(st), oracle=_common.jit_oracle(op.op_type, ("input",)),
+        note="oracle: the op under tf.function(jit_compile=True) (one "
+        "device); meshes are tested in tests/test_xla_ops.py")))
 
 
 
@@ -159,14 +160,14 @@ _MANUAL_HINT = ("a sharding that splits the value between devices is manual "
                 "convert the per-shard computation and wrap it in jax.shard_map")
 
 
-def _spmd_canonicalize(op_type):
+def _spmd_canonicalize(op):
   def canonicalize(params, input, *rest):  # TF arg name
     sharding = parse_sharding(params["manual_sharding"])
     dim = int(params["dim"])
     shape = tuple(int(d) for d in np.shape(input))
     full = tuple(int(d) for d in params["full_shape"]) if "full_shape" in params else shape
     if shard_shape(sharding, full, dim) != full or shape != full:
-      raise errors.ConversionError(f"{op_type}: full shape {list(full)}, shard shape "
+      raise errors.ConversionError(f"{op.op_type}: full shape {list(full)}, shard shape "
                            f"{list(shard_shape(sharding, full, dim))}: {_MANUAL_HINT}")
     out = dict(params, manual_sharding=sharding, dim=dim,
                unspecified_dims=tuple(int(u) for u in params["unspecified_dims"]))
@@ -200,11 +201,11 @@ def _batched_params(params, size):
   return out
 
 
-def _spmd_batch(op_type):
+def _spmd_batch(op):
   def rule(args, dims, **params):
     (x,), (d,) = args, dims
     x = rules.to_front(x, d)
-    return getattr(tfops, op_type)(x, **_batched_params(params, x.shape[0])), 0
+    return op(x, **_batched_params(params, x.shape[0])), 0
   return rule
 
 
@@ -244,20 +245,20 @@ _SPMD_NOTE = ("oracle: the op under tf.function(jit_compile=True) on one device 
 XlaSpmdFullToShardShape = register_op(
     "XlaSpmdFullToShardShape", _full_to_shard_impl, family=FAMILY,
     attrs=("manual_sharding", "dim", "unspecified_dims"),
-    canonicalize=_spmd_canonicalize("XlaSpmdFullToShardShape"), linear=True,
-    transpose=_full_to_shard_transpose, batching=_spmd_batch("XlaSpmdFullToShardShape"),
-    spec=lambda st: st.Spec(_spmd_calls(st, False), note=_SPMD_NOTE,
-                            oracle=_common.jit_oracle("XlaSpmdFullToShardShape",
-                                                      ("input",))))
+    canonicalize=rules.per_op(_spmd_canonicalize), linear=True,
+    transpose=_full_to_shard_transpose, batching=rules.per_op(_spmd_batch),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(_spmd_calls(st, False), note=_SPMD_NOTE,
+                                                    oracle=_common.jit_oracle(op.op_type,
+                                                                              ("input",)))))
 
 XlaSpmdShardToFullShape = register_op(
     "XlaSpmdShardToFullShape", _shard_to_full_impl, family=FAMILY,
     attrs=("manual_sharding", "full_shape", "dim", "unspecified_dims"),
-    canonicalize=_spmd_canonicalize("XlaSpmdShardToFullShape"), linear=True,
-    transpose=_shard_to_full_transpose, batching=_spmd_batch("XlaSpmdShardToFullShape"),
-    spec=lambda st: st.Spec(_spmd_calls(st, True), note=_SPMD_NOTE,
-                            oracle=_common.jit_oracle("XlaSpmdShardToFullShape",
-                                                      ("input",))))
+    canonicalize=rules.per_op(_spmd_canonicalize), linear=True,
+    transpose=_shard_to_full_transpose, batching=rules.per_op(_spmd_batch),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(_spmd_calls(st, True), note=_SPMD_NOTE,
+                                                    oracle=_common.jit_oracle(op.op_type,
+                                                                              ("input",)))))
 
 # --- XlaReplicaId ---------------------------------------------------------------------
 

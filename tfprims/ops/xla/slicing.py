@@ -90,11 +90,11 @@ XlaDynamicSlice = register_op(
                                                                 size_indices=size_indices),
          None),
     transpose=_dynamic_slice_transpose, batching=_dynamic_slice_batch,
-    spec=lambda st: st.Spec(
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
         _dynamic_slice_calls(st),
-        oracle=_common.jit_oracle("XlaDynamicSlice", ("input", "start_indices")),
+        oracle=_common.jit_oracle(op.op_type, ("input", "start_indices")),
         grad_oracle="fd", note="oracle: the op under tf.function(jit_compile=True); "
-        "derivatives against central differences (TF registers no gradient)"))
+        "derivatives against central differences (TF registers no gradient)")))
 
 
 # --- XlaDynamicUpdateSlice ----------------------------------------------------------------
@@ -155,11 +155,11 @@ XlaDynamicUpdateSlice = register_op(
     "XlaDynamicUpdateSlice", _dynamic_update_slice_impl, family=FAMILY,
     jvp=_dynamic_update_slice_jvp, transpose=_dynamic_update_slice_transpose,
     batching=_dynamic_update_slice_batch,
-    spec=lambda st: st.Spec(
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
         _dynamic_update_slice_calls(st),
-        oracle=_common.jit_oracle("XlaDynamicUpdateSlice", ("input", "update", "indices")),
+        oracle=_common.jit_oracle(op.op_type, ("input", "update", "indices")),
         grad_oracle="fd", note="oracle: the op under tf.function(jit_compile=True); "
-        "derivatives against central differences (TF registers no gradient)"))
+        "derivatives against central differences (TF registers no gradient)")))
 
 
 # --- XlaPad -------------------------------------------------------------------------------
@@ -251,10 +251,10 @@ XlaPad = register_op(
     static=("padding_low", "padding_high", "padding_interior"),
     canonicalize=_pad_canonicalize, jvp=_pad_jvp, transpose=_pad_transpose,
     batching=_pad_batch,
-    spec=lambda st: st.Spec(
-        _pad_calls(st), oracle=_common.jit_oracle("XlaPad", ("input", "padding_value")),
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _pad_calls(st), oracle=_common.jit_oracle(op.op_type, ("input", "padding_value")),
         grad_oracle="fd", note="oracle: the op under tf.function(jit_compile=True); "
-        "derivatives against central differences (TF registers no gradient)"))
+        "derivatives against central differences (TF registers no gradient)")))
 
 
 # --- XlaBroadcastHelper ---------------------------------------------------------------------
@@ -318,8 +318,8 @@ XlaBroadcastHelper = register_op(
     canonicalize=lambda p, *o: dict(
         p, broadcast_dims=tuple(int(v) for v in np.ravel(p["broadcast_dims"]))),
     jvp=_broadcast_helper_jvp, batching=_broadcast_helper_batch,
-    spec=lambda st: st.Spec(
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
         _broadcast_helper_calls(st),
-        oracle=_common.jit_oracle("XlaBroadcastHelper", ("lhs", "rhs")),
+        oracle=_common.jit_oracle(op.op_type, ("lhs", "rhs")),
         grad_oracle="fd", note="oracle: the op under tf.function(jit_compile=True); "
-        "derivatives against central differences (TF registers no gradient)"))
+        "derivatives against central differences (TF registers no gradient)")))

@@ -91,9 +91,10 @@ def _sort_calls(st, key_value: bool):
 XlaSort = register_op(
     "XlaSort", _sort_impl, family=FAMILY,
     batching=lambda args, dims: (tfops.XlaSort(rules.to_front(args[0], dims[0])), 0),
-    spec=lambda st: st.Spec(_sort_calls(st, False), grad_oracle="fd",
-                            oracle=_common.jit_oracle("XlaSort", ("input",)),
-                            note=_NOTE + "; derivatives against central differences"))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _sort_calls(st, False), grad_oracle="fd",
+        oracle=_common.jit_oracle(op.op_type, ("input",)),
+        note=_NOTE + "; derivatives against central differences")))
 
 
 def _key_value_sort_impl(keys, values):
@@ -113,9 +114,10 @@ def _key_value_sort_batch(args, dims):
 XlaKeyValueSort = register_op(
     "XlaKeyValueSort", _key_value_sort_impl, family=FAMILY, multiple_results=True,
     batching=_key_value_sort_batch,
-    spec=lambda st: st.Spec(_sort_calls(st, True), grad_oracle="fd",
-                            oracle=_common.jit_oracle("XlaKeyValueSort", ("keys", "values")),
-                            note=_NOTE + "; derivatives against central differences"))
+    spec=rules.per_op(lambda op: lambda st: st.Spec(
+        _sort_calls(st, True), grad_oracle="fd",
+        oracle=_common.jit_oracle(op.op_type, ("keys", "values")),
+        note=_NOTE + "; derivatives against central differences")))
 
 
 # --- XlaVariadicSort -------------------------------------------------------------------------
