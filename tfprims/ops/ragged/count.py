@@ -234,13 +234,13 @@ RaggedFillEmptyRows = register_op(
     "RaggedFillEmptyRows", _fill, family=FAMILY, static=("value_rowids", "nrows"),
     multiple_results=True, spec=_fill_spec,
     interpret=known_static(("value_rowids", "nrows"), "the number of empty rows", _fill_known),
-    jvp=values_jvp("RaggedFillEmptyRows", 2, 1), transpose=_fill_transpose,
+    jvp=rules.per_op(values_jvp, 2, 1), transpose=_fill_transpose,
     doc="A default value in each empty row of a ragged tensor (value row ids); the "
         "empty-row indicator and reverse index map.")
 
 RaggedFillEmptyRowsGrad = register_op(
     "RaggedFillEmptyRowsGrad", fill_grad, family=FAMILY, multiple_results=True,
-    check=fill_grad_check, jvp=fill_grad_jvp("RaggedFillEmptyRowsGrad"),
+    check=fill_grad_check, jvp=rules.per_op(fill_grad_jvp),
     transpose=fill_grad_transpose, spec=fill_grad_spec,
     doc="RaggedFillEmptyRows's gradient: the gradient at the reverse index map, and the "
         "sum of the rest for the default value.")

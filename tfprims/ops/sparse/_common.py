@@ -103,12 +103,11 @@ def as_param(indices) -> tuple:
   return tuple(tuple(int(v) for v in row) for row in np.asarray(indices, np.int64))
 
 
-def values_jvp(op_type: str, n_linear: int, value_out: int):
+def values_jvp(op, n_linear: int, value_out: int):
   """The JVP of an op linear in its first ``n_linear`` operands (the values) whose
   output ``value_out`` is values and the others index structure: the op applied to
   the tangents, so its transpose (the op's TF gradient op) is used under grad."""
   def jvp(primals, tangents, **params):
-    op = getattr(core.tfops, op_type)
     outs = op(*primals, **params)
     zero = [ad.Zero(jax.typeof(o).to_tangent_aval()) for o in outs]
     if all(type(t) is ad.Zero for t in tangents[:n_linear]):

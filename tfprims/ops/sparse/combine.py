@@ -166,7 +166,7 @@ def _slice_transpose(cts, values, *, indices, shape, start, size):
 SparseSlice = register_op(
     "SparseSlice", _slice, family=FAMILY, static=("indices", "shape", "start", "size"),
     multiple_results=True, spec=_slice_spec, interpret=static_outputs(_slice_known),
-    jvp=values_jvp("SparseSlice", 1, 1), transpose=_slice_transpose,
+    jvp=rules.per_op(values_jvp, 1, 1), transpose=_slice_transpose,
     doc="The entries inside [start, start + size), their indices shifted by start.")
 
 
@@ -304,7 +304,7 @@ def _add_transpose(cts, a_values, b_values, thresh, *, a_indices, a_shape, b_ind
 SparseAdd = register_op(
     "SparseAdd", _add, family=FAMILY, static=("a_indices", "a_shape", "b_indices", "b_shape"),
     multiple_results=True, interpret=_add_interpret, spec=_add_spec,
-    jvp=values_jvp("SparseAdd", 2, 1), transpose=_add_transpose,
+    jvp=rules.per_op(values_jvp, 2, 1), transpose=_add_transpose,
     doc="The entries of a and b merged, values added where indices coincide (sums "
         "below thresh dropped on known values).")
 

@@ -24,7 +24,7 @@ import numpy as np
 from jax.interpreters import ad
 
 from tfprims import rules
-from tfprims.core import register_op, tfops
+from tfprims.core import register_op
 from tfprims.ops.shared_specs import lazy_hst
 from tfprims.ops.sparse._common import (FAMILY, draw_sparse, index_dtype, static_indices,
                                         static_outputs, static_shape)
@@ -214,11 +214,10 @@ def fill_grad_check(reverse_index_map, grad_values):
           f"Elements in reverse index must be in [0, {n})")
 
 
-def fill_grad_jvp(op_type):
+def fill_grad_jvp(op):
   """The op applied to the gradient's tangent (it is linear in it)."""
   def jvp(primals, tangents):
     rim, g = primals
-    op = getattr(tfops, op_type)
     outs = op(rim, g)
     if type(tangents[1]) is ad.Zero:
       return outs, [ad.Zero(jax.typeof(o).to_tangent_aval()) for o in outs]
@@ -258,7 +257,7 @@ def fill_grad_spec(st):
 
 SparseFillEmptyRowsGrad = register_op(
     "SparseFillEmptyRowsGrad", fill_grad, family=FAMILY, multiple_results=True,
-    check=fill_grad_check, jvp=fill_grad_jvp("SparseFillEmptyRowsGrad"),
+    check=fill_grad_check, jvp=rules.per_op(fill_grad_jvp),
     transpose=fill_grad_transpose, spec=fill_grad_spec,
     doc="SparseFillEmptyRows's gradient: the gradient at the reverse index map, and the "
         "sum of the rest for the default value.")

@@ -212,5 +212,5 @@ SparseFillEmptyRows = register_op(
     "SparseFillEmptyRows", _fill_empty_rows, family=FAMILY,
     static=("indices", "dense_shape"), multiple_results=True, spec=_fill_spec,
     interpret=static_outputs(_fill_known),
-    jvp=values_jvp("SparseFillEmptyRows", 2, 1), transpose=_fill_transpose,
+    jvp=rules.per_op(values_jvp, 2, 1), transpose=_fill_transpose,
     doc="A default entry in each empty row; the empty-row indicator and reverse index map.")
