@@ -123,8 +123,7 @@ _TFPRIMS = textwrap.dedent("""
 
 
 def _env(cache_dir=None):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", JAX_PLATFORMS="cpu",
-             CUDA_VISIBLE_DEVICES="")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", JAX_PLATFORMS="cpu", CUDA_VISIBLE_DEVICES="")
   for k in ("JAX_COMPILATION_CACHE_DIR", "TFPRIMS_CACHE_DIR"):
     env.pop(k, None)
   if cache_dir is not None:
@@ -134,30 +133,38 @@ def _env(cache_dir=None):
 
 def _run(script, model_dir, env) -> dict:
   t0 = time.time()
-  proc = subprocess.run([sys.executable, "-c", script, model_dir], capture_output=True,
-                        text=True, env=env, timeout=600)
+  proc = subprocess.run(
+    [sys.executable, "-c", script, model_dir], capture_output=True, text=True, env=env, timeout=600
+  )
   if proc.returncode != 0:
     raise RuntimeError(proc.stderr[-3000:])
   times = json.loads(proc.stdout.strip().splitlines()[-1])
-  return {"to_first_result_s": times["first"] - t0,
-          "interpreter_s": times["start"] - t0,
-          "imports_s": times["import"] - times["start"],
-          "load_s": times["load"] - times["import"],
-          "first_call_s": times["first"] - times["load"],
-          "checksum": times["checksum"]}
+  return {
+    "to_first_result_s": times["first"] - t0,
+    "interpreter_s": times["start"] - t0,
+    "imports_s": times["import"] - times["start"],
+    "load_s": times["load"] - times["import"],
+    "first_call_s": times["first"] - times["load"],
+    "checksum": times["checksum"],
+  }
 
 
 def _summary(runs) -> dict:
   keys = ("to_first_result_s", "interpreter_s", "imports_s", "load_s", "first_call_s")
-  return {"median": {k: round(statistics.median(r[k] for r in runs), 3) for k in keys},
-          "runs_to_first_result_s": [round(r["to_first_result_s"], 3) for r in runs],
-          "output_abs_sum": runs[0]["checksum"]}   # the same model: TF's and tfprims' agree
+  return {
+    "median": {k: round(statistics.median(r[k] for r in runs), 3) for k in keys},
+    "runs_to_first_result_s": [round(r["to_first_result_s"], 3) for r in runs],
+    "output_abs_sum": runs[0]["checksum"],
+  }  # the same model: TF's and tfprims' agree
 
 
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--models", default="mobilenet_v2,bert",
-                      help="comma-separated: mobilenet_v2, bert (default: %(default)s)")
+  parser.add_argument(
+    "--models",
+    default="mobilenet_v2,bert",
+    help="comma-separated: mobilenet_v2, bert (default: %(default)s)",
+  )
   parser.add_argument("--repeats", type=int, default=3, help="runs per way (median)")
   parser.add_argument("--out", default=RESULTS)
   args = parser.parse_args(argv)
@@ -166,8 +173,13 @@ def main(argv=None):
   load_start = os.getloadavg()[0]
   with tempfile.TemporaryDirectory(prefix="tfprims-cold-start-") as root:
     t = time.time()
-    build = subprocess.run([sys.executable, "-c", _BUILD, root, ",".join(names)],
-                           capture_output=True, text=True, env=_env(), timeout=1200)
+    build = subprocess.run(
+      [sys.executable, "-c", _BUILD, root, ",".join(names)],
+      capture_output=True,
+      text=True,
+      env=_env(),
+      timeout=1200,
+    )
     if build.returncode != 0:
       raise SystemExit(build.stderr[-3000:])
     print(f"built {', '.join(names)} in {time.time() - t:.0f} s", flush=True)
@@ -175,27 +187,39 @@ def main(argv=None):
     for name in names:
       model_dir = os.path.join(root, name)
       warm = os.path.join(root, f"{name}-warm-cache")
-      _run(_TFPRIMS, model_dir, _env(warm))   # fills the warm cache (not counted)
+      _run(_TFPRIMS, model_dir, _env(warm))  # fills the warm cache (not counted)
       ways = {"tf_saved_model": [], "tfprims_cold_cache": [], "tfprims_warm_cache": []}
-      for i in range(args.repeats):   # interleaved: load on the machine hits all alike
+      for i in range(args.repeats):  # interleaved: load on the machine hits all alike
         ways["tf_saved_model"].append(_run(_TF, model_dir, _env()))
         ways["tfprims_cold_cache"].append(
-            _run(_TFPRIMS, model_dir, _env(os.path.join(root, f"{name}-cold-{i}"))))
+          _run(_TFPRIMS, model_dir, _env(os.path.join(root, f"{name}-cold-{i}")))
+        )
         ways["tfprims_warm_cache"].append(_run(_TFPRIMS, model_dir, _env(warm)))
       results[name] = {way: _summary(runs) for way, runs in ways.items()}
       for way, s in results[name].items():
         m = s["median"]
-        print(f"{name:13s} {way:19s} {m['to_first_result_s']:6.2f} s  (imports "
-              f"{m['imports_s']:.2f}, load {m['load_s']:.2f}, first call "
-              f"{m['first_call_s']:.2f})", flush=True)
+        print(
+          f"{name:13s} {way:19s} {m['to_first_result_s']:6.2f} s  (imports "
+          f"{m['imports_s']:.2f}, load {m['load_s']:.2f}, first call "
+          f"{m['first_call_s']:.2f})",
+          flush=True,
+        )
 
   import jax
-  out = {"benchmark": "cold_start", "repeats": args.repeats,
-         "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                     "cpus": os.cpu_count(), "jax": jax.__version__,
-                     "load_average_1min_start": load_start,
-                     "load_average_1min_end": os.getloadavg()[0]},
-         "results": results}
+
+  out = {
+    "benchmark": "cold_start",
+    "repeats": args.repeats,
+    "machine": {
+      "platform": platform.platform(),
+      "python": platform.python_version(),
+      "cpus": os.cpu_count(),
+      "jax": jax.__version__,
+      "load_average_1min_start": load_start,
+      "load_average_1min_end": os.getloadavg()[0],
+    },
+    "results": results,
+  }
   os.makedirs(os.path.dirname(args.out), exist_ok=True)
   with open(args.out, "w") as f:
     json.dump(out, f, indent=1)

@@ -32,6 +32,7 @@ import tfprims
 
 def resnet50(size: int):
   import keras
+
   keras.utils.set_random_seed(0)
   model = keras.applications.ResNet50(weights=None, input_shape=(size, size, 3), classes=1000)
   return model, np.random.default_rng(0).normal(size=(1, size, size, 3)).astype(np.float32)
@@ -41,6 +42,7 @@ def bert(layers: int = 12, tokens: int = 128, hidden: int = 768, heads: int = 12
   """A BERT-base-shaped encoder: 12 layers, 128 tokens, hidden 768, 12 heads, GELU MLP
   of 3072 (the embeddings left out: the encoder's inputs are its hidden states)."""
   import keras
+
   keras.utils.set_random_seed(0)
   inp = keras.Input((tokens, hidden))
   h = inp
@@ -79,22 +81,26 @@ def measure(name: str, model, x, repeats: int) -> dict:
     times.append(time.perf_counter() - start)
   compare_s = statistics.median(times)
   return {
-      "model": name, "input": list(x.shape), "nodes": len({r.node for r in report.nodes}),
-      "node_outputs": len(report.nodes), "diverged": len(report.diverged),
-      "worst_max_rel_err": max(r.max_rel_err for r in report.nodes
-                               if r.max_rel_err is not None),
-      "tf_call_s": {"first": round(tf_first, 3), "warm": round(tf_warm, 3)},
-      "tfprims_eager_call_s": {"first": round(ours_first, 3), "warm": round(ours_warm, 3)},
-      "compare_s": round(compare_s, 3), "compare_runs_s": [round(t, 3) for t in times],
-      "ratio_to_warm_calls": round(compare_s / (tf_warm + ours_warm), 2),
-      "peak_rss_mib": {"before_compare": round(before), "after_compare": round(_peak_mib())},
+    "model": name,
+    "input": list(x.shape),
+    "nodes": len({r.node for r in report.nodes}),
+    "node_outputs": len(report.nodes),
+    "diverged": len(report.diverged),
+    "worst_max_rel_err": max(r.max_rel_err for r in report.nodes if r.max_rel_err is not None),
+    "tf_call_s": {"first": round(tf_first, 3), "warm": round(tf_warm, 3)},
+    "tfprims_eager_call_s": {"first": round(ours_first, 3), "warm": round(ours_warm, 3)},
+    "compare_s": round(compare_s, 3),
+    "compare_runs_s": [round(t, 3) for t in times],
+    "ratio_to_warm_calls": round(compare_s / (tf_warm + ours_warm), 2),
+    "peak_rss_mib": {"before_compare": round(before), "after_compare": round(_peak_mib())},
   }
 
 
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--models", nargs="+", default=["resnet50", "bert"],
-                      choices=["resnet50", "bert"])
+  parser.add_argument(
+    "--models", nargs="+", default=["resnet50", "bert"], choices=["resnet50", "bert"]
+  )
   parser.add_argument("--size", type=int, default=224, help="ResNet50 image size")
   parser.add_argument("--layers", type=int, default=12, help="BERT encoder layers")
   parser.add_argument("--repeats", type=int, default=3)

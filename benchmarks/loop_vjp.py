@@ -39,9 +39,11 @@ def loop(width: int, bounded: int | None):
   def f(x, n):
     def body(i, x):
       return i + 1, tf.tanh(tf.matmul(x, w)) * 0.99
+
     kw = {} if bounded is None else {"maximum_iterations": bounded}
     _, x = tf.while_loop(lambda i, x: i < n, body, (0, x), **kw)
     return tf.reduce_sum(x * x)
+
   return f
 
 
@@ -84,22 +86,31 @@ def main(argv=None):
         tape.watch(x)
         y = tf_f(x, n)
       return tape.gradient(y, x)
+
     tf_s = timed(lambda a, b: tf_grad(a, b).numpy(), x, n32, repeats=args.repeats)
     for budget in args.budgets:
       with tfprims.override_config("loop_checkpoints", budget):
         grad = jax.jit(jax.grad(unbounded))
         grad_s = timed(grad, x, n32, repeats=args.repeats)
         memory = temp_bytes(jax.grad(unbounded), x, n32)
-      print(json.dumps({
-          "trips": n, "budget": budget, "width": args.width,
-          "grad_ms": round(grad_s * 1e3, 3), "forward_ms": round(forward * 1e3, 3),
-          "grad_over_forward": round(grad_s / forward, 2),
-          "grad_over_bounded_scan_grad": round(grad_s / scan_s, 2),
-          "grad_over_tf_gradient_tape": round(grad_s / tf_s, 2),
-          "temp_bytes": memory,
-          "bounded_scan_temp_bytes": temp_bytes(bounded_grad, x, n32),
-          "snapshot_bytes": budget * args.width * 4,
-      }), flush=True)
+      print(
+        json.dumps(
+          {
+            "trips": n,
+            "budget": budget,
+            "width": args.width,
+            "grad_ms": round(grad_s * 1e3, 3),
+            "forward_ms": round(forward * 1e3, 3),
+            "grad_over_forward": round(grad_s / forward, 2),
+            "grad_over_bounded_scan_grad": round(grad_s / scan_s, 2),
+            "grad_over_tf_gradient_tape": round(grad_s / tf_s, 2),
+            "temp_bytes": memory,
+            "bounded_scan_temp_bytes": temp_bytes(bounded_grad, x, n32),
+            "snapshot_bytes": budget * args.width * 4,
+          }
+        ),
+        flush=True,
+      )
 
 
 if __name__ == "__main__":

@@ -51,28 +51,39 @@ except Exception:  # pragma: no cover - depends on the environment
 
 def _keras_app(name, size):
   import keras
+
   def build():
     keras.utils.set_random_seed(0)
     cls = getattr(keras.applications, name)
     return cls(weights=None, input_shape=(size, size, 3), classes=10)
+
   return build, (size, size, 3)
 
 
 def _mlp():
   import keras
+
   keras.utils.set_random_seed(0)
-  return keras.Sequential([keras.Input((256,)), keras.layers.Dense(512, activation="relu"),
-                           keras.layers.Dense(512, activation="relu"), keras.layers.Dense(10)])
+  return keras.Sequential(
+    [
+      keras.Input((256,)),
+      keras.layers.Dense(512, activation="relu"),
+      keras.layers.Dense(512, activation="relu"),
+      keras.layers.Dense(10),
+    ]
+  )
 
 
 def _lstm():
   import keras
+
   keras.utils.set_random_seed(0)
   return keras.Sequential([keras.Input((16, 32)), keras.layers.LSTM(64), keras.layers.Dense(10)])
 
 
 def _transformer():
   import keras
+
   keras.utils.set_random_seed(0)
   inp = keras.Input((32, 64))
   att = keras.layers.MultiHeadAttention(num_heads=4, key_dim=16)(inp, inp)
@@ -85,6 +96,7 @@ def _transformer():
 def _bert_encoder():
   """A BERT-base-shaped encoder, 4 layers: 128 tokens, hidden 256, 4 heads, GELU MLP."""
   import keras
+
   keras.utils.set_random_seed(0)
   inp = keras.Input((128, 256))
   h = inp
@@ -98,33 +110,47 @@ def _bert_encoder():
 
 def _lstm_large():
   import keras
+
   keras.utils.set_random_seed(0)
-  return keras.Sequential([keras.Input((64, 128)), keras.layers.LSTM(256, return_sequences=True),
-                           keras.layers.LSTM(256), keras.layers.Dense(10)])
+  return keras.Sequential(
+    [
+      keras.Input((64, 128)),
+      keras.layers.LSTM(256, return_sequences=True),
+      keras.layers.LSTM(256),
+      keras.layers.Dense(10),
+    ]
+  )
 
 
 MODELS = {
-    "mlp": (_mlp, (256,)),
-    "lstm": (_lstm, (16, 32)),
-    "transformer": (_transformer, (32, 64)),
-    "mobilenet_v2": _keras_app("MobileNetV2", 96),
-    "resnet50": _keras_app("ResNet50", 64),
-    "inception_v3": _keras_app("InceptionV3", 75),
+  "mlp": (_mlp, (256,)),
+  "lstm": (_lstm, (16, 32)),
+  "transformer": (_transformer, (32, 64)),
+  "mobilenet_v2": _keras_app("MobileNetV2", 96),
+  "resnet50": _keras_app("ResNet50", 64),
+  "inception_v3": _keras_app("InceptionV3", 75),
 }
 REALISTIC = {
-    "mobilenet_v2_224": _keras_app("MobileNetV2", 224),
-    "mobilenet_v3_small_224": _keras_app("MobileNetV3Small", 224),
-    "efficientnet_b0_224": _keras_app("EfficientNetB0", 224),
-    "convnext_tiny_224": _keras_app("ConvNeXtTiny", 224),
-    "resnet50_224": _keras_app("ResNet50", 224),
-    "bert_encoder": (_bert_encoder, (128, 256)),
-    "lstm_large": (_lstm_large, (64, 128)),
+  "mobilenet_v2_224": _keras_app("MobileNetV2", 224),
+  "mobilenet_v3_small_224": _keras_app("MobileNetV3Small", 224),
+  "efficientnet_b0_224": _keras_app("EfficientNetB0", 224),
+  "convnext_tiny_224": _keras_app("ConvNeXtTiny", 224),
+  "resnet50_224": _keras_app("ResNet50", 224),
+  "bert_encoder": (_bert_encoder, (128, 256)),
+  "lstm_large": (_lstm_large, (64, 128)),
 }
 MODELS.update(REALISTIC)
 SUITES = {"small": [m for m in MODELS if m not in REALISTIC], "realistic": list(REALISTIC)}
-KERAS_APPS = ("mobilenet_v2", "resnet50", "inception_v3", "mobilenet_v2_224",
-              "mobilenet_v3_small_224", "efficientnet_b0_224", "convnext_tiny_224",
-              "resnet50_224")
+KERAS_APPS = (
+  "mobilenet_v2",
+  "resnet50",
+  "inception_v3",
+  "mobilenet_v2_224",
+  "mobilenet_v3_small_224",
+  "efficientnet_b0_224",
+  "convnext_tiny_224",
+  "resnet50_224",
+)
 
 
 # --- timing helpers ----------------------------------------------------------------
@@ -201,9 +227,11 @@ def _first_result(convert, x):
   """What a user waits for: convert, trace, lower, compile and run once, from JAX's
   caches cleared (the contender's own one-time costs were paid by ``warm_up``)."""
   jax.clear_caches()
+
   def first():
     f = convert()
     return _block(jax.jit(f)(x))
+
   return _timed(first)[1]
 
 
@@ -218,9 +246,15 @@ def _bench_jax(convert, x, repeats):
   compiled, compile_s = _timed(lambda: lowered.compile())
   eager_s = _median_call(lambda: _block(f(x)), max(3, repeats // 10), warmup=1)
   # run_s: timed by bench_model, interleaved with the other contenders.
-  return {"first_result_s": first_result_s, "convert_s": convert_s, "trace_s": trace_s,
-          "lower_s": lower_s, "compile_s": compile_s, "eager_s": eager_s,
-          "convert_peak_bytes": convert_peak}, lambda: _block(compiled(x))
+  return {
+    "first_result_s": first_result_s,
+    "convert_s": convert_s,
+    "trace_s": trace_s,
+    "lower_s": lower_s,
+    "compile_s": compile_s,
+    "eager_s": eager_s,
+    "convert_peak_bytes": convert_peak,
+  }, lambda: _block(compiled(x))
 
 
 def _bench_jax_contenders(converts, x, repeats):
@@ -242,8 +276,11 @@ def _bench_jax_contenders(converts, x, repeats):
       except Exception as e:  # tf2jax lacks some ops
         rows[name] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
         continue
-      rows[name] = {k: min(v, rows[name][k]) if k.endswith("_s") else v
-                    for k, v in row.items()} if name in rows else row
+      rows[name] = (
+        {k: min(v, rows[name][k]) if k.endswith("_s") else v for k, v in row.items()}
+        if name in rows
+        else row
+      )
   return rows, {name: run for name, run in runs.items() if "error" not in rows[name]}
 
 
@@ -255,17 +292,24 @@ def bench_model(name, batch, repeats):
   spec = tf.TensorSpec((batch,) + shape, tf.float32)
   cf = tf_fn.get_concrete_function(spec)
   weights_bytes = sum(v.numpy().nbytes for v in cf.variables)
-  row = {"model": name, "batch": batch, "graph_nodes": len(cf.graph.as_graph_def().node),
-         "weights_bytes": weights_bytes}
+  row = {
+    "model": name,
+    "batch": batch,
+    "graph_nodes": len(cf.graph.as_graph_def().node),
+    "weights_bytes": weights_bytes,
+  }
 
   def convert_tfprims():
     fn, params = tfprims.convert(cf)
     return lambda x: fn(params, x)[0]
+
   converts = {"tfprims": convert_tfprims}
   if tf2jax is not None:
+
     def convert_tf2jax():
       fn, params = tf2jax.convert(tf_fn, spec)
       return lambda x: fn(params, x)[0]
+
     converts["tf2jax"] = convert_tf2jax
   jax_rows, runs = _bench_jax_contenders(converts, x, repeats)
   row.update(jax_rows)
@@ -284,20 +328,24 @@ def bench_model(name, batch, repeats):
     row[name]["run_s"] = seconds
 
   ours = row["tfprims"]
-  row["ratios"] = {"run/tf": ours["run_s"] / row["tf"]["run_s"],
-                   "run/tf_xla": ours["run_s"] / row["tf_xla"]["run_s"],
-                   "first_result/tf": ours["first_result_s"] / row["tf"]["first_result_s"]}
+  row["ratios"] = {
+    "run/tf": ours["run_s"] / row["tf"]["run_s"],
+    "run/tf_xla": ours["run_s"] / row["tf_xla"]["run_s"],
+    "first_result/tf": ours["first_result_s"] / row["tf"]["first_result_s"],
+  }
   other = row.get("tf2jax", {})
   if "run_s" in other:
-    row["ratios"].update({
+    row["ratios"].update(
+      {
         "run/tf2jax": ours["run_s"] / other["run_s"],
-        "convert+trace/tf2jax": (ours["convert_s"] + ours["trace_s"]) /
-                                (other["convert_s"] + other["trace_s"]),
+        "convert+trace/tf2jax": (ours["convert_s"] + ours["trace_s"])
+        / (other["convert_s"] + other["trace_s"]),
         "lower/tf2jax": ours["lower_s"] / other["lower_s"],
         "compile/tf2jax": ours["compile_s"] / other["compile_s"],
         "first_result/tf2jax": ours["first_result_s"] / other["first_result_s"],
         "eager/tf2jax": ours["eager_s"] / other["eager_s"],
-    })
+      }
+    )
   row["convert_peak/weights"] = ours["convert_peak_bytes"] / max(weights_bytes, 1)
   return row
 
@@ -308,15 +356,20 @@ def check_gpu():
   registered for CPU only: on a GPU the same model compiles to the same HLO with them
   on or off)."""
   if jax.devices()[0].platform != "gpu":
-    sys.exit(f"--device gpu: JAX's default device is {jax.devices()[0]} (run with "
-             "JAX_PLATFORMS=cuda and a CUDA jaxlib: pip install 'jax[cuda12]')")
+    sys.exit(
+      f"--device gpu: JAX's default device is {jax.devices()[0]} (run with "
+      "JAX_PLATFORMS=cuda and a CUDA jaxlib: pip install 'jax[cuda12]')"
+    )
   if not tf.config.list_physical_devices("GPU"):
-    sys.exit("--device gpu: TensorFlow sees no GPU (a CUDA build of TensorFlow is needed "
-             "for the TF columns)")
+    sys.exit(
+      "--device gpu: TensorFlow sees no GPU (a CUDA build of TensorFlow is needed "
+      "for the TF columns)"
+    )
   build, shape = MODELS["mobilenet_v2"]
   model = build()
   cf = tf.function(lambda x: model(x, training=False)).get_concrete_function(
-      tf.TensorSpec((1,) + shape, tf.float32))
+    tf.TensorSpec((1,) + shape, tf.float32)
+  )
   fn, params = tfprims.convert(cf)
   x = np.zeros((1,) + shape, np.float32)
   texts = []
@@ -324,11 +377,16 @@ def check_gpu():
     with tfprims.override_config("fast_lowerings", fast):
       texts.append(jax.jit(lambda p, x: fn(p, x)[0]).lower(params, x).as_text())
   if texts[0] != texts[1]:
-    sys.exit("--device gpu: tfprims' fast lowerings changed the GPU program (they are "
-             "meant for CPU only): not XLA's default")
-  print(f"GPU: {jax.devices()[0].device_kind}; TF: "
-        f"{[d.name for d in tf.config.list_physical_devices('GPU')]}; tfprims' program is "
-        "XLA's default", flush=True)
+    sys.exit(
+      "--device gpu: tfprims' fast lowerings changed the GPU program (they are "
+      "meant for CPU only): not XLA's default"
+    )
+  print(
+    f"GPU: {jax.devices()[0].device_kind}; TF: "
+    f"{[d.name for d in tf.config.list_physical_devices('GPU')]}; tfprims' program is "
+    "XLA's default",
+    flush=True,
+  )
 
 
 def warm_up():
@@ -365,6 +423,7 @@ def _chain(n_nodes):
     for _ in range(n_nodes // 4):
       h = tf.tanh(tf.matmul(h, w) + 0.1) * 0.9
     return h
+
   return f
 
 
@@ -387,14 +446,23 @@ def bench_scaling(sizes):
       except Exception as e:
         row["tf2jax"] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
     rows.append(row)
-    print(f"  scaling {nodes:>6} nodes: tfprims convert {convert_s:.2f}s trace {trace_s:.2f}s"
-          + (f" | tf2jax convert {row['tf2jax'].get('convert_s', float('nan')):.2f}s "
-             f"trace {row['tf2jax'].get('trace_s', float('nan')):.2f}s" if "tf2jax" in row else ""),
-          flush=True)
+    print(
+      f"  scaling {nodes:>6} nodes: tfprims convert {convert_s:.2f}s trace {trace_s:.2f}s"
+      + (
+        f" | tf2jax convert {row['tf2jax'].get('convert_s', float('nan')):.2f}s "
+        f"trace {row['tf2jax'].get('trace_s', float('nan')):.2f}s"
+        if "tf2jax" in row
+        else ""
+      ),
+      flush=True,
+    )
   fits = {}
   for who in ("tfprims", "tf2jax"):
-    pts = [(r["nodes"], r[who]["convert_s"] + r[who]["trace_s"]) for r in rows
-           if who in r and "convert_s" in r[who]]
+    pts = [
+      (r["nodes"], r[who]["convert_s"] + r[who]["trace_s"])
+      for r in rows
+      if who in r and "convert_s" in r[who]
+    ]
     if len(pts) >= 2:
       n, t = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
       fits[who] = float(np.polyfit(n, t, 1)[0])
@@ -406,24 +474,38 @@ def bench_scaling(sizes):
 
 def machine() -> dict:
   device = jax.devices()[0]
-  return {"platform": platform.platform(), "python": platform.python_version(),
-          "cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
-          "device": f"{device.platform}: {device.device_kind}",
-          "jax": jax.__version__, "tensorflow": tf.__version__,
-          "tf2jax": getattr(tf2jax, "__version__", None),
-          "load_average_1min": os.getloadavg()[0]}
+  return {
+    "platform": platform.platform(),
+    "python": platform.python_version(),
+    "cpus": os.cpu_count(),
+    "processor": platform.processor() or platform.machine(),
+    "device": f"{device.platform}: {device.device_kind}",
+    "jax": jax.__version__,
+    "tensorflow": tf.__version__,
+    "tf2jax": getattr(tf2jax, "__version__", None),
+    "load_average_1min": os.getloadavg()[0],
+  }
 
 
 def write_chart(rows, path):
   try:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
   except ImportError:
     print("matplotlib not installed: no chart", file=sys.stderr)
     return False
-  keys = ["run/tf", "run/tf_xla", "run/tf2jax", "convert+trace/tf2jax", "lower/tf2jax",
-          "compile/tf2jax", "first_result/tf2jax", "eager/tf2jax"]
+  keys = [
+    "run/tf",
+    "run/tf_xla",
+    "run/tf2jax",
+    "convert+trace/tf2jax",
+    "lower/tf2jax",
+    "compile/tf2jax",
+    "first_result/tf2jax",
+    "eager/tf2jax",
+  ]
   labels = [f"{r['model']}@{r['batch']}" for r in rows]
   fig, ax = plt.subplots(figsize=(max(8, len(rows) * 1.2), 5))
   width = 0.8 / len(keys)
@@ -444,60 +526,81 @@ def write_chart(rows, path):
 def write_markdown(result, path, chart="ratios.png", notes=True):
   m = result["machine"]
   lines = [
-      "# Performance", "",
-      "Generated by `python -m benchmarks` (benchmarks/run.py); numbers are from one run",
-      f"on {m.get('device', 'cpu')}, {m['cpus']} CPUs ({m['processor']}, {m['platform']}), "
-      f"jax {m['jax']}, "
-      f"TensorFlow {m['tensorflow']}, tf2jax {m['tf2jax']}; 1-minute load average "
-      f"{m.get('load_average_1min', float('nan')):.1f} at the start, "
-      f"{m.get('load_average_1min_end', float('nan')):.1f} at the end.", "",
-      "Times in ms (run, eager) or s (first result, convert, trace, lower, compile). "
-      "First result: convert + trace + lower + compile + first run, from JAX's caches "
-      "cleared (TF: a new tf.function's first call). The JAX contenders' first result and "
-      "parts are the lower of two rounds run in opposite orders; run times are medians of "
-      "shuffled rounds. Ratios < 1 mean tfprims is faster.",
-      "",
-      "| model | batch | nodes | first result s | convert s | trace s | lower s | compile s "
-      "| run ms | eager ms | TF ms | TF-XLA ms | tf2jax run ms | run/TF | run/TF-XLA "
-      "| run/tf2jax | conv+trace/tf2jax | lower/tf2jax | compile/tf2jax "
-      "| first result/tf2jax | first result/TF | eager/tf2jax |",
-      "|" + "---|" * 23,
+    "# Performance",
+    "",
+    "Generated by `python -m benchmarks` (benchmarks/run.py); numbers are from one run",
+    f"on {m.get('device', 'cpu')}, {m['cpus']} CPUs ({m['processor']}, {m['platform']}), "
+    f"jax {m['jax']}, "
+    f"TensorFlow {m['tensorflow']}, tf2jax {m['tf2jax']}; 1-minute load average "
+    f"{m.get('load_average_1min', float('nan')):.1f} at the start, "
+    f"{m.get('load_average_1min_end', float('nan')):.1f} at the end.",
+    "",
+    "Times in ms (run, eager) or s (first result, convert, trace, lower, compile). "
+    "First result: convert + trace + lower + compile + first run, from JAX's caches "
+    "cleared (TF: a new tf.function's first call). The JAX contenders' first result and "
+    "parts are the lower of two rounds run in opposite orders; run times are medians of "
+    "shuffled rounds. Ratios < 1 mean tfprims is faster.",
+    "",
+    "| model | batch | nodes | first result s | convert s | trace s | lower s | compile s "
+    "| run ms | eager ms | TF ms | TF-XLA ms | tf2jax run ms | run/TF | run/TF-XLA "
+    "| run/tf2jax | conv+trace/tf2jax | lower/tf2jax | compile/tf2jax "
+    "| first result/tf2jax | first result/TF | eager/tf2jax |",
+    "|" + "---|" * 23,
   ]
   for r in result["models"]:
     o, t2, rat = r["tfprims"], r.get("tf2jax", {}), r["ratios"]
     f = lambda v, s=1.0, d=2: "–" if v is None else f"{v * s:.{d}f}"
     lines.append(
-        f"| {r['model']} | {r['batch']} | {r['graph_nodes']} | {f(o.get('first_result_s'))} | "
-        f"{f(o['convert_s'])} | {f(o['trace_s'])} | {f(o.get('lower_s'))} | "
-        f"{f(o['compile_s'])} | {f(o['run_s'], 1e3)} | {f(o['eager_s'], 1e3)} | "
-        f"{f(r['tf']['run_s'], 1e3)} | {f(r['tf_xla']['run_s'], 1e3)} | "
-        f"{f(t2.get('run_s'), 1e3) if 'run_s' in t2 else ('error' if t2 else '–')} | "
-        f"{f(rat.get('run/tf'))} | {f(rat.get('run/tf_xla'))} | {f(rat.get('run/tf2jax'))} | "
-        f"{f(rat.get('convert+trace/tf2jax'))} | {f(rat.get('lower/tf2jax'))} | "
-        f"{f(rat.get('compile/tf2jax'))} | {f(rat.get('first_result/tf2jax'))} | "
-        f"{f(rat.get('first_result/tf'))} | {f(rat.get('eager/tf2jax'))} |")
+      f"| {r['model']} | {r['batch']} | {r['graph_nodes']} | {f(o.get('first_result_s'))} | "
+      f"{f(o['convert_s'])} | {f(o['trace_s'])} | {f(o.get('lower_s'))} | "
+      f"{f(o['compile_s'])} | {f(o['run_s'], 1e3)} | {f(o['eager_s'], 1e3)} | "
+      f"{f(r['tf']['run_s'], 1e3)} | {f(r['tf_xla']['run_s'], 1e3)} | "
+      f"{f(t2.get('run_s'), 1e3) if 'run_s' in t2 else ('error' if t2 else '–')} | "
+      f"{f(rat.get('run/tf'))} | {f(rat.get('run/tf_xla'))} | {f(rat.get('run/tf2jax'))} | "
+      f"{f(rat.get('convert+trace/tf2jax'))} | {f(rat.get('lower/tf2jax'))} | "
+      f"{f(rat.get('compile/tf2jax'))} | {f(rat.get('first_result/tf2jax'))} | "
+      f"{f(rat.get('first_result/tf'))} | {f(rat.get('eager/tf2jax'))} |"
+    )
   apps = [r["ratios"]["run/tf_xla"] for r in result["models"] if r["model"] in KERAS_APPS]
   if apps:
     lines += ["", f"Median run/TF-XLA over the Keras applications: {statistics.median(apps):.2f}."]
-  errors = [f"- {r['model']}@{r['batch']}: tf2jax {r['tf2jax']['error']}"
-            for r in result["models"] if "error" in r.get("tf2jax", {})]
+  errors = [
+    f"- {r['model']}@{r['batch']}: tf2jax {r['tf2jax']['error']}"
+    for r in result["models"]
+    if "error" in r.get("tf2jax", {})
+  ]
   if errors:
     lines += ["", "tf2jax failures:"] + errors
   sc = result.get("scaling")
   if sc:
-    lines += ["", "## Scaling (synthetic chains)", "",
-              "| nodes | tfprims convert s | tfprims trace s | tf2jax convert s | tf2jax trace s |",
-              "|---|---|---|---|---|"]
+    lines += [
+      "",
+      "## Scaling (synthetic chains)",
+      "",
+      "| nodes | tfprims convert s | tfprims trace s | tf2jax convert s | tf2jax trace s |",
+      "|---|---|---|---|---|",
+    ]
     for r in sc["rows"]:
       t2 = r.get("tf2jax", {})
-      lines.append(f"| {r['nodes']} | {r['tfprims']['convert_s']:.2f} | "
-                   f"{r['tfprims']['trace_s']:.2f} | {t2.get('convert_s', float('nan')):.2f} | "
-                   f"{t2.get('trace_s', float('nan')):.2f} |")
-    lines += ["", "Fitted exponent of (convert + trace) time vs nodes: " + ", ".join(
-        f"{k} {v:.2f}" for k, v in sc["exponent"].items()) + " (1.0 = linear)."]
-  lines += ["", "Peak Python memory during conversion / weight bytes: " + ", ".join(
-      f"{r['model']}@{r['batch']} {r['convert_peak/weights']:.2f}" for r in result["models"]),
-      ""]
+      lines.append(
+        f"| {r['nodes']} | {r['tfprims']['convert_s']:.2f} | "
+        f"{r['tfprims']['trace_s']:.2f} | {t2.get('convert_s', float('nan')):.2f} | "
+        f"{t2.get('trace_s', float('nan')):.2f} |"
+      )
+    lines += [
+      "",
+      "Fitted exponent of (convert + trace) time vs nodes: "
+      + ", ".join(f"{k} {v:.2f}" for k, v in sc["exponent"].items())
+      + " (1.0 = linear).",
+    ]
+  lines += [
+    "",
+    "Peak Python memory during conversion / weight bytes: "
+    + ", ".join(
+      f"{r['model']}@{r['batch']} {r['convert_peak/weights']:.2f}" for r in result["models"]
+    ),
+    "",
+  ]
   if chart:  # None when the run drew none (no matplotlib): no stale chart from an older run
     lines += [f"![ratios](../benchmarks/results/{chart})", ""]
   notes_file = ROOT / "NOTES.md"
@@ -508,10 +611,14 @@ def write_markdown(result, path, chart="ratios.png", notes=True):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--suite", choices=sorted(SUITES), default="small",
-                      help="small: the default models at small sizes (batch 1 and 32); "
-                           "realistic: 224x224 applications, BERT-style encoder, LSTM "
-                           "(batch 1 and 8)")
+  parser.add_argument(
+    "--suite",
+    choices=sorted(SUITES),
+    default="small",
+    help="small: the default models at small sizes (batch 1 and 32); "
+    "realistic: 224x224 applications, BERT-style encoder, LSTM "
+    "(batch 1 and 8)",
+  )
   parser.add_argument("--models", nargs="*", default=None)
   parser.add_argument("--batches", nargs="*", type=int, default=None)
   parser.add_argument("--repeats", type=int, default=20)
@@ -520,9 +627,13 @@ def main(argv=None):
   parser.add_argument("--quick", action="store_true", help="mlp only, batch 1, small scaling")
   parser.add_argument("--out", type=Path, default=RESULTS)
   parser.add_argument("--no-docs", action="store_true", help="don't rewrite docs/performance.md")
-  parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
-                      help="gpu: JAX and TF on the GPU (run with JAX_PLATFORMS=cuda); results "
-                           "in <suite>-gpu.json and docs/performance-gpu.md")
+  parser.add_argument(
+    "--device",
+    choices=("cpu", "gpu"),
+    default="cpu",
+    help="gpu: JAX and TF on the GPU (run with JAX_PLATFORMS=cuda); results "
+    "in <suite>-gpu.json and docs/performance-gpu.md",
+  )
   args = parser.parse_args(argv)
   if args.device == "gpu":
     check_gpu()
@@ -561,8 +672,9 @@ def main(argv=None):
     doc = "performance-realistic.md" if realistic else "performance.md"
     if args.device == "gpu":
       doc = "performance-gpu.md"
-    write_markdown(result, ROOT.parent / "docs" / doc, chart=chart if drawn else None,
-                   notes=not realistic)
+    write_markdown(
+      result, ROOT.parent / "docs" / doc, chart=chart if drawn else None, notes=not realistic
+    )
   print(f"wrote {args.out / (stem + '.json')}")
   return result
 

@@ -35,14 +35,16 @@ N_FEATURES, N_CLASSES = 8, 3
 
 def build_model(seed: int = 0) -> keras.Model:
   keras.utils.set_random_seed(seed)
-  return keras.Sequential([
+  return keras.Sequential(
+    [
       keras.Input((N_FEATURES,)),
       keras.layers.Dense(32),
       keras.layers.BatchNormalization(momentum=0.9),
       keras.layers.ReLU(),
       keras.layers.Dropout(0.1),
       keras.layers.Dense(N_CLASSES),
-  ])
+    ]
+  )
 
 
 def synthetic_data(n: int, seed: int = 0):
@@ -59,8 +61,9 @@ def cross_entropy(logits, labels):
   return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
 
 
-def main(steps: int = 60, batch: int = 64, lr: float = 0.01, seed: int = 0,
-         verbose: bool = True) -> dict:
+def main(
+  steps: int = 60, batch: int = 64, lr: float = 0.01, seed: int = 0, verbose: bool = True
+) -> dict:
   model = build_model(seed)
   spec = tf.TensorSpec([None, N_FEATURES], tf.float32)
   train_fn, params = tfprims.convert(tf.function(lambda x: model(x, training=True)), spec)
@@ -76,8 +79,7 @@ def main(steps: int = 60, batch: int = 64, lr: float = 0.01, seed: int = 0,
     new_state = {k: new_params[k] for k in state}
     return cross_entropy(logits, y), new_state
 
-  optimizer = optax.chain(optax.clip_by_global_norm(1.0),
-                          optax.adamw(lr, weight_decay=1e-4))
+  optimizer = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(lr, weight_decay=1e-4))
 
   @jax.jit
   def train_step(trainable, opt_state, state, x, y):
@@ -89,7 +91,7 @@ def main(steps: int = 60, batch: int = 64, lr: float = 0.01, seed: int = 0,
   opt_state = optimizer.init(trainable)
   losses = []
   for i in range(steps):
-    xb, yb = x_all[i * batch:(i + 1) * batch], y_all[i * batch:(i + 1) * batch]
+    xb, yb = x_all[i * batch : (i + 1) * batch], y_all[i * batch : (i + 1) * batch]
     trainable, opt_state, state, loss = train_step(trainable, opt_state, state, xb, yb)
     losses.append(float(loss))
     if verbose and (i % 10 == 0 or i == steps - 1):
@@ -108,8 +110,14 @@ def main(steps: int = 60, batch: int = 64, lr: float = 0.01, seed: int = 0,
   if verbose:
     print(f"TF after write-back vs converted fn: max |diff| = {max_diff:.2e}")
     print(f"test accuracy (TF model): {accuracy:.3f}")
-  return dict(losses=losses, max_diff=max_diff, accuracy=accuracy, model=model,
-              params=trained, infer_fn=infer_fn)
+  return dict(
+    losses=losses,
+    max_diff=max_diff,
+    accuracy=accuracy,
+    model=model,
+    params=trained,
+    infer_fn=infer_fn,
+  )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,10 @@ hypothesis.settings.load_profile(PROFILE)
 
 def pytest_report_header(config):
   s = hypothesis.settings.default
-  return (f"tfprims property tests: hypothesis profile {PROFILE!r} "
-          f"(max_examples={s.max_examples}, derandomize={s.derandomize})")
+  return (
+    f"tfprims property tests: hypothesis profile {PROFILE!r} "
+    f"(max_examples={s.max_examples}, derandomize={s.derandomize})"
+  )
 
 
 def pytest_runtest_teardown(item):

@@ -55,8 +55,7 @@ def test_wrong_value_is_caught_with_a_snippet():
 
 def test_wrong_jvp_sign_is_caught():
   cos = get_op("Cos")
-  with temporary_op("Sin", jnp.sin, spec=_sin_spec,
-                    jvp=(lambda t, x: -t * cos(x),)) as op:
+  with temporary_op("Sin", jnp.sin, spec=_sin_spec, jvp=(lambda t, x: -t * cos(x),)) as op:
     with pytest.raises(OpCheckError, match="check 'jvp' failed"):
       check_op(op, ["jvp"], max_examples=N)
     with pytest.raises(OpCheckError, match="check 'vjp' failed"):
@@ -67,8 +66,9 @@ def test_wrong_jvp_sign_is_caught():
 
 def test_wrong_transpose_is_caught():
   # Neg's JVP is itself; a transpose that forgets the sign breaks only the VJP.
-  with temporary_op("Neg", jnp.negative, linear=True, transpose=lambda ct, x: [ct],
-                    spec=FLOAT_SPEC) as op:
+  with temporary_op(
+    "Neg", jnp.negative, linear=True, transpose=lambda ct, x: [ct], spec=FLOAT_SPEC
+  ) as op:
     check_op(op, ["jvp"], max_examples=N)
     with pytest.raises(OpCheckError, match="check 'vjp' failed"):
       check_op(op, ["vjp"], max_examples=N)
@@ -93,9 +93,13 @@ def _misplaced_batch_rule(args, dims, **params):
 
 
 def test_batching_rule_misplacing_the_batch_axis_is_caught():
-  spec = lambda s: s.Spec(s.call(x=s.arrays(s.dtypes(("float32",)),
-                                            s.shapes(min_rank=1, min_side=2),
-                                            min_value=-4, max_value=4)))
+  spec = lambda s: s.Spec(
+    s.call(
+      x=s.arrays(
+        s.dtypes(("float32",)), s.shapes(min_rank=1, min_side=2), min_value=-4, max_value=4
+      )
+    )
+  )
   with temporary_op("Sin", jnp.sin, spec=spec, batching=_misplaced_batch_rule) as op:
     with pytest.raises(OpCheckError, match="check 'vmap' failed"):
       check_op(op, ["vmap"], max_examples=20)
@@ -119,11 +123,19 @@ def test_list_primitive_with_a_wrong_transpose_is_caught_and_reproduced():
   # wraps them in a TF list. This PopBack transpose drops the last element's
   # cotangent.
   from tfprims.ops import tensorlist
+
   real = get_op("TensorListPopBack")
-  drop_last = lambda cts, items: [tensorlist.PushBack(
-      cts[0], jnp.zeros(items.aval.shape[1:], items.aval.dtype))]
-  with temporary_op("TensorListPopBack", real.impl, multiple_results=True, linear=True,
-                    transpose=drop_last, spec=real.spec) as op:
+  drop_last = lambda cts, items: [
+    tensorlist.PushBack(cts[0], jnp.zeros(items.aval.shape[1:], items.aval.dtype))
+  ]
+  with temporary_op(
+    "TensorListPopBack",
+    real.impl,
+    multiple_results=True,
+    linear=True,
+    transpose=drop_last,
+    spec=real.spec,
+  ) as op:
     check_op(op, ["values", "jvp", "vmap"], max_examples=N)
     with pytest.raises(OpCheckError, match="check 'vjp' failed") as info:
       check_op(op, ["vjp"], max_examples=N)
@@ -145,8 +157,10 @@ def test_x64_off_dtype_warning_is_caught():
   # A Cast-like op ignoring canonical_dtype warns with x64 off.
   def cast(x, *, DstT):
     return jnp.asarray(x, dtype=DstT)
-  spec = lambda s: s.Spec(s.call(x=s.arrays("float32", s.shapes(max_rank=1)),
-                                 DstT=s.just(np.dtype("float64"))))
+
+  spec = lambda s: s.Spec(
+    s.call(x=s.arrays("float32", s.shapes(max_rank=1)), DstT=s.just(np.dtype("float64")))
+  )
   with temporary_op("Cast", cast, attrs=("DstT",), spec=spec) as op:
     with pytest.raises(OpCheckError, match="x64 off"):
       check_op(op, ["shape"], max_examples=4)
@@ -154,11 +168,16 @@ def test_x64_off_dtype_warning_is_caught():
 
 def test_spec_drawing_mostly_invalid_calls_fails():
   # MatMul with independent random shapes: TF rejects most calls.
-  spec = lambda s: s.Spec(s.call(a=s.arrays("float32", s.shapes(2, 2, 1)),
-                                 b=s.arrays("float32", s.shapes(2, 2, 1))),
-                          ignore_zero_sign="not what this test is about")
-  with temporary_op("MatMul", lambda a, b, transpose_a=False, transpose_b=False: a @ b,
-                    attrs=("transpose_a", "transpose_b"), spec=spec) as op:
+  spec = lambda s: s.Spec(
+    s.call(a=s.arrays("float32", s.shapes(2, 2, 1)), b=s.arrays("float32", s.shapes(2, 2, 1))),
+    ignore_zero_sign="not what this test is about",
+  )
+  with temporary_op(
+    "MatMul",
+    lambda a, b, transpose_a=False, transpose_b=False: a @ b,
+    attrs=("transpose_a", "transpose_b"),
+    spec=spec,
+  ) as op:
     with pytest.raises(OpCheckError, match="TF rejected most drawn calls"):
       check_op(op, ["values"], max_examples=N)
 
@@ -187,17 +206,23 @@ def test_compare():
   assert not compare(np.array([1], np.int32), np.array([1], np.int64)).ok
   assert compare(np.array([1 + 1e-7], f), np.array([1.0], f), rtol=1e-5).ok
   assert not compare(np.array([1 + 1e-4], f), np.array([1.0], f), rtol=1e-5).ok
-  assert not compare(np.array([1 + 1j], np.complex64),
-                     np.array([1 + 2j], np.complex64), rtol=1e-5).ok
+  assert not compare(
+    np.array([1 + 1j], np.complex64), np.array([1 + 2j], np.complex64), rtol=1e-5
+  ).ok
   assert not compare(np.zeros((2, 1)), np.zeros((1, 2))).ok
 
 
 def test_literal_round_trips():
   import ml_dtypes
-  values = [np.array([[1.5, np.nan], [-np.inf, -0.0]], np.float32),
-            np.array(3, np.int64), np.zeros((0, 2), np.int8),
-            np.array([1 + 2j, complex(np.nan, 1)], np.complex64),
-            np.array([0.1, 2.0], ml_dtypes.bfloat16), np.array([True, False])]
+
+  values = [
+    np.array([[1.5, np.nan], [-np.inf, -0.0]], np.float32),
+    np.array(3, np.int64),
+    np.zeros((0, 2), np.int8),
+    np.array([1 + 2j, complex(np.nan, 1)], np.complex64),
+    np.array([0.1, 2.0], ml_dtypes.bfloat16),
+    np.array([True, False]),
+  ]
   for v in values:
     back = eval(literal(v), {"np": np, "ml_dtypes": ml_dtypes})
     assert back.dtype == v.dtype and back.shape == v.shape
@@ -207,8 +232,9 @@ def test_literal_round_trips():
 def test_oracle_keeps_input_dtypes():
   # Given numpy arrays, TF's eager fast path runs LeakyRelu on a float16 vector
   # in float32 (its T attr's default); the runner passes tf.constant inputs.
-  call = make_call(get_op("LeakyRelu"), {"features": np.array([1.0, -2.0], np.float16),
-                                         "alpha": 0.2})
+  call = make_call(
+    get_op("LeakyRelu"), {"features": np.array([1.0, -2.0], np.float16), "alpha": 0.2}
+  )
   (out,) = tf_outputs(call)
   assert out.dtype == np.float16
 
@@ -245,13 +271,14 @@ def test_ops_taking_a_rng_key_operand():
 
 def test_write_errors_merges_per_op(tmp_path):
   import json
+
   path = str(tmp_path / "errors.json")
   stats = lambda e: {"values": {"float32": {"max_abs": e, "max_rel": e, "examples": 1}}}
   write_errors(path, {"Sin": stats(1e-7), "Cos": stats(2e-7)}, profile="thorough")
   write_errors(path, {"Sin": stats(3e-7)})
   ops = json.loads(open(path).read())["ops"]
-  assert ops["Sin"]["values"]["float32"]["max_abs"] == 3e-7   # replaced by the newer run
-  assert ops["Cos"]["profile"] == "thorough"                   # kept
+  assert ops["Sin"]["values"]["float32"]["max_abs"] == 3e-7  # replaced by the newer run
+  assert ops["Cos"]["profile"] == "thorough"  # kept
   assert sorted(p.name for p in tmp_path.iterdir()) == ["errors.json"]
 
 
@@ -268,20 +295,24 @@ def test_raw_ops_keywords_renamed_generically():
 
 def test_complex_values_compared_by_magnitude():
   # A tiny imaginary part of a large value carries the value's rounding error.
-  close = compare(np.array([1e6 + 1e-3j], np.complex64),
-                  np.array([1e6 + 2e-3j], np.complex64), rtol=1e-5, atol=1e-6)
+  close = compare(
+    np.array([1e6 + 1e-3j], np.complex64),
+    np.array([1e6 + 2e-3j], np.complex64),
+    rtol=1e-5,
+    atol=1e-6,
+  )
   assert close.ok, close.message
   assert not compare(np.array([1 + 1j]), np.array([1 + 1.1j]), rtol=1e-5, atol=1e-6).ok
   # A part that is not finite: parts compared one by one.
-  assert not compare(np.array([complex(np.inf, 1)]), np.array([complex(np.inf, 1.5)]),
-                     rtol=1e-5, atol=1e-6).ok
+  assert not compare(
+    np.array([complex(np.inf, 1)]), np.array([complex(np.inf, 1.5)]), rtol=1e-5, atol=1e-6
+  ).ok
   assert not compare(np.array([complex(np.inf, 1)]), np.array([complex(-np.inf, 1)])).ok
   # An overflowed product: TF's CPU kernels give NaN+NaNj in SIMD lanes and -inf+infj in
   # scalar code for the same inputs, so non-finite values with a NaN part agree ...
   c = np.complex64
   nan_inf, inf_inf = c(complex(np.nan, np.inf)), c(complex(-np.inf, np.inf))
-  assert compare(np.array([nan_inf, c(complex(np.nan, np.nan))]),
-                 np.array([inf_inf, inf_inf])).ok
+  assert compare(np.array([nan_inf, c(complex(np.nan, np.nan))]), np.array([inf_inf, inf_inf])).ok
   # ... but not with a finite value, and real NaN is still not inf.
   assert not compare(np.array([nan_inf]), np.array([c(1e30)])).ok
   assert not compare(np.array([np.nan]), np.array([np.inf])).ok
@@ -294,8 +325,9 @@ def test_strategies_treat_bfloat16_as_float():
 
 
 def test_derivative_tolerance_follows_the_least_precise_dtype():
-  call = make_call(get_op("Cast"), {"x": np.ones(3, np.float16),
-                                    "DstT": np.dtype("float64"), "Truncate": False})
+  call = make_call(
+    get_op("Cast"), {"x": np.ones(3, np.float16), "DstT": np.dtype("float64"), "Truncate": False}
+  )
   prepare_call(call)
   spec = load_spec(call.op)
   tol = derivative_tolerance(call, [0], [np.dtype("float64")])
@@ -306,6 +338,7 @@ def test_derivative_tolerance_follows_the_least_precise_dtype():
 
 def test_spec_examples_share_scales_the_profile():
   import hypothesis
+
   half = lambda s: s.Spec(s.unary(("float32",), min_value=-4, max_value=4), examples=0.5)
   with temporary_op("Sin", jnp.sin, spec=half) as op:
     scaled = check_op(op, ["values"], settings=hypothesis.settings(max_examples=8))
@@ -318,10 +351,10 @@ def test_spec_examples_share_scales_the_profile():
 
 def test_fd_step_keeps_central_differences_on_one_piece():
   from tfprims.testing.oracles import tf_central_difference
+
   call = prepare_call(make_call(get_op("Abs"), {"x": np.array([2e-3], np.float32)}))
   default = tf_central_difference(call, [0], [True], [np.ones(1, np.float32)], widen=False)
-  small = tf_central_difference(call, [0], [True], [np.ones(1, np.float32)], widen=False,
-                                step=1e-5)
+  small = tf_central_difference(call, [0], [True], [np.ones(1, np.float32)], widen=False, step=1e-5)
   assert abs(default[0][0] - 2e-3 / (np.finfo(np.float32).eps ** (1 / 3))) < 1e-3  # straddles 0
   np.testing.assert_allclose(small[0], [1.0], rtol=1e-2)
 
@@ -345,7 +378,7 @@ def test_edge_values_hold_the_boundaries_of_each_draw():
   # Bounds not representable in the dtype are rounded inward.
   assert all(v >= 1e-5 for v in st.edge_values("float16", min_value=1e-5))
   assert {0, 3} <= set(st.edge_values("int32", min_value=0, max_value=3))
-  assert {-2**31, 2**31 - 1} <= set(st.edge_values("int32"))
+  assert {-(2**31), 2**31 - 1} <= set(st.edge_values("int32"))
 
 
 def test_bug_at_the_domain_boundary_is_found_by_the_draws():
@@ -360,9 +393,12 @@ def test_bug_at_the_domain_boundary_is_found_by_the_draws():
 def test_nan_of_either_sign_and_infinities_are_drawn():
   seen = []
   import hypothesis
+
   hypothesis.settings(max_examples=200, derandomize=True, database=None)(
-      hypothesis.given(st.arrays(np.float32, st.shapes(min_rank=1, min_side=1)))(
-          lambda a: seen.append(a)))()
+    hypothesis.given(st.arrays(np.float32, st.shapes(min_rank=1, min_side=1)))(
+      lambda a: seen.append(a)
+    )
+  )()
   values = np.concatenate([a.ravel() for a in seen])
   nan = np.isnan(values)
   assert np.signbit(values[nan]).any() and (~np.signbit(values[nan])).any()
@@ -374,8 +410,9 @@ def test_sign_of_zero_is_compared():
   f = np.float32
   assert compare(np.array([-0.0], f), np.array([0.0], f)).ok
   assert not compare(np.array([-0.0], f), np.array([0.0], f), signed_zeros=True).ok
-  assert compare(np.array([np.copysign(np.nan, -1)], f), np.array([np.nan], f),
-                 signed_zeros=True).ok  # NaN's sign is not a value
+  assert compare(
+    np.array([np.copysign(np.nan, -1)], f), np.array([np.nan], f), signed_zeros=True
+  ).ok  # NaN's sign is not a value
   # Neg(+0.0) is -0.0 in TF; 0 - x gives +0.0.
   spec = lambda s: s.Spec(s.call(x=np.zeros(3, np.float32)), cases=[{"x": np.zeros(2, np.float32)}])
   with temporary_op("Neg", lambda x: 0 - x, spec=spec) as op:
@@ -388,8 +425,10 @@ def test_sign_of_zero_is_compared():
 
 def test_canonical_cases_run_in_every_check():
   # Wrong at one point the draws never reach (the spec draws [-1, 1]).
-  spec = lambda s: s.Spec(s.unary(("float32",), min_value=-1, max_value=1, edges=False),
-                          cases=[{"x": np.array([3.25], np.float32)}])
+  spec = lambda s: s.Spec(
+    s.unary(("float32",), min_value=-1, max_value=1, edges=False),
+    cases=[{"x": np.array([3.25], np.float32)}],
+  )
   wrong = lambda x: jnp.where(x == 3.25, 0.0, jnp.sin(x)).astype(x.dtype)
   with temporary_op("Sin", wrong, spec=spec) as op:
     with pytest.raises(OpCheckError, match="check 'values' failed") as info:
@@ -398,8 +437,9 @@ def test_canonical_cases_run_in_every_check():
   with temporary_op("Sin", jnp.sin, spec=spec) as op:
     report = check_op(op, ["values"], max_examples=2)
   assert report.results["values"].examples == 3  # the case and two drawn calls
-  refused = lambda s: s.Spec(s.call(x=np.ones(2, np.float32)),
-                             cases=[{"x": np.ones(2, np.int32)}])  # Sin has no int kernel
+  refused = lambda s: s.Spec(
+    s.call(x=np.ones(2, np.float32)), cases=[{"x": np.ones(2, np.int32)}]
+  )  # Sin has no int kernel
   with temporary_op("Sin", jnp.sin, spec=refused) as op:
     with pytest.raises(OpCheckError, match="canonical case 0"):
       check_op(op, ["values"], max_examples=2)

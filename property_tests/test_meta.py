@@ -22,9 +22,10 @@ def _gen_module():
 def test_every_op_has_a_spec():
   missing = [op for op in registered_ops() if get_op(op).spec is None]
   assert not missing, (
-      f"ops without a property-test spec: {missing}. Add spec=lambda st: st.Spec(...) to "
-      "their register_op; an op that cannot be tested against TF declares a spec with every "
-      "check in skip={...} and the reason.")
+    f"ops without a property-test spec: {missing}. Add spec=lambda st: st.Spec(...) to "
+    "their register_op; an op that cannot be tested against TF declares a spec with every "
+    "check in skip={...} and the reason."
+  )
 
 
 @pytest.mark.parametrize("op_type", registered_ops())
@@ -47,12 +48,14 @@ def test_ops_doc_is_current():
 
 
 def test_fidelity_doc_is_current():
-  spec = importlib.util.spec_from_file_location("gen_fidelity_doc",
-                                                ROOT / "scripts" / "gen_fidelity_doc.py")
+  spec = importlib.util.spec_from_file_location(
+    "gen_fidelity_doc", ROOT / "scripts" / "gen_fidelity_doc.py"
+  )
   gen = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(gen)
   path = ROOT / "docs" / "fidelity.md"
   current = path.read_text()
   assert current == gen.render(current), (
-      "docs/fidelity.md is stale: run `python scripts/gen_fidelity_doc.py` (after a property "
-      "run with TFPRIMS_DRAWN_VALUES=property_tests/drawn_values.json when draws changed)")
+    "docs/fidelity.md is stale: run `python scripts/gen_fidelity_doc.py` (after a property "
+    "run with TFPRIMS_DRAWN_VALUES=property_tests/drawn_values.json when draws changed)"
+  )

@@ -59,14 +59,21 @@ def render_generated(drawn_path=DEFAULT_DRAWN, errors_path=DEFAULT_ERRORS) -> st
   families: dict = {}
   for op in core.all_ops():
     families.setdefault(op.family, []).append(op)
-  lines = [BEGIN, "",
-           f"Recorded in `{os.path.relpath(drawn_path, ROOT)}` by the last property run "
-           "that recorded them; classes: " + ", ".join(f"`{c}`" for c in EDGE_CLASSES) +
-           ". *cases*: canonical calls every check runs; *zero sign*: why the sign of a "
-           "zero output is not compared (blank: it is).", ""]
-  lines += ["| family | ops | ops that ran on NaN / ±inf / -0.0 / ties | canonical cases | "
-            "zero sign not compared | largest value error vs TF |",
-            "|---|---|---|---|---|---|"]
+  lines = [
+    BEGIN,
+    "",
+    f"Recorded in `{os.path.relpath(drawn_path, ROOT)}` by the last property run "
+    "that recorded them; classes: "
+    + ", ".join(f"`{c}`" for c in EDGE_CLASSES)
+    + ". *cases*: canonical calls every check runs; *zero sign*: why the sign of a "
+    "zero output is not compared (blank: it is).",
+    "",
+  ]
+  lines += [
+    "| family | ops | ops that ran on NaN / ±inf / -0.0 / ties | canonical cases | "
+    "zero sign not compared | largest value error vs TF |",
+    "|---|---|---|---|---|---|",
+  ]
   specs = {}
   for fam in sorted(families):
     fops = families[fam]
@@ -77,19 +84,27 @@ def render_generated(drawn_path=DEFAULT_DRAWN, errors_path=DEFAULT_ERRORS) -> st
         specs[op.op_type] = None
     has = lambda op, c: c in drawn.get(op.op_type, ())
     counts = " / ".join(
-        str(sum(any(has(o, c) for c in group) for o in fops))
-        for group in (("nan", "-nan"), ("inf", "-inf"), ("-0",), ("ties",)))
+      str(sum(any(has(o, c) for c in group) for o in fops))
+      for group in (("nan", "-nan"), ("inf", "-inf"), ("-0",), ("ties",))
+    )
     cases = sum(len(specs[o.op_type].cases) for o in fops if specs[o.op_type])
     unsigned = sum(bool(specs[o.op_type] and specs[o.op_type].ignore_zero_sign) for o in fops)
-    worst = max(((o, _largest_error(errors.get(o.op_type))) for o in fops),
-                key=lambda p: float(p[1].split()[0]) if p[1] else -1.0)
-    lines.append(f"| {fam} | {len(fops)} | {counts} | {cases} | {unsigned} | "
-                 f"{worst[0].op_type + ' ' + worst[1] if worst[1] else ''} |")
+    worst = max(
+      ((o, _largest_error(errors.get(o.op_type))) for o in fops),
+      key=lambda p: float(p[1].split()[0]) if p[1] else -1.0,
+    )
+    lines.append(
+      f"| {fam} | {len(fops)} | {counts} | {cases} | {unsigned} | "
+      f"{worst[0].op_type + ' ' + worst[1] if worst[1] else ''} |"
+    )
   lines.append("")
   for fam in sorted(families):
-    lines += [f"### {fam}", "",
-              "| op | boundary values the values check ran on | cases | zero sign |",
-              "|---|---|---|---|"]
+    lines += [
+      f"### {fam}",
+      "",
+      "| op | boundary values the values check ran on | cases | zero sign |",
+      "|---|---|---|---|",
+    ]
     for op in sorted(families[fam], key=lambda o: o.op_type):
       spec = specs[op.op_type]
       if spec is None or "values" in spec.skip:
@@ -98,8 +113,9 @@ def render_generated(drawn_path=DEFAULT_DRAWN, errors_path=DEFAULT_ERRORS) -> st
         continue
       classes = drawn.get(op.op_type)
       seen = " ".join(f"`{c}`" for c in classes) if classes else "not recorded"
-      lines.append(f"| {op.op_type} | {seen} | {len(spec.cases) or ''} | "
-                   f"{_escape(spec.ignore_zero_sign)} |")
+      lines.append(
+        f"| {op.op_type} | {seen} | {len(spec.cases) or ''} | {_escape(spec.ignore_zero_sign)} |"
+      )
     lines.append("")
   lines.append(END)
   return "\n".join(lines)

@@ -25,13 +25,22 @@ DEFAULT_ERRORS = ROOT / "property_tests" / "max_errors.json"
 UNIVERSE = ROOT / "docs" / "coverage" / "op-universe.json"
 PRODUCTION = ROOT / "docs" / "coverage" / "production-ops.json"
 
-JVP = {"explicit": "TF-named", "linear": "linear", "derived": "derived",
-       "override": "override"}
-BATCHING = {"explicit": "TF-named", "elementwise": "elementwise", "derived": "derived",
-            "override": "override"}
+JVP = {"explicit": "TF-named", "linear": "linear", "derived": "derived", "override": "override"}
+BATCHING = {
+  "explicit": "TF-named",
+  "elementwise": "elementwise",
+  "derived": "derived",
+  "override": "override",
+}
 TRANSPOSE = {"explicit": "TF-named", "none": "—", "override": "override"}
-SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
-         "complex64": "c64", "complex128": "c128"}
+SHORT = {
+  "float16": "f16",
+  "bfloat16": "bf16",
+  "float32": "f32",
+  "float64": "f64",
+  "complex64": "c64",
+  "complex128": "c128",
+}
 ERROR_HEADER = "max error vs TF (rel/abs)"
 
 HEADER = """# Registered ops
@@ -80,8 +89,9 @@ def _errors_cell(entry) -> str:
     dtypes = entry.get(check)
     if not dtypes:
       continue
-    vals = " ".join(f"{SHORT.get(d, d)} {s['max_rel']:.1g}/{s['max_abs']:.1g}"
-                    for d, s in sorted(dtypes.items()))
+    vals = " ".join(
+      f"{SHORT.get(d, d)} {s['max_rel']:.1g}/{s['max_abs']:.1g}" for d, s in sorted(dtypes.items())
+    )
     parts.append(f"{check}: {vals}")
   profile = entry.get("profile")
   return "; ".join(parts) + (f" ({profile} run)" if profile and parts else "")
@@ -119,24 +129,33 @@ def render(errors_path=DEFAULT_ERRORS) -> str:
   lines = [HEADER.format(source=f"`{source}`").rstrip(), ""]
   lines += coverage_lines(core.declared_op_types()) + [""]
   lines += ["## Primitive ops by family", ""]
-  lines += ["| family | ops | TF-named JVP | linear | TF-named/elementwise batching |",
-            "|---|---|---|---|---|"]
+  lines += [
+    "| family | ops | TF-named JVP | linear | TF-named/elementwise batching |",
+    "|---|---|---|---|---|",
+  ]
   for fam in sorted(families):
     fops = families[fam]
-    lines.append(f"| {fam} | {len(fops)} | "
-                 f"{sum(o.jvp_source == 'explicit' for o in fops)} | "
-                 f"{sum(o.jvp_source == 'linear' for o in fops)} | "
-                 f"{sum(o.batching_source in ('explicit', 'elementwise') for o in fops)} |")
-  lines.append(f"| **all** | {len(ops)} | {sum(o.jvp_source == 'explicit' for o in ops)} | "
-               f"{sum(o.jvp_source == 'linear' for o in ops)} | "
-               f"{sum(o.batching_source in ('explicit', 'elementwise') for o in ops)} |")
+    lines.append(
+      f"| {fam} | {len(fops)} | "
+      f"{sum(o.jvp_source == 'explicit' for o in fops)} | "
+      f"{sum(o.jvp_source == 'linear' for o in fops)} | "
+      f"{sum(o.batching_source in ('explicit', 'elementwise') for o in fops)} |"
+    )
+  lines.append(
+    f"| **all** | {len(ops)} | {sum(o.jvp_source == 'explicit' for o in ops)} | "
+    f"{sum(o.jvp_source == 'linear' for o in ops)} | "
+    f"{sum(o.batching_source in ('explicit', 'elementwise') for o in ops)} |"
+  )
   lines.append("")
 
   for fam in sorted(families):
-    lines += [f"### {fam}", "",
-              f"| op | what it computes | JVP | transpose | batching | declares | checks run | "
-              f"not run (why) | {ERROR_HEADER} |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+      f"### {fam}",
+      "",
+      f"| op | what it computes | JVP | transpose | batching | declares | checks run | "
+      f"not run (why) | {ERROR_HEADER} |",
+      "|---|---|---|---|---|---|---|---|---|",
+    ]
     for op in sorted(families[fam], key=lambda o: o.op_type):
       try:
         spec = load_spec(op)
@@ -155,12 +174,13 @@ def render(errors_path=DEFAULT_ERRORS) -> str:
         if spec.note:
           why.append(f"note: {spec.note}")
       lines.append(
-          f"| {op.op_type} | {_escape(op.doc)} | {JVP.get(op.jvp_source, op.jvp_source)} | "
-          f"{TRANSPOSE.get(op.transpose_source, op.transpose_source)} | "
-          f"{BATCHING.get(op.batching_source, op.batching_source)} | "
-          f"{' '.join(op.properties)} | "
-          f"{' '.join(run) or '—'} | {_escape('; '.join(why))} | "
-          f"{_escape(_errors_cell(errors.get(op.op_type)))} |")
+        f"| {op.op_type} | {_escape(op.doc)} | {JVP.get(op.jvp_source, op.jvp_source)} | "
+        f"{TRANSPOSE.get(op.transpose_source, op.transpose_source)} | "
+        f"{BATCHING.get(op.batching_source, op.batching_source)} | "
+        f"{' '.join(op.properties)} | "
+        f"{' '.join(run) or '—'} | {_escape('; '.join(why))} | "
+        f"{_escape(_errors_cell(errors.get(op.op_type)))} |"
+      )
     lines.append("")
   lines += structural_lines(core)
   return "\n".join(lines).rstrip() + "\n"
@@ -169,30 +189,43 @@ def render(errors_path=DEFAULT_ERRORS) -> str:
 def coverage_lines(declared) -> list:
   """Coverage of the op universe (docs/coverage/op-universe.json) and of the production
   ops (docs/coverage/production-ops.json), per family."""
-  return (_coverage_table(
-      declared, UNIVERSE, "## Coverage of the op universe",
-      "Op types of the {n}-op universe (docs/coverage/) that are registered, per family; "
-      "the rest are listed.")
-      + ["", *_coverage_table(
-          declared, PRODUCTION, "## Coverage of the production ops",
-          "The {n} op types beyond the numeric universe that production SavedModels use "
-          "(lookup tables, integer hashing, sparse and ragged tensors: "
-          "docs/coverage/README.md) that are registered, per family; of the rest, those "
-          "declared with a hint (an error naming the node and what to do instead: "
-          "docs/semantics/) and those not known at all. Strings run in "
-          "TF (docs/strings.md).", refusals=True)])
+  return _coverage_table(
+    declared,
+    UNIVERSE,
+    "## Coverage of the op universe",
+    "Op types of the {n}-op universe (docs/coverage/) that are registered, per family; "
+    "the rest are listed.",
+  ) + [
+    "",
+    *_coverage_table(
+      declared,
+      PRODUCTION,
+      "## Coverage of the production ops",
+      "The {n} op types beyond the numeric universe that production SavedModels use "
+      "(lookup tables, integer hashing, sparse and ragged tensors: "
+      "docs/coverage/README.md) that are registered, per family; of the rest, those "
+      "declared with a hint (an error naming the node and what to do instead: "
+      "docs/semantics/) and those not known at all. Strings run in "
+      "TF (docs/strings.md).",
+      refusals=True,
+    ),
+  ]
 
 
 def _coverage_table(declared, path, title: str, intro: str, refusals: bool = False) -> list:
   from tfprims import core
+
   with open(path) as f:
     universe = json.load(f)["ops"]
   by_family: dict = {}
   for op_type, fam in universe.items():
     by_family.setdefault(fam, []).append(op_type)
   lines = [title, "", intro.format(n=len(universe)), ""]
-  lines += (["| family | covered | refused, with a hint | unknown |", "|---|---|---|---|"]
-            if refusals else ["| family | covered | missing |", "|---|---|---|"])
+  lines += (
+    ["| family | covered | refused, with a hint | unknown |", "|---|---|---|---|"]
+    if refusals
+    else ["| family | covered | missing |", "|---|---|---|"]
+  )
   total = 0
   for fam in sorted(by_family):
     names = sorted(by_family[fam])
@@ -206,23 +239,31 @@ def _coverage_table(declared, path, title: str, intro: str, refusals: bool = Fal
     else:
       row += f"{', '.join(missing) or '—'} |"
     lines.append(row)
-  lines.append(f"| **all** | {total} of {len(universe)} "
-               f"({100 * total / len(universe):.0f}%) | |" + (" |" if refusals else ""))
+  lines.append(
+    f"| **all** | {total} of {len(universe)} "
+    f"({100 * total / len(universe):.0f}%) | |" + (" |" if refusals else "")
+  )
   return lines
 
 
 def structural_lines(core) -> list:
   """The ops without a primitive of their own (the interpreter runs them)."""
-  ops = sorted((o for o in map(core.lookup, core.declared_op_types())
-                if isinstance(o, core.StructuralOp)), key=lambda o: (o.family, o.op_type))
-  lines = ["## Structural ops", "",
-           "Run by the interpreter's hooks (no primitive, so no property checks): "
-           "constants, inputs, calls, control flow, variables, list bookkeeping, and "
-           "data-dependent-shape ops computed on values known at trace time.", "",
-           "| op | family | declares | what it does |", "|---|---|---|---|"]
+  ops = sorted(
+    (o for o in map(core.lookup, core.declared_op_types()) if isinstance(o, core.StructuralOp)),
+    key=lambda o: (o.family, o.op_type),
+  )
+  lines = [
+    "## Structural ops",
+    "",
+    "Run by the interpreter's hooks (no primitive, so no property checks): "
+    "constants, inputs, calls, control flow, variables, list bookkeeping, and "
+    "data-dependent-shape ops computed on values known at trace time.",
+    "",
+    "| op | family | declares | what it does |",
+    "|---|---|---|---|",
+  ]
   for op in ops:
-    lines.append(f"| {op.op_type} | {op.family} | {' '.join(op.properties)} | "
-                 f"{_escape(op.doc)} |")
+    lines.append(f"| {op.op_type} | {op.family} | {' '.join(op.properties)} | {_escape(op.doc)} |")
   return lines + [""]
 
 
@@ -238,8 +279,9 @@ def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__)
   parser.add_argument("--out", default=str(DEFAULT_OUT))
   parser.add_argument("--errors", default=str(DEFAULT_ERRORS))
-  parser.add_argument("--check", action="store_true",
-                      help="exit 1 if the file is stale (ignoring the error column)")
+  parser.add_argument(
+    "--check", action="store_true", help="exit 1 if the file is stale (ignoring the error column)"
+  )
   args = parser.parse_args(argv)
   text = render(args.errors)
   out = pathlib.Path(args.out)

@@ -27,9 +27,13 @@ STARTED = re.compile(r"::test_op\[(.+?)\] ")
 
 
 def all_ops():
-  out = subprocess.run([sys.executable, "-c",
-                        "from tfprims.core import registered_ops; print(*registered_ops())"],
-                       capture_output=True, text=True, check=True, cwd=ROOT)
+  out = subprocess.run(
+    [sys.executable, "-c", "from tfprims.core import registered_ops; print(*registered_ops())"],
+    capture_output=True,
+    text=True,
+    check=True,
+    cwd=ROOT,
+  )
   return out.stdout.split()
 
 
@@ -39,10 +43,16 @@ def main(argv=None):
   parser.add_argument("--profile", default="thorough")
   parser.add_argument("--log", default="/tmp/tfprims-thorough")
   parser.add_argument("--batch", type=int, default=20, help="ops per pytest session")
-  parser.add_argument("--errors", default=str(ROOT / "property_tests" / "max_errors.json"),
-                      help="where max errors are merged ('' to record none)")
-  parser.add_argument("--drawn", default=str(ROOT / "property_tests" / "drawn_values.json"),
-                      help="where drawn boundary values are merged ('' to record none)")
+  parser.add_argument(
+    "--errors",
+    default=str(ROOT / "property_tests" / "max_errors.json"),
+    help="where max errors are merged ('' to record none)",
+  )
+  parser.add_argument(
+    "--drawn",
+    default=str(ROOT / "property_tests" / "drawn_values.json"),
+    help="where drawn boundary values are merged ('' to record none)",
+  )
   parser.add_argument("--shard", default="0/1", help="i/n: run ops i, i+n, i+2n, ...")
   args = parser.parse_args(argv)
   shard, shards = (int(v) for v in args.shard.split("/"))
@@ -51,23 +61,42 @@ def main(argv=None):
   summary_path = log / "summary.json"
   summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
   remaining = [op for op in (args.ops or all_ops())[shard::shards] if op not in summary]
-  env = dict(os.environ, HYPOTHESIS_PROFILE=args.profile, JAX_PLATFORMS="cpu",
-             TF_CPP_MIN_LOG_LEVEL="3", TFPRIMS_MAX_ERRORS=args.errors,
-             TFPRIMS_DRAWN_VALUES=args.drawn)
+  env = dict(
+    os.environ,
+    HYPOTHESIS_PROFILE=args.profile,
+    JAX_PLATFORMS="cpu",
+    TF_CPP_MIN_LOG_LEVEL="3",
+    TFPRIMS_MAX_ERRORS=args.errors,
+    TFPRIMS_DRAWN_VALUES=args.drawn,
+  )
   for name in ("TFPRIMS_MAX_ERRORS", "TFPRIMS_DRAWN_VALUES"):
     if not env[name]:
       del env[name]
   session = len(list(log.glob("session*.log")))  # a restart continues the numbering
   while remaining:
-    batch, remaining = remaining[:args.batch], remaining[args.batch:]
+    batch, remaining = remaining[: args.batch], remaining[args.batch :]
     session += 1
     out_file = log / f"session{session:03d}.log"
     ids = [f"property_tests/test_ops.py::test_op[{op}]" for op in batch]
     start = time.time()
     with open(out_file, "w") as out:
-      proc = subprocess.Popen([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider",
-                               "--tb=short", "--durations=0", *ids],
-                              stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+      proc = subprocess.Popen(
+        [
+          sys.executable,
+          "-m",
+          "pytest",
+          "-v",
+          "-p",
+          "no:cacheprovider",
+          "--tb=short",
+          "--durations=0",
+          *ids,
+        ],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env=env,
+      )
       rc = proc.wait()
     text = out_file.read_text(errors="replace")
     done = {}
@@ -83,10 +112,12 @@ def main(argv=None):
       if rest:
         summary[rest[0]] = {"outcome": "crashed", "log": out_file.name, "rc": rc}
         remaining = rest[1:] + remaining
-    failed = sorted(o for o, r in summary.items()
-                    if r['outcome'] in ('failed', 'error', 'crashed'))
-    print(f"session {session}: {len(done)} ops in {time.time() - start:.0f}s, rc={rc}; "
-          f"{len(remaining)} left; failed so far: {failed}", flush=True)
+    failed = sorted(o for o, r in summary.items() if r['outcome'] in ('failed', 'error', 'crashed'))
+    print(
+      f"session {session}: {len(done)} ops in {time.time() - start:.0f}s, rc={rc}; "
+      f"{len(remaining)} left; failed so far: {failed}",
+      flush=True,
+    )
     summary_path.write_text(json.dumps(summary, indent=1, sort_keys=True))
   return 0
 

@@ -32,6 +32,7 @@ def _no_leaked_ops():
   tests in the same worker see (docs/ops.md's check counts every registered op)."""
   import tfprims.ops  # noqa: F401  (tfprims' own ops, registered before counting)
   from tfprims import core
+
   before = core.declared_op_types()
   yield
   leaked = core.declared_op_types() - before

@@ -22,13 +22,13 @@ def jaxpr_primitives(closed_jaxpr) -> set:
 
 
 def non_tf_primitives(closed_jaxpr, allowed=()) -> set:
-  return {n for n in jaxpr_primitives(closed_jaxpr)
-          if not n.startswith("tf.") and n not in allowed}
+  return {n for n in jaxpr_primitives(closed_jaxpr) if not n.startswith("tf.") and n not in allowed}
 
 
 def tape_vjp(fn, x, ct):
   """TF's gradient of ``fn`` at ``x`` for output cotangent ``ct`` (GradientTape)."""
   import tensorflow as tf
+
   xt = tf.constant(x)
   with tf.GradientTape() as tape:
     tape.watch(xt)
@@ -44,11 +44,17 @@ def on_spec_draws(op, check, max_examples):
   import hypothesis.strategies as hst
 
   from tfprims.testing.calls import load_spec, make_call, prepare_call
+
   calls = load_spec(op).calls
   used = []
 
-  @hypothesis.settings(max_examples=max_examples, derandomize=True, database=None,
-                       deadline=None, suppress_health_check=list(hypothesis.HealthCheck))
+  @hypothesis.settings(
+    max_examples=max_examples,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=list(hypothesis.HealthCheck),
+  )
   @hypothesis.given(data=hst.data())
   def run(data):
     call = prepare_call(make_call(op, data.draw(calls)))

@@ -25,8 +25,10 @@ def test_nested_inputs_and_outputs_keep_their_structure():
   def f(x, d):
     return {"sum": x + d["a"], "pair": (d["b"] * 2.0, [x * d["b"]])}
 
-  specs = (tf.TensorSpec([None, 3], F32), {"a": tf.TensorSpec([3], F32),
-                                           "b": tf.TensorSpec([], F32)})
+  specs = (
+    tf.TensorSpec([None, 3], F32),
+    {"a": tf.TensorSpec([3], F32), "b": tf.TensorSpec([], F32)},
+  )
   fn, params = tfprims.convert(f, *specs)
   assert params == {}
   x, d = _x(2, 3), {"a": _x(3, seed=1), "b": np.float32(1.5)}
@@ -156,15 +158,30 @@ def mul_fn():
   return tfprims.convert(f, tf.TensorSpec([None, 3], F32), tf.TensorSpec([3], F32))
 
 
-@pytest.mark.parametrize("x, y, err, msg", [
-    (np.ones((2, 4), np.float32), np.ones(3, np.float32), tfprims.InputShapeError,
-     r"input 'x' has shape \[2, 4\], expected \[None, 3\]"),
-    (np.ones((3,), np.float32), np.ones(3, np.float32), tfprims.InputShapeError,
-     r"input 'x' has shape \[3\], expected \[None, 3\]"),
-    (np.ones((2, 3), np.float32), np.ones(3, np.int32), tfprims.InputDtypeError,
-     r"input 'y' has dtype int32, expected float32"),
+@pytest.mark.parametrize(
+  "x, y, err, msg",
+  [
+    (
+      np.ones((2, 4), np.float32),
+      np.ones(3, np.float32),
+      tfprims.InputShapeError,
+      r"input 'x' has shape \[2, 4\], expected \[None, 3\]",
+    ),
+    (
+      np.ones((3,), np.float32),
+      np.ones(3, np.float32),
+      tfprims.InputShapeError,
+      r"input 'x' has shape \[3\], expected \[None, 3\]",
+    ),
+    (
+      np.ones((2, 3), np.float32),
+      np.ones(3, np.int32),
+      tfprims.InputDtypeError,
+      r"input 'y' has dtype int32, expected float32",
+    ),
     (np.ones((2, 3), np.float32), "abc", tfprims.InputDtypeError, r"input 'y'"),
-])
+  ],
+)
 def test_bad_inputs_raise_typed_errors_naming_the_argument(mul_fn, x, y, err, msg):
   fn, params = mul_fn
   with pytest.raises(err, match=msg):
@@ -177,8 +194,9 @@ def test_missing_and_extra_arguments(mul_fn):
     fn(params, np.ones((1, 3), np.float32))
   with pytest.raises(tfprims.InputStructureError, match="too many positional"):
     fn(params, np.ones((1, 3), np.float32), np.ones(3, np.float32), np.ones(3))
-  with pytest.raises(tfprims.InputStructureError,
-                     match=r"unexpected keyword argument\(s\) \['z'\]"):
+  with pytest.raises(
+    tfprims.InputStructureError, match=r"unexpected keyword argument\(s\) \['z'\]"
+  ):
     fn(params, np.ones((1, 3), np.float32), np.ones(3, np.float32), z=1)
 
 
@@ -196,8 +214,9 @@ def test_params_are_validated_exactly():
   fn, params = tfprims.convert(tf.function(lambda x: x * v), tf.TensorSpec([2, 3], F32))
   x = np.ones((2, 3), np.float32)
   # A [1, 3] array would broadcast; it must be refused.
-  with pytest.raises(tfprims.InputShapeError,
-                     match=r"param 'w' has shape \[1, 3\], expected \[2, 3\]"):
+  with pytest.raises(
+    tfprims.InputShapeError, match=r"param 'w' has shape \[1, 3\], expected \[2, 3\]"
+  ):
     fn({"w": np.ones((1, 3), np.float32)}, x)
   with pytest.raises(tfprims.InputDtypeError, match="param 'w' has dtype int32"):
     fn({"w": np.ones((2, 3), np.int32)}, x)
@@ -271,8 +290,9 @@ def test_other_composite_inputs_are_refused_at_conversion():
 def test_string_lookup_table_is_refused_at_conversion():
   # numeric tables convert (tests/test_lookup_tables.py); string ones must run in TF
   table = tf.lookup.StaticHashTable(
-      tf.lookup.KeyValueTensorInitializer(tf.constant(["a", "b"]),
-                                          tf.constant([10, 20], tf.int64)), -1)
+    tf.lookup.KeyValueTensorInitializer(tf.constant(["a", "b"]), tf.constant([10, 20], tf.int64)),
+    -1,
+  )
   f = tf.function(lambda k: table.lookup(k))
   with pytest.raises(tfprims.UnsupportedInputError, match="lookup table .* string keys"):
     tfprims.convert(f, tf.TensorSpec([2], tf.string))
@@ -295,21 +315,31 @@ def test_tf1_switch_merge_graph_converts():
   np.testing.assert_allclose(fn(x, np.asarray(False))[0], x + 1.0)
 
 
-@pytest.mark.parametrize("body", [
+@pytest.mark.parametrize(
+  "body",
+  [
     lambda x: tf.where(x > 0.0),
     lambda x: tf.boolean_mask(x, x > 0.0),
-])
+  ],
+)
 def test_data_dependent_output_shapes_run_eagerly_and_are_refused_under_jit(body):
   f = tf.function(body)
   fn, params = tfprims.convert(f, tf.TensorSpec([4], F32))
   x = np.float32([1, -2, 3, 0])
-  np.testing.assert_array_equal(fn(params, x)[0], f(x).numpy())   # TF eager's result
+  np.testing.assert_array_equal(fn(params, x)[0], f(x).numpy())  # TF eager's result
   with pytest.raises(tfprims.DynamicShapeError, match="Where node '.*'.*depends on the data"):
     jax.jit(lambda x: fn(params, x)[0])(x)
 
 
-_STRING_OPS = ("AsString", "StringLength", "StringUpper", "StringJoin", "Substr",
-               "StaticRegexReplace", "StringToNumber")
+_STRING_OPS = (
+  "AsString",
+  "StringLength",
+  "StringUpper",
+  "StringJoin",
+  "Substr",
+  "StaticRegexReplace",
+  "StringToNumber",
+)
 
 
 def test_conversion_reports_every_blocker_in_one_error():
@@ -337,8 +367,7 @@ def test_conversion_reports_every_blocker_in_one_error():
 def test_unsupported_input_and_op_in_a_branch_are_reported_together():
   @tf.function
   def f(s, x):
-    y = tf.cond(x[0] > 0.0, lambda: tf.strings.to_number(tf.strings.as_string(x)),
-                lambda: x)
+    y = tf.cond(x[0] > 0.0, lambda: tf.strings.to_number(tf.strings.as_string(x)), lambda: x)
     return y + tf.cast(tf.strings.length(s), F32)
 
   with pytest.raises(tfprims.ConversionError) as e:
@@ -355,8 +384,9 @@ def test_unsupported_input_and_op_in_a_branch_are_reported_together():
 def test_one_kind_of_blocker_keeps_its_error_type_name():
   # a string op between numeric tensors: one kind of blocker, one class name
   with pytest.raises(tfprims.UnsupportedOpError) as e:
-    tfprims.convert(tf.function(lambda x: tf.strings.to_number(tf.strings.as_string(x))),
-                    tf.TensorSpec([4], F32))
+    tfprims.convert(
+      tf.function(lambda x: tf.strings.to_number(tf.strings.as_string(x))), tf.TensorSpec([4], F32)
+    )
   assert type(e.value).__name__ == "UnsupportedOpError"
   assert not isinstance(e.value, (tfprims.DynamicShapeError, tfprims.UnsupportedInputError))
   assert set(e.value.ops) == {"AsString", "StringToNumber"} and e.value.inputs == ()
@@ -403,6 +433,7 @@ def test_a_placeholder_that_is_not_an_input_is_found_at_conversion():
   gd = g.as_graph_def()
   with pytest.raises(tfprims.InputStructureError, match="not listed as inputs: \\['y'\\]"):
     tfprims.convert_graph_def(gd, ["x:0"], [z.name])
+
   # Inside a library function: a Placeholder in a body can never be fed either.
   @tf.function
   def inner(a):
@@ -419,8 +450,9 @@ def test_a_placeholder_that_is_not_an_input_is_found_at_conversion():
   ph = body.node_def.add(name="ph", op="Placeholder")
   ph.attr["dtype"].type = tf.float32.as_datatype_enum
   mul.input[1] = "ph:output:0"
-  with pytest.raises(tfprims.ConversionError, match="Placeholder node '.*inner.*/ph' is not an "
-                                                    "input of the function"):
+  with pytest.raises(
+    tfprims.ConversionError, match="Placeholder node '.*inner.*/ph' is not an input of the function"
+  ):
     tfprims.convert_graph_def(gd, [cf.inputs[0].name], [cf.outputs[0].name])
 
 
@@ -477,12 +509,15 @@ def test_params_share_the_variables_memory_without_copies():
 def test_float64_with_x64_off_warns_at_conversion_naming_the_values():
   if jax.config.jax_enable_x64:
     pytest.skip("x64 is on")
-  v = tf.Variable(np.full(3, 0.1), dtype=tf.float64, name="w64")   # 0.1: not a float32
-  seed = tf.Variable(np.int64(7), name="seed")                        # fits in 32 bits
+  v = tf.Variable(np.full(3, 0.1), dtype=tf.float64, name="w64")  # 0.1: not a float32
+  seed = tf.Variable(np.int64(7), name="seed")  # fits in 32 bits
   f = tf.function(lambda x, n: ((x - 1) * 1e10 + v * 1e-3, n + seed))
   specs = (tf.TensorSpec([3], tf.float64), tf.TensorSpec([], tf.int64))
-  with pytest.warns(tfprims.PrecisionWarning, match=r"inputs: x \(float64\), n \(int64\); "
-                                                    r"params: w64 \(float64\); constants: .*") as w:
+  with pytest.warns(
+    tfprims.PrecisionWarning,
+    match=r"inputs: x \(float64\), n \(int64\); "
+    r"params: w64 \(float64\); constants: .*",
+  ) as w:
     fn, params = tfprims.convert(f, *specs)
   message = str(w[0].message)
   assert "jax_enable_x64" in message and "seed" not in message
@@ -536,6 +571,7 @@ def test_node_scopes_put_tf_node_names_in_the_compiled_program():
   import re
 
   from tfprims import examples
+
   ex = examples.build("cnn")
   cf = ex.tf_fn.get_concrete_function(*ex.inputs)
   fn, params = tfprims.convert(cf)
@@ -562,6 +598,8 @@ def test_node_scopes_put_tf_node_names_in_the_compiled_program():
 
 def test_a_string_output_names_the_node_computing_it():
   f = tf.function(lambda x: (x * 2.0, tf.constant("label", name="my_label")))
-  with pytest.raises(tfprims.UnsupportedInputError,
-                     match=r"output Identity_1:0, from Const node 'my_label' is a string"):
+  with pytest.raises(
+    tfprims.UnsupportedInputError,
+    match=r"output Identity_1:0, from Const node 'my_label' is a string",
+  ):
     tfprims.convert(f, tf.TensorSpec([2], F32))

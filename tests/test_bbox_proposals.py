@@ -24,18 +24,33 @@ def _random_call(rng, n=2, h=4, w=5, a=3):
   anchors = np.concatenate([corner, corner + size], -1).reshape(h, w, 4 * a)
   deltas = rng.normal(scale=0.3, size=(n, h, w, 4 * a)).astype(np.float32)
   deltas[..., 3::4] += rng.choice([0.0, 6.0], size=deltas[..., 3::4].shape, p=[0.9, 0.1])
-  info = np.stack([[rng.uniform(20, 40), rng.uniform(20, 40), rng.choice([0.5, 1, 2]), 1, 1]
-                   for _ in range(n)]).astype(np.float32)
-  return dict(scores=rng.uniform(size=(n, h, w, a)).astype(np.float32), bbox_deltas=deltas,
-              image_info=info, anchors=anchors,
-              nms_threshold=np.float32(rng.choice([0.0, 0.3, 0.5, 0.7, 1.0])),
-              pre_nms_topn=np.int32(rng.integers(1, h * w * a + 5)),
-              min_size=np.float32(rng.choice([0.0, 1.0, 3.0])))
+  info = np.stack(
+    [[rng.uniform(20, 40), rng.uniform(20, 40), rng.choice([0.5, 1, 2]), 1, 1] for _ in range(n)]
+  ).astype(np.float32)
+  return dict(
+    scores=rng.uniform(size=(n, h, w, a)).astype(np.float32),
+    bbox_deltas=deltas,
+    image_info=info,
+    anchors=anchors,
+    nms_threshold=np.float32(rng.choice([0.0, 0.3, 0.5, 0.7, 1.0])),
+    pre_nms_topn=np.int32(rng.integers(1, h * w * a + 5)),
+    min_size=np.float32(rng.choice([0.0, 1.0, 3.0])),
+  )
 
 
 def _ours(call, post, jit=False):
-  args = [call[k] for k in ("scores", "bbox_deltas", "image_info", "anchors",
-                            "nms_threshold", "pre_nms_topn", "min_size")]
+  args = [
+    call[k]
+    for k in (
+      "scores",
+      "bbox_deltas",
+      "image_info",
+      "anchors",
+      "nms_threshold",
+      "pre_nms_topn",
+      "min_size",
+    )
+  ]
   fn = lambda *a: OP(*a, post_nms_topn=post)
   return [np.asarray(o) for o in (jax.jit(fn) if jit else fn)(*args)]
 
@@ -51,8 +66,13 @@ def test_tf_has_no_cpu_kernel():
 @pytest.mark.parametrize("seed", range(12))
 def test_random_calls_match_reference(seed):
   rng = np.random.default_rng(seed)
-  call = _random_call(rng, n=int(rng.integers(1, 3)), h=int(rng.integers(1, 5)),
-                      w=int(rng.integers(1, 5)), a=int(rng.integers(1, 4)))
+  call = _random_call(
+    rng,
+    n=int(rng.integers(1, 3)),
+    h=int(rng.integers(1, 5)),
+    w=int(rng.integers(1, 5)),
+    a=int(rng.integers(1, 4)),
+  )
   post = int(rng.integers(1, 40))
   want = bp.reference(post_nms_topn=post, **call)
   for jit in (False, True):
@@ -67,18 +87,25 @@ def test_hand_worked_call():
   anchors = np.array([[[0, 0, 4, 4], [0, 1, 4, 5], [5, 5, 6, 6]]], np.float32)
   scores = np.array([[[[0.5], [0.9], [0.7]]]], np.float32)
   deltas = np.zeros((1, 1, 3, 4), np.float32)
-  deltas[0, 0, 0] = [0.25, 0.0, 0.0, 0.0]     # box 0 moved down by a quarter height
-  deltas[0, 0, 2] = [0.0, 0.0, 0.0, 10.0]     # box 2: dw capped at log(1000/16)
+  deltas[0, 0, 0] = [0.25, 0.0, 0.0, 0.0]  # box 0 moved down by a quarter height
+  deltas[0, 0, 2] = [0.0, 0.0, 0.0, 10.0]  # box 2: dw capped at log(1000/16)
   info = np.array([[10, 20, 2, 0, 0]], np.float32)
-  call = dict(scores=scores, bbox_deltas=deltas, image_info=info, anchors=anchors,
-              nms_threshold=np.float32(0.5), pre_nms_topn=np.int32(3),
-              min_size=np.float32(0.5))
+  call = dict(
+    scores=scores,
+    bbox_deltas=deltas,
+    image_info=info,
+    anchors=anchors,
+    nms_threshold=np.float32(0.5),
+    pre_nms_topn=np.int32(3),
+    min_size=np.float32(0.5),
+  )
   rois, probs = _ours(call, 5)
   # rank: box1 (0.9), box2 (0.7), box0 (0.5). box2: width 1 * 62.5 = 62.5 around
   # x = 5.5 -> [-25.75, 36.75] clipped to [0, 20]; height 1 (>= 0.5 * 2) kept.
   # box0: [1, 0, 5, 4] overlaps box1 [0, 1, 4, 5]: inter 3 * 3 = 9, union 23 -> 0.39 < 0.5
-  want_rois = np.array([[0, 1, 4, 5], [5, 0, 6, 20], [1, 0, 5, 4], [0, 0, 0, 0],
-                        [0, 0, 0, 0]], np.float32)
+  want_rois = np.array(
+    [[0, 1, 4, 5], [5, 0, 6, 20], [1, 0, 5, 4], [0, 0, 0, 0], [0, 0, 0, 0]], np.float32
+  )
   np.testing.assert_allclose(rois[0], want_rois, atol=1e-5)
   np.testing.assert_array_equal(probs[0], np.float32([0.9, 0.7, 0.5, 0, 0]))
   # a lower threshold suppresses box0 (IoU 0.39 > 0.3)
@@ -98,8 +125,16 @@ def test_vmap_folds_images():
   calls = [_random_call(rng, n=2) for _ in range(3)]
   base = calls[0]
   per = {k: np.stack([c[k] for c in calls]) for k in ("scores", "bbox_deltas", "image_info")}
-  fn = lambda s, d, i: OP(s, d, i, base["anchors"], base["nms_threshold"],
-                          base["pre_nms_topn"], base["min_size"], post_nms_topn=7)
+  fn = lambda s, d, i: OP(
+    s,
+    d,
+    i,
+    base["anchors"],
+    base["nms_threshold"],
+    base["pre_nms_topn"],
+    base["min_size"],
+    post_nms_topn=7,
+  )
   rois, probs = jax.vmap(fn)(per["scores"], per["bbox_deltas"], per["image_info"])
   for b in range(3):
     want = fn(per["scores"][b], per["bbox_deltas"][b], per["image_info"][b])
@@ -109,12 +144,22 @@ def test_vmap_folds_images():
   assert "tf.GenerateBoundingBoxProposals" in {e.primitive.name for e in jaxpr.eqns}
   # batched thresholds: per-call vmap
   thr = np.array([0.0, 0.5, 1.0], np.float32)
-  out = jax.vmap(lambda t: OP(base["scores"], base["bbox_deltas"], base["image_info"],
-                              base["anchors"], t, base["pre_nms_topn"], base["min_size"],
-                              post_nms_topn=7)[1])(thr)
+  out = jax.vmap(
+    lambda t: OP(
+      base["scores"],
+      base["bbox_deltas"],
+      base["image_info"],
+      base["anchors"],
+      t,
+      base["pre_nms_topn"],
+      base["min_size"],
+      post_nms_topn=7,
+    )[1]
+  )(thr)
   for b in range(3):
-    np.testing.assert_array_equal(out[b], bp.reference(
-        post_nms_topn=7, **dict(base, nms_threshold=thr[b]))[1])
+    np.testing.assert_array_equal(
+      out[b], bp.reference(post_nms_topn=7, **dict(base, nms_threshold=thr[b]))[1]
+    )
 
 
 def test_converted_program_and_checks():
@@ -124,13 +169,22 @@ def test_converted_program_and_checks():
   @tf.function
   def f(scores, deltas, thr):
     return tf.raw_ops.GenerateBoundingBoxProposals(
-        scores=scores, bbox_deltas=deltas, image_info=call["image_info"],
-        anchors=call["anchors"], nms_threshold=thr, pre_nms_topn=call["pre_nms_topn"],
-        min_size=call["min_size"], post_nms_topn=6)
+      scores=scores,
+      bbox_deltas=deltas,
+      image_info=call["image_info"],
+      anchors=call["anchors"],
+      nms_threshold=thr,
+      pre_nms_topn=call["pre_nms_topn"],
+      min_size=call["min_size"],
+      post_nms_topn=6,
+    )
 
-  fn = tfprims.convert_functional(f, tf.TensorSpec(call["scores"].shape, tf.float32),
-                                  tf.TensorSpec(call["bbox_deltas"].shape, tf.float32),
-                                  tf.TensorSpec([], tf.float32))
+  fn = tfprims.convert_functional(
+    f,
+    tf.TensorSpec(call["scores"].shape, tf.float32),
+    tf.TensorSpec(call["bbox_deltas"].shape, tf.float32),
+    tf.TensorSpec([], tf.float32),
+  )
   rois, probs = jax.jit(fn)(call["scores"], call["bbox_deltas"], np.float32(0.5))
   want = bp.reference(post_nms_topn=6, **dict(call, nms_threshold=np.float32(0.5)))
   np.testing.assert_array_equal(probs, want[1])

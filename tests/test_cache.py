@@ -37,16 +37,24 @@ _LOAD = textwrap.dedent("""
 
 
 def _env(**extra):
-  env = {k: v for k, v in os.environ.items()
-         if k not in ("TFPRIMS_CACHE_DIR", "JAX_COMPILATION_CACHE_DIR",
-                      "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS")}
+  env = {
+    k: v
+    for k, v in os.environ.items()
+    if k
+    not in (
+      "TFPRIMS_CACHE_DIR",
+      "JAX_COMPILATION_CACHE_DIR",
+      "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+    )
+  }
   env.update(JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3", **extra)
   return env
 
 
 def _python(args, env):
-  proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env,
-                        timeout=300)
+  proc = subprocess.run(
+    [sys.executable, *args], capture_output=True, text=True, env=env, timeout=300
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   return proc.stdout
 
@@ -58,19 +66,19 @@ def _entries(path):
 @pytest.fixture(scope="module")
 def artifact(tmp_path_factory):
   out = tmp_path_factory.mktemp("cache") / "art"
-  assert cli.main(["export", "--example", "mlp", str(out)]) == 0   # in-process: no cache
+  assert cli.main(["export", "--example", "mlp", str(out)]) == 0  # in-process: no cache
   return str(out)
 
 
 def test_a_second_process_reads_the_program_the_first_wrote(artifact, tmp_path):
-  cache_dir = tmp_path / "nested" / "cache"    # created on first use
+  cache_dir = tmp_path / "nested" / "cache"  # created on first use
   env = _env(TFPRIMS_CACHE_DIR=str(cache_dir))
   first = json.loads(_python(["-c", _LOAD, artifact], env))
   assert first["jax_dir"] == str(cache_dir) and first["min_time"] == 0.0
   written = _entries(cache_dir)
   assert written and first["hits"] == 0
   second = json.loads(_python(["-c", _LOAD, artifact], env))
-  assert second["hits"] >= 1                   # read from disk, not compiled
+  assert second["hits"] >= 1  # read from disk, not compiled
   assert _entries(cache_dir) == written
 
 
@@ -85,22 +93,25 @@ def test_cache_info_and_clear(artifact, tmp_path):
   (tmp_path / "mine.txt").write_text("not JAX's")
   out = _python(["-m", "tfprims", "cache", "clear"], env)
   assert f"removed {info['entries']} entries" in out
-  assert _entries(tmp_path) == [] and (tmp_path / "mine.txt").exists()   # JAX's files only
+  assert _entries(tmp_path) == [] and (tmp_path / "mine.txt").exists()  # JAX's files only
   off = _python(["-m", "tfprims", "cache", "info"], _env(TFPRIMS_CACHE_DIR="off"))
   assert "compilation cache: off" in off
 
 
 def test_the_command_line_caches_what_it_compiles(tmp_path):
   env = _env(TFPRIMS_CACHE_DIR=str(tmp_path / "c"))
-  _python(["-m", "tfprims", "inspect", "--example", "mlp"], env)   # runs it: compiles
+  _python(["-m", "tfprims", "inspect", "--example", "mlp"], env)  # runs it: compiles
   assert _entries(tmp_path / "c")
 
 
 def test_a_jax_cache_dir_the_user_set_is_left_alone(artifact, tmp_path):
   mine, ours = tmp_path / "mine", tmp_path / "ours"
   mine.mkdir()
-  env = _env(TFPRIMS_CACHE_DIR=str(ours), JAX_COMPILATION_CACHE_DIR=str(mine),
-             JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+  env = _env(
+    TFPRIMS_CACHE_DIR=str(ours),
+    JAX_COMPILATION_CACHE_DIR=str(mine),
+    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+  )
   loaded = json.loads(_python(["-c", _LOAD, artifact], env))
   assert loaded["jax_dir"] == str(mine)
   assert _entries(mine) and not ours.exists()
@@ -120,8 +131,11 @@ def test_a_jax_cache_dir_the_user_set_is_left_alone(artifact, tmp_path):
       assert jax.config.jax_persistent_cache_min_compile_time_secs == 1.0   # JAX's own
       print("ok")
   """)
-  assert _python(["-c", script], env | {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "1"}
-                 ).strip().endswith("ok")
+  assert (
+    _python(["-c", script], env | {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "1"})
+    .strip()
+    .endswith("ok")
+  )
 
 
 def test_the_option_moves_or_stops_the_cache_at_once(artifact, tmp_path):
@@ -143,10 +157,11 @@ def test_the_option_moves_or_stops_the_cache_at_once(artifact, tmp_path):
 
 def test_the_option_default_and_an_unwritable_directory(tmp_path, monkeypatch):
   from tfprims import cache, config
+
   monkeypatch.delenv("TFPRIMS_CACHE_DIR", raising=False)
   monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
   assert config.default_compilation_cache() == str(tmp_path / "tfprims" / "jax")
-  monkeypatch.setenv("XDG_CACHE_HOME", "relative/dir")     # ignored, as XDG says
+  monkeypatch.setenv("XDG_CACHE_HOME", "relative/dir")  # ignored, as XDG says
   assert config.default_compilation_cache() == os.path.expanduser("~/.cache/tfprims/jax")
   monkeypatch.setenv("TFPRIMS_CACHE_DIR", "off")
   assert config.default_compilation_cache() is None
@@ -154,7 +169,8 @@ def test_the_option_default_and_an_unwritable_directory(tmp_path, monkeypatch):
   blocker = tmp_path / "file"
   blocker.write_text("")
   import jax
-  if jax.config.jax_compilation_cache_dir is None:   # nothing set in this process
+
+  if jax.config.jax_compilation_cache_dir is None:  # nothing set in this process
     with tfprims.override_config("compilation_cache", str(blocker / "cache")):
       with pytest.warns(tfprims.TFPrimsWarning, match="cannot create the compilation cache"):
         assert cache.enable_compilation_cache() is None

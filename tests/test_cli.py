@@ -84,7 +84,6 @@ def test_inspect_mlp(capsys):
 
 
 class _Dense(tf.Module):
-
   def __init__(self):
     super().__init__()
     rng = np.random.default_rng(0)
@@ -135,14 +134,12 @@ def test_not_a_saved_model(capsys, tmp_path):
 
 
 class _Unique(tf.Module):
-
   @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)])
   def __call__(self, x):
     return tf.unique(x).y
 
 
 class _Strings(tf.Module):
-
   @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
   def __call__(self, x):
     return tf.strings.length(tf.strings.as_string(x))
@@ -151,10 +148,13 @@ class _Strings(tf.Module):
 # A string input is split off into a TF host prefix (tests/test_host_prefix.py).
 
 
-@pytest.mark.parametrize("module, error, mentions", [
+@pytest.mark.parametrize(
+  "module, error, mentions",
+  [
     (_Unique, "DynamicShapeError", "Unique"),
     (_Strings, "UnsupportedOpError", "AsString"),
-])
+  ],
+)
 def test_unsupported_ops_exit_2_with_one_message(capsys, tmp_path, module, error, mentions):
   tf.saved_model.save(module(), str(tmp_path))
   code, out, err = run(capsys, "inspect", str(tmp_path))
@@ -173,8 +173,17 @@ def test_help(capsys):
     cli.main(["inspect", "--help"])
   assert e.value.code == 0
   out = capsys.readouterr().out
-  for word in ("SRC", "SavedModel", "Keras", "--full", "--signature", "--example", "--import",
-               "cnn", "mlp"):
+  for word in (
+    "SRC",
+    "SavedModel",
+    "Keras",
+    "--full",
+    "--signature",
+    "--example",
+    "--import",
+    "cnn",
+    "mlp",
+  ):
     assert word in out
 
 
@@ -188,14 +197,20 @@ def test_bad_arguments_exit_2(capsys):
 
 def test_console_script_entry_point():
   from importlib.metadata import entry_points
+
   (ep,) = [ep for ep in entry_points(group="console_scripts") if ep.name == "tfprims"]
   assert ep.value == "tfprims.cli:main"
 
 
 def test_python_dash_m_is_quiet():
   env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-  proc = subprocess.run([sys.executable, "-m", "tfprims", "inspect", "--example", "mlp"],
-                        capture_output=True, text=True, env=env, timeout=120)
+  proc = subprocess.run(
+    [sys.executable, "-m", "tfprims", "inspect", "--example", "mlp"],
+    capture_output=True,
+    text=True,
+    env=env,
+    timeout=120,
+  )
   assert proc.returncode == 0, proc.stderr
   assert proc.stdout.startswith("tfprims inspect: example 'mlp'")
   assert proc.stderr == ""
@@ -203,8 +218,9 @@ def test_python_dash_m_is_quiet():
 
 def test_output_differences():
   nan = np.float32("nan")
-  same = cli._diff("o", np.array([1.0, nan, np.inf], np.float32),
-                   np.array([1.0, nan, np.inf], np.float32))
+  same = cli._diff(
+    "o", np.array([1.0, nan, np.inf], np.float32), np.array([1.0, nan, np.inf], np.float32)
+  )
   assert same.max_abs == 0 and same.scale == 1.0
   off = cli._diff("o", np.array([1.0, 2.0], np.float32), np.array([1.0, nan], np.float32))
   assert off.max_abs == np.inf and "non-finite" in off.note
@@ -218,7 +234,7 @@ def test_output_differences():
   small = cli.Comparison([cli._diff("o", np.array([0.5]), np.array([0.5001]))], 1e-5, 0.0)
   assert not small.ok
   tiny = cli._diff("p", np.array([1e-3, 2e-3]), np.array([1e-3, 2e-3 + 1e-7]))
-  assert not cli.Comparison([tiny], 1e-5, 0.0).ok      # 5e-5 of its scale 2e-3
+  assert not cli.Comparison([tiny], 1e-5, 0.0).ok  # 5e-5 of its scale 2e-3
   both = cli.Comparison([big.outputs[0], tiny], 1e-5, 0.0)
   assert not both.ok and both.worst is tiny and both.scale == 2e-3
 

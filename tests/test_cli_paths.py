@@ -28,11 +28,12 @@ def tfprims_cmd(*argv, pythonpath=(), timeout=300):
   """Runs the ``tfprims`` console script (``python -m tfprims`` without one)."""
   cmd = [_SCRIPT] if os.path.exists(_SCRIPT) else [sys.executable, "-m", "tfprims"]
   env = dict(os.environ, JAX_PLATFORMS="cpu")
-  env.pop("TF_CPP_MIN_LOG_LEVEL", None)     # the command keeps TF quiet itself
+  env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # the command keeps TF quiet itself
   repo = os.path.dirname(os.path.dirname(os.path.abspath(tfprims.__file__)))
   env["PYTHONPATH"] = os.pathsep.join([*map(str, pythonpath), repo])
-  proc = subprocess.run(cmd + [str(a) for a in argv], capture_output=True, text=True, env=env,
-                        timeout=timeout)
+  proc = subprocess.run(
+    cmd + [str(a) for a in argv], capture_output=True, text=True, env=env, timeout=timeout
+  )
   assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
   return proc
 
@@ -44,7 +45,6 @@ def run(capsys, *argv):
 
 
 class _Dense(tf.Module):
-
   def __init__(self):
     super().__init__()
     self.w = tf.Variable(np.linspace(-1, 1, 12).reshape(3, 4).astype(np.float32), name="w")
@@ -59,13 +59,15 @@ def files(tmp_path_factory):
   """A SavedModel, Keras files, a graph of ops tfprims does not convert and the
   modules that register them (one by --import, one by a tfprims.ops entry point)."""
   import keras
+
   root = tmp_path_factory.mktemp("cli_paths")
   tf.saved_model.save(_Dense(), str(root / "sm"))
   inp = keras.Input((6,), name="features")
   hidden = keras.layers.Dense(5, name="hidden")(inp)
   # Zero kernel: the softmax is 1/4 whatever the input, so any conversion "matches".
-  probs = keras.layers.Dense(4, activation="softmax", kernel_initializer="zeros",
-                             name="probs")(hidden)
+  probs = keras.layers.Dense(4, activation="softmax", kernel_initializer="zeros", name="probs")(
+    hidden
+  )
   model = keras.Model(inp, {"hidden": hidden, "probs": probs}, name="constant_head")
   model.save(str(root / "model.keras"))
   model.save(str(root / "model.h5"))
@@ -79,16 +81,20 @@ def files(tmp_path_factory):
   (root / "debug.pbtxt").write_text(str(graph.as_graph_def()))
   mods = root / "mods"
   mods.mkdir()
-  (mods / "my_debug_ops.py").write_text(textwrap.dedent("""\
+  (mods / "my_debug_ops.py").write_text(
+    textwrap.dedent("""\
       import tfprims
       tfprims.register_op("DebugIdentity", lambda x, *, tensor_name: x, family="debugging",
                           attrs=("tensor_name",), batching="elementwise")
-      """))
-  (mods / "my_plugin.py").write_text(textwrap.dedent("""\
+      """)
+  )
+  (mods / "my_plugin.py").write_text(
+    textwrap.dedent("""\
       import tfprims
       tfprims.register_op("DebugGradientIdentity", lambda x: x, family="debugging",
                           batching="elementwise")
-      """))
+      """)
+  )
   dist = mods / "my_plugin-0.1.dist-info"
   dist.mkdir()
   (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-plugin\nVersion: 0.1\n")
@@ -105,12 +111,21 @@ def files(tmp_path_factory):
 
 
 def test_import_and_plugins_register_ops(files):
-  proc = tfprims_cmd("inspect", files / "debug.pbtxt", "--inputs", "x:0", "--outputs", "y:0",
-                     "--import", "my_debug_ops", pythonpath=[files / "mods"])
+  proc = tfprims_cmd(
+    "inspect",
+    files / "debug.pbtxt",
+    "--inputs",
+    "x:0",
+    "--outputs",
+    "y:0",
+    "--import",
+    "my_debug_ops",
+    pythonpath=[files / "mods"],
+  )
   assert proc.returncode == 0, proc.stderr
   assert proc.stderr == ""
   hist = proc.stdout.split("== TF ops", 1)[1].split("==", 2)[1]
-  assert "DebugIdentity" in hist and "DebugGradientIdentity" in hist   # --import, plugin
+  assert "DebugIdentity" in hist and "DebugGradientIdentity" in hist  # --import, plugin
   assert "OK: within" in proc.stdout
 
 
@@ -136,6 +151,7 @@ def test_a_failing_plugin_warns_and_the_command_goes_on(capsys, monkeypatch):
   from importlib.metadata import EntryPoint
 
   from tfprims import cli_common
+
   bad = EntryPoint(name="bad", value="no_such_plugin_xyz", group=cli_common.PLUGIN_GROUP)
   monkeypatch.setattr(cli_common, "plugin_entry_points", lambda: [bad])
   code, out, err = run(capsys, "ops", "--supported")
@@ -227,18 +243,19 @@ def test_export_out_and_force(capsys, files, tmp_path):
 
 
 def test_nearly_constant_outputs_are_weak_checks():
-  probs = cli_check._diff("probs", np.full((2, 4), 0.25, np.float32),
-                          np.full((2, 4), 0.25, np.float32))
+  probs = cli_check._diff(
+    "probs", np.full((2, 4), 0.25, np.float32), np.full((2, 4), 0.25, np.float32)
+  )
   probs.change = 2e-10
   logits = cli_check._diff("logits", np.array([1.0, -2.0]), np.array([1.0, -2.0]))
   logits.change = 0.5
   c = cli_check.Comparison([probs, logits], 1e-5, 0.0)
   assert c.ok and c.weak == [probs]
   unmeasured = cli_check._diff("u", np.ones(2), np.ones(2))
-  assert not unmeasured.weak(1e-5)           # change None: no second input was run
+  assert not unmeasured.weak(1e-5)  # change None: no second input was run
   labels = cli_check._diff("k", np.array([3, 3]), np.array([3, 3]))
   labels.change = 0.0
-  assert labels.exact and labels.weak(1e-5)   # an argmax that never moves
+  assert labels.exact and labels.weak(1e-5)  # an argmax that never moves
 
 
 def test_tf_without_a_kernel_is_no_unknown_dim_problem(capsys, tmp_path):
@@ -247,14 +264,16 @@ def test_tf_without_a_kernel_is_no_unknown_dim_problem(capsys, tmp_path):
     x = tf.compat.v1.placeholder(tf.float32, [3, None, 2], name="x")
     h0 = tf.zeros(tf.stack([1, tf.shape(x)[1], 2]))
     params = tf.constant(np.linspace(-1, 1, 36).astype(np.float32))
-    out = tf.raw_ops.CudnnRNN(input=x, input_h=h0, input_c=h0, params=params,
-                              rnn_mode="gru", is_training=False)[0]
+    out = tf.raw_ops.CudnnRNN(
+      input=x, input_h=h0, input_c=h0, params=params, rnn_mode="gru", is_training=False
+    )[0]
     tf.identity(out, name="y")
   if tf.config.list_physical_devices("GPU"):
     pytest.skip("TF has CudnnRNN's kernel on a GPU")
   (tmp_path / "rnn.pbtxt").write_text(str(graph.as_graph_def()))
-  code, _, err = run(capsys, "inspect", tmp_path / "rnn.pbtxt", "--inputs", "x:0",
-                     "--outputs", "y:0")
+  code, _, err = run(
+    capsys, "inspect", tmp_path / "rnn.pbtxt", "--inputs", "x:0", "--outputs", "y:0"
+  )
   assert code == 2 and "TensorFlow cannot run the model on this machine" in err
   assert "No OpKernel was registered to support Op 'CudnnRNN'" in err
   assert "--unknown-dim" not in err
@@ -266,17 +285,25 @@ def test_tf_without_a_kernel_is_no_unknown_dim_problem(capsys, tmp_path):
 def test_one_message_for_what_is_not_a_model(capsys, tmp_path):
   (tmp_path / "empty").mkdir()
   (tmp_path / "junk.bin").write_bytes(b"\x00\x01 junk")
-  cases = {tmp_path / "missing": "it does not exist",
-           tmp_path / "empty": "it is a directory without saved_model.pb",
-           tmp_path / "junk.bin": "it is a file but not a GraphDef"}
+  cases = {
+    tmp_path / "missing": "it does not exist",
+    tmp_path / "empty": "it is a directory without saved_model.pb",
+    tmp_path / "junk.bin": "it is a file but not a GraphDef",
+  }
   for path, why in cases.items():
-    for argv in (["inspect", path], ["ops", path], ["export", path, tmp_path / "out"],
-                 ["compare", path]):
+    for argv in (
+      ["inspect", path],
+      ["ops", path],
+      ["export", path, tmp_path / "out"],
+      ["compare", path],
+    ):
       code, _, err = run(capsys, *argv)
       assert code == 2, (argv, err)
-      assert err == (f"tfprims {argv[0]}: error: '{path}' is not a SavedModel directory, a "
-                     f"frozen GraphDef file (.pb, .pbtxt) or a Keras file (.keras, .h5): "
-                     f"{why}" + err.split(why, 1)[1]), err
+      assert err == (
+        f"tfprims {argv[0]}: error: '{path}' is not a SavedModel directory, a "
+        f"frozen GraphDef file (.pb, .pbtxt) or a Keras file (.keras, .h5): "
+        f"{why}" + err.split(why, 1)[1]
+      ), err
 
 
 def test_ops_supported_lists_every_op_with_its_family():
@@ -296,7 +323,7 @@ def test_help_agrees_with_the_code(capsys):
   text = " ".join(capsys.readouterr().out.split())
   assert "--signature NAME the SavedModel signature to export (default: serving_default)" in text
   assert "leading unknown (None) dim of every input" in text
-  assert "Dense on 3-D" not in text               # that folds symbolically (README)
+  assert "Dense on 3-D" not in text  # that folds symbolically (README)
   assert "--force" in text and "--import MODULE" in text
   for command in ("inspect", "ops", "compare"):
     with pytest.raises(SystemExit):

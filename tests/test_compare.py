@@ -42,7 +42,7 @@ def assert_upstream_agrees(report):
   """Every node output recorded before the first divergence agrees with TF."""
   first = report.first_divergence
   assert first is not None
-  before = report.nodes[:report.nodes.index(first)]
+  before = report.nodes[: report.nodes.index(first)]
   assert before and not any(r.diverged for r in before), [r.node for r in before if r.diverged]
   assert first.inputs_agree
 
@@ -63,6 +63,7 @@ def loop_model(x):
 
   def body(i, a):
     return i + 1, tf.sigmoid(a, name="loop_sigmoid") * 1.5
+
   _, z = tf.while_loop(lambda i, a: i < 4, body, [tf.constant(0), y])
   return tf.reduce_sum(z, axis=1)
 
@@ -81,7 +82,7 @@ def test_clean_keras_model_reports_no_divergence():
 
 
 def test_planted_op_at_top_level_is_the_first_divergence():
-  ex = examples.build("mlp")   # Dense+ReLU, Dense+tanh, Dense
+  ex = examples.build("mlp")  # Dense+ReLU, Dense+tanh, Dense
   with planted("Tanh", lambda x: jnp.tanh(x) * 1.01):
     report = tfprims.compare(ex.tf_fn, *ex.inputs)
   first = report.first_divergence
@@ -101,7 +102,7 @@ def test_planted_op_in_a_while_loop_body_names_the_node_and_iteration():
   first = report.first_divergence
   assert (first.node, first.op, first.output) == ("while/body/loop_sigmoid", "Sigmoid", 0)
   assert report.first_divergence_iteration == (0,) and first.iteration == (0,)
-  assert first.calls == 4   # one record per call site, merged over the iterations
+  assert first.calls == 4  # one record per call site, merged over the iterations
   assert_upstream_agrees(report)
   assert report.scopes["while/body"].endswith("While body")
   assert report.scopes["PartitionedCall"].startswith("call of ")
@@ -110,8 +111,9 @@ def test_planted_op_in_a_while_loop_body_names_the_node_and_iteration():
 def test_divergence_starting_at_a_later_iteration():
   @tf.function(autograph=False)
   def f(x):
-    def body(i, a):   # the op only sees large values from the third iteration on
+    def body(i, a):  # the op only sees large values from the third iteration on
       return i + 1, tf.exp(a, name="grow") + 1.0
+
     return tf.while_loop(lambda i, a: i < 4, body, [tf.constant(0), x])[1]
 
   with planted("Exp", lambda v: jnp.where(v > 2.5, jnp.exp(v) * 1.01, jnp.exp(v))):
@@ -129,7 +131,7 @@ def test_function_bodies_are_compared_per_call_site():
     report = tfprims.compare(f, np.linspace(0, 1, 6, dtype=np.float32))
   tanhs = [r for r in report.nodes if r.op == "Tanh"]
   assert len(tanhs) == 2 and len({r.node.split("/")[0] for r in tanhs}) == 2
-  assert [r.diverged for r in tanhs] == [False, True]   # only the second call sees x > 2
+  assert [r.diverged for r in tanhs] == [False, True]  # only the second call sees x > 2
   assert report.first_divergence is tanhs[1]
 
 
@@ -138,7 +140,7 @@ def test_isolate_judges_each_op_on_tf_inputs():
   with planted("Tanh", lambda x: jnp.tanh(x) * 1.01):
     carried = tfprims.compare(ex.tf_fn, *ex.inputs)
     isolated = tfprims.compare(ex.tf_fn, *ex.inputs, isolate=True)
-  assert len(carried.diverged) > 1                   # the error flows downstream
+  assert len(carried.diverged) > 1  # the error flows downstream
   assert [r.op for r in isolated.diverged] == ["Tanh"]  # only the wrong op is off
   assert isolated.first_divergence.node == carried.first_divergence.node
 
@@ -146,9 +148,9 @@ def test_isolate_judges_each_op_on_tf_inputs():
 def test_amplified_small_errors_are_not_a_first_divergence():
   @tf.function(autograph=False)
   def f(x):
-    return tf.math.log(tf.exp(x * 1e-3)) * 5.0   # log(1 + small): relative errors grow
+    return tf.math.log(tf.exp(x * 1e-3)) * 5.0  # log(1 + small): relative errors grow
 
-  with planted("Exp", lambda v: jnp.exp(v) * (1 + 3e-6)):   # within tolerance
+  with planted("Exp", lambda v: jnp.exp(v) * (1 + 3e-6)):  # within tolerance
     report = tfprims.compare(f, _x(4, 8))
   assert report.diverged and report.first_divergence is None
   assert all(records.PROPAGATED_NOTE in r.note for r in report.diverged if r.inputs_agree)
@@ -170,7 +172,7 @@ def test_tolerances_can_be_set():
   with planted("Tanh", lambda x: jnp.tanh(x) * 1.01):
     assert tfprims.compare(ex.tf_fn, *ex.inputs, rtol=0.1).ok
   report = tfprims.compare(ex.tf_fn, *ex.inputs, rtol=0.0, atol=0.0)
-  assert report.rtol == 0.0 and not report.ok   # XLA's and TF's dots round differently
+  assert report.rtol == 0.0 and not report.ok  # XLA's and TF's dots round differently
 
 
 # --- real models ---------------------------------------------------------------------------
@@ -205,7 +207,7 @@ def test_bert_shaped_encoder_with_planted_gelu_error():
   ids[0, 7:] = 0
   tf_fn = tf.function(lambda t: model(t, training=False))
   assert tfprims.compare(tf_fn, ids).ok
-  with planted("Erfc", lambda v: jax.lax.erfc(v) + 1e-3):   # in Keras' exact GELU
+  with planted("Erfc", lambda v: jax.lax.erfc(v) + 1e-3):  # in Keras' exact GELU
     report = tfprims.compare(tf_fn, ids)
   assert report.first_divergence.op == "Erfc"
   assert_upstream_agrees(report)
@@ -242,7 +244,7 @@ def test_saved_models_tf2_and_tf1(tmp_path):
 
   model = Model()
   tf.saved_model.save(model, str(tmp_path / "tf2"), signatures=model.__call__)
-  report = tfprims.compare_saved_model(str(tmp_path / "tf2"))   # example inputs
+  report = tfprims.compare_saved_model(str(tmp_path / "tf2"))  # example inputs
   assert report.ok and {"MatMul", "Softmax"} <= {r.op for r in report.nodes}
   assert tfprims.compare_saved_model(str(tmp_path / "tf2"), {"x": _x(5, 3)}).ok
 
@@ -253,9 +255,12 @@ def test_saved_models_tf2_and_tf1(tmp_path):
     sess.run(tf.compat.v1.global_variables_initializer())
     builder = tf.compat.v1.saved_model.Builder(str(tmp_path / "tf1"))
     builder.add_meta_graph_and_variables(
-        sess, ["serve"], signature_def_map={
-            "serving_default": tf.compat.v1.saved_model.predict_signature_def({"x": x},
-                                                                              {"y": y})})
+      sess,
+      ["serve"],
+      signature_def_map={
+        "serving_default": tf.compat.v1.saved_model.predict_signature_def({"x": x}, {"y": y})
+      },
+    )
     builder.save()
   report = tfprims.compare_saved_model(str(tmp_path / "tf1"))
   assert report.ok
@@ -268,8 +273,10 @@ def _tf1_loop_graph_def():
     x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
     y = tf.nn.relu(tf.matmul(x, tf.constant(_x(3, 2))), name="y")
     loop = tf.compat.v1.while_loop(
-        lambda i, a: i < 3, lambda i, a: (i + 1, tf.sigmoid(a, name="loop_sigmoid")),
-        [tf.constant(0), y])
+      lambda i, a: i < 3,
+      lambda i, a: (i + 1, tf.sigmoid(a, name="loop_sigmoid")),
+      [tf.constant(0), y],
+    )
     tf.identity(loop[1], name="out")
   return g.as_graph_def()
 
@@ -334,7 +341,7 @@ def test_statistics_of_one_tensor():
   assert d.max_abs_err == pytest.approx(2.4e-7, rel=0.01) and d.scale == 3.0
   bad = stats.compare(e, np.array([1, -2, 0, 0, -np.inf, np.nan], np.float32))
   assert (bad.nan_mismatch, bad.inf_mismatch, bad.within) == (2, 1, False)
-  assert not stats.compare(e, np.zeros(3, np.float32)).within          # shape
+  assert not stats.compare(e, np.zeros(3, np.float32)).within  # shape
   assert stats.compare(np.array([-0.0], np.float32), np.array([0.0], np.float32)).ulp == 1
   ints = stats.compare(np.array([1, 2, 3]), np.array([1, 2, 4]))
   assert (ints.within, ints.max_abs_err, ints.note) == (False, 1.0, "1 of 3 values differ")
@@ -344,10 +351,12 @@ def test_large_tensors_get_the_same_statistics_from_the_fused_pass():
   e = _x(stats.FUSED_FROM + 7)
   a = e * np.float32(1 + 3e-7) + np.float32(1e-9)
   small = stats.judge(stats.measure_later(e[:1000], a[:1000])())
-  fused, numpy_only = stats.compare(e, jnp.asarray(a)), stats.judge(
-      stats.Measured(*stats._float_stats(e, a), dtype="float32"))
+  fused, numpy_only = (
+    stats.compare(e, jnp.asarray(a)),
+    stats.judge(stats.Measured(*stats._float_stats(e, a), dtype="float32")),
+  )
   assert fused == numpy_only and small.within
-  a[5] = np.nan   # non-finite values: numpy's full statistics
+  a[5] = np.nan  # non-finite values: numpy's full statistics
   assert stats.compare(e, jnp.asarray(a)).nan_mismatch == 1
 
 
@@ -379,8 +388,20 @@ def test_json_report(tmp_path, loop_report):
   assert data["tolerances"] == {"float32": [1e-4, 1e-5]}
   assert len(data["nodes"]) == len(loop_report.nodes)
   node = next(n for n in data["nodes"] if n["node"] == "while/body/loop_sigmoid")
-  assert set(node) >= {"op", "output", "shape", "dtype", "max_abs_err", "max_rel_err", "ulp",
-                       "nan_mismatch", "inf_mismatch", "inputs_agree", "status", "inputs"}
+  assert set(node) >= {
+    "op",
+    "output",
+    "shape",
+    "dtype",
+    "max_abs_err",
+    "max_rel_err",
+    "ulp",
+    "nan_mismatch",
+    "inf_mismatch",
+    "inputs_agree",
+    "status",
+    "inputs",
+  }
 
 
 def test_summary_lists_worst_nodes_and_op_types(loop_report):
@@ -394,11 +415,15 @@ def test_html_report_is_self_contained(tmp_path, loop_report):
   path = tmp_path / "report.html"
   loop_report.to_html(str(path))
   page = path.read_text()
-  assert "dagre" in page and "src=" not in page and "http" not in page.split("<footer>")[0] \
-      .replace("http://www.w3.org/2000/svg", "")
+  assert (
+    "dagre" in page
+    and "src=" not in page
+    and "http" not in page.split("<footer>")[0].replace("http://www.w3.org/2000/svg", "")
+  )
   data = page.split('id="report-data">')[1].split("</script>")[0]
-  assert json.loads(data.replace("<\\/", "</"))["first_divergence"]["node"] == \
-      "while/body/loop_sigmoid"
+  assert (
+    json.loads(data.replace("<\\/", "</"))["first_divergence"]["node"] == "while/body/loop_sigmoid"
+  )
 
 
 def test_model_explorer_graph_follows_its_schema(tmp_path, loop_report):
@@ -425,7 +450,7 @@ def test_progress_is_shown_on_stderr_for_long_comparisons(monkeypatch, capsys):
   monkeypatch.setattr(progress, "DELAY_S", 0.0)
   monkeypatch.setattr(progress, "EVERY_S", 0.0)
   tfprims.compare(loop_model, _x(2, 3))
-  assert capsys.readouterr().err == ""     # stderr is no terminal here
+  assert capsys.readouterr().err == ""  # stderr is no terminal here
   monkeypatch.setenv("TFPRIMS_PROGRESS", "1")
   tfprims.compare(loop_model, _x(2, 3))
   err = capsys.readouterr().err
@@ -445,8 +470,17 @@ def test_cli_example_cnn_json_exits_0(tmp_path, capsys):
 
 def test_cli_diverging_model_exits_1(tmp_path, capsys):
   with planted("Tanh", lambda x: jnp.tanh(x) + 0.01):
-    status = cli.main(["compare", "--example", "mlp", "--html", str(tmp_path / "r.html"),
-                       "--model-explorer", str(tmp_path / "me.json")])
+    status = cli.main(
+      [
+        "compare",
+        "--example",
+        "mlp",
+        "--html",
+        str(tmp_path / "r.html"),
+        "--model-explorer",
+        str(tmp_path / "me.json"),
+      ]
+    )
   assert status == 1
   assert "first divergence: mlp_1/dense2_1/Tanh" in capsys.readouterr().out
   assert (tmp_path / "r.html").exists() and (tmp_path / "me.json.node_data.json").exists()
@@ -462,7 +496,7 @@ def test_cli_frozen_graph_and_errors(tmp_path, capsys):
   assert cli.main(["compare", str(pb)]) == 2
   err = capsys.readouterr().err
   assert "needs --inputs and --outputs" in err and "Traceback" not in err
-  assert cli.main(["compare", str(tmp_path)]) == 2      # a directory without a SavedModel
+  assert cli.main(["compare", str(tmp_path)]) == 2  # a directory without a SavedModel
   assert "SavedModel" in capsys.readouterr().err
 
 
@@ -474,14 +508,17 @@ def test_cli_frozen_graph_and_errors(tmp_path, capsys):
 def test_keras_application_is_clean(name):
   keras.utils.set_random_seed(0)
   model = getattr(keras.applications, name)(weights=None, input_shape=(32, 32, 3), classes=10)
-  report = tfprims.compare(tf.function(lambda x: model(x, training=False)),
-                           _x(2, 32, 32, 3) * 50 + 100)
+  report = tfprims.compare(
+    tf.function(lambda x: model(x, training=False)), _x(2, 32, 32, 3) * 50 + 100
+  )
   assert report.ok and len(report.nodes) > 500
 
 
 def _chromium():
-  return next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
-               if shutil.which(n)), None)
+  return next(
+    (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)),
+    None,
+  )
 
 
 @pytest.mark.slow
@@ -492,17 +529,31 @@ def test_html_report_renders_in_headless_chromium(tmp_path, loop_report):
   page = tmp_path / "report.html"
   loop_report.to_html(str(page))
   run = subprocess.run(
-      [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-       "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr",
-       "--v=0", "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
-      capture_output=True, text=True, timeout=120)
+    [
+      browser,
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--no-first-run",
+      f"--user-data-dir={tmp_path / 'profile'}",
+      "--enable-logging=stderr",
+      "--v=0",
+      "--virtual-time-budget=5000",
+      "--dump-dom",
+      page.as_uri(),
+    ],
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
   dom = run.stdout
   console = [line for line in run.stderr.splitlines() if ":CONSOLE" in line]
   assert console == [], console
   assert 'data-rendered="true"' in dom and "data-error" not in dom
   assert 'id="first-divergence" data-node="while/body/loop_sigmoid"' in dom
-  assert 'class="node diverged first-divergence' in dom      # drawn in the graph
-  assert dom.count('<tr data-node=') == len(loop_report.nodes)   # the table
+  assert 'class="node diverged first-divergence' in dom  # drawn in the graph
+  assert dom.count('<tr data-node=') == len(loop_report.nodes)  # the table
   assert dom.count('class="histogram"') >= 5
 
 
@@ -516,5 +567,7 @@ def test_docs_worked_example_runs(tmp_path, monkeypatch, capsys):
   assert out.startswith("None\n")
   assert "first divergence: while/body/gate (Sigmoid, output 0, iteration 0)" in out
   assert (tmp_path / "report.html").exists()
-  assert core.lookup("Sigmoid") is not None and tfprims.compare(
-      tf.function(lambda x: tf.sigmoid(x)), np.ones(3, np.float32)).ok
+  assert (
+    core.lookup("Sigmoid") is not None
+    and tfprims.compare(tf.function(lambda x: tf.sigmoid(x)), np.ones(3, np.float32)).ok
+  )

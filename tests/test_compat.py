@@ -27,19 +27,19 @@ X = RNG.normal(size=(4, 3)).astype(np.float32)
 
 # tf2jax 0.3.x's options and their defaults (its README and config module).
 TF2JAX_OPTIONS = {
-    "strict_shape_check": True,
-    "strict_dtype_check": False,
-    "force_const_float32_to_bfloat16": False,
-    "force_const_float64_to_bfloat16": False,
-    "convert_custom_gradient": True,
-    "infer_relu_from_jax2tf": True,
-    "infer_cumulative_reduction_from_jax2tf": True,
-    "raise_on_prevent_gradient": True,
-    "resize_bilinear_precision": "highest",
-    "enable_checkify_for_asserts": False,
-    "xlacallmodule_strict_checks": True,
-    "disable_assert_in_tensor_list_get_item": False,
-    "skip_variables_evaluation_inside_tf_tracing": False,
+  "strict_shape_check": True,
+  "strict_dtype_check": False,
+  "force_const_float32_to_bfloat16": False,
+  "force_const_float64_to_bfloat16": False,
+  "convert_custom_gradient": True,
+  "infer_relu_from_jax2tf": True,
+  "infer_cumulative_reduction_from_jax2tf": True,
+  "raise_on_prevent_gradient": True,
+  "resize_bilinear_precision": "highest",
+  "enable_checkify_for_asserts": False,
+  "xlacallmodule_strict_checks": True,
+  "disable_assert_in_tensor_list_get_item": False,
+  "skip_variables_evaluation_inside_tf_tracing": False,
 }
 # Deliberate differences in default (docs/migrating-from-tf2jax.md).
 TFPRIMS_DEFAULTS = {"strict_dtype_check": True}
@@ -47,8 +47,9 @@ TFPRIMS_DEFAULTS = {"strict_dtype_check": True}
 
 def _close(got, want, **tol):
   for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
-    np.testing.assert_allclose(np.asarray(g, np.float32), np.asarray(w, np.float32),
-                               **(tol or dict(rtol=1e-5, atol=1e-6)))
+    np.testing.assert_allclose(
+      np.asarray(g, np.float32), np.asarray(w, np.float32), **(tol or dict(rtol=1e-5, atol=1e-6))
+    )
 
 
 def _tf_grad(f, x):
@@ -71,13 +72,22 @@ def _fresh_jit_caches():
 
 
 def test_every_tf2jax_public_name_is_there():
-  for name in ("convert", "convert_functional", "convert_from_restored",
-               "convert_functional_from_restored", "get_config", "update_config",
-               "override_config", "AnnotatedFunction", "MissingInputError"):
+  for name in (
+    "convert",
+    "convert_functional",
+    "convert_from_restored",
+    "convert_functional_from_restored",
+    "get_config",
+    "update_config",
+    "override_config",
+    "AnnotatedFunction",
+    "MissingInputError",
+  ):
     assert callable(getattr(tf2jax, name)), name
   assert tf2jax.__version__.startswith("0.3")
   assert tf2jax.config.override_config is tf2jax.override_config  # README spelling
   import tfprims.compat
+
   assert tfprims.compat.tf2jax is tf2jax
 
 
@@ -136,6 +146,7 @@ def _dense_model():
   def forward(x):
     steps.assign_add(1)
     return tf.nn.relu(tf.matmul(x, w) + b)
+
   return forward, (w, b, steps)
 
 
@@ -161,8 +172,7 @@ def test_convert_params_carry_trainable_and_name():
   # jit and grad take the Variable params as they are.
   _close(jax.jit(lambda p, x: jax_fn(p, x)[0])(params, X), forward(X))
   trainable = {k: v for k, v in params.items() if v.trainable}
-  grads = jax.grad(lambda t: jnp.sum(jax_fn(t | {"steps": params["steps"]}, X)[0]))(
-      trainable)
+  grads = jax.grad(lambda t: jnp.sum(jax_fn(t | {"steps": params["steps"]}, X)[0]))(trainable)
   with tf.GradientTape() as tape:
     y = tf.reduce_sum(tf.nn.relu(tf.matmul(X, w) + b))
   _close(grads["kernel"], tape.gradient(y, w))
@@ -175,9 +185,10 @@ def test_convert_takes_jax_tracers_as_example_args():
     return tf.sin(x) * 2.0
 
   def jax_side(x):
-    fn, params = tf2jax.convert(f, x)   # x is a tracer here
+    fn, params = tf2jax.convert(f, x)  # x is a tracer here
     assert fn.input_specs[0].shape == (4, 3)
     return fn(params, x)[0]
+
   _close(jax.jit(jax_side)(X), f(X))
 
 
@@ -197,8 +208,7 @@ def test_annotated_function_attributes_and_signatures():
   def f(x, y, *, scale=2.0):
     return {"out": x * y * scale}
 
-  jax_fn, params = tf2jax.convert(f, tf.TensorSpec([None, 3], F32),
-                                  tf.TensorSpec([3], F32))
+  jax_fn, params = tf2jax.convert(f, tf.TensorSpec([None, 3], F32), tf.TensorSpec([3], F32))
   assert isinstance(jax_fn, tf2jax.AnnotatedFunction)
   assert jax_fn.fn is jax_fn and callable(jax_fn.fn)
   assert list(jax_fn.signature.parameters) == ["x", "y", "scale"]
@@ -212,9 +222,12 @@ def test_annotated_function_attributes_and_signatures():
   y = np.float32([1, 2, 3])
   _close(jax_fn(params, X, y)[0], f(X, y))
   # A constructed AnnotatedFunction wraps any callable, as tf2jax's does.
-  wrapped = tf2jax.AnnotatedFunction(lambda a: a + 1, None, None,
-                                     inspect.Signature([inspect.Parameter(
-                                         "a", inspect.Parameter.POSITIONAL_OR_KEYWORD)]))
+  wrapped = tf2jax.AnnotatedFunction(
+    lambda a: a + 1,
+    None,
+    None,
+    inspect.Signature([inspect.Parameter("a", inspect.Parameter.POSITIONAL_OR_KEYWORD)]),
+  )
   assert wrapped(1) == 2 and list(wrapped.signature.parameters) == ["a"]
 
 
@@ -225,7 +238,7 @@ def test_keyword_only_arguments_with_defaults():
 
   jax_fn = tf2jax.convert_functional(f, tf.TensorSpec([3], F32))
   x = np.float32([1, 2, 3])
-  _close(jax_fn(x), f(x))                    # defaults as traced
+  _close(jax_fn(x), f(x))  # defaults as traced
   _close(jax_fn(x, shift=1.0, training=False), f(x))
   with pytest.raises(ValueError, match="unexpected literal value 2.0"):
     jax_fn(x, shift=2.0)
@@ -249,13 +262,14 @@ def test_rng_keyword_and_its_missing_error():
 
 
 def test_user_mistakes_raise_the_builtin_errors_tf2jax_raises():
-  jax_fn = tf2jax.convert_functional(tf.function(lambda x, d: x * d["a"]),
-                                     tf.TensorSpec([2, 3], F32), {"a": tf.TensorSpec([3], F32)})
+  jax_fn = tf2jax.convert_functional(
+    tf.function(lambda x, d: x * d["a"]), tf.TensorSpec([2, 3], F32), {"a": tf.TensorSpec([3], F32)}
+  )
   d = {"a": np.ones(3, np.float32)}
   with pytest.raises(ValueError, match="incompatible input shape"):
     jax_fn(np.ones((2, 4), np.float32), d)
   with pytest.raises(ValueError, match="incompatible input dtype"):
-    jax_fn(np.ones((2, 3), np.int32), d)   # tfprims checks dtypes by default
+    jax_fn(np.ones((2, 3), np.int32), d)  # tfprims checks dtypes by default
   with pytest.raises(tf2jax.MissingInputError, match="missing"):
     jax_fn(np.ones((2, 3), np.float32))
   with pytest.raises(tf2jax.MissingInputError, match=r"missing inputs: d\['a'\]"):
@@ -272,6 +286,7 @@ def test_user_mistakes_raise_the_builtin_errors_tf2jax_raises():
   def unsupported(x):  # a converted function has no deadline
     deadline = tf_ops.get_default_graph().create_op("GetDeadline", [], [tf.int64]).outputs[0]
     return x[0] + tf.cast(deadline, F32)
+
   with pytest.raises(ValueError, match="Unsupported operations in graph"):
     tf2jax.convert_functional(unsupported, tf.TensorSpec([3], F32))
 
@@ -352,8 +367,13 @@ def test_strict_dtype_check():
 # --- options: constants to bfloat16 ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype,option", [(tf.float32, "force_const_float32_to_bfloat16"),
-                                          (tf.float64, "force_const_float64_to_bfloat16")])
+@pytest.mark.parametrize(
+  "dtype,option",
+  [
+    (tf.float32, "force_const_float32_to_bfloat16"),
+    (tf.float64, "force_const_float64_to_bfloat16"),
+  ],
+)
 def test_force_const_to_bfloat16(dtype, option):
   @tf.function
   def forward(x):
@@ -366,11 +386,11 @@ def test_force_const_to_bfloat16(dtype, option):
   x16 = jnp.asarray(X, jnp.bfloat16)
   want = forward(tf.constant(X, dtype)).numpy()
   with tf2jax.override_config("strict_dtype_check", False):
-    out = jax_fn(x16)           # the option was read when converting
+    out = jax_fn(x16)  # the option was read when converting
     promoted = plain(x16)
     jaxpr = jax.make_jaxpr(jax_fn)(x16)
   assert out.dtype == jnp.bfloat16
-  assert promoted.dtype != jnp.bfloat16   # without it, float constants promote
+  assert promoted.dtype != jnp.bfloat16  # without it, float constants promote
   _close(out, want, rtol=2e-2, atol=2e-2)
   assert [e.primitive.name for e in jaxpr.eqns] == ["tf.Mul", "tf.AddV2"]
   assert all(v.aval.dtype == jnp.bfloat16 for e in jaxpr.eqns for v in e.outvars)
@@ -386,8 +406,10 @@ def _deliberately_wrong_gradient():
     e = tf.exp(x)
 
     def grad(dy):
-      return dy * tf.sin(x) + e   # deliberately not the derivative
+      return dy * tf.sin(x) + e  # deliberately not the derivative
+
     return tf.reduce_sum(e), grad
+
   return forward
 
 
@@ -401,7 +423,7 @@ def test_convert_custom_gradient():
   _close(custom(x), forward(x))
   _close(plain(x), forward(x))
   # Read when converting: each keeps its setting whatever the config is now.
-  _close(jax.grad(custom)(x), _tf_grad(forward, x))                  # TF's custom one
+  _close(jax.grad(custom)(x), _tf_grad(forward, x))  # TF's custom one
   _close(jax.grad(plain)(x), _tf_grad(lambda t: tf.reduce_sum(tf.exp(t)), x))
   _close(jax.jit(jax.grad(plain))(x), np.exp(x))
   names = {e.primitive.name for e in jax.make_jaxpr(plain)(x).eqns}
@@ -418,7 +440,7 @@ def test_raise_on_prevent_gradient():
   with pytest.raises(LookupError, match="prevented"):
     jax.grad(jax_fn)(3.14)
   with pytest.raises(LookupError):
-    _tf_grad(prevent, np.float32(3.14))         # TF refuses too
+    _tf_grad(prevent, np.float32(3.14))  # TF refuses too
   with tf2jax.override_config("raise_on_prevent_gradient", False):
     allowed = tf2jax.convert_functional(prevent, np.float32(0.0))
   with pytest.warns(UserWarning, match="PreventGradient node .* is ignored.*prevented"):
@@ -432,19 +454,21 @@ def test_raise_on_prevent_gradient():
 def _graph_serialized_relu():
   """What jax2tf's graph serialization made of jax.nn.relu: max(x, 0) in a
   '_relu_' scope (current jax2tf serializes natively; the graph is built by hand)."""
+
   @tf.function
   def f(x):
     with tf.name_scope("jax2tf_fn_"):
       with tf.name_scope("pjit_relu_"):
         y = tf.maximum(x, tf.constant(0.0))
       return tf.identity(y * 3.0, name="jax2tf_out")
+
   return f
 
 
 def test_infer_relu_from_jax2tf():
   f = _graph_serialized_relu()
   x = np.float32([-1.0, 0.0, 2.0])
-  relu = tf2jax.convert_functional(f, tf.TensorSpec([3], F32))   # on by default
+  relu = tf2jax.convert_functional(f, tf.TensorSpec([3], F32))  # on by default
   with tf2jax.override_config("infer_relu_from_jax2tf", False):
     maximum = tf2jax.convert_functional(f, tf.TensorSpec([3], F32))
   _close(relu(x), f(x))
@@ -452,7 +476,7 @@ def test_infer_relu_from_jax2tf():
   assert "tf.Relu" in {e.primitive.name for e in jax.make_jaxpr(relu)(x).eqns}
   assert "tf.Maximum" in {e.primitive.name for e in jax.make_jaxpr(maximum)(x).eqns}
   grad = lambda fn: jax.grad(lambda t: jnp.sum(fn(t)))(x)
-  _close(grad(maximum), _tf_grad(f, x))                         # TF: 3 at the tie
+  _close(grad(maximum), _tf_grad(f, x))  # TF: 3 at the tie
   _close(grad(relu), jax.grad(lambda t: jnp.sum(jax.nn.relu(t) * 3.0))(x))  # JAX: 0
   assert float(grad(relu)[1]) == 0.0 and float(_tf_grad(f, x)[1]) == 3.0
   # Ordinary graphs (no jax2tf scope) are left alone.
@@ -477,8 +501,15 @@ def test_infer_cumulative_reduction_from_jax2tf_is_a_noop():
 
   @tf.function
   def reduce_window(x):  # how jax2tf's graph serialization wrote cumsum
-    return tf2xla.reduce_window(x, 0.0, add.get_concrete_function(), window_dimensions=[1, 3],
-                                window_strides=[1, 1], padding=[[0, 0], [2, 0]])
+    return tf2xla.reduce_window(
+      x,
+      0.0,
+      add.get_concrete_function(),
+      window_dimensions=[1, 3],
+      window_strides=[1, 1],
+      padding=[[0, 0], [2, 0]],
+    )
+
   # The window sum is read as XlaReduceWindow whatever the option says.
   fn = tf2jax.convert_functional(reduce_window, tf.TensorSpec([4, 3], F32))
   assert "tf.XlaReduceWindow" in {e.primitive.name for e in jax.make_jaxpr(fn)(X).eqns}
@@ -493,6 +524,7 @@ def _asserting():
   def f(x):
     tf.debugging.assert_positive(x, message="x must be positive")
     return x * 2.0
+
   return f
 
 
@@ -512,13 +544,15 @@ def test_assert_raises_tf_message_on_known_values_and_with_runtime_checks():
   good, bad = np.float32([1, 2, 3]), np.float32([1, -2, 3])
   _close(jax_fn(good), f(good))
   tf_message = _tf_error(f, bad)
-  expected = ("assertion failed: [x must be positive.  ] [Condition x > 0 did not hold "
-              "element-wise:] [x (x:0) = ] [1 -2 3]")
+  expected = (
+    "assertion failed: [x must be positive.  ] [Condition x > 0 did not hold "
+    "element-wise:] [x (x:0) = ] [1 -2 3]"
+  )
   assert expected in tf_message
-  with pytest.raises(tfprims.RuntimeCheckError) as info:   # an eager call: like TF
+  with pytest.raises(tfprims.RuntimeCheckError) as info:  # an eager call: like TF
     jax_fn(bad)
   assert expected in str(info.value)
-  _close(jax.jit(jax_fn)(bad), 2 * bad)                     # jit: not checked by default
+  _close(jax.jit(jax_fn)(bad), 2 * bad)  # jit: not checked by default
   with tfprims.override_config("runtime_checks", True):
     checked = jax.jit(tf2jax.convert_functional(f, tf.TensorSpec([3], F32)))
     with pytest.raises(Exception, match=r"assertion failed: \[x must be positive"):
@@ -566,8 +600,7 @@ def test_xlacallmodule_strict_checks():
   def f(x):
     return jnp.sin(x) * jnp.exp(-x * x)
 
-  tf_fn = tf.function(jax2tf.convert(f, native_serialization_platforms=("tpu",)),
-                      autograph=False)
+  tf_fn = tf.function(jax2tf.convert(f, native_serialization_platforms=("tpu",)), autograph=False)
   jax_fn = tf2jax.convert_functional(tf_fn, tf.TensorSpec(X.shape, F32))
   with pytest.raises(ValueError, match="Unsupported backend: 'cpu' not in"):
     jax_fn(X)

@@ -64,8 +64,9 @@ def _check_all(f, *args, grad=True, batch=None):
   rest = args[1:]
   vm = jax.vmap(lambda a: _leaf(fn(a, *rest)))(batch)
   for k in range(batch.shape[0]):
-    np.testing.assert_allclose(vm[k], np.asarray(tf.nest.flatten(f(batch[k], *rest))[-1]),
-                               rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(
+      vm[k], np.asarray(tf.nest.flatten(f(batch[k], *rest))[-1]), rtol=RTOL, atol=ATOL
+    )
   return fn
 
 
@@ -79,8 +80,9 @@ def counter_loop(x):
 
 @tf.function(autograph=False)
 def max_iter_loop(x):
-  return tf.while_loop(lambda x: tf.reduce_sum(x) > 0, lambda x: tf.sin(x) - 0.3, [x],
-                       maximum_iterations=5)
+  return tf.while_loop(
+    lambda x: tf.reduce_sum(x) > 0, lambda x: tf.sin(x) - 0.3, [x], maximum_iterations=5
+  )
 
 
 @tf.function(autograph=False)
@@ -107,12 +109,13 @@ def test_while_with_maximum_iterations_keeps_the_early_exit():
   # An early exit: the sum becomes negative before 5 iterations.
   x = np.array([0.2, 0.1, 0.1], np.float32)
   np.testing.assert_allclose(fn(x)[0], max_iter_loop(x)[0], rtol=RTOL, atol=ATOL)
-  np.testing.assert_allclose(jax.grad(_jax_loss(fn))(x), _tf_grad(max_iter_loop, x),
-                             rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(
+    jax.grad(_jax_loss(fn))(x), _tf_grad(max_iter_loop, x), rtol=1e-4, atol=1e-4
+  )
 
 
 def test_dynamic_while_has_forward_and_reverse_mode():
-  fn = _check_all(dynamic_loop, X)   # grad (eager and jit) against TF's
+  fn = _check_all(dynamic_loop, X)  # grad (eager and jit) against TF's
   assert "tf.While.unbounded" in jaxpr_primitives(jax.make_jaxpr(fn)(X))
   t = np.ones(3, np.float32)
   _, tangent = jax.jvp(lambda a: fn(a)[0], (X,), (t,))
@@ -126,9 +129,12 @@ def _newton(w):
   def f(a):
     def body(x, it):
       return 0.5 * (x + a * w / x), it + 1
-    x, it = tf.while_loop(lambda x, it: tf.reduce_max(tf.abs(x * x - a * w)) > 1e-5, body,
-                          (tf.ones_like(a), 0))
+
+    x, it = tf.while_loop(
+      lambda x, it: tf.reduce_max(tf.abs(x * x - a * w)) > 1e-5, body, (tf.ones_like(a), 0)
+    )
     return it, tf.reduce_sum(x * tf.sin(a))
+
   return f
 
 
@@ -156,7 +162,8 @@ def test_gradient_of_a_loop_run_to_convergence_is_tfs(checkpoints):
   batch = np.stack([a, 4 * a, a / 3])
   with tfprims.override_config("loop_checkpoints", checkpoints):
     per_example = jax.jit(jax.grad(lambda b: jnp.sum(jax.vmap(lambda x: loss(params, x))(b))))(
-        batch)
+      batch
+    )
     vmapped = jax.jit(jax.vmap(jax.grad(loss, argnums=1), in_axes=(None, 0)))(params, batch)
   for k in range(3):
     xt = tf.constant(batch[k])
@@ -174,6 +181,7 @@ def test_reverse_mode_through_a_loop_with_print_ops_raises_typed_error():
     def body(v):
       with tf.control_dependencies([tf.print("step")]):
         return v - 0.3
+
     return tf.while_loop(lambda v: tf.reduce_sum(v) > -1, body, [x])
 
   fn = _convert(f, X)
@@ -194,10 +202,13 @@ def _python_while_on_a_tensor(x):
   return n
 
 
-@pytest.mark.parametrize("f", [
+@pytest.mark.parametrize(
+  "f",
+  [
     tf.function(_data_dependent_while, autograph=False),
     tf.function(_python_while_on_a_tensor),
-])
+  ],
+)
 def test_loop_whose_condition_becomes_data_dependent_is_a_real_loop(f):
   # The condition is known at trace time on the first iteration only (n starts
   # at the constant 0): this used to raise ControlFlowError ("its condition became
@@ -219,28 +230,44 @@ def test_loop_counter_compared_with_a_tensor_shape():
   @tf.function(autograph=False)
   def f(x):
     n = tf.shape(x)[0]
-    return tf.while_loop(lambda i, a: i < n, lambda i, a: (i + 1, a * x[0] + 1.0),
-                         [0, tf.zeros_like(x[0])])[1]
+    return tf.while_loop(
+      lambda i, a: i < n, lambda i, a: (i + 1, a * x[0] + 1.0), [0, tf.zeros_like(x[0])]
+    )[1]
 
   fn = _check_all(f, XS)
   assert "while" not in jaxpr_primitives(jax.make_jaxpr(fn)(XS))
 
 
-@pytest.mark.parametrize("start,limit,step,cmp", [
-    (0, 7, 1, tf.less), (0, 7, 3, tf.less), (2, 7, 2, tf.less_equal), (10, 3, -2, tf.greater),
-    (10, 4, -3, tf.greater_equal), (5, 5, 1, tf.less), (5, 5, 1, tf.less_equal),
-    (-4, 9, 5, tf.less), (0, 100, 0, None)])
+@pytest.mark.parametrize(
+  "start,limit,step,cmp",
+  [
+    (0, 7, 1, tf.less),
+    (0, 7, 3, tf.less),
+    (2, 7, 2, tf.less_equal),
+    (10, 3, -2, tf.greater),
+    (10, 4, -3, tf.greater_equal),
+    (5, 5, 1, tf.less),
+    (5, 5, 1, tf.less_equal),
+    (-4, 9, 5, tf.less),
+    (0, 100, 0, None),
+  ],
+)
 def test_trip_count_of_counted_loops(start, limit, step, cmp):
   """The closed-form trip count (counters v + c compared with bounds) agrees with TF;
   `None` uses a non-affine update (i * 2 + 1), computed by iterating."""
   if cmp is None:
+
     def f(x):
-      return tf.while_loop(lambda i, a: i < limit, lambda i, a: (i * 2 + 1, a * x + 1.0),
-                           [start, x])
+      return tf.while_loop(
+        lambda i, a: i < limit, lambda i, a: (i * 2 + 1, a * x + 1.0), [start, x]
+      )
   else:
+
     def f(x):
-      return tf.while_loop(lambda i, a: cmp(i, limit), lambda i, a: (i + step, a * x + 1.0),
-                           [start, x])
+      return tf.while_loop(
+        lambda i, a: cmp(i, limit), lambda i, a: (i + step, a * x + 1.0), [start, x]
+      )
+
   f = tf.function(f, autograph=False)
   x = np.float32(0.9)
   fn = _convert(f, x)
@@ -250,15 +277,21 @@ def test_trip_count_of_counted_loops(start, limit, step, cmp):
   np.testing.assert_allclose(a, want_a, rtol=RTOL)
 
 
-@pytest.mark.parametrize("body,init", [
-    (lambda i, j, a, x: (i + j, j + 1, a * x + 1.0), (0, 1)),   # step changes: not affine
-    (lambda i, j, a, x: (i + i, j, a * x + 1.0), (1, 0)),       # i + i doubles: not affine
-    (lambda i, j, a, x: (j + i, j, a * x + 1.0), (-3, 2)),      # c + v with invariant c
-    (lambda i, j, a, x: (i - j, j, a * x + 1.0), (15, 4))])
+@pytest.mark.parametrize(
+  "body,init",
+  [
+    (lambda i, j, a, x: (i + j, j + 1, a * x + 1.0), (0, 1)),  # step changes: not affine
+    (lambda i, j, a, x: (i + i, j, a * x + 1.0), (1, 0)),  # i + i doubles: not affine
+    (lambda i, j, a, x: (j + i, j, a * x + 1.0), (-3, 2)),  # c + v with invariant c
+    (lambda i, j, a, x: (i - j, j, a * x + 1.0), (15, 4)),
+  ],
+)
 def test_trip_count_when_counters_depend_on_other_loop_variables(body, init):
   def f(x):
-    return tf.while_loop(lambda i, j, a: tf.logical_and(i < 20, i > -10),
-                         lambda i, j, a: body(i, j, a, x), [*init, x])
+    return tf.while_loop(
+      lambda i, j, a: tf.logical_and(i < 20, i > -10), lambda i, j, a: body(i, j, a, x), [*init, x]
+    )
+
   f = tf.function(f, autograph=False)
   x = np.float32(0.9)
   fn = _convert(f, x)
@@ -273,8 +306,11 @@ def test_counted_loop_trip_count_folds_nothing(monkeypatch):
   fn = _convert(counter_loop, X)
   folded = []
   original = tfprims.core.TFOp.fold
-  monkeypatch.setattr(tfprims.core.TFOp, "fold",
-                      lambda self, *a, **p: folded.append(self.op_type) or original(self, *a, **p))
+  monkeypatch.setattr(
+    tfprims.core.TFOp,
+    "fold",
+    lambda self, *a, **p: folded.append(self.op_type) or original(self, *a, **p),
+  )
   jax.make_jaxpr(fn)(X)
   assert folded == []
 
@@ -294,10 +330,14 @@ def test_nested_loops_and_loop_inside_cond_inside_loop():
     def outer_body(i, acc):
       def inner_body(j, a):
         return j + 1, a + tf.sin(a) * tf.cast(j, tf.float32)
-      acc = tf.cond(tf.reduce_sum(acc) > 0,
-                    lambda: tf.while_loop(lambda j, a: j < 3, inner_body, [0, acc])[1],
-                    lambda: acc * 0.5)
+
+      acc = tf.cond(
+        tf.reduce_sum(acc) > 0,
+        lambda: tf.while_loop(lambda j, a: j < 3, inner_body, [0, acc])[1],
+        lambda: acc * 0.5,
+      )
       return i + 1, acc
+
     return tf.while_loop(lambda i, a: i < 4, outer_body, [0, x])[1]
 
   fn = _check_all(f, X)
@@ -308,8 +348,7 @@ def test_nested_loops_and_loop_inside_cond_inside_loop():
 def test_loops_in_nested_tf_functions_called_from_branches():
   @tf.function(autograph=False)
   def inner(x):
-    return tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, tf.nn.silu(a) * 1.1),
-                         [0, x])[1]
+    return tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, tf.nn.silu(a) * 1.1), [0, x])[1]
 
   @tf.function(autograph=False)
   def outer(x):
@@ -324,9 +363,11 @@ def test_doubly_nested_counted_loops():
   @tf.function(autograph=False)
   def f(x):
     def outer(i, a):
-      inner = tf.while_loop(lambda j, b: j < i, lambda j, b: (j + 1, b * 0.9 + tf.cos(b)),
-                            [0, a])[1]
+      inner = tf.while_loop(lambda j, b: j < i, lambda j, b: (j + 1, b * 0.9 + tf.cos(b)), [0, a])[
+        1
+      ]
       return i + 1, inner
+
     return tf.while_loop(lambda i, a: i < 3, outer, [0, x])[1]
 
   # The inner trip count depends on the outer counter: the outer loop is unrolled
@@ -381,8 +422,9 @@ def test_case_including_out_of_range_index(i):
   i = np.int32(i)
   fn = _convert(case_fn, X, i)
   np.testing.assert_allclose(fn(X, i), case_fn(X, i), rtol=RTOL, atol=ATOL)
-  np.testing.assert_allclose(jax.grad(lambda x: jnp.sum(fn(x, i)))(X),
-                             _tf_grad(case_fn, X, i), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(
+    jax.grad(lambda x: jnp.sum(fn(x, i)))(X), _tf_grad(case_fn, X, i), rtol=1e-5, atol=1e-5
+  )
   assert "cond" in jaxpr_primitives(jax.make_jaxpr(fn)(X, i))
 
 
@@ -461,8 +503,9 @@ def test_state_written_in_a_while_body_inside_a_nested_function():
 def test_random_ops_inside_loops_use_the_rng_key():
   @tf.function(autograph=False)
   def f(x):
-    return tf.while_loop(lambda i, a: i < 3,
-                         lambda i, a: (i + 1, a + tf.random.uniform(tf.shape(a))), [0, x])[1]
+    return tf.while_loop(
+      lambda i, a: i < 3, lambda i, a: (i + 1, a + tf.random.uniform(tf.shape(a))), [0, x]
+    )[1]
 
   fn = _convert(f, X)
   key = jax.random.key(0)
@@ -477,9 +520,11 @@ def test_random_ops_inside_loops_use_the_rng_key():
 def test_unsupported_op_inside_a_loop_body_is_reported_at_conversion():
   @tf.function(autograph=False)
   def f(x):
-    return tf.while_loop(lambda i, a: i < 3,
-                         lambda i, a: (i + 1, tf.strings.to_number(tf.strings.as_string(a))),
-                         [0, x])[1]
+    return tf.while_loop(
+      lambda i, a: i < 3,
+      lambda i, a: (i + 1, tf.strings.to_number(tf.strings.as_string(a))),
+      [0, x],
+    )[1]
 
   with pytest.raises(tfprims.UnsupportedOpError) as e:
     _convert(f, X)
@@ -490,8 +535,12 @@ def test_unsupported_op_inside_a_loop_body_is_reported_at_conversion():
 def test_loop_carrying_a_changing_shape_is_a_clear_error():
   @tf.function(autograph=False)
   def f(x):
-    return tf.while_loop(lambda a: tf.reduce_sum(a) < 100.0, lambda a: tf.concat([a, a], 0),
-                         [x], shape_invariants=[tf.TensorShape([None])])
+    return tf.while_loop(
+      lambda a: tf.reduce_sum(a) < 100.0,
+      lambda a: tf.concat([a, a], 0),
+      [x],
+      shape_invariants=[tf.TensorShape([None])],
+    )
 
   fn = _convert(f, X)
   with pytest.raises(tfprims.TFPrimsError, match="changes a loop variable"):
@@ -501,11 +550,13 @@ def test_loop_carrying_a_changing_shape_is_a_clear_error():
 def test_graph_rewritten_by_tf_gradients_converts():
   """After tf.GradientTape differentiates a function, TF rewrites its loops (list
   accumulators pushed to in the body) and conds (intermediates as optionals)."""
+
   @tf.function(autograph=False)
   def f(x):
     def body(i, acc):
       acc = tf.cond(tf.reduce_sum(acc) > 0, lambda: tf.sin(acc) * acc, lambda: acc * 0.5)
       return i + 1, acc
+
     return tf.while_loop(lambda i, a: i < 4, body, [0, x])[1]
 
   xt = tf.constant(X)
@@ -516,11 +567,11 @@ def test_graph_rewritten_by_tf_gradients_converts():
   cf = f.get_concrete_function(tf.TensorSpec((3,)))
   ops = {n.op for fn in cf.graph.as_graph_def().library.function for n in fn.node_def}
   assert "TensorListPushBack" in ops  # the rewrite happened
-  fn = tfprims.convert_graph_def(cf.graph.as_graph_def(), [cf.inputs[0].name],
-                                 [cf.outputs[0].name])
+  fn = tfprims.convert_graph_def(cf.graph.as_graph_def(), [cf.inputs[0].name], [cf.outputs[0].name])
   np.testing.assert_allclose(fn(X)[0], f(X), rtol=RTOL, atol=ATOL)
-  np.testing.assert_allclose(jax.grad(lambda a: jnp.sum(fn(a)[0]))(X), want_grad,
-                             rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(
+    jax.grad(lambda a: jnp.sum(fn(a)[0]))(X), want_grad, rtol=1e-4, atol=1e-5
+  )
   assert "while" not in jaxpr_primitives(jax.make_jaxpr(lambda a: fn(a)[0])(X))
 
 
@@ -547,8 +598,9 @@ def foldr_fn(x):
   return tf.foldr(lambda a, r: a * 0.5 + tf.tanh(r), x, initializer=tf.ones(3))
 
 
-@pytest.mark.parametrize("f", [scan_fn, map_fn_fn, foldl_fn, foldr_fn],
-                         ids=["scan", "map_fn", "foldl", "foldr"])
+@pytest.mark.parametrize(
+  "f", [scan_fn, map_fn_fn, foldl_fn, foldr_fn], ids=["scan", "map_fn", "foldl", "foldr"]
+)
 def test_functional_ops(f):
   fn = _check_all(f, XS, batch=np.stack([XS, XS * 0.5, -XS]))
   prims = jaxpr_primitives(jax.make_jaxpr(fn)(XS))
@@ -609,5 +661,6 @@ def test_optionals_are_values_with_a_flag_through_branches():
     np.testing.assert_allclose(jax.jit(fn)(x), f(x))
   # An Optional returned from the function has no array form: refused at conversion.
   with pytest.raises(tfprims.UnsupportedInputError, match="_OptionalImpl"):
-    tfprims.convert_functional(tf.function(tf.experimental.Optional.from_value),
-                               tf.TensorSpec([3], tf.float32))
+    tfprims.convert_functional(
+      tf.function(tf.experimental.Optional.from_value), tf.TensorSpec([3], tf.float32)
+    )

@@ -19,13 +19,15 @@ def _body(i, x, n):
   return x * 2.0 + tf.cast(i, F32), n + 1
 
 
-_BODY = _body.get_concrete_function(tf.TensorSpec([], tf.int32), tf.TensorSpec([2], F32),
-                                    tf.TensorSpec([], tf.int32))
+_BODY = _body.get_concrete_function(
+  tf.TensorSpec([], tf.int32), tf.TensorSpec([2], F32), tf.TensorSpec([], tf.int32)
+)
 
 
 def _for(x, start, limit, delta):
-  return tf.raw_ops.For(start=start, limit=limit, delta=delta, input=[x, tf.constant(0)],
-                        body=_BODY)
+  return tf.raw_ops.For(
+    start=start, limit=limit, delta=delta, input=[x, tf.constant(0)], body=_BODY
+  )
 
 
 @pytest.mark.parametrize("bounds", [(1, 8, 3), (8, 1, -2), (3, 3, 1), (0, 5, 1)])
@@ -39,27 +41,34 @@ def test_for_static_trip_count(bounds):
   # d sum(out^2)/dx = 2 * out * 2^n
   n = len(range(*bounds))
   got = jax.grad(lambda x: jnp.sum(fn(x)[0] ** 2))(x)
-  np.testing.assert_allclose(got, 2 * np.asarray(tf_fn(x)[0]) * 2.0 ** n, rtol=1e-6)
+  np.testing.assert_allclose(got, 2 * np.asarray(tf_fn(x)[0]) * 2.0**n, rtol=1e-6)
   batch = np.stack([x, x + 1.0])
-  np.testing.assert_allclose(jax.vmap(lambda x: fn(x)[0])(batch),
-                             np.stack([tf_fn(b)[0] for b in batch]))
+  np.testing.assert_allclose(
+    jax.vmap(lambda x: fn(x)[0])(batch), np.stack([tf_fn(b)[0] for b in batch])
+  )
 
 
 def test_for_jaxpr_is_a_tf_while_of_tf_ops():
-  fn = tfprims.convert_functional(tf.function(lambda x: _for(x, 0, 100, 2)),
-                                  tf.TensorSpec([2], F32))
+  fn = tfprims.convert_functional(
+    tf.function(lambda x: _for(x, 0, 100, 2)), tf.TensorSpec([2], F32)
+  )
   jaxpr = jax.make_jaxpr(fn)(np.zeros(2, np.float32))
   (eqn,) = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "tf.While"]
   assert eqn.params["length"] == 50
   # the body's ops, and the counter's step (`add`)
   assert {e.primitive.name for e in eqn.params["jaxpr"].jaxpr.eqns} == {
-      "tf.Mul", "tf.Cast", "tf.AddV2", "add"}
+    "tf.Mul",
+    "tf.Cast",
+    "tf.AddV2",
+    "add",
+  }
 
 
 def test_for_traced_bounds():
   tf_fn = tf.function(lambda x, limit, delta: _for(x, 0, limit, delta))
-  fn = tfprims.convert_functional(tf_fn, tf.TensorSpec([2], F32), tf.TensorSpec([], tf.int32),
-                                  tf.TensorSpec([], tf.int32))
+  fn = tfprims.convert_functional(
+    tf_fn, tf.TensorSpec([2], F32), tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int32)
+  )
   x = np.float32([1.0, 2.0])
   for limit, delta in [(4, 1), (7, 2), (0, 1), (-6, -3)]:  # TF-valid bounds
     for got, want in zip(jax.jit(fn)(x, limit, delta), tf_fn(x, limit, delta)):
@@ -74,8 +83,9 @@ def test_for_body_writing_a_variable_is_unrolled():
     tf.raw_ops.AssignAddVariableOp(resource=h, value=tf.cast(i, F32))
     return x + tf.raw_ops.ReadVariableOp(resource=h, dtype=F32), h
 
-  cf = body.get_concrete_function(tf.TensorSpec([], tf.int32), tf.TensorSpec([], F32),
-                                  tf.TensorSpec([], tf.resource))
+  cf = body.get_concrete_function(
+    tf.TensorSpec([], tf.int32), tf.TensorSpec([], F32), tf.TensorSpec([], tf.resource)
+  )
 
   @tf.function
   def loop(x):
@@ -96,8 +106,9 @@ def test_for_invalid_bounds_raise_like_tf(bounds):
   with pytest.raises(tf.errors.InvalidArgumentError, match="Invalid start/limit/delta"):
     tf_fn(x)
   fn = tfprims.convert_functional(tf_fn, tf.TensorSpec([2], F32))
-  with pytest.raises(errors.RuntimeCheckError, match="Invalid start/limit/delta: "
-                     + " ".join(map(str, bounds))):
+  with pytest.raises(
+    errors.RuntimeCheckError, match="Invalid start/limit/delta: " + " ".join(map(str, bounds))
+  ):
     fn(x)
 
 
@@ -113,8 +124,13 @@ def test_symbolic_gradient():
   @tf.function
   def grad(x, y, d1, d2):
     return tf.raw_ops.SymbolicGradient(input=[x, y, d1, d2], Tout=[F32, F32], f=_F)
-  args = [np.float32([1.0, 2.0]), np.float32([3.0, -4.0]), np.float32([1.0, -1.0]),
-          np.float32([0.5, 2.0])]
+
+  args = [
+    np.float32([1.0, 2.0]),
+    np.float32([3.0, -4.0]),
+    np.float32([1.0, -1.0]),
+    np.float32([0.5, 2.0]),
+  ]
   fn = tfprims.convert_functional(grad, *args)
   for got, want in zip(fn(*args), grad(*args)):
     np.testing.assert_allclose(got, want, rtol=1e-6)
@@ -122,8 +138,7 @@ def test_symbolic_gradient():
   assert "tf.Cos" in jaxpr and "tf.Mul" in jaxpr
   # the gradient's own gradient (second order) flows through the converted VJP
   gg = jax.grad(lambda x: jnp.sum(fn(x, *args[1:])[0]))(args[0])
-  np.testing.assert_allclose(gg, 2 * args[1] * args[2] - np.sin(args[0]) * args[3],
-                             rtol=1e-6)
+  np.testing.assert_allclose(gg, 2 * args[1] * args[2] - np.sin(args[0]) * args[3], rtol=1e-6)
 
 
 def _map_fn(v):
@@ -131,12 +146,14 @@ def _map_fn(v):
   for key, scale in [(3, 1.0), (1, 2.0), (5, 3.0), (3, 4.0)]:
     t = tf.raw_ops.TensorMapInsert(input_handle=t, key=tf.constant(key), value=v * scale)
   t2 = tf.raw_ops.TensorMapErase(input_handle=t, key=tf.constant(5), value_dtype=F32)
-  return (tf.raw_ops.TensorMapLookup(input_handle=t, key=tf.constant(1), value_dtype=F32),
-          tf.raw_ops.TensorMapLookup(input_handle=t2, key=tf.constant(3), value_dtype=F32),
-          tf.raw_ops.TensorMapSize(input_handle=t2),
-          tf.raw_ops.TensorMapHasKey(input_handle=t2, key=tf.constant(5)),
-          tf.raw_ops.TensorMapHasKey(input_handle=t2, key=tf.constant(1)),
-          tf.raw_ops.TensorMapStackKeys(input_handle=t, key_dtype=tf.int32))
+  return (
+    tf.raw_ops.TensorMapLookup(input_handle=t, key=tf.constant(1), value_dtype=F32),
+    tf.raw_ops.TensorMapLookup(input_handle=t2, key=tf.constant(3), value_dtype=F32),
+    tf.raw_ops.TensorMapSize(input_handle=t2),
+    tf.raw_ops.TensorMapHasKey(input_handle=t2, key=tf.constant(5)),
+    tf.raw_ops.TensorMapHasKey(input_handle=t2, key=tf.constant(1)),
+    tf.raw_ops.TensorMapStackKeys(input_handle=t, key_dtype=tf.int32),
+  )
 
 
 def test_tensor_map_ops():
@@ -156,20 +173,24 @@ def test_tensor_map_ops():
 def test_tensor_map_missing_key_raises_like_tf(op):
   @tf.function
   def f(v):
-    t = tf.raw_ops.TensorMapInsert(input_handle=tf.raw_ops.EmptyTensorMap(),
-                                   key=tf.constant(1), value=v)
+    t = tf.raw_ops.TensorMapInsert(
+      input_handle=tf.raw_ops.EmptyTensorMap(), key=tf.constant(1), value=v
+    )
     if op == "lookup":
       return tf.raw_ops.TensorMapLookup(input_handle=t, key=tf.constant(3), value_dtype=F32)
-    return tf.raw_ops.TensorMapSize(input_handle=tf.raw_ops.TensorMapErase(
-        input_handle=t, key=tf.constant(3), value_dtype=F32))
+    return tf.raw_ops.TensorMapSize(
+      input_handle=tf.raw_ops.TensorMapErase(input_handle=t, key=tf.constant(3), value_dtype=F32)
+    )
+
   v = np.float32(1.0)
   with pytest.raises(tf.errors.InvalidArgumentError) as tf_err:
     f(v)
   fn = tfprims.convert_functional(f, v)
   with pytest.raises(errors.RuntimeCheckError) as err:
     fn(v)
-  expected = "Trying to lookup non-existent key" if op == "lookup" else \
-      "Trying to erase non-existent item"
+  expected = (
+    "Trying to lookup non-existent key" if op == "lookup" else "Trying to erase non-existent item"
+  )
   assert expected in str(tf_err.value) and expected in str(err.value)
   assert 'Could not find key "3"' in str(err.value)
 
@@ -179,6 +200,7 @@ def test_tensor_map_traced_key_is_refused():
   def f(v, k):
     t = tf.raw_ops.TensorMapInsert(input_handle=tf.raw_ops.EmptyTensorMap(), key=k, value=v)
     return tf.raw_ops.TensorMapSize(input_handle=t)
+
   fn = tfprims.convert_functional(f, np.float32(1.0), np.int32(1))
   with pytest.raises(errors.StaticInputError):
     jax.jit(fn)(np.float32(1.0), np.int32(1))
@@ -191,6 +213,7 @@ def test_small_state_ops():
     idx = tf.raw_ops.DeviceIndex(device_names=["GPU", "CPU", "TPU"])
     none = tf.raw_ops.DeviceIndex(device_names=["XPU"])
     return c, idx, none
+
   x = np.float32([3.0, 4.0])
   fn = tfprims.convert_functional(f, x)
   got, want = fn(x), f(x)
@@ -206,6 +229,7 @@ def test_small_state_ops():
     with g.as_default():
       tf.raw_ops.FakeParam(dtype=F32, shape=[2, 3], name="fake")
     return g.as_graph_def()
+
   (out,) = tfprims.convert_graph_def(fake(), [], ["fake"])()
   assert out.shape == (2, 3) and out.dtype == np.float32
 
@@ -216,6 +240,7 @@ def test_small_state_ops():
     gd = g.as_graph_def()
     gd.node[0].op = "HostConst"
     return gd, c
+
   gd, _ = host_const()
   (out,) = tfprims.convert_graph_def(gd, [], ["c"])()
   np.testing.assert_array_equal(out, [1.0, 2.0])
@@ -227,8 +252,7 @@ def test_rng_skip_and_disable_copy_on_read():
   @tf.function
   def f(delta):
     tf.raw_ops.DisableCopyOnRead(resource=gen.state.handle)
-    tf.raw_ops.RngSkip(resource=gen.state.handle, algorithm=tf.constant(1, tf.int64),
-                       delta=delta)
+    tf.raw_ops.RngSkip(resource=gen.state.handle, algorithm=tf.constant(1, tf.int64), delta=delta)
     return tf.constant(0)
 
   fn, params = tfprims.convert(f, tf.TensorSpec([], tf.int64))

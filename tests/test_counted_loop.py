@@ -17,13 +17,16 @@ H0 = np.array([0.3, -0.7, 1.1], np.float32)
 
 def _loop(scan, length=6):
   """A loop with a closed-over weight, float/int/bool carries and ys of each kind."""
+
   def f(w, h0):
     def step(carry, _):
       i, h, flag = carry
       h = jnp.tanh(h @ w + i.astype(h.dtype) * 0.1)
       flag = flag ^ (h[0] > 0)
       return (i + 1, h, flag), {"h": h, "i": i * 2, "flag": flag, "s": h.sum()}
+
     return scan(step, (jnp.int32(0), h0, jnp.bool_(False)), length)
+
   return f
 
 
@@ -70,8 +73,7 @@ def test_jvp_and_grad_are_the_scans():
 def test_vmap_rebinds_tf_while(in_axes):
   ws = np.stack([W, W * 0.5, -W])
   hs = np.stack([H0, -H0, H0 * 2])
-  args = (ws if in_axes[0] == 0 else W, hs.T if in_axes[1] == 1 else hs if in_axes[1] == 0
-          else H0)
+  args = (ws if in_axes[0] == 0 else W, hs.T if in_axes[1] == 1 else hs if in_axes[1] == 0 else H0)
   got = jax.vmap(OURS, in_axes=in_axes)(*args)
   _close(got, jax.vmap(THEIRS, in_axes=in_axes)(*args))
   jaxpr = jax.make_jaxpr(jax.vmap(OURS, in_axes=in_axes))(*args)
@@ -79,8 +81,10 @@ def test_vmap_rebinds_tf_while(in_axes):
   # The counter stays unbatched: only what depends on a batched operand is batched.
   counter = loop.outvars[0]
   assert counter.aval.shape == ()
-  _close(jax.vmap(jax.grad(_loss(OURS)), in_axes=in_axes)(*args),
-         jax.vmap(jax.grad(_loss(THEIRS)), in_axes=in_axes)(*args))
+  _close(
+    jax.vmap(jax.grad(_loss(OURS)), in_axes=in_axes)(*args),
+    jax.vmap(jax.grad(_loss(THEIRS)), in_axes=in_axes)(*args),
+  )
 
 
 def test_effects_and_weak_types_fall_back_to_lax_scan():
@@ -88,6 +92,7 @@ def test_effects_and_weak_types_fall_back_to_lax_scan():
     def step(h, _):
       jax.debug.print("{}", h[0])
       return h * 2, h
+
     return counted.scan(step, h0, 2)
 
   prims = jaxpr_primitives(jax.make_jaxpr(printing)(H0))

@@ -60,8 +60,9 @@ def _build(mode, bidirectional, layers):
   rnn = keras.layers.LSTM if mode == "lstm" else keras.layers.GRU
   out = []
   for k in range(layers):
-    layer = rnn(H, return_sequences=True, return_state=True, seed=k,
-                bias_initializer="random_normal")
+    layer = rnn(
+      H, return_sequences=True, return_state=True, seed=k, bias_initializer="random_normal"
+    )
     if bidirectional:
       layer = keras.layers.Bidirectional(layer)
     layer.build((B, T, N if k == 0 else H * (1 + bidirectional)))
@@ -90,24 +91,37 @@ def _tf_graph(keras_layers, mode, bidirectional, time_major=False):
     batch = tf.shape(x)[0]
     zeros = tf.zeros((len(cells), batch, H))
     out, h, c, _, _ = tf.raw_ops.CudnnRNNV3(
-        input=tf.transpose(x, [1, 0, 2]) if time_major else x, input_h=zeros,
-        input_c=zeros, params=_keras2_params(cells, mode), sequence_lengths=lengths,
-        rnn_mode=mode, direction="bidirectional" if bidirectional else "unidirectional",
-        is_training=True, time_major=time_major)
+      input=tf.transpose(x, [1, 0, 2]) if time_major else x,
+      input_h=zeros,
+      input_c=zeros,
+      params=_keras2_params(cells, mode),
+      sequence_lengths=lengths,
+      rnn_mode=mode,
+      direction="bidirectional" if bidirectional else "unidirectional",
+      is_training=True,
+      time_major=time_major,
+    )
     return (tf.transpose(out, [1, 0, 2]) if time_major else out), h
+
   return fn
 
 
-CASES = [("lstm", False, 1), ("gru", False, 1), ("lstm", True, 2), ("gru", True, 2),
-         ("lstm", False, 2)]
+CASES = [
+  ("lstm", False, 1),
+  ("gru", False, 1),
+  ("lstm", True, 2),
+  ("gru", True, 2),
+  ("lstm", False, 2),
+]
 
 
 @pytest.mark.parametrize("mode,bidirectional,layers", CASES)
 def test_keras_graph_matches_keras_layers(mode, bidirectional, layers):
   keras_layers = _build(mode, bidirectional, layers)
   tf_fn = _tf_graph(keras_layers, mode, bidirectional, time_major=layers == 2)
-  fn, params = tfprims.convert(tf_fn, tf.TensorSpec((None, T, N), tf.float32),
-                               tf.TensorSpec((None,), tf.int32))
+  fn, params = tfprims.convert(
+    tf_fn, tf.TensorSpec((None, T, N), tf.float32), tf.TensorSpec((None,), tf.int32)
+  )
   x = _rand(B, T, N, seed=1)
   mask = _mask()
   out, h = jax.jit(fn)(params, x, LENGTHS)[0]
@@ -119,8 +133,9 @@ def test_keras_graph_matches_keras_layers(mode, bidirectional, layers):
   # jax.grad (params and x) == TF's gradient of the Keras layers on the valid steps
   ct = _rand(B, T, H * (1 + bidirectional), seed=2) * mask[:, :, None]
   ct_h = _rand(*want_h.shape, seed=3)
-  loss = lambda p, x: jnp.sum(fn(p, x, LENGTHS)[0][0] * ct) + jnp.sum(
-      fn(p, x, LENGTHS)[0][1] * ct_h)
+  loss = lambda p, x: (
+    jnp.sum(fn(p, x, LENGTHS)[0][0] * ct) + jnp.sum(fn(p, x, LENGTHS)[0][1] * ct_h)
+  )
   grads, gx = jax.grad(loss, argnums=(0, 1))(params, x)
   xt = tf.constant(x)
   variables = [fn.tf_variables[k] for k in params]
@@ -145,22 +160,21 @@ def test_keras_graph_matches_keras_layers(mode, bidirectional, layers):
 def test_params_layout_round_trip(mode, direction):
   attrs = dict(rnn_mode=mode, input_mode="linear_input", direction=direction)
   static = dict(num_layers=2, num_units=H, input_size=N)
-  size = int(get_op("CudnnRNNParamsSize")(S=np.dtype("int32"), num_proj=0, **static,
-                                          **attrs))
+  size = int(get_op("CudnnRNNParamsSize")(S=np.dtype("int32"), num_proj=0, **static, **attrs))
   g = {"lstm": 4, "gru": 3}.get(mode, 1)
   d = 2 if direction == "bidirectional" else 1
   assert size == d * g * (H * N + H * H + 2 * H) + d * g * (H * d * H + H * H + 2 * H)
   p = _rand(size, seed=4)
   n = 2 * d * 2 * g
   for v2 in (False, True):
-    counts = (dict(num_params_weights=n, num_params_biases=n) if v2 else dict(num_params=n))
+    counts = dict(num_params_weights=n, num_params_biases=n) if v2 else dict(num_params=n)
     extra = dict(num_proj=0) if v2 else {}
     suffix = "V2" if v2 else ""
-    parts = get_op("CudnnRNNParamsToCanonical" + suffix)(p, **static, **counts, **attrs,
-                                                           **extra)
+    parts = get_op("CudnnRNNParamsToCanonical" + suffix)(p, **static, **counts, **attrs, **extra)
     assert parts[0].shape == (H, N) and parts[n].shape == (H,)
-    back = get_op("CudnnRNNCanonicalToParams" + suffix)(*parts, **static, **counts, **attrs,
-                                                         **extra)
+    back = get_op("CudnnRNNCanonicalToParams" + suffix)(
+      *parts, **static, **counts, **attrs, **extra
+    )
     np.testing.assert_array_equal(back, p)
 
 

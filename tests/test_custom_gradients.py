@@ -19,8 +19,7 @@ TOL = 1e-5
 
 def _convert(f, *args):
   """Converts with an unknown leading (batch) dimension."""
-  specs = [tf.TensorSpec((None,) + np.shape(a)[1:], tf.as_dtype(np.asarray(a).dtype))
-           for a in args]
+  specs = [tf.TensorSpec((None,) + np.shape(a)[1:], tf.as_dtype(np.asarray(a).dtype)) for a in args]
   return tfprims.convert_functional(f, *specs)
 
 
@@ -35,7 +34,7 @@ def _tf_grad(f, x):
 @tf.custom_gradient
 def doubled_softplus(x):
   """softplus whose custom gradient is twice the true one (so the two differ)."""
-  e = tf.exp(x)   # an intermediate captured by the gradient function
+  e = tf.exp(x)  # an intermediate captured by the gradient function
 
   def grad(dy):
     return dy * 2.0 * (1.0 - 1.0 / (1.0 + e))
@@ -66,8 +65,7 @@ def test_grad_uses_tf_gradient_function_and_jvp_the_true_derivative():
   t = np.ones_like(X)
   _, tangent = jax.jvp(fn, (X,), (t,))
   np.testing.assert_allclose(tangent, jax.jvp(_true_mixed, (X,), (t,))[1], rtol=TOL, atol=TOL)
-  np.testing.assert_allclose(jax.jacfwd(fn)(X), jax.jacfwd(_true_mixed)(X), rtol=TOL,
-                             atol=TOL)
+  np.testing.assert_allclose(jax.jacfwd(fn)(X), jax.jacfwd(_true_mixed)(X), rtol=TOL, atol=TOL)
 
 
 def test_grad_jaxpr_is_tf_named():
@@ -95,15 +93,17 @@ def test_second_derivatives_match_tf_nested_tapes():
   x = X[0]
   loss = lambda a: fn(a[None])[0]
   # Reverse over reverse uses TF's gradient function at both levels, like nested tapes.
-  np.testing.assert_allclose(jax.jacrev(jax.jacrev(loss))(x), _tf_hessian(mixed, x),
-                             rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(
+    jax.jacrev(jax.jacrev(loss))(x), _tf_hessian(mixed, x), rtol=1e-4, atol=1e-4
+  )
   # hessian (forward over reverse) differentiates TF's gradient function in forward
   # mode, where tangents are the true derivative: with an exact custom gradient (silu)
   # it matches TF too.
   silu = tf.function(lambda x: tf.reduce_sum(tf.nn.silu(x) * x, axis=-1), autograph=False)
   sfn = _convert(silu, X)
-  np.testing.assert_allclose(jax.hessian(lambda a: sfn(a[None])[0])(x),
-                             _tf_hessian(silu, x), rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(
+    jax.hessian(lambda a: sfn(a[None])[0])(x), _tf_hessian(silu, x), rtol=1e-4, atol=1e-4
+  )
   assert np.all(np.isfinite(jax.hessian(loss)(x)))
 
 
@@ -118,8 +118,7 @@ def test_per_example_gradients_both_orders_of_vmap_and_grad():
   scales = np.array([0.5, 1.0, 2.0], np.float32)
   g = jax.vmap(jax.grad(lambda s: jnp.sum(fn(X * s))))(scales)
   for k, s in enumerate(scales):
-    np.testing.assert_allclose(g[k], np.sum(_tf_grad(mixed, X * s) * X), rtol=1e-4,
-                               atol=1e-4)
+    np.testing.assert_allclose(g[k], np.sum(_tf_grad(mixed, X * s) * X), rtol=1e-4, atol=1e-4)
 
 
 def _swish_mlp(depth=10, width=4):
@@ -189,6 +188,7 @@ def test_custom_gradient_with_several_inputs_and_outputs():
   def two(a, b):
     def grad(da, db):
       return da * b + db, da * a * 10.0
+
     return [a * b, a + b], grad
 
   @tf.function(autograph=False)
@@ -198,20 +198,23 @@ def test_custom_gradient_with_several_inputs_and_outputs():
 
   fn = _convert(f, X)
   np.testing.assert_allclose(fn(X), f(X), rtol=TOL, atol=TOL)
-  np.testing.assert_allclose(jax.grad(lambda a: jnp.sum(fn(a)))(X), _tf_grad(f, X), rtol=TOL,
-                             atol=TOL)
+  np.testing.assert_allclose(
+    jax.grad(lambda a: jnp.sum(fn(a)))(X), _tf_grad(f, X), rtol=TOL, atol=TOL
+  )
 
 
 def test_custom_gradient_inside_a_loop():
   @tf.function(autograph=False)
   def f(x):
-    return tf.while_loop(lambda i, a: i < 3,
-                         lambda i, a: (i + 1, doubled_softplus(a) - 0.5), [0, x])[1]
+    return tf.while_loop(
+      lambda i, a: i < 3, lambda i, a: (i + 1, doubled_softplus(a) - 0.5), [0, x]
+    )[1]
 
   fn = _convert(f, X)
   np.testing.assert_allclose(fn(X), f(X), rtol=TOL, atol=TOL)
-  np.testing.assert_allclose(jax.grad(lambda a: jnp.sum(fn(a)))(X), _tf_grad(f, X),
-                             rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(
+    jax.grad(lambda a: jnp.sum(fn(a)))(X), _tf_grad(f, X), rtol=1e-4, atol=1e-5
+  )
 
 
 def test_unregistered_gradient_function_falls_back_to_autodiff():
@@ -237,6 +240,7 @@ def test_gradient_function_with_unsupported_op_fails_only_when_differentiated():
   def odd(x):
     def grad(dy):
       return dy * tf.strings.to_number(tf.strings.as_string(x))
+
     return x * 2.0, grad
 
   fn = _convert(tf.function(lambda x: odd(x), autograph=False), X)
@@ -267,5 +271,6 @@ def test_stop_gradient_matches_tf():
     return tf.stop_gradient(tf.sin(x)) * x + doubled_softplus(tf.stop_gradient(x))
 
   fn = _convert(f, X)
-  np.testing.assert_allclose(jax.grad(lambda a: jnp.sum(fn(a)))(X), _tf_grad(f, X),
-                             rtol=TOL, atol=TOL)
+  np.testing.assert_allclose(
+    jax.grad(lambda a: jnp.sum(fn(a)))(X), _tf_grad(f, X), rtol=TOL, atol=TOL
+  )

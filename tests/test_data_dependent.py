@@ -25,16 +25,18 @@ _M = np.float32([[0, 1, 1, 0], [0, 1, 1, 0], [2, -0.0, 1, NAN]])
 def _programs():
   """name -> (body(x) building the op on x, x): the op on a constant or an input."""
   return {
-      "where": (lambda x: tf.where(x > 1.0), _M),
-      "where_nan": (lambda x: tf.where(x), _M),   # NaN is non-zero
-      "unique": (lambda x: tf.unique(x), _X),
-      "unique_with_counts": (lambda x: tf.unique_with_counts(x, out_idx=tf.int64), _X),
-      "unique_v2": (lambda x: tf.raw_ops.UniqueV2(x=x, axis=[0]), _M.T),
-      "unique_v2_axis1": (lambda x: tf.raw_ops.UniqueV2(x=x, axis=[-1]), _M),
-      "unique_counts_v2": (lambda x: tf.raw_ops.UniqueWithCountsV2(x=x, axis=[1]), _M),
-      "list_diff": (lambda x: tf.raw_ops.ListDiff(x=x, y=tf.constant([NAN, -0.0, 1.0])), _X),
-      "dynamic_partition": (lambda x: tf.dynamic_partition(
-          x, tf.constant([1, 0, 2, 1, 1, 0, 2, 2, 0]), 3), _X),
+    "where": (lambda x: tf.where(x > 1.0), _M),
+    "where_nan": (lambda x: tf.where(x), _M),  # NaN is non-zero
+    "unique": (lambda x: tf.unique(x), _X),
+    "unique_with_counts": (lambda x: tf.unique_with_counts(x, out_idx=tf.int64), _X),
+    "unique_v2": (lambda x: tf.raw_ops.UniqueV2(x=x, axis=[0]), _M.T),
+    "unique_v2_axis1": (lambda x: tf.raw_ops.UniqueV2(x=x, axis=[-1]), _M),
+    "unique_counts_v2": (lambda x: tf.raw_ops.UniqueWithCountsV2(x=x, axis=[1]), _M),
+    "list_diff": (lambda x: tf.raw_ops.ListDiff(x=x, y=tf.constant([NAN, -0.0, 1.0])), _X),
+    "dynamic_partition": (
+      lambda x: tf.dynamic_partition(x, tf.constant([1, 0, 2, 1, 1, 0, 2, 2, 0]), 3),
+      _X,
+    ),
   }
 
 
@@ -48,8 +50,9 @@ def test_on_constants_computed_at_trace_time(name):
 
   @tf.function
   def f(scale):
-    return tf.nest.map_structure(lambda t: t if t.dtype.is_integer else t * scale,
-                                 body(tf.constant(x)))
+    return tf.nest.map_structure(
+      lambda t: t if t.dtype.is_integer else t * scale, body(tf.constant(x))
+    )
 
   fn = tfprims.convert_functional(f, tf.TensorSpec([], F32))
   got, want = _flat(jax.jit(fn)(np.float32(2))), _flat(f(np.float32(2)))
@@ -85,20 +88,22 @@ def test_eager_calls_of_converted_functions_compute_them_as_tf(name):
   fn = tfprims.convert_functional(f, tf.TensorSpec(x.shape, F32))
   got, want = _flat(fn(x)), _flat(f(x))
   assert len(got) == len(want)
-  for g, w in zip(got, want):   # int64 indices are int32 with x64 off
+  for g, w in zip(got, want):  # int64 indices are int32 with x64 off
     assert g.dtype.kind == w.dtype.kind, (g.dtype, w.dtype)
     np.testing.assert_array_equal(g, w)
 
 
 _RUNTIME_SIZES = {
-    "boolean_mask": (lambda x, n: tf.boolean_mask(x, x > tf.cast(n, F32)),
-                     tfprims.DynamicShapeError),
-    "range": (lambda x, n: tf.range(n, 3 * n, 2) , tfprims.StaticInputError),
-    "segment_sum": (lambda x, n: tf.math.segment_sum(
-        x, tf.constant([0, 0, 1, 1, 1, 2, 2, 3, 3]) * n),
-                    tfprims.StaticInputError),
-    "bincount": (lambda x, n: tf.math.bincount(tf.cast(x[:4], tf.int32) * 0 + n),
-                 tfprims.StaticInputError),
+  "boolean_mask": (lambda x, n: tf.boolean_mask(x, x > tf.cast(n, F32)), tfprims.DynamicShapeError),
+  "range": (lambda x, n: tf.range(n, 3 * n, 2), tfprims.StaticInputError),
+  "segment_sum": (
+    lambda x, n: tf.math.segment_sum(x, tf.constant([0, 0, 1, 1, 1, 2, 2, 3, 3]) * n),
+    tfprims.StaticInputError,
+  ),
+  "bincount": (
+    lambda x, n: tf.math.bincount(tf.cast(x[:4], tf.int32) * 0 + n),
+    tfprims.StaticInputError,
+  ),
 }
 
 
@@ -120,7 +125,7 @@ def test_sizes_from_runtime_values_run_eagerly_and_are_refused_traced(name):
 def test_traced_inputs_are_refused_naming_the_node(name):
   body, x = _programs()[name]
   spec = tf.TensorSpec(x.shape, F32)
-  fn = tfprims.convert_functional(tf.function(body), spec)   # converts: eager calls run it
+  fn = tfprims.convert_functional(tf.function(body), spec)  # converts: eager calls run it
   with pytest.raises(tfprims.DynamicShapeError, match="depends on the data|depends on"):
     jax.jit(fn)(x)
   # The hook names the node and says how to bound it.
@@ -130,8 +135,9 @@ def test_traced_inputs_are_refused_naming_the_node(name):
 
 def test_errors_of_tf_on_known_values():
   with pytest.raises(tfprims.errors.OpError, match="partitions\\[1\\] = 5 is not in"):
-    _interpret_eagerly(lambda x: tf.dynamic_partition(x, tf.constant([0, 5, 1]), 2),
-                       np.float32([1, 2, 3]))
+    _interpret_eagerly(
+      lambda x: tf.dynamic_partition(x, tf.constant([0, 5, 1]), 2), np.float32([1, 2, 3])
+    )
   with pytest.raises(tfprims.errors.OpError, match="WhereOp : Unhandled input dimensions: 0"):
     _interpret_eagerly(lambda x: tf.raw_ops.Where(condition=x), np.float32(1))
 
@@ -195,7 +201,7 @@ def test_bounded_unique_by_node_name_rebuilds_its_input():
     y, idx, counts, back = jax.jit(fn)(x)
   ty, tidx, tcounts, tback = f(x)
   np.testing.assert_array_equal(y, _padded(ty.numpy(), 6, 0))
-  np.testing.assert_array_equal(idx, tidx.numpy())     # exact
+  np.testing.assert_array_equal(idx, tidx.numpy())  # exact
   np.testing.assert_array_equal(counts, _padded(tcounts.numpy(), 6, 0))
   np.testing.assert_array_equal(back, tback.numpy())
 
@@ -205,8 +211,7 @@ def test_bounded_unique_v2_and_list_diff():
 
   @tf.function
   def f(x, a):
-    return (tf.raw_ops.UniqueV2(x=x, axis=[1]),
-            tf.raw_ops.ListDiff(x=a, y=tf.constant([2.0, NAN])))
+    return (tf.raw_ops.UniqueV2(x=x, axis=[1]), tf.raw_ops.ListDiff(x=a, y=tf.constant([2.0, NAN])))
 
   a = np.float32([1, 2, NAN, 3, 2])
   spec = (tf.TensorSpec([2, 4], F32), tf.TensorSpec([5], F32))
@@ -263,13 +268,13 @@ def test_bounded_dynamic_partition_checks_its_partitions_on_request():
   x, p = np.float32([1, 2, 3]), np.int32([0, 2, 1])
   with tfprims.override_config("dynamic_shape_bounds", {"DynamicPartition": 3}):
     fn = tfprims.convert_functional(f, *spec)
-    a, b = jax.jit(fn)(x, p)   # the out-of-range row is in no partition
+    a, b = jax.jit(fn)(x, p)  # the out-of-range row is in no partition
     np.testing.assert_array_equal(a, [1, 0, 0])
     np.testing.assert_array_equal(b, [3, 0, 0])
     with pytest.raises(tfprims.errors.OpError, match="partitions\\[1\\] = 2 is not in"):
-      fn(x, p)   # known values: TF's error
+      fn(x, p)  # known values: TF's error
     with tfprims.override_config("runtime_checks", True):
-      checked = jax.jit(lambda x, p: fn(x, p))   # a new trace: the config is read then
+      checked = jax.jit(lambda x, p: fn(x, p))  # a new trace: the config is read then
       with pytest.raises(Exception, match="partitions must be in"):
         jax.block_until_ready(checked(x, p))
       jax.block_until_ready(checked(x, np.int32([0, 1, 1])))

@@ -19,8 +19,13 @@ from tfprims import cli
 
 def _python(script, **env):
   env = dict(os.environ, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3", **env)
-  proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True,
-                        text=True, env=env, timeout=300)
+  proc = subprocess.run(
+    [sys.executable, "-c", textwrap.dedent(script)],
+    capture_output=True,
+    text=True,
+    env=env,
+    timeout=300,
+  )
   assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
 
 
@@ -37,7 +42,8 @@ def artifact(tmp_path_factory):
 
 
 def test_loading_an_artifact_imports_no_tensorflow_no_ops_no_hypothesis(artifact, tmp_path):
-  _python(f"""
+  _python(
+    f"""
       import sys
       import numpy as np
       import tfprims
@@ -49,7 +55,9 @@ def test_loading_an_artifact_imports_no_tensorflow_no_ops_no_hypothesis(artifact
                      or m == "tfprims.ops" or m.startswith("tfprims.ops."))
       assert not heavy, heavy
       print("ok")
-  """, TFPRIMS_CACHE_DIR=str(tmp_path))
+  """,
+    TFPRIMS_CACHE_DIR=str(tmp_path),
+  )
 
 
 def test_the_converter_api_resolves_on_first_use():
@@ -79,8 +87,16 @@ def test_every_public_name_resolves():
   for name in tfprims.__all__ + ["TFModule"] * ("flax" in sys.modules):
     assert getattr(tfprims, name) is not None, name
   names = dir(tfprims)
-  assert {"convert", "load_exported", "TFModule", "deploy", "core", "__version__",
-          "enable_compilation_cache", "supported_op_types"} <= set(names)
+  assert {
+    "convert",
+    "load_exported",
+    "TFModule",
+    "deploy",
+    "core",
+    "__version__",
+    "enable_compilation_cache",
+    "supported_op_types",
+  } <= set(names)
   assert tfprims.supported_op_types is tfprims.core.declared_op_types
   assert tfprims.deploy.load_exported is tfprims.load_exported
   with pytest.raises(AttributeError, match="NoSuchName"):
@@ -114,8 +130,14 @@ sys.exit(cli.main(sys.argv[1:]))
 """
   (tmp_path / "m.pb").write_bytes(b"")
   (tmp_path / "m.keras").write_bytes(b"")
-  out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
-                       text=True, env=dict(os.environ, JAX_PLATFORMS="cpu"), timeout=300)
+  out = subprocess.run(
+    [sys.executable, "-c", script],
+    cwd=tmp_path,
+    capture_output=True,
+    text=True,
+    env=dict(os.environ, JAX_PLATFORMS="cpu"),
+    timeout=300,
+  )
   assert out.returncode == 2, out.stdout + out.stderr
   assert "MissingDependencyError" in out.stderr and "tfprims[tf]" in out.stderr
   assert "Traceback" not in out.stderr

@@ -39,13 +39,15 @@ def blocks(path: pathlib.Path) -> list:
       continue
     indent, lang = m.group(1), m.group(2)
     end = k + 1
-    while end < len(lines) and not (lines[end].strip() == "```"
-                                    and lines[end].startswith(indent)):
+    while end < len(lines) and not (lines[end].strip() == "```" and lines[end].startswith(indent)):
       end += 1
     if lang == "python":
       before = next((lines[j].strip() for j in range(k - 1, -1, -1) if lines[j].strip()), "")
-      block = {"line": k + 2, "code": "\n".join(l[len(indent):] for l in lines[k + 1:end]),
-               "mode": "run"}
+      block = {
+        "line": k + 2,
+        "code": "\n".join(l[len(indent) :] for l in lines[k + 1 : end]),
+        "mode": "run",
+      }
       if _NOT_RUN.match(before):
         block.update(mode="not-run", reason=_NOT_RUN.match(before).group(1))
       elif _CONTINUES.match(before):
@@ -103,32 +105,51 @@ def test_markers_are_well_formed(tmp_path):
         assert block["reason"], f"{rel}: <!-- not-run: --> needs a reason"
       if block["mode"] == "continues":
         assert k > 0 and found[k - 1]["mode"] != "not-run", (
-            f"{rel}: <!-- continues --> needs a block that runs before it")
+          f"{rel}: <!-- continues --> needs a block that runs before it"
+        )
     assert path.read_text().count("```") % 2 == 0, f"{path}: a code fence is not closed"
   # The extractor itself, on a page of its own.
   page = tmp_path / "page.md"
-  page.write_text("text\n```python\na = 1\n```\n<!-- continues -->\n\n```python\nb = a\n```\n"
-                  "<!-- not-run: a placeholder -->\n  ```python\n  x(\n  ```\n```bash\nls\n```\n")
+  page.write_text(
+    "text\n```python\na = 1\n```\n<!-- continues -->\n\n```python\nb = a\n```\n"
+    "<!-- not-run: a placeholder -->\n  ```python\n  x(\n  ```\n```bash\nls\n```\n"
+  )
   got = blocks(page)
   assert [(b["line"], b["code"], b["mode"]) for b in got] == [
-      (3, "a = 1", "run"), (8, "b = a", "continues"), (12, "x(", "not-run")]
+    (3, "a = 1", "run"),
+    (8, "b = a", "continues"),
+    (12, "x(", "not-run"),
+  ]
   assert got[2]["reason"] == "a placeholder"
 
 
 def _run_page(label, path, cwd):
   page = {"path": label, "blocks": blocks(path)}
-  env = dict(os.environ, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3",
-             PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-  return subprocess.run([sys.executable, "-c", _DRIVER], input=json.dumps(page), text=True,
-                        capture_output=True, cwd=cwd, env=env, timeout=600)
+  env = dict(
+    os.environ,
+    JAX_PLATFORMS="cpu",
+    TF_CPP_MIN_LOG_LEVEL="3",
+    PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+  )
+  return subprocess.run(
+    [sys.executable, "-c", _DRIVER],
+    input=json.dumps(page),
+    text=True,
+    capture_output=True,
+    cwd=cwd,
+    env=env,
+    timeout=600,
+  )
 
 
 def test_the_driver_runs_tests_and_names_the_failing_block(tmp_path):
   page = tmp_path / "page.md"
-  page.write_text("```python\nimport pathlib\ndef test_writes():\n"
-                  "  pathlib.Path('ran').write_text('yes')\n```\n\n<!-- continues -->\n"
-                  "```python\nassert pathlib.Path('ran').read_text() == 'yes'\n```\n"
-                  "```python\nprint('fresh')\npathlib\n```\n")
+  page.write_text(
+    "```python\nimport pathlib\ndef test_writes():\n"
+    "  pathlib.Path('ran').write_text('yes')\n```\n\n<!-- continues -->\n"
+    "```python\nassert pathlib.Path('ran').read_text() == 'yes'\n```\n"
+    "```python\nprint('fresh')\npathlib\n```\n"
+  )
   proc = _run_page("page.md", page, tmp_path)
   assert proc.returncode == 1
   assert "fresh" in proc.stdout and "ran the block at line 9" in proc.stdout
@@ -136,8 +157,7 @@ def test_the_driver_runs_tests_and_names_the_failing_block(tmp_path):
   assert 'File "page.md", line 13' in proc.stderr and "NameError" in proc.stderr
 
 
-@pytest.mark.parametrize("path", _pages_with_blocks(),
-                         ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", _pages_with_blocks(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_page_blocks_run(path, tmp_path):
   proc = _run_page(str(path.relative_to(ROOT)), path, tmp_path)
-  assert proc.returncode == 0, (proc.stdout[-2000:] + "\n" + proc.stderr[-6000:])
+  assert proc.returncode == 0, proc.stdout[-2000:] + "\n" + proc.stderr[-6000:]

@@ -48,7 +48,7 @@ def _check_positioned(f, indices):
 def test_slice_with_a_runtime_begin_is_a_dynamic_slice():
   fn = _check_positioned(lambda x, i: tf.slice(x, [0, i, 1], [2, 2, 3]) * 2.0, [0, 1, 2])
   jaxpr = str(jax.make_jaxpr(fn)(X, np.int32(1)))
-  assert "tf.Slice[size=(2, 2, 3)]" in jaxpr, jaxpr   # begin is an operand
+  assert "tf.Slice[size=(2, 2, 3)]" in jaxpr, jaxpr  # begin is an operand
   # the transpose places the cotangent back where it was read, TF-named
   grad_jaxpr = jax.make_jaxpr(jax.grad(lambda x: jnp.sum(fn(x, np.int32(1)))))(X)
   assert "tf.XlaDynamicUpdateSlice" in jaxpr_primitives(grad_jaxpr)
@@ -56,7 +56,7 @@ def test_slice_with_a_runtime_begin_is_a_dynamic_slice():
 
 def test_slice_size_minus_one_with_a_runtime_begin_is_refused():
   _, fn = _convert(lambda x, i: tf.slice(x, [0, i, 0], [-1, -1, 2]))
-  np.testing.assert_array_equal(fn(X, np.int32(1)), X[:, 1:, :2])   # eager: known values
+  np.testing.assert_array_equal(fn(X, np.int32(1)), X[:, 1:, :2])  # eager: known values
   with pytest.raises(tfprims.StaticInputError, match="size -1"):
     jax.jit(fn)(X, np.int32(1))
 
@@ -66,7 +66,7 @@ def test_slice_out_of_range_begin_raises_as_tf_or_clamps_under_jit():
   with pytest.raises(tf.errors.InvalidArgumentError):
     tf_f(X, np.int32(3))
   with pytest.raises(tfprims.errors.OpError, match="Slice"):
-    fn(X, np.int32(3))   # known values: refused as TF does
+    fn(X, np.int32(3))  # known values: refused as TF does
   # traced: XLA clamps the start (documented), unless runtime_checks is on
   np.testing.assert_array_equal(jax.jit(fn)(X, np.int32(3)), X[:1, 2:4])
   with tfprims.override_config("runtime_checks", True):
@@ -76,14 +76,18 @@ def test_slice_out_of_range_begin_raises_as_tf_or_clamps_under_jit():
     np.testing.assert_array_equal(checked(X, np.int32(2)), X[:1, 2:4])
 
 
-@pytest.mark.parametrize("name,f", [
+@pytest.mark.parametrize(
+  "name,f",
+  [
     ("x[i]", lambda x, i: x[i]),
     ("x[:, i]", lambda x, i: x[:, i]),
     ("x[..., i]", lambda x, i: x[..., i]),
     ("x[i, :, ::2]", lambda x, i: x[i, :, ::-2]),
     ("x[-1 - i, i]", lambda x, i: x[-1 - i, i]),
     ("x[:, i, newaxis]", lambda x, i: x[:, i, tf.newaxis]),
-], ids=lambda v: v if isinstance(v, str) else "")
+  ],
+  ids=lambda v: v if isinstance(v, str) else "",
+)
 def test_strided_slice_indexed_by_a_runtime_value(name, f):
   fn = _check_positioned(f, [0, 1, 2])
   assert "tf.StridedSlice" in jaxpr_primitives(jax.make_jaxpr(fn)(X, np.int32(1)))
@@ -100,8 +104,9 @@ def test_tf_gradient_graphs_of_runtime_indexing_convert():
 
   fn = tfprims.convert_functional(grad_of_index, tf.TensorSpec(X.shape), I32)
   for i in range(3):
-    np.testing.assert_allclose(jax.jit(fn)(X, np.int32(i)),
-                               grad_of_index(X, np.int32(i)).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(
+      jax.jit(fn)(X, np.int32(i)), grad_of_index(X, np.int32(i)).numpy(), rtol=1e-6
+    )
   by_index = jax.vmap(fn, in_axes=(None, 0))(X, np.int32([0, 2]))
   np.testing.assert_allclose(by_index[1], grad_of_index(X, np.int32(2)).numpy(), rtol=1e-6)
   assert "tf.StridedSliceGrad" in jaxpr_primitives(jax.make_jaxpr(fn)(X, np.int32(1)))
@@ -120,7 +125,7 @@ def test_strided_slice_index_out_of_range():
     tf_f(X, np.int32(4))
   with pytest.raises(tfprims.errors.OpError, match="out of bounds"):
     fn(X, np.int32(4))
-  np.testing.assert_array_equal(fn(X, np.int32(-4)), X[:, 0])   # TF wraps negatives
+  np.testing.assert_array_equal(fn(X, np.int32(-4)), X[:, 0])  # TF wraps negatives
   np.testing.assert_array_equal(jax.jit(fn)(X, np.int32(-4)), X[:, 0])
   with tfprims.override_config("runtime_checks", True):
     checked = jax.jit(lambda x, i: fn(x, i))
@@ -147,8 +152,10 @@ def test_greedy_decoding_loop_slices_the_prompt_at_a_runtime_index():
       logits = tf.matmul(tf.gather(emb, tok), proj)
       nxt = tf.argmax(logits, axis=-1, output_type=tf.int32)
       tokens = tf.tensor_scatter_nd_update(
-          tokens, tf.stack([tf.range(2), tf.fill([2], idx)], axis=1), nxt)
+        tokens, tf.stack([tf.range(2), tf.fill([2], idx)], axis=1), nxt
+      )
       return idx + 1, tokens
+
     _, out = tf.while_loop(lambda idx, _: idx < stop, body, (start, prompt))
     return out
 
@@ -165,16 +172,16 @@ def test_greedy_decoding_loop_slices_the_prompt_at_a_runtime_index():
 
 def test_a_runtime_range_of_constant_extent_is_a_dynamic_slice():
   # x[:, a:a + 2]: begin and end are runtime, end - begin is 2 (value analysis)
-  fn = _check_positioned(lambda x, i: x[:, i:i + 2, 1:], [0, 1, 2])
+  fn = _check_positioned(lambda x, i: x[:, i : i + 2, 1:], [0, 1, 2])
   jaxpr = str(jax.make_jaxpr(fn)(X, np.int32(1)))
   assert "sizes=(-1, 2, -1)" in jaxpr, jaxpr
-  _check_positioned(lambda x, i: x[:, i + 1:i + 3, 1:4:2] * x[:, i:i + 2, 0:3:2], [0, 1])
+  _check_positioned(lambda x, i: x[:, i + 1 : i + 3, 1:4:2] * x[:, i : i + 2, 0:3:2], [0, 1])
 
 
 def test_a_runtime_range_out_of_bounds_clamps_under_jit_or_raises_with_checks():
-  tf_f, fn = _convert(lambda x, i: x[:, i:i + 3])
+  tf_f, fn = _convert(lambda x, i: x[:, i : i + 3])
   np.testing.assert_array_equal(fn(X, np.int32(2)), tf_f(X, np.int32(2)).numpy())  # clipped
-  np.testing.assert_array_equal(jax.jit(fn)(X, np.int32(2)), X[:, 1:4])   # start clamped
+  np.testing.assert_array_equal(jax.jit(fn)(X, np.int32(2)), X[:, 1:4])  # start clamped
   with tfprims.override_config("runtime_checks", True):
     checked = jax.jit(lambda x, i: fn(x, i))
     with pytest.raises(Exception, match="out of bounds"):
@@ -195,9 +202,11 @@ def test_shape_arithmetic_that_cancels_is_static():
 
 
 def test_values_the_analysis_cannot_prove_stay_refused():
-  for f in (lambda x, n: tf.reshape(x, [n, -1]),
-            lambda x, n: tf.reshape(x, [tf.minimum(tf.maximum(n, 2), 3), -1]),
-            lambda x, n: x[:, :n]):
+  for f in (
+    lambda x, n: tf.reshape(x, [n, -1]),
+    lambda x, n: tf.reshape(x, [tf.minimum(tf.maximum(n, 2), 3), -1]),
+    lambda x, n: x[:, :n],
+  ):
     fn = tfprims.convert_functional(tf.function(f), tf.TensorSpec(X.shape), I32)
     with pytest.raises(tfprims.StaticInputError):
       jax.jit(fn)(X, np.int32(2))
@@ -207,8 +216,10 @@ def test_bincount_with_equal_min_and_max_length_is_static():
   # size = min(max(max(v) + 1, n), n) = n whatever v holds
   @tf.function
   def f(v, w):
-    return (tf.math.bincount(v, minlength=6, maxlength=6),
-            tf.math.bincount(v, weights=w, minlength=6, maxlength=6))
+    return (
+      tf.math.bincount(v, minlength=6, maxlength=6),
+      tf.math.bincount(v, weights=w, minlength=6, maxlength=6),
+    )
 
   fn = tfprims.convert_functional(f, tf.TensorSpec((2, 4), tf.int32), tf.TensorSpec((2, 4)))
   v, w = np.int32([[1, 2, 2, 5], [0, 0, 3, 1]]), np.float32([[1, 2, 3, 4], [5, 6, 7, 8]])
@@ -232,7 +243,7 @@ def test_keras_category_encoding_and_random_crops_run_under_jit():
   fn, params = tfprims.convert(f, tf.TensorSpec(images.shape))
   out, _ = jax.jit(fn)(params, images)
   # the draw is jax.random's (docs/semantics/random.md): a 6 x 7 window of the images
-  windows = [images[:, a:a + 6, b:b + 7] for a in range(5) for b in range(6)]
+  windows = [images[:, a : a + 6, b : b + 7] for a in range(5) for b in range(6)]
   assert any(np.array_equal(out, w) for w in windows)
   layer = keras.layers.RandomTranslation(0.2, 0.2, seed=1)
   f = tf.function(lambda t: layer(t, training=True))
@@ -252,8 +263,9 @@ def test_tf_gradient_graph_of_a_runtime_slice_pads_by_runtime_amounts():
 
   fn = tfprims.convert_functional(grad_of_slice, tf.TensorSpec(X.shape), I32)
   for i in range(3):
-    np.testing.assert_allclose(jax.jit(fn)(X, np.int32(i)),
-                               grad_of_slice(X, np.int32(i)).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(
+      jax.jit(fn)(X, np.int32(i)), grad_of_slice(X, np.int32(i)).numpy(), rtol=1e-6
+    )
   assert "widths=(1, 2, 2)" in str(jax.make_jaxpr(fn)(X, np.int32(1)))
   by_index = jax.jit(jax.vmap(fn, in_axes=(None, 0)))(X, np.int32([0, 2]))
   by_data = jax.jit(jax.vmap(fn, in_axes=(0, None)))(np.stack([X, -X]), np.int32(2))
@@ -284,7 +296,7 @@ def test_keras_style_decoding_with_a_kv_cache_runs_under_jit():
   @tf.function
   def generate(prompt, start, stop):
     batch, length = 2, 8
-    cache = tf.zeros((batch, 2, length, 4))   # [batch, key/value, position, dim]
+    cache = tf.zeros((batch, 2, length, 4))  # [batch, key/value, position, dim]
 
     def body(idx, tokens, cache):
       h = tf.gather(emb, ops.slice(tokens, [0, idx - 1], [batch, 1])[:, 0])
@@ -316,13 +328,18 @@ def test_strided_slice_updates_at_runtime_positions():
   @tf.function
   def update(x, v, i):
     return tf.raw_ops.TensorStridedSliceUpdate(
-        input=x, begin=tf.stack([0, i, 0]), end=tf.stack([0, i + 2, 0]), strides=[1, 1, 1],
-        value=v, begin_mask=5, end_mask=5)
+      input=x,
+      begin=tf.stack([0, i, 0]),
+      end=tf.stack([0, i + 2, 0]),
+      strides=[1, 1, 1],
+      value=v,
+      begin_mask=5,
+      end_mask=5,
+    )
 
   fn = tfprims.convert_functional(update, tf.TensorSpec(X.shape), tf.TensorSpec(v.shape), I32)
   for i in range(3):
-    np.testing.assert_array_equal(jax.jit(fn)(X, v, np.int32(i)),
-                                  update(X, v, np.int32(i)).numpy())
+    np.testing.assert_array_equal(jax.jit(fn)(X, v, np.int32(i)), update(X, v, np.int32(i)).numpy())
   assert "sizes=(-1, 2, -1)" in str(jax.make_jaxpr(fn)(X, v, np.int32(1)))
   grads = jax.jit(jax.grad(lambda x, v: jnp.sum(fn(x, v, np.int32(1)) ** 2), (0, 1)))(X, v)
   xt, vt = tf.constant(X), tf.constant(v)
@@ -351,8 +368,11 @@ def test_strided_slice_updates_at_runtime_positions():
 
 
 def test_empty_extents_at_runtime_positions():
-  for f in (lambda x, i: x[:, i:i], lambda x, i: tf.slice(x, [0, i, 0], [3, 0, 5]),
-            lambda x, i: x[i:i + 1, :0]):
+  for f in (
+    lambda x, i: x[:, i:i],
+    lambda x, i: tf.slice(x, [0, i, 0], [3, 0, 5]),
+    lambda x, i: x[i : i + 1, :0],
+  ):
     tf_f, fn = _convert(f)
     for i in (0, 2):
       got, want = jax.jit(fn)(X, np.int32(i)), tf_f(X, np.int32(i)).numpy()

@@ -19,17 +19,47 @@ from tfprims import emit
 from tfprims.core import get_op, registered_ops, tfops
 from helpers import on_spec_draws
 
-EMITTED = sorted(t for t in registered_ops()
-                 if getattr(get_op(t).lowering, "build", None) is not None)
+EMITTED = sorted(
+  t for t in registered_ops() if getattr(get_op(t).lowering, "build", None) is not None
+)
 
 
 def test_the_hot_ops_of_networks_are_emitted():
-  for op_type in ("Relu", "Relu6", "Sigmoid", "Softmax", "AddV2", "Mul", "Sub", "RealDiv",
-                  "BiasAdd", "Reshape", "Squeeze", "ExpandDims", "Pad", "Mean", "MatMul",
-                  "Rsqrt", "Neg", "Tanh", "SquaredDifference", "Conv2D", "Identity",
-                  "StopGradient", "Transpose", "ConcatV2", "Split", "Einsum", "BatchMatMulV2",
-                  "TensorListGetItem", "TensorListSetItem", "Erf", "Erfc",
-                  "StridedSlice", "Slice"):
+  for op_type in (
+    "Relu",
+    "Relu6",
+    "Sigmoid",
+    "Softmax",
+    "AddV2",
+    "Mul",
+    "Sub",
+    "RealDiv",
+    "BiasAdd",
+    "Reshape",
+    "Squeeze",
+    "ExpandDims",
+    "Pad",
+    "Mean",
+    "MatMul",
+    "Rsqrt",
+    "Neg",
+    "Tanh",
+    "SquaredDifference",
+    "Conv2D",
+    "Identity",
+    "StopGradient",
+    "Transpose",
+    "ConcatV2",
+    "Split",
+    "Einsum",
+    "BatchMatMulV2",
+    "TensorListGetItem",
+    "TensorListSetItem",
+    "Erf",
+    "Erfc",
+    "StridedSlice",
+    "Slice",
+  ):
     assert op_type in EMITTED, op_type
 
 
@@ -43,8 +73,9 @@ def _tol(dtype):
 
 def _as_float64(x):
   x = np.asarray(x)
-  return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64) if x.dtype.kind in "fc" \
-      else x
+  return (
+    x.astype(np.complex128 if x.dtype.kind == "c" else np.float64) if x.dtype.kind in "fc" else x
+  )
 
 
 # TensorList specs draw lists as their items (operands=...): compared below.
@@ -68,15 +99,18 @@ def test_emitted_lowering_equals_traced_impl_on_spec_draws(op_type):
   on_spec_draws(op, check, max_examples=10)
 
 
-@pytest.mark.parametrize("equation, shapes", [
-    ("bqhd,bkhd->bhqk", [(2, 5, 3, 4), (2, 6, 3, 4)]),    # attention scores
-    ("bhqk,bkhd->bqhd", [(2, 3, 5, 6), (2, 6, 3, 4)]),    # attention values
-    ("abc,cd->abd", [(2, 3, 4), (4, 5)]),                 # a dense layer
+@pytest.mark.parametrize(
+  "equation, shapes",
+  [
+    ("bqhd,bkhd->bhqk", [(2, 5, 3, 4), (2, 6, 3, 4)]),  # attention scores
+    ("bhqk,bkhd->bqhd", [(2, 3, 5, 6), (2, 6, 3, 4)]),  # attention values
+    ("abc,cd->abd", [(2, 3, 4), (4, 5)]),  # a dense layer
     ("ij,kj->ik", [(3, 4), (5, 4)]),
     ("i,i->", [(4,), (4,)]),
-    ("ij,j->ji", [(3, 4), (4,)]),                          # a free label on one side only
+    ("ij,j->ji", [(3, 4), (4,)]),  # a free label on one side only
     ("ij,jk->ki", [(3, 4), (4, 5)]),
-])
+  ],
+)
 def test_einsum_as_one_dot_general_equals_jnp(equation, shapes):
   rng = np.random.default_rng(0)
   args = [rng.normal(size=s).astype(np.float32) for s in shapes]
@@ -91,11 +125,13 @@ def test_tensor_list_items_emitted_equal_the_impl(dtype):
   items = (np.arange(24).reshape(4, 3, 2) % 5).astype(dtype)
   item = np.ones((3, 2), dtype)
   get, put = get_op("TensorListGetItem").impl, get_op("TensorListSetItem").impl
-  for index in (np.int32(0), np.int32(3), np.int32(7)):   # 7: clamped, as dynamic_slice
-    np.testing.assert_array_equal(jax.jit(tfops.TensorListGetItem)(items, index),
-                                  jax.jit(get)(items, index))
-    np.testing.assert_array_equal(jax.jit(tfops.TensorListSetItem)(items, index, item),
-                                  jax.jit(put)(items, index, item))
+  for index in (np.int32(0), np.int32(3), np.int32(7)):  # 7: clamped, as dynamic_slice
+    np.testing.assert_array_equal(
+      jax.jit(tfops.TensorListGetItem)(items, index), jax.jit(get)(items, index)
+    )
+    np.testing.assert_array_equal(
+      jax.jit(tfops.TensorListSetItem)(items, index, item), jax.jit(put)(items, index, item)
+    )
 
 
 def test_symbolic_shapes_take_the_traced_lowering():
@@ -116,8 +152,7 @@ def test_half_precision_mean_and_softmax_take_the_traced_lowering():
     x = (np.arange(24).reshape(2, 3, 4) % 7 * 1000).astype(dtype)
     ours = jax.jit(lambda x: tfops.Mean(x, axis=(1, 2), keep_dims=True))(x)
     np.testing.assert_array_equal(ours, jax.jit(lambda x: mean(x, axis=(1, 2), keep_dims=True))(x))
-    np.testing.assert_array_equal(jax.jit(tfops.Softmax)(x),
-                                  jax.jit(get_op("Softmax").impl)(x))
+    np.testing.assert_array_equal(jax.jit(tfops.Softmax)(x), jax.jit(get_op("Softmax").impl)(x))
 
 
 # --------------------------------------------------------------------------
@@ -129,6 +164,7 @@ def _emit_and_lax(build, *args):
   """build on the Emitter (through a throwaway op's lowering) and on LAX."""
   from jax.extend.core import Primitive
   from jax.interpreters import mlir
+
   prim = Primitive(f"test_emit_{build.__name__}")
   prim.def_impl(lambda *a: emit.traced(build)(*a))
   prim.def_abstract_eval(lambda *a: jax.make_jaxpr(emit.traced(build))(*a).out_avals[0])
@@ -136,7 +172,9 @@ def _emit_and_lax(build, *args):
   return jax.jit(prim.bind)(*args), jax.jit(emit.traced(build))(*args)
 
 
-@pytest.mark.parametrize("build", [
+@pytest.mark.parametrize(
+  "build",
+  [
     lambda B, x: B.slice(x, (1, 0, 2), (4, 5, 7), (2, 3, 2)),
     lambda B, x: B.pad(x, 0, [(1, 2, 0), (0, 0, 2), (3, 0, 1)]),
     lambda B, x: B.transpose(B.reshape(x, (5, 4, 7)), (2, 0, 1)),
@@ -150,22 +188,28 @@ def _emit_and_lax(build, *args):
     lambda B, x: B.rev(x, (0, 2)),
     lambda B, x: B.reduce_window_max(x, (2, 1, 3), (1, 1, 2), [(0, 1), (0, 0), (1, 1)]),
     lambda B, x: B.reduce_window_sum(x, (1, 3, 1), (2, 1, 1), [(1, 0), (1, 1), (0, 0)]),
-    lambda B, x: B.select(B.ge(x, B.full(0.5, x.shape, x.dtype)), x,
-                          B.broadcast_in_dim(B.asarray(np.arange(7, dtype=np.float32)),
-                                             x.shape, (2,))),
-    lambda B, x: B.add(B.broadcast_to(B.reduce_sum(x, (2,)), (3, 4, 5)),
-                       B.rsqrt(B.full(4.0, (3, 4, 5), x.dtype))),
-])
+    lambda B, x: B.select(
+      B.ge(x, B.full(0.5, x.shape, x.dtype)),
+      x,
+      B.broadcast_in_dim(B.asarray(np.arange(7, dtype=np.float32)), x.shape, (2,)),
+    ),
+    lambda B, x: B.add(
+      B.broadcast_to(B.reduce_sum(x, (2,)), (3, 4, 5)), B.rsqrt(B.full(4.0, (3, 4, 5), x.dtype))
+    ),
+  ],
+)
 def test_emitter_ops_equal_lax(build):
   x = np.random.default_rng(1).uniform(size=(4, 5, 7)).astype(np.float32)
   emitted, traced = _emit_and_lax(build, x)
   assert emitted.shape == traced.shape and emitted.dtype == traced.dtype
-  np.testing.assert_allclose(np.asarray(emitted, np.float64), np.asarray(traced, np.float64),
-                             rtol=1e-6)
+  np.testing.assert_allclose(
+    np.asarray(emitted, np.float64), np.asarray(traced, np.float64), rtol=1e-6
+  )
 
 
 def test_emitter_compares_by_dtype_kind():
   for dtype in (np.int32, np.uint8, np.float32):
     x = np.array([0, 1, 5, 6, 7, 200 if dtype == np.uint8 else -3], dtype)
-    np.testing.assert_array_equal(jax.jit(tfops.Relu6)(x),
-                                  np.clip(x.astype(np.int64), 0, 6).astype(dtype))
+    np.testing.assert_array_equal(
+      jax.jit(tfops.Relu6)(x), np.clip(x.astype(np.int64), 0, 6).astype(dtype)
+    )

@@ -24,7 +24,8 @@ def test_qat_model_with_trainable_ranges():
   def tf_fn(x):
     xq = tf.quantization.fake_quant_with_min_max_vars(x, act_min, act_max, num_bits=8)
     wq = tf.quantization.fake_quant_with_min_max_vars_per_channel(
-        w, w_min, w_max, num_bits=4, narrow_range=True)
+      w, w_min, w_max, num_bits=4, narrow_range=True
+    )
     y = tf.matmul(xq, wq)
     return tf.quantization.fake_quant_with_min_max_args(y, min=-4.0, max=4.0)
 
@@ -46,12 +47,15 @@ def test_qat_model_with_trainable_ranges():
   assert any(np.any(np.asarray(grads[k]) != 0) for k in params if "min" in k)
 
   jaxpr = jax.make_jaxpr(jax.grad(lambda p, x: jnp.sum(fn(p, x)[0] * ct), (0, 1)))(params, x)
-  assert {"tf.FakeQuantWithMinMaxVarsGradient", "tf.FakeQuantWithMinMaxVarsPerChannelGradient",
-          "tf.FakeQuantWithMinMaxArgsGradient"} <= jaxpr_primitives(jaxpr)
+  assert {
+    "tf.FakeQuantWithMinMaxVarsGradient",
+    "tf.FakeQuantWithMinMaxVarsPerChannelGradient",
+    "tf.FakeQuantWithMinMaxArgsGradient",
+  } <= jaxpr_primitives(jaxpr)
 
   per_row = jax.vmap(lambda r: fn(params, r[None])[0][0])(x)
   for k in range(x.shape[0]):
-    np.testing.assert_allclose(per_row[k], tf_fn(x[k:k + 1]).numpy()[0], **TOL)
+    np.testing.assert_allclose(per_row[k], tf_fn(x[k : k + 1]).numpy()[0], **TOL)
 
 
 def test_sixteen_bits_within_one_level():
@@ -73,12 +77,22 @@ def test_gradient_ops_multiply_by_the_mask_like_tf():
   g = np.array([-1.0, np.inf, np.nan, -0.0, 2.0, -3.0], np.float32)
   x = np.array([100, -100, 100, 0.5, 100, 0.25], np.float32)
   cases = [
-      ("FakeQuantWithMinMaxArgsGradient", dict(gradients=g, inputs=x), {}),
-      ("FakeQuantWithMinMaxVarsGradient",
-       dict(gradients=g, inputs=x, min=np.float32(-6), max=np.float32(6)), {}),
-      ("FakeQuantWithMinMaxVarsPerChannelGradient",
-       dict(gradients=g.reshape(3, 2), inputs=x.reshape(3, 2),
-            min=np.float32([-6, -6]), max=np.float32([6, 6])), {}),
+    ("FakeQuantWithMinMaxArgsGradient", dict(gradients=g, inputs=x), {}),
+    (
+      "FakeQuantWithMinMaxVarsGradient",
+      dict(gradients=g, inputs=x, min=np.float32(-6), max=np.float32(6)),
+      {},
+    ),
+    (
+      "FakeQuantWithMinMaxVarsPerChannelGradient",
+      dict(
+        gradients=g.reshape(3, 2),
+        inputs=x.reshape(3, 2),
+        min=np.float32([-6, -6]),
+        max=np.float32([6, 6]),
+      ),
+      {},
+    ),
   ]
   for op_type, inputs, attrs in cases:
     want = getattr(tf.raw_ops, op_type)(**inputs, **attrs)
@@ -92,5 +106,6 @@ def test_gradient_ops_multiply_by_the_mask_like_tf():
         np.testing.assert_array_equal(np.isnan(got), np.isnan(w), err_msg=op_type)
         finite = ~np.isnan(w)
         np.testing.assert_array_equal(got[finite], w[finite], err_msg=op_type)
-        np.testing.assert_array_equal(np.signbit(got[finite]), np.signbit(w[finite]),
-                                      err_msg=op_type)
+        np.testing.assert_array_equal(
+          np.signbit(got[finite]), np.signbit(w[finite]), err_msg=op_type
+        )

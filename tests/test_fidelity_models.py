@@ -46,7 +46,8 @@ def _scale_err(actual, expected):
 def assert_close(actual, expected, rtol, what, floor=0.0):
   err, scale = _scale_err(actual, expected)
   assert err <= rtol * max(scale, floor, 1e-30), (
-      f"{what}: max error {err:.3g} > {rtol:g} * scale {max(scale, floor):.3g}")
+    f"{what}: max error {err:.3g} > {rtol:g} * scale {max(scale, floor):.3g}"
+  )
 
 
 def redraw(model, seed):
@@ -94,14 +95,17 @@ def _tf_grads(tf_fn, inputs, variables, weights):
     for x in xs:
       if x.dtype.is_floating:
         tape.watch(x)
-    for k in keys:   # non-trainable variables (moving statistics) too
+    for k in keys:  # non-trainable variables (moving statistics) too
       tape.watch(variables[k])
     loss = tf.reduce_sum(tf_fn(*xs) * weights)
   grads = tape.gradient(loss, xs + [variables[k] for k in keys])
-  as_np = lambda g, v: np.zeros(v.shape, np.float32) if g is None else \
-      tf.convert_to_tensor(g).numpy()
-  return ([None if g is None else g.numpy() for g in grads[:len(xs)]],
-          {k: as_np(g, variables[k]) for k, g in zip(keys, grads[len(xs):])})
+  as_np = lambda g, v: (
+    np.zeros(v.shape, np.float32) if g is None else tf.convert_to_tensor(g).numpy()
+  )
+  return (
+    [None if g is None else g.numpy() for g in grads[: len(xs)]],
+    {k: as_np(g, variables[k]) for k, g in zip(keys, grads[len(xs) :])},
+  )
 
 
 def check_model(tf_fn, inputs, specs, grad_floor=1e-3, no_tf_gradient=()):
@@ -122,8 +126,11 @@ def check_model(tf_fn, inputs, specs, grad_floor=1e-3, no_tf_gradient=()):
   grads = jax.jit(jax.grad(loss, argnums=(0,) + float_args))(params, *inputs)
   t_inputs, t_params = _tf_grads(tf_fn, inputs, fn.tf_variables, weights)
   # Gradients that vanish up to rounding are compared at grad_floor of the largest.
-  largest = max(float(np.abs(t).max()) for t in
-                [*t_params.values(), *(t for t in t_inputs if t is not None)] if t.size)
+  largest = max(
+    float(np.abs(t).max())
+    for t in [*t_params.values(), *(t for t in t_inputs if t is not None)]
+    if t.size
+  )
   floor = grad_floor * largest
   for i, g in zip(float_args, grads[1:]):
     assert_close(g, t_inputs[i - 1], GRAD_RTOL, f"d/d input {i - 1}", floor)
@@ -182,13 +189,18 @@ def test_resnet_stem_and_bottlenecks_keras3():
 def test_mobilenet_v2_keras3():
   """Depthwise convolutions, ReLU6, inverted residuals (keras.applications)."""
   keras.utils.set_random_seed(0)
-  model = keras.applications.MobileNetV2(weights=None, input_shape=(32, 32, 3), classes=10,
-                                         classifier_activation=None, alpha=0.35)
+  model = keras.applications.MobileNetV2(
+    weights=None, input_shape=(32, 32, 3), classes=10, classifier_activation=None, alpha=0.35
+  )
   redraw(model, seed=1)
-  calibrate(model, keras.applications.mobilenet_v2.preprocess_input(_pixels((8, 32, 32, 3), 5)),
-            keras.layers.BatchNormalization)
+  calibrate(
+    model,
+    keras.applications.mobilenet_v2.preprocess_input(_pixels((8, 32, 32, 3), 5)),
+    keras.layers.BatchNormalization,
+  )
   tf_fn = tf.function(
-      lambda x: model(keras.applications.mobilenet_v2.preprocess_input(x), training=False))
+    lambda x: model(keras.applications.mobilenet_v2.preprocess_input(x), training=False)
+  )
   check_model(tf_fn, [_pixels((2, 32, 32, 3), seed=6)], [tf.TensorSpec([2, 32, 32, 3])])
 
 
@@ -206,7 +218,7 @@ def test_transformer_encoder_with_padding_mask_keras3():
   model = keras.Model(tokens, layers.Dense(5)(x))
   redraw(model, seed=2)
   ids = np.random.default_rng(7).integers(1, 50, (3, 12)).astype(np.int32)
-  ids[0, 8:] = 0   # padding: masked keys
+  ids[0, 8:] = 0  # padding: masked keys
   ids[1, 3:] = 0
   tf_fn = tf.function(lambda t: model(t, training=False))
   check_model(tf_fn, [ids], [tf.TensorSpec([3, 12], tf.int32)])
@@ -222,7 +234,7 @@ def test_masked_lstm_and_gru_keras3():
   model = keras.Model(inp, layers.Dense(4)(x))
   redraw(model, seed=3)
   x = np.random.default_rng(8).normal(size=(3, 9, 6)).astype(np.float32)
-  x[0, 6:] = 0.0   # masked steps
+  x[0, 6:] = 0.0  # masked steps
   tf_fn = tf.function(lambda x: model(x, training=False))
   check_model(tf_fn, [x], [tf.TensorSpec([3, 9, 6])])
 
@@ -240,7 +252,8 @@ def test_cnn_with_fused_batch_norm_and_pooling_keras2():
   k2 = _tf_keras()
   layers = k2.layers
   k2.utils.set_random_seed(0)
-  model = k2.Sequential([
+  model = k2.Sequential(
+    [
       k2.Input((32, 32, 3)),
       layers.Rescaling(1 / 127.5, offset=-1),
       layers.Conv2D(16, 3, padding="same"),
@@ -254,14 +267,19 @@ def test_cnn_with_fused_batch_norm_and_pooling_keras2():
       layers.Conv2DTranspose(8, 3, strides=2, padding="same"),
       layers.GlobalMaxPooling2D(),
       layers.Dense(6),
-  ])
+    ]
+  )
   redraw(model, seed=4)
   calibrate(model, _pixels((8, 32, 32, 3), seed=9), k2.layers.BatchNormalization)
   tf_fn = tf.function(lambda x: model(x, training=False))
   # TF's gradient of FusedBatchNormV3 gives the moving statistics none in inference
   # mode; ours are the mathematical derivatives (docs/semantics/nn.md).
-  check_model(tf_fn, [_pixels((2, 32, 32, 3), seed=10)], [tf.TensorSpec([2, 32, 32, 3])],
-              no_tf_gradient=("moving_mean", "moving_variance"))
+  check_model(
+    tf_fn,
+    [_pixels((2, 32, 32, 3), seed=10)],
+    [tf.TensorSpec([2, 32, 32, 3])],
+    no_tf_gradient=("moving_mean", "moving_variance"),
+  )
 
 
 def test_lstm_and_attention_keras2():

@@ -29,7 +29,7 @@ def test_finetune_lowers_loss_and_tf_matches_after_write_back():
   assert set(params) <= set(by_path)
   for name, value in params.items():
     np.testing.assert_array_equal(np.asarray(value), by_path[name].numpy(), err_msg=name)
-  assert any("moving_mean" in k for k in params)   # state was trained along
+  assert any("moving_mean" in k for k in params)  # state was trained along
 
 
 def test_one_step_gradients_equal_tf():
@@ -39,6 +39,7 @@ def test_one_step_gradients_equal_tf():
   import tensorflow as tf
 
   import tfprims
+
   finetune = _load()
   model = finetune.build_model(seed=3)
   spec = tf.TensorSpec([None, finetune.N_FEATURES], tf.float32)
@@ -58,5 +59,6 @@ def test_one_step_gradients_equal_tf():
   tf_grads = dict(zip(by_path, tape.gradient(loss, list(by_path.values()))))
   assert set(grads) == set(tf_grads)
   for name, g in grads.items():
-    np.testing.assert_allclose(np.asarray(g), tf_grads[name].numpy(), rtol=1e-4, atol=1e-6,
-                               err_msg=name)
+    np.testing.assert_allclose(
+      np.asarray(g), tf_grads[name].numpy(), rtol=1e-4, atol=1e-6, err_msg=name
+    )

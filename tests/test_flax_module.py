@@ -22,9 +22,16 @@ from tfprims.flax_module import TFModule  # noqa: E402
 
 def _model():
   keras.utils.set_random_seed(0)
-  return keras.Sequential([keras.Input((6,)), keras.layers.Dense(16),
-                           keras.layers.BatchNormalization(momentum=0.8), keras.layers.ReLU(),
-                           keras.layers.Dropout(0.2), keras.layers.Dense(3)])
+  return keras.Sequential(
+    [
+      keras.Input((6,)),
+      keras.layers.Dense(16),
+      keras.layers.BatchNormalization(momentum=0.8),
+      keras.layers.ReLU(),
+      keras.layers.Dropout(0.2),
+      keras.layers.Dense(3),
+    ]
+  )
 
 
 def _data(n, seed):
@@ -40,8 +47,9 @@ def _xent(logits, y):
 
 def test_variables_split_into_params_and_batch_stats():
   model = _model()
-  fn, params = tfprims.convert(tf.function(lambda x: model(x, training=True)),
-                               tf.TensorSpec([None, 6], tf.float32))
+  fn, params = tfprims.convert(
+    tf.function(lambda x: model(x, training=True)), tf.TensorSpec([None, 6], tf.float32)
+  )
   module = TFModule(fn, params)
   trainable = {v.path for v in model.trainable_variables}
   assert set(module.params) == trainable
@@ -89,25 +97,30 @@ def test_train_with_optax_loss_decreases_and_tf_matches_after_write_back():
 
 def test_gradients_are_tfs():
   model = _model()
-  fn, params = tfprims.convert(tf.function(lambda x: model(x, training=False)),
-                               tf.TensorSpec([None, 6], tf.float32))
+  fn, params = tfprims.convert(
+    tf.function(lambda x: model(x, training=False)), tf.TensorSpec([None, 6], tf.float32)
+  )
   module = TFModule(fn, params)
   x, y = _data(16, 3)
   grads = nnx.grad(lambda m: _xent(m(x), y))(module)
   with tf.GradientTape() as tape:
-    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-        y, model(x, training=False)))
-  tf_grads = dict(zip([v.path for v in model.trainable_variables],
-                      tape.gradient(loss, model.trainable_variables)))
+    loss = tf.reduce_mean(
+      tf.nn.sparse_softmax_cross_entropy_with_logits(y, model(x, training=False))
+    )
+  tf_grads = dict(
+    zip([v.path for v in model.trainable_variables], tape.gradient(loss, model.trainable_variables))
+  )
   assert set(grads.params) == set(tf_grads)
   for name, g in grads.params.items():
-    np.testing.assert_allclose(np.asarray(g[...]), tf_grads[name].numpy(), rtol=1e-4,
-                               atol=1e-6, err_msg=name)
+    np.testing.assert_allclose(
+      np.asarray(g[...]), tf_grads[name].numpy(), rtol=1e-4, atol=1e-6, err_msg=name
+    )
 
 
 def test_random_ops_draw_from_rngs():
   fn, params = tfprims.convert(
-      tf.function(lambda x: tf.nn.dropout(x, rate=0.5)), tf.TensorSpec([1000], tf.float32))
+    tf.function(lambda x: tf.nn.dropout(x, rate=0.5)), tf.TensorSpec([1000], tf.float32)
+  )
   module = TFModule(fn, params, rngs=nnx.Rngs(0))
   a, b = module(np.ones(1000, np.float32)), module(np.ones(1000, np.float32))
   assert not np.array_equal(np.asarray(a), np.asarray(b))  # a fresh key per call
@@ -122,6 +135,7 @@ def test_tfmodule_is_a_lazy_top_level_name():
   import subprocess
   import sys
   import textwrap
+
   assert tfprims.TFModule is TFModule and "TFModule" in dir(tfprims)
   script = textwrap.dedent("""
       import sys
@@ -138,6 +152,7 @@ def test_tfmodule_is_a_lazy_top_level_name():
       print("ok")
   """)
   env = dict(os.environ, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
-  proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
-                        timeout=300)
+  proc = subprocess.run(
+    [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
+  )
   assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]

@@ -27,8 +27,13 @@ def test_numpy_fold_equals_xla_fold(op_type):
 
   prepared = []
 
-  @settings(max_examples=10, deadline=None, derandomize=True, database=None,
-            suppress_health_check=list(HealthCheck))
+  @settings(
+    max_examples=10,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+  )
   @given(spec.calls)
   def check(kwargs):
     try:
@@ -39,8 +44,9 @@ def test_numpy_fold_equals_xla_fold(op_type):
     prepared.append(True)
     # As the interpreter's constants are: in the dtypes JAX computes in.
     with np.errstate(over="ignore"):
-      operands = [np.asarray(o).astype(dtypes.canonical_dtype(np.asarray(o).dtype))
-                  for o in operands]
+      operands = [
+        np.asarray(o).astype(dtypes.canonical_dtype(np.asarray(o).dtype)) for o in operands
+      ]
     got = folding.fold(op.impl, operands, params)
     if got is None:
       return
@@ -73,6 +79,7 @@ def test_shape_arithmetic_folds_with_numpy():
 
 def _batch_norm_model():
   import tensorflow as tf
+
   gamma = tf.Variable(np.linspace(0.5, 2.0, 4, dtype=np.float32), name="gamma")
   var = tf.Variable(np.linspace(1.0, 3.0, 4, dtype=np.float32), name="var")
   steps = tf.Variable(np.int32(3), name="steps")
@@ -83,11 +90,13 @@ def _batch_norm_model():
     scale = tf.reshape(tf.math.rsqrt(var + 1e-3) * tf.reshape(gamma, [1, 4]), [1, 4])
     steps.assign_add(1)  # integer arithmetic on a param: exact in numpy
     return x * scale
+
   return f
 
 
 def test_closed_over_params_fold_exact_data_movement_only():
   import tensorflow as tf
+
   f = _batch_norm_model()
   fn, params = tfprims.convert(f)
   x = np.arange(8, dtype=np.float32).reshape(2, 4)
@@ -111,7 +120,8 @@ def test_closed_over_params_fold_exact_data_movement_only():
 def test_a_weight_read_twice_is_one_constant():
   w = folding.weight(np.ones((3,), np.float32))
   closed = jax.make_jaxpr(lambda x: core.tfops.Mul(core.tfops.AddV2(x, w), w))(
-      np.ones(3, np.float32))
+    np.ones(3, np.float32)
+  )
   assert len(closed.consts) == 1
   # Float arithmetic on weights alone is bound (the program computes it), not
   # folded with XLA; a Reshape is folded into a weight.

@@ -23,8 +23,15 @@ R = tf.raw_ops
 
 
 def _forward(op, x, overlapping):
-  return getattr(R, op)(value=x, pooling_ratio=[1.0, 1.44, 1.73, 1.0], pseudo_random=True,
-                        overlapping=overlapping, deterministic=True, seed=7, seed2=3)
+  return getattr(R, op)(
+    value=x,
+    pooling_ratio=[1.0, 1.44, 1.73, 1.0],
+    pseudo_random=True,
+    overlapping=overlapping,
+    deterministic=True,
+    seed=7,
+    seed2=3,
+  )
 
 
 @pytest.mark.parametrize("overlapping", [False, True])
@@ -35,38 +42,69 @@ def test_grad_ops_in_a_converted_program(overlapping):
 
   @tf.function
   def f(x, g, r, c, ar, ac):
-    mx = R.FractionalMaxPool(value=x, pooling_ratio=[1.0, 1.44, 1.73, 1.0],
-                             pseudo_random=True, overlapping=overlapping, deterministic=True,
-                             seed=7, seed2=3)[0]
-    return (R.FractionalMaxPoolGrad(orig_input=x, orig_output=mx, out_backprop=g,
-                                    row_pooling_sequence=r, col_pooling_sequence=c,
-                                    overlapping=overlapping),
-            R.FractionalAvgPoolGrad(orig_input_tensor_shape=tf.shape(x, out_type=tf.int64),
-                                    out_backprop=g, row_pooling_sequence=ar,
-                                    col_pooling_sequence=ac, overlapping=overlapping))
+    mx = R.FractionalMaxPool(
+      value=x,
+      pooling_ratio=[1.0, 1.44, 1.73, 1.0],
+      pseudo_random=True,
+      overlapping=overlapping,
+      deterministic=True,
+      seed=7,
+      seed2=3,
+    )[0]
+    return (
+      R.FractionalMaxPoolGrad(
+        orig_input=x,
+        orig_output=mx,
+        out_backprop=g,
+        row_pooling_sequence=r,
+        col_pooling_sequence=c,
+        overlapping=overlapping,
+      ),
+      R.FractionalAvgPoolGrad(
+        orig_input_tensor_shape=tf.shape(x, out_type=tf.int64),
+        out_backprop=g,
+        row_pooling_sequence=ar,
+        col_pooling_sequence=ac,
+        overlapping=overlapping,
+      ),
+    )
 
   g = np.random.default_rng(1).normal(size=out.shape).astype(np.float32)
   args = (x, g, rows.numpy(), cols.numpy(), arows.numpy(), acols.numpy())
-  want = f(*args)   # TF's forward op computes orig_output; ours is given TF's
-  max_grad = get_op("FractionalMaxPoolGrad")(x, out.numpy(), g, rows.numpy(), cols.numpy(),
-                                              overlapping=overlapping)
+  want = f(*args)  # TF's forward op computes orig_output; ours is given TF's
+  max_grad = get_op("FractionalMaxPoolGrad")(
+    x, out.numpy(), g, rows.numpy(), cols.numpy(), overlapping=overlapping
+  )
   np.testing.assert_allclose(max_grad, want[0].numpy(), rtol=1e-6, atol=1e-6)
 
   @tf.function
   def avg_grad(g, r, c):
-    return R.FractionalAvgPoolGrad(orig_input_tensor_shape=[2, 6, 5, 3], out_backprop=g,
-                                   row_pooling_sequence=r, col_pooling_sequence=c,
-                                   overlapping=overlapping)
+    return R.FractionalAvgPoolGrad(
+      orig_input_tensor_shape=[2, 6, 5, 3],
+      out_backprop=g,
+      row_pooling_sequence=r,
+      col_pooling_sequence=c,
+      overlapping=overlapping,
+    )
 
-  fn = tfprims.convert_functional(avg_grad, tf.TensorSpec(out.shape, tf.float32),
-                                  tf.TensorSpec([None], tf.int64),
-                                  tf.TensorSpec([None], tf.int64))
+  fn = tfprims.convert_functional(
+    avg_grad,
+    tf.TensorSpec(out.shape, tf.float32),
+    tf.TensorSpec([None], tf.int64),
+    tf.TensorSpec([None], tf.int64),
+  )
   got = jax.jit(fn)(g, arows.numpy(), acols.numpy())
   np.testing.assert_allclose(got, want[1].numpy(), rtol=1e-6, atol=1e-6)
   # per-example vmap == TF on each example
-  per = jax.vmap(lambda gi: get_op("FractionalAvgPoolGrad")(
-      gi[None], arows.numpy(), acols.numpy(), orig_input_tensor_shape=(1, 6, 5, 3),
-      overlapping=overlapping)[0])(g)
+  per = jax.vmap(
+    lambda gi: get_op("FractionalAvgPoolGrad")(
+      gi[None],
+      arows.numpy(),
+      acols.numpy(),
+      orig_input_tensor_shape=(1, 6, 5, 3),
+      overlapping=overlapping,
+    )[0]
+  )(g)
   for k in range(2):
     np.testing.assert_allclose(per[k], want[1].numpy()[k], rtol=1e-6, atol=1e-6)
 
@@ -77,12 +115,23 @@ def test_max_pool_grad_check_rejects_a_wrong_orig_output():
   wrong = out.numpy() + 1
   g = np.ones(out.shape, np.float32)
   with pytest.raises(tf.errors.InvalidArgumentError):
-    R.FractionalMaxPoolGrad(orig_input=x, orig_output=wrong, out_backprop=g,
-                            row_pooling_sequence=rows, col_pooling_sequence=cols)
+    R.FractionalMaxPoolGrad(
+      orig_input=x,
+      orig_output=wrong,
+      out_backprop=g,
+      row_pooling_sequence=rows,
+      col_pooling_sequence=cols,
+    )
+
   @tf.function
   def grad(o):
-    return R.FractionalMaxPoolGrad(orig_input=x, orig_output=o, out_backprop=g,
-                                   row_pooling_sequence=rows, col_pooling_sequence=cols)
+    return R.FractionalMaxPoolGrad(
+      orig_input=x,
+      orig_output=o,
+      out_backprop=g,
+      row_pooling_sequence=rows,
+      col_pooling_sequence=cols,
+    )
 
   fn = tfprims.convert_functional(grad, tf.TensorSpec(out.shape, tf.float32))
   with pytest.raises(tfprims.RuntimeCheckError, match="do not match"):
@@ -96,11 +145,18 @@ def test_integer_avg_pool_grad_with_overlapping_cells_within_one():
   x = rng.integers(-9, 9, size=(2, 6, 6, 2)).astype(np.int64)
   _, rows, cols = _forward("FractionalAvgPool", x, True)
   g = rng.integers(-50, 50, size=(2, len(rows) - 1, len(cols) - 1, 2)).astype(np.int64)
-  want = R.FractionalAvgPoolGrad(orig_input_tensor_shape=np.array(x.shape), out_backprop=g,
-                                 row_pooling_sequence=rows, col_pooling_sequence=cols,
-                                 overlapping=True).numpy()
-  got = np.asarray(get_op("FractionalAvgPoolGrad")(
-      g, rows.numpy(), cols.numpy(), orig_input_tensor_shape=x.shape, overlapping=True))
+  want = R.FractionalAvgPoolGrad(
+    orig_input_tensor_shape=np.array(x.shape),
+    out_backprop=g,
+    row_pooling_sequence=rows,
+    col_pooling_sequence=cols,
+    overlapping=True,
+  ).numpy()
+  got = np.asarray(
+    get_op("FractionalAvgPoolGrad")(
+      g, rows.numpy(), cols.numpy(), orig_input_tensor_shape=x.shape, overlapping=True
+    )
+  )
   assert np.abs(got - want).max() <= 1
 
 
@@ -110,8 +166,9 @@ RATIOS = [1.0, 1.44, 1.73, 1.0]
 
 
 def _tf_forward(op, x, **kw):
-  out = getattr(R, op)(value=tf.constant(x), pooling_ratio=kw.pop("ratio", RATIOS),
-                       deterministic=True, **kw)
+  out = getattr(R, op)(
+    value=tf.constant(x), pooling_ratio=kw.pop("ratio", RATIOS), deterministic=True, **kw
+  )
   return [t.numpy() for t in out]
 
 
@@ -121,16 +178,27 @@ def _tf_forward(op, x, **kw):
 @pytest.mark.parametrize("pseudo_random", [False, True])
 def test_pooling_at_tf_sequences_is_tf_output(x64, op, dtype, overlapping, pseudo_random):
   rng = np.random.default_rng(hash((op, dtype, overlapping, pseudo_random)) % 2**32)
-  for seed, shape, ratio in [(1, (2, 7, 9, 3), RATIOS), (5, (1, 10, 5, 2), [1, 2.6, 1.2, 1]),
-                             (9, (1, 4, 4, 1), [1, 1.0, 4.0, 1])]:
+  for seed, shape, ratio in [
+    (1, (2, 7, 9, 3), RATIOS),
+    (5, (1, 10, 5, 2), [1, 2.6, 1.2, 1]),
+    (9, (1, 4, 4, 1), [1, 1.0, 4.0, 1]),
+  ]:
     if dtype.startswith("int"):
       x = rng.integers(-1000, 1000, size=shape).astype(dtype)
     else:
       x = rng.normal(size=shape).astype(dtype) * 10
-    want, rows, cols = _tf_forward(op, x, ratio=ratio, pseudo_random=pseudo_random,
-                                   overlapping=overlapping, seed=seed, seed2=seed + 1)
-    pool = lambda v, r, c: fp._pool_regions(v, r, c, overlapping=overlapping,
-                                            mode=op[10:13].lower())
+    want, rows, cols = _tf_forward(
+      op,
+      x,
+      ratio=ratio,
+      pseudo_random=pseudo_random,
+      overlapping=overlapping,
+      seed=seed,
+      seed2=seed + 1,
+    )
+    pool = lambda v, r, c: fp._pool_regions(
+      v, r, c, overlapping=overlapping, mode=op[10:13].lower()
+    )
     for fn in (pool, jax.jit(pool)):
       got = fn(jnp.asarray(x), jnp.asarray(rows), jnp.asarray(cols))
       assert got.dtype == want.dtype
@@ -140,33 +208,39 @@ def test_pooling_at_tf_sequences_is_tf_output(x64, op, dtype, overlapping, pseud
 def test_max_pool_skips_nan_and_starts_from_lowest():
   x = np.array([np.nan, 1, 2, 3, 4, 5, 6, 7, 8], np.float32).reshape(1, 3, 3, 1)
   x[0, 1, 1, 0] = -np.inf
-  want, rows, cols = _tf_forward("FractionalMaxPool", x, ratio=[1, 1.5, 1.5, 1], seed=1,
-                                 seed2=2)
+  want, rows, cols = _tf_forward("FractionalMaxPool", x, ratio=[1, 1.5, 1.5, 1], seed=1, seed2=2)
   got = fp._pool_regions(x, rows, cols, overlapping=False, mode="max")
   np.testing.assert_array_equal(np.asarray(got), want)
 
 
 def _draw(op, key, shape, ratio, pseudo_random, overlapping=False):
   x = np.zeros(shape, np.float32)
-  return get_op(op)(np.asarray(key, np.uint32), x, pooling_ratio=tuple(ratio),
-                    pseudo_random=pseudo_random, overlapping=overlapping)
+  return get_op(op)(
+    np.asarray(key, np.uint32),
+    x,
+    pooling_ratio=tuple(ratio),
+    pseudo_random=pseudo_random,
+    overlapping=overlapping,
+  )
 
 
 @pytest.mark.parametrize("pseudo_random", [False, True])
-@pytest.mark.parametrize("n_in,ratio", [(7, 1.44), (10, 1.73), (23, 2.3), (9, 3.0),
-                                        (5, 1.0), (12, 2.5)])
+@pytest.mark.parametrize(
+  "n_in,ratio", [(7, 1.44), (10, 1.73), (23, 2.3), (9, 3.0), (5, 1.0), (12, 2.5)]
+)
 def test_drawn_sequences_have_tf_construction(pseudo_random, n_in, ratio):
   n_out = int(np.floor(np.float32(n_in) / np.float32(ratio)))
   k = n_in // n_out
   for s in range(20):
-    _, rows, cols = _draw("FractionalMaxPool", [s, 7], (1, n_in, 3, 1), [1, ratio, 1, 1],
-                          pseudo_random)
+    _, rows, cols = _draw(
+      "FractionalMaxPool", [s, 7], (1, n_in, 3, 1), [1, ratio, 1, 1], pseudo_random
+    )
     rows = np.asarray(rows)
     assert rows.shape == (n_out + 1,) and rows[0] == 0 and rows[-1] == n_in
     steps = np.diff(rows)
     assert set(steps) <= {k, k + 1}
     assert (steps == k + 1).sum() == n_in - k * n_out
-    np.testing.assert_array_equal(np.asarray(cols), [0, 1, 2, 3])   # ratio 1
+    np.testing.assert_array_equal(np.asarray(cols), [0, 1, 2, 3])  # ratio 1
 
 
 @pytest.mark.parametrize("pseudo_random", [False, True])
@@ -176,14 +250,24 @@ def test_drawn_sequences_follow_tf_distribution(pseudo_random):
   shape, ratio = (1, 10, 2, 1), [1.0, 1.73, 1.0, 1.0]
   x = np.zeros(shape, np.float32)
   theirs = collections.Counter(
-      tuple(R.FractionalMaxPool(value=x, pooling_ratio=ratio, pseudo_random=pseudo_random,
-                                deterministic=True, seed=s + 1, seed2=3 * s + 1)[1].numpy())
-      for s in range(n))
+    tuple(
+      R.FractionalMaxPool(
+        value=x,
+        pooling_ratio=ratio,
+        pseudo_random=pseudo_random,
+        deterministic=True,
+        seed=s + 1,
+        seed2=3 * s + 1,
+      )[1].numpy()
+    )
+    for s in range(n)
+  )
   ours = collections.Counter(
-      tuple(int(v) for v in _draw("FractionalMaxPool", [s, 11], shape, ratio,
-                                  pseudo_random)[1]) for s in range(n))
+    tuple(int(v) for v in _draw("FractionalMaxPool", [s, 11], shape, ratio, pseudo_random)[1])
+    for s in range(n)
+  )
   assert set(ours) == set(theirs), (ours, theirs)
-  for seq in theirs:   # binomial standard error of a frequency, n = 300
+  for seq in theirs:  # binomial standard error of a frequency, n = 300
     p = theirs[seq] / n
     assert abs(ours[seq] / n - p) < 5 * np.sqrt(p * (1 - p) / n) + 0.02, (seq, ours, theirs)
 
@@ -192,8 +276,10 @@ def test_same_key_same_sequences_other_key_other_sequences():
   a = _draw("FractionalAvgPool", [3, 4], (1, 20, 20, 1), RATIOS, False)
   b = _draw("FractionalAvgPool", [3, 4], (1, 20, 20, 1), RATIOS, False)
   np.testing.assert_array_equal(a[1], b[1])
-  others = {tuple(np.asarray(_draw("FractionalAvgPool", [s, 5], (1, 20, 20, 1), RATIOS,
-                                   False)[1])) for s in range(8)}
+  others = {
+    tuple(np.asarray(_draw("FractionalAvgPool", [s, 5], (1, 20, 20, 1), RATIOS, False)[1]))
+    for s in range(8)
+  }
   assert len(others) > 1
 
 
@@ -209,15 +295,22 @@ def test_vjp_is_tf_gradient_op_at_our_sequences(x64, op, overlapping):
   ct = rng.normal(size=y.shape)
   got = jax.vjp(f, x)[1](ct)[0]
   if op == "FractionalMaxPool":
-    want = R.FractionalMaxPoolGrad(orig_input=x, orig_output=np.asarray(y), out_backprop=ct,
-                                   row_pooling_sequence=np.asarray(rows),
-                                   col_pooling_sequence=np.asarray(cols),
-                                   overlapping=overlapping)
+    want = R.FractionalMaxPoolGrad(
+      orig_input=x,
+      orig_output=np.asarray(y),
+      out_backprop=ct,
+      row_pooling_sequence=np.asarray(rows),
+      col_pooling_sequence=np.asarray(cols),
+      overlapping=overlapping,
+    )
   else:
-    want = R.FractionalAvgPoolGrad(orig_input_tensor_shape=np.array(x.shape), out_backprop=ct,
-                                   row_pooling_sequence=np.asarray(rows),
-                                   col_pooling_sequence=np.asarray(cols),
-                                   overlapping=overlapping)
+    want = R.FractionalAvgPoolGrad(
+      orig_input_tensor_shape=np.array(x.shape),
+      out_backprop=ct,
+      row_pooling_sequence=np.asarray(rows),
+      col_pooling_sequence=np.asarray(cols),
+      overlapping=overlapping,
+    )
   np.testing.assert_allclose(got, want.numpy(), rtol=1e-12, atol=1e-12)
   prims = {e.primitive.name for e in jax.make_jaxpr(jax.grad(lambda v: f(v).sum()))(x).eqns}
   assert f"tf.{op}Grad" in prims
@@ -266,8 +359,7 @@ def test_converted_program_takes_rng():
   out, rows, cols = jax.jit(fn)(x, rng=jax.random.key(0))
   want, trows, tcols = (t.numpy() for t in f(x))
   assert out.shape == want.shape and rows.shape == trows.shape and cols.shape == tcols.shape
-  np.testing.assert_array_equal(out, fp._pool_regions(x, rows, cols, overlapping=False,
-                                                      mode="max"))
+  np.testing.assert_array_equal(out, fp._pool_regions(x, rows, cols, overlapping=False, mode="max"))
   again = jax.jit(fn)(x, rng=jax.random.key(0))
   np.testing.assert_array_equal(again[1], rows)
 

@@ -21,11 +21,16 @@ def test_random_programs_match_tf(seed):
 
 def test_a_wrong_op_is_found_and_reported_with_a_reproducer():
   from tfprims.testing.runner import temporary_op
+
   # Sin computing cos: the first program using it must fail its value check.
   with temporary_op("Sin", lambda x: jnp.cos(x), batching="elementwise"):
-    program = next(p for p in (fuzz.make_program(11, i) for i in range(200))
-                   if any("Sin(" in s.source for s in p.steps))
+    program = next(
+      p
+      for p in (fuzz.make_program(11, i) for i in range(200))
+      if any("Sin(" in s.source for s in p.steps)
+    )
     import numpy as np
+
     finding = fuzz.check_program(program, np.random.default_rng(0))
   assert finding is not None and finding.check == "values"
   report = finding.report()

@@ -38,8 +38,9 @@ def test_gathers_give_zeros_for_out_of_range_indices(checks_on):
   def f(p, i, j):
     return tf.gather_nd(p, i), R.Gather(params=p, indices=j)
 
-  fn = tfprims.convert_functional(f, tf.TensorSpec([4, 3]), tf.TensorSpec([3, 2], tf.int32),
-                                     tf.TensorSpec([3], tf.int32))
+  fn = tfprims.convert_functional(
+    f, tf.TensorSpec([4, 3]), tf.TensorSpec([3, 2], tf.int32), tf.TensorSpec([3], tf.int32)
+  )
   good_i, good_j = np.array([[0, 1], [3, 2], [1, 0]], np.int32), np.array([3, 0, 1], np.int32)
   bad_i, bad_j = np.array([[0, 5], [3, 2], [-1, 0]], np.int32), np.array([3, 4, -1], np.int32)
   with tfprims.override_config("runtime_checks", False):
@@ -60,12 +61,14 @@ def test_gathers_give_zeros_for_out_of_range_indices(checks_on):
     fn(params, good_i, bad_j)
   # Under jit the check runs when the program runs (a fresh function: jit caches the
   # trace made above with the checks off).
-  fn = tfprims.convert_functional(f, tf.TensorSpec([4, 3]), tf.TensorSpec([3, 2], tf.int32),
-                                  tf.TensorSpec([3], tf.int32))
+  fn = tfprims.convert_functional(
+    f, tf.TensorSpec([4, 3]), tf.TensorSpec([3, 2], tf.int32), tf.TensorSpec([3], tf.int32)
+  )
   with pytest.raises(Exception, match="does not index into param shape"):
     jax.block_until_ready(jax.jit(fn)(params, bad_i, good_j))
-  np.testing.assert_array_equal(jax.jit(fn)(params, good_i, good_j)[1],
-                                f(params, good_i, good_j)[1].numpy())
+  np.testing.assert_array_equal(
+    jax.jit(fn)(params, good_i, good_j)[1], f(params, good_i, good_j)[1].numpy()
+  )
 
 
 def test_gather_nd_ignore_policy_has_no_check(checks_on):
@@ -78,11 +81,16 @@ def test_gather_nd_ignore_policy_has_no_check(checks_on):
 def test_scatters_drop_out_of_range_updates(checks_on):
   @tf.function
   def f(x, i, u):
-    return (tf.scatter_nd(i, u, [5]), tf.tensor_scatter_nd_add(x, i, u),
-            tf.tensor_scatter_nd_update(x, i, u), tf.tensor_scatter_nd_max(x, i, u))
+    return (
+      tf.scatter_nd(i, u, [5]),
+      tf.tensor_scatter_nd_add(x, i, u),
+      tf.tensor_scatter_nd_update(x, i, u),
+      tf.tensor_scatter_nd_max(x, i, u),
+    )
 
-  fn = tfprims.convert_functional(f, tf.TensorSpec([5]), tf.TensorSpec([3, 1], tf.int32),
-                                     tf.TensorSpec([3]))
+  fn = tfprims.convert_functional(
+    f, tf.TensorSpec([5]), tf.TensorSpec([3, 1], tf.int32), tf.TensorSpec([3])
+  )
   x = np.arange(5, dtype=np.float32)
   u = np.array([10.0, 20.0, 30.0], np.float32)
   good, bad = np.array([[1], [4], [1]], np.int32), np.array([[1], [5], [-1]], np.int32)
@@ -148,13 +156,17 @@ def test_resource_scatter_div_checks_zero_updates(checks_on):
 def test_sparse_to_dense_policy_and_checks(checks_on):
   @tf.function
   def f(i, v, validate):
-    return R.SparseToDense(sparse_indices=i, output_shape=[4], sparse_values=v,
-                           default_value=-1.0, validate_indices=validate)
+    return R.SparseToDense(
+      sparse_indices=i,
+      output_shape=[4],
+      sparse_values=v,
+      default_value=-1.0,
+      validate_indices=validate,
+    )
 
   def conv(validate):
     g = tf.function(lambda i, v: f(i, v, validate))
-    return g, tfprims.convert_functional(g, tf.TensorSpec([3], tf.int32),
-                                         tf.TensorSpec([3]))
+    return g, tfprims.convert_functional(g, tf.TensorSpec([3], tf.int32), tf.TensorSpec([3]))
 
   v = np.array([1.0, 2.0, 3.0], np.float32)
   loose, fn_loose = conv(False)
@@ -197,15 +209,18 @@ def test_index_forms_tf_gradients_miss():
   # int16 GatherNd indices; SparseToDense with scalar and vector indices and a scalar value.
   p = np.arange(6, dtype=np.float32).reshape(3, 2)
   i16 = np.array([[2], [0]], np.int16)
-  np.testing.assert_array_equal(tfops.GatherNd(p, i16, bad_indices_policy=""),
-                                R.GatherNd(params=p, indices=i16).numpy())
-  for idx, vals in [(np.int32(2), np.float32(5)), (np.array([0, 3], np.int64),
-                                                   np.array([1.0, 2.0], np.float32)),
-                    (np.array([1, 2], np.int32), np.float32(7))]:
-    expected = R.SparseToDense(sparse_indices=idx, output_shape=[4], sparse_values=vals,
-                               default_value=-1.0).numpy()
-    got = tfops.SparseToDense(idx, vals, np.float32(-1), output_shape=(4,),
-                              validate_indices=True)
+  np.testing.assert_array_equal(
+    tfops.GatherNd(p, i16, bad_indices_policy=""), R.GatherNd(params=p, indices=i16).numpy()
+  )
+  for idx, vals in [
+    (np.int32(2), np.float32(5)),
+    (np.array([0, 3], np.int64), np.array([1.0, 2.0], np.float32)),
+    (np.array([1, 2], np.int32), np.float32(7)),
+  ]:
+    expected = R.SparseToDense(
+      sparse_indices=idx, output_shape=[4], sparse_values=vals, default_value=-1.0
+    ).numpy()
+    got = tfops.SparseToDense(idx, vals, np.float32(-1), output_shape=(4,), validate_indices=True)
     np.testing.assert_array_equal(got, expected)
 
 
@@ -234,16 +249,28 @@ def _batch_cases():
   rows[0, 1] = 7  # out of range: dropped / zero in every layout
   u = rng.normal(size=(_B, 2, 3)).astype(np.float32)
   return [
-      ("GatherNd", lambda x, i: R.GatherNd(params=x, indices=i), (x, nd), {}),
-      ("Gather", lambda x, i: R.Gather(params=x, indices=i), (x, rows), {}),
-      ("ScatterNd", lambda i, u: R.ScatterNd(indices=i, updates=u, shape=[4, 3]), (nd, u),
-       {"shape": (4, 3)}),
-      ("TensorScatterUpdate", lambda x, i, u: R.TensorScatterUpdate(
-          tensor=x, indices=i, updates=u), (x, nd, u), {}),
-      ("TensorScatterMax", lambda x, i, u: R.TensorScatterMax(tensor=x, indices=i, updates=u),
-       (x, nd, u), {}),
-      ("ResourceScatterMul", None, (x, rows, u), {}),
-      ("InplaceUpdate", lambda x, i, u: R.InplaceUpdate(x=x, i=i, v=u), (x, rows, u), {}),
+    ("GatherNd", lambda x, i: R.GatherNd(params=x, indices=i), (x, nd), {}),
+    ("Gather", lambda x, i: R.Gather(params=x, indices=i), (x, rows), {}),
+    (
+      "ScatterNd",
+      lambda i, u: R.ScatterNd(indices=i, updates=u, shape=[4, 3]),
+      (nd, u),
+      {"shape": (4, 3)},
+    ),
+    (
+      "TensorScatterUpdate",
+      lambda x, i, u: R.TensorScatterUpdate(tensor=x, indices=i, updates=u),
+      (x, nd, u),
+      {},
+    ),
+    (
+      "TensorScatterMax",
+      lambda x, i, u: R.TensorScatterMax(tensor=x, indices=i, updates=u),
+      (x, nd, u),
+      {},
+    ),
+    ("ResourceScatterMul", None, (x, rows, u), {}),
+    ("InplaceUpdate", lambda x, i, u: R.InplaceUpdate(x=x, i=i, v=u), (x, rows, u), {}),
   ]
 
 
@@ -257,8 +284,10 @@ def test_batching_rules_map_batched_indices(case, batched):
   if name == "Gather":
     params = dict(validate_indices=True)
   index_pos = 0 if name == "ScatterNd" else 1
-  axes = [0 if (k == index_pos) == (batched != "data") or batched == "both" else None
-          for k in range(len(args))]
+  axes = [
+    0 if (k == index_pos) == (batched != "data") or batched == "both" else None
+    for k in range(len(args))
+  ]
   if name == "ScatterNd" and batched == "data":
     axes = [None, 0]
   call_args = [a if ax == 0 else a[1] for a, ax in zip(args, axes)]
@@ -272,8 +301,7 @@ def test_batching_rules_map_batched_indices(case, batched):
       # numpy array's own memory when handed an aligned array directly.
       tf_out = tf_fn(*map(tf.constant, per)).numpy()
       np.testing.assert_allclose(out[b], tf_out, rtol=1e-6)
-  jaxpr = jax.make_jaxpr(jax.vmap(lambda *a: op(*a, **params), in_axes=tuple(axes)))(
-      *call_args)
+  jaxpr = jax.make_jaxpr(jax.vmap(lambda *a: op(*a, **params), in_axes=tuple(axes)))(*call_args)
   assert f"tf.{name}" in str(jaxpr) or name == "Gather"  # Gather batches as GatherV2 too
   # (vmap's own "transpose" moves a batch axis the rule left inside to out_axes=0.)
   assert not non_tf_primitives(jaxpr, allowed={"transpose"})
@@ -289,19 +317,30 @@ def test_grad_and_vmap_jaxprs_keep_tf_names():
     z = tf.tensor_scatter_nd_add(p, i, u * y)
     return tf.reduce_sum(tf.tensor_scatter_nd_min(z, i, u) ** 2)
 
-  fn = tfprims.convert_functional(f, tf.TensorSpec([4, 3]), tf.TensorSpec([2, 1], tf.int32),
-                                     tf.TensorSpec([2, 3]))
+  fn = tfprims.convert_functional(
+    f, tf.TensorSpec([4, 3]), tf.TensorSpec([2, 1], tf.int32), tf.TensorSpec([2, 3])
+  )
   p = np.arange(12, dtype=np.float32).reshape(4, 3)
   i = np.array([[1], [3]], np.int32)
   u = np.ones((2, 3), np.float32)
   grad = jax.make_jaxpr(jax.grad(fn, argnums=(0, 2)))(p, i, u)
   names = jaxpr_primitives(grad)
   assert {"tf.GatherNd", "tf.ScatterNd", "tf.TensorScatterAdd", "tf.TensorScatterMin"} <= names
-  assert not non_tf_primitives(grad, allowed={"pjit", "add_any", "mul", "integer_pow",
-                                              "broadcast_in_dim", "reduce_sum",
-                                              "convert_element_type"})
-  batched = jax.make_jaxpr(jax.vmap(fn, in_axes=(None, 0, 0)))(p, np.stack([i, i[::-1]]),
-                                                               np.stack([u, 2 * u]))
+  assert not non_tf_primitives(
+    grad,
+    allowed={
+      "pjit",
+      "add_any",
+      "mul",
+      "integer_pow",
+      "broadcast_in_dim",
+      "reduce_sum",
+      "convert_element_type",
+    },
+  )
+  batched = jax.make_jaxpr(jax.vmap(fn, in_axes=(None, 0, 0)))(
+    p, np.stack([i, i[::-1]]), np.stack([u, 2 * u])
+  )
   names = jaxpr_primitives(batched)
   assert {"tf.GatherNd", "tf.TensorScatterAdd", "tf.TensorScatterMin"} <= names
   g = jax.grad(fn, argnums=(0, 2))(p, i, u)
@@ -342,8 +381,7 @@ def test_scatter_writers_in_cond_and_while_loop():
     @tf.function
     def step(x, n):
       def body(k, s):
-        acc.scatter_add(tf.IndexedSlices(tf.gather(x, [k % 2]) * tf.cast(k, tf.float32),
-                                         [k % 4]))
+        acc.scatter_add(tf.IndexedSlices(tf.gather(x, [k % 2]) * tf.cast(k, tf.float32), [k % 4]))
         write(k)
         grid.scatter_nd_update([[0, 2]], [s])
         return k + 1, s + tf.reduce_sum(acc)
@@ -359,6 +397,7 @@ def test_scatter_writers_in_cond_and_while_loop():
         return s - 1.0
 
       return tf.cond(s > 10.0, yes, no)
+
     return acc, grid, step
 
   acc, grid, step = make()
@@ -388,26 +427,29 @@ def test_beam_search_step_with_gather_nd():
   @tf.function
   def step(tokens, scores, history):
     # tokens [batch, beams], scores [batch, beams], history [batch, beams, t]
-    h = tf.gather(emb, tokens)                           # [b, k, 4]
+    h = tf.gather(emb, tokens)  # [b, k, 4]
     logp = tf.nn.log_softmax(tf.einsum("bkd,dv->bkv", h, out_w))
-    total = scores[:, :, None] + logp                    # [b, k, v]
+    total = scores[:, :, None] + logp  # [b, k, v]
     flat = tf.reshape(total, [batch, beams * vocab])
     new_scores, picks = [], []
-    for _ in range(beams):                               # greedy top-k by argmax
+    for _ in range(beams):  # greedy top-k by argmax
       best = tf.math.argmax(flat, axis=1, output_type=tf.int32)
       picks.append(best)
       rows = tf.stack([tf.range(batch), best], axis=1)
       new_scores.append(tf.gather_nd(flat, rows))
       flat = tf.tensor_scatter_nd_update(flat, rows, tf.fill([batch], -1e9))
-    picks = tf.stack(picks, axis=1)                      # [b, k]
+    picks = tf.stack(picks, axis=1)  # [b, k]
     parent, token = picks // vocab, picks % vocab
     idx = tf.stack([tf.repeat(tf.range(batch)[:, None], beams, axis=1), parent], axis=-1)
     history = tf.concat([tf.gather_nd(history, idx), token[:, :, None]], axis=2)
     return token, tf.stack(new_scores, axis=1), history
 
   fn = tfprims.convert_functional(
-      step, tf.TensorSpec([batch, beams], tf.int32), tf.TensorSpec([batch, beams]),
-      tf.TensorSpec([batch, beams, 2], tf.int32))
+    step,
+    tf.TensorSpec([batch, beams], tf.int32),
+    tf.TensorSpec([batch, beams]),
+    tf.TensorSpec([batch, beams, 2], tf.int32),
+  )
   tokens = np.array([[1, 2, 3], [0, 6, 5]], np.int32)
   scores = np.array([[0.0, -0.5, -1.0], [-0.1, -0.2, -3.0]], np.float32)
   history = rng.integers(0, vocab, size=(batch, beams, 2)).astype(np.int32)
@@ -419,8 +461,7 @@ def test_beam_search_step_with_gather_nd():
   assert "tf.GatherNd" in str(jaxpr) and "tf.TensorScatterUpdate" in str(jaxpr)
   # vmap over independent decoding states vs one call each.
   t2, s2, h2 = tokens[::-1].copy(), scores * 2, history[::-1].copy()
-  batched = jax.vmap(fn)(np.stack([tokens, t2]), np.stack([scores, s2]),
-                         np.stack([history, h2]))
+  batched = jax.vmap(fn)(np.stack([tokens, t2]), np.stack([scores, s2]), np.stack([history, h2]))
   for k, args in enumerate([(tokens, scores, history), (t2, s2, h2)]):
     for a, b in zip(batched, step(*args)):
       np.testing.assert_allclose(a[k], b.numpy(), rtol=1e-5, atol=1e-5)
@@ -434,10 +475,11 @@ def test_scatter_functions_grad_and_vmap_vs_tf():
     c = tf.tensor_scatter_nd_add(x, i, tf.sin(u))
     d = tf.tensor_scatter_nd_min(x, i, u)
     e = tf.tensor_scatter_nd_max(x, i, -u)
-    return tf.reduce_sum(a * b) + tf.reduce_sum(c ** 2) + tf.reduce_sum(d * e)
+    return tf.reduce_sum(a * b) + tf.reduce_sum(c**2) + tf.reduce_sum(d * e)
 
-  fn = tfprims.convert_functional(f, tf.TensorSpec([5, 3]), tf.TensorSpec([3, 3]),
-                                     tf.TensorSpec([3, 1], tf.int32))
+  fn = tfprims.convert_functional(
+    f, tf.TensorSpec([5, 3]), tf.TensorSpec([3, 3]), tf.TensorSpec([3, 1], tf.int32)
+  )
   rng = np.random.default_rng(2)
   xs = rng.normal(size=(3, 5, 3)).astype(np.float32)
   us = rng.normal(size=(3, 3, 3)).astype(np.float32)
@@ -472,10 +514,12 @@ def test_embedding_sparse_sgd_with_scatter_sub():
     w.assign_sub(lr * g_w)
     return loss
 
-  fn, params = tfprims.convert(train_step, tf.TensorSpec([3, 2], tf.int32),
-                               tf.TensorSpec([3]), tf.TensorSpec([]))
-  jaxpr = str(jax.make_jaxpr(fn)(params, np.zeros((3, 2), np.int32), np.zeros(3, np.float32),
-                                 np.float32(0.1)))
+  fn, params = tfprims.convert(
+    train_step, tf.TensorSpec([3, 2], tf.int32), tf.TensorSpec([3]), tf.TensorSpec([])
+  )
+  jaxpr = str(
+    jax.make_jaxpr(fn)(params, np.zeros((3, 2), np.int32), np.zeros(3, np.float32), np.float32(0.1))
+  )
   assert "tf.ResourceScatterSub" in jaxpr
   step = jax.jit(fn)
   p = params
@@ -492,8 +536,14 @@ def test_embedding_sparse_sgd_with_scatter_sub():
 
 def test_keras_embedding_train_step_with_manual_update():
   keras.utils.set_random_seed(4)
-  model = keras.Sequential([keras.Input((5,), dtype="int32"), keras.layers.Embedding(12, 3),
-                            keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(1)])
+  model = keras.Sequential(
+    [
+      keras.Input((5,), dtype="int32"),
+      keras.layers.Embedding(12, 3),
+      keras.layers.GlobalAveragePooling1D(),
+      keras.layers.Dense(1),
+    ]
+  )
 
   @tf.function
   def train_step(x, y):
@@ -507,8 +557,7 @@ def test_keras_embedding_train_step_with_manual_update():
         var.assign_sub(0.1 * g)
     return loss
 
-  fn, params = tfprims.convert(train_step, tf.TensorSpec([4, 5], tf.int32),
-                               tf.TensorSpec([4]))
+  fn, params = tfprims.convert(train_step, tf.TensorSpec([4, 5], tf.int32), tf.TensorSpec([4]))
   rng = np.random.default_rng(5)
   p = params
   for _ in range(2):
@@ -520,5 +569,6 @@ def test_keras_embedding_train_step_with_manual_update():
     for name, var in fn.tf_variables.items():
       np.testing.assert_allclose(p[name], var.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
   assert any("embeddings" in k for k in p)
-  assert not np.allclose(p[[k for k in p if "embeddings" in k][0]],
-                         params[[k for k in p if "embeddings" in k][0]])
+  assert not np.allclose(
+    p[[k for k in p if "embeddings" in k][0]], params[[k for k in p if "embeddings" in k][0]]
+  )

@@ -23,8 +23,7 @@ def _keras_grads(model, fn, *args):
   with tf.GradientTape() as tape:
     loss = tf.reduce_sum(fn(*args) ** 2)
   grads = tape.gradient(loss, model.trainable_variables)
-  return {v.path: tf.convert_to_tensor(g).numpy() for v, g in zip(model.trainable_variables,
-                                                   grads)}
+  return {v.path: tf.convert_to_tensor(g).numpy() for v, g in zip(model.trainable_variables, grads)}
 
 
 def test_string_lookup_embedding_dense_model():
@@ -44,14 +43,17 @@ def test_string_lookup_embedding_dense_model():
   assert set(params) == {v.path for v in model.weights}
 
   # out-of-vocabulary, empty, duplicate keys; an empty batch
-  for strings in (np.array([["a", "b", "zz"], ["c", "c", ""], ["b", "OOV", "a"]]),
-                  np.zeros((0, 3), dtype=object)):
+  for strings in (
+    np.array([["a", "b", "zz"], ["c", "c", ""], ["b", "OOV", "a"]]),
+    np.zeros((0, 3), dtype=object),
+  ):
     numeric = prefix(strings)
     want = fn(tf.constant(strings, tf.string)).numpy()
     got, new_params = jax_fn(params, *numeric)
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(np.asarray(jax.jit(jax_fn)(params, *numeric)[0]), want,
-                               rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(
+      np.asarray(jax.jit(jax_fn)(params, *numeric)[0]), want, rtol=1e-6, atol=1e-7
+    )
     assert set(new_params) == set(params)
 
   strings = tf.constant([["a", "b", "zz"], ["c", "c", ""]])
@@ -65,8 +67,11 @@ def test_string_lookup_embedding_dense_model():
 def test_text_vectorization_then_numeric_model():
   keras.utils.set_random_seed(1)
   vectorize = keras.layers.TextVectorization(
-      max_tokens=12, output_mode="int", output_sequence_length=4,
-      vocabulary=["the", "cat", "sat", "on", "mat"])
+    max_tokens=12,
+    output_mode="int",
+    output_sequence_length=4,
+    vocabulary=["the", "cat", "sat", "on", "mat"],
+  )
   embed, dense = keras.layers.Embedding(12, 3), keras.layers.Dense(2)
 
   @tf.function
@@ -75,17 +80,18 @@ def test_text_vectorization_then_numeric_model():
 
   prefix, jax_fn, params = _split(fn, tf.TensorSpec([None], tf.string))
   # Lower-casing, splitting, the lookup and the ragged-to-dense padding run in TF.
-  assert {"StringLower", "StringSplitV2", "LookupTableFindV2",
-          "RaggedTensorToTensor"} <= set(prefix.ops)
+  assert {"StringLower", "StringSplitV2", "LookupTableFindV2", "RaggedTensorToTensor"} <= set(
+    prefix.ops
+  )
   assert [s.shape for s in prefix.output_specs] == [(None, 4)]
   text = np.array(["The cat sat on the mat!", "", "dog dog THE cat", "a b c d e f g"])
   numeric = prefix(text)
   np.testing.assert_array_equal(numeric[0], vectorize(text).numpy())
   want = fn(tf.constant(text)).numpy()
-  np.testing.assert_allclose(np.asarray(jax_fn(params, *numeric)[0]), want, rtol=1e-6,
-                             atol=1e-7)
-  np.testing.assert_allclose(np.asarray(jax.jit(jax_fn)(params, *numeric)[0]), want,
-                             rtol=1e-6, atol=1e-7)
+  np.testing.assert_allclose(np.asarray(jax_fn(params, *numeric)[0]), want, rtol=1e-6, atol=1e-7)
+  np.testing.assert_allclose(
+    np.asarray(jax.jit(jax_fn)(params, *numeric)[0]), want, rtol=1e-6, atol=1e-7
+  )
 
 
 def test_string_and_float_inputs_through_a_nested_function():
@@ -122,15 +128,16 @@ def test_string_and_float_inputs_through_a_nested_function():
     tape.watch(xt)
     loss = tf.reduce_sum(fn(tf.constant(s), xt)["y"])
   want_dx, want_dscale = tape.gradient(loss, [xt, scale])
-  dp, dx = jax.grad(lambda p, x: jax_fn(p, x, *numeric[1:])[0]["y"].sum(),
-                    argnums=(0, 1))(params, numeric[0])
+  dp, dx = jax.grad(lambda p, x: jax_fn(p, x, *numeric[1:])[0]["y"].sum(), argnums=(0, 1))(
+    params, numeric[0]
+  )
   np.testing.assert_allclose(np.asarray(dx), want_dx.numpy(), rtol=1e-6)
   np.testing.assert_allclose(np.asarray(dp["scale"]), want_dscale.numpy(), rtol=1e-6)
 
 
 def test_tables_and_a_variable_read_in_the_prefix():
   v = tf.Variable([1.0, 2.0], name="v")
-  keys, vals = tf.constant(["a", "b", "c"]), tf.constant([10, 2**40, -2**62], tf.int64)
+  keys, vals = tf.constant(["a", "b", "c"]), tf.constant([10, 2**40, -(2**62)], tf.int64)
   table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, vals), -1)
 
   @tf.function
@@ -142,8 +149,9 @@ def test_tables_and_a_variable_read_in_the_prefix():
     size = tf.cast(table.size(), tf.float32)  # a table's user that takes no string
     return found * v[1] + size * x + tf.cast(tf.strings.length(label), tf.float32)
 
-  prefix, jax_fn, params = _split(fn, tf.TensorSpec([None], tf.string),
-                                  tf.TensorSpec([], tf.float32))
+  prefix, jax_fn, params = _split(
+    fn, tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.float32)
+  )
   assert {"LookupTableImportV2", "LookupTableSizeV2", "ReadVariableOp"} <= set(prefix.ops)
   assert list(params) == ["v"]
   # the lookups' shapes come from the function's graph
@@ -178,13 +186,13 @@ def test_ops_tfprims_cannot_run_join_the_prefix_only_below_strings_alone():
   def model(s, n):  # the same op reading a numeric input too is the model's: not moved
     return tf.reduce_sum(tf.ragged.range(tf.strings.length(s) * n).to_tensor())
 
-  prefix, jax_fn, params = _split(model, tf.TensorSpec([None], tf.string),
-                                  tf.TensorSpec([None], tf.int32))
+  prefix, jax_fn, params = _split(
+    model, tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.int32)
+  )
   assert "RaggedRange" not in prefix.ops
   n = np.int32([2, 1, 3])
   # eagerly the rest computes the data-dependent size; traced, it names the node
-  np.testing.assert_array_equal(np.asarray(jax_fn(params, *prefix(s, n))[0]),
-                                model(s, n).numpy())
+  np.testing.assert_array_equal(np.asarray(jax_fn(params, *prefix(s, n))[0]), model(s, n).numpy())
   with pytest.raises(tfprims.DynamicShapeError, match="RaggedRange"):
     jax.jit(lambda *a: jax_fn(params, *a)[0])(*prefix(s, n))
 
@@ -199,25 +207,25 @@ def test_no_strings_is_the_identity_and_convert():
   assert params.keys() == ref_params.keys()
   x = np.array([[1.0, 2.0], [-3.0, 0.25]], np.float32)
   assert prefix(x) == (x,)
-  np.testing.assert_array_equal(np.asarray(jax_fn(params, *prefix(x))[0]),
-                                np.asarray(ref_fn(ref_params, x)[0]))
+  np.testing.assert_array_equal(
+    np.asarray(jax_fn(params, *prefix(x))[0]), np.asarray(ref_fn(ref_params, x)[0])
+  )
   np.testing.assert_allclose(np.asarray(jax_fn(params, x)[0]), fn(x).numpy())
 
 
 def test_a_string_output_is_a_typed_error_naming_it():
   fn = tf.function(lambda s, x: (tf.strings.upper(s), x + 1.0))
   with pytest.raises(tfprims.UnsupportedInputError, match=r"Identity:0.*StringUpper"):
-    tfprims.split_host_prefix(fn, tf.TensorSpec([None], tf.string),
-                              tf.TensorSpec([], tf.float32))
+    tfprims.split_host_prefix(fn, tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.float32))
 
 
 def test_the_prefix_checks_its_inputs():
   fn = tf.function(lambda s: tf.strings.length(s, unit="UTF8_CHAR"))
-  prefix, jax_fn, params = tfprims.split_host_prefix(fn, tf.TensorSpec([2], tf.string,
-                                                                        name="text"))
+  prefix, jax_fn, params = tfprims.split_host_prefix(fn, tf.TensorSpec([2], tf.string, name="text"))
   for value in (["héllo", b""], np.array(["a", "bc"], dtype=object)):
-    np.testing.assert_array_equal(np.asarray(jax_fn(params, *prefix(value))[0]),
-                                  fn(tf.constant(value)).numpy())
+    np.testing.assert_array_equal(
+      np.asarray(jax_fn(params, *prefix(value))[0]), fn(tf.constant(value)).numpy()
+    )
   with pytest.raises(tfprims.InputDtypeError, match="'text' must be string"):
     prefix([1, 2])
   with pytest.raises(tfprims.InputShapeError, match="'text' has shape \\[3\\]"):
@@ -242,6 +250,7 @@ def test_cli_inspect_and_ops_report_the_split(capsys, tmp_path):
   import json
 
   from tfprims import cli
+
   module = _Tagger()
   tf.saved_model.save(module, str(tmp_path))
   for argv in (["inspect", str(tmp_path)], ["ops", str(tmp_path)]):

@@ -59,12 +59,23 @@ def _assert_same(got, want, rtol=0.0):
 @tf.function
 def _padded_postprocess(boxes, scores):
   idx, n = tf.raw_ops.NonMaxSuppressionV4(
-      boxes=boxes, scores=scores, max_output_size=6, iou_threshold=0.4,
-      score_threshold=0.2, pad_to_max_output_size=True)
+    boxes=boxes,
+    scores=scores,
+    max_output_size=6,
+    iou_threshold=0.4,
+    score_threshold=0.2,
+    pad_to_max_output_size=True,
+  )
   valid = tf.cast(tf.range(6) < n, F32)
   soft_idx, soft_scores, soft_n = tf.raw_ops.NonMaxSuppressionV5(
-      boxes=boxes, scores=scores, max_output_size=8, iou_threshold=1.0,
-      score_threshold=0.05, soft_nms_sigma=0.5, pad_to_max_output_size=True)
+    boxes=boxes,
+    scores=scores,
+    max_output_size=8,
+    iou_threshold=1.0,
+    score_threshold=0.05,
+    soft_nms_sigma=0.5,
+    pad_to_max_output_size=True,
+  )
   return idx, n, tf.gather(boxes, idx) * valid[:, None], soft_idx, soft_scores, soft_n
 
 
@@ -91,12 +102,18 @@ def test_padded_nms_postprocessing_matches_tf_under_jit_and_vmap():
 def test_padded_nms_needs_a_static_max_output_size():
   @tf.function
   def f(boxes, scores, m):
-    return tf.raw_ops.NonMaxSuppressionV4(boxes=boxes, scores=scores, max_output_size=m,
-                                          iou_threshold=0.5, score_threshold=0.0,
-                                          pad_to_max_output_size=True)
+    return tf.raw_ops.NonMaxSuppressionV4(
+      boxes=boxes,
+      scores=scores,
+      max_output_size=m,
+      iou_threshold=0.5,
+      score_threshold=0.0,
+      pad_to_max_output_size=True,
+    )
 
-  fn = tfprims.convert_functional(f, tf.TensorSpec([4, 4], F32), tf.TensorSpec([4], F32),
-                                  tf.TensorSpec([], tf.int32))
+  fn = tfprims.convert_functional(
+    f, tf.TensorSpec([4, 4], F32), tf.TensorSpec([4], F32), tf.TensorSpec([], tf.int32)
+  )
   b, s = _detections(0, 4)
   with pytest.raises(tfprims.errors.StaticInputError, match="max_output_size"):
     jax.jit(fn)(b, s, np.int32(2))
@@ -108,8 +125,14 @@ def test_padded_nms_needs_a_static_max_output_size():
 @tf.function
 def _combined_postprocess(boxes, logits):
   return tf.image.combined_non_max_suppression(
-      boxes, tf.sigmoid(logits), max_output_size_per_class=4, max_total_size=7,
-      iou_threshold=0.45, score_threshold=0.3, clip_boxes=True)
+    boxes,
+    tf.sigmoid(logits),
+    max_output_size_per_class=4,
+    max_total_size=7,
+    iou_threshold=0.45,
+    score_threshold=0.3,
+    clip_boxes=True,
+  )
 
 
 def _combined_inputs(seed, batch=2, n=10, classes=3):
@@ -122,8 +145,9 @@ def _combined_inputs(seed, batch=2, n=10, classes=3):
 
 def test_combined_nms_postprocessing_matches_tf_under_jit_vmap_and_grad():
   b, l = _combined_inputs(0)
-  fn = tfprims.convert_functional(_combined_postprocess, tf.TensorSpec(b.shape, F32),
-                                  tf.TensorSpec(l.shape, F32))
+  fn = tfprims.convert_functional(
+    _combined_postprocess, tf.TensorSpec(b.shape, F32), tf.TensorSpec(l.shape, F32)
+  )
   for seed in range(4):
     b, l = _combined_inputs(seed)
     _assert_same(jax.jit(fn)(b, l), _combined_postprocess(b, l), rtol=1e-6)
@@ -159,8 +183,8 @@ def test_non_max_suppression_on_constants_folds_to_tf_indices():
   def f(x):
     idx = tf.image.non_max_suppression(tf.constant(b), tf.constant(s), 10, iou_threshold=0.3)
     soft_idx, soft_scores = tf.image.non_max_suppression_with_scores(
-        tf.constant(b), tf.constant(s), 10, iou_threshold=1.0, score_threshold=0.1,
-        soft_nms_sigma=0.5)
+      tf.constant(b), tf.constant(s), 10, iou_threshold=1.0, score_threshold=0.1, soft_nms_sigma=0.5
+    )
     return tf.gather(tf.constant(b), idx) * x, soft_idx, soft_scores * x
 
   fn = tfprims.convert_functional(f, tf.TensorSpec([], F32))
@@ -185,22 +209,41 @@ def test_non_max_suppression_on_traced_boxes_is_refused_naming_the_node():
 
 
 _UNPADDED = {
-    "V1": lambda b, s: tf.raw_ops.NonMaxSuppression(boxes=b, scores=s, max_output_size=7,
-                                                    iou_threshold=0.3),
-    "V2": lambda b, s: tf.raw_ops.NonMaxSuppressionV2(boxes=b, scores=s, max_output_size=7,
-                                                      iou_threshold=np.float32(0.5)),
-    "V3": lambda b, s: tf.raw_ops.NonMaxSuppressionV3(
-        boxes=b, scores=s, max_output_size=9, iou_threshold=np.float16(0.25),
-        score_threshold=np.float16(0.3)),
-    "V4": lambda b, s: tf.raw_ops.NonMaxSuppressionV4(
-        boxes=b, scores=s, max_output_size=5, iou_threshold=np.float32(0.4),
-        score_threshold=np.float32(0.2)),
-    "V5": lambda b, s: tf.raw_ops.NonMaxSuppressionV5(
-        boxes=b, scores=s, max_output_size=9, iou_threshold=tf.cast(0.6, s.dtype),
-        score_threshold=tf.cast(0.1, s.dtype), soft_nms_sigma=tf.cast(0.4, s.dtype)),
-    "WithOverlaps": lambda b, s: tf.raw_ops.NonMaxSuppressionWithOverlaps(
-        overlaps=tf.abs(b[:, :1] - tf.transpose(b[:, :1])), scores=s[:], max_output_size=9,
-        overlap_threshold=0.1, score_threshold=0.0),
+  "V1": lambda b, s: tf.raw_ops.NonMaxSuppression(
+    boxes=b, scores=s, max_output_size=7, iou_threshold=0.3
+  ),
+  "V2": lambda b, s: tf.raw_ops.NonMaxSuppressionV2(
+    boxes=b, scores=s, max_output_size=7, iou_threshold=np.float32(0.5)
+  ),
+  "V3": lambda b, s: tf.raw_ops.NonMaxSuppressionV3(
+    boxes=b,
+    scores=s,
+    max_output_size=9,
+    iou_threshold=np.float16(0.25),
+    score_threshold=np.float16(0.3),
+  ),
+  "V4": lambda b, s: tf.raw_ops.NonMaxSuppressionV4(
+    boxes=b,
+    scores=s,
+    max_output_size=5,
+    iou_threshold=np.float32(0.4),
+    score_threshold=np.float32(0.2),
+  ),
+  "V5": lambda b, s: tf.raw_ops.NonMaxSuppressionV5(
+    boxes=b,
+    scores=s,
+    max_output_size=9,
+    iou_threshold=tf.cast(0.6, s.dtype),
+    score_threshold=tf.cast(0.1, s.dtype),
+    soft_nms_sigma=tf.cast(0.4, s.dtype),
+  ),
+  "WithOverlaps": lambda b, s: tf.raw_ops.NonMaxSuppressionWithOverlaps(
+    overlaps=tf.abs(b[:, :1] - tf.transpose(b[:, :1])),
+    scores=s[:],
+    max_output_size=9,
+    overlap_threshold=0.1,
+    score_threshold=0.0,
+  ),
 }
 
 
@@ -220,19 +263,31 @@ def test_data_dependent_nms_ops_on_known_values_match_tf(name):
 
 def test_padded_and_exact_forms_agree_with_tf_on_random_boxes():
   from tfprims.ops.image import nms
+
   rng = np.random.default_rng(7)
   for trial in range(60):
     dt = (np.float32, np.float16)[trial % 2]
     n = int(rng.integers(0, 9))
     b = rng.choice([0, 0.5, 1, 1.5, 2, 3], (n, 4)).astype(dt)
     s = rng.choice([-1, 0, 0.125, 0.25, 0.5, 0.75, 1], n).astype(dt)
-    m, iou, thr, sigma = (int(rng.integers(0, 8)), dt(rng.choice([0, 0.3, 0.5, 1])),
-                          dt(rng.choice([-2, 0, 0.2])), dt(rng.choice([0, 0.5, 1])))
-    want = tf.raw_ops.NonMaxSuppressionV5(boxes=b, scores=s, max_output_size=m,
-                                          iou_threshold=iou, score_threshold=thr,
-                                          soft_nms_sigma=sigma, pad_to_max_output_size=True)
-    got = jax.jit(lambda *a: nms.NonMaxSuppressionV5(
-        *a, max_output_size=m, pad_to_max_output_size=True))(b, s, iou, thr, sigma)
+    m, iou, thr, sigma = (
+      int(rng.integers(0, 8)),
+      dt(rng.choice([0, 0.3, 0.5, 1])),
+      dt(rng.choice([-2, 0, 0.2])),
+      dt(rng.choice([0, 0.5, 1])),
+    )
+    want = tf.raw_ops.NonMaxSuppressionV5(
+      boxes=b,
+      scores=s,
+      max_output_size=m,
+      iou_threshold=iou,
+      score_threshold=thr,
+      soft_nms_sigma=sigma,
+      pad_to_max_output_size=True,
+    )
+    got = jax.jit(
+      lambda *a: nms.NonMaxSuppressionV5(*a, max_output_size=m, pad_to_max_output_size=True)
+    )(b, s, iou, thr, sigma)
     _assert_same(got, want, rtol=1e-3)
     k = int(want[2])
     sel, scores = nms.greedy_nms(nms.iou_matrix(b, np).astype(dt), s, m, iou, thr, sigma)
@@ -249,6 +304,7 @@ def _crop_fn(**kw):
   @tf.function
   def crop(image, boxes):
     return tf.image.sample_distorted_bounding_box(tf.shape(image), boxes, **kw)
+
   spec = (tf.TensorSpec([_H, _W, 3], F32), tf.TensorSpec([1, 1, 4], F32))
   return crop, tfprims.convert_functional(crop, *spec)
 
@@ -259,8 +315,11 @@ def _check_crops(begin, size, bbox, *, area_range, ratio_range, covered):
   y, x, h, w = begin[:, 0], begin[:, 1], size[:, 0], size[:, 1]
   assert (y >= 0).all() and (x >= 0).all() and (h >= 1).all() and (w >= 1).all()
   assert (y + h <= _H).all() and (x + w <= _W).all()
-  np.testing.assert_allclose(bbox[:, 0, 0], np.stack(
-      [y / _H, x / _W, (y + h) / _H, (x + w) / _W], 1).astype(np.float32), rtol=1e-6)
+  np.testing.assert_allclose(
+    bbox[:, 0, 0],
+    np.stack([y / _H, x / _W, (y + h) / _H, (x + w) / _W], 1).astype(np.float32),
+    rtol=1e-6,
+  )
   whole = (h == _H) & (w == _W) & (y == 0) & (x == 0)
   area = h * w / (_H * _W)
   assert (area[~whole] >= area_range[0] - 1e-6).all() and (area <= area_range[1] + 1e-6).all()
@@ -276,19 +335,26 @@ def _check_crops(begin, size, bbox, *, area_range, ratio_range, covered):
 
 
 def test_sample_distorted_bounding_box_invariants_and_distribution():
-  kw = dict(min_object_covered=0.3, aspect_ratio_range=(0.5, 2.0), area_range=(0.1, 1.0),
-            max_attempts=50)
+  kw = dict(
+    min_object_covered=0.3, aspect_ratio_range=(0.5, 2.0), area_range=(0.1, 1.0), max_attempts=50
+  )
   crop, fn = _crop_fn(**kw)
   image = np.zeros((_H, _W, 3), np.float32)
   keys = jax.random.split(jax.random.key(0), 400)
   ours = jax.jit(jax.vmap(lambda k: fn(image, _OBJECT, rng=k)))(keys)
-  area, ratio = _check_crops(*ours, area_range=kw["area_range"],
-                             ratio_range=kw["aspect_ratio_range"], covered=0.3)
-  theirs = [tf.image.stateless_sample_distorted_bounding_box(
-      [_H, _W, 3], _OBJECT, seed=[i, 7], **kw) for i in range(400)]
-  t_area, t_ratio = _check_crops(*[np.stack([t[j] for t in theirs]) for j in range(3)],
-                                 area_range=kw["area_range"],
-                                 ratio_range=kw["aspect_ratio_range"], covered=0.3)
+  area, ratio = _check_crops(
+    *ours, area_range=kw["area_range"], ratio_range=kw["aspect_ratio_range"], covered=0.3
+  )
+  theirs = [
+    tf.image.stateless_sample_distorted_bounding_box([_H, _W, 3], _OBJECT, seed=[i, 7], **kw)
+    for i in range(400)
+  ]
+  t_area, t_ratio = _check_crops(
+    *[np.stack([t[j] for t in theirs]) for j in range(3)],
+    area_range=kw["area_range"],
+    ratio_range=kw["aspect_ratio_range"],
+    covered=0.3,
+  )
   assert stats.ks_2samp(area, t_area).pvalue > P_MIN
   assert stats.ks_2samp(ratio, t_ratio).pvalue > P_MIN
   # Different keys give different crops; the same key the same one.
@@ -312,7 +378,8 @@ def test_stateless_sample_distorted_bounding_box_is_a_function_of_the_seed():
   @tf.function
   def crop(seed):
     return tf.image.stateless_sample_distorted_bounding_box(
-        [_H, _W, 3], _OBJECT, seed=seed, min_object_covered=0.1, area_range=(0.2, 0.9))
+      [_H, _W, 3], _OBJECT, seed=seed, min_object_covered=0.1, area_range=(0.2, 0.9)
+    )
 
   fn = tfprims.convert_functional(crop, tf.TensorSpec([2], tf.int32))
   seeds = np.int32([[s, 3] for s in range(200)])
@@ -325,21 +392,43 @@ def test_stateless_sample_distorted_bounding_box_is_a_function_of_the_seed():
 
 def test_sample_distorted_bounding_box_rejects_boxes_outside_the_unit_square():
   with pytest.raises(tfprims.errors.TFPrimsError, match=r"must be in \[0.0, 1.0\]"):
-    _run_graph(lambda b: tf.raw_ops.StatelessSampleDistortedBoundingBox(
-        image_size=[8, 8, 3], bounding_boxes=b, min_object_covered=0.1, seed=[1, 2]),
-        np.float32([[[0.1, 0.1, 1.5, 0.5]]]))
+    _run_graph(
+      lambda b: tf.raw_ops.StatelessSampleDistortedBoundingBox(
+        image_size=[8, 8, 3], bounding_boxes=b, min_object_covered=0.1, seed=[1, 2]
+      ),
+      np.float32([[[0.1, 0.1, 1.5, 0.5]]]),
+    )
 
 
 def test_nms_thresholds_tf_rejects_raise_on_known_values():
   b, s = _detections(2, 5)
   with pytest.raises(tfprims.errors.RuntimeCheckError, match=r"iou_threshold must be in \[0, 1\]"):
-    _run_graph(lambda x, y: tf.raw_ops.NonMaxSuppressionV4(
-        boxes=x, scores=y, max_output_size=3, iou_threshold=1.5, score_threshold=0.0,
-        pad_to_max_output_size=True), b, s)
+    _run_graph(
+      lambda x, y: tf.raw_ops.NonMaxSuppressionV4(
+        boxes=x,
+        scores=y,
+        max_output_size=3,
+        iou_threshold=1.5,
+        score_threshold=0.0,
+        pad_to_max_output_size=True,
+      ),
+      b,
+      s,
+    )
   with pytest.raises(tfprims.errors.RuntimeCheckError, match="soft_nms_sigma"):
-    _run_graph(lambda x, y: tf.raw_ops.NonMaxSuppressionV5(
-        boxes=x, scores=y, max_output_size=3, iou_threshold=0.5, score_threshold=0.0,
-        soft_nms_sigma=-1.0, pad_to_max_output_size=True), b, s)
+    _run_graph(
+      lambda x, y: tf.raw_ops.NonMaxSuppressionV5(
+        boxes=x,
+        scores=y,
+        max_output_size=3,
+        iou_threshold=0.5,
+        score_threshold=0.0,
+        soft_nms_sigma=-1.0,
+        pad_to_max_output_size=True,
+      ),
+      b,
+      s,
+    )
   with pytest.raises(tfprims.errors.OpError, match=r"iou_threshold must be in \[0, 1\]"):
     _run_graph(lambda x, y: tf.image.non_max_suppression(x, y, 3, iou_threshold=-0.5), b, s)
 
@@ -350,8 +439,13 @@ def test_padded_nms_nodes_are_static_for_conversion_checks_and_reports():
   @tf.function
   def f(boxes, scores):
     padded = tf.raw_ops.NonMaxSuppressionV4(
-        boxes=boxes, scores=scores, max_output_size=3, iou_threshold=0.5,
-        score_threshold=0.0, pad_to_max_output_size=True)
+      boxes=boxes,
+      scores=scores,
+      max_output_size=3,
+      iou_threshold=0.5,
+      score_threshold=0.0,
+      pad_to_max_output_size=True,
+    )
     return padded[0], tf.image.non_max_suppression(boxes, scores, 3)
 
   spec = (tf.TensorSpec([4, 4], F32), tf.TensorSpec([4], F32))
@@ -361,7 +455,7 @@ def test_padded_nms_nodes_are_static_for_conversion_checks_and_reports():
   assert report.ops["NonMaxSuppressionV4"].status == op_report.SUPPORTED
   report = op_report.report_graph_def(graph_def)
   assert report.ops["NonMaxSuppressionV3"].status == op_report.DATA_DEPENDENT
-  fn = tfprims.convert_functional(f, *spec)   # the V3 node converts: it runs eagerly
+  fn = tfprims.convert_functional(f, *spec)  # the V3 node converts: it runs eagerly
   with pytest.raises(tfprims.DynamicShapeError, match="NonMaxSuppressionV3 node"):
     jax.jit(fn)(*[np.zeros(s.shape, np.float32) for s in spec])
 
@@ -373,8 +467,9 @@ def test_padded_nms_nodes_are_static_for_conversion_checks_and_reports():
 # image; (14, 4) with y1 = 0.1 is where CropAndResizeGradBoxes' own scale arithmetic
 # ((y2 - y1) * ((h - 1) / (ch - 1))) puts the last row outside and CropAndResize's keeps it.
 _EDGE_SIZES = [(100, 14), (100, 31), (224, 31), (14, 4)]
-_EDGE_BOXES = np.array([[0, 0, 1, 1], [1, 1, 0, 0], [0.1, 0.1, 1, 1], [0.25, 0, 1, 0.75]],
-                       np.float32)
+_EDGE_BOXES = np.array(
+  [[0, 0, 1, 1], [1, 1, 0, 0], [0.1, 0.1, 1, 1], [0.25, 0, 1, 0.75]], np.float32
+)
 
 
 @pytest.mark.parametrize("method", ["bilinear", "nearest"])
@@ -402,7 +497,7 @@ def test_crop_and_resize_box_edges_at_one_sample_the_last_pixel_like_tf(size, cr
 
   want = crops(image, boxes)
   fn, params = tfprims.convert(tf.function(crops), *specs)
-  rtol = 1e-6 if method == "bilinear" else 0.0   # XLA contracts the lerps into FMAs
+  rtol = 1e-6 if method == "bilinear" else 0.0  # XLA contracts the lerps into FMAs
   _assert_same([fn(params, image, boxes)[0]], [want], rtol)
   _assert_same([jax.jit(lambda i, b: fn(params, i, b)[0])(image, boxes)], [want], rtol)
 
@@ -428,8 +523,9 @@ def test_non_max_suppression_padded_runs_under_jit():
 
   @tf.function
   def f(b, s):
-    return tf.image.non_max_suppression_padded(b, s, 10, iou_threshold=0.5,
-                                               pad_to_max_output_size=True)
+    return tf.image.non_max_suppression_padded(
+      b, s, 10, iou_threshold=0.5, pad_to_max_output_size=True
+    )
 
   fn = tfprims.convert_functional(f, tf.TensorSpec(boxes.shape), tf.TensorSpec(scores.shape))
   want = f(boxes, scores)

@@ -19,9 +19,21 @@ R = tf.raw_ops
 RNG = np.random.default_rng(0)
 RGB = RNG.uniform(0, 1, size=(2, 5, 6, 3)).astype(np.float32)
 # Pixels with ties: gray, two equal channels (each order), black, white, saturated.
-TIES = np.array([[[0.5, 0.5, 0.5], [0.2, 0.2, 0.7], [0.7, 0.2, 0.2], [0.2, 0.7, 0.7],
-                  [0.0, 0.0, 0.0], [1.0, 1.0, 1.0], [1.0, 0.0, 0.0], [0.3, 0.6, 0.3]]],
-                np.float32)
+TIES = np.array(
+  [
+    [
+      [0.5, 0.5, 0.5],
+      [0.2, 0.2, 0.7],
+      [0.7, 0.2, 0.2],
+      [0.2, 0.7, 0.7],
+      [0.0, 0.0, 0.0],
+      [1.0, 1.0, 1.0],
+      [1.0, 0.0, 0.0],
+      [0.3, 0.6, 0.3],
+    ]
+  ],
+  np.float32,
+)
 
 
 def _spec(x):
@@ -64,12 +76,22 @@ def test_color_pipeline_matches_tf_with_jit_and_vmap():
   for k in range(3):
     np.testing.assert_allclose(batched[k], f(stack[k]).numpy(), rtol=1e-5, atol=1e-6)
   prims = jaxpr_primitives(jax.make_jaxpr(fn)(RGB))
-  assert {"tf.AdjustHue", "tf.AdjustSaturation", "tf.AdjustContrastv2", "tf.RGBToHSV",
-          "tf.HSVToRGB"} <= prims
+  assert {
+    "tf.AdjustHue",
+    "tf.AdjustSaturation",
+    "tf.AdjustContrastv2",
+    "tf.RGBToHSV",
+    "tf.HSVToRGB",
+  } <= prims
   assert all(p.startswith("tf.") for p in prims)
   # Batching moves the batch axis to the front and re-binds the TF ops.
-  assert non_tf_primitives(jax.make_jaxpr(jax.vmap(fn, in_axes=3))(
-      np.moveaxis(stack, 0, 3)), allowed=("reshape", "transpose")) == set()
+  assert (
+    non_tf_primitives(
+      jax.make_jaxpr(jax.vmap(fn, in_axes=3))(np.moveaxis(stack, 0, 3)),
+      allowed=("reshape", "transpose"),
+    )
+    == set()
+  )
 
 
 @pytest.mark.parametrize("delta", [-1.0, -0.7, -0.25, 0.0, 0.5, 0.999, 1.0])
@@ -80,18 +102,40 @@ def test_adjust_hue_wraps_like_tf(delta):
   np.testing.assert_allclose(ours, expected, rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("op, scalar", [("RGBToHSV", None), ("HSVToRGB", None),
-                                        ("AdjustSaturation", 0.0), ("AdjustSaturation", 2.5),
-                                        ("AdjustHue", 0.3), ("AdjustContrastv2", 1.7)])
+@pytest.mark.parametrize(
+  "op, scalar",
+  [
+    ("RGBToHSV", None),
+    ("HSVToRGB", None),
+    ("AdjustSaturation", 0.0),
+    ("AdjustSaturation", 2.5),
+    ("AdjustHue", 0.3),
+    ("AdjustContrastv2", 1.7),
+  ],
+)
 def test_ties_and_extremes_match_tf(op, scalar):
   """Gray pixels, equal channels, black and white: TF's case splits, ours the same."""
   images = np.concatenate([TIES, TIES[:, ::-1]], axis=0)
-  if op == "HSVToRGB":   # hue 0, 1/6 steps, 1 - eps (category 5/6 boundary)
-    images = np.array([[[0.0, 1.0, 1.0], [1 / 6, 0.5, 0.5], [0.5, 1.0, 0.2],
-                        [np.float32(1) - np.float32(2 ** -24), 1.0, 1.0]]], np.float32)
+  if op == "HSVToRGB":  # hue 0, 1/6 steps, 1 - eps (category 5/6 boundary)
+    images = np.array(
+      [
+        [
+          [0.0, 1.0, 1.0],
+          [1 / 6, 0.5, 0.5],
+          [0.5, 1.0, 0.2],
+          [np.float32(1) - np.float32(2**-24), 1.0, 1.0],
+        ]
+      ],
+      np.float32,
+    )
   args = (images,) if scalar is None else (images, np.float32(scalar))
-  kw = {"RGBToHSV": [], "HSVToRGB": [], "AdjustSaturation": ["scale"], "AdjustHue": ["delta"],
-        "AdjustContrastv2": ["contrast_factor"]}[op]
+  kw = {
+    "RGBToHSV": [],
+    "HSVToRGB": [],
+    "AdjustSaturation": ["scale"],
+    "AdjustHue": ["delta"],
+    "AdjustContrastv2": ["contrast_factor"],
+  }[op]
   expected = getattr(R, op)(images=images, **dict(zip(kw, args[1:]))).numpy()
   np.testing.assert_allclose(tfprims.get_op(op)(*args), expected, rtol=1e-6, atol=1e-7)
 
@@ -101,18 +145,28 @@ def test_rgb_hsv_round_trip_other_dtypes(dtype):
   images = RGB.astype(dtype)
   hsv = R.RGBToHSV(images=images).numpy()
   tol = 1e-2 if dtype != np.float64 else 1e-12
-  np.testing.assert_allclose(np.asarray(tfprims.get_op("RGBToHSV")(images), np.float64),
-                             hsv.astype(np.float64), rtol=tol, atol=tol)
-  np.testing.assert_allclose(np.asarray(tfprims.get_op("HSVToRGB")(hsv), np.float64),
-                             R.HSVToRGB(images=hsv).numpy().astype(np.float64), rtol=tol,
-                             atol=tol)
+  np.testing.assert_allclose(
+    np.asarray(tfprims.get_op("RGBToHSV")(images), np.float64),
+    hsv.astype(np.float64),
+    rtol=tol,
+    atol=tol,
+  )
+  np.testing.assert_allclose(
+    np.asarray(tfprims.get_op("HSVToRGB")(hsv), np.float64),
+    R.HSVToRGB(images=hsv).numpy().astype(np.float64),
+    rtol=tol,
+    atol=tol,
+  )
 
 
 def test_adjust_ops_on_uint8_images():
   """tf.image converts integer images to float and back (saturating)."""
   img = (RGB * 255).astype(np.uint8)
-  f = tf.function(lambda x: tf.image.adjust_contrast(
-      tf.image.adjust_saturation(tf.image.adjust_hue(x, -0.3), 0.6), 1.3))
+  f = tf.function(
+    lambda x: tf.image.adjust_contrast(
+      tf.image.adjust_saturation(tf.image.adjust_hue(x, -0.3), 0.6), 1.3
+    )
+  )
   fn = tfprims.convert_functional(f, _spec(img))
   ours = np.asarray(fn(img))
   expected = f(img).numpy()
@@ -143,8 +197,10 @@ def test_adjust_contrast_gradient_is_tf_named_and_exact():
   against TF's own formula under GradientTape; its transpose is the op itself."""
   f = tf.function(lambda x, c: tf.image.adjust_contrast(x, c))
   fn = tfprims.convert_functional(f, _spec(RGB), tf.TensorSpec((), tf.float32))
-  formula = lambda x, c: (x - tf.reduce_mean(x, axis=(-3, -2), keepdims=True)) * c + \
-      tf.reduce_mean(x, axis=(-3, -2), keepdims=True)
+  formula = lambda x, c: (
+    (x - tf.reduce_mean(x, axis=(-3, -2), keepdims=True)) * c
+    + tf.reduce_mean(x, axis=(-3, -2), keepdims=True)
+  )
   ct = RNG.normal(size=RGB.shape).astype(np.float32)
   c = np.float32(1.7)
   gx, gc = jax.grad(lambda x, c: jnp.sum(fn(x, c) * ct), argnums=(0, 1))(RGB, c)
@@ -165,8 +221,10 @@ def test_adjust_contrast_gradient_is_tf_named_and_exact():
 def test_adjust_hue_saturation_gradients_match_central_differences(name):
   """TF registers no gradient: ours is the derivative of TF's formulas."""
   x = RGB[0, :2, :3]
-  tf_fn = {"hue": lambda v: tf.image.adjust_hue(v, 0.21),
-           "saturation": lambda v: tf.image.adjust_saturation(v, 0.6)}[name]
+  tf_fn = {
+    "hue": lambda v: tf.image.adjust_hue(v, 0.21),
+    "saturation": lambda v: tf.image.adjust_saturation(v, 0.6),
+  }[name]
   fn = tfprims.convert_functional(tf.function(tf_fn), _spec(x))
   ct = RNG.normal(size=x.shape)
   ours = jax.grad(lambda v: jnp.sum(fn(v) * ct))(x)
@@ -182,9 +240,10 @@ def _subpixel_model():
   @tf.function
   def model(x, w):
     y = tf.nn.conv2d(x, w, 1, "SAME")
-    up = tf.nn.depth_to_space(tf.nn.relu(y), 2)          # (N, 2H, 2W, 3)
-    down = tf.nn.space_to_depth(up, 2)                   # back to (N, H, W, 12)
+    up = tf.nn.depth_to_space(tf.nn.relu(y), 2)  # (N, 2H, 2W, 3)
+    down = tf.nn.space_to_depth(up, 2)  # back to (N, H, W, 12)
     return up, tf.reduce_sum(down * y, axis=-1)
+
   return model, w.numpy()
 
 
@@ -214,8 +273,7 @@ def test_subpixel_upsampling_matches_tf_grad_and_vmap():
   stack = np.stack([RGB, RGB[::-1]])
   batched = jax.vmap(fn, in_axes=(0, None))(stack, w)
   for k in range(2):
-    np.testing.assert_allclose(batched[0][k], model(stack[k], w)[0].numpy(), rtol=1e-5,
-                               atol=1e-5)
+    np.testing.assert_allclose(batched[0][k], model(stack[k], w)[0].numpy(), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("op", ["DepthToSpace", "SpaceToDepth"])
@@ -229,24 +287,29 @@ def test_nchw_matches_nhwc_through_transposes(op):
   # vmap and the transpose (the other op) in NCHW too.
   ct = RNG.normal(size=expected.shape).astype(np.float32)
   other = {"DepthToSpace": "SpaceToDepth", "SpaceToDepth": "DepthToSpace"}[op]
-  _, pullback = jax.vjp(lambda v: tfprims.get_op(op)(v, block_size=2, data_format="NCHW"),
-                        np.transpose(x, (0, 3, 1, 2)))
+  _, pullback = jax.vjp(
+    lambda v: tfprims.get_op(op)(v, block_size=2, data_format="NCHW"), np.transpose(x, (0, 3, 1, 2))
+  )
   np.testing.assert_array_equal(
-      pullback(ct)[0], tfprims.get_op(other)(ct, block_size=2, data_format="NCHW"))
+    pullback(ct)[0], tfprims.get_op(other)(ct, block_size=2, data_format="NCHW")
+  )
 
 
 def test_nchw_vect_c_is_refused():
   with pytest.raises(NotImplementedError, match="NCHW_VECT_C"):
-    tfprims.get_op("DepthToSpace")(np.zeros((1, 1, 2, 2, 4), np.int8), block_size=2,
-                                   data_format="NCHW_VECT_C")
+    tfprims.get_op("DepthToSpace")(
+      np.zeros((1, 1, 2, 2, 4), np.int8), block_size=2, data_format="NCHW_VECT_C"
+    )
 
 
 # --- patches ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("padding", ["SAME", "VALID"])
-@pytest.mark.parametrize("sizes, strides, rates", [((1, 3, 3, 1), (1, 2, 2, 1), (1, 1, 1, 1)),
-                                                   ((1, 2, 3, 1), (1, 1, 2, 1), (1, 2, 1, 1))])
+@pytest.mark.parametrize(
+  "sizes, strides, rates",
+  [((1, 3, 3, 1), (1, 2, 2, 1), (1, 1, 1, 1)), ((1, 2, 3, 1), (1, 1, 2, 1), (1, 2, 1, 1))],
+)
 def test_extract_patches_matches_tf_with_grad(sizes, strides, rates, padding):
   f = tf.function(lambda x: tf.image.extract_patches(x, sizes, strides, rates, padding))
   fn = tfprims.convert_functional(f, _spec(RGB))
@@ -267,8 +330,7 @@ def test_extract_patches_matches_tf_with_grad(sizes, strides, rates, padding):
 
 def test_extract_volume_patches_matches_tf_with_grad():
   x = RNG.normal(size=(1, 4, 5, 3, 2)).astype(np.float32)
-  f = tf.function(lambda v: tf.extract_volume_patches(v, [1, 2, 3, 2, 1], [1, 2, 1, 2, 1],
-                                                      "SAME"))
+  f = tf.function(lambda v: tf.extract_volume_patches(v, [1, 2, 3, 2, 1], [1, 2, 1, 2, 1], "SAME"))
   fn = tfprims.convert_functional(f, _spec(x))
   expected = f(x).numpy()
   np.testing.assert_array_equal(fn(x), expected)
@@ -279,19 +341,34 @@ def test_extract_volume_patches_matches_tf_with_grad():
 
 def test_extract_patches_integer_images_exact():
   img = RNG.integers(0, 65535, size=(1, 5, 4, 2)).astype(np.uint16)
-  expected = R.ExtractImagePatches(images=img, ksizes=[1, 2, 2, 1], strides=[1, 1, 3, 1],
-                                   rates=[1, 2, 1, 1], padding="SAME").numpy()
-  ours = tfprims.get_op("ExtractImagePatches")(img, ksizes=(1, 2, 2, 1), strides=(1, 1, 3, 1),
-                                               rates=(1, 2, 1, 1), padding="SAME")
+  expected = R.ExtractImagePatches(
+    images=img, ksizes=[1, 2, 2, 1], strides=[1, 1, 3, 1], rates=[1, 2, 1, 1], padding="SAME"
+  ).numpy()
+  ours = tfprims.get_op("ExtractImagePatches")(
+    img, ksizes=(1, 2, 2, 1), strides=(1, 1, 3, 1), rates=(1, 2, 1, 1), padding="SAME"
+  )
   assert ours.dtype == np.uint16
   np.testing.assert_array_equal(ours, expected)
 
 
 # --- draw_bounding_boxes ---------------------------------------------------------------
 
-BOXES = np.array([[[0.1, 0.2, 0.8, 0.9], [-0.3, -0.2, 0.5, 0.4], [0.6, 0.7, 1.4, 1.3],
-                   [0.5, 0.5, 0.4, 0.6], [1.2, 0.0, 1.5, 1.0], [0.0, 0.0, 1.0, 1.0],
-                   [0.25, 0.4, 0.25, 0.4], [-0.19, 0.3, 0.9, 0.99]]] * 2, np.float32)
+BOXES = np.array(
+  [
+    [
+      [0.1, 0.2, 0.8, 0.9],
+      [-0.3, -0.2, 0.5, 0.4],
+      [0.6, 0.7, 1.4, 1.3],
+      [0.5, 0.5, 0.4, 0.6],
+      [1.2, 0.0, 1.5, 1.0],
+      [0.0, 0.0, 1.0, 1.0],
+      [0.25, 0.4, 0.25, 0.4],
+      [-0.19, 0.3, 0.9, 0.99],
+    ]
+  ]
+  * 2,
+  np.float32,
+)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
@@ -309,40 +386,44 @@ def test_draw_bounding_boxes_matches_tf(depth, dtype):
   np.testing.assert_array_equal(jax.jit(fn)(images, BOXES), expected)
   # V1 and V2 without colours: TF's default table.
   np.testing.assert_array_equal(
-      tfprims.get_op("DrawBoundingBoxes")(images, BOXES),
-      R.DrawBoundingBoxes(images=images, boxes=BOXES).numpy())
+    tfprims.get_op("DrawBoundingBoxes")(images, BOXES),
+    R.DrawBoundingBoxes(images=images, boxes=BOXES).numpy(),
+  )
   np.testing.assert_array_equal(
-      tfprims.get_op("DrawBoundingBoxesV2")(images, BOXES, np.zeros((0, 4), np.float32)),
-      R.DrawBoundingBoxesV2(images=images, boxes=BOXES,
-                            colors=np.zeros((0, 4), np.float32)).numpy())
+    tfprims.get_op("DrawBoundingBoxesV2")(images, BOXES, np.zeros((0, 4), np.float32)),
+    R.DrawBoundingBoxesV2(images=images, boxes=BOXES, colors=np.zeros((0, 4), np.float32)).numpy(),
+  )
   stack = np.stack([images, images[::-1]])
   bstack = np.stack([BOXES, BOXES[:, ::-1]])
   batched = jax.vmap(fn)(stack, bstack)
   for k in range(2):
     np.testing.assert_array_equal(batched[k], f(stack[k], bstack[k]).numpy())
-  assert non_tf_primitives(jax.make_jaxpr(jax.vmap(fn))(stack, bstack),
-                           allowed=("reshape", "transpose")) == set()
+  assert (
+    non_tf_primitives(jax.make_jaxpr(jax.vmap(fn))(stack, bstack), allowed=("reshape", "transpose"))
+    == set()
+  )
 
 
 def test_draw_bounding_boxes_gradient_masks_drawn_pixels():
   """TF registers no gradient; ours passes the cotangent where no box is drawn."""
   images = RNG.uniform(size=(2, 6, 7, 3)).astype(np.float32)
-  f = tf.function(lambda im: tf.image.draw_bounding_boxes(im, BOXES, np.ones((1, 3),
-                                                                             np.float32)))
+  f = tf.function(lambda im: tf.image.draw_bounding_boxes(im, BOXES, np.ones((1, 3), np.float32)))
   fn = tfprims.convert_functional(f, _spec(images))
   ct = RNG.normal(size=images.shape).astype(np.float32)
   g = jax.grad(lambda x: jnp.sum(fn(x) * ct))(images)
   drawn = f(np.full_like(images, -1.0)).numpy() == 1.0
   np.testing.assert_array_equal(g, np.where(drawn, 0.0, ct))
   assert "tf.DrawBoundingBoxesV2" in jaxpr_primitives(
-      jax.make_jaxpr(jax.grad(lambda x: jnp.sum(fn(x) * ct)))(images))
+    jax.make_jaxpr(jax.grad(lambda x: jnp.sum(fn(x) * ct)))(images)
+  )
 
 
 # --- extract_glimpse -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("centered, normalized", [(True, True), (True, False), (False, True),
-                                                  (False, False)])
+@pytest.mark.parametrize(
+  "centered, normalized", [(True, True), (True, False), (False, True), (False, False)]
+)
 @pytest.mark.parametrize("op", ["ExtractGlimpse", "ExtractGlimpseV2"])
 def test_glimpse_offsets_match_tf_with_zero_noise(op, centered, normalized):
   x = RNG.normal(size=(3, 7, 6, 2)).astype(np.float32)
@@ -353,13 +434,14 @@ def test_glimpse_offsets_match_tf_with_zero_noise(op, centered, normalized):
   f = tf.function(lambda v, o: getattr(R, op)(input=v, size=[4, 3], offsets=o, **kw))
   fn = tfprims.convert_functional(f, _spec(x), _spec(offsets))
   expected = f(x, offsets).numpy()
-  np.testing.assert_array_equal(fn(x, offsets), expected)   # no rng needed for zero noise
+  np.testing.assert_array_equal(fn(x, offsets), expected)  # no rng needed for zero noise
   ct = RNG.normal(size=expected.shape).astype(np.float32)
   _, pullback = jax.vjp(lambda v: fn(v, offsets), x)
   # The exact transpose of the shift: <ct, G x> == <G^T ct, x>
   t = RNG.normal(size=x.shape).astype(np.float32)
-  np.testing.assert_allclose(np.sum(pullback(ct)[0] * t), np.sum(ct * f(t, offsets).numpy()),
-                             rtol=1e-5)
+  np.testing.assert_allclose(
+    np.sum(pullback(ct)[0] * t), np.sum(ct * f(t, offsets).numpy()), rtol=1e-5
+  )
   stack, ostack = np.stack([x, -x]), np.stack([offsets, offsets[::-1]])
   batched = jax.vmap(fn)(stack, ostack)
   for k in range(2):
@@ -370,32 +452,41 @@ def test_glimpse_v1_and_v2_differ_like_tf():
   """Without `normalized`, V1 still subtracts half the glimpse; V2 does not."""
   x = np.arange(2 * 6 * 6 * 1, dtype=np.float32).reshape(2, 6, 6, 1)
   offsets = np.array([[1.0, 2.0], [2.0, 0.0]], np.float32)
-  kw = dict(size=[2, 2], offsets=offsets, centered=False, normalized=False,
-            uniform_noise=False, noise="zero")
+  kw = dict(
+    size=[2, 2],
+    offsets=offsets,
+    centered=False,
+    normalized=False,
+    uniform_noise=False,
+    noise="zero",
+  )
   v1 = R.ExtractGlimpse(input=x, **kw).numpy()
   v2 = R.ExtractGlimpseV2(input=x, **kw).numpy()
   assert not np.array_equal(v1, v2)
-  params = dict(size=(2, 2), centered=False, normalized=False, uniform_noise=False,
-                noise="zero")
+  params = dict(size=(2, 2), centered=False, normalized=False, uniform_noise=False, noise="zero")
   key = np.zeros(2, np.uint32)
   np.testing.assert_array_equal(tfprims.get_op("ExtractGlimpse")(key, x, offsets, **params), v1)
-  np.testing.assert_array_equal(tfprims.get_op("ExtractGlimpseV2")(key, x, offsets, **params),
-                                v2)
+  np.testing.assert_array_equal(tfprims.get_op("ExtractGlimpseV2")(key, x, offsets, **params), v2)
 
 
-@pytest.mark.parametrize("noise, uniform_noise", [("uniform", True), ("gaussian", False),
-                                                  ("", False)])
+@pytest.mark.parametrize(
+  "noise, uniform_noise", [("uniform", True), ("gaussian", False), ("", False)]
+)
 def test_glimpse_noise_needs_rng_and_stays_in_range(noise, uniform_noise):
   x = RNG.normal(size=(2, 5, 5, 2)).astype(np.float32)
   offsets = np.array([[0.9, 0.9], [-0.9, 0.5]], np.float32)
-  f = tf.function(lambda v, o: tf.raw_ops.ExtractGlimpseV2(
-      input=v, size=[4, 4], offsets=o, noise=noise, uniform_noise=uniform_noise))
+  f = tf.function(
+    lambda v, o: tf.raw_ops.ExtractGlimpseV2(
+      input=v, size=[4, 4], offsets=o, noise=noise, uniform_noise=uniform_noise
+    )
+  )
   fn = tfprims.convert_functional(f, _spec(x), _spec(offsets))
   with pytest.raises(tfprims.MissingRngError):
     fn(x, offsets)
   ours = np.asarray(fn(x, offsets, rng=jax.random.key(0)))
-  zero = R.ExtractGlimpseV2(input=x, size=[4, 4], offsets=offsets, noise="zero",
-                            uniform_noise=False).numpy()
+  zero = R.ExtractGlimpseV2(
+    input=x, size=[4, 4], offsets=offsets, noise="zero", uniform_noise=False
+  ).numpy()
   # Inside the image: TF's pixels; outside: noise within each image's (channel's) range.
   oy = np.trunc(offsets[:, 0] * 5 / 2 + 2.5 - 2).astype(int)
   ox = np.trunc(offsets[:, 1] * 5 / 2 + 2.5 - 2).astype(int)
@@ -417,9 +508,16 @@ def test_glimpse_noise_needs_rng_and_stays_in_range(noise, uniform_noise):
 
 def test_glimpse_rejects_conflicting_noise_attrs():
   with pytest.raises(ValueError, match="uniform_noise and noise"):
-    tfprims.get_op("ExtractGlimpseV2")(np.zeros(2, np.uint32), np.zeros((1, 2, 2, 1), np.float32),
-                                       np.zeros((1, 2), np.float32), size=(1, 1), centered=True,
-                                       normalized=True, uniform_noise=True, noise="gaussian")
+    tfprims.get_op("ExtractGlimpseV2")(
+      np.zeros(2, np.uint32),
+      np.zeros((1, 2, 2, 1), np.float32),
+      np.zeros((1, 2), np.float32),
+      size=(1, 1),
+      centered=True,
+      normalized=True,
+      uniform_noise=True,
+      noise="gaussian",
+    )
 
 
 def test_volume_patches_same_padding_with_stride_past_kernel():
@@ -430,11 +528,17 @@ def test_volume_patches_same_padding_with_stride_past_kernel():
   expected = R.ExtractVolumePatches(input=x, **kw).numpy()
   assert expected.reshape(-1).tolist() == [2.0]
   np.testing.assert_array_equal(
-      tfprims.get_op("ExtractVolumePatches")(x, ksizes=(1, 1, 1, 1, 1),
-                                             strides=(1, 3, 1, 1, 1), padding="SAME"), expected)
+    tfprims.get_op("ExtractVolumePatches")(
+      x, ksizes=(1, 1, 1, 1, 1), strides=(1, 3, 1, 1, 1), padding="SAME"
+    ),
+    expected,
+  )
   img = x.reshape(1, 3, 1, 1)
   np.testing.assert_array_equal(
-      tfprims.get_op("ExtractImagePatches")(img, ksizes=(1, 1, 1, 1), strides=(1, 3, 1, 1),
-                                            rates=(1, 1, 1, 1), padding="SAME"),
-      R.ExtractImagePatches(images=img, ksizes=[1, 1, 1, 1], strides=[1, 3, 1, 1],
-                            rates=[1, 1, 1, 1], padding="SAME").numpy())
+    tfprims.get_op("ExtractImagePatches")(
+      img, ksizes=(1, 1, 1, 1), strides=(1, 3, 1, 1), rates=(1, 1, 1, 1), padding="SAME"
+    ),
+    R.ExtractImagePatches(
+      images=img, ksizes=[1, 1, 1, 1], strides=[1, 3, 1, 1], rates=[1, 1, 1, 1], padding="SAME"
+    ).numpy(),
+  )

@@ -48,8 +48,11 @@ def test_other_ranks_and_ties():
   """Rows are the last axis at any rank; equal adjacent means stay separate segments."""
   op = get_op("IsotonicRegression")
   rng = np.random.default_rng(3)
-  for x in (rng.normal(size=(5,)), rng.normal(size=(2, 3, 4)),
-            np.array([[1.0, 1.0, 3.0, 3.0, 2.0, 0.0]])):
+  for x in (
+    rng.normal(size=(5,)),
+    rng.normal(size=(2, 3, 4)),
+    np.array([[1.0, 1.0, 3.0, 3.0, 2.0, 0.0]]),
+  ):
     x = x.astype(np.float32)
     out, seg = op(x, output_dtype=np.dtype("float32"))
     want_out, want_seg = tf.raw_ops.IsotonicRegression(input=x)

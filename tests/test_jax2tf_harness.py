@@ -44,8 +44,9 @@ def _packed(cases):
 
   def f(*flat):
     flat = [jnp.asarray(a) for a in flat]
-    return tuple(leaf for c, (a, b) in zip(cases, arg_spans)
-                 for leaf in jax.tree.leaves(c.fn(*flat[a:b])))
+    return tuple(
+      leaf for c, (a, b) in zip(cases, arg_spans) for leaf in jax.tree.leaves(c.fn(*flat[a:b]))
+    )
 
   out_spans, start = [], 0
   for c in cases:
@@ -61,7 +62,7 @@ def _compare(cases, spans, got, want, what, tol=None):
       g, w = np.asarray(g), np.asarray(w)
       msg = f"{c.id}: {what}"
       assert g.shape == w.shape and g.dtype == w.dtype, (msg, g.shape, g.dtype, w.shape, w.dtype)
-      if w.dtype.kind in "fcV":   # V: bfloat16
+      if w.dtype.kind in "fcV":  # V: bfloat16
         if w.dtype.kind == "V":
           g, w = g.astype(f32), w.astype(f32)
         t = tol or c.tol
@@ -93,25 +94,34 @@ def _all_checks(g, cases, args, arg_spans, out_spans, dtypes):
   for c, (a, b) in zip(cases, arg_spans):
     if c.vmap:
       axes[a:b] = [0] * (b - a)
-  pos = [k for c, (a, b) in zip(cases, arg_spans) if c.grad for k in range(a, b)
-         if np.asarray(args[k]).dtype.kind == "f"]
-  outs = [k for c, (a, b) in zip(cases, out_spans) if c.grad for k in range(a, b)
-          if dtypes[k].kind in "fc"]
+  pos = [
+    k
+    for c, (a, b) in zip(cases, arg_spans)
+    if c.grad
+    for k in range(a, b)
+    if np.asarray(args[k]).dtype.kind == "f"
+  ]
+  outs = [
+    k
+    for c, (a, b) in zip(cases, out_spans)
+    if c.grad
+    for k in range(a, b)
+    if dtypes[k].kind in "fc"
+  ]
 
   def loss(*xs):
     full = list(args)
     for k, x in zip(pos, xs):
       full[k] = x
     ys = g(*full)
-    return sum(jnp.sum(jnp.real(ys[k]).astype(f32)) * (1.0 + 0.25 * n)
-               for n, k in enumerate(outs))
+    return sum(jnp.sum(jnp.real(ys[k]).astype(f32)) * (1.0 + 0.25 * n) for n, k in enumerate(outs))
 
   def checks(*xs):
     batched = [x if ax is None else jnp.stack([x, jnp.flip(x)]) for x, ax in zip(xs, axes)]
     vmapped = jax.vmap(g, in_axes=axes)(*batched) if any(a is not None for a in axes) else ()
-    grads = (jax.grad(loss, tuple(range(len(pos))))(*[xs[k] for k in pos])
-             if pos and outs else ())
+    grads = jax.grad(loss, tuple(range(len(pos))))(*[xs[k] for k in pos]) if pos and outs else ()
     return g(*xs), vmapped, grads
+
   return checks, pos
 
 
@@ -121,9 +131,8 @@ def check_round_trip(cases, eager=THOROUGH):
   dtypes = [np.dtype(o.dtype) for o in jax.eval_shape(f, *args)]
   want_checks, pos = _all_checks(f, cases, args, arg_spans, out_spans, dtypes)
   got_checks, _ = _all_checks(fn, cases, args, arg_spans, out_spans, dtypes)
-  traced = jax.jit(got_checks).trace(*args)   # forward, vmap and grad: all native
-  assert "tf.XlaCallModule" not in jaxpr_primitives(traced.jaxpr), ([c.id for c in cases],
-                                                                    caught)
+  traced = jax.jit(got_checks).trace(*args)  # forward, vmap and grad: all native
+  assert "tf.XlaCallModule" not in jaxpr_primitives(traced.jaxpr), ([c.id for c in cases], caught)
   got = traced.lower().compile()(*args)
   want = jax.jit(want_checks)(*args)
   _compare(cases, out_spans, got[0], want[0], "forward (jit)")
@@ -134,8 +143,13 @@ def check_round_trip(cases, eager=THOROUGH):
     _compare(*zip(*vcases), got[1], want[1], "vmap")
   owner = {k: c for c, (a, b) in zip(cases, arg_spans) for k in range(a, b)}
   for k, g, w in zip(pos, got[2], want[2], strict=True):
-    np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=GRAD_TOL, atol=GRAD_TOL,
-                               err_msg=f"{owner[k].id}: grad in input {k}")
+    np.testing.assert_allclose(
+      np.asarray(g),
+      np.asarray(w),
+      rtol=GRAD_TOL,
+      atol=GRAD_TOL,
+      err_msg=f"{owner[k].id}: grad in input {k}",
+    )
 
 
 def check_no_vjp(cases):
@@ -156,7 +170,9 @@ def check_no_vjp(cases):
         full[k] = x
       ys = g(*full)
       return sum(jnp.sum(ys[k]) for k in floats)
+
     return jax.grad(loss, tuple(range(len(pos))))(*[args[k] for k in pos])
+
   with pytest.raises(Exception) as original:
     grad(f)
   if all(c.vjp == "zero" for c in cases):
@@ -178,8 +194,11 @@ def test_chunk(k):
     check_no_vjp(CHUNKS[k])
 
 
-@pytest.mark.skipif(not THOROUGH, reason="every case converted alone: "
-                    "HYPOTHESIS_PROFILE=thorough (CI runs them packed in test_chunk)")
+@pytest.mark.skipif(
+  not THOROUGH,
+  reason="every case converted alone: "
+  "HYPOTHESIS_PROFILE=thorough (CI runs them packed in test_chunk)",
+)
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_case(case):
   if case.refused is None:
@@ -194,6 +213,8 @@ def test_case(case):
 def test_native_check_fails_on_an_opaque_module():
   # the check that the module was read checks something: called as one operation
   # (config "opaque"), the same case fails it
-  with tfprims.override_config("xla_call_module", "opaque"), \
-      pytest.raises(AssertionError, match=r"\['sin:smooth'\]"):
+  with (
+    tfprims.override_config("xla_call_module", "opaque"),
+    pytest.raises(AssertionError, match=r"\['sin:smooth'\]"),
+  ):
     check_round_trip([BY_ID["sin:smooth"]])

@@ -22,7 +22,8 @@ RNG = np.random.default_rng(0)
 def _read_back(f, *args, with_gradient=False):
   tf_fn = tf.function(jax2tf.convert(f, with_gradient=with_gradient), autograph=False)
   fn = tfprims.convert_functional(
-      tf_fn, *[tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)) for a in args])
+    tf_fn, *[tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)) for a in args]
+  )
   assert "tf.XlaCallModule" not in jaxpr_primitives(jax.make_jaxpr(fn)(*args))
   return fn
 
@@ -51,19 +52,18 @@ def test_rng_bit_generator_with_a_uint32_key_and_x64_off():
   f = lambda k: lax.rng_bit_generator(k, (3, 2), dtype=np.uint32)
   key = np.array([1, 2, 3, 4], np.uint32)
   fn = _read_back(f, key)
-  _equal(fn(key), f(key))   # the next state and the bits
+  _equal(fn(key), f(key))  # the next state and the bits
   _equal(jax.jit(fn)(key), f(key))
 
 
-@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.uint16, np.uint32,
-                                   np.float32])
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.uint16, np.uint32, np.float32])
 def test_select_and_scatter_add_of_every_dtype(dtype):
   # JAX's max-pool gradient primitive, written directly (it has no public wrapper).
   from jax._src.lax.windowed_reductions import _select_and_scatter_add
-  x = RNG.integers(0, 4, size=(5, 6)).astype(dtype)   # many ties in each window
+
+  x = RNG.integers(0, 4, size=(5, 6)).astype(dtype)  # many ties in each window
   source = RNG.integers(1, 5, size=(3, 6)).astype(dtype)
-  f = lambda s, x: _select_and_scatter_add(s, x, lax.ge_p, (3, 2), (2, 1),
-                                           ((1, 1), (0, 1)))
+  f = lambda s, x: _select_and_scatter_add(s, x, lax.ge_p, (3, 2), (2, 1), ((1, 1), (0, 1)))
   fn = _read_back(f, source, x)
   _equal(fn(source, x), f(source, x))
   _equal(jax.jit(fn)(source, x), f(source, x))
@@ -99,8 +99,10 @@ def test_grad_through_a_while_loop_with_a_data_dependent_trip_count(special, wit
   # the module's own derivative (PreventGradient ignored), else jax2tf's recorded one.
   g = getattr(jax.scipy.special, special)
   f = lambda a, x: jnp.sum(g(a, x) ** 2)
-  with tfprims.override_config("raise_on_prevent_gradient", with_gradient), \
-      warnings.catch_warnings():
+  with (
+    tfprims.override_config("raise_on_prevent_gradient", with_gradient),
+    warnings.catch_warnings(),
+  ):
     warnings.simplefilter("ignore")
     fn = _read_back(f, _A, _X, with_gradient=with_gradient)
   assert "tf.While.unbounded" in jaxpr_primitives(jax.make_jaxpr(fn)(_A, _X))
@@ -122,8 +124,9 @@ def test_grad_of_random_gamma_samples_wrt_alpha():
 
 def test_grad_of_cumlogsumexp():
   x = RNG.normal(size=(3, 5)).astype(np.float32)
-  f = lambda x: jnp.sum(lax.cumlogsumexp(x, axis=1) ** 2
-                        + lax.cumlogsumexp(x, axis=0, reverse=True))
+  f = lambda x: jnp.sum(
+    lax.cumlogsumexp(x, axis=1) ** 2 + lax.cumlogsumexp(x, axis=0, reverse=True)
+  )
   fn = _read_back(f, x, with_gradient=True)
   _grad_close(fn(x), f(x))
   _grad_close(jax.grad(fn)(x), jax.grad(f)(x))
@@ -145,7 +148,7 @@ def test_select_and_gather_add_second_order_pool_gradients(reducer, init):
   fn = _read_back(f, x, t, with_gradient=True)
   _grad_close(fn(x, t), f(x, t))
   _grad_close(jax.jit(fn)(x, t), f(x, t))
-  loss = lambda g: (lambda v, t: jnp.sum(g(v, t) ** 2))
+  loss = lambda g: lambda v, t: jnp.sum(g(v, t) ** 2)
   _grad_close(jax.grad(loss(fn), (0, 1))(x, t), jax.grad(loss(f), (0, 1))(x, t))
   # the pool's gradient's gradient (hessian-vector product) read back
   h = lambda v: jax.hessian(pool)(v).reshape(v.size, v.size) @ t.ravel()
@@ -155,14 +158,17 @@ def test_select_and_gather_add_second_order_pool_gradients(reducer, init):
 
 # --- jax2tf's recorded gradient differentiates every input ------------------------------
 
-_IDX = np.array([[1], [1], [3]], np.int32)   # repeated: scatter_mul has no VJP in updates
+_IDX = np.array([[1], [1], [3]], np.int32)  # repeated: scatter_mul has no VJP in updates
 _SCATTER_DN = lax.ScatterDimensionNumbers((), (0,), (0,))
 _PARTIAL = {
-    "scatter_mul": (lambda x, u: jnp.sum(lax.scatter_mul(x, _IDX, u, _SCATTER_DN) ** 2),
-                    (np.array([1., 2., 3., 4.], np.float32),
-                     np.array([2., 3., 0.5], np.float32))),
-    "clamp_scalar_bound": (lambda x, lo: jnp.sum(lax.clamp(lo, x, 2.5) ** 2),
-                           (np.array([1., 2., 3., 4.], np.float32), np.float32(1.5))),
+  "scatter_mul": (
+    lambda x, u: jnp.sum(lax.scatter_mul(x, _IDX, u, _SCATTER_DN) ** 2),
+    (np.array([1.0, 2.0, 3.0, 4.0], np.float32), np.array([2.0, 3.0, 0.5], np.float32)),
+  ),
+  "clamp_scalar_bound": (
+    lambda x, lo: jnp.sum(lax.clamp(lo, x, 2.5) ** 2),
+    (np.array([1.0, 2.0, 3.0, 4.0], np.float32), np.float32(1.5)),
+  ),
 }
 
 
@@ -177,8 +183,10 @@ def test_grad_of_only_the_requested_input(name):
   _grad_close(jax.grad(fn, 0)(*args), want)
   _grad_close(jax.jit(jax.grad(fn, 0))(*args), want)
   xs = np.stack([args[0], args[0] * 0.5])
-  _grad_close(jax.vmap(jax.grad(fn, 0), (0, None))(xs, args[1]),
-              jax.vmap(jax.grad(f, 0), (0, None))(xs, args[1]))
+  _grad_close(
+    jax.vmap(jax.grad(fn, 0), (0, None))(xs, args[1]),
+    jax.vmap(jax.grad(f, 0), (0, None))(xs, args[1]),
+  )
 
 
 # --- old shape-polymorphic custom calls (written by hand: jax 0.10 no longer emits them) ---
@@ -243,6 +251,7 @@ def _call_module_fn(text, args, outs):
   from jax.extend.mlir.dialects import stablehlo as hlo
   from jax.interpreters import mlir
   from tensorflow.compiler.tf2xla.ops import gen_xla_ops
+
   with mlir.make_ir_context():
     module = mlir.ir.Module.parse(text)
     data = hlo.serialize_portable_artifact_str(str(module), hlo.get_minimum_version())
@@ -250,10 +259,18 @@ def _call_module_fn(text, args, outs):
   @tf.function(autograph=False)
   def tf_fn(*xs):
     return gen_xla_ops.xla_call_module(
-        list(xs), version=9, module=data, Sout=[s for s, _ in outs],
-        Tout=[t for _, t in outs], dim_args_spec=[], platforms=["CPU"])
+      list(xs),
+      version=9,
+      module=data,
+      Sout=[s for s, _ in outs],
+      Tout=[t for _, t in outs],
+      dim_args_spec=[],
+      platforms=["CPU"],
+    )
+
   fn = tfprims.convert_functional(
-      tf_fn, *[tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)) for a in args])
+    tf_fn, *[tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)) for a in args]
+  )
   assert "tf.XlaCallModule" not in jaxpr_primitives(jax.make_jaxpr(fn)(*args))
   return fn
 
@@ -262,8 +279,9 @@ def test_dynamic_top_k_with_k_known_at_call_time():
   # k = (the last dimension) - 2, a value computed from the shapes
   for rows, cols in ((3, 6), (1, 4)):
     x = RNG.normal(size=(rows, cols)).astype(np.float32)
-    fn = _call_module_fn(_DYNAMIC_TOP_K, [x], [((rows, cols - 2), tf.float32),
-                                               ((rows, cols - 2), tf.int32)])
+    fn = _call_module_fn(
+      _DYNAMIC_TOP_K, [x], [((rows, cols - 2), tf.float32), ((rows, cols - 2), tf.int32)]
+    )
     _equal(fn(x), lax.top_k(x, cols - 2))
     _equal(jax.jit(fn)(x), lax.top_k(x, cols - 2))
     loss = lambda g: lambda x: jnp.sum(g(x)[0] ** 2)
@@ -280,7 +298,7 @@ def test_dynamic_approx_top_k_with_shape_operands():
 
 def test_dynamic_rng_bit_generator_with_its_shape_known_at_call_time():
   key = np.array([1, 2, 3, 4], np.uint32)
-  y = np.zeros((5, 2), np.float32)   # its first dimension: the number of rows of bits
+  y = np.zeros((5, 2), np.float32)  # its first dimension: the number of rows of bits
   fn = _call_module_fn(_DYNAMIC_RNG, [key, y], [((4,), tf.uint32), ((5, 2), tf.uint32)])
   want = lax.rng_bit_generator(key, (5, 2), dtype=np.uint32)
   _equal(fn(key, y), want)
@@ -291,55 +309,70 @@ def test_dynamic_rng_bit_generator_with_its_shape_known_at_call_time():
 
 
 @pytest.mark.parametrize("dtype", [jnp.bfloat16, np.float16])
-@pytest.mark.parametrize("left_side, lower, transpose_a", [(True, True, False),
-                                                           (False, False, True)])
+@pytest.mark.parametrize(
+  "left_side, lower, transpose_a", [(True, True, False), (False, False, True)]
+)
 def test_triangular_solve_in_half_precision(dtype, left_side, lower, transpose_a):
   a = np.tril(RNG.normal(size=(4, 4))) + 4 * np.eye(4)
   a = (a if lower else a.T).astype(dtype)
   b = RNG.normal(size=(4, 3) if left_side else (3, 4)).astype(dtype)
-  f = lambda a, b: lax.linalg.triangular_solve(a, b, left_side=left_side, lower=lower,
-                                               transpose_a=transpose_a)
+  f = lambda a, b: lax.linalg.triangular_solve(
+    a, b, left_side=left_side, lower=lower, transpose_a=transpose_a
+  )
   fn = _read_back(f, a, b, with_gradient=True)
   assert "triangular_solve" in jaxpr_primitives(jax.make_jaxpr(fn)(a, b))
   _equal(fn(a, b), f(a, b))
   _equal(jax.jit(fn)(a, b), f(a, b))
   loss = lambda g: lambda b: jnp.sum(g(a, b).astype(jnp.float32) ** 2)
-  _grad_close(jax.grad(loss(fn))(b).astype(np.float32),
-              jax.grad(loss(f))(b).astype(np.float32), rtol=2e-2, atol=2e-2)
+  _grad_close(
+    jax.grad(loss(fn))(b).astype(np.float32),
+    jax.grad(loss(f))(b).astype(np.float32),
+    rtol=2e-2,
+    atol=2e-2,
+  )
 
 
-@pytest.mark.parametrize("select, scatter, dtype", [
-    (lax.le, lax.add, np.float32),     # a min pool's gradient
+@pytest.mark.parametrize(
+  "select, scatter, dtype",
+  [
+    (lax.le, lax.add, np.float32),  # a min pool's gradient
     (lax.le, lax.add, np.int32),
-    (lax.ge, lax.max, np.float32),     # other scatter monoids
+    (lax.ge, lax.max, np.float32),  # other scatter monoids
     (lax.le, lax.min, np.int16),
     (lax.ge, lax.mul, np.float32),
-])
+  ],
+)
 def test_select_and_scatter_other_forms(select, scatter, dtype):
   from jax._src.lax.windowed_reductions import _select_and_scatter
-  x = RNG.integers(0, 4, size=(5, 6)).astype(dtype)   # ties
+
+  x = RNG.integers(0, 4, size=(5, 6)).astype(dtype)  # ties
   source = RNG.integers(1, 5, size=(3, 6)).astype(dtype)
   init = np.array(1, dtype)
-  x = np.pad(x, ((1, 1), (0, 0)))   # JAX pads before it (no padding of its own)
+  x = np.pad(x, ((1, 1), (0, 0)))  # JAX pads before it (no padding of its own)
   source = source[:, :5]
-  f = lambda s, x: _select_and_scatter(x, select, (3, 2), (2, 1), ((0, 0), (0, 0)), s,
-                                       init, scatter)
+  f = lambda s, x: _select_and_scatter(
+    x, select, (3, 2), (2, 1), ((0, 0), (0, 0)), s, init, scatter
+  )
   fn = _read_back(f, source, x)
   _equal(fn(source, x), f(source, x))
   _equal(jax.jit(fn)(source, x), f(source, x))
-  assert "tf.XlaCallModule" not in jaxpr_primitives(jax.make_jaxpr(jax.vmap(fn))(
-      np.stack([source] * 2), np.stack([x] * 2)))
+  assert "tf.XlaCallModule" not in jaxpr_primitives(
+    jax.make_jaxpr(jax.vmap(fn))(np.stack([source] * 2), np.stack([x] * 2))
+  )
 
 
 def test_select_and_scatter_with_its_own_padding_is_one_operation():
   # XLA's choice among ties next to its padding is not the first element's: kept opaque
   from jax._src.lax.windowed_reductions import _select_and_scatter
+
   x = RNG.integers(0, 4, size=(5, 6)).astype(np.float32)
   source = RNG.integers(1, 5, size=(3, 6)).astype(np.float32)
-  f = lambda s, x: _select_and_scatter(x, lax.le, (3, 2), (2, 1), ((1, 1), (0, 1)), s,
-                                       np.float32(0), lax.add)
+  f = lambda s, x: _select_and_scatter(
+    x, lax.le, (3, 2), (2, 1), ((1, 1), (0, 1)), s, np.float32(0), lax.add
+  )
   tf_fn = tf.function(jax2tf.convert(f), autograph=False)
   with pytest.warns(UserWarning, match="select_and_scatter"):
-    fn = tfprims.convert_functional(tf_fn, tf.TensorSpec((3, 6), tf.float32),
-                                    tf.TensorSpec((5, 6), tf.float32))
+    fn = tfprims.convert_functional(
+      tf_fn, tf.TensorSpec((3, 6), tf.float32), tf.TensorSpec((5, 6), tf.float32)
+    )
     _equal(fn(source, x), f(source, x))

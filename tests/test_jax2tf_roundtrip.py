@@ -40,9 +40,13 @@ def _close(got, want, **tol):
 
 def _loss(fn, args, i):
   def loss(v):
-    outs = jax.tree.leaves(fn(*args[:i], v, *args[i + 1:]))
-    return sum(jnp.sum(jnp.real(o).astype(jnp.float32)) * (k + 1) for k, o in enumerate(outs)
-               if jnp.issubdtype(o.dtype, jnp.inexact))
+    outs = jax.tree.leaves(fn(*args[:i], v, *args[i + 1 :]))
+    return sum(
+      jnp.sum(jnp.real(o).astype(jnp.float32)) * (k + 1)
+      for k, o in enumerate(outs)
+      if jnp.issubdtype(o.dtype, jnp.inexact)
+    )
+
   return loss
 
 
@@ -60,18 +64,26 @@ def test_round_trip(name):
   if i is None:
     return
   batch = np.stack([args[i], np.cos(args[i])])
-  one = lambda g: (lambda v: g(*args[:i], v, *args[i + 1:]))
+  one = lambda g: lambda v: g(*args[:i], v, *args[i + 1 :])
   _close(jax.vmap(one(fn))(batch), jax.vmap(one(f))(batch), **tol)
   floats = [o for o in jax.tree.leaves(want) if jnp.issubdtype(o.dtype, jnp.inexact)]
   if not floats:
     return
   tangent = np.sin(args[i]) + 0.5
   if name not in NO_JVP:
-    _close(jax.jvp(_loss(fn, args, i), (args[i],), (tangent,)),
-           jax.jvp(_loss(f, args, i), (args[i],), (tangent,)), rtol=3e-4, atol=3e-4)
+    _close(
+      jax.jvp(_loss(fn, args, i), (args[i],), (tangent,)),
+      jax.jvp(_loss(f, args, i), (args[i],), (tangent,)),
+      rtol=3e-4,
+      atol=3e-4,
+    )
   if name not in NO_GRAD:
-    _close(jax.grad(_loss(fn, args, i))(args[i]), jax.grad(_loss(f, args, i))(args[i]),
-           rtol=3e-4, atol=3e-4)
+    _close(
+      jax.grad(_loss(fn, args, i))(args[i]),
+      jax.grad(_loss(f, args, i))(args[i]),
+      rtol=3e-4,
+      atol=3e-4,
+    )
 
 
 @pytest.mark.parametrize("name", ["mlp", "cnn", "transformer", "flax", "smooth", "sorting"])
@@ -79,8 +91,7 @@ def test_symbolic_batch(name):
   f, args, _ = FUNCTIONS[name]
   poly = ["(b, ...)"] + [None] * (len(args) - 1)
   tf_fn = tf.function(jax2tf.convert(f, polymorphic_shapes=poly), autograph=False)
-  fn = tfprims.convert_functional(tf_fn, _spec(args[0], batch=True),
-                                  *[_spec(a) for a in args[1:]])
+  fn = tfprims.convert_functional(tf_fn, _spec(args[0], batch=True), *[_spec(a) for a in args[1:]])
   jitted = jax.jit(fn)
   for n in (1, 5):
     x = np.resize(args[0], (n,) + np.shape(args[0])[1:])
@@ -92,35 +103,40 @@ def test_symbolic_batch(name):
 def test_saved_model_round_trip(tmp_path):
   f, args, _ = FUNCTIONS["cnn"]
   module = tf.Module()
-  module.f = tf.function(jax2tf.convert(f), autograph=False,
-                         input_signature=[_spec(a) for a in args])
+  module.f = tf.function(
+    jax2tf.convert(f), autograph=False, input_signature=[_spec(a) for a in args]
+  )
   tf.saved_model.save(module, str(tmp_path))
   restored = tf.saved_model.load(str(tmp_path))
   fn = tfprims.convert_functional(restored.f, *[_spec(a) for a in args])
   _close(jax.jit(fn)(*args), f(*args))
-  loss = lambda g: (lambda x: jnp.sum(g(x, args[1]) ** 2))
+  loss = lambda g: lambda x: jnp.sum(g(x, args[1]) ** 2)
   _close(jax.grad(loss(fn))(args[0]), jax.grad(loss(f))(args[0]), rtol=3e-4, atol=3e-4)
-  _close(jax.vmap(jax.grad(loss(fn)))(np.stack([args[0]] * 2)),
-         jax.vmap(jax.grad(loss(f)))(np.stack([args[0]] * 2)), rtol=3e-4, atol=3e-4)
+  _close(
+    jax.vmap(jax.grad(loss(fn)))(np.stack([args[0]] * 2)),
+    jax.vmap(jax.grad(loss(f)))(np.stack([args[0]] * 2)),
+    rtol=3e-4,
+    atol=3e-4,
+  )
 
 
 # Functions with kinks, at inputs on them: the derivative there is the original's
 # (jax.nn.relu's custom rule gives 0 at 0; lax.max, which it is read back as, splits
 # the tie: 0.5) and, with_gradient=True, TF's gradient of the jax2tf function.
-_AT_KINKS = np.array([-6., -3., -1., 0., 1., 3., 6., 0.5], np.float32)
-_OTHER = np.array([-6., 0., -1., 0., 2., 3., 5., 0.5], np.float32)
+_AT_KINKS = np.array([-6.0, -3.0, -1.0, 0.0, 1.0, 3.0, 6.0, 0.5], np.float32)
+_OTHER = np.array([-6.0, 0.0, -1.0, 0.0, 2.0, 3.0, 5.0, 0.5], np.float32)
 KINKS = {
-    "relu": jax.nn.relu,
-    "relu6": jax.nn.relu6,
-    "hard_sigmoid": jax.nn.hard_sigmoid,
-    "relu_in_expression": lambda x: jnp.sqrt(jax.nn.relu(x) + 1.0) * 2.0,
-    "abs": jnp.abs,
-    "maximum_minimum": lambda x: jnp.maximum(x, _OTHER) + 3.0 * jnp.minimum(x, _OTHER),
-    "maximum_zero": lambda x: jnp.maximum(x, 0.0),
-    "clip": lambda x: jnp.clip(x, -1.0, 1.0),
-    "hard_tanh": jax.nn.hard_tanh,
-    "leaky_relu": lambda x: jax.nn.leaky_relu(x, 0.1),
-    "where": lambda x: jnp.where(x > 0, x, 0.2 * x) + jnp.where(x >= 1, x * x, -x),
+  "relu": jax.nn.relu,
+  "relu6": jax.nn.relu6,
+  "hard_sigmoid": jax.nn.hard_sigmoid,
+  "relu_in_expression": lambda x: jnp.sqrt(jax.nn.relu(x) + 1.0) * 2.0,
+  "abs": jnp.abs,
+  "maximum_minimum": lambda x: jnp.maximum(x, _OTHER) + 3.0 * jnp.minimum(x, _OTHER),
+  "maximum_zero": lambda x: jnp.maximum(x, 0.0),
+  "clip": lambda x: jnp.clip(x, -1.0, 1.0),
+  "hard_tanh": jax.nn.hard_tanh,
+  "leaky_relu": lambda x: jax.nn.leaky_relu(x, 0.1),
+  "where": lambda x: jnp.where(x > 0, x, 0.2 * x) + jnp.where(x >= 1, x * x, -x),
 }
 
 
@@ -135,11 +151,13 @@ def test_derivatives_at_kinks(name, with_gradient):
   f, x = KINKS[name], _AT_KINKS
   tf_fn = tf.function(jax2tf.convert(f, with_gradient=with_gradient), autograph=False)
   # with_gradient=False: TF forbids gradients (PreventGradient); JAX's are the reference.
-  with tfprims.override_config("raise_on_prevent_gradient", with_gradient), \
-      warnings.catch_warnings():
+  with (
+    tfprims.override_config("raise_on_prevent_gradient", with_gradient),
+    warnings.catch_warnings(),
+  ):
     warnings.simplefilter("ignore")
     fn = tfprims.convert_functional(tf_fn, _spec(x))
-  loss = lambda g: (lambda v: jnp.sum(g(v)))
+  loss = lambda g: lambda v: jnp.sum(g(v))
   want = jax.grad(loss(f))(x)
   _exact(jax.grad(loss(fn))(x), want)
   _exact(jax.jit(jax.grad(loss(fn)))(x), want)
@@ -156,13 +174,14 @@ def test_derivatives_at_kinks(name, with_gradient):
 
 # Sorts with NaN of both signs, ±inf, ±0 and ties: the comparators' TOTALORDER
 # comparisons are kept (lax.top_k's sort compares raw values: +NaN first, -NaN last).
-_NAN_ROW = np.array([np.inf, np.nan, np.copysign(np.nan, -1.0), -np.inf, 3.0, 0.0, -0.0,
-                     1.0, 1.0], np.float32)
+_NAN_ROW = np.array(
+  [np.inf, np.nan, np.copysign(np.nan, -1.0), -np.inf, 3.0, 0.0, -0.0, 1.0, 1.0], np.float32
+)
 _SORTS = {
-    "top_k": lambda x: jax.lax.top_k(x, 5),
-    "sort": jnp.sort,
-    "argsort": jnp.argsort,
-    "sort_two_keys": lambda x: jax.lax.sort((x, x[::-1], jnp.arange(9)), num_keys=2),
+  "top_k": lambda x: jax.lax.top_k(x, 5),
+  "sort": jnp.sort,
+  "argsort": jnp.argsort,
+  "sort_two_keys": lambda x: jax.lax.sort((x, x[::-1], jnp.arange(9)), num_keys=2),
 }
 
 
@@ -170,7 +189,7 @@ _SORTS = {
 def test_sorts_with_nan_equal_jax(name):
   f = _SORTS[name]
   with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)   # native_serialization=
+    warnings.simplefilter("ignore", DeprecationWarning)  # native_serialization=
     tf_fn = tf.function(jax2tf.convert(f, native_serialization=True), autograph=False)
   fn = tfprims.convert_functional(tf_fn, _spec(_NAN_ROW))
   want = [np.asarray(w) for w in jax.tree.leaves(jax.jit(f)(_NAN_ROW))]

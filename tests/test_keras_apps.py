@@ -42,13 +42,14 @@ def _tf_grads(tf_fn, x, variables, weights, training=None):
   keys = sorted(variables)
   with tf.GradientTape() as tape:
     tape.watch(xt)
-    for k in keys:   # non-trainable variables (moving statistics) too
+    for k in keys:  # non-trainable variables (moving statistics) too
       tape.watch(variables[k])
     out = tf_fn(xt) if training is None else tf_fn(xt, training)
     loss = tf.reduce_sum(out * weights)
   grads = tape.gradient(loss, [xt] + [variables[k] for k in keys])
-  as_np = lambda g, v: (np.zeros(v.shape, v.dtype.as_numpy_dtype) if g is None
-                        else tf.convert_to_tensor(g).numpy())
+  as_np = lambda g, v: (
+    np.zeros(v.shape, v.dtype.as_numpy_dtype) if g is None else tf.convert_to_tensor(g).numpy()
+  )
   return grads[0].numpy(), {k: as_np(g, variables[k]) for k, g in zip(keys, grads[1:])}
 
 
@@ -76,12 +77,12 @@ def check_vmap(fn, params, tf_fn, x, rtol=RTOL):
 # --- Keras applications (slow) ----------------------------------------------------------
 
 APPS = {
-    "MobileNetV2": 32,
-    "ResNet50": 32,
-    "EfficientNetB0": 32,
-    "InceptionV3": 75,       # the smallest input it accepts
-    "ConvNeXtTiny": 32,
-    "MobileNetV3Small": 32,  # cheap extra: hard-swish, squeeze-excite, Rescaling
+  "MobileNetV2": 32,
+  "ResNet50": 32,
+  "EfficientNetB0": 32,
+  "InceptionV3": 75,  # the smallest input it accepts
+  "ConvNeXtTiny": 32,
+  "MobileNetV3Small": 32,  # cheap extra: hard-swish, squeeze-excite, Rescaling
 }
 
 
@@ -104,13 +105,12 @@ def _calibrate(model, x):
 def _app(name):
   size = APPS[name]
   keras.utils.set_random_seed(0)
-  kwargs = dict(weights=None, input_shape=(size, size, 3), classes=10,
-                classifier_activation=None)
+  kwargs = dict(weights=None, input_shape=(size, size, 3), classes=10, classifier_activation=None)
   model = getattr(keras.applications, name)(**kwargs)
   _calibrate(model, _inputs((16, size, size, 3), seed=3) * 50 + 100)
   tf_fn = tf.function(lambda x: model(x, training=False))
   fn, params = tfprims.convert(tf_fn, tf.TensorSpec([None, size, size, 3]))
-  x = (_inputs((2, size, size, 3)) * 50 + 100).astype(np.float32)   # pixel-like values
+  x = (_inputs((2, size, size, 3)) * 50 + 100).astype(np.float32)  # pixel-like values
   return model, tf_fn, fn, params, x
 
 
@@ -135,8 +135,9 @@ def test_application_training_mode_updates_moving_statistics():
   # ill-conditioned: there TF's own jit_compile=True run differs from TF by 3%.
   # At 64x64, batch 4 both TF-vs-TF(XLA) and tfprims-vs-TF are ~4e-5.
   keras.utils.set_random_seed(0)
-  model = keras.applications.MobileNetV2(weights=None, input_shape=(64, 64, 3), classes=10,
-                                         classifier_activation=None)
+  model = keras.applications.MobileNetV2(
+    weights=None, input_shape=(64, 64, 3), classes=10, classifier_activation=None
+  )
   _calibrate(model, _inputs((16, 64, 64, 3), seed=3) * 50 + 100)
   x = (_inputs((4, 64, 64, 3), seed=7) * 50 + 100).astype(np.float32)
   train = tf.function(lambda x: model(x, training=True))
@@ -156,14 +157,21 @@ def test_application_training_mode_updates_moving_statistics():
 def test_mobilenet_v2_jaxpr_and_outputs_fast():
   """A quick structural check of one application in the default run."""
   keras.utils.set_random_seed(0)
-  model = keras.applications.MobileNetV2(weights=None, input_shape=(32, 32, 3), classes=4,
-                                         classifier_activation=None, alpha=0.35)
+  model = keras.applications.MobileNetV2(
+    weights=None, input_shape=(32, 32, 3), classes=4, classifier_activation=None, alpha=0.35
+  )
   tf_fn = tf.function(lambda x: model(x, training=False))
   fn, params = tfprims.convert(tf_fn, tf.TensorSpec([None, 32, 32, 3]))
   x = _inputs((2, 32, 32, 3))
   text = str(jax.make_jaxpr(lambda p, x: fn(p, x)[0])(params, x))
-  for name in ("tf.Conv2D", "tf.DepthwiseConv2dNative", "tf.Rsqrt", "tf.Relu6",
-               "tf.Mean", "tf.MatMul"):
+  for name in (
+    "tf.Conv2D",
+    "tf.DepthwiseConv2dNative",
+    "tf.Rsqrt",
+    "tf.Relu6",
+    "tf.Mean",
+    "tf.MatMul",
+  ):
     assert name in text, name
   assert_close(jax.jit(lambda p, x: fn(p, x)[0])(params, x), tf_fn(x).numpy())
 
@@ -174,7 +182,8 @@ def test_mobilenet_v2_jaxpr_and_outputs_fast():
 @functools.lru_cache(maxsize=None)
 def _bn_model():
   keras.utils.set_random_seed(1)
-  model = keras.Sequential([
+  model = keras.Sequential(
+    [
       keras.Input((6, 6, 3)),
       keras.layers.Conv2D(4, 3, padding="same"),
       keras.layers.BatchNormalization(momentum=0.9, epsilon=1e-3),
@@ -182,7 +191,8 @@ def _bn_model():
       keras.layers.Flatten(),
       keras.layers.Dense(5),
       keras.layers.BatchNormalization(),
-  ])
+    ]
+  )
   # Non-trivial moving statistics and affine params.
   rng = np.random.default_rng(2)
   for layer in model.layers:
@@ -203,7 +213,7 @@ def test_batch_norm_outputs_grads_vmap_jit(training):
   x = _inputs((4, 6, 6, 3))
   snapshot = {k: v.numpy() for k, v in fn.tf_variables.items()}
   out, new = fn(params, x)
-  ref = tf_fn(x).numpy()        # updates the moving statistics in training mode
+  ref = tf_fn(x).numpy()  # updates the moving statistics in training mode
   assert_close(out, ref, what="eager")
   assert_close(jax.jit(lambda p, x: fn(p, x)[0])(params, x), ref, what="jit")
   for k, v in fn.tf_variables.items():
@@ -239,7 +249,7 @@ def test_keras_dropout_training_mode():
   fn, params = tfprims.convert(tf_fn, tf.TensorSpec([None, 400]))
   (seed_key,) = [k for k in params if "seed" in k]
   assert not fn.param_specs[seed_key].trainable
-  x = _inputs((3, 400)) + 5.0                      # no exact zeros in x
+  x = _inputs((3, 400)) + 5.0  # no exact zeros in x
   out, new = fn(params, x)
   tf_fn(x)
   np.testing.assert_array_equal(new[seed_key], fn.tf_variables[seed_key].numpy())
@@ -284,13 +294,17 @@ def test_tf_nn_dropout_needs_rng():
 @pytest.mark.parametrize("padding", ["same", "valid"])
 def test_conv2d_transpose_with_output_padding(padding):
   keras.utils.set_random_seed(4)
-  model = keras.Sequential([
+  model = keras.Sequential(
+    [
       keras.Input((5, 5, 3)),
-      keras.layers.Conv2DTranspose(4, 3, strides=2, padding=padding, output_padding=1,
-                                   activation="tanh"),
-      keras.layers.Conv2DTranspose(2, (2, 3), strides=(3, 2), padding=padding,
-                                   output_padding=(1, 0)),
-  ])
+      keras.layers.Conv2DTranspose(
+        4, 3, strides=2, padding=padding, output_padding=1, activation="tanh"
+      ),
+      keras.layers.Conv2DTranspose(
+        2, (2, 3), strides=(3, 2), padding=padding, output_padding=(1, 0)
+      ),
+    ]
+  )
   tf_fn = tf.function(lambda x: model(x))
   fn, params = tfprims.convert(tf_fn, tf.TensorSpec([None, 5, 5, 3]))
   x = _inputs((2, 5, 5, 3))
@@ -314,7 +328,7 @@ def _sonnet_or_module_mlp():
   tf.random.set_seed(0)
   if snt is not None:
     mlp = snt.nets.MLP([16, 8, 3], activation=tf.nn.gelu)
-    mlp(tf.zeros([1, 6]))   # creates the variables
+    mlp(tf.zeros([1, 6]))  # creates the variables
     return mlp, "sonnet"
 
   class MLP(tf.Module):
@@ -322,8 +336,9 @@ def _sonnet_or_module_mlp():
       super().__init__()
       self.layers = []
       for i, n in enumerate(sizes):
-        w = tf.Variable(tf.random.truncated_normal([n_in, n], stddev=1 / np.sqrt(n_in)),
-                        name=f"linear_{i}/w")
+        w = tf.Variable(
+          tf.random.truncated_normal([n_in, n], stddev=1 / np.sqrt(n_in)), name=f"linear_{i}/w"
+        )
         b = tf.Variable(tf.zeros([n]), name=f"linear_{i}/b")
         self.layers.append((w, b))
         n_in = n

@@ -20,8 +20,7 @@ def _model():
   norm = keras.layers.Normalization()
   norm.adapt(rng.normal(5.0, 2.0, size=(64, 2)).astype(np.float32))
   lookup = keras.layers.IntegerLookup(vocabulary=[10, 20, 30, 40], num_oov_indices=1)
-  store_onehot = keras.layers.CategoryEncoding(num_tokens=5, output_mode="one_hot")(
-      lookup(store))
+  store_onehot = keras.layers.CategoryEncoding(num_tokens=5, output_mode="one_hot")(lookup(store))
   hashed = keras.layers.Hashing(num_bins=16)(user)
   user_vec = keras.layers.Flatten()(keras.layers.Embedding(16, 3)(hashed))
   x = keras.layers.Concatenate()([norm(amount), store_onehot, user_vec])
@@ -35,7 +34,7 @@ def test_preprocessing_model_saved_model_converts_whole(tmp_path, x64):
   path = str(tmp_path / "tabular")
   model.export(path, verbose=False)
   fn, params = tfprims.load_saved_model(path, "serve")
-  assert any(k.endswith("/keys") for k in params)            # the IntegerLookup table
+  assert any(k.endswith("/keys") for k in params)  # the IntegerLookup table
   amount = np.float32([[5.0, 1.0], [-3.0, 7.5], [0.0, 0.0], [12.0, 5.0]])
   # in vocabulary, out of it (the OOV index), 0; users across the int64 range
   store = np.int64([[20], [99], [0], [40]])
@@ -50,8 +49,9 @@ def test_preprocessing_model_saved_model_converts_whole(tmp_path, x64):
   (jitted,) = jax.tree.leaves(jax.jit(fn)(params, **named)[0])
   np.testing.assert_allclose(jitted, want, rtol=1e-5, atol=1e-6)
 
-  trainable = {k: v for k, v in params.items() if np.asarray(v).dtype.kind == "f"
-               and not k.endswith("/values")}
+  trainable = {
+    k: v for k, v in params.items() if np.asarray(v).dtype.kind == "f" and not k.endswith("/values")
+  }
 
   def loss(p):
     return jnp.sum(jax.tree.leaves(fn({**params, **p}, **named)[0])[0])
@@ -65,7 +65,8 @@ def test_preprocessing_model_saved_model_converts_whole(tmp_path, x64):
   for name, g in grads.items():
     key = next((v for v in tf_grads if name.endswith(v) or v.endswith(name)), None)
     if key is not None:
-      np.testing.assert_allclose(g, tf.convert_to_tensor(tf_grads[key]).numpy(),
-                                 rtol=1e-4, atol=1e-6, err_msg=name)
+      np.testing.assert_allclose(
+        g, tf.convert_to_tensor(tf_grads[key]).numpy(), rtol=1e-4, atol=1e-6, err_msg=name
+      )
       matched += 1
-  assert matched >= 3, (sorted(grads), sorted(tf_grads))     # both Dense layers, the embedding
+  assert matched >= 3, (sorted(grads), sorted(tf_grads))  # both Dense layers, the embedding

@@ -3,8 +3,10 @@ that go one way, op families that use only each other's public names, and no tab
 of op names outside the op declarations."""
 
 import ast
+import io
 import pathlib
 import re
+import tokenize
 
 import pytest
 
@@ -12,7 +14,11 @@ import tfprims
 from tfprims import core
 
 PACKAGE = pathlib.Path(tfprims.__file__).resolve().parent
-MAX_LINES = 700
+# Measured in lines of code as written, not as laid out: statements, comment lines and
+# the lines of multi-line strings (docstrings). The formatter's one-argument-per-line
+# calls add physical lines, not code. 550 is where the largest modules stood when the
+# limit was 700 physical lines in the layout before ruff format.
+MAX_CODE_LINES = 550
 
 
 def _modules():
@@ -25,10 +31,33 @@ def _modules():
 MODULES = dict(_modules())
 
 
+def _code_lines(source: str) -> int:
+  """Statements, comment lines and multi-line strings' lines: a count the layout of
+  a statement over physical lines does not change."""
+  statements, comments, strings = 0, set(), 0
+  for token in tokenize.generate_tokens(io.StringIO(source).readline):
+    if token.type == tokenize.NEWLINE:
+      statements += 1
+    elif token.type == tokenize.COMMENT:
+      comments.add(token.start[0])
+    elif token.type == tokenize.STRING:
+      strings += token.end[0] - token.start[0]
+  return statements + len(comments) + strings
+
+
+def test_code_lines_ignore_layout():
+  compact = "x = f(1, 2,\n      3)  # one\n"
+  spread = "x = f(\n  1,\n  2,\n  3,\n)  # one\n"
+  assert _code_lines(compact) == _code_lines(spread) == 2
+  assert _code_lines('"""a\nb\n"""\ny = 1\n') == 4  # a docstring counts its lines
+
+
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_module_is_small_enough_to_read(name):
-  lines = MODULES[name].read_text().count("\n")
-  assert lines <= MAX_LINES, f"{name} has {lines} lines (limit {MAX_LINES}): split it"
+  lines = _code_lines(MODULES[name].read_text())
+  assert lines <= MAX_CODE_LINES, (
+    f"{name} has {lines} lines of code (limit {MAX_CODE_LINES}): split it"
+  )
 
 
 def _imported(name, path) -> set:
@@ -42,10 +71,9 @@ def _imported(name, path) -> set:
       base = node.module or ""
       if node.level:  # relative import
         anchor = name.split(".") if is_package else name.split(".")[:-1]
-        anchor = anchor[:len(anchor) - node.level + 1]
+        anchor = anchor[: len(anchor) - node.level + 1]
         base = ".".join(anchor + ([base] if base else []))
-      targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base
-                 for a in node.names]
+      targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
     else:
       continue
     found.update(t for t in targets if t in MODULES and t != name)
@@ -65,7 +93,7 @@ def test_imports_have_no_cycles():
     stack.append(m)
     for n in sorted(graph[m]):
       if state.get(n) == 1:
-        cycle = stack[stack.index(n):] + [n]
+        cycle = stack[stack.index(n) :] + [n]
         pytest.fail("import cycle: " + " -> ".join(cycle))
       if n not in state:
         visit(n)
@@ -91,7 +119,7 @@ def _private_part(path: str):
     return None
   for i, part in enumerate(parts[2:], start=2):
     if part.startswith("_") and not (part.startswith("__") and part.endswith("__")):
-      return ".".join(parts[:i + 1])
+      return ".".join(parts[: i + 1])
   return None
 
 
@@ -112,7 +140,7 @@ def _private_ops_names(name, path) -> set:
       base = node.module or ""
       if node.level:  # relative import
         anchor = name.split(".") if is_package else name.split(".")[:-1]
-        anchor = anchor[:len(anchor) - node.level + 1]
+        anchor = anchor[: len(anchor) - node.level + 1]
         base = ".".join(anchor + ([base] if base else []))
       targets = [f"{base}.{a.name}" for a in node.names]
       for a, t in zip(node.names, targets):
@@ -120,7 +148,7 @@ def _private_ops_names(name, path) -> set:
     else:
       continue
     found.update((node.lineno, p) for p in map(_private_part, targets) if p)
-  for node in ast.walk(tree):   # module.attr chains: basic._wrap, tfprims.ops.nn._common
+  for node in ast.walk(tree):  # module.attr chains: basic._wrap, tfprims.ops.nn._common
     chain = []
     while isinstance(node, ast.Attribute):
       chain.append(node.attr)
@@ -142,8 +170,10 @@ def test_families_use_only_each_others_public_names():
     for line, private in sorted(_private_ops_names(name, path)):
       if family is None or _op_family(private) != family:
         offenders.append(f"{name}:{line}: {private}")
-  assert not offenders, ("private names used across op families (make them public API "
-                         "or move them to tfprims.ops.shared):\n" + "\n".join(offenders))
+  assert not offenders, (
+    "private names used across op families (make them public API "
+    "or move them to tfprims.ops.shared):\n" + "\n".join(offenders)
+  )
 
 
 def test_tensorflow_comes_from_its_one_accessor():
@@ -156,8 +186,10 @@ def test_tensorflow_comes_from_its_one_accessor():
     for node in ast.walk(ast.parse(path.read_text())):
       if isinstance(node, ast.Import) and any(a.name == "tensorflow" for a in node.names):
         offenders.append(f"{name}:{node.lineno}")
-  assert not offenders, ("`import tensorflow` outside tfprims.errors (use "
-                         "errors.import_tensorflow()):\n" + "\n".join(offenders))
+  assert not offenders, (
+    "`import tensorflow` outside tfprims.errors (use "
+    "errors.import_tensorflow()):\n" + "\n".join(offenders)
+  )
 
 
 def test_no_op_name_tables_outside_the_op_declarations():
@@ -171,8 +203,11 @@ def test_no_op_name_tables_outside_the_op_declarations():
     for node in ast.walk(ast.parse(path.read_text())):
       if isinstance(node, (ast.Set, ast.Tuple, ast.List, ast.Dict)):
         items = node.keys if isinstance(node, ast.Dict) else node.elts
-        ops = [i.value for i in items
-               if isinstance(i, ast.Constant) and isinstance(i.value, str) and i.value in declared]
+        ops = [
+          i.value
+          for i in items
+          if isinstance(i, ast.Constant) and isinstance(i.value, str) and i.value in declared
+        ]
         if len(ops) >= 2:
           offenders.append(f"{name}:{node.lineno}: {ops}")
   assert not offenders, "op-name tables outside op declarations:\n" + "\n".join(offenders)
@@ -202,9 +237,12 @@ def test_architecture_doc_names_every_module_and_package():
   missing = [p for p in paths if "<" not in p and not (PACKAGE.parent / p).exists()]
   assert not missing, f"docs/architecture.md names modules that do not exist: {missing}"
   named = {p.split("/<")[0].rstrip("/") for p in paths}
-  top = [f"tfprims/{p.name}" for p in sorted(PACKAGE.iterdir())
-         if (p.suffix == ".py" and p.name != "__init__.py")
-         or (p.is_dir() and (p / "__init__.py").exists())]
+  top = [
+    f"tfprims/{p.name}"
+    for p in sorted(PACKAGE.iterdir())
+    if (p.suffix == ".py" and p.name != "__init__.py")
+    or (p.is_dir() and (p / "__init__.py").exists())
+  ]
   unnamed = [p for p in top if p not in named]
   assert not unnamed, f"docs/architecture.md's layout table does not name {unnamed}"
 
@@ -213,8 +251,12 @@ def _declarations():
   """Every ``register_op("Name", ...)`` call in the package: (module, name, call)."""
   for name, path in MODULES.items():
     for node in ast.walk(ast.parse(path.read_text())):
-      if (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
-          and getattr(node.func, "id", getattr(node.func, "attr", None)) == "register_op"):
+      if (
+        isinstance(node, ast.Call)
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and getattr(node.func, "id", getattr(node.func, "attr", None)) == "register_op"
+      ):
         yield name, node.args[0].value, node
 
 
@@ -230,5 +272,6 @@ def test_declarations_do_not_repeat_their_op_name():
     for value, arg in zip(values, where):
       if any(isinstance(n, ast.Constant) and n.value == op_type for n in ast.walk(value)):
         repeats.append(f"{module}:{call.lineno} {op_type} ({arg})")
-  assert not repeats, ("register_op calls repeat their op name (use rules.per_op):\n"
-                       + "\n".join(repeats))
+  assert not repeats, "register_op calls repeat their op name (use rules.per_op):\n" + "\n".join(
+    repeats
+  )

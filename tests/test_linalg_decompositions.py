@@ -54,12 +54,15 @@ def _batched(f, xs, *rest):
 def test_svd_program_values_grad_vmap(compute_uv):
   x = _rng().standard_normal((4, 3))
 
-  def loss(a):   # gauge-invariant: singular values and the rank-2 projector
+  def loss(a):  # gauge-invariant: singular values and the rank-2 projector
     if compute_uv:
       s, u, v = tf.linalg.svd(a, compute_uv=True)
       p = tf.matmul(u[:, :2], u[:, :2], adjoint_b=True)
-      return tf.reduce_sum(tf.sin(s)) + tf.reduce_sum(p * tf.cos(a[:, :1])) + \
-          tf.reduce_sum((u * s[None, :]) @ tf.transpose(v) * a)
+      return (
+        tf.reduce_sum(tf.sin(s))
+        + tf.reduce_sum(p * tf.cos(a[:, :1]))
+        + tf.reduce_sum((u * s[None, :]) @ tf.transpose(v) * a)
+      )
     return tf.reduce_sum(tf.sin(tf.linalg.svd(a, compute_uv=False)))
 
   fn = tfprims.convert_functional(tf.function(loss), tf.TensorSpec([4, 3], tf.float64))
@@ -85,8 +88,9 @@ def test_pinv_program():
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
 def test_svd_full_matrices_non_square(shape, dtype):
   rng = _rng(3)
-  x = rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if dtype == np.complex128
-                                    else 0)
+  x = rng.standard_normal(shape) + (
+    1j * rng.standard_normal(shape) if dtype == np.complex128 else 0
+  )
   x = x.astype(dtype)
   s, u, v = get_op("Svd")(jnp.asarray(x), compute_uv=True, full_matrices=True)
   ts, tu, tv = R.Svd(input=x, compute_uv=True, full_matrices=True)
@@ -95,6 +99,7 @@ def test_svd_full_matrices_non_square(shape, dtype):
   _close(u[:, :k] @ np.diag(s) @ np.conj(v[:, :k]).T, x)
   # The first k columns: TF's in our gauge; all columns orthonormal.
   from tfprims.ops.linalg.factorizations import tf_fix_phase
+
   tv1, tu1 = tf_fix_phase(tv[:, :k], tu[:, :k])
   _close(u[:, :k], tu1.numpy())
   _close(v[:, :k], tv1.numpy())
@@ -145,7 +150,7 @@ def test_eigh_program_values_grad_vmap():
   a = _rng(6).standard_normal((4, 4))
   x = a + a.T
 
-  def loss(m):   # eigenvalues and the projector on the top two eigenvectors
+  def loss(m):  # eigenvalues and the projector on the top two eigenvectors
     e, v = tf.linalg.eigh(m)
     p = tf.matmul(v[:, 2:], v[:, 2:], adjoint_b=True)
     return tf.reduce_sum(e * e) + tf.reduce_sum(p * tf.sin(m))
@@ -154,8 +159,7 @@ def test_eigh_program_values_grad_vmap():
   _close(fn(x), loss(tf.constant(x)).numpy())
   _close(jax.grad(fn)(x), _tf_grad(loss, x)[0], 1e-7)
   _batched(fn, np.stack([x, 2 * x]))
-  e = tfprims.convert_functional(tf.function(tf.linalg.eigvalsh), tf.TensorSpec([4, 4],
-                                                                                tf.float64))
+  e = tfprims.convert_functional(tf.function(tf.linalg.eigvalsh), tf.TensorSpec([4, 4], tf.float64))
   _close(e(x), tf.linalg.eigvalsh(x).numpy())
 
 
@@ -165,8 +169,9 @@ def test_eigh_program_values_grad_vmap():
 def test_lu_and_lu_solve_program():
   rng = _rng(7)
   for dtype in (np.float64, np.complex128):
-    x = rng.standard_normal((2, 4, 4)) + (1j * rng.standard_normal((2, 4, 4))
-                                          if dtype == np.complex128 else 0)
+    x = rng.standard_normal((2, 4, 4)) + (
+      1j * rng.standard_normal((2, 4, 4)) if dtype == np.complex128 else 0
+    )
     x = x.astype(dtype)
     b = rng.standard_normal((2, 4, 2)).astype(dtype)
 
@@ -192,8 +197,9 @@ def test_lu_singular_input_policy():
   op = get_op("Lu")
   lu, p = jax.jit(lambda a: op(a, output_idx_type=np.dtype("int32")))(x)
   assert lu[1, 1] == 0 and list(p) == [1, 0]
-  f = tfprims.convert_functional(tf.function(lambda a: tf.linalg.lu(a)),
-                                 tf.TensorSpec([2, 2], tf.float64))
+  f = tfprims.convert_functional(
+    tf.function(lambda a: tf.linalg.lu(a)), tf.TensorSpec([2, 2], tf.float64)
+  )
   with pytest.raises(tfprims.RuntimeCheckError, match="not invertible"):
     f(x)
 
@@ -217,13 +223,14 @@ def test_matrix_diag_part_v2_grad_is_exact_where_tfs_is_not():
       for r, c in hits:
         expected[r, c] += ct[d, j]
   _close(ours, expected)
-  tf_grad = _tf_grad(lambda a: tf.reduce_sum(R.MatrixDiagPartV2(input=a, k=k, padding_value=0.0)
-                                             * ct), x)[0]
-  assert not np.allclose(tf_grad, expected)   # TF's gradient uses RIGHT_LEFT
+  tf_grad = _tf_grad(
+    lambda a: tf.reduce_sum(R.MatrixDiagPartV2(input=a, k=k, padding_value=0.0) * ct), x
+  )[0]
+  assert not np.allclose(tf_grad, expected)  # TF's gradient uses RIGHT_LEFT
 
 
 def test_conjugate_transpose_grad_and_vmap_keep_tf_names():
-  x = (_rng(8).standard_normal((2, 3, 4)) + 1j * _rng(9).standard_normal((2, 3, 4)))
+  x = _rng(8).standard_normal((2, 3, 4)) + 1j * _rng(9).standard_normal((2, 3, 4))
   f = tf.function(lambda a: tf.linalg.adjoint(a))
   fn = tfprims.convert_functional(f, tf.TensorSpec(x.shape, tf.complex128))
   _close(fn(x), f(x).numpy())
@@ -260,7 +267,7 @@ def test_lstsq_program_values_grad_vmap(fast, shape):
   ours = jax.grad(lfn, argnums=(0, 1))(a, b)
   if fast:
     theirs = _tf_grad(loss, a, b)
-  else:   # TF has no gradient for fast=False: that of the same solution via pinv
+  else:  # TF has no gradient for fast=False: that of the same solution via pinv
     theirs = _tf_grad(lambda m, rhs: tf.reduce_sum(tf.linalg.pinv(m) @ rhs * w), a, b)
   for o, t in zip(ours, theirs):
     _close(o, t, 1e-7)
@@ -301,8 +308,9 @@ def test_banded_triangular_solve_program_and_zero_diagonal():
   band[0] += 2.0
   b = rng.standard_normal((2, 4, 2))
   f = tf.function(lambda m, rhs: tf.linalg.banded_triangular_solve(m, rhs, lower=True))
-  fn = tfprims.convert_functional(f, tf.TensorSpec(band.shape, tf.float64),
-                                  tf.TensorSpec(b.shape, tf.float64))
+  fn = tfprims.convert_functional(
+    f, tf.TensorSpec(band.shape, tf.float64), tf.TensorSpec(b.shape, tf.float64)
+  )
   _close(fn(band, b), f(band, b).numpy())
   bad = band.copy()
   bad[0, 2] = 0.0
@@ -322,8 +330,9 @@ def test_cholesky_grad_is_tfs_cholesky_gradient():
   ours = get_op("CholeskyGrad")(jnp.asarray(low), jnp.asarray(g))
   _close(ours, R.CholeskyGrad(l=low, grad=g).numpy())
   # ... which is the symmetrised gradient of Cholesky (through the converted op).
-  chol = tfprims.convert_functional(tf.function(tf.linalg.cholesky), tf.TensorSpec([4, 4],
-                                                                                   tf.float64))
+  chol = tfprims.convert_functional(
+    tf.function(tf.linalg.cholesky), tf.TensorSpec([4, 4], tf.float64)
+  )
   gj = jax.grad(lambda m: jnp.sum(chol(m) * g))(a)
   _close(0.5 * (gj + gj.T), ours)
 
@@ -342,8 +351,7 @@ def test_sqrtm_program_values_grad_vmap():
   x = _right_half_plane(_rng(14), 4)
   w = _rng(15).standard_normal((4, 4))
   loss = lambda a: tf.reduce_sum(tf.linalg.sqrtm(a) * w)
-  fn = tfprims.convert_functional(tf.function(tf.linalg.sqrtm), tf.TensorSpec([4, 4],
-                                                                              tf.float64))
+  fn = tfprims.convert_functional(tf.function(tf.linalg.sqrtm), tf.TensorSpec([4, 4], tf.float64))
   _close(fn(x), tf.linalg.sqrtm(x).numpy(), 1e-9)
   _close(fn(x) @ fn(x), x, 1e-9)
   lfn = tfprims.convert_functional(tf.function(loss), tf.TensorSpec([4, 4], tf.float64))
@@ -351,7 +359,8 @@ def test_sqrtm_program_values_grad_vmap():
   _batched(fn, np.stack([x, 2 * x]))
   for shape in [(0, 0), (2, 0, 0)]:
     assert get_op("MatrixSquareRoot")(jnp.zeros(shape)).shape == tuple(
-        R.MatrixSquareRoot(input=np.zeros(shape)).shape)
+      R.MatrixSquareRoot(input=np.zeros(shape)).shape
+    )
 
 
 def test_logm_program_values_grad_vmap():
@@ -380,9 +389,9 @@ def test_eig_program_values_grad_vmap():
   rng = _rng(21)
   s = rng.standard_normal((4, 4)) + 2 * np.eye(4)
   x = s @ np.diag([-1.0, 0.5, 2.0, 3.5]) @ np.linalg.inv(s)
-  x[0, 1] += 0.3   # non-normal, a generic (possibly complex) spectrum
+  x[0, 1] += 0.3  # non-normal, a generic (possibly complex) spectrum
 
-  def loss(a):   # gauge- and order-invariant: sum of f(eigenvalues), projector traces
+  def loss(a):  # gauge- and order-invariant: sum of f(eigenvalues), projector traces
     e, v = tf.linalg.eig(a)
     return tf.math.real(tf.reduce_sum(e * e)) + tf.reduce_sum(tf.abs(v) ** 4)
 
@@ -390,8 +399,7 @@ def test_eig_program_values_grad_vmap():
   _close(fn(x), loss(tf.constant(x)).numpy())
   _close(jax.grad(fn)(x), _tf_grad(loss, x)[0], 1e-6)
   _batched(fn, np.stack([x, 2 * x]))
-  ev = tfprims.convert_functional(tf.function(tf.linalg.eigvals), tf.TensorSpec([4, 4],
-                                                                                tf.float64))
+  ev = tfprims.convert_functional(tf.function(tf.linalg.eigvals), tf.TensorSpec([4, 4], tf.float64))
   ours, theirs = np.asarray(ev(x)), tf.linalg.eigvals(x).numpy()
   _close(ours, theirs[np.lexsort((theirs.imag, theirs.real))])
   assert np.all(np.diff(ours.real) >= 0)

@@ -57,8 +57,9 @@ def runtime_checks():
 
 def _classifier(seed):
   keras.utils.set_random_seed(seed)
-  model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(8, activation="relu"),
-                            keras.layers.Dense(4)])
+  model = keras.Sequential(
+    [keras.Input((6,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(4)]
+  )
   return model
 
 
@@ -86,12 +87,15 @@ def test_keras_classifier_train_step_matches_tf(loss_kind):
     return loss
 
   fn, params = tfprims.convert(train_step, tf.TensorSpec([5, 6], F32), label_spec)
-  expected_op = ("SparseSoftmaxCrossEntropyWithLogits" if loss_kind == "sparse"
-                 else "SoftmaxCrossEntropyWithLogits")
+  expected_op = (
+    "SparseSoftmaxCrossEntropyWithLogits"
+    if loss_kind == "sparse"
+    else "SoftmaxCrossEntropyWithLogits"
+  )
   jaxpr = jax.make_jaxpr(lambda p, a, b: fn(p, a, b))(params, x, labels)
   assert f"tf.{expected_op}" in jaxpr_primitives(jaxpr)
   loss, new_params = jax.jit(lambda p, a, b: fn(p, a, b))(params, x, labels)
-  tf_loss = train_step(tf.constant(x), tf.constant(labels))   # updates the Keras model
+  tf_loss = train_step(tf.constant(x), tf.constant(labels))  # updates the Keras model
   _close(loss, tf_loss.numpy())
   by_path = {v.path: v for v in model.variables}
   assert set(new_params) == set(params)
@@ -105,12 +109,12 @@ def test_keras_classifier_train_step_matches_tf(loss_kind):
 
 def _xent_fns(kind):
   if kind == "sparse":
-    tf_fn = tf.function(lambda lg, y: tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=y, logits=lg))
+    tf_fn = tf.function(
+      lambda lg, y: tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=lg)
+    )
     specs = (tf.TensorSpec([3, 5], F32), tf.TensorSpec([3], tf.int64))
   else:
-    tf_fn = tf.function(lambda lg, y: tf.nn.softmax_cross_entropy_with_logits(
-        labels=y, logits=lg))
+    tf_fn = tf.function(lambda lg, y: tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=lg))
     specs = (tf.TensorSpec([3, 5], F32), tf.TensorSpec([3, 5], F32))
   return tf_fn, tfprims.convert_functional(tf_fn, *specs)
 
@@ -134,7 +138,7 @@ def test_tf_nn_cross_entropy_values_grad_vmap(kind):
   with tf.GradientTape() as tape:
     tape.watch([lg, lb])
     out = tf_fn(lg, lb)
-  theirs = tape.gradient(out, [lg, lb][:len(argnums)], output_gradients=tf.constant(ct))
+  theirs = tape.gradient(out, [lg, lb][: len(argnums)], output_gradients=tf.constant(ct))
   _tree_close(ours, theirs)
   # vmap over a batch of (logits, labels) vs per-example TF, and per-example gradients
   bl, by = _xent_data(kind, batch=(4,))
@@ -155,10 +159,14 @@ def test_cross_entropy_grad_and_vmap_jaxprs_are_tf_named(kind):
   tf_xent, _ = _xent_fns(kind)
   tf_fn = tf.function(lambda lg, y: tf.reduce_sum(tf_xent(lg, y)))
   logits, labels = _xent_data(kind)
-  fn = tfprims.convert_functional(tf_fn, tf.TensorSpec(logits.shape, F32),
-                                  tf.TensorSpec(labels.shape, tf.as_dtype(labels.dtype)))
-  op = ("tf.SparseSoftmaxCrossEntropyWithLogits" if kind == "sparse"
-        else "tf.SoftmaxCrossEntropyWithLogits")
+  fn = tfprims.convert_functional(
+    tf_fn, tf.TensorSpec(logits.shape, F32), tf.TensorSpec(labels.shape, tf.as_dtype(labels.dtype))
+  )
+  op = (
+    "tf.SparseSoftmaxCrossEntropyWithLogits"
+    if kind == "sparse"
+    else "tf.SoftmaxCrossEntropyWithLogits"
+  )
   names = jaxpr_primitives(jax.make_jaxpr(jax.grad(fn))(logits, labels))
   assert op in names and "tf.Mul" in names
   assert not {n for n in names if not n.startswith("tf.")} - {"pjit", "jit"}, names
@@ -166,7 +174,7 @@ def test_cross_entropy_grad_and_vmap_jaxprs_are_tf_named(kind):
   vmap_jaxpr = jax.make_jaxpr(jax.vmap(jax.grad(fn)))(bl, by)
   names = jaxpr_primitives(vmap_jaxpr)
   eqns = [e for e in vmap_jaxpr.jaxpr.eqns if e.primitive.name == op]
-  assert len(eqns) == 1 and eqns[0].invars[0].aval.shape == (6, 5)   # batch folded in
+  assert len(eqns) == 1 and eqns[0].invars[0].aval.shape == (6, 5)  # batch folded in
   assert not {n for n in names if not n.startswith("tf.")} - {"pjit", "jit"}, names
 
 
@@ -205,16 +213,22 @@ def _tf_second_derivatives(op, logits, labels, w):
       loss, _ = getattr(tf.raw_ops, op)(features=lg, labels=lb)
     g = inner.gradient(loss, lg)
     s = tf.reduce_sum(g * w)
-  return [outer.gradient(s, t, unconnected_gradients="zero") for t in (
-      [lg, lb] if labels.dtype.kind == "f" else [lg])]
+  return [
+    outer.gradient(s, t, unconnected_gradients="zero")
+    for t in ([lg, lb] if labels.dtype.kind == "f" else [lg])
+  ]
 
 
-@pytest.mark.parametrize("op", ["SoftmaxCrossEntropyWithLogits",
-                                "SparseSoftmaxCrossEntropyWithLogits"])
+@pytest.mark.parametrize(
+  "op", ["SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits"]
+)
 def test_second_derivatives_are_tfs(op):
   logits = RNG.normal(size=(3, 4)).astype(np.float32)
-  labels = (RNG.integers(0, 4, size=(3,)) if op.startswith("Sparse")
-            else RNG.uniform(size=(3, 4)).astype(np.float32))   # rows not normalised
+  labels = (
+    RNG.integers(0, 4, size=(3,))
+    if op.startswith("Sparse")
+    else RNG.uniform(size=(3, 4)).astype(np.float32)
+  )  # rows not normalised
   w = RNG.normal(size=(3, 4)).astype(np.float32)
   prim = get_op(op)
 
@@ -243,8 +257,7 @@ def test_dense_labels_broadcast_like_tf_and_gradients_are_summed():
     ours = get_op("SoftmaxCrossEntropyWithLogits")(logits, labels)
     theirs = tf.raw_ops.SoftmaxCrossEntropyWithLogits(features=logits, labels=labels)
     _tree_close(ours, theirs)
-    g = jax.grad(lambda y: jnp.sum(get_op("SoftmaxCrossEntropyWithLogits")(logits, y)[0]))(
-        labels)
+    g = jax.grad(lambda y: jnp.sum(get_op("SoftmaxCrossEntropyWithLogits")(logits, y)[0]))(labels)
     # TF returns a [3, 4] gradient for [1, 4] labels; summed down it is ours.
     lb = tf.constant(labels)
     with tf.GradientTape() as tape:
@@ -278,28 +291,30 @@ def test_sparse_labels_out_of_range_policy_and_checks(runtime_checks):
   logits = RNG.normal(size=(3, 4)).astype(np.float32)
   labels = np.array([1, 4, -1], np.int32)
   op = get_op("SparseSoftmaxCrossEntropyWithLogits")
-  loss, backprop = op(logits, labels)   # the primitive itself never raises
+  loss, backprop = op(logits, labels)  # the primitive itself never raises
   assert np.isfinite(loss[0]) and np.isnan(loss[1:]).all()
   assert np.isnan(backprop[1:]).all() and np.isfinite(backprop[0]).all()
   # TF's XLA kernel gives the same NaN rows.
-  xla = tf.function(lambda a, b: tf.raw_ops.SparseSoftmaxCrossEntropyWithLogits(
-      features=a, labels=b), jit_compile=True)(logits, labels)
+  xla = tf.function(
+    lambda a, b: tf.raw_ops.SparseSoftmaxCrossEntropyWithLogits(features=a, labels=b),
+    jit_compile=True,
+  )(logits, labels)
   _tree_close((loss, backprop), xla)
 
-  tf_fn = tf.function(lambda a, b: tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=b, logits=a))
-  fn = tfprims.convert_functional(tf_fn, tf.TensorSpec([3, 4], F32),
-                                  tf.TensorSpec([3], tf.int32))
+  tf_fn = tf.function(
+    lambda a, b: tf.nn.sparse_softmax_cross_entropy_with_logits(labels=b, logits=a)
+  )
+  fn = tfprims.convert_functional(tf_fn, tf.TensorSpec([3, 4], F32), tf.TensorSpec([3], tf.int32))
   for bad, worst in [(labels, -1), (np.array([1, 4, 0], np.int32), 4)]:
     message = f"Received a label value of {worst} which is outside the valid range"
     with pytest.raises(tf.errors.InvalidArgumentError, match=message):
       tf_fn(logits, bad)
     with pytest.raises(errors.RuntimeCheckError, match=message):
-      fn(logits, bad)                                  # eager: raises like TF
+      fn(logits, bad)  # eager: raises like TF
   with pytest.raises(Exception, match="outside the valid range"):
-    jax.block_until_ready(jax.jit(fn)(logits, labels))   # runtime_checks under jit
+    jax.block_until_ready(jax.jit(fn)(logits, labels))  # runtime_checks under jit
   tfprims.update_config("runtime_checks", False)
-  out = jax.jit(lambda a, b: fn(a, b))(logits, labels)   # a new trace, without the check
+  out = jax.jit(lambda a, b: fn(a, b))(logits, labels)  # a new trace, without the check
   assert np.isnan(out[1:]).all()
 
 
@@ -313,14 +328,13 @@ def _ctc_batch(batch=3, t_max=8, num_classes=6, seed=0, blank_last=True):
   label_len = rng.integers(1, 4, size=batch).astype(np.int32)
   dense = np.zeros((batch, 3), np.int32)
   for b in range(batch):
-    dense[b, :label_len[b]] = rng.integers(lo, hi + 1, size=label_len[b])
+    dense[b, : label_len[b]] = rng.integers(lo, hi + 1, size=label_len[b])
   logit_len = rng.integers(label_len * 2 + 1, t_max + 1).astype(np.int32)
   return dense, label_len, logit_len
 
 
 def _sparse(dense, label_len):
-  idx = np.array([[b, t] for b in range(dense.shape[0]) for t in range(label_len[b])],
-                 np.int64)
+  idx = np.array([[b, t] for b in range(dense.shape[0]) for t in range(label_len[b])], np.int64)
   return idx, dense[idx[:, 0], idx[:, 1]].astype(np.int32)
 
 
@@ -329,9 +343,14 @@ class _SpeechModel:
 
   def __init__(self, num_classes, seed=3):
     keras.utils.set_random_seed(seed)
-    self.model = keras.Sequential([
-        keras.Input((8, 5)), keras.layers.Conv1D(6, 3, padding="same", activation="relu"),
-        keras.layers.Dense(7, activation="tanh"), keras.layers.Dense(num_classes)])
+    self.model = keras.Sequential(
+      [
+        keras.Input((8, 5)),
+        keras.layers.Conv1D(6, 3, padding="same", activation="relu"),
+        keras.layers.Dense(7, activation="tanh"),
+        keras.layers.Dense(num_classes),
+      ]
+    )
 
 
 @needs_ops(*_SPARSE_CTC_GRAD_OPS)
@@ -348,16 +367,22 @@ def test_ctc_speech_train_step_sparse_labels(blank_index):
     labels = tf.SparseTensor(idx, vals, dense_shape=[3, 3])
     with tf.GradientTape() as tape:
       logits = model(feats, training=True)
-      loss = tf.reduce_mean(tf.nn.ctc_loss(labels, logits, None, logit_len,
-                                           logits_time_major=False,
-                                           blank_index=blank_index))
+      loss = tf.reduce_mean(
+        tf.nn.ctc_loss(
+          labels, logits, None, logit_len, logits_time_major=False, blank_index=blank_index
+        )
+      )
     grads = tape.gradient(loss, model.trainable_variables)
     for v, g in zip(model.trainable_variables, grads):
       v.assign_sub(lr * g)
     return loss
 
-  specs = (tf.TensorSpec([3, 8, 5], F32), tf.TensorSpec([len(idx), 2], tf.int64),
-           tf.TensorSpec([len(idx)], tf.int32), tf.TensorSpec([3], tf.int32))
+  specs = (
+    tf.TensorSpec([3, 8, 5], F32),
+    tf.TensorSpec([len(idx), 2], tf.int64),
+    tf.TensorSpec([len(idx)], tf.int32),
+    tf.TensorSpec([3], tf.int32),
+  )
   fn, params = tfprims.convert(train_step, *specs)
   args = (feats, idx, vals, logit_len)
   jaxpr = jax.make_jaxpr(lambda p, *a: fn(p, *a))(params, *args)
@@ -378,12 +403,17 @@ def test_tf_nn_ctc_loss_sparse_values_and_grad(blank_index):
 
   def tf_fn(logits, idx, vals, logit_len):
     labels = tf.SparseTensor(idx, vals, dense_shape=[3, 3])
-    return tf.nn.ctc_loss(labels, logits, None, logit_len, logits_time_major=True,
-                          blank_index=blank_index)
+    return tf.nn.ctc_loss(
+      labels, logits, None, logit_len, logits_time_major=True, blank_index=blank_index
+    )
 
   tf_fn = tf.function(tf_fn)
-  specs = (tf.TensorSpec([8, 3, 6], F32), tf.TensorSpec([len(idx), 2], tf.int64),
-           tf.TensorSpec([len(idx)], tf.int32), tf.TensorSpec([3], tf.int32))
+  specs = (
+    tf.TensorSpec([8, 3, 6], F32),
+    tf.TensorSpec([len(idx), 2], tf.int64),
+    tf.TensorSpec([len(idx)], tf.int32),
+    tf.TensorSpec([3], tf.int32),
+  )
   fn = tfprims.convert_functional(tf_fn, *specs)
   logits = RNG.normal(size=(8, 3, 6)).astype(np.float32)
   _close(fn(logits, idx, vals, logit_len), tf_fn(logits, idx, vals, logit_len))
@@ -424,10 +454,17 @@ def test_tf_nn_ctc_loss_dense_labels(blank_index):
   the converted program agrees with TF, gradients included (x64 on here; x64 off:
   test_tf_nn_ctc_loss_dense_labels_x64_off)."""
   dense, label_len, logit_len = _ctc_batch(blank_last=blank_index == -1, seed=5)
-  tf_fn = tf.function(lambda lg, y, yl, ll: tf.nn.ctc_loss(
-      y, lg, yl, ll, logits_time_major=False, blank_index=blank_index))
-  specs = (tf.TensorSpec([3, 8, 6], F32), tf.TensorSpec([3, 3], tf.int32),
-           tf.TensorSpec([3], tf.int32), tf.TensorSpec([3], tf.int32))
+  tf_fn = tf.function(
+    lambda lg, y, yl, ll: tf.nn.ctc_loss(
+      y, lg, yl, ll, logits_time_major=False, blank_index=blank_index
+    )
+  )
+  specs = (
+    tf.TensorSpec([3, 8, 6], F32),
+    tf.TensorSpec([3, 3], tf.int32),
+    tf.TensorSpec([3], tf.int32),
+    tf.TensorSpec([3], tf.int32),
+  )
   fn = tfprims.convert_functional(tf_fn, *specs)
   logits = RNG.normal(size=(3, 8, 6)).astype(np.float32)
   args = (dense, label_len, logit_len)
@@ -442,9 +479,15 @@ def test_tf_nn_ctc_loss_dense_labels(blank_index):
     # the dense and sparse formulations agree (CTCLoss with the blank moved last)
     idx, vals = _sparse(dense, label_len)
     sparse = get_op("CTCLossV2" if blank_index == 0 else "CTCLoss")
-    loss, _ = sparse(np.transpose(logits, (1, 0, 2)), idx, vals, logit_len,
-                     preprocess_collapse_repeated=False, ctc_merge_repeated=True,
-                     ignore_longer_outputs_than_inputs=False)
+    loss, _ = sparse(
+      np.transpose(logits, (1, 0, 2)),
+      idx,
+      vals,
+      logit_len,
+      preprocess_collapse_repeated=False,
+      ctc_merge_repeated=True,
+      ignore_longer_outputs_than_inputs=False,
+    )
     _close(fn(logits, *args), loss, rtol=1e-4)
 
 
@@ -452,23 +495,27 @@ def test_tf_nn_ctc_loss_dense_labels(blank_index):
 def test_keras_ops_ctc_loss_matches_tf():
   dense, label_len, logit_len = _ctc_batch(seed=6, blank_last=False)
   tf_fn = tf.function(lambda y, lg, yl, ll: keras.ops.ctc_loss(y, lg, yl, ll))
-  specs = (tf.TensorSpec([3, 3], tf.int32), tf.TensorSpec([3, 8, 6], F32),
-           tf.TensorSpec([3], tf.int32), tf.TensorSpec([3], tf.int32))
+  specs = (
+    tf.TensorSpec([3, 3], tf.int32),
+    tf.TensorSpec([3, 8, 6], F32),
+    tf.TensorSpec([3], tf.int32),
+    tf.TensorSpec([3], tf.int32),
+  )
   fn = tfprims.convert_functional(tf_fn, *specs)
   logits = RNG.normal(size=(3, 8, 6)).astype(np.float32)
   args = (dense, logits, label_len, logit_len)
-  with jax.enable_x64(True):   # see test_tf_nn_ctc_loss_dense_labels
+  with jax.enable_x64(True):  # see test_tf_nn_ctc_loss_dense_labels
     _close(fn(*args), tf_fn(*args), rtol=1e-4)
-  _close(fn(*args), tf_fn(*args), rtol=1e-4)    # x64 off too
+  _close(fn(*args), tf_fn(*args), rtol=1e-4)  # x64 off too
 
 
 _DENSE_LABELS = np.array([[1, 2, 3, 2, 0], [4, 5, 1, 0, 0]], np.int32)
 _DENSE_CASES = [  # labels, label lengths, logit lengths
-    (_DENSE_LABELS, [4, 3], [20, 17]),
-    (_DENSE_LABELS, [0, 5], [20, 17]),                  # an empty label, a full-length one
-    (np.array([[1, 2, 3, 4, 5], [4, 5, 1, 2, 3]], np.int32), [5, 5], [20, 17]),
-    (_DENSE_LABELS, [4, 3], [3, 2]),                    # too few frames: TF gives ~710
-    (np.array([[1, 1, 1, 1, 0], [4, 5, 1, 0, 0]], np.int32), [4, 3], [6, 3]),
+  (_DENSE_LABELS, [4, 3], [20, 17]),
+  (_DENSE_LABELS, [0, 5], [20, 17]),  # an empty label, a full-length one
+  (np.array([[1, 2, 3, 4, 5], [4, 5, 1, 2, 3]], np.int32), [5, 5], [20, 17]),
+  (_DENSE_LABELS, [4, 3], [3, 2]),  # too few frames: TF gives ~710
+  (np.array([[1, 1, 1, 1, 0], [4, 5, 1, 0, 0]], np.int32), [4, 3], [6, 3]),
 ]
 
 
@@ -481,10 +528,15 @@ def test_tf_nn_ctc_loss_dense_labels_x64_off():
   float64 (dtypes.is_wide). One conversion and one compilation serve every case (the
   lengths are data)."""
   logits = np.random.default_rng(8).uniform(-2, 2, (20, 2, 6)).astype(np.float32)
-  tf_fn = tf.function(lambda lg, y, yl, ll: tf.nn.ctc_loss(
-      y, lg, yl, ll, logits_time_major=True, blank_index=0))
-  specs = (tf.TensorSpec([20, 2, 6], F32), tf.TensorSpec([2, 5], tf.int32),
-           tf.TensorSpec([2], tf.int32), tf.TensorSpec([2], tf.int32))
+  tf_fn = tf.function(
+    lambda lg, y, yl, ll: tf.nn.ctc_loss(y, lg, yl, ll, logits_time_major=True, blank_index=0)
+  )
+  specs = (
+    tf.TensorSpec([20, 2, 6], F32),
+    tf.TensorSpec([2, 5], tf.int32),
+    tf.TensorSpec([2], tf.int32),
+    tf.TensorSpec([2], tf.int32),
+  )
   with jax.enable_x64(False):
     fn = tfprims.convert_functional(tf_fn, *specs)
     value = jax.jit(fn)
@@ -499,7 +551,7 @@ def test_tf_nn_ctc_loss_dense_labels_x64_off():
       assert np.isfinite(expected).all()
       _close(value(logits, *args), expected, rtol=1e-5)
       _close(grad(logits, *args), expected_grad, rtol=1e-4)
-      if i == 0:   # eager (op by op)
+      if i == 0:  # eager (op by op)
         _close(fn(logits, *args), expected, rtol=1e-5)
 
 
@@ -507,29 +559,36 @@ def test_known_float64_values_fold_in_float64_with_x64_off():
   """Constants and what folds from them keep TF's float64 precision with x64 off (a
   value narrowed to float32 only where it enters the program); runtime float64 values
   are float32 (docs/semantics.md)."""
-  f = tf.function(lambda x: (tf.cast(tf.math.log(tf.cast(0, tf.float64) + 1e-307), F32),
-                             x + tf.cast(tf.constant(1e-300, tf.float64) * 1e300, F32),
-                             tf.constant(1e-307, tf.float64) * 1e300))
+  f = tf.function(
+    lambda x: (
+      tf.cast(tf.math.log(tf.cast(0, tf.float64) + 1e-307), F32),
+      x + tf.cast(tf.constant(1e-300, tf.float64) * 1e300, F32),
+      tf.constant(1e-307, tf.float64) * 1e300,
+    )
+  )
   with jax.enable_x64(False), pytest.warns(tfprims.PrecisionWarning):
     fn = tfprims.convert_functional(f, tf.TensorSpec([], F32))
   with jax.enable_x64(False):
     for out in (fn(np.float32(1)), jax.jit(fn)(np.float32(1))):
       expected = f(np.float32(1))
       assert [o.dtype for o in out] == [jnp.float32] * 3
-      _close(out[0], expected[0], rtol=1e-7)          # -706.8936, not -inf
-      _close(out[1], expected[1], rtol=1e-7)          # 2, not 1
-      _close(out[2], expected[2], rtol=1e-7)          # 1e-7, not 0
+      _close(out[0], expected[0], rtol=1e-7)  # -706.8936, not -inf
+      _close(out[1], expected[1], rtol=1e-7)  # 2, not 1
+      _close(out[2], expected[2], rtol=1e-7)  # 1e-7, not 0
     g = tf.function(lambda: tf.constant(1e300, tf.float64) * 10.0)
     with pytest.raises(tfprims.Int64OverflowError, match="would become inf"):
-      tfprims.convert_functional(g)()                 # narrowed where it leaves: refused
+      tfprims.convert_functional(g)()  # narrowed where it leaves: refused
 
 
 def test_ctc_grad_and_vmap_jaxprs_are_tf_named_and_second_derivative_raises():
   dense, label_len, logit_len = _ctc_batch(seed=7)
   idx, vals = _sparse(dense, label_len)
   op = get_op("CTCLoss")
-  attrs = dict(preprocess_collapse_repeated=False, ctc_merge_repeated=True,
-               ignore_longer_outputs_than_inputs=False)
+  attrs = dict(
+    preprocess_collapse_repeated=False,
+    ctc_merge_repeated=True,
+    ignore_longer_outputs_than_inputs=False,
+  )
   logits = RNG.normal(size=(8, 3, 6)).astype(np.float32)
   total = get_op("Sum")
   loss = lambda x: total(op(x, idx, vals, logit_len, **attrs)[0], axis=(0,), keep_dims=False)
@@ -543,8 +602,9 @@ def test_ctc_grad_and_vmap_jaxprs_are_tf_named_and_second_derivative_raises():
       outer.watch(x)
       with tf.GradientTape() as inner:
         inner.watch(x)
-        tl, _ = tf.raw_ops.CTCLoss(inputs=x, labels_indices=idx, labels_values=vals,
-                                   sequence_length=logit_len, **attrs)
+        tl, _ = tf.raw_ops.CTCLoss(
+          inputs=x, labels_indices=idx, labels_values=vals, sequence_length=logit_len, **attrs
+        )
       g = inner.gradient(tl, x)
     outer.gradient(g, x)
   with pytest.raises(errors.PreventGradientError, match="second"):
@@ -561,8 +621,9 @@ def test_ctc_grad_and_vmap_jaxprs_are_tf_named_and_second_derivative_raises():
   out = jax.vmap(f)(blog, bvals)
   per_ex_grad = jax.vmap(jax.grad(lambda x, v: jnp.sum(f(x, v)[0])))(blog, bvals)
   for k in range(2):
-    tl, tg = tf.raw_ops.CTCLoss(inputs=blog[k], labels_indices=idx, labels_values=bvals[k],
-                                sequence_length=logit_len, **attrs)
+    tl, tg = tf.raw_ops.CTCLoss(
+      inputs=blog[k], labels_indices=idx, labels_values=bvals[k], sequence_length=logit_len, **attrs
+    )
     _close(out[0][k], tl)
     _close(out[1][k], tg)
     _close(per_ex_grad[k], tg)
@@ -572,17 +633,24 @@ def test_ctc_invalid_data_raises_like_tf_eagerly_and_is_nan_under_jit(runtime_ch
   logits = RNG.normal(size=(4, 2, 4)).astype(np.float32)
   idx = np.array([[0, 0], [0, 1], [1, 0]], np.int64)
   cases = [  # (values, sequence_length, TF's message)
-      (np.array([1, 3, 2], np.int32), [2, 2], None),                    # null at the end: fine
-      (np.array([3, 1, 2], np.int32), [2, 2], "non-null label"),
-      (np.array([1, -1, 2], np.int32), [2, 2], "nonnegative"),
-      (np.array([1, 1, 2], np.int32), [1, 2], "Not enough time"),
-      (np.array([1, 1, 2], np.int32), [5, 2], r"sequence_length\(0\) <= 4"),
+    (np.array([1, 3, 2], np.int32), [2, 2], None),  # null at the end: fine
+    (np.array([3, 1, 2], np.int32), [2, 2], "non-null label"),
+    (np.array([1, -1, 2], np.int32), [2, 2], "nonnegative"),
+    (np.array([1, 1, 2], np.int32), [1, 2], "Not enough time"),
+    (np.array([1, 1, 2], np.int32), [5, 2], r"sequence_length\(0\) <= 4"),
   ]
-  tf_fn = tf.function(lambda x, i, v, n: tf.raw_ops.CTCLoss(
-      inputs=x, labels_indices=i, labels_values=v, sequence_length=n))
-  fn = tfprims.convert_functional(tf_fn, tf.TensorSpec([4, 2, 4], F32),
-                                  tf.TensorSpec([3, 2], tf.int64),
-                                  tf.TensorSpec([3], tf.int32), tf.TensorSpec([2], tf.int32))
+  tf_fn = tf.function(
+    lambda x, i, v, n: tf.raw_ops.CTCLoss(
+      inputs=x, labels_indices=i, labels_values=v, sequence_length=n
+    )
+  )
+  fn = tfprims.convert_functional(
+    tf_fn,
+    tf.TensorSpec([4, 2, 4], F32),
+    tf.TensorSpec([3, 2], tf.int64),
+    tf.TensorSpec([3], tf.int32),
+    tf.TensorSpec([2], tf.int32),
+  )
   for vals, n, message in cases:
     n = np.array(n, np.int32)
     if message is None:
@@ -595,8 +663,9 @@ def test_ctc_invalid_data_raises_like_tf_eagerly_and_is_nan_under_jit(runtime_ch
     with pytest.raises(Exception, match="invalid labels or sequence lengths"):
       jax.block_until_ready(jax.jit(fn)(logits, idx, vals, n))
   tfprims.update_config("runtime_checks", False)
-  loss, grad = jax.jit(lambda *a: fn(*a))(logits, idx, np.array([3, 1, 2], np.int32),
-                                          np.array([2, 2], np.int32))
+  loss, grad = jax.jit(lambda *a: fn(*a))(
+    logits, idx, np.array([3, 1, 2], np.int32), np.array([2, 2], np.int32)
+  )
   assert np.isnan(loss[0]) and np.isfinite(loss[1])
   assert np.isnan(grad[:2, 0]).all() and (grad[2:, 0] == 0).all()
   # unsorted / out-of-range SparseTensor indices: TF rejects them too
@@ -614,12 +683,18 @@ def test_ctc_label_states_are_bounded_by_max_time():
   idx = np.array([[b, t] for b, n in enumerate(lengths) for t in range(n)], np.int64)
   vals = rng.integers(0, 4, size=len(idx)).astype(np.int32)
   seq = np.array([4, 4, 3], np.int32)
-  attrs = dict(preprocess_collapse_repeated=False, ctc_merge_repeated=False,
-               ignore_longer_outputs_than_inputs=True)
+  attrs = dict(
+    preprocess_collapse_repeated=False,
+    ctc_merge_repeated=False,
+    ignore_longer_outputs_than_inputs=True,
+  )
   op = get_op("CTCLoss")
-  _tree_close(op(logits, idx, vals, seq, **attrs),
-              tf.raw_ops.CTCLoss(inputs=logits, labels_indices=idx, labels_values=vals,
-                                 sequence_length=seq, **attrs))
+  _tree_close(
+    op(logits, idx, vals, seq, **attrs),
+    tf.raw_ops.CTCLoss(
+      inputs=logits, labels_indices=idx, labels_values=vals, sequence_length=seq, **attrs
+    ),
+  )
   text = str(jax.make_jaxpr(lambda x: op.impl(x, idx, vals, seq, **attrs))(logits))
   assert "f32[3,9]" in text and "f32[3,25]" not in text
 
@@ -627,9 +702,15 @@ def test_ctc_label_states_are_bounded_by_max_time():
 def test_ctc_loss_v2_refuses_attrs_its_only_kernel_refuses():
   op = get_op("CTCLossV2")
   with pytest.raises(ValueError, match="preprocess_collapse_repeated"):
-    op(np.zeros((2, 1, 3), np.float32), np.array([[0, 0]], np.int64),
-       np.array([1], np.int32), np.array([2], np.int32), preprocess_collapse_repeated=True,
-       ctc_merge_repeated=True, ignore_longer_outputs_than_inputs=False)
+    op(
+      np.zeros((2, 1, 3), np.float32),
+      np.array([[0, 0]], np.int64),
+      np.array([1], np.int32),
+      np.array([2], np.int32),
+      preprocess_collapse_repeated=True,
+      ctc_merge_repeated=True,
+      ignore_longer_outputs_than_inputs=False,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -639,8 +720,10 @@ def test_ctc_loss_v2_refuses_attrs_its_only_kernel_refuses():
 def _decode_fn(op, x, seq_len, **attrs):
   @tf.function
   def f():
-    return getattr(tf.raw_ops, op)(inputs=tf.constant(x), sequence_length=tf.constant(seq_len),
-                                   **attrs)
+    return getattr(tf.raw_ops, op)(
+      inputs=tf.constant(x), sequence_length=tf.constant(seq_len), **attrs
+    )
+
   return f
 
 
@@ -654,17 +737,26 @@ def test_decoders_match_tf(ties):
   rng = np.random.default_rng(11)
   for trial in range(40):
     t_max, batch, num_classes = rng.integers(1, 7), rng.integers(1, 4), rng.integers(2, 7)
-    x = (rng.integers(-1, 2, size=(t_max, batch, num_classes)) if ties else
-         rng.normal(size=(t_max, batch, num_classes)))
+    x = (
+      rng.integers(-1, 2, size=(t_max, batch, num_classes))
+      if ties
+      else rng.normal(size=(t_max, batch, num_classes))
+    )
     x = x.astype(np.float64 if trial % 5 == 0 else np.float32)
     seq_len = rng.integers(1, t_max + 1, size=batch).astype(np.int32)
     merge = bool(trial % 2)
-    ours, theirs = _decode_pair("CTCGreedyDecoder", x, seq_len, merge_repeated=merge,
-                                blank_index=int(rng.integers(-num_classes, num_classes)))
+    ours, theirs = _decode_pair(
+      "CTCGreedyDecoder",
+      x,
+      seq_len,
+      merge_repeated=merge,
+      blank_index=int(rng.integers(-num_classes, num_classes)),
+    )
     _tree_close(ours, theirs, rtol=1e-6, atol=1e-6)
     width = int(rng.integers(1, 20))
-    ours, theirs = _decode_pair("CTCBeamSearchDecoder", x, seq_len, beam_width=width,
-                                top_paths=1, merge_repeated=merge)
+    ours, theirs = _decode_pair(
+      "CTCBeamSearchDecoder", x, seq_len, beam_width=width, top_paths=1, merge_repeated=merge
+    )
     for a, b in zip(jax.tree_util.tree_leaves(ours), tf.nest.flatten(theirs)):
       assert np.asarray(a).shape == np.asarray(b).shape
       _close(a, b, rtol=1e-6, atol=1e-6)
@@ -672,9 +764,15 @@ def test_decoders_match_tf(ties):
 
 def test_beam_search_top_paths_and_wide_beams_match_tf():
   rng = np.random.default_rng(12)
-  x = rng.integers(-2, 3, size=(9, 2, 12)).astype(np.float32)   # many ties
-  ours, theirs = _decode_pair("CTCBeamSearchDecoder", x, np.array([9, 6], np.int32),
-                              beam_width=40, top_paths=5, merge_repeated=True)
+  x = rng.integers(-2, 3, size=(9, 2, 12)).astype(np.float32)  # many ties
+  ours, theirs = _decode_pair(
+    "CTCBeamSearchDecoder",
+    x,
+    np.array([9, 6], np.int32),
+    beam_width=40,
+    top_paths=5,
+    merge_repeated=True,
+  )
   for a, b in zip(jax.tree_util.tree_leaves(ours), tf.nest.flatten(theirs)):
     assert np.asarray(a).shape == np.asarray(b).shape
     _close(a, b, rtol=1e-6, atol=1e-6)
@@ -684,15 +782,19 @@ def test_decoders_on_traced_inputs_are_refused_under_jit():
   assert lookup("CTCGreedyDecoder").dynamic_shape
   assert lookup("CTCBeamSearchDecoder").dynamic_shape
   f = tf.function(lambda x, n: keras.ops.ctc_decode(x, n)[0])
-  fn = tfprims.convert_functional(f, tf.TensorSpec([2, 5, 4], F32),
-                                  tf.TensorSpec([2], tf.int32))
+  fn = tfprims.convert_functional(f, tf.TensorSpec([2, 5, 4], F32), tf.TensorSpec([2], tf.int32))
   with pytest.raises(errors.DynamicShapeError, match="CTCGreedyDecoder"):
     jax.jit(fn)(np.zeros((2, 5, 4), np.float32), np.int32([5, 3]))
 
 
 def test_beam_search_errors_like_tf():
-  f = _decode_fn("CTCBeamSearchDecoder", np.zeros((1, 1, 3), np.float32),
-                 np.array([0], np.int32), beam_width=3, top_paths=2)
+  f = _decode_fn(
+    "CTCBeamSearchDecoder",
+    np.zeros((1, 1, 3), np.float32),
+    np.array([0], np.int32),
+    beam_width=3,
+    top_paths=2,
+  )
   with pytest.raises(tf.errors.InvalidArgumentError, match="Less leaves"):
     f()
   with pytest.raises(errors.RuntimeCheckError, match="Less leaves"):

@@ -20,22 +20,26 @@ RTOL, ATOL = 1e-5, 1e-5
 def _model(kind):
   keras.utils.set_random_seed(0)
   if kind == "mlp":
-    model = keras.Sequential([
+    model = keras.Sequential(
+      [
         keras.Input((8,)),
         keras.layers.Dense(16, activation="relu"),
         keras.layers.Dense(16, activation="tanh"),
         keras.layers.Dense(4, activation="softmax"),
-    ])
+      ]
+    )
     shape = (8,)
   else:
-    model = keras.Sequential([
+    model = keras.Sequential(
+      [
         keras.Input((10, 10, 3)),
         keras.layers.Conv2D(4, 3, padding="same", activation="relu"),
         keras.layers.MaxPooling2D(2),
         keras.layers.Conv2D(6, 3, strides=2, padding="valid", activation="relu"),
         keras.layers.Flatten(),
         keras.layers.Dense(5),
-    ])
+      ]
+    )
     shape = (10, 10, 3)
   tf_fn = tf.function(lambda x: model(x))
   fn, params = tfprims.convert(tf_fn, tf.TensorSpec((None,) + shape, tf.float32))
@@ -103,8 +107,9 @@ def test_vmap_matches_per_example_tf_calls(kind):
   # vmap over the params too (an ensemble of one model): in_axes on a param.
   first = sorted(params)[0]
   stacked = dict(params, **{first: np.stack([params[first], 2 * params[first]])})
-  out2 = jax.vmap(lambda p: fn(p, xs[0])[0], in_axes=({k: (0 if k == first else None)
-                                                       for k in params},))(stacked)
+  out2 = jax.vmap(
+    lambda p: fn(p, xs[0])[0], in_axes=({k: (0 if k == first else None) for k in params},)
+  )(stacked)
   np.testing.assert_allclose(out2[0], ref[0], rtol=RTOL, atol=ATOL)
 
 
@@ -123,13 +128,20 @@ def test_jvp_matches_forward_accumulator(kind):
 def _hlo_computations(lowered) -> str:
   """Optimized HLO without metadata, debug tables and instruction names."""
   text = re.sub(r", metadata=\{[^}]*\}", "", lowered.compile().as_text())
-  blocks = [b for b in text.split("\n\n") if not b.startswith("HloModule") and not re.match(
-      r"(FileNames|FunctionNames|FileLocations|StackFrames)\n", b)]
+  blocks = [
+    b
+    for b in text.split("\n\n")
+    if not b.startswith("HloModule")
+    and not re.match(r"(FileNames|FunctionNames|FileLocations|StackFrames)\n", b)
+  ]
   text = "\n\n".join(blocks)
   # Instruction names come from source metadata: number them by first appearance.
   names = {}
-  return re.sub(r"%?\b[A-Za-z_][\w\-]*\.\d+\b|%[\w.\-]+",
-                lambda m: names.setdefault(m.group(0).lstrip("%"), f"v{len(names)}"), text)
+  return re.sub(
+    r"%?\b[A-Za-z_][\w\-]*\.\d+\b|%[\w.\-]+",
+    lambda m: names.setdefault(m.group(0).lstrip("%"), f"v{len(names)}"),
+    text,
+  )
 
 
 # The same models written by hand in jnp, with TF's semantics where jax.nn differs:
@@ -163,8 +175,9 @@ def _jnp_cnn(p, x, names):
   lowest = np.finfo(np.float32).min
   h = jnp.where(h >= lowest, h, lowest)
   # TF's max pool: a later element wins only if strictly greater (-0.0 before +0.0 wins).
-  h = jax.lax.reduce_window(h, -jnp.inf, lambda a, b: jax.lax.select(b > a, b, a),
-                            (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+  h = jax.lax.reduce_window(
+    h, -jnp.inf, lambda a, b: jax.lax.select(b > a, b, a), (1, 2, 2, 1), (1, 2, 2, 1), "VALID"
+  )
   h = jax.lax.conv_general_dilated(h, k2, (2, 2), "VALID", dimension_numbers=dn)
   h = _relu(h + b2)
   h = h.reshape(h.shape[0], -1)
@@ -198,6 +211,6 @@ def test_jax_export_round_trip(kind, batch):
   # batch is folded through that arithmetic.)
   exported = jax.export.export(jax.jit(lambda p, x: fn(p, x)[0]))(params, arg)
   restored = jax.export.deserialize(exported.serialize())
-  for n in ((1, 4) if isinstance(batch, str) else (batch,)):
+  for n in (1, 4) if isinstance(batch, str) else (batch,):
     x = _inputs(shape, batch=n, seed=n)
     np.testing.assert_allclose(restored.call(params, x), tf_fn(x).numpy(), rtol=RTOL, atol=ATOL)

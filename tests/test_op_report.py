@@ -41,12 +41,14 @@ class _Mixed(tf.Module):
   @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32, name="x")])
   def __call__(self, x):
     near = _deadline()
-    return {"y": tf.matmul(x, self.w) + self.nested(x), "near": near,
-            "u": tf.unique(tf.reshape(x, [-1])).y}
+    return {
+      "y": tf.matmul(x, self.w) + self.nested(x),
+      "near": near,
+      "u": tf.unique(tf.reshape(x, [-1])).y,
+    }
 
 
 class _Dense(tf.Module):
-
   def __init__(self):
     super().__init__()
     self.w = tf.Variable(np.ones((3, 4), np.float32))
@@ -57,7 +59,6 @@ class _Dense(tf.Module):
 
 
 class _StringInput(tf.Module):
-
   @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
   def __call__(self, x):
     return tf.identity(tf.strings.as_string(x))
@@ -74,7 +75,7 @@ def test_unsupported_ops_listed_with_nodes_exit_1(capsys, mixed):
   code, out, err = run(capsys, "ops", mixed)
   assert code == 1, err
   assert "Traceback" not in err
-  unsupported = out[out.index("unsupported (1):"):out.index("data-dependent")]
+  unsupported = out[out.index("unsupported (1):") : out.index("data-dependent")]
   assert "GetDeadline" in unsupported and "x2" in unsupported
   assert "data-dependent (1):" in out and "Unique" in out
   assert "verdict: does not convert" in out

@@ -8,8 +8,17 @@ from hypothesis.extra import numpy as hnp
 
 from tfprims import opdefs
 
-_DTYPES = [np.float32, np.float64, np.int32, np.int64, np.bool_, np.float16, np.uint8,
-           np.int8, np.complex64]
+_DTYPES = [
+  np.float32,
+  np.float64,
+  np.int32,
+  np.int64,
+  np.bool_,
+  np.float16,
+  np.uint8,
+  np.int8,
+  np.complex64,
+]
 
 
 def _protos(value):
@@ -25,8 +34,11 @@ def _protos(value):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(_DTYPES).flatmap(
-    lambda d: hnp.arrays(d, hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4))))
+@given(
+  st.sampled_from(_DTYPES).flatmap(
+    lambda d: hnp.arrays(d, hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4))
+  )
+)
 def test_decode_tensor_matches_make_ndarray(value):
   for proto in _protos(value):
     got, want = opdefs.decode_tensor(proto), tf.make_ndarray(proto)
@@ -39,8 +51,9 @@ def test_decode_tensor_matches_make_ndarray(value):
 def test_splatted_constants(dtype, shape):
   # tf.fill-style constants store one value for the whole tensor; none means zeros.
   for value in (1, 0):
-    proto = tf.make_tensor_proto(bool(value) if dtype == tf.bool else value, dtype=dtype,
-                                 shape=shape)
+    proto = tf.make_tensor_proto(
+      bool(value) if dtype == tf.bool else value, dtype=dtype, shape=shape
+    )
     assert not proto.tensor_content
     got, want = opdefs.decode_tensor(proto), tf.make_ndarray(proto)
     assert got.dtype == want.dtype and got.shape == want.shape

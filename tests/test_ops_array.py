@@ -27,55 +27,98 @@ def _values(shape, dtype=np.float32, seed=0):
 
 # (input shape, begin, end, strides, masks): every mask and clamping rule.
 STRIDED_CASES = [
-    ((5,), [1], [4], [1], {}),
-    ((5,), [4], [1], [-1], {}),                                  # negative stride
-    ((5,), [-1], [-6], [-1], {}),                                # negative indices
-    ((5,), [-10], [10], [2], {}),                                # clamped both ends
-    ((5,), [10], [-10], [-2], {}),                               # clamped, negative stride
-    ((5,), [0], [0], [-1], dict(begin_mask=1, end_mask=1)),      # ::-1
-    ((5,), [3], [1], [1], {}),                                   # empty
-    ((7,), [1], [6], [3], {}),
-    ((4, 3), [1], [3], [1], {}),                                 # implicit ellipsis
-    ((4, 3), [0, 1], [0, 3], [1, 1], dict(begin_mask=1, end_mask=1)),
-    ((3, 4), [2, -1], [-4, -5], [-1, -2], {}),
-    ((2, 3, 4), [0, 1], [0, 2], [1, 1], dict(ellipsis_mask=1)),  # x[..., 1:2]
-    ((2, 3, 4), [1, 0, 1], [2, 0, 3], [1, 1, 1], dict(ellipsis_mask=2)),
-    ((2, 3, 4), [0, 0], [1, 0], [1, 1], dict(ellipsis_mask=2)),
-    ((2, 3), [0, 0, 0], [0, 0, 0], [1, 1, 1],
-     dict(new_axis_mask=0b101, begin_mask=2, end_mask=2)),     # x[None, :, None]
-    ((2, 3, 4), [0, 0, 1], [0, 0, 2], [1, 1, 1],
-     dict(ellipsis_mask=1, new_axis_mask=2)),                   # x[..., None, 1:2]
-    ((2, 3, 4), [0, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1],
-     dict(begin_mask=1, end_mask=1, ellipsis_mask=2, new_axis_mask=0b1100)),
-    ((2, 3, 4), [1], [2], [1], dict(shrink_axis_mask=1)),        # x[1]
-    ((2, 3, 4), [-1, -1], [0, 0], [1, 1], dict(shrink_axis_mask=3)),
-    ((2, 3, 4), [1, 0], [0, 0], [1, -1],
-     dict(begin_mask=3, end_mask=2, shrink_axis_mask=1)),       # begin_mask ignored on shrink
-    ((2, 3), [0, 1], [0, 2], [1, 1],
-     dict(new_axis_mask=1, shrink_axis_mask=1)),                # new axis wins over shrink
-    ((2, 3), [0, 1], [0, 2], [1, 1],
-     dict(ellipsis_mask=1, new_axis_mask=1)),                   # ellipsis wins over new axis
-    ((4, 5), [1], [3], [1], dict(shrink_axis_mask=0b100)),       # bits beyond the spec ignored
-    ((3, 0, 2), [0, 0, 0], [3, 0, 2], [1, 1, 1], {}),            # zero-size dim
-    ((4,), [], [], [], {}),                                      # empty spec
-    ((), [0], [0], [1], dict(new_axis_mask=1)),                  # scalar + new axis
-    ((2, 3, 4), [1, 2], [0, 0], [1, 2],
-     dict(shrink_axis_mask=1, end_mask=2, ellipsis_mask=0)),    # shrink, then stride 2
+  ((5,), [1], [4], [1], {}),
+  ((5,), [4], [1], [-1], {}),  # negative stride
+  ((5,), [-1], [-6], [-1], {}),  # negative indices
+  ((5,), [-10], [10], [2], {}),  # clamped both ends
+  ((5,), [10], [-10], [-2], {}),  # clamped, negative stride
+  ((5,), [0], [0], [-1], dict(begin_mask=1, end_mask=1)),  # ::-1
+  ((5,), [3], [1], [1], {}),  # empty
+  ((7,), [1], [6], [3], {}),
+  ((4, 3), [1], [3], [1], {}),  # implicit ellipsis
+  ((4, 3), [0, 1], [0, 3], [1, 1], dict(begin_mask=1, end_mask=1)),
+  ((3, 4), [2, -1], [-4, -5], [-1, -2], {}),
+  ((2, 3, 4), [0, 1], [0, 2], [1, 1], dict(ellipsis_mask=1)),  # x[..., 1:2]
+  ((2, 3, 4), [1, 0, 1], [2, 0, 3], [1, 1, 1], dict(ellipsis_mask=2)),
+  ((2, 3, 4), [0, 0], [1, 0], [1, 1], dict(ellipsis_mask=2)),
+  (
+    (2, 3),
+    [0, 0, 0],
+    [0, 0, 0],
+    [1, 1, 1],
+    dict(new_axis_mask=0b101, begin_mask=2, end_mask=2),
+  ),  # x[None, :, None]
+  (
+    (2, 3, 4),
+    [0, 0, 1],
+    [0, 0, 2],
+    [1, 1, 1],
+    dict(ellipsis_mask=1, new_axis_mask=2),
+  ),  # x[..., None, 1:2]
+  (
+    (2, 3, 4),
+    [0, 0, 0, 0],
+    [0, 0, 0, 0],
+    [1, 1, 1, 1],
+    dict(begin_mask=1, end_mask=1, ellipsis_mask=2, new_axis_mask=0b1100),
+  ),
+  ((2, 3, 4), [1], [2], [1], dict(shrink_axis_mask=1)),  # x[1]
+  ((2, 3, 4), [-1, -1], [0, 0], [1, 1], dict(shrink_axis_mask=3)),
+  (
+    (2, 3, 4),
+    [1, 0],
+    [0, 0],
+    [1, -1],
+    dict(begin_mask=3, end_mask=2, shrink_axis_mask=1),
+  ),  # begin_mask ignored on shrink
+  (
+    (2, 3),
+    [0, 1],
+    [0, 2],
+    [1, 1],
+    dict(new_axis_mask=1, shrink_axis_mask=1),
+  ),  # new axis wins over shrink
+  (
+    (2, 3),
+    [0, 1],
+    [0, 2],
+    [1, 1],
+    dict(ellipsis_mask=1, new_axis_mask=1),
+  ),  # ellipsis wins over new axis
+  ((4, 5), [1], [3], [1], dict(shrink_axis_mask=0b100)),  # bits beyond the spec ignored
+  ((3, 0, 2), [0, 0, 0], [3, 0, 2], [1, 1, 1], {}),  # zero-size dim
+  ((4,), [], [], [], {}),  # empty spec
+  ((), [0], [0], [1], dict(new_axis_mask=1)),  # scalar + new axis
+  (
+    (2, 3, 4),
+    [1, 2],
+    [0, 0],
+    [1, 2],
+    dict(shrink_axis_mask=1, end_mask=2, ellipsis_mask=0),
+  ),  # shrink, then stride 2
 ]
 
 
 def _tf_strided(x, begin, end, strides, masks, grad=None):
   i = np.int32
-  kw = dict(begin=np.array(begin, i), end=np.array(end, i), strides=np.array(strides, i),
-            **{m: masks.get(m, 0) for m in MASKS})
+  kw = dict(
+    begin=np.array(begin, i),
+    end=np.array(end, i),
+    strides=np.array(strides, i),
+    **{m: masks.get(m, 0) for m in MASKS},
+  )
   if grad is None:
     return tf.raw_ops.StridedSlice(input=x, **kw).numpy()
   return tf.raw_ops.StridedSliceGrad(shape=np.array(x.shape, i), dy=grad, **kw).numpy()
 
 
 def _params(begin, end, strides, masks):
-  return dict(begin=tuple(begin), end=tuple(end), strides=tuple(strides),
-              **{m: masks.get(m, 0) for m in MASKS})
+  return dict(
+    begin=tuple(begin),
+    end=tuple(end),
+    strides=tuple(strides),
+    **{m: masks.get(m, 0) for m in MASKS},
+  )
 
 
 @pytest.mark.parametrize("case", STRIDED_CASES, ids=lambda c: f"{c[0]}-{c[4]}")
@@ -91,11 +134,14 @@ def test_strided_slice_matches_tf(case):
   assert eager.shape == want.shape and jitted.shape == want.shape
   # The transpose is StridedSliceGrad, and both match TF's StridedSliceGrad.
   dy = _values(want.shape, seed=1)
-  np.testing.assert_array_equal(A.StridedSliceGrad(dy, shape=shape, **params),
-                                _tf_strided(x, begin, end, strides, masks, grad=dy))
+  np.testing.assert_array_equal(
+    A.StridedSliceGrad(dy, shape=shape, **params),
+    _tf_strided(x, begin, end, strides, masks, grad=dy),
+  )
   _, pullback = jax.vjp(lambda v: A.StridedSlice(v, **params), x)
-  np.testing.assert_array_equal(pullback(dy)[0],
-                                _tf_strided(x, begin, end, strides, masks, grad=dy))
+  np.testing.assert_array_equal(
+    pullback(dy)[0], _tf_strided(x, begin, end, strides, masks, grad=dy)
+  )
   # vmap with the batch axis in the middle: the re-bound spec keeps the semantics.
   if x.ndim:
     xb = np.stack([x, x + 1.0], axis=x.ndim // 2)
@@ -103,13 +149,16 @@ def test_strided_slice_matches_tf(case):
     np.testing.assert_array_equal(got[1], _tf_strided(x + 1.0, begin, end, strides, masks))
 
 
-@pytest.mark.parametrize("begin,end,strides,masks,match", [
+@pytest.mark.parametrize(
+  "begin,end,strides,masks,match",
+  [
     ([0, 0], [1, 1], [1, 1], dict(ellipsis_mask=3), "multiple ellipses"),
     ([5], [6], [1], dict(shrink_axis_mask=1), "out of bounds"),
     ([0], [2], [0], {}, "must be non-zero"),
     ([1], [0], [-1], dict(shrink_axis_mask=1), "only stride 1"),
     ([0, 0, 0], [1, 1, 1], [1, 1, 1], {}, "index out of range"),
-])
+  ],
+)
 def test_strided_slice_invalid_specs_raise_like_tf(begin, end, strides, masks, match):
   x = _values((4, 3))
   with pytest.raises(tf.errors.InvalidArgumentError):
@@ -140,8 +189,12 @@ def test_reshape_transpose_concat_keep_tf_names_under_grad_and_vmap():
   vm = jax.make_jaxpr(jax.vmap(f, in_axes=1))(_values((2, 5, 3, 4)))
   assert non_tf_primitives(vm) == set()
   eqns = vm.jaxpr.eqns
-  assert [e.primitive.name for e in eqns] == ["tf.Transpose", "tf.Reshape", "tf.Transpose",
-                                              "tf.ConcatV2"]
+  assert [e.primitive.name for e in eqns] == [
+    "tf.Transpose",
+    "tf.Reshape",
+    "tf.Transpose",
+    "tf.ConcatV2",
+  ]
   assert eqns[1].params["shape"] == (5, 6, 4)
   assert eqns[3].params["axis"] == 1
   xb = _values((2, 3, 7, 5, 4))
@@ -178,8 +231,16 @@ def test_data_movement_chain_keeps_tf_names():
   grad = _grad_jaxpr(g, x)
   others = non_tf_primitives(grad, allowed={"add_any"})
   assert others <= {"jit"}, others
-  assert {"tf.StridedSliceGrad", "tf.Slice", "tf.Pad", "tf.Pack", "tf.Unpack",
-          "tf.ConcatV2", "tf.Sum", "tf.ScatterNd"} <= jaxpr_primitives(grad)
+  assert {
+    "tf.StridedSliceGrad",
+    "tf.Slice",
+    "tf.Pad",
+    "tf.Pack",
+    "tf.Unpack",
+    "tf.ConcatV2",
+    "tf.Sum",
+    "tf.ScatterNd",
+  } <= jaxpr_primitives(grad)
   # And vmap equals the per-example values.
   xb = _values((2, 3, 5, 4), seed=3)
   got = jax.vmap(g, in_axes=2)(xb)
@@ -187,14 +248,17 @@ def test_data_movement_chain_keeps_tf_names():
     np.testing.assert_allclose(got[k], g(xb[:, :, k]), rtol=1e-6)
 
 
-@pytest.mark.parametrize("pshape,indices,axis,batch_dims", [
+@pytest.mark.parametrize(
+  "pshape,indices,axis,batch_dims",
+  [
     ((5, 3), [[4, 0], [4, 4]], 0, 0),
     ((2, 5), [3, 3, 0], 1, 0),
     ((2, 4, 3), [1, 1, 2, 0], -2, 0),
     ((3, 4), [[1, 1], [0, 3], [2, 2]], 1, 1),
     ((2, 3, 4, 2), [[[0, 2], [1, 1], [2, 0]], [[1, 1], [0, 0], [2, 2]]], 2, 2),
     ((2, 3, 4), [[3, 0, 3], [1, 1, 1]], 2, -1),
-])
+  ],
+)
 def test_gather_grad_matches_gradient_tape(pshape, indices, axis, batch_dims):
   params = _values(pshape, np.float64)
   indices = np.array(indices, np.int32)
@@ -207,13 +271,16 @@ def test_gather_grad_matches_gradient_tape(pshape, indices, axis, batch_dims):
   want = tf.convert_to_tensor(tape.gradient(y, p, output_gradients=tf.constant(ct))).numpy()
   np.testing.assert_allclose(out, y.numpy())
   with jax.enable_x64(True):
-    _, pullback = jax.vjp(lambda v: A.GatherV2(v, indices, axis=axis, batch_dims=batch_dims),
-                          params)
+    _, pullback = jax.vjp(
+      lambda v: A.GatherV2(v, indices, axis=axis, batch_dims=batch_dims), params
+    )
     np.testing.assert_allclose(pullback(ct)[0], want, rtol=1e-12)
     # Tangents go through tf.GatherV2 itself.
-    jvp = jax.make_jaxpr(lambda v, t: jax.jvp(
-        lambda u: A.GatherV2(u, indices, axis=axis, batch_dims=batch_dims), (v,), (t,)))(
-            params, params)
+    jvp = jax.make_jaxpr(
+      lambda v, t: jax.jvp(
+        lambda u: A.GatherV2(u, indices, axis=axis, batch_dims=batch_dims), (v,), (t,)
+      )
+    )(params, params)
     assert [e.primitive.name for e in jvp.jaxpr.eqns] == ["tf.GatherV2", "tf.GatherV2"]
 
 
@@ -230,13 +297,16 @@ def test_gather_out_of_range_indices_give_zeros():
   grad = jax.grad(lambda p: jnp.sum(gather(p)))(params)
   np.testing.assert_array_equal(grad, [[1, 1], [0, 0], [1, 1]])
   # A zero-size gathered axis: every index is out of range.
-  assert np.array_equal(A.GatherV2(np.zeros((0, 2), np.float32), indices, axis=0,
-                                   batch_dims=0), np.zeros((5, 2)))
+  assert np.array_equal(
+    A.GatherV2(np.zeros((0, 2), np.float32), indices, axis=0, batch_dims=0), np.zeros((5, 2))
+  )
   # In a converted function, known values raise like TF's CPU kernel; jitted programs
   # give the zeros (and raise with runtime_checks).
   import tfprims
-  fn = tfprims.convert_functional(tf.function(lambda p, i: tf.gather(p, i)),
-                                  tf.TensorSpec([3, 2]), tf.TensorSpec([5], tf.int32))
+
+  fn = tfprims.convert_functional(
+    tf.function(lambda p, i: tf.gather(p, i)), tf.TensorSpec([3, 2]), tf.TensorSpec([5], tf.int32)
+  )
   with pytest.raises(tfprims.RuntimeCheckError, match=r"GatherV2 node .* not in \[0, 3\)"):
     fn(params, indices)
   np.testing.assert_array_equal(jax.jit(fn)(params, indices), want)
@@ -257,8 +327,9 @@ def test_gather_batching_keeps_tf_names():
     for b in range(2):
       p = pb if in_axes[0] is None else np.take(pb, b, in_axes[0])
       i = ib if in_axes[1] is None else np.take(ib, b, in_axes[1])
-      np.testing.assert_array_equal(got[b], tf.raw_ops.GatherV2(
-          params=p, indices=i, axis=1, batch_dims=1).numpy())
+      np.testing.assert_array_equal(
+        got[b], tf.raw_ops.GatherV2(params=p, indices=i, axis=1, batch_dims=1).numpy()
+      )
 
 
 def test_interpreter_hooks_shape_size_rank_identity():
@@ -267,8 +338,12 @@ def test_interpreter_hooks_shape_size_rank_identity():
     y = tf.identity(x)
     s = tf.shape(y)
     z = tf.reshape(y, tf.stack([s[0] * s[1], -1]))
-    return (tf.identity_n([z, y])[0], tf.size(x, out_type=tf.int64), tf.rank(x),
-            tf.shape(x, out_type=tf.int64))
+    return (
+      tf.identity_n([z, y])[0],
+      tf.size(x, out_type=tf.int64),
+      tf.rank(x),
+      tf.shape(x, out_type=tf.int64),
+    )
 
   x = _values((2, 3, 4))
   fn = tfprims.convert_functional(f, tf.TensorSpec([2, 3, 4], tf.float32))
@@ -278,8 +353,16 @@ def test_interpreter_hooks_shape_size_rank_identity():
   # x64 off: out_type int64 becomes int32 without a JAX warning.
   assert size.dtype == np.int32 and shape.dtype == np.int32 and rank.dtype == np.int32
   prims = jaxpr_primitives(jax.make_jaxpr(fn)(x))
-  assert not prims & {"tf.Identity", "tf.IdentityN", "tf.Shape", "tf.Size", "tf.Rank",
-                      "tf.StridedSlice", "tf.Pack", "tf.Mul"}, prims
+  assert not prims & {
+    "tf.Identity",
+    "tf.IdentityN",
+    "tf.Shape",
+    "tf.Size",
+    "tf.Rank",
+    "tf.StridedSlice",
+    "tf.Pack",
+    "tf.Mul",
+  }, prims
   assert "tf.Reshape" in prims
 
 
@@ -327,21 +410,31 @@ def test_check_numerics_passes_values_through():
   assert "tf.CheckNumerics" in jaxpr_primitives(jax.make_jaxpr(f)(x))
 
 
-@pytest.mark.parametrize("start,limit,delta,dtype", [
-    (0.1, 30.0, 0.1, np.float32),            # start + i*delta, not accumulated
+@pytest.mark.parametrize(
+  "start,limit,delta,dtype",
+  [
+    (0.1, 30.0, 0.1, np.float32),  # start + i*delta, not accumulated
     (0.1, 30.0, 0.1, np.float16),
-    (1e-7, 3e-7, 1e-7, np.float32),          # ceil of a rounded quotient
-    (-2**31, 2**31 - 1, 2**31 - 1, np.int32),  # values wrap like TF's
+    (1e-7, 3e-7, 1e-7, np.float32),  # ceil of a rounded quotient
+    (-(2**31), 2**31 - 1, 2**31 - 1, np.int32),  # values wrap like TF's
     (10, 0, -3, np.int32),
     (5, 5, -1, np.int64),
     (-1.5, 2.0, 0.75, np.float64),
-])
+  ],
+)
 def test_range_matches_tf(start, limit, delta, dtype):
-  want = tf.raw_ops.Range(start=tf.constant(start, dtype), limit=tf.constant(limit, dtype),
-                          delta=tf.constant(delta, dtype)).numpy()
+  want = tf.raw_ops.Range(
+    start=tf.constant(start, dtype),
+    limit=tf.constant(limit, dtype),
+    delta=tf.constant(delta, dtype),
+  ).numpy()
   with jax.enable_x64(True):
-    got = A.Range(start=dtype(start).item(), limit=dtype(limit).item(),
-                  delta=dtype(delta).item(), Tidx=np.dtype(dtype))
+    got = A.Range(
+      start=dtype(start).item(),
+      limit=dtype(limit).item(),
+      delta=dtype(delta).item(),
+      Tidx=np.dtype(dtype),
+    )
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
 
@@ -349,16 +442,25 @@ def test_range_matches_tf(start, limit, delta, dtype):
 def test_range_invalid_raise():
   for start, limit, delta in [(0, 1, 0), (5, 0, 1), (0, 5, -1)]:
     with pytest.raises(tf.errors.InvalidArgumentError):
-      tf.raw_ops.Range(start=tf.constant(start), limit=tf.constant(limit),
-                       delta=tf.constant(delta))
+      tf.raw_ops.Range(start=tf.constant(start), limit=tf.constant(limit), delta=tf.constant(delta))
     with pytest.raises(ValueError, match="Range"):
       A.Range(start=start, limit=limit, delta=delta, Tidx=np.dtype("int32"))
 
 
-@pytest.mark.parametrize("in_shape,shape", [
-    ((0, 6), (0, -1)), ((0, 6), (-1, 0)), ((0, 6), (-1, 2)), ((2, 3), (0, -1)),
-    ((2, 3), (-1,)), ((4, 6), (3, -1, 2)), ((2, 3), (-1, -1)), ((2, 3), (4, -1)), ((), (-1,)),
-])
+@pytest.mark.parametrize(
+  "in_shape,shape",
+  [
+    ((0, 6), (0, -1)),
+    ((0, 6), (-1, 0)),
+    ((0, 6), (-1, 2)),
+    ((2, 3), (0, -1)),
+    ((2, 3), (-1,)),
+    ((4, 6), (3, -1, 2)),
+    ((2, 3), (-1, -1)),
+    ((2, 3), (4, -1)),
+    ((), (-1,)),
+  ],
+)
 def test_reshape_minus_one_like_tf(in_shape, shape):
   x = np.zeros(in_shape, np.float32)
   try:
@@ -394,8 +496,9 @@ def test_padv2_constant_gradient_is_the_padded_sum():
   x, c = _values((2, 2)), np.float32(3.0)
   pads = ((1, 0), (2, 1))
   out = A.PadV2(x, c, paddings=pads)
-  np.testing.assert_array_equal(out, tf.raw_ops.PadV2(input=x, paddings=np.array(pads),
-                                                      constant_values=c).numpy())
+  np.testing.assert_array_equal(
+    out, tf.raw_ops.PadV2(input=x, paddings=np.array(pads), constant_values=c).numpy()
+  )
   ct = _values(out.shape, seed=4)
   gx, gc = jax.vjp(lambda a, b: A.PadV2(a, b, paddings=pads), x, c)[1](ct)
   np.testing.assert_array_equal(gx, ct[1:, 2:4])
@@ -426,8 +529,8 @@ def _bitcast_input(src, dst, rng):
 
 def _bitcast_dtypes():
   import ml_dtypes
-  return [np.dtype(ml_dtypes.bfloat16) if n == "bfloat16" else np.dtype(n)
-          for n in _BITCAST_TYPES]
+
+  return [np.dtype(ml_dtypes.bfloat16) if n == "bfloat16" else np.dtype(n) for n in _BITCAST_TYPES]
 
 
 def _same_bits(a, b):
@@ -450,11 +553,14 @@ def test_bitcast_every_type_pair_matches_tf_bit_for_bit(x64):
       _same_bits(f(x, src, dst), want)
 
 
-@pytest.mark.parametrize("src,dst,shape", [
-    ("int8", "int16", (3,)),        # last dim must be 2
-    ("int8", "int32", ()),          # a scalar cannot widen
-    ("uint8", "complex64", (4,)),   # needs 8
-])
+@pytest.mark.parametrize(
+  "src,dst,shape",
+  [
+    ("int8", "int16", (3,)),  # last dim must be 2
+    ("int8", "int32", ()),  # a scalar cannot widen
+    ("uint8", "complex64", (4,)),  # needs 8
+  ],
+)
 def test_bitcast_rejects_what_tf_rejects(src, dst, shape):
   x = np.zeros(shape, src)
   with pytest.raises(tf.errors.InvalidArgumentError):

@@ -33,9 +33,11 @@ def _bind(op_type, inputs, attrs=None):
 
 def test_reverse_sequence_clamps_lengths_and_checks():
   x = np.arange(12, dtype=np.float32).reshape(3, 4)
-  op, operands, params = _bind("ReverseSequence",
-                               {"input": x, "seq_lengths": np.array([9, -2, 3], np.int64)},
-                               {"seq_dim": 1, "batch_dim": 0})
+  op, operands, params = _bind(
+    "ReverseSequence",
+    {"input": x, "seq_lengths": np.array([9, -2, 3], np.int64)},
+    {"seq_dim": 1, "batch_dim": 0},
+  )
   out = np.asarray(op(*operands, **params))
   # Longer than the axis: the whole row reversed; negative: unchanged; TF raises.
   np.testing.assert_array_equal(out[0], x[0, ::-1])
@@ -65,16 +67,18 @@ def test_runtime_checks_raise_in_a_converted_function():
   with tfprims.override_config("runtime_checks", True):
     with pytest.raises(Exception, match="ReverseSequence"):
       jax.jit(lambda x, n: fn(x, n))(x, bad).block_until_ready()
-    np.testing.assert_array_equal(np.asarray(fn(x, np.array([1, 2], np.int64))),
-                                  f(x, np.array([1, 2], np.int64)).numpy())
+    np.testing.assert_array_equal(
+      np.asarray(fn(x, np.array([1, 2], np.int64))), f(x, np.array([1, 2], np.int64)).numpy()
+    )
 
 
 def test_unravel_index_wraps_past_the_end_like_tfs_arithmetic():
   dims = np.array([2, 3], np.int32)
   inside = np.array([0, 4, 5, -1, -4], np.int32)
   op, operands, params = _bind("UnravelIndex", {"indices": inside, "dims": dims})
-  np.testing.assert_array_equal(np.asarray(op(*operands)),
-                                tf.raw_ops.UnravelIndex(indices=inside, dims=dims).numpy())
+  np.testing.assert_array_equal(
+    np.asarray(op(*operands)), tf.raw_ops.UnravelIndex(indices=inside, dims=dims).numpy()
+  )
   # Past prod(dims) TF raises; the formula wraps around modulo prod(dims).
   past = np.array([6, 7, 13], np.int32)
   with pytest.raises(tf.errors.InvalidArgumentError):
@@ -111,15 +115,16 @@ def test_broadcast_args_incompatible_and_concat_offset_mismatch():
   assert bool(get_op("ConcatOffset").check(*shapes, concat_dim=1)[0])
   shapes[1][2] = 5
   assert not bool(get_op("ConcatOffset").check(*shapes, concat_dim=1)[0])
-  np.testing.assert_array_equal(np.asarray(tfops.ConcatOffset(*shapes, concat_dim=-2)[1]),
-                                [0, 3, 0])
+  np.testing.assert_array_equal(
+    np.asarray(tfops.ConcatOffset(*shapes, concat_dim=-2)[1]), [0, 3, 0]
+  )
 
 
 def test_broadcast_gradient_args_static_and_errors():
   with pytest.raises(ValueError, match="Incompatible shapes"):
     tfops.BroadcastGradientArgs(s0=(2, 3), s1=(3, 3), T=np.dtype("int32"))
   r0, r1 = tfops.BroadcastGradientArgs(s0=(1, 1), s1=(1, 1), T=np.dtype("int64"))
-  assert r0.shape == r1.shape == (0,)   # identical shapes: TF reduces nothing
+  assert r0.shape == r1.shape == (0,)  # identical shapes: TF reduces nothing
 
 
 def test_parallel_concat_rows_past_the_values_are_zeros_and_empty_is_zeros():
@@ -136,7 +141,8 @@ def test_data_format_dim_map_beyond_range_is_tfs_arithmetic():
   for src, dst in [("NHWC", "NCHW"), ("NDHWC", "NCDHW"), ("NCHW", "HWCN")]:
     expected = tf.raw_ops.DataFormatDimMap(x=x, src_format=src, dst_format=dst).numpy()
     np.testing.assert_array_equal(
-        np.asarray(tfops.DataFormatDimMap(x, src_format=src, dst_format=dst)), expected)
+      np.asarray(tfops.DataFormatDimMap(x, src_format=src, dst_format=dst)), expected
+    )
 
 
 def test_linspace_derivative_and_diag_part_of_a_scalar():
@@ -145,12 +151,14 @@ def test_linspace_derivative_and_diag_part_of_a_scalar():
   ja, jb = jax.jacfwd(f, argnums=(0, 1))(np.float32(1.0), np.float32(3.0))
   np.testing.assert_allclose(np.asarray(jb), np.linspace(0, 1, 5), rtol=1e-6)
   np.testing.assert_allclose(np.asarray(ja), 1 - np.linspace(0, 1, 5), rtol=1e-6)
-  ga, gb = jax.grad(lambda a, b: jnp.sum(f(a, b) ** 2), argnums=(0, 1))(np.float32(1.0),
-                                                                        np.float32(3.0))
+  ga, gb = jax.grad(lambda a, b: jnp.sum(f(a, b) ** 2), argnums=(0, 1))(
+    np.float32(1.0), np.float32(3.0)
+  )
   w = np.linspace(0, 1, 5)
   y = 1 + 2 * w
-  np.testing.assert_allclose([float(ga), float(gb)], [np.sum(2 * y * (1 - w)),
-                                                      np.sum(2 * y * w)], rtol=1e-5)
+  np.testing.assert_allclose(
+    [float(ga), float(gb)], [np.sum(2 * y * (1 - w)), np.sum(2 * y * w)], rtol=1e-5
+  )
   # Values: TF's endpoints exactly; interior points within one rounding of the product
   # step * i (XLA's FMA skips it), which is not one ulp of the result near zero.
   rng = np.random.default_rng(0)
@@ -173,23 +181,47 @@ def test_linspace_derivative_and_diag_part_of_a_scalar():
 
 def test_transposes_are_tf_ops():
   cases = [
-      ("SpaceToBatchND", _rand((2, 4, 3)), dict(block_shape=(2,), paddings=((0, 2),)),
-       "tf.BatchToSpaceND"),
-      ("BatchToSpaceND", _rand((4, 3, 2)), dict(block_shape=(2,), crops=((1, 0),)),
-       "tf.SpaceToBatchND"),
-      ("SpaceToBatch", _rand((1, 4, 2, 3)), dict(paddings=((0, 0), (1, 1)), block_size=2),
-       "tf.BatchToSpace"),
-      ("BatchToSpace", _rand((4, 2, 2, 1)), dict(crops=((0, 1), (1, 0)), block_size=2),
-       "tf.SpaceToBatch"),
-      ("MirrorPad", _rand((3, 4)), dict(paddings=((1, 2), (0, 3)), mode="REFLECT"),
-       "tf.MirrorPadGrad"),
-      ("MirrorPadGrad", _rand((6, 4)), dict(paddings=((1, 2), (0, 0)), mode="SYMMETRIC"),
-       "tf.MirrorPad"),
-      ("Roll", _rand((3, 4)), dict(shift=(1, -2), axis=(0, 1)), "tf.Roll"),
-      ("Reverse", _rand((3, 4)), dict(reverse_dims=(True, False)), "tf.Reverse"),
-      ("Diag", _rand((2, 3)), {}, "tf.DiagPart"),
-      ("DiagPart", _rand((2, 3, 2, 3)), {}, "tf.Diag"),
-      ("DeepCopy", _rand((3,)), {}, "tf.DeepCopy"),
+    (
+      "SpaceToBatchND",
+      _rand((2, 4, 3)),
+      dict(block_shape=(2,), paddings=((0, 2),)),
+      "tf.BatchToSpaceND",
+    ),
+    (
+      "BatchToSpaceND",
+      _rand((4, 3, 2)),
+      dict(block_shape=(2,), crops=((1, 0),)),
+      "tf.SpaceToBatchND",
+    ),
+    (
+      "SpaceToBatch",
+      _rand((1, 4, 2, 3)),
+      dict(paddings=((0, 0), (1, 1)), block_size=2),
+      "tf.BatchToSpace",
+    ),
+    (
+      "BatchToSpace",
+      _rand((4, 2, 2, 1)),
+      dict(crops=((0, 1), (1, 0)), block_size=2),
+      "tf.SpaceToBatch",
+    ),
+    (
+      "MirrorPad",
+      _rand((3, 4)),
+      dict(paddings=((1, 2), (0, 3)), mode="REFLECT"),
+      "tf.MirrorPadGrad",
+    ),
+    (
+      "MirrorPadGrad",
+      _rand((6, 4)),
+      dict(paddings=((1, 2), (0, 0)), mode="SYMMETRIC"),
+      "tf.MirrorPad",
+    ),
+    ("Roll", _rand((3, 4)), dict(shift=(1, -2), axis=(0, 1)), "tf.Roll"),
+    ("Reverse", _rand((3, 4)), dict(reverse_dims=(True, False)), "tf.Reverse"),
+    ("Diag", _rand((2, 3)), {}, "tf.DiagPart"),
+    ("DiagPart", _rand((2, 3, 2, 3)), {}, "tf.Diag"),
+    ("DeepCopy", _rand((3,)), {}, "tf.DeepCopy"),
   ]
   for op_type, x, params, transpose in cases:
     op = get_op(op_type)
@@ -199,7 +231,9 @@ def test_transposes_are_tf_ops():
     assert transpose in jaxpr_primitives(jaxpr), (op_type, jaxpr)
     # (mul, reduce_sum and broadcast_in_dim are the test's own jnp.sum(y * ct))
     assert not non_tf_primitives(jaxpr, allowed={"mul", "reduce_sum", "broadcast_in_dim"}), (
-        op_type, jaxpr)
+      op_type,
+      jaxpr,
+    )
     # The transpose is the adjoint: <op(x), ct> == <x, op^T(ct)>.
     g = jax.grad(lambda x: jnp.sum(op(x, **params) * ct))(x)
     np.testing.assert_allclose(float(jnp.sum(g * x)), float(jnp.sum(y * ct)), rtol=1e-4)
@@ -208,12 +242,15 @@ def test_transposes_are_tf_ops():
 def test_batching_rules_are_tf_ops():
   xs = _rand((3, 2, 4, 2))
   cases = [
-      (lambda x: tfops.SpaceToBatchND(x, block_shape=(2,), paddings=((1, 1),)), xs,
-       "tf.SpaceToBatchND"),
-      (lambda x: tfops.Diag(x), _rand((3, 2, 2)), "tf.MatrixDiag"),
-      (lambda x: tfops.DiagPart(x), _rand((3, 2, 3, 2, 3)), "tf.MatrixDiagPart"),
-      (lambda a: tfops.LinSpace(a, np.float32(2.0), num=4), _rand((3,)), "tf.ConcatV2"),
-      (lambda x: tfops.Roll(x, shift=(1,), axis=(-1,)), xs, "tf.Roll"),
+    (
+      lambda x: tfops.SpaceToBatchND(x, block_shape=(2,), paddings=((1, 1),)),
+      xs,
+      "tf.SpaceToBatchND",
+    ),
+    (lambda x: tfops.Diag(x), _rand((3, 2, 2)), "tf.MatrixDiag"),
+    (lambda x: tfops.DiagPart(x), _rand((3, 2, 3, 2, 3)), "tf.MatrixDiagPart"),
+    (lambda a: tfops.LinSpace(a, np.float32(2.0), num=4), _rand((3,)), "tf.ConcatV2"),
+    (lambda x: tfops.Roll(x, shift=(1,), axis=(-1,)), xs, "tf.Roll"),
   ]
   for f, batched, name in cases:
     jaxpr = jax.make_jaxpr(jax.vmap(f))(batched)
@@ -237,8 +274,8 @@ def test_reverse_sequence_vmap_over_lengths_folds_into_tf_batch():
       xi = xb[i] if in_axes[0] == 0 else xb
       li = lb[i] if in_axes[1] == 0 else lb
       np.testing.assert_array_equal(
-          np.asarray(out[i]),
-          tf.raw_ops.ReverseSequence(input=xi, seq_lengths=li, seq_dim=1).numpy())
+        np.asarray(out[i]), tf.raw_ops.ReverseSequence(input=xi, seq_lengths=li, seq_dim=1).numpy()
+      )
     jaxpr = jax.make_jaxpr(jax.vmap(f, in_axes=in_axes))(xb, lb)
     assert "tf.ReverseSequence" in jaxpr_primitives(jaxpr)
     assert not non_tf_primitives(jaxpr, allowed={"transpose"})
@@ -257,8 +294,9 @@ def test_int_ops_batching():
   idx = np.array([[0, 5, 3], [1, 2, 4]], np.int32)
   out = jax.vmap(tfops.UnravelIndex, in_axes=(0, None), out_axes=1)(idx, np.array([2, 3], np.int32))
   for i in range(2):
-    np.testing.assert_array_equal(np.asarray(out[:, i]),
-                                  tf.raw_ops.UnravelIndex(indices=idx[i], dims=[2, 3]).numpy())
+    np.testing.assert_array_equal(
+      np.asarray(out[:, i]), tf.raw_ops.UnravelIndex(indices=idx[i], dims=[2, 3]).numpy()
+    )
 
 
 # --- in converted graphs ---------------------------------------------------------------------
@@ -297,6 +335,7 @@ def test_variable_shape_is_static():
   jaxpr = jax.make_jaxpr(lambda p, x: fn(p, x)[0])(params, x)
   assert "tf.VariableShape" not in jaxpr_primitives(jaxpr)
   from tfprims.core import lookup
+
   assert lookup("VariableShape").shape_only and lookup("VariableShape").reads_state
 
 
@@ -305,8 +344,9 @@ def test_push_back_batch_on_a_vector_of_lists():
   def f(x, t):
     lists = [list_ops.tensor_list_from_tensor(x[i], element_shape=[2]) for i in range(3)]
     out = tf.raw_ops.TensorListPushBackBatch(input_handles=tf.stack(lists), tensor=t)
-    return tf.stack([list_ops.tensor_list_stack(h, tf.float32, element_shape=[2])
-                     for h in tf.unstack(out)])
+    return tf.stack(
+      [list_ops.tensor_list_stack(h, tf.float32, element_shape=[2]) for h in tf.unstack(out)]
+    )
 
   x, t = _rand((3, 4, 2)), _rand((3, 2), seed=1)
   fn = tfprims.convert_functional(f, x, t)
@@ -326,8 +366,10 @@ def test_push_back_batch_on_a_vector_of_lists():
 def test_push_back_batch_refuses_ragged_batches():
   @tf.function
   def f(x, t):
-    lists = [list_ops.tensor_list_from_tensor(x[:1], element_shape=[2]),
-             list_ops.tensor_list_from_tensor(x[:3], element_shape=[2])]
+    lists = [
+      list_ops.tensor_list_from_tensor(x[:1], element_shape=[2]),
+      list_ops.tensor_list_from_tensor(x[:3], element_shape=[2]),
+    ]
     out = tf.raw_ops.TensorListPushBackBatch(input_handles=tf.stack(lists), tensor=t)
     return list_ops.tensor_list_stack(tf.unstack(out)[0], tf.float32, element_shape=[2])
 
@@ -344,30 +386,35 @@ def test_ops_in_one_converted_graph():
   def f(x, lengths, idx, perm, start):
     v = tf.reshape(x, [1, 4, 6, 1])
     outs = [
-        R.ParallelConcat(values=[x[:1], x[1:2]], shape=[2, 6]),
-        R.SpaceToBatch(input=v, paddings=[[0, 0], [1, 1]], block_size=2),
-        R.BatchToSpace(input=tf.reshape(x, [4, 1, 1, 6]), crops=[[0, 1], [0, 0]], block_size=2),
-        R.DataFormatVecPermute(x=tf.shape(v), src_format="NHWC", dst_format="NCHW"),
-        R.DataFormatDimMap(x=idx, src_format="NHWC", dst_format="NCHW"),
-        R.Reverse(tensor=x, dims=[False, True]),
-        R.ReverseSequence(input=x, seq_lengths=lengths, seq_dim=1, batch_dim=0),
-        R.Roll(input=x, shift=[2, -1], axis=[1, 0]),
-        R.Concat(concat_dim=1, values=[x, x]),
-        R.MirrorPadGrad(input=x, paddings=[[1, 1], [2, 1]], mode="REFLECT"),
-        R.Diag(diagonal=x[0]),
-        R.DiagPart(input=R.Diag(diagonal=x)),
-        R.UnravelIndex(indices=idx, dims=[2, 3]),
-        R.InvertPermutation(x=perm),
-        R.LinSpace(start=start, stop=start * 3.0, num=5),
-        R.Empty(shape=[2, 3], dtype=tf.float32, init=True),
-        R.DeepCopy(x=x),
-        R.BroadcastArgs(s0=tf.shape(x), s1=[1, 6]),
+      R.ParallelConcat(values=[x[:1], x[1:2]], shape=[2, 6]),
+      R.SpaceToBatch(input=v, paddings=[[0, 0], [1, 1]], block_size=2),
+      R.BatchToSpace(input=tf.reshape(x, [4, 1, 1, 6]), crops=[[0, 1], [0, 0]], block_size=2),
+      R.DataFormatVecPermute(x=tf.shape(v), src_format="NHWC", dst_format="NCHW"),
+      R.DataFormatDimMap(x=idx, src_format="NHWC", dst_format="NCHW"),
+      R.Reverse(tensor=x, dims=[False, True]),
+      R.ReverseSequence(input=x, seq_lengths=lengths, seq_dim=1, batch_dim=0),
+      R.Roll(input=x, shift=[2, -1], axis=[1, 0]),
+      R.Concat(concat_dim=1, values=[x, x]),
+      R.MirrorPadGrad(input=x, paddings=[[1, 1], [2, 1]], mode="REFLECT"),
+      R.Diag(diagonal=x[0]),
+      R.DiagPart(input=R.Diag(diagonal=x)),
+      R.UnravelIndex(indices=idx, dims=[2, 3]),
+      R.InvertPermutation(x=perm),
+      R.LinSpace(start=start, stop=start * 3.0, num=5),
+      R.Empty(shape=[2, 3], dtype=tf.float32, init=True),
+      R.DeepCopy(x=x),
+      R.BroadcastArgs(s0=tf.shape(x), s1=[1, 6]),
     ]
     return outs
 
   x = _rand((4, 6))
-  args = (x, np.array([1, 6, 3, 0], np.int64), np.array([3, 0, 5], np.int32),
-          np.array([2, 0, 3, 1], np.int32), np.float32(0.5))
+  args = (
+    x,
+    np.array([1, 6, 3, 0], np.int64),
+    np.array([3, 0, 5], np.int32),
+    np.array([2, 0, 3, 1], np.int32),
+    np.float32(0.5),
+  )
   fn = tfprims.convert_functional(f, *args)
   for i, (ours, theirs) in enumerate(zip(fn(*args), f(*args))):
     np.testing.assert_allclose(np.asarray(ours), theirs.numpy(), rtol=1e-6, err_msg=str(i))

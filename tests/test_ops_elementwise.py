@@ -14,10 +14,10 @@ from tfprims.core import get_op
 from helpers import non_tf_primitives
 
 ALLOWED = {
-    "add_any",            # JAX's cotangent accumulation for values used twice
-    "broadcast_in_dim",   # zeros/ones, tangent broadcast, batching rank padding
-    "reduce_sum",         # unbroadcast: transpose of TF's implicit broadcasting
-    "reshape",            # unbroadcast / rank padding
+  "add_any",  # JAX's cotangent accumulation for values used twice
+  "broadcast_in_dim",  # zeros/ones, tangent broadcast, batching rank padding
+  "reduce_sum",  # unbroadcast: transpose of TF's implicit broadcasting
+  "reshape",  # unbroadcast / rank padding
 }
 
 
@@ -54,7 +54,8 @@ def test_grad_and_vmap_jaxprs_keep_tf_names():
   assert {"tf.SigmoidGrad", "tf.Mul", "tf.AddV2"} <= names
 
   vmap_jaxpr = jax.make_jaxpr(jax.vmap(_composite, in_axes=(0, None, None)))(
-      np.stack([x, -x]), b, w)
+    np.stack([x, -x]), b, w
+  )
   assert non_tf_primitives(vmap_jaxpr, ALLOWED) == set(), vmap_jaxpr
 
   # and the gradients are TF's
@@ -70,21 +71,56 @@ def test_grad_and_vmap_jaxprs_keep_tf_names():
 
 # Ops whose JVP (and the transposes it needs) are written with TF ops.
 TF_NAMED = {
-    "Abs": 1, "Neg": 1, "Square": 1, "Sqrt": 1, "Rsqrt": 1, "Exp": 1, "Log": 1, "Log1p": 1,
-    "Expm1": 1, "Sin": 1, "Cos": 1, "Tan": 1, "Tanh": 1, "Asinh": 1, "Reciprocal": 1,
-    "Erf": 1, "Sigmoid": 1, "Relu": 1, "Relu6": 1, "Elu": 1, "Selu": 1, "Softplus": 1,
-    "Softsign": 1, "Softmax": 1, "LogSoftmax": 1,
-    "AddV2": 2, "Add": 2, "Sub": 2, "Mul": 2, "Div": 2, "RealDiv": 2, "DivNoNan": 2,
-    "MulNoNan": 2, "Maximum": 2, "Minimum": 2, "Pow": 2, "SquaredDifference": 2,
-    "Atan2": 2, "Xlogy": 2, "Xdivy": 2, "Xlog1py": 2, "FloorMod": 2,
+  "Abs": 1,
+  "Neg": 1,
+  "Square": 1,
+  "Sqrt": 1,
+  "Rsqrt": 1,
+  "Exp": 1,
+  "Log": 1,
+  "Log1p": 1,
+  "Expm1": 1,
+  "Sin": 1,
+  "Cos": 1,
+  "Tan": 1,
+  "Tanh": 1,
+  "Asinh": 1,
+  "Reciprocal": 1,
+  "Erf": 1,
+  "Sigmoid": 1,
+  "Relu": 1,
+  "Relu6": 1,
+  "Elu": 1,
+  "Selu": 1,
+  "Softplus": 1,
+  "Softsign": 1,
+  "Softmax": 1,
+  "LogSoftmax": 1,
+  "AddV2": 2,
+  "Add": 2,
+  "Sub": 2,
+  "Mul": 2,
+  "Div": 2,
+  "RealDiv": 2,
+  "DivNoNan": 2,
+  "MulNoNan": 2,
+  "Maximum": 2,
+  "Minimum": 2,
+  "Pow": 2,
+  "SquaredDifference": 2,
+  "Atan2": 2,
+  "Xlogy": 2,
+  "Xdivy": 2,
+  "Xlog1py": 2,
+  "FloorMod": 2,
 }
 
 
 @pytest.mark.parametrize("name", sorted(TF_NAMED))
 def test_grad_jaxpr_is_tf_named(name):
   arity = TF_NAMED[name]
-  x = np.array([[0.3, 0.7, 1.2]], np.float32)     # shape (1, 3)
-  y = np.array([[1.1], [0.4]], np.float32)         # shape (2, 1): broadcasting
+  x = np.array([[0.3, 0.7, 1.2]], np.float32)  # shape (1, 3)
+  y = np.array([[1.1], [0.4]], np.float32)  # shape (2, 1): broadcasting
   args = (x, y)[:arity]
   f = lambda *a: jnp.sum(call(name, *a))
   jaxpr = jax.make_jaxpr(jax.grad(f, argnums=tuple(range(arity))))(*args)
@@ -105,9 +141,25 @@ def test_leaky_relu_grad_keeps_alpha():
 # Broadcasting binary ops: gradients vs tf.GradientTape.
 
 SHAPES = [((2, 1, 3), (4, 1)), ((3,), ()), ((), (2, 3)), ((1, 3), (2, 1))]
-BINARY = ["AddV2", "Add", "Sub", "Mul", "Div", "RealDiv", "DivNoNan", "MulNoNan", "Maximum",
-          "Minimum", "Pow", "SquaredDifference", "Atan2", "Xlogy", "Xdivy", "Xlog1py",
-          "FloorMod"]
+BINARY = [
+  "AddV2",
+  "Add",
+  "Sub",
+  "Mul",
+  "Div",
+  "RealDiv",
+  "DivNoNan",
+  "MulNoNan",
+  "Maximum",
+  "Minimum",
+  "Pow",
+  "SquaredDifference",
+  "Atan2",
+  "Xlogy",
+  "Xdivy",
+  "Xlog1py",
+  "FloorMod",
+]
 
 
 @pytest.mark.parametrize("name", BINARY)
@@ -118,7 +170,7 @@ def test_broadcasting_grads_match_tf(name):
     a = rng.uniform(0.5, 2.0, sa).astype(np.float32)
     b = rng.uniform(0.5, 2.0, sb).astype(np.float32)
     if name in ("Maximum", "Minimum") and a.size and b.size:
-      a.flat[0] = b.flat[0]     # a tie
+      a.flat[0] = b.flat[0]  # a tie
     ct = rng.standard_normal(np.broadcast_shapes(sa, sb)).astype(np.float32)
     _, pull = jax.vjp(lambda a, b: call(name, a, b), a, b)
     ga, gb = pull(ct)
@@ -126,8 +178,12 @@ def test_broadcasting_grads_match_tf(name):
     with tf.GradientTape() as tape:
       tape.watch([ta, tb])
       out = getattr(tf.raw_ops, name)(**{names[0]: ta, names[1]: tb})
-    wa, wb = tape.gradient(out, [ta, tb], output_gradients=tf.constant(ct),
-                           unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    wa, wb = tape.gradient(
+      out,
+      [ta, tb],
+      output_gradients=tf.constant(ct),
+      unconnected_gradients=tf.UnconnectedGradients.ZERO,
+    )
     np.testing.assert_allclose(ga, wa.numpy(), rtol=2e-5, atol=1e-6, err_msg=f"{name} {sa} {sb}")
     np.testing.assert_allclose(gb, wb.numpy(), rtol=2e-5, atol=1e-6, err_msg=f"{name} {sa} {sb}")
 
@@ -146,10 +202,13 @@ def _tf_grad(name, x, **kwargs):
 
 def _first_arg(name):
   from tfprims import opdefs
+
   return opdefs.input_arg_names(name)[0]
 
 
-@pytest.mark.parametrize("name,x,kwargs", [
+@pytest.mark.parametrize(
+  "name,x,kwargs",
+  [
     ("Abs", [-1.0, 0.0, -0.0, 2.0], {}),
     ("Relu", [-1.0, 0.0, 2.0], {}),
     ("Relu6", [-1.0, 0.0, 3.0, 6.0, 7.0], {}),
@@ -163,7 +222,8 @@ def _first_arg(name):
     ("Rsqrt", [0.0, 4.0], {}),
     ("Reciprocal", [0.0, 4.0], {}),
     ("Softplus", [-100.0, 0.0, 100.0], {}),
-])
+  ],
+)
 def test_unary_grad_conventions_match_tf(name, x, kwargs):
   x = np.array(x, np.float32)
   ours = jax.grad(lambda v: jnp.sum(call(name, v, **kwargs)))(x)
@@ -176,14 +236,18 @@ def _tf_grads2(name, a, b):
   with tf.GradientTape() as tape:
     tape.watch([ta, tb])
     out = getattr(tf.raw_ops, name)(**{names[0]: ta, names[1]: tb})
-  return [g.numpy() for g in tape.gradient(out, [ta, tb],
-                                           unconnected_gradients=tf.UnconnectedGradients.ZERO)]
+  return [
+    g.numpy()
+    for g in tape.gradient(out, [ta, tb], unconnected_gradients=tf.UnconnectedGradients.ZERO)
+  ]
 
 
-@pytest.mark.parametrize("name,a,b", [
-    ("Maximum", [1.0, 2.0, 3.0], [1.0, 1.0, 4.0]),      # tie goes to x
+@pytest.mark.parametrize(
+  "name,a,b",
+  [
+    ("Maximum", [1.0, 2.0, 3.0], [1.0, 1.0, 4.0]),  # tie goes to x
     ("Minimum", [1.0, 2.0, 3.0], [1.0, 1.0, 4.0]),
-    ("Maximum", [np.nan, 1.0], [1.0, np.nan]),          # NaN: gradient to y
+    ("Maximum", [np.nan, 1.0], [1.0, np.nan]),  # NaN: gradient to y
     ("Pow", [0.0, 0.0, -2.0, 2.0], [0.0, 2.0, 3.0, 0.5]),  # 0*inf = nan at x=y=0; dy = 0 for x <= 0
     ("Xlogy", [0.0, 0.0, 2.0], [0.0, 3.0, 3.0]),
     ("Xdivy", [0.0, 0.0, 2.0], [0.0, 3.0, 3.0]),
@@ -193,7 +257,8 @@ def _tf_grads2(name, a, b):
     ("FloorMod", [7.0, -7.0, 7.5], [2.0, 2.0, -2.0]),
     ("FloorDiv", [7.0, -7.0, 7.5], [2.0, 2.0, -2.0]),
     ("TruncateDiv", [7.0, -7.0, 7.5], [2.0, 2.0, -2.0]),
-])
+  ],
+)
 def test_binary_grad_conventions_match_tf(name, a, b):
   a, b = np.array(a, np.float32), np.array(b, np.float32)
   ours = jax.grad(lambda u, v: jnp.sum(call(name, u, v)), argnums=(0, 1))(a, b)
@@ -201,9 +266,25 @@ def test_binary_grad_conventions_match_tf(name, a, b):
     np.testing.assert_allclose(g, w, rtol=1e-6, equal_nan=True)
 
 
-@pytest.mark.parametrize("name", ["Tanh", "Sigmoid", "Elu", "Selu", "Softplus", "Sqrt", "Rsqrt",
-                                  "Reciprocal", "Relu", "LeakyRelu", "Exp", "Log", "Square",
-                                  "Abs"])
+@pytest.mark.parametrize(
+  "name",
+  [
+    "Tanh",
+    "Sigmoid",
+    "Elu",
+    "Selu",
+    "Softplus",
+    "Sqrt",
+    "Rsqrt",
+    "Reciprocal",
+    "Relu",
+    "LeakyRelu",
+    "Exp",
+    "Log",
+    "Square",
+    "Abs",
+  ],
+)
 def test_second_derivatives_match_tf(name):
   """Second order goes through the gradient ops' own JVPs (TanhGrad, EluGrad...)."""
   x = np.array([-1.5, -0.3, 0.4, 2.0], np.float32)
@@ -265,17 +346,32 @@ def test_softmax_second_order_matches_tf():
 def _tf_softmax_is_onednns():
   """TF's float32 Softmax runs oneDNN's kernel (TF_ENABLE_ONEDNN_OPTS=0 turns it off)."""
   try:
-    tf.raw_ops.Conv2D(input=tf.zeros((1, 1, 2, 2)), filter=tf.zeros((1, 1, 1, 1)),
-                      strides=[1, 1, 1, 1], padding="VALID", data_format="NCHW")
+    tf.raw_ops.Conv2D(
+      input=tf.zeros((1, 1, 2, 2)),
+      filter=tf.zeros((1, 1, 1, 1)),
+      strides=[1, 1, 1, 1],
+      padding="VALID",
+      data_format="NCHW",
+    )
     return True
   except tf.errors.OpError:
     return False
 
 
-_SOFTMAX_ROWS = [[np.nan, 1, 2, 3], [np.inf, 1, 2, -np.inf], [np.inf, np.inf, 1, 0],
-                 [-np.inf] * 4, [-np.inf, 1, 2, 3], [1e30, 1, -1e30, 2], [1e30, 1e30, 1, 0],
-                 [3e38, -3e38, 0, np.nan], [np.nan, np.inf, 1, 0], [-np.inf, np.nan, -np.inf, 1],
-                 [-np.inf, np.nan, -np.inf, np.nan], [0.5, -1, 2, 0]]
+_SOFTMAX_ROWS = [
+  [np.nan, 1, 2, 3],
+  [np.inf, 1, 2, -np.inf],
+  [np.inf, np.inf, 1, 0],
+  [-np.inf] * 4,
+  [-np.inf, 1, 2, 3],
+  [1e30, 1, -1e30, 2],
+  [1e30, 1e30, 1, 0],
+  [3e38, -3e38, 0, np.nan],
+  [np.nan, np.inf, 1, 0],
+  [-np.inf, np.nan, -np.inf, 1],
+  [-np.inf, np.nan, -np.inf, np.nan],
+  [0.5, -1, 2, 0],
+]
 
 
 @pytest.mark.parametrize("name", ["Softmax", "LogSoftmax"])
@@ -283,12 +379,13 @@ def test_softmax_special_rows_match_tf_kernels_per_dtype(name, x64):
   # float32/float16/bfloat16 Softmax (oneDNN): NaN at NaN/+inf logits, 0 for the rest of
   # their row; float64 Softmax and LogSoftmax (Eigen): NaN for the row.
   import ml_dtypes
+
   if not _tf_softmax_is_onednns():
     pytest.skip("TF's oneDNN kernels are off")
   for dtype in (np.float32, np.float16, ml_dtypes.bfloat16, np.float64):
     probe = tf_call("Softmax", logits=tf.constant([[np.nan, 1.0]], dtype))
     if dtype in (np.float16, ml_dtypes.bfloat16) and np.isnan(probe[0, 1]):
-      continue   # no oneDNN half kernel on this CPU (no AVX512-FP16/BF16): Eigen's
+      continue  # no oneDNN half kernel on this CPU (no AVX512-FP16/BF16): Eigen's
     with np.errstate(over="ignore"):
       x = np.array(_SOFTMAX_ROWS, np.float64).astype(dtype).reshape(6, 2, 4)
     want = tf_call(name, logits=tf.constant(x)).astype(np.float64)
@@ -296,8 +393,9 @@ def test_softmax_special_rows_match_tf_kernels_per_dtype(name, x64):
       ours = np.asarray(ours).astype(np.float64)
       np.testing.assert_allclose(ours, want, rtol=1e-2, atol=1e-3, err_msg=str(dtype))
       num = ~np.isnan(want)
-      np.testing.assert_array_equal(np.signbit(ours[num]), np.signbit(want[num]),
-                                    err_msg=str(dtype))
+      np.testing.assert_array_equal(
+        np.signbit(ours[num]), np.signbit(want[num]), err_msg=str(dtype)
+      )
 
 
 def test_softmax_nan_in_long_rows_is_lane_independent():
@@ -329,10 +427,12 @@ def _int_cases(dtype):
   return np.array(xs, dtype), np.array(ys, dtype)
 
 
-@pytest.mark.parametrize("name", ["Div", "FloorDiv", "FloorMod", "TruncateDiv", "TruncateMod",
-                                  "Mod"])
-@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                                   "uint64"])
+@pytest.mark.parametrize(
+  "name", ["Div", "FloorDiv", "FloorMod", "TruncateDiv", "TruncateMod", "Mod"]
+)
+@pytest.mark.parametrize(
+  "dtype", ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+)
 def test_integer_division_matches_tf(x64, name, dtype):
   x, y = _int_cases(np.dtype(dtype))
   try:
@@ -344,9 +444,17 @@ def test_integer_division_matches_tf(x64, name, dtype):
   assert ours.dtype == want.dtype
 
 
-@pytest.mark.parametrize("name,quotient", [("Div", True), ("FloorDiv", True), ("TruncateDiv", True),
-                                           ("FloorMod", False), ("TruncateMod", False),
-                                           ("Mod", False)])
+@pytest.mark.parametrize(
+  "name,quotient",
+  [
+    ("Div", True),
+    ("FloorDiv", True),
+    ("TruncateDiv", True),
+    ("FloorMod", False),
+    ("TruncateMod", False),
+    ("Mod", False),
+  ],
+)
 def test_integer_division_by_zero_is_documented(name, quotient):
   """TF raises; tfprims returns -1 (all bits set) for quotients and x for
   remainders, eagerly and under jit (docs/semantics/elementwise.md)."""
@@ -359,11 +467,12 @@ def test_integer_division_by_zero_is_documented(name, quotient):
   np.testing.assert_array_equal(jax.jit(lambda a, b: call(name, a, b))(x, y), want)
   if name in ("Div", "FloorDiv", "TruncateDiv", "FloorMod"):
     u = np.array([7, 255], np.uint8)
-    np.testing.assert_array_equal(call(name, u, np.zeros_like(u)),
-                                  [255, 255] if quotient else u)
+    np.testing.assert_array_equal(call(name, u, np.zeros_like(u)), [255, 255] if quotient else u)
 
 
-@pytest.mark.parametrize("f, message", [
+@pytest.mark.parametrize(
+  "f, message",
+  [
     (lambda x, y: tf.math.floordiv(x, y), "Integer division by zero"),
     (lambda x, y: tf.math.floormod(x, y), "Integer division by zero"),
     (lambda x, y: tf.raw_ops.TruncateDiv(x=x, y=y), "Integer division by zero"),
@@ -371,15 +480,21 @@ def test_integer_division_by_zero_is_documented(name, quotient):
     (lambda x, y: tf.raw_ops.Div(x=x, y=y), "Integer division by zero"),
     (lambda x, y: tf.raw_ops.Mod(x=x, y=y), "Integer division by zero"),
     (lambda x, y: tf.math.pow(x, y), "Integers to negative integer powers are not allowed"),
-])
+  ],
+)
 def test_integer_errors_raise_in_eager_calls_and_in_checked_jit(f, message):
   import tfprims
-  fn = tfprims.convert_functional(tf.function(f), tf.TensorSpec([2], tf.int32),
-                                  tf.TensorSpec([2], tf.int32))
+
+  fn = tfprims.convert_functional(
+    tf.function(f), tf.TensorSpec([2], tf.int32), tf.TensorSpec([2], tf.int32)
+  )
   x, good = np.array([7, -7], np.int32), np.array([2, 3], np.int32)
   bad = np.array([2, 0], np.int32) if "division" in message else np.array([2, -1], np.int32)
-  with pytest.raises(tf.errors.InvalidArgumentError if "negative" in message else
-                     (tf.errors.InvalidArgumentError, tf.errors.InternalError)):
+  with pytest.raises(
+    tf.errors.InvalidArgumentError
+    if "negative" in message
+    else (tf.errors.InvalidArgumentError, tf.errors.InternalError)
+  ):
     f(tf.constant(x), tf.constant(bad))
   np.testing.assert_array_equal(fn(x, good), f(x, good))
   with pytest.raises(tfprims.RuntimeCheckError, match=f"node '.*': {message}"):
@@ -394,10 +509,12 @@ def test_integer_errors_raise_in_eager_calls_and_in_checked_jit(f, message):
 
 
 def test_float_floor_div_and_mod_match_tf():
-  x = np.array([7.5, -7.5, 7.5, -7.5, 0.0, -0.0, 5.0, np.inf, 5.0, np.nan, 3.0, -3.0, 1e30],
-               np.float32)
-  y = np.array([2.0, 2.0, -2.0, -2.0, 3.0, 3.0, 0.0, 2.0, np.inf, 1.0, -np.inf, np.inf, 3e-30],
-               np.float32)
+  x = np.array(
+    [7.5, -7.5, 7.5, -7.5, 0.0, -0.0, 5.0, np.inf, 5.0, np.nan, 3.0, -3.0, 1e30], np.float32
+  )
+  y = np.array(
+    [2.0, 2.0, -2.0, -2.0, 3.0, 3.0, 0.0, 2.0, np.inf, 1.0, -np.inf, np.inf, 3e-30], np.float32
+  )
   for name in ("FloorDiv", "FloorMod", "TruncateDiv", "TruncateMod", "Mod", "Div", "RealDiv"):
     for b in (y, -y):
       want = tf_call(name, x=tf.constant(x), y=tf.constant(b))
@@ -408,9 +525,10 @@ def test_float_floor_div_and_mod_match_tf():
 
 def test_integer_pow_matches_tf_and_negative_exponents_are_documented():
   x = np.array([2, 3, -2, 0, 1, -1, 7], np.int32)
-  y = np.array([30, 21, 31, 0, 5, 3, 13], np.int32)   # wraps like TF
-  np.testing.assert_array_equal(call("Pow", x, y),
-                                tf_call("Pow", x=tf.constant(x), y=tf.constant(y)))
+  y = np.array([30, 21, 31, 0, 5, 3, 13], np.int32)  # wraps like TF
+  np.testing.assert_array_equal(
+    call("Pow", x, y), tf_call("Pow", x=tf.constant(x), y=tf.constant(y))
+  )
   # TF raises for negative exponents; tfprims: 1 / x**-y truncated toward zero.
   with pytest.raises(tf.errors.InvalidArgumentError):
     tf_call("Pow", x=tf.constant(np.array([2], np.int32)), y=tf.constant(np.array([-1], np.int32)))
@@ -436,14 +554,21 @@ def test_pow_and_atan2_of_subnormals_are_tf_scalar_and_xla_results(x64):
   # scalar tail (pow(0, 1e-40) is 1 for 16 elements, 0 for one); TF-XLA and tfprims give
   # the scalar results (docs/semantics/elementwise.md).
   for dtype, d in ((np.float32, 1e-40), (np.float64, 1e-310)):
-    cases = {"Pow": (dict(x=[0.0, -0.0, -2.0, 2.0, 0.0], y=[d, -d, d, d, 2 * d])),
-             "Atan2": (dict(y=[0.0, d, d, -1.0, -0.0], x=[d, d, 0.0, d, d]))}
+    cases = {
+      "Pow": (dict(x=[0.0, -0.0, -2.0, 2.0, 0.0], y=[d, -d, d, d, 2 * d])),
+      "Atan2": (dict(y=[0.0, d, d, -1.0, -0.0], x=[d, d, 0.0, d, d])),
+    }
     for name, kw in cases.items():
       kw = {k: np.array(v, dtype) for k, v in kw.items()}
-      scalar = np.array([tf_call(name, **{k: tf.constant(v[i:i + 1]) for k, v in kw.items()})[0]
-                         for i in range(5)])
+      scalar = np.array(
+        [
+          tf_call(name, **{k: tf.constant(v[i : i + 1]) for k, v in kw.items()})[0]
+          for i in range(5)
+        ]
+      )
       xla = tf.function(lambda **a: getattr(tf.raw_ops, name)(**a), jit_compile=True)(
-          **{k: tf.constant(v) for k, v in kw.items()}).numpy()
+        **{k: tf.constant(v) for k, v in kw.items()}
+      ).numpy()
       np.testing.assert_array_equal(scalar, xla, err_msg=name)
       args = [kw[k] for k in (("x", "y") if name == "Pow" else ("y", "x"))]
       np.testing.assert_array_equal(call(name, *args), scalar, err_msg=name)
@@ -461,8 +586,9 @@ def test_lgamma_is_exactly_zero_at_one_and_two_like_tf(x64):
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-5)
     y = np.full(6, -1e30 if dtype != np.float16 else -6e4, dtype)
     lg = jax.jit(op("Lgamma"))(x)
-    np.testing.assert_array_equal(call("FloorDiv", lg, y)[:2],
-                                  tf_call("FloorDiv", x=tf.constant(want), y=tf.constant(y))[:2])
+    np.testing.assert_array_equal(
+      call("FloorDiv", lg, y)[:2], tf_call("FloorDiv", x=tf.constant(want), y=tf.constant(y))[:2]
+    )
 
 
 def test_erfinv_next_to_one_is_tf_xlas(x64):
@@ -478,9 +604,10 @@ def test_erfinv_next_to_one_is_tf_xlas(x64):
       np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
     eager = tf_call("Erfinv", x=tf.constant(x))
     assert eager[0] == np.inf and np.isnan(want[0])
-    zeros = np.array([-0.0, 0.0], dtype)   # TF's ndtri(1/2) is +0.0 for both
-    np.testing.assert_array_equal(np.signbit(call("Erfinv", zeros)),
-                                  np.signbit(tf_call("Erfinv", x=tf.constant(zeros))))
+    zeros = np.array([-0.0, 0.0], dtype)  # TF's ndtri(1/2) is +0.0 for both
+    np.testing.assert_array_equal(
+      np.signbit(call("Erfinv", zeros)), np.signbit(tf_call("Erfinv", x=tf.constant(zeros)))
+    )
 
 
 @pytest.mark.parametrize("dtype", ["int8", "int32", "uint8", "uint32"])
@@ -494,24 +621,47 @@ def test_shifts_match_tf(dtype):
     amounts[-1] = -3
   y = np.array(amounts, dtype)
   for name in ("LeftShift", "RightShift"):
-    np.testing.assert_array_equal(call(name, x, y),
-                                  tf_call(name, x=tf.constant(x), y=tf.constant(y)))
+    np.testing.assert_array_equal(
+      call(name, x, y), tf_call(name, x=tf.constant(x), y=tf.constant(y))
+    )
 
 
 def test_int64_shifts_match_tf(x64):
   x = np.array([1, -8, 2**40, -(2**50), 3], np.int64)
   y = np.array([40, 70, 23, 63, -2], np.int64)
   for name in ("LeftShift", "RightShift"):
-    np.testing.assert_array_equal(call(name, x, y),
-                                  tf_call(name, x=tf.constant(x), y=tf.constant(y)))
+    np.testing.assert_array_equal(
+      call(name, x, y), tf_call(name, x=tf.constant(x), y=tf.constant(y))
+    )
 
 
 # ---------------------------------------------------------------------------
 # Cast.
 
-_BAD = np.array([np.nan, np.inf, -np.inf, 3e9, -3e9, 1e20, -1e20, 2.7, -2.7, 300.0, -300.0,
-                 2147483520.0, 2147483648.0, -2147483648.0, -2147483904.0, 4294967040.0,
-                 5e9, 9.3e18, -9.2233715e18], np.float32)
+_BAD = np.array(
+  [
+    np.nan,
+    np.inf,
+    -np.inf,
+    3e9,
+    -3e9,
+    1e20,
+    -1e20,
+    2.7,
+    -2.7,
+    300.0,
+    -300.0,
+    2147483520.0,
+    2147483648.0,
+    -2147483648.0,
+    -2147483904.0,
+    4294967040.0,
+    5e9,
+    9.3e18,
+    -9.2233715e18,
+  ],
+  np.float32,
+)
 
 
 def test_cast_float_to_int32_matches_tf_for_nan_inf_and_out_of_range():
@@ -521,15 +671,16 @@ def test_cast_float_to_int32_matches_tf_for_nan_inf_and_out_of_range():
     want = tf_call("Cast", x=tf.constant(x), DstT=tf.int32)
     np.testing.assert_array_equal(call("Cast", x, DstT=np.dtype("int32"), Truncate=False), want)
     np.testing.assert_array_equal(
-        jax.jit(lambda v: call("Cast", v, DstT=np.dtype("int32"), Truncate=False))(x), want)
+      jax.jit(lambda v: call("Cast", v, DstT=np.dtype("int32"), Truncate=False))(x), want
+    )
 
 
 @pytest.mark.parametrize("dst", ["int64", "uint64", "uint32"])
 def test_cast_float_to_wide_ints_matches_tf(x64, dst):
   x = _BAD
-  if dst == "uint32":     # TF's result outside (-2**31, 2**32) depends on the tensor size
+  if dst == "uint32":  # TF's result outside (-2**31, 2**32) depends on the tensor size
     t = np.trunc(x)
-    x = x[(t > -2.0**31) & (t < 2.0**32)]
+    x = x[(t > -(2.0**31)) & (t < 2.0**32)]
   want = tf_call("Cast", x=tf.constant(x), DstT=tf.as_dtype(dst))
   np.testing.assert_array_equal(call("Cast", x, DstT=np.dtype(dst), Truncate=False), want)
 
@@ -544,16 +695,29 @@ def test_cast_float_to_narrow_ints(dst):
   x = x[(np.trunc(x) >= info.min) & (np.trunc(x) <= info.max)]
   want = tf_call("Cast", x=tf.constant(x), DstT=tf.as_dtype(dst))
   np.testing.assert_array_equal(call("Cast", x, DstT=np.dtype(dst), Truncate=False), want)
-  bad = np.repeat(_BAD[:, None], 64, axis=1)     # big enough for TF's vectorised path
+  bad = np.repeat(_BAD[:, None], 64, axis=1)  # big enough for TF's vectorised path
   want = tf_call("Cast", x=tf.constant(bad), DstT=tf.as_dtype(dst))[:, 0]
   ours = np.asarray(call("Cast", bad, DstT=np.dtype(dst), Truncate=False))[:, 0]
   np.testing.assert_array_equal(ours, want)
 
 
 def test_cast_truncate_and_other_pairs_match_tf():
-  f = np.array([1.00048828125, 1.25122, 65520.0, 1e-8, 3.4e38, np.nan, -1.00146484375,
-                1.0 + 2**-9 + 2**-12, -np.inf], np.float32)
+  f = np.array(
+    [
+      1.00048828125,
+      1.25122,
+      65520.0,
+      1e-8,
+      3.4e38,
+      np.nan,
+      -1.00146484375,
+      1.0 + 2**-9 + 2**-12,
+      -np.inf,
+    ],
+    np.float32,
+  )
   import ml_dtypes
+
   for dst in (np.float16, ml_dtypes.bfloat16):
     for truncate in (False, True):
       want = tf_call("Cast", x=tf.constant(f), DstT=dst, Truncate=truncate)
@@ -564,7 +728,7 @@ def test_cast_truncate_and_other_pairs_match_tf():
     want = tf_call("Cast", x=tf.constant(c), DstT=tf.as_dtype(dst))
     ours = np.asarray(call("Cast", c, DstT=np.dtype(dst), Truncate=False))
     np.testing.assert_array_equal(ours, want.astype(ours.dtype))
-  i = np.array([300, -300, 70000, -1, 2**31 - 1, -2**31], np.int32)
+  i = np.array([300, -300, 70000, -1, 2**31 - 1, -(2**31)], np.int32)
   for dst in ("int8", "uint8", "uint16", "float16", "bool", "uint32"):
     want = tf_call("Cast", x=tf.constant(i), DstT=tf.as_dtype(dst))
     np.testing.assert_array_equal(call("Cast", i, DstT=np.dtype(dst), Truncate=False), want)
@@ -572,6 +736,7 @@ def test_cast_truncate_and_other_pairs_match_tf():
 
 def test_cast_x64_off_gives_32_bit_dtypes_without_warnings():
   import warnings
+
   x = np.array([1.5, -2.5], np.float32)
   with warnings.catch_warnings():
     warnings.simplefilter("error")
@@ -590,8 +755,10 @@ def test_cast_grads_match_tf():
       y = tf.reduce_sum(tf.math.real(tf.raw_ops.Cast(x=tx, DstT=tf.as_dtype(dst))))
     np.testing.assert_allclose(jax.grad(f)(x), tape.gradient(y, tx).numpy())
   # to an integer: zero derivative (TF: no gradient)
-  assert jax.jvp(lambda v: call("Cast", v, DstT=np.dtype("int32"), Truncate=False),
-                 (x,), (x,))[1].dtype == jax.dtypes.float0
+  assert (
+    jax.jvp(lambda v: call("Cast", v, DstT=np.dtype("int32"), Truncate=False), (x,), (x,))[1].dtype
+    == jax.dtypes.float0
+  )
 
 
 # ---------------------------------------------------------------------------
@@ -611,8 +778,9 @@ def test_approximate_equal_uses_less_equal_like_tf():
   y = np.array([1.0, 1.5, 2.0, np.nan, np.inf], np.float32)
   for tol in (0.0, 0.5, 1.0):
     np.testing.assert_array_equal(
-        call("ApproximateEqual", x, y, tolerance=tol),
-        tf_call("ApproximateEqual", x=tf.constant(x), y=tf.constant(y), tolerance=tol))
+      call("ApproximateEqual", x, y, tolerance=tol),
+      tf_call("ApproximateEqual", x=tf.constant(x), y=tf.constant(y), tolerance=tol),
+    )
 
 
 def test_equal_incompatible_shapes():
@@ -624,7 +792,8 @@ def test_equal_incompatible_shapes():
     np.testing.assert_array_equal(ours, want)
     assert ours.shape == want.shape == ()
     batched = jax.vmap(lambda a, b: call(name, a, b, incompatible_shape_error=False))(
-        np.stack([x, x]), np.stack([y, y]))
+      np.stack([x, x]), np.stack([y, y])
+    )
     np.testing.assert_array_equal(batched, [want, want])
     with pytest.raises((ValueError, TypeError)):
       call(name, x, y, incompatible_shape_error=True)
@@ -634,13 +803,18 @@ def test_clip_by_value_nan_bounds_and_complex_match_tf():
   t = np.array([np.nan, 1.0, 5.0, -3.0], np.float32)
   for lo, hi in ((0.0, 2.0), (3.0, 2.0), (np.nan, 2.0), (0.0, np.nan)):
     lo, hi = np.array(lo, np.float32), np.array(hi, np.float32)
-    want = tf_call("ClipByValue", t=tf.constant(t), clip_value_min=tf.constant(lo),
-                   clip_value_max=tf.constant(hi))
+    want = tf_call(
+      "ClipByValue",
+      t=tf.constant(t),
+      clip_value_min=tf.constant(lo),
+      clip_value_max=tf.constant(hi),
+    )
     np.testing.assert_array_equal(call("ClipByValue", t, lo, hi), want)
   c = np.array([1 + 5j, 3 - 1j, -2 + 0j, 0.5 + 0.5j], np.complex64)
   lo, hi = np.array(0 + 1j, np.complex64), np.array(2 + 0j, np.complex64)
-  want = tf_call("ClipByValue", t=tf.constant(c), clip_value_min=tf.constant(lo),
-                 clip_value_max=tf.constant(hi))
+  want = tf_call(
+    "ClipByValue", t=tf.constant(c), clip_value_min=tf.constant(lo), clip_value_max=tf.constant(hi)
+  )
   np.testing.assert_array_equal(call("ClipByValue", c, lo, hi), want)
 
 
@@ -653,15 +827,16 @@ def test_complex_values_and_derivatives(name):
   y = (rng.uniform(-2, 2, (2, 1)) + 1j * rng.uniform(-2, 2, (2, 1))).astype(np.complex128)
   x[0] = 0
   with jax.enable_x64(True):
-    np.testing.assert_allclose(call(name, x, y), tf_call(name, x=tf.constant(x), y=tf.constant(y)),
-                               rtol=1e-12, atol=1e-12)
-    tx = (rng.standard_normal(3) + 1j * rng.standard_normal(3))
-    ty = (rng.standard_normal((2, 1)) + 1j * rng.standard_normal((2, 1)))
+    np.testing.assert_allclose(
+      call(name, x, y), tf_call(name, x=tf.constant(x), y=tf.constant(y)), rtol=1e-12, atol=1e-12
+    )
+    tx = rng.standard_normal(3) + 1j * rng.standard_normal(3)
+    ty = rng.standard_normal((2, 1)) + 1j * rng.standard_normal((2, 1))
     f = lambda a, b: call(name, a, b)
     _, jvp = jax.jvp(f, (x, y), (tx, ty))
     h = 1e-6
     fd = (np.asarray(f(x + h * tx, y + h * ty)) - np.asarray(f(x - h * tx, y - h * ty))) / (2 * h)
-    mask = np.broadcast_to(x != 0, fd.shape)   # x == 0 is a kink (TF's 0 there)
+    mask = np.broadcast_to(x != 0, fd.shape)  # x == 0 is a kink (TF's 0 there)
     np.testing.assert_allclose(np.asarray(jvp)[mask], fd[mask], rtol=1e-6, atol=1e-8)
 
 
@@ -678,6 +853,7 @@ def test_relu_keeps_negative_zero_and_nan_as_tf_scalar_formula():
   # TF's CPU kernel gives -0.0 outside full SIMD packets (3 floats, any half type) and
   # +0.0 inside them; tfprims keeps -0.0 everywhere (docs/semantics/elementwise.md).
   import ml_dtypes
+
   for dtype in (np.float32, np.float16, ml_dtypes.bfloat16):
     for values in ([-0.0, -1.0, np.nan], [7.0, 0.0, 3.0]):
       x = np.array(values, dtype)
@@ -694,6 +870,7 @@ def test_relu_keeps_negative_zero_and_nan_as_tf_scalar_formula():
 
 def test_softplus_thresholds_match_tf():
   import ml_dtypes
+
   x = np.array([-20, -16, -15, -10, -3, -2.5, 0, 2.5, 3, 10, 15, 16, 20], np.float32)
   for dtype in (np.float32, np.float16, ml_dtypes.bfloat16):
     xd = x.astype(dtype)
@@ -704,6 +881,7 @@ def test_softplus_thresholds_match_tf():
 
 def test_erf_float64_of_huge_values_is_one_where_tf_cpu_gives_nan(x64):
   from tfprims.ops.elementwise import unary as E
+
   x = np.array([np.inf, -np.inf, 1e200, -2e154, 1e10], np.float64)
   np.testing.assert_array_equal(np.asarray(E.Erf(x)), [1, -1, 1, -1, 1])
   # The documented difference: TF's CPU double kernel is NaN from 1.34e154 on.
@@ -720,19 +898,22 @@ def test_erf_float64_of_huge_values_is_one_where_tf_cpu_gives_nan(x64):
 # Boundary values found by the property runner's edge grid (docs/semantics/elementwise.md).
 # TF runs its kernels with subnormals flushed (as XLA does): 0.75 * tiny is 0 in both.
 
+
 def _same_bits(got, want, msg=""):
   got, want = np.asarray(got), np.asarray(want)
   np.testing.assert_array_equal(got, want, err_msg=msg)
   both_zero = (got == 0) & (want == 0)
-  np.testing.assert_array_equal(np.signbit(got)[both_zero], np.signbit(want)[both_zero],
-                                err_msg=f"{msg}: sign of zero")
+  np.testing.assert_array_equal(
+    np.signbit(got)[both_zero], np.signbit(want)[both_zero], err_msg=f"{msg}: sign of zero"
+  )
 
 
 def _tf_scalar(name, **kw):
   """TF's kernel on one element at a time (its scalar code)."""
   n = len(next(iter(kw.values())))
-  return np.array([tf_call(name, **{k: tf.constant(v[i:i + 1]) for k, v in kw.items()})[0]
-                   for i in range(n)])
+  return np.array(
+    [tf_call(name, **{k: tf.constant(v[i : i + 1]) for k, v in kw.items()})[0] for i in range(n)]
+  )
 
 
 def _tf_packets(name, **kw):
@@ -742,8 +923,9 @@ def _tf_packets(name, **kw):
 
 def _tf_forward(name, kw, tangents):
   xs = {k: tf.constant(v) for k, v in kw.items()}
-  with tf.autodiff.ForwardAccumulator([xs[k] for k in tangents],
-                                      [tf.constant(t) for t in tangents.values()]) as acc:
+  with tf.autodiff.ForwardAccumulator(
+    [xs[k] for k in tangents], [tf.constant(t) for t in tangents.values()]
+  ) as acc:
     out = getattr(tf.raw_ops, name)(**xs)
   return acc.jvp(out).numpy()
 
@@ -808,16 +990,17 @@ def test_maximum_minimum_ties_of_signed_zeros_and_nan(x64):
   # y inside float32/float64 SIMD packets; NaN if either operand is NaN everywhere.
   # tfprims returns x (XLA's max/min gave +0.0/-0.0 whatever the order).
   import ml_dtypes
+
   x = [0.0, -0.0, -0.0, 0.0, np.nan, 1.0, -np.nan, 2.0]
   y = [-0.0, 0.0, -0.0, 0.0, 1.0, np.nan, 3.0, 2.0]
   for dtype in (np.float32, np.float64, np.float16, ml_dtypes.bfloat16):
     kw = dict(x=np.array(x, dtype), y=np.array(y, dtype))
     for name in ("Maximum", "Minimum"):
       want = _tf_scalar(name, **kw).astype(np.float32)
-      _same_bits(want[:4], [0.0, -0.0, -0.0, 0.0], name)   # x
+      _same_bits(want[:4], [0.0, -0.0, -0.0, 0.0], name)  # x
       packets = _tf_packets(name, **kw).astype(np.float32)
       if dtype in (np.float32, np.float64):
-        _same_bits(packets[:4], [-0.0, 0.0, -0.0, 0.0], name)   # y
+        _same_bits(packets[:4], [-0.0, 0.0, -0.0, 0.0], name)  # y
       else:
         _same_bits(packets, want, name)
       for ours in (call(name, kw["x"], kw["y"]), jax.jit(op(name))(kw["x"], kw["y"])):
@@ -872,7 +1055,7 @@ def test_sqrt_grad_and_rsqrt_grad_are_tfs_scalar_formulas(x64):
     _same_bits(ours, want, "SqrtGrad")
   y = np.array([0.0, -0.0, 0.5, 2.0], np.float32)
   dy = np.array([1.0, 1.0, tiny, 0.0], np.float32)
-  want = [-0.0, 0.0, -0.0, 0.0]   # -0.5 * (1 * -0) * (-0 * -0) is +0.0
+  want = [-0.0, 0.0, -0.0, 0.0]  # -0.5 * (1 * -0) * (-0 * -0) is +0.0
   _same_bits(_tf_scalar("RsqrtGrad", y=y, dy=dy), want)
   _same_bits(_tf_packets("RsqrtGrad", y=y, dy=dy), [0.0, 0.0, 0.0, 0.0])
   for ours in (call("RsqrtGrad", y, dy), jax.jit(op("RsqrtGrad"))(y, dy)):

@@ -45,8 +45,9 @@ def _tf_grads(fn, *xs):
 
 def test_grad_of_sum_matmul_is_all_tf():
   x, w = _rand(4, 3), _rand(3, 2)
-  f = lambda x, w: R.Sum(L.MatMul(x, w, transpose_a=False, transpose_b=False),
-                         axis=(0, 1), keep_dims=False)
+  f = lambda x, w: R.Sum(
+    L.MatMul(x, w, transpose_a=False, transpose_b=False), axis=(0, 1), keep_dims=False
+  )
   jaxpr = jax.make_jaxpr(jax.grad(f, argnums=(0, 1)))(x, w)
   assert not non_tf_primitives(jaxpr, allowed={"add_any"})
   assert {"tf.MatMul", "tf.Sum", "tf.BroadcastTo"} <= jaxpr_primitives(jaxpr)
@@ -64,17 +65,20 @@ def test_grad_of_reductions_is_all_tf(name):
   jaxpr = jax.make_jaxpr(jax.grad(f))(x)
   assert not non_tf_primitives(jaxpr, allowed={"add_any"}), jaxpr
   tf_fn = getattr(tf.raw_ops, name)
-  expected, = _tf_grads(lambda x: tf_fn(input=tf_fn(input=x, axis=[0, 2], keep_dims=True),
-                                        axis=[0, 1, 2]), x)
+  (expected,) = _tf_grads(
+    lambda x: tf_fn(input=tf_fn(input=x, axis=[0, 2], keep_dims=True), axis=[0, 1, 2]), x
+  )
   np.testing.assert_allclose(jax.grad(f)(x), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_mean_prints_static_axes():
   x = np.ones((2, 3, 4), np.float32)
   # TF's reduction_indices: negative, unsorted, int64 -> a sorted tuple of ints.
-  jaxpr = jax.make_jaxpr(lambda x: _call(
-      R.Mean, {"input": x, "reduction_indices": np.array([-1, 0], np.int64)},
-      {"keep_dims": False}))(x)
+  jaxpr = jax.make_jaxpr(
+    lambda x: _call(
+      R.Mean, {"input": x, "reduction_indices": np.array([-1, 0], np.int64)}, {"keep_dims": False}
+    )
+  )(x)
   assert "tf.Mean[axis=(0, 2) keep_dims=False]" in str(jaxpr)
   scalar = R.Sum.prepare({"input": x, "reduction_indices": np.array(-2, np.int32)}, {})[1]
   assert scalar == {"axis": (1,), "keep_dims": False}
@@ -86,6 +90,7 @@ def test_mean_prints_static_axes():
 def test_mean_over_a_symbolic_batch_exports(dtype):
   """A mean over the batch, exported with a symbolic batch size: the count is a
   program value (values as TF's for each batch size)."""
+
   @tf.function
   def mean(x):
     return tf.reduce_mean(x, axis=0)
@@ -141,10 +146,11 @@ def test_vmap_of_batch_matmul_pads_batch_rank():
   f = lambda x: L.BatchMatMulV2(x, y, adj_x=False, adj_y=False)
   out = jax.vmap(f)(x)
   assert out.shape == (2, 6, 3, 2)
-  for k in range(2):   # atol: 4-term float32 sums that cancel (the shared RNG's draws
+  for k in range(2):  # atol: 4-term float32 sums that cancel (the shared RNG's draws
     # depend on test order) differ in the last bits of the accumulation order
-    np.testing.assert_allclose(out[k], tf.raw_ops.BatchMatMulV2(x=x[k], y=y).numpy(),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+      out[k], tf.raw_ops.BatchMatMulV2(x=x[k], y=y).numpy(), rtol=1e-5, atol=1e-6
+    )
 
 
 # XLA's CPU compiler miscompiles a dot whose operands are both transposed by
@@ -181,8 +187,10 @@ print("ok")
 def test_vmap_of_batch_matmul_avoids_xla_transpose_bug():
   import subprocess
   import sys
-  proc = subprocess.run([sys.executable, "-c", _XLA_DOT_TRANSPOSE_REPRO], capture_output=True,
-                        text=True, timeout=300)
+
+  proc = subprocess.run(
+    [sys.executable, "-c", _XLA_DOT_TRANSPOSE_REPRO], capture_output=True, text=True, timeout=300
+  )
   assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
 
 
@@ -198,7 +206,8 @@ def test_vmap_of_batch_matmul_in_place_batch_dim_needs_no_input_transpose():
   out = jax.jit(jax.vmap(f, in_axes=(2, 2)))(x, y)
   for k in range(2):
     np.testing.assert_allclose(
-        out[k], tf.raw_ops.BatchMatMul(x=x[:, :, k], y=y[:, :, k]).numpy(), rtol=1e-5, atol=1e-6)
+      out[k], tf.raw_ops.BatchMatMul(x=x[:, :, k], y=y[:, :, k]).numpy(), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_matmul_lowers_like_jnp():
@@ -206,11 +215,18 @@ def test_matmul_lowers_like_jnp():
 
   def entry(f):
     text = jax.jit(f).lower(x, w).compile().as_text()
-    text = text[text.index("ENTRY"):]
+    text = text[text.index("ENTRY") :]
     # Instruction names come from the emitting op (tf_MatMul, dot_general): numbered.
     names = {}
-    return [re.sub(r"%[\w.\-]+", lambda m: names.setdefault(m.group(0), f"%v{len(names)}"),
-                   line.split(", metadata=")[0]) for line in text.splitlines() if "=" in line]
+    return [
+      re.sub(
+        r"%[\w.\-]+",
+        lambda m: names.setdefault(m.group(0), f"%v{len(names)}"),
+        line.split(", metadata=")[0],
+      )
+      for line in text.splitlines()
+      if "=" in line
+    ]
 
   ours = entry(lambda x, w: L.MatMul(x, w, transpose_a=False, transpose_b=True))
   assert ours == entry(lambda x, w: jnp.matmul(x, w.T))
@@ -229,8 +245,11 @@ def test_matmul_grads_all_transpose_flags(ta, tb, dtype):
   ct = _rand(4, 2, dtype=dtype)
   out, vjp = jax.vjp(lambda a, b: L.MatMul(a, b, transpose_a=ta, transpose_b=tb), a, b)
   ga, gb = vjp(ct)
-  jaxpr = jax.make_jaxpr(lambda a, b, ct: jax.vjp(
-      lambda a, b: L.MatMul(a, b, transpose_a=ta, transpose_b=tb), a, b)[1](ct))(a, b, ct)
+  jaxpr = jax.make_jaxpr(
+    lambda a, b, ct: jax.vjp(lambda a, b: L.MatMul(a, b, transpose_a=ta, transpose_b=tb), a, b)[1](
+      ct
+    )
+  )(a, b, ct)
   assert jaxpr_primitives(jaxpr) == {"tf.MatMul"}
   # TF's gradient is the conjugate of JAX's cotangent convention for complex.
   ta_, tb_ = tf.constant(a), tf.constant(b)
@@ -243,8 +262,9 @@ def test_matmul_grads_all_transpose_flags(ta, tb, dtype):
   np.testing.assert_allclose(gb, np.conj(tgb.numpy()), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("adj_x,adj_y", [(False, False), (True, False), (False, True),
-                                         (True, True)])
+@pytest.mark.parametrize(
+  "adj_x,adj_y", [(False, False), (True, False), (False, True), (True, True)]
+)
 def test_batch_matmul_v2_grads_broadcast_and_adjoint(adj_x, adj_y):
   dtype = np.complex64
   x = _rand(*((2, 1, 3, 4) if adj_x else (2, 1, 4, 3)), dtype=dtype)
@@ -269,8 +289,9 @@ def test_batch_matmul_v2_grads_broadcast_and_adjoint(adj_x, adj_y):
 def test_integer_matmul_wraps_like_tf():
   a = np.array([[2**30, 2**30, 3]], np.int32)
   b = np.array([[2], [2], [-7]], np.int32)
-  np.testing.assert_array_equal(L.MatMul(a, b, transpose_a=False, transpose_b=False),
-                                tf.raw_ops.MatMul(a=a, b=b).numpy())
+  np.testing.assert_array_equal(
+    L.MatMul(a, b, transpose_a=False, transpose_b=False), tf.raw_ops.MatMul(a=a, b=b).numpy()
+  )
   x, y = np.array([[100, 100]], np.int8), np.array([[100], [100]], np.int8)
   got = _call(L.BatchMatMulV3, {"x": x, "y": y}, {"Tout": np.dtype("int32")})
   assert got.dtype == np.int32
@@ -291,31 +312,48 @@ def test_einsum_vmap_keeps_tf_name():
 
 def test_argmax_argmin_ties_and_nan_match_tf():
   nan, inf = np.nan, np.inf
-  x = np.array([[nan, 1., 2.], [3., nan, 1.], [2., 2., nan], [nan, nan, nan],
-                [-inf, nan, -inf], [nan, -inf, -3.], [0., -0., 0.], [inf, nan, inf],
-                [1., 3., 3.]], np.float32)
+  x = np.array(
+    [
+      [nan, 1.0, 2.0],
+      [3.0, nan, 1.0],
+      [2.0, 2.0, nan],
+      [nan, nan, nan],
+      [-inf, nan, -inf],
+      [nan, -inf, -3.0],
+      [0.0, -0.0, 0.0],
+      [inf, nan, inf],
+      [1.0, 3.0, 3.0],
+    ],
+    np.float32,
+  )
   for dtype in (np.float32, np.float16, tf.bfloat16.as_numpy_dtype):
     xx = x.astype(dtype)
     for name in ("ArgMax", "ArgMin"):
       for out_type in (np.int32, np.int64):
         ref = getattr(tf.raw_ops, name)(input=xx, dimension=1, output_type=out_type).numpy()
-        got = _call(getattr(R, name), {"input": xx, "dimension": np.array(-1, np.int32)},
-                    {"output_type": np.dtype(out_type)})
+        got = _call(
+          getattr(R, name),
+          {"input": xx, "dimension": np.array(-1, np.int32)},
+          {"output_type": np.dtype(out_type)},
+        )
         np.testing.assert_array_equal(got, ref, err_msg=f"{name} {np.dtype(dtype)}")
         assert got.dtype == np.int32  # int64 narrowed with x64 off
   ints = np.array([[1, 3, 3, 0, 3], [-1, -1, 5, 5, -7]], np.int32)
   for name in ("ArgMax", "ArgMin"):
     ref = getattr(tf.raw_ops, name)(input=ints, dimension=1).numpy()
     np.testing.assert_array_equal(
-        getattr(R, name)(ints, dimension=1, output_type=np.dtype("int64")), ref)
+      getattr(R, name)(ints, dimension=1, output_type=np.dtype("int64")), ref
+    )
 
 
 def test_max_min_gradient_splits_ties_like_tf():
-  x = np.array([[1., 3., 3.], [2., 2., 2.], [np.nan, 1., 0.], [-0., 0., -1.]], np.float32)
+  x = np.array(
+    [[1.0, 3.0, 3.0], [2.0, 2.0, 2.0], [np.nan, 1.0, 0.0], [-0.0, 0.0, -1.0]], np.float32
+  )
   for name in ("Max", "Min"):
     op, tf_fn = getattr(R, name), getattr(tf.raw_ops, name)
-    got = jax.grad(lambda x: jnp.sum(op(x, axis=(1,), keep_dims=False) * jnp.arange(1., 5.)))(x)
-    ref, = _tf_grads(lambda x: tf.reduce_sum(tf_fn(input=x, axis=1) * tf.range(1., 5.)), x)
+    got = jax.grad(lambda x: jnp.sum(op(x, axis=(1,), keep_dims=False) * jnp.arange(1.0, 5.0)))(x)
+    (ref,) = _tf_grads(lambda x: tf.reduce_sum(tf_fn(input=x, axis=1) * tf.range(1.0, 5.0)), x)
     np.testing.assert_allclose(got, ref, equal_nan=True)
     values = op(x, axis=(1,), keep_dims=False)
     np.testing.assert_array_equal(values, tf_fn(input=x, axis=1).numpy())  # NaN propagates
@@ -333,8 +371,10 @@ def test_empty_reductions_match_tf():
       np.testing.assert_array_equal(got, ref, err_msg=f"{name} {np.dtype(dtype)}")
   for name in ("All", "Any"):
     x = np.zeros((2, 0), bool)
-    np.testing.assert_array_equal(getattr(R, name)(x, axis=(1,), keep_dims=True),
-                                  getattr(tf.raw_ops, name)(input=x, axis=1, keep_dims=True))
+    np.testing.assert_array_equal(
+      getattr(R, name)(x, axis=(1,), keep_dims=True),
+      getattr(tf.raw_ops, name)(input=x, axis=1, keep_dims=True),
+    )
 
 
 def test_float_prod_order_follows_tf_xla_where_partial_products_leave_the_range():
@@ -347,11 +387,20 @@ def test_float_prod_order_follows_tf_xla_where_partial_products_leave_the_range(
     x[0], x[pos[0]], x[pos[1]] = -np.inf, 1e-30, 1e-30
     want = xla(tf.constant(x)).numpy()
     assert want == -np.inf
-    for got in (R.Prod(x, axis=(0,), keep_dims=False),
-                jax.jit(lambda v: R.Prod(v, axis=(0,), keep_dims=False))(x)):
+    for got in (
+      R.Prod(x, axis=(0,), keep_dims=False),
+      jax.jit(lambda v: R.Prod(v, axis=(0,), keep_dims=False))(x),
+    ):
       np.testing.assert_array_equal(got, want)
-  x = np.array([[-np.inf, 2, -3, 0.5, -0.0], [-np.inf, 1e30, -1e-30, 3, 7],
-                [1e20, 1e18, -1e-10, 4, -2], [np.nan, 1, 2, 3, 4]], np.float32)
+  x = np.array(
+    [
+      [-np.inf, 2, -3, 0.5, -0.0],
+      [-np.inf, 1e30, -1e-30, 3, 7],
+      [1e20, 1e18, -1e-10, 4, -2],
+      [np.nan, 1, 2, 3, 4],
+    ],
+    np.float32,
+  )
   for axis in (0, 1):
     want = tf.raw_ops.Prod(input=x, axis=axis).numpy()
     got = np.asarray(R.Prod(x, axis=(axis,), keep_dims=False))
@@ -375,8 +424,7 @@ def test_integer_mean_truncates_like_tf(x64):
     for x in _integer_mean_cases():
       for axis in (0, 1):
         ref = tf.raw_ops.Mean(input=x, axis=axis).numpy()
-        np.testing.assert_array_equal(R.Mean(x, axis=(axis,), keep_dims=False), ref,
-                                      err_msg=str(x))
+        np.testing.assert_array_equal(R.Mean(x, axis=(axis,), keep_dims=False), ref, err_msg=str(x))
 
 
 def test_float16_mean_overflows_like_tf():
@@ -386,21 +434,30 @@ def test_float16_mean_overflows_like_tf():
 
 
 def test_integer_euclidean_norm_wraps_like_tf():
-  cases = [np.array([[12, 0], [11, 1], [100, 100], [-3, -4]], np.int8),
-           np.array([[200, 200], [181, 1]], np.int16),
-           np.array([[40000, 40000], [46339, 304], [46340, 1], [3, 4]], np.int32),
-           np.array([[65535, 65535], [65535, 1]], np.uint32)]
+  cases = [
+    np.array([[12, 0], [11, 1], [100, 100], [-3, -4]], np.int8),
+    np.array([[200, 200], [181, 1]], np.int16),
+    np.array([[40000, 40000], [46339, 304], [46340, 1], [3, 4]], np.int32),
+    np.array([[65535, 65535], [65535, 1]], np.uint32),
+  ]
   for x in cases:
     ref = tf.raw_ops.EuclideanNorm(input=x, axis=1).numpy()
     np.testing.assert_array_equal(R.EuclideanNorm(x, axis=(1,), keep_dims=False), ref)
-    np.testing.assert_array_equal(R.EuclideanNorm(x[:1, :1], axis=(), keep_dims=False),
-                                  tf.raw_ops.EuclideanNorm(input=x[:1, :1], axis=[]).numpy())
+    np.testing.assert_array_equal(
+      R.EuclideanNorm(x[:1, :1], axis=(), keep_dims=False),
+      tf.raw_ops.EuclideanNorm(input=x[:1, :1], axis=[]).numpy(),
+    )
 
 
 def test_complex_euclidean_norm_special_values():
   # An inf part gives (inf, NaN); Eigen's complex sqrt overflows above max/2.
-  vals = [complex(np.inf, 0), complex(-np.inf, 1e30), complex(1.4e19, 0), 3 + 4j,
-          complex(np.nan, 1.0)]
+  vals = [
+    complex(np.inf, 0),
+    complex(-np.inf, 1e30),
+    complex(1.4e19, 0),
+    3 + 4j,
+    complex(np.nan, 1.0),
+  ]
   for shape, axis in [((5, 1), 1), ((1, 5), 0), ((5, 2), 1)]:
     x = np.broadcast_to(np.array(vals, np.complex64).reshape(5, 1), (5, shape[1]))
     x = np.ascontiguousarray(x if shape[0] == 5 else x.T)

@@ -24,8 +24,9 @@ BATCHES = [(X * (k + 1) * 0.5, Y - 0.1 * k) for k in range(3)]
 
 def _compare_state(new, fn, rtol=2e-5, atol=1e-6):
   for name, var in fn.tf_variables.items():
-    np.testing.assert_allclose(np.asarray(new[name]), var.numpy(), rtol=rtol, atol=atol,
-                               err_msg=name)
+    np.testing.assert_allclose(
+      np.asarray(new[name]), var.numpy(), rtol=rtol, atol=atol, err_msg=name
+    )
 
 
 def _run_steps(step, args_list, rtol=2e-5, atol=1e-6):
@@ -52,9 +53,11 @@ def _slots_created(optimizer, minimize, *specs):
   """Traces a throwaway ``minimize`` so the optimizer creates its slots first: the
   variables a tf.function creates while tracing are not among those its concrete
   function lists (so a step traced afterwards captures them as variables)."""
+
   def trace(*args):
     minimize(*args)
     return tf.constant(0.0)
+
   tf.function(trace).get_concrete_function(*specs)
 
 
@@ -66,24 +69,32 @@ def _v1_step(optimizer):
     value = loss()
     optimizer.minimize(loss, var_list=[w, b])
     return value
+
   _slots_created(optimizer, step, tf.TensorSpec([4, 3]), tf.TensorSpec([4, 2]))
   return tf.function(step)
 
 
 V1_CASES = {
-    "adam": (lambda: V1.AdamOptimizer(0.1), "ApplyAdam"),
-    "momentum": (lambda: V1.MomentumOptimizer(0.1, 0.9), "ApplyMomentum"),
-    "nesterov": (lambda: V1.MomentumOptimizer(0.1, 0.9, use_nesterov=True), "ApplyMomentum"),
-    "rmsprop": (lambda: V1.RMSPropOptimizer(0.05, momentum=0.5), "ApplyRMSProp"),
-    "centered_rmsprop": (lambda: V1.RMSPropOptimizer(0.05, momentum=0.5, centered=True),
-                         "ApplyCenteredRMSProp"),
-    "adagrad": (lambda: V1.AdagradOptimizer(0.1), "ApplyAdagrad"),
-    "ftrl": (lambda: V1.FtrlOptimizer(0.1, l1_regularization_strength=0.01,
-                                      l2_regularization_strength=0.1), "ApplyFtrl"),
-    "ftrl_v2": (lambda: V1.FtrlOptimizer(0.1, l1_regularization_strength=0.01,
-                                         l2_shrinkage_regularization_strength=0.1),
-                "ApplyFtrlV2"),
-    "sgd": (lambda: V1.GradientDescentOptimizer(0.1), "ApplyGradientDescent"),
+  "adam": (lambda: V1.AdamOptimizer(0.1), "ApplyAdam"),
+  "momentum": (lambda: V1.MomentumOptimizer(0.1, 0.9), "ApplyMomentum"),
+  "nesterov": (lambda: V1.MomentumOptimizer(0.1, 0.9, use_nesterov=True), "ApplyMomentum"),
+  "rmsprop": (lambda: V1.RMSPropOptimizer(0.05, momentum=0.5), "ApplyRMSProp"),
+  "centered_rmsprop": (
+    lambda: V1.RMSPropOptimizer(0.05, momentum=0.5, centered=True),
+    "ApplyCenteredRMSProp",
+  ),
+  "adagrad": (lambda: V1.AdagradOptimizer(0.1), "ApplyAdagrad"),
+  "ftrl": (
+    lambda: V1.FtrlOptimizer(0.1, l1_regularization_strength=0.01, l2_regularization_strength=0.1),
+    "ApplyFtrl",
+  ),
+  "ftrl_v2": (
+    lambda: V1.FtrlOptimizer(
+      0.1, l1_regularization_strength=0.01, l2_shrinkage_regularization_strength=0.1
+    ),
+    "ApplyFtrlV2",
+  ),
+  "sgd": (lambda: V1.GradientDescentOptimizer(0.1), "ApplyGradientDescent"),
 }
 
 
@@ -99,8 +110,10 @@ def test_v1_optimizer_train_step_matches_tf_over_three_steps(case):
 
 
 def test_keras_optimizers_apply_gradients_match_tf():
-  for make in (lambda: keras.optimizers.Adam(0.1),
-               lambda: keras.optimizers.SGD(0.1, momentum=0.9, nesterov=True)):
+  for make in (
+    lambda: keras.optimizers.Adam(0.1),
+    lambda: keras.optimizers.SGD(0.1, momentum=0.9, nesterov=True),
+  ):
     w, b = _linear_model()
     opt = make()
     opt.build([w, b])
@@ -131,6 +144,7 @@ def test_sparse_embedding_update_with_adagrad():
     value = loss()
     opt.minimize(loss, var_list=[emb])
     return value
+
   _slots_created(opt, step, tf.TensorSpec([4, 3]))
   step = tf.function(step)
 
@@ -150,14 +164,19 @@ def test_optimizer_step_inside_cond_threads_the_state():
   def loss_fn(x, y):
     return lambda: tf.reduce_mean((tf.matmul(x, w) + b - y) ** 2)
 
-  _slots_created(opt, lambda x, y: opt.minimize(loss_fn(x, y), var_list=[w, b]),
-                 tf.TensorSpec([4, 3]), tf.TensorSpec([4, 2]))
+  _slots_created(
+    opt,
+    lambda x, y: opt.minimize(loss_fn(x, y), var_list=[w, b]),
+    tf.TensorSpec([4, 3]),
+    tf.TensorSpec([4, 2]),
+  )
 
   @tf.function
   def step(x, y, train):
     def do():
       with tf.control_dependencies([opt.minimize(loss_fn(x, y), var_list=[w, b])]):
         return tf.identity(loss_fn(x, y)())
+
     return tf.cond(train, do, lambda: loss_fn(x, y)())
 
   args = [(x, y, np.bool_(k != 1)) for k, (x, y) in enumerate(BATCHES)]
@@ -172,8 +191,10 @@ def test_optimizer_step_inside_cond_threads_the_state():
 # --- every resource op against TF on variables ---------------------------------------------
 
 RESOURCE_OPS = sorted(
-    t for t in tfprims.supported_op_types()
-    if t.startswith(("ResourceApply", "ResourceSparseApply")) and lookup(t).family == "training")
+  t
+  for t in tfprims.supported_op_types()
+  if t.startswith(("ResourceApply", "ResourceSparseApply")) and lookup(t).family == "training"
+)
 
 
 def _raw_call(op_type):
@@ -187,8 +208,7 @@ def _raw_call(op_type):
   for arg in opdefs.op_def(op_type).input_arg:
     name = arg.name
     if arg.type == tf.resource:
-      kw[name] = rng.uniform(0.1, 0.9, (4, 2)).astype(np.float32) * (
-          0.1 if name == "mg" else 1.0)
+      kw[name] = rng.uniform(0.1, 0.9, (4, 2)).astype(np.float32) * (0.1 if name == "mg" else 1.0)
     elif name == "indices":
       kw[name] = np.array([0, 2, 0], np.int32)
     elif name in ("grad", "delta"):
@@ -212,8 +232,9 @@ def test_resource_op_updates_variables_like_tf(op_type):
 
   @tf.function
   def step(*args):
-    getattr(tf.raw_ops, op_type)(**{n: variables[n].handle for n in state},
-                                 **dict(zip(feeds, args)), **attrs)
+    getattr(tf.raw_ops, op_type)(
+      **{n: variables[n].handle for n in state}, **dict(zip(feeds, args)), **attrs
+    )
     return tf.constant(0.0)
 
   fn, params = tfprims.convert(step, *feeds.values())
@@ -232,8 +253,9 @@ def test_sparse_out_of_range_indices_raise_eagerly_and_are_skipped_under_jit():
 
   @tf.function
   def step(grad, indices):
-    tf.raw_ops.ResourceSparseApplyAdagrad(var=emb.handle, accum=accum.handle, lr=0.5,
-                                          grad=grad, indices=indices)
+    tf.raw_ops.ResourceSparseApplyAdagrad(
+      var=emb.handle, accum=accum.handle, lr=0.5, grad=grad, indices=indices
+    )
     return tf.constant(0.0)
 
   grad = np.ones((2, 2), np.float32)
@@ -261,13 +283,13 @@ def test_sparse_out_of_range_indices_raise_eagerly_and_are_skipped_under_jit():
 
 def test_apply_on_a_ref_variable_returns_and_writes_the_updated_value():
   from tfprims import graph as graph_lib, interpreter
+
   g = tf.Graph()
   with g.as_default():
     w = tf.compat.v1.Variable(np.array([1.0, 2.0], np.float32), name="w", use_resource=False)
     m = tf.compat.v1.Variable(np.array([0.5, 0.5], np.float32), name="m", use_resource=False)
     grad = tf.compat.v1.placeholder(tf.float32, [2], name="grad")
-    out = tf.raw_ops.ApplyMomentum(var=w, accum=m, lr=0.1, grad=grad, momentum=0.9,
-                                   name="apply")
+    out = tf.raw_ops.ApplyMomentum(var=w, accum=m, lr=0.1, grad=grad, momentum=0.9, name="apply")
     init = tf.compat.v1.global_variables_initializer()
   gd = g.as_graph_def()
   graph = graph_lib.from_graph_def(gd, ["grad"], ["apply"])
@@ -307,8 +329,12 @@ def test_optimizer_steps_inside_a_while_loop_thread_the_state():
   def loss_fn(x, y):
     return lambda: tf.reduce_mean((tf.matmul(x, w) + b - y) ** 2)
 
-  _slots_created(opt, lambda x, y: opt.minimize(loss_fn(x, y), var_list=[w, b]),
-                 tf.TensorSpec([4, 3]), tf.TensorSpec([4, 2]))
+  _slots_created(
+    opt,
+    lambda x, y: opt.minimize(loss_fn(x, y), var_list=[w, b]),
+    tf.TensorSpec([4, 3]),
+    tf.TensorSpec([4, 2]),
+  )
 
   @tf.function
   def steps(x, y, n):
@@ -334,15 +360,22 @@ def _tf_on_variables(op_type, state, rest):
 def _ours(op_type, state, rest):
   names = opdefs.input_arg_names(op_type)
   kw = dict(state, **rest)
-  return [np.asarray(o) for o in lookup(op_type.replace("Resource", "", 1))(
-      *[kw[n] for n in names])]
+  return [
+    np.asarray(o) for o in lookup(op_type.replace("Resource", "", 1))(*[kw[n] for n in names])
+  ]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("inner", [1, 5])
-@pytest.mark.parametrize("op_type", [
-    "ResourceApplyProximalGradientDescent", "ResourceSparseApplyProximalGradientDescent",
-    "ResourceApplyProximalAdagrad", "ResourceSparseApplyProximalAdagrad"])
+@pytest.mark.parametrize(
+  "op_type",
+  [
+    "ResourceApplyProximalGradientDescent",
+    "ResourceSparseApplyProximalGradientDescent",
+    "ResourceApplyProximalAdagrad",
+    "ResourceSparseApplyProximalAdagrad",
+  ],
+)
 def test_proximal_step_zero_signs_like_tf(op_type, inner, dtype):
   """Eigen's sign (and TF's scalar sgn) of -0.0 is +0.0: a zero proximal point gives
   +0.0, one shrunk to zero by l1 keeps its sign (jnp.sign(-0.0) is -0.0)."""
@@ -353,8 +386,9 @@ def test_proximal_step_zero_signs_like_tf(op_type, inner, dtype):
   state = {"var": var}
   if "Adagrad" in op_type:
     state["accum"] = np.ones_like(var)
-  rest = dict(scalars, **{"delta" if op_type == "ResourceApplyProximalGradientDescent"
-                          else "grad": grad})
+  rest = dict(
+    scalars, **{"delta" if op_type == "ResourceApplyProximalGradientDescent" else "grad": grad}
+  )
   if "Sparse" in op_type:
     rest["indices"] = np.arange(4, dtype=np.int32)
   expected = _tf_on_variables(op_type, state, rest)[0]
@@ -371,10 +405,14 @@ def _rmsprop_call(rng, centered, inner, rows=2, k=3):
     state["mg"] = rng.uniform(-0.2, 0.2, (rows, inner)).astype(h)
   state["ms"] = rng.uniform(0.1, 2, (rows, inner)).astype(h)
   state["mom"] = rng.uniform(-2, 2, (rows, inner)).astype(h)
-  rest = dict(lr=h(rng.uniform(0.01, 1)), rho=h(rng.uniform(0.1, 0.99)),
-              momentum=h(rng.uniform(0, 0.99)), epsilon=h(rng.uniform(1e-3, 0.1)),
-              grad=rng.uniform(-2, 2, (k, inner)).astype(h),
-              indices=rng.integers(0, rows, k).astype(np.int32))
+  rest = dict(
+    lr=h(rng.uniform(0.01, 1)),
+    rho=h(rng.uniform(0.1, 0.99)),
+    momentum=h(rng.uniform(0, 0.99)),
+    epsilon=h(rng.uniform(1e-3, 0.1)),
+    grad=rng.uniform(-2, 2, (k, inner)).astype(h),
+    indices=rng.integers(0, rows, k).astype(np.int32),
+  )
   return state, rest
 
 
@@ -383,10 +421,15 @@ def test_sparse_centered_rmsprop_float16_like_tf():
   * (1 - rho), denominator ms + epsilon - mg**2) and round every float16 operation;
   ms - mg**2 cancels, so the dense rule's float32 intermediates were 6 ulps off."""
   h = np.float16
-  state = dict(var=np.zeros(1, h), mg=np.zeros(1, h), ms=np.array([0.125], h),
-               mom=np.zeros(1, h))
-  rest = dict(lr=h(1), rho=h(0.125), momentum=h(0), epsilon=h(0.00390625),
-              grad=np.ones(2, h), indices=np.array([0, 0], np.int32))
+  state = dict(var=np.zeros(1, h), mg=np.zeros(1, h), ms=np.array([0.125], h), mom=np.zeros(1, h))
+  rest = dict(
+    lr=h(1),
+    rho=h(0.125),
+    momentum=h(0),
+    epsilon=h(0.00390625),
+    grad=np.ones(2, h),
+    indices=np.array([0, 0], np.int32),
+  )
   op = "ResourceSparseApplyCenteredRMSProp"
   expected = _tf_on_variables(op, state, rest)
   assert expected[3][0] == h(6.8203125)
@@ -405,6 +448,7 @@ def test_sparse_centered_rmsprop_float16_like_tf():
         exact += all(np.array_equal(g, e) for g, e in zip(got, expected))
         total += 1
         for g, e in zip(got, expected):  # at most one float16 ulp
-          np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64),
-                                     rtol=2 ** -10, atol=2 ** -14)
+          np.testing.assert_allclose(
+            g.astype(np.float64), e.astype(np.float64), rtol=2**-10, atol=2**-14
+          )
     assert exact >= 0.9 * total, (op, exact, total)

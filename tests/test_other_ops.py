@@ -26,7 +26,7 @@ def test_nearest_neighbors_assignment_step_is_tfs():
   per-cluster means of the assigned points."""
   rs = np.random.RandomState(0)
   points, centers = _grid(rs, (40, 2), 3), _grid(rs, (6, 2), 3)
-  centers[4] = centers[1]                    # a tied pair: TF keeps the lower index
+  centers[4] = centers[1]  # a tied pair: TF keeps the lower index
 
   @tf.function(autograph=False)
   def step(points, centers):
@@ -49,7 +49,7 @@ def test_nearest_neighbors_assignment_step_is_tfs():
 
 
 @pytest.mark.parametrize("x64", [True, False])
-@pytest.mark.filterwarnings("ignore::tfprims.PrecisionWarning")   # seeds fit in 32 bits
+@pytest.mark.filterwarnings("ignore::tfprims.PrecisionWarning")  # seeds fit in 32 bits
 def test_kmc2_chain_is_tfs(x64):
   rs = np.random.RandomState(1)
 
@@ -58,8 +58,9 @@ def test_kmc2_chain_is_tfs(x64):
     return gen_clustering_ops.kmc2_chain_initialization(distances, seed)
 
   with jax.enable_x64(x64):
-    fn = tfprims.convert_functional(chain, tf.TensorSpec([50], tf.float32),
-                                    tf.TensorSpec([], tf.int64))
+    fn = tfprims.convert_functional(
+      chain, tf.TensorSpec([50], tf.float32), tf.TensorSpec([], tf.int64)
+    )
     for seed in [0, 1, 7, -5, 2**20 + 3]:
       d = rs.rand(50).astype(np.float32)
       assert int(jax.jit(fn)(d, np.int64(seed))) == int(chain(d, np.int64(seed)))
@@ -69,25 +70,28 @@ def test_kmc2_chain_is_tfs(x64):
 def test_kmeans_plus_plus_seeding_is_tfs(retries):
   rs = np.random.RandomState(2)
   points = _grid(rs, (12, 3))
-  points[5] = points[2]                      # duplicates: zero distances, redraws
+  points[5] = points[2]  # duplicates: zero distances, redraws
 
   @tf.function(autograph=False)
   def seeding(points, seed):
     return gen_clustering_ops.kmeans_plus_plus_initialization(points, 5, seed, retries)
 
   with jax.enable_x64(True):
-    fn = tfprims.convert_functional(seeding, tf.TensorSpec([12, 3], tf.float32),
-                                    tf.TensorSpec([], tf.int64))
+    fn = tfprims.convert_functional(
+      seeding, tf.TensorSpec([12, 3], tf.float32), tf.TensorSpec([], tf.int64)
+    )
     jitted = jax.jit(fn)
     for seed in [0, 3, 11]:
-      np.testing.assert_array_equal(jitted(points, np.int64(seed)),
-                                    seeding(points, np.int64(seed)).numpy())
+      np.testing.assert_array_equal(
+        jitted(points, np.int64(seed)), seeding(points, np.int64(seed)).numpy()
+      )
 
 
 def test_timestamp_is_read_when_the_program_runs():
   @tf.function(autograph=False)
   def f(x):
     from tensorflow.python.ops import gen_logging_ops
+
     return gen_logging_ops.timestamp() + tf.cast(x, tf.float64)
 
   with jax.enable_x64(True):
@@ -103,8 +107,7 @@ def test_timestamp_is_read_when_the_program_runs():
 def test_tensor_float32_is_off_on_cpu():
   @tf.function(autograph=False)
   def f():
-    return tf_ops.get_default_graph().create_op("IsTensorFloat32Enabled", [],
-                                                [tf.bool]).outputs[0]
+    return tf_ops.get_default_graph().create_op("IsTensorFloat32Enabled", [], [tf.bool]).outputs[0]
 
   fn = tfprims.convert_functional(f)
   assert jax.default_backend() == "cpu" and bool(jax.jit(fn)()) is False
@@ -115,10 +118,12 @@ def _graph_op(op_type, inputs, dtypes, **attrs):
   return tf_ops.get_default_graph().create_op(op_type, inputs, dtypes, attrs=attrs).outputs
 
 
-@pytest.mark.parametrize("op_type,body,hint", [
-    ("GetDeadline", lambda: _graph_op("GetDeadline", [], [tf.int64])[0],
-     "no such deadline"),
-])
+@pytest.mark.parametrize(
+  "op_type,body,hint",
+  [
+    ("GetDeadline", lambda: _graph_op("GetDeadline", [], [tf.int64])[0], "no such deadline"),
+  ],
+)
 def test_unconvertible_other_ops_say_why(op_type, body, hint):
   with pytest.raises(tfprims.errors.UnsupportedOpError, match=f"(?s){op_type}.*{hint}"):
     tfprims.convert_functional(tf.function(body, autograph=False))
@@ -126,6 +131,7 @@ def test_unconvertible_other_ops_say_why(op_type, body, hint):
 
 def test_composite_tensor_variants_say_why():
   from tensorflow.python.ops import composite_tensor_ops
+
   rt = tf.ragged.constant([[1.0], [2.0, 3.0]])
 
   @tf.function(autograph=False)
@@ -133,6 +139,7 @@ def test_composite_tensor_variants_say_why():
     v = composite_tensor_ops.composite_tensor_to_variants(rt)
     return composite_tensor_ops.composite_tensor_from_variant(v, rt._type_spec).values
 
-  with pytest.raises(tfprims.errors.UnsupportedOpError,
-                     match="(?s)CompositeTensorVariant.*component tensors"):
+  with pytest.raises(
+    tfprims.errors.UnsupportedOpError, match="(?s)CompositeTensorVariant.*component tensors"
+  ):
     tfprims.convert_functional(f)

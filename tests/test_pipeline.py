@@ -14,8 +14,10 @@ import tfprims
 
 v1 = tf.compat.v1
 F32 = tf.float32
-FEEDS = [(np.float32([0.5, -1.0, 2.0]), np.bool_(True)),
-         (np.float32([0.3, 0.2, -0.7]), np.bool_(False))]
+FEEDS = [
+  (np.float32([0.5, -1.0, 2.0]), np.bool_(True)),
+  (np.float32([0.3, 0.2, -0.7]), np.bool_(False)),
+]
 
 
 def _build(control_flow_v1: bool, with_variable: bool = False) -> tf.Graph:
@@ -27,11 +29,15 @@ def _build(control_flow_v1: bool, with_variable: bool = False) -> tf.Graph:
     with g.as_default():
       x = v1.placeholder(F32, [3], name="x")
       p = v1.placeholder(tf.bool, [], name="p")
-      w = (v1.get_variable("w", initializer=np.float32([0.5, 0.25, -0.5]), use_resource=False)
-           if with_variable else tf.constant([0.5, 0.25, -0.5]))
+      w = (
+        v1.get_variable("w", initializer=np.float32([0.5, 0.25, -0.5]), use_resource=False)
+        if with_variable
+        else tf.constant([0.5, 0.25, -0.5])
+      )
       y = tf.cond(p, lambda: tf.sin(x) * 2.0, lambda: x * x + 1.0)
-      _, a = tf.while_loop(lambda i, a: i < 4, lambda i, a: (i + 1, a * w + tf.cos(a)),
-                           [tf.constant(0), x])
+      _, a = tf.while_loop(
+        lambda i, a: i < 4, lambda i, a: (i + 1, a * w + tf.cos(a)), [tf.constant(0), x]
+      )
       tf.identity(y + a, name="out")
   finally:
     v1.enable_control_flow_v2()
@@ -105,8 +111,9 @@ def test_wrapped_concrete_function_and_tf1_saved_model(kind, tmp_path):
   with v1.Session(graph=g) as sess:
     builder = v1.saved_model.Builder(path)
     sig = v1.saved_model.predict_signature_def(
-        {"x": g.get_tensor_by_name("x:0"), "p": g.get_tensor_by_name("p:0")},
-        {"out": g.get_tensor_by_name("out:0")})
+      {"x": g.get_tensor_by_name("x:0"), "p": g.get_tensor_by_name("p:0")},
+      {"out": g.get_tensor_by_name("out:0")},
+    )
     builder.add_meta_graph_and_variables(sess, ["serve"], {"serving_default": sig})
     builder.save()
   sm_fn, params = tfprims.load_saved_model(path)
@@ -125,9 +132,23 @@ def test_cli_inspects_a_frozen_graph_with_tf1_control_flow(tmp_path):
   g = _build(control_flow_v1=True)
   tf.io.write_graph(g.as_graph_def(), str(tmp_path), "model.pb", as_text=False)
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", JAX_PLATFORMS="cpu")
-  res = subprocess.run([sys.executable, "-m", "tfprims", "inspect", str(tmp_path / "model.pb"),
-                        "--inputs", "x:0,p:0", "--outputs", "out:0"],
-                       capture_output=True, text=True, env=env, timeout=600)
+  res = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "tfprims",
+      "inspect",
+      str(tmp_path / "model.pb"),
+      "--inputs",
+      "x:0,p:0",
+      "--outputs",
+      "out:0",
+    ],
+    capture_output=True,
+    text=True,
+    env=env,
+    timeout=600,
+  )
   assert res.returncode == 0, res.stdout + res.stderr
   assert "Traceback" not in res.stderr
   assert "tf.While" in res.stdout or "tf.If" in res.stdout, res.stdout

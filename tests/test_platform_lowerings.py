@@ -23,9 +23,18 @@ from tfprims.ops.nn import conv_cpu
 from tfprims.ops.nn.conv import _CONV_TOL
 from helpers import on_spec_draws
 
-FAST_OPS = ("DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
-            "DepthwiseConv2dNativeBackpropFilter", "Conv2D", "Conv2DBackpropInput",
-            "Conv2DBackpropFilter", "Conv3D", "MaxPool", "MaxPoolV2", "MaxPool3D")
+FAST_OPS = (
+  "DepthwiseConv2dNative",
+  "DepthwiseConv2dNativeBackpropInput",
+  "DepthwiseConv2dNativeBackpropFilter",
+  "Conv2D",
+  "Conv2DBackpropInput",
+  "Conv2DBackpropFilter",
+  "Conv3D",
+  "MaxPool",
+  "MaxPoolV2",
+  "MaxPool3D",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -83,7 +92,7 @@ def test_fast_lowering_equals_default_on_spec_draws(op_type):
 
 
 def test_stem_tap_sums_equal_default_on_conv2d_spec_draws(monkeypatch):
-  monkeypatch.setattr(conv_cpu, "_MIN_STEM_OUTPUTS", 0)   # the draws are small
+  monkeypatch.setattr(conv_cpu, "_MIN_STEM_OUTPUTS", 0)  # the draws are small
   test_fast_lowering_equals_default_on_spec_draws("Conv2D")
 
 
@@ -92,18 +101,18 @@ def test_stem_tap_sums_equal_default_on_conv2d_spec_draws(monkeypatch):
 # --------------------------------------------------------------------------
 
 _DW_GRID = [
-    # fmt, (h, w), k, strides, padding, explicit, dilations, multiplier
-    ("NHWC", (7, 6), (3, 3), (1, 1), "SAME", None, (1, 1), 1),
-    ("NHWC", (7, 6), (3, 3), (2, 2), "SAME", None, (1, 1), 2),
-    ("NHWC", (8, 9), (3, 2), (2, 3), "VALID", None, (1, 1), 1),
-    ("NHWC", (6, 7), (3, 3), (1, 1), "SAME", None, (2, 2), 1),
-    ("NHWC", (6, 7), (2, 3), (1, 1), "VALID", None, (2, 1), 3),
-    ("NHWC", (5, 6), (3, 3), (2, 1), "EXPLICIT", ((1, 2), (0, 1)), (1, 1), 1),
-    ("NHWC", (5, 5), (5, 5), (1, 1), "SAME", None, (1, 1), 1),
-    ("NHWC", (4, 4), (1, 1), (3, 3), "SAME", None, (1, 1), 2),
-    ("NCHW", (7, 6), (3, 3), (1, 1), "SAME", None, (1, 1), 1),
-    ("NCHW", (8, 7), (3, 3), (2, 2), "VALID", None, (1, 1), 2),
-    ("NCHW", (6, 6), (3, 2), (1, 2), "EXPLICIT", ((2, 0), (1, 1)), (2, 1), 1),
+  # fmt, (h, w), k, strides, padding, explicit, dilations, multiplier
+  ("NHWC", (7, 6), (3, 3), (1, 1), "SAME", None, (1, 1), 1),
+  ("NHWC", (7, 6), (3, 3), (2, 2), "SAME", None, (1, 1), 2),
+  ("NHWC", (8, 9), (3, 2), (2, 3), "VALID", None, (1, 1), 1),
+  ("NHWC", (6, 7), (3, 3), (1, 1), "SAME", None, (2, 2), 1),
+  ("NHWC", (6, 7), (2, 3), (1, 1), "VALID", None, (2, 1), 3),
+  ("NHWC", (5, 6), (3, 3), (2, 1), "EXPLICIT", ((1, 2), (0, 1)), (1, 1), 1),
+  ("NHWC", (5, 5), (5, 5), (1, 1), "SAME", None, (1, 1), 1),
+  ("NHWC", (4, 4), (1, 1), (3, 3), "SAME", None, (1, 1), 2),
+  ("NCHW", (7, 6), (3, 3), (1, 1), "SAME", None, (1, 1), 1),
+  ("NCHW", (8, 7), (3, 3), (2, 2), "VALID", None, (1, 1), 2),
+  ("NCHW", (6, 6), (3, 2), (1, 2), "EXPLICIT", ((2, 0), (1, 1)), (2, 1), 1),
 ]
 _DTYPES = ("float32", "float64", "float16", "bfloat16")
 
@@ -113,13 +122,17 @@ def _dw_case(case, dtype, seed=0):
   rng = np.random.default_rng(seed)
   n, c = 2, 3
   x_shape = (n, h, w, c) if fmt == "NHWC" else (n, c, h, w)
-  lay = (lambda a, b, fill=1: (fill, a, b, fill)) if fmt == "NHWC" else (
-      lambda a, b, fill=1: (fill, fill, a, b))
+  lay = (
+    (lambda a, b, fill=1: (fill, a, b, fill))
+    if fmt == "NHWC"
+    else (lambda a, b, fill=1: (fill, fill, a, b))
+  )
   flat = ()
   if explicit:
     flat = tuple(v for pair in lay(explicit[0], explicit[1], (0, 0)) for v in pair)
-  attrs = dict(strides=lay(*s), padding=padding, explicit_paddings=flat, data_format=fmt,
-               dilations=lay(*d))
+  attrs = dict(
+    strides=lay(*s), padding=padding, explicit_paddings=flat, data_format=fmt, dilations=lay(*d)
+  )
   cast = lambda a: np.asarray(a, np.float32).astype(jax.numpy.dtype(dtype))
   x = cast(rng.uniform(-2, 2, x_shape))
   f = cast(rng.uniform(-2, 2, k + (c, m)))
@@ -130,7 +143,7 @@ def _tf_or_none(op_type, **kwargs):
   try:
     return getattr(tf.raw_ops, op_type)(**kwargs).numpy()
   except (tf.errors.OpError, ValueError, TypeError):
-    return None   # no TF CPU kernel for this layout/dtype/attr combination
+    return None  # no TF CPU kernel for this layout/dtype/attr combination
 
 
 @pytest.mark.parametrize("dtype", _DTYPES)
@@ -140,10 +153,16 @@ def test_depthwise_and_backprops_fast_equal_default_and_tf(case, dtype):
   with jax.enable_x64(dtype == "float64"):
     y = _assert_same(lambda x, f: tfops.DepthwiseConv2dNative(x, f, **attrs), (x, f), dtype)
     g = np.asarray(np.random.default_rng(1).uniform(-2, 2, y.shape), np.float32).astype(x.dtype)
-    dx = _assert_same(lambda f, g: tfops.DepthwiseConv2dNativeBackpropInput(
-        f, g, input_sizes=x.shape, **attrs), (f, g), dtype)
-    df = _assert_same(lambda x, g: tfops.DepthwiseConv2dNativeBackpropFilter(
-        x, g, filter_sizes=f.shape, **attrs), (x, g), dtype)
+    dx = _assert_same(
+      lambda f, g: tfops.DepthwiseConv2dNativeBackpropInput(f, g, input_sizes=x.shape, **attrs),
+      (f, g),
+      dtype,
+    )
+    df = _assert_same(
+      lambda x, g: tfops.DepthwiseConv2dNativeBackpropFilter(x, g, filter_sizes=f.shape, **attrs),
+      (x, g),
+      dtype,
+    )
   if dtype != "float32":
     return
   _assert_equal_to_tf("DepthwiseConv2dNative", x, f, g, (y, dx, df), attrs)
@@ -158,12 +177,14 @@ def _assert_equal_to_tf(forward, x, f, g, ours, attrs):
     np.testing.assert_allclose(y, ref, **_tol(x.dtype))
   # TF's CPU backprop kernels ignore dilations (docs/semantics/nn.md): compare undilated.
   if attrs["dilations"] == (1, 1, 1, 1) and attrs["data_format"] == "NHWC":
-    ref = _tf_or_none(forward + "BackpropInput", input_sizes=x.shape, filter=f,
-                      out_backprop=g, **attrs)
+    ref = _tf_or_none(
+      forward + "BackpropInput", input_sizes=x.shape, filter=f, out_backprop=g, **attrs
+    )
     if ref is not None:
       np.testing.assert_allclose(dx, ref, **_tol(x.dtype))
-    ref = _tf_or_none(forward + "BackpropFilter", input=x, filter_sizes=f.shape,
-                      out_backprop=g, **attrs)
+    ref = _tf_or_none(
+      forward + "BackpropFilter", input=x, filter_sizes=f.shape, out_backprop=g, **attrs
+    )
     if ref is not None:
       np.testing.assert_allclose(df, ref, rtol=1e-4, atol=1e-3)
 
@@ -175,22 +196,26 @@ def _assert_equal_to_tf(forward, x, f, g, ours, attrs):
 
 @pytest.mark.parametrize("dtype", ("float32", "float64", "bfloat16"))
 @pytest.mark.parametrize("case", _DW_GRID, ids=lambda c: "-".join(map(str, c[:5])))
-def test_depthwise_grouped_conv2d_and_backprops_are_tap_sums_equal_to_default_and_tf(
-    case, dtype):
+def test_depthwise_grouped_conv2d_and_backprops_are_tap_sums_equal_to_default_and_tf(case, dtype):
   x, f, attrs = _dw_case(case, dtype)
   kh, kw, c, m = f.shape
-  grouped = f.reshape(kh, kw, 1, c * m)   # output channel g * m + k reads input channel g
+  grouped = f.reshape(kh, kw, 1, c * m)  # output channel g * m + k reads input channel g
   with jax.enable_x64(dtype == "float64"):
-    (y, fast_hlo), (y0, default_hlo) = _both(lambda x, w: tfops.Conv2D(x, w, **attrs),
-                                             x, grouped)
+    (y, fast_hlo), (y0, default_hlo) = _both(lambda x, w: tfops.Conv2D(x, w, **attrs), x, grouped)
     np.testing.assert_allclose(y, y0, **_tol(dtype))
     assert "convolution" not in fast_hlo and "convolution" in default_hlo
     g = np.asarray(np.random.default_rng(1).uniform(-2, 2, y.shape), np.float32).astype(x.dtype)
-    dx = _assert_same(lambda w, g: tfops.Conv2DBackpropInput(
-        w, g, input_sizes=x.shape, **attrs), (grouped, g), dtype)
-    df = _assert_same(lambda x, g: tfops.Conv2DBackpropFilter(
-        x, g, filter_sizes=grouped.shape, **attrs), (x, g), dtype)
-    if dtype != "bfloat16":   # (bfloat16 sums of squares differ in their rounding)
+    dx = _assert_same(
+      lambda w, g: tfops.Conv2DBackpropInput(w, g, input_sizes=x.shape, **attrs),
+      (grouped, g),
+      dtype,
+    )
+    df = _assert_same(
+      lambda x, g: tfops.Conv2DBackpropFilter(x, g, filter_sizes=grouped.shape, **attrs),
+      (x, g),
+      dtype,
+    )
+    if dtype != "bfloat16":  # (bfloat16 sums of squares differ in their rounding)
       # The gradient of a grouped Conv2D runs through both backprops' tap sums.
       loss = lambda x, w: (tfops.Conv2D(x, w, **attrs) ** 2).sum()
       grads = lambda: [np.asarray(v) for v in jax.jit(jax.grad(loss, (0, 1)))(x, grouped)]
@@ -200,7 +225,7 @@ def test_depthwise_grouped_conv2d_and_backprops_are_tap_sums_equal_to_default_an
       np.testing.assert_allclose(gx, gx0, rtol=1e-4, atol=1e-4)
       np.testing.assert_allclose(gw, gw0, rtol=1e-4, atol=1e-4)
   if dtype != "float32" or attrs["data_format"] != "NHWC":
-    return   # TF's CPU Conv2D takes NHWC only
+    return  # TF's CPU Conv2D takes NHWC only
   _assert_equal_to_tf("Conv2D", x, grouped, g, (y, dx, df), attrs)
 
 
@@ -208,21 +233,34 @@ def test_depthwise_grouped_conv2d_and_backprops_are_tap_sums_equal_to_default_an
 # 1x1 Conv2D / Conv3D: fast == default == TF
 # --------------------------------------------------------------------------
 
-def _assert_conv2d_is_fast_equal_to_default_and_tf(fmt, hw, filter_shape, strides, padding,
-                                                   explicit, dilations, dtype, seed):
+
+def _assert_conv2d_is_fast_equal_to_default_and_tf(
+  fmt, hw, filter_shape, strides, padding, explicit, dilations, dtype, seed
+):
   """Conv2D of a [2, h, w, in] input (in ``fmt``'s layout) and a filter of
   ``filter_shape``: the fast lowering has no convolution and equals the default, which
   has one, and TF's Conv2D (float32 and int32, where TF's CPU kernel runs)."""
   rng = np.random.default_rng(seed)
-  lay = (lambda a, b, fill=1: (fill, a, b, fill)) if fmt == "NHWC" else (
-      lambda a, b, fill=1: (fill, fill, a, b))
+  lay = (
+    (lambda a, b, fill=1: (fill, a, b, fill))
+    if fmt == "NHWC"
+    else (lambda a, b, fill=1: (fill, fill, a, b))
+  )
   c_in = filter_shape[2]
   x_shape = (2, *hw, c_in) if fmt == "NHWC" else (2, c_in, *hw)
   flat = tuple(v for pair in lay(*explicit, (0, 0)) for v in pair) if explicit else ()
-  attrs = dict(strides=lay(*strides), padding=padding, explicit_paddings=flat,
-               data_format=fmt, dilations=lay(*dilations))
-  draw = (lambda sh: rng.integers(-5, 5, sh).astype(np.int32)) if dtype == "int32" else (
-      lambda sh: np.asarray(rng.uniform(-2, 2, sh), np.float32).astype(jax.numpy.dtype(dtype)))
+  attrs = dict(
+    strides=lay(*strides),
+    padding=padding,
+    explicit_paddings=flat,
+    data_format=fmt,
+    dilations=lay(*dilations),
+  )
+  draw = (
+    (lambda sh: rng.integers(-5, 5, sh).astype(np.int32))
+    if dtype == "int32"
+    else (lambda sh: np.asarray(rng.uniform(-2, 2, sh), np.float32).astype(jax.numpy.dtype(dtype)))
+  )
   x, f = draw(x_shape), draw(filter_shape)
   with jax.enable_x64(dtype == "float64"):
     (y, fast_hlo), (y0, default_hlo) = _both(lambda x, f: tfops.Conv2D(x, f, **attrs), x, f)
@@ -236,12 +274,12 @@ def _assert_conv2d_is_fast_equal_to_default_and_tf(fmt, hw, filter_shape, stride
 
 
 _PW_GRID = [
-    ("NHWC", (1, 1), "SAME", None, (1, 1)),
-    ("NHWC", (2, 3), "SAME", None, (1, 1)),
-    ("NHWC", (2, 2), "VALID", None, (2, 2)),
-    ("NHWC", (1, 2), "EXPLICIT", ((1, 0), (2, 1)), (1, 1)),
-    ("NCHW", (1, 1), "SAME", None, (1, 1)),
-    ("NCHW", (3, 2), "EXPLICIT", ((0, 2), (1, 1)), (1, 1)),
+  ("NHWC", (1, 1), "SAME", None, (1, 1)),
+  ("NHWC", (2, 3), "SAME", None, (1, 1)),
+  ("NHWC", (2, 2), "VALID", None, (2, 2)),
+  ("NHWC", (1, 2), "EXPLICIT", ((1, 0), (2, 1)), (1, 1)),
+  ("NCHW", (1, 1), "SAME", None, (1, 1)),
+  ("NCHW", (3, 2), "EXPLICIT", ((0, 2), (1, 1)), (1, 1)),
 ]
 
 
@@ -249,19 +287,20 @@ _PW_GRID = [
 @pytest.mark.parametrize("case", _PW_GRID, ids=lambda c: "-".join(map(str, c[:3])))
 def test_pointwise_conv2d_fast_equals_default_and_tf(case, dtype):
   fmt, s, padding, explicit, d = case
-  _assert_conv2d_is_fast_equal_to_default_and_tf(fmt, (5, 6), (1, 1, 4, 3), s, padding,
-                                                 explicit, d, dtype, seed=2)
+  _assert_conv2d_is_fast_equal_to_default_and_tf(
+    fmt, (5, 6), (1, 1, 4, 3), s, padding, explicit, d, dtype, seed=2
+  )
 
 
 _WIDE_GRID = [
-    # fmt, (h, w), k, strides, padding, explicit, dilations
-    ("NHWC", (2, 2), (3, 3), (1, 1), "SAME", None, (1, 1)),
-    ("NHWC", (1, 1), (3, 3), (1, 1), "SAME", None, (1, 1)),
-    ("NHWC", (2, 2), (3, 3), (2, 2), "SAME", None, (1, 1)),
-    ("NHWC", (2, 2), (2, 2), (1, 1), "SAME", None, (2, 2)),
-    ("NHWC", (2, 1), (3, 2), (1, 1), "EXPLICIT", ((1, 1), (0, 2)), (1, 1)),
-    ("NCHW", (2, 2), (3, 3), (1, 1), "SAME", None, (1, 1)),
-    ("NCHW", (2, 2), (3, 1), (1, 2), "EXPLICIT", ((2, 1), (0, 0)), (1, 1)),
+  # fmt, (h, w), k, strides, padding, explicit, dilations
+  ("NHWC", (2, 2), (3, 3), (1, 1), "SAME", None, (1, 1)),
+  ("NHWC", (1, 1), (3, 3), (1, 1), "SAME", None, (1, 1)),
+  ("NHWC", (2, 2), (3, 3), (2, 2), "SAME", None, (1, 1)),
+  ("NHWC", (2, 2), (2, 2), (1, 1), "SAME", None, (2, 2)),
+  ("NHWC", (2, 1), (3, 2), (1, 1), "EXPLICIT", ((1, 1), (0, 2)), (1, 1)),
+  ("NCHW", (2, 2), (3, 3), (1, 1), "SAME", None, (1, 1)),
+  ("NCHW", (2, 2), (3, 1), (1, 2), "EXPLICIT", ((2, 1), (0, 0)), (1, 1)),
 ]
 
 
@@ -270,29 +309,30 @@ _WIDE_GRID = [
 def test_conv2d_with_a_filter_wider_than_its_input_is_one_dot(case, dtype):
   """XLA:CPU's convolution is 3-55x slower there (ResNet50's last stage at 64 px)."""
   fmt, hw, k, s, padding, explicit, d = case
-  _assert_conv2d_is_fast_equal_to_default_and_tf(fmt, hw, k + (5, 3), s, padding, explicit,
-                                                 d, dtype, seed=4)
+  _assert_conv2d_is_fast_equal_to_default_and_tf(
+    fmt, hw, k + (5, 3), s, padding, explicit, d, dtype, seed=4
+  )
 
 
 _STEM_GRID = [
-    # fmt, (h, w), (kh, kw, in channels), strides, padding, explicit, dilations
-    ("NHWC", (9, 8), (3, 3, 3), (2, 2), "SAME", None, (1, 1)),   # an RGB stem
-    ("NHWC", (7, 7), (3, 3, 1), (1, 1), "VALID", None, (1, 1)),
-    ("NHWC", (8, 9), (5, 5, 1), (1, 2), "SAME", None, (2, 1)),
-    ("NHWC", (6, 7), (3, 2, 3), (1, 1), "EXPLICIT", ((1, 2), (0, 1)), (1, 1)),
-    ("NCHW", (9, 8), (3, 3, 3), (2, 2), "SAME", None, (1, 1)),
-    ("NCHW", (6, 6), (3, 3, 2), (1, 1), "EXPLICIT", ((2, 0), (1, 1)), (1, 2)),
+  # fmt, (h, w), (kh, kw, in channels), strides, padding, explicit, dilations
+  ("NHWC", (9, 8), (3, 3, 3), (2, 2), "SAME", None, (1, 1)),  # an RGB stem
+  ("NHWC", (7, 7), (3, 3, 1), (1, 1), "VALID", None, (1, 1)),
+  ("NHWC", (8, 9), (5, 5, 1), (1, 2), "SAME", None, (2, 1)),
+  ("NHWC", (6, 7), (3, 2, 3), (1, 1), "EXPLICIT", ((1, 2), (0, 1)), (1, 1)),
+  ("NCHW", (9, 8), (3, 3, 3), (2, 2), "SAME", None, (1, 1)),
+  ("NCHW", (6, 6), (3, 3, 2), (1, 1), "EXPLICIT", ((2, 0), (1, 1)), (1, 2)),
 ]
 
 
 @pytest.mark.parametrize("dtype", _DTYPES + ("int32",))
 @pytest.mark.parametrize("case", _STEM_GRID, ids=lambda c: "-".join(map(str, c[:3])))
-def test_conv2d_of_few_input_channels_is_tap_sums_equal_to_default_and_tf(
-    case, dtype, monkeypatch):
-  monkeypatch.setattr(conv_cpu, "_MIN_STEM_OUTPUTS", 0)   # the grid's maps are small
+def test_conv2d_of_few_input_channels_is_tap_sums_equal_to_default_and_tf(case, dtype, monkeypatch):
+  monkeypatch.setattr(conv_cpu, "_MIN_STEM_OUTPUTS", 0)  # the grid's maps are small
   fmt, hw, (kh, kw, c_in), s, padding, explicit, d = case
-  _assert_conv2d_is_fast_equal_to_default_and_tf(fmt, hw, (kh, kw, c_in, 5), s, padding,
-                                                 explicit, d, dtype, seed=6)
+  _assert_conv2d_is_fast_equal_to_default_and_tf(
+    fmt, hw, (kh, kw, c_in, 5), s, padding, explicit, d, dtype, seed=6
+  )
 
 
 def test_only_large_stems_are_tap_sums():
@@ -306,7 +346,7 @@ def test_only_large_stems_are_tap_sums():
     hlo = jax.jit(lambda x, f: tfops.Conv2D(x, f, **attrs)).lower(x, f).as_text()
     assert ("convolution" not in hlo) == tap_sums, (batch, k)
   # A symbolic batch could be 1 or 8: the convolution stays.
-  b, = jax.export.symbolic_shape("b")
+  (b,) = jax.export.symbolic_shape("b")
   x = jax.ShapeDtypeStruct((b, 224, 224, 3), np.float32)
   f = jax.ShapeDtypeStruct((3, 3, 3, 32), np.float32)
   exported = jax.export.export(jax.jit(lambda x, f: tfops.Conv2D(x, f, **attrs)))(x, f)
@@ -321,15 +361,17 @@ def test_taps_that_read_only_padding_are_left_out():
   (y, hlo), (y0, _) = _both(lambda x, f: tfops.Conv2D(x, f, **_NHWC), x, f.astype(np.float32))
   assert "concatenate" not in hlo and hlo.count("stablehlo.dot_general") == 1
   np.testing.assert_allclose(y, y0, rtol=1e-6, atol=1e-6)
-  np.testing.assert_allclose(y, np.einsum("nc,co->no", x[:, 0, 0], f[1, 1])[:, None, None],
-                             rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(
+    y, np.einsum("nc,co->no", x[:, 0, 0], f[1, 1])[:, None, None], rtol=1e-5, atol=1e-5
+  )
   fd = rng.normal(size=(3, 3, 5, 1)).astype(np.float32)
   (y, hlo), (y0, _) = _both(lambda x, f: tfops.DepthwiseConv2dNative(x, f, **_NHWC), x, fd)
   assert hlo.count("stablehlo.multiply") == 1
   np.testing.assert_allclose(y, x * fd[1, 1, :, 0], rtol=1e-6)
   # Explicit padding that puts every output window in the padding: zeros.
-  attrs = dict(_NHWC, padding="EXPLICIT", explicit_paddings=(0, 0, 5, 5, 5, 5, 0, 0),
-               strides=(1, 8, 8, 1))
+  attrs = dict(
+    _NHWC, padding="EXPLICIT", explicit_paddings=(0, 0, 5, 5, 5, 5, 0, 0), strides=(1, 8, 8, 1)
+  )
   (y, _), (y0, _) = _both(lambda x, f: tfops.DepthwiseConv2dNative(x, f, **attrs), x, fd)
   assert y.shape == (2, 2, 2, 5) and not y.any() and not y0.any()
 
@@ -357,40 +399,54 @@ def test_a_pointwise_conv_with_one_output_position_keeps_the_convolution():
   rng = np.random.default_rng(9)
   f = rng.uniform(-2, 2, (1, 1, 6, 4)).astype(np.float32)
   pads = dict(_NHWC, padding="EXPLICIT", explicit_paddings=(0, 0, 1, 0, 0, 0, 0, 0))
-  for shape, attrs, dot in [((1, 1, 1, 6), _NHWC, False), ((2, 1, 1, 6), _NHWC, True),
-                            ((1, 2, 1, 6), _NHWC, True),
-                            ((1, 3, 3, 6), dict(_NHWC, strides=(1, 3, 3, 1)), False),
-                            ((1, 1, 1, 6), pads, True)]:   # padding: 2 output positions
+  for shape, attrs, dot in [
+    ((1, 1, 1, 6), _NHWC, False),
+    ((2, 1, 1, 6), _NHWC, True),
+    ((1, 2, 1, 6), _NHWC, True),
+    ((1, 3, 3, 6), dict(_NHWC, strides=(1, 3, 3, 1)), False),
+    ((1, 1, 1, 6), pads, True),
+  ]:  # padding: 2 output positions
     x = rng.uniform(-2, 2, shape).astype(np.float32)
     (y, fast), (y0, default) = _both(lambda x, f: tfops.Conv2D(x, f, **attrs), x, f)
     assert ("convolution" not in fast) == dot, (shape, attrs)
     np.testing.assert_allclose(y, y0, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(y, _tf_or_none("Conv2D", input=x, filter=f, **attrs),
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+      y, _tf_or_none("Conv2D", input=x, filter=f, **attrs), rtol=1e-5, atol=1e-5
+    )
   attrs3 = dict(strides=(1,) * 5, padding="SAME", data_format="NDHWC", dilations=(1,) * 5)
   x3, f3 = np.ones((1, 1, 1, 1, 6), np.float32), np.ones((1, 1, 1, 6, 4), np.float32)
   (y, fast), _ = _both(lambda x, f: tfops.Conv3D(x, f, **attrs3), x3, f3)
   assert "convolution" in fast
   np.testing.assert_allclose(y, np.full((1, 1, 1, 1, 4), 6.0))
   # A symbolic batch may be larger than 1: the dot.
-  b, = jax.export.symbolic_shape("b")
+  (b,) = jax.export.symbolic_shape("b")
   exported = jax.export.export(jax.jit(lambda x, f: tfops.Conv2D(x, f, **_NHWC)))(
-      jax.ShapeDtypeStruct((b, 1, 1, 6), np.float32), f)
+    jax.ShapeDtypeStruct((b, 1, 1, 6), np.float32), f
+  )
   text = exported.mlir_module()
   assert "stablehlo.dot_general" in text and "stablehlo.convolution" not in text
 
 
 _POLY_CASES = [
-    # name, filter shape (None: a pool), fn(x, f, strides, padding)
-    ("Conv2D 1x1", (1, 1, 6, 4), lambda x, f, a: tfops.Conv2D(x, f, **a)),
-    ("Conv2D 3x3", (3, 3, 6, 4), lambda x, f, a: tfops.Conv2D(x, f, **a)),
-    ("Conv2D groups=C", (3, 3, 1, 6), lambda x, f, a: tfops.Conv2D(x, f, **a)),
-    ("DepthwiseConv2dNative", (3, 3, 6, 1),
-     lambda x, f, a: tfops.DepthwiseConv2dNative(x, f, **a)),
-    ("MaxPool", None, lambda x, f, a: tfops.MaxPool(
-        x, ksize=(1, 3, 3, 1), strides=a["strides"], padding=a["padding"])),
-    ("AvgPool", None, lambda x, f, a: tfops.AvgPool(
-        x, ksize=(1, 3, 3, 1), strides=a["strides"], padding=a["padding"])),
+  # name, filter shape (None: a pool), fn(x, f, strides, padding)
+  ("Conv2D 1x1", (1, 1, 6, 4), lambda x, f, a: tfops.Conv2D(x, f, **a)),
+  ("Conv2D 3x3", (3, 3, 6, 4), lambda x, f, a: tfops.Conv2D(x, f, **a)),
+  ("Conv2D groups=C", (3, 3, 1, 6), lambda x, f, a: tfops.Conv2D(x, f, **a)),
+  ("DepthwiseConv2dNative", (3, 3, 6, 1), lambda x, f, a: tfops.DepthwiseConv2dNative(x, f, **a)),
+  (
+    "MaxPool",
+    None,
+    lambda x, f, a: tfops.MaxPool(
+      x, ksize=(1, 3, 3, 1), strides=a["strides"], padding=a["padding"]
+    ),
+  ),
+  (
+    "AvgPool",
+    None,
+    lambda x, f, a: tfops.AvgPool(
+      x, ksize=(1, 3, 3, 1), strides=a["strides"], padding=a["padding"]
+    ),
+  ),
 ]
 
 
@@ -408,9 +464,9 @@ def test_a_symbolic_image_size_exports(case, fast):
   tfprims.update_config("fast_lowerings", fast)
   try:
     for (padding, s), (dims, shapes) in itertools.product(
-        [("SAME", 1), ("SAME", 2), ("VALID", 2)],
-        [("b, h, w, 6", [(2, 7, 9, 6), (1, 8, 8, 6)]), ("b, 7, 9, 6", [(1, 7, 9, 6),
-                                                                       (3, 7, 9, 6)])]):
+      [("SAME", 1), ("SAME", 2), ("VALID", 2)],
+      [("b, h, w, 6", [(2, 7, 9, 6), (1, 8, 8, 6)]), ("b, 7, 9, 6", [(1, 7, 9, 6), (3, 7, 9, 6)])],
+    ):
       attrs = dict(_NHWC, strides=(1, s, s, 1), padding=padding)
       spec = jax.ShapeDtypeStruct(jax.export.symbolic_shape(dims), np.float32)
       exported = jax.export.export(jax.jit(lambda x, f: fn(x, f, attrs)))(spec, f)
@@ -418,14 +474,17 @@ def test_a_symbolic_image_size_exports(case, fast):
         x = rng.uniform(-2, 2, shape).astype(np.float32)
         if f_shape is None:
           arg = "input" if name == "MaxPool" else "value"
-          ref = getattr(tf.raw_ops, name)(**{arg: x}, ksize=(1, 3, 3, 1),
-                                          strides=attrs["strides"], padding=padding)
+          ref = getattr(tf.raw_ops, name)(
+            **{arg: x}, ksize=(1, 3, 3, 1), strides=attrs["strides"], padding=padding
+          )
         else:
           op = "DepthwiseConv2dNative" if name.startswith("Depthwise") else "Conv2D"
-          ref = getattr(tf.raw_ops, op)(input=x, filter=f, strides=attrs["strides"],
-                                        padding=padding)
-        np.testing.assert_allclose(exported.call(x, f), ref, rtol=1e-5, atol=1e-5,
-                                   err_msg=f"{padding} s{s} {dims} {shape}")
+          ref = getattr(tf.raw_ops, op)(
+            input=x, filter=f, strides=attrs["strides"], padding=padding
+          )
+        np.testing.assert_allclose(
+          exported.call(x, f), ref, rtol=1e-5, atol=1e-5, err_msg=f"{padding} s{s} {dims} {shape}"
+        )
   finally:
     tfprims.update_config("fast_lowerings", True)
 
@@ -436,14 +495,24 @@ def test_gradients_export_with_a_symbolic_batch(fast):
   orig_input_shape params hold the symbolic batch (they were read with int()), and
   MaxPoolGrad's "no element" index is a constant (it was the input's size)."""
   rng = np.random.default_rng(11)
-  cases = [(lambda x, f, a: tfops.Conv2D(x, f, **a), (3, 3, 64, 8)),
-           (lambda x, f, a: tfops.Conv2D(x, f, **a), (3, 3, 1, 64)),   # groups = C
-           (lambda x, f, a: tfops.DepthwiseConv2dNative(x, f, **a), (3, 3, 64, 1)),
-           (lambda x, f, a: tfops.AvgPool(x, ksize=(1, 3, 3, 1), strides=a["strides"],
-                                          padding="SAME") * f, (64,)),
-           (lambda x, f, a: tfops.MaxPool(x, ksize=(1, 3, 3, 1), strides=a["strides"],
-                                          padding="SAME") * f, (64,))]
-  b, = jax.export.symbolic_shape("b")
+  cases = [
+    (lambda x, f, a: tfops.Conv2D(x, f, **a), (3, 3, 64, 8)),
+    (lambda x, f, a: tfops.Conv2D(x, f, **a), (3, 3, 1, 64)),  # groups = C
+    (lambda x, f, a: tfops.DepthwiseConv2dNative(x, f, **a), (3, 3, 64, 1)),
+    (
+      lambda x, f, a: (
+        tfops.AvgPool(x, ksize=(1, 3, 3, 1), strides=a["strides"], padding="SAME") * f
+      ),
+      (64,),
+    ),
+    (
+      lambda x, f, a: (
+        tfops.MaxPool(x, ksize=(1, 3, 3, 1), strides=a["strides"], padding="SAME") * f
+      ),
+      (64,),
+    ),
+  ]
+  (b,) = jax.export.symbolic_shape("b")
   tfprims.update_config("fast_lowerings", fast)
   try:
     for (fn, f_shape), s in itertools.product(cases, (1, 2)):
@@ -462,8 +531,13 @@ def test_gradients_export_with_a_symbolic_batch(fast):
 # The switch, the platforms, the fallbacks
 # --------------------------------------------------------------------------
 
-_NHWC = dict(strides=(1, 1, 1, 1), padding="SAME", explicit_paddings=(), data_format="NHWC",
-             dilations=(1, 1, 1, 1))
+_NHWC = dict(
+  strides=(1, 1, 1, 1),
+  padding="SAME",
+  explicit_paddings=(),
+  data_format="NHWC",
+  dilations=(1, 1, 1, 1),
+)
 
 
 def test_the_config_switch_changes_the_compiled_program():
@@ -485,11 +559,10 @@ def test_the_config_switch_changes_the_compiled_program():
 
 def test_ops_without_a_gain_keep_xla_convolutions():
   x = np.ones((1, 12, 12, 4), np.float32)
-  big = np.ones((conv_cpu._MAX_TAPS // 7 + 1, 7 + 1, 4, 1), np.float32)   # > _MAX_TAPS taps
+  big = np.ones((conv_cpu._MAX_TAPS // 7 + 1, 7 + 1, 4, 1), np.float32)  # > _MAX_TAPS taps
   dense = np.ones((3, 3, 4, 2), np.float32)
   grouped = np.ones((1, 1, 2, 4), np.float32)
-  for fn, w in [(tfops.DepthwiseConv2dNative, big), (tfops.Conv2D, dense),
-                (tfops.Conv2D, grouped)]:
+  for fn, w in [(tfops.DepthwiseConv2dNative, big), (tfops.Conv2D, dense), (tfops.Conv2D, grouped)]:
     (y, fast), (y0, default) = _both(lambda x, w: fn(x, w, **_NHWC), x, w)
     assert "convolution" in fast and fast == default
     np.testing.assert_array_equal(y, y0)
@@ -499,8 +572,13 @@ def test_the_filter_backprop_keeps_the_convolution_below_its_channel_threshold(m
   monkeypatch.setattr(conv_cpu, "_MIN_FILTER_BACKPROP_CHANNELS", 64)
   for c, tap_sums in [(32, False), (64, True)]:
     x, g = np.ones((1, 5, 5, c), np.float32), np.ones((1, 5, 5, c), np.float32)
-    (y, fast), (y0, _) = _both(lambda x, g: tfops.DepthwiseConv2dNativeBackpropFilter(
-        x, g, filter_sizes=(3, 3, c, 1), **_NHWC), x, g)
+    (y, fast), (y0, _) = _both(
+      lambda x, g: tfops.DepthwiseConv2dNativeBackpropFilter(
+        x, g, filter_sizes=(3, 3, c, 1), **_NHWC
+      ),
+      x,
+      g,
+    )
     assert ("convolution" not in fast) == tap_sums
     np.testing.assert_allclose(y, y0, rtol=1e-6)
 
@@ -536,8 +614,9 @@ def test_grad_and_vmap_through_the_fast_lowerings(fmt):
   for fast in (True, False):
     with tfprims.override_config("fast_lowerings", fast):
       g = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(x, f, pw)
-      v = jax.jit(jax.vmap(loss, in_axes=(0, None, 0)))(np.stack([x, -x]), f,
-                                                          np.stack([pw, 2 * pw]))
+      v = jax.jit(jax.vmap(loss, in_axes=(0, None, 0)))(
+        np.stack([x, -x]), f, np.stack([pw, 2 * pw])
+      )
       grads[fast] = [np.asarray(a) for a in g] + [np.asarray(v)]
   for a, b in zip(grads[True], grads[False]):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
@@ -546,20 +625,26 @@ def test_grad_and_vmap_through_the_fast_lowerings(fmt):
   assert "tf.DepthwiseConv2dNativeBackpropInput" in jaxpr
   assert "tf.DepthwiseConv2dNativeBackpropFilter" in jaxpr
   # Eager calls compile the primitive with the same lowering.
-  np.testing.assert_allclose(np.asarray(tfops.DepthwiseConv2dNative(x, f, **attrs)),
-                             np.asarray(jax.jit(lambda x, f: tfops.DepthwiseConv2dNative(
-                                 x, f, **attrs))(x, f)), rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(
+    np.asarray(tfops.DepthwiseConv2dNative(x, f, **attrs)),
+    np.asarray(jax.jit(lambda x, f: tfops.DepthwiseConv2dNative(x, f, **attrs))(x, f)),
+    rtol=1e-6,
+    atol=1e-6,
+  )
 
 
 def test_converted_mobilenet_block_matches_tf_with_and_without_fast_lowerings():
   import keras
+
   keras.utils.set_random_seed(0)
-  model = keras.Sequential([
+  model = keras.Sequential(
+    [
       keras.Input((12, 12, 8)),
       keras.layers.Conv2D(16, 1, activation="relu"),
       keras.layers.DepthwiseConv2D(3, strides=2, padding="same", depth_multiplier=2),
       keras.layers.Conv2D(8, 1),
-  ])
+    ]
+  )
   tf_fn = tf.function(lambda x: model(x))
   fn, params = tfprims.convert(tf_fn, tf.TensorSpec((None, 12, 12, 8), tf.float32))
   x = np.random.default_rng(5).normal(size=(3, 12, 12, 8)).astype(np.float32)
@@ -593,14 +678,14 @@ def test_every_op_of_a_grid_uses_all_taps():
 # --------------------------------------------------------------------------
 
 _POOL_GRID = [
-    # fmt, spatial shape, ksize, strides, padding
-    ("NHWC", (7, 6), (3, 3), (2, 2), "SAME"),
-    ("NHWC", (8, 9), (3, 2), (2, 3), "VALID"),
-    ("NHWC", (5, 5), (5, 5), (1, 1), "SAME"),
-    ("NHWC", (6, 6), (1, 3), (2, 1), "SAME"),
-    ("NHWC", (6, 6), (1, 3), (1, 1), "VALID"),   # one pooled axis: the default
-    ("NCHW", (7, 8), (2, 2), (2, 2), "VALID"),
-    ("NDHWC", (4, 5, 6), (2, 3, 3), (1, 2, 2), "SAME"),
+  # fmt, spatial shape, ksize, strides, padding
+  ("NHWC", (7, 6), (3, 3), (2, 2), "SAME"),
+  ("NHWC", (8, 9), (3, 2), (2, 3), "VALID"),
+  ("NHWC", (5, 5), (5, 5), (1, 1), "SAME"),
+  ("NHWC", (6, 6), (1, 3), (2, 1), "SAME"),
+  ("NHWC", (6, 6), (1, 3), (1, 1), "VALID"),  # one pooled axis: the default
+  ("NCHW", (7, 8), (2, 2), (2, 2), "VALID"),
+  ("NDHWC", (4, 5, 6), (2, 3, 3), (1, 2, 2), "SAME"),
 ]
 
 
@@ -623,7 +708,7 @@ def _pool_case(case, dtype):
 def test_pools_reduce_one_axis_at_a_time_equal_to_default_and_tf(case, dtype):
   x, attrs = _pool_case(case, dtype)
   ops = ("MaxPool3D", "AvgPool3D") if x.ndim == 5 else ("MaxPool", "MaxPoolV2", "AvgPool")
-  if dtype == "int32":   # TF's integer pools: MaxPool and MaxPoolV2
+  if dtype == "int32":  # TF's integer pools: MaxPool and MaxPoolV2
     ops = ops[:2] if x.ndim == 4 else ()
   pooled = sum(k > 1 or s > 1 for k, s in zip(attrs["ksize"], attrs["strides"]))
   for op_type in ops:
@@ -632,26 +717,35 @@ def test_pools_reduce_one_axis_at_a_time_equal_to_default_and_tf(case, dtype):
     if op_type.startswith("Max"):
       assert fast_hlo.count("reduce_window") == pooled
       assert default_hlo.count("reduce_window") == 1
-    else:   # one strided slice per window offset, summed in TF's order
+    else:  # one strided slice per window offset, summed in TF's order
       assert fast_hlo == default_hlo and "reduce_window" not in default_hlo
     if op_type.startswith("Max"):
-      np.testing.assert_array_equal(fast, default)   # max is exact in any order
+      np.testing.assert_array_equal(fast, default)  # max is exact in any order
     else:
       np.testing.assert_allclose(fast, default, **_tol(dtype), equal_nan=True)
     if dtype in ("float16", "bfloat16"):
-      continue   # TF's half kernels on windows of NaNs differ from the default already
-    expected = _tf_or_none(op_type, input=x, **attrs) if op_type != "AvgPool" else (
-        _tf_or_none(op_type, value=x, **attrs))
+      continue  # TF's half kernels on windows of NaNs differ from the default already
+    expected = (
+      _tf_or_none(op_type, input=x, **attrs)
+      if op_type != "AvgPool"
+      else (_tf_or_none(op_type, value=x, **attrs))
+    )
     if expected is not None:
-      np.testing.assert_allclose(fast, np.asarray(expected, np.float64), **_tol(dtype),
-                                 equal_nan=True)
+      np.testing.assert_allclose(
+        fast, np.asarray(expected, np.float64), **_tol(dtype), equal_nan=True
+      )
 
 
 def test_max_pool_with_windows_of_padding_alone_keeps_the_default():
   # The default leaves such a window at -inf (its clamp is on the input): declined.
   x = np.random.default_rng(9).normal(size=(1, 4, 4, 2)).astype(np.float32)
-  attrs = dict(ksize=(1, 2, 2, 1), strides=(1, 3, 3, 1), padding="EXPLICIT",
-               explicit_paddings=(0, 0, 3, 0, 3, 0, 0, 0), data_format="NHWC")
+  attrs = dict(
+    ksize=(1, 2, 2, 1),
+    strides=(1, 3, 3, 1),
+    padding="EXPLICIT",
+    explicit_paddings=(0, 0, 3, 0, 3, 0, 0, 0),
+    data_format="NHWC",
+  )
   (y, hlo), (y0, default_hlo) = _both(lambda x: tfops.MaxPool(x, **attrs), x)
   assert hlo == default_hlo and y[0, 0, 0, 0] == -np.inf
   np.testing.assert_array_equal(y, y0)
@@ -664,8 +758,10 @@ def test_pool_gradients_and_vmap_through_the_fast_lowerings():
   out = {}
   for fast in (True, False):
     with tfprims.override_config("fast_lowerings", fast):
-      out[fast] = (np.asarray(jax.jit(jax.grad(loss))(x)),
-                   np.asarray(jax.jit(jax.vmap(loss))(np.stack([x, -x]))))
+      out[fast] = (
+        np.asarray(jax.jit(jax.grad(loss))(x)),
+        np.asarray(jax.jit(jax.vmap(loss))(np.stack([x, -x]))),
+      )
   for a, b in zip(out[True], out[False]):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 

@@ -30,14 +30,22 @@ def _ours(op, *args, **params):
 # 3-D max pooling: the gradient kernels' rules
 # --------------------------------------------------------------------------
 
-_WINDOW = dict(ksize=[1, 3, 1, 1, 1], strides=[1, 1, 1, 1, 1], padding="VALID",
-               data_format="NDHWC")
+_WINDOW = dict(ksize=[1, 3, 1, 1, 1], strides=[1, 1, 1, 1, 1], padding="VALID", data_format="NDHWC")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, BF16])
-@pytest.mark.parametrize("window,out", [
-    ([2, 1, 2], 2), ([np.nan, 1, 1], 1), ([-np.inf] * 3, -np.inf), ([np.inf, np.inf, 1], np.inf),
-    ([1, 1 + 5e-6, 0], 1 + 5e-6), ([5, 5, 5], 4), ([np.nan] * 3, np.nan)])
+@pytest.mark.parametrize(
+  "window,out",
+  [
+    ([2, 1, 2], 2),
+    ([np.nan, 1, 1], 1),
+    ([-np.inf] * 3, -np.inf),
+    ([np.inf, np.inf, 1], np.inf),
+    ([1, 1 + 5e-6, 0], 1 + 5e-6),
+    ([5, 5, 5], 4),
+    ([np.nan] * 3, np.nan),
+  ],
+)
 def test_max_pool3d_grad_rules_match_tf(dtype, window, out):
   """MaxPool3DGrad: every element within 1e-5 of the given orig_output gets the
   gradient (so ties all do, ±inf and NaN never); MaxPool3DGradGrad reads the first
@@ -62,12 +70,17 @@ def test_max_pool3d_grads_on_tied_overlapping_same_windows():
     g = rng.normal(size=y.shape).astype(dtype)
     gx = rng.normal(size=x.shape).astype(dtype)
     np.testing.assert_allclose(
-        _ours("MaxPool3DGrad", x, y, g, **kw).astype(np.float32),
-        tf.raw_ops.MaxPool3DGrad(orig_input=x, orig_output=y, grad=g, **kw).numpy()
-        .astype(np.float32), rtol=2e-2, atol=2e-2)
+      _ours("MaxPool3DGrad", x, y, g, **kw).astype(np.float32),
+      tf.raw_ops.MaxPool3DGrad(orig_input=x, orig_output=y, grad=g, **kw)
+      .numpy()
+      .astype(np.float32),
+      rtol=2e-2,
+      atol=2e-2,
+    )
     np.testing.assert_array_equal(
-        _ours("MaxPool3DGradGrad", x, y, gx, **kw),
-        tf.raw_ops.MaxPool3DGradGrad(orig_input=x, orig_output=y, grad=gx, **kw))
+      _ours("MaxPool3DGradGrad", x, y, gx, **kw),
+      tf.raw_ops.MaxPool3DGradGrad(orig_input=x, orig_output=y, grad=gx, **kw),
+    )
 
 
 # --------------------------------------------------------------------------
@@ -75,13 +88,14 @@ def test_max_pool3d_grads_on_tied_overlapping_same_windows():
 # --------------------------------------------------------------------------
 
 RTOL, ATOL = 1e-4, 1e-5
-SHAPE = (4, 8, 8, 3)   # frames, height, width, channels
+SHAPE = (4, 8, 8, 3)  # frames, height, width, channels
 
 
 @functools.lru_cache(maxsize=None)
 def _video_model():
   keras.utils.set_random_seed(0)
-  model = keras.Sequential([
+  model = keras.Sequential(
+    [
       keras.Input(SHAPE),
       keras.layers.Conv3D(4, 3, padding="same", activation="relu"),
       keras.layers.MaxPooling3D((1, 2, 2)),
@@ -90,7 +104,8 @@ def _video_model():
       keras.layers.MaxPooling3D(2, strides=1, padding="same"),
       keras.layers.GlobalAveragePooling3D(),
       keras.layers.Dense(5, activation="softmax"),
-  ])
+    ]
+  )
   tf_fn = tf.function(lambda x: model(x))
   fn, params = tfprims.convert(tf_fn, tf.TensorSpec((None,) + SHAPE, tf.float32))
   return model, tf_fn, fn, params
@@ -108,8 +123,9 @@ def test_video_classifier_outputs_match_tf():
   assert {"tf.MaxPool3D", "tf.AvgPool3D", "tf.Conv3D"} <= jaxpr_primitives(jaxpr)
   ref = tf_fn(x).numpy()
   np.testing.assert_allclose(fn(params, x)[0], ref, rtol=RTOL, atol=ATOL)
-  np.testing.assert_allclose(jax.jit(lambda p, x: fn(p, x)[0])(params, x), ref,
-                             rtol=RTOL, atol=ATOL)
+  np.testing.assert_allclose(
+    jax.jit(lambda p, x: fn(p, x)[0])(params, x), ref, rtol=RTOL, atol=ATOL
+  )
 
 
 def test_video_classifier_grad_matches_gradient_tape():
@@ -122,8 +138,12 @@ def test_video_classifier_grad_matches_gradient_tape():
 
   jaxpr = jax.make_jaxpr(jax.grad(loss, argnums=(0, 1)))(params, x)
   names = jaxpr_primitives(jaxpr)
-  assert {"tf.MaxPool3DGrad", "tf.AvgPool3DGrad", "tf.Conv3DBackpropInputV2",
-          "tf.Conv3DBackpropFilterV2"} <= names
+  assert {
+    "tf.MaxPool3DGrad",
+    "tf.AvgPool3DGrad",
+    "tf.Conv3DBackpropInputV2",
+    "tf.Conv3DBackpropFilterV2",
+  } <= names
   # mul, broadcast_in_dim and reduce_sum come from the jnp loss.
   allowed = ("add_any", "mul", "pjit", "broadcast_in_dim", "reduce_sum")
   assert non_tf_primitives(jaxpr, allowed=allowed) == set()
@@ -170,10 +190,10 @@ def test_video_classifier_vmap_matches_per_example_calls():
 @pytest.mark.parametrize("include_batch", [False, True])
 def test_max_pool_with_argmax_program_grad_and_vmap(include_batch):
   """tf.nn.max_pool_with_argmax and its gradient (MaxPoolGradWithArgmax), converted."""
+
   @tf.function
   def f(x):
-    y, argmax = tf.nn.max_pool_with_argmax(x, 3, 2, "SAME",
-                                           include_batch_in_index=include_batch)
+    y, argmax = tf.nn.max_pool_with_argmax(x, 3, 2, "SAME", include_batch_in_index=include_batch)
     return tf.nn.relu(y) * 2.0, argmax
 
   fn = tfprims.convert_functional(f, tf.TensorSpec([None, 5, 6, 2]))
@@ -194,12 +214,12 @@ def test_max_pool_with_argmax_program_grad_and_vmap(include_batch):
   # vmap over examples (each a batch of one): indices stay relative to each member.
   ys, argmaxes = jax.vmap(fn)(xs[:, None])
   for i in range(2):
-    want_y, want_a = f(xs[i:i + 1])
+    want_y, want_a = f(xs[i : i + 1])
     np.testing.assert_array_equal(ys[i], want_y.numpy())
     np.testing.assert_array_equal(argmaxes[i], want_a.numpy())
   per_example = jax.vmap(jax.grad(lambda x: jnp.sum(fn(x)[0] * w[:1])))(xs[:, None])
   for i in range(2):
-    xt = tf.constant(xs[i:i + 1])
+    xt = tf.constant(xs[i : i + 1])
     with tf.GradientTape() as tape:
       tape.watch(xt)
       tf_loss = tf.reduce_sum(f(xt)[0] * w[:1])
@@ -210,17 +230,24 @@ def test_max_pool_with_argmax_program_grad_and_vmap(include_batch):
 def test_argmax_grad_ops_drop_out_of_range_indices(include_batch):
   """Out-of-range argmax values: TF's CPU kernel aborts the process; ours drops them
   (scatter) / reads 0 (gather) under jit, and raises on known values."""
-  kw = dict(ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID",
-            include_batch_in_index=include_batch)
+  kw = dict(
+    ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID", include_batch_in_index=include_batch
+  )
 
   @tf.function
   def f(x, g, gx, argmax):
-    return (tf.raw_ops.MaxPoolGradWithArgmax(input=x, grad=g, argmax=argmax, **kw),
-            tf.raw_ops.MaxPoolGradGradWithArgmax(input=x, grad=gx, argmax=argmax, **kw))
+    return (
+      tf.raw_ops.MaxPoolGradWithArgmax(input=x, grad=g, argmax=argmax, **kw),
+      tf.raw_ops.MaxPoolGradGradWithArgmax(input=x, grad=gx, argmax=argmax, **kw),
+    )
 
   fn = tfprims.convert_functional(
-      f, tf.TensorSpec([2, 2, 4, 1]), tf.TensorSpec([2, 1, 2, 1]), tf.TensorSpec([2, 2, 4, 1]),
-      tf.TensorSpec([2, 1, 2, 1], tf.int32))
+    f,
+    tf.TensorSpec([2, 2, 4, 1]),
+    tf.TensorSpec([2, 1, 2, 1]),
+    tf.TensorSpec([2, 2, 4, 1]),
+    tf.TensorSpec([2, 1, 2, 1], tf.int32),
+  )
   x = np.arange(16, dtype=np.float32).reshape(2, 2, 4, 1)
   g = np.array([1.0, 2.0, 3.0, 4.0], np.float32).reshape(2, 1, 2, 1)
   gx = 10 * x
@@ -230,7 +257,8 @@ def test_argmax_grad_ops_drop_out_of_range_indices(include_batch):
   bad[0, 0, 1, 0], bad[1, 0, 0, 0] = -1, 16
   good32, bad32 = good.astype(np.int32), bad.astype(np.int32)
   expected_grad = tf.raw_ops.MaxPoolGradWithArgmax(
-      input=x, grad=np.where(bad == good, g, 0).astype(np.float32), argmax=good, **kw)
+    input=x, grad=np.where(bad == good, g, 0).astype(np.float32), argmax=good, **kw
+  )
   with tfprims.override_config("runtime_checks", False):
     with pytest.raises(tfprims.RuntimeCheckError, match="Invalid output gradient index"):
       fn(x, g, gx, bad32)
@@ -254,10 +282,12 @@ def test_argmax_grad_ops_drop_out_of_range_indices(include_batch):
 def test_dilation2d_program_grad_and_vmap():
   """tf.nn.dilation2d (SAME, strides and rates), its gradient vs tf.GradientTape (ties
   and NaN windows: TF's routing, defaults included) and vmap over a batched filter."""
+
   @tf.function
   def f(x, k):
-    return tf.nn.dilation2d(x, k, strides=[1, 2, 1, 1], padding="SAME", data_format="NHWC",
-                            dilations=[1, 1, 2, 1])
+    return tf.nn.dilation2d(
+      x, k, strides=[1, 2, 1, 1], padding="SAME", data_format="NHWC", dilations=[1, 1, 2, 1]
+    )
 
   fn = tfprims.convert_functional(f, tf.TensorSpec([2, 5, 6, 2]), tf.TensorSpec([2, 3, 2]))
   rng = np.random.default_rng(0)
@@ -279,8 +309,9 @@ def test_dilation2d_program_grad_and_vmap():
   ks = np.stack([k, k + 1.0, -k])
   jaxpr = jax.make_jaxpr(jax.vmap(lambda k: fn(x, k)))(ks)
   assert "tf.Dilation2D" in jaxpr_primitives(jaxpr)
-  np.testing.assert_array_equal(jax.vmap(lambda k: fn(x, k))(ks),
-                                np.stack([f(x, kk).numpy() for kk in ks]))
+  np.testing.assert_array_equal(
+    jax.vmap(lambda k: fn(x, k))(ks), np.stack([f(x, kk).numpy() for kk in ks])
+  )
 
 
 def test_dilation2d_backprops_transposes():
@@ -294,8 +325,9 @@ def test_dilation2d_backprops_transposes():
   for op, shape in (("Dilation2DBackpropInput", x.shape), ("Dilation2DBackpropFilter", k.shape)):
     u = rng.normal(size=shape).astype(np.float32)
     f = lambda g, op=op: tfprims.get_op(op)(x, k, g, **kw)
-    np.testing.assert_allclose(f(g), getattr(tf.raw_ops, op)(input=x, filter=k, out_backprop=g,
-                                                               **kw).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(
+      f(g), getattr(tf.raw_ops, op)(input=x, filter=k, out_backprop=g, **kw).numpy(), rtol=1e-6
+    )
     (ct,) = jax.linear_transpose(f, g)(u)
     np.testing.assert_allclose(np.vdot(f(g), u), np.vdot(g, ct), rtol=1e-5)
 
@@ -309,28 +341,55 @@ def test_conv_layouts_and_groups_tf_cpu_refuses():
   """Conv with CHANNELS_FIRST, groups, or 3-D EXPLICIT padding (TF's CPU Conv refuses or
   aborts): compared with TF's Conv2D / Conv3D on the same convolution."""
   rng = np.random.default_rng(0)
-  x = rng.normal(size=(2, 4, 5, 6)).astype(np.float32)   # NCHW
-  w = rng.normal(size=(3, 2, 2, 6)).astype(np.float32)   # 2 groups of 2 input channels
+  x = rng.normal(size=(2, 4, 5, 6)).astype(np.float32)  # NCHW
+  w = rng.normal(size=(3, 2, 2, 6)).astype(np.float32)  # 2 groups of 2 input channels
   kw = dict(strides=[1, 1, 2, 1], padding="SAME", dilations=[1, 1, 1, 2])
-  want = tf.raw_ops.Conv2D(input=x, filter=w, data_format="NCHW",
-                           **dict(kw, strides=[1, 1, 1, 2], dilations=[1, 1, 2, 1]))
-  got = _ours("Conv", x, w, strides=(1, 1, 1, 2), padding="SAME", explicit_paddings=(),
-              data_format="CHANNELS_FIRST", dilations=(1, 1, 2, 1), batch_dims=1, groups=2)
+  want = tf.raw_ops.Conv2D(
+    input=x, filter=w, data_format="NCHW", **dict(kw, strides=[1, 1, 1, 2], dilations=[1, 1, 2, 1])
+  )
+  got = _ours(
+    "Conv",
+    x,
+    w,
+    strides=(1, 1, 1, 2),
+    padding="SAME",
+    explicit_paddings=(),
+    data_format="CHANNELS_FIRST",
+    dilations=(1, 1, 2, 1),
+    batch_dims=1,
+    groups=2,
+  )
   np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-4)
-  x3 = rng.normal(size=(1, 2, 3, 4, 4, 2)).astype(np.float32)   # batch_dims=2
+  x3 = rng.normal(size=(1, 2, 3, 4, 4, 2)).astype(np.float32)  # batch_dims=2
   w3 = rng.normal(size=(2, 2, 2, 2, 3)).astype(np.float32)
   pads = [(1, 0), (0, 2), (1, 1)]
-  got = _ours("Conv", x3, w3, strides=(1, 1, 1, 1, 1), padding="EXPLICIT",
-              explicit_paddings=(0, 0, 1, 0, 0, 2, 1, 1, 0, 0), data_format="CHANNELS_LAST",
-              dilations=(), batch_dims=2, groups=1)
+  got = _ours(
+    "Conv",
+    x3,
+    w3,
+    strides=(1, 1, 1, 1, 1),
+    padding="EXPLICIT",
+    explicit_paddings=(0, 0, 1, 0, 0, 2, 1, 1, 0, 0),
+    data_format="CHANNELS_LAST",
+    dilations=(),
+    batch_dims=2,
+    groups=1,
+  )
   xp = np.pad(x3.reshape(2, 3, 4, 4, 2), [(0, 0)] + pads + [(0, 0)])
   want = tf.raw_ops.Conv3D(input=xp, filter=w3, strides=[1] * 5, padding="VALID")
   np.testing.assert_allclose(got, want.numpy().reshape(got.shape), rtol=1e-4, atol=1e-4)
   # Its gradient is the transpose (no TF op for 3-D EXPLICIT: lax formulas).
-  f = lambda x: tfprims.get_op("Conv")(x, w3, strides=(1,) * 5, padding="EXPLICIT",
-                                       explicit_paddings=(0, 0, 1, 0, 0, 2, 1, 1, 0, 0),
-                                       data_format="CHANNELS_LAST", dilations=(),
-                                       batch_dims=2, groups=1)
+  f = lambda x: tfprims.get_op("Conv")(
+    x,
+    w3,
+    strides=(1,) * 5,
+    padding="EXPLICIT",
+    explicit_paddings=(0, 0, 1, 0, 0, 2, 1, 1, 0, 0),
+    data_format="CHANNELS_LAST",
+    dilations=(),
+    batch_dims=2,
+    groups=1,
+  )
   u = rng.normal(size=got.shape).astype(np.float32)
   (ct,) = jax.linear_transpose(f, x3)(u)
   np.testing.assert_allclose(np.vdot(f(x3), u), np.vdot(x3, ct), rtol=1e-4)
@@ -344,29 +403,48 @@ def test_conv_and_fused_convs_grad_jaxprs_are_tf_named():
   @tf.function
   def f(x, w):
     a = tf.raw_ops.Conv(input=x, filter=w, strides=[1, 1, 1, 1], padding="SAME")
-    b = tf.raw_ops.FusedPadConv2D(input=x, paddings=[[0, 0], [1, 1], [2, 1], [0, 0]], filter=w,
-                                  mode="REFLECT", strides=[1, 2, 1, 1], padding="VALID")
+    b = tf.raw_ops.FusedPadConv2D(
+      input=x,
+      paddings=[[0, 0], [1, 1], [2, 1], [0, 0]],
+      filter=w,
+      mode="REFLECT",
+      strides=[1, 2, 1, 1],
+      padding="VALID",
+    )
     c = tf.raw_ops.FusedResizeAndPadConv2D(
-        input=x, size=[6, 4], paddings=[[0, 0], [1, 1], [0, 1], [0, 0]], filter=w,
-        mode="SYMMETRIC", strides=[1, 1, 1, 1], padding="SAME", resize_align_corners=True)
-    return tf.reduce_sum(a ** 2) + tf.reduce_sum(b ** 2) + tf.reduce_sum(c ** 2)
+      input=x,
+      size=[6, 4],
+      paddings=[[0, 0], [1, 1], [0, 1], [0, 0]],
+      filter=w,
+      mode="SYMMETRIC",
+      strides=[1, 1, 1, 1],
+      padding="SAME",
+      resize_align_corners=True,
+    )
+    return tf.reduce_sum(a**2) + tf.reduce_sum(b**2) + tf.reduce_sum(c**2)
 
   fn = tfprims.convert_functional(f, tf.TensorSpec(x.shape), tf.TensorSpec(w.shape))
   grad = jax.grad(fn, argnums=(0, 1))
   names = jaxpr_primitives(jax.make_jaxpr(grad)(x, w))
-  assert {"tf.Conv2DBackpropInput", "tf.Conv2DBackpropFilter", "tf.MirrorPadGrad",
-          "tf.ResizeBilinearGrad"} <= names
+  assert {
+    "tf.Conv2DBackpropInput",
+    "tf.Conv2DBackpropFilter",
+    "tf.MirrorPadGrad",
+    "tf.ResizeBilinearGrad",
+  } <= names
   assert non_tf_primitives(jax.make_jaxpr(grad)(x, w), allowed=("add_any", "pjit")) == set()
+
   # Batch 2: TF's fused kernels repeat the first image's result, so the reference is the
   # unfused graph (the gradient too: TF registers none for the fused ops).
   @tf.function
   def unfused(x, w):
     a = tf.nn.conv2d(x, w, 1, "SAME")
-    b = tf.nn.conv2d(tf.pad(x, [[0, 0], [1, 1], [2, 1], [0, 0]], "REFLECT"), w, [1, 2, 1, 1],
-                     "VALID")
+    b = tf.nn.conv2d(
+      tf.pad(x, [[0, 0], [1, 1], [2, 1], [0, 0]], "REFLECT"), w, [1, 2, 1, 1], "VALID"
+    )
     r = tf.raw_ops.ResizeBilinear(images=x, size=[6, 4], align_corners=True)
     c = tf.nn.conv2d(tf.pad(r, [[0, 0], [1, 1], [0, 1], [0, 0]], "SYMMETRIC"), w, 1, "SAME")
-    return tf.reduce_sum(a ** 2) + tf.reduce_sum(b ** 2) + tf.reduce_sum(c ** 2)
+    return tf.reduce_sum(a**2) + tf.reduce_sum(b**2) + tf.reduce_sum(c**2)
 
   np.testing.assert_allclose(fn(x, w), unfused(x, w).numpy(), rtol=1e-5)
   xt, wt = tf.constant(x), tf.constant(w)

@@ -16,7 +16,7 @@ from helpers import jaxpr_primitives
 
 F32, I32 = tf.float32, tf.int32
 VALUES = np.float32([1.5, -2.0, 3.0, 0.25, 5.0, -6.0])
-LENGTHS = np.int32([2, 0, 4])        # an empty row and a row longer than 3
+LENGTHS = np.int32([2, 0, 4])  # an empty row and a row longer than 3
 
 
 def _spec(a):
@@ -42,21 +42,23 @@ def _dense_patterns(v, lengths, rowids, idx):
   splits = tf.concat([[0], tf.cumsum(lengths)], 0)
   nested = tf.RaggedTensor.from_nested_row_lengths(v, [tf.constant([1, 2]), lengths])
   return {
-      "cut": rt.to_tensor(shape=[3, 3]),                                 # a row cut, one empty
-      "padded": tf.RaggedTensor.from_row_splits(v, splits).to_tensor(
-          default_value=-1.0, shape=[4, 5]),
-      "rowids": tf.RaggedTensor.from_value_rowids(v, rowids, nrows=4).to_tensor(
-          default_value=7.0, shape=[None, 5]),
-      "rank2": nested.to_tensor(shape=[2, 2, 4]),
-      "inner": tf.RaggedTensor.from_row_lengths(tf.reshape(v, [3, 2]), [1, 0, 2]).to_tensor(
-          default_value=[8.0, 9.0], shape=[3, 2, 2]),
-      "const": tf.ragged.constant([[1.0, 2.0], [], [3.0]]).to_tensor() * v[0],
-      "gather_const": tf.gather(tf.ragged.constant([[1, 2], [], [3, 4, 5]]),
-                                [2, 0, 2]).to_tensor() + idx[0],
-      "range_const": tf.ragged.range([0, 5, 3], [4, 5, -3], [1, 2, -2]).to_tensor()
-                     + idx[0],
-      "row_lengths": rt.row_lengths(),
-      "sparse": (lambda sp: (sp.indices, sp.values, sp.dense_shape))(rt.to_sparse()),
+    "cut": rt.to_tensor(shape=[3, 3]),  # a row cut, one empty
+    "padded": tf.RaggedTensor.from_row_splits(v, splits).to_tensor(
+      default_value=-1.0, shape=[4, 5]
+    ),
+    "rowids": tf.RaggedTensor.from_value_rowids(v, rowids, nrows=4).to_tensor(
+      default_value=7.0, shape=[None, 5]
+    ),
+    "rank2": nested.to_tensor(shape=[2, 2, 4]),
+    "inner": tf.RaggedTensor.from_row_lengths(tf.reshape(v, [3, 2]), [1, 0, 2]).to_tensor(
+      default_value=[8.0, 9.0], shape=[3, 2, 2]
+    ),
+    "const": tf.ragged.constant([[1.0, 2.0], [], [3.0]]).to_tensor() * v[0],
+    "gather_const": tf.gather(tf.ragged.constant([[1, 2], [], [3, 4, 5]]), [2, 0, 2]).to_tensor()
+    + idx[0],
+    "range_const": tf.ragged.range([0, 5, 3], [4, 5, -3], [1, 2, -2]).to_tensor() + idx[0],
+    "row_lengths": rt.row_lengths(),
+    "sparse": (lambda sp: (sp.indices, sp.values, sp.dense_shape))(rt.to_sparse()),
   }
 
 
@@ -76,13 +78,17 @@ def test_to_tensor_gather_range_sparse_under_jit():
 @tf.function
 def _inferred(v, lengths, idx):
   rt = tf.RaggedTensor.from_row_lengths(v, lengths)
-  return (rt.to_tensor(), tf.gather(rt, idx).to_tensor(),
-          tf.ragged.range(lengths, 2 * lengths + 1).to_tensor(),
-          tf.ragged.boolean_mask(rt, rt > 0.0).to_tensor())
+  return (
+    rt.to_tensor(),
+    tf.gather(rt, idx).to_tensor(),
+    tf.ragged.range(lengths, 2 * lengths + 1).to_tensor(),
+    tf.ragged.boolean_mask(rt, rt > 0.0).to_tensor(),
+  )
 
 
-@pytest.mark.parametrize("values,lengths", [
-    (VALUES, LENGTHS), (np.zeros(0, np.float32), np.int32([0, 0, 0]))])   # all rows empty
+@pytest.mark.parametrize(
+  "values,lengths", [(VALUES, LENGTHS), (np.zeros(0, np.float32), np.int32([0, 0, 0]))]
+)  # all rows empty
 def test_inferred_shapes_eager_exact_and_refused_traced(values, lengths):
   args = (values, lengths, np.int32([2, 1, 2]))
   fn = _convert(_inferred, *args)
@@ -95,8 +101,13 @@ def test_zero_rows_and_errors_of_tf_on_known_values():
   @tf.function
   def f(v, splits):
     return tf.raw_ops.RaggedTensorToTensor(
-        shape=tf.constant(-1, tf.int64), values=v, default_value=tf.constant(0.0),
-        row_partition_tensors=[splits], row_partition_types=["ROW_SPLITS"])
+      shape=tf.constant(-1, tf.int64),
+      values=v,
+      default_value=tf.constant(0.0),
+      row_partition_tensors=[splits],
+      row_partition_types=["ROW_SPLITS"],
+    )
+
   zero = (np.zeros(0, np.float32), np.int32([0]))
   _equal(_convert(f, *zero)(*zero), f(*zero))
   bad = (VALUES, np.int32([0, 4, 2, 6]))
@@ -123,13 +134,18 @@ def _tape_grad(f, x, *rest):
 @tf.function
 def _reductions(v, lengths):
   rt = tf.RaggedTensor.from_row_lengths(v, lengths)
-  fixed = tf.RaggedTensor.from_row_lengths(v, tf.constant([1, 2, 3]))   # a constant partition
+  fixed = tf.RaggedTensor.from_row_lengths(v, tf.constant([1, 2, 3]))  # a constant partition
   w = tf.constant([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
-  return (tf.reduce_sum(rt.to_tensor(shape=[3, 3]) * w)
-          + tf.reduce_sum(tf.reduce_sum(rt, axis=1) * [1.0, 2.0, 3.0])
-          + tf.reduce_sum(tf.reduce_max(rt, axis=1) * [0.5, 0.0, 2.0])), \
-      (tf.reduce_sum(fixed, axis=1), tf.reduce_mean(fixed, axis=1), tf.reduce_max(fixed, axis=1),
-       fixed.to_tensor())
+  return (
+    tf.reduce_sum(rt.to_tensor(shape=[3, 3]) * w)
+    + tf.reduce_sum(tf.reduce_sum(rt, axis=1) * [1.0, 2.0, 3.0])
+    + tf.reduce_sum(tf.reduce_max(rt, axis=1) * [0.5, 0.0, 2.0])
+  ), (
+    tf.reduce_sum(fixed, axis=1),
+    tf.reduce_mean(fixed, axis=1),
+    tf.reduce_max(fixed, axis=1),
+    fixed.to_tensor(),
+  )
 
 
 def test_reductions_and_to_tensor_values_and_grads():
@@ -146,23 +162,36 @@ def test_reductions_and_to_tensor_values_and_grads():
   fixed = _convert(lambda v: _reductions(v, LENGTHS)[1], VALUES)
   _equal(jax.jit(fixed)(VALUES), want[1])
   # grad wrt the values of to_tensor and the reductions, under jit
-  w = [np.float32([1.0, -2.0, 0.5]), np.float32([0.25, 3.0, -1.0]), np.float32([2.0, 1.0, 4.0]),
-       np.float32(np.arange(9).reshape(3, 3) - 4.0)]
+  w = [
+    np.float32([1.0, -2.0, 0.5]),
+    np.float32([0.25, 3.0, -1.0]),
+    np.float32([2.0, 1.0, 4.0]),
+    np.float32(np.arange(9).reshape(3, 3) - 4.0),
+  ]
+
   def loss(v):
     return sum(jnp.sum(o * c) for o, c in zip(fixed(v), w))
+
   grad = jax.jit(jax.grad(loss))(VALUES)
   # to_tensor's transpose: the cotangent gathered back (TF-named)
   assert {"tf.GatherV2", "tf.RaggedTensorToTensor"} <= jaxpr_primitives(
-      jax.make_jaxpr(jax.grad(loss))(VALUES))
-  np.testing.assert_allclose(grad, _tape_grad(lambda v, n: tf.add_n(
-      [tf.reduce_sum(o * c) for o, c in zip(_reductions(v, n)[1], w)]), VALUES, LENGTHS),
-      rtol=1e-6)
+    jax.make_jaxpr(jax.grad(loss))(VALUES)
+  )
+  np.testing.assert_allclose(
+    grad,
+    _tape_grad(
+      lambda v, n: tf.add_n([tf.reduce_sum(o * c) for o, c in zip(_reductions(v, n)[1], w)]),
+      VALUES,
+      LENGTHS,
+    ),
+    rtol=1e-6,
+  )
 
 
 @tf.function
 def _embedding_mean(ids, lengths, table):
   tokens = tf.RaggedTensor.from_row_lengths(ids, lengths)
-  return tf.reduce_mean(tf.gather(table, tokens), axis=1)   # (batch, dim); empty rows NaN
+  return tf.reduce_mean(tf.gather(table, tokens), axis=1)  # (batch, dim); empty rows NaN
 
 
 def test_token_ids_embedding_lookup_ragged_mean():
@@ -170,8 +199,8 @@ def test_token_ids_embedding_lookup_ragged_mean():
   table = np.float32(np.arange(10).reshape(5, 2) * 0.5 - 1.0)
   fn = _convert(_embedding_mean, ids, lengths, table)
   want = _embedding_mean(ids, lengths, table).numpy()
-  _equal(fn(ids, lengths, table), want)           # NaN for the empty row, as TF
-  _equal(jax.jit(fn)(ids, lengths, table), want)   # traced lengths jit (static segment ids)
+  _equal(fn(ids, lengths, table), want)  # NaN for the empty row, as TF
+  _equal(jax.jit(fn)(ids, lengths, table), want)  # traced lengths jit (static segment ids)
 
   def tf_loss(t, i, n):
     out = _embedding_mean(i, n, t)
@@ -186,8 +215,14 @@ def test_from_tensor_with_lengths_and_to_tensor_under_vmap():
   def f(x, lengths):
     rt = tf.RaggedTensor.from_tensor(x, lengths=lengths)
     const = tf.RaggedTensor.from_tensor(x, lengths=tf.constant([3, 0, 2]))
-    return (rt.flat_values, rt.row_splits, rt.to_tensor(shape=[3, 4], default_value=-1.0),
-            const.flat_values, const.to_tensor())
+    return (
+      rt.flat_values,
+      rt.row_splits,
+      rt.to_tensor(shape=[3, 4], default_value=-1.0),
+      const.flat_values,
+      const.to_tensor(),
+    )
+
   x, lengths = np.float32(np.arange(12).reshape(3, 4)), np.int32([1, 0, 4])
   fn = _convert(f, x, lengths)
   _equal(fn(x, lengths), f(x, lengths))
@@ -196,30 +231,34 @@ def test_from_tensor_with_lengths_and_to_tensor_under_vmap():
   g = _convert(lambda a: f(a, lengths)[3:], x)
   _equal(jax.jit(g)(x), f(x, lengths)[3:])
   # vmap over the values of a fixed ragged structure
-  h = _convert(lambda v: tf.RaggedTensor.from_row_lengths(v, LENGTHS).to_tensor(shape=[3, 4]),
-               VALUES)
+  h = _convert(
+    lambda v: tf.RaggedTensor.from_row_lengths(v, LENGTHS).to_tensor(shape=[3, 4]), VALUES
+  )
   xs = np.stack([VALUES, -VALUES])
   _equal(jax.vmap(h)(xs), np.stack([h(VALUES), h(-VALUES)]))
   assert "tf.RaggedTensorToTensor" in jaxpr_primitives(jax.make_jaxpr(jax.vmap(h))(xs))
 
 
 def test_ragged_counts_and_fill_empty_rows_eager_jit_and_grad():
-  ints = np.int32([3, 1, 3, 0, 7, 2])   # a repeat in a row, 7 past the bins
+  ints = np.int32([3, 1, 3, 0, 7, 2])  # a repeat in a row, 7 past the bins
   w = np.float32([0.5, 1.5, -2.0, 3.0, 4.0, 0.25])
 
   @tf.function
   def f(ints, lengths, w, fv):
     rt = tf.RaggedTensor.from_row_lengths(ints, tf.cast(lengths, tf.int64))
     rw = tf.RaggedTensor.from_row_lengths(w, tf.cast(lengths, tf.int64))
-    counted = tf.raw_ops.RaggedCountSparseOutput(splits=rt.row_splits, values=rt.values,
-                                                 weights=w,
-                                                 binary_output=False, maxlength=5)
-    filled = tf.raw_ops.RaggedFillEmptyRows(value_rowids=rt.value_rowids(), values=fv,
-                                            nrows=rt.nrows(),
-                                            default_value=tf.constant(-1.0))
-    return (tf.math.bincount(rt, weights=rw, minlength=5, maxlength=5, axis=-1),
-            tf.math.bincount(rt, minlength=4, maxlength=4, binary_output=True, axis=-1),
-            *counted, *filled)
+    counted = tf.raw_ops.RaggedCountSparseOutput(
+      splits=rt.row_splits, values=rt.values, weights=w, binary_output=False, maxlength=5
+    )
+    filled = tf.raw_ops.RaggedFillEmptyRows(
+      value_rowids=rt.value_rowids(), values=fv, nrows=rt.nrows(), default_value=tf.constant(-1.0)
+    )
+    return (
+      tf.math.bincount(rt, weights=rw, minlength=5, maxlength=5, axis=-1),
+      tf.math.bincount(rt, minlength=4, maxlength=4, binary_output=True, axis=-1),
+      *counted,
+      *filled,
+    )
 
   fn = _convert(f, ints, LENGTHS, w, VALUES)
   want = f(ints, LENGTHS, w, VALUES)
@@ -227,20 +266,27 @@ def test_ragged_counts_and_fill_empty_rows_eager_jit_and_grad():
   # Constant ids and row lengths: jit with the weights and values traced.
   fixed = _convert(lambda w, v: f(ints, LENGTHS, w, v), w, VALUES)
   _equal(jax.jit(fixed)(w, VALUES), want)
-  assert {"tf.RaggedBincount", "tf.RaggedCountSparseOutput",
-          "tf.RaggedFillEmptyRows"} <= jaxpr_primitives(jax.make_jaxpr(fixed)(w, VALUES))
+  assert {
+    "tf.RaggedBincount",
+    "tf.RaggedCountSparseOutput",
+    "tf.RaggedFillEmptyRows",
+  } <= jaxpr_primitives(jax.make_jaxpr(fixed)(w, VALUES))
   # The gradient of the filled values, against TF's (RaggedFillEmptyRowsGrad).
   ct = np.linspace(-1, 1, 7).astype(np.float32)
 
   def loss(v):
     return jnp.sum(fixed(w, v)[6] * ct)
+
   x = tf.constant(VALUES)
   with tf.GradientTape() as tape:
     tape.watch(x)
     rowids = np.repeat(np.arange(3), LENGTHS).astype(np.int64)
-    y = tf.reduce_sum(tf.raw_ops.RaggedFillEmptyRows(
-        value_rowids=rowids, values=x, nrows=np.int64(3), default_value=tf.constant(-1.0))[1]
-        * ct)
+    y = tf.reduce_sum(
+      tf.raw_ops.RaggedFillEmptyRows(
+        value_rowids=rowids, values=x, nrows=np.int64(3), default_value=tf.constant(-1.0)
+      )[1]
+      * ct
+    )
   np.testing.assert_allclose(jax.jit(jax.grad(loss))(VALUES), tape.gradient(y, x), rtol=1e-6)
   assert "tf.RaggedFillEmptyRowsGrad" in jaxpr_primitives(jax.make_jaxpr(jax.grad(loss))(VALUES))
   # Traced ids and row lengths: the sizes depend on them.

@@ -41,11 +41,11 @@ def _same_counts(ours, theirs, categories):
 # --- stateful ops: key from rng= ----------------------------------------------------
 
 STATEFUL_FLOAT = {
-    "RandomUniform": lambda: tf.random.uniform([N]),
-    "RandomStandardNormal": lambda: tf.random.normal([N]),
-    "TruncatedNormal": lambda: tf.random.truncated_normal([N]),
-    "scaled uniform": lambda: tf.random.uniform([N], -3.0, 5.0),
-    "scaled normal": lambda: tf.random.normal([N], 2.0, 0.5),
+  "RandomUniform": lambda: tf.random.uniform([N]),
+  "RandomStandardNormal": lambda: tf.random.normal([N]),
+  "TruncatedNormal": lambda: tf.random.truncated_normal([N]),
+  "scaled uniform": lambda: tf.random.uniform([N], -3.0, 5.0),
+  "scaled normal": lambda: tf.random.normal([N], 2.0, 0.5),
 }
 
 
@@ -81,7 +81,7 @@ def test_multinomial_matches_tf_including_non_finite_logits():
   assert ours.shape == theirs.shape == (3, N // 4) and ours.dtype == np.int32
   for row in range(3):
     _same_counts(ours[row], theirs[row], range(4))
-  assert set(np.unique(ours[1])) == {1, 2}   # -inf and NaN logits are never drawn
+  assert set(np.unique(ours[1])) == {1, 2}  # -inf and NaN logits are never drawn
   assert set(np.unique(ours[2])) == {1, 2}
   # A row without a finite logit samples num_classes, as TF's CPU kernel.
   g = lambda: tf.random.categorical(tf.constant([[-np.inf, -np.inf]]), 5)
@@ -103,8 +103,9 @@ def test_random_shuffle_permutes_the_first_axis():
 
 @pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16, tf.float64])
 def test_stateful_low_and_high_precision_dtypes(dtype):
-  fn = _functional(lambda: (tf.random.uniform([500], dtype=dtype),
-                            tf.random.normal([500], dtype=dtype)))
+  fn = _functional(
+    lambda: (tf.random.uniform([500], dtype=dtype), tf.random.normal([500], dtype=dtype))
+  )
   u, n = fn(rng=jax.random.key(0))
   want = tfprims.dtypes.canonical_dtype(dtype.as_numpy_dtype)
   assert u.dtype == want and n.dtype == want
@@ -118,7 +119,7 @@ def test_same_key_same_numbers_and_fresh_keys_per_node():
   a2, b2 = fn(rng=jax.random.key(7))
   np.testing.assert_array_equal(a1, a2)
   np.testing.assert_array_equal(b1, b2)
-  assert not np.array_equal(a1, b1)          # two nodes, two keys
+  assert not np.array_equal(a1, b1)  # two nodes, two keys
   a3, _ = fn(rng=jax.random.key(8))
   assert not np.array_equal(a1, a3)
   # Raw uint32[2] keys (jax.random.PRNGKey) work too.
@@ -130,8 +131,9 @@ def test_missing_rng_raises_a_clear_error():
   fn = _functional(lambda: tf.random.uniform([3]))
   with pytest.raises(tfprims.MissingRngError, match=r"RandomUniform node .*rng=jax\.random\.key"):
     fn()
-  converted, params = tfprims.convert(tf.function(lambda x: x + tf.random.normal([2])),
-                                      tf.TensorSpec([2]))
+  converted, params = tfprims.convert(
+    tf.function(lambda x: x + tf.random.normal([2])), tf.TensorSpec([2])
+  )
   with pytest.raises(tfprims.MissingRngError, match="RandomStandardNormal"):
     converted(params, np.zeros(2, np.float32))
 
@@ -144,7 +146,8 @@ def test_jaxpr_keeps_tf_names_with_key_operand():
   assert "tf.RandomStandardNormal[dtype=float32 shape=(2, 3)]" in text
   # The primitive's key operand is raw uint32[2] key data.
   direct = jax.make_jaxpr(lambda k: R.RandomUniform(k, shape=(2,), dtype=np.dtype("float32")))(
-      interpreter.key_data(jax.random.key(0)))
+    interpreter.key_data(jax.random.key(0))
+  )
   assert str(direct.jaxpr.invars[0].aval) == "uint32[2]"
 
 
@@ -179,10 +182,10 @@ def test_rbg_keys_are_accepted():
 # --- stateless ops: key from TF's seed ------------------------------------------------
 
 STATELESS = {
-    "uniform": lambda s: tf.random.stateless_uniform([N], seed=s),
-    "normal": lambda s: tf.random.stateless_normal([N], seed=s),
-    "truncated_normal": lambda s: tf.random.stateless_truncated_normal([N], seed=s),
-    "uniform_scaled": lambda s: tf.random.stateless_uniform([N], seed=s, minval=2.0, maxval=3.0),
+  "uniform": lambda s: tf.random.stateless_uniform([N], seed=s),
+  "normal": lambda s: tf.random.stateless_normal([N], seed=s),
+  "truncated_normal": lambda s: tf.random.stateless_truncated_normal([N], seed=s),
+  "uniform_scaled": lambda s: tf.random.stateless_uniform([N], seed=s, minval=2.0, maxval=3.0),
 }
 
 
@@ -204,8 +207,9 @@ def test_stateless_int_and_categorical_match_tf():
 
 
 def test_stateless_same_seed_same_numbers_seed_as_runtime_input():
-  fn = _functional(lambda seed: tf.random.stateless_normal([16], seed=seed),
-                   tf.TensorSpec([2], tf.int32))
+  fn = _functional(
+    lambda seed: tf.random.stateless_normal([16], seed=seed), tf.TensorSpec([2], tf.int32)
+  )
   a = fn(np.array([1, 2], np.int32))
   np.testing.assert_array_equal(a, fn(np.array([1, 2], np.int32)))
   assert not np.array_equal(a, fn(np.array([1, 3], np.int32)))
@@ -230,6 +234,7 @@ def test_v1_and_v2_ops_agree_for_the_same_seed():
     key, counter, alg = tf.raw_ops.StatelessRandomGetKeyCounterAlg(seed=tf.constant([4, 5]))
     v3 = tf.raw_ops.StatelessRandomUniformV2(shape=[6], key=key, counter=counter, alg=alg)
     return v1, v2, v3
+
   v1, v2, v3 = _functional(f)()
   np.testing.assert_array_equal(v1, v2)
   np.testing.assert_array_equal(v1, v3)
@@ -241,9 +246,10 @@ def test_stateless_full_int_and_shuffle():
     key, counter = tf.raw_ops.StatelessRandomGetKeyCounter(seed=[1, 2])
     shuffled = tf.raw_ops.StatelessShuffle(value=tf.range(10), key=key, counter=counter, alg=1)
     return full, shuffled
+
   full, shuffled = _functional(f)()
   assert full.dtype == np.int32
-  assert float(jnp.mean(full < 0)) == pytest.approx(0.5, abs=0.02)   # sign bit is random
+  assert float(jnp.mean(full < 0)) == pytest.approx(0.5, abs=0.02)  # sign bit is random
   np.testing.assert_array_equal(np.sort(np.asarray(shuffled)), np.arange(10))
   assert not np.array_equal(shuffled, np.arange(10))
 
@@ -272,18 +278,22 @@ def test_int64_seeds_with_x64_match_int32_seeds(x64):
   f32 = _functional(lambda: tf.random.stateless_uniform([5], seed=tf.constant([3, 4], tf.int32)))
   f64 = _functional(lambda: tf.random.stateless_uniform([5], seed=tf.constant([3, 4], tf.int64)))
   np.testing.assert_array_equal(f32(), f64())
-  big = _functional(lambda: tf.random.stateless_uniform([5], seed=tf.constant([3, 2**40],
-                                                                              tf.int64)))
+  big = _functional(
+    lambda: tf.random.stateless_uniform([5], seed=tf.constant([3, 2**40], tf.int64))
+  )
   assert not np.array_equal(big(), f64())
 
 
-@pytest.mark.parametrize("rng, message", [
+@pytest.mark.parametrize(
+  "rng, message",
+  [
     (0, "got the int 0.*jax.random.key\\(0\\)"),
     (np.zeros(5, np.uint32), "shape \\(5,\\) and dtype uint32"),
     (np.zeros(2, np.int32), "shape \\(2,\\) and dtype int32"),
     ("seed", "got str"),
     (jax.random.split(jax.random.key(0), 3), "array of \\(3,\\) keys"),
-])
+  ],
+)
 def test_bad_rng_is_a_typed_error_naming_rng(rng, message):
   fn = _functional(lambda: tf.random.uniform([2]))
   with pytest.raises(tfprims.InvalidRngError, match="rng must be one JAX key.*" + message) as e:

@@ -36,8 +36,7 @@ def debug_identity():
   def impl(x, *, tensor_name):
     return x
 
-  op = tfprims.register_op("DebugIdentity", impl, attrs=("tensor_name",),
-                           batching="elementwise")
+  op = tfprims.register_op("DebugIdentity", impl, attrs=("tensor_name",), batching="elementwise")
   yield op
   tfprims.unregister_op("DebugIdentity")
   assert "DebugIdentity" not in tfprims.registered_ops()
@@ -76,8 +75,9 @@ def test_overriding_a_batching_rule(debug_identity):
   try:
     assert debug_identity.batching_source == "override"
     fn, params = tfprims.convert(
-        tf.function(lambda x: tf.raw_ops.DebugIdentity(input=x, tensor_name="x") * 3.0),
-        tf.TensorSpec([3], tf.float32))
+      tf.function(lambda x: tf.raw_ops.DebugIdentity(input=x, tensor_name="x") * 3.0),
+      tf.TensorSpec([3], tf.float32),
+    )
     xs = np.float32([[0, 1, 2], [1, 0, 0]])
     out = jax.vmap(lambda x: fn(params, x)[0], in_axes=1)(xs.T)
     np.testing.assert_array_equal(out, xs * 3.0)
@@ -180,13 +180,20 @@ def test_an_rng_op_declares_it_and_gets_keys_inside_loops(replaced):
     k = jax.random.wrap_key_data(key, impl="threefry2x32")
     return jax.random.uniform(k, shape, dtype=dtype) + 100
 
-  replaced("RandomUniform", impl=shifted_uniform, family="custom", static=("shape",),
-           attrs=("dtype",), uses_rng=True)
+  replaced(
+    "RandomUniform",
+    impl=shifted_uniform,
+    family="custom",
+    static=("shape",),
+    attrs=("dtype",),
+    uses_rng=True,
+  )
 
   @tf.function(autograph=False)
   def f(x):
-    return tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a + tf.random.uniform([2])),
-                         [0, x])[1]
+    return tf.while_loop(
+      lambda i, a: i < 3, lambda i, a: (i + 1, a + tf.random.uniform([2])), [0, x]
+    )[1]
 
   fn = tfprims.convert_functional(f, tf.TensorSpec([2], tf.float32))
   out = jax.jit(lambda x, k: fn(x, rng=k))(np.zeros(2, np.float32), jax.random.key(0))
@@ -228,6 +235,7 @@ def test_shape_rules_agree_with_the_impl(op_type):
   import functools
   from hypothesis import given, settings
   from tfprims.testing.calls import load_spec, make_call, prepare_call
+
   op = core.get_op(op_type)
   spec = load_spec(op)
 
@@ -240,14 +248,16 @@ def test_shape_rules_agree_with_the_impl(op_type):
     want = jax.make_jaxpr(functools.partial(op.impl, **params))(*avals).out_avals
     got = op.shape_rule(*avals, **params)
     got = got if op.multiple_results else [got]
-    assert [(tuple(g.shape), np.dtype(g.dtype)) for g in got] == \
-        [(tuple(w.shape), np.dtype(w.dtype)) for w in want]
+    assert [(tuple(g.shape), np.dtype(g.dtype)) for g in got] == [
+      (tuple(w.shape), np.dtype(w.dtype)) for w in want
+    ]
 
   check()
 
 
 def test_per_op_factories_get_the_op_being_declared():
   from tfprims import rules
+
   got = []
 
   def factory(op, *args, **kwargs):
@@ -255,10 +265,13 @@ def test_per_op_factories_get_the_op_being_declared():
     return rules.same_op_batching(op)
 
   op = tfprims.register_op(
-      "PerOpProbe", jnp.negative, family="custom",
-      jvp=(rules.per_op(lambda op: lambda t, x: op(t)),),
-      batching=rules.per_op(factory, 1, k=2),
-      spec=rules.per_op(lambda op: lambda st: op.op_type))
+    "PerOpProbe",
+    jnp.negative,
+    family="custom",
+    jvp=(rules.per_op(lambda op: lambda t, x: op(t)),),
+    batching=rules.per_op(factory, 1, k=2),
+    spec=rules.per_op(lambda op: lambda st: op.op_type),
+  )
   try:
     assert got == [("PerOpProbe", (1,), {"k": 2})]
     assert op.spec(None) == "PerOpProbe" and op.batching_source == "explicit"

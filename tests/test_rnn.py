@@ -29,8 +29,7 @@ def _layer(kind):
   if kind == "conv_lstm2d":
     return keras.layers.ConvLSTM2D(2, 3, padding="same")
   if kind == "stacked":
-    return keras.Sequential([keras.layers.GRU(3, return_sequences=True),
-                             keras.layers.LSTM(2)])
+    return keras.Sequential([keras.layers.GRU(3, return_sequences=True), keras.layers.LSTM(2)])
   raise ValueError(kind)
 
 
@@ -66,8 +65,7 @@ def _check(kind):
   weights = [fn.tf_variables[k] for k in params]
   with tf.GradientTape() as tape:
     tape.watch(xt)
-    y = tf.reduce_sum(tf_fn(xt) * np.arange(1, want.size + 1).reshape(want.shape)
-                      / want.size)
+    y = tf.reduce_sum(tf_fn(xt) * np.arange(1, want.size + 1).reshape(want.shape) / want.size)
   *tf_grads, tf_gx = tape.gradient(y, weights + [xt])
   for k, g in zip(params, tf_grads):
     np.testing.assert_allclose(grads[k], g.numpy(), rtol=GRAD_TOL, atol=GRAD_TOL, err_msg=k)
@@ -76,13 +74,13 @@ def _check(kind):
   # vmap over a batch of single sequences == per-sequence TF results.
   per_seq = jax.jit(jax.vmap(lambda seq: fn(params, seq[None])[0][0]))(x)
   for k in range(x.shape[0]):
-    np.testing.assert_allclose(per_seq[k], tf_fn(x[k:k + 1]).numpy()[0], rtol=RTOL,
-                               atol=ATOL)
+    np.testing.assert_allclose(per_seq[k], tf_fn(x[k : k + 1]).numpy()[0], rtol=RTOL, atol=ATOL)
   return fn, params, x
 
 
-@pytest.mark.parametrize("kind", ["lstm", "lstm_sequences", "gru", "simple_rnn",
-                                  "bidirectional_lstm"])
+@pytest.mark.parametrize(
+  "kind", ["lstm", "lstm_sequences", "gru", "simple_rnn", "bidirectional_lstm"]
+)
 def test_keras_rnn(kind):
   _check(kind)
 
@@ -105,7 +103,7 @@ def test_masked_lstm_with_states_and_custom_cell():
       self.w = self.add_weight(shape=(3, 3))
 
     def call(self, inputs, states):
-      h = tf.nn.silu(tf.matmul(inputs, self.w) + states[0])   # a custom gradient
+      h = tf.nn.silu(tf.matmul(inputs, self.w) + states[0])  # a custom gradient
       return h, [h]
 
   inp = keras.Input((5, 3))
@@ -130,8 +128,13 @@ def test_lstm_jaxpr_shows_the_cell_inside_the_loop():
   loop = next(e for e in jaxpr.jaxpr.eqns if e.primitive.name == "tf.While")
   assert loop.params["length"] == x.shape[1]  # one iteration per time step
   body = jaxpr_primitives(loop.params["jaxpr"])
-  assert {"tf.MatMul", "tf.Sigmoid", "tf.Tanh", "tf.TensorListGetItem",
-          "tf.TensorListSetItem"} <= body
+  assert {
+    "tf.MatMul",
+    "tf.Sigmoid",
+    "tf.Tanh",
+    "tf.TensorListGetItem",
+    "tf.TensorListSetItem",
+  } <= body
 
 
 def test_lstm_per_example_gradients_via_vmap_of_grad():
@@ -144,6 +147,6 @@ def test_lstm_per_example_gradients_via_vmap_of_grad():
   per_example = jax.vmap(jax.grad(loss), in_axes=(None, 0))(params, x)[kernel]
   for k in range(x.shape[0]):
     with tf.GradientTape() as tape:
-      y = tf.reduce_sum(tf_fn(x[k:k + 1]))
+      y = tf.reduce_sum(tf_fn(x[k : k + 1]))
     want = tape.gradient(y, fn.tf_variables[kernel]).numpy()
     np.testing.assert_allclose(per_example[k], want, rtol=GRAD_TOL, atol=GRAD_TOL)

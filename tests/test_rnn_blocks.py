@@ -19,13 +19,17 @@ T, B, N, H = 4, 3, 2, 3
 
 
 def _rand(*shape, seed=0, scale=1.0):
-  return (np.random.default_rng(seed + sum(shape)).normal(size=shape) * scale).astype(
-      np.float32)
+  return (np.random.default_rng(seed + sum(shape)).normal(size=shape) * scale).astype(np.float32)
 
 
 def _weights():
-  return dict(w=_rand(N + H, 4 * H, scale=0.5), wci=_rand(H, seed=1), wcf=_rand(H, seed=2),
-              wco=_rand(H, seed=3), b=_rand(4 * H, seed=4))
+  return dict(
+    w=_rand(N + H, 4 * H, scale=0.5),
+    wci=_rand(H, seed=1),
+    wcf=_rand(H, seed=2),
+    wco=_rand(H, seed=3),
+    b=_rand(4 * H, seed=4),
+  )
 
 
 def _contrib_lstm_cell_grad(op, *grads):
@@ -34,14 +38,37 @@ def _contrib_lstm_cell_grad(op, *grads):
   i, cs, f, o, ci, co, _ = op.outputs
   _, cs_grad, _, _, _, _, h_grad = grads
   cs_prev_grad, dicfo, wci_grad, wcf_grad, wco_grad = tf.raw_ops.LSTMBlockCellGrad(
-      x=x, cs_prev=cs_prev, h_prev=h_prev, w=w, wci=wci, wcf=wcf, wco=wco, b=b, i=i, cs=cs,
-      f=f, o=o, ci=ci, co=co, cs_grad=cs_grad, h_grad=h_grad,
-      use_peephole=op.get_attr("use_peephole"))
+    x=x,
+    cs_prev=cs_prev,
+    h_prev=h_prev,
+    w=w,
+    wci=wci,
+    wcf=wcf,
+    wco=wco,
+    b=b,
+    i=i,
+    cs=cs,
+    f=f,
+    o=o,
+    ci=ci,
+    co=co,
+    cs_grad=cs_grad,
+    h_grad=h_grad,
+    use_peephole=op.get_attr("use_peephole"),
+  )
   xh = tf.concat([x, h_prev], 1)
   xh_grad = tf.matmul(dicfo, w, transpose_b=True)
   n = x.shape[1]
-  return (xh_grad[:, :n], cs_prev_grad, xh_grad[:, n:], tf.matmul(xh, dicfo, transpose_a=True),
-          wci_grad, wcf_grad, wco_grad, tf.reduce_sum(dicfo, 0))
+  return (
+    xh_grad[:, :n],
+    cs_prev_grad,
+    xh_grad[:, n:],
+    tf.matmul(xh, dicfo, transpose_a=True),
+    wci_grad,
+    wcf_grad,
+    wco_grad,
+    tf.reduce_sum(dicfo, 0),
+  )
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -68,8 +95,14 @@ def test_tf1_lstm_block_cell_graph():
     outs = []
     for t in range(T):
       _, cs, _, _, _, _, h = tf.raw_ops.LSTMBlockCell(
-          x=x[t], cs_prev=cs, h_prev=h, forget_bias=1.0, cell_clip=0.8, use_peephole=True,
-          **{k: v.read_value() for k, v in weights.items()})
+        x=x[t],
+        cs_prev=cs,
+        h_prev=h,
+        forget_bias=1.0,
+        cell_clip=0.8,
+        use_peephole=True,
+        **{k: v.read_value() for k, v in weights.items()},
+      )
       outs.append(h)
     return tf.stack(outs)
 
@@ -93,11 +126,12 @@ def test_tf1_lstm_block_cell_graph():
   # vmap over single sequences (the batch axis is 1) == per-sequence TF results
   per_seq = jax.vmap(lambda s: fn(params, s[:, None])[0][:, 0], in_axes=1)(x)
   for k in range(B):
-    np.testing.assert_allclose(per_seq[k], tf_fn(x[:, k:k + 1]).numpy()[:, 0], **TOL)
+    np.testing.assert_allclose(per_seq[k], tf_fn(x[:, k : k + 1]).numpy()[:, 0], **TOL)
 
   jaxpr = jax.make_jaxpr(jax.grad(lambda p: jnp.sum(fn(p, x)[0])))(params)
-  assert {"tf.LSTMBlockCell", "tf.SigmoidGrad", "tf.TanhGrad", "tf.MatMul"} <= \
-      jaxpr_primitives(jaxpr)
+  assert {"tf.LSTMBlockCell", "tf.SigmoidGrad", "tf.TanhGrad", "tf.MatMul"} <= jaxpr_primitives(
+    jaxpr
+  )
 
 
 @pytest.mark.parametrize("op_type", ["BlockLSTM", "BlockLSTMV2"])
@@ -113,8 +147,13 @@ def test_block_lstm_model(op_type):
   def tf_fn(x):
     zeros = tf.zeros((tf.shape(x)[1], H))
     outs = getattr(tf.raw_ops, op_type)(
-        seq_len_max=tf.cast(tf.shape(x)[0], tf.int64), x=x, cs_prev=zeros, h_prev=zeros,
-        **{k: v.read_value() for k, v in weights.items()}, **attrs)
+      seq_len_max=tf.cast(tf.shape(x)[0], tf.int64),
+      x=x,
+      cs_prev=zeros,
+      h_prev=zeros,
+      **{k: v.read_value() for k, v in weights.items()},
+      **attrs,
+    )
     return outs[6], outs[1]
 
   fn, params = tfprims.convert(tf_fn, tf.TensorSpec((T, None, N), tf.float32))
@@ -142,8 +181,12 @@ def test_block_lstm_model(op_type):
     inputs = dict(seq_len_max=np.int64(T), x=x, cs_prev=zeros, h_prev=zeros, **w)
     fwd = tf.raw_ops.BlockLSTMV2(**inputs, **attrs)
     grad = tf.raw_ops.BlockLSTMGradV2(
-        **inputs, **dict(zip("i cs f o ci co h".split(), fwd)), cs_grad=ct_cs,
-        h_grad=ct_h, use_peephole=True)
+      **inputs,
+      **dict(zip("i cs f o ci co h".split(), fwd)),
+      cs_grad=ct_cs,
+      h_grad=ct_h,
+      use_peephole=True,
+    )
     tf_gx = grad[0]
     by_name = dict(zip(("w", "wci", "wcf", "wco", "b"), grad[3:]))
     name_of = {id(v): n for n, v in weights.items()}
@@ -171,9 +214,10 @@ def test_lstm_block_cell_derivative_is_tfs():
   tf_args = [tf.constant(a) for a in args]
   with tf.GradientTape() as tape:
     tape.watch(tf_args)
-    y = tf.raw_ops.LSTMBlockCell(**dict(zip(
-        ("x", "cs_prev", "h_prev", "w", "wci", "wcf", "wco", "b"), tf_args)), **attrs)
-    assert np.abs(y[1].numpy()).max() == pytest.approx(0.5)   # the clip is active
+    y = tf.raw_ops.LSTMBlockCell(
+      **dict(zip(("x", "cs_prev", "h_prev", "w", "wci", "wcf", "wco", "b"), tf_args)), **attrs
+    )
+    assert np.abs(y[1].numpy()).max() == pytest.approx(0.5)  # the clip is active
   want = tape.gradient(y, tf_args, output_gradients=[tf.constant(c) for c in cts])
   for a, b in zip(ours, want):
     np.testing.assert_allclose(a, b.numpy(), **TOL)

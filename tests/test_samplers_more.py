@@ -27,13 +27,19 @@ def test_unigram_samplers_first_run_distribution_and_counts_match_tf(op_type):
   true_classes = np.array([[3, 3], [0, 6]], np.int64)
 
   def f(num_sampled=N, unique=False):
-    return getattr(tf.raw_ops, op_type)(true_classes=true_classes, num_true=2,
-                                        num_sampled=num_sampled, unique=unique, range_max=7,
-                                        seed=5, seed2=9)
+    return getattr(tf.raw_ops, op_type)(
+      true_classes=true_classes,
+      num_true=2,
+      num_sampled=num_sampled,
+      unique=unique,
+      range_max=7,
+      seed=5,
+      seed2=9,
+    )
 
   ours = _functional(f)(rng=jax.random.key(3))
   tf.random.set_seed(0)
-  theirs = tf.function(f, autograph=False)()   # a fresh graph: TF's first run
+  theirs = tf.function(f, autograph=False)()  # a fresh graph: TF's first run
   counts = [np.bincount(np.asarray(s), minlength=7) for s in (ours[0], theirs[0].numpy())]
   assert stats.chi2_contingency(np.array(counts)).pvalue > P_MIN, counts
   # Without unique sampling the expected counts are TF's, exactly.
@@ -46,13 +52,14 @@ def test_unigram_samplers_first_run_distribution_and_counts_match_tf(op_type):
   tries = np.log1p(-np.asarray(sampled_count, np.float64)) / np.log1p(-1 / 7)
   assert tries.min() >= 7 - 1e-3 and np.allclose(tries, np.round(tries[0]), atol=1e-3)
   np.testing.assert_array_equal(true_count, np.full((2, 2), sampled_count[0]))
-  assert f"tf.{op_type}" in jaxpr_primitives(jax.make_jaxpr(
-      lambda k: _functional(f)(rng=k))(jax.random.key(0)))
+  assert f"tf.{op_type}" in jaxpr_primitives(
+    jax.make_jaxpr(lambda k: _functional(f)(rng=k))(jax.random.key(0))
+  )
 
 
 def test_accidental_hits_on_known_values_are_tfs():
   true_classes = np.array([[1, 4], [2, 2], [7, 0], [4, 1]], np.int64)
-  sampled = np.array([4, 9, 2, 4, 1], np.int64)   # 4 twice: the last position wins
+  sampled = np.array([4, 9, 2, 4, 1], np.int64)  # 4 twice: the last position wins
 
   def f():
     return tf.nn.compute_accidental_hits(true_classes, sampled, num_true=2)
@@ -94,13 +101,20 @@ def test_sampled_softmax_loss_with_accidental_hits_removed_is_tfs(sampler):
 
   def draw():
     if sampler == "learned":
-      return tf.random.learned_unigram_candidate_sampler(labels, 1, num_sampled, True,
-                                                         num_classes)
+      return tf.random.learned_unigram_candidate_sampler(labels, 1, num_sampled, True, num_classes)
     return tf.random.uniform_candidate_sampler(labels, 1, num_sampled, True, num_classes)
 
   def loss(x, values):
-    return tf.nn.sampled_softmax_loss(weights, biases, labels, x, num_sampled, num_classes,
-                                      sampled_values=values, remove_accidental_hits=True)
+    return tf.nn.sampled_softmax_loss(
+      weights,
+      biases,
+      labels,
+      x,
+      num_sampled,
+      num_classes,
+      sampled_values=values,
+      remove_accidental_hits=True,
+    )
 
   def f(x):
     values = draw()
@@ -121,7 +135,6 @@ def test_sampled_softmax_loss_with_accidental_hits_removed_is_tfs(sampler):
         theirs = loss(xt, values)
       np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-5, atol=1e-6)
       grad = jax.grad(lambda v: fn(v, rng=key)[0].sum())(x)
-      np.testing.assert_allclose(grad, tape.gradient(theirs, xt).numpy(), rtol=1e-4,
-                                 atol=1e-6)
+      np.testing.assert_allclose(grad, tape.gradient(theirs, xt).numpy(), rtol=1e-4, atol=1e-6)
       hits += int(np.isin(labels, np.asarray(sampled)).sum())
-  assert hits > 0   # the hits path was exercised
+  assert hits > 0  # the hits path was exercised

@@ -41,11 +41,10 @@ class Scaler(tf.Module):
 @pytest.fixture(scope="module")
 def scaler_path(tmp_path_factory):
   m = Scaler()
-  m.f(tf.zeros([2, 3]))          # (2, 3)
-  m.f(tf.zeros([4, 1, 3]))       # (4, 1, 3)
+  m.f(tf.zeros([2, 3]))  # (2, 3)
+  m.f(tf.zeros([4, 1, 3]))  # (4, 1, 3)
   path = str(tmp_path_factory.mktemp("scaler") / "model")
-  tf.saved_model.save(m, path, signatures={"serving_default": m.serve,
-                                           "pure": m.pure})
+  tf.saved_model.save(m, path, signatures={"serving_default": m.serve, "pure": m.pure})
   return path
 
 
@@ -56,8 +55,9 @@ def test_ambiguous_restored_function_lists_its_signatures(scaler_path):
   msg = str(info.value)
   assert "float32[2, 3]" in msg and "float32[4, 1, 3]" in msg
   assert len(info.value.signatures) == 2
-  with pytest.raises(tfprims.ConversionError,
-                     match=r"(?s)no concrete function.*float32\[7, 3\].*float32\[2, 3\]"):
+  with pytest.raises(
+    tfprims.ConversionError, match=r"(?s)no concrete function.*float32\[7, 3\].*float32\[2, 3\]"
+  ):
     tfprims.convert_from_restored(restored.f, tf.TensorSpec([7, 3]))
 
 
@@ -90,8 +90,9 @@ def test_load_saved_model_signature_by_name(scaler_path):
   assert fn.__name__ == "serving_default"
   assert [s.name for s in fn.input_specs] == ["x"]
   # jit, vmap over examples.
-  np.testing.assert_allclose(jax.jit(lambda p, x: fn(p, x=x)[0]["y"])(params, x), out["y"],
-                             rtol=1e-6)
+  np.testing.assert_allclose(
+    jax.jit(lambda p, x: fn(p, x=x)[0]["y"])(params, x), out["y"], rtol=1e-6
+  )
   per = jax.vmap(lambda xi: fn(params, x=xi[None])[0]["y"][0])(x)
   np.testing.assert_allclose(per, out["y"], rtol=1e-6)
   # Signature inputs are keyword-only.
@@ -100,8 +101,9 @@ def test_load_saved_model_signature_by_name(scaler_path):
 
 
 def test_load_saved_model_errors(scaler_path, tmp_path):
-  with pytest.raises(tfprims.ConversionError,
-                     match=r"no signature 'nope'.*'pure'.*'serving_default'"):
+  with pytest.raises(
+    tfprims.ConversionError, match=r"no signature 'nope'.*'pure'.*'serving_default'"
+  ):
     tfprims.load_saved_model(scaler_path, signature="nope")
   with pytest.raises(tfprims.ConversionError, match="2 signatures"):
     tfprims.load_saved_model(scaler_path, signature=None)
@@ -127,20 +129,34 @@ def _build_tf1_saved_model(path, use_resource):
     x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
     ids = tf.compat.v1.placeholder(tf.int32, [None], name="ids")
     w = tf.compat.v1.get_variable(
-        "dense/w", [3, 2], initializer=tf.compat.v1.random_normal_initializer(seed=1),
-        use_resource=use_resource)
-    b = tf.compat.v1.get_variable("dense/b", [2], initializer=tf.compat.v1.ones_initializer(),
-                                  use_resource=use_resource, trainable=False)
-    emb = tf.compat.v1.get_variable("emb", [5, 2], use_resource=use_resource,
-                                    initializer=tf.compat.v1.random_uniform_initializer(seed=2))
+      "dense/w",
+      [3, 2],
+      initializer=tf.compat.v1.random_normal_initializer(seed=1),
+      use_resource=use_resource,
+    )
+    b = tf.compat.v1.get_variable(
+      "dense/b",
+      [2],
+      initializer=tf.compat.v1.ones_initializer(),
+      use_resource=use_resource,
+      trainable=False,
+    )
+    emb = tf.compat.v1.get_variable(
+      "emb",
+      [5, 2],
+      use_resource=use_resource,
+      initializer=tf.compat.v1.random_uniform_initializer(seed=2),
+    )
     y = tf.reduce_sum(x[:, :, None] * w, axis=1) + b + tf.nn.embedding_lookup(emb, ids)
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       builder = tf.compat.v1.saved_model.Builder(path)
-      sig = tf.compat.v1.saved_model.predict_signature_def({"x": x, "ids": ids},
-                                                           {"y": tf.nn.relu(y)})
-      builder.add_meta_graph_and_variables(sess, ["serve"],
-                                           signature_def_map={"serving_default": sig})
+      sig = tf.compat.v1.saved_model.predict_signature_def(
+        {"x": x, "ids": ids}, {"y": tf.nn.relu(y)}
+      )
+      builder.add_meta_graph_and_variables(
+        sess, ["serve"], signature_def_map={"serving_default": sig}
+      )
       builder.save()
 
 
@@ -150,12 +166,16 @@ def test_tf1_saved_model_converts(tmp_path, use_resource):
   _build_tf1_saved_model(path, use_resource)
   fn, params = tfprims.load_saved_model(path)
   assert {k: fn.param_specs[k].trainable for k in params} == {
-      "dense/w": True, "dense/b": False, "emb": True}
+    "dense/w": True,
+    "dense/b": False,
+    "emb": True,
+  }
   x = np.random.default_rng(0).normal(size=(4, 3)).astype(np.float32)
   ids = np.array([0, 4, 2, 2], np.int32)
   out, new = fn(params, x=x, ids=ids)
   ref = tf.saved_model.load(path).signatures["serving_default"](
-      x=tf.constant(x), ids=tf.constant(ids))
+    x=tf.constant(x), ids=tf.constant(ids)
+  )
   np.testing.assert_allclose(out["y"], ref["y"].numpy(), rtol=1e-6, atol=1e-6)
   for k in params:
     np.testing.assert_array_equal(new[k], params[k])
@@ -171,15 +191,19 @@ def test_tf1_hub_style_module_with_tags(tmp_path):
   path = str(tmp_path / "hub")
   with tf.Graph().as_default():
     x = tf.compat.v1.placeholder(tf.float32, [None, 2], name="inputs")
-    v = tf.compat.v1.get_variable("module/scale", [2], use_resource=False,
-                                  initializer=tf.compat.v1.constant_initializer([2.0, 3.0]))
+    v = tf.compat.v1.get_variable(
+      "module/scale",
+      [2],
+      use_resource=False,
+      initializer=tf.compat.v1.constant_initializer([2.0, 3.0]),
+    )
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       builder = tf.compat.v1.saved_model.Builder(path)
-      sig = tf.compat.v1.saved_model.predict_signature_def({"images": x},
-                                                           {"default": x * v})
-      builder.add_meta_graph_and_variables(sess, ["train", "hub"],
-                                           signature_def_map={"default": sig})
+      sig = tf.compat.v1.saved_model.predict_signature_def({"images": x}, {"default": x * v})
+      builder.add_meta_graph_and_variables(
+        sess, ["train", "hub"], signature_def_map={"default": sig}
+      )
       builder.save()
   fn, params = tfprims.load_saved_model(path, signature="default", tags=["train", "hub"])
   out, _ = fn(params, images=np.ones((1, 2), np.float32))
@@ -219,8 +243,9 @@ _SAVER = textwrap.dedent("""
 def test_saved_model_from_another_process(tmp_path):
   path = str(tmp_path / "other")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-  subprocess.run([sys.executable, "-c", _SAVER, path], check=True, env=env, timeout=300,
-                 capture_output=True)
+  subprocess.run(
+    [sys.executable, "-c", _SAVER, path], check=True, env=env, timeout=300, capture_output=True
+  )
   ref = json.load(open(path + ".json"))
   fn, params = tfprims.load_saved_model(path)
   x = np.asarray(ref["x"], np.float32)
@@ -235,9 +260,16 @@ def test_saved_model_from_another_process(tmp_path):
 
 def test_keras_export_round_trip(tmp_path):
   import keras
+
   keras.utils.set_random_seed(0)
-  model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="relu"),
-                            keras.layers.BatchNormalization(), keras.layers.Dense(2)])
+  model = keras.Sequential(
+    [
+      keras.Input((4,)),
+      keras.layers.Dense(3, activation="relu"),
+      keras.layers.BatchNormalization(),
+      keras.layers.Dense(2),
+    ]
+  )
   path = str(tmp_path / "keras")
   model.export(path)
   x = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
@@ -247,11 +279,13 @@ def test_keras_export_round_trip(tmp_path):
   (out,) = fn(params, **{fn.input_specs[0].name: x})[0].values()
   np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
   # Param names are the Keras variable paths, as when converting the live model.
-  live_fn, live_params = tfprims.convert(tf.function(lambda x: model(x, training=False)),
-                                         tf.TensorSpec([None, 4]))
+  live_fn, live_params = tfprims.convert(
+    tf.function(lambda x: model(x, training=False)), tf.TensorSpec([None, 4])
+  )
   assert set(params) == set(live_params) == {v.path for v in model.variables}
   assert {k: s.trainable for k, s in fn.param_specs.items()} == {
-      k: s.trainable for k, s in live_fn.param_specs.items()}
+    k: s.trainable for k, s in live_fn.param_specs.items()
+  }
   # The restored `serve` endpoint has one concrete function: no spec needed.
   restored = tf.saved_model.load(path)
   serve_fn, serve_params = tfprims.convert_from_restored(restored.serve)
@@ -261,7 +295,8 @@ def test_keras_export_round_trip(tmp_path):
     tfprims.convert_from_restored(tf.saved_model.load(path).serve)
   # A gradient step on the loaded model's trainable params.
   trainable, rest = tfprims.split_trainable(fn, params)
-  loss = lambda t: jnp.sum(list(fn(tfprims.merge_params(t, rest), **{
-      fn.input_specs[0].name: x})[0].values())[0] ** 2)
+  loss = lambda t: jnp.sum(
+    list(fn(tfprims.merge_params(t, rest), **{fn.input_specs[0].name: x})[0].values())[0] ** 2
+  )
   grads = jax.grad(loss)(trainable)
   assert set(grads) == set(trainable) and not any("moving" in k for k in grads)

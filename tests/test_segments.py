@@ -52,8 +52,11 @@ def _gnn():
     agg_max = tf.where(agg_max < -1e30, tf.zeros_like(agg_max), agg_max)
     return dense(tf.concat([nodes, agg_sum, agg_max], -1))
 
-  specs = (tf.TensorSpec((N, F), tf.float32), tf.TensorSpec((E,), tf.int32),
-           tf.TensorSpec((E,), tf.int32))
+  specs = (
+    tf.TensorSpec((N, F), tf.float32),
+    tf.TensorSpec((E,), tf.int32),
+    tf.TensorSpec((E,), tf.int32),
+  )
   fn, params = tfprims.convert(gnn, *specs)
   return gnn, fn, params, [edge_w] + dense.trainable_variables
 
@@ -98,8 +101,13 @@ def test_gnn_grad_matches_gradient_tape(gnn):
     _close(g_params[name], tf.convert_to_tensor(g))
   names = jaxpr_primitives(jax.make_jaxpr(jax.grad(loss, argnums=(0, 1)))(params, x))
   # The transpose of UnsortedSegmentSum is a GatherV2; Max's tangent is TF-named too.
-  assert {"tf.UnsortedSegmentSum", "tf.UnsortedSegmentMax", "tf.GatherV2", "tf.Equal",
-          "tf.RealDiv"} <= names
+  assert {
+    "tf.UnsortedSegmentSum",
+    "tf.UnsortedSegmentMax",
+    "tf.GatherV2",
+    "tf.Equal",
+    "tf.RealDiv",
+  } <= names
 
 
 def test_gnn_vmap_over_graphs_with_shared_edges(gnn):
@@ -137,13 +145,14 @@ def test_gnn_vmap_over_graphs_with_batched_segment_ids(gnn):
 
 # --- segment_sum / segment_mean on constant ids --------------------------------------------
 
-IDS = np.array([0, 0, 1, 3, 3, 3], np.int64)   # segment 2 is empty
+IDS = np.array([0, 0, 1, 3, 3, 3], np.int64)  # segment 2 is empty
 
 
 @tf.function
 def _pooled(x):
-  return (tf.math.segment_sum(x, tf.constant(IDS)) * 2.0
-          + tf.math.segment_mean(x, tf.constant(IDS, tf.int32)))
+  return tf.math.segment_sum(x, tf.constant(IDS)) * 2.0 + tf.math.segment_mean(
+    x, tf.constant(IDS, tf.int32)
+  )
 
 
 def test_segment_sum_mean_constant_ids():
@@ -173,8 +182,7 @@ def test_sorted_segment_ids_must_be_known():
   def f(x, ids):
     return tf.math.segment_sum(x, ids)
 
-  fn = tfprims.convert_functional(f, tf.TensorSpec((3,), tf.float32),
-                                  tf.TensorSpec((3,), tf.int32))
+  fn = tfprims.convert_functional(f, tf.TensorSpec((3,), tf.float32), tf.TensorSpec((3,), tf.int32))
   # Ids that are function inputs cannot decide the output shape under jit (the
   # Unsorted op with num_segments can); an eager call knows them, as TF eager does.
   x, ids = np.ones(3, np.float32), np.array([0, 0, 2], np.int32)
@@ -183,11 +191,14 @@ def test_sorted_segment_ids_must_be_known():
     jax.jit(fn)(x, ids)
 
 
-@pytest.mark.parametrize("ids,message", [
+@pytest.mark.parametrize(
+  "ids,message",
+  [
     ([1, 0, 2], "not increasing"),
     ([-1, 0, 2], "out of range"),
     ([0, 1], "same size as dimension 0"),
-])
+  ],
+)
 def test_sorted_segment_ids_checked_like_tf(ids, message):
   data = np.ones(3, np.float32)
   with pytest.raises(tf.errors.InvalidArgumentError):
@@ -201,8 +212,11 @@ def test_sorted_segment_ids_checked_like_tf(ids, message):
 VOCAB, DIM, BAGS = 7, 3, 3
 BAG_IDS = np.array([4, 1, 1, 6, 0, 2, 6], np.int32)
 BAG_SEGMENTS = np.array([0, 0, 0, 1, 2, 2, 2], np.int32)
-COMBINERS = {"sum": tf.sparse.segment_sum, "mean": tf.sparse.segment_mean,
-             "sqrtn": tf.sparse.segment_sqrt_n}
+COMBINERS = {
+  "sum": tf.sparse.segment_sum,
+  "mean": tf.sparse.segment_mean,
+  "sqrtn": tf.sparse.segment_sqrt_n,
+}
 
 
 class EmbeddingBag(keras.layers.Layer):
@@ -212,12 +226,12 @@ class EmbeddingBag(keras.layers.Layer):
     super().__init__()
     self.combine = COMBINERS[combiner]
     self.sparse_gradient = sparse_gradient
-    self.table = self.add_weight(shape=(VOCAB, DIM), initializer="random_normal",
-                                 name="table")
+    self.table = self.add_weight(shape=(VOCAB, DIM), initializer="random_normal", name="table")
 
   def call(self, ids, segments):
-    return self.combine(self.table, ids, segments, num_segments=BAGS,
-                        sparse_gradient=self.sparse_gradient)
+    return self.combine(
+      self.table, ids, segments, num_segments=BAGS, sparse_gradient=self.sparse_gradient
+    )
 
 
 @pytest.mark.parametrize("combiner", ["sum", "mean", "sqrtn"])
@@ -239,7 +253,7 @@ def test_embedding_bag(combiner, sparse_gradient):
   op = {"sum": "Sum", "mean": "Mean", "sqrtn": "SqrtN"}[combiner]
   names = jaxpr_primitives(jax.make_jaxpr(jax.grad(loss))(params, BAG_IDS, BAG_SEGMENTS))
   assert f"tf.SparseSegment{op}WithNumSegments" in names
-  assert f"tf.SparseSegment{op}Grad" in names   # TF's own dense gradient op
+  assert f"tf.SparseSegment{op}Grad" in names  # TF's own dense gradient op
   # vmap over batches of bags: ids and bag assignments batched.
   ids_b = np.stack([BAG_IDS, BAG_IDS[::-1], (BAG_IDS + 1) % VOCAB])
   seg_b = np.stack([BAG_SEGMENTS, np.sort(BAG_SEGMENTS[::-1] % 2), BAG_SEGMENTS])
@@ -262,8 +276,9 @@ def test_sparse_segment_constant_ids_and_grad_v2_graph():
   def grad_graph(table, weights):
     with tf.GradientTape() as tape:
       tape.watch(table)
-      pooled = tf.sparse.segment_mean(table, tf.constant(BAG_IDS), tf.constant(BAG_SEGMENTS),
-                                      sparse_gradient=True)
+      pooled = tf.sparse.segment_mean(
+        table, tf.constant(BAG_IDS), tf.constant(BAG_SEGMENTS), sparse_gradient=True
+      )
       # A static shape keeps TF's Mul gradient free of BroadcastGradientArgs.
       pooled = tf.ensure_shape(pooled, (BAGS, DIM))
       y = tf.reduce_sum(pooled * weights)
@@ -298,35 +313,50 @@ def _dtype(name):
 def test_empty_segments_identity_values(dtype, x64):
   dt = _dtype(dtype)
   data = np.array([[3, 1], [2, 5], [4, 4]]).astype(dt)
-  ids = np.array([1, 1, 4], np.int32)   # segments 0, 2 (and 3, 5 below) are empty
+  ids = np.array([1, 1, 4], np.int32)  # segments 0, 2 (and 3, 5 below) are empty
   for op in ["SegmentSum", "SegmentMean", "SegmentMin", "SegmentMax", "SegmentProd"]:
     expected = getattr(R, op)(data=data, segment_ids=ids).numpy()
     got = np.asarray(get_op(op)(data, segment_ids=tuple(ids)))
     np.testing.assert_array_equal(got, expected, err_msg=op)
-  for op in ["UnsortedSegmentSum", "UnsortedSegmentMin", "UnsortedSegmentMax",
-             "UnsortedSegmentProd"]:
+  for op in [
+    "UnsortedSegmentSum",
+    "UnsortedSegmentMin",
+    "UnsortedSegmentMax",
+    "UnsortedSegmentProd",
+  ]:
     expected = getattr(R, op)(data=data, segment_ids=ids, num_segments=6).numpy()
     got = np.asarray(get_op(op)(data, ids, num_segments=6))
     np.testing.assert_array_equal(got, expected, err_msg=op)
   if dt.kind == "f" or dtype == "bfloat16":
-    for op in ["SparseSegmentSumWithNumSegments", "SparseSegmentMeanWithNumSegments",
-               "SparseSegmentSqrtNWithNumSegments"]:
-      expected = getattr(R, op)(data=data, indices=np.array([2, 0, 0]), segment_ids=ids,
-                                num_segments=6).numpy()
+    for op in [
+      "SparseSegmentSumWithNumSegments",
+      "SparseSegmentMeanWithNumSegments",
+      "SparseSegmentSqrtNWithNumSegments",
+    ]:
+      expected = getattr(R, op)(
+        data=data, indices=np.array([2, 0, 0]), segment_ids=ids, num_segments=6
+      ).numpy()
       got = np.asarray(get_op(op)(data, np.array([2, 0, 0]), ids, num_segments=6))
-      np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64),
-                                 rtol=1e-2 if dt.itemsize == 2 else 1e-6, err_msg=op)
+      np.testing.assert_allclose(
+        got.astype(np.float64),
+        expected.astype(np.float64),
+        rtol=1e-2 if dt.itemsize == 2 else 1e-6,
+        err_msg=op,
+      )
 
 
 def test_empty_segment_values_in_a_converted_function():
   @tf.function
   def f(x, ids):
-    return (tf.math.unsorted_segment_max(x, ids, 4), tf.math.unsorted_segment_min(x, ids, 4),
-            tf.math.unsorted_segment_prod(x, ids, 4), tf.math.segment_max(x, [0, 0, 2]),
-            tf.math.segment_min(x, [0, 0, 2]))
+    return (
+      tf.math.unsorted_segment_max(x, ids, 4),
+      tf.math.unsorted_segment_min(x, ids, 4),
+      tf.math.unsorted_segment_prod(x, ids, 4),
+      tf.math.segment_max(x, [0, 0, 2]),
+      tf.math.segment_min(x, [0, 0, 2]),
+    )
 
-  fn = tfprims.convert_functional(f, tf.TensorSpec((3,), tf.float32),
-                                  tf.TensorSpec((3,), tf.int32))
+  fn = tfprims.convert_functional(f, tf.TensorSpec((3,), tf.float32), tf.TensorSpec((3,), tf.int32))
   x, ids = np.array([1, -2, 3], np.float32), np.array([0, 3, 3], np.int32)
   for a, e in zip(jax.jit(fn)(x, ids), f(x, ids)):
     np.testing.assert_array_equal(a, e)
@@ -364,18 +394,25 @@ def test_sorted_min_max_nan_like_tf_scalar_rows(op):
 def test_segment_prod_multiplies_rows_in_order_like_unsorted_segment_prod():
   # TF's sorted kernel keeps four partial products (rows j mod 4) for segments of >= 16
   # rows of >= 8 values; its UnsortedSegmentProd, TF-XLA and tfprims go row by row.
-  for n, inner, (i, j, k) in [(17, 8, (0, 1, 5)), (17, 3, (0, 1, 5)), (9, 8, (0, 1, 5)),
-                              (17, 8, (2, 0, 1)), (20, 16, (0, 2, 6))]:
+  for n, inner, (i, j, k) in [
+    (17, 8, (0, 1, 5)),
+    (17, 3, (0, 1, 5)),
+    (9, 8, (0, 1, 5)),
+    (17, 8, (2, 0, 1)),
+    (20, 16, (0, 2, 6)),
+  ]:
     x = np.ones((n, inner), np.float32)
     x[i], x[j], x[k] = np.inf, 1e-30, 1e-30
     ids = np.zeros(n, np.int32)
     want = R.UnsortedSegmentProd(data=x, segment_ids=ids, num_segments=1).numpy()
-    for got in (get_op("SegmentProd")(x, segment_ids=tuple(ids)),
-                jax.jit(lambda v: get_op("SegmentProd")(v, segment_ids=tuple(ids)))(x),
-                get_op("UnsortedSegmentProd")(x, ids, num_segments=1)):
+    for got in (
+      get_op("SegmentProd")(x, segment_ids=tuple(ids)),
+      jax.jit(lambda v: get_op("SegmentProd")(v, segment_ids=tuple(ids)))(x),
+      get_op("UnsortedSegmentProd")(x, ids, num_segments=1),
+    ):
       np.testing.assert_array_equal(got, want)
     sorted_tf = R.SegmentProd(data=x, segment_ids=ids).numpy()
-    if n < 16 or inner < 8 or i > min(j, k):   # no interleaving, or NaN in any order
+    if n < 16 or inner < 8 or i > min(j, k):  # no interleaving, or NaN in any order
       np.testing.assert_array_equal(sorted_tf, want)
 
 
@@ -393,11 +430,16 @@ def test_min_max_ties_share_the_gradient():
   ct = np.array([1.0, 3.0, 7.0, 2.0], np.float32)
   for kind in ["Max", "Min"]:
     ours = _our_grad(lambda v: get_op(f"Segment{kind}")(v, segment_ids=tuple(ids)), x, ct)
-    _close(ours, tape_vjp(lambda v: getattr(R, f"Segment{kind}")(data=v, segment_ids=ids),
-                            x, ct))
+    _close(ours, tape_vjp(lambda v: getattr(R, f"Segment{kind}")(data=v, segment_ids=ids), x, ct))
     ours = _our_grad(lambda v: get_op(f"UnsortedSegment{kind}")(v, ids, num_segments=4), x, ct)
-    _close(ours, tape_vjp(lambda v: getattr(R, f"UnsortedSegment{kind}")(
-        data=v, segment_ids=ids, num_segments=4), x, ct))
+    _close(
+      ours,
+      tape_vjp(
+        lambda v: getattr(R, f"UnsortedSegment{kind}")(data=v, segment_ids=ids, num_segments=4),
+        x,
+        ct,
+      ),
+    )
   ours = _our_grad(lambda v: get_op("SegmentMax")(v, segment_ids=tuple(ids)), x, ct)
   _close(ours, [0.5, 0.5, 0, 1, 1, 1, 2])
 
@@ -412,13 +454,14 @@ def test_prod_gradient_with_zeros_like_tf(dtype):
   ours = _our_grad(lambda v: get_op("SegmentProd")(v, segment_ids=tuple(ids)), x, ct)
   # JAX's cotangents pair without conjugation, TF's with: compare conj(vjp(conj(ct))).
   conj = np.conj if dtype == "complex64" else (lambda v: v)
-  ours = conj(_our_grad(lambda v: get_op("SegmentProd")(v, segment_ids=tuple(ids)), x,
-                        conj(ct)))
+  ours = conj(_our_grad(lambda v: get_op("SegmentProd")(v, segment_ids=tuple(ids)), x, conj(ct)))
   _close(ours, tape_vjp(lambda v: R.SegmentProd(data=v, segment_ids=ids), x, ct))
-  ours = conj(_our_grad(lambda v: get_op("UnsortedSegmentProd")(v, ids, num_segments=3), x,
-                        conj(ct)))
-  _close(ours, tape_vjp(lambda v: R.UnsortedSegmentProd(data=v, segment_ids=ids,
-                                                          num_segments=3), x, ct))
+  ours = conj(
+    _our_grad(lambda v: get_op("UnsortedSegmentProd")(v, ids, num_segments=3), x, conj(ct))
+  )
+  _close(
+    ours, tape_vjp(lambda v: R.UnsortedSegmentProd(data=v, segment_ids=ids, num_segments=3), x, ct)
+  )
 
 
 # --- out-of-range policy and runtime checks ---------------------------------------------------
@@ -439,11 +482,12 @@ def test_unsorted_ids_past_num_segments_are_dropped():
 
 def test_sparse_out_of_range_entries_are_dropped():
   data = np.arange(8, dtype=np.float32).reshape(4, 2)
-  indices = np.array([0, 5, 2, 3], np.int32)         # 5 is out of range
-  seg = np.array([0, 0, 1, 7], np.int32)             # 7 >= num_segments
+  indices = np.array([0, 5, 2, 3], np.int32)  # 5 is out of range
+  seg = np.array([0, 0, 1, 7], np.int32)  # 7 >= num_segments
   got = get_op("SparseSegmentMeanWithNumSegments")(data, indices, seg, num_segments=3)
-  expected = R.SparseSegmentMeanWithNumSegments(data=data, indices=indices[:1],
-                                                segment_ids=seg[:1], num_segments=3).numpy()
+  expected = R.SparseSegmentMeanWithNumSegments(
+    data=data, indices=indices[:1], segment_ids=seg[:1], num_segments=3
+  ).numpy()
   expected[1] = data[2]
   np.testing.assert_array_equal(got, expected)
   got = get_op("SparseSegmentSumGrad")(data, indices, np.array([0, 0, 9, 1]), output_dim0=4)
@@ -453,11 +497,14 @@ def test_sparse_out_of_range_entries_are_dropped():
 def test_runtime_checks_raise_like_tf():
   @tf.function
   def f(x, ids, indices):
-    return (tf.math.unsorted_segment_sum(x, ids, 2),
-            tf.sparse.segment_sum(x, indices, [0, 0, 1, 1]))
+    return (
+      tf.math.unsorted_segment_sum(x, ids, 2),
+      tf.sparse.segment_sum(x, indices, [0, 0, 1, 1]),
+    )
 
-  fn = tfprims.convert_functional(f, tf.TensorSpec((4,), tf.float32),
-                                  tf.TensorSpec((4,), tf.int32), tf.TensorSpec((4,), tf.int32))
+  fn = tfprims.convert_functional(
+    f, tf.TensorSpec((4,), tf.float32), tf.TensorSpec((4,), tf.int32), tf.TensorSpec((4,), tf.int32)
+  )
   x = np.ones(4, np.float32)
   good_ids, bad_ids = np.array([0, 1, -1, 1], np.int32), np.array([0, 2, 1, 1], np.int32)
   good_idx, bad_idx = np.array([0, 1, 2, 3], np.int32), np.array([0, 1, 2, 4], np.int32)
@@ -479,8 +526,9 @@ def test_grad_v2_needs_known_indices():
   op = get_op("SparseSegmentSumGradV2")
   grad, seg = np.ones((2, 3), np.float32), np.array([0, 1, 1], np.int32)
   values, uniq = op(grad, seg, indices=(4, 1, 4), dense_output_dim0=6, Tidx=np.dtype("int32"))
-  exp_values, exp_uniq = R.SparseSegmentSumGradV2(grad=grad, indices=np.array([4, 1, 4]),
-                                                  segment_ids=seg, dense_output_dim0=6)
+  exp_values, exp_uniq = R.SparseSegmentSumGradV2(
+    grad=grad, indices=np.array([4, 1, 4]), segment_ids=seg, dense_output_dim0=6
+  )
   np.testing.assert_array_equal(values, exp_values)
   np.testing.assert_array_equal(uniq, exp_uniq)
   with pytest.raises(ValueError, match="out of range"):
@@ -488,11 +536,16 @@ def test_grad_v2_needs_known_indices():
 
   @tf.function
   def f(g, indices, seg):
-    return R.SparseSegmentSumGradV2(grad=g, indices=indices, segment_ids=seg,
-                                    dense_output_dim0=6)[0]
+    return R.SparseSegmentSumGradV2(grad=g, indices=indices, segment_ids=seg, dense_output_dim0=6)[
+      0
+    ]
 
-  fn = tfprims.convert_functional(f, tf.TensorSpec((2, 3), tf.float32),
-                                  tf.TensorSpec((3,), tf.int32), tf.TensorSpec((3,), tf.int32))
+  fn = tfprims.convert_functional(
+    f,
+    tf.TensorSpec((2, 3), tf.float32),
+    tf.TensorSpec((3,), tf.int32),
+    tf.TensorSpec((3,), tf.int32),
+  )
   with pytest.raises(errors.StaticInputError, match="indices"):
     jax.jit(fn)(grad, np.array([4, 1, 4], np.int32), seg)
 
@@ -514,7 +567,8 @@ def test_sparse_rules_are_tf_named(kind):
   grad_op = get_op(f"SparseSegment{kind}Grad")
   g = lambda c: jnp.sum(grad_op(c, idx, seg, output_dim0=5) ** 2)
   assert f"tf.SparseSegment{kind}WithNumSegments" in _jaxpr_names(
-      jax.grad(g), np.ones((3, 2), np.float32))
+    jax.grad(g), np.ones((3, 2), np.float32)
+  )
   # vmap with batched data, indices and segment ids: TF ops only.
   datas = np.stack([data, data * 2])
   idxs, segs = np.stack([idx, idx[::-1]]), np.stack([seg, np.array([0, 1, 1, 1], np.int32)])
@@ -523,23 +577,29 @@ def test_sparse_rules_are_tf_named(kind):
   assert non_tf_primitives(jaxpr) == set()
   out = jax.vmap(batched)(datas, idxs, segs)
   for k in range(2):
-    _close(out[k], getattr(R, f"SparseSegment{kind}WithNumSegments")(
-        data=datas[k], indices=idxs[k], segment_ids=segs[k], num_segments=3))
+    _close(
+      out[k],
+      getattr(R, f"SparseSegment{kind}WithNumSegments")(
+        data=datas[k], indices=idxs[k], segment_ids=segs[k], num_segments=3
+      ),
+    )
 
 
-@pytest.mark.parametrize("op", ["UnsortedSegmentSum", "UnsortedSegmentMin",
-                                "UnsortedSegmentMax", "UnsortedSegmentProd"])
+@pytest.mark.parametrize(
+  "op", ["UnsortedSegmentSum", "UnsortedSegmentMin", "UnsortedSegmentMax", "UnsortedSegmentProd"]
+)
 def test_unsorted_batched_ids_jaxpr_and_values(op):
   data = _rng(9).standard_normal((3, 2, 3)).astype(np.float32)
-  ids = np.array([[0, 1], [-1, 3], [2, 2]], np.int32)        # [batch, 2]: per-example ids
+  ids = np.array([[0, 1], [-1, 3], [2, 2]], np.int32)  # [batch, 2]: per-example ids
   f = lambda d, i: get_op(op)(d, i, num_segments=4)
   jaxpr = jax.make_jaxpr(jax.vmap(f))(data, ids)
   assert non_tf_primitives(jaxpr) == set()
   assert f"tf.{op}[num_segments=12]" in str(jaxpr)
   out = jax.vmap(f)(data, ids)
   for k in range(3):
-    np.testing.assert_array_equal(out[k], getattr(R, op)(data=data[k], segment_ids=ids[k],
-                                                         num_segments=4))
+    np.testing.assert_array_equal(
+      out[k], getattr(R, op)(data=data[k], segment_ids=ids[k], num_segments=4)
+    )
 
 
 @pytest.mark.parametrize("kind", ["Sum", "Mean", "SqrtN"])
@@ -569,9 +629,11 @@ def test_grad_ops_derivatives(kind):
     dense = np.asarray(grad_op(g, idx, seg, output_dim0=5))
     _close(vals, dense[np.unique(idx)], rtol=1e-12, atol=1e-12)
     assert f"tf.SparseSegment{kind}Grad" in _jaxpr_names(
-        lambda g, t: jax.jvp(values, (g,), (t,))[1], g, t)
+      lambda g, t: jax.jvp(values, (g,), (t,))[1], g, t
+    )
     assert f"tf.SparseSegment{kind}WithNumSegments" in _jaxpr_names(
-        jax.grad(lambda g: jnp.sum(values(g) ** 2)), g)
+      jax.grad(lambda g: jnp.sum(values(g) ** 2)), g
+    )
 
 
 # --- the sign of zero sums -----------------------------------------------------------------
@@ -593,29 +655,51 @@ def test_zero_sums_signed_like_tf(dtype, inner, x64):
   dt, rng = _dtype(dtype), _rng(len(inner))
   # Segments 0: [-0], 1: empty, 2: [-0, -0], 3: [-0, -0, -0], 4: [+0, -0], 5: [-0]
   ids = np.array([0, 2, 2, 3, 3, 3, 4, 4, 5], np.int32)
-  for trial in range(2):   # the fixed pattern, then random signs
-    signs = np.array([-0.0] * 6 + [0.0, -0.0, -0.0]) if trial == 0 else rng.choice(
-        [-0.0, 0.0, -0.0, 1.0], size=ids.size)
+  for trial in range(2):  # the fixed pattern, then random signs
+    signs = (
+      np.array([-0.0] * 6 + [0.0, -0.0, -0.0])
+      if trial == 0
+      else rng.choice([-0.0, 0.0, -0.0, 1.0], size=ids.size)
+    )
     data = (signs.reshape((-1,) + (1,) * len(inner)) * np.ones(inner)).astype(dt)
     k, z = ids.size, np.zeros(ids.size, np.int32)
     perm = np.arange(k)[::-1].astype(np.int32)
     # (op, our operands, our params, TF's inputs)
-    cases = [(op, (data,), dict(segment_ids=tuple(ids)), dict(data=data, segment_ids=ids))
-             for op in ("SegmentSum", "SegmentMean")]
-    cases.append(("UnsortedSegmentSum", (data, ids), dict(num_segments=7),
-                  dict(data=data, segment_ids=ids, num_segments=7)))
+    cases = [
+      (op, (data,), dict(segment_ids=tuple(ids)), dict(data=data, segment_ids=ids))
+      for op in ("SegmentSum", "SegmentMean")
+    ]
+    cases.append(
+      (
+        "UnsortedSegmentSum",
+        (data, ids),
+        dict(num_segments=7),
+        dict(data=data, segment_ids=ids, num_segments=7),
+      )
+    )
     for kind in ("Sum", "Mean", "SqrtN"):
       red = dict(data=data, indices=perm, segment_ids=ids)
       cases += [
-          (f"SparseSegment{kind}", (data, perm), dict(segment_ids=tuple(ids)), red),
-          (f"SparseSegment{kind}WithNumSegments", (data, perm, ids), dict(num_segments=7),
-           dict(red, num_segments=7)),
-          # Every entry to output row 0 (row 1 untouched).
-          (f"SparseSegment{kind}Grad", (data, z, perm), dict(output_dim0=2),
-           dict(grad=data, indices=z, segment_ids=perm, output_dim0=2)),
-          (f"SparseSegment{kind}GradV2", (data, perm),
-           dict(indices=tuple(z), dense_output_dim0=2, Tidx=np.dtype("int32")),
-           dict(grad=data, indices=z, segment_ids=perm, dense_output_dim0=2)),
+        (f"SparseSegment{kind}", (data, perm), dict(segment_ids=tuple(ids)), red),
+        (
+          f"SparseSegment{kind}WithNumSegments",
+          (data, perm, ids),
+          dict(num_segments=7),
+          dict(red, num_segments=7),
+        ),
+        # Every entry to output row 0 (row 1 untouched).
+        (
+          f"SparseSegment{kind}Grad",
+          (data, z, perm),
+          dict(output_dim0=2),
+          dict(grad=data, indices=z, segment_ids=perm, output_dim0=2),
+        ),
+        (
+          f"SparseSegment{kind}GradV2",
+          (data, perm),
+          dict(indices=tuple(z), dense_output_dim0=2, Tidx=np.dtype("int32")),
+          dict(grad=data, indices=z, segment_ids=perm, dense_output_dim0=2),
+        ),
       ]
     for op, args, params, tf_kw in cases:
       first = (lambda r: r[0]) if op.endswith("GradV2") else (lambda r: r)

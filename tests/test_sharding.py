@@ -39,7 +39,7 @@ _PRELUDE = textwrap.dedent("""
 """)
 
 _CASES = {
-    "jit_sharded_inputs": """
+  "jit_sharded_inputs": """
         mesh = jax.make_mesh((4, 2), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
         xs = jax.device_put(x, NamedSharding(mesh, P("data")))
         ps = {k: jax.device_put(v, NamedSharding(mesh, P())) for k, v in params.items()}
@@ -48,7 +48,7 @@ _CASES = {
         g = jax.jit(jax.grad(loss_fn))(ps, xs)[w1_name]
         np.testing.assert_allclose(g, expected_grad, rtol=1e-4, atol=1e-4)
     """,
-    "explicit_mesh_propagates": """
+  "explicit_mesh_propagates": """
         mesh = jax.make_mesh((4, 2), ("data", "model"), axis_types=(AxisType.Explicit,) * 2)
         with jax.sharding.set_mesh(mesh):
           xs = jax.device_put(x, NamedSharding(mesh, P("data")))
@@ -57,7 +57,7 @@ _CASES = {
           assert out.sharding.spec == P("data", None), out.sharding
           np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
     """,
-    "shard_map_grad": """
+  "shard_map_grad": """
         mesh = jax.make_mesh((8,), ("i",), axis_types=(AxisType.Auto,))
         def local_loss(p, xb):
           return jax.lax.psum(loss_fn(p, xb), "i")
@@ -74,9 +74,14 @@ _CASES = {
 
 @pytest.mark.parametrize("case", sorted(_CASES))
 def test_sharding(case):
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-             JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
+  env = dict(
+    os.environ,
+    XLA_FLAGS="--xla_force_host_platform_device_count=8",
+    JAX_PLATFORMS="cpu",
+    TF_CPP_MIN_LOG_LEVEL="3",
+  )
   code = _PRELUDE + textwrap.dedent(_CASES[case]) + "\nprint('OK')\n"
-  proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                        text=True, timeout=300)
+  proc = subprocess.run(
+    [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+  )
   assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), proc.stderr[-3000:]

@@ -82,9 +82,11 @@ def test_sort_of_integers_and_a_batch_axis_in_the_middle():
       np.testing.assert_array_equal(got, want.numpy())
   # TopKV2 re-binds itself with the batch axis where it is (not the last axis).
   x = _ties((5, 2, 4))
-  out = jax.vmap(lambda r: tfprims.get_op("TopKV2")(r, k=2, sorted=True,
-                                                   index_type=np.dtype("int32")),
-                 in_axes=1, out_axes=1)(x)
+  out = jax.vmap(
+    lambda r: tfprims.get_op("TopKV2")(r, k=2, sorted=True, index_type=np.dtype("int32")),
+    in_axes=1,
+    out_axes=1,
+  )(x)
   want = tf.math.top_k(np.moveaxis(x, 1, 0), 2)
   np.testing.assert_array_equal(np.moveaxis(out[0], 1, 0), want.values.numpy())
   np.testing.assert_array_equal(np.moveaxis(out[1], 1, 0), want.indices.numpy())
@@ -133,8 +135,9 @@ def test_in_top_k_out_of_range_and_non_finite_give_false():
   def f(p, t, k):
     return tf.math.in_top_k(t, p, k)
 
-  fn = tfprims.convert_functional(f, tf.TensorSpec([4, 4], F32),
-                                  tf.TensorSpec([4], tf.int64), tf.TensorSpec([], tf.int64))
+  fn = tfprims.convert_functional(
+    f, tf.TensorSpec([4, 4], F32), tf.TensorSpec([4], tf.int64), tf.TensorSpec([], tf.int64)
+  )
   for k in (-1, 0, 1, 2, 5):
     np.testing.assert_array_equal(fn(p, targets, np.int64(k)), f(p, targets, k).numpy())
   # Per-example k under vmap falls back to vmap of the impl; shared k re-binds InTopKV2.
@@ -165,12 +168,15 @@ def _beam_step(logits, scores, seqs):
 
 
 def test_beam_search_step_matches_tf():
-  specs = (tf.TensorSpec([BATCH, BEAM, VOCAB], F32), tf.TensorSpec([BATCH, BEAM], F32),
-           tf.TensorSpec([BATCH, BEAM, STEPS], tf.int32))
+  specs = (
+    tf.TensorSpec([BATCH, BEAM, VOCAB], F32),
+    tf.TensorSpec([BATCH, BEAM], F32),
+    tf.TensorSpec([BATCH, BEAM, STEPS], tf.int32),
+  )
   fn = tfprims.convert_functional(_beam_step, *specs)
   rng = np.random.default_rng(0)
   logits = rng.normal(size=(BATCH, BEAM, VOCAB)).astype(np.float32)
-  logits[0, 1] = logits[0, 0]   # tied candidates: the lower index wins, as TF
+  logits[0, 1] = logits[0, 0]  # tied candidates: the lower index wins, as TF
   scores = np.float32([[0.0, -1.0, -1.0], [-0.5, -0.5, -2.0]])
   seqs = rng.integers(0, VOCAB, size=(BATCH, BEAM, STEPS)).astype(np.int32)
   for got, want in zip(jax.jit(fn)(logits, scores, seqs), _beam_step(logits, scores, seqs)):
@@ -229,15 +235,16 @@ def test_keras_category_encoding(mode):
 def test_bincount_with_weights_and_lengths():
   @tf.function
   def f(x, w):
-    return (tf.math.bincount(x, weights=w, minlength=8, maxlength=8),
-            tf.math.bincount(x, minlength=8, maxlength=8, binary_output=True),
-            tf.math.bincount(x, minlength=8, maxlength=8, axis=-1))
+    return (
+      tf.math.bincount(x, weights=w, minlength=8, maxlength=8),
+      tf.math.bincount(x, minlength=8, maxlength=8, binary_output=True),
+      tf.math.bincount(x, minlength=8, maxlength=8, axis=-1),
+    )
 
-  x = np.int32([[0, 3, 3, 7], [9, 1, 1, 2]])   # 9 >= maxlength: dropped, as TF
+  x = np.int32([[0, 3, 3, 7], [9, 1, 1, 2]])  # 9 >= maxlength: dropped, as TF
   w = np.float32([[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]])
   with tfprims.override_config("dynamic_shape_bounds", {"DenseBincount": 8}):
-    fn = tfprims.convert_functional(f, tf.TensorSpec([2, 4], tf.int32),
-                                    tf.TensorSpec([2, 4], F32))
+    fn = tfprims.convert_functional(f, tf.TensorSpec([2, 4], tf.int32), tf.TensorSpec([2, 4], F32))
     for got, want in zip(jax.jit(fn)(x, w), f(x, w)):
       np.testing.assert_array_equal(got, want.numpy())
     # The weights' derivative (TF registers none): the cotangent gathered at x.
@@ -280,8 +287,10 @@ def test_negative_counts_are_dropped_and_checked_on_request():
 def test_histogram_fixed_width():
   @tf.function
   def f(x, r):
-    return (tf.histogram_fixed_width(x, r, nbins=5),
-            tf.histogram_fixed_width(x, r, nbins=3, dtype=tf.int64))
+    return (
+      tf.histogram_fixed_width(x, r, nbins=5),
+      tf.histogram_fixed_width(x, r, nbins=3, dtype=tf.int64),
+    )
 
   fn = tfprims.convert_functional(f, tf.TensorSpec([None], F32), tf.TensorSpec([2], F32))
   x = np.float32([-1, 0, 0.2, 0.5, 0.6, 1, 4.9, 5, 6, np.inf, -np.inf, 2.0, 3.0])
@@ -310,12 +319,15 @@ def test_histogram_fixed_width():
 def test_searchsorted_left_right_and_unsorted_rows():
   @tf.function
   def f(s, v):
-    return (tf.searchsorted(s, v, side="left"), tf.searchsorted(s, v, side="right"),
-            tf.searchsorted(s, v, side="right", out_type=tf.int64))
+    return (
+      tf.searchsorted(s, v, side="left"),
+      tf.searchsorted(s, v, side="right"),
+      tf.searchsorted(s, v, side="right", out_type=tf.int64),
+    )
 
   spec = (tf.TensorSpec([2, 5], F32), tf.TensorSpec([2, 4], F32))
   fn = tfprims.convert_functional(*(f,) + spec)
-  s = np.float32([[0, 1, 1, 3, 7], [5, 1, 4, 2, 3]])   # the second row is not sorted
+  s = np.float32([[0, 1, 1, 3, 7], [5, 1, 4, 2, 3]])  # the second row is not sorted
   v = np.float32([[1, 2, -0.0, np.nan], [0, 3, 4, 8]])
   for got, want in zip(jax.jit(fn)(s, v), f(s, v)):
     np.testing.assert_array_equal(got, want.numpy())
@@ -328,17 +340,20 @@ def test_searchsorted_left_right_and_unsorted_rows():
 
 def test_bucketize_checks_its_boundaries():
   with pytest.raises(ValueError, match="Expected sorted boundaries"):
-    tfprims.get_op("Bucketize").prepare({"input": np.zeros(2, np.float32)},
-                                        {"boundaries": [1.0, 0.0]})
+    tfprims.get_op("Bucketize").prepare(
+      {"input": np.zeros(2, np.float32)}, {"boundaries": [1.0, 0.0]}
+    )
   # ints compare as float32, doubles against the float32 boundaries (TF's kernel).
   op = tfprims.get_op("Bucketize")
   x = np.int32([16777217, 2**31 - 1])
-  np.testing.assert_array_equal(op(x, boundaries=(16777217.0,)),
-                                tf.raw_ops.Bucketize(input=x, boundaries=[16777217.0]))
+  np.testing.assert_array_equal(
+    op(x, boundaries=(16777217.0,)), tf.raw_ops.Bucketize(input=x, boundaries=[16777217.0])
+  )
   with jax.enable_x64(True):
     y = np.float64([0.1, 0.1000000001])
-    np.testing.assert_array_equal(op(y, boundaries=(0.1,)),
-                                  tf.raw_ops.Bucketize(input=y, boundaries=[0.1]))
+    np.testing.assert_array_equal(
+      op(y, boundaries=(0.1,)), tf.raw_ops.Bucketize(input=y, boundaries=[0.1])
+    )
 
 
 # --- DynamicStitch ---------------------------------------------------------------------------
@@ -352,7 +367,7 @@ def test_dynamic_stitch_duplicates_last_wins_and_our_gradient():
   fn = tfprims.convert_functional(f, tf.TensorSpec([3, 2], F32), tf.TensorSpec([2, 2], F32))
   a = np.arange(6, dtype=np.float32).reshape(3, 2)
   b = -np.arange(4, dtype=np.float32).reshape(2, 2)
-  np.testing.assert_array_equal(jax.jit(fn)(a, b), f(a, b).numpy())   # gap row 2: zeros
+  np.testing.assert_array_equal(jax.jit(fn)(a, b), f(a, b).numpy())  # gap row 2: zeros
   assert "tf.DynamicStitch[size=5]" in str(jax.make_jaxpr(fn)(a, b))
   # Ours: only the winning writes get the cotangent. TF's gradient gathers for all.
   ct = np.arange(10, dtype=np.float32).reshape(5, 2) + 1
@@ -364,10 +379,11 @@ def test_dynamic_stitch_duplicates_last_wins_and_our_gradient():
     tape.watch([at, bt])
     y = f(at, bt)
   tf_ga = tf.convert_to_tensor(tape.gradient(y, at, output_gradients=ct)).numpy()
-  np.testing.assert_array_equal(tf_ga, [ct[0], ct[1], ct[0]])   # TF: every duplicate
+  np.testing.assert_array_equal(tf_ga, [ct[0], ct[1], ct[0]])  # TF: every duplicate
   # ParallelDynamicStitch: TF's CPU kernel also keeps the last write.
-  pa = tfprims.get_op("ParallelDynamicStitch")(np.int32([0, 1, 0]), np.int32([1]),
-                                               a[:, 0], b[:1, 0], size=2)
+  pa = tfprims.get_op("ParallelDynamicStitch")(
+    np.int32([0, 1, 0]), np.int32([1]), a[:, 0], b[:1, 0], size=2
+  )
   want = tf.raw_ops.ParallelDynamicStitch(indices=[[0, 1, 0], [1]], data=[a[:, 0], b[:1, 0]])
   np.testing.assert_array_equal(pa, want.numpy())
 
@@ -380,15 +396,15 @@ def test_dynamic_stitch_traced_indices_need_a_bound():
   spec = (tf.TensorSpec([3], tf.int32), tf.TensorSpec([3], F32))
   i, x = np.int32([2, 0, 5]), np.float32([1, 2, 3])
   fn = tfprims.convert_functional(f, *spec)
-  np.testing.assert_array_equal(fn(i, x), f(i, x).numpy())   # eager: the indices are known
+  np.testing.assert_array_equal(fn(i, x), f(i, x).numpy())  # eager: the indices are known
   with pytest.raises(tfprims.StaticInputError, match="DynamicStitch.*'indices'.*bound"):
     jax.jit(fn)(i, x)
   with tfprims.override_config("dynamic_shape_bounds", {"DynamicStitch": 8}):
     fn = tfprims.convert_functional(f, *spec)
     out = jax.jit(fn)(i, x)
   want = f(i, x).numpy()
-  np.testing.assert_array_equal(out[:want.shape[0]], want)
-  np.testing.assert_array_equal(out[want.shape[0]:], 0)   # padded rows
+  np.testing.assert_array_equal(out[: want.shape[0]], want)
+  np.testing.assert_array_equal(out[want.shape[0] :], 0)  # padded rows
 
 
 def test_histogram_bins_at_float32_edges_follow_tf_kernel(x64):
@@ -399,7 +415,8 @@ def test_histogram_bins_at_float32_edges_follow_tf_kernel(x64):
   np.testing.assert_array_equal(got, want.numpy())
   np.testing.assert_array_equal(want.numpy(), [1, 0])
   # int32 differences do not wrap.
-  xi, ri = np.int32([2**31 - 1, -2**31, 1]), np.int32([-5, 5])
+  xi, ri = np.int32([2**31 - 1, -(2**31), 1]), np.int32([-5, 5])
   got = tfprims.get_op("HistogramFixedWidth")(xi, ri, nbins=3, dtype=np.dtype("int32"))
-  np.testing.assert_array_equal(got, tf.raw_ops.HistogramFixedWidth(
-      values=xi, value_range=ri, nbins=3).numpy())
+  np.testing.assert_array_equal(
+    got, tf.raw_ops.HistogramFixedWidth(values=xi, value_range=ri, nbins=3).numpy()
+  )

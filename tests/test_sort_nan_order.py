@@ -58,10 +58,11 @@ def _x(dtype, rows):
   return x.astype(dtype)
 
 
-@pytest.mark.parametrize("dtype,rows", [("float32", 0), ("float32", 3), ("float64", 0),
-                                        ("float16", 2), ("bfloat16", 0)])
+@pytest.mark.parametrize(
+  "dtype,rows", [("float32", 0), ("float32", 3), ("float64", 0), ("float16", 2), ("bfloat16", 0)]
+)
 def test_sort_argsort_top_k_with_nan_match_tf(dtype, rows):
-  with jax.enable_x64(dtype == "float64"):   # else float64 runs in float32
+  with jax.enable_x64(dtype == "float64"):  # else float64 runs in float32
     _sorts_match_tf(ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype), rows)
 
 
@@ -69,8 +70,7 @@ def _sorts_match_tf(dtype, rows):
   x = _x(dtype, rows)
   fn, params = tfprims.convert(_sorts, tf.TensorSpec(x.shape, tf.as_dtype(x.dtype)))
   want = [t.numpy() for t in _sorts(x)]
-  for got, w in zip(jax.tree.leaves(jax.jit(lambda x: fn(params, x))(x)), want,
-                    strict=True):
+  for got, w in zip(jax.tree.leaves(jax.jit(lambda x: fn(params, x))(x)), want, strict=True):
     _assert_same(got, w)
   if dtype == np.float32 and not rows:
     for got, w in zip(jax.tree.leaves(fn(params, x)), want, strict=True):
@@ -86,8 +86,9 @@ def test_top_k_sorted_false_is_tf_sorted_order_of_the_same_elements():
     want = tf.math.top_k(x, k)
     _assert_same(got[2 * i], want.values.numpy())
     _assert_same(got[2 * i + 1], want.indices.numpy())
-    np.testing.assert_array_equal(np.sort(unsorted[2 * i + 1].numpy(), -1),
-                                  np.sort(want.indices.numpy(), -1))
+    np.testing.assert_array_equal(
+      np.sort(unsorted[2 * i + 1].numpy(), -1), np.sort(want.indices.numpy(), -1)
+    )
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
@@ -105,10 +106,13 @@ def _random_rows_match_tf(dtype, n):
   for k in (1, 4, n):
     f = jax.jit(lambda x, k=k: op(x, k=k, sorted=True, index_type=I32))
     for trial in range(3):
-      x = (rng.choice(pool, (4, n)) if trial else
-           np.where(rng.random((4, n)) < 0.3, np.nan, rng.normal(size=(4, n))))
+      x = (
+        rng.choice(pool, (4, n))
+        if trial
+        else np.where(rng.random((4, n)) < 0.3, np.nan, rng.normal(size=(4, n)))
+      )
       x = x.astype(dtype)
-      x[0] = np.abs(x[0])     # a row whose NaNs are all positive
+      x[0] = np.abs(x[0])  # a row whose NaNs are all positive
       want = tf.raw_ops.TopKV2(input=x, k=k)
       got = f(x)
       _assert_same(got[0], want.values.numpy())
@@ -119,8 +123,7 @@ def test_top_1_follows_eigens_packets():
   # TF's k == 1 path: Eigen's maximum skips NaN inside packets (8 float32, 4 float64)
   # and ends NaN when the scalar tail's last element is NaN (then index 0).
   op = tfprims.get_op("TopKV2")
-  for dtype, n in (("float32", 8), ("float32", 9), ("float64", 4), ("float64", 5),
-                   ("float32", 3)):
+  for dtype, n in (("float32", 8), ("float32", 9), ("float64", 4), ("float64", 5), ("float32", 3)):
     x = np.arange(1.0, n + 1).astype(dtype)
     x[-1] = np.nan
     want = tf.raw_ops.TopKV2(input=x, k=1)
@@ -134,8 +137,7 @@ def test_top_1_follows_eigens_packets():
 @pytest.mark.parametrize("reverse", [False, True])
 def test_nth_element_with_nan_and_signed_zeros_matches_tf(reverse):
   op = tfprims.get_op("NthElement")
-  rows = np.asarray([ROW, ROW[::-1], [0.0, -0.0, 1.0, -0.0, 0.0, 2.0, -1.0, 0.0, 3.0]],
-                    np.float32)
+  rows = np.asarray([ROW, ROW[::-1], [0.0, -0.0, 1.0, -0.0, 0.0, 2.0, -1.0, 0.0, 3.0]], np.float32)
   for n in (0, 2, 4, 8):
     want = tf.raw_ops.NthElement(input=rows, n=n, reverse=reverse).numpy()
     _assert_same(jax.jit(lambda x, n=n: op(x, n=n, reverse=reverse))(rows), want)
@@ -146,8 +148,15 @@ def test_approx_top_k_is_tf_top_k_with_nan():
   x = _x(np.float32, 2)
   for k in (1, 3, 9):
     want = tf.math.approx_max_k(x, k)
-    got = op(x, k=k, reduction_dimension=-1, recall_target=0.95, is_max_k=True,
-             reduction_input_size_override=-1, aggregate_to_topk=True)
+    got = op(
+      x,
+      k=k,
+      reduction_dimension=-1,
+      recall_target=0.95,
+      is_max_k=True,
+      reduction_input_size_override=-1,
+      aggregate_to_topk=True,
+    )
     _assert_same(got[0], want[0].numpy())
     _assert_same(got[1], want[1].numpy())
 
@@ -165,6 +174,7 @@ def test_xla_sort_is_total_order():
 
 def test_tf_nan_order_off_orders_nan_above_inf_and_compiles_the_fast_path():
   from tfprims.core import get_op
+
   x = np.array([[np.inf, np.nan, 3.0, -np.inf, 1.0, 1.0]], np.float32)
   op = get_op("TopKV2")
   operands, params = op.prepare({"input": x, "k": np.int32(3)}, {})
@@ -172,5 +182,5 @@ def test_tf_nan_order_off_orders_nan_above_inf_and_compiles_the_fast_path():
     values, indices = jax.jit(lambda a: op(a, **params))(*operands)
     np.testing.assert_array_equal(np.asarray(indices), [[1, 0, 2]])
   tf_values, tf_indices = tf.math.top_k(x, 3)
-  values, indices = jax.jit(lambda a: op(a, **params))(*operands)   # on again: TF's
+  values, indices = jax.jit(lambda a: op(a, **params))(*operands)  # on again: TF's
   np.testing.assert_array_equal(np.asarray(indices), tf_indices.numpy())

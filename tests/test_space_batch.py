@@ -30,22 +30,30 @@ def _graph_op_types(concrete) -> set:
 
 def _dilated_conv1d():
   keras.utils.set_random_seed(1)
-  return keras.Sequential([
+  return keras.Sequential(
+    [
       keras.Input((16, 3)),
       keras.layers.Conv1D(4, 3, padding="causal", dilation_rate=2, activation="tanh"),
-      keras.layers.Conv1D(5, 2, padding="causal", dilation_rate=4)])
+      keras.layers.Conv1D(5, 2, padding="causal", dilation_rate=4),
+    ]
+  )
 
 
 def _dilated_conv2d():
   keras.utils.set_random_seed(2)
-  return keras.Sequential([
+  return keras.Sequential(
+    [
       keras.Input((9, 10, 3)),
       keras.layers.Conv2D(4, 3, padding="same", dilation_rate=2, activation="relu"),
-      keras.layers.Conv2D(2, (2, 3), padding="valid", dilation_rate=(3, 2))])
+      keras.layers.Conv2D(2, (2, 3), padding="valid", dilation_rate=(3, 2)),
+    ]
+  )
 
 
-MODELS = {"conv1d_causal": (_dilated_conv1d, (2, 16, 3)),
-          "conv2d": (_dilated_conv2d, (2, 9, 10, 3))}
+MODELS = {
+  "conv1d_causal": (_dilated_conv1d, (2, 16, 3)),
+  "conv2d": (_dilated_conv2d, (2, 9, 10, 3)),
+}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -55,10 +63,10 @@ def test_dilated_convolution_outputs_and_tf_names(name):
   tf_fn = tf.function(model)
   x = _rand(shape)
   assert {"SpaceToBatchND", "BatchToSpaceND"} <= _graph_op_types(
-      tf_fn.get_concrete_function(tf.TensorSpec(shape)))
+    tf_fn.get_concrete_function(tf.TensorSpec(shape))
+  )
   fn, params = tfprims.convert(tf_fn, x)
-  np.testing.assert_allclose(np.asarray(fn(params, x)[0]), model(x).numpy(), rtol=1e-5,
-                             atol=1e-5)
+  np.testing.assert_allclose(np.asarray(fn(params, x)[0]), model(x).numpy(), rtol=1e-5, atol=1e-5)
   jaxpr = jax.make_jaxpr(lambda p, x: fn(p, x)[0])(params, x)
   assert {"tf.SpaceToBatchND", "tf.BatchToSpaceND", "tf.Conv2D"} <= jaxpr_primitives(jaxpr)
   assert not non_tf_primitives(jaxpr)
@@ -86,8 +94,7 @@ def test_dilated_convolution_grad_matches_gradient_tape(name):
   by_path = {v.path: g for v, g in zip(model.trainable_variables, tf_g[1:])}
   assert set(by_path) == set(g_params)
   for k, g in g_params.items():
-    np.testing.assert_allclose(np.asarray(g), by_path[k].numpy(), rtol=1e-4, atol=1e-5,
-                               err_msg=k)
+    np.testing.assert_allclose(np.asarray(g), by_path[k].numpy(), rtol=1e-4, atol=1e-5, err_msg=k)
   # The cotangent flows back through the transposes, still TF ops.
   grad_jaxpr = jax.make_jaxpr(jax.grad(loss, argnums=1))(params, x)
   names = jaxpr_primitives(grad_jaxpr)
@@ -128,8 +135,12 @@ def test_atrous_conv2d_function():
   with tf.GradientTape() as tape:
     tape.watch(xt)
     y = tf.reduce_sum(tf.sin(atrous(xt)))
-  np.testing.assert_allclose(np.asarray(jax.grad(lambda x: jnp.sum(jnp.sin(fn(x))))(x)),
-                             tape.gradient(y, xt).numpy(), rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(
+    np.asarray(jax.grad(lambda x: jnp.sum(jnp.sin(fn(x))))(x)),
+    tape.gradient(y, xt).numpy(),
+    rtol=1e-4,
+    atol=1e-5,
+  )
 
 
 def test_dilated_convolution_jit_program():
@@ -193,7 +204,7 @@ def test_transformer_gradient_tape_train_step_matches_tf():
   for k, v in variables.items():
     np.testing.assert_allclose(np.asarray(new[k]), v.numpy(), rtol=1e-5, atol=1e-7, err_msg=k)
     moved += not np.allclose(initial[k], v.numpy())
-  assert moved >= len(variables) - 1   # every variable trains (a bias may stay put)
+  assert moved >= len(variables) - 1  # every variable trains (a bias may stay put)
 
   # Three jitted steps from the same start, against TF's three steps.
   reset()

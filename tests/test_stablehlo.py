@@ -28,8 +28,11 @@ def _read(data):
 
 def _close(got, want, **tol):
   for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
-    np.testing.assert_allclose(np.asarray(g, np.float64 if np.asarray(g).dtype.kind == "V"
-                                          else None), np.asarray(w), **(tol or TOL))
+    np.testing.assert_allclose(
+      np.asarray(g, np.float64 if np.asarray(g).dtype.kind == "V" else None),
+      np.asarray(w),
+      **(tol or TOL),
+    )
 
 
 def _float_arg(args):
@@ -37,8 +40,11 @@ def _float_arg(args):
 
 
 def _sum_floats(outs):
-  return sum(jnp.sum(jnp.real(o).astype(jnp.float32) * (k + 1) * 0.3)
-             for k, o in enumerate(jax.tree.leaves(outs)) if jnp.issubdtype(o.dtype, jnp.inexact))
+  return sum(
+    jnp.sum(jnp.real(o).astype(jnp.float32) * (k + 1) * 0.3)
+    for k, o in enumerate(jax.tree.leaves(outs))
+    if jnp.issubdtype(o.dtype, jnp.inexact)
+  )
 
 
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
@@ -54,15 +60,19 @@ def test_module_read_as_jax_equals_the_function(name):
   i = _float_arg(args)
   if i is None:
     return
-  with_arg = lambda fn: (lambda v: fn(*args[:i], v, *args[i + 1:]))
+  with_arg = lambda fn: lambda v: fn(*args[:i], v, *args[i + 1 :])
   batch = np.stack([args[i], args[i] * 0.5 + 0.1])
   _close(jax.vmap(with_arg(read))(batch), jax.vmap(with_arg(f))(batch), **tol)
   if checks.get("grad", True):
-    loss = lambda fn: (lambda v: _sum_floats(with_arg(fn)(v)))
+    loss = lambda fn: lambda v: _sum_floats(with_arg(fn)(v))
     _close(jax.grad(loss(read))(args[i]), jax.grad(loss(f))(args[i]), rtol=2e-4, atol=2e-4)
     t = np.ones_like(args[i])
-    _close(jax.jvp(loss(read), (args[i],), (t,))[1], jax.jvp(loss(f), (args[i],), (t,))[1],
-           rtol=2e-4, atol=2e-4)
+    _close(
+      jax.jvp(loss(read), (args[i],), (t,))[1],
+      jax.jvp(loss(f), (args[i],), (t,))[1],
+      rtol=2e-4,
+      atol=2e-4,
+    )
 
 
 def test_jaxpr_shows_the_operations():
@@ -75,19 +85,19 @@ def test_jaxpr_shows_the_operations():
   # A loop with a data-dependent trip count: tf.While.unbounded (reverse mode by
   # checkpointed recomputation).
   f, args, _ = FUNCTIONS["while_data"]
-  assert "tf.While.unbounded" in jaxpr_primitives(
-      jax.make_jaxpr(_read(_exported(f, args)))(*args))
+  assert "tf.While.unbounded" in jaxpr_primitives(jax.make_jaxpr(_read(_exported(f, args)))(*args))
 
 
 def test_symbolic_batch_runs_at_any_size():
-  b, = export.symbolic_shape("b")
+  (b,) = export.symbolic_shape("b")
 
   def f(x, w):
     h = jnp.tanh(x @ w)
     return jnp.sum(h, 0) / x.shape[0], jnp.arange(x.shape[0]) * 2, h.reshape(-1)
+
   data = export.export(jax.jit(f), platforms=["cpu"])(
-      jax.ShapeDtypeStruct((b, 4), jnp.float32),
-      jax.ShapeDtypeStruct((4, 3), jnp.float32)).mlir_module_serialized
+    jax.ShapeDtypeStruct((b, 4), jnp.float32), jax.ShapeDtypeStruct((4, 3), jnp.float32)
+  ).mlir_module_serialized
   w = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
   for n in (1, 6):
     x = np.linspace(0, 1, 4 * n, dtype=np.float32).reshape(n, 4)
@@ -107,8 +117,9 @@ def test_custom_call_without_equivalent_runs_and_refuses_derivatives():
     jax.grad(lambda a: jnp.sum(read(a)[1]))(args[0])
 
 
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "complex64", "bool", "uint32",
-                                   "float32", "int64"])
+@pytest.mark.parametrize(
+  "dtype", ["bfloat16", "float16", "complex64", "bool", "uint32", "float32", "int64"]
+)
 def test_constants_of_every_dtype(dtype):
   values = np.array([1.5, np.nan, -np.inf, 0.0, -2.0, 3.25, 7.0, 1e-3] * 16)
   if dtype == "complex64":
@@ -136,16 +147,17 @@ def test_unreadable_modules_say_why():
 # Sorts whose comparators compare with TOTALORDER (-NaN < -inf < ... < -0 < +0 < ... <
 # inf < +NaN): lax.top_k's chlo.top_k composite compares raw values; jnp.sort,
 # jnp.argsort and lax.sort canonicalize first (-0 as +0, every NaN +NaN).
-NAN_ROW = np.array([np.inf, np.nan, np.copysign(np.nan, -1.0), -np.inf, 3.0, 0.0, -0.0,
-                    1.0, 1.0], np.float32)
+NAN_ROW = np.array(
+  [np.inf, np.nan, np.copysign(np.nan, -1.0), -np.inf, 3.0, 0.0, -0.0, 1.0, 1.0], np.float32
+)
 SORTS = {
-    "top_k": lambda x: jax.lax.top_k(x, 5),
-    "top_k_all": lambda x: jax.lax.top_k(x, 9),
-    "sort": jnp.sort,
-    "argsort": jnp.argsort,
-    "argsort_descending": lambda x: jnp.argsort(x, descending=True),
-    "sort_two_keys": lambda x: jax.lax.sort((x, x[::-1], jnp.arange(9)), num_keys=2),
-    "sort_three_operands": lambda x: jax.lax.sort((x[::-1], -x, jnp.arange(9)), num_keys=1),
+  "top_k": lambda x: jax.lax.top_k(x, 5),
+  "top_k_all": lambda x: jax.lax.top_k(x, 9),
+  "sort": jnp.sort,
+  "argsort": jnp.argsort,
+  "argsort_descending": lambda x: jnp.argsort(x, descending=True),
+  "sort_two_keys": lambda x: jax.lax.sort((x, x[::-1], jnp.arange(9)), num_keys=2),
+  "sort_three_operands": lambda x: jax.lax.sort((x[::-1], -x, jnp.arange(9)), num_keys=1),
 }
 
 

@@ -64,7 +64,11 @@ def test_trainable_flags_split_merge_and_names():
   m = Counter()
   fn, params = tfprims.convert(m.__call__)
   assert {k: s.trainable for k, s in fn.param_specs.items()} == {
-      "w": True, "total": False, "steps": False, "unused": True}
+    "w": True,
+    "total": False,
+    "steps": False,
+    "unused": True,
+  }
   assert tfprims.trainable_names(fn) == ["w", "unused"]
   trainable, rest = tfprims.split_trainable(fn, params)
   assert set(trainable) == {"w", "unused"} and set(rest) == {"total", "steps"}
@@ -73,7 +77,8 @@ def test_trainable_flags_split_merge_and_names():
     tfprims.merge_params(trainable, trainable)
   # Gradients only for the trainable part.
   grads = jax.grad(lambda t: fn(tfprims.merge_params(t, rest), np.ones(3, np.float32))[0])(
-      trainable)
+    trainable
+  )
   np.testing.assert_array_equal(grads["w"], np.ones(3))
   np.testing.assert_array_equal(grads["unused"], np.zeros((1, 1)))
 
@@ -138,8 +143,9 @@ def test_resource_gather_values_and_grad_match_tf(batch_dims):
   @tf.function
   def f(i):
     table.value()  # marks the variable as used (sparse_read has no batch_dims)
-    return tf.raw_ops.ResourceGather(resource=table.handle, indices=i, batch_dims=batch_dims,
-                                     dtype=tf.float32)
+    return tf.raw_ops.ResourceGather(
+      resource=table.handle, indices=i, batch_dims=batch_dims, dtype=tf.float32
+    )
 
   fn, params = tfprims.convert(f, tf.TensorSpec(idx.shape, tf.int32))
   jaxpr = jax.make_jaxpr(lambda p: fn(p, idx)[0])(params)
@@ -153,8 +159,7 @@ def test_resource_gather_values_and_grad_match_tf(batch_dims):
   with tf.GradientTape() as tape:
     # TF's own ResourceGather gradient fails for batch_dims > 0 (a Reshape error in
     # _GatherGrad); the dense gather of the variable's value is the same function.
-    loss = tf.reduce_sum(tf.gather(table.value(), idx, axis=batch_dims,
-                                   batch_dims=batch_dims) * w)
+    loss = tf.reduce_sum(tf.gather(table.value(), idx, axis=batch_dims, batch_dims=batch_dims) * w)
   tg = tf.convert_to_tensor(tape.gradient(loss, table))
   np.testing.assert_allclose(g, tg, rtol=1e-6, atol=1e-6)
   # The gradient goes through TF-named primitives only (plus JAX's add_any).
@@ -173,9 +178,14 @@ def test_resource_gather_vmap_over_indices():
 
 def test_keras_embedding_end_to_end():
   keras.utils.set_random_seed(0)
-  model = keras.Sequential([keras.Input((4,), dtype="int32"),
-                            keras.layers.Embedding(10, 3), keras.layers.Flatten(),
-                            keras.layers.Dense(2)])
+  model = keras.Sequential(
+    [
+      keras.Input((4,), dtype="int32"),
+      keras.layers.Embedding(10, 3),
+      keras.layers.Flatten(),
+      keras.layers.Dense(2),
+    ]
+  )
   f = tf.function(lambda x: model(x))
   fn, params = tfprims.convert(f, tf.TensorSpec([None, 4], tf.int32))
   x = np.array([[1, 2, 3, 9], [0, 0, 5, 5]], np.int32)
@@ -190,6 +200,7 @@ def test_keras_embedding_end_to_end():
 
 def test_resource_gather_property_runner():
   from tfprims.testing import runner
+
   report = runner.check_op("ResourceGather", max_examples=8)
   assert not report.failed
 
@@ -197,8 +208,10 @@ def test_resource_gather_property_runner():
 # --- tf.random.Generator ----------------------------------------------------------------
 
 
-@pytest.mark.skipif("Bitcast" not in tfprims.registered_ops(),
-                    reason="tf.random.Generator needs the Bitcast op (array family)")
+@pytest.mark.skipif(
+  "Bitcast" not in tfprims.registered_ops(),
+  reason="tf.random.Generator needs the Bitcast op (array family)",
+)
 def test_random_generator_state_advances_as_tf():
   gen = tf.random.Generator.from_seed(3)
 

@@ -30,21 +30,31 @@ def _check(f, x=X, grad=True, autograph=False):
   for g, w in zip(jax.tree_util.tree_leaves(jax.jit(fn)(x)), want):
     np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL)
   if grad:
+
     def loss(a):
-      return sum(jnp.sum(o * (1 + jnp.arange(o.size).reshape(o.shape)))
-                 for o in jax.tree_util.tree_leaves(fn(a)) if jnp.issubdtype(o.dtype, jnp.floating))
+      return sum(
+        jnp.sum(o * (1 + jnp.arange(o.size).reshape(o.shape)))
+        for o in jax.tree_util.tree_leaves(fn(a))
+        if jnp.issubdtype(o.dtype, jnp.floating)
+      )
+
     xt = tf.constant(x)
     with tf.GradientTape() as tape:
       tape.watch(xt)
-      y = tf.add_n([tf.reduce_sum(o * (1 + np.arange(np.size(o)).reshape(np.shape(o))))
-                    for o in tf.nest.flatten(f(xt)) if o.dtype.is_floating])
-    np.testing.assert_allclose(jax.grad(loss)(x), tape.gradient(y, xt).numpy(),
-                               rtol=1e-5, atol=1e-5)
+      y = tf.add_n(
+        [
+          tf.reduce_sum(o * (1 + np.arange(np.size(o)).reshape(np.shape(o))))
+          for o in tf.nest.flatten(f(xt))
+          if o.dtype.is_floating
+        ]
+      )
+    np.testing.assert_allclose(
+      jax.grad(loss)(x), tape.gradient(y, xt).numpy(), rtol=1e-5, atol=1e-5
+    )
   xs = np.stack([x, -x, x * 2])
   vm = jax.vmap(fn)(xs)
   for k in range(3):
-    for g, w in zip(jax.tree_util.tree_leaves(vm),
-                    tf.nest.flatten(f(tf.constant(xs[k])))):
+    for g, w in zip(jax.tree_util.tree_leaves(vm), tf.nest.flatten(f(tf.constant(xs[k])))):
       np.testing.assert_allclose(g[k], w, rtol=RTOL, atol=ATOL)
   return fn
 
@@ -72,8 +82,7 @@ def test_tensor_array_unstack_gather_scatter_concat():
 
 def test_tensor_array_split_and_element_shape():
   def f(x):
-    ta = tf.TensorArray(tf.float32, size=2, infer_shape=False).split(
-        tf.reshape(x, [12]), [6, 6])
+    ta = tf.TensorArray(tf.float32, size=2, infer_shape=False).split(tf.reshape(x, [12]), [6, 6])
     return ta.stack() * 2.0, ta.element_shape.rank or 0
 
   fn = _convert(f, X)
@@ -89,12 +98,17 @@ def test_list_ops_push_pop_resize_length_element_shape():
     lst, last = list_ops.tensor_list_pop_back(lst, element_dtype=tf.float32)
     lst = list_ops.tensor_list_resize(lst, 4)
     stacked = list_ops.tensor_list_stack(lst, element_dtype=tf.float32)
-    return (stacked, last, list_ops.tensor_list_length(lst),
-            list_ops.tensor_list_element_shape(lst, shape_type=tf.int32))
+    return (
+      stacked,
+      last,
+      list_ops.tensor_list_length(lst),
+      list_ops.tensor_list_element_shape(lst, shape_type=tf.int32),
+    )
 
   fn = _check(f)
   assert {"tf.TensorListPushBack", "tf.TensorListPopBack"} <= jaxpr_primitives(
-      jax.make_jaxpr(fn)(X))
+    jax.make_jaxpr(fn)(X)
+  )
 
 
 def test_list_ops_from_tensor_get_set_gather_scatter():
@@ -148,17 +162,22 @@ def test_tensor_array_in_while_loop_with_traced_index():
 def test_tensor_array_with_unknown_element_shape_in_data_dependent_loops(max_iterations):
   """The element shape is found by tracing the body (while_loop, or a scan with an
   early exit when the loop is bounded)."""
+
   def f(x):
     ta = tf.TensorArray(tf.float32, size=6)
 
     def body(i, a, ta):
       return [i + 1, a * 0.5, ta.write(i % 6, a)]
 
-    _, a, ta = tf.while_loop(lambda i, a, ta: tf.reduce_sum(tf.abs(a)) > 0.1, body,
-                             [0, x[0], ta], maximum_iterations=max_iterations)
+    _, a, ta = tf.while_loop(
+      lambda i, a, ta: tf.reduce_sum(tf.abs(a)) > 0.1,
+      body,
+      [0, x[0], ta],
+      maximum_iterations=max_iterations,
+    )
     return ta.stack(), a
 
-  fn = _check(f)   # reverse mode too: unbounded loops recompute from checkpoints
+  fn = _check(f)  # reverse mode too: unbounded loops recompute from checkpoints
   prims = jaxpr_primitives(jax.make_jaxpr(fn)(X))
   assert ("tf.While.unbounded" in prims) == (max_iterations is None)
 
@@ -169,7 +188,7 @@ def test_list_size_unknown_at_trace_time_is_a_clear_error():
     return tf.TensorArray(tf.float32, size=n).write(0, x[0]).stack()
 
   fn = _convert(f, X)
-  np.testing.assert_array_equal(fn(X), f(tf.constant(X)).numpy())   # eager: n is known
+  np.testing.assert_array_equal(fn(X), f(tf.constant(X)).numpy())  # eager: n is known
   with pytest.raises(tfprims.TensorListSizeError, match="num_elements"):
     jax.jit(fn)(X)
 
@@ -206,15 +225,15 @@ def test_primitives_rules_directly():
   y, ty = jax.jvp(f, (items, item), (jnp.ones_like(items), jnp.ones_like(item)))
   np.testing.assert_allclose(y, items.at[2].set(item))
   np.testing.assert_allclose(ty, jnp.ones_like(items))
-  ga, gb = jax.grad(lambda a, b: jnp.sum(f(a, b) * jnp.arange(12.0).reshape(4, 3)),
-                    argnums=(0, 1))(items, item)
+  ga, gb = jax.grad(lambda a, b: jnp.sum(f(a, b) * jnp.arange(12.0).reshape(4, 3)), argnums=(0, 1))(
+    items, item
+  )
   np.testing.assert_allclose(gb, [6.0, 7.0, 8.0])
   np.testing.assert_allclose(ga[2], 0.0)
   grad_jaxpr = jax.make_jaxpr(jax.grad(lambda a: jnp.sum(tensorlist.GetItem(a, 1))))(items)
   assert "tf.TensorListSetItem" in jaxpr_primitives(grad_jaxpr)
   # PushBack and PopBack are each other's transposes.
-  g = jax.grad(lambda a, b: jnp.sum(tensorlist.PushBack(a, b) ** 2), argnums=(0, 1))(items,
-                                                                                      item)
+  g = jax.grad(lambda a, b: jnp.sum(tensorlist.PushBack(a, b) ** 2), argnums=(0, 1))(items, item)
   np.testing.assert_allclose(g[0], 2 * items)
   np.testing.assert_allclose(g[1], 2 * item)
 
@@ -224,14 +243,18 @@ def test_primitives_rules_directly():
 
 def test_scatter_v1_and_concat_v1():
   def f(x):
-    lst = tf.raw_ops.TensorListScatter(tensor=tf.sin(x[:2]), indices=[3, 1],
-                                       element_shape=tf.constant([3]))
-    stacked = tf.raw_ops.TensorListStack(input_handle=lst, element_dtype=tf.float32,
-                                         element_shape=[3])
-    lst2 = tf.raw_ops.TensorListFromTensor(tensor=tf.reshape(x, [2, 2, 3]) * 2.0,
-                                           element_shape=tf.constant([2, 3]))
-    cat, lengths = tf.raw_ops.TensorListConcat(input_handle=lst2, element_dtype=tf.float32,
-                                               element_shape=[2, 3])
+    lst = tf.raw_ops.TensorListScatter(
+      tensor=tf.sin(x[:2]), indices=[3, 1], element_shape=tf.constant([3])
+    )
+    stacked = tf.raw_ops.TensorListStack(
+      input_handle=lst, element_dtype=tf.float32, element_shape=[3]
+    )
+    lst2 = tf.raw_ops.TensorListFromTensor(
+      tensor=tf.reshape(x, [2, 2, 3]) * 2.0, element_shape=tf.constant([2, 3])
+    )
+    cat, lengths = tf.raw_ops.TensorListConcat(
+      input_handle=lst2, element_dtype=tf.float32, element_shape=[2, 3]
+    )
     return stacked, cat, lengths
 
   fn = _check(f)
@@ -242,10 +265,8 @@ def test_scatter_v1_and_concat_v1():
 def test_scatter_v1_with_traced_indices_is_a_clear_error():
   def f(x):
     idx = tf.cast(tf.reduce_sum(x) > 0, tf.int32) + tf.constant([0, 1])
-    lst = tf.raw_ops.TensorListScatter(tensor=x[:2], indices=idx,
-                                       element_shape=tf.constant([3]))
-    return tf.raw_ops.TensorListStack(input_handle=lst, element_dtype=tf.float32,
-                                      element_shape=[3])
+    lst = tf.raw_ops.TensorListScatter(tensor=x[:2], indices=idx, element_shape=tf.constant([3]))
+    return tf.raw_ops.TensorListStack(input_handle=lst, element_dtype=tf.float32, element_shape=[3])
 
   with pytest.raises(tfprims.TensorListSizeError, match="num_elements"):
     _convert(f, X)(X)
@@ -253,14 +274,16 @@ def test_scatter_v1_with_traced_indices_is_a_clear_error():
 
 def _concat_lists(x):
   a = tf.raw_ops.TensorListFromTensor(tensor=tf.exp(x[:3]), element_shape=tf.constant([3]))
-  b = tf.raw_ops.TensorListReserve(element_shape=tf.constant([3]), num_elements=2,
-                                   element_dtype=tf.float32)
+  b = tf.raw_ops.TensorListReserve(
+    element_shape=tf.constant([3]), num_elements=2, element_dtype=tf.float32
+  )
   b = tf.raw_ops.TensorListSetItem(input_handle=b, index=1, item=x[3] * 4.0)
   ab = tf.raw_ops.TensorListConcatLists(input_a=a, input_b=b, element_dtype=tf.float32)
   ba = tf.raw_ops.TensorListConcatLists(input_a=b, input_b=a, element_dtype=tf.float32)
-  return [tf.raw_ops.TensorListStack(input_handle=h, element_dtype=tf.float32,
-                                     element_shape=[3]) for h in (ab, ba)] + \
-      [tf.raw_ops.TensorListLength(input_handle=ab)]
+  return [
+    tf.raw_ops.TensorListStack(input_handle=h, element_dtype=tf.float32, element_shape=[3])
+    for h in (ab, ba)
+  ] + [tf.raw_ops.TensorListLength(input_handle=ab)]
 
 
 def test_concat_lists_values_vmap_and_tf_gradient_semantics():
@@ -285,8 +308,11 @@ def test_zeros_like_of_a_list_zeroes_its_tensors():
     zeros = tf.raw_ops.ZerosLike(x=lst)
     empty = tf.raw_ops.ZerosLike(x=list_ops.tensor_list_reserve([3], 2, tf.float32))
     stacked = list_ops.tensor_list_stack(zeros, tf.float32, element_shape=[3])
-    return (stacked, list_ops.tensor_list_length(zeros),
-            list_ops.tensor_list_stack(empty, tf.float32, element_shape=[3]))
+    return (
+      stacked,
+      list_ops.tensor_list_length(zeros),
+      list_ops.tensor_list_stack(empty, tf.float32, element_shape=[3]),
+    )
 
   _check(f, grad=False)
 
@@ -296,10 +322,15 @@ def test_conv_lstm_gradient_tape_training_step_matches_tf():
   # accumulators, and a backward loop reserving lists of sizes popped from what the
   # forward loop pushed (constants, so the backward loop unrolls with known sizes).
   keras = pytest.importorskip("keras")
-  model = keras.Sequential([keras.layers.Input((8, 6, 3)),
-                            keras.layers.Conv2D(4, 3, padding="same"),
-                            keras.layers.Reshape((8, 24)), keras.layers.LSTM(5),
-                            keras.layers.Dense(2)])
+  model = keras.Sequential(
+    [
+      keras.layers.Input((8, 6, 3)),
+      keras.layers.Conv2D(4, 3, padding="same"),
+      keras.layers.Reshape((8, 24)),
+      keras.layers.LSTM(5),
+      keras.layers.Dense(2),
+    ]
+  )
 
   @tf.function
   def step(x, y):

@@ -16,7 +16,7 @@ import pytest
 from tfprims.testing import CHECKS, OpCheckError, check_op, run_checks, temporary_op
 from tfprims.testing.runner import register_profiles
 
-OP = "TfprimsTestIsru"   # the inverse square root unit: no TF op of this type
+OP = "TfprimsTestIsru"  # the inverse square root unit: no TF op of this type
 # Few examples, derandomized (tests/ runs Hypothesis' default profile).
 RUN = dict(max_examples=3, settings=hypothesis.settings(derandomize=True, database=None))
 
@@ -26,8 +26,9 @@ def _reference(x):
 
 
 def _spec(oracle=None, **kwargs):
-  return lambda s: s.Spec(s.unary(("float32", "float64"), min_value=-50, max_value=50),
-                          oracle=oracle, **kwargs)
+  return lambda s: s.Spec(
+    s.unary(("float32", "float64"), min_value=-50, max_value=50), oracle=oracle, **kwargs
+  )
 
 
 def _impl(x):
@@ -51,7 +52,7 @@ def test_without_an_oracle_every_check_fails_saying_what_to_give():
   assert f"TensorFlow has no op '{OP}'" in message
   assert "st.Spec(calls, oracle=reference)" in message and f"check_op('{OP}'" in message
   assert "numpy or JAX function" in message
-  assert message.count("nothing to compare with") == 1   # one message, not one per check
+  assert message.count("nothing to compare with") == 1  # one message, not one per check
 
 
 def test_a_numpy_reference_is_the_oracle():
@@ -83,9 +84,9 @@ def test_values_are_compared_with_the_reference():
 def test_a_wrong_jvp_fails_against_the_references_central_differences():
   def wrong_jvp(primals, tangents):
     (x,), (t,) = primals, tangents
-    return _impl(x), t / jnp.sqrt(1 + x * x)       # d/dx is (1 + x**2) ** -1.5
-  with temporary_op(OP, _impl, jvp=wrong_jvp, batching="elementwise",
-                    spec=_spec(_reference)) as op:
+    return _impl(x), t / jnp.sqrt(1 + x * x)  # d/dx is (1 + x**2) ** -1.5
+
+  with temporary_op(OP, _impl, jvp=wrong_jvp, batching="elementwise", spec=_spec(_reference)) as op:
     with pytest.raises(OpCheckError, match="central differences"):
       check_op(op, ["jvp"], **RUN)
 
@@ -95,6 +96,7 @@ def test_a_reference_returning_tf_tensors_uses_tf_autodiff():
   derivative oracle (the report has no central-difference notes; values against TF)."""
   import tensorflow as tf
   from tfprims.testing.oracles import returns_tf
+
   tf_isru = lambda x: x * tf.math.rsqrt(1 + x * x)
   with temporary_op(OP, _impl, batching="elementwise", spec=_spec(tf_isru)) as op:
     report = check_op(op, ["values", "jvp", "vjp"], **RUN)
@@ -106,11 +108,14 @@ def test_a_report_in_which_no_check_ran_fails():
   """BitwiseAnd (a TF op) has no float inputs: jvp alone compares nothing."""
   spec = lambda s: s.Spec(s.binary(("int8", "int32")))
   with temporary_op("BitwiseAnd", jnp.bitwise_and, spec=spec) as op:
-    with pytest.raises(OpCheckError, match=r"no check ran, so nothing was compared \(jvp: "
-                                           r"no float inputs\)"):
+    with pytest.raises(
+      OpCheckError,
+      match=r"no check ran, so nothing was compared \(jvp: "
+      r"no float inputs\)",
+    ):
       check_op(op, ["jvp"], **RUN)
     report = check_op(op, ["values", "jvp"], **RUN)
-  assert report.results["jvp"].status == "auto-skipped"   # values ran: the report passes
+  assert report.results["jvp"].status == "auto-skipped"  # values ran: the report passes
   # A reference of an integer op: its drawn calls are n/a for jvp (nothing differentiable).
   ints = lambda s: s.Spec(s.unary(("int32",)), oracle=lambda x: x * 2)
   with temporary_op(OP, lambda x: x * 2, batching="elementwise", spec=ints) as op:

@@ -19,8 +19,17 @@ from tfprims import errors
 from helpers import jaxpr_primitives
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CASES = ["cond", "nested_cond", "cond_in_while", "data_dependent_while", "nested_while",
-         "while_in_cond", "tensor_array", "dynamic_rnn_basic", "dynamic_rnn_lstm"]
+CASES = [
+  "cond",
+  "nested_cond",
+  "cond_in_while",
+  "data_dependent_while",
+  "nested_while",
+  "while_in_cond",
+  "tensor_array",
+  "dynamic_rnn_basic",
+  "dynamic_rnn_lstm",
+]
 GRAD_CASES = [c for c in CASES if c != "data_dependent_while"]
 
 
@@ -29,8 +38,12 @@ def built(tmp_path_factory):
   """Every case's GraphDef and TF results, built by one subprocess."""
   out = tmp_path_factory.mktemp("tf1_graphs")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-  subprocess.run([sys.executable, os.path.join(HERE, "tf1_control_flow_graphs.py"), str(out)],
-                 check=True, env=env, capture_output=True)
+  subprocess.run(
+    [sys.executable, os.path.join(HERE, "tf1_control_flow_graphs.py"), str(out)],
+    check=True,
+    env=env,
+    capture_output=True,
+  )
   with open(out / "cases.json") as f:
     meta = json.load(f)
   return out, meta
@@ -38,6 +51,7 @@ def built(tmp_path_factory):
 
 def _load(built, name):
   from tensorflow.core.framework import graph_pb2
+
   out, meta = built
   gd = graph_pb2.GraphDef()
   gd.ParseFromString((out / f"{name}.pb").read_bytes())
@@ -118,6 +132,7 @@ def test_constants_without_pivot_edges(built):
 
 def test_known_predicate_runs_the_taken_branch_inline(built):
   import tensorflow as tf
+
   gd, m, arrays = _load(built, "cond")
   p = _node(gd, "p")
   p.op = "Const"
@@ -148,7 +163,7 @@ def test_loops_choose_scan_or_while_like_tf2(built):
   fd = (fn(x + eps)[0] - fn(x - eps)[0]) / (2 * eps)
   np.testing.assert_allclose(t, fd, rtol=1e-2)
   g = jax.grad(lambda x: jnp.sum(fn(x)[0]))(x)
-  np.testing.assert_allclose(jnp.sum(g), jnp.sum(t), rtol=1e-5)   # <grad, 1> = jvp(1)
+  np.testing.assert_allclose(jnp.sum(g), jnp.sum(t), rtol=1e-5)  # <grad, 1> = jvp(1)
 
 
 def test_tensor_arrays_bind_tensorlist_primitives(built):

@@ -26,8 +26,13 @@ HERE = os.path.dirname(__file__)
 def built(tmp_path_factory):
   out = tmp_path_factory.mktemp("tf1_state")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", JAX_PLATFORMS="cpu")
-  proc = subprocess.run([sys.executable, os.path.join(HERE, "tf1_state_build.py"), str(out)],
-                        capture_output=True, text=True, env=env, timeout=600)
+  proc = subprocess.run(
+    [sys.executable, os.path.join(HERE, "tf1_state_build.py"), str(out)],
+    capture_output=True,
+    text=True,
+    env=env,
+    timeout=600,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   return str(out)
 
@@ -55,12 +60,14 @@ def test_train_steps_match_tf(built, opt):
     (loss,), params = step(params, ref["x"] + i, ref["y"] - i)
     np.testing.assert_allclose(loss, ref[f"loss_{i}"], rtol=1e-6)
     for n in names:
-      np.testing.assert_allclose(params[n], ref[f"var_{i}/{n}"], rtol=1e-5, atol=1e-6,
-                                 err_msg=f"step {i}, variable {n}")
+      np.testing.assert_allclose(
+        params[n], ref[f"var_{i}/{n}"], rtol=1e-5, atol=1e-6, err_msg=f"step {i}, variable {n}"
+      )
   assert int(params["global_step"]) == 3
   # an ensemble: vmap over stacked params takes one step per member
-  _, start = tfprims.convert_session(_session(built, f"train_{opt}"), ["x", "y"], ["loss"],
-                                     targets=["train"])
+  _, start = tfprims.convert_session(
+    _session(built, f"train_{opt}"), ["x", "y"], ["loss"], targets=["train"]
+  )
   other = {k: np.asarray(v) + (0.5 if k != "global_step" else 0) for k, v in start.items()}
   stacked = jax.tree_util.tree_map(lambda a, b: np.stack([a, b]), start, other)
   (losses,), new = jax.vmap(fn, in_axes=(0, None, None))(stacked, ref["x"], ref["y"])
@@ -90,8 +97,17 @@ def test_state_ops_in_control_dependency_order(built):
   fetches = list(ref["fetches"])
   fn, params = tfprims.convert_session(sess, ["x"], fetches)
   ops = {n.op for n in sess.graph.as_graph_def().node}
-  assert {"Assign", "AssignAdd", "AssignSub", "ScatterUpdate", "ScatterNdAdd", "ScatterAdd",
-          "ScatterMul", "StridedSliceAssign", "CountUpTo"} <= ops
+  assert {
+    "Assign",
+    "AssignAdd",
+    "AssignSub",
+    "ScatterUpdate",
+    "ScatterNdAdd",
+    "ScatterAdd",
+    "ScatterMul",
+    "StridedSliceAssign",
+    "CountUpTo",
+  } <= ops
   for i, run in enumerate([fn, jax.jit(fn)]):  # the second run continues from the first
     outs, params = run(params, ref["x"] + i)
     for f, o in zip(fetches, outs):
@@ -99,8 +115,13 @@ def test_state_ops_in_control_dependency_order(built):
     for n in ("v", "m", "c"):
       np.testing.assert_allclose(params[n], ref[f"run{i}/var/{n}"], err_msg=f"run {i}: {n}")
   jaxpr = str(jax.make_jaxpr(lambda p, x: fn(p, x))(params, ref["x"]))
-  for name in ("tf.ResourceScatterUpdate", "tf.ResourceScatterNdAdd", "tf.ResourceScatterAdd",
-               "tf.ResourceScatterMul", "tf.ResourceStridedSliceAssign"):
+  for name in (
+    "tf.ResourceScatterUpdate",
+    "tf.ResourceScatterNdAdd",
+    "tf.ResourceScatterAdd",
+    "tf.ResourceScatterMul",
+    "tf.ResourceStridedSliceAssign",
+  ):
     assert name in jaxpr
 
 
@@ -123,13 +144,13 @@ def _graph(build):
 
 
 def _run_graph(graph_def, inputs, outputs, params, *args, targets=()):
-  prepared = pipeline.prepare(graph_def, inputs, outputs,
-                              options=config.read_at_conversion(),
-                              control_outputs=list(targets))
-  pspecs = {k: tfprims.TensorSpec(k, np.shape(v), np.asarray(v).dtype)
-            for k, v in params.items()}
-  fn = tf1.GraphFunction(prepared.graph, prepared.library, list(prepared.input_specs), [],
-                         pspecs, None)
+  prepared = pipeline.prepare(
+    graph_def, inputs, outputs, options=config.read_at_conversion(), control_outputs=list(targets)
+  )
+  pspecs = {k: tfprims.TensorSpec(k, np.shape(v), np.asarray(v).dtype) for k, v in params.items()}
+  fn = tf1.GraphFunction(
+    prepared.graph, prepared.library, list(prepared.input_specs), [], pspecs, None
+  )
   return fn(params, *args)
 
 
@@ -138,8 +159,9 @@ def test_session_built_in_process_trainable_flags():
   with g.as_default():
     x = tf.compat.v1.placeholder(tf.float32, [2], name="x")
     w = tf.compat.v1.get_variable("w", initializer=np.float32([1.0, 2.0]), use_resource=False)
-    s = tf.compat.v1.get_variable("s", initializer=np.float32(3.0), use_resource=False,
-                                  trainable=False)
+    s = tf.compat.v1.get_variable(
+      "s", initializer=np.float32(3.0), use_resource=False, trainable=False
+    )
     r = tf.compat.v1.get_variable("r", initializer=np.float32([0.5, 0.5]), use_resource=True)
     up = tf.compat.v1.assign_add(s, tf.reduce_sum(x * w), name="up")
     with tf.control_dependencies([up]):
@@ -165,8 +187,10 @@ def test_assign_validates_shape_and_temporary_variables():
     t = tf.raw_ops.TemporaryVariable(shape=[2], dtype=tf.float32, name="tmp")
     a = tf.raw_ops.AssignAdd(ref=t, value=tf.constant([1.0, 2.0]))
     with tf.control_dependencies([a]):
-      tf.raw_ops.DestroyTemporaryVariable(ref=tf.raw_ops.RefIdentity(input=t),
-                                          var_name="tmp", name="final")
+      tf.raw_ops.DestroyTemporaryVariable(
+        ref=tf.raw_ops.RefIdentity(input=t), var_name="tmp", name="final"
+      )
+
   gd = _graph(build)
   params = {"v": np.zeros(2, np.float32)}
   with pytest.raises(errors.OpError, match="Assign requires shapes of both tensors to match"):
@@ -187,6 +211,7 @@ def test_ref_select_and_resource_count_up_to():
     b = tf.raw_ops.VariableV2(shape=[2], dtype=tf.float32, name="b")
     sel = tf.raw_ops.RefSelect(index=1, inputs=[a, b])
     tf.raw_ops.Assign(ref=sel, value=tf.constant([5.0, 6.0]), name="write")
+
   gd = _graph(build)
   params = {"a": np.zeros(2, np.float32), "b": np.zeros(2, np.float32)}
   (out,), new = _run_graph(gd, [], ["write"], params)
@@ -198,6 +223,7 @@ def test_ref_select_and_resource_count_up_to():
   @tf.function
   def count():
     return tf.raw_ops.ResourceCountUpTo(resource=v.handle, limit=5, T=tf.int32)
+
   fn, params = tfprims.convert(count)
   (key,) = params
   out, new = fn(params)
@@ -208,11 +234,19 @@ def test_ref_select_and_resource_count_up_to():
 @pytest.mark.parametrize("ext", ["pb", "pbtxt"])
 def test_frozen_mobilenet(built, ext):
   ref = np.load(os.path.join(built, "mobilenet.npz"))
-  fn = tfprims.load_frozen_graph(os.path.join(built, f"mobilenet.{ext}"),
-                                 inputs=["images:0"], outputs=["probs:0"])
+  fn = tfprims.load_frozen_graph(
+    os.path.join(built, f"mobilenet.{ext}"), inputs=["images:0"], outputs=["probs:0"]
+  )
   ops = {n.op for n in fn.graph_def.node}
-  assert {"Conv2D", "DepthwiseConv2dNative", "FusedBatchNormV3", "Relu6", "AvgPool",
-          "MatMul", "Softmax"} <= ops and "VariableV2" not in ops
+  assert {
+    "Conv2D",
+    "DepthwiseConv2dNative",
+    "FusedBatchNormV3",
+    "Relu6",
+    "AvgPool",
+    "MatMul",
+    "Softmax",
+  } <= ops and "VariableV2" not in ops
   (probs,) = jax.jit(fn)(ref["images"])
   np.testing.assert_allclose(probs, ref["probs"], rtol=1e-5, atol=1e-6)
   grad = jax.grad(lambda x: jnp.sum(fn(x)[0] * ref["r"]))(ref["images"])
@@ -236,6 +270,7 @@ def test_variable_without_param_is_named():
   def build():
     v = tf.raw_ops.VariableV2(shape=[2], dtype=tf.float32, name="v")
     tf.identity(v, name="out")
+
   fn = tfprims.convert_graph_def(_graph(build), [], ["out"])
   with pytest.raises(errors.ConversionError, match="convert_session"):
     fn()
@@ -245,12 +280,31 @@ def test_variable_without_param_is_named():
 def test_cli_inspect_frozen_graph(built, ext):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", JAX_PLATFORMS="cpu")
   path = os.path.join(built, f"mobilenet.{ext}")
-  proc = subprocess.run([sys.executable, "-m", "tfprims", "inspect", path,
-                         "--inputs", "images:0", "--outputs", "probs:0"],
-                        capture_output=True, text=True, env=env, timeout=300)
+  proc = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "tfprims",
+      "inspect",
+      path,
+      "--inputs",
+      "images:0",
+      "--outputs",
+      "probs:0",
+    ],
+    capture_output=True,
+    text=True,
+    env=env,
+    timeout=300,
+  )
   assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
   assert "frozen graph" in proc.stdout and "DepthwiseConv2dNative" in proc.stdout
   assert "OK: within" in proc.stdout
-  proc = subprocess.run([sys.executable, "-m", "tfprims", "inspect", path],
-                        capture_output=True, text=True, env=env, timeout=300)
+  proc = subprocess.run(
+    [sys.executable, "-m", "tfprims", "inspect", path],
+    capture_output=True,
+    text=True,
+    env=env,
+    timeout=300,
+  )
   assert proc.returncode == 2 and "--inputs and --outputs" in proc.stderr

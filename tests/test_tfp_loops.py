@@ -14,17 +14,29 @@ from helpers import jaxpr_primitives
 tfp = pytest.importorskip("tensorflow_probability")
 
 CASES = {
-    "igammainv": (lambda a, p: tfp.math.igammainv(a, p),
-                  np.float32([0.5, 2.0, 5.0, 11.0]), np.float32([0.2, 0.5, 0.9, 0.03])),
-    "lambertw": (lambda a, b: tfp.math.lambertw(a * b),
-                 np.float32([0.5, 2.0, 5.0, 0.1]), np.float32([1.0, 1.0, 2.0, -2.0])),
-    # TF has no gradient for the order v (None, zero here). Its custom gradient for z
-    # bypasses the loop, whose own partials are NaN at some points: no cotangent
-    # may flow back through it (0 * NaN).
-    "bessel_ive": (lambda v, z: tfp.math.bessel_ive(v, z),
-                   np.float32([1.5, 0.5, 3.0, 0.0]), np.float32([2.0, 1.0, 10.0, 0.3])),
-    "bessel_kve": (lambda v, z: tfp.math.bessel_kve(v, z),
-                   np.float32([1.5, 0.5, 3.0, 0.0]), np.float32([2.0, 1.0, 10.0, 0.3])),
+  "igammainv": (
+    lambda a, p: tfp.math.igammainv(a, p),
+    np.float32([0.5, 2.0, 5.0, 11.0]),
+    np.float32([0.2, 0.5, 0.9, 0.03]),
+  ),
+  "lambertw": (
+    lambda a, b: tfp.math.lambertw(a * b),
+    np.float32([0.5, 2.0, 5.0, 0.1]),
+    np.float32([1.0, 1.0, 2.0, -2.0]),
+  ),
+  # TF has no gradient for the order v (None, zero here). Its custom gradient for z
+  # bypasses the loop, whose own partials are NaN at some points: no cotangent
+  # may flow back through it (0 * NaN).
+  "bessel_ive": (
+    lambda v, z: tfp.math.bessel_ive(v, z),
+    np.float32([1.5, 0.5, 3.0, 0.0]),
+    np.float32([2.0, 1.0, 10.0, 0.3]),
+  ),
+  "bessel_kve": (
+    lambda v, z: tfp.math.bessel_kve(v, z),
+    np.float32([1.5, 0.5, 3.0, 0.0]),
+    np.float32([2.0, 1.0, 10.0, 0.3]),
+  ),
 }
 
 

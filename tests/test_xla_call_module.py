@@ -22,9 +22,11 @@ from helpers import jaxpr_primitives
 TOL = dict(rtol=2e-5, atol=2e-5)
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(4, 3)).astype(np.float32)
-PARAMS = {"w1": RNG.normal(size=(3, 5)).astype(np.float32),
-          "b1": RNG.normal(size=(5,)).astype(np.float32),
-          "w2": RNG.normal(size=(5, 2)).astype(np.float32)}
+PARAMS = {
+  "w1": RNG.normal(size=(3, 5)).astype(np.float32),
+  "b1": RNG.normal(size=(5,)).astype(np.float32),
+  "w2": RNG.normal(size=(5, 2)).astype(np.float32),
+}
 
 
 def mlp(params, x):
@@ -39,12 +41,14 @@ def elementwise(x):
 def multi(params, x):
   """Several outputs, one of them an integer."""
   y = x @ params["w1"]
-  return jnp.sum(y ** 2), jnp.cos(y), jnp.argmax(y, axis=-1)
+  return jnp.sum(y**2), jnp.cos(y), jnp.argmax(y, axis=-1)
 
 
 def _specs(*args):
-  return tuple(jax.tree.map(lambda a: tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)),
-                            a) for a in args)
+  return tuple(
+    jax.tree.map(lambda a: tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)), a)
+    for a in args
+  )
 
 
 def _convert(f, *args, **kwargs):
@@ -65,8 +69,11 @@ def opaque():
 
 
 @pytest.mark.parametrize("mode", ["read", "opaque"])
-@pytest.mark.parametrize("f,args", [(mlp, (PARAMS, X)), (elementwise, (X,)),
-                                    (multi, (PARAMS, X))], ids=["mlp", "elementwise", "multi"])
+@pytest.mark.parametrize(
+  "f,args",
+  [(mlp, (PARAMS, X)), (elementwise, (X,)), (multi, (PARAMS, X))],
+  ids=["mlp", "elementwise", "multi"],
+)
 def test_values_jit_vmap(f, args, mode):
   with tfprims.override_config("xla_call_module", mode):
     fn = _convert(f, *args)
@@ -94,8 +101,10 @@ def test_grad_equals_original():
   _close(jax.jit(jax.grad(loss(fn), argnums=(0, 1)))(PARAMS, X), want)
   # per-example gradients: vmap of grad and grad of a vmapped loss
   xs = np.stack([X, X * 0.5])
-  _close(jax.vmap(jax.grad(loss(fn)), in_axes=(None, 0))(PARAMS, xs),
-         jax.vmap(jax.grad(loss(mlp)), in_axes=(None, 0))(PARAMS, xs))
+  _close(
+    jax.vmap(jax.grad(loss(fn)), in_axes=(None, 0))(PARAMS, xs),
+    jax.vmap(jax.grad(loss(mlp)), in_axes=(None, 0))(PARAMS, xs),
+  )
   _close(jax.jacrev(fn)(PARAMS, X), jax.jacrev(mlp)(PARAMS, X))
 
 
@@ -106,9 +115,15 @@ def test_grad_multiple_outputs_and_elementwise():
     def scalar(p, x):
       s, c, _ = f(p, x)
       return s + jnp.sum(c * c)
+
     return scalar
-  _close(jax.grad(loss(fn), argnums=(0, 1))(PARAMS, X),
-         jax.grad(loss(multi), argnums=(0, 1))(PARAMS, X), rtol=1e-4, atol=1e-4)
+
+  _close(
+    jax.grad(loss(fn), argnums=(0, 1))(PARAMS, X),
+    jax.grad(loss(multi), argnums=(0, 1))(PARAMS, X),
+    rtol=1e-4,
+    atol=1e-4,
+  )
   fe = _convert(elementwise, X)
   _close(jax.grad(lambda x: jnp.sum(fe(x)))(X), jax.grad(lambda x: jnp.sum(elementwise(x)))(X))
 
@@ -135,8 +150,9 @@ def test_second_order_forward_mode_reads_the_module():
   fe = _convert(elementwise, X)
   dx = np.ones_like(X)
   inner = lambda f: lambda x: jax.jvp(f, (x,), (dx,))[1]
-  _close(jax.jvp(inner(fe), (X,), (dx,)), jax.jvp(inner(elementwise), (X,), (dx,)),
-         rtol=1e-4, atol=1e-4)
+  _close(
+    jax.jvp(inner(fe), (X,), (dx,)), jax.jvp(inner(elementwise), (X,), (dx,)), rtol=1e-4, atol=1e-4
+  )
 
 
 def test_second_order_forward_mode_raises(opaque):
@@ -159,15 +175,20 @@ def test_without_gradient_derivatives_raise():
 def _bare_call(f, x):
   """A tf.function calling tf.raw_ops.XlaCallModule with jax2tf's module, without the
   custom gradient / PreventGradient jax2tf puts around it."""
-  graph = tf.function(jax2tf.convert(f, with_gradient=False), autograph=False
-                      ).get_concrete_function(tf.TensorSpec(x.shape, tf.float32)).graph
+  graph = (
+    tf.function(jax2tf.convert(f, with_gradient=False), autograph=False)
+    .get_concrete_function(tf.TensorSpec(x.shape, tf.float32))
+    .graph
+  )
   op = next(o for o in graph.get_operations() if o.type == "XlaCallModule")
-  attrs = {k: op.get_attr(k) for k in ("version", "module", "Sout", "Tout", "platforms",
-                                       "disabled_checks")}
+  attrs = {
+    k: op.get_attr(k) for k in ("version", "module", "Sout", "Tout", "platforms", "disabled_checks")
+  }
 
   @tf.function(autograph=False)
   def bare(x):
     return tf2xla.call_module([x], **attrs)[0]
+
   return bare
 
 
@@ -177,8 +198,10 @@ def test_bare_module_read_has_derivatives():
   fn = tfprims.convert_functional(_bare_call(f, x), tf.TensorSpec(x.shape, tf.float32))
   _close(jax.jvp(fn, (x,), (x,)), jax.jvp(f, (x,), (x,)))
   _close(jax.grad(lambda a: jnp.sum(fn(a)))(x), jax.grad(lambda a: jnp.sum(f(a)))(x))
-  _close(jax.vmap(jax.grad(lambda a: jnp.sum(fn(a))))(np.stack([x, -x])),
-         jax.vmap(jax.grad(lambda a: jnp.sum(f(a))))(np.stack([x, -x])))
+  _close(
+    jax.vmap(jax.grad(lambda a: jnp.sum(fn(a))))(np.stack([x, -x])),
+    jax.vmap(jax.grad(lambda a: jnp.sum(f(a))))(np.stack([x, -x])),
+  )
 
 
 def test_bare_module_matches_tf_and_refuses_derivatives(opaque):
@@ -197,26 +220,28 @@ def test_bare_module_matches_tf_and_refuses_derivatives(opaque):
 
 
 def test_polymorphic_shapes_read_at_every_size():
-  tf_fn = tf.function(jax2tf.convert(mlp, polymorphic_shapes=[None, "(b, 3)"]),
-                      autograph=False)
+  tf_fn = tf.function(jax2tf.convert(mlp, polymorphic_shapes=[None, "(b, 3)"]), autograph=False)
   fn = tfprims.convert_functional(tf_fn, *_specs(PARAMS), tf.TensorSpec((None, 3), tf.float32))
   for n in (1, 4, 7):
     x = np.resize(X, (n, 3))
     _close(jax.jit(fn)(PARAMS, x), mlp(PARAMS, x))
-    _close(jax.grad(lambda p: jnp.sum(fn(p, x)))(PARAMS),
-           jax.grad(lambda p: jnp.sum(mlp(p, x)))(PARAMS), rtol=1e-4, atol=1e-4)
+    _close(
+      jax.grad(lambda p: jnp.sum(fn(p, x)))(PARAMS),
+      jax.grad(lambda p: jnp.sum(mlp(p, x)))(PARAMS),
+      rtol=1e-4,
+      atol=1e-4,
+    )
 
 
 def test_polymorphic_shapes_raise(opaque):
-  tf_fn = tf.function(jax2tf.convert(elementwise, polymorphic_shapes=["(b, 3)"]),
-                      autograph=False)
+  tf_fn = tf.function(jax2tf.convert(elementwise, polymorphic_shapes=["(b, 3)"]), autograph=False)
   with pytest.raises(xla.XlaCallModuleError, match="not static"):
     tfprims.convert_functional(tf_fn, tf.TensorSpec((None, 3), tf.float32))(X)
 
 
 def test_platforms():
   fe = _convert(elementwise, X, native_serialization_platforms=("cpu", "tpu"))
-  _close(fe(X), elementwise(X))   # the platform index argument is passed
+  _close(fe(X), elementwise(X))  # the platform index argument is passed
   _close(jax.jit(fe)(X), elementwise(X))
   ftpu = _convert(elementwise, X, native_serialization_platforms=("tpu",))
   with pytest.raises(xla.XlaCallModuleError, match="serialized for"):

@@ -38,8 +38,9 @@ GE, ADD = _scalar_fn(tf.greater_equal), _scalar_fn(tf.add)
 
 
 def pool_grad(x, g, select=GE):
-  return tfxla.select_and_scatter(x, [1, 2, 2, 1], [1, 2, 2, 1], [[0, 0]] * 4, g,
-                                  np.float32(0), select, ADD)
+  return tfxla.select_and_scatter(
+    x, [1, 2, 2, 1], [1, 2, 2, 1], [[0, 0]] * 4, g, np.float32(0), select, ADD
+  )
 
 
 def test_select_and_scatter_is_max_pool_gradient():
@@ -48,17 +49,32 @@ def test_select_and_scatter_is_max_pool_gradient():
   out = jax.jit(f)(X, G)
   np.testing.assert_array_equal(out, _jit_tf(pool_grad, X, G))
   pooled = tf.nn.max_pool2d(X, 2, 2, "VALID")
-  np.testing.assert_allclose(out, tf.raw_ops.MaxPoolGrad(
-      orig_input=X, orig_output=pooled, grad=G, ksize=[1, 2, 2, 1],
-      strides=[1, 2, 2, 1], padding="VALID"), rtol=1e-6)
+  np.testing.assert_allclose(
+    out,
+    tf.raw_ops.MaxPoolGrad(
+      orig_input=X,
+      orig_output=pooled,
+      grad=G,
+      ksize=[1, 2, 2, 1],
+      strides=[1, 2, 2, 1],
+      padding="VALID",
+    ),
+    rtol=1e-6,
+  )
   # grad w.r.t. the source: MaxPoolGrad's gradient (TF registers none for the Xla op)
   w = RNG.normal(size=X.shape).astype(np.float32)
   ours = jax.grad(lambda g: jnp.sum(f(X, g) * w))(G)
   gt = tf.constant(G)
   with tf.GradientTape() as tape:
     tape.watch(gt)
-    y = tf.raw_ops.MaxPoolGrad(orig_input=X, orig_output=pooled, grad=gt, ksize=[1, 2, 2, 1],
-                               strides=[1, 2, 2, 1], padding="VALID")
+    y = tf.raw_ops.MaxPoolGrad(
+      orig_input=X,
+      orig_output=pooled,
+      grad=gt,
+      ksize=[1, 2, 2, 1],
+      strides=[1, 2, 2, 1],
+      padding="VALID",
+    )
     loss = tf.reduce_sum(y * w)
   np.testing.assert_allclose(ours, tape.gradient(loss, gt), rtol=1e-5, atol=1e-6)
   gs = RNG.normal(size=(3,) + G.shape).astype(np.float32)
@@ -71,8 +87,9 @@ def test_select_and_scatter_general_select_and_padding():
   where_ge = _scalar_fn(lambda a, b: tf.where(a >= b, True, False))
 
   def fn(x, g):
-    return tfxla.select_and_scatter(x, [3, 2], [2, 1], [[1, 1], [0, 1]], g,
-                                    np.float32(0.5), where_ge, _scalar_fn(tf.maximum))
+    return tfxla.select_and_scatter(
+      x, [3, 2], [2, 1], [[1, 1], [0, 1]], g, np.float32(0.5), where_ge, _scalar_fn(tf.maximum)
+    )
 
   x = -RNG.permutation(20).reshape(4, 5).astype(np.float32)
   g = RNG.normal(size=(2, 5)).astype(np.float32)
@@ -106,14 +123,14 @@ def test_rng_bit_generator_bits_match_tf():
       np.testing.assert_array_equal(bn[k], tn)
       np.testing.assert_array_equal(bu[k], tu)
     for alg in (1, 3):  # Philox, auto-select (XLA's default)
-      fn = lambda s, alg=alg: gen_xla_ops.xla_rng_bit_generator(
-          alg, s, [5], dtype=tf.uint64)
+      fn = lambda s, alg=alg: gen_xla_ops.xla_rng_bit_generator(alg, s, [5], dtype=tf.uint64)
       for ours, theirs in zip(tfprims.convert_functional(fn, state)(state), _jit_tf(fn, state)):
         np.testing.assert_array_equal(ours, theirs)
     three = np.array([1, 2, 3], np.uint64)
     with pytest.raises(tfprims.ConversionError, match="two-word"):
       tfprims.convert_functional(
-          lambda s: gen_xla_ops.xla_rng_bit_generator(1, s, [2], dtype=tf.uint32), three)(three)
+        lambda s: gen_xla_ops.xla_rng_bit_generator(1, s, [2], dtype=tf.uint32), three
+      )(three)
   finally:
     jax.config.update("jax_enable_x64", False)
 
@@ -132,11 +149,13 @@ def test_svd_values_reconstruction_grad(shape):
   k = min(m, n)
   assert u.shape == tu.shape and v.shape == tv.shape
   np.testing.assert_allclose(s, ts, rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose((u[..., :k] * s[..., None, :]) @ jnp.swapaxes(v[..., :k], -1, -2),
-                             a, atol=1e-5)
+  np.testing.assert_allclose(
+    (u[..., :k] * s[..., None, :]) @ jnp.swapaxes(v[..., :k], -1, -2), a, atol=1e-5
+  )
   for q, d in ((u, m), (v, n)):  # full orthogonal factors
-    np.testing.assert_allclose(jnp.swapaxes(q, -1, -2) @ q, np.broadcast_to(np.eye(d), q.shape),
-                               atol=1e-5)
+    np.testing.assert_allclose(
+      jnp.swapaxes(q, -1, -2) @ q, np.broadcast_to(np.eye(d), q.shape), atol=1e-5
+    )
   # the vectors agree with TF's up to each column's sign
   signs = jnp.sign(jnp.sum(v[..., :k] * tv.numpy()[..., :k], axis=-2, keepdims=True))
   np.testing.assert_allclose(v[..., :k] * signs, tv.numpy()[..., :k], atol=1e-4)
@@ -189,16 +208,17 @@ def _sharding(kind, tiles=None):
   if kind == "manual":
     return tfxla.xla_data_pb2.OpSharding(type=4).SerializeToString()
   return tfxla.xla_data_pb2.OpSharding(
-      type=3, tile_assignment_dimensions=tiles,
-      tile_assignment_devices=list(range(int(np.prod(tiles))))).SerializeToString()
+    type=3,
+    tile_assignment_dimensions=tiles,
+    tile_assignment_devices=list(range(int(np.prod(tiles)))),
+  ).SerializeToString()
 
 
 def manual_region(x):
   manual = _sharding("manual")
   shard = gen_xla_ops.xla_spmd_full_to_shard_shape(x, manual_sharding=manual)
   y = tf.tanh(shard) * 2.0
-  return gen_xla_ops.xla_spmd_shard_to_full_shape(y, manual_sharding=manual,
-                                                   full_shape=x.shape)
+  return gen_xla_ops.xla_spmd_shard_to_full_shape(y, manual_sharding=manual, full_shape=x.shape)
 
 
 def test_spmd_shape_ops_one_device():
@@ -207,6 +227,7 @@ def test_spmd_shape_ops_one_device():
   prims = jaxpr_primitives(jax.make_jaxpr(f)(x))
   assert {"tf.XlaSpmdFullToShardShape", "tf.XlaSpmdShardToFullShape"} <= set(prims)
   np.testing.assert_allclose(jax.jit(f)(x), _jit_tf(manual_region, x), rtol=1e-6)
+
   def tf_grad(xt):  # TF's gradients of the SPMD ops, under jit (XLA-only kernels)
     with tf.GradientTape() as tape:
       tape.watch(xt)
@@ -216,8 +237,9 @@ def test_spmd_shape_ops_one_device():
   ours = jax.grad(lambda v: jnp.sum(f(v) ** 2))(x)
   np.testing.assert_allclose(ours, _jit_tf(tf_grad, x), rtol=1e-5, atol=1e-6)
   xs = RNG.normal(size=(2, 4, 3)).astype(np.float32)
-  np.testing.assert_allclose(jax.vmap(tfprims.convert_functional(manual_region, xs[0]))(xs),
-                             np.tanh(xs) * 2, rtol=1e-6)
+  np.testing.assert_allclose(
+    jax.vmap(tfprims.convert_functional(manual_region, xs[0]))(xs), np.tanh(xs) * 2, rtol=1e-6
+  )
 
   def split(x):
     return gen_xla_ops.xla_spmd_full_to_shard_shape(x, manual_sharding=_sharding("t", [2, 1]))
@@ -256,9 +278,14 @@ print("OK")
 def test_replica_id():
   x = np.ones((2,), np.float32)
   f = tfprims.convert_functional(with_replica, x)
-  np.testing.assert_array_equal(jax.jit(f)(x), x)   # one program: replica 0, folded
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-             JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
-  proc = subprocess.run([sys.executable, "-c", _REPLICA_SCRIPT], env=env,
-                        capture_output=True, text=True, timeout=300)
+  np.testing.assert_array_equal(jax.jit(f)(x), x)  # one program: replica 0, folded
+  env = dict(
+    os.environ,
+    XLA_FLAGS="--xla_force_host_platform_device_count=8",
+    JAX_PLATFORMS="cpu",
+    TF_CPP_MIN_LOG_LEVEL="3",
+  )
+  proc = subprocess.run(
+    [sys.executable, "-c", _REPLICA_SCRIPT], env=env, capture_output=True, text=True, timeout=300
+  )
   assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), proc.stderr[-3000:]

@@ -125,7 +125,8 @@ def test_dot_general_values_grad_vmap():
   for k in range(3):
     np.testing.assert_allclose(out[k], _jit_tf(tf_dot, A, bs[k]), **TOL)
   assert "dot_general" not in jaxpr_primitives(
-      jax.make_jaxpr(jax.vmap(f, in_axes=(None, 0)))(A, bs))
+    jax.make_jaxpr(jax.vmap(f, in_axes=(None, 0)))(A, bs)
+  )
 
 
 IMG = RNG.normal(size=(2, 6, 6, 3)).astype(np.float32)
@@ -144,23 +145,33 @@ def _conv_numbers():
 
 
 def tf_conv(x, k):
-  return tfxla.conv(x, k, window_strides=[2, 1], padding=[[1, 1], [0, 2]],
-                    lhs_dilation=[1, 1], rhs_dilation=[1, 2],
-                    dimension_numbers=_conv_numbers())
+  return tfxla.conv(
+    x,
+    k,
+    window_strides=[2, 1],
+    padding=[[1, 1], [0, 2]],
+    lhs_dilation=[1, 1],
+    rhs_dilation=[1, 2],
+    dimension_numbers=_conv_numbers(),
+  )
 
 
 def test_conv_values_grad_vmap():
   assert {"XlaConv", "XlaConvV2"} & _ops(tf_conv, IMG, KER)
   f = tfprims.convert_functional(tf_conv, IMG, KER)
-  np.testing.assert_allclose(jax.jit(f)(IMG, KER), _jit_tf(tf_conv, IMG, KER), rtol=1e-4,
-                             atol=1e-4)
+  np.testing.assert_allclose(jax.jit(f)(IMG, KER), _jit_tf(tf_conv, IMG, KER), rtol=1e-4, atol=1e-4)
   ct = RNG.normal(size=np.shape(f(IMG, KER))).astype(np.float32)
   gx, gk = jax.vjp(f, IMG, KER)[1](ct)
   xt, kt = tf.constant(IMG), tf.constant(KER)
   with tf.GradientTape() as tape:  # the same convolution as tf.nn.conv2d
     tape.watch([xt, kt])
-    y = tf.nn.conv2d(tf.pad(xt, [[0, 0], [1, 1], [0, 2], [0, 0]]), kt, strides=[1, 2, 1, 1],
-                     padding="VALID", dilations=[1, 1, 2, 1])
+    y = tf.nn.conv2d(
+      tf.pad(xt, [[0, 0], [1, 1], [0, 2], [0, 0]]),
+      kt,
+      strides=[1, 2, 1, 1],
+      padding="VALID",
+      dilations=[1, 1, 2, 1],
+    )
   ex, ek = tape.gradient(y, [xt, kt], output_gradients=tf.constant(ct))
   np.testing.assert_allclose(gx, ex, rtol=1e-4, atol=1e-4)
   np.testing.assert_allclose(gk, ek, rtol=1e-4, atol=1e-4)
@@ -216,8 +227,7 @@ def test_scatter_add_drops_out_of_bounds():
   idx = np.array([[1], [1], [9], [-1], [3]], np.int32)
   upd = RNG.normal(size=(5, 5)).astype(np.float32)
   f = tfprims.convert_functional(tf_scatter_add, X, idx, upd)
-  np.testing.assert_allclose(jax.jit(f)(X, idx, upd), _jit_tf(tf_scatter_add, X, idx, upd),
-                             **TOL)
+  np.testing.assert_allclose(jax.jit(f)(X, idx, upd), _jit_tf(tf_scatter_add, X, idx, upd), **TOL)
   jaxpr = str(jax.make_jaxpr(f)(X, idx, upd))
   assert "tf.XlaScatter" in jaxpr and "update_computation=add" in jaxpr
   w = RNG.normal(size=X.shape).astype(np.float32)
@@ -249,8 +259,11 @@ def test_reduce_simple_and_general_reducers():
   general = str(jax.make_jaxpr(fm)(X))
   assert "tf.XlaReduce" in general and "reducer=<function" in general
   # the recognised reducer differentiates as lax's reduce_sum
-  np.testing.assert_allclose(jax.grad(lambda x: jnp.sum(fs(x) ** 2))(X),
-                             2 * np.sum(X, 1, keepdims=True) * np.ones_like(X), **TOL)
+  np.testing.assert_allclose(
+    jax.grad(lambda x: jnp.sum(fs(x) ** 2))(X),
+    2 * np.sum(X, 1, keepdims=True) * np.ones_like(X),
+    **TOL,
+  )
   xs = RNG.normal(size=(3,) + X.shape).astype(np.float32)
   out = jax.vmap(fm)(xs)
   for k in range(3):
@@ -261,8 +274,7 @@ def test_reduce_window_max():
   mx = _reducer(tf.maximum)
 
   def pool(x):
-    return tfxla.reduce_window(x, np.float32(-np.inf), mx, [2, 2], [1, 2],
-                               padding=[[0, 1], [1, 0]])
+    return tfxla.reduce_window(x, np.float32(-np.inf), mx, [2, 2], [1, 2], padding=[[0, 1], [1, 0]])
 
   f = tfprims.convert_functional(pool, X)
   np.testing.assert_array_equal(jax.jit(f)(X), _jit_tf(pool, X))
@@ -279,9 +291,11 @@ def test_sorts():
   keys = np.array([[2, 1, 2, 0, 1]], np.int32)
   vals = np.arange(5, dtype=np.float32)[None]
   for gt in (False, True):
-    cmp = tf.function(lambda a, b, c, d, gt=gt: a > b if gt else a < b,
-                      autograph=False).get_concrete_function(
-        *[tf.TensorSpec([], t) for t in (tf.int32, tf.int32, tf.float32, tf.float32)])
+    cmp = tf.function(
+      lambda a, b, c, d, gt=gt: a > b if gt else a < b, autograph=False
+    ).get_concrete_function(
+      *[tf.TensorSpec([], t) for t in (tf.int32, tf.int32, tf.float32, tf.float32)]
+    )
 
     def vsort(k, v, cmp=cmp):
       return tfxla.variadic_sort([k, v], 1, cmp, True)
@@ -307,6 +321,7 @@ def test_cluster_only_ops_raise_typed_errors():
     with pytest.raises(tfprims.UnsupportedOpError, match=f"(?s){op}.*host channels"):
       tfprims.convert(fn, v)
   from tfprims.core import unsupported_hint
+
   assert "XLA cluster" in unsupported_hint("XlaLaunch")
   assert "XLA cluster" in unsupported_hint("XlaLaunchV2")
 
@@ -350,10 +365,16 @@ def test_sharding_constraint_under_mesh():
   import os
   import subprocess
   import sys
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-             JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
-  proc = subprocess.run([sys.executable, "-c", _SHARDING_SCRIPT], env=env,
-                        capture_output=True, text=True, timeout=300)
+
+  env = dict(
+    os.environ,
+    XLA_FLAGS="--xla_force_host_platform_device_count=8",
+    JAX_PLATFORMS="cpu",
+    TF_CPP_MIN_LOG_LEVEL="3",
+  )
+  proc = subprocess.run(
+    [sys.executable, "-c", _SHARDING_SCRIPT], env=env, capture_output=True, text=True, timeout=300
+  )
   assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), proc.stderr[-3000:]
 
 
@@ -361,8 +382,10 @@ def test_drawn_reduce_body_follows_the_x64_setting():
   """A spec's general body is cached per canonical dtype: traced once with x64 off (32-bit
   avals), it must not be reused for the 64-bit operands of a later x64 run."""
   op = get_op("XlaVariadicReduceV2")
-  inputs = dict(inputs=[np.array([1.0, 3.0, 3.0], np.float32), np.array([0, 1, 2], np.int64)],
-                init_values=[np.array(-3.0, np.float32), np.array(0, np.int64)])
+  inputs = dict(
+    inputs=[np.array([1.0, 3.0, 3.0], np.float32), np.array([0, 1, 2], np.int64)],
+    init_values=[np.array(-3.0, np.float32), np.array(0, np.int64)],
+  )
   for x64, index_dtype in ((False, np.int32), (True, np.int64)):
     with jax.enable_x64(x64):
       operands, params = op.prepare(inputs, dict(dimensions_to_reduce=[0], reducer="argmax"))
@@ -376,9 +399,11 @@ def test_reduce_over_an_empty_axis_is_the_init_value_with_its_derivative(kind):
   (TF's equivalent program), not lax's reduce_max JVP, which divides by the count of
   maxima (0 here: NaN)."""
   reducer = _reducer({"max": tf.maximum, "min": tf.minimum, "add": tf.add}[kind])
-  equivalent = {"max": lambda x, i: tf.maximum(i, tf.reduce_max(x, 0)),
-                "min": lambda x, i: tf.minimum(i, tf.reduce_min(x, 0)),
-                "add": lambda x, i: i + tf.reduce_sum(x, 0)}[kind]
+  equivalent = {
+    "max": lambda x, i: tf.maximum(i, tf.reduce_max(x, 0)),
+    "min": lambda x, i: tf.minimum(i, tf.reduce_min(x, 0)),
+    "add": lambda x, i: i + tf.reduce_sum(x, 0),
+  }[kind]
   x, init = np.zeros((0, 2), np.float32), np.float32(-1e6 if kind == "max" else 1e6)
 
   def reduce(x, i):

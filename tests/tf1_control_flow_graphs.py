@@ -26,8 +26,7 @@ def cond_case():
   trigger = tf.raw_ops.ControlTrigger(name="trigger")
   with tf.control_dependencies([trigger]):
     y = tf.identity(y, name="y")
-  return [x, p], [y], [x], [{"x": [0.5, -1.0, 2.0], "p": True},
-                             {"x": [0.5, -1.0, 2.0], "p": False}]
+  return [x, p], [y], [x], [{"x": [0.5, -1.0, 2.0], "p": True}, {"x": [0.5, -1.0, 2.0], "p": False}]
 
 
 def nested_cond_case():
@@ -40,8 +39,12 @@ def nested_cond_case():
 
   y = v1.cond(p, inner, lambda: x - 1.0, name="outer")
   # two outputs of one cond, one of them constant in a branch
-  a, b = v1.cond(tf.reduce_sum(x) > 0, lambda: (x + 1.0, tf.constant(1.0)),
-                 lambda: (x * 0.5, tf.constant(2.0)), name="pair")
+  a, b = v1.cond(
+    tf.reduce_sum(x) > 0,
+    lambda: (x + 1.0, tf.constant(1.0)),
+    lambda: (x * 0.5, tf.constant(2.0)),
+    name="pair",
+  )
   z = y + a * b
   feeds = [{"x": [0.3, 0.7], "p": pp, "q": qq} for pp in (True, False) for qq in (True, False)]
   feeds.append({"x": [-0.3, -0.7], "p": True, "q": False})
@@ -61,8 +64,12 @@ def cond_in_while_case():
 
 def data_dependent_while_case():
   x = v1.placeholder(tf.float32, [3], name="x")
-  n, y = v1.while_loop(lambda n, a: tf.reduce_sum(a) < 100.0,
-                       lambda n, a: (n + 1, a * 1.5 + 1.0), [tf.constant(0), x], name="dd")
+  n, y = v1.while_loop(
+    lambda n, a: tf.reduce_sum(a) < 100.0,
+    lambda n, a: (n + 1, a * 1.5 + 1.0),
+    [tf.constant(0), x],
+    name="dd",
+  )
   return [x], [y, n], [], [{"x": [0.1, 0.2, 0.3]}, {"x": [40.0, 30.0, 20.0]}]
 
 
@@ -89,8 +96,9 @@ def tensor_array_case():
     acc = acc * 0.5 + inp.read(t)
     return t + 1, acc, ta.write(t, tf.sin(acc))
 
-  _, acc, ta = v1.while_loop(lambda t, *_: t < 5, body, [tf.constant(0), tf.zeros([3]), out],
-                             name="ta_loop")
+  _, acc, ta = v1.while_loop(
+    lambda t, *_: t < 5, body, [tf.constant(0), tf.zeros([3]), out], name="ta_loop"
+  )
   return [x], [ta.stack(), acc], [x], [{"x": np.linspace(-1, 1, 15).reshape(5, 3)}]
 
 
@@ -135,16 +143,26 @@ def while_in_cond_case():
   p = v1.placeholder(tf.bool, [], name="p")
 
   def looped():
-    return v1.while_loop(lambda i, a: i < 4, lambda i, a: (i + 1, tf.sin(a) + a),
-                         [tf.constant(0), x], name="inner_loop")[1]
+    return v1.while_loop(
+      lambda i, a: i < 4,
+      lambda i, a: (i + 1, tf.sin(a) + a),
+      [tf.constant(0), x],
+      name="inner_loop",
+    )[1]
 
   y = v1.cond(p, looped, lambda: x * 2.0, name="c")
   # tf.compat.v1.case: a chain of nested conds on data-dependent predicates
   s = tf.reduce_sum(x)
-  z = v1.case([(s > 1.0, lambda: y * 3.0), (s < -1.0, lambda: y - 1.0)],
-              default=lambda: tf.exp(y), name="case")
-  feeds = [{"x": v, "p": pp} for v in ([0.5, 0.25, 0.75], [-1.0, -0.5, 0.0], [0.1, 0.2, -0.1])
-           for pp in (True, False)]
+  z = v1.case(
+    [(s > 1.0, lambda: y * 3.0), (s < -1.0, lambda: y - 1.0)],
+    default=lambda: tf.exp(y),
+    name="case",
+  )
+  feeds = [
+    {"x": v, "p": pp}
+    for v in ([0.5, 0.25, 0.75], [-1.0, -0.5, 0.0], [0.1, 0.2, -0.1])
+    for pp in (True, False)
+  ]
   return [x, p], [z], [x], feeds
 
 
@@ -168,20 +186,21 @@ def dynamic_rnn_case(kind):
     outputs, state = v1.nn.dynamic_rnn(_Cell(5, kind), x, dtype=tf.float32, scope="rnn")
     last = state[1] if kind == "lstm" else state
     return [x], [outputs, last], [x], [{"x": np.linspace(-1, 1, 24).reshape(2, 4, 3)}]
+
   return build
 
 
 CASES = {
-    "cond": cond_case,
-    "nested_cond": nested_cond_case,
-    "cond_in_while": cond_in_while_case,
-    "data_dependent_while": data_dependent_while_case,
-    "nested_while": nested_while_case,
-    "tensor_array": tensor_array_case,
-    "while_in_cond": while_in_cond_case,
-    "unsupported": unsupported_case,
-    "dynamic_rnn_basic": dynamic_rnn_case("basic"),
-    "dynamic_rnn_lstm": dynamic_rnn_case("lstm"),
+  "cond": cond_case,
+  "nested_cond": nested_cond_case,
+  "cond_in_while": cond_in_while_case,
+  "data_dependent_while": data_dependent_while_case,
+  "nested_while": nested_while_case,
+  "tensor_array": tensor_array_case,
+  "while_in_cond": while_in_cond_case,
+  "unsupported": unsupported_case,
+  "dynamic_rnn_basic": dynamic_rnn_case("basic"),
+  "dynamic_rnn_lstm": dynamic_rnn_case("lstm"),
 }
 
 
@@ -196,7 +215,8 @@ def main(outdir):
         sess.run(v1.global_variables_initializer())
         # Variables (RNN weights) are frozen into constants: the graph converts as is.
         gd = v1.graph_util.convert_variables_to_constants(
-            sess, g.as_graph_def(), [t.op.name for t in outputs])
+          sess, g.as_graph_def(), [t.op.name for t in outputs]
+        )
         arrays = {}
         for k, feed in enumerate(feeds):
           fd = {t: np.asarray(feed[t.op.name], t.dtype.as_numpy_dtype) for t in inputs}
@@ -208,8 +228,12 @@ def main(outdir):
     with open(os.path.join(outdir, f"{name}.pb"), "wb") as f:
       f.write(gd.SerializeToString())
     np.savez(os.path.join(outdir, f"{name}.npz"), **arrays)
-    meta[name] = {"inputs": [t.name for t in inputs], "outputs": [t.name for t in outputs],
-                  "wrt": [t.op.name for t in wrt], "n_feeds": len(feeds)}
+    meta[name] = {
+      "inputs": [t.name for t in inputs],
+      "outputs": [t.name for t in outputs],
+      "wrt": [t.op.name for t in wrt],
+      "n_feeds": len(feeds),
+    }
   with open(os.path.join(outdir, "cases.json"), "w") as f:
     json.dump(meta, f)
 

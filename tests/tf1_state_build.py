@@ -14,6 +14,7 @@ import numpy as np
 
 def main(out):
   import tensorflow as tf
+
   tf.compat.v1.disable_v2_behavior()
   v1 = tf.compat.v1
   rng = np.random.default_rng(0)
@@ -34,8 +35,11 @@ def main(out):
       w = v1.get_variable("w", initializer=w0, use_resource=False)
       b = v1.get_variable("b", initializer=np.zeros(2, np.float32), use_resource=False)
       loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y), name="loss")
-      opt = (v1.train.GradientDescentOptimizer(0.1) if opt_name == "sgd"
-             else v1.train.MomentumOptimizer(0.1, momentum=0.9))
+      opt = (
+        v1.train.GradientDescentOptimizer(0.1)
+        if opt_name == "sgd"
+        else v1.train.MomentumOptimizer(0.1, momentum=0.9)
+      )
       step = v1.train.get_or_create_global_step()
       opt.minimize(loss, global_step=step, name="train")
       init = v1.variables_initializer(v1.global_variables(), name="init")
@@ -50,8 +54,9 @@ def main(out):
           for n in names:
             results[f"var_{i}/{n}"] = sess.run(n + ":0")
     save_graph(f"train_{opt_name}", g)
-    np.savez(os.path.join(out, f"train_{opt_name}.npz"), x=x0, y=y0,
-             names=np.array(names), **results)
+    np.savez(
+      os.path.join(out, f"train_{opt_name}.npz"), x=x0, y=y0, names=np.array(names), **results
+    )
 
   # --- TF1 state ops ordered by control dependencies --------------------------------------
   g = tf.Graph()
@@ -67,10 +72,11 @@ def main(out):
       s1 = v1.scatter_update(v, [1, 3], [10.0, 20.0], name="s1")
     with tf.control_dependencies([s1]):
       # (not v1.scatter_nd_add: it passes its name as bad_indices_policy)
-      s2 = tf.raw_ops.ScatterNdAdd(ref=v, indices=[[0], [4], [0]],
-                                   updates=[100.0, 200.0, 1.0], name="s2")
+      s2 = tf.raw_ops.ScatterNdAdd(
+        ref=v, indices=[[0], [4], [0]], updates=[100.0, 200.0, 1.0], name="s2"
+      )
     with tf.control_dependencies([s2]):
-      read = tf.identity(v * 2.0, name="read")     # reads v after every write
+      read = tf.identity(v * 2.0, name="read")  # reads v after every write
       s3 = v1.scatter_add(m, [0, 2, 0], x[:3, None] * tf.ones([3, 4]), name="s3")
     with tf.control_dependencies([s3]):
       s4 = v1.scatter_mul(m, [1], 3 * tf.ones([1, 4]), name="s4")
@@ -105,17 +111,22 @@ def main(out):
     x = v1.placeholder(tf.float32, [None, 16, 16, 3], name="images")
 
     def var(name, shape, scale=0.3):
-      return v1.get_variable(name, initializer=(rng.standard_normal(shape) * scale).astype(
-          np.float32), use_resource=False)
+      return v1.get_variable(
+        name,
+        initializer=(rng.standard_normal(shape) * scale).astype(np.float32),
+        use_resource=False,
+      )
 
     def bn(h, name, ch):
       gamma = var(name + "/gamma", [ch], 0.1) + 1.0
       beta = var(name + "/beta", [ch], 0.1)
       mean = var(name + "/mean", [ch], 0.1)
-      variance = v1.get_variable(name + "/var", initializer=rng.uniform(
-          0.5, 1.5, ch).astype(np.float32), use_resource=False)
-      return v1.nn.fused_batch_norm(h, gamma, beta, mean, variance, epsilon=1e-3,
-                                    is_training=False, name=name)[0]
+      variance = v1.get_variable(
+        name + "/var", initializer=rng.uniform(0.5, 1.5, ch).astype(np.float32), use_resource=False
+      )
+      return v1.nn.fused_batch_norm(
+        h, gamma, beta, mean, variance, epsilon=1e-3, is_training=False, name=name
+      )[0]
 
     h = tf.nn.conv2d(x, var("conv1/w", [3, 3, 3, 8]), strides=2, padding="SAME")
     h = tf.nn.relu6(bn(h, "bn1", 8))
@@ -131,8 +142,7 @@ def main(out):
     grad = tf.gradients(tf.reduce_sum(probs * r), x)[0]
     with v1.Session(graph=g) as sess:
       sess.run(v1.global_variables_initializer())
-      frozen = v1.graph_util.convert_variables_to_constants(
-          sess, g.as_graph_def(), ["probs"])
+      frozen = v1.graph_util.convert_variables_to_constants(sess, g.as_graph_def(), ["probs"])
       images = rng.standard_normal((4, 16, 16, 3)).astype(np.float32)
       rv = rng.standard_normal((4, 10)).astype(np.float32)
       p, gx = sess.run([probs, grad], {x: images, r: rv})

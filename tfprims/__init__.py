@@ -21,49 +21,100 @@ import sys
 import threading
 
 from tfprims.config import get_config, override_config, update_config
-from tfprims.errors import (BlockedConversionError, ControlFlowError, ConversionError,
-                            CustomGradientError, DynamicShapeError, InputDtypeError,
-                            InputError, InputShapeError, InputStructureError,
-                            Int64OverflowError, InvalidRngError, MissingDependencyError,
-                            MissingInputError, MissingRngError, OpError, PrecisionError,
-                            PrecisionWarning, PreventGradientError, ReverseModeLoopError,
-                            RuntimeCheckError, StaticInputError, TensorListSizeError,
-                            TFPrimsError, TFPrimsWarning, UnknownConfigError,
-                            UnsupportedInputError, UnsupportedOpError)
+from tfprims.errors import (
+  BlockedConversionError,
+  ControlFlowError,
+  ConversionError,
+  CustomGradientError,
+  DynamicShapeError,
+  InputDtypeError,
+  InputError,
+  InputShapeError,
+  InputStructureError,
+  Int64OverflowError,
+  InvalidRngError,
+  MissingDependencyError,
+  MissingInputError,
+  MissingRngError,
+  OpError,
+  PrecisionError,
+  PrecisionWarning,
+  PreventGradientError,
+  ReverseModeLoopError,
+  RuntimeCheckError,
+  StaticInputError,
+  TensorListSizeError,
+  TFPrimsError,
+  TFPrimsWarning,
+  UnknownConfigError,
+  UnsupportedInputError,
+  UnsupportedOpError,
+)
 
 __version__ = "0.1.0"
 
 # name -> (module, attribute): resolved on first access.
 _LAZY = {
-    **{n: ("tfprims.api", n) for n in ("ConvertedFunction", "TensorSpec", "convert",
-                                       "convert_functional", "convert_graph_def")},
-    **{n: ("tfprims.comparison", n) for n in ("compare", "compare_graph_def",
-                                              "compare_saved_model")},
-    **{n: ("tfprims.deploy", n) for n in ("ExportedModel", "load_exported")},
-    "enable_compilation_cache": ("tfprims.cache", "enable_compilation_cache"),
-    "load_keras": ("tfprims.keras_files", "load_keras"),
-    **{n: ("tfprims.host_prefix", n) for n in ("HostPrefix", "split_host_prefix")},
-    **{n: ("tfprims.core", n) for n in ("TFOp", "get_op", "override_batching",
-                                        "override_jvp", "override_transpose", "primitive",
-                                        "register_op", "register_platform_lowering",
-                                        "register_structural", "registered_ops",
-                                        "unregister_op")},
-    "supported_op_types": ("tfprims.core", "declared_op_types"),
-    **{n: ("tfprims.params", n) for n in ("assign_variables", "merge_params",
-                                          "split_trainable", "trainable_names")},
-    **{n: ("tfprims.tf1", n) for n in ("GraphFunction", "convert_session",
-                                       "load_frozen_graph")},
-    **{n: ("tfprims.saved_model", n) for n in ("AmbiguousSignatureError",
-                                               "convert_from_restored",
-                                               "convert_functional_from_restored",
-                                               "load_saved_model")},
-    # The Flax NNX module: `import tfprims` needs no Flax.
-    "TFModule": ("tfprims.flax_module", "TFModule"),
+  **{
+    n: ("tfprims.api", n)
+    for n in (
+      "ConvertedFunction",
+      "TensorSpec",
+      "convert",
+      "convert_functional",
+      "convert_graph_def",
+    )
+  },
+  **{n: ("tfprims.comparison", n) for n in ("compare", "compare_graph_def", "compare_saved_model")},
+  **{n: ("tfprims.deploy", n) for n in ("ExportedModel", "load_exported")},
+  "enable_compilation_cache": ("tfprims.cache", "enable_compilation_cache"),
+  "load_keras": ("tfprims.keras_files", "load_keras"),
+  **{n: ("tfprims.host_prefix", n) for n in ("HostPrefix", "split_host_prefix")},
+  **{
+    n: ("tfprims.core", n)
+    for n in (
+      "TFOp",
+      "get_op",
+      "override_batching",
+      "override_jvp",
+      "override_transpose",
+      "primitive",
+      "register_op",
+      "register_platform_lowering",
+      "register_structural",
+      "registered_ops",
+      "unregister_op",
+    )
+  },
+  "supported_op_types": ("tfprims.core", "declared_op_types"),
+  **{
+    n: ("tfprims.params", n)
+    for n in ("assign_variables", "merge_params", "split_trainable", "trainable_names")
+  },
+  **{n: ("tfprims.tf1", n) for n in ("GraphFunction", "convert_session", "load_frozen_graph")},
+  **{
+    n: ("tfprims.saved_model", n)
+    for n in (
+      "AmbiguousSignatureError",
+      "convert_from_restored",
+      "convert_functional_from_restored",
+      "load_saved_model",
+    )
+  },
+  # The Flax NNX module: `import tfprims` needs no Flax.
+  "TFModule": ("tfprims.flax_module", "TFModule"),
 }
 
-__all__ = sorted([n for n in globals() if not n.startswith("_") and n[0].isupper()
-                  or n in ("get_config", "override_config", "update_config")]
-                 + [n for n in _LAZY if n != "TFModule"])
+__all__ = sorted(
+  [
+    n
+    for n in globals()
+    if not n.startswith("_")
+    and n[0].isupper()
+    or n in ("get_config", "override_config", "update_config")
+  ]
+  + [n for n in _LAZY if n != "TFModule"]
+)
 
 
 # Packages only some of tfprims needs -> the extra that installs them (pyproject.toml).
@@ -79,11 +130,12 @@ def __getattr__(name):
       extra = _EXTRAS.get(e.name)
       if extra is None:
         raise
-      raise MissingDependencyError(f"tfprims.{name} needs {e.name}, which is not "
-                                   f"installed: pip install 'tfprims[{extra}]'") from e
+      raise MissingDependencyError(
+        f"tfprims.{name} needs {e.name}, which is not installed: pip install 'tfprims[{extra}]'"
+      ) from e
     globals()[name] = value
     return value
-  if name.isidentifier() and not name.startswith("_"):   # a submodule: tfprims.deploy
+  if name.isidentifier() and not name.startswith("_"):  # a submodule: tfprims.deploy
     try:
       return importlib.import_module(f"{__name__}.{name}")
     except ModuleNotFoundError as e:
@@ -100,8 +152,9 @@ def __dir__():
 # --- the op families, registered once any converter module is imported -----------------
 
 # Modules the artifact path imports: they need no op registered.
-_LEAN = frozenset({"tfprims.config", "tfprims.errors", "tfprims.cache", "tfprims.deploy",
-                   "tfprims.progress"})
+_LEAN = frozenset(
+  {"tfprims.config", "tfprims.errors", "tfprims.cache", "tfprims.deploy", "tfprims.progress"}
+)
 _OPS = "tfprims.ops"
 _importing = threading.local()
 
@@ -114,7 +167,7 @@ class _RegisterOpsAfter(importlib.abc.Loader):
   def __init__(self, loader):
     self._loader = loader
 
-  def __getattr__(self, name):   # get_source, get_filename, get_resource_reader...
+  def __getattr__(self, name):  # get_source, get_filename, get_resource_reader...
     return getattr(self._loader, name)
 
   def create_module(self, spec):

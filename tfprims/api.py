@@ -67,9 +67,21 @@ class ConvertedFunction:
     fn: the function itself (tf2jax's ``AnnotatedFunction.fn``).
   """
 
-  def __init__(self, *, graph, library, signature, structured_inputs, input_specs,
-               input_nodes, param_specs, captures, output_structure, output_specs,
-               name):
+  def __init__(
+    self,
+    *,
+    graph,
+    library,
+    signature,
+    structured_inputs,
+    input_specs,
+    input_nodes,
+    param_specs,
+    captures,
+    output_structure,
+    output_specs,
+    name,
+  ):
     self._graph = graph
     self._library = library
     self.signature = signature
@@ -77,13 +89,19 @@ class ConvertedFunction:
     self.input_specs = tuple(input_specs)
     self._input_nodes = tuple(input_nodes)
     self.param_specs = {s.name: s for s in param_specs}
-    self._captures = captures                # graph input name -> handle or constant
+    self._captures = captures  # graph input name -> handle or constant
     self._output_structure = output_structure  # nested structure of output indices
     self.output_specs = tuple(output_specs)
     self.structured_outputs = tree.map_structure(
-        lambda i: output_specs[i] if isinstance(i, int) else
-        i.spec(output_specs) if isinstance(i, composites.SparseOutput) else i,
-        output_structure)
+      lambda i: (
+        output_specs[i]
+        if isinstance(i, int)
+        else i.spec(output_specs)
+        if isinstance(i, composites.SparseOutput)
+        else i
+      ),
+      output_structure,
+    )
     self.tf_variables: dict[str, Any] = {}
     self.options: Optional[dict] = None  # config read at conversion (config.read_at_conversion)
     self.__name__ = name
@@ -104,7 +122,7 @@ class ConvertedFunction:
 
   @interpreter.gc_paused()
   def __call__(self, params: Mapping[str, Any], *args, rng=None, **kwargs):
-    state = self._check_params(params)   # first: fn(x) without params is named as such
+    state = self._check_params(params)  # first: fn(x) without params is named as such
     flat_args = self._flatten_args(args, kwargs)
     ctx = interpreter.Context(self._library, dict(state), rng=rng, options=self.options)
     feeds = dict(zip(self._input_nodes, flat_args))
@@ -114,9 +132,15 @@ class ConvertedFunction:
     known = list(outputs)
     outputs = [jnp.asarray(o) for o in outputs]
     structured = tree.map_structure(
-        lambda i: outputs[i] if isinstance(i, int) else
-        i.build(outputs, known) if isinstance(i, composites.SparseOutput) else i,
-        self._output_structure)
+      lambda i: (
+        outputs[i]
+        if isinstance(i, int)
+        else i.build(outputs, known)
+        if isinstance(i, composites.SparseOutput)
+        else i
+      ),
+      self._output_structure,
+    )
     new_params = params_out(ctx.state, self.param_specs)
     return structured, new_params
 
@@ -124,8 +148,9 @@ class ConvertedFunction:
     unknown = sorted(set(kwargs) - set(self.signature.parameters))
     if unknown:
       raise errors.InputStructureError(
-          f"arguments do not match the TF signature {self.signature}: unexpected keyword "
-          f"argument(s) {unknown}")
+        f"arguments do not match the TF signature {self.signature}: unexpected keyword "
+        f"argument(s) {unknown}"
+      )
     try:
       bound = self.signature.bind(*args, **kwargs)
     except TypeError as e:
@@ -160,9 +185,10 @@ class ConvertedFunction:
     except (ValueError, TypeError):
       missing = [where(p) for p in _missing_paths(expected, user)]
       raise (errors.MissingInputError if missing else errors.InputStructureError)(
-          f"input structure does not match the TF signature: expected "
-          f"{_describe(expected)}, got {_describe(user)}"
-          + (f"; missing inputs: {', '.join(missing)}" if missing else "")) from None
+        f"input structure does not match the TF signature: expected "
+        f"{_describe(expected)}, got {_describe(user)}"
+        + (f"; missing inputs: {', '.join(missing)}" if missing else "")
+      ) from None
     tf = import_tensorflow()
     flat = []
     specs = iter(self.input_specs)
@@ -181,9 +207,10 @@ class ConvertedFunction:
         flat.append(self._check_input(next(specs), value))
       elif not _same_literal(exp, value):
         raise errors.InputStructureError(
-            f"input '{where(path)}': found unexpected literal value {value!r}, expected "
-            f"{exp!r}: the TF function was traced with that Python value (convert it "
-            "again for another one, or trace it with a tensor)")
+          f"input '{where(path)}': found unexpected literal value {value!r}, expected "
+          f"{exp!r}: the TF function was traced with that Python value (convert it "
+          "again for another one, or trace it with a tensor)"
+        )
     return flat
 
   def _check_input(self, spec: TensorSpec, value):
@@ -193,8 +220,9 @@ class ConvertedFunction:
     return check_params(self.param_specs, params, owner="function")
 
 
-def check_params(param_specs: Mapping[str, TensorSpec], params: Mapping[str, Any],
-                 owner: str = "function") -> dict:
+def check_params(
+  param_specs: Mapping[str, TensorSpec], params: Mapping[str, Any], owner: str = "function"
+) -> dict:
   """``params`` validated against ``param_specs`` (same keys, exact shapes, dtypes).
 
   Read-only numpy params (as tfprims.convert returns them) stay numpy in an eager
@@ -203,38 +231,49 @@ def check_params(param_specs: Mapping[str, TensorSpec], params: Mapping[str, Any
   exact data movement is folded; the rest reads them as the program's constants."""
   if not isinstance(params, Mapping):
     raise errors.InputStructureError(
-        f"the first argument of the {owner} is its params: a mapping of variable name "
-        f"to array (the params tfprims.convert returned; {{}} where it has no variables), "
-        f"got {type(params).__name__}: call fn(params, *inputs), or use "
-        "tfprims.convert_functional for a function of the inputs alone")
+      f"the first argument of the {owner} is its params: a mapping of variable name "
+      f"to array (the params tfprims.convert returned; {{}} where it has no variables), "
+      f"got {type(params).__name__}: call fn(params, *inputs), or use "
+      "tfprims.convert_functional for a function of the inputs alone"
+    )
   missing = sorted(set(param_specs) - set(params))
   extra = sorted(set(params) - set(param_specs))
   if missing or extra:
     raise errors.InputStructureError(
-        f"params do not match the {owner}'s variables: "
-        # tf2jax's phrase too (regexes written against tf2jax match it)
-        + (f"missing {missing} (Some parameters are missing, {missing}.)" if missing else "")
-        + ("; " if missing and extra else "")
-        + (f"unexpected {extra}" if extra else ""))
+      f"params do not match the {owner}'s variables: "
+      # tf2jax's phrase too (regexes written against tf2jax match it)
+      + (f"missing {missing} (Some parameters are missing, {missing}.)" if missing else "")
+      + ("; " if missing and extra else "")
+      + (f"unexpected {extra}" if extra else "")
+    )
   staging = _staging()
-  state = {k: validate_value(spec, params[k], "param", exact_shape=True, keep_numpy=True,
-                        writable_too=staging) for k, spec in param_specs.items()}
-  return {k: folding.weight(v) if staging and isinstance(v, np.ndarray) else v
-          for k, v in state.items()}
+  state = {
+    k: validate_value(
+      spec, params[k], "param", exact_shape=True, keep_numpy=True, writable_too=staging
+    )
+    for k, spec in param_specs.items()
+  }
+  return {
+    k: folding.weight(v) if staging and isinstance(v, np.ndarray) else v for k, v in state.items()
+  }
 
 
 def params_out(state: Mapping[str, Any], param_specs) -> dict:
   """The params a call returns: weights as the JAX values (constants) they are."""
-  return {k: jnp.asarray(state[k]) if folding.is_weight(state[k]) else state[k]
-          for k in param_specs}
+  return {
+    k: jnp.asarray(state[k]) if folding.is_weight(state[k]) else state[k] for k in param_specs
+  }
 
 
 def _missing_paths(expected, user) -> list[tuple]:
   """Leaves of ``expected`` that ``user`` has nothing for (neither the leaf nor a
   structure above or below it)."""
   have = [p for p, _ in tree.flatten_with_path(user)]
-  return [path for path, _ in tree.flatten_with_path(expected)
-          if not any(h[:len(path)] == path or path[:len(h)] == h for h in have)]
+  return [
+    path
+    for path, _ in tree.flatten_with_path(expected)
+    if not any(h[: len(path)] == path or path[: len(h)] == h for h in have)
+  ]
 
 
 def _same_literal(expected, value) -> bool:
@@ -257,12 +296,19 @@ def _staging() -> bool:
 
 def _describe(structure) -> str:
   (args, kwargs) = tree.map_structure(
-      lambda x: "Tensor" if hasattr(x, "shape") else type(x).__name__, structure)
+    lambda x: "Tensor" if hasattr(x, "shape") else type(x).__name__, structure
+  )
   return f"args={args}, kwargs={kwargs}"
 
 
-def validate_value(spec: TensorSpec, value, kind: str, exact_shape: bool = False,
-              keep_numpy: bool = False, writable_too: bool = False):
+def validate_value(
+  spec: TensorSpec,
+  value,
+  kind: str,
+  exact_shape: bool = False,
+  keep_numpy: bool = False,
+  writable_too: bool = False,
+):
   """Checks (and canonicalizes) one input or param against its spec; numpy values
   become JAX arrays unless ``keep_numpy`` and they are read-only (or ``writable_too``)."""
   weak = isinstance(value, (int, float, bool, complex, list, tuple))
@@ -271,36 +317,48 @@ def validate_value(spec: TensorSpec, value, kind: str, exact_shape: bool = False
       value = np.asarray(value, dtype=spec.dtype)
     except (TypeError, ValueError) as e:
       raise errors.InputDtypeError(
-          f"{kind} '{spec.name}': cannot convert {value!r} to {spec.dtype}: {e}") from None
+        f"{kind} '{spec.name}': cannot convert {value!r} to {spec.dtype}: {e}"
+      ) from None
   elif not hasattr(value, "shape") or not hasattr(value, "dtype"):
     raise errors.InputDtypeError(
-        f"{kind} '{spec.name}' must be an array; got {type(value).__name__}")
+      f"{kind} '{spec.name}' must be an array; got {type(value).__name__}"
+    )
   if isinstance(value, np.ndarray) and value.dtype.kind in "OSU":
     raise errors.UnsupportedInputError(
-        f"{kind} '{spec.name}' is a string/object array; only numeric inputs are supported")
+      f"{kind} '{spec.name}' is a string/object array; only numeric inputs are supported"
+    )
   want = dtypes.canonical_dtype(spec.dtype)
   got = dtypes.canonical_dtype(value.dtype)
   if got != want:
     if config.get_config("strict_dtype_check"):
       raise errors.InputDtypeError(
-          f"{kind} '{spec.name}' has dtype {np.dtype(value.dtype).name}, expected "
-          f"{np.dtype(spec.dtype).name} (incompatible {kind} dtype); cast it, or disable "
-          "the check with tfprims.update_config('strict_dtype_check', False)")
+        f"{kind} '{spec.name}' has dtype {np.dtype(value.dtype).name}, expected "
+        f"{np.dtype(spec.dtype).name} (incompatible {kind} dtype); cast it, or disable "
+        "the check with tfprims.update_config('strict_dtype_check', False)"
+      )
     # Unchecked, floating values for floating inputs keep their precision (a
     # bfloat16 run of a float32 function, as in tf2jax); the rest are cast.
     if not (jnp.issubdtype(got, jnp.floating) and jnp.issubdtype(want, jnp.floating)):
-      value = value.astype(spec.dtype) if isinstance(value, np.ndarray) else \
-          jnp.asarray(value).astype(want)
+      value = (
+        value.astype(spec.dtype)
+        if isinstance(value, np.ndarray)
+        else jnp.asarray(value).astype(want)
+      )
   if spec.shape is not None:
     shape = tuple(value.shape)
     ok = len(shape) == len(spec.shape) and all(
-        e is None or e == s for e, s in zip(spec.shape, shape))
+      e is None or e == s for e, s in zip(spec.shape, shape)
+    )
     if not ok and (exact_shape or config.get_config("strict_shape_check")):
       raise errors.InputShapeError(
-          f"{kind} '{spec.name}' has shape {list(shape)}, expected {_shape_str(spec.shape)} "
-          f"(incompatible {kind} shape)"
-          + ("" if exact_shape else
-             "; disable the check with tfprims.update_config('strict_shape_check', False)"))
+        f"{kind} '{spec.name}' has shape {list(shape)}, expected {_shape_str(spec.shape)} "
+        f"(incompatible {kind} shape)"
+        + (
+          ""
+          if exact_shape
+          else "; disable the check with tfprims.update_config('strict_shape_check', False)"
+        )
+      )
   if isinstance(value, (np.ndarray, np.generic)):
     value = dtypes.canonicalize_value(np.asarray(value), f"{kind} '{spec.name}'")
     # A read-only array (the params tfprims.convert returns, views of TF's
@@ -370,10 +428,10 @@ def _handle_only_variables(cf) -> list:
   variables it saw read or assigned in ``cf.variables``, so captured resources it does
   not list are looked up among the live variables by their handle."""
   import gc
+
   tf = import_tensorflow()
   known = {id(v.handle) for v in cf.variables}
-  wanted = {id(c) for c in cf.captured_inputs
-            if c.dtype == tf.resource and id(c) not in known}
+  wanted = {id(c) for c in cf.captured_inputs if c.dtype == tf.resource and id(c) not in known}
   if not wanted:
     return []
   found = []
@@ -412,8 +470,9 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
   n_args = len(cf.inputs) - len(cf.captured_inputs)
   if n_args != len(flat_specs) and not problems:
     raise errors.ConversionError(
-        f"cannot match the {len(flat_specs)} TF signature leaves with the graph's "
-        f"{n_args} inputs (a composite tensor other than sparse and ragged ones?)")
+      f"cannot match the {len(flat_specs)} TF signature leaves with the graph's "
+      f"{n_args} inputs (a composite tensor other than sparse and ragged ones?)"
+    )
   input_nodes = [t.op.name for t in cf.inputs[:n_args]]
 
   var_names = _variable_names(list(cf.variables) + _handle_only_variables(cf))
@@ -424,37 +483,45 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
       key, variable = var_names[id(captured)]
       if not allow_variables:
         raise errors.ConversionError(
-            f"the function captures variable '{key}'; convert_functional needs a "
-            "stateless function: use tfprims.convert, which returns the variables "
-            "as params")
+          f"the function captures variable '{key}'; convert_functional needs a "
+          "stateless function: use tfprims.convert, which returns the variables "
+          "as params"
+        )
       np_dtype = dtypes.from_tf(variable.dtype)
       if np_dtype is None:
-        problems.append(f"variable '{key}' has dtype {variable.dtype.name}, which has no "
-                        "JAX equivalent")
+        problems.append(
+          f"variable '{key}' has dtype {variable.dtype.name}, which has no JAX equivalent"
+        )
         continue
       captures[node_name] = interpreter.VariableHandle(key)
       tf_variables[key] = variable
       if tf.inside_function():  # a TF trace: variables have no value
         if not options["skip_variables_evaluation_inside_tf_tracing"]:
           raise errors.ConversionError(
-              f"unable to evaluate variable '{key}' inside a TF tracing context "
-              "(tfprims.convert called inside a tf.function); convert outside it, or "
-              "set tfprims.update_config('skip_variables_evaluation_inside_tf_tracing', "
-              "True) to get no params (pass them yourself when calling)")
+            f"unable to evaluate variable '{key}' inside a TF tracing context "
+            "(tfprims.convert called inside a tf.function); convert outside it, or "
+            "set tfprims.update_config('skip_variables_evaluation_inside_tf_tracing', "
+            "True) to get no params (pass them yourself when calling)"
+          )
         shape = None if variable.shape.rank is None else tuple(variable.shape.as_list())
       else:
         params[key] = dtypes.value_from_tf(variable.value())
         shape = tuple(params[key].shape)
-      param_specs.append(TensorSpec(key, shape, np_dtype,
-                                    trainable=bool(variable.trainable)))
+      param_specs.append(TensorSpec(key, shape, np_dtype, trainable=bool(variable.trainable)))
     elif captured.dtype == tf.resource:
-      table = lookup.captured_table(placeholder, captured, taken=set(params) | {
-          k for k, _ in var_names.values()}, allow=allow_variables, problems=problems)
+      table = lookup.captured_table(
+        placeholder,
+        captured,
+        taken=set(params) | {k for k, _ in var_names.values()},
+        allow=allow_variables,
+        problems=problems,
+      )
       if table is None:
         problems.append(
-            f"the function captures a resource '{node_name}' that is not a variable "
-            "nor a lookup table (an iterator or similar); such resources are not "
-            "supported")
+          f"the function captures a resource '{node_name}' that is not a variable "
+          "nor a lookup table (an iterator or similar); such resources are not "
+          "supported"
+        )
       elif table is not False:
         captures[node_name], contents = table
         for key, value in contents.items():
@@ -464,7 +531,8 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
       captures[node_name] = interpreter.StringConstant(node_name, captured.numpy())
     else:
       captures[node_name] = dtypes.canonicalize_value(
-          captured.numpy(), f"captured tensor '{node_name}'")
+        captured.numpy(), f"captured tensor '{node_name}'"
+      )
 
   # Only the structured outputs are converted: after a GradientTape has
   # differentiated a tf.function, TF appends intermediates to cf.outputs.
@@ -486,13 +554,16 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
     if isinstance(x, tf.TensorSpec):
       return next(spec_positions)
     if isinstance(x, (tf.SparseTensor, tf.SparseTensorSpec)):
-      return composites.SparseOutput(tuple(to_index(c) for c in composites.parts_of(x)),
-                                     composites.static_shape(x))
+      return composites.SparseOutput(
+        tuple(to_index(c) for c in composites.parts_of(x)), composites.static_shape(x)
+      )
     if x is None or isinstance(x, (int, float, bool, str)):
       return x
-    problems.append(f"an output of kind {type(x).__name__} is not supported; return "
-                    "dense or sparse tensors (a ragged tensor as its flat_values and "
-                    "row_splits)")
+    problems.append(
+      f"an output of kind {type(x).__name__} is not supported; return "
+      "dense or sparse tensors (a ragged tensor as its flat_values and "
+      "row_splits)"
+    )
     return None
 
   output_structure = tree.map_structure(to_index, cf.structured_outputs)
@@ -501,28 +572,36 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
     np_dtype = dtypes.from_tf(t.dtype)
     if np_dtype is None:
       # "cannot be evaluated": tf2jax's phrase for a resource output.
-      problems.append(f"output {t.name}{computed_by(t)} is a {t.dtype.name} tensor; "
-                      "tfprims outputs numeric tensors only (return it from TF, outside "
-                      "the converted function)"
-                      + (" (a resource cannot be evaluated)" if t.dtype == tf.resource
-                         else ""))
+      problems.append(
+        f"output {t.name}{computed_by(t)} is a {t.dtype.name} tensor; "
+        "tfprims outputs numeric tensors only (return it from TF, outside "
+        "the converted function)"
+        + (" (a resource cannot be evaluated)" if t.dtype == tf.resource else "")
+      )
     shape = None if t.shape.rank is None else tuple(t.shape.as_list())
     output_specs.append(TensorSpec(t.name, shape, np_dtype or t.dtype.name))
 
   prepared = pipeline.prepare(
-      graph_def, [t.name for t in cf.inputs], output_names, options=options,
-      name=tf_function_name(cf),
-      control_outputs=[op.name for op in getattr(cf.graph, "control_outputs", [])],
-      problems=problems, input_specs=flat_specs, params=param_specs,
-      param_values=params,
-      captured={k: v for k, v in captures.items() if isinstance(v, np.ndarray)})
+    graph_def,
+    [t.name for t in cf.inputs],
+    output_names,
+    options=options,
+    name=tf_function_name(cf),
+    control_outputs=[op.name for op in getattr(cf.graph, "control_outputs", [])],
+    problems=problems,
+    input_specs=flat_specs,
+    params=param_specs,
+    param_values=params,
+    captured={k: v for k, v in captures.items() if isinstance(v, np.ndarray)},
+  )
   if prepared.tables:  # tables the graph creates (a TF1 SavedModel's): params too
     if not allow_variables:
       names = sorted({k.rsplit("/", 1)[0] for k in prepared.tables})
       raise errors.ConversionError(
-          f"the function reads lookup tables {names}; convert_functional needs a "
-          "stateless function: use tfprims.convert, which returns the tables' contents "
-          "as params")
+        f"the function reads lookup tables {names}; convert_functional needs a "
+        "stateless function: use tfprims.convert, which returns the tables' contents "
+        "as params"
+      )
     clash = sorted(set(prepared.tables) & set(params))
     if clash:
       raise errors.ConversionError(f"lookup table params {clash} clash with other params")
@@ -530,11 +609,18 @@ def from_concrete_function(cf, *, allow_variables: bool = True) -> tuple[Convert
     param_specs = param_specs + prepared.table_specs()
   signature = python_signature(sig_args, sig_kwargs, parameters)
   fn = ConvertedFunction(
-      graph=prepared.graph, library=prepared.library, signature=signature,
-      structured_inputs=(sig_args, sig_kwargs), input_specs=flat_specs,
-      input_nodes=input_nodes, param_specs=param_specs, captures=captures,
-      output_structure=output_structure, output_specs=output_specs,
-      name=tf_function_name(cf))
+    graph=prepared.graph,
+    library=prepared.library,
+    signature=signature,
+    structured_inputs=(sig_args, sig_kwargs),
+    input_specs=flat_specs,
+    input_nodes=input_nodes,
+    param_specs=param_specs,
+    captures=captures,
+    output_structure=output_structure,
+    output_specs=output_specs,
+    name=tf_function_name(cf),
+  )
   fn.tf_variables = tf_variables
   fn.options = options
   return fn, params
@@ -548,7 +634,7 @@ def input_signature(cf) -> tuple[tuple, dict, list]:
   if cf.structured_input_signature is not None:
     args, kwargs = cf.structured_input_signature
     return tuple(args), dict(kwargs), list(cf.function_type.parameters.values())
-  tensors = cf.inputs[:len(cf.inputs) - len(cf.captured_inputs)]
+  tensors = cf.inputs[: len(cf.inputs) - len(cf.captured_inputs)]
   names: list[str] = []
   for t in tensors:
     name = re.sub(r"\W", "_", t.op.name)
@@ -557,12 +643,15 @@ def input_signature(cf) -> tuple[tuple, dict, list]:
       name += "_"
     names.append(name)
   P = inspect.Parameter
-  return (tuple(tf.TensorSpec(t.shape, t.dtype, name=t.op.name) for t in tensors), {},
-          [P(n, P.POSITIONAL_ONLY) for n in names])
+  return (
+    tuple(tf.TensorSpec(t.shape, t.dtype, name=t.op.name) for t in tensors),
+    {},
+    [P(n, P.POSITIONAL_ONLY) for n in names],
+  )
 
 
 def computed_by(tensor) -> str:
-  """", from <op> node '<name>'": the node that computes an output, through the
+  """ ", from <op> node '<name>'": the node that computes an output, through the
   pass-through ops (Identity...) that name it; "" when the output's own node does."""
   t = tensor
   while core.declares(t.op.type, "pass_through") and t.value_index < len(t.op.inputs):
@@ -584,14 +673,18 @@ def python_signature(sig_args, sig_kwargs, parameters) -> inspect.Signature:
   defaults = {}
   positional = [p for p in params if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
   for i, p in enumerate(positional):  # only trailing positional parameters may default
-    if i < len(sig_args) and literal(sig_args[i]) and all(
-        j < len(sig_args) and literal(sig_args[j]) for j in range(i, len(positional))):
+    if (
+      i < len(sig_args)
+      and literal(sig_args[i])
+      and all(j < len(sig_args) and literal(sig_args[j]) for j in range(i, len(positional)))
+    ):
       defaults[p.name] = sig_args[i]
   for p in params:
     if p.kind == P.KEYWORD_ONLY and p.name in sig_kwargs and literal(sig_kwargs[p.name]):
       defaults[p.name] = sig_kwargs[p.name]
-  return inspect.Signature([P(p.name, p.kind, default=defaults.get(p.name, P.empty))
-                            for p in params])
+  return inspect.Signature(
+    [P(p.name, p.kind, default=defaults.get(p.name, P.empty)) for p in params]
+  )
 
 
 # Not `function_name`: autograph converts this module when tfprims.convert runs inside a
@@ -655,8 +748,9 @@ class _Functional:
     return repr(self.converted).replace("ConvertedFunction", "functional")
 
 
-def convert_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str]
-                      ) -> Callable[..., Any]:
+def convert_graph_def(
+  graph_def, inputs: Sequence[str], outputs: Sequence[str]
+) -> Callable[..., Any]:
   """Converts a (frozen) GraphDef: ``fn(*inputs) -> list of outputs``.
 
   Args:
@@ -672,7 +766,8 @@ def convert_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str]
   def fn(*args, rng=None):
     if len(args) != len(specs):
       raise errors.InputStructureError(
-          f"expected {len(specs)} inputs ({', '.join(s.name for s in specs)}), got {len(args)}")
+        f"expected {len(specs)} inputs ({', '.join(s.name for s in specs)}), got {len(args)}"
+      )
     values = [validate_value(s, a, "input") for s, a in zip(specs, args)]
     # the graph's own lookup tables (TF1): their contents as constants
     ctx = interpreter.Context(library, prepared.table_constants(), rng=rng, options=options)

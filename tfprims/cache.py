@@ -52,10 +52,11 @@ def enable_compilation_cache() -> Optional[str]:
 
 def _apply(path: Optional[str]) -> Optional[str]:
   import jax
+
   current = jax.config.jax_compilation_cache_dir
   ours = _set_by_tfprims["dir"]
   if current is not None and current != ours:
-    return current   # the user's own JAX configuration
+    return current  # the user's own JAX configuration
   if path is None:
     if ours is not None:
       _turn_off()
@@ -64,23 +65,27 @@ def _apply(path: Optional[str]) -> Optional[str]:
   if current == path:
     return path
   try:
-    os.makedirs(path, mode=0o700, exist_ok=True)   # concurrent processes: exist_ok
+    os.makedirs(path, mode=0o700, exist_ok=True)  # concurrent processes: exist_ok
   except OSError as e:
     if path not in _warned:
       _warned.add(path)
-      warnings.warn(f"tfprims: cannot create the compilation cache directory {path!r} "
-                    f"({e.strerror or e}); compiling without a persistent cache (set "
-                    f"{config.CACHE_ENV}, or tfprims.update_config({OPTION!r}, PATH or None))",
-                    errors.TFPrimsWarning, stacklevel=4)
+      warnings.warn(
+        f"tfprims: cannot create the compilation cache directory {path!r} "
+        f"({e.strerror or e}); compiling without a persistent cache (set "
+        f"{config.CACHE_ENV}, or tfprims.update_config({OPTION!r}, PATH or None))",
+        errors.TFPrimsWarning,
+        stacklevel=4,
+      )
     if ours is not None:
       _turn_off()
     return None
   if ours is not None:
     _reset_jax_cache()
   jax.config.update("jax_compilation_cache_dir", path)
-  if (_set_by_tfprims["min_compile_time"] is None
-      and jax.config.jax_persistent_cache_min_compile_time_secs
-      == _JAX_DEFAULT_MIN_COMPILE_TIME):
+  if (
+    _set_by_tfprims["min_compile_time"] is None
+    and jax.config.jax_persistent_cache_min_compile_time_secs == _JAX_DEFAULT_MIN_COMPILE_TIME
+  ):
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     _set_by_tfprims["min_compile_time"] = 0.0
   _set_by_tfprims["dir"] = path
@@ -89,12 +94,13 @@ def _apply(path: Optional[str]) -> Optional[str]:
 
 def _turn_off() -> None:
   import jax
+
   jax.config.update("jax_compilation_cache_dir", None)
-  if (_set_by_tfprims["min_compile_time"] is not None
-      and jax.config.jax_persistent_cache_min_compile_time_secs
-      == _set_by_tfprims["min_compile_time"]):
-    jax.config.update("jax_persistent_cache_min_compile_time_secs",
-                      _JAX_DEFAULT_MIN_COMPILE_TIME)
+  if (
+    _set_by_tfprims["min_compile_time"] is not None
+    and jax.config.jax_persistent_cache_min_compile_time_secs == _set_by_tfprims["min_compile_time"]
+  ):
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", _JAX_DEFAULT_MIN_COMPILE_TIME)
   _set_by_tfprims.update(dir=None, min_compile_time=None)
   _reset_jax_cache()
 
@@ -102,11 +108,12 @@ def _turn_off() -> None:
 def _reset_jax_cache() -> None:
   """JAX opens its cache once per process: reopen it where the directory now is."""
   from jax.experimental.compilation_cache import compilation_cache
+
   compilation_cache.reset_cache()
 
 
 def _option_changed(value) -> None:
-  if _set_by_tfprims["dir"] is not None:   # on: follow the option at once
+  if _set_by_tfprims["dir"] is not None:  # on: follow the option at once
     _apply(value)
 
 
@@ -114,6 +121,7 @@ config.on_change(OPTION, _option_changed)
 
 
 # --- what is in a cache directory -------------------------------------------------------
+
 
 def _files(path: str):
   """JAX's files in cache directory ``path``: (entries, every file of the cache)."""
@@ -140,7 +148,7 @@ def _size(files) -> int:
   for f in files:
     try:
       total += os.path.getsize(f)
-    except OSError:   # removed meanwhile by another process
+    except OSError:  # removed meanwhile by another process
       pass
   return total
 
@@ -163,15 +171,22 @@ def info() -> dict:
   ``size_bytes``; ``jax_dir``: JAX's cache directory now, ``jax_dir_set_by``: "tfprims",
   "user" or None; ``jax_enabled`` (jax_enable_compilation_cache)."""
   import jax
+
   path = config.get_config(OPTION)
   path = None if path is None else os.path.abspath(os.path.expanduser(os.fspath(path)))
   entries, files = _files(path) if path else ([], [])
   jax_dir = jax.config.jax_compilation_cache_dir
-  out = {"path": path, "source": source(), "entries": len(entries), "size_bytes": _size(files),
-         "jax_dir": jax_dir,
-         "jax_dir_set_by": (None if jax_dir is None else
-                            "tfprims" if jax_dir == _set_by_tfprims["dir"] else "user"),
-         "jax_enabled": bool(jax.config.jax_enable_compilation_cache)}
+  out = {
+    "path": path,
+    "source": source(),
+    "entries": len(entries),
+    "size_bytes": _size(files),
+    "jax_dir": jax_dir,
+    "jax_dir_set_by": (
+      None if jax_dir is None else "tfprims" if jax_dir == _set_by_tfprims["dir"] else "user"
+    ),
+    "jax_enabled": bool(jax.config.jax_enable_compilation_cache),
+  }
   if out["jax_dir_set_by"] == "user":
     jax_entries, jax_files = _files(jax_dir)
     out.update(jax_dir_entries=len(jax_entries), jax_dir_size_bytes=_size(jax_files))
@@ -191,7 +206,7 @@ def clear(path: Optional[str] = None) -> tuple:
   for f in files:
     try:
       os.remove(f)
-    except OSError:   # removed meanwhile by another process
+    except OSError:  # removed meanwhile by another process
       pass
   for name in _XLA_DIRS:
     shutil.rmtree(os.path.join(path, name), ignore_errors=True)

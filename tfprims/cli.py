@@ -47,20 +47,20 @@ from typing import Optional
 
 from tfprims import cli_cache, cli_compare, cli_export, cli_inspect, cli_ops, progress
 from tfprims.cli_check import Comparison, OutputDiff, _diff, compare  # noqa: F401 (re-exported)
-from tfprims.cli_common import (EXIT_OK, PROG, CLIError, common_arguments, fail,
-                                import_user_modules)
+from tfprims.cli_common import EXIT_OK, PROG, CLIError, common_arguments, fail, import_user_modules
 from tfprims.cli_inspect import DEFAULT_MAX_EQUATIONS, DEFAULT_TOLERANCE, Target  # noqa: F401
 from tfprims.cli_report import Report, jaxpr_op_counts  # noqa: F401 (re-exported)
 
 
 def build_parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
-      prog=PROG,
-      description="tfprims: TensorFlow functions as JAX functions, one JAX primitive "
-                  "(tf.<OpType>) per TF op.",
-      epilog="Run 'tfprims COMMAND --help' for a command (inspect, ops, export, compare, "
-             "cache).")
+    prog=PROG,
+    description="tfprims: TensorFlow functions as JAX functions, one JAX primitive "
+    "(tf.<OpType>) per TF op.",
+    epilog="Run 'tfprims COMMAND --help' for a command (inspect, ops, export, compare, cache).",
+  )
   from tfprims import __version__
+
   parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
   sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
   parents = [common_arguments()]
@@ -79,12 +79,13 @@ def main(argv: Optional[list] = None) -> int:
   if getattr(args, "source", None) and getattr(args, "example", None):
     parser.error(f"{args.command}: give either SRC or --example NAME, not both")
   _default_jax_platform()
-  if argv is None and args.command != "cache":   # the console script
+  if argv is None and args.command != "cache":  # the console script
     from tfprims import cache
+
     cache.enable_compilation_cache()
   out = sys.stdout
   try:
-    if hasattr(args, "imports"):   # not `cache`: it needs no TensorFlow
+    if hasattr(args, "imports"):  # not `cache`: it needs no TensorFlow
       import_user_modules(args.imports)
     with progress.silenced() if getattr(args, "quiet", False) else contextlib.nullcontext():
       return args.run(args, out)
@@ -97,6 +98,7 @@ def main(argv: Optional[list] = None) -> int:
     return fail(f"{PROG} {args.command}: error: {e}")
   except Exception as e:  # tfprims errors are user-facing; others are bugs
     from tfprims import errors
+
     if isinstance(e, errors.TFPrimsError):
       return fail(f"{PROG} {args.command}: {type(e).__name__}: {e}")
     raise
@@ -108,6 +110,7 @@ def _default_jax_platform() -> None:
   if "JAX_PLATFORMS" in os.environ:
     return
   import jax
+
   try:
     jax.config.update("jax_platforms", "cpu")
   except Exception:  # backends already initialised: keep them

@@ -20,8 +20,7 @@ from tfprims.cli_common import CLIError
 # could then hide inside the tolerance.
 WEAK_FACTOR = 100.0
 
-_NO_KERNEL = re.compile(r"OpKernel|no kernel|kernel (was )?registered|Could not find device",
-                        re.I)
+_NO_KERNEL = re.compile(r"OpKernel|no kernel|kernel (was )?registered|Could not find device", re.I)
 
 
 @dataclasses.dataclass
@@ -30,11 +29,11 @@ class OutputDiff:
   shape: tuple
   tf_dtype: str
   jax_dtype: str
-  max_abs: float          # inf when shapes differ or non-finite values disagree
-  scale: float            # max |tf| over finite values
+  max_abs: float  # inf when shapes differ or non-finite values disagree
+  scale: float  # max |tf| over finite values
   note: str = ""
-  exact: bool = False     # integers and booleans: equal or not
-  change: Optional[float] = None   # max |tf(x') - tf(x)| for a second random input x'
+  exact: bool = False  # integers and booleans: equal or not
+  change: Optional[float] = None  # max |tf(x') - tf(x)| for a second random input x'
 
   @property
   def relative(self) -> float:
@@ -61,7 +60,7 @@ class Comparison:
   outputs: list
   tolerance: float
   seconds: float
-  varied: bool = True     # a second input with other float values was run in TF
+  varied: bool = True  # a second input with other float values was run in TF
 
   @property
   def worst(self) -> Optional[OutputDiff]:
@@ -94,6 +93,7 @@ def compare(jax_fn, params, target, tolerance: float, seed: int = 0) -> Comparis
   TF again on a second input (other random floats) to see what the inputs change."""
   import jax
   import tree
+
   start = time.perf_counter()
   jax_out = jax.jit(_call_converted(jax_fn))(params, target.args, target.kwargs)
   jax_out = jax.block_until_ready(jax_out)
@@ -107,8 +107,9 @@ def compare(jax_fn, params, target, tolerance: float, seed: int = 0) -> Comparis
   tf_leaves = tree.flatten_with_path(tf_out)
   jax_leaves = tree.flatten(jax_out)
   if len(tf_leaves) != len(jax_leaves):
-    raise CLIError(f"TF returned {len(tf_leaves)} outputs but the converted function "
-                   f"returned {len(jax_leaves)}")
+    raise CLIError(
+      f"TF returned {len(tf_leaves)} outputs but the converted function returned {len(jax_leaves)}"
+    )
   diffs = []
   for i, ((path, t), j) in enumerate(zip(tf_leaves, jax_leaves)):
     name = "/".join(str(p) for p in path) or ("output" if len(tf_leaves) == 1 else f"output_{i}")
@@ -134,10 +135,18 @@ def _tf_failure(e: Exception, unknown_dims: bool) -> CLIError:
   first = kernel or next((line for line in lines if not line.startswith(generic)), "")
   what = f"{type(e).__name__}: {first[:300]}"
   if kernel is not None:
-    return CLIError(f"TensorFlow cannot run the model on this machine ({what}): it has no "
-                    "kernel for an op here, so there is nothing to compare with")
-  hint = ("; the example inputs give unknown (None) dims the size of --unknown-dim: "
-          "another size may suit the model") if unknown_dims else ""
+    return CLIError(
+      f"TensorFlow cannot run the model on this machine ({what}): it has no "
+      "kernel for an op here, so there is nothing to compare with"
+    )
+  hint = (
+    (
+      "; the example inputs give unknown (None) dims the size of --unknown-dim: "
+      "another size may suit the model"
+    )
+    if unknown_dims
+    else ""
+  )
   return CLIError(f"TensorFlow itself fails on the example inputs ({what}){hint}")
 
 
@@ -145,6 +154,7 @@ def _vary(inputs, rng):
   """``inputs`` with every float (and complex) array redrawn ~ N(0, 1): (args, kwargs,
   whether anything changed)."""
   import tree
+
   changed = []
 
   def redraw(value):
@@ -156,6 +166,7 @@ def _vary(inputs, rng):
     if a.dtype.kind == "c":
       fresh = fresh + 1j * rng.standard_normal(a.shape)
     return fresh.astype(a.dtype)
+
   args, kwargs = tree.map_structure(redraw, inputs)
   return args, kwargs, bool(changed)
 
@@ -169,8 +180,11 @@ def _change(t: np.ndarray, t2: np.ndarray) -> Optional[float]:
   wide = np.complex128 if t.dtype.kind == "c" else np.float64
   a, b = t.astype(wide), t2.astype(wide)
   both = np.isfinite(a) & np.isfinite(b)
-  moved = int(np.count_nonzero((np.isfinite(a) != np.isfinite(b)) |
-                               (~both & (a != b) & ~(np.isnan(a) & np.isnan(b)))))
+  moved = int(
+    np.count_nonzero(
+      (np.isfinite(a) != np.isfinite(b)) | (~both & (a != b) & ~(np.isnan(a) & np.isnan(b)))
+    )
+  )
   delta = np.abs(a[both] - b[both])
   if moved:
     return float("inf")
@@ -180,6 +194,7 @@ def _change(t: np.ndarray, t2: np.ndarray) -> Optional[float]:
 def _call_converted(jax_fn):
   def fn(params, args, kwargs):
     return jax_fn(params, *args, **kwargs)[0]
+
   return fn
 
 

@@ -21,8 +21,9 @@ EXIT_OK, EXIT_MISMATCH, EXIT_ERROR = 0, 1, 2
 PLUGIN_GROUP = "tfprims.ops"
 
 SAVED_MODEL, GRAPH_DEF, KERAS = "SavedModel", "GraphDef", "Keras"
-MODEL_KINDS = ("a SavedModel directory, a frozen GraphDef file (.pb, .pbtxt) or a Keras "
-               "file (.keras, .h5)")
+MODEL_KINDS = (
+  "a SavedModel directory, a frozen GraphDef file (.pb, .pbtxt) or a Keras file (.keras, .h5)"
+)
 
 
 class CLIError(Exception):
@@ -36,15 +37,23 @@ def common_arguments() -> argparse.ArgumentParser:
   """The options of every subcommand (a parent parser)."""
   parent = argparse.ArgumentParser(add_help=False)
   parent.add_argument(
-      "--import", dest="imports", action="append", default=[], metavar="MODULE",
-      help="import MODULE first (repeatable), so that its tfprims.register_op "
-           "calls (ops tfprims does not convert itself) or Keras custom objects take effect; "
-           "a dotted module name (from the current directory or PYTHONPATH) or a .py file. "
-           f"Modules named by '{PLUGIN_GROUP}' entry points are imported automatically")
+    "--import",
+    dest="imports",
+    action="append",
+    default=[],
+    metavar="MODULE",
+    help="import MODULE first (repeatable), so that its tfprims.register_op "
+    "calls (ops tfprims does not convert itself) or Keras custom objects take effect; "
+    "a dotted module name (from the current directory or PYTHONPATH) or a .py file. "
+    f"Modules named by '{PLUGIN_GROUP}' entry points are imported automatically",
+  )
   parent.add_argument(
-      "-q", "--quiet", action="store_true",
-      help="no progress on stderr (shown for long work when stderr is a terminal; "
-           "TFPRIMS_PROGRESS=1 shows it anywhere, =0 nowhere)")
+    "-q",
+    "--quiet",
+    action="store_true",
+    help="no progress on stderr (shown for long work when stderr is a terminal; "
+    "TFPRIMS_PROGRESS=1 shows it anywhere, =0 nowhere)",
+  )
   return parent
 
 
@@ -84,6 +93,7 @@ def not_a_model(path: str, why: str) -> CLIError:
 def source_kind(path: str) -> str:
   """SAVED_MODEL, GRAPH_DEF or KERAS, by what ``path`` is (raises :func:`not_a_model`)."""
   from tfprims import keras_files
+
   if os.path.isdir(path):
     if any(os.path.exists(os.path.join(path, f)) for f in ("saved_model.pb", "saved_model.pbtxt")):
       return SAVED_MODEL
@@ -98,6 +108,7 @@ def source_kind(path: str) -> str:
 def read_graph_def(path: str):
   """The GraphDef in ``path`` (binary or text); :func:`not_a_model` if it is none."""
   from tfprims import errors, tf1
+
   try:
     return tf1.read_graph_def(path)
   except errors.ConversionError as e:
@@ -108,8 +119,7 @@ def read_graph_def(path: str):
 def frozen_graph_names(args) -> tuple[list, list]:
   """A frozen graph's ``--inputs`` and ``--outputs``, both required."""
   if not (args.inputs and args.outputs):
-    raise CLIError("a frozen graph needs --inputs and --outputs (tensor names, "
-                   "comma-separated)")
+    raise CLIError("a frozen graph needs --inputs and --outputs (tensor names, comma-separated)")
   return args.inputs.split(","), args.outputs.split(",")
 
 
@@ -118,8 +128,9 @@ def load_keras_model(path: str):
   import warnings
 
   from tfprims import errors, keras_files
+
   try:
-    with warnings.catch_warnings():   # Keras' advice on its legacy formats
+    with warnings.catch_warnings():  # Keras' advice on its legacy formats
       warnings.simplefilter("ignore")
       return keras_files.load_model(path)
   except errors.ConversionError as e:
@@ -133,6 +144,7 @@ def import_tensorflow():
   """Imports TensorFlow with its C++ start-up chatter (written to the stderr file
   descriptor before logging is configured) swallowed, unless the import fails."""
   from tfprims import errors
+
   if "tensorflow" in sys.modules:
     return sys.modules["tensorflow"]
   with _silenced_stderr_fd() as captured:
@@ -149,6 +161,7 @@ def import_tensorflow():
     tf.config.experimental.enable_tensor_float_32_execution(False)
   with contextlib.suppress(Exception):
     from absl import logging as absl_logging
+
     absl_logging.set_verbosity(absl_logging.ERROR)
   return tf
 
@@ -185,6 +198,7 @@ def _silenced_stderr_fd():
 def plugin_entry_points() -> list:
   """The installed ``tfprims.ops`` entry points."""
   from importlib.metadata import entry_points
+
   try:
     return list(entry_points(group=PLUGIN_GROUP))
   except Exception:  # a broken installation must not stop the CLI
@@ -203,9 +217,9 @@ def import_user_modules(modules: Sequence[str], warn=None) -> None:
   plugins = plugin_entry_points()
   if not plugins and not modules:
     return
-  import_tensorflow()   # user modules often import TF: keep its start-up quiet
+  import_tensorflow()  # user modules often import TF: keep its start-up quiet
   for ep in plugins:
-    if (ep.name, ep.value) in _LOADED:   # cli.main called again in one process
+    if (ep.name, ep.value) in _LOADED:  # cli.main called again in one process
       continue
     _LOADED.add((ep.name, ep.value))
     try:
@@ -215,8 +229,10 @@ def import_user_modules(modules: Sequence[str], warn=None) -> None:
     except Exception as e:  # report and go on without it
       dist = getattr(getattr(ep, "dist", None), "name", None)
       origin = f" (from {dist})" if dist else ""
-      (warn or _warn)(f"the {PLUGIN_GROUP} entry point {ep.name!r} = {ep.value!r}{origin} "
-                      f"failed to load, its ops are not registered: {_describe(e)}")
+      (warn or _warn)(
+        f"the {PLUGIN_GROUP} entry point {ep.name!r} = {ep.value!r}{origin} "
+        f"failed to load, its ops are not registered: {_describe(e)}"
+      )
   for module in modules:
     _import_one(module)
 
@@ -244,8 +260,9 @@ def _import_one(module: str) -> None:
     raise
   except ModuleNotFoundError as e:
     if e.name and (module == e.name or module.startswith(e.name + ".")):
-      raise CLIError(f"--import {module}: no module named {e.name!r} (on PYTHONPATH or in "
-                     "the current directory)") from None
+      raise CLIError(
+        f"--import {module}: no module named {e.name!r} (on PYTHONPATH or in the current directory)"
+      ) from None
     raise CLIError(f"--import {module}: {_describe(e)}") from None
   except (Exception, SystemExit) as e:  # the module is the user's
     raise CLIError(f"--import {module} failed: {_describe(e)}") from None
@@ -254,6 +271,7 @@ def _import_one(module: str) -> None:
 def _describe(e: BaseException) -> str:
   """``Type: message (file:line)``: where in the user's module it failed."""
   import traceback
+
   frames = traceback.extract_tb(e.__traceback__)
   ours = os.path.dirname(os.path.abspath(__file__))
   user = [f for f in frames if not f.filename.startswith((ours, "<frozen"))]

@@ -12,6 +12,7 @@ import numpy as np
 def jaxpr_op_counts(closed_jaxpr) -> collections.Counter:
   """Primitive name -> number of equations, sub-jaxprs included."""
   from jax.extend import core as jex_core
+
   counts: collections.Counter = collections.Counter()
   stack = [getattr(closed_jaxpr, "jaxpr", closed_jaxpr)]
   while stack:
@@ -20,7 +21,6 @@ def jaxpr_op_counts(closed_jaxpr) -> collections.Counter:
       counts[eqn.primitive.name] += 1
     stack.extend(getattr(j, "jaxpr", j) for j in jex_core.subjaxprs(jaxpr))
   return counts
-
 
 
 # --- printing --------------------------------------------------------------------
@@ -33,8 +33,12 @@ def _spec_str(spec) -> str:
 def _output_names(jax_fn) -> list:
   """(structure path or "", TensorSpec) for each output, in output order."""
   import tree
-  leaves = [(path, spec) for path, spec in tree.flatten_with_path(jax_fn.structured_outputs)
-            if hasattr(spec, "dtype")]
+
+  leaves = [
+    (path, spec)
+    for path, spec in tree.flatten_with_path(jax_fn.structured_outputs)
+    if hasattr(spec, "dtype")
+  ]
   if len(leaves) != len(jax_fn.output_specs):
     return [("", spec) for spec in jax_fn.output_specs]
   return [("/".join(str(p) for p in path), spec) for path, spec in leaves]
@@ -63,6 +67,7 @@ class Report:
     self.line(f"function: {jax_fn.__name__}  (converted in {convert_s:.2f} s)")
     examples_in = {}
     import tree
+
     flat = [v for v in tree.flatten((target.args, target.kwargs))]
     for spec, value in zip(jax_fn.input_specs, flat):
       examples_in[spec.name] = value
@@ -73,15 +78,20 @@ class Report:
       self.line(f"  {_spec_str(spec)}{example}")
     self.line("outputs:")
     for name, spec in _output_names(jax_fn):
-      self.line(f"  {name}: {_spec_str(spec).split(': ', 1)[1]}  ({spec.name})" if name
-                else f"  {_spec_str(spec)}")
+      self.line(
+        f"  {name}: {_spec_str(spec).split(': ', 1)[1]}  ({spec.name})"
+        if name
+        else f"  {_spec_str(spec)}"
+      )
     specs = jax_fn.param_specs
     n_values = sum(int(np.size(v)) for v in params.values())
     n_trainable = sum(1 for s in specs.values() if s.trainable)
     nbytes = sum(int(np.asarray(v).nbytes) for v in params.values())
-    self.line(f"params: {_plural(len(params), 'array')}, {_plural(n_values, 'value')} "
-              f"({_bytes(nbytes)}), "
-              f"{n_trainable} trainable")
+    self.line(
+      f"params: {_plural(len(params), 'array')}, {_plural(n_values, 'value')} "
+      f"({_bytes(nbytes)}), "
+      f"{n_trainable} trainable"
+    )
     names = sorted(specs)
     shown = names if self.full else names[:8]
     for name in shown:
@@ -95,8 +105,10 @@ class Report:
     tf_counts = {k[3:]: v for k, v in counts.items() if k.startswith("tf.")}
     other = {k: v for k, v in counts.items() if not k.startswith("tf.")}
     total = sum(counts.values())
-    self.section(f"TF ops in the jaxpr ({_plural(sum(tf_counts.values()), 'equation')}, "
-                 f"{_plural(len(tf_counts), 'op type')})")
+    self.section(
+      f"TF ops in the jaxpr ({_plural(sum(tf_counts.values()), 'equation')}, "
+      f"{_plural(len(tf_counts), 'op type')})"
+    )
     rows = sorted(tf_counts.items(), key=lambda kv: (-kv[1], kv[0]))
     width = max([len(k) for k, _ in rows] + [6])
     self.line(f"  {'TF op':<{width}}  {'jaxpr':>5}  {'graph':>5}")
@@ -114,8 +126,10 @@ class Report:
 
   def _wrapped(self, text: str, indent: str, width: int = 88) -> None:
     import textwrap
-    for chunk in textwrap.wrap(text, width=width, initial_indent=indent,
-                               subsequent_indent=indent, break_on_hyphens=False):
+
+    for chunk in textwrap.wrap(
+      text, width=width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False
+    ):
       self.line(chunk)
 
   def jaxpr(self, closed_jaxpr, input_names: list) -> None:
@@ -144,32 +158,49 @@ class Report:
       note = f"  {o.note}" if o.note else ""
       rel = "" if o.exact else f"  rel {o.relative:.3g}"
       weak = "  (nearly constant)" if o.weak(c.tolerance) else ""
-      self.line(f"  {o.name:<{width}}  {dtype}{list(o.shape)}  max|diff| {o.max_abs:.3g}  "
-                f"max|tf| {o.scale:.3g}{rel}{note}{weak}")
+      self.line(
+        f"  {o.name:<{width}}  {dtype}{list(o.shape)}  max|diff| {o.max_abs:.3g}  "
+        f"max|tf| {o.scale:.3g}{rel}{note}{weak}"
+      )
     worst = c.worst
     which = f", output '{worst.name}'" if worst is not None and len(c.outputs) > 1 else ""
-    self.line(f"max abs difference vs TF: {c.max_abs:.3g} (relative to the output scale "
-              f"{c.scale:.3g}: {c.relative:.3g}{which})")
-    self.line(f"tolerance: max|jax - tf| <= {c.tolerance:g} * max|tf|, for each output "
-              "(--tolerance; integers and booleans: equal)")
+    self.line(
+      f"max abs difference vs TF: {c.max_abs:.3g} (relative to the output scale "
+      f"{c.scale:.3g}: {c.relative:.3g}{which})"
+    )
+    self.line(
+      f"tolerance: max|jax - tf| <= {c.tolerance:g} * max|tf|, for each output "
+      "(--tolerance; integers and booleans: equal)"
+    )
     for o in c.weak:
-      how = (f"a second random input changes it by {o.change:.3g}, {o.change / o.scale:.2g} "
-             f"of its scale {o.scale:.3g}" if o.scale > 0 else
-             "it is zero for two random inputs")
-      self.line(f"warning: output '{o.name}' is (nearly) constant: {how}; this comparison "
-                "proves little about it (untrained or zero weights? an output that "
-                "saturates? compare a layer before it, e.g. the logits)")
+      how = (
+        f"a second random input changes it by {o.change:.3g}, {o.change / o.scale:.2g} "
+        f"of its scale {o.scale:.3g}"
+        if o.scale > 0
+        else "it is zero for two random inputs"
+      )
+      self.line(
+        f"warning: output '{o.name}' is (nearly) constant: {how}; this comparison "
+        "proves little about it (untrained or zero weights? an output that "
+        "saturates? compare a layer before it, e.g. the logits)"
+      )
     if not c.varied:
-      self.line("note: no float inputs to vary, so how much the outputs depend on the "
-                "inputs was not measured")
+      self.line(
+        "note: no float inputs to vary, so how much the outputs depend on the "
+        "inputs was not measured"
+      )
     bad = [o.name for o in c.outputs if not o.ok(c.tolerance)]
     if bad:
-      self.line(f"MISMATCH: not within {c.tolerance:g} * max|tf|: {', '.join(bad)}   "
-                f"[jit compile + run: {c.seconds:.2f} s]")
+      self.line(
+        f"MISMATCH: not within {c.tolerance:g} * max|tf|: {', '.join(bad)}   "
+        f"[jit compile + run: {c.seconds:.2f} s]"
+      )
     else:
       weak = " (but see the warning: a weak check)" if c.weak else ""
-      self.line(f"OK: within {c.tolerance:g} * max|tf| of each output{weak}   "
-                f"[jit compile + run: {c.seconds:.2f} s]")
+      self.line(
+        f"OK: within {c.tolerance:g} * max|tf| of each output{weak}   "
+        f"[jit compile + run: {c.seconds:.2f} s]"
+      )
 
 
 def _plural(n: int, word: str) -> str:

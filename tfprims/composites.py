@@ -53,26 +53,28 @@ def components(spec, value, where: str) -> list:
   if isinstance(value, (tf.SparseTensor, tf.RaggedTensor)):
     if isinstance(value, tf.SparseTensor) != isinstance(spec, tf.SparseTensorSpec):
       raise errors.InputStructureError(
-          f"input '{where}': expected a {type(spec).__name__[:-4]}, got "
-          f"{type(value).__name__}")
+        f"input '{where}': expected a {type(spec).__name__[:-4]}, got {type(value).__name__}"
+      )
     return [c.numpy() for c in tf.nest.flatten(value, expand_composites=True)]
   if isinstance(spec, tf.SparseTensorSpec) and _is_bcoo(value):
     if value.n_batch or value.n_dense:
       raise errors.InputStructureError(
-          f"input '{where}': a BCOO with batch or dense dimensions (n_batch="
-          f"{value.n_batch}, n_dense={value.n_dense}); TF's sparse tensors have neither: "
-          "pass bcoo_update_layout(mat, n_batch=0, n_dense=0)")
+        f"input '{where}': a BCOO with batch or dense dimensions (n_batch="
+        f"{value.n_batch}, n_dense={value.n_dense}); TF's sparse tensors have neither: "
+        "pass bcoo_update_layout(mat, n_batch=0, n_dense=0)"
+      )
     index_dtype = dtypes.canonical_dtype(np.dtype(np.int64))
-    return [value.indices.astype(index_dtype), value.data,
-            np.asarray(value.shape, np.int64)]
+    return [value.indices.astype(index_dtype), value.data, np.asarray(value.shape, np.int64)]
   if isinstance(value, (tuple, list)) and len(value) == len(names):
     return list(value)
-  kinds = ("a tf.SparseTensor, a jax.experimental.sparse.BCOO or a tuple (indices, "
-           "values, dense_shape)" if isinstance(spec, tf.SparseTensorSpec) else
-           "a tf.RaggedTensor or a tuple (" + ", ".join(names) + ")")
+  kinds = (
+    "a tf.SparseTensor, a jax.experimental.sparse.BCOO or a tuple (indices, values, dense_shape)"
+    if isinstance(spec, tf.SparseTensorSpec)
+    else "a tf.RaggedTensor or a tuple (" + ", ".join(names) + ")"
+  )
   raise errors.InputStructureError(
-      f"input '{where}' is a {type(spec).__name__[:-4]}: pass {kinds}; got "
-      f"{type(value).__name__}")
+    f"input '{where}' is a {type(spec).__name__[:-4]}: pass {kinds}; got {type(value).__name__}"
+  )
 
 
 def _is_bcoo(value) -> bool:
@@ -100,14 +102,19 @@ def known_dense_shape(spec, name: str, raw, checked):
   value) else."""
   static = spec.shape.as_list() if spec.shape.rank is not None else None
   known = _known(raw)
-  if known is not None and static is not None and (
-      np.shape(known) != (len(static),) or any(
-          s is not None and s != k for s, k in zip(static, np.asarray(known).tolist()))):
+  if (
+    known is not None
+    and static is not None
+    and (
+      np.shape(known) != (len(static),)
+      or any(s is not None and s != k for s, k in zip(static, np.asarray(known).tolist()))
+    )
+  ):
     raise errors.InputShapeError(
-        f"input '{name}' is {np.asarray(known).tolist()}, but the signature's sparse "
-        f"shape is {static}")
-  value = known if known is not None else (
-      static if spec.shape.is_fully_defined() else None)
+      f"input '{name}' is {np.asarray(known).tolist()}, but the signature's sparse "
+      f"shape is {static}"
+    )
+  value = known if known is not None else (static if spec.shape.is_fully_defined() else None)
   if value is None:
     return checked
   return dtypes.canonicalize_value(np.asarray(value, np.int64), f"input '{name}'")
@@ -154,6 +161,7 @@ def static_shape(x) -> Optional[tuple[int, ...]]:
 class SparseOutputSpec:
   """A sparse output: its three component specs and its static dense shape (None
   where TF does not know it)."""
+
   indices: Any
   values: Any
   dense_shape: Any
@@ -176,16 +184,18 @@ class SparseOutput:
 
   def build(self, outputs, known):
     from jax.experimental import sparse
+
     i, v, s = self.positions
     shape = self.shape
     if shape is None:
       value = folding.known_value(known[s])
       if value is None:
         raise errors.DynamicShapeError(
-            f"a sparse output's dense shape ({outputs[s].shape[0]} dims) is neither "
-            "static in TF's graph nor known at trace time (it is computed from traced "
-            "values), and a BCOO needs a static shape: give the function a fixed shape "
-            "(tf.sparse.reset_shape with a constant shape), or call it eagerly")
+          f"a sparse output's dense shape ({outputs[s].shape[0]} dims) is neither "
+          "static in TF's graph nor known at trace time (it is computed from traced "
+          "values), and a BCOO needs a static shape: give the function a fixed shape "
+          "(tf.sparse.reset_shape with a constant shape), or call it eagerly"
+        )
       shape = tuple(int(d) for d in np.asarray(value).reshape(-1))
     return sparse.BCOO((outputs[v], outputs[i]), shape=shape)
 
@@ -196,17 +206,22 @@ def _spec_from_tf(name: str, spec) -> tuple[Optional[TensorSpec], Optional[str]]
   if not isinstance(spec, tf.TensorSpec):
     kind = type(spec).__name__.replace("Spec", "").replace("Tensor", " tensor").strip()
     return None, (
-        f"input '{name}' is a {kind or type(spec).__name__} ({type(spec).__name__}); "
-        "tfprims converts dense tensors, tf.SparseTensorSpec and tf.RaggedTensorSpec "
-        "inputs only: convert it to a dense tf.Tensor in the TF function's caller and "
-        "pass that instead")
+      f"input '{name}' is a {kind or type(spec).__name__} ({type(spec).__name__}); "
+      "tfprims converts dense tensors, tf.SparseTensorSpec and tf.RaggedTensorSpec "
+      "inputs only: convert it to a dense tf.Tensor in the TF function's caller and "
+      "pass that instead"
+    )
   np_dtype = dtypes.from_tf(spec.dtype)
   if np_dtype is None:
     return None, (
-        f"input '{name}' has dtype {spec.dtype.name}, which has no JAX equivalent"
-        + ("; tfprims.split_host_prefix(fn, ...) runs the string part in TF and converts "
-           "the numeric rest" if spec.dtype == tf.string else
-           "; do resource handling in TF and pass numeric tensors"))
+      f"input '{name}' has dtype {spec.dtype.name}, which has no JAX equivalent"
+      + (
+        "; tfprims.split_host_prefix(fn, ...) runs the string part in TF and converts "
+        "the numeric rest"
+        if spec.dtype == tf.string
+        else "; do resource handling in TF and pass numeric tensors"
+      )
+    )
   shape = None if spec.shape.rank is None else tuple(spec.shape.as_list())
   return TensorSpec(name, shape, np_dtype), None
 

@@ -40,11 +40,27 @@ from jax.interpreters import batching as jax_batching
 from tfprims import config, derived, dtypes, emit, errors, folding, opdefs
 
 __all__ = [
-    "Op", "TFOp", "StructuralOp", "register_op", "register_structural",
-    "declare_unsupported", "unregister_op", "install_op", "lookup", "get_op", "primitive",
-    "registered_ops", "all_ops", "declared_op_types", "tfops", "override_jvp",
-    "override_batching", "override_transpose", "register_platform_lowering", "hashable",
-    "is_concrete",
+  "Op",
+  "TFOp",
+  "StructuralOp",
+  "register_op",
+  "register_structural",
+  "declare_unsupported",
+  "unregister_op",
+  "install_op",
+  "lookup",
+  "get_op",
+  "primitive",
+  "registered_ops",
+  "all_ops",
+  "declared_op_types",
+  "tfops",
+  "override_jvp",
+  "override_batching",
+  "override_transpose",
+  "register_platform_lowering",
+  "hashable",
+  "is_concrete",
 ]
 
 _REGISTRY: dict[str, "Op"] = {}
@@ -76,8 +92,9 @@ def hashable(value: Any) -> Any:
   try:
     hash(value)
   except TypeError:
-    raise TypeError(f"primitive params must be hashable; got {type(value).__name__}: "
-                    f"{value!r}") from None
+    raise TypeError(
+      f"primitive params must be hashable; got {type(value).__name__}: {value!r}"
+    ) from None
   return value
 
 
@@ -89,10 +106,18 @@ def is_concrete(value: Any) -> bool:
 # --- declarations ------------------------------------------------------------------------
 
 #: The properties an op declares about itself (fields of :class:`Op`).
-PROPERTIES = ("writes_state", "reads_state", "uses_rng", "shape_only", "pass_through",
-          "linear_values", "calls_functions", "creates_variable", "graph_input",
-          "dynamic_shape")
-
+PROPERTIES = (
+  "writes_state",
+  "reads_state",
+  "uses_rng",
+  "shape_only",
+  "pass_through",
+  "linear_values",
+  "calls_functions",
+  "creates_variable",
+  "graph_input",
+  "dynamic_shape",
+)
 
 
 @dataclasses.dataclass(eq=False, kw_only=True)
@@ -145,6 +170,7 @@ class Op:
       ``jax.experimental.checkify.check``.
     doc: one line saying what the op computes.
   """
+
   op_type: str
   family: str = "custom"
   interpret: Optional[Interpret] = None
@@ -191,19 +217,20 @@ class TFOp(Op):
   Calling the op binds the primitive: ``MatMul(a, b, transpose_a=False,
   transpose_b=True)``. Params are the kept TF attrs plus the static inputs.
   """
+
   primitive: Primitive
   impl: Callable[..., Any]
-  static: Mapping[str, str]            # TF input arg name -> param name
+  static: Mapping[str, str]  # TF input arg name -> param name
   attrs: tuple[str, ...]
   multiple_results: bool
   canonicalize: Optional[Callable[..., dict]] = None
   spec: Optional[Callable[[Any], Any]] = None
   shape_rule: Optional[Callable[..., Any]] = None
-  symbolic: Optional[Callable[..., Any]] = None   # numpy on symbolic dims: see register_op
-  jvp_source: str = "derived"          # "derived", "explicit", "linear" or "override"
-  batching_source: str = "derived"     # "derived", "elementwise", "explicit" or "override"
+  symbolic: Optional[Callable[..., Any]] = None  # numpy on symbolic dims: see register_op
+  jvp_source: str = "derived"  # "derived", "explicit", "linear" or "override"
+  batching_source: str = "derived"  # "derived", "elementwise", "explicit" or "override"
   transpose_source: str = "none"
-  lowering: Optional[Callable[..., Any]] = None   # the default MLIR rule (every platform)
+  lowering: Optional[Callable[..., Any]] = None  # the default MLIR rule (every platform)
   platform_lowerings: dict = dataclasses.field(default_factory=dict)  # platform -> impl
   _defaults: dict = dataclasses.field(default_factory=dict, repr=False)
   _rules: dict = dataclasses.field(default_factory=dict, repr=False)
@@ -216,8 +243,9 @@ class TFOp(Op):
     params = {k: hashable(v) for k, v in params.items()}
     return self.primitive.bind(*derived.match_varying(operands), **params)
 
-  def prepare(self, inputs: Mapping[str, Any], attrs: Mapping[str, Any],
-              node: str = "<call>") -> tuple[list, dict]:
+  def prepare(
+    self, inputs: Mapping[str, Any], attrs: Mapping[str, Any], node: str = "<call>"
+  ) -> tuple[list, dict]:
     """Maps TF inputs (by op-def arg name) and attrs to ``(operands, params)``.
 
     Static inputs must be concrete (numpy); they become params, as do the kept
@@ -234,8 +262,11 @@ class TFOp(Op):
         if any(k is None for k in known):
           raise errors.StaticInputError(self.op_type, node, arg)
         # A list input: one param per element (their shapes may differ).
-        params[self.static[arg]] = (tuple(hashable(np.asarray(k)) for k in known)
-                                    if isinstance(value, list) else hashable(np.asarray(known[0])))
+        params[self.static[arg]] = (
+          tuple(hashable(np.asarray(k)) for k in known)
+          if isinstance(value, list)
+          else hashable(np.asarray(known[0]))
+        )
       elif isinstance(value, list):
         operands.extend(value)
       else:
@@ -279,11 +310,11 @@ class TFOp(Op):
     if out is None and self.symbolic is not None and folding.has_symbolic(operands):
       out = folding.fold_symbolic(self.symbolic, operands, params)
     weights = any(folding.is_weight(o) for o in operands)
-    if out is None and (weights or folding.has_symbolic(operands)
-                        or folding.has_symbolic_param(params)):
+    if out is None and (
+      weights or folding.has_symbolic(operands) or folding.has_symbolic_param(params)
+    ):
       # The program computes it: from its constants, or from symbolic dims' values.
-      return self.primitive.bind(*derived.match_varying(folding.materialize(operands)),
-                                 **params)
+      return self.primitive.bind(*derived.match_varying(folding.materialize(operands)), **params)
     if out is None:
       with jax.ensure_compile_time_eval():
         out = self.impl(*operands, **params)
@@ -296,9 +327,10 @@ class TFOp(Op):
     float64/complex128 results stay wide, other 64-bit ones are narrowed."""
     with jax.enable_x64(True):
       out = self.fold(*operands, **params)
-    outs = [o if dtypes.is_wide(o) else
-            dtypes.canonicalize_value(o, f"{self.op_type} result")
-            for o in (out if self.multiple_results else [out])]
+    outs = [
+      o if dtypes.is_wide(o) else dtypes.canonicalize_value(o, f"{self.op_type} result")
+      for o in (out if self.multiple_results else [out])
+    ]
     return outs if self.multiple_results else outs[0]
 
   def __repr__(self):
@@ -307,43 +339,45 @@ class TFOp(Op):
 
 def _check_new(op_type: str, replace: bool) -> None:
   if op_type in _REGISTRY and not replace:
-    raise ValueError(f"TF op {op_type!r} is already registered "
-                     f"({_REGISTRY[op_type]!r}); pass replace=True to redefine it")
+    raise ValueError(
+      f"TF op {op_type!r} is already registered "
+      f"({_REGISTRY[op_type]!r}); pass replace=True to redefine it"
+    )
 
 
 def register_op(
-    op_type: str,
-    impl: Callable[..., Any],
-    *,
-    family: str = "custom",
-    static: Union[Sequence[str], Mapping[str, str]] = (),
-    attrs: Sequence[str] = (),
-    multiple_results: bool = False,
-    abstract_eval: Optional[Callable[..., Any]] = None,
-    shape_rule: Optional[Callable[..., Any]] = None,
-    lowering: Optional[Callable[..., Any]] = None,
-    build: Optional[Callable[..., Any]] = None,
-    lowerings: Optional[Mapping[str, Callable[..., Any]]] = None,
-    jvp: JvpRule = None,
-    linear: bool = False,
-    transpose: Optional[Callable[..., Any]] = None,
-    batching: BatchRule = None,
-    canonicalize: Optional[Callable[..., dict]] = None,
-    interpret: Optional[Interpret] = None,
-    spec: Optional[Callable[[Any], Any]] = None,
-    doc: Optional[str] = None,
-    writes_state: bool = False,
-    reads_state: bool = False,
-    uses_rng: bool = False,
-    shape_only: bool = False,
-    pass_through: bool = False,
-    linear_values: bool = False,
-    dynamic_shape: Optional[str] = None,
-    static_shape_if: Optional[Callable[[Any], bool]] = None,
-    check: Optional[Callable[..., Any]] = None,
-    assertion: bool = False,
-    symbolic: Optional[Callable[..., Any]] = None,
-    replace: bool = False,
+  op_type: str,
+  impl: Callable[..., Any],
+  *,
+  family: str = "custom",
+  static: Union[Sequence[str], Mapping[str, str]] = (),
+  attrs: Sequence[str] = (),
+  multiple_results: bool = False,
+  abstract_eval: Optional[Callable[..., Any]] = None,
+  shape_rule: Optional[Callable[..., Any]] = None,
+  lowering: Optional[Callable[..., Any]] = None,
+  build: Optional[Callable[..., Any]] = None,
+  lowerings: Optional[Mapping[str, Callable[..., Any]]] = None,
+  jvp: JvpRule = None,
+  linear: bool = False,
+  transpose: Optional[Callable[..., Any]] = None,
+  batching: BatchRule = None,
+  canonicalize: Optional[Callable[..., dict]] = None,
+  interpret: Optional[Interpret] = None,
+  spec: Optional[Callable[[Any], Any]] = None,
+  doc: Optional[str] = None,
+  writes_state: bool = False,
+  reads_state: bool = False,
+  uses_rng: bool = False,
+  shape_only: bool = False,
+  pass_through: bool = False,
+  linear_values: bool = False,
+  dynamic_shape: Optional[str] = None,
+  static_shape_if: Optional[Callable[[Any], bool]] = None,
+  check: Optional[Callable[..., Any]] = None,
+  assertion: bool = False,
+  symbolic: Optional[Callable[..., Any]] = None,
+  replace: bool = False,
 ) -> TFOp:
   """Declares a TF op as a JAX primitive named ``tf.<op_type>``.
 
@@ -404,11 +438,14 @@ def register_op(
   """
   _check_new(op_type, replace)
   # JAX's batching machinery passes ``args``/``dims`` positionally to rules.
-  reserved = {"args", "dims"} & (set(attrs) | set(
-      static.values() if isinstance(static, Mapping) else static))
+  reserved = {"args", "dims"} & (
+    set(attrs) | set(static.values() if isinstance(static, Mapping) else static)
+  )
   if reserved:
-    raise ValueError(f"{op_type}: params may not be named {sorted(reserved)} "
-                     "(JAX reserves them in batching rules); rename them with static={...}")
+    raise ValueError(
+      f"{op_type}: params may not be named {sorted(reserved)} "
+      "(JAX reserves them in batching rules); rename them with static={...}"
+    )
   if linear and transpose is None:
     raise ValueError(f"{op_type}: linear=True needs a transpose rule")
   prim = Primitive(f"tf.{op_type}")
@@ -430,17 +467,35 @@ def register_op(
   mlir.register_lowering(prim, lowering)
 
   static = dict(static) if isinstance(static, Mapping) else {s: s for s in static}
-  op = TFOp(op_type=op_type, primitive=prim, impl=impl, family=family, static=static,
-            attrs=tuple(attrs), multiple_results=multiple_results,
-            canonicalize=canonicalize, interpret=interpret, spec=spec,
-            doc=_first_line(doc if doc is not None else _own_doc(impl)),
-            shape_rule=shape_rule, writes_state=writes_state, reads_state=reads_state,
-            uses_rng=uses_rng, shape_only=shape_only, pass_through=pass_through,
-            linear_values=linear or linear_values, dynamic_shape=dynamic_shape,
-            static_shape_if=static_shape_if, check=check,
-            assertion=assertion, lowering=lowering, symbolic=symbolic)
+  op = TFOp(
+    op_type=op_type,
+    primitive=prim,
+    impl=impl,
+    family=family,
+    static=static,
+    attrs=tuple(attrs),
+    multiple_results=multiple_results,
+    canonicalize=canonicalize,
+    interpret=interpret,
+    spec=spec,
+    doc=_first_line(doc if doc is not None else _own_doc(impl)),
+    shape_rule=shape_rule,
+    writes_state=writes_state,
+    reads_state=reads_state,
+    uses_rng=uses_rng,
+    shape_only=shape_only,
+    pass_through=pass_through,
+    linear_values=linear or linear_values,
+    dynamic_shape=dynamic_shape,
+    static_shape_if=static_shape_if,
+    check=check,
+    assertion=assertion,
+    lowering=lowering,
+    symbolic=symbolic,
+  )
   jvp, transpose, batching, op.canonicalize, op.interpret, op.spec = derived.for_op(
-      op, jvp, transpose, batching, canonicalize, interpret, spec)
+    op, jvp, transpose, batching, canonicalize, interpret, spec
+  )
   if linear:
     ad.deflinear2(prim, transpose)
     op.jvp_source, op.transpose_source = "linear", "explicit"
@@ -468,9 +523,9 @@ def register_op(
   jax_batching.primitive_batchers[prim] = batching_rule
 
   op._defaults = {
-      "jvp": (ad.primitive_jvps.get(prim), op.jvp_source),
-      "transpose": (ad.primitive_transposes.get(prim), op.transpose_source),
-      "batching": (batching_rule, op.batching_source),
+    "jvp": (ad.primitive_jvps.get(prim), op.jvp_source),
+    "transpose": (ad.primitive_transposes.get(prim), op.transpose_source),
+    "batching": (batching_rule, op.batching_source),
   }
   op._rules = {kind: rule for kind, (rule, _) in op._defaults.items()}
   _REGISTRY[op_type] = op
@@ -479,9 +534,13 @@ def register_op(
   return op
 
 
-def register_platform_lowering(op_type: str, platform: str,
-                               impl: Optional[Callable[..., Any]] = None, *,
-                               build: Optional[Callable[..., Any]] = None) -> None:
+def register_platform_lowering(
+  op_type: str,
+  platform: str,
+  impl: Optional[Callable[..., Any]] = None,
+  *,
+  build: Optional[Callable[..., Any]] = None,
+) -> None:
   """Lowers ``op_type`` on ``platform`` ("cpu", "cuda", "rocm", "tpu") as ``impl``,
   or as the builder ``build`` (tfprims/emit.py).
 
@@ -501,8 +560,9 @@ def register_platform_lowering(op_type: str, platform: str,
     raise TypeError("register_platform_lowering takes one of impl and build")
   if build is not None:
     impl = emit.traced(build, default=op.impl)
-    fast = emit.direct_lowering(build, impl, multiple_results=op.multiple_results,
-                                declined=op.lowering)
+    fast = emit.direct_lowering(
+      build, impl, multiple_results=op.multiple_results, declined=op.lowering
+    )
   else:
     fast = mlir.lower_fun(impl, multiple_results=op.multiple_results)
   default = op.lowering
@@ -516,9 +576,15 @@ def register_platform_lowering(op_type: str, platform: str,
   op.platform_lowerings[platform] = impl
 
 
-def register_structural(op_types: Union[str, Sequence[str]], interpret: Interpret, *,
-                        family: str, doc: str, replace: bool = False,
-                        **properties) -> Interpret:
+def register_structural(
+  op_types: Union[str, Sequence[str]],
+  interpret: Interpret,
+  *,
+  family: str,
+  doc: str,
+  replace: bool = False,
+  **properties,
+) -> Interpret:
   """Registers op types the interpreter runs by ``interpret(ctx, node, inputs)``
   alone, with no primitive of their own; ``properties`` are :class:`Op`'s declared
   properties (``writes_state=True``...). Returns ``interpret`` (usable as a
@@ -528,8 +594,9 @@ def register_structural(op_types: Union[str, Sequence[str]], interpret: Interpre
     raise TypeError(f"unknown op properties {sorted(unknown)}; known: {list(PROPERTIES)}")
   for op_type in [op_types] if isinstance(op_types, str) else op_types:
     _check_new(op_type, replace)
-    _REGISTRY[op_type] = StructuralOp(op_type=op_type, family=family, interpret=interpret,
-                                      doc=_first_line(doc), **properties)
+    _REGISTRY[op_type] = StructuralOp(
+      op_type=op_type, family=family, interpret=interpret, doc=_first_line(doc), **properties
+    )
   return interpret
 
 
@@ -594,10 +661,14 @@ def get_op(op_type: str) -> TFOp:
   if isinstance(op, TFOp):
     return op
   if op is not None:
-    raise KeyError(f"TF op {op_type!r} has no primitive: the interpreter runs it "
-                   "(tfprims.core.lookup returns its declaration)")
-  raise KeyError(f"no TF op {op_type!r} is registered; see tfprims.registered_ops() "
-                 "or register it with tfprims.register_op")
+    raise KeyError(
+      f"TF op {op_type!r} has no primitive: the interpreter runs it "
+      "(tfprims.core.lookup returns its declaration)"
+    )
+  raise KeyError(
+    f"no TF op {op_type!r} is registered; see tfprims.registered_ops() "
+    "or register it with tfprims.register_op"
+  )
 
 
 def primitive(op_type: str) -> Primitive:
@@ -634,8 +705,9 @@ def is_pure(op_type: str) -> bool:
   od = opdefs.op_def(op_type)
   if op is None or od is None or od.is_stateful:
     return False
-  return not (op.graph_input or op.reads_state or op.uses_rng or op.calls_functions
-              or op.creates_variable)
+  return not (
+    op.graph_input or op.reads_state or op.uses_rng or op.calls_functions or op.creates_variable
+  )
 
 
 class _OpNamespace:
@@ -688,8 +760,7 @@ def override_jvp(op_type: str, rule: Optional[Callable[..., Any]]) -> Callable[.
 
 def override_transpose(op_type: str, rule: Optional[Callable[..., Any]]) -> Callable[..., Any]:
   """Replaces an op's transpose rule ``rule(ct, *args, **params)`` (None restores)."""
-  return _override(op_type, "transpose", ad.primitive_transposes, rule,
-                   derived.zero_safe_transpose)
+  return _override(op_type, "transpose", ad.primitive_transposes, rule, derived.zero_safe_transpose)
 
 
 def override_batching(op_type: str, rule: Optional[Callable[..., Any]]) -> Callable[..., Any]:

@@ -58,7 +58,8 @@ def _dims(specs, batch_polymorphic: bool, batch: Optional[int], constraints=()):
   for spec in specs:
     if spec.shape is None:
       raise errors.InputShapeError(
-          f"input {spec.name!r} has an unknown rank: give its shape (`shapes`)")
+        f"input {spec.name!r} has an unknown rank: give its shape (`shapes`)"
+      )
     dims = []
     for axis, d in enumerate(spec.shape):
       if d is not None:
@@ -67,9 +68,10 @@ def _dims(specs, batch_polymorphic: bool, batch: Optional[int], constraints=()):
         dims.append(int(batch))
       elif not batch_polymorphic:
         raise errors.InputShapeError(
-            f"input {spec.name!r} has an unknown dim {axis} ({spec.shape}): export with "
-            "symbolic dims (batch_polymorphic=True), or give a batch size or concrete "
-            "shapes (`batch`, `shapes`)")
+          f"input {spec.name!r} has an unknown dim {axis} ({spec.shape}): export with "
+          "symbolic dims (batch_polymorphic=True), or give a batch size or concrete "
+          "shapes (`batch`, `shapes`)"
+        )
       else:
         name = "batch" if axis == 0 else f"{_identifier(spec.name)}_{axis}"
         if name not in names:
@@ -79,21 +81,22 @@ def _dims(specs, batch_polymorphic: bool, batch: Optional[int], constraints=()):
   if not names:
     if constraints:
       raise errors.InputShapeError(
-          f"constraints {list(constraints)} bound symbolic dims, but every input dim is "
-          "concrete here")
+        f"constraints {list(constraints)} bound symbolic dims, but every input dim is concrete here"
+      )
     return [tuple(d) for d in layout]
-  for c in constraints:   # JAX would take an unknown name as a new, unbound symbol
+  for c in constraints:  # JAX would take an unknown name as a new, unbound symbol
     unknown = sorted(_symbols(c) - set(names))
     if unknown:
       raise errors.InputShapeError(
-          f"constraint {c!r} names {', '.join(unknown)}, but the symbolic dims are "
-          f"{', '.join(names)}")
+        f"constraint {c!r} names {', '.join(unknown)}, but the symbolic dims are {', '.join(names)}"
+      )
   try:
     dims = jax.export.symbolic_shape(", ".join(names), constraints=tuple(constraints))
-  except ValueError as e:   # a malformed constraint
+  except ValueError as e:  # a malformed constraint
     raise errors.InputShapeError(
-        f"constraints {list(constraints)}: {str(e).splitlines()[0]} (the symbolic dims "
-        f"are {', '.join(names)})") from None
+      f"constraints {list(constraints)}: {str(e).splitlines()[0]} (the symbolic dims "
+      f"are {', '.join(names)})"
+    ) from None
   symbols = dict(zip(names, dims))
   return [tuple(symbols[d] if isinstance(d, str) else d for d in dims) for dims in layout]
 
@@ -102,10 +105,12 @@ def _output_names(fn, n: int) -> list[str]:
   """Each output's path in the function's output structure ("logits", "0"...), or
   a GraphDef's output tensor names."""
   import tree
+
   if hasattr(fn, "output_names"):
     return list(fn.output_names)
-  paths = [path for path, spec in tree.flatten_with_path(fn.structured_outputs)
-           if hasattr(spec, "dtype")]
+  paths = [
+    path for path, spec in tree.flatten_with_path(fn.structured_outputs) if hasattr(spec, "dtype")
+  ]
   if len(paths) != n:
     return [str(i) for i in range(n)]
   return ["/".join(str(p) for p in path) or "output" for path in paths]
@@ -115,10 +120,19 @@ def _identifier(name: str) -> str:
   return "".join(c if c.isalnum() else "_" for c in name) or "x"
 
 
-def export(fn, params: Mapping[str, Any], path: str, *, batch_polymorphic: bool = True,
-           batch: Optional[int] = None, shapes: Optional[Mapping[str, Sequence[int]]] = None,
-           constraints: Sequence[str] = (), platforms: Optional[Sequence[str]] = None,
-           source: str = "", differentiable: bool = True) -> dict:
+def export(
+  fn,
+  params: Mapping[str, Any],
+  path: str,
+  *,
+  batch_polymorphic: bool = True,
+  batch: Optional[int] = None,
+  shapes: Optional[Mapping[str, Sequence[int]]] = None,
+  constraints: Sequence[str] = (),
+  platforms: Optional[Sequence[str]] = None,
+  source: str = "",
+  differentiable: bool = True,
+) -> dict:
   """Writes the artifact of a converted function and its params to directory
   ``path``; returns the manifest.
 
@@ -149,22 +163,29 @@ def export(fn, params: Mapping[str, Any], path: str, *, batch_polymorphic: bool 
   unknown = sorted(set(shapes or ()) - {s.name for s in fn.input_specs})
   if unknown:
     raise errors.InputStructureError(
-        f"shapes for unknown inputs {unknown}; the inputs are "
-        f"{[s.name for s in fn.input_specs]}")
-  specs = [dataclasses.replace(s, shape=tuple(int(d) for d in shapes[s.name]))
-           if shapes and s.name in shapes else s for s in fn.input_specs]
+      f"shapes for unknown inputs {unknown}; the inputs are {[s.name for s in fn.input_specs]}"
+    )
+  specs = [
+    dataclasses.replace(s, shape=tuple(int(d) for d in shapes[s.name]))
+    if shapes and s.name in shapes
+    else s
+    for s in fn.input_specs
+  ]
   shapes_in = _dims(specs, batch_polymorphic, batch, constraints)
   if hasattr(fn, "structured_inputs"):  # a ConvertedFunction
+
     def call(params, *flat):
       args, kwargs = tree.unflatten_as(fn.structured_inputs, list(flat))
       return fn(params, *args, **kwargs)[0]
   else:  # a converted GraphDef: fn(*inputs) -> list of outputs
+
     def call(params, *flat):
       del params
       return fn(*flat)
 
-  param_structs = {k: jax.ShapeDtypeStruct(np.shape(v), np.asarray(v).dtype)
-                   for k, v in params.items()}
+  param_structs = {
+    k: jax.ShapeDtypeStruct(np.shape(v), np.asarray(v).dtype) for k, v in params.items()
+  }
   in_structs = [jax.ShapeDtypeStruct(shape, s.dtype) for shape, s in zip(shapes_in, specs)]
   name = getattr(fn, "__name__", "graph")
   with progress.phase(f"tfprims export: tracing and lowering {name}"):
@@ -179,27 +200,38 @@ def export(fn, params: Mapping[str, Any], path: str, *, batch_polymorphic: bool 
   # Keys of their own: a param named like a savez argument ("file") must not clash.
   keys = {k: f"p{i}" for i, k in enumerate(arrays)}
   with progress.phase(f"tfprims export: writing {len(arrays)} params"):
-    np.savez(os.path.join(path, PARAMS_FILE),
-             **{keys[k]: _storable(v) for k, v in arrays.items()})
+    np.savez(os.path.join(path, PARAMS_FILE), **{keys[k]: _storable(v) for k, v in arrays.items()})
   from tfprims import __version__
+
   manifest = {
-      "format": FORMAT,
-      "source": source,
-      "function": name,
-      "inputs": [{"name": s.name, "shape": [str(d) if not isinstance(d, int) else d
-                                            for d in shape], "dtype": str(s.dtype)}
-                 for s, shape in zip(specs, shapes_in)],
-      "outputs": [{"name": name, "shape": [str(d) if not isinstance(d, int) else d
-                                           for d in a.shape], "dtype": str(a.dtype)}
-                  for name, a in zip(_output_names(fn, len(exported.out_avals)),
-                                     exported.out_avals)],
-      "params": [{"name": k, "key": keys[k], "shape": list(v.shape), "dtype": str(v.dtype)}
-                 for k, v in arrays.items()],
-      "constraints": list(constraints),
-      "vjp": vjp_error is None,
-      **({"vjp_error": vjp_error} if vjp_error else {}),
-      "platforms": list(exported.platforms),
-      "versions": {"tfprims": __version__, "jax": jax.__version__},
+    "format": FORMAT,
+    "source": source,
+    "function": name,
+    "inputs": [
+      {
+        "name": s.name,
+        "shape": [str(d) if not isinstance(d, int) else d for d in shape],
+        "dtype": str(s.dtype),
+      }
+      for s, shape in zip(specs, shapes_in)
+    ],
+    "outputs": [
+      {
+        "name": name,
+        "shape": [str(d) if not isinstance(d, int) else d for d in a.shape],
+        "dtype": str(a.dtype),
+      }
+      for name, a in zip(_output_names(fn, len(exported.out_avals)), exported.out_avals)
+    ],
+    "params": [
+      {"name": k, "key": keys[k], "shape": list(v.shape), "dtype": str(v.dtype)}
+      for k, v in arrays.items()
+    ],
+    "constraints": list(constraints),
+    "vjp": vjp_error is None,
+    **({"vjp_error": vjp_error} if vjp_error else {}),
+    "platforms": list(exported.platforms),
+    "versions": {"tfprims": __version__, "jax": jax.__version__},
   }
   with open(os.path.join(path, MANIFEST_FILE), "w") as f:
     json.dump(manifest, f, indent=1)
@@ -218,8 +250,13 @@ def _serialize(exported, differentiable: bool):
     return exported.serialize(), f"{type(e).__name__}: {first[:300]}"
 
 
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+_BINARY = {
+  ast.Add: operator.add,
+  ast.Sub: operator.sub,
+  ast.Mult: operator.mul,
+  ast.FloorDiv: operator.floordiv,
+  ast.Mod: operator.mod,
+}
 _COMPARE = {ast.GtE: operator.ge, ast.LtE: operator.le, ast.Eq: operator.eq}
 _CALLS = {"max": max, "min": min, "floordiv": operator.floordiv, "mod": operator.mod}
 
@@ -229,7 +266,7 @@ def _symbols(constraint: str) -> set:
   try:
     tree = ast.parse(constraint, mode="eval")
   except SyntaxError:
-    return set()   # jax.export's parser names the problem
+    return set()  # jax.export's parser names the problem
   functions = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
   return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in functions}
 
@@ -240,6 +277,7 @@ def _holds(constraint: str, sizes: Mapping[str, int]) -> Optional[bool]:
 
   A deserialized artifact called with sizes that break its constraints fails in JAX's
   shape refinement ("Error refining shapes"), so the loaded model checks them first."""
+
   def value(node):
     if isinstance(node, ast.Constant) and type(node.value) is int:
       return node.value
@@ -249,14 +287,18 @@ def _holds(constraint: str, sizes: Mapping[str, int]) -> Optional[bool]:
       return -value(node.operand)
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
       return _BINARY[type(node.op)](value(node.left), value(node.right))
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-        and node.func.id in _CALLS and not node.keywords):
+    if (
+      isinstance(node, ast.Call)
+      and isinstance(node.func, ast.Name)
+      and node.func.id in _CALLS
+      and not node.keywords
+    ):
       return _CALLS[node.func.id](*map(value, node.args))
     raise ValueError(ast.dump(node))
+
   try:
     tree = ast.parse(constraint, mode="eval").body
-    if not (isinstance(tree, ast.Compare) and len(tree.ops) == 1
-            and type(tree.ops[0]) in _COMPARE):
+    if not (isinstance(tree, ast.Compare) and len(tree.ops) == 1 and type(tree.ops[0]) in _COMPARE):
       return None
     return _COMPARE[type(tree.ops[0])](value(tree.left), value(tree.comparators[0]))
   except (SyntaxError, ValueError, KeyError, TypeError, ZeroDivisionError):
@@ -273,19 +315,23 @@ def _jax_function(exported, vjp_error: Optional[str]):
   exported for) and ``jax.grad`` differentiates with the artifact's VJP (batched the
   same way)."""
   from jax import custom_batching
+
   primal = custom_batching.sequential_vmap(exported.call)
-  backward: list = []   # (the VJP's batched call, its Exported), made on first use
+  backward: list = []  # (the VJP's batched call, its Exported), made on first use
 
   def vjp():
     if not backward:
       if vjp_error is not None:
-        raise NoVJPError(f"this artifact has no VJP, so jax.grad cannot go through it "
-                         f"({vjp_error})")
+        raise NoVJPError(
+          f"this artifact has no VJP, so jax.grad cannot go through it ({vjp_error})"
+        )
       try:
         exp_vjp = exported.vjp()
-      except ValueError as e:   # jax.export: "No VJP is available"
-        raise NoVJPError(f"this artifact has no VJP ({e}): export it again with this "
-                         "tfprims version (tfprims export) to differentiate it") from None
+      except ValueError as e:  # jax.export: "No VJP is available"
+        raise NoVJPError(
+          f"this artifact has no VJP ({e}): export it again with this "
+          "tfprims version (tfprims export) to differentiate it"
+        ) from None
       backward.append((custom_batching.sequential_vmap(exp_vjp.call), exp_vjp))
     return backward[0]
 
@@ -302,8 +348,10 @@ def _jax_function(exported, vjp_error: Optional[str]):
     flat, tree = jax.tree.flatten((params, *inputs))
     call, exp_vjp = vjp()
     # Integer outputs' cotangents are float0 zeros in the VJP's calling convention.
-    cts = [np.zeros(np.shape(c), jax.dtypes.float0) if a.dtype == jax.dtypes.float0 else c
-           for c, a in zip(jax.tree.leaves(cts), exp_vjp.in_avals[len(flat):])]
+    cts = [
+      np.zeros(np.shape(c), jax.dtypes.float0) if a.dtype == jax.dtypes.float0 else c
+      for c, a in zip(jax.tree.leaves(cts), exp_vjp.in_avals[len(flat) :])
+    ]
     return tuple(jax.tree.unflatten(tree, call(*flat, *cts)))
 
   fn.defvjp(fwd, bwd)
@@ -341,29 +389,40 @@ class ExportedModel:
     with open(os.path.join(path, MANIFEST_FILE)) as f:
       self.manifest = json.load(f)
     if self.manifest.get("format") != FORMAT:
-      raise ValueError(f"{path!r} is not a tfprims export artifact "
-                       f"(format {self.manifest.get('format')!r}, expected {FORMAT!r})")
+      raise ValueError(
+        f"{path!r} is not a tfprims export artifact "
+        f"(format {self.manifest.get('format')!r}, expected {FORMAT!r})"
+      )
     with open(os.path.join(path, MODEL_FILE), "rb") as f:
       self.exported = jax.export.deserialize(bytearray(f.read()))
     # On the default device once (concrete arrays even when loaded inside a jit trace).
-    with np.load(os.path.join(path, PARAMS_FILE), allow_pickle=False) as data, \
-        jax.ensure_compile_time_eval():
-      self.params = {p["name"]: jax.device_put(data[p["key"]].view(jax.numpy.dtype(p["dtype"])))
-                     for p in self.manifest["params"]}
+    with (
+      np.load(os.path.join(path, PARAMS_FILE), allow_pickle=False) as data,
+      jax.ensure_compile_time_eval(),
+    ):
+      self.params = {
+        p["name"]: jax.device_put(data[p["key"]].view(jax.numpy.dtype(p["dtype"])))
+        for p in self.manifest["params"]
+      }
     self.input_names = [i["name"] for i in self.manifest["inputs"]]
     # The exported function's flat arguments: the params' leaves, then the inputs.
-    self._input_avals = self.exported.in_avals[len(self.exported.in_avals)
-                                               - len(self.input_names):]
-    vjp_error = (None if self.manifest.get("vjp", True)
-                 else self.manifest.get("vjp_error", "exported without it"))
+    self._input_avals = self.exported.in_avals[
+      len(self.exported.in_avals) - len(self.input_names) :
+    ]
+    vjp_error = (
+      None
+      if self.manifest.get("vjp", True)
+      else self.manifest.get("vjp_error", "exported without it")
+    )
     self._fn = _jax_function(self.exported, vjp_error)
 
   def __call__(self, *args, **kwargs):
     if args and isinstance(args[0], Mapping):
       names = ", ".join(self.input_names)
       raise errors.InputStructureError(
-          f"the artifact holds its params (model.params): call it with the inputs only, "
-          f"model({names}); model.apply(params, {names}) takes other params")
+        f"the artifact holds its params (model.params): call it with the inputs only, "
+        f"model({names}); model.apply(params, {names}) takes other params"
+      )
     return self._fn(self.params, *self._inputs(args, kwargs))
 
   def apply(self, params: Mapping[str, Any], *args, **kwargs):
@@ -372,9 +431,10 @@ class ExportedModel:
     if not isinstance(params, Mapping):
       names = ", ".join(self.input_names)
       raise errors.InputStructureError(
-          f"the first argument of apply is the params (a dict by name, as model.params), "
-          f"then the inputs: apply(params, {names}); got {type(params).__name__}. "
-          f"model({names}) uses the artifact's own params")
+        f"the first argument of apply is the params (a dict by name, as model.params), "
+        f"then the inputs: apply(params, {names}); got {type(params).__name__}. "
+        f"model({names}) uses the artifact's own params"
+      )
     return self._fn(self._params(params), *self._inputs(args, kwargs))
 
   def _params(self, params):
@@ -382,9 +442,11 @@ class ExportedModel:
     missing, unknown = sorted(set(specs) - set(params)), sorted(set(params) - set(specs))
     if missing or unknown:
       raise errors.InputStructureError(
-          "params do not match the artifact's: " + "; ".join(
-              f"{what} {names}" for what, names in (("missing", missing), ("unknown", unknown))
-              if names))
+        "params do not match the artifact's: "
+        + "; ".join(
+          f"{what} {names}" for what, names in (("missing", missing), ("unknown", unknown)) if names
+        )
+      )
     out = {}
     for name, spec in specs.items():
       value = params[name]
@@ -393,8 +455,9 @@ class ExportedModel:
         got = np.dtype(value.dtype).name if hasattr(value, "dtype") else type(value).__name__
         raise errors.InputDtypeError(f"param {name!r} is {got}, the artifact takes {want.name}")
       if tuple(np.shape(value)) != tuple(spec["shape"]):
-        raise errors.InputShapeError(f"param {name!r} has shape {list(np.shape(value))}, the "
-                                     f"artifact takes {spec['shape']}")
+        raise errors.InputShapeError(
+          f"param {name!r} has shape {list(np.shape(value))}, the artifact takes {spec['shape']}"
+        )
       out[name] = value
     return out
 
@@ -403,7 +466,8 @@ class ExportedModel:
     names = self.input_names
     if len(args) > len(names):
       raise errors.InputStructureError(
-          f"expected at most {len(names)} inputs ({', '.join(names)}), got {len(args)}")
+        f"expected at most {len(names)} inputs ({', '.join(names)}), got {len(args)}"
+      )
     given = dict(zip(names, args))
     for name, value in kwargs.items():
       if name not in names:
@@ -413,55 +477,62 @@ class ExportedModel:
       given[name] = value
     missing = [n for n in names if n not in given]
     if missing:
-      raise errors.InputStructureError(
-          f"missing inputs: {missing} (inputs, in order: {names})")
+      raise errors.InputStructureError(f"missing inputs: {missing} (inputs, in order: {names})")
     sizes: dict = {}
-    inputs = [self._input(spec, aval, given[spec["name"]], sizes)
-              for spec, aval in zip(self.manifest["inputs"], self._input_avals)]
+    inputs = [
+      self._input(spec, aval, given[spec["name"]], sizes)
+      for spec, aval in zip(self.manifest["inputs"], self._input_avals)
+    ]
     self._check_constraints({k: v[0] for k, v in sizes.items()})
     return inputs
 
   @staticmethod
   def _input(spec, aval, value, sizes):
     name, want = spec["name"], np.dtype(aval.dtype)
-    if not (hasattr(value, "dtype") and hasattr(value, "shape")):   # Python scalars, lists
+    if not (hasattr(value, "dtype") and hasattr(value, "shape")):  # Python scalars, lists
       host = np.asarray(value)
       if not np.can_cast(host.dtype, want, "same_kind"):
         raise errors.InputDtypeError(
-            f"input {name!r} is {host.dtype.name} data ({type(value).__name__}); the artifact "
-            f"takes {want.name}")
+          f"input {name!r} is {host.dtype.name} data ({type(value).__name__}); the artifact "
+          f"takes {want.name}"
+        )
       value = host.astype(want)
     elif np.dtype(value.dtype) != want:
       raise errors.InputDtypeError(
-          f"input {name!r} has dtype {np.dtype(value.dtype).name}, the artifact takes "
-          f"{want.name}: cast it (x.astype({want.name!r})); the artifact does not cast")
+        f"input {name!r} has dtype {np.dtype(value.dtype).name}, the artifact takes "
+        f"{want.name}: cast it (x.astype({want.name!r})); the artifact does not cast"
+      )
     shape, dims = tuple(value.shape), spec["shape"]
     if len(shape) != len(dims):
       raise errors.InputShapeError(
-          f"input {name!r} has shape {list(shape)} (rank {len(shape)}), the artifact takes "
-          f"{_shape_text(dims)} (rank {len(dims)})")
+        f"input {name!r} has shape {list(shape)} (rank {len(shape)}), the artifact takes "
+        f"{_shape_text(dims)} (rank {len(dims)})"
+      )
     for axis, (d, w) in enumerate(zip(shape, dims)):
-      if not isinstance(d, int):   # symbolic: jax.export checks it
+      if not isinstance(d, int):  # symbolic: jax.export checks it
         continue
       if isinstance(w, int) and d != w:
         raise errors.InputShapeError(
-            f"input {name!r} has shape {list(shape)}, the artifact takes {_shape_text(dims)}: "
-            f"dim {axis} is {d}, not {w}")
+          f"input {name!r} has shape {list(shape)}, the artifact takes {_shape_text(dims)}: "
+          f"dim {axis} is {d}, not {w}"
+        )
       if isinstance(w, str):
         seen = sizes.setdefault(w, (d, name, axis))
         if seen[0] != d:
           raise errors.InputShapeError(
-              f"input {name!r} has {w} = {d} (dim {axis} of {list(shape)}), but input "
-              f"{seen[1]!r} has {w} = {seen[0]} (its dim {seen[2]}): inputs sharing a "
-              "symbolic dim must agree")
+            f"input {name!r} has {w} = {d} (dim {axis} of {list(shape)}), but input "
+            f"{seen[1]!r} has {w} = {seen[0]} (its dim {seen[2]}): inputs sharing a "
+            "symbolic dim must agree"
+          )
     return value
 
   def _check_constraints(self, sizes):
     broken = [c for c in self.manifest.get("constraints", ()) if _holds(c, sizes) is False]
     if broken:
       raise errors.InputShapeError(
-          f"the inputs' sizes {sizes} break the artifact's constraints {broken} (it was "
-          "exported for sizes where they hold: tfprims export --constraint)")
+        f"the inputs' sizes {sizes} break the artifact's constraints {broken} (it was "
+        "exported for sizes where they hold: tfprims export --constraint)"
+      )
 
   def __repr__(self):
     ins = ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in self.manifest["inputs"])

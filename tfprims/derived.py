@@ -40,8 +40,10 @@ def match_varying(operands):
   union = _INVARIANT.union(*varying)
   if not union:
     return operands
-  return [jax.lax.pcast(o, tuple(sorted(union - v)), to="varying") if union - v else o
-          for o, v in zip(operands, varying)]
+  return [
+    jax.lax.pcast(o, tuple(sorted(union - v)), to="varying") if union - v else o
+    for o, v in zip(operands, varying)
+  ]
 
 
 # --- abstract eval ----------------------------------------------------------------------
@@ -49,9 +51,11 @@ def match_varying(operands):
 
 def abstract_eval(impl, multiple_results):
   """Output avals by tracing the impl."""
+
   def rule(*avals, **params):
     out = jax.make_jaxpr(functools.partial(impl, **params))(*avals).out_avals
     return list(out) if multiple_results else out[0]
+
   return rule
 
 
@@ -59,8 +63,7 @@ def _plain(aval) -> bool:
   """An aval shortcut rules may handle: unsharded, outside shard_map, with integer
   (not symbolic, jax.export-polymorphic) dims."""
   sharding = getattr(aval, "sharding", None)
-  return ((sharding is None or sharding.mesh.empty)
-          and all(type(d) is int for d in aval.shape))
+  return (sharding is None or sharding.mesh.empty) and all(type(d) is int for d in aval.shape)
 
 
 def shape_rule_abstract_eval(shape_rule, impl, multiple_results):
@@ -74,9 +77,12 @@ def shape_rule_abstract_eval(shape_rule, impl, multiple_results):
       # Shardings, shard_map's manual axes and symbolic dims must propagate (or the
       # rule declined): trace the impl with the real avals.
       return derive(*avals, **params)
-    avals_out = [jax.core.ShapedArray(o.shape, o.dtype, weak_type=bool(o.weak_type))
-                 for o in (out if multiple_results else [out])]
+    avals_out = [
+      jax.core.ShapedArray(o.shape, o.dtype, weak_type=bool(o.weak_type))
+      for o in (out if multiple_results else [out])
+    ]
     return avals_out if multiple_results else avals_out[0]
+
   return rule
 
 
@@ -88,8 +94,9 @@ def elementwise_abstract_eval(impl, multiple_results):
 
   @functools.lru_cache(maxsize=None)
   def scalar_avals(operand_types, params, x64):  # output dtypes depend on x64
-    return derive(*(jax.ShapeDtypeStruct((), d, weak_type=w) for d, w in operand_types),
-                  **dict(params))
+    return derive(
+      *(jax.ShapeDtypeStruct((), d, weak_type=w) for d, w in operand_types), **dict(params)
+    )
 
   def rule(*avals, **params):
     if not all(_plain(a) for a in avals):
@@ -97,11 +104,15 @@ def elementwise_abstract_eval(impl, multiple_results):
       # the impl with the real avals.
       return derive(*avals, **params)
     shape = np.broadcast_shapes(*(a.shape for a in avals))
-    out = scalar_avals(tuple((a.dtype, a.weak_type) for a in avals),
-                       tuple(sorted(params.items())), bool(jax.config.jax_enable_x64))
+    out = scalar_avals(
+      tuple((a.dtype, a.weak_type) for a in avals),
+      tuple(sorted(params.items())),
+      bool(jax.config.jax_enable_x64),
+    )
     if multiple_results:
       return [o.update(shape=shape) for o in out]
     return out.update(shape=shape)
+
   return rule
 
 
@@ -110,6 +121,7 @@ def elementwise_abstract_eval(impl, multiple_results):
 
 def jvp(prim, impl):
   """Tangent from ``jax.jvp(impl)``; the primal stays the TF primitive."""
+
   def rule(primals, tangents, **params):
     live = [i for i, t in enumerate(tangents) if type(t) is not ad.Zero]
 
@@ -124,21 +136,25 @@ def jvp(prim, impl):
     if prim.multiple_results:
       return primal_out, list(tangent_out)
     return primal_out, tangent_out
+
   return rule
 
 
 def vmap_batching(impl, multiple_results):
   """Batching by ``jax.vmap(impl)``: always correct, but the batched jaxpr shows
   the impl's lax primitives instead of the TF op."""
+
   def rule(args, dims, **params):
     out = jax.vmap(functools.partial(impl, **params), in_axes=tuple(dims), out_axes=0)(*args)
     return (list(out), [0] * len(out)) if multiple_results else (out, 0)
+
   return rule
 
 
 def elementwise_batching(prim):
   """Batching by re-binding ``prim``: TF (numpy) broadcasting is right-aligned, so
   batched operands get their batch axis in front and are padded to the output rank."""
+
   def rule(args, dims, **params):
     out_rank = max(np.ndim(a) - (d is not None) for a, d in zip(args, dims))
     moved = []
@@ -153,15 +169,18 @@ def elementwise_batching(prim):
       moved.append(a)
     out = prim.bind(*moved, **params)
     return (out, [0] * len(out)) if prim.multiple_results else (out, 0)
+
   return rule
 
 
 def zero_safe_transpose(rule):
   """Wraps a transpose rule so a symbolic-zero cotangent yields symbolic zeros."""
+
   def wrapped(ct, *args, **params):
     if type(ct) is ad.Zero:
       return [ad.Zero(a.aval) if ad.is_undefined_primal(a) else None for a in args]
     return rule(ct, *args, **params)
+
   return wrapped
 
 
@@ -190,10 +209,12 @@ def per_op(factory, *args, **kwargs) -> PerOp:
 def for_op(op, *values) -> list:
   """``values`` with every :func:`per_op` (also inside a sequence of per-operand JVPs)
   made for ``op``."""
+
   def made(value):
     if isinstance(value, PerOp):
       return value.factory(op, *value.args, **value.kwargs)
     if isinstance(value, (tuple, list)) and any(isinstance(v, PerOp) for v in value):
       return type(value)(made(v) for v in value)
     return value
+
   return [made(v) for v in values]

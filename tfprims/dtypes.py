@@ -20,10 +20,10 @@ from tfprims import errors
 from tfprims.errors import import_tensorflow
 
 _NARROW = {
-    np.dtype("int64"): np.dtype("int32"),
-    np.dtype("uint64"): np.dtype("uint32"),
-    np.dtype("float64"): np.dtype("float32"),
-    np.dtype("complex128"): np.dtype("complex64"),
+  np.dtype("int64"): np.dtype("int32"),
+  np.dtype("uint64"): np.dtype("uint32"),
+  np.dtype("float64"): np.dtype("float32"),
+  np.dtype("complex128"): np.dtype("complex64"),
 }
 
 
@@ -49,10 +49,11 @@ def canonicalize_value(value: np.ndarray, what: str = "value") -> np.ndarray:
     info = np.iinfo(target)
     if value.size and (value.min() < info.min or value.max() > info.max):
       raise errors.Int64OverflowError(
-          f"{what} of dtype {value.dtype} has values outside the {target} range "
-          f"[{info.min}, {info.max}] (min {value.min()}, max {value.max()}); JAX "
-          "computes in 32 bits unless x64 is on: enable it with "
-          "jax.config.update('jax_enable_x64', True).")
+        f"{what} of dtype {value.dtype} has values outside the {target} range "
+        f"[{info.min}, {info.max}] (min {value.min()}, max {value.max()}); JAX "
+        "computes in 32 bits unless x64 is on: enable it with "
+        "jax.config.update('jax_enable_x64', True)."
+      )
     return value.astype(target)
   if value.dtype.kind in "fc":
     with np.errstate(over="ignore"):
@@ -60,9 +61,10 @@ def canonicalize_value(value: np.ndarray, what: str = "value") -> np.ndarray:
     finite = np.isfinite(value)
     if np.any(finite & ~np.isfinite(narrowed)):
       raise errors.Int64OverflowError(
-          f"{what} of dtype {value.dtype} has finite values beyond the {target} "
-          "range that would become inf; enable x64 with "
-          "jax.config.update('jax_enable_x64', True).")
+        f"{what} of dtype {value.dtype} has finite values beyond the {target} "
+        "range that would become inf; enable x64 with "
+        "jax.config.update('jax_enable_x64', True)."
+      )
     return narrowed
   return value
 
@@ -76,8 +78,11 @@ def is_wide(value: Any) -> bool:
   precision (``log(0.0 + 1e-307)``, ctc_loss_dense's "log 0", is -706.9, where float32
   would give ``log(0) = -inf``) and narrowed only where they enter the program
   (:func:`narrow`)."""
-  return (type(value) is np.ndarray or isinstance(value, np.generic)) and \
-      value.dtype in WIDE_FLOATS and not x64_enabled()
+  return (
+    (type(value) is np.ndarray or isinstance(value, np.generic))
+    and value.dtype in WIDE_FLOATS
+    and not x64_enabled()
+  )
 
 
 def narrow(value: Any, what: str = "value") -> Any:
@@ -94,8 +99,6 @@ def from_tf(dtype: Any) -> Optional[np.dtype]:
   if tf_dtype in (tf.string, tf.resource, tf.variant) or tf_dtype.is_quantized:
     return None
   return np.dtype(tf_dtype.as_numpy_dtype)
-
-
 
 
 def value_from_tf(tensor) -> np.ndarray:

@@ -33,6 +33,7 @@ ir = mlir.ir
 
 class Val:
   """An IR value with its static shape and dtype (what an Emitter computes on)."""
+
   __slots__ = ("value", "shape", "dtype")
 
   def __init__(self, value, shape, dtype):
@@ -55,8 +56,12 @@ def _compare_type(dtype) -> str:
 
 
 def _hlo_compare(x, y, direction: str, dtype):
-  return hlo.compare(x, y, hlo.ComparisonDirectionAttr.get(direction),
-                     compare_type=hlo.ComparisonTypeAttr.get(_compare_type(dtype)))
+  return hlo.compare(
+    x,
+    y,
+    hlo.ComparisonDirectionAttr.get(direction),
+    compare_type=hlo.ComparisonTypeAttr.get(_compare_type(dtype)),
+  )
 
 
 def _lowest(dtype):
@@ -77,15 +82,19 @@ class Emitter:
     scalar = mlir.ir_constant(np.array(value, dtype))
     if not shape:
       return Val(scalar, (), dtype)
-    return Val(hlo.broadcast_in_dim(self._type(shape, dtype), scalar,
-                                    mlir.dense_int_array([])), shape, dtype)
+    return Val(
+      hlo.broadcast_in_dim(self._type(shape, dtype), scalar, mlir.dense_int_array([])), shape, dtype
+    )
 
   def broadcast_in_dim(self, x: Val, shape, dims) -> Val:
     dims = tuple(dims)
     if tuple(shape) == x.shape and dims == tuple(range(x.ndim)):
       return x
-    return Val(hlo.broadcast_in_dim(self._type(shape, x.dtype), x.value,
-                                    mlir.dense_int_array(list(dims))), shape, x.dtype)
+    return Val(
+      hlo.broadcast_in_dim(self._type(shape, x.dtype), x.value, mlir.dense_int_array(list(dims))),
+      shape,
+      x.dtype,
+    )
 
   def broadcast_to(self, x: Val, shape) -> Val:
     """numpy broadcasting (dims aligned on the right)."""
@@ -103,29 +112,52 @@ class Emitter:
   def slice(self, x: Val, start, limit, strides=None) -> Val:
     strides = list(strides or [1] * x.ndim)
     shape = [max(0, -(-(hi - lo) // s)) for lo, hi, s in zip(start, limit, strides)]
-    return Val(hlo.slice(x.value, mlir.dense_int_array(list(start)),
-                         mlir.dense_int_array(list(limit)), mlir.dense_int_array(strides)),
-               shape, x.dtype)
+    return Val(
+      hlo.slice(
+        x.value,
+        mlir.dense_int_array(list(start)),
+        mlir.dense_int_array(list(limit)),
+        mlir.dense_int_array(strides),
+      ),
+      shape,
+      x.dtype,
+    )
 
   def rev(self, x: Val, dimensions) -> Val:
     return Val(hlo.reverse(x.value, mlir.dense_int_array(list(dimensions))), x.shape, x.dtype)
 
   def pad(self, x: Val, padding_value, config) -> Val:
     lo, hi, interior = ([c[i] for c in config] for i in range(3))
-    shape = [lo_ + hi_ + n + max(n - 1, 0) * i
-             for n, lo_, hi_, i in zip(x.shape, lo, hi, interior)]
+    shape = [lo_ + hi_ + n + max(n - 1, 0) * i for n, lo_, hi_, i in zip(x.shape, lo, hi, interior)]
     value = mlir.ir_constant(np.array(padding_value, x.dtype))
-    return Val(hlo.pad(x.value, value, mlir.dense_int_array(lo), mlir.dense_int_array(hi),
-                       mlir.dense_int_array(interior)), shape, x.dtype)
+    return Val(
+      hlo.pad(
+        x.value,
+        value,
+        mlir.dense_int_array(lo),
+        mlir.dense_int_array(hi),
+        mlir.dense_int_array(interior),
+      ),
+      shape,
+      x.dtype,
+    )
 
   def dynamic_slice(self, x: Val, start_indices: Sequence[Val], slice_sizes) -> Val:
     """lax's (starts clamped into range); the starts are scalars of one integer dtype."""
-    return Val(hlo.dynamic_slice(x.value, [i.value for i in start_indices],
-                                 mlir.dense_int_array(list(slice_sizes))), slice_sizes, x.dtype)
+    return Val(
+      hlo.dynamic_slice(
+        x.value, [i.value for i in start_indices], mlir.dense_int_array(list(slice_sizes))
+      ),
+      slice_sizes,
+      x.dtype,
+    )
 
   def dynamic_update_slice(self, x: Val, update: Val, start_indices: Sequence[Val]) -> Val:
-    return Val(hlo.dynamic_update_slice(x.value, update.value,
-                                        [i.value for i in start_indices]), x.shape, x.dtype)
+    return Val(
+      hlo.dynamic_update_slice(x.value, update.value, [i.value for i in start_indices]),
+      x.shape,
+      x.dtype,
+    )
 
   def concatenate(self, xs: Sequence[Val], dimension: int) -> Val:
     shape = list(xs[0].shape)
@@ -147,12 +179,14 @@ class Emitter:
       if x.shape != y.shape or x.dtype != y.dtype:
         raise TypeError(f"Emitter.{name}: operands {x.shape} {x.dtype}, {y.shape} {y.dtype}")
       return Val(op(x.value, y.value), x.shape, x.dtype)
+
     method.__name__ = name
     return method
 
   def _unary(op, name):
     def method(self, x: Val) -> Val:
       return Val(op(x.value), x.shape, x.dtype)
+
     method.__name__ = name
     return method
 
@@ -173,6 +207,7 @@ class Emitter:
   def _compare(direction):
     def method(self, x: Val, y: Val) -> Val:
       return Val(_hlo_compare(x.value, y.value, direction, x.dtype), x.shape, np.bool_)
+
     method.__name__ = direction.lower()
     return method
 
@@ -185,8 +220,7 @@ class Emitter:
     return Val(mlir.ir_constant(value), value.shape, value.dtype)
 
   def select(self, pred: Val, on_true: Val, on_false: Val) -> Val:
-    return Val(hlo.select(pred.value, on_true.value, on_false.value), on_true.shape,
-               on_true.dtype)
+    return Val(hlo.select(pred.value, on_true.value, on_false.value), on_true.shape, on_true.dtype)
 
   # Reductions and contractions ---------------------------------------------
 
@@ -194,8 +228,12 @@ class Emitter:
     axes = tuple(sorted(axes))
     shape = tuple(n for a, n in enumerate(x.shape) if a not in axes)
     scalar = self._type((), x.dtype)
-    op = hlo.ReduceOp([self._type(shape, x.dtype)], [x.value],
-                      [mlir.ir_constant(np.array(init, x.dtype))], mlir.dense_int_array(axes))
+    op = hlo.ReduceOp(
+      [self._type(shape, x.dtype)],
+      [x.value],
+      [mlir.ir_constant(np.array(init, x.dtype))],
+      mlir.dense_int_array(axes),
+    )
     body = op.regions[0].blocks.append(scalar, scalar)
     with ir.InsertionPoint(body):
       hlo.return_([combine(*body.arguments)])
@@ -208,16 +246,20 @@ class Emitter:
     return self._reduce(x, axes, _lowest(x.dtype), hlo.maximum)
 
   def _reduce_window(self, x: Val, init, combine, window, strides, padding) -> Val:
-    shape = tuple(max(0, (n + lo + hi - k) // s + 1)
-                  for n, k, s, (lo, hi) in zip(x.shape, window, strides, padding))
+    shape = tuple(
+      max(0, (n + lo + hi - k) // s + 1)
+      for n, k, s, (lo, hi) in zip(x.shape, window, strides, padding)
+    )
     scalar = self._type((), x.dtype)
     i64 = ir.IntegerType.get_signless(64)
     op = hlo.ReduceWindowOp(
-        [self._type(shape, x.dtype)], [x.value], [mlir.ir_constant(np.array(init, x.dtype))],
-        window_dimensions=mlir.dense_int_array(list(window)),
-        window_strides=mlir.dense_int_array(list(strides)),
-        padding=ir.DenseElementsAttr.get(np.asarray(padding, np.int64).reshape(x.ndim, 2),
-                                         type=i64))
+      [self._type(shape, x.dtype)],
+      [x.value],
+      [mlir.ir_constant(np.array(init, x.dtype))],
+      window_dimensions=mlir.dense_int_array(list(window)),
+      window_strides=mlir.dense_int_array(list(strides)),
+      padding=ir.DenseElementsAttr.get(np.asarray(padding, np.int64).reshape(x.ndim, 2), type=i64),
+    )
     body = op.regions[0].blocks.append(scalar, scalar)
     with ir.InsertionPoint(body):
       hlo.return_([combine(*body.arguments)])
@@ -232,51 +274,84 @@ class Emitter:
     ``ignore_nan``: NaN never wins over a number (see :func:`_max_ignoring_nan`)."""
     combine = hlo.maximum
     if ignore_nan and _inexact(x.dtype):
-      def combine(a, b):   # _max_ignoring_nan's
-        return hlo.select(hlo.or_(_hlo_compare(b, a, "GT", x.dtype),
-                                  _hlo_compare(a, a, "NE", x.dtype)), b, a)
+
+      def combine(a, b):  # _max_ignoring_nan's
+        return hlo.select(
+          hlo.or_(_hlo_compare(b, a, "GT", x.dtype), _hlo_compare(a, a, "NE", x.dtype)), b, a
+        )
+
     return self._reduce_window(x, _lowest(x.dtype), combine, window, strides, padding)
 
-  def dot_general(self, x: Val, y: Val, dimension_numbers,
-                  preferred_element_type=None) -> Val:
+  def dot_general(self, x: Val, y: Val, dimension_numbers, preferred_element_type=None) -> Val:
     (xc, yc), (xb, yb) = dimension_numbers
     dtype = np.dtype(preferred_element_type or x.dtype)
-    shape = ([x.shape[a] for a in xb]
-             + [n for a, n in enumerate(x.shape) if a not in xc and a not in xb]
-             + [n for a, n in enumerate(y.shape) if a not in yc and a not in yb])
+    shape = (
+      [x.shape[a] for a in xb]
+      + [n for a, n in enumerate(x.shape) if a not in xc and a not in xb]
+      + [n for a, n in enumerate(y.shape) if a not in yc and a not in yb]
+    )
     dims = hlo.DotDimensionNumbers.get(
-        lhs_batching_dimensions=list(xb), rhs_batching_dimensions=list(yb),
-        lhs_contracting_dimensions=list(xc), rhs_contracting_dimensions=list(yc))
-    return Val(hlo.dot_general(self._type(shape, dtype), x.value, y.value, dims,
-                               precision_config=_default_precision()), shape, dtype)
+      lhs_batching_dimensions=list(xb),
+      rhs_batching_dimensions=list(yb),
+      lhs_contracting_dimensions=list(xc),
+      rhs_contracting_dimensions=list(yc),
+    )
+    return Val(
+      hlo.dot_general(
+        self._type(shape, dtype), x.value, y.value, dims, precision_config=_default_precision()
+      ),
+      shape,
+      dtype,
+    )
 
-  def conv_general_dilated(self, x: Val, w: Val, window_strides, padding, *, rhs_dilation,
-                           dimension_numbers, feature_group_count=1) -> Val:
+  def conv_general_dilated(
+    self,
+    x: Val,
+    w: Val,
+    window_strides,
+    padding,
+    *,
+    rhs_dilation,
+    dimension_numbers,
+    feature_group_count=1,
+  ) -> Val:
     """lax's, with explicit (lo, hi) padding and ``lax.ConvDimensionNumbers``."""
     lhs, rhs, out = dimension_numbers
-    spatial = [max(0, (x.shape[a] + lo + hi - ((w.shape[b] - 1) * d + 1)) // s + 1)
-               for a, b, (lo, hi), s, d in zip(lhs[2:], rhs[2:], padding, window_strides,
-                                               rhs_dilation)]
+    spatial = [
+      max(0, (x.shape[a] + lo + hi - ((w.shape[b] - 1) * d + 1)) // s + 1)
+      for a, b, (lo, hi), s, d in zip(lhs[2:], rhs[2:], padding, window_strides, rhs_dilation)
+    ]
     shape = [0] * x.ndim
     shape[out[0]], shape[out[1]] = x.shape[lhs[0]], w.shape[rhs[0]]
     for a, n in zip(out[2:], spatial):
       shape[a] = n
     dims = hlo.ConvDimensionNumbers.get(
-        input_batch_dimension=lhs[0], input_feature_dimension=lhs[1],
-        input_spatial_dimensions=list(lhs[2:]), kernel_output_feature_dimension=rhs[0],
-        kernel_input_feature_dimension=rhs[1], kernel_spatial_dimensions=list(rhs[2:]),
-        output_batch_dimension=out[0], output_feature_dimension=out[1],
-        output_spatial_dimensions=list(out[2:]))
+      input_batch_dimension=lhs[0],
+      input_feature_dimension=lhs[1],
+      input_spatial_dimensions=list(lhs[2:]),
+      kernel_output_feature_dimension=rhs[0],
+      kernel_input_feature_dimension=rhs[1],
+      kernel_spatial_dimensions=list(rhs[2:]),
+      output_batch_dimension=out[0],
+      output_feature_dimension=out[1],
+      output_spatial_dimensions=list(out[2:]),
+    )
     nd = len(window_strides)
     i64 = ir.IntegerType.get_signless(64)
     pads = ir.DenseElementsAttr.get(np.asarray(padding, np.int64).reshape(nd, 2), type=i64)
     value = hlo.convolution(
-        self._type(shape, x.dtype), x.value, w.value, dimension_numbers=dims,
-        feature_group_count=mlir.i64_attr(feature_group_count),
-        batch_group_count=mlir.i64_attr(1), window_strides=mlir.dense_int_array(
-            list(window_strides)), padding=pads, lhs_dilation=mlir.dense_int_array([1] * nd),
-        rhs_dilation=mlir.dense_int_array(list(rhs_dilation)),
-        precision_config=_default_precision())
+      self._type(shape, x.dtype),
+      x.value,
+      w.value,
+      dimension_numbers=dims,
+      feature_group_count=mlir.i64_attr(feature_group_count),
+      batch_group_count=mlir.i64_attr(1),
+      window_strides=mlir.dense_int_array(list(window_strides)),
+      padding=pads,
+      lhs_dilation=mlir.dense_int_array([1] * nd),
+      rhs_dilation=mlir.dense_int_array(list(rhs_dilation)),
+      precision_config=_default_precision(),
+    )
     return Val(value, shape, x.dtype)
 
 
@@ -299,22 +374,30 @@ class _Lax:
   dynamic_slice = staticmethod(lax.dynamic_slice)
   dynamic_update_slice = staticmethod(lax.dynamic_update_slice)
   convert_element_type = staticmethod(
-      lambda x, dtype: x if x.dtype == dtype else lax.convert_element_type(x, dtype))
-  add, sub, mul, div, max = (staticmethod(f) for f in (lax.add, lax.sub, lax.mul, lax.div,
-                                                        lax.max))
+    lambda x, dtype: x if x.dtype == dtype else lax.convert_element_type(x, dtype)
+  )
+  add, sub, mul, div, max = (staticmethod(f) for f in (lax.add, lax.sub, lax.mul, lax.div, lax.max))
   neg, exp, rsqrt, tanh, logistic, erf, erfc = (
-      staticmethod(f) for f in (lax.neg, lax.exp, lax.rsqrt, lax.tanh, lax.logistic, lax.erf,
-                                lax.erfc))
+    staticmethod(f)
+    for f in (lax.neg, lax.exp, lax.rsqrt, lax.tanh, lax.logistic, lax.erf, lax.erfc)
+  )
   lt, ge, select = staticmethod(lax.lt), staticmethod(lax.ge), staticmethod(lax.select)
   asarray = staticmethod(np.asarray)
   dot_general = staticmethod(lax.dot_general)
 
   @staticmethod
-  def conv_general_dilated(x, w, window_strides, padding, *, rhs_dilation, dimension_numbers,
-                           feature_group_count=1):
-    return lax.conv_general_dilated(x, w, window_strides, padding, rhs_dilation=rhs_dilation,
-                                    dimension_numbers=dimension_numbers,
-                                    feature_group_count=feature_group_count)
+  def conv_general_dilated(
+    x, w, window_strides, padding, *, rhs_dilation, dimension_numbers, feature_group_count=1
+  ):
+    return lax.conv_general_dilated(
+      x,
+      w,
+      window_strides,
+      padding,
+      rhs_dilation=rhs_dilation,
+      dimension_numbers=dimension_numbers,
+      feature_group_count=feature_group_count,
+    )
 
   @staticmethod
   def broadcast_to(x, shape):
@@ -346,14 +429,21 @@ class _Lax:
 
   @staticmethod
   def reduce_window_sum(x, window, strides, padding):
-    return lax.reduce_window(x, np.array(0, x.dtype), lax.add, tuple(window), tuple(strides),
-                             tuple(map(tuple, padding)))
+    return lax.reduce_window(
+      x, np.array(0, x.dtype), lax.add, tuple(window), tuple(strides), tuple(map(tuple, padding))
+    )
 
   @staticmethod
   def reduce_window_max(x, window, strides, padding, ignore_nan=False):
     combine = _max_ignoring_nan if ignore_nan and _inexact(x.dtype) else lax.max
-    return lax.reduce_window(x, np.array(_lowest(x.dtype), x.dtype), combine, tuple(window),
-                             tuple(strides), tuple(map(tuple, padding)))
+    return lax.reduce_window(
+      x,
+      np.array(_lowest(x.dtype), x.dtype),
+      combine,
+      tuple(window),
+      tuple(strides),
+      tuple(map(tuple, padding)),
+    )
 
 
 def _max_ignoring_nan(a, b):
@@ -376,8 +466,13 @@ def _static(aval) -> bool:
   return sharding is None or sharding.mesh.empty
 
 
-def direct_lowering(build: Callable, fallback: Callable, *,
-                    multiple_results: bool = False, declined: Callable | None = None):
+def direct_lowering(
+  build: Callable,
+  fallback: Callable,
+  *,
+  multiple_results: bool = False,
+  declined: Callable | None = None,
+):
   """The lowering rule emitting ``build(Emitter(), *args, **params)``.
 
   ``fallback`` (an impl with the op's signature) is lowered by tracing instead when
@@ -390,8 +485,10 @@ def direct_lowering(build: Callable, fallback: Callable, *,
   declined = declined or traced
 
   def rule(ctx, *args, **params):
-    if (all(_static(a) for a in (*ctx.avals_in, *ctx.avals_out))
-        and jax.config.jax_default_matmul_precision is None):
+    if (
+      all(_static(a) for a in (*ctx.avals_in, *ctx.avals_out))
+      and jax.config.jax_default_matmul_precision is None
+    ):
       vals = [Val(v, a.shape, a.dtype) for v, a in zip(args, ctx.avals_in)]
       out = build(_EMITTER, *vals, **params)
       if out is None:
@@ -399,10 +496,12 @@ def direct_lowering(build: Callable, fallback: Callable, *,
       outs = out if multiple_results else [out]
       for o, a in zip(outs, ctx.avals_out):
         if o.shape != tuple(a.shape) or o.dtype != a.dtype:
-          raise AssertionError(f"{build.__name__} emitted {o.shape} {o.dtype}, "
-                               f"the op's output is {a.str_short()}")
+          raise AssertionError(
+            f"{build.__name__} emitted {o.shape} {o.dtype}, the op's output is {a.str_short()}"
+          )
       return [o.value for o in outs]
     return traced(ctx, *args, **params)
+
   rule.build = build
   return rule
 
@@ -410,8 +509,10 @@ def direct_lowering(build: Callable, fallback: Callable, *,
 def traced(build: Callable, default: Callable | None = None) -> Callable:
   """``build`` on :data:`LAX`: an impl with the op's signature; where ``build`` returns
   None, ``default``'s result."""
+
   def impl(*args, **params):
     out = build(LAX, *args, **params)
     return default(*args, **params) if out is None else out
+
   impl.__name__ = getattr(build, "__name__", "impl")
   return impl

@@ -62,11 +62,13 @@ def _unsupported_ops_message(ops: Mapping[str, Sequence[str]]) -> str:
   for op_type, nodes in ops.items():
     shown = ", ".join(nodes[:8]) + (f", ... ({len(nodes)} nodes)" if len(nodes) > 8 else "")
     lines.append(f"  {op_type}: {shown}")
-  return (f"Unsupported operations in graph ({len(ops)} TF op type(s) tfprims does not "
-          "convert):\n" +
-          "\n".join(lines) +
-          "\nRegister them with tfprims.register_op (see docs/extending.md) or "
-          "avoid them in the TF function.")
+  return (
+    f"Unsupported operations in graph ({len(ops)} TF op type(s) tfprims does not "
+    "convert):\n"
+    + "\n".join(lines)
+    + "\nRegister them with tfprims.register_op (see docs/extending.md) or "
+    "avoid them in the TF function."
+  )
 
 
 class UnsupportedInputError(ConversionError):
@@ -83,10 +85,11 @@ class StaticInputError(ConversionError):
   def __init__(self, op_type: str, node: str, input_name: str, detail: str = ""):
     self.op_type, self.node, self.input_name = op_type, node, input_name
     super().__init__(
-        f"{op_type} node '{node}': input '{input_name}' decides the output shape "
-        f"but depends on runtime data{': ' + detail if detail else ''}. JAX needs "
-        "static shapes: compute it from constants or from shapes (tf.shape) of "
-        "inputs, or give the input a fixed value.")
+      f"{op_type} node '{node}': input '{input_name}' decides the output shape "
+      f"but depends on runtime data{': ' + detail if detail else ''}. JAX needs "
+      "static shapes: compute it from constants or from shapes (tf.shape) of "
+      "inputs, or give the input a fixed value."
+    )
 
 
 class DynamicShapeError(ConversionError):
@@ -119,8 +122,14 @@ class BlockedConversionError(ConversionError):
       lacks, a Placeholder nothing feeds).
   """
 
-  def __init__(self, ops: Mapping[str, Sequence[str]], dynamic_shapes: Sequence[tuple],
-               inputs: Sequence[str], hints: Sequence[str] = (), problems: Sequence[str] = ()):
+  def __init__(
+    self,
+    ops: Mapping[str, Sequence[str]],
+    dynamic_shapes: Sequence[tuple],
+    inputs: Sequence[str],
+    hints: Sequence[str] = (),
+    problems: Sequence[str] = (),
+  ):
     self.ops = {k: tuple(v) for k, v in sorted(ops.items())}
     self.dynamic_shapes = tuple(dynamic_shapes)
     self.inputs = tuple(inputs)
@@ -131,33 +140,43 @@ class BlockedConversionError(ConversionError):
     if self.inputs:
       parts.append("unsupported inputs:\n" + "\n".join(f"  {m}" for m in self.inputs))
     if self.ops:
-      parts.append(_unsupported_ops_message(self.ops) + "".join(
-          f"\nNote: {h}" for h in hints))
+      parts.append(_unsupported_ops_message(self.ops) + "".join(f"\nNote: {h}" for h in hints))
     if self.dynamic_shapes:
       parts.append(
-          "data-dependent output shapes cannot be converted to JAX (static shapes are "
-          "required):\n" + "\n".join(f"  {op} node '{node}': {why}"
-                                     for op, node, why in self.dynamic_shapes) +
-          "\nUse a fixed-size formulation instead (e.g. tf.where(cond, x, y) with three "
-          "arguments, or masking instead of tf.boolean_mask).")
+        "data-dependent output shapes cannot be converted to JAX (static shapes are "
+        "required):\n"
+        + "\n".join(f"  {op} node '{node}': {why}" for op, node, why in self.dynamic_shapes)
+        + "\nUse a fixed-size formulation instead (e.g. tf.where(cond, x, y) with three "
+        "arguments, or masking instead of tf.boolean_mask)."
+      )
     Exception.__init__(self, "\n".join(parts))
 
 
 _BLOCKED_CLASSES: dict = {}
 
 
-def blocked_conversion(ops, dynamic_shapes, inputs, hints=(), problems=()
-                       ) -> BlockedConversionError:
+def blocked_conversion(
+  ops, dynamic_shapes, inputs, hints=(), problems=()
+) -> BlockedConversionError:
   """The :class:`BlockedConversionError` for these blockers (see its docstring)."""
-  kinds = tuple(k for k, present in ((UnsupportedInputError, inputs),
-                                     (UnsupportedOpError, ops),
-                                     (DynamicShapeError, dynamic_shapes)) if present)
+  kinds = tuple(
+    k
+    for k, present in (
+      (UnsupportedInputError, inputs),
+      (UnsupportedOpError, ops),
+      (DynamicShapeError, dynamic_shapes),
+    )
+    if present
+  )
   key = (kinds, bool(problems))
   cls = _BLOCKED_CLASSES.get(key)
   if cls is None:
     name = kinds[0].__name__ if len(kinds) == 1 and not problems else "BlockedConversionError"
-    cls = type(name, (BlockedConversionError,) + kinds,
-               {"__module__": __name__, "__doc__": BlockedConversionError.__doc__})
+    cls = type(
+      name,
+      (BlockedConversionError,) + kinds,
+      {"__module__": __name__, "__doc__": BlockedConversionError.__doc__},
+    )
     _BLOCKED_CLASSES[key] = cls
   return cls(ops, dynamic_shapes, inputs, hints, problems)
 
@@ -225,7 +244,6 @@ class PreventGradientError(TFPrimsError, LookupError):
   """Differentiation through a ``PreventGradient`` op (e.g. jax2tf with_gradient=False)."""
 
 
-
 class MissingDependencyError(TFPrimsError, ImportError):
   """A package only part of tfprims needs is not installed (a plain ``pip install
   tfprims`` loads exported artifacts only); the message names the extra."""
@@ -239,6 +257,7 @@ def import_tensorflow():
     if e.name != "tensorflow":
       raise
     raise MissingDependencyError(
-        "this needs TensorFlow, which is not installed: pip install 'tfprims[tf]' "
-        "(loading exported artifacts needs only jax)") from e
+      "this needs TensorFlow, which is not installed: pip install 'tfprims[tf]' "
+      "(loading exported artifacts needs only jax)"
+    ) from e
   return tensorflow

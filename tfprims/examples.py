@@ -34,6 +34,7 @@ class Example:
     description: one line saying what the model is.
     model: the underlying Keras model (or None).
   """
+
   name: str
   tf_fn: Any
   inputs: tuple
@@ -49,6 +50,7 @@ def _example(name: str):
   def register(builder: Callable[[], Example]) -> Callable[[], Example]:
     EXAMPLES[name] = builder
     return builder
+
   return register
 
 
@@ -105,10 +107,10 @@ def _finish(name, builder, model, input_spec, x) -> Example:
 
   def call(x):
     return model(x, training=False)
+
   call.__name__ = name
   tf_fn = tf.function(call, input_signature=[input_spec], autograph=False)
-  return Example(name=name, tf_fn=tf_fn, inputs=(x,), description=_doc_line(builder),
-                 model=model)
+  return Example(name=name, tf_fn=tf_fn, inputs=(x,), description=_doc_line(builder), model=model)
 
 
 # --- the examples -----------------------------------------------------------------
@@ -119,41 +121,72 @@ def cnn() -> Example:
   """Keras CNN on 28x28x1 images: Conv2D+ReLU, MaxPool, Conv2D+ReLU, BatchNorm
   (inference), GlobalAvgPool, Dense+softmax (10 classes)."""
   import keras
+
   tf = import_tensorflow()
   L, s = keras.layers, _Seeds(100)
   inputs = keras.Input((28, 28, 1), name="images")
-  h = L.Conv2D(8, 3, activation="relu", name="conv1", kernel_initializer=_kernel(keras, s),
-               bias_initializer=_small(keras, s))(inputs)
+  h = L.Conv2D(
+    8,
+    3,
+    activation="relu",
+    name="conv1",
+    kernel_initializer=_kernel(keras, s),
+    bias_initializer=_small(keras, s),
+  )(inputs)
   h = L.MaxPooling2D(2, name="pool1")(h)
-  h = L.Conv2D(16, 3, activation="relu", name="conv2", kernel_initializer=_kernel(keras, s),
-               bias_initializer=_small(keras, s))(h)
+  h = L.Conv2D(
+    16,
+    3,
+    activation="relu",
+    name="conv2",
+    kernel_initializer=_kernel(keras, s),
+    bias_initializer=_small(keras, s),
+  )(h)
   h = L.BatchNormalization(
-      name="bn2", gamma_initializer=_small(keras, s, mean=1.0),
-      beta_initializer=_small(keras, s),
-      moving_mean_initializer=_small(keras, s, stddev=0.2),
-      moving_variance_initializer=keras.initializers.RandomUniform(0.5, 1.5, seed=s()))(h)
+    name="bn2",
+    gamma_initializer=_small(keras, s, mean=1.0),
+    beta_initializer=_small(keras, s),
+    moving_mean_initializer=_small(keras, s, stddev=0.2),
+    moving_variance_initializer=keras.initializers.RandomUniform(0.5, 1.5, seed=s()),
+  )(h)
   h = L.GlobalAveragePooling2D(name="gap")(h)
-  outputs = L.Dense(10, activation="softmax", name="logits", kernel_initializer=_kernel(keras, s),
-                    bias_initializer=_small(keras, s))(h)
+  outputs = L.Dense(
+    10,
+    activation="softmax",
+    name="logits",
+    kernel_initializer=_kernel(keras, s),
+    bias_initializer=_small(keras, s),
+  )(h)
   model = keras.Model(inputs, outputs, name="cnn")
   x = np.random.default_rng(0).standard_normal((2, 28, 28, 1)).astype(np.float32)
-  return _finish("cnn", cnn, model, tf.TensorSpec([None, 28, 28, 1], tf.float32, name="images"),
-                 x)
+  return _finish("cnn", cnn, model, tf.TensorSpec([None, 28, 28, 1], tf.float32, name="images"), x)
 
 
 @_example("mlp")
 def mlp() -> Example:
   """Keras MLP on 16 features: Dense(32)+ReLU, Dense(32)+tanh, Dense(4) (linear)."""
   import keras
+
   tf = import_tensorflow()
   L, s = keras.layers, _Seeds(200)
   inputs = keras.Input((16,), name="features")
-  h = L.Dense(32, activation="relu", name="dense1", kernel_initializer=_kernel(keras, s),
-              bias_initializer=_small(keras, s))(inputs)
-  h = L.Dense(32, activation="tanh", name="dense2", kernel_initializer=_kernel(keras, s),
-              bias_initializer=_small(keras, s))(h)
-  outputs = L.Dense(4, name="out", kernel_initializer=_kernel(keras, s),
-                    bias_initializer=_small(keras, s))(h)
+  h = L.Dense(
+    32,
+    activation="relu",
+    name="dense1",
+    kernel_initializer=_kernel(keras, s),
+    bias_initializer=_small(keras, s),
+  )(inputs)
+  h = L.Dense(
+    32,
+    activation="tanh",
+    name="dense2",
+    kernel_initializer=_kernel(keras, s),
+    bias_initializer=_small(keras, s),
+  )(h)
+  outputs = L.Dense(
+    4, name="out", kernel_initializer=_kernel(keras, s), bias_initializer=_small(keras, s)
+  )(h)
   model = keras.Model(inputs, outputs, name="mlp")
   x = np.random.default_rng(1).standard_normal((3, 16)).astype(np.float32)
   return _finish("mlp", mlp, model, tf.TensorSpec([None, 16], tf.float32, name="features"), x)

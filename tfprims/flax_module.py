@@ -38,16 +38,20 @@ class TFModule(nnx.Module):
   def __init__(self, fn, params: Mapping[str, Any], *, rngs: Optional[nnx.Rngs] = None):
     self.fn = fn
     specs = fn.param_specs
-    self.params = nnx.Dict({k: nnx.Param(jnp.asarray(v)) for k, v in params.items()
-                            if specs[k].trainable})
-    self.state = nnx.Dict({k: nnx.BatchStat(jnp.asarray(v)) for k, v in params.items()
-                           if not specs[k].trainable})
+    self.params = nnx.Dict(
+      {k: nnx.Param(jnp.asarray(v)) for k, v in params.items() if specs[k].trainable}
+    )
+    self.state = nnx.Dict(
+      {k: nnx.BatchStat(jnp.asarray(v)) for k, v in params.items() if not specs[k].trainable}
+    )
     self.rngs = rngs
 
   def tf_params(self) -> dict:
     """Every param by TF variable name, as :func:`tfprims.convert` returns them."""
-    return {**{k: v[...] for k, v in self.params.items()},
-            **{k: v[...] for k, v in self.state.items()}}
+    return {
+      **{k: v[...] for k, v in self.params.items()},
+      **{k: v[...] for k, v in self.state.items()},
+    }
 
   def __call__(self, *args, **kwargs):
     rng = self.rngs() if self.rngs is not None else None

@@ -70,6 +70,7 @@ def _arith(fn):
   def rule(*xs, **_):
     _exact(*xs)
     return fn(*xs)
+
   return rule
 
 
@@ -102,8 +103,7 @@ def _convert(x, *, new_dtype, **_):
     if new_dtype.kind not in "iu":
       raise _NotFoldable("symbolic dims to a non-integer dtype")
     return x
-  if x.dtype.kind in "fc" and (new_dtype.kind not in "fc" or
-                               new_dtype.itemsize < x.dtype.itemsize):
+  if x.dtype.kind in "fc" and (new_dtype.kind not in "fc" or new_dtype.itemsize < x.dtype.itemsize):
     raise _NeverFoldable("float to int or to a narrower float")
   return x.astype(new_dtype)
 
@@ -120,12 +120,12 @@ def _reduce(fn, any_dtype):
     if not any_dtype:
       _exact(x)
     return fn(x, axis=tuple(axes))
+
   return rule
 
 
 def _select_n(which, *cases):
-  return np.where(which, cases[1], cases[0]) if which.dtype == np.bool_ else \
-      np.choose(which, cases)
+  return np.where(which, cases[1], cases[0]) if which.dtype == np.bool_ else np.choose(which, cases)
 
 
 def _slice(x, *, start_indices, limit_indices, strides=None, **_):
@@ -136,11 +136,13 @@ def _slice(x, *, start_indices, limit_indices, strides=None, **_):
 def _extreme(np_fn, dim_fn):
   """Elementwise max/min; on symbolic dims (object arrays) JAX's ``max_dim``/``min_dim``,
   which stay symbolic where Python's comparison would be inconclusive (max(b - 2, 0))."""
+
   def rule(a, b, **_):
     _exact(a, b)
     if a.dtype != object and b.dtype != object:
       return np_fn(a, b)
     return np.frompyfunc(dim_fn, 2, 1)(a, b)
+
   return rule
 
 
@@ -151,42 +153,58 @@ def _integer_pow(x, *, y, **_):
   _exact(x)
   if y < 0:
     raise _NeverFoldable("negative integer power")
-  return x ** y  # wraps around like XLA's repeated multiplication
+  return x**y  # wraps around like XLA's repeated multiplication
 
 
 def _iota(*, dtype, shape, dimension, **_):
-  return _broadcast_in_dim(np.arange(shape[dimension], dtype=dtype), shape=shape,
-                           broadcast_dimensions=(dimension,))
+  return _broadcast_in_dim(
+    np.arange(shape[dimension], dtype=dtype), shape=shape, broadcast_dimensions=(dimension,)
+  )
 
 
 _RULES = {
-    "add": _arith(np.add), "sub": _arith(np.subtract), "mul": _arith(np.multiply),
-    "neg": _arith(np.negative), "abs": _arith(np.abs),
-    "max": _MAX, "min": _MIN,
-    "div": _div, "rem": _rem,
-    "and": _arith(np.bitwise_and), "or": _arith(np.bitwise_or),
-    "xor": _arith(np.bitwise_xor), "not": _arith(np.invert),
-    "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-    "eq": np.equal, "ne": np.not_equal,
-    "select_n": _select_n,
-    "convert_element_type": _convert,
-    "broadcast_in_dim": _broadcast_in_dim,
-    "reshape": lambda x, *, new_sizes, **_: x.reshape(new_sizes),
-    "squeeze": lambda x, *, dimensions, **_: np.squeeze(x, tuple(dimensions)),
-    "iota": _iota,
-    "concatenate": lambda *xs, dimension, **_: np.concatenate(xs, axis=dimension),
-    "stack": lambda *xs, axis, **_: np.stack(xs, axis=axis),
-    "rev": lambda x, *, dimensions, **_: np.flip(x, tuple(dimensions)),
-    "sign": _arith(np.sign),
-    "clamp": lambda lo, x, hi, **_: _MIN(_MAX(x, lo), hi),
-    "integer_pow": _integer_pow,
-    "slice": _slice,
-    "transpose": lambda x, *, permutation, **_: np.transpose(x, permutation),
-    "split": lambda x, *, sizes, axis, **_: np.split(x, np.cumsum(sizes)[:-1], axis=axis),
-    "reduce_max": _reduce(np.max, False), "reduce_min": _reduce(np.min, False),
-    "reduce_sum": _reduce(np.sum, False), "reduce_prod": _reduce(np.prod, False),
-    "reduce_and": _reduce(np.all, True), "reduce_or": _reduce(np.any, True),
-    "copy": lambda x, **_: x, "copy_p": lambda x, **_: x,
+  "add": _arith(np.add),
+  "sub": _arith(np.subtract),
+  "mul": _arith(np.multiply),
+  "neg": _arith(np.negative),
+  "abs": _arith(np.abs),
+  "max": _MAX,
+  "min": _MIN,
+  "div": _div,
+  "rem": _rem,
+  "and": _arith(np.bitwise_and),
+  "or": _arith(np.bitwise_or),
+  "xor": _arith(np.bitwise_xor),
+  "not": _arith(np.invert),
+  "lt": np.less,
+  "le": np.less_equal,
+  "gt": np.greater,
+  "ge": np.greater_equal,
+  "eq": np.equal,
+  "ne": np.not_equal,
+  "select_n": _select_n,
+  "convert_element_type": _convert,
+  "broadcast_in_dim": _broadcast_in_dim,
+  "reshape": lambda x, *, new_sizes, **_: x.reshape(new_sizes),
+  "squeeze": lambda x, *, dimensions, **_: np.squeeze(x, tuple(dimensions)),
+  "iota": _iota,
+  "concatenate": lambda *xs, dimension, **_: np.concatenate(xs, axis=dimension),
+  "stack": lambda *xs, axis, **_: np.stack(xs, axis=axis),
+  "rev": lambda x, *, dimensions, **_: np.flip(x, tuple(dimensions)),
+  "sign": _arith(np.sign),
+  "clamp": lambda lo, x, hi, **_: _MIN(_MAX(x, lo), hi),
+  "integer_pow": _integer_pow,
+  "slice": _slice,
+  "transpose": lambda x, *, permutation, **_: np.transpose(x, permutation),
+  "split": lambda x, *, sizes, axis, **_: np.split(x, np.cumsum(sizes)[:-1], axis=axis),
+  "reduce_max": _reduce(np.max, False),
+  "reduce_min": _reduce(np.min, False),
+  "reduce_sum": _reduce(np.sum, False),
+  "reduce_prod": _reduce(np.prod, False),
+  "reduce_and": _reduce(np.all, True),
+  "reduce_or": _reduce(np.any, True),
+  "copy": lambda x, **_: x,
+  "copy_p": lambda x, **_: x,
 }
 _CALLS = ("pjit", "jit", "closed_call")
 
@@ -228,9 +246,10 @@ def _eval(jaxpr, consts: Sequence[Any], args: Sequence[np.ndarray], rules=None) 
       out = _symbolic_or_int(np.asarray(out))
       want = np.dtype(var.aval.dtype)
       if out.shape != tuple(var.aval.shape) or (
-          out.dtype.kind != want.kind and not (out.dtype == object and want.kind in "iub")):
+        out.dtype.kind != want.kind and not (out.dtype == object and want.kind in "iub")
+      ):
         raise _NotFoldable(f"{name} gave {out.dtype}{list(out.shape)}")
-      if out.dtype == object:   # forms of the rules' own (a ``fit`` gives them the dtype)
+      if out.dtype == object:  # forms of the rules' own (a ``fit`` gives them the dtype)
         env[var] = out if getattr(rules, "fit", None) is None else rules.fit(out, want)
       else:
         env[var] = out.astype(want, copy=False)
@@ -250,8 +269,12 @@ def _gather(operand, indices, *, dimension_numbers, slice_sizes, **_):
   if operand.dtype != object:
     raise _NeverFoldable("gather")
   dn = dimension_numbers
-  if (len(dn.start_index_map) != 1 or tuple(dn.collapsed_slice_dims) != tuple(dn.start_index_map)
-      or dn.operand_batching_dims or indices.shape[-1:] != (1,)):
+  if (
+    len(dn.start_index_map) != 1
+    or tuple(dn.collapsed_slice_dims) != tuple(dn.start_index_map)
+    or dn.operand_batching_dims
+    or indices.shape[-1:] != (1,)
+  ):
     raise _NeverFoldable("gather")
   axis = dn.start_index_map[0]
   if any(s != (1 if d == axis else operand.shape[d]) for d, s in enumerate(slice_sizes)):
@@ -296,8 +319,10 @@ def has_symbolic(operands: Sequence[Any]) -> bool:
 def has_symbolic_param(params: Mapping[str, Any]) -> bool:
   """Whether a param holds a symbolic dim (Fill's or Reshape's shape from ``tf.shape``
   of a shape-polymorphic input): the op's value exists only in the program."""
+
   def symbolic(v):
     return (isinstance(v, tuple) and any(map(symbolic, v))) or jax.export.is_symbolic_dim(v)
+
   return any(map(symbolic, params.values()))
 
 
@@ -306,14 +331,18 @@ def materialize(operands: Sequence[Any]) -> list:
   dim to its size), typed like the other integer operands (else int32, Shape's
   default)."""
   import jax.numpy as jnp
+
   ints = [o.dtype for o in operands if isinstance(o, np.ndarray) and o.dtype.kind in "iu"]
   dtype = ints[0] if ints else np.dtype(np.int32)
-  return [jnp.asarray(o.tolist(), dtype=dtype) if isinstance(o, np.ndarray) and o.dtype == object
-          else o for o in operands]
+  return [
+    jnp.asarray(o.tolist(), dtype=dtype) if isinstance(o, np.ndarray) and o.dtype == object else o
+    for o in operands
+  ]
 
 
-def fold(impl, operands: Sequence[Any], params: dict, rules=None,
-         dtypes: Optional[Sequence[Any]] = None) -> Optional[list]:
+def fold(
+  impl, operands: Sequence[Any], params: dict, rules=None, dtypes: Optional[Sequence[Any]] = None
+) -> Optional[list]:
   """``impl(*operands, **params)``'s outputs (a list) evaluated with numpy, or
   None when that would not be exactly what XLA computes. ``rules``: the
   primitives' numpy rules (default: :data:`_RULES`); ``dtypes``: the operands'
@@ -323,9 +352,15 @@ def fold(impl, operands: Sequence[Any], params: dict, rules=None,
   x64 = bool(jax.config.jax_enable_x64)
   # Symbolic dims (object arrays) trace as the default integer type.
   dtypes = dtypes or [np.dtype(np.int64 if x64 else np.int32)] * len(operands)
-  key = (impl, tuple(sorted(params.items())),
-         tuple((np.shape(o), np.asarray(o).dtype if np.asarray(o).dtype != object
-                else np.dtype(d)) for o, d in zip(operands, dtypes)), x64)
+  key = (
+    impl,
+    tuple(sorted(params.items())),
+    tuple(
+      (np.shape(o), np.asarray(o).dtype if np.asarray(o).dtype != object else np.dtype(d))
+      for o, d in zip(operands, dtypes)
+    ),
+    x64,
+  )
   try:
     if key in _NEVER:
       return None
@@ -359,10 +394,17 @@ def folds_wide(operands, params) -> bool:
   if dtypes.x64_enabled():
     return False
   wide = any(dtypes.is_wide(o) for o in operands) or any(
-      any(isinstance(d, np.dtype) and d in dtypes.WIDE_FLOATS
-          for d in (v if isinstance(v, tuple) else (v,))) for v in params.values())
-  return wide and not any(is_weight(o) for o in operands) and not (
-      has_symbolic(operands) or has_symbolic_param(params))
+    any(
+      isinstance(d, np.dtype) and d in dtypes.WIDE_FLOATS
+      for d in (v if isinstance(v, tuple) else (v,))
+    )
+    for v in params.values()
+  )
+  return (
+    wide
+    and not any(is_weight(o) for o in operands)
+    and not (has_symbolic(operands) or has_symbolic_param(params))
+  )
 
 
 def known_value(value: Any) -> Any:

@@ -22,12 +22,17 @@ class Node:
   """One TF node: ``name``, ``op``, data ``inputs`` (refs), ``control_inputs`` and attrs
   (``attr_protos``: the AttrValue protos as in the GraphDef; ``attr(name)`` decodes one)."""
 
-  __slots__ = ("name", "op", "inputs", "control_inputs", "attr_protos", "_decoded",
-               "device")
+  __slots__ = ("name", "op", "inputs", "control_inputs", "attr_protos", "_decoded", "device")
 
-  def __init__(self, name: str, op: str, inputs: Sequence[Ref],
-               control_inputs: Sequence[str], attr_protos: Mapping[str, Any],
-               device: str = ""):
+  def __init__(
+    self,
+    name: str,
+    op: str,
+    inputs: Sequence[Ref],
+    control_inputs: Sequence[str],
+    attr_protos: Mapping[str, Any],
+    device: str = "",
+  ):
     self.name, self.op = name, op
     self.inputs, self.control_inputs = list(inputs), list(control_inputs)
     self.attr_protos = attr_protos
@@ -69,6 +74,7 @@ class Graph:
   ``outputs`` are refs; ``control_outputs`` name nodes that must run (stateful
   ops a function declares as control returns).
   """
+
   name: str
   nodes: list[Node]
   inputs: list[str]
@@ -95,7 +101,6 @@ class Graph:
       stack.extend(r[0] for r in node.inputs)
       stack.extend(node.control_inputs)
     return frozenset(needed)
-
 
   @functools.cached_property
   def schedule(self) -> list[tuple[Node, tuple[str, ...]]]:
@@ -141,8 +146,11 @@ def _toposort(nodes: list[Node], graph_name: str) -> list[Node]:
       stack.append((node, True))
       for dep in [r[0] for r in node.inputs] + node.control_inputs:
         dep_node = by_name.get(dep)
-        if dep_node is not None and dep_node.op.endswith("NextIteration") and \
-            node.op.endswith("Merge"):
+        if (
+          dep_node is not None
+          and dep_node.op.endswith("NextIteration")
+          and node.op.endswith("Merge")
+        ):
           # A TF1 while loop's back edge: the Merge comes first, its NextIteration
           # after the body (tfprims.ops.control_flow.v1 turns the loop into a While).
           continue
@@ -150,16 +158,22 @@ def _toposort(nodes: list[Node], graph_name: str) -> list[Node]:
           stack.append((dep_node, False))
         elif dep_node is not None and state.get(dep) == 1:
           raise errors.ConversionError(
-              f"graph {graph_name!r} has a cycle through node {dep!r} that is not a TF1 "
-              "while loop's NextIteration -> Merge edge")
+            f"graph {graph_name!r} has a cycle through node {dep!r} that is not a TF1 "
+            "while loop's NextIteration -> Merge edge"
+          )
   return order
 
 
 toposort = _toposort
 
 
-def from_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str],
-                   name: str = "graph", control_outputs: Sequence[str] = ()) -> Graph:
+def from_graph_def(
+  graph_def,
+  inputs: Sequence[str],
+  outputs: Sequence[str],
+  name: str = "graph",
+  control_outputs: Sequence[str] = (),
+) -> Graph:
   """A :class:`Graph` from a GraphDef; ``inputs``/``outputs`` are tensor names."""
   nodes = []
   for nd in graph_def.node:
@@ -170,10 +184,14 @@ def from_graph_def(graph_def, inputs: Sequence[str], outputs: Sequence[str],
       else:
         data.append(parse_ref(ref))
     nodes.append(Node(nd.name, nd.op, data, control, nd.attr, nd.device))
-  return Graph(name=name, nodes=_toposort(nodes, name),
-               inputs=[parse_ref(i)[0] for i in inputs],
-               outputs=[parse_ref(o) for o in outputs],
-               output_names=list(outputs), control_outputs=list(control_outputs))
+  return Graph(
+    name=name,
+    nodes=_toposort(nodes, name),
+    inputs=[parse_ref(i)[0] for i in inputs],
+    outputs=[parse_ref(o) for o in outputs],
+    output_names=list(outputs),
+    control_outputs=list(control_outputs),
+  )
 
 
 def from_function_def(fdef, function_defs: Optional[Mapping[str, Any]] = None) -> Graph:
@@ -195,13 +213,13 @@ def from_function_def(fdef, function_defs: Optional[Mapping[str, Any]] = None) -
       return node_name, int(idx)
     if node_name not in offsets_cache:
       nd = raw[node_name]
-      attrs = {k: opdefs.decode_attr(v) for k, v in nd.attr.items()
-               if k in _arity_attr_names(nd.op)}
+      attrs = {
+        k: opdefs.decode_attr(v) for k, v in nd.attr.items() if k in _arity_attr_names(nd.op)
+      }
       offsets = opdefs.output_offsets(nd.op, attrs)
       if not offsets and nd.op in (function_defs or {}):
         # a call of a library function: its outputs are the callee's output args
-        offsets = {a.name: i for i, a in
-                   enumerate(function_defs[nd.op].signature.output_arg)}
+        offsets = {a.name: i for i, a in enumerate(function_defs[nd.op].signature.output_arg)}
       offsets_cache[node_name] = offsets
     return node_name, offsets_cache[node_name].get(out_arg, 0) + int(idx)
 
@@ -215,12 +233,17 @@ def from_function_def(fdef, function_defs: Optional[Mapping[str, Any]] = None) -
         data.append(resolve(ref))
     nodes.append(Node(nd.name, nd.op, data, control, nd.attr, nd.device))
   outputs = [resolve(fdef.ret[a.name]) for a in fdef.signature.output_arg]
-  control_outputs = [fdef.control_ret[k] for k in fdef.signature.control_output
-                     if k in fdef.control_ret]
-  return Graph(name=fdef.signature.name, nodes=_toposort(nodes, fdef.signature.name),
-               inputs=arg_names, outputs=outputs,
-               output_names=[a.name for a in fdef.signature.output_arg],
-               control_outputs=control_outputs)
+  control_outputs = [
+    fdef.control_ret[k] for k in fdef.signature.control_output if k in fdef.control_ret
+  ]
+  return Graph(
+    name=fdef.signature.name,
+    nodes=_toposort(nodes, fdef.signature.name),
+    inputs=arg_names,
+    outputs=outputs,
+    output_names=[a.name for a in fdef.signature.output_arg],
+    control_outputs=control_outputs,
+  )
 
 
 @functools.lru_cache(maxsize=None)
@@ -228,8 +251,9 @@ def _arity_attr_names(op_type: str) -> frozenset:
   od = opdefs.op_def(op_type)
   if od is None:
     return frozenset()
-  return frozenset(a.number_attr or a.type_list_attr for a in od.output_arg
-                   if a.number_attr or a.type_list_attr)
+  return frozenset(
+    a.number_attr or a.type_list_attr for a in od.output_arg if a.number_attr or a.type_list_attr
+  )
 
 
 def func_attrs(node: Node) -> list[str]:

@@ -51,8 +51,7 @@ def _mentions_string(node_def) -> bool:
   string = tf.string.as_datatype_enum
   for proto in node_def.attr.values():
     kind = proto.WhichOneof("value")
-    if (kind == "type" and proto.type == string) or (
-        kind == "list" and string in proto.list.type):
+    if (kind == "type" and proto.type == string) or (kind == "list" and string in proto.list.type):
       return True
   od = opdefs.op_def(node_def.op)
   return od is not None and any(a.type == string for a in (*od.input_arg, *od.output_arg))
@@ -67,7 +66,8 @@ def _string_functions(function_defs) -> set:
   for name, fdef in function_defs.items():
     sig = fdef.signature
     if any(a.type == string for a in (*sig.input_arg, *sig.output_arg)) or any(
-        _mentions_string(nd) for nd in fdef.node_def):
+      _mentions_string(nd) for nd in fdef.node_def
+    ):
       direct.add(name)
     calls[name] = {f for nd in fdef.node_def for f in _called(nd) if f in function_defs}
   found, changed = set(direct), True
@@ -95,8 +95,11 @@ def _call_target(node_def, function_defs) -> Optional[str]:
   """The function a call node runs (``PartitionedCall``-like ops and direct calls)."""
   if node_def.op in function_defs:
     return node_def.op
-  if core.declares(node_def.op, "calls_functions") and "f" in node_def.attr and \
-      node_def.attr["f"].WhichOneof("value") == "func":
+  if (
+    core.declares(node_def.op, "calls_functions")
+    and "f" in node_def.attr
+    and node_def.attr["f"].WhichOneof("value") == "func"
+  ):
     return node_def.attr["f"].func.name
   return None
 
@@ -155,8 +158,9 @@ def _inline_call(call, fdef, fdefs, taken: set) -> list:
     nd.name = names[node.name]
     del nd.input[:]
     nd.input.extend(ref(r) for r in node.inputs)
-    nd.input.extend("^" + (names[c] if c in names else args.get(c, c).split(":")[0])
-                    for c in node.control_inputs)
+    nd.input.extend(
+      "^" + (names[c] if c in names else args.get(c, c).split(":")[0]) for c in node.control_inputs
+    )
     if not node.inputs:
       nd.input.extend(control)  # the call's control inputs gate the body's roots
     nodes.append(nd)
@@ -164,8 +168,11 @@ def _inline_call(call, fdef, fdefs, taken: set) -> list:
   result.input.extend(ref(r) for r in body.outputs)
   result.input.extend("^" + names[c] for c in body.control_outputs if c in names)
   if body.outputs:
-    result.attr["T"].list.type.extend(call.attr["Tout"].list.type if "Tout" in call.attr
-                                      else [a.type for a in fdef.signature.output_arg])
+    result.attr["T"].list.type.extend(
+      call.attr["Tout"].list.type
+      if "Tout" in call.attr
+      else [a.type for a in fdef.signature.output_arg]
+    )
   nodes.append(result)
   return nodes
 
@@ -175,17 +182,18 @@ def _inline_call(call, fdef, fdefs, taken: set) -> list:
 
 @dataclasses.dataclass
 class _Cut:
-  prefix: set            # nodes that need TF (before pruning to what the rest reads)
-  sources: set           # nodes without inputs both halves may hold (Const, inputs)
-  passed: list           # numeric input placeholders the rest reads
-  boundary: list         # (node, index) tensors the prefix computes for the rest
-  control: list          # nodes the rest runs for their effect
-  ops: dict              # node name -> tf.Operation of a scratch graph (dtypes, shapes)
-  tensors: dict          # "node:i" -> tf.Tensor of the scratch graph
+  prefix: set  # nodes that need TF (before pruning to what the rest reads)
+  sources: set  # nodes without inputs both halves may hold (Const, inputs)
+  passed: list  # numeric input placeholders the rest reads
+  boundary: list  # (node, index) tensors the prefix computes for the rest
+  control: list  # nodes the rest runs for their effect
+  ops: dict  # node name -> tf.Operation of a scratch graph (dtypes, shapes)
+  tensors: dict  # "node:i" -> tf.Tensor of the scratch graph
 
 
-def _cut(graph_def, inputs: Sequence[str], outputs: Sequence[str], control: Sequence[str],
-         variables: set) -> _Cut:
+def _cut(
+  graph_def, inputs: Sequence[str], outputs: Sequence[str], control: Sequence[str], variables: set
+) -> _Cut:
   """The smallest prefix: string nodes, the users of the resources they use (other
   than variables), and everything those read, upstream."""
   tf = import_tensorflow()
@@ -212,8 +220,11 @@ def _cut(graph_def, inputs: Sequence[str], outputs: Sequence[str], control: Sequ
         if t.op.name not in prefix:
           prefix.add(t.op.name)
           stack.append(t.op.name)
-        if t.dtype == tf.resource and t.op.name not in variables and \
-            not core.declares(t.op.type, "creates_variable"):
+        if (
+          t.dtype == tf.resource
+          and t.op.name not in variables
+          and not core.declares(t.op.type, "creates_variable")
+        ):
           # A table (or another non-variable resource) a prefix node uses: all its
           # users run in TF with it.
           new = [u for u in readers[t.op.name] if u not in prefix]
@@ -222,9 +233,11 @@ def _cut(graph_def, inputs: Sequence[str], outputs: Sequence[str], control: Sequ
 
   grow([name for name, op in ops.items() if is_string(op)])
   # What depends on numeric inputs or variables is the model, not preprocessing.
-  model = _downstream(readers, [n for n in inputs if not is_string(ops[n])] + [
-      n for n, op in ops.items() if n in variables or core.declares(op.type,
-                                                                   "creates_variable")])
+  model = _downstream(
+    readers,
+    [n for n in inputs if not is_string(ops[n])]
+    + [n for n, op in ops.items() if n in variables or core.declares(op.type, "creates_variable")],
+  )
   while True:
     # Downstream of the string part, the preprocessing nodes tfprims cannot run on its
     # values (ragged to dense, data-dependent shapes) run in TF too, with what they need.
@@ -233,12 +246,21 @@ def _cut(graph_def, inputs: Sequence[str], outputs: Sequence[str], control: Sequ
     if not more:
       break
     grow(more)
-  sources = {name for name, op in ops.items()
-             if not op.inputs and (op.type == "Const" or name in inputs or name in variables
-                                   or core.declares(op.type, "graph_input"))}
+  sources = {
+    name
+    for name, op in ops.items()
+    if not op.inputs
+    and (
+      op.type == "Const"
+      or name in inputs
+      or name in variables
+      or core.declares(op.type, "graph_input")
+    )
+  }
   control = [c for c in control if c not in prefix]
-  rest = _upstream(ops, [graph_lib.parse_ref(o)[0] for o in outputs] + control,
-                   stop=prefix - sources)
+  rest = _upstream(
+    ops, [graph_lib.parse_ref(o)[0] for o in outputs] + control, stop=prefix - sources
+  )
   passed = [n for n in inputs if n in rest]
   boundary = {}
   order = {name: k for k, name in enumerate(ops)}
@@ -328,8 +350,18 @@ class HostPrefix:
     is_identity: True when nothing needs strings (``prefix(*args)`` returns ``args``).
   """
 
-  def __init__(self, *, tf_function, signature, structured_inputs, input_specs,
-               output_specs, nodes: Sequence[str], ops: dict, name: str):
+  def __init__(
+    self,
+    *,
+    tf_function,
+    signature,
+    structured_inputs,
+    input_specs,
+    output_specs,
+    nodes: Sequence[str],
+    ops: dict,
+    name: str,
+  ):
     self.tf_function = tf_function
     self.signature = signature
     self.structured_inputs = structured_inputs
@@ -344,33 +376,36 @@ class HostPrefix:
     if self.is_identity:
       return f"<tfprims.HostPrefix {self.__name__}: identity>"
     outs = ", ".join(str(s) for s in self.output_specs)
-    return (f"<tfprims.HostPrefix {self.__name__}: {len(self.nodes)} TF nodes -> ({outs})>")
+    return f"<tfprims.HostPrefix {self.__name__}: {len(self.nodes)} TF nodes -> ({outs})>"
 
   def __call__(self, *args, **kwargs) -> tuple:
     try:
       bound = self.signature.bind(*args, **kwargs)
     except TypeError as e:
       raise errors.InputStructureError(
-          f"arguments do not match the TF signature {self.signature}: {e}") from None
+        f"arguments do not match the TF signature {self.signature}: {e}"
+      ) from None
     if self.is_identity:
       if bound.kwargs:
         raise errors.InputStructureError(
-            f"pass {sorted(bound.kwargs)} to the converted function itself: nothing needs "
-            "strings, so the prefix is the identity of the positional inputs")
+          f"pass {sorted(bound.kwargs)} to the converted function itself: nothing needs "
+          "strings, so the prefix is the identity of the positional inputs"
+        )
       return tuple(bound.args)
     bound.apply_defaults()
     tf = import_tensorflow()
     import tree
+
     sig_args, sig_kwargs = self.structured_inputs
-    positional = [v for k, v in bound.arguments.items()
-                  if k not in sig_kwargs][:len(sig_args)]
+    positional = [v for k, v in bound.arguments.items() if k not in sig_kwargs][: len(sig_args)]
     keyword = {k: v for k, v in bound.arguments.items() if k in sig_kwargs}
     expected = (tuple(sig_args), dict(sig_kwargs))
     try:
       flat = tree.flatten_up_to(expected, (tuple(positional), keyword), check_types=False)
     except (ValueError, TypeError) as e:
       raise errors.InputStructureError(
-          f"inputs do not match the TF signature {self.signature}: {e}") from None
+        f"inputs do not match the TF signature {self.signature}: {e}"
+      ) from None
     values = []
     for spec, value in zip(tree.flatten(expected), flat):
       if isinstance(spec, tf.TypeSpec):
@@ -378,17 +413,20 @@ class HostPrefix:
           values.append(tf.convert_to_tensor(value, dtype=spec.dtype))
         except (TypeError, ValueError) as e:
           raise errors.InputDtypeError(
-              f"input '{spec.name}' must be {spec.dtype.name} ({spec}): {e}") from None
+            f"input '{spec.name}' must be {spec.dtype.name} ({spec}): {e}"
+          ) from None
         if not spec.shape.is_compatible_with(values[-1].shape):
           raise errors.InputShapeError(
-              f"input '{spec.name}' has shape {values[-1].shape.as_list()}, expected "
-              f"{spec.shape} (incompatible input shape)")
+            f"input '{spec.name}' has shape {values[-1].shape.as_list()}, expected "
+            f"{spec.shape} (incompatible input shape)"
+          )
     try:
       outputs = self.tf_function(*values)
     except (TypeError, ValueError) as e:  # TF's binding of the inputs to the signature
       raise errors.InputShapeError(
-          f"inputs do not match the TF signature's specs {list(self.input_specs)}: "
-          f"{str(e).strip().splitlines()[0]}") from None
+        f"inputs do not match the TF signature's specs {list(self.input_specs)}: "
+        f"{str(e).strip().splitlines()[0]}"
+      ) from None
     return tuple(np.asarray(t.numpy()) for t in outputs)
 
 
@@ -424,44 +462,72 @@ def split_host_prefix(tf_fn, *args, **kwargs) -> tuple[HostPrefix, Any, dict]:
   cut = _cut(graph_def, inputs, out_names, control, set(variables))
   strings = [o for o in out_names if cut.tensors[o].dtype == tf.string]
   if strings:
-    raise errors.blocked_conversion({}, (), [
+    raise errors.blocked_conversion(
+      {},
+      (),
+      [
         f"output {o}{api.computed_by(cut.tensors[o])} is a string tensor: JAX has no strings, "
         "and a host prefix returns numeric tensors only; return it from a TF function of "
         "its own (or turn it into numbers in TF: a lookup, tf.strings.to_number...)"
-        for o in strings])
+        for o in strings
+      ],
+    )
   sig_args, sig_kwargs, parameters = api.input_signature(cf)
   signature = api.python_signature(sig_args, sig_kwargs, parameters)
-  flat_specs = [s for s in tf.nest.flatten((tuple(sig_args), dict(sig_kwargs)))
-                if isinstance(s, tf.TypeSpec)]
+  flat_specs = [
+    s for s in tf.nest.flatten((tuple(sig_args), dict(sig_kwargs))) if isinstance(s, tf.TypeSpec)
+  ]
   if not cut.boundary and all(s.dtype != tf.string for s in flat_specs):
     fn, params = api.from_concrete_function(cf)
-    prefix = HostPrefix(tf_function=None, signature=signature,
-                        structured_inputs=(sig_args, sig_kwargs), input_specs=flat_specs,
-                        output_specs=fn.input_specs, nodes=(), ops={}, name=name)
+    prefix = HostPrefix(
+      tf_function=None,
+      signature=signature,
+      structured_inputs=(sig_args, sig_kwargs),
+      input_specs=flat_specs,
+      output_specs=fn.input_specs,
+      nodes=(),
+      ops={},
+      name=name,
+    )
     return prefix, fn, params
 
   names = _rest_input_names([(p, 0) for p in cut.passed] + cut.boundary)
-  rest_specs = [tf.TensorSpec(_shape(cf, cut, ref), cut.tensors[ref].dtype, name=arg)
-                for ref, arg in zip([f"{p}:0" for p in cut.passed]
-                                    + [f"{n}:{i}" for n, i in cut.boundary], names)]
+  rest_specs = [
+    tf.TensorSpec(_shape(cf, cut, ref), cut.tensors[ref].dtype, name=arg)
+    for ref, arg in zip(
+      [f"{p}:0" for p in cut.passed] + [f"{n}:{i}" for n, i in cut.boundary], names
+    )
+  ]
   op_types = {nd.name: nd.op for nd in graph_def.node}
-  prefix_nodes = _upstream(cut.ops, [n for n, _ in cut.boundary] + [
-      c for c in control if c in cut.prefix], stop=set(), control_within=cut.prefix)
+  prefix_nodes = _upstream(
+    cut.ops,
+    [n for n, _ in cut.boundary] + [c for c in control if c in cut.prefix],
+    stop=set(),
+    control_within=cut.prefix,
+  )
   try:
-    prefix_cf = _prefix_function(graph_def, cut, prefix_nodes, inputs, captures, variables,
-                                 flat_specs, name)
-    rest_cf = _rest_function(graph_def, cut, rest_specs, captures, variables,
-                             structure, out_names, name)
+    prefix_cf = _prefix_function(
+      graph_def, cut, prefix_nodes, inputs, captures, variables, flat_specs, name
+    )
+    rest_cf = _rest_function(
+      graph_def, cut, rest_specs, captures, variables, structure, out_names, name
+    )
   except (TypeError, ValueError) as e:  # TF could not import or trace a half
     raise errors.ConversionError(
-        f"cannot split {name!r} into a TF host prefix and a converted rest: "
-        f"{type(e).__name__}: {e}") from None
+      f"cannot split {name!r} into a TF host prefix and a converted rest: {type(e).__name__}: {e}"
+    ) from None
   fn, params = api.from_concrete_function(rest_cf)
   nodes = [nd.name for nd in graph_def.node if nd.name in prefix_nodes]
   prefix = HostPrefix(
-      tf_function=prefix_cf, signature=signature, structured_inputs=(sig_args, sig_kwargs),
-      input_specs=flat_specs, output_specs=fn.input_specs, nodes=nodes,
-      ops=dict(sorted(collections.Counter(op_types[n] for n in nodes).items())), name=name)
+    tf_function=prefix_cf,
+    signature=signature,
+    structured_inputs=(sig_args, sig_kwargs),
+    input_specs=flat_specs,
+    output_specs=fn.input_specs,
+    nodes=nodes,
+    ops=dict(sorted(collections.Counter(op_types[n] for n in nodes).items())),
+    name=name,
+  )
   return prefix, fn, params
 
 
@@ -472,10 +538,15 @@ def _outputs(cf) -> tuple[Any, list]:
   leaves = tf.nest.flatten(cf.structured_outputs)
   n_specs = sum(isinstance(x, tf.TensorSpec) for x in leaves)
   specs = iter(t.name for t in cf.outputs[:n_specs])
-  named = [x.name if isinstance(x, tf.Tensor) else next(specs)
-           if isinstance(x, tf.TensorSpec) else x for x in leaves]
-  names = list(dict.fromkeys(x for x, leaf in zip(named, leaves)
-                             if isinstance(leaf, (tf.Tensor, tf.TensorSpec))))
+  named = [
+    x.name if isinstance(x, tf.Tensor) else next(specs) if isinstance(x, tf.TensorSpec) else x
+    for x in leaves
+  ]
+  names = list(
+    dict.fromkeys(
+      x for x, leaf in zip(named, leaves) if isinstance(leaf, (tf.Tensor, tf.TensorSpec))
+    )
+  )
   return tf.nest.pack_sequence_as(cf.structured_outputs, named), names
 
 
@@ -519,16 +590,19 @@ def _prefix_function(graph_def, cut, nodes, inputs, captures, variables, flat_sp
   """The prefix as a ConcreteFunction of the flat inputs: the numeric inputs the rest
   reads, then the boundary tensors."""
   tf = import_tensorflow()
-  sub = _without_colocation(graph_def, keep=nodes,
-                            rename=lambda nd, ref: _inside(ref, nodes))
+  sub = _without_colocation(graph_def, keep=nodes, rename=lambda nd, ref: _inside(ref, nodes))
   fetches = [f"{n}:{i}" for n, i in cut.boundary]
 
   def prefix(*flat):
     input_map = {f"{n}:0": t for n, t in zip(inputs, flat) if n in nodes}
     _captured(input_map, nodes, captures, variables)
-    computed = tf.graph_util.import_graph_def(
-        sub, input_map=input_map, return_elements=fetches, name="host_prefix") \
-        if fetches else []
+    computed = (
+      tf.graph_util.import_graph_def(
+        sub, input_map=input_map, return_elements=fetches, name="host_prefix"
+      )
+      if fetches
+      else []
+    )
     passed = [tf.identity(flat[inputs.index(n)]) for n in cut.passed]
     return tuple(passed + list(computed))
 
@@ -541,8 +615,7 @@ def _inside(ref: str, nodes) -> Optional[str]:
   return ref if graph_lib.parse_ref(ref.lstrip("^"))[0] in nodes else None
 
 
-def _rest_function(graph_def, cut, rest_specs, captures, variables, structure, out_names,
-                   name):
+def _rest_function(graph_def, cut, rest_specs, captures, variables, structure, out_names, name):
   """The numeric rest as a ConcreteFunction of the boundary: each tensor the prefix
   computes becomes a Placeholder of the rest's graph."""
   tf = import_tensorflow()
@@ -569,17 +642,25 @@ def _rest_function(graph_def, cut, rest_specs, captures, variables, structure, o
     feeds = [f"{n}:0" for n in cut.passed] + [f"{b}:0" for b in boundary_names]
     input_map = dict(zip(feeds, args))
     _captured(input_map, nodes, captures, variables)
-    got = dict(zip(fetch, tf.graph_util.import_graph_def(
-        sub, input_map=input_map, return_elements=fetch, name="rest"))) if fetch else {}
+    got = (
+      dict(
+        zip(
+          fetch,
+          tf.graph_util.import_graph_def(
+            sub, input_map=input_map, return_elements=fetch, name="rest"
+          ),
+        )
+      )
+      if fetch
+      else {}
+    )
     for o in out_names:
       if o not in got:  # computed by the prefix: one of the rest's inputs
         got[o] = tf.identity(input_map[fed.get(o, o).split(":")[0] + ":0"])
-    return tf.nest.map_structure(lambda x: got.get(x, x) if isinstance(x, str) else x,
-                                 structure)
+    return tf.nest.map_structure(lambda x: got.get(x, x) if isinstance(x, str) else x, structure)
 
   P = inspect.Parameter
-  rest.__signature__ = inspect.Signature(
-      [P(s.name, P.POSITIONAL_OR_KEYWORD) for s in rest_specs])
+  rest.__signature__ = inspect.Signature([P(s.name, P.POSITIONAL_OR_KEYWORD) for s in rest_specs])
   rest.__name__ = name
   return tf.function(rest, autograph=False).get_concrete_function(*rest_specs)
 
@@ -599,24 +680,31 @@ def split_summary(cf) -> dict:
   boundary tensors, and what the converted rest holds (its params, its inputs)."""
   with _quiet_narrowing():
     prefix, jax_fn, params = split_host_prefix(cf)
-  return {"prefix_nodes": len(prefix.nodes), "prefix_ops": prefix.ops,
-          "inputs": [f"{s.name}: {s.dtype.name}{list(s.shape)}" for s in prefix.input_specs],
-          "boundary": [str(s) for s in prefix.output_specs],
-          "rest_params": len(params),
-          "rest_outputs": [str(s) for s in jax_fn.output_specs]}
+  return {
+    "prefix_nodes": len(prefix.nodes),
+    "prefix_ops": prefix.ops,
+    "inputs": [f"{s.name}: {s.dtype.name}{list(s.shape)}" for s in prefix.input_specs],
+    "boundary": [str(s) for s in prefix.output_specs],
+    "rest_params": len(params),
+    "rest_outputs": [str(s) for s in jax_fn.output_specs],
+  }
 
 
 def format_summary(summary: dict) -> str:
   ops = ", ".join(f"{op} x{n}" for op, n in summary["prefix_ops"].items())
-  return "\n".join([
+  return "\n".join(
+    [
       "string inputs: the function is split (tfprims.split_host_prefix, docs/strings.md)",
       f"  inputs: {', '.join(summary['inputs'])}",
       f"  TF host prefix: {summary['prefix_nodes']} nodes ({ops})",
       f"  boundary (inputs of the converted rest): {', '.join(summary['boundary']) or '-'}",
       f"  converted rest: {summary['rest_params']} params; outputs "
-      f"{', '.join(summary['rest_outputs'])}"])
+      f"{', '.join(summary['rest_outputs'])}",
+    ]
+  )
 
 
 def _quiet_narrowing():
   from tfprims import config
+
   return config.override_config("x64_narrowing", "ignore")

@@ -22,13 +22,23 @@ from typing import Any, Mapping, Optional, Sequence
 import jax
 import numpy as np
 
-from tfprims import (config, core, dtypes, errors, folding, graph as graph_lib, opdefs,
-                     progress as progress_lib, value_analysis)
+from tfprims import (
+  config,
+  core,
+  dtypes,
+  errors,
+  folding,
+  graph as graph_lib,
+  opdefs,
+  progress as progress_lib,
+  value_analysis,
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class VariableHandle:
   """The value a resource-variable handle takes inside the interpreter."""
+
   key: str
 
 
@@ -58,13 +68,19 @@ def _keeps_refs(op_type: str) -> bool:
   if opdefs.takes_refs(op_type):
     return True
   op, od = core.lookup(op_type), opdefs.op_def(op_type)
-  return (op is not None and op.pass_through and od is not None and len(od.input_arg) == 1
-          and not (od.input_arg[0].number_attr or od.input_arg[0].type_list_attr))
+  return (
+    op is not None
+    and op.pass_through
+    and od is not None
+    and len(od.input_arg) == 1
+    and not (od.input_arg[0].number_attr or od.input_arg[0].type_list_attr)
+  )
 
 
 @dataclasses.dataclass(frozen=True)
 class StringConstant:
   """A string tensor: kept only so that ops which never read it can be pruned."""
+
   node: str
   value: Any
 
@@ -74,6 +90,7 @@ class TableHandle:
   """A lookup table captured by the function (tfprims.ops.lookup): its contents are
   the params ``<key>/keys`` (sorted) and ``<key>/values``; ``kind`` is TF's table
   kind (``HashTable``, ``MutableHashTable``...)."""
+
   key: str
   kind: str = "HashTable"
   initialized_by: str = ""  # the function's own initializer node, folded at conversion
@@ -97,6 +114,7 @@ class LazyValue:
   read (``tfprims.ops.hashing.DecimalStrings``). Pass-through ops forward it, inlined
   function calls pass it in and out; every other consumer is refused, naming both
   nodes."""
+
   node: str
   op: str
   readers: tuple
@@ -109,11 +127,11 @@ def _refuse_unreadable(op, node, inputs) -> None:
   takes_opaque = not isinstance(op, core.TFOp) or op.takes_handles
   for value in inputs:
     if isinstance(value, LazyValue):
-      if node.op not in value.readers and not (op.pass_through
-                                               or op.calls_functions == "call"):
+      if node.op not in value.readers and not (op.pass_through or op.calls_functions == "call"):
         raise errors.UnsupportedInputError(
-            f"{node.op} node '{node.name}' reads the output of {value.op} node "
-            f"'{value.node}' ({value.what}); only {', '.join(value.readers)} can read it")
+          f"{node.op} node '{node.name}' reads the output of {value.op} node "
+          f"'{value.node}' ({value.what}); only {', '.join(value.readers)} can read it"
+        )
     elif not takes_opaque and isinstance(value, _OPAQUE):
       _refuse_opaque(node, value)
 
@@ -123,6 +141,7 @@ class Context:
   """Per-call interpreter state: the function library, variables and rng key, and
   the config options the function was converted with (``options``, from
   :func:`tfprims.config.read_at_conversion`; None: the current ones)."""
+
   library: graph_lib.Library
   state: dict[str, Any]
   rng: Optional[jax.Array] = None
@@ -151,13 +170,13 @@ class Context:
     ``rng``: the key operand of ``uses_rng`` primitives."""
     if self.rng is None:
       raise errors.MissingRngError(
-          f"{node.op} node '{node.name}' draws random numbers: PRNG key required for "
-          "random ops; call the converted function with rng=jax.random.key(...).")
+        f"{node.op} node '{node.name}' draws random numbers: PRNG key required for "
+        "random ops; call the converted function with rng=jax.random.key(...)."
+      )
     self.rng, key = jax.random.split(self.rng)
     return key_data(key)
 
-  def call(self, fname: str, inputs: Sequence[Any],
-           node: Optional[graph_lib.Node] = None) -> list:
+  def call(self, fname: str, inputs: Sequence[Any], node: Optional[graph_lib.Node] = None) -> list:
     """Runs library function ``fname`` on ``inputs`` (inlined into the trace)."""
     return call_function(self, fname, inputs, node)
 
@@ -189,11 +208,11 @@ def run(ctx: Context, graph: graph_lib.Graph, feeds: Mapping[str, Any]) -> list:
   """Evaluates ``graph`` given values for its inputs (by name); returns its outputs."""
   if ctx.progress is not None or not progress_lib.wanted():
     return _run(ctx, graph, feeds)
-  total = graph.__dict__.get("_progress_total")   # once per graph: eager calls repeat
+  total = graph.__dict__.get("_progress_total")  # once per graph: eager calls repeat
   if total is None:
-    total = graph.__dict__["_progress_total"] = (
-        sum(node.name not in feeds for node, _ in graph.schedule)
-        + sum(len(g.nodes) for g in ctx.library.reachable(graph).values()))
+    total = graph.__dict__["_progress_total"] = sum(
+      node.name not in feeds for node, _ in graph.schedule
+    ) + sum(len(g.nodes) for g in ctx.library.reachable(graph).values())
   with progress_lib.Progress(total, f"tfprims: converting {graph.name}") as ctx.progress:
     return _run(ctx, graph, feeds)
 
@@ -208,8 +227,10 @@ def _run(ctx: Context, graph: graph_lib.Graph, feeds: Mapping[str, Any]) -> list
         ctx.progress.step()
     for name in drops:  # free intermediates after their last use
       env.pop(name, None)
-  return [dtypes.narrow(deref(ctx, _lookup(env, ref, None)), f"output '{ref[0]}'")
-          for ref in graph.outputs]
+  return [
+    dtypes.narrow(deref(ctx, _lookup(env, ref, None)), f"output '{ref[0]}'")
+    for ref in graph.outputs
+  ]
 
 
 def _lookup(env, ref, node):
@@ -218,8 +239,9 @@ def _lookup(env, ref, node):
     return env[name][idx]
   except KeyError:
     raise errors.ConversionError(
-        f"node '{node.name if node else '<output>'}' reads '{name}', which was not "
-        "computed or fed (a missing input?)") from None
+      f"node '{node.name if node else '<output>'}' reads '{name}', which was not "
+      "computed or fed (a missing input?)"
+    ) from None
   except IndexError:
     raise errors.ConversionError(f"'{name}' has no output {idx}") from None
 
@@ -236,8 +258,7 @@ def run_node(ctx: Context, node: graph_lib.Node, inputs: list) -> list:
       raise errors.UnsupportedOpError({node.op: [node.name]})
     _refuse_unreadable(op, node, inputs)
     if op.interpret is not None:  # hooks get the program's dtypes (dtypes.narrow)
-      inputs = [dtypes.narrow(v, f"an input of {node.op} node '{node.name}'")
-                for v in inputs]
+      inputs = [dtypes.narrow(v, f"an input of {node.op} node '{node.name}'") for v in inputs]
       return list(op.interpret(ctx, node, inputs))
     return bind_node(ctx, op, node, inputs)
   except errors.TFPrimsError:
@@ -247,13 +268,20 @@ def run_node(ctx: Context, node: graph_lib.Node, inputs: list) -> list:
       # JAX raises this class (not public) where it cannot decide a comparison of dims
       undecided = type(e).__name__ == "InconclusiveDimensionOperation"
       raise errors.SymbolicShapeError(
-          node.op, node.name, "its inputs have symbolic dims (a shape-polymorphic "
-          f"jax.export: {_shapes(inputs)}), and it needs concrete sizes for them; export "
-          "with concrete shapes there (tfprims export --batch N or --shape NAME=D0,D1,...; "
-          "deploy.export(batch=..., shapes=...))"
-          + (", or state what holds between the dims (tfprims export --constraint "
-             "'batch >= 2'; deploy.export(constraints=...))" if undecided else "")
-          + f". {type(e).__name__}: {str(e).splitlines()[0]}") from e
+        node.op,
+        node.name,
+        "its inputs have symbolic dims (a shape-polymorphic "
+        f"jax.export: {_shapes(inputs)}), and it needs concrete sizes for them; export "
+        "with concrete shapes there (tfprims export --batch N or --shape NAME=D0,D1,...; "
+        "deploy.export(batch=..., shapes=...))"
+        + (
+          ", or state what holds between the dims (tfprims export --constraint "
+          "'batch >= 2'; deploy.export(constraints=...))"
+          if undecided
+          else ""
+        )
+        + f". {type(e).__name__}: {str(e).splitlines()[0]}",
+      ) from e
     raise errors.OpError(node.op, node.name, f"{type(e).__name__}: {e}") from e
 
 
@@ -269,13 +297,16 @@ def _needs_concrete_sizes(e: Exception) -> bool:
   """JAX's errors for a value or a comparison that a symbolic dim leaves undecided, or a
   symbolic dim used as a Python int (shape polymorphism's InconclusiveDimensionOperation
   and _DimExpr are not public: matched by name)."""
-  return (isinstance(e, jax.errors.ConcretizationTypeError)
-          or type(e).__name__ == "InconclusiveDimensionOperation"
-          or (isinstance(e, TypeError) and "'_DimExpr'" in str(e)))
+  return (
+    isinstance(e, jax.errors.ConcretizationTypeError)
+    or type(e).__name__ == "InconclusiveDimensionOperation"
+    or (isinstance(e, TypeError) and "'_DimExpr'" in str(e))
+  )
 
 
-def bind_node(ctx: Context, op: core.TFOp, node: graph_lib.Node, inputs: list,
-              grouped_as: Optional[str] = None) -> list:
+def bind_node(
+  ctx: Context, op: core.TFOp, node: graph_lib.Node, inputs: list, grouped_as: Optional[str] = None
+) -> list:
   """The default way to run a node of a primitive op: prepare (grouped inputs, attrs)
   -> operands and params (a key in front for a ``uses_rng`` op), the op's checks,
   then fold or bind. A hook that handles only some inputs falls back to it.
@@ -301,6 +332,7 @@ def bind_node(ctx: Context, op: core.TFOp, node: graph_lib.Node, inputs: list,
     else:
       out = op.apply(operands, params)
     return list(out) if op.multiple_results else [out]
+
   # small runtime integers: proven constants fold, others keep their forms
   return value_analysis.bind(ctx, op, operands, params, apply)
 
@@ -337,11 +369,13 @@ def checkify_check(op, node, operands, params) -> None:
   """``op.check`` as a ``jax.experimental.checkify.check`` (seen by functions wrapped
   in ``checkify.checkify``), the ``enable_checkify_for_asserts`` config."""
   from jax.experimental import checkify
+
   found = op.check(*operands, **params)
   if found is not None:
     bad, message = found
-    checkify.check(jax.numpy.logical_not(bad), checkify_message(
-        f"{node.op} node '{node.name}': {message}"))
+    checkify.check(
+      jax.numpy.logical_not(bad), checkify_message(f"{node.op} node '{node.name}': {message}")
+    )
 
 
 def checkify_message(text: str) -> str:
@@ -351,23 +385,29 @@ def checkify_message(text: str) -> str:
 
 def check_rng(rng) -> None:
   """Refuses an ``rng=`` that is not one JAX key (typed, or raw uint32[2] data)."""
-  want = ("rng must be one JAX key: jax.random.key(seed) (a typed key) or "
-          "jax.random.PRNGKey(seed) (uint32[2] key data)")
+  want = (
+    "rng must be one JAX key: jax.random.key(seed) (a typed key) or "
+    "jax.random.PRNGKey(seed) (uint32[2] key data)"
+  )
   if isinstance(rng, (bool, int, float, np.integer, np.floating)):
-    raise errors.InvalidRngError(f"{want}; got the {type(rng).__name__} {rng!r}. To use a "
-                                 f"number as a seed, pass rng=jax.random.key({rng!r}).")
+    raise errors.InvalidRngError(
+      f"{want}; got the {type(rng).__name__} {rng!r}. To use a "
+      f"number as a seed, pass rng=jax.random.key({rng!r})."
+    )
   dtype, shape = getattr(rng, "dtype", None), getattr(rng, "shape", None)
   if dtype is None or shape is None:
     raise errors.InvalidRngError(f"{want}; got {type(rng).__name__}")
   if jax.numpy.issubdtype(dtype, jax.dtypes.prng_key):
     if tuple(shape) != ():
       raise errors.InvalidRngError(
-          f"{want}; got an array of {tuple(shape)} keys (use jax.vmap over keys, or "
-          "pass one key and let the function split it)")
+        f"{want}; got an array of {tuple(shape)} keys (use jax.vmap over keys, or "
+        "pass one key and let the function split it)"
+      )
     return
   if np.dtype(dtype) != np.uint32 or tuple(shape) != (2,):
-    raise errors.InvalidRngError(f"{want}; got an array of shape {tuple(shape)} and dtype "
-                                 f"{np.dtype(dtype).name}")
+    raise errors.InvalidRngError(
+      f"{want}; got an array of shape {tuple(shape)} and dtype {np.dtype(dtype).name}"
+    )
 
 
 def key_data(key) -> jax.Array:
@@ -384,24 +424,29 @@ def key_data(key) -> jax.Array:
   data = jax.numpy.asarray(key)
   if data.shape == (2,) and data.dtype == np.uint32:
     return data
-  raise TypeError(f"rng must be a JAX key (jax.random.key(0) or jax.random.PRNGKey(0)); "
-                  f"got an array of shape {data.shape} and dtype {data.dtype}")
+  raise TypeError(
+    f"rng must be a JAX key (jax.random.key(0) or jax.random.PRNGKey(0)); "
+    f"got an array of shape {data.shape} and dtype {data.dtype}"
+  )
 
 
 def _refuse_opaque(node, value):
   if isinstance(value, VariableHandle):
     raise errors.UnsupportedInputError(
-        f"{node.op} node '{node.name}' takes a resource variable handle directly; "
-        "only ops that read or write variables (ReadVariableOp, AssignVariableOp, "
-        "ResourceGather...) may use them")
+      f"{node.op} node '{node.name}' takes a resource variable handle directly; "
+      "only ops that read or write variables (ReadVariableOp, AssignVariableOp, "
+      "ResourceGather...) may use them"
+    )
   if isinstance(value, TableHandle):
     raise errors.UnsupportedInputError(
-        f"{node.op} node '{node.name}' takes the lookup table '{value.key}' directly; "
-        "only LookupTableFindV2, LookupTableSizeV2 and LookupTableExportV2 may use it")
+      f"{node.op} node '{node.name}' takes the lookup table '{value.key}' directly; "
+      "only LookupTableFindV2, LookupTableSizeV2 and LookupTableExportV2 may use it"
+    )
   raise errors.UnsupportedInputError(
-      f"{node.op} node '{node.name}' uses the string constant '{value.node}': "
-      "string tensors have no JAX representation; do string processing in TF "
-      "before calling the converted function")
+    f"{node.op} node '{node.name}' uses the string constant '{value.node}': "
+    "string tensors have no JAX representation; do string processing in TF "
+    "before calling the converted function"
+  )
 
 
 class AttrView(Mapping):
@@ -423,16 +468,17 @@ class AttrView(Mapping):
     return len(self._node.attr_protos)
 
 
-def call_function(ctx: Context, fname: str, inputs: Sequence[Any],
-                  node: Optional[graph_lib.Node] = None) -> list:
+def call_function(
+  ctx: Context, fname: str, inputs: Sequence[Any], node: Optional[graph_lib.Node] = None
+) -> list:
   """Inlines a library function call."""
   g = ctx.library.graph(fname)
   if len(inputs) != len(g.inputs):
     raise errors.ConversionError(
-        f"function {fname!r} takes {len(g.inputs)} inputs, got {len(inputs)}")
+      f"function {fname!r} takes {len(g.inputs)} inputs, got {len(inputs)}"
+    )
   feeds = dict(zip(g.inputs, inputs))
-  if config.get_config("named_scopes") and any(
-      not core.is_concrete(v) for v in inputs):
+  if config.get_config("named_scopes") and any(not core.is_concrete(v) for v in inputs):
     with jax.named_scope(fname):
       return run(ctx, g, feeds)
   return run(ctx, g, feeds)
@@ -449,13 +495,16 @@ def dynamic_shape_bound(node: graph_lib.Node) -> Optional[int]:
   if bound is None:
     return None
   if isinstance(bound, bool) or not isinstance(bound, (int, np.integer)) or bound < 0:
-    raise errors.ConversionError(f"dynamic_shape_bounds: the bound of {node.op} node "
-                                 f"'{node.name}' must be a non-negative int, got {bound!r}")
+    raise errors.ConversionError(
+      f"dynamic_shape_bounds: the bound of {node.op} node "
+      f"'{node.name}' must be a non-negative int, got {bound!r}"
+    )
   return int(bound)
 
 
-def check_supported(graph: graph_lib.Graph, library: graph_lib.Library,
-                    inputs: Sequence[str] = ()) -> None:
+def check_supported(
+  graph: graph_lib.Graph, library: graph_lib.Library, inputs: Sequence[str] = ()
+) -> None:
   """Raises one error listing everything that keeps ``graph`` from converting, found
   before anything is traced: unsupported ops in the graph and every library function
   it reaches, calls of functions the library lacks, graph inputs nothing can feed,
@@ -467,18 +516,23 @@ def check_supported(graph: graph_lib.Graph, library: graph_lib.Library,
       where = f"{fname}/{node.name}" if fname else node.name
       for called in graph_lib.func_attrs(node):
         if called not in library:
-          problems.append(f"{node.op} node '{where}' calls function {called!r}, which is "
-                          "not in the graph's function library")
+          problems.append(
+            f"{node.op} node '{where}' calls function {called!r}, which is "
+            "not in the graph's function library"
+          )
       for ref in node.inputs:
         if ref[0] not in g.by_name and ref[0] not in g.inputs:
-          problems.append(f"{node.op} node '{where}' reads '{ref[0]}', which is not a node "
-                          f"of the {'function ' + repr(fname) if fname else 'graph'}")
+          problems.append(
+            f"{node.op} node '{where}' reads '{ref[0]}', which is not a node "
+            f"of the {'function ' + repr(fname) if fname else 'graph'}"
+          )
       op = core.lookup(node.op)
-      if op is not None and op.graph_input and node.name not in g.inputs \
-          and node.name in g.needed:
-        problems.append(f"{node.op} node '{where}' is not an input of the "
-                        f"{'function ' + repr(fname) if fname else 'graph'}, so nothing "
-                        "can feed it; list it as an input")
+      if op is not None and op.graph_input and node.name not in g.inputs and node.name in g.needed:
+        problems.append(
+          f"{node.op} node '{where}' is not an input of the "
+          f"{'function ' + repr(fname) if fname else 'graph'}, so nothing "
+          "can feed it; list it as an input"
+        )
       if op is None:
         if node.op not in library:
           unsupported.setdefault(node.op, []).append(where)

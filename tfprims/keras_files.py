@@ -41,15 +41,18 @@ def is_keras_file(path: str) -> bool:
 def load_model(path: str):
   """The Keras model in ``path`` (not compiled: no optimizer or loss is restored)."""
   from tfprims import errors
+
   if not os.path.isfile(path):
     raise errors.ConversionError(f"no Keras file at {path!r}")
   os.environ.setdefault("KERAS_BACKEND", "tensorflow")
   errors.import_tensorflow()
   import keras
+
   if keras.backend.backend() != "tensorflow":
     raise errors.ConversionError(
-        f"Keras runs on the {keras.backend.backend()!r} backend here; tfprims converts "
-        "TensorFlow graphs: set KERAS_BACKEND=tensorflow")
+      f"Keras runs on the {keras.backend.backend()!r} backend here; tfprims converts "
+      "TensorFlow graphs: set KERAS_BACKEND=tensorflow"
+    )
   try:
     return keras.saving.load_model(path, compile=False)
   except Exception as e:  # Keras raises many kinds
@@ -66,7 +69,8 @@ def load_model(path: str):
         pass
   message = (str(first).strip().splitlines() or [""])[0]
   raise errors.ConversionError(
-      f"Keras cannot load {path!r}: {type(first).__name__}: {message}") from None
+    f"Keras cannot load {path!r}: {type(first).__name__}: {message}"
+  ) from None
 
 
 def model_function(model):
@@ -77,8 +81,9 @@ def model_function(model):
   import tree
 
   from tfprims import errors
+
   structure = None
-  for attr in ("input", "inputs"):   # a Sequential model may have only `inputs`
+  for attr in ("input", "inputs"):  # a Sequential model may have only `inputs`
     try:
       structure = getattr(model, attr)
     except (AttributeError, ValueError):
@@ -87,21 +92,24 @@ def model_function(model):
       break
   if structure is None or not tree.flatten(structure):
     raise errors.InputStructureError(
-        f"the Keras model {getattr(model, 'name', model)!r} has no known inputs (a "
-        "subclassed model that was never built on an input): convert it with "
-        "tfprims.convert(tf.function(model), tf.TensorSpec(...))")
+      f"the Keras model {getattr(model, 'name', model)!r} has no known inputs (a "
+      "subclassed model that was never built on an input): convert it with "
+      "tfprims.convert(tf.function(model), tf.TensorSpec(...))"
+    )
 
   def spec(t) -> Any:
     name = getattr(t, "name", None) or None
     if name is not None:
       name = name.split(":")[0]
     return tf.TensorSpec(tuple(t.shape), tf.as_dtype(t.dtype), name=name)
+
   specs = tree.map_structure(spec, structure)
   if isinstance(structure, (list, tuple)) and len(structure) == 1:
-    specs = specs[0]   # a model of one input takes the tensor itself
+    specs = specs[0]  # a model of one input takes the tensor itself
 
   def call(inputs):
     return model(inputs, training=False)
+
   call.__name__ = _identifier(getattr(model, "name", "") or "keras_model")
   return tf.function(call, input_signature=[specs], autograph=False), specs
 
@@ -115,10 +123,11 @@ def load_keras(path: str):
   Unknown input dims (the batch) stay unknown: ``fn`` takes any size there.
   """
   from tfprims import api
+
   model = load_model(path)
   tf_fn, _ = model_function(model)
   fn, params = api.convert(tf_fn)
-  fn.keras_model = model   # keep the model (its variables back ``params``) alive
+  fn.keras_model = model  # keep the model (its variables back ``params``) alive
   return fn, params
 
 

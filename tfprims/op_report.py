@@ -26,28 +26,36 @@ SUPPORTED, DATA_DEPENDENT, UNSUPPORTED = "supported", "data-dependent", "unsuppo
 @dataclasses.dataclass
 class OpUsage:
   """One op type as a graph uses it."""
+
   op_type: str
-  status: str                       # SUPPORTED, DATA_DEPENDENT or UNSUPPORTED
+  status: str  # SUPPORTED, DATA_DEPENDENT or UNSUPPORTED
   nodes: list[str] = dataclasses.field(default_factory=list)  # "node" or "function/node"
-  dtypes: set[str] = dataclasses.field(default_factory=set)   # of its type attrs
+  dtypes: set[str] = dataclasses.field(default_factory=set)  # of its type attrs
   problems: list[str] = dataclasses.field(default_factory=list)
-  why: str = ""                     # why data-dependent, or the declared hint of an unsupported op
+  why: str = ""  # why data-dependent, or the declared hint of an unsupported op
 
   @property
   def count(self) -> int:
     return len(self.nodes)
 
   def as_json(self) -> dict[str, Any]:
-    return {"op": self.op_type, "status": self.status, "count": self.count,
-            "nodes": self.nodes, "dtypes": sorted(self.dtypes), "problems": self.problems,
-            "why": self.why}
+    return {
+      "op": self.op_type,
+      "status": self.status,
+      "count": self.count,
+      "nodes": self.nodes,
+      "dtypes": sorted(self.dtypes),
+      "problems": self.problems,
+      "why": self.why,
+    }
 
 
 @dataclasses.dataclass
 class OpsReport:
   """Op types of a graph and of every library function it reaches."""
+
   source: str
-  functions: dict[str, collections.Counter]   # "" is the graph itself
+  functions: dict[str, collections.Counter]  # "" is the graph itself
   ops: dict[str, OpUsage]
 
   def by_status(self, status: str) -> list[OpUsage]:
@@ -60,15 +68,21 @@ class OpsReport:
     return not self.by_status(UNSUPPORTED) and not any(u.problems for u in self.ops.values())
 
   def as_json(self) -> dict[str, Any]:
-    return {"source": self.source, "convertible": self.convertible,
-            "functions": {name or "<graph>": dict(sorted(c.items()))
-                          for name, c in self.functions.items()},
-            "ops": [u.as_json() for u in self.ops.values()]}
+    return {
+      "source": self.source,
+      "convertible": self.convertible,
+      "functions": {
+        name or "<graph>": dict(sorted(c.items())) for name, c in self.functions.items()
+      },
+      "ops": [u.as_json() for u in self.ops.values()],
+    }
 
   def format(self, max_nodes: int = 5) -> str:
-    lines = [f"{self.source}: {sum(u.count for u in self.ops.values())} nodes of "
-             f"{len(self.ops)} op types in the graph and {len(self.functions) - 1} "
-             "library functions"]
+    lines = [
+      f"{self.source}: {sum(u.count for u in self.ops.values())} nodes of "
+      f"{len(self.ops)} op types in the graph and {len(self.functions) - 1} "
+      "library functions"
+    ]
     for status in (UNSUPPORTED, DATA_DEPENDENT, SUPPORTED):
       usages = self.by_status(status)
       if not usages:
@@ -84,10 +98,15 @@ class OpsReport:
         if u.why:
           lines.append(f"      {u.why}")
         lines.extend(f"      problem: {p}" for p in u.problems)
-    lines.append("\nper function: " + "; ".join(
-        f"{name or '<graph>'}: {sum(c.values())} nodes" for name, c in self.functions.items()))
-    verdict = ("converts" if self.convertible else "does not convert: see unsupported ops "
-               "and problems above")
+    lines.append(
+      "\nper function: "
+      + "; ".join(
+        f"{name or '<graph>'}: {sum(c.values())} nodes" for name, c in self.functions.items()
+      )
+    )
+    verdict = (
+      "converts" if self.convertible else "does not convert: see unsupported ops and problems above"
+    )
     lines.append(f"\nverdict: {verdict}")
     return "\n".join(lines)
 
@@ -108,8 +127,9 @@ def _usage(op_type: str, node=None) -> OpUsage:
   op = core.lookup(op_type)
   if op is None:
     return OpUsage(op_type, UNSUPPORTED, why=core.unsupported_hint(op_type) or "")
-  if op.dynamic_shape and not (op.static_shape_if and node is not None
-                               and op.static_shape_if(node)):
+  if op.dynamic_shape and not (
+    op.static_shape_if and node is not None and op.static_shape_if(node)
+  ):
     return OpUsage(op_type, DATA_DEPENDENT, why=f"data-dependent output shape: {op.dynamic_shape}")
   return OpUsage(op_type, SUPPORTED)
 
@@ -141,18 +161,24 @@ def report(graph: graph_lib.Graph, library: graph_lib.Library, source: str) -> O
       # (structural ops run on trace-time values: string Consts of Assert messages,
       # tf.print's formats).
       op = core.lookup(node.op)
-      bad = sorted(d for d in names if d.startswith(("qint", "quint")) or (
-          d == "string" and op is not None and (isinstance(op, core.TFOp) or op.graph_input)))
+      bad = sorted(
+        d
+        for d in names
+        if d.startswith(("qint", "quint"))
+        or (d == "string" and op is not None and (isinstance(op, core.TFOp) or op.graph_input))
+      )
       if bad and usage.status == SUPPORTED:
-        usage.problems.append(f"node '{usage.nodes[-1]}' uses {', '.join(bad)}: no JAX array "
-                              "holds this dtype")
+        usage.problems.append(
+          f"node '{usage.nodes[-1]}' uses {', '.join(bad)}: no JAX array holds this dtype"
+        )
   order = {UNSUPPORTED: 0, DATA_DEPENDENT: 1, SUPPORTED: 2}
   ops = dict(sorted(ops.items(), key=lambda kv: (order[kv[1].status], kv[0])))
   return OpsReport(source, functions, ops)
 
 
-def report_graph_def(graph_def, outputs: Optional[Sequence[str]] = None,
-                     source: str = "graph") -> OpsReport:
+def report_graph_def(
+  graph_def, outputs: Optional[Sequence[str]] = None, source: str = "graph"
+) -> OpsReport:
   """The report of a GraphDef; with ``outputs`` (tensor or node names) only the
   nodes they need count, otherwise every node does."""
   library = graph_lib.Library(graph_def.library.function)
@@ -170,6 +196,7 @@ def report_saved_model(path: str, signature: str = "serving_default") -> OpsRepo
   from tensorflow.core.protobuf import saved_model_pb2
 
   from tfprims import errors
+
   pb = os.path.join(path, "saved_model.pb")
   if not os.path.exists(pb):
     raise errors.ConversionError(f"{path!r} is not a SavedModel directory (no saved_model.pb)")
@@ -180,11 +207,11 @@ def report_saved_model(path: str, signature: str = "serving_default") -> OpsRepo
     if signature in meta.signature_def:
       sig = meta.signature_def[signature]
       outputs = [t.name for t in sig.outputs.values()]
-      return report_graph_def(meta.graph_def, outputs,
-                              source=f"{path} (signature {signature!r})")
+      return report_graph_def(meta.graph_def, outputs, source=f"{path} (signature {signature!r})")
   known = sorted(k for m in model.meta_graphs for k in m.signature_def)
   raise errors.ConversionError(
-      f"SavedModel {path!r} has no signature {signature!r}; its signatures: {known}")
+    f"SavedModel {path!r} has no signature {signature!r}; its signatures: {known}"
+  )
 
 
 def report_concrete_function(cf, source: str = "function") -> OpsReport:
@@ -192,10 +219,12 @@ def report_concrete_function(cf, source: str = "function") -> OpsReport:
   return report_graph_def(cf.graph.as_graph_def(), [t.name for t in cf.outputs], source)
 
 
-def report_path(path: str, signature: str = "serving_default",
-                outputs: Optional[Sequence[str]] = None) -> OpsReport:
+def report_path(
+  path: str, signature: str = "serving_default", outputs: Optional[Sequence[str]] = None
+) -> OpsReport:
   """The report of a SavedModel directory (one signature) or a frozen-graph file."""
   from tfprims import errors
+
   if os.path.isdir(path):
     return report_saved_model(path, signature)
   if not os.path.isfile(path):
@@ -211,6 +240,7 @@ def read_graph_def(path: str):
   """A GraphDef from a frozen-graph file: binary (.pb) or text (.pbtxt)."""
   tf = import_tensorflow()
   from google.protobuf import text_format
+
   graph_def = tf.compat.v1.GraphDef()
   with open(path, "rb") as f:
     data = f.read()
@@ -231,9 +261,15 @@ def supported_ops() -> list[dict[str, Any]]:
   rows = []
   for op_type in sorted(core.declared_op_types()):
     op = core.lookup(op_type)
-    rows.append({"op": op_type, "family": op.family,
-                 "kind": "primitive" if isinstance(op, core.TFOp) else "structural",
-                 "data_dependent": bool(op.dynamic_shape), "doc": op.doc or ""})
+    rows.append(
+      {
+        "op": op_type,
+        "family": op.family,
+        "kind": "primitive" if isinstance(op, core.TFOp) else "structural",
+        "data_dependent": bool(op.dynamic_shape),
+        "doc": op.doc or "",
+      }
+    )
   return rows
 
 
@@ -242,9 +278,13 @@ def format_supported(rows: list[dict[str, Any]]) -> str:
   width = max([len(r["op"]) for r in rows] + [7])
   fam = max([len(r["family"]) for r in rows] + [6])
   n_prim = sum(r["kind"] == "primitive" for r in rows)
-  lines = [(f"tfprims converts {len(rows)} op types ({n_prim} as JAX primitives tf.<Op>, "
-            f"{len(rows) - n_prim} run by the interpreter):"),
-           f"  {'op type':<{width}}  {'family':<{fam}}  kind"]
+  lines = [
+    (
+      f"tfprims converts {len(rows)} op types ({n_prim} as JAX primitives tf.<Op>, "
+      f"{len(rows) - n_prim} run by the interpreter):"
+    ),
+    f"  {'op type':<{width}}  {'family':<{fam}}  kind",
+  ]
   for r in rows:
     flag = ", data-dependent shape" if r["data_dependent"] else ""
     lines.append(f"  {r['op']:<{width}}  {r['family']:<{fam}}  {r['kind']}{flag}")

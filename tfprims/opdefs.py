@@ -18,6 +18,7 @@ from tfprims.errors import import_tensorflow
 @dataclasses.dataclass(frozen=True)
 class FuncAttr:
   """A function-valued attr (``f``, ``body``, ``then_branch``...)."""
+
   name: str
   attrs: tuple = ()
 
@@ -26,6 +27,7 @@ class FuncAttr:
 def op_def(op_type: str):
   """The TF OpDef of ``op_type``, or None if TF does not know it."""
   from tensorflow.python.framework import op_def_registry
+
   return op_def_registry.get(op_type)
 
 
@@ -64,8 +66,9 @@ def decode_attr(value) -> Any:
   if kind == "tensor":
     return decode_tensor(value.tensor)
   if kind == "func":
-    return FuncAttr(value.func.name,
-                    tuple(sorted((k, decode_attr(v)) for k, v in value.func.attr.items())))
+    return FuncAttr(
+      value.func.name, tuple(sorted((k, decode_attr(v)) for k, v in value.func.attr.items()))
+    )
   if kind == "list":
     lst = value.list
     for field in ("s", "i", "f", "b", "type", "shape", "tensor", "func"):
@@ -89,9 +92,13 @@ def decode_attr(value) -> Any:
 
 
 # TensorProto value fields of the dtypes whose values numpy reads directly.
-_VALUE_FIELDS = {np.dtype(np.float32): "float_val", np.dtype(np.float64): "double_val",
-                 np.dtype(np.int32): "int_val", np.dtype(np.int64): "int64_val",
-                 np.dtype(np.bool_): "bool_val"}
+_VALUE_FIELDS = {
+  np.dtype(np.float32): "float_val",
+  np.dtype(np.float64): "double_val",
+  np.dtype(np.int32): "int_val",
+  np.dtype(np.int64): "int64_val",
+  np.dtype(np.bool_): "bool_val",
+}
 
 
 def decode_tensor(proto) -> np.ndarray:
@@ -152,8 +159,7 @@ def _input_args(op_type: str):
   return args, any(a.number_attr or a.type_list_attr for a in args)
 
 
-def group_inputs(op_type: str, inputs: Sequence[Any],
-                 attrs: Mapping[str, Any]) -> dict[str, Any]:
+def group_inputs(op_type: str, inputs: Sequence[Any], attrs: Mapping[str, Any]) -> dict[str, Any]:
   """Splits a node's flat input list by op-def input arg: {arg: value or list}."""
   args, has_lists = _input_args(op_type)
   if args is None:
@@ -167,7 +173,7 @@ def group_inputs(op_type: str, inputs: Sequence[Any],
       grouped[arg.name] = inputs[pos]
       pos += 1
     else:
-      grouped[arg.name] = list(inputs[pos:pos + n])
+      grouped[arg.name] = list(inputs[pos : pos + n])
       pos += n
   return grouped
 

@@ -17,7 +17,6 @@ from tfprims import errors
 __all__ = ["split_trainable", "merge_params", "assign_variables", "trainable_names"]
 
 
-
 def trainable_names(fn) -> list[str]:
   """Names of the trainable params of a converted function, in param order."""
   return [k for k, s in fn.param_specs.items() if s.trainable]
@@ -56,13 +55,15 @@ def assign_variables(fn, params: Mapping[str, Any]) -> None:
   missing = sorted(set(params) - set(variables))
   if missing:
     raise errors.InputStructureError(
-        f"params {missing} have no tf.Variable to write to (only variables captured "
-        "by the converted TF function can be assigned)")
+      f"params {missing} have no tf.Variable to write to (only variables captured "
+      "by the converted TF function can be assigned)"
+    )
   for k, value in params.items():
     var = variables[k]
     value = np.asarray(value)
     want = var.dtype.as_numpy_dtype
     if value.shape != tuple(var.shape):
       raise errors.InputShapeError(
-          f"param '{k}' has shape {list(value.shape)}, variable has {var.shape.as_list()}")
+        f"param '{k}' has shape {list(value.shape)}, variable has {var.shape.as_list()}"
+      )
     var.assign(value.astype(want, copy=False))

@@ -45,6 +45,7 @@ class Prepared:
   """A graph ready to run: its function library, its inputs' specs (in feed order) and
   the contents of the lookup tables it creates (params by name, not trainable: an
   entry point returns them as params or keeps them as constants)."""
+
   graph: graph_lib.Graph
   library: graph_lib.Library
   input_specs: tuple[Optional[TensorSpec], ...]
@@ -54,22 +55,29 @@ class Prepared:
     """The tables' contents as constants of a call (entry points without params),
     narrowed as params are when x64 is off (``Int64OverflowError`` where that would
     change them)."""
-    return {k: dtypes.canonicalize_value(v, f"lookup table param {k!r}")
-            for k, v in self.tables.items()}
+    return {
+      k: dtypes.canonicalize_value(v, f"lookup table param {k!r}") for k, v in self.tables.items()
+    }
 
   def table_specs(self) -> list[TensorSpec]:
-    return [TensorSpec(k, tuple(v.shape), v.dtype, trainable=False)
-            for k, v in self.tables.items()]
+    return [TensorSpec(k, tuple(v.shape), v.dtype, trainable=False) for k, v in self.tables.items()]
 
 
-def prepare(graph_def, inputs: Sequence[str], outputs: Sequence[str], *,
-            options: Mapping[str, Any], name: str = "graph",
-            control_outputs: Sequence[str] = (), problems: Iterable[str] = (),
-            input_specs: Optional[Sequence[Optional[TensorSpec]]] = None,
-            params: Sequence[TensorSpec] = (),
-            param_values: Optional[Mapping[str, Any]] = None,
-            captured: Optional[Mapping[str, np.ndarray]] = None,
-            export_table: Optional[Callable] = None) -> Prepared:
+def prepare(
+  graph_def,
+  inputs: Sequence[str],
+  outputs: Sequence[str],
+  *,
+  options: Mapping[str, Any],
+  name: str = "graph",
+  control_outputs: Sequence[str] = (),
+  problems: Iterable[str] = (),
+  input_specs: Optional[Sequence[Optional[TensorSpec]]] = None,
+  params: Sequence[TensorSpec] = (),
+  param_values: Optional[Mapping[str, Any]] = None,
+  captured: Optional[Mapping[str, np.ndarray]] = None,
+  export_table: Optional[Callable] = None,
+) -> Prepared:
   """The graph ready to run, or one error naming everything in the way.
 
   Args:
@@ -88,30 +96,44 @@ def prepare(graph_def, inputs: Sequence[str], outputs: Sequence[str], *,
   """
   problems = list(problems)
   library = graph_lib.Library(graph_def.library.function)
-  graph = graph_lib.from_graph_def(graph_def, inputs, outputs, name=name,
-                                   control_outputs=control_outputs)
+  graph = graph_lib.from_graph_def(
+    graph_def, inputs, outputs, name=name, control_outputs=control_outputs
+  )
   missing = [n for n in graph.inputs if n not in graph.by_name]
   if missing:
-    raise errors.ConversionError("; ".join(f"input {n!r} is not a node of the graph"
-                                           for n in missing))
+    raise errors.ConversionError(
+      "; ".join(f"input {n!r} is not a node of the graph" for n in missing)
+    )
   if input_specs is None:
     input_specs = [_placeholder_spec(graph.by_name[n]) for n in graph.inputs]
-    problems += [f"input {s.name!r} is not a numeric tensor" for s in input_specs
-                 if s.dtype is None]
+    problems += [
+      f"input {s.name!r} is not a numeric tensor" for s in input_specs if s.dtype is None
+    ]
   graph = control_flow_v1.functionalize(graph, library)
   _functionalize_functions(graph, library)
-  graph, tables = lookup_graph.resolve(graph, graph_def, library, problems=problems,
-                                       export=export_table)
-  unfed = [n.name for n in graph.nodes if core.declares(n.op, "graph_input")
-           and n.name not in graph.inputs and n.name in graph.needed]
+  graph, tables = lookup_graph.resolve(
+    graph, graph_def, library, problems=problems, export=export_table
+  )
+  unfed = [
+    n.name
+    for n in graph.nodes
+    if core.declares(n.op, "graph_input") and n.name not in graph.inputs and n.name in graph.needed
+  ]
   if unfed:
     raise errors.InputStructureError(
-        f"the outputs depend on Placeholders that are not listed as inputs: {unfed}")
+      f"the outputs depend on Placeholders that are not listed as inputs: {unfed}"
+    )
   interpreter.check_supported(graph, library, problems)
   prepared = Prepared(graph, library, tuple(input_specs), tables)
-  _check_narrowing(options, graph, library, [s for s in input_specs if s is not None],
-                   list(params) + prepared.table_specs(), {**(param_values or {}), **tables},
-                   captured or {})
+  _check_narrowing(
+    options,
+    graph,
+    library,
+    [s for s in input_specs if s is not None],
+    list(params) + prepared.table_specs(),
+    {**(param_values or {}), **tables},
+    captured or {},
+  )
   if options["infer_relu_from_jax2tf"]:
     jax2tf_patterns.infer_relu([graph, *library.reachable(graph).values()])
   graph = ragged_patterns.static_segment_ids(graph)
@@ -127,8 +149,11 @@ def _functionalize_functions(graph, library) -> None:
   from a tf.function) rebuilt in each function's body, as in the graph's."""
   done: set = set()
   while True:
-    todo = [(name, g) for name, g in library.reachable(graph).items()
-            if name not in done and control_flow_v1.has_v1_control_flow(g)]
+    todo = [
+      (name, g)
+      for name, g in library.reachable(graph).items()
+      if name not in done and control_flow_v1.has_v1_control_flow(g)
+    ]
     if not todo:
       return
     for name, g in todo:
@@ -140,12 +165,12 @@ def _placeholder_spec(node: graph_lib.Node) -> TensorSpec:
   """A fed node's spec from its attrs; dtype None when it has no JAX equivalent."""
   dtype = node.attr("dtype", None)
   dtype = node.attr("T", None) if dtype is None else dtype
-  return TensorSpec(node.name, node.attr("shape", None),
-                    dtype if isinstance(dtype, np.dtype) else None)
+  return TensorSpec(
+    node.name, node.attr("shape", None), dtype if isinstance(dtype, np.dtype) else None
+  )
 
 
-def _check_narrowing(options, graph, library, inputs, params, param_values,
-                     captured) -> None:
+def _check_narrowing(options, graph, library, inputs, params, param_values, captured) -> None:
   """With x64 off, names the 64-bit values JAX will compute in 32 bits where that may
   change them: float64/complex128 and int64 inputs (values unknown), params and
   constants whose values do not survive the narrowing (values known: a seed state
@@ -156,30 +181,51 @@ def _check_narrowing(options, graph, library, inputs, params, param_values,
     return
 
   def named(pairs):
-    return [f"{name} ({np.dtype(dtype).name})" for name, dtype, value in pairs
-            if _is_wide(dtype, _WIDE) and (value is None or _changes(value))]
+    return [
+      f"{name} ({np.dtype(dtype).name})"
+      for name, dtype, value in pairs
+      if _is_wide(dtype, _WIDE) and (value is None or _changes(value))
+    ]
 
-  graph_params = [(n.name, n.attr("dtype", None), None) for n in graph.nodes
-                  if n.name in graph.needed and core.declares(n.op, "creates_variable")]
+  graph_params = [
+    (n.name, n.attr("dtype", None), None)
+    for n in graph.nodes
+    if n.name in graph.needed and core.declares(n.op, "creates_variable")
+  ]
   consts = [(k, v.dtype, v) for k, v in captured.items()]
   for fname, g in [("", graph)] + sorted(library.reachable(graph).items()):
-    consts += [(f"{fname}/{n.name}" if fname else n.name, n.attr("dtype", None),
-                n.attr("value", None)) for n in g.nodes if n.op == "Const"]
-  found = {kind: names for kind, names in (
+    consts += [
+      (f"{fname}/{n.name}" if fname else n.name, n.attr("dtype", None), n.attr("value", None))
+      for n in g.nodes
+      if n.op == "Const"
+    ]
+  found = {
+    kind: names
+    for kind, names in (
       ("inputs", named((s.name, s.dtype, None) for s in inputs)),
-      ("params", named([(s.name, s.dtype, param_values.get(s.name)) for s in params]
-                       + graph_params)),
-      ("constants", [n.split(" (")[0] for n in named(
-          c for c in consts if _is_wide(c[1], _WIDE_FLOATS))])) if names}
+      (
+        "params",
+        named([(s.name, s.dtype, param_values.get(s.name)) for s in params] + graph_params),
+      ),
+      (
+        "constants",
+        [n.split(" (")[0] for n in named(c for c in consts if _is_wide(c[1], _WIDE_FLOATS))],
+      ),
+    )
+    if names
+  }
   if not found:
     return
-  listed = "; ".join(f"{kind}: " + ", ".join(names[:6]) + (f" and {len(names) - 6} more"
-                                                           if len(names) > 6 else "")
-                     for kind, names in found.items())
-  message = (f"jax_enable_x64 is off, so JAX computes these 64-bit values in 32 bits and "
-             f"results may differ from TF's: {listed}. Enable it before converting "
-             "(jax.config.update('jax_enable_x64', True)) to get TF's results, or set "
-             "tfprims.update_config('x64_narrowing', 'ignore').")
+  listed = "; ".join(
+    f"{kind}: " + ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    for kind, names in found.items()
+  )
+  message = (
+    f"jax_enable_x64 is off, so JAX computes these 64-bit values in 32 bits and "
+    f"results may differ from TF's: {listed}. Enable it before converting "
+    "(jax.config.update('jax_enable_x64', True)) to get TF's results, or set "
+    "tfprims.update_config('x64_narrowing', 'ignore')."
+  )
   if mode == "error":
     raise errors.PrecisionError(message)
   warnings.warn(errors.PrecisionWarning(message), stacklevel=5)

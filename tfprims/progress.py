@@ -17,8 +17,8 @@ import threading
 import time
 from typing import Optional, TextIO
 
-DELAY_S = 2.0   # nothing is shown for work shorter than this
-EVERY_S = 2.0   # plain lines: one per this many seconds
+DELAY_S = 2.0  # nothing is shown for work shorter than this
+EVERY_S = 2.0  # plain lines: one per this many seconds
 
 _silenced = 0
 
@@ -44,7 +44,7 @@ def wanted(stream: Optional[TextIO] = None) -> bool:
   stream = sys.stderr if stream is None else stream
   try:
     return stream.isatty()
-  except (AttributeError, ValueError):   # closed or not a file
+  except (AttributeError, ValueError):  # closed or not a file
     return False
 
 
@@ -56,8 +56,15 @@ class Progress:
   Inactive (every call a no-op) when :func:`wanted` says no, unless ``force``.
   """
 
-  def __init__(self, total: int, label: str, *, unit: str = "nodes",
-               stream: Optional[TextIO] = None, force: Optional[bool] = None):
+  def __init__(
+    self,
+    total: int,
+    label: str,
+    *,
+    unit: str = "nodes",
+    stream: Optional[TextIO] = None,
+    force: Optional[bool] = None,
+  ):
     self.total, self.label, self.unit, self.done = total, label, unit, 0
     self.stream = sys.stderr if stream is None else stream
     self.active = wanted(self.stream) if force is None else force
@@ -100,15 +107,20 @@ class Progress:
     elapsed = time.perf_counter() - self._start
     # Loop bodies run once per iteration: the count may pass the estimate.
     share = "" if final else f" ({min(100, 100 * self.done // max(self.total, 1))}%)"
-    print(f"{self.label}: {self.done}/{self.total} {self.unit}{share}, {elapsed:.1f} s"
-          + (" - done" if final else ""), file=self.stream, flush=True)
+    print(
+      f"{self.label}: {self.done}/{self.total} {self.unit}{share}, {elapsed:.1f} s"
+      + (" - done" if final else ""),
+      file=self.stream,
+      flush=True,
+    )
 
 
 class _RichBar:
   def __init__(self, progress: Progress, rich_progress):
     self._rich = rich_progress
-    self._task = rich_progress.add_task(progress.label, total=max(progress.total, progress.done),
-                                        completed=progress.done)
+    self._task = rich_progress.add_task(
+      progress.label, total=max(progress.total, progress.done), completed=progress.done
+    )
     self._rich.start()
 
   def update(self, completed: int) -> None:
@@ -125,13 +137,23 @@ def _rich_bar(progress: Progress) -> Optional[_RichBar]:
     if not progress.stream.isatty():
       return None
     from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress as RichProgress,
-                               TextColumn, TimeElapsedColumn)
+    from rich.progress import (
+      BarColumn,
+      MofNCompleteColumn,
+      Progress as RichProgress,
+      TextColumn,
+      TimeElapsedColumn,
+    )
   except (ImportError, AttributeError, ValueError):
     return None
   console = Console(file=progress.stream)
-  columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-             TextColumn(progress.unit), TimeElapsedColumn())
+  columns = (
+    TextColumn("{task.description}"),
+    BarColumn(),
+    MofNCompleteColumn(),
+    TextColumn(progress.unit),
+    TimeElapsedColumn(),
+  )
   return _RichBar(progress, RichProgress(*columns, console=console, transient=False))
 
 

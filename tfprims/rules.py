@@ -29,11 +29,35 @@ from tfprims import derived
 from tfprims.core import TFOp, tfops
 
 __all__ = [
-    "U", "shape_of", "dtype_of", "reshape", "transpose", "reduce_sum", "broadcast_to",
-    "unbroadcast", "instantiate", "zeros", "batch_size", "to_front", "with_batch_axis",
-    "unbatched_shape", "move_axes", "vmap_batching", "elementwise_batching",
-    "same_op_batching", "zero_tangent", "const", "cast_like", "no_grad_jvp", "output_jvp",
-    "linear_transpose", "leading_batching", "sizes", "known", "numpy_for", "per_op",
+  "U",
+  "shape_of",
+  "dtype_of",
+  "reshape",
+  "transpose",
+  "reduce_sum",
+  "broadcast_to",
+  "unbroadcast",
+  "instantiate",
+  "zeros",
+  "batch_size",
+  "to_front",
+  "with_batch_axis",
+  "unbatched_shape",
+  "move_axes",
+  "vmap_batching",
+  "elementwise_batching",
+  "same_op_batching",
+  "zero_tangent",
+  "const",
+  "cast_like",
+  "no_grad_jvp",
+  "output_jvp",
+  "linear_transpose",
+  "leading_batching",
+  "sizes",
+  "known",
+  "numpy_for",
+  "per_op",
 ]
 
 U = ad.is_undefined_primal
@@ -63,8 +87,10 @@ def dtype_of(x) -> np.dtype:
 def sizes(shape) -> tuple:
   """A shape (a list, tuple or array of sizes) as a flat tuple of ints; the symbolic dims
   of a shape-polymorphic export (jax.export) stay as they are."""
-  return tuple(int(d) if isinstance(d, (int, np.integer)) else d
-               for d in np.asarray(shape, dtype=object).reshape(-1))
+  return tuple(
+    int(d) if isinstance(d, (int, np.integer)) else d
+    for d in np.asarray(shape, dtype=object).reshape(-1)
+  )
 
 
 def known(sizes) -> bool:
@@ -114,7 +140,8 @@ def unbroadcast(x, shape: Sequence[int]):
     return x
   lead = np.ndim(x) - len(shape)
   axes = tuple(range(lead)) + tuple(
-      lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1)
+    lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1
+  )
   return reshape(reduce_sum(x, axes), shape)
 
 
@@ -159,18 +186,20 @@ def with_batch_axis(x, d, size: int):
 def unbatched_shape(x, d) -> tuple:
   """The per-example shape of ``x`` (its shape without batch axis ``d``)."""
   shape = shape_of(x)
-  return shape if d is None else shape[:d] + shape[d + 1:]
+  return shape if d is None else shape[:d] + shape[d + 1 :]
 
 
 def same_op_batching(op: TFOp):
   """Batching for ops that act on each element independently of its position
   (Identity, StopGradient, CheckNumerics...): re-bind the op on the batched
   value; the batch axis stays where it is."""
+
   def rule(args, dims, **params):
     out = op(*args, **params)
     if op.multiple_results:
       return out, list(dims)
     return out, dims[0]
+
   return rule
 
 
@@ -207,21 +236,25 @@ def cast_like(x, like):
 def no_grad_jvp(op: TFOp):
   """JVP of an op TF gives no gradient (piecewise constant, integer or boolean
   results): the op re-bound, with a zero tangent."""
+
   def rule(primals, tangents, **params):
     out = op(*primals, **params)
     return out, zero_tangent(out)
+
   return rule
 
 
 def output_jvp(op: TFOp, tangent_fn):
   """Full JVP rule of a one-operand op whose derivative TF writes with its output
   ``y`` (``tangent_fn(t, y, x, **params)``: ``TanhGrad(y, t)``, ``EluGrad(t, y)``)."""
+
   def rule(primals, tangents, **params):
     (x,), (t,) = primals, tangents
     y = op(x, **params)
     if type(t) is ad.Zero:
       return y, zero_tangent(y)
     return y, tangent_fn(t, y, x, **params)
+
   return rule
 
 
@@ -229,6 +262,7 @@ def linear_transpose(op: TFOp, index: int):
   """Transpose of an op linear in its operand ``index`` alone (``Div`` in ``x``,
   ``SqrtGrad`` in ``dy``, ``ReluGrad`` in ``gradients``): the op re-bound with the
   cotangent in that place, summed back to the operand's shape."""
+
   def rule(ct, *args, **params):
     assert U(args[index]) and not any(U(a) for i, a in enumerate(args) if i != index)
     operands = list(args)
@@ -236,6 +270,7 @@ def linear_transpose(op: TFOp, index: int):
     cts = [None] * len(args)
     cts[index] = unbroadcast(op(*operands, **params), shape_of(args[index]))
     return cts
+
   return rule
 
 
@@ -260,6 +295,7 @@ def gather_nd_batching(op: TFOp):
   """Batching of an nd gather ``op(params, indices)``: batched params alone put the
   batch axis after the K indexed dims; batched indices alone are leading index
   dims; both prepend each example's batch coordinate to its indices."""
+
   def rule(args, dims, **params):
     (p, i), (dp, di) = args, dims
     if di is None:
@@ -269,6 +305,7 @@ def gather_nd_batching(op: TFOp):
     if dp is None:
       return op(p, i, **params), 0
     return op(to_front(p, dp), batch_coordinates(i, shape_of(i)[0]), **params), 0
+
   return rule
 
 
@@ -278,6 +315,7 @@ def scatter_nd_batching(op: TFOp):
   indexed dims of the tensor (and after the index dims of the updates), so each
   update writes a slice holding the whole batch; batched indices get each
   example's batch coordinate prepended. Unbatched operands are broadcast."""
+
   def rule(args, dims, **params):
     (x, i, u), (dx, di, du) = args, dims
     size = batch_size(args, dims)
@@ -286,8 +324,13 @@ def scatter_nd_batching(op: TFOp):
       x = move_axes(with_batch_axis(x, dx, size), [0], [k])
       u = move_axes(with_batch_axis(u, du, size), [0], [lead])
       return op(x, i, u, **params), k
-    return op(with_batch_axis(x, dx, size), batch_coordinates(to_front(i, di), size),
-              with_batch_axis(u, du, size), **params), 0
+    return op(
+      with_batch_axis(x, dx, size),
+      batch_coordinates(to_front(i, di), size),
+      with_batch_axis(u, du, size),
+      **params,
+    ), 0
+
   return rule
 
 
@@ -298,6 +341,7 @@ def scatter_rows_batching(op: TFOp):
   batched indices address the rows of the batch flattened into one axis (each
   example's indices offset by its position times the row count; out-of-range
   ones stay out of range, so they are still dropped)."""
+
   def rule(args, dims, **params):
     (x, i, u), (dx, di, du) = args, dims
     size = batch_size(args, dims)
@@ -313,11 +357,13 @@ def scatter_rows_batching(op: TFOp):
     i = to_front(i, di)
     dt = dtype_of(i)
     offsets = (np.arange(size, dtype=dt) * rows).reshape((size,) + (1,) * len(ishape))
-    valid = tfops.LogicalAnd(tfops.GreaterEqual(i, np.zeros((), dt)),
-                             tfops.Less(i, np.array(rows, dt)))
+    valid = tfops.LogicalAnd(
+      tfops.GreaterEqual(i, np.zeros((), dt)), tfops.Less(i, np.array(rows, dt))
+    )
     i = tfops.SelectV2(valid, tfops.AddV2(i, offsets), np.array(-1, dt))
     out = op(reshape(x, (size * rows,) + xshape[1:]), i, u, **params)
     return reshape(out, (size,) + xshape), 0
+
   return rule
 
 
@@ -328,10 +374,12 @@ def last_writer_mask(indices, prefix_shape: Sequence[int]):
   A ``tf.TensorScatterMax`` of update positions, gathered back by ``tf.GatherNd``."""
   lead = shape_of(indices)[:-1]
   pos = np.arange(int(np.prod(lead)), dtype=np.int32).reshape(lead)
-  winner = tfops.TensorScatterMax(np.full(tuple(prefix_shape), -1, np.int32), indices, pos,
-                                  bad_indices_policy="")
-  return tfops.Equal(tfops.GatherNd(winner, indices, bad_indices_policy=""), pos,
-                     incompatible_shape_error=True)
+  winner = tfops.TensorScatterMax(
+    np.full(tuple(prefix_shape), -1, np.int32), indices, pos, bad_indices_policy=""
+  )
+  return tfops.Equal(
+    tfops.GatherNd(winner, indices, bad_indices_policy=""), pos, incompatible_shape_error=True
+  )
 
 
 def scatter_min_max_jvp(op: TFOp, rows: bool = False):
@@ -340,6 +388,7 @@ def scatter_min_max_jvp(op: TFOp, rows: bool = False):
   tangents of the inputs (``x`` and every update) equal to it, so ties share it.
   ``rows``: the op scatters into axis 0 (ResourceScatterMin/Max; scalar updates are
   broadcast)."""
+
   def rule(primals, tangents, **params):
     (x, i, y), (tx, _, ty) = primals, tangents
     out = op(x, i, y, **params)
@@ -354,8 +403,9 @@ def scatter_min_max_jvp(op: TFOp, rows: bool = False):
       ty = ty if zy else broadcast_to(ty, full)
     gather = lambda v: tfops.GatherNd(v, i, bad_indices_policy="")
     scatter = lambda v: tfops.ScatterNd(i, v, shape=shape, bad_indices_policy="")
-    eq = lambda a, b: tfops.Cast(tfops.Equal(a, b, incompatible_shape_error=True), DstT=dt,
-                                 Truncate=False)
+    eq = lambda a, b: tfops.Cast(
+      tfops.Equal(a, b, incompatible_shape_error=True), DstT=dt, Truncate=False
+    )
     x_ind = eq(x, out)
     y_ind = eq(y, gather(out))
     inv = tfops.Reciprocal(tfops.AddV2(x_ind, scatter(y_ind)))
@@ -366,23 +416,27 @@ def scatter_min_max_jvp(op: TFOp, rows: bool = False):
       ts = scatter(tfops.Mul(tfops.Mul(y_ind, gather(inv)), ty))
       t = ts if t is None else tfops.AddV2(t, ts)
     return out, t
+
   return rule
 
 
 def scatter_linear_jvp(op: TFOp):
   """JVP of a scatter linear in (tensor, updates): the same scatter of the tangents."""
+
   def rule(primals, tangents, **params):
     (x, i, u), (tx, _, tu) = primals, tangents
     out = op(x, i, u, **params)
     if type(tx) is ad.Zero and type(tu) is ad.Zero:
       return out, zero_tangent(out)
     return out, op(instantiate(tx), i, instantiate(tu), **params)
+
   return rule
 
 
 def scatter_nd_add_transpose(negate: bool):
   """Transpose of an nd scatter-add (-sub): the tensor keeps the cotangent, each
   update gets it gathered back (``tf.GatherNd``; negated for a subtraction)."""
+
   def rule(ct, x, i, u, **params):
     ct = instantiate(ct)
     cu = None
@@ -390,6 +444,7 @@ def scatter_nd_add_transpose(negate: bool):
       cu = tfops.GatherNd(ct, i, bad_indices_policy="")
       cu = tfops.Neg(cu) if negate else cu
     return [ct if U(x) else None, None, cu]
+
   return rule
 
 
@@ -397,6 +452,7 @@ def scatter_nd_update_transpose(op: TFOp):
   """Transpose of an nd scatter-update: the tensor keeps the cotangent where no
   update lands; each location's last writer gets it (earlier duplicates are
   overwritten: they get zero)."""
+
   def rule(ct, x, i, u, **params):
     ct = instantiate(ct)
     ushape, dt = shape_of(u), dtype_of(u)
@@ -407,10 +463,12 @@ def scatter_nd_update_transpose(op: TFOp):
       k = shape_of(i)[-1]
       lead = shape_of(i)[:-1]
       mask = last_writer_mask(i, shape_of(x)[:k])
-      mask = reshape(tfops.Cast(mask, DstT=dt, Truncate=False),
-                     lead + (1,) * (len(ushape) - len(lead)))
+      mask = reshape(
+        tfops.Cast(mask, DstT=dt, Truncate=False), lead + (1,) * (len(ushape) - len(lead))
+      )
       cu = tfops.Mul(tfops.GatherNd(ct, i, bad_indices_policy=""), mask)
     return [cx, None, cu]
+
   return rule
 
 
@@ -424,23 +482,26 @@ def leading_batching(op: TFOp):
   ``tf.BroadcastTo``) and the op is re-bound. Rank-0 outputs (placeholders, such
   as Svd's ``u``/``v`` without ``compute_uv``) come out unbatched, the others
   batched at axis 0."""
+
   def rule(args, dims, **params):
     size = batch_size(args, dims)
-    out = op(*[with_batch_axis(a, d, size) for a, d in zip(args, dims)],
-             **params)
+    out = op(*[with_batch_axis(a, d, size) for a, d in zip(args, dims)], **params)
     if isinstance(out, (list, tuple)):
       return out, [0 if np.ndim(o) else None for o in out]
     return out, 0
+
   return rule
 
 
 def positioned_jvp(op: TFOp):
   """The JVP rule of an op linear in its first operand and positioned by integer
   operands after it (a runtime slice begin, runtime paddings): the op on the tangent."""
+
   def jvp(primals, tangents, **params):
     x, *positions = primals
     out = op(x, *positions, **params)
     if type(tangents[0]) is ad.Zero:
       return out, ad.Zero(jax.typeof(out).to_tangent_aval())
     return out, op(tangents[0], *positions, **params)
+
   return jvp

@@ -23,8 +23,13 @@ from typing import Optional, Sequence
 from tfprims import api, core, dtypes, errors
 from tfprims.errors import import_tensorflow
 
-__all__ = ["convert_from_restored", "convert_functional_from_restored", "load_saved_model",
-           "AmbiguousSignatureError", "concrete_functions"]
+__all__ = [
+  "convert_from_restored",
+  "convert_functional_from_restored",
+  "load_saved_model",
+  "AmbiguousSignatureError",
+  "concrete_functions",
+]
 
 
 class AmbiguousSignatureError(errors.ConversionError):
@@ -33,11 +38,12 @@ class AmbiguousSignatureError(errors.ConversionError):
   def __init__(self, name: str, signatures: Sequence[str]):
     self.signatures = tuple(signatures)
     super().__init__(
-        f"restored function {name!r} has {len(signatures)} concrete functions (Found "
-        f"{len(signatures)} concrete functions, as tf2jax says); pass "
-        "example args or tf.TensorSpecs to pick one, e.g. "
-        "tfprims.convert_from_restored(restored.f, tf.TensorSpec([None, 4], tf.float32)). "
-        "Available input signatures:\n  " + "\n  ".join(signatures))
+      f"restored function {name!r} has {len(signatures)} concrete functions (Found "
+      f"{len(signatures)} concrete functions, as tf2jax says); pass "
+      "example args or tf.TensorSpecs to pick one, e.g. "
+      "tfprims.convert_from_restored(restored.f, tf.TensorSpec([None, 4], tf.float32)). "
+      "Available input signatures:\n  " + "\n  ".join(signatures)
+    )
 
 
 def _is_concrete(fn) -> bool:
@@ -59,12 +65,16 @@ def _describe_signature(cf) -> str:
 
   def spec(s):
     if hasattr(s, "shape") and hasattr(s, "dtype"):
-      shape = "?" if s.shape.rank is None else "[" + ", ".join(
-          "None" if d is None else str(d) for d in s.shape.as_list()) + "]"
+      shape = (
+        "?"
+        if s.shape.rank is None
+        else "[" + ", ".join("None" if d is None else str(d) for d in s.shape.as_list()) + "]"
+      )
       return f"{s.dtype.name}{shape}"
     return repr(s)
 
   import tree
+
   parts = [str(tree.map_structure(spec, a)) for a in args]
   parts += [f"{k}={tree.map_structure(spec, v)}" for k, v in sorted(kwargs.items())]
   return "(" + ", ".join(parts) + ")"
@@ -77,10 +87,11 @@ def _check_alive(cf) -> None:
     if "deleted" not in str(e):
       raise
     raise errors.ConversionError(
-        "the restored function's variables were deleted: the object returned by "
-        "tf.saved_model.load was garbage-collected. Keep a reference to it while "
-        "converting: restored = tf.saved_model.load(path); "
-        "tfprims.convert_from_restored(restored.f)") from None
+      "the restored function's variables were deleted: the object returned by "
+      "tf.saved_model.load was garbage-collected. Keep a reference to it while "
+      "converting: restored = tf.saved_model.load(path); "
+      "tfprims.convert_from_restored(restored.f)"
+    ) from None
 
 
 def _describe_args(args, kwargs) -> str:
@@ -92,6 +103,7 @@ def _describe_args(args, kwargs) -> str:
       dtype = a.dtype.name if hasattr(a.dtype, "name") else str(a.dtype)
       return f"{dtype}{shape}"
     return repr(a)
+
   return ", ".join([one(a) for a in args] + [f"{k}={one(v)}" for k, v in kwargs.items()])
 
 
@@ -101,9 +113,12 @@ def _pick(restored_fn, args, kwargs):
       raise TypeError("a ConcreteFunction has one signature: pass no example args")
     return restored_fn
   if not hasattr(restored_fn, "get_concrete_function") and not hasattr(
-      restored_fn, "concrete_functions"):
-    raise TypeError(f"expected a restored tf.function or ConcreteFunction (an attribute "
-                    f"of tf.saved_model.load's result); got {type(restored_fn).__name__}")
+    restored_fn, "concrete_functions"
+  ):
+    raise TypeError(
+      f"expected a restored tf.function or ConcreteFunction (an attribute "
+      f"of tf.saved_model.load's result); got {type(restored_fn).__name__}"
+    )
   name = getattr(restored_fn, "__name__", None) or getattr(restored_fn, "name", "function")
   if args or kwargs:
     try:
@@ -111,14 +126,15 @@ def _pick(restored_fn, args, kwargs):
     except (ValueError, TypeError):
       cfs = concrete_functions(restored_fn)
       raise errors.ConversionError(
-          f"restored function {name!r} has no concrete function for these args "
-          f"({_describe_args(args, kwargs)}). "
-          "Available input signatures:\n  " +
-          "\n  ".join(_describe_signature(c) for c in cfs)) from None
+        f"restored function {name!r} has no concrete function for these args "
+        f"({_describe_args(args, kwargs)}). "
+        "Available input signatures:\n  " + "\n  ".join(_describe_signature(c) for c in cfs)
+      ) from None
   cfs = concrete_functions(restored_fn)
   if not cfs:
-    raise errors.ConversionError(f"restored function {name!r} has no concrete functions "
-                                 "(it was never traced before saving)")
+    raise errors.ConversionError(
+      f"restored function {name!r} has no concrete functions (it was never traced before saving)"
+    )
   if len(cfs) > 1:
     raise AmbiguousSignatureError(name, sorted(_describe_signature(c) for c in cfs))
   return cfs[0]
@@ -130,8 +146,9 @@ def _keyword_only_inputs(fn, cf) -> None:
   make the Python signature say what the structure does."""
   args, kwargs = cf.structured_input_signature
   if not args and kwargs:
-    fn.signature = inspect.Signature([
-        inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY) for k in kwargs])
+    fn.signature = inspect.Signature(
+      [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY) for k in kwargs]
+    )
 
 
 def convert_from_restored(restored_fn, *args, **kwargs) -> tuple[api.ConvertedFunction, dict]:
@@ -163,8 +180,9 @@ def convert_functional_from_restored(restored_fn, *args, **kwargs):
   return api._Functional(fn)
 
 
-def load_saved_model(path: str, signature: Optional[str] = "serving_default", *,
-                     tags=None) -> tuple[api.ConvertedFunction, dict]:
+def load_saved_model(
+  path: str, signature: Optional[str] = "serving_default", *, tags=None
+) -> tuple[api.ConvertedFunction, dict]:
   """Loads the SavedModel at ``path`` and converts one of its signatures.
 
   No Python code of the model's author is needed. Signature functions take
@@ -184,24 +202,33 @@ def load_saved_model(path: str, signature: Optional[str] = "serving_default", *,
     restored = tf.saved_model.load(path, tags=tags)
   except Exception as e:  # missing, truncated or corrupt files: TF raises many kinds
     raise errors.ConversionError(
-        f"cannot load the SavedModel at {path!r}: {type(e).__name__}: "
-        f"{str(e).splitlines()[0] if str(e) else ''}") from e
+      f"cannot load the SavedModel at {path!r}: {type(e).__name__}: "
+      f"{str(e).splitlines()[0] if str(e) else ''}"
+    ) from e
   signatures = dict(getattr(restored, "signatures", {}) or {})
   if signature is None:
     if len(signatures) != 1:
       raise errors.ConversionError(
-          f"the SavedModel has {len(signatures)} signatures ({sorted(signatures)}); "
-          "pass signature=<one of them>")
+        f"the SavedModel has {len(signatures)} signatures ({sorted(signatures)}); "
+        "pass signature=<one of them>"
+      )
     signature = next(iter(signatures))
   if signature not in signatures:
-    functions = sorted(k for k in dir(restored) if not k.startswith("_") and
-                       hasattr(getattr(restored, k, None), "concrete_functions"))
-    hint = (f"; restored tf.functions ({functions}) can be converted with "
-            "tfprims.convert_from_restored(tf.saved_model.load(path).<name>)"
-            if functions else "")
+    functions = sorted(
+      k
+      for k in dir(restored)
+      if not k.startswith("_") and hasattr(getattr(restored, k, None), "concrete_functions")
+    )
+    hint = (
+      f"; restored tf.functions ({functions}) can be converted with "
+      "tfprims.convert_from_restored(tf.saved_model.load(path).<name>)"
+      if functions
+      else ""
+    )
     raise errors.ConversionError(
-        f"the SavedModel at {path!r} has no signature {signature!r}; available: "
-        f"{sorted(signatures)}{hint}")
+      f"the SavedModel at {path!r} has no signature {signature!r}; available: "
+      f"{sorted(signatures)}{hint}"
+    )
   fn, params = convert_from_restored(signatures[signature])
   fn.saved_model = restored
   fn.__name__ = signature
@@ -219,8 +246,8 @@ def _graph_variable_nodes(fn) -> list:
     inner = [n.name for n in g.nodes if core.declares(n.op, "creates_variable")]
     if inner:
       raise errors.UnsupportedInputError(
-          f"variables created inside library function {g.name!r} ({inner}) are not "
-          "supported")
+        f"variables created inside library function {g.name!r} ({inner}) are not supported"
+      )
   return nodes
 
 
@@ -232,15 +259,17 @@ def _read_graph_variables(fn, cf, *, allow: bool) -> dict:
     return {}
   if not allow:
     raise errors.ConversionError(
-        f"the function uses variables {[n.name for n in nodes]}; convert_functional "
-        "needs a stateless function: use tfprims.convert_from_restored, which returns "
-        "the variables as params")
+      f"the function uses variables {[n.name for n in nodes]}; convert_functional "
+      "needs a stateless function: use tfprims.convert_from_restored, which returns "
+      "the variables as params"
+    )
   tf = import_tensorflow()
   if not hasattr(cf, "prune"):
     raise errors.UnsupportedInputError(
-        f"the graph creates variables {[n.name for n in nodes]} inside it; tfprims reads "
-        "their values only for functions of TF1 SavedModels loaded with "
-        "tf.saved_model.load")
+      f"the graph creates variables {[n.name for n in nodes]} inside it; tfprims reads "
+      "their values only for functions of TF1 SavedModels loaded with "
+      "tf.saved_model.load"
+    )
   g = cf.graph
   fetches = []
   with g.as_default():
@@ -251,13 +280,13 @@ def _read_graph_variables(fn, cf, *, allow: bool) -> dict:
       else:
         fetches.append(tf.identity(tensor))
   values = cf.prune(feeds=[], fetches=fetches)()
-  trainable = {v.op.name for v in g.get_collection("trainable_variables")
-               if hasattr(v, "op")}
+  trainable = {v.op.name for v in g.get_collection("trainable_variables") if hasattr(v, "op")}
   params = {}
   for node, value in zip(nodes, values):
     value = dtypes.value_from_tf(value)
     np_dtype = dtypes.from_tf(node.attr("dtype"))
-    fn.param_specs[node.name] = api.TensorSpec(node.name, tuple(value.shape), np_dtype,
-                                               trainable=node.name in trainable)
+    fn.param_specs[node.name] = api.TensorSpec(
+      node.name, tuple(value.shape), np_dtype, trainable=node.name in trainable
+    )
     params[node.name] = value
   return params

@@ -40,14 +40,17 @@ def read_graph_def(path: str):
   errors.import_tensorflow()
   from google.protobuf import message, text_format
   from tensorflow.core.framework import graph_pb2
+
   if not os.path.isfile(path):
     raise errors.ConversionError(f"no GraphDef file at {path!r}")
   with open(path, "rb") as f:
     data = f.read()
   graph_def = graph_pb2.GraphDef()
   text_first = path.endswith((".pbtxt", ".txt", ".prototxt"))
-  parsers = [("text", lambda: text_format.Parse(data.decode("utf-8"), graph_def)),
-             ("binary", lambda: graph_def.ParseFromString(data))]
+  parsers = [
+    ("text", lambda: text_format.Parse(data.decode("utf-8"), graph_def)),
+    ("binary", lambda: graph_def.ParseFromString(data)),
+  ]
   problems = []
   for kind, parse in parsers if text_first else parsers[::-1]:
     graph_def.Clear()
@@ -76,8 +79,17 @@ class GraphFunction:
   (outputs a list in the order asked for). ``input_specs``, ``output_specs``,
   ``param_specs`` (by variable node name) as :class:`tfprims.ConvertedFunction`'s."""
 
-  def __init__(self, graph, library, input_specs, output_specs, param_specs, options,
-               name="graph", constants: "pipeline.Prepared | None" = None):
+  def __init__(
+    self,
+    graph,
+    library,
+    input_specs,
+    output_specs,
+    param_specs,
+    options,
+    name="graph",
+    constants: "pipeline.Prepared | None" = None,
+  ):
     self._graph, self._library = graph, library
     self.input_specs, self.output_specs = tuple(input_specs), tuple(output_specs)
     self.structured_outputs = list(self.output_specs)
@@ -98,8 +110,9 @@ class GraphFunction:
   def __call__(self, params: Mapping[str, Any], *args, rng=None):
     if len(args) != len(self.input_specs):
       raise errors.InputStructureError(
-          f"expected {len(self.input_specs)} inputs "
-          f"({', '.join(s.name for s in self.input_specs)}), got {len(args)}")
+        f"expected {len(self.input_specs)} inputs "
+        f"({', '.join(s.name for s in self.input_specs)}), got {len(args)}"
+      )
     state = api.check_params(self.param_specs, params, owner="graph")
     if self._constants is not None:
       state = {**self._constants.table_constants(), **state}
@@ -114,8 +127,9 @@ def _tensor_spec(name, tensor) -> api.TensorSpec:
   return api.TensorSpec(name, shape, dtypes.from_tf(tensor.dtype.base_dtype))
 
 
-def convert_session(sess, inputs: Sequence[str], outputs: Sequence[str],
-                    targets: Sequence[str] = ()) -> tuple[GraphFunction, dict]:
+def convert_session(
+  sess, inputs: Sequence[str], outputs: Sequence[str], targets: Sequence[str] = ()
+) -> tuple[GraphFunction, dict]:
   """Converts what ``sess.run(outputs + targets, feed_dict={inputs...})`` computes.
 
   Returns ``(fn, params)``: ``fn(params, *inputs) -> (outputs, new_params)``, params
@@ -138,20 +152,27 @@ def convert_session(sess, inputs: Sequence[str], outputs: Sequence[str],
     try:
       with tf_graph.as_default():
         keys, values = tf.raw_ops.LookupTableExportV2(
-            table_handle=tf_graph.get_tensor_by_name(node.name + ":0"),
-            Tkeys=tf.as_dtype(node.attr("key_dtype")),
-            Tvalues=tf.as_dtype(node.attr("value_dtype")))
+          table_handle=tf_graph.get_tensor_by_name(node.name + ":0"),
+          Tkeys=tf.as_dtype(node.attr("key_dtype")),
+          Tvalues=tf.as_dtype(node.attr("value_dtype")),
+        )
       return sess.run([keys, values])
     except (RuntimeError, tf.errors.OpError):
       return None
 
   prepared = pipeline.prepare(
-      graph_def, inputs, outputs, options=options, name="session",
-      control_outputs=[graph_lib.parse_ref(t)[0] for t in targets],
-      export_table=export_table)
+    graph_def,
+    inputs,
+    outputs,
+    options=options,
+    name="session",
+    control_outputs=[graph_lib.parse_ref(t)[0] for t in targets],
+    export_table=export_table,
+  )
   graph, library, specs = prepared.graph, prepared.library, list(prepared.input_specs)
-  variables = [n for n in graph.nodes
-               if n.name in graph.needed and core.declares(n.op, "creates_variable")]
+  variables = [
+    n for n in graph.nodes if n.name in graph.needed and core.declares(n.op, "creates_variable")
+  ]
   fetches = []
   for node in variables:
     tensor = tf_graph.get_tensor_by_name(node.name + ":0")
@@ -172,17 +193,17 @@ def convert_session(sess, inputs: Sequence[str], outputs: Sequence[str],
     # sess.run gives numpy values (numpy scalars for scalars); bfloat16 & co. included
     value = np.array(value, dtypes.from_tf(node.attr("dtype")))
     params[node.name] = value
-    param_specs[node.name] = api.TensorSpec(node.name, tuple(value.shape),
-                                            dtypes.from_tf(node.attr("dtype")),
-                                            trainable=node.name in trainable if listed
-                                            else None)
+    param_specs[node.name] = api.TensorSpec(
+      node.name,
+      tuple(value.shape),
+      dtypes.from_tf(node.attr("dtype")),
+      trainable=node.name in trainable if listed else None,
+    )
   # the session's lookup tables: params '<table node>/keys' and '/values'
   params.update(prepared.tables)
   param_specs.update((s.name, s) for s in prepared.table_specs())
-  output_specs = [_tensor_spec(o, tf_graph.get_tensor_by_name(tensor_name(o)))
-                  for o in outputs]
-  fn = GraphFunction(graph, library, specs, output_specs, param_specs, options,
-                     name="session")
+  output_specs = [_tensor_spec(o, tf_graph.get_tensor_by_name(tensor_name(o))) for o in outputs]
+  fn = GraphFunction(graph, library, specs, output_specs, param_specs, options, name="session")
   return fn, params
 
 
@@ -201,12 +222,20 @@ def output_specs_of(graph_def, outputs: Sequence[str]) -> list:
   return [_tensor_spec(o, g.get_tensor_by_name(tensor_name(o))) for o in outputs]
 
 
-def convert_frozen(graph_def, inputs: Sequence[str], outputs: Sequence[str],
-                   name: str = "graph") -> GraphFunction:
+def convert_frozen(
+  graph_def, inputs: Sequence[str], outputs: Sequence[str], name: str = "graph"
+) -> GraphFunction:
   """A frozen GraphDef as a :class:`GraphFunction` without params (what ``tfprims
   inspect`` runs)."""
   options = config.read_at_conversion()
   prepared = pipeline.prepare(graph_def, inputs, outputs, options=options, name=name)
-  return GraphFunction(prepared.graph, prepared.library, list(prepared.input_specs),
-                       output_specs_of(graph_def, outputs), {}, options, name=name,
-                       constants=prepared)
+  return GraphFunction(
+    prepared.graph,
+    prepared.library,
+    list(prepared.input_specs),
+    output_specs_of(graph_def, outputs),
+    {},
+    options,
+    name=name,
+    constants=prepared,
+  )

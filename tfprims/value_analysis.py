@@ -68,21 +68,30 @@ class Lin:
   def __add__(self, other):
     if isinstance(other, (int, np.integer)):
       other = int(other)
-      return Lin.make(self.const + other, self.terms, _add_bounds(self.lo, other),
-                      _add_bounds(self.hi, other))
+      return Lin.make(
+        self.const + other, self.terms, _add_bounds(self.lo, other), _add_bounds(self.hi, other)
+      )
     if not isinstance(other, Lin):
       return NotImplemented
     terms = dict(self.terms)
     for a, c in other.terms:
       terms[a] = terms.get(a, 0) + c
-    return Lin.make(self.const + other.const, terms.items(), _add_bounds(self.lo, other.lo),
-                    _add_bounds(self.hi, other.hi))
+    return Lin.make(
+      self.const + other.const,
+      terms.items(),
+      _add_bounds(self.lo, other.lo),
+      _add_bounds(self.hi, other.hi),
+    )
 
   __radd__ = __add__
 
   def __neg__(self):
-    return Lin.make(-self.const, tuple((a, -c) for a, c in self.terms),
-                    None if self.hi is None else -self.hi, None if self.lo is None else -self.lo)
+    return Lin.make(
+      -self.const,
+      tuple((a, -c) for a, c in self.terms),
+      None if self.hi is None else -self.hi,
+      None if self.lo is None else -self.lo,
+    )
 
   def __sub__(self, other):
     return self + (-other)
@@ -215,6 +224,7 @@ def _min2(a, b):
 def _elementwise(fn):
   def rule(a, b, **_):
     return np.frompyfunc(fn, 2, 1)(a, b)
+
   return rule
 
 
@@ -224,6 +234,7 @@ def _reduce_extreme(fn):
     if out is None:
       raise Unknown("an empty reduction")
     return out
+
   return rule
 
 
@@ -234,6 +245,7 @@ def _select_n(which, *cases):
     if w is UNKNOWN_BOOL or isinstance(w, Lin):
       raise Unknown("a select on a runtime condition")
     return vals[int(w)]
+
   return np.frompyfunc(pick, len(cases) + 1, 1)(which, *cases)
 
 
@@ -250,12 +262,13 @@ def _convert(x, *, new_dtype, **params):
     raise Unknown("a runtime value converted to a non-integer")
   if np.dtype(new_dtype).kind == "b":
     return np.frompyfunc(lambda v: v != 0, 1, 1)(x)
-  return x   # the dtype's range is applied to the result (see _fit)
+  return x  # the dtype's range is applied to the result (see _fit)
 
 
 def _nested(name):
   """A ``tf.*`` primitive inside an impl: its own op's impl on the forms."""
   from tfprims import core
+
   op = core.lookup(name[3:])
 
   def rule(*ins, **params):
@@ -265,6 +278,7 @@ def _nested(name):
     if out is None:
       raise Unknown(name)
     return out if op.multiple_results else out[0]
+
   return rule
 
 
@@ -283,13 +297,17 @@ class _Rules(dict):
 
 
 RULES = _Rules(folding._RULES)
-RULES.update({
-    "max": _elementwise(_max2), "min": _elementwise(_min2),
+RULES.update(
+  {
+    "max": _elementwise(_max2),
+    "min": _elementwise(_min2),
     "clamp": lambda lo, x, hi, **_: _elementwise(_min2)(_elementwise(_max2)(x, lo), hi),
-    "reduce_max": _reduce_extreme(_max2), "reduce_min": _reduce_extreme(_min2),
+    "reduce_max": _reduce_extreme(_max2),
+    "reduce_min": _reduce_extreme(_min2),
     "select_n": lambda which, *cases, **_: _select_n(which, *cases),
     "convert_element_type": _convert,
-})
+  }
+)
 for _name in ("div", "rem", "integer_pow", "abs", "sign", "and", "or", "xor", "not"):
   _numeric = folding._RULES[_name]
 
@@ -297,6 +315,7 @@ for _name in ("div", "rem", "integer_pow", "abs", "sign", "and", "or", "xor", "n
     if any(x.dtype == object and any(isinstance(v, Lin) for v in x.flat) for x in xs):
       raise Unknown("a non-affine op on a runtime value")
     return _numeric(*xs, **params)
+
   RULES[_name] = _only_numbers
 
 
@@ -306,9 +325,12 @@ for _name in ("div", "rem", "integer_pow", "abs", "sign", "and", "or", "xor", "n
 def _small_int(value) -> bool:
   dtype = getattr(value, "dtype", None)
   shape = np.shape(value)
-  return (dtype is not None and np.dtype(dtype).kind in "iub"
-          and all(type(d) is int for d in shape)   # not a symbolic dim (jax.export)
-          and int(np.prod(shape)) <= MAX_ELEMENTS)
+  return (
+    dtype is not None
+    and np.dtype(dtype).kind in "iub"
+    and all(type(d) is int for d in shape)  # not a symbolic dim (jax.export)
+    and int(np.prod(shape)) <= MAX_ELEMENTS
+  )
 
 
 def _fit(form: np.ndarray, dtype) -> np.ndarray:
@@ -321,11 +343,17 @@ def _fit(form: np.ndarray, dtype) -> np.ndarray:
 
   def fit(v):
     if not isinstance(v, Lin):
-      return v if isinstance(v, _UnknownBool) else int(np.asarray(int(v)).astype(
-          np.int64 if dtype.kind == "i" else np.uint64).astype(dtype))
+      return (
+        v
+        if isinstance(v, _UnknownBool)
+        else int(
+          np.asarray(int(v)).astype(np.int64 if dtype.kind == "i" else np.uint64).astype(dtype)
+        )
+      )
     if v.lo is None or v.hi is None or v.lo < info.min or v.hi > info.max:
       return Lin(v.const, v.terms, int(info.min), int(info.max))
     return v
+
   return _objects(np.frompyfunc(fit, 1, 1)(form))
 
 
@@ -370,7 +398,7 @@ def bind(ctx, op, operands: Sequence[Any], params: dict, apply) -> list:
   constant are returned as numpy without binding; the others' forms are recorded."""
   results = _analyse(ctx, op, operands, params)
   if results is not None and not any(_open(r) for r in results):
-    return [np.asarray(r) for r in results]   # proven constant: folded
+    return [np.asarray(r) for r in results]  # proven constant: folded
   outs = apply()
   if results is not None and len(results) == len(outs):
     for out, form in zip(outs, results):
@@ -381,7 +409,8 @@ def bind(ctx, op, operands: Sequence[Any], params: dict, apply) -> list:
 
 def _open(form) -> bool:
   return np.asarray(form).dtype == object and any(
-      isinstance(v, (Lin, _UnknownBool)) for v in np.asarray(form).flat)
+    isinstance(v, (Lin, _UnknownBool)) for v in np.asarray(form).flat
+  )
 
 
 def _analyse(ctx, op, operands, params) -> Optional[list]:
@@ -393,8 +422,9 @@ def _analyse(ctx, op, operands, params) -> Optional[list]:
   ins = [_form_of(ctx.value_forms, o) for o in operands]
   try:
     with np.errstate(all="ignore"):
-      results = folding.fold(op.impl, ins, params, RULES,
-                             dtypes=[np.dtype(o.dtype) for o in operands])
+      results = folding.fold(
+        op.impl, ins, params, RULES, dtypes=[np.dtype(o.dtype) for o in operands]
+      )
   except Unknown:
     return None
   if results is None or any(np.size(r) > MAX_ELEMENTS for r in results):

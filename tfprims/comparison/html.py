@@ -61,10 +61,14 @@ def render(report) -> str:
   data = report.as_dict()
   # Inside <script>, "</" could close the element: JSON allows writing it "<\\/".
   payload = json.dumps(data, default=_json_default).replace("</", "<\\/")
-  return _PAGE.format(title=html.escape(f"tfprims compare: {report.title}"),
-                      style=_asset("report.css"), data=payload,
-                      dagre=_asset("vendor/dagre.min.js"), script=_asset("report.js"),
-                      dagre_version=DAGRE_VERSION)
+  return _PAGE.format(
+    title=html.escape(f"tfprims compare: {report.title}"),
+    style=_asset("report.css"),
+    data=payload,
+    dagre=_asset("vendor/dagre.min.js"),
+    script=_asset("report.js"),
+    dagre_version=DAGRE_VERSION,
+  )
 
 
 def write(report, path: str) -> None:

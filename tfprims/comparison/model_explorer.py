@@ -31,8 +31,10 @@ def graph_collection(report) -> dict:
   """The report's graph as a Model Explorer graph collection (JSON-ready)."""
   nodes = _merged_nodes(report)
   graph_nodes = [_graph_node(path, group, nodes, report) for path, group in nodes.items()]
-  return {"label": f"tfprims compare: {report.title}",
-          "graphs": [{"id": _graph_id(report), "nodes": graph_nodes}]}
+  return {
+    "label": f"tfprims compare: {report.title}",
+    "graphs": [{"id": _graph_id(report), "nodes": graph_nodes}],
+  }
 
 
 def node_data(report) -> dict:
@@ -44,8 +46,9 @@ def node_data(report) -> dict:
     if error is not None:
       results[path] = {"value": _log_error(error)}
   gradient = [{"stop": i / (len(_RAMP) - 1), "bgColor": colour} for i, colour in enumerate(_RAMP)]
-  return {_graph_id(report): {"name": "log10 max_rel_err", "results": results,
-                              "gradient": gradient}}
+  return {
+    _graph_id(report): {"name": "log10 max_rel_err", "results": results, "gradient": gradient}
+  }
 
 
 def write(report, path: str) -> None:
@@ -73,8 +76,9 @@ def _graph_node(path: str, group: list, nodes: dict, report) -> dict:
   edges = []
   for i, (source, output) in enumerate(first.inputs):
     if source in nodes:  # variables and captured constants are not nodes of the report
-      edges.append({"sourceNodeId": source, "sourceNodeOutputId": str(output),
-                    "targetNodeInputId": str(i)})
+      edges.append(
+        {"sourceNodeId": source, "sourceNodeOutputId": str(output), "targetNodeInputId": str(i)}
+      )
   error = _worst(group)
   status = max((r.status for r in group), key=records.SEVERITY.get)
   attrs = [{"key": "op", "value": first.op}, {"key": "status", "value": status}]
@@ -84,23 +88,29 @@ def _graph_node(path: str, group: list, nodes: dict, report) -> dict:
   if scope:
     attrs.append({"key": "runs_in", "value": scope})
   return {
-      "id": path,
-      "label": first.op,
-      "namespace": namespace,
-      "attrs": attrs,
-      "incomingEdges": edges,
-      "outputsMetadata": [{"id": str(r.output), "attrs": _output_attrs(r)} for r in group],
-      "style": {"backgroundColor": _colour(error, status)},
+    "id": path,
+    "label": first.op,
+    "namespace": namespace,
+    "attrs": attrs,
+    "incomingEdges": edges,
+    "outputsMetadata": [{"id": str(r.output), "attrs": _output_attrs(r)} for r in group],
+    "style": {"backgroundColor": _colour(error, status)},
   }
 
 
 def _output_attrs(r: records.NodeRecord) -> list:
   values = {
-      "tensor_name": f"{r.node}:{r.output}", "shape": str(list(r.shape) if r.shape else r.shape),
-      "dtype": r.dtype, "status": r.status, "max_abs_err": _text(r.max_abs_err),
-      "max_rel_err": _text(r.max_rel_err), "ulp": _text(r.ulp),
-      "nan_mismatch": str(r.nan_mismatch), "inf_mismatch": str(r.inf_mismatch),
-      "inputs_agree": str(r.inputs_agree).lower(), "runs": str(r.calls),
+    "tensor_name": f"{r.node}:{r.output}",
+    "shape": str(list(r.shape) if r.shape else r.shape),
+    "dtype": r.dtype,
+    "status": r.status,
+    "max_abs_err": _text(r.max_abs_err),
+    "max_rel_err": _text(r.max_rel_err),
+    "ulp": _text(r.ulp),
+    "nan_mismatch": str(r.nan_mismatch),
+    "inf_mismatch": str(r.inf_mismatch),
+    "inputs_agree": str(r.inputs_agree).lower(),
+    "runs": str(r.calls),
   }
   if r.iteration is not None:
     values["first_bad_iteration"] = "/".join(map(str, r.iteration))
@@ -141,7 +151,7 @@ def _colour(error: Optional[float], status: str) -> str:
 
 
 def _rgb(colour: str) -> tuple:
-  return tuple(int(colour[k:k + 2], 16) for k in (1, 3, 5))
+  return tuple(int(colour[k : k + 2], 16) for k in (1, 3, 5))
 
 
 def _text(x) -> str:

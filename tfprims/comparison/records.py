@@ -9,10 +9,10 @@ from typing import Optional
 from tfprims.comparison import stats
 
 # What a record says about its node output.
-OK = "ok"                      # within tolerance
-DIVERGED = "diverged"          # out of tolerance (or NaN/inf where TF has none)
-RANDOM = "random"              # a random op: not compared, TF's value fed forward
-INPUT = "input"                # a graph input: the same value on both sides
+OK = "ok"  # within tolerance
+DIVERGED = "diverged"  # out of tolerance (or NaN/inf where TF has none)
+RANDOM = "random"  # a random op: not compared, TF's value fed forward
+INPUT = "input"  # a graph input: the same value on both sides
 NOT_COMPARED = "not compared"  # not a numeric tensor, or TF could not run the node
 
 # Statuses in the order a node observed several times (a loop body) keeps the worst of.
@@ -38,6 +38,7 @@ class NodeRecord:
     iteration: the first loop iteration (outermost first) at which it diverged.
     inputs: the ``(node path, output)`` each input came from.
   """
+
   node: str
   op: str
   output: int
@@ -63,8 +64,11 @@ class NodeRecord:
   def origin(self) -> bool:
     """Out of tolerance while every input agreed (and not a near-tie flip, nor within
     tolerance on TF's inputs): where a difference starts."""
-    return self.diverged and self.inputs_agree and not any(
-        note in self.note for note in (FLIP_NOTE, PROPAGATED_NOTE))
+    return (
+      self.diverged
+      and self.inputs_agree
+      and not any(note in self.note for note in (FLIP_NOTE, PROPAGATED_NOTE))
+    )
 
   def as_dict(self) -> dict:
     data = dataclasses.asdict(self)
@@ -77,10 +81,13 @@ class NodeRecord:
 
 
 # Why a node out of tolerance whose inputs agree is not where a difference starts.
-FLIP_NOTE = ("a discrete result (integer or boolean) of float inputs that differ within "
-             "tolerance: a near-tie may flip it")
-PROPAGATED_NOTE = ("within tolerance on TF's inputs: it carries (and amplifies) the "
-                   "small differences of its inputs")
+FLIP_NOTE = (
+  "a discrete result (integer or boolean) of float inputs that differ within "
+  "tolerance: a near-tie may flip it"
+)
+PROPAGATED_NOTE = (
+  "within tolerance on TF's inputs: it carries (and amplifies) the small differences of its inputs"
+)
 
 
 def _json_float(x: Optional[float]):
@@ -100,16 +107,23 @@ class Recorder:
     self.first_divergence: Optional[NodeRecord] = None
     self.first_divergence_iteration: Optional[tuple] = None
 
-  def observe(self, record: NodeRecord, diff: Optional[stats.Diff] = None,
-              iteration: Optional[tuple] = None,
-              not_origin: Optional[str] = None) -> NodeRecord:
+  def observe(
+    self,
+    record: NodeRecord,
+    diff: Optional[stats.Diff] = None,
+    iteration: Optional[tuple] = None,
+    not_origin: Optional[str] = None,
+  ) -> NodeRecord:
     """Adds one run of a node output (``record`` holds what is known without the
     values; ``diff`` the comparison, if any; ``not_origin`` why a divergence whose
     inputs agree does not start there)."""
     if diff is not None:
       record.status = OK if diff.within else DIVERGED
-      record.max_abs_err, record.max_rel_err, record.ulp = \
-          diff.max_abs_err, diff.max_rel_err, diff.ulp
+      record.max_abs_err, record.max_rel_err, record.ulp = (
+        diff.max_abs_err,
+        diff.max_rel_err,
+        diff.ulp,
+      )
       record.nan_mismatch, record.inf_mismatch = diff.nan_mismatch, diff.inf_mismatch
       record.note = "; ".join(n for n in (record.note, diff.note) if n)
     if not_origin and record.diverged:

@@ -14,6 +14,7 @@ from tfprims.comparison import records, stats
 @dataclasses.dataclass
 class OpSummary:
   """The records of one op type: how many, compared, diverged, and the worst error."""
+
   op: str
   outputs: int
   compared: int
@@ -41,6 +42,7 @@ class Report:
     isolate: whether every tfprims node read TF's inputs.
     seconds: how long the comparison took.
   """
+
   title: str
   nodes: list
   first_divergence: Optional[records.NodeRecord]
@@ -64,8 +66,9 @@ class Report:
 
   def tolerances(self) -> dict:
     """``{dtype: (rtol, atol)}`` for the inexact dtypes compared."""
-    names = sorted({r.dtype for r in self.nodes
-                    if r.max_abs_err is not None and stats.is_inexact(r.dtype)})
+    names = sorted(
+      {r.dtype for r in self.nodes if r.max_abs_err is not None and stats.is_inexact(r.dtype)}
+    )
     return {name: stats.tolerance(name, self.rtol, self.atol) for name in names}
 
   def by_op(self) -> list:
@@ -76,9 +79,15 @@ class Report:
     summaries = []
     for op, group in groups.items():
       errors = [r.max_rel_err for r in group if r.max_rel_err is not None]
-      summaries.append(OpSummary(op, len(group), len(errors),
-                                 sum(r.diverged for r in group),
-                                 max(errors) if errors else None))
+      summaries.append(
+        OpSummary(
+          op,
+          len(group),
+          len(errors),
+          sum(r.diverged for r in group),
+          max(errors) if errors else None,
+        )
+      )
     return sorted(summaries, key=lambda s: (-s.diverged, -_sortable(s.max_rel_err), s.op))
 
   def worst(self, n: int = 10) -> list:
@@ -91,29 +100,51 @@ class Report:
   def summary(self, worst: int = 10) -> str:
     """A short text report: verdict, first divergence, outputs, worst nodes, op types."""
     compared = sum(r.max_rel_err is not None for r in self.nodes)
-    lines = [f"tfprims compare: {self.title}",
-             f"  {len(self.nodes)} node outputs, {compared} compared, "
-             f"{len(self.diverged)} out of tolerance ({self._tolerance_text()}; isolate "
-             f"{'on' if self.isolate else 'off'}) in {self.seconds:.1f} s"]
+    lines = [
+      f"tfprims compare: {self.title}",
+      f"  {len(self.nodes)} node outputs, {compared} compared, "
+      f"{len(self.diverged)} out of tolerance ({self._tolerance_text()}; isolate "
+      f"{'on' if self.isolate else 'off'}) in {self.seconds:.1f} s",
+    ]
     lines.append("first divergence: " + self._first_divergence_text())
     if self.outputs:
       lines.append("outputs:")
       lines += [f"  {_describe(r)}" for r in self.outputs]
     lines.append("worst nodes:")
-    lines += _table(["node", "op", "out", "shape", "max_abs_err", "max_rel_err", "ulp",
-                     "status"],
-                    [[r.node, r.op, str(r.output), _shape(r), _num(r.max_abs_err),
-                      _num(r.max_rel_err), _num(r.ulp), _status(r)]
-                     for r in self.worst(worst)])
+    lines += _table(
+      ["node", "op", "out", "shape", "max_abs_err", "max_rel_err", "ulp", "status"],
+      [
+        [
+          r.node,
+          r.op,
+          str(r.output),
+          _shape(r),
+          _num(r.max_abs_err),
+          _num(r.max_rel_err),
+          _num(r.ulp),
+          _status(r),
+        ]
+        for r in self.worst(worst)
+      ],
+    )
     lines.append("error per op type:")
-    lines += _table(["op", "outputs", "compared", "diverged", "max_rel_err"],
-                    [[s.op, str(s.outputs), str(s.compared), str(s.diverged),
-                      _num(s.max_rel_err)] for s in self.by_op()])
-    skipped = [r for r in self.nodes if r.status == records.NOT_COMPARED
-               and r.note.startswith("TF could not")]
+    lines += _table(
+      ["op", "outputs", "compared", "diverged", "max_rel_err"],
+      [
+        [s.op, str(s.outputs), str(s.compared), str(s.diverged), _num(s.max_rel_err)]
+        for s in self.by_op()
+      ],
+    )
+    skipped = [
+      r
+      for r in self.nodes
+      if r.status == records.NOT_COMPARED and r.note.startswith("TF could not")
+    ]
     if skipped:
-      lines.append(f"TF could not run {len(skipped)} node(s) eagerly (tfprims' values fed "
-                   f"to TF): " + ", ".join(sorted({r.op for r in skipped})))
+      lines.append(
+        f"TF could not run {len(skipped)} node(s) eagerly (tfprims' values fed "
+        f"to TF): " + ", ".join(sorted({r.op for r in skipped}))
+      )
     return "\n".join(lines)
 
   def __str__(self):
@@ -123,19 +154,25 @@ class Report:
     """Everything in the report, as JSON-ready data."""
     first = self.first_divergence
     return {
-        "title": self.title,
-        "ok": self.ok,
-        "isolate": self.isolate,
-        "rtol": self.rtol, "atol": self.atol,
-        "tolerances": {k: list(v) for k, v in self.tolerances().items()},
-        "seconds": self.seconds,
-        "first_divergence": None if first is None else dict(
-            first.as_dict(), iteration=None if self.first_divergence_iteration is None
-            else list(self.first_divergence_iteration)),
-        "outputs": [[r.node, r.output] for r in self.outputs],
-        "scopes": dict(self.scopes),
-        "ops": [dataclasses.asdict(s) for s in self.by_op()],
-        "nodes": [r.as_dict() for r in self.nodes],
+      "title": self.title,
+      "ok": self.ok,
+      "isolate": self.isolate,
+      "rtol": self.rtol,
+      "atol": self.atol,
+      "tolerances": {k: list(v) for k, v in self.tolerances().items()},
+      "seconds": self.seconds,
+      "first_divergence": None
+      if first is None
+      else dict(
+        first.as_dict(),
+        iteration=None
+        if self.first_divergence_iteration is None
+        else list(self.first_divergence_iteration),
+      ),
+      "outputs": [[r.node, r.output] for r in self.outputs],
+      "scopes": dict(self.scopes),
+      "ops": [dataclasses.asdict(s) for s in self.by_op()],
+      "nodes": [r.as_dict() for r in self.nodes],
     }
 
   def to_json(self, path: Optional[str] = None) -> str:
@@ -150,12 +187,14 @@ class Report:
     """Writes one self-contained HTML file: the graph coloured by error (laid out in
     the page by the vendored dagre), the node table, per-op-type histograms."""
     from tfprims.comparison import html
+
     html.write(self, path)
 
   def to_model_explorer(self, path: str) -> None:
     """Writes the graph as Google Model Explorer's JSON graph, with each node's errors
     (and ``<path>.node_data.json``, its errors as a Model Explorer node-data overlay)."""
     from tfprims.comparison import model_explorer
+
     model_explorer.write(self, path)
 
   # --- text pieces ---------------------------------------------------------------------
@@ -172,21 +211,30 @@ class Report:
     first = self.first_divergence
     if first is None:
       if self.diverged:
-        return ("none: every node out of tolerance has an input that does not agree, or "
-                "only carries or amplifies differences within tolerance (see the notes)")
+        return (
+          "none: every node out of tolerance has an input that does not agree, or "
+          "only carries or amplifies differences within tolerance (see the notes)"
+        )
       return "none"
-    where = "" if self.first_divergence_iteration is None else \
-        f", iteration {'/'.join(map(str, self.first_divergence_iteration))}"
-    return (f"{first.node} ({first.op}, output {first.output}{where}): max_abs_err "
-            f"{_num(first.max_abs_err)}, max_rel_err {_num(first.max_rel_err)}"
-            + (f", NaN mismatches {first.nan_mismatch}" if first.nan_mismatch else "")
-            + (f", inf mismatches {first.inf_mismatch}" if first.inf_mismatch else "")
-            + "; its inputs agree")
+    where = (
+      ""
+      if self.first_divergence_iteration is None
+      else f", iteration {'/'.join(map(str, self.first_divergence_iteration))}"
+    )
+    return (
+      f"{first.node} ({first.op}, output {first.output}{where}): max_abs_err "
+      f"{_num(first.max_abs_err)}, max_rel_err {_num(first.max_rel_err)}"
+      + (f", NaN mismatches {first.nan_mismatch}" if first.nan_mismatch else "")
+      + (f", inf mismatches {first.inf_mismatch}" if first.inf_mismatch else "")
+      + "; its inputs agree"
+    )
 
 
 def _describe(r: records.NodeRecord) -> str:
-  return (f"{r.node}:{r.output} {r.dtype}{_shape(r)} max_abs_err {_num(r.max_abs_err)} "
-          f"max_rel_err {_num(r.max_rel_err)} {_status(r)}")
+  return (
+    f"{r.node}:{r.output} {r.dtype}{_shape(r)} max_abs_err {_num(r.max_abs_err)} "
+    f"max_rel_err {_num(r.max_rel_err)} {_status(r)}"
+  )
 
 
 def _status(r: records.NodeRecord) -> str:
@@ -218,9 +266,11 @@ def _table(header: list, rows: list) -> list:
   widths[0] = min(widths[0], 60)
 
   def line(cells):
-    first = cells[0] if len(cells[0]) <= widths[0] else "..." + cells[0][-(widths[0] - 3):]
-    return "  " + "  ".join([first.ljust(widths[0])] +
-                            [c.rjust(w) for c, w in zip(cells[1:], widths[1:])])
+    first = cells[0] if len(cells[0]) <= widths[0] else "..." + cells[0][-(widths[0] - 3) :]
+    return "  " + "  ".join(
+      [first.ljust(widths[0])] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:])]
+    )
+
   return [line(header)] + [line(row) for row in rows]
 
 

@@ -56,8 +56,10 @@ def tolerance(dtype, rtol: Optional[float], atol: Optional[float]) -> tuple[floa
   if not is_inexact(dtype):
     return 0.0, 0.0
   default_rtol, default_atol = default_tolerance(dtype)
-  return (default_rtol if rtol is None else float(rtol),
-          default_atol if atol is None else float(atol))
+  return (
+    default_rtol if rtol is None else float(rtol),
+    default_atol if atol is None else float(atol),
+  )
 
 
 def dtype_name(dtype) -> str:
@@ -76,6 +78,7 @@ def operand_scaled(op_type: str) -> bool:
   ``linear_values`` or ``pass_through``), so that its errors are relative to its
   inputs' scale."""
   from tfprims import core
+
   return core.declares(op_type, "linear_values") or core.declares(op_type, "pass_through")
 
 
@@ -90,6 +93,7 @@ class Measured:
   the same on the other; ``dtype``: the dtype it is judged in (the narrower of the
   two); ``note``: a shape or dtype difference, or how many integers differ.
   """
+
   max_abs_err: float
   scale: float
   ulp: Optional[int]
@@ -108,6 +112,7 @@ class Diff:
   """A judged comparison: ``max_rel_err`` is ``max_abs_err`` over ``scale``, the scale
   the tolerance was applied to; ``exact``: the same values bit for bit (up to the
   sign of zero); ``within``: within tolerance (the verdict)."""
+
   max_abs_err: float
   max_rel_err: float
   ulp: Optional[int]
@@ -119,14 +124,23 @@ class Diff:
   note: str = ""
 
 
-def compare(expected: np.ndarray, actual, rtol: Optional[float] = None,
-            atol: Optional[float] = None, operand_scale: float = 0.0) -> Diff:
+def compare(
+  expected: np.ndarray,
+  actual,
+  rtol: Optional[float] = None,
+  atol: Optional[float] = None,
+  operand_scale: float = 0.0,
+) -> Diff:
   """Compares tfprims' ``actual`` (a numpy or JAX array) with TF's ``expected``."""
   return judge(measure_later(expected, actual)(), rtol, atol, operand_scale)
 
 
-def judge(measured: Measured, rtol: Optional[float] = None, atol: Optional[float] = None,
-          operand_scale: float = 0.0) -> Diff:
+def judge(
+  measured: Measured,
+  rtol: Optional[float] = None,
+  atol: Optional[float] = None,
+  operand_scale: float = 0.0,
+) -> Diff:
   """The verdict on ``measured``: ``rtol``/``atol`` (None: the dtype's default)
   relative to the tensor's scale, or ``operand_scale`` where that is larger."""
   rtol, atol = tolerance(measured.dtype, rtol, atol)
@@ -136,8 +150,17 @@ def judge(measured: Measured, rtol: Optional[float] = None, atol: Optional[float
   finite_alike = measured.nan_mismatch == 0 and measured.inf_mismatch == 0
   exact = finite_alike and max_abs == 0
   within = exact if measured.discrete else finite_alike and max_abs <= atol + rtol * scale
-  return Diff(max_abs, rel, measured.ulp, measured.nan_mismatch, measured.inf_mismatch, scale,
-              exact, within, measured.note)
+  return Diff(
+    max_abs,
+    rel,
+    measured.ulp,
+    measured.nan_mismatch,
+    measured.inf_mismatch,
+    scale,
+    exact,
+    within,
+    measured.note,
+  )
 
 
 def measure_later(expected: np.ndarray, actual) -> Callable[[], Measured]:
@@ -148,16 +171,19 @@ def measure_later(expected: np.ndarray, actual) -> Callable[[], Measured]:
   actual_dtype = np.dtype(actual.dtype)
   # Judged in the narrower dtype: with x64 off, tfprims computes float64 in float32.
   dtype = min(expected.dtype, actual_dtype, key=lambda d: d.itemsize)
-  note = "" if expected.dtype == actual_dtype else \
-      f"dtype {actual_dtype.name}, TF {expected.dtype.name}"
+  note = (
+    "" if expected.dtype == actual_dtype else f"dtype {actual_dtype.name}, TF {expected.dtype.name}"
+  )
 
   def measured(values: tuple, more_note: str = "") -> Measured:
-    return Measured(*values, dtype=dtype.name,
-                    note="; ".join(n for n in (note, more_note) if n))
+    return Measured(*values, dtype=dtype.name, note="; ".join(n for n in (note, more_note) if n))
 
   if tuple(expected.shape) != tuple(actual.shape):
-    return _ready(measured((math.inf, 0.0, None, 0, 0),
-                           f"shape {list(actual.shape)}, TF {list(expected.shape)}"))
+    return _ready(
+      measured(
+        (math.inf, 0.0, None, 0, 0), f"shape {list(actual.shape)}, TF {list(expected.shape)}"
+      )
+    )
   if expected.size == 0:
     return _ready(measured((0.0, 0.0, None, 0, 0)))
   if not (is_inexact(expected.dtype) or is_inexact(actual_dtype)):
@@ -168,8 +194,9 @@ def measure_later(expected: np.ndarray, actual) -> Callable[[], Measured]:
   if expected.size >= FUSED_FROM and (dtype.itemsize <= 4 or _x64()):
     stats = _fused_stats(expected, actual, dtype)
     return lambda: measured(stats())
-  return _later(lambda e, a: measured(_float_stats(e, a.astype(dtype, copy=False))),
-                expected, actual)
+  return _later(
+    lambda e, a: measured(_float_stats(e, a.astype(dtype, copy=False))), expected, actual
+  )
 
 
 def _ready(value):
@@ -210,10 +237,18 @@ def _float_stats(e: np.ndarray, a: np.ndarray) -> tuple:
   ulp = None
   if e.dtype.itemsize in _UINT_OF_SIZE:
     ordered_e, ordered_a = _ordered(e[both]), _ordered(a[both])
-    ulp = int((np.maximum(ordered_e, ordered_a) - np.minimum(ordered_e, ordered_a)).max()) \
-        if ordered_e.size else 0
-  return (float(errors.max()) if errors.size else 0.0,
-          float(magnitudes.max()) if magnitudes.size else 0.0, ulp, nan_mismatch, inf_mismatch)
+    ulp = (
+      int((np.maximum(ordered_e, ordered_a) - np.minimum(ordered_e, ordered_a)).max())
+      if ordered_e.size
+      else 0
+    )
+  return (
+    float(errors.max()) if errors.size else 0.0,
+    float(magnitudes.max()) if magnitudes.size else 0.0,
+    ulp,
+    nan_mismatch,
+    inf_mismatch,
+  )
 
 
 def _ordered(x: np.ndarray) -> np.ndarray:
@@ -237,12 +272,18 @@ def _complex_stats(e: np.ndarray, a: np.ndarray) -> tuple:
     inf_mismatch = int(np.count_nonzero(~both & ~nan_e & ~nan_a & (e != a)))
     errors = np.abs(a[both] - e[both])
     magnitudes = np.abs(e[finite_e])
-  return (float(errors.max()) if errors.size else 0.0,
-          float(magnitudes.max()) if magnitudes.size else 0.0, None, nan_mismatch, inf_mismatch)
+  return (
+    float(errors.max()) if errors.size else 0.0,
+    float(magnitudes.max()) if magnitudes.size else 0.0,
+    None,
+    nan_mismatch,
+    inf_mismatch,
+  )
 
 
 def _x64() -> bool:
   import jax
+
   return bool(jax.config.jax_enable_x64)
 
 
@@ -252,6 +293,7 @@ def _fused_stats(expected: np.ndarray, actual, dtype: np.dtype) -> Callable[[], 
   misplaced, and finite differences that overflow are left to float64); numpy's full
   statistics otherwise."""
   import jax
+
   # device_put of a numpy array (TF's value is a view of TF's buffer) does not copy on CPU.
   a = actual if isinstance(actual, jax.Array) else jax.device_put(np.asarray(actual))
   a = a if a.dtype == dtype else a.astype(dtype)
@@ -262,6 +304,7 @@ def _fused_stats(expected: np.ndarray, actual, dtype: np.dtype) -> Callable[[], 
     if finite and math.isfinite(max_abs):
       return float(max_abs), float(scale), int(ulp), 0, 0
     return _float_stats(expected, np.asarray(a))
+
   return stats
 
 
@@ -282,8 +325,11 @@ def _finite_kernel():
   def kernel(e, a):
     wide = jnp.float32 if e.dtype.itemsize < 4 else e.dtype
     ordered_e, ordered_a = ordered(e), ordered(a)
-    return (jnp.max(jnp.abs(a.astype(wide) - e.astype(wide))), jnp.max(jnp.abs(e.astype(wide))),
-            jnp.max(jnp.maximum(ordered_e, ordered_a) - jnp.minimum(ordered_e, ordered_a)),
-            jnp.all(jnp.isfinite(e) & jnp.isfinite(a)))
+    return (
+      jnp.max(jnp.abs(a.astype(wide) - e.astype(wide))),
+      jnp.max(jnp.abs(e.astype(wide))),
+      jnp.max(jnp.maximum(ordered_e, ordered_a) - jnp.minimum(ordered_e, ordered_a)),
+      jnp.all(jnp.isfinite(e) & jnp.isfinite(a)),
+    )
 
   return jax.jit(kernel)

@@ -18,6 +18,7 @@ import numpy as np
 from tfprims import core, dtypes, opdefs
 from tfprims.errors import import_tensorflow
 
+
 class TFNodeError(Exception):
   """TF could not run one node eagerly (the comparison records why and goes on)."""
 
@@ -33,6 +34,7 @@ class TFEager:
   def __init__(self, graph_variables: Mapping[str, Any]):
     tf = import_tensorflow()
     from tensorflow.python.eager import context, execute  # the eager op dispatch
+
     self._tf, self._context, self._execute = tf, context, execute
     self._graph_variables = graph_variables
     self._constants: dict[int, Any] = {}
@@ -52,8 +54,12 @@ class TFEager:
       raise TFNodeError("it writes a TF1 reference variable, which eager TF cannot")
     try:
       outputs = self._execute.execute(
-          node.op.encode(), _num_outputs(node, od), inputs=list(inputs),
-          attrs=_attrs(node, od), ctx=self._context.context())
+        node.op.encode(),
+        _num_outputs(node, od),
+        inputs=list(inputs),
+        attrs=_attrs(node, od),
+        ctx=self._context.context(),
+      )
     except Exception as e:  # TF raises many kinds; the record says which
       first = (str(e).strip().splitlines() or [""])[0]
       raise TFNodeError(f"{type(e).__name__}: {first}") from e
@@ -63,8 +69,9 @@ class TFEager:
     key = id(node)
     if key not in self._constants:
       proto = node.attr_protos["value"].tensor
-      self._constants[key] = self._tf.constant(opdefs.decode_tensor(proto),
-                                               dtype=self._tf.as_dtype(proto.dtype))
+      self._constants[key] = self._tf.constant(
+        opdefs.decode_tensor(proto), dtype=self._tf.as_dtype(proto.dtype)
+      )
     return self._constants[key]
 
   def _graph_variable(self, node):
@@ -119,8 +126,12 @@ def _attrs(node, od) -> tuple:
 @functools.lru_cache(maxsize=None)
 def _inferred_attrs(op_type: str) -> frozenset:
   od = opdefs.op_def(op_type)
-  return frozenset(name for arg in od.input_arg
-                   for name in (arg.type_attr, arg.number_attr, arg.type_list_attr) if name)
+  return frozenset(
+    name
+    for arg in od.input_arg
+    for name in (arg.type_attr, arg.number_attr, arg.type_list_attr)
+    if name
+  )
 
 
 def _inferred(name: str, od) -> bool:

@@ -45,6 +45,7 @@ class Pair:
   bit equal (likewise); both None until the comparison is recorded (True for graph
   inputs). ``scale``: the scale its error was judged against (its largest finite
   ``|TF value|``, or its operands' for sums: see :mod:`~tfprims.comparison.stats`)."""
+
   tf: Any
   ours: Any
   source: tuple
@@ -57,13 +58,14 @@ class Pair:
 class _Observation:
   """One run of one node output, recorded once its statistics are in (``measured``: a
   function giving them; None where the values are not compared)."""
+
   node: graph_lib.Node
   record: records.NodeRecord
   pair: Pair
   inputs: list
   iteration: Optional[tuple]
   measured: Optional[Callable[[], stats.Measured]] = None
-  same_draw: bool = False    # a random op: TF's draw fed forward on both sides
+  same_draw: bool = False  # a random op: TF's draw fed forward on both sides
 
 
 @dataclasses.dataclass
@@ -76,18 +78,25 @@ class Settings:
 class Walker:
   """Runs graphs of one library on both sides, recording every node output."""
 
-  def __init__(self, ctx: interpreter.Context, tf_eager: TFEager, settings: Settings,
-               recorder: records.Recorder, progress: Progress):
+  def __init__(
+    self,
+    ctx: interpreter.Context,
+    tf_eager: TFEager,
+    settings: Settings,
+    recorder: records.Recorder,
+    progress: Progress,
+  ):
     self.ctx, self.tf, self.settings = ctx, tf_eager, settings
     self.recorder, self.progress = recorder, progress
-    self.scopes: dict[str, str] = {}      # path prefix -> what runs there (for reports)
-    self._iterations: list[int] = []      # the iteration of each enclosing loop
+    self.scopes: dict[str, str] = {}  # path prefix -> what runs there (for reports)
+    self._iterations: list[int] = []  # the iteration of each enclosing loop
     self._pending: list[_Observation] = []  # compared, not yet recorded
 
   # --- graphs --------------------------------------------------------------------------
 
-  def run_graph(self, graph: graph_lib.Graph, feeds: dict, scope: str = "",
-                strip: str = "") -> list:
+  def run_graph(
+    self, graph: graph_lib.Graph, feeds: dict, scope: str = "", strip: str = ""
+  ) -> list:
     """Runs ``graph`` with ``feeds`` (input name -> Pair); returns its output Pairs.
     Its nodes' paths are ``scope`` + their names, less a leading ``strip`` (TF names
     the nodes of a loop body after the loop: ``while/while/x`` reads ``while/x``)."""
@@ -95,7 +104,7 @@ class Walker:
     for node, drops in graph.schedule:
       if node.name not in env:
         inputs = [env[name][index] for name, index in node.inputs]
-        name = node.name[len(strip):] if strip and node.name.startswith(strip) else node.name
+        name = node.name[len(strip) :] if strip and node.name.startswith(strip) else node.name
         env[node.name] = self._run_node(node, inputs, scope + name)
       for name in drops:  # keep only the values still to be read
         env.pop(name, None)
@@ -109,8 +118,13 @@ class Walker:
       return self._call(fname, inputs, path + "/", f"call of {fname}", node)
     if kind == "if":
       branch = "then_branch" if _truth(inputs[0]) else "else_branch"
-      return self._call(node.attr(branch).name, inputs[1:], f"{path}/{branch[:4]}/",
-                        f"{node.op} {branch.replace('_', ' ')}", node)
+      return self._call(
+        node.attr(branch).name,
+        inputs[1:],
+        f"{path}/{branch[:4]}/",
+        f"{node.op} {branch.replace('_', ' ')}",
+        node,
+      )
     if kind == "case":
       return self._case(node, inputs, path)
     if kind == "while":
@@ -128,8 +142,9 @@ class Walker:
     branches = [f.name for f in node.attr("branches")]
     index = int(_value(inputs[0]))
     index = index if 0 <= index < len(branches) else len(branches) - 1  # TF: the last
-    return self._call(branches[index], inputs[1:], f"{path}/branch{index}/",
-                      f"{node.op} branch {index}", node)
+    return self._call(
+      branches[index], inputs[1:], f"{path}/branch{index}/", f"{node.op} branch {index}", node
+    )
 
   def _while(self, node, inputs: list, path: str) -> list:
     cond, body = node.attr("cond").name, node.attr("body").name
@@ -154,8 +169,9 @@ class Walker:
       for iteration, i in enumerate(range(start, limit, delta)):
         self._iterations[-1] = iteration
         index = self._constant(np.int32(i), (path, 0))
-        values = self._call(node.attr("body").name, [index] + values, f"{path}/body/",
-                            "For body", node)
+        values = self._call(
+          node.attr("body").name, [index] + values, f"{path}/body/", "For body", node
+        )
       return values
     finally:
       self._iterations.pop()
@@ -181,8 +197,14 @@ class Walker:
     pairs = []
     for index, (tf_value, value) in enumerate(zip(tf_outputs, ours)):
       record = records.NodeRecord(
-          node=path, op=node.op, output=index, shape=_shape(tf_value, value),
-          dtype=_dtype_name(tf_value, value), status=records.NOT_COMPARED, inputs=sources)
+        node=path,
+        op=node.op,
+        output=index,
+        shape=_shape(tf_value, value),
+        dtype=_dtype_name(tf_value, value),
+        status=records.NOT_COMPARED,
+        inputs=sources,
+      )
       pair = Pair(tf_value, value, (path, index), agrees=None, exact=None)
       observation = _Observation(node, record, pair, inputs, self._iteration())
       if random and tf_problem is None:
@@ -221,8 +243,11 @@ class Walker:
     measured = observation.measured() if observation.measured is not None else None
     diff, not_origin = None, None
     if measured is not None:
-      operand_scale = max((p.scale for p in inputs if p.scale is not None), default=0.0) \
-          if stats.operand_scaled(record.op) else 0.0
+      operand_scale = (
+        max((p.scale for p in inputs if p.scale is not None), default=0.0)
+        if stats.operand_scaled(record.op)
+        else 0.0
+      )
       diff = stats.judge(measured, self.settings.rtol, self.settings.atol, operand_scale)
       pair.scale = diff.scale
       if not diff.within and record.inputs_agree and not self.settings.isolate:
@@ -245,12 +270,16 @@ class Walker:
     node = observation.node
     if inputs_exact or any(core.declares(node.op, prop) for prop in _NOT_RERUN):
       return None
-    inputs = [self._ours_from_tf(p.tf, p.ours) if p.tf is not None else p.ours
-              for p in observation.inputs]
+    inputs = [
+      self._ours_from_tf(p.tf, p.ours) if p.tf is not None else p.ours for p in observation.inputs
+    ]
     value = interpreter.run_node(self.ctx, node, inputs)[observation.record.output]
     actual = _ours_array(interpreter.deref(self.ctx, value))
-    isolated = stats.judge(stats.measure_later(numpy_value(observation.pair.tf), actual)(),
-                           self.settings.rtol, self.settings.atol)
+    isolated = stats.judge(
+      stats.measure_later(numpy_value(observation.pair.tf), actual)(),
+      self.settings.rtol,
+      self.settings.atol,
+    )
     return records.PROPAGATED_NOTE if isolated.within else None
 
   def _run_tf(self, node, inputs: list) -> tuple[list, Optional[str]]:

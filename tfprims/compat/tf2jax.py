@@ -39,10 +39,18 @@ import numpy as np
 from tfprims import api, config as _config, errors, saved_model, specs
 from tfprims.errors import import_tensorflow
 
-__all__ = ["AnnotatedFunction", "MissingInputError", "Variable", "convert",
-           "convert_from_restored", "convert_functional",
-           "convert_functional_from_restored", "get_config", "override_config",
-           "update_config"]
+__all__ = [
+  "AnnotatedFunction",
+  "MissingInputError",
+  "Variable",
+  "convert",
+  "convert_from_restored",
+  "convert_functional",
+  "convert_functional_from_restored",
+  "get_config",
+  "override_config",
+  "update_config",
+]
 
 #: The tf2jax release whose public API this module mirrors.
 __version__ = "0.3.8"
@@ -51,8 +59,9 @@ get_config = _config.get_config
 update_config = _config.update_config
 override_config = _config.override_config
 #: ``tf2jax.config.override_config(...)`` (as tf2jax's README writes it) works too.
-config = types.SimpleNamespace(get_config=get_config, update_config=update_config,
-                               override_config=override_config)
+config = types.SimpleNamespace(
+  get_config=get_config, update_config=update_config, override_config=override_config
+)
 
 MissingInputError = errors.MissingInputError
 
@@ -79,8 +88,10 @@ class Variable(np.ndarray):
     return Variable(array, trainable=self.trainable, name=self.name)
 
   def __repr__(self):
-    return (f"Variable(name={self.name!r}, trainable={self.trainable!r}, "
-            f"numpy={np.array_repr(np.asarray(self))})")
+    return (
+      f"Variable(name={self.name!r}, trainable={self.trainable!r}, "
+      f"numpy={np.array_repr(np.asarray(self))})"
+    )
 
 
 class AnnotatedFunction(abc.ABC):  # noqa: B024  (tf2jax's: a registry for isinstance)
@@ -90,8 +101,13 @@ class AnnotatedFunction(abc.ABC):  # noqa: B024  (tf2jax's: a registry for isins
   AnnotatedFunction)``); constructing one wraps ``fn`` the way tf2jax does.
   """
 
-  def __init__(self, fn: Callable[..., Any], structured_inputs: Any,
-               structured_outputs: Any, signature: inspect.Signature):
+  def __init__(
+    self,
+    fn: Callable[..., Any],
+    structured_inputs: Any,
+    structured_outputs: Any,
+    signature: inspect.Signature,
+  ):
     self.fn = fn
     self.structured_inputs = structured_inputs
     self.structured_outputs = structured_outputs
@@ -117,8 +133,7 @@ def _variables(fn: api.ConvertedFunction, params: Mapping[str, Any]) -> dict:
     spec = fn.param_specs.get(key)
     variable = fn.tf_variables.get(key)
     name = getattr(variable, "name", None) or f"{key}:0"
-    out[key] = Variable(value, trainable=None if spec is None else spec.trainable,
-                        name=name)
+    out[key] = Variable(value, trainable=None if spec is None else spec.trainable, name=name)
   return out
 
 
@@ -131,14 +146,19 @@ def _relaxed_class(cls):
   ``strict_dtype_check`` is off by default; a function converted with a
   ``force_const_*_to_bfloat16`` option exists to be run in bfloat16)."""
   if cls not in _RELAXED:
+
     def __call__(self, *args, **kwargs):
       leaves = jax.tree_util.tree_leaves((args, kwargs))
       if any(getattr(x, "dtype", None) == jnp.bfloat16 for x in leaves):
         with _config.override_config("strict_dtype_check", False):
           return super(sub, self).__call__(*args, **kwargs)
       return super(sub, self).__call__(*args, **kwargs)
-    sub = type(cls.__name__, (cls,), {"__call__": __call__, "__module__": cls.__module__,
-                                      "__qualname__": cls.__qualname__})
+
+    sub = type(
+      cls.__name__,
+      (cls,),
+      {"__call__": __call__, "__module__": cls.__module__, "__qualname__": cls.__qualname__},
+    )
     _RELAXED[cls] = sub
   return _RELAXED[cls]
 
@@ -158,6 +178,7 @@ def _as_tf2jax(fn):
     except TypeError:  # a dtype TF has no name for: keep tfprims' spec
       return s
     return tf.TensorSpec(s.shape, dtype, name=re.sub(r":\d+$", "", s.name or "") or None)
+
   fn.structured_outputs = tree.map_structure(spec, fn.structured_outputs)
   if isinstance(fn, api._Functional):  # pylint: disable=protected-access
     fn.converted.structured_outputs = fn.structured_outputs

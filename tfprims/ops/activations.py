@@ -70,8 +70,9 @@ def _elu(x):
 
 
 def _selu(x):
-  return jnp.where(x < 0, _c(_SELU_SCALE * _SELU_ALPHA, x) * (jnp.exp(x) - _c(1, x)),
-                   _c(_SELU_SCALE, x) * x)
+  return jnp.where(
+    x < 0, _c(_SELU_SCALE * _SELU_ALPHA, x) * (jnp.exp(x) - _c(1, x)), _c(_SELU_SCALE, x) * x
+  )
 
 
 def _alpha(alpha, x):
@@ -101,49 +102,78 @@ def _softsign(x):
 # kernels): TF gives -0.0 in scalar code and +0.0 inside SIMD packets, and tfprims the
 # scalar -0.0 (pinned in tests/test_ops_elementwise.py).
 Relu = register_op(
-    "Relu", _relu, **_ACT, build=_relu_build,
-    jvp=(lambda t, x: tfops.ReluGrad(t, x),),
-    spec=lambda st: st.Spec(st.unary_calls(st.NUMERIC, arg="features", neg_zero=False)))
+  "Relu",
+  _relu,
+  **_ACT,
+  build=_relu_build,
+  jvp=(lambda t, x: tfops.ReluGrad(t, x),),
+  spec=lambda st: st.Spec(st.unary_calls(st.NUMERIC, arg="features", neg_zero=False)),
+)
 
 Relu6 = register_op(
-    "Relu6", _relu6, **_ACT, build=_relu6_build,
-    jvp=(lambda t, x: tfops.Relu6Grad(t, x),),
-    spec=lambda st: st.Spec(st.unary_calls(st.NUMERIC, arg="features", neg_zero=False)))
+  "Relu6",
+  _relu6,
+  **_ACT,
+  build=_relu6_build,
+  jvp=(lambda t, x: tfops.Relu6Grad(t, x),),
+  spec=lambda st: st.Spec(st.unary_calls(st.NUMERIC, arg="features", neg_zero=False)),
+)
 
 Elu = register_op(
-    "Elu", _elu, **_ACT,
-    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.EluGrad(t, y)),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features")))
+  "Elu",
+  _elu,
+  **_ACT,
+  jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.EluGrad(t, y)),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features")),
+)
 
 Selu = register_op(
-    "Selu", _selu, **_ACT,
-    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.SeluGrad(t, y)),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features")))
+  "Selu",
+  _selu,
+  **_ACT,
+  jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.SeluGrad(t, y)),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features")),
+)
 
 _ALPHAS = (0.2, 0.0, 0.01, 1.0, -0.5, 2.0)
 
 LeakyRelu = register_op(
-    "LeakyRelu", _leaky_relu, **_ACT, attrs=("alpha",),
-    jvp=(lambda t, x, *, alpha: tfops.LeakyReluGrad(t, x, alpha=alpha),),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features",
-                                           attrs={"alpha": st.sampled_from(_ALPHAS)})))
+  "LeakyRelu",
+  _leaky_relu,
+  **_ACT,
+  attrs=("alpha",),
+  jvp=(lambda t, x, *, alpha: tfops.LeakyReluGrad(t, x, alpha=alpha),),
+  spec=lambda st: st.Spec(
+    st.unary_calls(st.FLOATS, arg="features", attrs={"alpha": st.sampled_from(_ALPHAS)})
+  ),
+)
 
 Softplus = register_op(
-    "Softplus", _softplus, **_ACT,
-    jvp=(lambda t, x: tfops.SoftplusGrad(t, x),),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features")))
+  "Softplus",
+  _softplus,
+  **_ACT,
+  jvp=(lambda t, x: tfops.SoftplusGrad(t, x),),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features")),
+)
 
 Softsign = register_op(
-    "Softsign", _softsign, **_ACT,
-    jvp=(lambda t, x: tfops.SoftsignGrad(t, x),),
-    # TF has no gradient of SoftsignGrad, so its forward mode fails: compare
-    # with tf.GradientTape instead.
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features"), grad_oracle="vjp"))
+  "Softsign",
+  _softsign,
+  **_ACT,
+  jvp=(lambda t, x: tfops.SoftsignGrad(t, x),),
+  # TF has no gradient of SoftsignGrad, so its forward mode fails: compare
+  # with tf.GradientTape instead.
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS, arg="features"), grad_oracle="vjp"),
+)
 
 Sigmoid = register_op(
-    "Sigmoid", _sigmoid, **_ACT, build=_sigmoid_build,
-    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.SigmoidGrad(y, t)),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, arg="x", cbound=30)))
+  "Sigmoid",
+  _sigmoid,
+  **_ACT,
+  build=_sigmoid_build,
+  jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.SigmoidGrad(y, t)),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, arg="x", cbound=30)),
+)
 
 # ---------------------------------------------------------------------------
 # Softmax and LogSoftmax over the last axis.
@@ -154,7 +184,7 @@ def _softmax(logits):
     raise ValueError("Softmax: logits must have >= 1 dimension")
   if logits.shape[-1] == 0:
     return logits
-  if logits.dtype == jnp.float64:   # TF's Eigen kernel: NaN/+inf make the row NaN
+  if logits.dtype == jnp.float64:  # TF's Eigen kernel: NaN/+inf make the row NaN
     e = jnp.exp(logits - jnp.max(logits, axis=-1, keepdims=True))
   else:
     # TF's oneDNN kernel (float32/float16/bfloat16): its max starts at the lowest
@@ -177,7 +207,7 @@ def _softmax_build(B, logits):
   full = lambda v, x: B.full(v, x.shape, x.dtype)
   if logits.dtype == np.float64:
     m = B.reduce_max(logits, (last,))
-  else:   # x >= lowest is False for NaN and -inf
+  else:  # x >= lowest is False for NaN and -inf
     low = full(np.finfo(logits.dtype).min, logits)
     m = B.reduce_max(B.select(B.ge(logits, low), logits, low), (last,))
   shifted = B.sub(logits, B.broadcast_in_dim(m, shape, keep))
@@ -214,17 +244,18 @@ def _log_softmax_jvp(primals, tangents):
   y = tfops.LogSoftmax(x)
   if type(t) is ad.Zero:
     return y, rules.zero_tangent(y)
-  return y, tfops.Sub(
-      t, rules.reduce_sum(tfops.Mul(t, tfops.Exp(y)), (-1,), keep_dims=True))
+  return y, tfops.Sub(t, rules.reduce_sum(tfops.Mul(t, tfops.Exp(y)), (-1,), keep_dims=True))
 
 
 def _last_axis_batching(op):
   """Batch axis to the front; the op still works on the last axis."""
+
   def rule(args, dims):
     (x,), (d,) = args, dims
     if d != 0:
       x = jnp.moveaxis(x, d, 0)
     return op(x), 0
+
   return rule
 
 
@@ -253,19 +284,28 @@ def _softmax_spec(st):
       values = np.array(special + [0.0])[pick].astype(dtype)
       x = np.where(pick >= 0, values, x).astype(dtype)
     return {"logits": x}
+
   return draw()
 
 
 Softmax = register_op(
-    "Softmax", _softmax, family="activations", jvp=_softmax_jvp,
-    build=_softmax_build,
-    batching=rules.per_op(_last_axis_batching),
-    spec=lambda st: st.Spec(_softmax_spec(st)))
+  "Softmax",
+  _softmax,
+  family="activations",
+  jvp=_softmax_jvp,
+  build=_softmax_build,
+  batching=rules.per_op(_last_axis_batching),
+  spec=lambda st: st.Spec(_softmax_spec(st)),
+)
 
 LogSoftmax = register_op(
-    "LogSoftmax", _log_softmax, family="activations", jvp=_log_softmax_jvp,
-    batching=rules.per_op(_last_axis_batching),
-    spec=lambda st: st.Spec(_softmax_spec(st)))
+  "LogSoftmax",
+  _log_softmax,
+  family="activations",
+  jvp=_log_softmax_jvp,
+  batching=rules.per_op(_last_axis_batching),
+  spec=lambda st: st.Spec(_softmax_spec(st)),
+)
 
 # ---------------------------------------------------------------------------
 # TF's gradient ops (``gradients`` is linear; the other input is the forward
@@ -314,48 +354,74 @@ def _elu_grad_y_jvp(t, g, y):
 
 
 ReluGrad = register_op(
-    "ReluGrad", _relu_grad, **_ACT,
-    jvp=(lambda t, g, f: tfops.ReluGrad(t, f), None),     # TF's ReluGradGrad
-    transpose=rules.per_op(rules.linear_transpose, 0),
-    spec=lambda st: st.Spec(_grad_spec(st, st.NUMERIC), diff_args=("gradients",)))
+  "ReluGrad",
+  _relu_grad,
+  **_ACT,
+  jvp=(lambda t, g, f: tfops.ReluGrad(t, f), None),  # TF's ReluGradGrad
+  transpose=rules.per_op(rules.linear_transpose, 0),
+  spec=lambda st: st.Spec(_grad_spec(st, st.NUMERIC), diff_args=("gradients",)),
+)
 
 Relu6Grad = register_op(
-    "Relu6Grad", _relu6_grad, **_ACT,
-    jvp=(lambda t, g, f: tfops.Relu6Grad(t, f), None),
-    transpose=rules.per_op(rules.linear_transpose, 0),
-    spec=lambda st: st.Spec(_grad_spec(st, st.NUMERIC), diff_args=("gradients",)))
+  "Relu6Grad",
+  _relu6_grad,
+  **_ACT,
+  jvp=(lambda t, g, f: tfops.Relu6Grad(t, f), None),
+  transpose=rules.per_op(rules.linear_transpose, 0),
+  spec=lambda st: st.Spec(_grad_spec(st, st.NUMERIC), diff_args=("gradients",)),
+)
 
 EluGrad = register_op(
-    "EluGrad", _elu_grad, **_ACT,
-    # TF's EluGradGrad: (EluGrad(t, y), where(y < 0, t * g, 0)).
-    jvp=(lambda t, g, y: tfops.EluGrad(t, y), _elu_grad_y_jvp),
-    transpose=rules.per_op(rules.linear_transpose, 0),
-    spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS, second="outputs")))
+  "EluGrad",
+  _elu_grad,
+  **_ACT,
+  # TF's EluGradGrad: (EluGrad(t, y), where(y < 0, t * g, 0)).
+  jvp=(lambda t, g, y: tfops.EluGrad(t, y), _elu_grad_y_jvp),
+  transpose=rules.per_op(rules.linear_transpose, 0),
+  spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS, second="outputs")),
+)
 
 SeluGrad = register_op(
-    "SeluGrad", _selu_grad, **_ACT,
-    jvp=(lambda t, g, y: tfops.SeluGrad(t, y), _elu_grad_y_jvp),
-    transpose=rules.per_op(rules.linear_transpose, 0),
-    spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS, second="outputs")))
+  "SeluGrad",
+  _selu_grad,
+  **_ACT,
+  jvp=(lambda t, g, y: tfops.SeluGrad(t, y), _elu_grad_y_jvp),
+  transpose=rules.per_op(rules.linear_transpose, 0),
+  spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS, second="outputs")),
+)
 
 LeakyReluGrad = register_op(
-    "LeakyReluGrad", _leaky_relu_grad, **_ACT, attrs=("alpha",),
-    jvp=(lambda t, g, f, *, alpha: tfops.LeakyReluGrad(t, f, alpha=alpha), None),
-    transpose=rules.per_op(rules.linear_transpose, 0),
-    spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS,
-                                       attrs={"alpha": st.sampled_from(_ALPHAS)}),
-                            diff_args=("gradients",)))
+  "LeakyReluGrad",
+  _leaky_relu_grad,
+  **_ACT,
+  attrs=("alpha",),
+  jvp=(lambda t, g, f, *, alpha: tfops.LeakyReluGrad(t, f, alpha=alpha), None),
+  transpose=rules.per_op(rules.linear_transpose, 0),
+  spec=lambda st: st.Spec(
+    _grad_spec(st, st.FLOATS, attrs={"alpha": st.sampled_from(_ALPHAS)}), diff_args=("gradients",)
+  ),
+)
 
 SoftplusGrad = register_op(
-    "SoftplusGrad", _softplus_grad, **_ACT,
-    # TF's SoftplusGradGrad: (SoftplusGrad(t, x), t * g / (exp(-x) + 2 + exp(x))).
-    jvp=(lambda t, g, f: tfops.SoftplusGrad(t, f),
-         lambda t, g, f: tfops.Div(tfops.Mul(t, g), tfops.AddV2(
-             tfops.AddV2(tfops.Exp(tfops.Neg(f)), rules.const(2, f)), tfops.Exp(f)))),
-    transpose=rules.per_op(rules.linear_transpose, 0),
-    spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS)))
+  "SoftplusGrad",
+  _softplus_grad,
+  **_ACT,
+  # TF's SoftplusGradGrad: (SoftplusGrad(t, x), t * g / (exp(-x) + 2 + exp(x))).
+  jvp=(
+    lambda t, g, f: tfops.SoftplusGrad(t, f),
+    lambda t, g, f: tfops.Div(
+      tfops.Mul(t, g),
+      tfops.AddV2(tfops.AddV2(tfops.Exp(tfops.Neg(f)), rules.const(2, f)), tfops.Exp(f)),
+    ),
+  ),
+  transpose=rules.per_op(rules.linear_transpose, 0),
+  spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS)),
+)
 
 SoftsignGrad = register_op(
-    "SoftsignGrad", _softsign_grad, **_ACT,
-    transpose=rules.per_op(rules.linear_transpose, 0),
-    spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS)))
+  "SoftsignGrad",
+  _softsign_grad,
+  **_ACT,
+  transpose=rules.per_op(rules.linear_transpose, 0),
+  spec=lambda st: st.Spec(_grad_spec(st, st.FLOATS)),
+)

@@ -91,9 +91,12 @@ def _traced(value) -> bool:
   return isinstance(value, jax.core.Tracer)
 
 
-@structural("Assert", family=FAMILY,
-            doc="Checks its condition (a known false one raises; traced ones with the "
-                "runtime_checks or enable_checkify_for_asserts configs); no outputs.")
+@structural(
+  "Assert",
+  family=FAMILY,
+  doc="Checks its condition (a known false one raises; traced ones with the "
+  "runtime_checks or enable_checkify_for_asserts configs); no outputs.",
+)
 def _assert(ctx, node, inputs):
   cond, data = inputs[0], list(inputs[1:])
   limit = int(node.attr("summarize", 3))
@@ -112,16 +115,28 @@ def _assert(ctx, node, inputs):
     return []
   if ctx.option("enable_checkify_for_asserts"):
     from jax.experimental import checkify
+
     # Traced values print as numpy prints them (checkify formats them).
-    template = [("{}" if np.ndim(d) else "[{}]") if _traced(d) else
-                "[" + interpreter.checkify_message(summarize(
-                    d.value if isinstance(d, StringConstant) else d, limit)) + "]"
-                for d in data]
-    checkify.check(cond, f"{node.op} node '{node.name}': assertion failed: "
-                   + " ".join(template), *[data[k] for k in traced])
+    template = [
+      ("{}" if np.ndim(d) else "[{}]")
+      if _traced(d)
+      else "["
+      + interpreter.checkify_message(
+        summarize(d.value if isinstance(d, StringConstant) else d, limit)
+      )
+      + "]"
+      for d in data
+    ]
+    checkify.check(
+      cond,
+      f"{node.op} node '{node.name}': assertion failed: " + " ".join(template),
+      *[data[k] for k in traced],
+    )
   if config.get_config("runtime_checks"):
+
     def fail(ok, *values):
       if not bool(ok):
         raise errors.RuntimeCheckError(node.op, node.name, text(values))
+
     jax.debug.callback(fail, cond, *[data[k] for k in traced])
   return []

@@ -91,7 +91,7 @@ def _rand_float(key, pos):
 
 def _mulmod(a, b: int, n: int):
   """``a * b mod n`` for uint32 ``a < n`` and Python ints ``b < n < 2^31``."""
-  if n <= 1 << 16:   # the product fits in 32 bits
+  if n <= 1 << 16:  # the product fits in 32 bits
     return (a * _U32(b)) % _U32(n)
   r = jnp.zeros_like(a)
   for bit in reversed(range(max(b.bit_length(), 1))):
@@ -106,7 +106,7 @@ def _uniform64(key, pos, n: int):
   if n & (n - 1) == 0:
     lo = _words(key, pos, 2)[0]
     return (lo & _U32(n - 1)).astype(jnp.int32), pos + 2
-  rem = ((1 << 64) - 1) % n + 1     # < n < 2^31: only a zero high word can be below it
+  rem = ((1 << 64) - 1) % n + 1  # < n < 2^31: only a zero high word can be below it
 
   def cond(c):
     w = c[1]
@@ -136,8 +136,10 @@ def _nearest_neighbors(points, centers, *, k):
   if points.shape[0] == 0:
     raise ValueError("NearestNeighbors: Expected points.rows() > 0.")
   if points.shape[1] != centers.shape[1]:
-    raise ValueError(f"NearestNeighbors: Expected point_dimensions == center_dimensions: "
-                     f"{points.shape[1]} vs {centers.shape[1]}.")
+    raise ValueError(
+      f"NearestNeighbors: Expected point_dimensions == center_dimensions: "
+      f"{points.shape[1]} vs {centers.shape[1]}."
+    )
   if k < 0:
     raise ValueError("NearestNeighbors: Expected k >= 0.")
   k = min(int(k), centers.shape[0])
@@ -145,29 +147,39 @@ def _nearest_neighbors(points, centers, *, k):
   p_half = half * jnp.sum(points * points, axis=1)
   c_half = half * jnp.sum(centers * centers, axis=1)
   partial = c_half[None, :] - jnp.matmul(points, centers.T, precision=lax.Precision.HIGHEST)
-  order = jnp.argsort(partial, axis=1, stable=True)[:, :k]   # (distance, index) order
+  order = jnp.argsort(partial, axis=1, stable=True)[:, :k]  # (distance, index) order
   nearest = jnp.take_along_axis(partial, order, axis=1)
-  return (order.astype(_index_dtype()),
-          np.float32(2.0) * (p_half[:, None] + nearest))
+  return (order.astype(_index_dtype()), np.float32(2.0) * (p_half[:, None] + nearest))
 
 
 def _nearest_spec(st):
   @st.composite
   def calls(d):
     n, m, dim = d(st.integers(1, 5)), d(st.integers(0, 5)), d(st.integers(1, 3))
+
     # Halves of small integers: exact arithmetic, so ties are real ties.
     def grid(shape):
-      return (d(st.arrays(np.int32, shape, special=False, min_value=-4, max_value=4))
-              / 2).astype(np.float32)
-    return dict(points=grid((n, dim)), centers=grid((m, dim)),
-                k=np.int64(d(st.integers(0, m + 1))))
-  return st.Spec(calls(), note="points and centers on a half-integer grid (exact "
-                               "distances, so tied centers test TF's lower-index rule)")
+      return (d(st.arrays(np.int32, shape, special=False, min_value=-4, max_value=4)) / 2).astype(
+        np.float32
+      )
+
+    return dict(points=grid((n, dim)), centers=grid((m, dim)), k=np.int64(d(st.integers(0, m + 1))))
+
+  return st.Spec(
+    calls(),
+    note="points and centers on a half-integer grid (exact "
+    "distances, so tied centers test TF's lower-index rule)",
+  )
 
 
 NearestNeighbors = register_op(
-    "NearestNeighbors", _nearest_neighbors, family=FAMILY, static=("k",),
-    multiple_results=True, spec=_nearest_spec)
+  "NearestNeighbors",
+  _nearest_neighbors,
+  family=FAMILY,
+  static=("k",),
+  multiple_results=True,
+  spec=_nearest_spec,
+)
 
 
 # --- KMC2ChainInitialization -----------------------------------------------------------------
@@ -189,26 +201,33 @@ def _kmc2(distances, seed):
     take = d > r * selected
     return (jnp.where(take, i, index), jnp.where(take, d, selected)), None
 
-  (index, _), _ = lax.scan(step, (jnp.asarray(0, jnp.int32), distances[0]),
-                           (jnp.arange(1, n, dtype=jnp.int32), distances[1:], u))
+  (index, _), _ = lax.scan(
+    step,
+    (jnp.asarray(0, jnp.int32), distances[0]),
+    (jnp.arange(1, n, dtype=jnp.int32), distances[1:], u),
+  )
   return index.astype(_index_dtype())
 
 
 def _seed(st, d):
-  return np.int64(d(st.integers(-2**40, 2**40)))
+  return np.int64(d(st.integers(-(2**40), 2**40)))
 
 
 def _kmc2_spec(st):
   @st.composite
   def calls(d):
     n = d(st.integers(1, 12))
-    return dict(distances=d(st.arrays(np.float32, (n,), special=False, min_value=0,
-                                      max_value=10)), seed=_seed(st, d))
+    return dict(
+      distances=d(st.arrays(np.float32, (n,), special=False, min_value=0, max_value=10)),
+      seed=_seed(st, d),
+    )
+
   return st.Spec(calls(), note="TF's Philox stream reproduced: the same index as TF")
 
 
 KMC2ChainInitialization = register_op(
-    "KMC2ChainInitialization", _kmc2, family=FAMILY, spec=_kmc2_spec)
+  "KMC2ChainInitialization", _kmc2, family=FAMILY, spec=_kmc2_spec
+)
 
 
 # --- KmeansPlusPlusInitialization ------------------------------------------------------------
@@ -231,8 +250,10 @@ def _kmeans_pp(points, seed, *, num_to_sample, num_retries_per_sample):
   if num_to_sample <= 0:
     raise ValueError("KmeansPlusPlusInitialization: Expected num_to_sample > 0.")
   if num_to_sample > n:
-    raise ValueError(f"KmeansPlusPlusInitialization: Expected num_to_sample <= "
-                     f"points.rows(). {num_to_sample} vs {n}.")
+    raise ValueError(
+      f"KmeansPlusPlusInitialization: Expected num_to_sample <= "
+      f"points.rows(). {num_to_sample} vs {n}."
+    )
   num_to_sample, retries = int(num_to_sample), int(num_retries_per_sample)
   if retries < 0:
     retries = 2 + int(np.log(num_to_sample))
@@ -270,20 +291,30 @@ def _kmeans_pp(points, seed, *, num_to_sample, num_retries_per_sample):
       index, pos = draw(pos, sampled, cumsum, first)
       min_d = jnp.minimum(min_d, distances_to(index))
     else:
+
       def retry(_, c):
         pos, best, best_index, best_d = c
         index, pos = draw(pos, sampled, cumsum, first)
         new_d = jnp.minimum(min_d, distances_to(index))
         potential = jnp.sum(new_d)
         better = potential < best
-        return (pos, jnp.where(better, potential, best), jnp.where(better, index, best_index),
-                jnp.where(better, new_d, best_d))
+        return (
+          pos,
+          jnp.where(better, potential, best),
+          jnp.where(better, index, best_index),
+          jnp.where(better, new_d, best_d),
+        )
+
       init = (pos, jnp.asarray(np.inf, jnp.float32), jnp.asarray(0, jnp.int32), min_d)
       pos, _, index, min_d = lax.fori_loop(0, 1 + retries, retry, init)
     return pos, sampled.at[index].set(True), min_d, out.at[i].set(points[index])
 
-  state = (jnp.asarray(0, jnp.int32), jnp.zeros((n,), bool),
-           jnp.full((n,), np.inf, jnp.float32), jnp.zeros((num_to_sample, dim), jnp.float32))
+  state = (
+    jnp.asarray(0, jnp.int32),
+    jnp.zeros((n,), bool),
+    jnp.full((n,), np.inf, jnp.float32),
+    jnp.zeros((num_to_sample, dim), jnp.float32),
+  )
   state = sample(0, state, True)
   if num_to_sample > 1:
     state = lax.fori_loop(1, num_to_sample, lambda i, s: sample(i, s, False), state)
@@ -299,18 +330,28 @@ def _kmeans_pp_spec(st):
     # end of its points (undefined).
     points = (np.unique(grid, axis=0) / 2).astype(np.float32)
     points = points[d(st.permutations(range(len(points))))]
-    return dict(points=points, num_to_sample=np.int64(d(st.integers(1, len(points)))),
-                seed=_seed(st, d),
-                num_retries_per_sample=np.int64(d(st.integers(-1, 3))))
-  return st.Spec(calls(), skip={
-      "jvp": "the samples are rows of points chosen by a random search (TF registers no "
-             "gradient)",
-      "vjp": "the samples are rows of points chosen by a random search (TF registers no "
-             "gradient)"},
-      note="TF's Philox stream reproduced; distinct points on a half-integer grid (exact "
-           "sums, so the same choices as TF)")
+    return dict(
+      points=points,
+      num_to_sample=np.int64(d(st.integers(1, len(points)))),
+      seed=_seed(st, d),
+      num_retries_per_sample=np.int64(d(st.integers(-1, 3))),
+    )
+
+  return st.Spec(
+    calls(),
+    skip={
+      "jvp": "the samples are rows of points chosen by a random search (TF registers no gradient)",
+      "vjp": "the samples are rows of points chosen by a random search (TF registers no gradient)",
+    },
+    note="TF's Philox stream reproduced; distinct points on a half-integer grid (exact "
+    "sums, so the same choices as TF)",
+  )
 
 
 KmeansPlusPlusInitialization = register_op(
-    "KmeansPlusPlusInitialization", _kmeans_pp, family=FAMILY,
-    static=("num_to_sample", "num_retries_per_sample"), spec=_kmeans_pp_spec)
+  "KmeansPlusPlusInitialization",
+  _kmeans_pp,
+  family=FAMILY,
+  static=("num_to_sample", "num_retries_per_sample"),
+  spec=_kmeans_pp_spec,
+)

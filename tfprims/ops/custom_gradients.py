@@ -38,8 +38,7 @@ import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from tfprims import (config, core, dtypes, errors, graph as graph_lib, interpreter, pipeline,
-                     rules)
+from tfprims import config, core, dtypes, errors, graph as graph_lib, interpreter, pipeline, rules
 from tfprims.core import register_op
 from tfprims.interpreter import StringConstant, VariableHandle
 from tfprims.errors import import_tensorflow
@@ -55,6 +54,7 @@ def _closure(fn) -> dict:
 
 def _registry_lookup(name: str):
   from tensorflow.python.framework import ops
+
   try:
     return ops.gradient_registry.lookup(name)
   except LookupError:
@@ -88,8 +88,9 @@ def _sanitize_input_name(name: str) -> str:
   return "__tfprims_cg_in_" + name.replace(":", "_").replace("/", "_")
 
 
-def _feed_graph(graph_def, feeds: Sequence[str], outputs: Sequence[str],
-                name: str) -> graph_lib.Graph:
+def _feed_graph(
+  graph_def, feeds: Sequence[str], outputs: Sequence[str], name: str
+) -> graph_lib.Graph:
   """A Graph computing ``outputs`` with the tensors ``feeds`` ("op:i") as its inputs."""
   g = graph_lib.from_graph_def(graph_def, [], list(outputs), name=name)
   replace = {graph_lib.parse_ref(t): _sanitize_input_name(t) for t in feeds}
@@ -100,10 +101,10 @@ def _feed_graph(graph_def, feeds: Sequence[str], outputs: Sequence[str],
   for t in feeds:
     nodes.insert(0, graph_lib.Node(_sanitize_input_name(t), "Placeholder", [], [], {}))
   outs = [replace.get(graph_lib.parse_ref(o), None) for o in outputs]
-  out_refs = [(o, 0) if o is not None else graph_lib.parse_ref(t)
-              for o, t in zip(outs, outputs)]
-  return graph_lib.Graph(name=name, nodes=nodes,
-                         inputs=[_sanitize_input_name(t) for t in feeds], outputs=out_refs)
+  out_refs = [(o, 0) if o is not None else graph_lib.parse_ref(t) for o, t in zip(outs, outputs)]
+  return graph_lib.Graph(
+    name=name, nodes=nodes, inputs=[_sanitize_input_name(t) for t in feeds], outputs=out_refs
+  )
 
 
 @dataclasses.dataclass(eq=False)
@@ -112,10 +113,11 @@ class GradFn:
 
   Hashed by identity: one per custom-gradient node, used as a primitive param.
   """
-  name: str            # the _gradient_op_type
+
+  name: str  # the _gradient_op_type
   node: str
   num_results: int
-  num_inputs: int      # IdentityN inputs (results + args + variable values)
+  num_inputs: int  # IdentityN inputs (results + args + variable values)
   options: Optional[dict] = None  # the config the forward function was converted with
   _built: Any = None
   _failed: Any = None  # the CustomGradientError building it raised
@@ -133,9 +135,10 @@ class GradFn:
     where = f"IdentityN node '{self.node}' (tf.custom_gradient {self.name!r})"
     if fn is None:
       raise errors.CustomGradientError(
-          f"{where}: the gradient function is not in TF's gradient registry (a loaded "
-          "SavedModel keeps custom gradients only when saved with "
-          "tf.saved_model.SaveOptions(experimental_custom_gradients=True))")
+        f"{where}: the gradient function is not in TF's gradient registry (a loaded "
+        "SavedModel keeps custom gradients only when saved with "
+        "tf.saved_model.SaveOptions(experimental_custom_gradients=True))"
+      )
     info = _tape_closure(fn)
     op = _find_op(info, self.name)
     if op is None:
@@ -144,29 +147,35 @@ class GradFn:
     # function then works for every batch size, like the forward graph.
     specs = [tf.TensorSpec.from_tensor(t) for t in op.inputs]
     try:
-      cf = tf.function(lambda *dys: fn(None, *dys), autograph=False).get_concrete_function(
-          *specs)
+      cf = tf.function(lambda *dys: fn(None, *dys), autograph=False).get_concrete_function(*specs)
     except Exception as e:  # the user's gradient function failed to trace
-      raise errors.CustomGradientError(f"{where}: tracing the gradient function failed: "
-                                f"{type(e).__name__}: {e}") from e
+      raise errors.CustomGradientError(
+        f"{where}: tracing the gradient function failed: {type(e).__name__}: {e}"
+      ) from e
     n_args = len(cf.inputs) - len(cf.captured_inputs)
     op_inputs = {_tensor_key(t): k for k, t in enumerate(op.inputs)}
     variables = list(info.get("variables", ()))
     n_vars = len(variables)
-    captures = []       # (placeholder node name, kind, payload)
-    recompute = []      # forward tensors to recompute from the IdentityN inputs
+    captures = []  # (placeholder node name, kind, payload)
+    recompute = []  # forward tensors to recompute from the IdentityN inputs
     for internal, external in zip(cf.inputs[n_args:], cf.captured_inputs):
       pname = internal.op.name
       if external.dtype == tf.resource:
         idx = next((j for j, v in enumerate(variables) if v.handle is external), None)
         if idx is None:
           raise errors.CustomGradientError(
-              f"{where}: the gradient function uses a resource that is not one of the "
-              "variables of the custom-gradient function")
+            f"{where}: the gradient function uses a resource that is not one of the "
+            "variables of the custom-gradient function"
+          )
         captures.append((pname, "var", self.num_inputs - n_vars + idx))
       elif hasattr(external, "numpy"):
-        captures.append((pname, "const", dtypes.canonicalize_value(
-            external.numpy(), f"constant captured by {self.name}")))
+        captures.append(
+          (
+            pname,
+            "const",
+            dtypes.canonicalize_value(external.numpy(), f"constant captured by {self.name}"),
+          )
+        )
       elif _tensor_key(external) in op_inputs:
         captures.append((pname, "input", op_inputs[_tensor_key(external)]))
       else:
@@ -176,44 +185,62 @@ class GradFn:
     if recompute:
       fwd = recompute[0].graph
       gd = _graph_def(fwd)
-      recompute_graph = _feed_graph(gd, [t.name for t in op.inputs],
-                                    [t.name for t in recompute], f"{self.name}_recompute")
+      recompute_graph = _feed_graph(
+        gd, [t.name for t in op.inputs], [t.name for t in recompute], f"{self.name}_recompute"
+      )
       recompute_lib = graph_lib.Library(gd.library.function)
       try:
         interpreter.check_supported(recompute_graph, recompute_lib)
       except errors.TFPrimsError as e:
         raise errors.CustomGradientError(f"{where}: recomputing forward values: {e}") from e
-      unfed = [n.name for n in recompute_graph.nodes
-               if n.op == "Placeholder" and n.name in recompute_graph.needed
-               and n.name not in recompute_graph.inputs]
+      unfed = [
+        n.name
+        for n in recompute_graph.nodes
+        if n.op == "Placeholder"
+        and n.name in recompute_graph.needed
+        and n.name not in recompute_graph.inputs
+      ]
       if unfed:
         raise errors.CustomGradientError(
-            f"{where}: the gradient function captures forward tensors "
-            f"({', '.join(t.name for t in recompute)}) that depend on values which are not "
-            f"inputs of the custom-gradient function ({', '.join(unfed)}); pass them as "
-            "arguments of the decorated function")
+          f"{where}: the gradient function captures forward tensors "
+          f"({', '.join(t.name for t in recompute)}) that depend on values which are not "
+          f"inputs of the custom-gradient function ({', '.join(unfed)}); pass them as "
+          "arguments of the decorated function"
+        )
     try:
       # The forward graph's narrowing was reported at conversion.
       prepared = pipeline.prepare(
-          cf.graph.as_graph_def(), [t.name for t in cf.inputs], [t.name for t in cf.outputs],
-          options={**config.read_at_conversion(), **(self.options or {}),
-                   "x64_narrowing": "ignore"},
-          name=self.name, input_specs=())  # fed by tfprims: cotangents, captures
+        cf.graph.as_graph_def(),
+        [t.name for t in cf.inputs],
+        [t.name for t in cf.outputs],
+        options={**config.read_at_conversion(), **(self.options or {}), "x64_narrowing": "ignore"},
+        name=self.name,
+        input_specs=(),
+      )  # fed by tfprims: cotangents, captures
     except errors.TFPrimsError as e:
       raise errors.CustomGradientError(f"{where}: its gradient function: {e}") from e
     graph, library = prepared.graph, prepared.library
     # Structured outputs: [None] * num_results + one per input (None = no gradient).
     flat_out = iter(range(len(cf.outputs)))
-    out_index = [None if o is None else next(flat_out)
-                 for o in tf.nest.flatten(cf.structured_outputs, expand_composites=False)]
+    out_index = [
+      None if o is None else next(flat_out)
+      for o in tf.nest.flatten(cf.structured_outputs, expand_composites=False)
+    ]
     if len(out_index) != self.num_inputs:
       raise errors.CustomGradientError(
-          f"{where}: the gradient function returns {len(out_index)} values for "
-          f"{self.num_inputs} inputs")
-    self._built = dict(graph=graph, library=library, n_args=n_args, captures=captures,
-                       recompute_graph=recompute_graph, recompute_lib=recompute_lib,
-                       arg_names=[t.op.name for t in cf.inputs[:n_args]],
-                       out_index=out_index)
+        f"{where}: the gradient function returns {len(out_index)} values for "
+        f"{self.num_inputs} inputs"
+      )
+    self._built = dict(
+      graph=graph,
+      library=library,
+      n_args=n_args,
+      captures=captures,
+      recompute_graph=recompute_graph,
+      recompute_lib=recompute_lib,
+      arg_names=[t.op.name for t in cf.inputs[:n_args]],
+      out_index=out_index,
+    )
 
   def __call__(self, dys: Sequence[Any], values: Sequence[Any]) -> list:
     """Cotangents of all IdentityN inputs (None: zero) given the cotangents of the
@@ -315,12 +342,14 @@ def opaque_modules(ctx) -> set:
   return ctx.family_state.setdefault(__name__ + ".opaque_modules", set())
 
 
-def grad_fn_for(name: str, node: str, num_results: int, num_inputs: int,
-                options: Optional[dict] = None) -> GradFn:
+def grad_fn_for(
+  name: str, node: str, num_results: int, num_inputs: int, options: Optional[dict] = None
+) -> GradFn:
   key = (name, num_results, num_inputs, tuple(sorted((options or {}).items())))
   if key not in _GRAD_FNS:
-    _GRAD_FNS[key] = GradFn(name, node, num_results, num_inputs,
-                            dict(options) if options is not None else None)
+    _GRAD_FNS[key] = GradFn(
+      name, node, num_results, num_inputs, dict(options) if options is not None else None
+    )
   return _GRAD_FNS[key]
 
 
@@ -348,6 +377,7 @@ def _scan_jax2tf() -> None:
   """Finds the custom gradients jax2tf registered (forward results computed by an
   XlaCallModule op), scanning each registered gradient name once."""
   from tensorflow.python.framework import ops
+
   for name in ops.gradient_registry.list():
     if name in _SCANNED:
       continue
@@ -358,7 +388,7 @@ def _scan_jax2tf() -> None:
     op = _find_op(info, name) if n is not None else None
     if op is None:
       continue
-    modules = [_producing_module(t) for t in list(op.inputs)[:int(n)]]
+    modules = [_producing_module(t) for t in list(op.inputs)[: int(n)]]
     if any(m is not None for m in modules):
       _JAX2TF_NAMES[name] = {m for m in modules if m is not None}
       _JAX2TF_MODULES.update(_JAX2TF_NAMES[name])
@@ -393,13 +423,14 @@ def _cg_impl(*values, grad, n_y, float_mask, batch, forward):
 
 
 custom_gradient_p.def_impl(_cg_impl)
-custom_gradient_p.def_abstract_eval(lambda *avals, **p: list(avals[:p["n_y"]]))
+custom_gradient_p.def_abstract_eval(lambda *avals, **p: list(avals[: p["n_y"]]))
 mlir.register_lowering(custom_gradient_p, mlir.lower_fun(_cg_impl, multiple_results=True))
 
 
 def _cg_jvp(primals, tangents, *, grad, n_y, float_mask, batch, forward):
-  ys = custom_gradient_p.bind(*primals, grad=grad, n_y=n_y, float_mask=float_mask,
-                              batch=batch, forward=forward)
+  ys = custom_gradient_p.bind(
+    *primals, grad=grad, n_y=n_y, float_mask=float_mask, batch=batch, forward=forward
+  )
   fy = [i for i in range(n_y) if float_mask[i]]
   fx = [i for i in range(n_y, len(primals)) if float_mask[i]]
   if all(type(tangents[i]) is ad.Zero for i in fy + fx):
@@ -407,13 +438,16 @@ def _cg_jvp(primals, tangents, *, grad, n_y, float_mask, batch, forward):
   dys = [ad.instantiate_zeros(tangents[i]) for i in fy]
   dxs = [ad.instantiate_zeros(tangents[i]) for i in fx]
   # Tangent layout per batch level: (dys, dxs) follow their primals' layout.
-  tbatch = tuple(tuple(level[i] for i in fy) + tuple(level[i] for i in fx) + tuple(level)
-                 for level in batch)
-  touts = tangent_p.bind(*dys, *dxs, *primals, grad=grad, n_y=n_y, float_mask=float_mask,
-                         batch=tbatch, forward=forward)
+  tbatch = tuple(
+    tuple(level[i] for i in fy) + tuple(level[i] for i in fx) + tuple(level) for level in batch
+  )
+  touts = tangent_p.bind(
+    *dys, *dxs, *primals, grad=grad, n_y=n_y, float_mask=float_mask, batch=tbatch, forward=forward
+  )
   it = iter(touts)
-  return ys, [next(it) if float_mask[i] else ad.Zero(jax.typeof(ys[i]).to_tangent_aval())
-              for i in range(n_y)]
+  return ys, [
+    next(it) if float_mask[i] else ad.Zero(jax.typeof(ys[i]).to_tangent_aval()) for i in range(n_y)
+  ]
 
 
 ad.primitive_jvps[custom_gradient_p] = _cg_jvp
@@ -433,8 +467,9 @@ def _move_front(args, dims):
 
 def _cg_batch(args, dims, *, grad, n_y, float_mask, batch, forward):
   moved, flags = _move_front(args, dims)
-  out = custom_gradient_p.bind(*moved, grad=grad, n_y=n_y, float_mask=float_mask,
-                               batch=batch + (flags,), forward=forward)
+  out = custom_gradient_p.bind(
+    *moved, grad=grad, n_y=n_y, float_mask=float_mask, batch=batch + (flags,), forward=forward
+  )
   return out, [0 if f else None for f in flags[:n_y]]
 
 
@@ -464,20 +499,19 @@ def _forward_from_grad(grad, n_y, float_mask, batch, operands):
 
   def lin(cts):
     grads = _apply_grad(grad, n_y, float_mask, batch, cts, values, dx_shapes)
-    return [jnp.zeros(s, jnp.result_type(d)) if g is None else g
-            for g, s, d in zip(grads, dx_shapes, dxs)]
+    return [
+      jnp.zeros(s, jnp.result_type(d)) if g is None else g for g, s, d in zip(grads, dx_shapes, dxs)
+    ]
 
   # Cotangents of ys are laid out (batched) like the ys' tangents, the first operands.
-  ct0 = [jnp.zeros(np.shape(operands[k]), jnp.result_type(values[i]))
-         for k, i in enumerate(fy)]
+  ct0 = [jnp.zeros(np.shape(operands[k]), jnp.result_type(values[i])) for k, i in enumerate(fy)]
   _, pullback = jax.vjp(lin, ct0)
   (out,) = pullback(dxs)
   return list(out)
 
 
 tangent_p.def_impl(_tangent_impl)
-tangent_p.def_abstract_eval(
-    lambda *avals, **p: list(avals[:sum(p["float_mask"][:p["n_y"]])]))
+tangent_p.def_abstract_eval(lambda *avals, **p: list(avals[: sum(p["float_mask"][: p["n_y"]])]))
 mlir.register_lowering(tangent_p, mlir.lower_fun(_tangent_impl, multiple_results=True))
 
 
@@ -505,8 +539,9 @@ ad.primitive_jvps[tangent_p] = _tangent_jvp
 def _tangent_batch(args, dims, *, grad, n_y, float_mask, batch, forward):
   moved, flags = _move_front(args, dims)
   n_fy = sum(float_mask[:n_y])
-  out = tangent_p.bind(*moved, grad=grad, n_y=n_y, float_mask=float_mask,
-                       batch=batch + (flags,), forward=forward)
+  out = tangent_p.bind(
+    *moved, grad=grad, n_y=n_y, float_mask=float_mask, batch=batch + (flags,), forward=forward
+  )
   return out, [0 if f else None for f in flags[:n_fy]]
 
 
@@ -534,13 +569,15 @@ def _apply_grad(grad, n_y, float_mask, batch, cts, values, dx_shapes):
   level = batch[-1]
   n_fy, n_fx = len(fy), len(fx)
   ct_axes = [0 if f else None for f in level[:n_fy]]
-  dx_flags = level[n_fy:n_fy + n_fx]
-  val_axes = [0 if f else None for f in level[n_fy + n_fx:]]
+  dx_flags = level[n_fy : n_fy + n_fx]
+  val_axes = [0 if f else None for f in level[n_fy + n_fx :]]
   inner_shapes = [tuple(s[1:]) if f else tuple(s) for s, f in zip(dx_shapes, dx_flags)]
   if not any(a == 0 for a in ct_axes + val_axes):
     res = _apply_grad(grad, n_y, float_mask, batch[:-1], cts, values, inner_shapes)
-    return [r if r is None or not f else jnp.broadcast_to(r[None], s)
-            for r, f, s in zip(res, dx_flags, dx_shapes)]
+    return [
+      r if r is None or not f else jnp.broadcast_to(r[None], s)
+      for r, f, s in zip(res, dx_flags, dx_shapes)
+    ]
   nones = []
 
   def one(c, v):
@@ -549,8 +586,10 @@ def _apply_grad(grad, n_y, float_mask, batch, cts, values, dx_shapes):
     return [jnp.zeros((), jnp.float32) if r is None else r for r in res]
 
   res = jax.vmap(one, in_axes=(ct_axes, val_axes), out_axes=0)(list(cts), list(values))
-  return [None if is_none else (r if batched else jnp.sum(r, axis=0))
-          for r, is_none, batched in zip(res, nones, dx_flags)]
+  return [
+    None if is_none else (r if batched else jnp.sum(r, axis=0))
+    for r, is_none, batched in zip(res, nones, dx_flags)
+  ]
 
 
 def _tangent_transpose(cts, *operands, grad, n_y, float_mask, batch, forward):
@@ -560,8 +599,9 @@ def _tangent_transpose(cts, *operands, grad, n_y, float_mask, batch, forward):
   if any(ad.is_undefined_primal(v) for v in values):
     raise errors.CustomGradientError(f"tf.custom_gradient {grad}: its residuals are linear")
   if all(type(c) is ad.Zero for c in cts):
-    return [ad.Zero(x.aval) if ad.is_undefined_primal(x) else None for x in lin] + \
-        [None] * len(values)
+    return [ad.Zero(x.aval) if ad.is_undefined_primal(x) else None for x in lin] + [None] * len(
+      values
+    )
   cts = [ad.instantiate_zeros(c) for c in cts]
   dx_shapes = [x.aval.shape for x in lin[n_fy:]]
   try:
@@ -573,15 +613,16 @@ def _tangent_transpose(cts, *operands, grad, n_y, float_mask, batch, forward):
     # differentiate some (scatter_mul's updates with repeated indices, ...): the
     # module, read as JAX operations, is differentiated natively instead (the same
     # derivative), w.r.t. only the inputs asked for.
-    return [(c if k < n_fy else ad.Zero(x.aval)) if ad.is_undefined_primal(x) else None
-            for k, (x, c) in enumerate(zip(lin, cts + [None] * len(lin)))] + \
-        [None] * len(values)
+    return [
+      (c if k < n_fy else ad.Zero(x.aval)) if ad.is_undefined_primal(x) else None
+      for k, (x, c) in enumerate(zip(lin, cts + [None] * len(lin)))
+    ] + [None] * len(values)
   out = []
   for k, x in enumerate(lin):
     if not ad.is_undefined_primal(x):
       out.append(None)
     elif k < n_fy:
-      out.append(ad.Zero(x.aval))   # no gradient flows to the ops computing ys (as in TF)
+      out.append(ad.Zero(x.aval))  # no gradient flows to the ops computing ys (as in TF)
     else:
       g = dxs[k - n_fy]
       out.append(ad.Zero(x.aval) if g is None else g)
@@ -598,10 +639,11 @@ unavailable_p.multiple_results = True
 
 def _unavailable_error(what):
   return errors.CustomGradientError(
-      f"tf.custom_gradient {what}: this derivative needs the forward-mode derivative of "
-      "the Jacobian-vector product derived from the gradient function (e.g. jvp of jvp of "
-      "a jax2tf function); use reverse mode for the inner derivative (jax.hessian, "
-      "jacfwd(jacrev(f)) and jacrev(jacrev(f)) work)")
+    f"tf.custom_gradient {what}: this derivative needs the forward-mode derivative of "
+    "the Jacobian-vector product derived from the gradient function (e.g. jvp of jvp of "
+    "a jax2tf function); use reverse mode for the inner derivative (jax.hessian, "
+    "jacfwd(jacrev(f)) and jacrev(jacrev(f)) work)"
+  )
 
 
 def _unavailable_impl(*args, n_out, what):
@@ -620,18 +662,22 @@ def _unavailable_transpose(cts, *args, n_out, what):
 
 def _unavailable_batch(args, dims, *, n_out, what):
   size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-  moved = [jnp.moveaxis(a, d, 0) if d is not None else jnp.broadcast_to(a, (size,) + a.shape)
-           for a, d in zip(args, dims)]
+  moved = [
+    jnp.moveaxis(a, d, 0) if d is not None else jnp.broadcast_to(a, (size,) + a.shape)
+    for a, d in zip(args, dims)
+  ]
   return unavailable_p.bind(*moved, n_out=n_out, what=what), [0] * n_out
 
 
 unavailable_p.def_impl(_unavailable_impl)
-unavailable_p.def_abstract_eval(lambda *avals, n_out, what: [a.to_tangent_aval()
-                                                             for a in avals[:n_out]])
+unavailable_p.def_abstract_eval(
+  lambda *avals, n_out, what: [a.to_tangent_aval() for a in avals[:n_out]]
+)
 mlir.register_lowering(unavailable_p, _unavailable_lowering)
 ad.primitive_transposes[unavailable_p] = _unavailable_transpose
 ad.primitive_jvps[unavailable_p] = lambda primals, tangents, **p: (_ for _ in ()).throw(
-    _unavailable_error(p["what"]))
+  _unavailable_error(p["what"])
+)
 batching.primitive_batchers[unavailable_p] = _unavailable_batch
 
 
@@ -649,17 +695,20 @@ def _identity_n(ctx, node, inputs):
     return list(inputs)
   if not ctx.option("convert_custom_gradient"):
     return list(inputs)  # the config says: differentiate the forward graph
-  if any(isinstance(v, (VariableHandle, StringConstant)) or not hasattr(v, "dtype")
-         for v in inputs):
+  if any(
+    isinstance(v, (VariableHandle, StringConstant)) or not hasattr(v, "dtype") for v in inputs
+  ):
     return list(inputs)
   n_y = num_results(name)
   if n_y is None:
     if name not in _warned:
       _warned.add(name)
       warnings.warn(
-          f"IdentityN node '{node.name}': the gradient function {name!r} of this "
-          "tf.custom_gradient is not in TF's gradient registry; JAX will differentiate "
-          "the forward computation instead", stacklevel=2)
+        f"IdentityN node '{node.name}': the gradient function {name!r} of this "
+        "tf.custom_gradient is not in TF's gradient registry; JAX will differentiate "
+        "the forward computation instead",
+        stacklevel=2,
+      )
     return list(inputs)
   values = [jnp.asarray(v) for v in inputs]
   float_mask = tuple(bool(jnp.issubdtype(v.dtype, jnp.inexact)) for v in values)
@@ -669,8 +718,9 @@ def _identity_n(ctx, node, inputs):
   # JAX operations are differentiated natively.
   opaque = is_jax2tf(name) and bool(_JAX2TF_NAMES[name] & opaque_modules(ctx))
   forward = "grad" if opaque else "graph"
-  ys = custom_gradient_p.bind(*values, grad=grad, n_y=n_y, float_mask=float_mask, batch=(),
-                              forward=forward)
+  ys = custom_gradient_p.bind(
+    *values, grad=grad, n_y=n_y, float_mask=float_mask, batch=(), forward=forward
+  )
   return list(ys) + list(inputs[n_y:])
 
 
@@ -679,12 +729,20 @@ def _identity_n_spec(st):
   def calls(draw):
     n = draw(st.integers(1, 3))
     return {"input": [draw(st.arrays(st.dtypes(st.ALL), st.shapes())) for _ in range(n)]}
+
   return st.Spec(calls())
 
 
 IdentityN = register_op(
-    "IdentityN", lambda *input: tuple(input), family="array", multiple_results=True,
-    linear=True, transpose=lambda cts, *xs: [rules.instantiate(ct) for ct in cts],
-    interpret=_identity_n, pass_through=True, batching=rules.per_op(rules.same_op_batching),
-    doc="Its inputs, unchanged (with _gradient_op_type: a tf.custom_gradient).",
-    spec=_identity_n_spec)
+  "IdentityN",
+  lambda *input: tuple(input),
+  family="array",
+  multiple_results=True,
+  linear=True,
+  transpose=lambda cts, *xs: [rules.instantiate(ct) for ct in cts],
+  interpret=_identity_n,
+  pass_through=True,
+  batching=rules.per_op(rules.same_op_batching),
+  doc="Its inputs, unchanged (with _gradient_op_type: a tf.custom_gradient).",
+  spec=_identity_n_spec,
+)

@@ -39,32 +39,45 @@ def _carry_like(outs, like):
   return [jnp.asarray(o, jnp.result_type(v)) for o, v in zip(outs, like)]
 
 
-@structural("For", family=FAMILY, calls_functions="for",
-            doc="body(i, *input) for i in range(start, limit, delta): tf.While (a counted "
-                "scan) or unrolled.")
+@structural(
+  "For",
+  family=FAMILY,
+  calls_functions="for",
+  doc="body(i, *input) for i in range(start, limit, delta): tf.While (a counted scan) or unrolled.",
+)
 def _for(ctx, node, inputs):
   start, limit, delta, *values = inputs
   fname = node.attr("body").name
   n_body = len(ctx.library.graph(fname).inputs)
   if n_body != len(values) + 1:
-    raise errors.OpError(node.op, node.name, f"body {fname!r} takes {n_body} inputs; the "
-                         f"loop has {len(values)} values plus the counter")
-  plain = all(not isinstance(v, VariableHandle) and (core.is_concrete(v) or hasattr(v, "dtype"))
-              for v in values)
+    raise errors.OpError(
+      node.op,
+      node.name,
+      f"body {fname!r} takes {n_body} inputs; the loop has {len(values)} values plus the counter",
+    )
+  plain = all(
+    not isinstance(v, VariableHandle) and (core.is_concrete(v) or hasattr(v, "dtype"))
+    for v in values
+  )
   impure = bool(state_keys(ctx, [fname], values)) or uses_rng(ctx, [fname]) or not plain
   if all(core.is_concrete(b) for b in (start, limit, delta)):
     start, limit, delta = (int(np.asarray(b)) for b in (start, limit, delta))
     if not (delta > 0 and start <= limit or delta < 0 and start >= limit):
-      raise errors.RuntimeCheckError(node.op, node.name, "Invalid start/limit/delta: "
-                                     f"{start} {limit} {delta}")
+      raise errors.RuntimeCheckError(
+        node.op, node.name, f"Invalid start/limit/delta: {start} {limit} {delta}"
+      )
     counters = range(start, limit, delta)
     if not counters:
       return list(values)
     if impure:
       if len(counters) > UNROLL_LIMIT:
-        raise errors.OpError(node.op, node.name, f"a body that writes variables, draws "
-                             f"random numbers or carries handles is unrolled; "
-                             f"{len(counters)} iterations exceed {UNROLL_LIMIT}")
+        raise errors.OpError(
+          node.op,
+          node.name,
+          f"a body that writes variables, draws "
+          f"random numbers or carries handles is unrolled; "
+          f"{len(counters)} iterations exceed {UNROLL_LIMIT}",
+        )
       for i in counters:
         values = ctx.call(fname, [np.int32(i), *values], node)
       return list(values)
@@ -73,11 +86,16 @@ def _for(ctx, node, inputs):
     def step(state, _):
       i, carry = state
       return (i + np.int32(delta), _carry_like(ctx.call(fname, [i, *carry], node), carry)), None
+
     (_, out), _ = counted.scan(step, init, len(counters))
     return list(out)
   if impure:
-    raise errors.OpError(node.op, node.name, "a loop with bounds known only at run time "
-                         "cannot carry variable writes, random draws or handles")
+    raise errors.OpError(
+      node.op,
+      node.name,
+      "a loop with bounds known only at run time "
+      "cannot carry variable writes, random draws or handles",
+    )
   init = (jnp.asarray(start, jnp.int32), [as_jax(v) for v in values])
   limit, delta = jnp.asarray(limit, jnp.int32), jnp.asarray(delta, jnp.int32)
 
@@ -88,6 +106,7 @@ def _for(ctx, node, inputs):
   def body(state):
     i, carry = state
     return i + delta, _carry_like(ctx.call(fname, [i, *carry], node), carry)
+
   return list(lax.while_loop(cond, body, init)[1])
 
 
@@ -95,14 +114,19 @@ def _differentiable(x) -> bool:
   return jnp.issubdtype(jnp.result_type(x), jnp.inexact)
 
 
-@structural("SymbolicGradient", family=FAMILY, calls_functions=True,
-            doc="The gradient of library function f (jax.vjp of its conversion).")
+@structural(
+  "SymbolicGradient",
+  family=FAMILY,
+  calls_functions=True,
+  doc="The gradient of library function f (jax.vjp of its conversion).",
+)
 def _symbolic_gradient(ctx, node, inputs):
   fname = node.attr("f").name
   if fname not in ctx.library:
     raise errors.UnsupportedInputError(
-        f"{node.op} node '{node.name}' differentiates {fname!r}, which is not a library "
-        "function (gradients of single ops by name are not supported)")
+      f"{node.op} node '{node.name}' differentiates {fname!r}, which is not a library "
+      "function (gradients of single ops by name are not supported)"
+    )
   n_x = len(ctx.library.graph(fname).inputs)
   xs, dys = list(inputs[:n_x]), list(inputs[n_x:])
   diff = [i for i, x in enumerate(xs) if _differentiable(x)]
@@ -112,13 +136,20 @@ def _symbolic_gradient(ctx, node, inputs):
     for i, v in zip(diff, d):
       args[i] = v
     return [jnp.asarray(o) for o in ctx.call(fname, args, node)]
+
   outs, vjp = jax.vjp(f, *[jnp.asarray(xs[i]) for i in diff])
   if len(dys) != len(outs):
-    raise errors.OpError(node.op, node.name, f"{fname!r} has {len(outs)} outputs; got "
-                         f"{len(dys)} output gradients")
-  cts = [jnp.asarray(dy, o.dtype) if _differentiable(o) else
-         np.zeros(o.shape, jax.dtypes.float0) for o, dy in zip(outs, dys)]
+    raise errors.OpError(
+      node.op, node.name, f"{fname!r} has {len(outs)} outputs; got {len(dys)} output gradients"
+    )
+  cts = [
+    jnp.asarray(dy, o.dtype) if _differentiable(o) else np.zeros(o.shape, jax.dtypes.float0)
+    for o, dy in zip(outs, dys)
+  ]
   grads = dict(zip(diff, vjp(cts)))
-  return [grads[i] if i in grads else np.zeros(np.shape(x), np.asarray(x).dtype
-                                               if core.is_concrete(x) else x.dtype)
-          for i, x in enumerate(xs)]
+  return [
+    grads[i]
+    if i in grads
+    else np.zeros(np.shape(x), np.asarray(x).dtype if core.is_concrete(x) else x.dtype)
+    for i, x in enumerate(xs)
+  ]

@@ -27,8 +27,12 @@ def _zero_const(graph: graph_lib.Graph, ref) -> bool:
   if src is None or src.op != "Const":
     return False
   value = src.attr("value")
-  return (isinstance(value, np.ndarray) and value.dtype.kind in "biuf" and value.ndim == 0
-          and value.item() == 0)
+  return (
+    isinstance(value, np.ndarray)
+    and value.dtype.kind in "biuf"
+    and value.ndim == 0
+    and value.item() == 0
+  )
 
 
 def infer_relu(graphs: Iterable[graph_lib.Graph]) -> list[str]:
@@ -37,8 +41,13 @@ def infer_relu(graphs: Iterable[graph_lib.Graph]) -> list[str]:
   rewritten = []
   for graph in graphs:
     for node in graph.nodes:
-      if (node.op == "Maximum" and "jax2tf" in node.name and "_relu_" in node.name
-          and len(node.inputs) == 2 and _zero_const(graph, node.inputs[1])):
+      if (
+        node.op == "Maximum"
+        and "jax2tf" in node.name
+        and "_relu_" in node.name
+        and len(node.inputs) == 2
+        and _zero_const(graph, node.inputs[1])
+      ):
         node.op = "Relu"
         node.inputs = node.inputs[:1]
         rewritten.append(node.name)

@@ -39,8 +39,7 @@ FAMILY = "lookup"
 
 # TF's table kinds whose LookupTableFindV2 reads a full-shaped default value
 # elementwise; HashTableV2's kernel reads its first element only.
-_ELEMENTWISE_DEFAULT = ("MutableHashTable", "MutableHashTableOfTensors",
-                        "MutableDenseHashTable")
+_ELEMENTWISE_DEFAULT = ("MutableHashTable", "MutableHashTableOfTensors", "MutableDenseHashTable")
 
 # --- LookupTableFindV2 -------------------------------------------------------------------
 
@@ -79,8 +78,9 @@ def _find_jvp(primals, tangents, *, scalar_default):
   if type(t_values) is ad.Zero and type(t_default) is ad.Zero:
     return out, rules.zero_tangent(out)
   t_values, t_default = rules.instantiate(t_values), rules.instantiate(t_default)
-  return out, tfops.LookupTableFindV2(table_keys, t_values, keys, t_default,
-                                      scalar_default=scalar_default)
+  return out, tfops.LookupTableFindV2(
+    table_keys, t_values, keys, t_default, scalar_default=scalar_default
+  )
 
 
 def _find_transpose(ct, table_keys, table_values, keys, default_value, *, scalar_default):
@@ -128,19 +128,22 @@ def _find_batching(args, dims, *, scalar_default):
       default_value = default_value.reshape(size, -1)[:, 0]
     d_rank = np.ndim(default_value) - 1
     default_value = default_value.reshape(
-        (size,) + (1,) * (len(out_shape) - 1 - d_rank) + default_value.shape[1:])
+      (size,) + (1,) * (len(out_shape) - 1 - d_rank) + default_value.shape[1:]
+    )
     default_value = jnp.broadcast_to(default_value, out_shape)
     scalar_default = False
-  out = tfops.LookupTableFindV2(table_keys, table_values, keys, default_value,
-                                scalar_default=scalar_default)
+  out = tfops.LookupTableFindV2(
+    table_keys, table_values, keys, default_value, scalar_default=scalar_default
+  )
   return out, 0
 
 
 def _table(node, value) -> TableHandle:
   if not isinstance(value, TableHandle):
     raise errors.UnsupportedInputError(
-        f"{node.op} node '{node.name}' needs a lookup table captured by the function "
-        "(its contents known at conversion); got a value of another kind")
+      f"{node.op} node '{node.name}' needs a lookup table captured by the function "
+      "(its contents known at conversion); got a value of another kind"
+    )
   return value
 
 
@@ -150,17 +153,33 @@ def _find_interpret(ctx, node, inputs):
   table_keys, table_values = ctx.state[handle.keys_param], ctx.state[handle.values_param]
   dtype = [np.dtype(x.dtype) for x in (keys, table_keys, default_value, table_values)]
   if dtype[0] != dtype[1] or dtype[2] != dtype[3]:
-    raise errors.OpError(node.op, node.name, (
+    raise errors.OpError(
+      node.op,
+      node.name,
+      (
         f"table '{handle.key}' maps {dtype[1].name} to {dtype[3].name}; got keys of "
-        f"dtype {dtype[0].name} and a default of dtype {dtype[2].name}"))
+        f"dtype {dtype[0].name} and a default of dtype {dtype[2].name}"
+      ),
+    )
   value_shape = tuple(np.shape(table_values)[1:])
   d_shape, full = tuple(np.shape(default_value)), tuple(np.shape(keys)) + value_shape
   if d_shape not in (value_shape, full):  # as TF's kernel
-    raise errors.OpError(node.op, node.name, (
-        f"Expected shape {list(value_shape)} or {list(full)} for default value, got "
-        f"{list(d_shape)}"))
-  return [tfops.LookupTableFindV2(table_keys, table_values, keys, default_value,
-                                  scalar_default=handle.kind not in _ELEMENTWISE_DEFAULT)]
+    raise errors.OpError(
+      node.op,
+      node.name,
+      (
+        f"Expected shape {list(value_shape)} or {list(full)} for default value, got {list(d_shape)}"
+      ),
+    )
+  return [
+    tfops.LookupTableFindV2(
+      table_keys,
+      table_values,
+      keys,
+      default_value,
+      scalar_default=handle.kind not in _ELEMENTWISE_DEFAULT,
+    )
+  ]
 
 
 def _find_oracle(table_keys, table_values, keys, default_value, kind, **_):
@@ -172,25 +191,34 @@ def _find_oracle(table_keys, table_values, keys, default_value, kind, **_):
     handle = tf.raw_ops.AnonymousHashTable(key_dtype=kd, value_dtype=vd)
   elif table_values.ndim > 1:
     handle = tf.raw_ops.AnonymousMutableHashTableOfTensors(
-        key_dtype=kd, value_dtype=vd, value_shape=table_values.shape[1:])
+      key_dtype=kd, value_dtype=vd, value_shape=table_values.shape[1:]
+    )
   else:
     handle = tf.raw_ops.AnonymousMutableHashTable(key_dtype=kd, value_dtype=vd)
   if len(table_keys):  # TF refuses to import nothing; a mutable table starts empty
-    tf.raw_ops.LookupTableImportV2(table_handle=handle, keys=table_keys,
-                                   values=tf.convert_to_tensor(table_values))
-  return tf.raw_ops.LookupTableFindV2(table_handle=handle, keys=keys,
-                                      default_value=default_value)
+    tf.raw_ops.LookupTableImportV2(
+      table_handle=handle, keys=table_keys, values=tf.convert_to_tensor(table_values)
+    )
+  return tf.raw_ops.LookupTableFindV2(table_handle=handle, keys=keys, default_value=default_value)
 
 
 def _find_spec(st):
   @st.composite
   def calls(draw):
     key_dtype = np.dtype(draw(st.sampled_from(["int32", "int64"])))
-    value_dtype = np.dtype(draw(st.sampled_from(  # TF's CPU kernels
-        ["float32", "float64", "int32"] + (["int64"] if key_dtype == np.int64 else []))))
+    value_dtype = np.dtype(
+      draw(
+        st.sampled_from(  # TF's CPU kernels
+          ["float32", "float64", "int32"] + (["int64"] if key_dtype == np.int64 else [])
+        )
+      )
+    )
     value_shape = tuple(draw(st.sampled_from([(), (), (2,), (1,)])))  # TF: vectors
-    kind = "MutableHashTable" if value_shape else draw(
-        st.sampled_from(["HashTable", "MutableHashTable"]))
+    kind = (
+      "MutableHashTable"
+      if value_shape
+      else draw(st.sampled_from(["HashTable", "MutableHashTable"]))
+    )
     info = np.iinfo(key_dtype)
     pool = [info.min, info.max, info.min + 1, info.max - 1, -1, 0, 1, 2, 3, 7]
     n = draw(st.integers(0 if kind != "HashTable" else 1, 5))
@@ -198,101 +226,155 @@ def _find_spec(st):
     table_keys = np.sort(np.asarray(chosen, key_dtype))
     small = st.is_float(value_dtype) or value_dtype == np.int32
     lo, hi = (-100, 100) if small else (None, None)
-    table_values = draw(st.arrays(value_dtype, (n,) + value_shape, special=False,
-                                  min_value=lo, max_value=hi))
+    table_values = draw(
+      st.arrays(value_dtype, (n,) + value_shape, special=False, min_value=lo, max_value=hi)
+    )
     query_shape = tuple(draw(st.shapes(max_rank=2, max_side=4)))
-    picks = draw(st.lists(st.sampled_from(pool), min_size=int(np.prod(query_shape)),
-                          max_size=int(np.prod(query_shape))))
+    picks = draw(
+      st.lists(
+        st.sampled_from(pool),
+        min_size=int(np.prod(query_shape)),
+        max_size=int(np.prod(query_shape)),
+      )
+    )
     keys = np.asarray(picks, key_dtype).reshape(query_shape)
     full = query_shape + value_shape
     d_shape = draw(st.sampled_from([(), full]))
     d_shape = value_shape if value_shape and not d_shape else d_shape
-    default_value = draw(st.arrays(value_dtype, d_shape, special=False,
-                                   min_value=lo, max_value=hi))
-    return dict(table_keys=table_keys, table_values=table_values, keys=keys,
-                default_value=default_value, kind=kind)
+    default_value = draw(st.arrays(value_dtype, d_shape, special=False, min_value=lo, max_value=hi))
+    return dict(
+      table_keys=table_keys,
+      table_values=table_values,
+      keys=keys,
+      default_value=default_value,
+      kind=kind,
+    )
 
   i64 = np.iinfo(np.int64)
   cases = [  # an empty table; HashTableV2's full-shaped default; vector values
-      dict(table_keys=np.zeros([0], np.int64), table_values=np.zeros([0], np.float32),
-           keys=np.asarray([i64.min, 0, i64.max, 0], np.int64),
-           default_value=np.float32(-1.5), kind="MutableHashTable"),
-      dict(table_keys=np.asarray([i64.min, 0, i64.max], np.int64),
-           table_values=np.asarray([1, 2, 3], np.float32),
-           keys=np.asarray([[i64.max, 5], [i64.min, i64.max]], np.int64),
-           default_value=np.asarray([[9, 8], [7, 6]], np.float32), kind="HashTable"),
-      dict(table_keys=np.asarray([1, 3], np.int32),
-           table_values=np.asarray([[1, 2], [3, 4]], np.float64),
-           keys=np.asarray([3, 2, 3], np.int32), default_value=np.asarray([-1.0, -2.0]),
-           kind="MutableHashTable")]
+    dict(
+      table_keys=np.zeros([0], np.int64),
+      table_values=np.zeros([0], np.float32),
+      keys=np.asarray([i64.min, 0, i64.max, 0], np.int64),
+      default_value=np.float32(-1.5),
+      kind="MutableHashTable",
+    ),
+    dict(
+      table_keys=np.asarray([i64.min, 0, i64.max], np.int64),
+      table_values=np.asarray([1, 2, 3], np.float32),
+      keys=np.asarray([[i64.max, 5], [i64.min, i64.max]], np.int64),
+      default_value=np.asarray([[9, 8], [7, 6]], np.float32),
+      kind="HashTable",
+    ),
+    dict(
+      table_keys=np.asarray([1, 3], np.int32),
+      table_values=np.asarray([[1, 2], [3, 4]], np.float64),
+      keys=np.asarray([3, 2, 3], np.int32),
+      default_value=np.asarray([-1.0, -2.0]),
+      kind="MutableHashTable",
+    ),
+  ]
   return st.Spec(
-      calls(), oracle=_find_oracle, cases=cases,
-      operands=("table_keys", "table_values", "keys", "default_value"),
-      params=lambda kw: {"scalar_default": kw["kind"] == "HashTable"},
-      diff_args=("table_values", "default_value"), grad_oracle="fd",
-      vmap_variation="scale", examples=0.5,
-      note="drawn as the table's sorted keys and values; the oracle imports them into "
-           "an anonymous HashTable/MutableHashTable(OfTensors). TF registers no "
-           "gradient (the values live in a resource): derivatives are checked against "
-           "central differences of TF in the values and the default")
+    calls(),
+    oracle=_find_oracle,
+    cases=cases,
+    operands=("table_keys", "table_values", "keys", "default_value"),
+    params=lambda kw: {"scalar_default": kw["kind"] == "HashTable"},
+    diff_args=("table_values", "default_value"),
+    grad_oracle="fd",
+    vmap_variation="scale",
+    examples=0.5,
+    note="drawn as the table's sorted keys and values; the oracle imports them into "
+    "an anonymous HashTable/MutableHashTable(OfTensors). TF registers no "
+    "gradient (the values live in a resource): derivatives are checked against "
+    "central differences of TF in the values and the default",
+  )
 
 
 LookupTableFindV2 = register_op(
-    "LookupTableFindV2", find_impl, family=FAMILY, attrs=(),
-    jvp=_find_jvp, transpose=_find_transpose, batching=_find_batching,
-    interpret=_find_interpret, reads_state=True, spec=_find_spec,
-    doc="The value of each key in a table known at conversion (sorted keys, values "
-        "alike), else the default.")
+  "LookupTableFindV2",
+  find_impl,
+  family=FAMILY,
+  attrs=(),
+  jvp=_find_jvp,
+  transpose=_find_transpose,
+  batching=_find_batching,
+  interpret=_find_interpret,
+  reads_state=True,
+  spec=_find_spec,
+  doc="The value of each key in a table known at conversion (sorted keys, values "
+  "alike), else the default.",
+)
 
 
 # --- size and export -----------------------------------------------------------------
 
 
-@structural("LookupTableSizeV2", family=FAMILY, reads_state=True,
-            doc="The number of keys in a table known at conversion (its params' shape).")
+@structural(
+  "LookupTableSizeV2",
+  family=FAMILY,
+  reads_state=True,
+  doc="The number of keys in a table known at conversion (its params' shape).",
+)
 def _size(ctx, node, inputs):
   handle = _table(node, inputs[0])
   return [np.asarray(np.shape(ctx.state[handle.keys_param])[0], np.int64)]
 
 
-@structural("LookupTableExportV2", family=FAMILY, reads_state=True,
-            doc="A table's keys and values, sorted by key (TF's order is unspecified).")
+@structural(
+  "LookupTableExportV2",
+  family=FAMILY,
+  reads_state=True,
+  doc="A table's keys and values, sorted by key (TF's order is unspecified).",
+)
 def _export(ctx, node, inputs):
   handle = _table(node, inputs[0])
   return [ctx.state[handle.keys_param], ctx.state[handle.values_param]]
 
 
-@structural("LookupTableImportV2", "InitializeTableV2", family=FAMILY, reads_state=True,
-            doc="The function's own initializer of a captured table, folded at conversion "
-                "(the table's contents are params); other writes are refused.")
+@structural(
+  "LookupTableImportV2",
+  "InitializeTableV2",
+  family=FAMILY,
+  reads_state=True,
+  doc="The function's own initializer of a captured table, folded at conversion "
+  "(the table's contents are params); other writes are refused.",
+)
 def _initialize(ctx, node, inputs):
   handle = _table(node, inputs[0])
   if handle.initialized_by != node.name:
     raise errors.UnsupportedInputError(
-        f"{node.op} node '{node.name}' writes lookup table '{handle.key}'; tfprims "
-        "converts tables read-only (their contents exported at conversion)")
+      f"{node.op} node '{node.name}' writes lookup table '{handle.key}'; tfprims "
+      "converts tables read-only (their contents exported at conversion)"
+    )
   return []
 
 
 declare_unsupported(
-    "LookupTableInsertV2", "LookupTableRemoveV2",
-    hint="the function writes a lookup table; tfprims converts tables read-only, "
-         "their contents exported at conversion: fill the table in TF before "
-         "converting, and write it there")
+  "LookupTableInsertV2",
+  "LookupTableRemoveV2",
+  hint="the function writes a lookup table; tfprims converts tables read-only, "
+  "their contents exported at conversion: fill the table in TF before "
+  "converting, and write it there",
+)
 declare_unsupported(  # the V2 creators of a TF1 graph: tfprims.ops.lookup_graph
-    "AnonymousHashTable", "AnonymousMutableHashTable",
-    "AnonymousMutableHashTableOfTensors", "AnonymousMutableDenseHashTable",
-    hint="the function creates a lookup table; create it outside the tf.function "
-         "(tfprims exports a captured table's contents at conversion)")
+  "AnonymousHashTable",
+  "AnonymousMutableHashTable",
+  "AnonymousMutableHashTableOfTensors",
+  "AnonymousMutableDenseHashTable",
+  hint="the function creates a lookup table; create it outside the tf.function "
+  "(tfprims exports a captured table's contents at conversion)",
+)
 
 
 # --- at conversion: a captured table's contents as params ----------------------------------
 
 _CREATORS = {
-    "HashTableV2": "HashTable", "HashTable": "HashTable",
-    "MutableHashTableV2": "MutableHashTable",
-    "MutableHashTableOfTensorsV2": "MutableHashTableOfTensors",
-    "MutableDenseHashTableV2": "MutableDenseHashTable",
+  "HashTableV2": "HashTable",
+  "HashTable": "HashTable",
+  "MutableHashTableV2": "MutableHashTable",
+  "MutableHashTableOfTensorsV2": "MutableHashTableOfTensors",
+  "MutableDenseHashTableV2": "MutableDenseHashTable",
 }
 
 
@@ -301,6 +383,7 @@ def table_owner(handle) -> Optional[Any]:
   or None."""
   from tensorflow.python.ops import lookup_ops
   from tensorflow.python.trackable import resource
+
   for obj in gc.get_objects():
     try:
       if isinstance(obj, resource.CapturableResource) and obj.resource_handle is handle:
@@ -321,8 +404,7 @@ def _created_as(owner) -> tuple[Optional[str], dict]:
   if create is None:
     return None, {}
   try:
-    cf = create.get_concrete_function() if hasattr(create, "get_concrete_function") \
-        else create
+    cf = create.get_concrete_function() if hasattr(create, "get_concrete_function") else create
     graph_def = cf.graph.as_graph_def()
   except Exception:  # not a function we can read
     return None, {}
@@ -337,23 +419,25 @@ def _describe(owner) -> tuple[str, Any, Any, Any]:
   """(kind, key dtype, value dtype, dense-table empty/deleted keys or None)."""
   tf = import_tensorflow()
   from tensorflow.python.ops.lookup_ops import MutableHashTable
+
   dense = getattr(tf.lookup.experimental, "DenseHashTable", ())
   kind, attrs = _created_as(owner)
   if kind is not None:
-    return (kind, tf.as_dtype(attrs["key_dtype"].type),
-            tf.as_dtype(attrs["value_dtype"].type), None)
-  key_dtype, value_dtype = (getattr(owner, "key_dtype", None),
-                            getattr(owner, "value_dtype", None))
+    return (
+      kind,
+      tf.as_dtype(attrs["key_dtype"].type),
+      tf.as_dtype(attrs["value_dtype"].type),
+      None,
+    )
+  key_dtype, value_dtype = (getattr(owner, "key_dtype", None), getattr(owner, "value_dtype", None))
   if isinstance(owner, dense):
-    return ("MutableDenseHashTable", key_dtype, value_dtype,
-            (owner._empty_key, owner._deleted_key))  # pylint: disable=protected-access
+    return ("MutableDenseHashTable", key_dtype, value_dtype, (owner._empty_key, owner._deleted_key))  # pylint: disable=protected-access
   if isinstance(owner, MutableHashTable):
     return "MutableHashTable", key_dtype, value_dtype, None
   return "HashTable", key_dtype, value_dtype, None  # StaticHashTable and its kin
 
 
-_DEFAULT_NAMES = ("hash_table", "MutableHashTable", "MutableDenseHashTable",
-                  "DenseHashTable")
+_DEFAULT_NAMES = ("hash_table", "MutableHashTable", "MutableDenseHashTable", "DenseHashTable")
 
 
 def table_name(owner, placeholder: str) -> str:
@@ -365,9 +449,15 @@ def table_name(owner, placeholder: str) -> str:
   name = name if isinstance(name, str) and name else None
   if name is not None and name not in _DEFAULT_NAMES:
     return name
-  parts = [p for p in placeholder.split("/")
-           if not re.search(r"table_handle|^LookupTable|_Lookup(_\d+)?$|^None_|_Size$|"
-                            r"_Export$|_lookup_table_export|^unknown(_\d+)?$|_init(_\d+)?$", p)]
+  parts = [
+    p
+    for p in placeholder.split("/")
+    if not re.search(
+      r"table_handle|^LookupTable|_Lookup(_\d+)?$|^None_|_Size$|"
+      r"_Export$|_lookup_table_export|^unknown(_\d+)?$|_init(_\d+)?$",
+      p,
+    )
+  ]
   if parts:
     return "/".join(parts + ["table"])
   return name or _attribute_name(owner) or "table"
@@ -381,8 +471,12 @@ def _attribute_name(owner) -> Optional[str]:
   for referrer in gc.get_referrers(owner):
     if isinstance(referrer, dict):
       for attr, value in referrer.items():
-        if value is owner and isinstance(attr, str) and attr.isidentifier() \
-            and not attr.startswith("_"):
+        if (
+          value is owner
+          and isinstance(attr, str)
+          and attr.isidentifier()
+          and not attr.startswith("_")
+        ):
           return attr
   return None
 
@@ -405,28 +499,31 @@ def graph_initializer(placeholder) -> Optional[tuple[str, np.ndarray, np.ndarray
 
 def writers(placeholder, initializer: Optional[str]) -> list[str]:
   """The nodes that write a captured table, but for its folded initializer."""
-  return [f"{op.type} node '{op.name}'" for op in placeholder.consumers()
-          if op.type in _INITIALIZERS + ("LookupTableInsertV2", "LookupTableRemoveV2",
-                                         "InitializeTableFromTextFileV2")
-          and op.name != initializer]
+  return [
+    f"{op.type} node '{op.name}'"
+    for op in placeholder.consumers()
+    if op.type
+    in _INITIALIZERS
+    + ("LookupTableInsertV2", "LookupTableRemoveV2", "InitializeTableFromTextFileV2")
+    and op.name != initializer
+  ]
 
 
 def sorted_contents(where: str, keys: np.ndarray, values: np.ndarray) -> dict:
   """Keys sorted, values permuted alike; string contents refused."""
-  strings = [what for what, a in (("keys", keys), ("values", values))
-             if a.dtype.kind in "OSU"]
+  strings = [what for what, a in (("keys", keys), ("values", values)) if a.dtype.kind in "OSU"]
   if strings:
     raise errors.UnsupportedInputError(
-        f"{where} has string {' and '.join(strings)}: string tables have no JAX "
-        "representation, so the lookup must run in TF: tfprims.split_host_prefix(fn, ...) "
-        "runs it there and converts the numeric rest")
+      f"{where} has string {' and '.join(strings)}: string tables have no JAX "
+      "representation, so the lookup must run in TF: tfprims.split_host_prefix(fn, ...) "
+      "runs it there and converts the numeric rest"
+    )
   if keys.ndim != 1:
     raise errors.UnsupportedInputError(
-        f"{where} has keys of shape {list(keys.shape[1:])}; tfprims converts tables "
-        "of scalar keys")
+      f"{where} has keys of shape {list(keys.shape[1:])}; tfprims converts tables of scalar keys"
+    )
   order = np.argsort(keys, kind="stable")
-  return {"keys": np.ascontiguousarray(keys[order]),
-          "values": np.ascontiguousarray(values[order])}
+  return {"keys": np.ascontiguousarray(keys[order]), "values": np.ascontiguousarray(values[order])}
 
 
 def capture(node_name: str, captured, owner, consumers: str) -> tuple[str, dict]:
@@ -435,26 +532,29 @@ def capture(node_name: str, captured, owner, consumers: str) -> tuple[str, dict]
   tables tfprims cannot hold (string keys or values, tables without an owner)."""
   tf = import_tensorflow()
   kind, key_dtype, value_dtype, dense_markers = (
-      _describe(owner) if owner is not None else ("HashTable", None, None, None))
+    _describe(owner) if owner is not None else ("HashTable", None, None, None)
+  )
   where = f"the lookup table captured as '{node_name}'{consumers}"
   if key_dtype is None or value_dtype is None:
     raise errors.UnsupportedInputError(
-        f"{where}: tfprims found no table object owning the handle (to read its key and "
-        "value dtypes); keep the table alive while converting")
-  strings = [what for what, d in (("keys", key_dtype), ("values", value_dtype))
-             if d == tf.string]
+      f"{where}: tfprims found no table object owning the handle (to read its key and "
+      "value dtypes); keep the table alive while converting"
+    )
+  strings = [what for what, d in (("keys", key_dtype), ("values", value_dtype)) if d == tf.string]
   if strings:
     raise errors.UnsupportedInputError(
-        f"{where} has string {' and '.join(strings)} ({key_dtype.name} -> "
-        f"{value_dtype.name}): string tables have no JAX representation, so the lookup "
-        "must run in TF: tfprims.split_host_prefix(fn, ...) runs it there and converts the "
-        "numeric rest")
+      f"{where} has string {' and '.join(strings)} ({key_dtype.name} -> "
+      f"{value_dtype.name}): string tables have no JAX representation, so the lookup "
+      "must run in TF: tfprims.split_host_prefix(fn, ...) runs it there and converts the "
+      "numeric rest"
+    )
   if dtypes.from_tf(key_dtype) is None or dtypes.from_tf(value_dtype) is None:
     raise errors.UnsupportedInputError(
-        f"{where} maps {key_dtype.name} to {value_dtype.name}, which has no JAX "
-        "equivalent")
+      f"{where} maps {key_dtype.name} to {value_dtype.name}, which has no JAX equivalent"
+    )
   keys, values = tf.raw_ops.LookupTableExportV2(
-      table_handle=captured, Tkeys=key_dtype, Tvalues=value_dtype)
+    table_handle=captured, Tkeys=key_dtype, Tvalues=value_dtype
+  )
   keys, values = keys.numpy(), values.numpy()
   if dense_markers is not None and (keys.ndim == 1 or keys.shape[1:] == (1,)):
     keys = keys.reshape(-1)  # a dense table exports every bucket: keep the entries
@@ -474,8 +574,7 @@ def captured_table(placeholder, captured, *, taken, allow, problems):
   users = sorted({op.type for op in placeholder.consumers()})
   owner = table_owner(captured)
   initializer = graph_initializer(placeholder)
-  if owner is None and initializer is None and not any(
-      u.startswith("LookupTable") for u in users):
+  if owner is None and initializer is None and not any(u.startswith("LookupTable") for u in users):
     return None
   node_name = placeholder.op.name
   readers = [f"{op.type} node '{op.name}'" for op in placeholder.consumers()]
@@ -486,19 +585,25 @@ def captured_table(placeholder, captured, *, taken, allow, problems):
     n += 1
     name = f"{base}_{n}"
   if not allow:
-    problems.append(f"the function captures lookup table '{name}'{where}; "
-                    "convert_functional needs a stateless function: use "
-                    "tfprims.convert, which returns the table's contents as params")
+    problems.append(
+      f"the function captures lookup table '{name}'{where}; "
+      "convert_functional needs a stateless function: use "
+      "tfprims.convert, which returns the table's contents as params"
+    )
     return False
   if tf.inside_function():
-    problems.append(f"unable to export lookup table '{name}'{where} inside a TF tracing "
-                    "context (tfprims.convert called inside a tf.function); convert "
-                    "outside it")
+    problems.append(
+      f"unable to export lookup table '{name}'{where} inside a TF tracing "
+      "context (tfprims.convert called inside a tf.function); convert "
+      "outside it"
+    )
     return False
   writes = writers(placeholder, initializer and initializer[0])
   if writes:
-    problems.append(f"lookup table '{name}' is written by {', '.join(writes)}; tfprims "
-                    "converts tables read-only (their contents exported at conversion)")
+    problems.append(
+      f"lookup table '{name}' is written by {', '.join(writes)}; tfprims "
+      "converts tables read-only (their contents exported at conversion)"
+    )
     return False
   try:
     if initializer is not None:  # initialized by the function: its constants
@@ -511,5 +616,4 @@ def captured_table(placeholder, captured, *, taken, allow, problems):
     return False
   handle = TableHandle(name, kind, initializer[0] if initializer else "")
   taken |= {handle.keys_param, handle.values_param}
-  return handle, {handle.keys_param: contents["keys"],
-                  handle.values_param: contents["values"]}
+  return handle, {handle.keys_param: contents["keys"], handle.values_param: contents["values"]}

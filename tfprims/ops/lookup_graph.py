@@ -31,38 +31,50 @@ from tfprims.ops.lookup import sorted_contents
 
 FAMILY = "lookup"
 
-_KINDS = {"HashTableV2": "HashTable", "MutableHashTableV2": "MutableHashTable",
-          "MutableHashTableOfTensorsV2": "MutableHashTableOfTensors",
-          "MutableDenseHashTableV2": "MutableDenseHashTable"}
+_KINDS = {
+  "HashTableV2": "HashTable",
+  "MutableHashTableV2": "MutableHashTable",
+  "MutableHashTableOfTensorsV2": "MutableHashTableOfTensors",
+  "MutableDenseHashTableV2": "MutableDenseHashTable",
+}
 _TEXT = "InitializeTableFromTextFileV2"
 _INITS = ("InitializeTableV2", "LookupTableImportV2", _TEXT)
 _WRITES = ("LookupTableInsertV2", "LookupTableRemoveV2")
 _KEY_ATTR, _INIT_ATTR = "_tfprims_table", "_tfprims_initializer"  # set by resolve()
 
 
-@structural(*_KINDS, family=FAMILY,
-            doc="A lookup table created in a TF1 graph, its contents found at conversion "
-                "(constants, a file of numbers, or a Session's table): params "
-                "'<node>/keys' and '<node>/values'.")
+@structural(
+  *_KINDS,
+  family=FAMILY,
+  doc="A lookup table created in a TF1 graph, its contents found at conversion "
+  "(constants, a file of numbers, or a Session's table): params "
+  "'<node>/keys' and '<node>/values'.",
+)
 def _create(ctx, node, inputs):
   key = node.attr(_KEY_ATTR, None)
   if key is None:  # resolve() reports these at conversion; a library function's table
     raise errors.UnsupportedInputError(
-        f"{node.op} node '{node.name}' creates a lookup table inside a function; create "
-        "it outside the tf.function (tfprims exports a captured table's contents at "
-        "conversion)")
+      f"{node.op} node '{node.name}' creates a lookup table inside a function; create "
+      "it outside the tf.function (tfprims exports a captured table's contents at "
+      "conversion)"
+    )
   return [TableHandle(key, _KINDS[node.op], node.attr(_INIT_ATTR, ""))]
 
 
-@structural(_TEXT, family=FAMILY, reads_state=True,
-            doc="A TF1 graph's initializer of a table from a file, folded at conversion "
-                "(the file's contents are the table's params).")
+@structural(
+  _TEXT,
+  family=FAMILY,
+  reads_state=True,
+  doc="A TF1 graph's initializer of a table from a file, folded at conversion "
+  "(the file's contents are the table's params).",
+)
 def _initialize_from_file(ctx, node, inputs):
   handle = inputs[0]
   if not isinstance(handle, TableHandle) or handle.initialized_by != node.name:
     raise errors.UnsupportedInputError(
-        f"{node.op} node '{node.name}' writes a lookup table; tfprims converts tables "
-        "read-only (their contents exported at conversion)")
+      f"{node.op} node '{node.name}' writes a lookup table; tfprims converts tables "
+      "read-only (their contents exported at conversion)"
+    )
   return []
 
 
@@ -102,7 +114,8 @@ def _read_text(tf, by_def, init, key_dtype, value_dtype) -> tuple[np.ndarray, np
   where = f"{init.op} node '{init.name}'"
   if filename is None:
     raise errors.UnsupportedInputError(
-        f"{where} reads a file whose name is not a constant of the graph")
+      f"{where} reads a file whose name is not a constant of the graph"
+    )
   path = filename.item()
   path = path.decode("utf-8") if isinstance(path, bytes) else str(path)
   try:
@@ -110,14 +123,16 @@ def _read_text(tf, by_def, init, key_dtype, value_dtype) -> tuple[np.ndarray, np
       lines = [line.rstrip("\r") for line in f.read().split("\n")]
   except (OSError, UnicodeDecodeError) as e:
     raise errors.UnsupportedInputError(
-        f"{where}: cannot read the table's file {path!r} ({e})") from None
+      f"{where}: cannot read the table's file {path!r} ({e})"
+    ) from None
   if lines and lines[-1] == "":
     lines.pop()
   if vocab_size > 0:
     if len(lines) < vocab_size:
       raise errors.UnsupportedInputError(
-          f"{where}: file {path!r} has {len(lines)} lines, fewer than vocab_size "
-          f"{vocab_size} (TF raises too)")
+        f"{where}: file {path!r} has {len(lines)} lines, fewer than vocab_size "
+        f"{vocab_size} (TF raises too)"
+      )
     lines = lines[:vocab_size]
 
   def column(i, line, index, dtype):
@@ -126,19 +141,21 @@ def _read_text(tf, by_def, init, key_dtype, value_dtype) -> tuple[np.ndarray, np
     text = line if index == -2 else (line.split(delimiter) + [None] * (index + 1))[index]
     if text is None:
       raise errors.UnsupportedInputError(
-          f"{where}: line {i} of {path!r} has no column {index} (TF raises too)")
+        f"{where}: line {i} of {path!r} has no column {index} (TF raises too)"
+      )
     try:
       return _parse(text, dtype)
     except ValueError:
       raise errors.UnsupportedInputError(
-          f"{where}: line {i} of {path!r}: {text!r} is not a {dtype.name} number; "
-          "tfprims reads files of numeric keys and values (string tables must run in "
-          "TF: tfprims.split_host_prefix)") from None
+        f"{where}: line {i} of {path!r}: {text!r} is not a {dtype.name} number; "
+        "tfprims reads files of numeric keys and values (string tables must run in "
+        "TF: tfprims.split_host_prefix)"
+      ) from None
 
-  keys = np.asarray([column(i, ln, key_index, key_dtype) for i, ln in enumerate(lines)],
-                    key_dtype)
-  values = np.asarray([column(i, ln, value_index, value_dtype)
-                       for i, ln in enumerate(lines)], value_dtype)
+  keys = np.asarray([column(i, ln, key_index, key_dtype) for i, ln in enumerate(lines)], key_dtype)
+  values = np.asarray(
+    [column(i, ln, value_index, value_dtype) for i, ln in enumerate(lines)], value_dtype
+  )
   return keys, values
 
 
@@ -155,12 +172,13 @@ def _contents(tf, by_def, node, inits, export) -> tuple[np.ndarray, np.ndarray]:
   if got is None:
     if len(inits) > 1:
       raise errors.UnsupportedInputError(
-          f"{where}: lookup table initialized by several nodes "
-          f"({', '.join(i.name for i in inits)})")
+        f"{where}: lookup table initialized by several nodes ({', '.join(i.name for i in inits)})"
+      )
     if not inits and kind == "HashTable":
       raise errors.UnsupportedInputError(
-          f"{where}: lookup table has no initializer in the graph (TF raises 'Table not "
-          "initialized'); convert the session after running its initializer")
+        f"{where}: lookup table has no initializer in the graph (TF raises 'Table not "
+        "initialized'); convert the session after running its initializer"
+      )
     if not inits:  # a mutable table starts empty
       got = np.zeros([0], key_dtype), np.zeros((0,) + value_shape, value_dtype)
     elif inits[0].op == _TEXT:
@@ -169,8 +187,9 @@ def _contents(tf, by_def, node, inits, export) -> tuple[np.ndarray, np.ndarray]:
       got = tuple(_const(tf, by_def, ref) for ref in inits[0].input[1:3])
       if any(g is None for g in got):
         raise errors.UnsupportedInputError(
-            f"{where}: lookup table initialized by {inits[0].op} node '{inits[0].name}' "
-            "from values that are not constants of the graph")
+          f"{where}: lookup table initialized by {inits[0].op} node '{inits[0].name}' "
+          "from values that are not constants of the graph"
+        )
   keys, values = (np.asarray(g) for g in got)
   if kind == "MutableDenseHashTable":  # the export is every bucket: keep the entries
     keys = keys.reshape(-1) if keys.ndim == 2 and keys.shape[1] == 1 else keys
@@ -183,11 +202,14 @@ def _contents(tf, by_def, node, inits, export) -> tuple[np.ndarray, np.ndarray]:
   values = values.reshape((keys.shape[0],) + value_shape)
   last = len(keys) - 1 - np.unique(keys[::-1], return_index=True)[1]
   first = np.unique(keys, return_index=True)[1]
-  if len(first) < len(keys) and kind == "HashTable" and not np.array_equal(
-      values[first], values[last]):
+  if (
+    len(first) < len(keys)
+    and kind == "HashTable"
+    and not np.array_equal(values[first], values[last])
+  ):
     raise errors.UnsupportedInputError(
-        f"{where}: lookup table initialized with different values for the same key "
-        "(TF raises too)")
+      f"{where}: lookup table initialized with different values for the same key (TF raises too)"
+    )
   return keys[np.sort(last)], values[np.sort(last)]
 
 
@@ -200,9 +222,13 @@ def _eager_export(tf, node) -> Optional[tuple[np.ndarray, np.ndarray]]:
   if not shared or node.op == "MutableDenseHashTableV2" or not tf.executing_eagerly():
     return None
   kd, vd = (tf.as_dtype(node.attr(a)) for a in ("key_dtype", "value_dtype"))
-  attrs = dict(key_dtype=kd, value_dtype=vd, shared_name=shared,
-               container=node.attr("container", ""),
-               use_node_name_sharing=node.attr("use_node_name_sharing", False))
+  attrs = dict(
+    key_dtype=kd,
+    value_dtype=vd,
+    shared_name=shared,
+    container=node.attr("container", ""),
+    use_node_name_sharing=node.attr("use_node_name_sharing", False),
+  )
   if node.op == "MutableHashTableOfTensorsV2":
     attrs["value_shape"] = node.attr("value_shape", ())
   try:
@@ -218,18 +244,26 @@ def _def_inputs(by_def, node) -> list[str]:
   return [r for r in nd.input if not r.startswith("^")] if nd is not None else []
 
 
-def resolve(graph: graph_lib.Graph, graph_def, library: graph_lib.Library, *,
-            problems: list, export: Optional[Callable] = None
-            ) -> tuple[graph_lib.Graph, dict]:
+def resolve(
+  graph: graph_lib.Graph,
+  graph_def,
+  library: graph_lib.Library,
+  *,
+  problems: list,
+  export: Optional[Callable] = None,
+) -> tuple[graph_lib.Graph, dict]:
   """``(graph, params)``: the tables the graph reads with their contents as params
   (``<node>/keys``, ``<node>/values``), their creating nodes marked to yield the
   handle naming them; what keeps a table from converting is added to ``problems``.
   ``export(node) -> (keys, values) | None``: a Session's table contents."""
   for fname, g in sorted(library.reachable(graph).items()):
-    problems += [f"{n.op} node '{fname}/{n.name}' creates a lookup table inside a "
-                 "function; create it outside the tf.function (tfprims exports a "
-                 "captured table's contents at conversion)" for n in g.nodes
-                 if n.op in _KINDS]
+    problems += [
+      f"{n.op} node '{fname}/{n.name}' creates a lookup table inside a "
+      "function; create it outside the tf.function (tfprims exports a "
+      "captured table's contents at conversion)"
+      for n in g.nodes
+      if n.op in _KINDS
+    ]
   creators = [n for n in graph.nodes if n.op in _KINDS and n.name in graph.needed]
   if not creators:
     return graph, {}
@@ -243,26 +277,31 @@ def resolve(graph: graph_lib.Graph, graph_def, library: graph_lib.Library, *,
   for node in creators:
     where = f"{node.op} node '{node.name}'"
     dtypes = [node.attr("key_dtype"), node.attr("value_dtype")]
-    strings = [what for what, d in zip(("keys", "values"), dtypes)
-               if not isinstance(d, np.dtype)]
+    strings = [what for what, d in zip(("keys", "values"), dtypes) if not isinstance(d, np.dtype)]
     if strings:
       problems.append(
-          f"{where} creates a lookup table of string {' and '.join(strings)}: string "
-          "tables have no JAX representation, so the lookup must run in TF: "
-          "tfprims.split_host_prefix(fn, ...) runs it there and converts the numeric rest")
+        f"{where} creates a lookup table of string {' and '.join(strings)}: string "
+        "tables have no JAX representation, so the lookup must run in TF: "
+        "tfprims.split_host_prefix(fn, ...) runs it there and converts the numeric rest"
+      )
       continue
     mine = users.get(node.name, [])
     # a Session's table is exported as it is now: only writes the run makes matter
-    writes = [f"{nd.op} node '{nd.name}'" for nd in mine if nd.op in _WRITES
-              and (export is None or nd.name in graph.needed)]
+    writes = [
+      f"{nd.op} node '{nd.name}'"
+      for nd in mine
+      if nd.op in _WRITES and (export is None or nd.name in graph.needed)
+    ]
     if writes:
-      problems.append(f"{where}: lookup table written by {', '.join(writes)}; tfprims "
-                      "converts tables read-only")
+      problems.append(
+        f"{where}: lookup table written by {', '.join(writes)}; tfprims converts tables read-only"
+      )
       continue
     inits = [nd for nd in mine if nd.op in _INITS]
     try:
-      contents = sorted_contents(f"lookup table '{node.name}'",
-                                 *_contents(tf, by_def, node, inits, export))
+      contents = sorted_contents(
+        f"lookup table '{node.name}'", *_contents(tf, by_def, node, inits, export)
+      )
     except errors.UnsupportedInputError as e:
       problems.append(str(e))
       continue
@@ -270,10 +309,13 @@ def resolve(graph: graph_lib.Graph, graph_def, library: graph_lib.Library, *,
     attrs = dict(node.attr_protos)
     attrs[_KEY_ATTR] = tf.compat.v1.AttrValue(s=node.name.encode("utf-8"))
     attrs[_INIT_ATTR] = tf.compat.v1.AttrValue(s=init.encode("utf-8"))
-    marked[node.name] = graph_lib.Node(node.name, node.op, node.inputs,
-                                       node.control_inputs, attrs, node.device)
+    marked[node.name] = graph_lib.Node(
+      node.name, node.op, node.inputs, node.control_inputs, attrs, node.device
+    )
     params[f"{node.name}/keys"], params[f"{node.name}/values"] = (
-        contents["keys"], contents["values"])
+      contents["keys"],
+      contents["values"],
+    )
   if not marked:
     return graph, params
   return dataclasses.replace(graph, nodes=[marked.get(n.name, n) for n in graph.nodes]), params

@@ -25,17 +25,20 @@ def _prevent_gradient(ctx, node, inputs):
   message = node.attr("message", "")
   # Python's warning filters show it once per node and reason.
   warnings.warn(
-      f"PreventGradient node '{node.name}' is ignored (raise_on_prevent_gradient is "
-      f"off): derivatives flow through it" + (f"; its reason: {message}" if message else ""),
-      stacklevel=2)
+    f"PreventGradient node '{node.name}' is ignored (raise_on_prevent_gradient is "
+    f"off): derivatives flow through it" + (f"; its reason: {message}" if message else ""),
+    stacklevel=2,
+  )
   return [inputs[0]]
 
 
 def _prevent_gradient_jvp(primals, tangents, *, message):
   raise errors.PreventGradientError(
-      "differentiation through a PreventGradient op" + (f": {message}" if message else "")
-      + " (TF forbids gradients here, e.g. a jax2tf function converted with "
-      "with_gradient=False)")
+    "differentiation through a PreventGradient op"
+    + (f": {message}" if message else "")
+    + " (TF forbids gradients here, e.g. a jax2tf function converted with "
+    "with_gradient=False)"
+  )
 
 
 def _prevent_batch(args, dims, *, message):
@@ -43,10 +46,20 @@ def _prevent_batch(args, dims, *, message):
 
 
 PreventGradient = register_op(
-    "PreventGradient", lambda input, *, message: input, family="custom_gradients",
-    attrs=("message",), linear_values=True, jvp=_prevent_gradient_jvp, batching=_prevent_batch,
-    interpret=_prevent_gradient,
-    doc="The identity; differentiating through it raises PreventGradientError.",
-    spec=lambda st: st.Spec(st.unary(st.ALL, arg="input"), skip={
-        "jvp": "differentiation raises errors.PreventGradientError (TF raises LookupError)",
-        "vjp": "differentiation raises errors.PreventGradientError (TF raises LookupError)"}))
+  "PreventGradient",
+  lambda input, *, message: input,
+  family="custom_gradients",
+  attrs=("message",),
+  linear_values=True,
+  jvp=_prevent_gradient_jvp,
+  batching=_prevent_batch,
+  interpret=_prevent_gradient,
+  doc="The identity; differentiating through it raises PreventGradientError.",
+  spec=lambda st: st.Spec(
+    st.unary(st.ALL, arg="input"),
+    skip={
+      "jvp": "differentiation raises errors.PreventGradientError (TF raises LookupError)",
+      "vjp": "differentiation raises errors.PreventGradientError (TF raises LookupError)",
+    },
+  ),
+)

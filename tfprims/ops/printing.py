@@ -26,17 +26,22 @@ FAMILY = "debug"
 @dataclasses.dataclass(frozen=True)
 class Format:
   """A StringFormat node's value: its template and the tensors it formats."""
+
   template: str
   placeholder: str
   summarize: int
   values: tuple
 
 
-@structural("StringFormat", family=FAMILY,
-            doc="The template and its tensors, formatted when printed (tf.print).")
+@structural(
+  "StringFormat",
+  family=FAMILY,
+  doc="The template and its tensors, formatted when printed (tf.print).",
+)
 def _string_format(ctx, node, inputs):
-  fmt = Format(node.attr("template"), node.attr("placeholder"), int(node.attr("summarize")),
-               tuple(inputs))
+  fmt = Format(
+    node.attr("template"), node.attr("placeholder"), int(node.attr("summarize")), tuple(inputs)
+  )
   return [StringConstant(node.name, fmt)]
 
 
@@ -57,8 +62,7 @@ def _render(fmt: Format, values) -> str:
 
 @structural("PrintV2", family=FAMILY, doc="Prints its string (tf.print), eagerly or at run time.")
 def _print_v2(ctx, node, inputs):
-  stream = {"stdout": sys.stdout, "stderr": sys.stderr}.get(node.attr("output_stream"),
-                                                            sys.stderr)
+  stream = {"stdout": sys.stdout, "stderr": sys.stderr}.get(node.attr("output_stream"), sys.stderr)
   end = node.attr("end")
   value: Any = inputs[0].value if isinstance(inputs[0], StringConstant) else inputs[0]
   if isinstance(value, Format):

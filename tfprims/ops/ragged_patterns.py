@@ -28,8 +28,12 @@ from tfprims import errors, graph as graph_lib
 
 _SCOPE = "RaggedSplitsToSegmentIds"
 _IDS = f"{_SCOPE}/Repeat/boolean_mask/GatherV2"
-_REDUCERS = ("UnsortedSegmentSum", "UnsortedSegmentMax", "UnsortedSegmentMin",
-             "UnsortedSegmentProd")
+_REDUCERS = (
+  "UnsortedSegmentSum",
+  "UnsortedSegmentMax",
+  "UnsortedSegmentMin",
+  "UnsortedSegmentProd",
+)
 
 
 def _splits_ref(graph: graph_lib.Graph, ids_node: str) -> Optional[graph_lib.Ref]:
@@ -52,34 +56,39 @@ def _attr(tf, value) -> object:
   return tf.compat.v1.AttrValue(i=int(value))
 
 
-def _segment_ids(tf, prefix: str, data: graph_lib.Ref, splits: graph_lib.Ref,
-                 dtype: np.dtype) -> list[graph_lib.Node]:
+def _segment_ids(
+  tf, prefix: str, data: graph_lib.Ref, splits: graph_lib.Ref, dtype: np.dtype
+) -> list[graph_lib.Node]:
   """The nodes computing ``UpperBound([splits], [range(len(data))])[0] - 1`` (the last
   one named ``prefix``)."""
+
   def node(name, op, inputs, **attrs):
-    return graph_lib.Node(f"{prefix}/{name}" if name else prefix, op,
-                          [tuple(i) for i in inputs], [],
-                          {k: _attr(tf, v) for k, v in attrs.items()})
+    return graph_lib.Node(
+      f"{prefix}/{name}" if name else prefix,
+      op,
+      [tuple(i) for i in inputs],
+      [],
+      {k: _attr(tf, v) for k, v in attrs.items()},
+    )
 
   def const(name, value):
     return node(name, "Const", [], value=value, dtype=value.dtype)
 
   n = f"{prefix}/"
   return [
-      const("zero", np.int32(0)), const("one", np.int32(1)),
-      const("axis0", np.int32(0)), const("one_id", np.asarray(1, dtype)),
-      node("shape", "Shape", [data], out_type=np.int32),
-      node("nvals", "GatherV2", [(n + "shape", 0), (n + "zero", 0), (n + "axis0", 0)],
-           batch_dims=0),
-      node("positions", "Range", [(n + "zero", 0), (n + "nvals", 0), (n + "one", 0)],
-           Tidx=np.int32),
-      node("cast", "Cast", [(n + "positions", 0)], SrcT=np.int32, DstT=dtype),
-      node("positions_2d", "ExpandDims", [(n + "cast", 0), (n + "zero", 0)]),
-      node("splits_2d", "ExpandDims", [splits, (n + "zero", 0)]),
-      node("bound", "UpperBound", [(n + "splits_2d", 0), (n + "positions_2d", 0)],
-           out_type=dtype),
-      node("bound_1d", "Squeeze", [(n + "bound", 0)], squeeze_dims=[0]),
-      node("", "Sub", [(n + "bound_1d", 0), (n + "one_id", 0)]),
+    const("zero", np.int32(0)),
+    const("one", np.int32(1)),
+    const("axis0", np.int32(0)),
+    const("one_id", np.asarray(1, dtype)),
+    node("shape", "Shape", [data], out_type=np.int32),
+    node("nvals", "GatherV2", [(n + "shape", 0), (n + "zero", 0), (n + "axis0", 0)], batch_dims=0),
+    node("positions", "Range", [(n + "zero", 0), (n + "nvals", 0), (n + "one", 0)], Tidx=np.int32),
+    node("cast", "Cast", [(n + "positions", 0)], SrcT=np.int32, DstT=dtype),
+    node("positions_2d", "ExpandDims", [(n + "cast", 0), (n + "zero", 0)]),
+    node("splits_2d", "ExpandDims", [splits, (n + "zero", 0)]),
+    node("bound", "UpperBound", [(n + "splits_2d", 0), (n + "positions_2d", 0)], out_type=dtype),
+    node("bound_1d", "Squeeze", [(n + "bound", 0)], squeeze_dims=[0]),
+    node("", "Sub", [(n + "bound_1d", 0), (n + "one_id", 0)]),
   ]
 
 
@@ -97,9 +106,12 @@ def static_segment_ids(graph: graph_lib.Graph) -> graph_lib.Graph:
     dtype = graph.by_name[ids_name].attr("Tparams", None)
     if splits is None or not isinstance(dtype, np.dtype):
       continue
-    if all(u.op in _REDUCERS and tuple(u.inputs[1]) == (ids_name, 0)
-           and (ids_name, 0) not in [tuple(r) for r in u.inputs[:1] + u.inputs[2:]]
-           for u in users) and all(o[0] != ids_name for o in graph.outputs):
+    if all(
+      u.op in _REDUCERS
+      and tuple(u.inputs[1]) == (ids_name, 0)
+      and (ids_name, 0) not in [tuple(r) for r in u.inputs[:1] + u.inputs[2:]]
+      for u in users
+    ) and all(o[0] != ids_name for o in graph.outputs):
       todo[ids_name] = (splits, dtype, users)
   if not todo:
     return graph

@@ -37,12 +37,10 @@ def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
   for a in axes:
     a = int(a)
     if not -ndim <= a < ndim:
-      raise ValueError(f"Invalid reduction dimension ({a} for input with {ndim} "
-                       "dimension(s)")
+      raise ValueError(f"Invalid reduction dimension ({a} for input with {ndim} dimension(s)")
     a %= ndim
     if a in out:
-      raise ValueError(f"Invalid reduction arguments: Axes contains duplicate "
-                       f"dimension: {a}")
+      raise ValueError(f"Invalid reduction arguments: Axes contains duplicate dimension: {a}")
     out.append(a)
   return tuple(sorted(out))
 
@@ -134,7 +132,7 @@ def _int_mean(x, axes, keep_dims, n):
     if tfdtypes.x64_enabled():
       acc = np.dtype(np.int64 if signed else np.uint64)
     else:
-      acc = np.dtype(np.int32 if signed else np.uint32)   # exact for n < 2**16
+      acc = np.dtype(np.int32 if signed else np.uint32)  # exact for n < 2**16
     s = jnp.sum(x.astype(acc), axis=axes, dtype=acc, keepdims=keep_dims)
     return lax.div(s, _count_value(n, acc)).astype(dtype)
   # 32-bit ints without x64: the 64-bit sum S is never formed. With
@@ -203,7 +201,7 @@ def _complex_norm(x, axes, keep_dims):
   to_inf = (jnp.isinf(a) | jnp.isinf(b)) & ~(jnp.isnan(a) | jnp.isnan(b))
   re = jnp.where(to_inf, np.array(np.inf, a.dtype), aa + bb)
   sr = jnp.sum(re, axis=axes, keepdims=keep_dims)
-  si = jnp.sum(ab - ab, axis=axes, keepdims=keep_dims)   # 0, or NaN beside inf/NaN
+  si = jnp.sum(ab - ab, axis=axes, keepdims=keep_dims)  # 0, or NaN beside inf/NaN
   half = np.array(0.5, a.dtype)
   return lax.complex(jnp.sqrt(half * (sr + sr)), si * np.array(0, a.dtype))
 
@@ -218,7 +216,7 @@ def _euclidean_norm(x, *, axis, keep_dims):
   if jnp.issubdtype(x.dtype, jnp.integer):
     s = jnp.sum(x * x, axis=axes, dtype=x.dtype, keepdims=keep_dims)
     if _count(x.shape, axes) == 1:
-      s = lax.optimization_barrier(s)   # keep XLA from assuming x * x >= 0
+      s = lax.optimization_barrier(s)  # keep XLA from assuming x * x >= 0
     unsigned = np.dtype(f"uint{8 * x.dtype.itemsize}")
     r = _isqrt_unsigned(s.astype(unsigned)).astype(x.dtype)
     if jnp.issubdtype(x.dtype, jnp.signedinteger):
@@ -242,8 +240,11 @@ def _arg_chooser(kind):
       x = jnp.where(jnp.isnan(x), np.array(-np.inf if kind == "max" else np.inf, x.dtype), x)
     fn = jnp.argmax if kind == "max" else jnp.argmin
     return fn(x, axis=dim).astype(tfdtypes.canonical_dtype(output_type))
-  impl.__doc__ = (f"Index of the first {kind}imum; NaN is skipped (index 0 when the "
-                  "whole row is NaN), as in TF's CPU kernel.")
+
+  impl.__doc__ = (
+    f"Index of the first {kind}imum; NaN is skipped (index 0 when the "
+    "whole row is NaN), as in TF's CPU kernel."
+  )
   return impl
 
 
@@ -268,8 +269,13 @@ def _mean_transpose(ct, x, *, axis, keep_dims):
   if isinstance(n, int) and n <= 1:
     return _reduce_transpose(ct, x, axis=axis, keep_dims=keep_dims)
   # TF divides by the count (RealDiv, whose transpose gives grad-of-grad).
-  return _reduce_transpose(ct, x, axis=axis, keep_dims=keep_dims,
-                           scale=lambda c: tfops.RealDiv(c, _count_value(n, c.dtype)))
+  return _reduce_transpose(
+    ct,
+    x,
+    axis=axis,
+    keep_dims=keep_dims,
+    scale=lambda c: tfops.RealDiv(c, _count_value(n, c.dtype)),
+  )
 
 
 def _mean_jvp(t, x, *, axis, keep_dims):
@@ -281,12 +287,14 @@ def _mean_jvp(t, x, *, axis, keep_dims):
 
 def _reduction_batching(op):
   """Re-binds ``op`` with the batch axis moved to the front and the axes shifted."""
+
   def rule(args, dims, *, axis, **params):
     (x,), (d,) = args, dims
     if d != 0:
       x = rules.move_axes(x, [d], [0])
     axes = tuple(a + 1 for a in normalize_axes(axis, x.ndim - 1))
     return op(x, axis=axes, **params), 0
+
   return rule
 
 
@@ -297,12 +305,14 @@ def _arg_batching(op):
       x = rules.move_axes(x, [d], [0])
     dim = normalize_axes(dimension, x.ndim - 1)[0] + 1
     return op(x, dimension=dim, **params), 0
+
   return rule
 
 
 def _chooser_jvp(op):
   """TF's Max/Min gradient: the tangent is averaged over the tied extrema
   (indicators / count), so a NaN in the slice gives NaN."""
+
   def rule(primals, tangents, *, axis, keep_dims):
     (x,), (t,) = primals, tangents
     y = op(x, axis=axis, keep_dims=keep_dims)
@@ -315,6 +325,7 @@ def _chooser_jvp(op):
     count = tfops.Sum(ind, axis=axes, keep_dims=True)
     weights = tfops.RealDiv(ind, count)
     return y, tfops.Sum(tfops.Mul(t, weights), axis=axes, keep_dims=keep_dims)
+
   return rule
 
 
@@ -351,7 +362,7 @@ def _wide_bounds(dtype, bound):
   if dtype.name in ("int64", "uint64") and bound is not None:
     return {"min_value": 0 if dtype.name == "uint64" else -bound, "max_value": bound}
   if dtype.name == "int64":
-    return {"min_value": -2**31, "max_value": 2**31 - 1}
+    return {"min_value": -(2**31), "max_value": 2**31 - 1}
   if dtype.name == "uint64":
     return {"min_value": 0, "max_value": 2**32 - 1}
   return {}
@@ -359,6 +370,7 @@ def _wide_bounds(dtype, bound):
 
 def _axis_strategy(st, rank):
   """TF reduction_indices: a scalar or a vector (maybe empty), negative axes too."""
+
   @st.composite
   def draw(draw):
     idx = np.dtype(draw(st.sampled_from(["int32", "int64"])))
@@ -367,11 +379,13 @@ def _axis_strategy(st, rank):
     axes = draw(st.lists(st.integers(0, rank - 1), unique=True, max_size=rank)) if rank else []
     negs = draw(st.lists(st.booleans(), min_size=len(axes), max_size=len(axes)))
     return np.array([a - rank if neg else a for a, neg in zip(axes, negs)], idx)
+
   return draw()
 
 
 def reduction_calls(st, dtype_names, wide_bound=None, complex_kwargs=None):
   """Calls of a reduction: input of any small shape, reduction_indices, keep_dims."""
+
   @st.composite
   def draw(draw):
     dtype = draw(st.dtypes(dtype_names))
@@ -380,21 +394,27 @@ def reduction_calls(st, dtype_names, wide_bound=None, complex_kwargs=None):
     if dtype.kind == "c":
       kwargs.update(complex_kwargs or {})
     x = draw(st.arrays(dtype, shape, **kwargs))
-    return {"input": x, "reduction_indices": draw(_axis_strategy(st, len(shape))),
-            "keep_dims": draw(st.booleans())}
+    return {
+      "input": x,
+      "reduction_indices": draw(_axis_strategy(st, len(shape))),
+      "keep_dims": draw(st.booleans()),
+    }
+
   return draw()
 
 
-def reduction_spec(st, op_type, dtype_names, wide_bound=None, complex_kwargs=None,
-                   **kwargs):
+def reduction_spec(st, op_type, dtype_names, wide_bound=None, complex_kwargs=None, **kwargs):
   """Calls with op-def names (``reduction_indices``); the runner passes it to
   ``tf.raw_ops.<op_type>`` as ``axis`` (``tfprims.testing.oracles.raw_ops_renames``)."""
   return st.Spec(reduction_calls(st, dtype_names, wide_bound, complex_kwargs), **kwargs)
 
 
-_TIE_VALUES = {"f": [0.0, -0.0, 1.0, -1.0, np.nan, float(np.copysign(np.nan, -1.0)), np.inf,
-                     -np.inf],
-               "i": [0, 1, -1, 2], "u": [0, 1, 2], "b": [False, True]}
+_TIE_VALUES = {
+  "f": [0.0, -0.0, 1.0, -1.0, np.nan, float(np.copysign(np.nan, -1.0)), np.inf, -np.inf],
+  "i": [0, 1, -1, 2],
+  "u": [0, 1, 2],
+  "b": [False, True],
+}
 
 
 def _tie_array(st, dtype, shape):
@@ -403,8 +423,8 @@ def _tie_array(st, dtype, shape):
   kind = st.kind(dtype)
   values = _TIE_VALUES[kind]
   return st.lists(st.sampled_from(values), min_size=size, max_size=size).map(
-      lambda v: np.array(v, dtype=np.float32 if kind == "f" else None)
-      .astype(dtype).reshape(shape))
+    lambda v: np.array(v, dtype=np.float32 if kind == "f" else None).astype(dtype).reshape(shape)
+  )
 
 
 def arg_calls(st, output_types):
@@ -420,8 +440,12 @@ def arg_calls(st, output_types):
     else:
       x = draw(st.arrays(dtype, shape, **_wide_bounds(dtype, None)))
     idx = np.dtype(draw(st.sampled_from(["int32", "int64"])))
-    return {"input": x, "dimension": np.array(dim, idx),
-            "output_type": np.dtype(draw(st.sampled_from(output_types)))}
+    return {
+      "input": x,
+      "dimension": np.array(dim, idx),
+      "output_type": np.dtype(draw(st.sampled_from(output_types))),
+    }
+
   return draw()
 
 
@@ -430,75 +454,151 @@ _NO_GRAD_INT = "integer/boolean op: not differentiable"
 # ---------------------------------------------------------------------------
 # Ops.
 
-_RED = dict(family="reductions", static={"reduction_indices": "axis"}, attrs=("keep_dims",),
-            canonicalize=_canonicalize_axes)
+_RED = dict(
+  family="reductions",
+  static={"reduction_indices": "axis"},
+  attrs=("keep_dims",),
+  canonicalize=_canonicalize_axes,
+)
 
 Sum = register_op(
-    "Sum", _sum, **_RED, linear=True, transpose=_reduce_transpose,
-    batching=rules.per_op(_reduction_batching),
-    spec=rules.per_op(lambda op: lambda st: reduction_spec(
-        st, op.op_type, st.NUMERIC + st.COMPLEX, wide_bound=2**22)))
+  "Sum",
+  _sum,
+  **_RED,
+  linear=True,
+  transpose=_reduce_transpose,
+  batching=rules.per_op(_reduction_batching),
+  spec=rules.per_op(
+    lambda op: lambda st: reduction_spec(st, op.op_type, st.NUMERIC + st.COMPLEX, wide_bound=2**22)
+  ),
+)
 
 Mean = register_op(
-    "Mean", _mean, **_RED, linear_values=True, build=_mean_build,
-    jvp=(_mean_jvp,), transpose=_mean_transpose,
-    batching=rules.per_op(_reduction_batching),
-    spec=rules.per_op(lambda op: lambda st: reduction_spec(
-        st, op.op_type, st.NUMERIC + st.COMPLEX)))
+  "Mean",
+  _mean,
+  **_RED,
+  linear_values=True,
+  build=_mean_build,
+  jvp=(_mean_jvp,),
+  transpose=_mean_transpose,
+  batching=rules.per_op(_reduction_batching),
+  spec=rules.per_op(lambda op: lambda st: reduction_spec(st, op.op_type, st.NUMERIC + st.COMPLEX)),
+)
 
 Prod = register_op(
-    "Prod", _prod, **_RED, batching=rules.per_op(_reduction_batching),
-    # Complex products reaching inf follow each library's complex arithmetic (TF:
-    # C99 Annex G; XLA: plain formulas, batched and unbatched differing): complex
-    # factors are drawn with |z| < 1.
-    spec=rules.per_op(lambda op: lambda st: reduction_spec(
-        st, op.op_type, st.NUMERIC + st.COMPLEX, wide_bound=1,
-        complex_kwargs={"min_value": -0.7, "max_value": 0.7})))
+  "Prod",
+  _prod,
+  **_RED,
+  batching=rules.per_op(_reduction_batching),
+  # Complex products reaching inf follow each library's complex arithmetic (TF:
+  # C99 Annex G; XLA: plain formulas, batched and unbatched differing): complex
+  # factors are drawn with |z| < 1.
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: reduction_spec(
+        st,
+        op.op_type,
+        st.NUMERIC + st.COMPLEX,
+        wide_bound=1,
+        complex_kwargs={"min_value": -0.7, "max_value": 0.7},
+      )
+    )
+  ),
+)
 
 Max = register_op(
-    "Max", _max, **_RED, jvp=rules.per_op(_chooser_jvp),
-    batching=rules.per_op(_reduction_batching),
-    spec=rules.per_op(lambda op: lambda st: reduction_spec(st, op.op_type, st.NUMERIC)))
+  "Max",
+  _max,
+  **_RED,
+  jvp=rules.per_op(_chooser_jvp),
+  batching=rules.per_op(_reduction_batching),
+  spec=rules.per_op(lambda op: lambda st: reduction_spec(st, op.op_type, st.NUMERIC)),
+)
 
 Min = register_op(
-    "Min", _min, **_RED, jvp=rules.per_op(_chooser_jvp),
-    batching=rules.per_op(_reduction_batching),
-    spec=rules.per_op(lambda op: lambda st: reduction_spec(st, op.op_type, st.NUMERIC)))
+  "Min",
+  _min,
+  **_RED,
+  jvp=rules.per_op(_chooser_jvp),
+  batching=rules.per_op(_reduction_batching),
+  spec=rules.per_op(lambda op: lambda st: reduction_spec(st, op.op_type, st.NUMERIC)),
+)
 
 All = register_op(
-    "All", _all, **_RED, batching=rules.per_op(_reduction_batching),
-    spec=rules.per_op(lambda op: lambda st: reduction_spec(
-        st, op.op_type, ("bool",),
-        skip={"jvp": _NO_GRAD_INT, "vjp": _NO_GRAD_INT})))
+  "All",
+  _all,
+  **_RED,
+  batching=rules.per_op(_reduction_batching),
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: reduction_spec(
+        st, op.op_type, ("bool",), skip={"jvp": _NO_GRAD_INT, "vjp": _NO_GRAD_INT}
+      )
+    )
+  ),
+)
 
 Any = register_op(
-    "Any", _any, **_RED, batching=rules.per_op(_reduction_batching),
-    spec=rules.per_op(lambda op: lambda st: reduction_spec(
-        st, op.op_type, ("bool",),
-        skip={"jvp": _NO_GRAD_INT, "vjp": _NO_GRAD_INT})))
+  "Any",
+  _any,
+  **_RED,
+  batching=rules.per_op(_reduction_batching),
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: reduction_spec(
+        st, op.op_type, ("bool",), skip={"jvp": _NO_GRAD_INT, "vjp": _NO_GRAD_INT}
+      )
+    )
+  ),
+)
 
 EuclideanNorm = register_op(
-    "EuclideanNorm", _euclidean_norm, **_RED, jvp=_euclidean_norm_jvp,
-    batching=rules.per_op(_reduction_batching),
-    spec=rules.per_op(lambda op: lambda st: reduction_spec(
-        st, op.op_type, st.NUMERIC + st.COMPLEX, wide_bound=2**11,
+  "EuclideanNorm",
+  _euclidean_norm,
+  **_RED,
+  jvp=_euclidean_norm_jvp,
+  batching=rules.per_op(_reduction_batching),
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: reduction_spec(
+        st,
+        op.op_type,
+        st.NUMERIC + st.COMPLEX,
+        wide_bound=2**11,
         # TF's result for a NaN part beside an inf depends on its kernel's path.
         complex_kwargs={"allow_nan": False},
         # TF's forward mode linearises its gradient x / (norm / ct) in ct, which
         # gives NaN (its own GradientTape gives inf) where x**2 underflows to 0.
-        grad_oracle="vjp")))
+        grad_oracle="vjp",
+      )
+    )
+  ),
+)
 
-_ARG = dict(family="reductions", static=("dimension",), attrs=("output_type",),
-            canonicalize=_canonicalize_dimension)
+_ARG = dict(
+  family="reductions",
+  static=("dimension",),
+  attrs=("output_type",),
+  canonicalize=_canonicalize_dimension,
+)
 
 ArgMax = register_op(
-    "ArgMax", _arg_chooser("max"), **_ARG,
-    batching=rules.per_op(_arg_batching),
-    spec=lambda st: st.Spec(arg_calls(st, ("int16", "uint16", "int32", "int64")),
-                            skip={"jvp": "integer output", "vjp": "integer output"}))
+  "ArgMax",
+  _arg_chooser("max"),
+  **_ARG,
+  batching=rules.per_op(_arg_batching),
+  spec=lambda st: st.Spec(
+    arg_calls(st, ("int16", "uint16", "int32", "int64")),
+    skip={"jvp": "integer output", "vjp": "integer output"},
+  ),
+)
 
 ArgMin = register_op(
-    "ArgMin", _arg_chooser("min"), **_ARG,
-    batching=rules.per_op(_arg_batching),
-    spec=lambda st: st.Spec(arg_calls(st, ("int32", "int64")),
-                            skip={"jvp": "integer output", "vjp": "integer output"}))
+  "ArgMin",
+  _arg_chooser("min"),
+  **_ARG,
+  batching=rules.per_op(_arg_batching),
+  spec=lambda st: st.Spec(
+    arg_calls(st, ("int32", "int64")), skip={"jvp": "integer output", "vjp": "integer output"}
+  ),
+)

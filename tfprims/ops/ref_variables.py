@@ -42,27 +42,37 @@ FAMILY = "state"
 
 
 def _ref(node, value) -> RefHandle:
-  return expect_handle(node, value, RefHandle,
-                       "a TF1 reference variable (a VariableV2 node's output)")
+  return expect_handle(
+    node, value, RefHandle, "a TF1 reference variable (a VariableV2 node's output)"
+  )
 
 
 # --- the variables ------------------------------------------------------------------
 
 
-@structural("VariableV2", "Variable", family=FAMILY, creates_variable=True,
-            doc="A TF1 reference variable: a ref to the param named after the node.")
+@structural(
+  "VariableV2",
+  "Variable",
+  family=FAMILY,
+  creates_variable=True,
+  doc="A TF1 reference variable: a ref to the param named after the node.",
+)
 def _ref_variable(ctx, node, inputs):
   if node.name not in ctx.state:
     raise errors.ConversionError(
-        f"{node.op} node '{node.name}' creates a variable inside the graph and no "
-        f"param '{node.name}' holds its value: convert TF1 graphs with "
-        "tfprims.convert_session (a tf.compat.v1.Session's variables become params), "
-        "tfprims.load_saved_model or tfprims.convert_from_restored")
+      f"{node.op} node '{node.name}' creates a variable inside the graph and no "
+      f"param '{node.name}' holds its value: convert TF1 graphs with "
+      "tfprims.convert_session (a tf.compat.v1.Session's variables become params), "
+      "tfprims.load_saved_model or tfprims.convert_from_restored"
+    )
   return [RefHandle(node.name)]
 
 
-@structural("TemporaryVariable", family=FAMILY,
-            doc="A variable living for one call (zeros until assigned; not a param).")
+@structural(
+  "TemporaryVariable",
+  family=FAMILY,
+  doc="A variable living for one call (zeros until assigned; not a param).",
+)
 def _temporary_variable(ctx, node, inputs):
   # TF leaves the buffer uninitialized; zeros make the result deterministic.
   shape = node.attr("shape")
@@ -73,8 +83,12 @@ def _temporary_variable(ctx, node, inputs):
   return [RefHandle(key)]
 
 
-@structural("DestroyTemporaryVariable", family=FAMILY, writes_state=True,
-            doc="The temporary variable's final value; the variable ends.")
+@structural(
+  "DestroyTemporaryVariable",
+  family=FAMILY,
+  writes_state=True,
+  doc="The temporary variable's final value; the variable ends.",
+)
 def _destroy_temporary_variable(ctx, node, inputs):
   ref = _ref(node, inputs[0])
   value = deref(ctx, ref)
@@ -83,22 +97,28 @@ def _destroy_temporary_variable(ctx, node, inputs):
   return [value]
 
 
-@structural("RefIdentity", family=FAMILY, pass_through=True,
-            doc="The same ref (reads through it see the variable when they run).")
+@structural(
+  "RefIdentity",
+  family=FAMILY,
+  pass_through=True,
+  doc="The same ref (reads through it see the variable when they run).",
+)
 def _ref_identity(ctx, node, inputs):
   return [_ref(node, inputs[0])]
 
 
-@structural("RefSelect", family=FAMILY,
-            doc="The index-th ref (the index must be known when tracing).")
+@structural(
+  "RefSelect", family=FAMILY, doc="The index-th ref (the index must be known when tracing)."
+)
 def _ref_select(ctx, node, inputs):
   index, refs = inputs[0], inputs[1:]
   if not isinstance(index, (np.ndarray, np.generic, int)):
     raise errors.StaticInputError(node.op, node.name, "index")
   i = int(index)
   if not 0 <= i < len(refs):
-    raise errors.RuntimeCheckError(node.op, node.name,
-                                   f"index of {i} is out of bounds [0, {len(refs)})")
+    raise errors.RuntimeCheckError(
+      node.op, node.name, f"index of {i} is out of bounds [0, {len(refs)})"
+    )
   return [_ref(node, refs[i])]
 
 
@@ -111,15 +131,22 @@ def _write(ctx, node, ref, new):
   return [ref]
 
 
-@structural("Assign", family=FAMILY, writes_state=True,
-            doc="Sets the variable; its output is the variable's ref.")
+@structural(
+  "Assign",
+  family=FAMILY,
+  writes_state=True,
+  doc="Sets the variable; its output is the variable's ref.",
+)
 def _assign(ctx, node, inputs):
   ref, value = _ref(node, inputs[0]), inputs[1]
   old = deref(ctx, ref)
   if node.attr("validate_shape") and np.shape(value) != np.shape(old):
     raise errors.OpError(
-        node.op, node.name, "Assign requires shapes of both tensors to match. lhs shape= "
-        f"{list(np.shape(old))} rhs shape= {list(np.shape(value))}")
+      node.op,
+      node.name,
+      "Assign requires shapes of both tensors to match. lhs shape= "
+      f"{list(np.shape(old))} rhs shape= {list(np.shape(value))}",
+    )
   return _write(ctx, node, ref, value)
 
 
@@ -127,36 +154,62 @@ def _assign_update(prim):
   def interpret(ctx, node, inputs):
     ref = _ref(node, inputs[0])
     return _write(ctx, node, ref, getattr(tfops, prim).apply([deref(ctx, ref), inputs[1]], {}))
+
   return interpret
 
 
-register_structural("AssignAdd", _assign_update("AddV2"), family=FAMILY, writes_state=True,
-                    doc="Adds to the variable (tf.AddV2); its output is the variable's ref.")
-register_structural("AssignSub", _assign_update("Sub"), family=FAMILY, writes_state=True,
-                    doc="Subtracts from the variable (tf.Sub); its output is the variable's ref.")
+register_structural(
+  "AssignAdd",
+  _assign_update("AddV2"),
+  family=FAMILY,
+  writes_state=True,
+  doc="Adds to the variable (tf.AddV2); its output is the variable's ref.",
+)
+register_structural(
+  "AssignSub",
+  _assign_update("Sub"),
+  family=FAMILY,
+  writes_state=True,
+  doc="Subtracts from the variable (tf.Sub); its output is the variable's ref.",
+)
 
 
 def _bind_writer(resource_op):
   """A ref writer: the primitive of its resource form on the variable's value."""
+
   def interpret(ctx, node, inputs):
     ref = _ref(node, inputs[0])
-    (new,) = bind_node(ctx, getattr(tfops, resource_op), node,
-                       [deref(ctx, ref), *inputs[1:]], grouped_as=resource_op)
+    (new,) = bind_node(
+      ctx, getattr(tfops, resource_op), node, [deref(ctx, ref), *inputs[1:]], grouped_as=resource_op
+    )
     return _write(ctx, node, ref, new)
+
   return interpret
 
 
 for _kind in ("Add", "Sub", "Mul", "Div", "Min", "Max", "Update"):
-  register_structural(f"Scatter{_kind}", _bind_writer(f"ResourceScatter{_kind}"),
-                      family=FAMILY, writes_state=True,
-                      doc=f"tf.ResourceScatter{_kind} on the variable's value, written back.")
+  register_structural(
+    f"Scatter{_kind}",
+    _bind_writer(f"ResourceScatter{_kind}"),
+    family=FAMILY,
+    writes_state=True,
+    doc=f"tf.ResourceScatter{_kind} on the variable's value, written back.",
+  )
 for _kind in ("Add", "Sub", "Min", "Max", "Update"):
-  register_structural(f"ScatterNd{_kind}", _bind_writer(f"ResourceScatterNd{_kind}"),
-                      family=FAMILY, writes_state=True,
-                      doc=f"tf.ResourceScatterNd{_kind} on the variable's value, written back.")
-register_structural("StridedSliceAssign", _bind_writer("ResourceStridedSliceAssign"),
-                    family=FAMILY, writes_state=True,
-                    doc="tf.ResourceStridedSliceAssign on the variable's value, written back.")
+  register_structural(
+    f"ScatterNd{_kind}",
+    _bind_writer(f"ResourceScatterNd{_kind}"),
+    family=FAMILY,
+    writes_state=True,
+    doc=f"tf.ResourceScatterNd{_kind} on the variable's value, written back.",
+  )
+register_structural(
+  "StridedSliceAssign",
+  _bind_writer("ResourceStridedSliceAssign"),
+  family=FAMILY,
+  writes_state=True,
+  doc="tf.ResourceStridedSliceAssign on the variable's value, written back.",
+)
 
 
 # --- CountUpTo ----------------------------------------------------------------------
@@ -168,15 +221,20 @@ def _count_up_to(ctx, node, old):
   raise; otherwise the variable stays at the limit)."""
   limit = int(node.attr("limit"))
   dtype = np.asarray(old).dtype if isinstance(old, (np.ndarray, np.generic)) else old.dtype
-  checker = types.SimpleNamespace(check=lambda v: (jnp.asarray(v) >= limit,
-                                                   f"Reached limit of {limit}"))
+  checker = types.SimpleNamespace(
+    check=lambda v: (jnp.asarray(v) >= limit, f"Reached limit of {limit}")
+  )
   run_check(checker, node, [old], {})
   below = tfops.Less(old, np.asarray(limit, dtype))
   return tfops.SelectV2(below, tfops.AddV2(old, np.ones((), dtype)), old)
 
 
-@structural("CountUpTo", family=FAMILY, writes_state=True,
-            doc="The variable's value, then the variable incremented (until limit).")
+@structural(
+  "CountUpTo",
+  family=FAMILY,
+  writes_state=True,
+  doc="The variable's value, then the variable incremented (until limit).",
+)
 def _count_up_to_ref(ctx, node, inputs):
   ref = _ref(node, inputs[0])
   old = deref(ctx, ref)
@@ -184,8 +242,13 @@ def _count_up_to_ref(ctx, node, inputs):
   return [old]
 
 
-@structural("ResourceCountUpTo", family=FAMILY, reads_state=True, writes_state=True,
-            doc="CountUpTo on a resource variable.")
+@structural(
+  "ResourceCountUpTo",
+  family=FAMILY,
+  reads_state=True,
+  writes_state=True,
+  doc="CountUpTo on a resource variable.",
+)
 def _count_up_to_resource(ctx, node, inputs):
   handle = expect_handle(node, inputs[0])
   old = ctx.state[handle.key]

@@ -51,17 +51,27 @@ def _timestamp():
 
 def _timestamp_oracle():
   from tensorflow.python.ops import gen_logging_ops
+
   return gen_logging_ops.timestamp()
 
 
 Timestamp = register_op(
-    "Timestamp", _timestamp, family=FAMILY, interpret=_at_run_time,
-    spec=lambda st: st.Spec(st.call(), oracle=_timestamp_oracle, skip={
-        "values": "the time of each call differs; tests/test_other_ops.py checks it lies "
-                  "between two host clock readings and that jit reads it at run time",
-        "jit": "eager and jitted calls read the clock at different moments (the jitted "
-               "reading is checked in tests/test_other_ops.py)"},
-        note="a host callback: the time when the program runs"))
+  "Timestamp",
+  _timestamp,
+  family=FAMILY,
+  interpret=_at_run_time,
+  spec=lambda st: st.Spec(
+    st.call(),
+    oracle=_timestamp_oracle,
+    skip={
+      "values": "the time of each call differs; tests/test_other_ops.py checks it lies "
+      "between two host clock readings and that jit reads it at run time",
+      "jit": "eager and jitted calls read the clock at different moments (the jitted "
+      "reading is checked in tests/test_other_ops.py)",
+    },
+    note="a host callback: the time when the program runs",
+  ),
+)
 
 
 _FULL_PRECISION = ("highest", "float32")
@@ -82,28 +92,41 @@ def _tf32_oracle():
   def f():
     graph = tf.compat.v1.get_default_graph()
     return graph.create_op("IsTensorFloat32Enabled", [], [tf.bool]).outputs[0]
+
   return f()
 
 
 IsTensorFloat32Enabled = register_op(
-    "IsTensorFloat32Enabled", _tf32_enabled, family=FAMILY, interpret=_at_run_time,
-    spec=lambda st: st.Spec(st.call(), oracle=_tf32_oracle, skip={
-        "values": "TF reports its global TF32 switch (on by default, even on CPU hosts); "
-                  "tfprims reports whether its own float32 dot products may use TF32 "
-                  "(never on CPU), checked in tests/test_other_ops.py"},
-        note="False on CPU; on GPU, per jax_default_matmul_precision"))
+  "IsTensorFloat32Enabled",
+  _tf32_enabled,
+  family=FAMILY,
+  interpret=_at_run_time,
+  spec=lambda st: st.Spec(
+    st.call(),
+    oracle=_tf32_oracle,
+    skip={
+      "values": "TF reports its global TF32 switch (on by default, even on CPU hosts); "
+      "tfprims reports whether its own float32 dot products may use TF32 "
+      "(never on CPU), checked in tests/test_other_ops.py"
+    },
+    note="False on CPU; on GPU, per jax_default_matmul_precision",
+  ),
+)
 
 
 declare_unsupported(
-    "GetDeadline",
-    hint="GetDeadline reads the deadline of the TF session run or function call it runs "
-         "in (TF raises 'Deadline has not been set' outside one); a converted function has "
-         "no such deadline. Remove the deadline check from the function, or pass the "
-         "deadline in as an input")
+  "GetDeadline",
+  hint="GetDeadline reads the deadline of the TF session run or function call it runs "
+  "in (TF raises 'Deadline has not been set' outside one); a converted function has "
+  "no such deadline. Remove the deadline check from the function, or pass the "
+  "deadline in as an input",
+)
 declare_unsupported(
-    "CompositeTensorVariantFromComponents", "CompositeTensorVariantToComponents",
-    hint="these pack a composite tensor (an ExtensionType, a RaggedTensor...) into a "
-         "scalar DT_VARIANT and back, so it can cross tf.data or a TensorArray; tfprims "
-         "has no variant values for them. Pass the composite tensor's component tensors "
-         "(tf.nest.flatten(x, expand_composites=True)) into and out of the function "
-         "instead")
+  "CompositeTensorVariantFromComponents",
+  "CompositeTensorVariantToComponents",
+  hint="these pack a composite tensor (an ExtensionType, a RaggedTensor...) into a "
+  "scalar DT_VARIANT and back, so it can cross tf.data or a TensorArray; tfprims "
+  "has no variant values for them. Pass the composite tensor's component tensors "
+  "(tf.nest.flatten(x, expand_composites=True)) into and out of the function "
+  "instead",
+)

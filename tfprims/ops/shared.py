@@ -26,9 +26,11 @@ def ints(value) -> tuple:
   try:
     return tuple(int(v) for v in np.asarray(value, dtype=np.int64).reshape(-1))
   except TypeError:  # a symbolic dim (jax.export shape polymorphism) where an int is needed
-    raise TypeError(f"this static input needs concrete sizes, but {value!r} holds the "
-                    "symbolic dims of a shape-polymorphic export: export with concrete "
-                    "shapes (tfprims export --batch N)") from None
+    raise TypeError(
+      f"this static input needs concrete sizes, but {value!r} holds the "
+      "symbolic dims of a shape-polymorphic export: export with concrete "
+      "shapes (tfprims export --batch N)"
+    ) from None
 
 
 def scalar_int(value) -> int:
@@ -57,6 +59,7 @@ def fold_batching(op, fix_params=None):
   """vmap by folding the batch axis into N (every operand has N first); unbatched
   operands are broadcast. ``fix_params(params, batch_size)`` adjusts params that
   name the batch (AvgPoolGrad's orig_input_shape)."""
+
   def rule(args, dims, **p):
     b = rules.batch_size(args, dims)
     flat = []
@@ -70,4 +73,5 @@ def fold_batching(op, fix_params=None):
     if isinstance(out, (list, tuple)):
       return [split_batch(o, b) for o in out], [0] * len(out)
     return split_batch(out, b), 0
+
   return rule

@@ -14,6 +14,7 @@ INDEX_DTYPES = ("int32", "int64")
 def lazy_hst():
   """``hypothesis.strategies``, imported when a spec is drawn (not by ``import tfprims``)."""
   from hypothesis import strategies as hst
+
   return hst
 
 
@@ -27,7 +28,7 @@ def bounded_values(st, dtype, shape, *, bound=2.0, special=False):
   comparable) or full-range integers (wrap-around is order independent)."""
   dt = st.np_dtype(dtype)
   if dt.kind in "iu":
-    if dt.itemsize == 8:   # keep 64-bit values in the 32-bit range (x64 may be off)
+    if dt.itemsize == 8:  # keep 64-bit values in the 32-bit range (x64 may be off)
       info = np.iinfo(np.int32 if dt.kind == "i" else np.uint32)
       return st.arrays(dt, shape, min_value=int(info.min), max_value=int(info.max))
     return st.arrays(dt, shape)

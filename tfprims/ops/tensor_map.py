@@ -49,7 +49,8 @@ class TensorMap:
 def _map(node, value) -> TensorMap:
   if not isinstance(value, TensorMap):
     raise errors.UnsupportedInputError(
-        f"{node.op} node '{node.name}' needs a TensorMap; got {type(value).__name__}")
+      f"{node.op} node '{node.name}' needs a TensorMap; got {type(value).__name__}"
+    )
   return value
 
 
@@ -70,8 +71,11 @@ def _empty(ctx, node, inputs):
   return [TensorMap()]
 
 
-@structural("TensorMapInsert", family=FAMILY,
-            doc="The map with key set to value (replacing an existing value).")
+@structural(
+  "TensorMapInsert",
+  family=FAMILY,
+  doc="The map with key set to value (replacing an existing value).",
+)
 def _insert(ctx, node, inputs):
   m, (ident, k), value = _map(node, inputs[0]), _key(node, inputs[1]), inputs[2]
   entries = list(m.entries)
@@ -87,8 +91,10 @@ def _find(node, m, ident, k, verb, what) -> int:
   i = m.index(ident)
   if i < 0:
     raise errors.RuntimeCheckError(
-        node.op, node.name,
-        f"Trying to {verb} non-existent {what}. Could not find key \"{_describe(k)}\".")
+      node.op,
+      node.name,
+      f"Trying to {verb} non-existent {what}. Could not find key \"{_describe(k)}\".",
+    )
   return i
 
 
@@ -103,7 +109,7 @@ def _lookup(ctx, node, inputs):
 def _erase(ctx, node, inputs):
   m, (ident, k) = _map(node, inputs[0]), _key(node, inputs[1])
   i = _find(node, m, ident, k, "erase", "item")
-  return [TensorMap(m.entries[:i] + m.entries[i + 1:])]
+  return [TensorMap(m.entries[:i] + m.entries[i + 1 :])]
 
 
 @structural("TensorMapHasKey", family=FAMILY, doc="Whether key is in the map.")
@@ -117,8 +123,11 @@ def _size(ctx, node, inputs):
   return [np.int32(len(_map(node, inputs[0]).entries))]
 
 
-@structural("TensorMapStackKeys", family=FAMILY,
-            doc="The keys stacked (insertion order; TF's is its hash map's).")
+@structural(
+  "TensorMapStackKeys",
+  family=FAMILY,
+  doc="The keys stacked (insertion order; TF's is its hash map's).",
+)
 def _stack_keys(ctx, node, inputs):
   m = _map(node, inputs[0])
   dtype = dtypes.from_tf(node.attr("key_dtype"))

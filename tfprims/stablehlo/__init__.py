@@ -27,15 +27,22 @@ import jax
 import numpy as np
 
 from tfprims.stablehlo import custom_calls, ops, regions  # noqa: F401 (handlers)
-from tfprims.stablehlo.reader import (HANDLERS, Runner, StableHLOError, as_jax, load,
-                                      tensor_type, unsupported_operations)
+from tfprims.stablehlo.reader import (
+  HANDLERS,
+  Runner,
+  StableHLOError,
+  as_jax,
+  load,
+  tensor_type,
+  unsupported_operations,
+)
 
-__all__ = ["StableHLOError", "as_jax", "call_module", "differentiable", "unreadable",
-           "HANDLERS"]
+__all__ = ["StableHLOError", "as_jax", "call_module", "differentiable", "unreadable", "HANDLERS"]
 
 
-def call_module(data: bytes, args: Sequence[Any], *,
-                platform_index: Optional[int] = None, wrapped: bool = False) -> list:
+def call_module(
+  data: bytes, args: Sequence[Any], *, platform_index: Optional[int] = None, wrapped: bool = False
+) -> list:
   """Runs the module's ``main`` on ``args`` (JAX or numpy values) as JAX operations.
   ``platform_index``: the platform argument of a multi-platform module; ``wrapped``:
   a custom gradient around the call provides its derivatives (operations JAX cannot
@@ -48,13 +55,14 @@ def call_module(data: bytes, args: Sequence[Any], *,
   if platform_index is not None:
     inputs.insert(0, np.array(platform_index, tensor_type(params[0].type).dtype))
   if len(params) != len(inputs):
-    raise StableHLOError(f"the module's main takes {len(params)} arguments, not "
-                         f"{len(inputs)}")
+    raise StableHLOError(f"the module's main takes {len(params)} arguments, not {len(inputs)}")
   for k, (p, x) in enumerate(zip(params, inputs)):
     want = tensor_type(p.type).shape
     if len(want) != np.ndim(x) or any(w not in (None, d) for w, d in zip(want, np.shape(x))):
-      raise StableHLOError(f"argument {k} has shape {list(np.shape(x))}, the module expects "
-                           f"{['?' if w is None else w for w in want]}")
+      raise StableHLOError(
+        f"argument {k} has shape {list(np.shape(x))}, the module expects "
+        f"{['?' if w is None else w for w in want]}"
+      )
   return Runner(module, wrapped).call("main", inputs)
 
 
@@ -76,12 +84,16 @@ def _unreadable(data: bytes, avals: tuple, platform_index: Optional[int]) -> Opt
 def differentiable(data: bytes) -> bool:
   """Whether every operation of the module is read as a JAX operation that JAX can
   differentiate (not a custom call without a JAX equivalent)."""
-  return all(custom_calls.has_derivative(op) for op in load(bytes(data)).operations()
-             if op.name == "stablehlo.custom_call")
+  return all(
+    custom_calls.has_derivative(op)
+    for op in load(bytes(data)).operations()
+    if op.name == "stablehlo.custom_call"
+  )
 
 
-def unreadable(data: bytes, args: Sequence[Any], *,
-               platform_index: Optional[int] = None) -> Optional[str]:
+def unreadable(
+  data: bytes, args: Sequence[Any], *, platform_index: Optional[int] = None
+) -> Optional[str]:
   """Why the module cannot be read as JAX operations for inputs like ``args``
   (None when it can). Cached per module and input types."""
   avals = tuple((tuple(np.shape(a)), np.dtype(a.dtype)) for a in args)

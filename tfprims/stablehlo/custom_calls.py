@@ -25,12 +25,20 @@ from tfprims import dtypes, errors
 from tfprims.stablehlo import ops
 from tfprims.stablehlo.reader import Op, as_jax, dictionary, enum_name, handler, ir, is_known
 
-_IDENTITIES = {"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",
-               "annotate_device_placement", "MoveToHost", "MoveToDevice"}
+_IDENTITIES = {
+  "Sharding",
+  "SPMDFullToShardShape",
+  "SPMDShardToFullShape",
+  "annotate_device_placement",
+  "MoveToHost",
+  "MoveToDevice",
+}
 # LAPACK calls with a public lax.linalg equivalent (geqrf/orgqr have none).
 _READ = ("getrf", "potrf", "syevd", "heevd", "gesdd", "trsm")
-_LAPACK = re.compile(r"lapack_[sdcz](getrf|geqrf|orgqr|ungqr|potrf|syevd|heevd|gesdd|trsm)"
-                     r"_ffi")
+_LAPACK = re.compile(
+  r"lapack_[sdcz](getrf|geqrf|orgqr|ungqr|potrf|syevd|heevd|gesdd|trsm)"
+  r"_ffi"
+)
 
 
 def target(op) -> str:
@@ -91,10 +99,17 @@ def _lapack(op: Op, kind: str, args):
   if kind == "trsm":
     a, b = args
     trans = _char(config, "trans_x", "N")
-    return [lax.linalg.triangular_solve(
-        a, b, left_side=_char(config, "side", "L") == "L",
-        lower=_char(config, "uplo", "L") == "L", transpose_a=trans in "TC",
-        conjugate_a=trans == "C", unit_diagonal=_char(config, "diag", "N") == "U")]
+    return [
+      lax.linalg.triangular_solve(
+        a,
+        b,
+        left_side=_char(config, "side", "L") == "L",
+        lower=_char(config, "uplo", "L") == "L",
+        transpose_a=trans in "TC",
+        conjugate_a=trans == "C",
+        unit_diagonal=_char(config, "diag", "N") == "U",
+      )
+    ]
   raise op.error(f"LAPACK call {kind}")
 
 
@@ -112,25 +127,31 @@ def _approx_top_k(op: Op, operands, k=None):
     raise op.error("ApproxTopK whose indices are not the iota of the reduction dimension")
   (comparator,) = ir.ArrayAttr(op.attr("called_computations"))
   body = op.runner.module.functions[ir.FlatSymbolRefAttr(comparator).value]
-  directions = [enum_name(inner.attributes["comparison_direction"])
-                for inner in body.regions[0].blocks[0].operations
-                if inner.name == "stablehlo.compare"]
+  directions = [
+    enum_name(inner.attributes["comparison_direction"])
+    for inner in body.regions[0].blocks[0].operations
+    if inner.name == "stablehlo.compare"
+  ]
   if directions not in (["GT"], ["LT"]):
     raise op.error(f"ApproxTopK with a comparator comparing {directions}")
   top_k = lax.approx_max_k if directions == ["GT"] else lax.approx_min_k
   k = int(config["top_k"]) if k is None else k
-  values, indices = top_k(as_jax(x), k, reduction_dimension=dim,
-                          recall_target=float(config.get("recall_target", 0.95)),
-                          reduction_input_size_override=int(
-                              config.get("reduction_input_size_override", -1)),
-                          aggregate_to_topk=bool(config.get("aggregate_to_topk", True)))
+  values, indices = top_k(
+    as_jax(x),
+    k,
+    reduction_dimension=dim,
+    recall_target=float(config.get("recall_target", 0.95)),
+    reduction_input_size_override=int(config.get("reduction_input_size_override", -1)),
+    aggregate_to_topk=bool(config.get("aggregate_to_topk", True)),
+  )
   return [values, indices.astype(dtypes.canonical_dtype(op.result_types[1].dtype))]
 
 
 def _known_int(op: Op, value, what: str) -> int:
   if not is_known(value):
-    raise op.error(f"custom call @{target(op.op)} whose {what} is not known when the "
-                   "module is read")
+    raise op.error(
+      f"custom call @{target(op.op)} whose {what} is not known when the module is read"
+    )
   return int(value)
 
 
@@ -155,8 +176,11 @@ def _dynamic(op: Op, name: str, operands):
   return ops.rng_bit_generator(op, key, [int(d) for d in np.asarray(shape).reshape(-1)])
 
 
-_DYNAMIC = ("stablehlo.dynamic_top_k", "stablehlo.dynamic_approx_top_k",
-            "stablehlo.dynamic_rng_bit_generator")
+_DYNAMIC = (
+  "stablehlo.dynamic_top_k",
+  "stablehlo.dynamic_approx_top_k",
+  "stablehlo.dynamic_rng_bit_generator",
+)
 
 
 def has_derivative(op) -> bool:
@@ -164,8 +188,11 @@ def has_derivative(op) -> bool:
   :data:`custom_call_p`, which has no derivative)."""
   name = target(op)
   match = _LAPACK.fullmatch(name)
-  return name in _IDENTITIES or name in ("shape_assertion", "ApproxTopK") + _DYNAMIC or bool(
-      match and match.group(1) in _READ)
+  return (
+    name in _IDENTITIES
+    or name in ("shape_assertion", "ApproxTopK") + _DYNAMIC
+    or bool(match and match.group(1) in _READ)
+  )
 
 
 @handler("stablehlo.custom_call")
@@ -178,8 +205,9 @@ def _custom_call(op: Op, operands):
     if is_known(pred) and not bool(pred) and all(is_known(v) for v in values):
       message = ir.StringAttr(op.attr("error_message")).value
       raise errors.InputShapeError(
-          "the shapes of this call do not satisfy the module's shape constraints: "
-          + message.format(*[int(v) for v in values]))
+        "the shapes of this call do not satisfy the module's shape constraints: "
+        + message.format(*[int(v) for v in values])
+      )
     return []
   match = _LAPACK.fullmatch(name)
   if match and match.group(1) in _READ:
@@ -193,9 +221,14 @@ def _custom_call(op: Op, operands):
     # Re-emitted alone, the call would name functions its new module lacks (XLA
     # crashes compiling it): the module is called as one operation instead.
     raise op.error(f"custom call @{name} calls functions of its module")
-  if (name.startswith("lapack_") and any(np.size(x) == 0 for x in operands)
-      and all(t.static and (np.prod(t.shape) == 0 or np.dtype(t.dtype).kind in "iu")
-              for t in op.result_types)):
+  if (
+    name.startswith("lapack_")
+    and any(np.size(x) == 0 for x in operands)
+    and all(
+      t.static and (np.prod(t.shape) == 0 or np.dtype(t.dtype).kind in "iu")
+      for t in op.result_types
+    )
+  ):
     # LAPACK on empty matrices: every result is empty but ``info``, 0 (success). The
     # kernels themselves fail on a leading dimension of 0 (LDA = 0).
     return [jnp.zeros(t.shape, dtypes.canonical_dtype(t.dtype)) for t in op.result_types]
@@ -206,9 +239,13 @@ def _custom_call(op: Op, operands):
   results = tuple((t.shape, t.dtype) for t in op.result_types)
   if any(not t.static for t in op.result_types):
     raise op.error(f"custom call @{name} has dynamic result shapes")
-  return custom_call_p.bind(*[as_jax(x) for x in operands], target=name,
-                            wrapped=op.runner.wrapped, attributes=attributes,
-                            results=results)
+  return custom_call_p.bind(
+    *[as_jax(x) for x in operands],
+    target=name,
+    wrapped=op.runner.wrapped,
+    attributes=attributes,
+    results=results,
+  )
 
 
 # --- other custom calls: the same call, as a primitive -----------------------------------
@@ -222,15 +259,15 @@ class NoDerivativeError(errors.TFPrimsError, LookupError):
 
 
 def _abstract_eval(*avals, target, wrapped, attributes, results):
-  return [jax.core.ShapedArray(shape, dtypes.canonical_dtype(dtype))
-          for shape, dtype in results]
+  return [jax.core.ShapedArray(shape, dtypes.canonical_dtype(dtype)) for shape, dtype in results]
 
 
 def _lowering(ctx, *args, target, wrapped, attributes, results):
   types = [mlir.aval_to_ir_type(ctx.module_context, aval) for aval in ctx.avals_out]
   attrs = {name: ir.Attribute.parse(text) for name, text in attributes}
-  call = ir.Operation.create("stablehlo.custom_call", results=types, operands=list(args),
-                             attributes=attrs)
+  call = ir.Operation.create(
+    "stablehlo.custom_call", results=types, operands=list(args), attributes=attrs
+  )
   return list(call.results)
 
 
@@ -240,21 +277,23 @@ def _jvp(primals, tangents, *, target, wrapped, **params):
   if wrapped or all(type(t) is ad.Zero for t in tangents):
     return outs, zeros  # wrapped: the custom gradient's derivative is used instead
   raise NoDerivativeError(
-      f"the derivative of custom call @{target} in a StableHLO module (from jax2tf): it "
-      "has no JAX equivalent. Reverse mode works where jax2tf recorded the function's "
-      "gradient (jax2tf.convert(..., with_gradient=True), converted in this process)")
+    f"the derivative of custom call @{target} in a StableHLO module (from jax2tf): it "
+    "has no JAX equivalent. Reverse mode works where jax2tf recorded the function's "
+    "gradient (jax2tf.convert(..., with_gradient=True), converted in this process)"
+  )
 
 
 def _batch(args, dims, **params):
   size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-  moved = [jnp.moveaxis(a, d, 0) if d is not None else jnp.broadcast_to(a, (size,) + a.shape)
-           for a, d in zip(args, dims)]
+  moved = [
+    jnp.moveaxis(a, d, 0) if d is not None else jnp.broadcast_to(a, (size,) + a.shape)
+    for a, d in zip(args, dims)
+  ]
   outs = lax.map(lambda xs: custom_call_p.bind(*xs, **params), moved)
   return list(outs), [0] * len(outs)
 
 
-custom_call_p.def_impl(lambda *args, **params: xla.apply_primitive(custom_call_p, *args,
-                                                                   **params))
+custom_call_p.def_impl(lambda *args, **params: xla.apply_primitive(custom_call_p, *args, **params))
 custom_call_p.def_abstract_eval(_abstract_eval)
 mlir.register_lowering(custom_call_p, _lowering)
 ad.primitive_jvps[custom_call_p] = _jvp

@@ -55,21 +55,29 @@ def _splat(value, number: float) -> bool:
 def _clamped_below(value, x) -> bool:
   """``value`` is ``maximum(x, 0)``."""
   op = _producer(value)
-  return (op is not None and op.name == "stablehlo.maximum"
-          and op.operands[0] == x and _splat(op.operands[1], 0))
+  return (
+    op is not None
+    and op.name == "stablehlo.maximum"
+    and op.operands[0] == x
+    and _splat(op.operands[1], 0)
+  )
 
 
 def _clamped_both(value, x) -> bool:
   """``value`` is ``minimum(maximum(x, 0), 6)``."""
   op = _producer(value)
-  return (op is not None and op.name == "stablehlo.minimum"
-          and _clamped_below(op.operands[0], x) and _splat(op.operands[1], 6))
+  return (
+    op is not None
+    and op.name == "stablehlo.minimum"
+    and _clamped_below(op.operands[0], x)
+    and _splat(op.operands[1], 6)
+  )
 
 
 # name (as JAX names the jitted function) -> (body check of its result, the function)
 _FUNCTIONS: dict[str, tuple[Callable, Callable]] = {
-    "relu": (_clamped_below, jax.nn.relu),
-    "relu6": (_clamped_both, jax.nn.relu6),
+  "relu": (_clamped_below, jax.nn.relu),
+  "relu6": (_clamped_both, jax.nn.relu6),
 }
 _SUFFIX = re.compile(r"_\d+$")
 
@@ -88,8 +96,11 @@ def known_function(func) -> Optional[Callable]:
     return None
   x = arguments[-1]
   ttype = tensor_type(x.type)
-  if (not jnp.issubdtype(ttype.dtype, jnp.floating) or x.type != terminator.operands[0].type
-      or any(tensor_type(a.type).shape != () for a in arguments[:-1])):
+  if (
+    not jnp.issubdtype(ttype.dtype, jnp.floating)
+    or x.type != terminator.operands[0].type
+    or any(tensor_type(a.type).shape != () for a in arguments[:-1])
+  ):
     return None
   check, fn = entry
   return fn if check(terminator.operands[0], x) else None

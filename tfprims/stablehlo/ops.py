@@ -17,8 +17,18 @@ import jax.numpy as jnp
 
 from tfprims import dtypes
 from tfprims.stablehlo import reader
-from tfprims.stablehlo.reader import (Op, as_jax, constant_value, enum_name, handler,
-                                      hlo, integer, ints, ir, is_known)
+from tfprims.stablehlo.reader import (
+  Op,
+  as_jax,
+  constant_value,
+  enum_name,
+  handler,
+  hlo,
+  integer,
+  ints,
+  ir,
+  is_known,
+)
 
 
 def _exact(values) -> bool:
@@ -45,30 +55,50 @@ def _int_or_float_pow(x, y):
 
 
 _UNARY = {
-    "negate": (lax.neg, np.negative), "abs": (lax.abs, np.abs),
-    "not": (lax.bitwise_not, np.invert), "sign": (lax.sign, np.sign),
-    "exponential": (lax.exp, None), "exponential_minus_one": (lax.expm1, None),
-    "log": (lax.log, None), "log_plus_one": (lax.log1p, None),
-    "logistic": (lax.logistic, None), "sqrt": (lax.sqrt, None), "rsqrt": (lax.rsqrt, None),
-    "cbrt": (lax.cbrt, None), "tanh": (lax.tanh, None), "sine": (lax.sin, None),
-    "cosine": (lax.cos, None), "tan": (lax.tan, None), "floor": (lax.floor, None),
-    "ceil": (lax.ceil, None), "is_finite": (lax.is_finite, None),
-    "round_nearest_even": (lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN), None),
-    "round_nearest_afz": (lambda x: lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO), None),
-    "real": (lax.real, None), "imag": (lax.imag, None),
-    "count_leading_zeros": (lax.clz, None), "popcnt": (lax.population_count, None),
+  "negate": (lax.neg, np.negative),
+  "abs": (lax.abs, np.abs),
+  "not": (lax.bitwise_not, np.invert),
+  "sign": (lax.sign, np.sign),
+  "exponential": (lax.exp, None),
+  "exponential_minus_one": (lax.expm1, None),
+  "log": (lax.log, None),
+  "log_plus_one": (lax.log1p, None),
+  "logistic": (lax.logistic, None),
+  "sqrt": (lax.sqrt, None),
+  "rsqrt": (lax.rsqrt, None),
+  "cbrt": (lax.cbrt, None),
+  "tanh": (lax.tanh, None),
+  "sine": (lax.sin, None),
+  "cosine": (lax.cos, None),
+  "tan": (lax.tan, None),
+  "floor": (lax.floor, None),
+  "ceil": (lax.ceil, None),
+  "is_finite": (lax.is_finite, None),
+  "round_nearest_even": (lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN), None),
+  "round_nearest_afz": (lambda x: lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO), None),
+  "real": (lax.real, None),
+  "imag": (lax.imag, None),
+  "count_leading_zeros": (lax.clz, None),
+  "popcnt": (lax.population_count, None),
 }
 
 _BINARY = {
-    "add": (lax.add, np.add), "subtract": (lax.sub, np.subtract),
-    "multiply": (lax.mul, np.multiply), "maximum": (lax.max, np.maximum),
-    "minimum": (lax.min, np.minimum), "and": (lax.bitwise_and, np.bitwise_and),
-    "or": (lax.bitwise_or, np.bitwise_or), "xor": (lax.bitwise_xor, np.bitwise_xor),
-    "divide": (lax.div, None), "remainder": (lax.rem, None),
-    "power": (_int_or_float_pow, None), "atan2": (lax.atan2, None),
-    "shift_left": (lax.shift_left, None),
-    "shift_right_arithmetic": (lax.shift_right_arithmetic, None),
-    "shift_right_logical": (lax.shift_right_logical, None), "complex": (lax.complex, None),
+  "add": (lax.add, np.add),
+  "subtract": (lax.sub, np.subtract),
+  "multiply": (lax.mul, np.multiply),
+  "maximum": (lax.max, np.maximum),
+  "minimum": (lax.min, np.minimum),
+  "and": (lax.bitwise_and, np.bitwise_and),
+  "or": (lax.bitwise_or, np.bitwise_or),
+  "xor": (lax.bitwise_xor, np.bitwise_xor),
+  "divide": (lax.div, None),
+  "remainder": (lax.rem, None),
+  "power": (_int_or_float_pow, None),
+  "atan2": (lax.atan2, None),
+  "shift_left": (lax.shift_left, None),
+  "shift_right_arithmetic": (lax.shift_right_arithmetic, None),
+  "shift_right_logical": (lax.shift_right_logical, None),
+  "complex": (lax.complex, None),
 }
 
 
@@ -80,6 +110,7 @@ def _elementwise(fn, np_fn, name):
     if name in ("divide", "remainder") and _exact(operands) and np.all(operands[1] != 0):
       return [(_np_div if name == "divide" else _np_rem)(*operands)]
     return [fn(*[as_jax(x) for x in operands])]
+
   return run
 
 
@@ -97,9 +128,14 @@ def total_order_key(x):
   return jnp.where(bits < 0, bits ^ jnp.iinfo(int_type).max, bits)
 
 
-_COMPARE = {"EQ": (lax.eq, np.equal), "NE": (lax.ne, np.not_equal),
-            "LT": (lax.lt, np.less), "LE": (lax.le, np.less_equal),
-            "GT": (lax.gt, np.greater), "GE": (lax.ge, np.greater_equal)}
+_COMPARE = {
+  "EQ": (lax.eq, np.equal),
+  "NE": (lax.ne, np.not_equal),
+  "LT": (lax.lt, np.less),
+  "LE": (lax.le, np.less_equal),
+  "GT": (lax.gt, np.greater),
+  "GE": (lax.ge, np.greater_equal),
+}
 
 
 @handler("stablehlo.compare")
@@ -140,14 +176,18 @@ def _convert(op: Op, operands):
 
 @handler("stablehlo.bitcast_convert")
 def _bitcast(op: Op, operands):
-  return [lax.bitcast_convert_type(as_jax(operands[0]),
-                                   dtypes.canonical_dtype(op.result_type.dtype))]
+  return [
+    lax.bitcast_convert_type(as_jax(operands[0]), dtypes.canonical_dtype(op.result_type.dtype))
+  ]
 
 
 @handler("stablehlo.reduce_precision")
 def _reduce_precision(op: Op, operands):
-  return [lax.reduce_precision(as_jax(operands[0]), integer(op.attr("exponent_bits")),
-                               integer(op.attr("mantissa_bits")))]
+  return [
+    lax.reduce_precision(
+      as_jax(operands[0]), integer(op.attr("exponent_bits")), integer(op.attr("mantissa_bits"))
+    )
+  ]
 
 
 # --- constants, shapes, slices ---------------------------------------------------------
@@ -260,17 +300,27 @@ def _real_dynamic_slice(op: Op, operands):
 def _dynamic_slice(op: Op, operands):
   x, *starts = operands
   # StableHLO clamps the starts into range; lax's default would first wrap negatives
-  return [lax.dynamic_slice(as_jax(x), [as_jax(s) for s in starts],
-                            ints(op.attr("slice_sizes")), allow_negative_indices=False)]
+  return [
+    lax.dynamic_slice(
+      as_jax(x),
+      [as_jax(s) for s in starts],
+      ints(op.attr("slice_sizes")),
+      allow_negative_indices=False,
+    )
+  ]
 
 
 @handler("stablehlo.dynamic_update_slice")
 def _dynamic_update_slice(op: Op, operands):
   x, update, *starts = operands
-  return [lax.dynamic_update_slice(as_jax(x), as_jax(update, np.asarray(x).dtype
-                                                     if is_known(x) else x.dtype),
-                                   [as_jax(s) for s in starts],
-                                   allow_negative_indices=False)]
+  return [
+    lax.dynamic_update_slice(
+      as_jax(x),
+      as_jax(update, np.asarray(x).dtype if is_known(x) else x.dtype),
+      [as_jax(s) for s in starts],
+      allow_negative_indices=False,
+    )
+  ]
 
 
 @handler("stablehlo.concatenate")
@@ -284,8 +334,13 @@ def _concatenate(op: Op, operands):
 @handler("stablehlo.pad")
 def _pad(op: Op, operands):
   x, value = operands
-  config = list(zip(ints(op.attr("edge_padding_low")), ints(op.attr("edge_padding_high")),
-                    ints(op.attr("interior_padding"))))
+  config = list(
+    zip(
+      ints(op.attr("edge_padding_low")),
+      ints(op.attr("edge_padding_high")),
+      ints(op.attr("interior_padding")),
+    )
+  )
   x = as_jax(x)
   return [lax.pad(x, as_jax(value, x.dtype), config)]
 
@@ -324,23 +379,34 @@ def index_vector_last(indices, index_vector_dim: int):
 @handler("stablehlo.gather", "stablehlo.dynamic_gather")
 def _gather(op: Op, operands):
   x, indices = (as_jax(v) for v in operands[:2])
-  slice_sizes = (_known_ints(op, operands[2], "slice sizes") if len(operands) == 3
-                 else ints(op.attr("slice_sizes")))
+  slice_sizes = (
+    _known_ints(op, operands[2], "slice sizes")
+    if len(operands) == 3
+    else ints(op.attr("slice_sizes"))
+  )
   dn = hlo.GatherDimensionNumbers(op.attr("dimension_numbers"))
   if dn.index_vector_dim != indices.ndim - 1 and dn.start_indices_batching_dims:
     raise op.error("batching dims with an index vector dimension that is not last")
   indices = index_vector_last(indices, dn.index_vector_dim)
   numbers = lax.GatherDimensionNumbers(
-      offset_dims=tuple(dn.offset_dims), collapsed_slice_dims=tuple(dn.collapsed_slice_dims),
-      start_index_map=tuple(dn.start_index_map),
-      operand_batching_dims=tuple(dn.operand_batching_dims),
-      start_indices_batching_dims=tuple(dn.start_indices_batching_dims))
+    offset_dims=tuple(dn.offset_dims),
+    collapsed_slice_dims=tuple(dn.collapsed_slice_dims),
+    start_index_map=tuple(dn.start_index_map),
+    operand_batching_dims=tuple(dn.operand_batching_dims),
+    start_indices_batching_dims=tuple(dn.start_indices_batching_dims),
+  )
   sorted_ = op.attr("indices_are_sorted")
   # StableHLO clamps the start indices into range: lax's CLIP mode.
-  return [lax.gather(x, indices, numbers, slice_sizes,
-                     indices_are_sorted=bool(sorted_ is not None and
-                                             ir.BoolAttr(sorted_).value),
-                     mode=lax.GatherScatterMode.CLIP)]
+  return [
+    lax.gather(
+      x,
+      indices,
+      numbers,
+      slice_sizes,
+      indices_are_sorted=bool(sorted_ is not None and ir.BoolAttr(sorted_).value),
+      mode=lax.GatherScatterMode.CLIP,
+    )
+  ]
 
 
 # --- dot products and convolutions -----------------------------------------------------
@@ -358,11 +424,19 @@ def precision(op: Op):
 def _dot_general(op: Op, operands):
   a, b = (as_jax(x) for x in operands)
   dn = hlo.DotDimensionNumbers(op.attr("dot_dimension_numbers"))
-  numbers = ((tuple(dn.lhs_contracting_dimensions), tuple(dn.rhs_contracting_dimensions)),
-             (tuple(dn.lhs_batching_dimensions), tuple(dn.rhs_batching_dimensions)))
-  return [lax.dot_general(a, b, numbers, precision=precision(op),
-                          preferred_element_type=dtypes.canonical_dtype(
-                              op.result_type.dtype))]
+  numbers = (
+    (tuple(dn.lhs_contracting_dimensions), tuple(dn.rhs_contracting_dimensions)),
+    (tuple(dn.lhs_batching_dimensions), tuple(dn.rhs_batching_dimensions)),
+  )
+  return [
+    lax.dot_general(
+      a,
+      b,
+      numbers,
+      precision=precision(op),
+      preferred_element_type=dtypes.canonical_dtype(op.result_type.dtype),
+    )
+  ]
 
 
 @handler("stablehlo.convolution")
@@ -371,23 +445,35 @@ def _convolution(op: Op, operands):
   dn = hlo.ConvDimensionNumbers(op.attr("dimension_numbers"))
   spatial = len(dn.input_spatial_dimensions)
   numbers = lax.ConvDimensionNumbers(
-      lhs_spec=(dn.input_batch_dimension, dn.input_feature_dimension,
-                *dn.input_spatial_dimensions),
-      rhs_spec=(dn.kernel_output_feature_dimension, dn.kernel_input_feature_dimension,
-                *dn.kernel_spatial_dimensions),
-      out_spec=(dn.output_batch_dimension, dn.output_feature_dimension,
-                *dn.output_spatial_dimensions))
+    lhs_spec=(dn.input_batch_dimension, dn.input_feature_dimension, *dn.input_spatial_dimensions),
+    rhs_spec=(
+      dn.kernel_output_feature_dimension,
+      dn.kernel_input_feature_dimension,
+      *dn.kernel_spatial_dimensions,
+    ),
+    out_spec=(
+      dn.output_batch_dimension,
+      dn.output_feature_dimension,
+      *dn.output_spatial_dimensions,
+    ),
+  )
   reversal = op.attr("window_reversal")
   if reversal is not None:
     flipped = [d for d, r in zip(dn.kernel_spatial_dimensions, reader.bools(reversal)) if r]
     rhs = lax.rev(rhs, flipped) if flipped else rhs
   padding = op.attr("padding")
-  pads = (np.asarray(constant_value(padding, reader.tensor_type(padding.type)))
-          if padding is not None else np.zeros((spatial, 2), int))
+  pads = (
+    np.asarray(constant_value(padding, reader.tensor_type(padding.type)))
+    if padding is not None
+    else np.zeros((spatial, 2), int)
+  )
   groups = op.attr("feature_group_count")
   batch_groups = op.attr("batch_group_count")
-  return [lax.conv_general_dilated(
-      lhs, rhs, ints(op.attr("window_strides")) or (1,) * spatial,
+  return [
+    lax.conv_general_dilated(
+      lhs,
+      rhs,
+      ints(op.attr("window_strides")) or (1,) * spatial,
       [tuple(int(p) for p in row) for row in pads],
       lhs_dilation=ints(op.attr("lhs_dilation")) or None,
       rhs_dilation=ints(op.attr("rhs_dilation")) or None,
@@ -395,7 +481,9 @@ def _convolution(op: Op, operands):
       feature_group_count=integer(groups) if groups is not None else 1,
       batch_group_count=integer(batch_groups) if batch_groups is not None else 1,
       precision=precision(op),
-      preferred_element_type=dtypes.canonical_dtype(op.result_type.dtype))]
+      preferred_element_type=dtypes.canonical_dtype(op.result_type.dtype),
+    )
+  ]
 
 
 # --- random bits and FFT ---------------------------------------------------------------
@@ -410,9 +498,11 @@ def rng_bit_generator(op: Op, key, shape):
   """``lax.rng_bit_generator`` of ``key`` (the op's ``rng_algorithm``), its bits of
   ``shape`` (also the old ``stablehlo.dynamic_rng_bit_generator`` custom call's, whose
   shape is an operand)."""
-  algorithm = {"DEFAULT": lax.RandomAlgorithm.RNG_DEFAULT,
-               "THREE_FRY": lax.RandomAlgorithm.RNG_THREE_FRY,
-               "PHILOX": lax.RandomAlgorithm.RNG_PHILOX}[enum_name(op.attr("rng_algorithm"))]
+  algorithm = {
+    "DEFAULT": lax.RandomAlgorithm.RNG_DEFAULT,
+    "THREE_FRY": lax.RandomAlgorithm.RNG_THREE_FRY,
+    "PHILOX": lax.RandomAlgorithm.RNG_PHILOX,
+  }[enum_name(op.attr("rng_algorithm"))]
   operands = [key]
   state_type, out = op.result_types
   state = as_jax(operands[0])
@@ -421,8 +511,9 @@ def rng_bit_generator(op: Op, key, shape):
     # uint64[2], which the reader keeps as the uint32 pairs (shape (2, 2)); JAX's
     # rng_bit_generator takes the uint32[4] key itself and bitcasts it the same way.
     state = state.reshape(-1)
-  state, bits = lax.rng_bit_generator(state, tuple(shape), dtypes.canonical_dtype(out.dtype),
-                                      algorithm)
+  state, bits = lax.rng_bit_generator(
+    state, tuple(shape), dtypes.canonical_dtype(out.dtype), algorithm
+  )
   return [state.reshape(np.shape(operands[0])), bits]
 
 
@@ -440,7 +531,14 @@ def _triangular_solve(op: Op, operands):
   a, b = (as_jax(x) for x in operands)
   flag = lambda name: bool(ir.BoolAttr(op.attr(name)).value)
   transpose = enum_name(op.attr("transpose_a"))
-  return [lax.linalg.triangular_solve(
-      a, b, left_side=flag("left_side"), lower=flag("lower"),
-      transpose_a=transpose in ("TRANSPOSE", "ADJOINT"), conjugate_a=transpose == "ADJOINT",
-      unit_diagonal=flag("unit_diagonal"))]
+  return [
+    lax.linalg.triangular_solve(
+      a,
+      b,
+      left_side=flag("left_side"),
+      lower=flag("lower"),
+      transpose_a=transpose in ("TRANSPOSE", "ADJOINT"),
+      conjugate_a=transpose == "ADJOINT",
+      unit_diagonal=flag("unit_diagonal"),
+    )
+  ]

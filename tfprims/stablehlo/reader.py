@@ -38,14 +38,28 @@ class StableHLOError(errors.ConversionError):
 
 
 _ELEMENT_TYPES = {
-    "i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
-    "ui8": np.uint8, "ui16": np.uint16, "ui32": np.uint32, "ui64": np.uint64,
-    "f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64,
-    "complex<f32>": np.complex64, "complex<f64>": np.complex128,
-    "f8E4M3FN": ml_dtypes.float8_e4m3fn, "f8E5M2": ml_dtypes.float8_e5m2,
-    "f8E4M3FNUZ": ml_dtypes.float8_e4m3fnuz, "f8E5M2FNUZ": ml_dtypes.float8_e5m2fnuz,
-    "f8E4M3B11FNUZ": ml_dtypes.float8_e4m3b11fnuz, "i4": ml_dtypes.int4,
-    "ui4": ml_dtypes.uint4,
+  "i1": np.bool_,
+  "i8": np.int8,
+  "i16": np.int16,
+  "i32": np.int32,
+  "i64": np.int64,
+  "ui8": np.uint8,
+  "ui16": np.uint16,
+  "ui32": np.uint32,
+  "ui64": np.uint64,
+  "f16": np.float16,
+  "bf16": ml_dtypes.bfloat16,
+  "f32": np.float32,
+  "f64": np.float64,
+  "complex<f32>": np.complex64,
+  "complex<f64>": np.complex128,
+  "f8E4M3FN": ml_dtypes.float8_e4m3fn,
+  "f8E5M2": ml_dtypes.float8_e5m2,
+  "f8E4M3FNUZ": ml_dtypes.float8_e4m3fnuz,
+  "f8E5M2FNUZ": ml_dtypes.float8_e5m2fnuz,
+  "f8E4M3B11FNUZ": ml_dtypes.float8_e4m3b11fnuz,
+  "i4": ml_dtypes.int4,
+  "ui4": ml_dtypes.uint4,
 }
 
 
@@ -69,10 +83,10 @@ def tensor_type(t) -> TensorType:
   try:
     rt = ir.RankedTensorType(t)
   except (TypeError, ValueError) as e:
-    raise StableHLOError(f"StableHLO type {t} is not a ranked tensor (tokens and "
-                         "tuples are not read)") from e
-  shape = tuple(None if rt.is_dynamic_dim(i) else int(rt.get_dim_size(i))
-                for i in range(rt.rank))
+    raise StableHLOError(
+      f"StableHLO type {t} is not a ranked tensor (tokens and tuples are not read)"
+    ) from e
+  shape = tuple(None if rt.is_dynamic_dim(i) else int(rt.get_dim_size(i)) for i in range(rt.rank))
   return TensorType(shape, element_dtype(rt.element_type))
 
 
@@ -93,8 +107,7 @@ def _parse_literal(text: str, dtype: np.dtype):
   """The nested list (or scalar) of a ``dense<...>`` literal as Python values:
   ``true``/``false``, numbers, hex bit patterns (NaNs, infinities) and complex
   ``(re,im)`` pairs."""
-  part = dtype if dtype.kind != "c" else np.dtype(np.float32 if dtype.itemsize == 8
-                                                  else np.float64)
+  part = dtype if dtype.kind != "c" else np.dtype(np.float32 if dtype.itemsize == 8 else np.float64)
   tokens = _TOKEN.findall(text)
   pos = 0
 
@@ -122,6 +135,7 @@ def _parse_literal(text: str, dtype: np.dtype):
       pos += 4
       return complex(scalar(re_), scalar(im))
     return scalar(tok)
+
   return parse()
 
 
@@ -185,8 +199,12 @@ def dictionary(attr) -> dict:
   for i in range(len(d)):
     named = d[i]
     value = named.attr
-    for cast, get in ((ir.BoolAttr, lambda a: a.value), (ir.IntegerAttr, lambda a: a.value),
-                      (ir.FloatAttr, lambda a: a.value), (ir.StringAttr, lambda a: a.value)):
+    for cast, get in (
+      (ir.BoolAttr, lambda a: a.value),
+      (ir.IntegerAttr, lambda a: a.value),
+      (ir.FloatAttr, lambda a: a.value),
+      (ir.StringAttr, lambda a: a.value),
+    ):
       try:
         out[named.name] = get(cast(value))
         break
@@ -217,12 +235,14 @@ class Module:
 
   def operations(self):
     """Every operation in the module (regions included), in order."""
+
     def walk(op):
       yield op
       for region in op.regions:
         for block in region.blocks:
           for inner in block.operations:
             yield from walk(inner.operation)
+
     for op in self.module.body.operations:
       yield from walk(op.operation)
 
@@ -240,10 +260,12 @@ HANDLERS: dict[str, Handler] = {}
 
 def handler(*names: str):
   """Declares the JAX computation of StableHLO operations ``names``."""
+
   def register(fn):
     for name in names:
       HANDLERS[name] = fn
     return fn
+
   return register
 
 
@@ -296,8 +318,9 @@ class Runner:
     block = self.module.functions[name].regions[0].blocks[0]
     return self.run_block(block, list(args), None)
 
-  def run_block(self, block, args: list, outer: Optional[Mapping],
-                keep: Optional[dict] = None) -> list:
+  def run_block(
+    self, block, args: list, outer: Optional[Mapping], keep: Optional[dict] = None
+  ) -> list:
     """The block's results for ``args``; ``keep`` (a dict) receives every value
     it computed."""
     env = collections.ChainMap({}, outer) if outer is not None else collections.ChainMap({})
@@ -327,8 +350,9 @@ class Runner:
 
 def as_jax(x, dtype: Optional[np.dtype] = None):
   """A JAX array of the computing dtype (64-bit narrowed when x64 is off)."""
-  target = dtypes.canonical_dtype(dtype if dtype is not None else np.asarray(x).dtype
-                                  if is_known(x) else x.dtype)
+  target = dtypes.canonical_dtype(
+    dtype if dtype is not None else np.asarray(x).dtype if is_known(x) else x.dtype
+  )
   if is_known(x):
     return jnp.asarray(np.asarray(x).astype(target, copy=False))
   return x if x.dtype == target else x.astype(target)
@@ -339,7 +363,11 @@ def unsupported_operations(module: Module) -> list[str]:
   missing = []
   for op in module.operations():
     if op.name not in HANDLERS and op.name not in (
-        "func.func", "func.return", "stablehlo.return", "builtin.module"):
+      "func.func",
+      "func.return",
+      "stablehlo.return",
+      "builtin.module",
+    ):
       if op.name not in missing:
         missing.append(op.name)
   return missing

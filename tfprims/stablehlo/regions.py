@@ -23,13 +23,29 @@ import jax.numpy as jnp
 from tfprims import dtypes
 from tfprims.ops.control_flow import unbounded
 from tfprims.stablehlo import custom_jvps
-from tfprims.stablehlo.reader import (Op, as_jax, constant_value, enum_name, handler,
-                                      hlo, integer, ints, ir, is_known, tensor_type)
+from tfprims.stablehlo.reader import (
+  Op,
+  as_jax,
+  constant_value,
+  enum_name,
+  handler,
+  hlo,
+  integer,
+  ints,
+  ir,
+  is_known,
+  tensor_type,
+)
 from tfprims.stablehlo.ops import index_vector_last, total_order_key
 
-_MONOIDS = {"stablehlo.add": lax.add, "stablehlo.maximum": lax.max,
-            "stablehlo.minimum": lax.min, "stablehlo.multiply": lax.mul,
-            "stablehlo.and": lax.bitwise_and, "stablehlo.or": lax.bitwise_or}
+_MONOIDS = {
+  "stablehlo.add": lax.add,
+  "stablehlo.maximum": lax.max,
+  "stablehlo.minimum": lax.min,
+  "stablehlo.multiply": lax.mul,
+  "stablehlo.and": lax.bitwise_and,
+  "stablehlo.or": lax.bitwise_or,
+}
 
 
 def _body_ops(op: Op, index: int):
@@ -62,8 +78,10 @@ def _reducer(op: Op, inits):
 def _reduce(op: Op, operands):
   n = len(operands) // 2
   xs = [as_jax(x) for x in operands[:n]]
-  inits = [np.asarray(v).astype(x.dtype) if is_known(v) else as_jax(v, x.dtype)
-           for v, x in zip(operands[n:], xs)]
+  inits = [
+    np.asarray(v).astype(x.dtype) if is_known(v) else as_jax(v, x.dtype)
+    for v, x in zip(operands[n:], xs)
+  ]
   dims = ints(op.attr("dimensions"))
   monoid = _reducer(op, inits)
   if monoid is not None:
@@ -85,8 +103,10 @@ def _arg_reduction(body, xs, operands, dims):
     return None
   values, index = xs
   iota = np.asarray(operands[1])
-  expected = np.broadcast_to(np.arange(iota.shape[dims[0]]).reshape(
-      [-1 if i == dims[0] else 1 for i in range(iota.ndim)]), iota.shape)
+  expected = np.broadcast_to(
+    np.arange(iota.shape[dims[0]]).reshape([-1 if i == dims[0] else 1 for i in range(iota.ndim)]),
+    iota.shape,
+  )
   if iota.dtype.kind not in "iu" or not np.array_equal(iota, expected):
     return None
   dtype = values.dtype
@@ -94,9 +114,11 @@ def _arg_reduction(body, xs, operands, dims):
 
   def probe(a, i, b, j):
     with jax.ensure_compile_time_eval():
-      out = body(np.array(a, dtype), np.array(i, iota.dtype), np.array(b, dtype),
-                 np.array(j, iota.dtype))
+      out = body(
+        np.array(a, dtype), np.array(i, iota.dtype), np.array(b, dtype), np.array(j, iota.dtype)
+      )
       return [np.asarray(o).item() for o in out]
+
   try:
     larger, smaller = probe(1, 0, 2, 1), probe(2, 0, 1, 1)
     tie = probe(2, 1, 2, 0)
@@ -108,8 +130,7 @@ def _arg_reduction(body, xs, operands, dims):
       return None
     if tie[1] != 0:
       return None
-    if nan is not None and not (np.isnan(probe(nan, 0, 1, 1)[0])
-                                and probe(1, 0, nan, 1)[1] == 1):
+    if nan is not None and not (np.isnan(probe(nan, 0, 1, 1)[0]) and probe(1, 0, nan, 1)[1] == 1):
       return None
   except Exception:  # a body the probe cannot run: read it generally
     return None
@@ -121,22 +142,31 @@ def _arg_reduction(body, xs, operands, dims):
 
 def _window(op: Op, rank: int):
   padding = op.attr("padding")
-  pads = (np.asarray(constant_value(padding, tensor_type(padding.type)))
-          if padding is not None else np.zeros((rank, 2), int))
-  return dict(window_dimensions=ints(op.attr("window_dimensions")),
-              window_strides=ints(op.attr("window_strides")) or (1,) * rank,
-              padding=[tuple(int(p) for p in row) for row in pads])
+  pads = (
+    np.asarray(constant_value(padding, tensor_type(padding.type)))
+    if padding is not None
+    else np.zeros((rank, 2), int)
+  )
+  return dict(
+    window_dimensions=ints(op.attr("window_dimensions")),
+    window_strides=ints(op.attr("window_strides")) or (1,) * rank,
+    padding=[tuple(int(p) for p in row) for row in pads],
+  )
 
 
 @handler("stablehlo.reduce_window")
 def _reduce_window(op: Op, operands):
   n = len(operands) // 2
   xs = [as_jax(x) for x in operands[:n]]
-  inits = [np.asarray(v).astype(x.dtype) if is_known(v) else as_jax(v, x.dtype)
-           for v, x in zip(operands[n:], xs)]
+  inits = [
+    np.asarray(v).astype(x.dtype) if is_known(v) else as_jax(v, x.dtype)
+    for v, x in zip(operands[n:], xs)
+  ]
   window = _window(op, xs[0].ndim)
-  dilations = dict(base_dilation=ints(op.attr("base_dilations")) or None,
-                   window_dilation=ints(op.attr("window_dilations")) or None)
+  dilations = dict(
+    base_dilation=ints(op.attr("base_dilations")) or None,
+    window_dilation=ints(op.attr("window_dilations")) or None,
+  )
   monoid = _reducer(op, inits)
   body = op.region(0)
   if monoid is None and len(xs) == 1 and _is_logaddexp(body, xs[0].dtype):
@@ -151,8 +181,9 @@ def _reduce_window(op: Op, operands):
   gathered = _select_and_gather(op, xs, inits, window, dilations)
   if gathered is not None:
     return gathered
-  out = lax.reduce_window(tuple(xs), tuple(inits), lambda a, b: tuple(body(*a, *b)),
-                          **window, **dilations)
+  out = lax.reduce_window(
+    tuple(xs), tuple(inits), lambda a, b: tuple(body(*a, *b)), **window, **dilations
+  )
   return list(out)
 
 
@@ -163,9 +194,13 @@ def _logaddexp(a, b):
   return jnp.logaddexp(a, b)
 
 
-_CUMULATIVE = {lax.add: (lax.cumsum, 0), lax.mul: (lax.cumprod, 1),
-               lax.max: (lax.cummax, -np.inf), lax.min: (lax.cummin, np.inf),
-               _LOGADDEXP: (lax.cumlogsumexp, -np.inf)}
+_CUMULATIVE = {
+  lax.add: (lax.cumsum, 0),
+  lax.mul: (lax.cumprod, 1),
+  lax.max: (lax.cummax, -np.inf),
+  lax.min: (lax.cummin, np.inf),
+  _LOGADDEXP: (lax.cumlogsumexp, -np.inf),
+}
 
 
 def _is_logaddexp(body, dtype) -> bool:
@@ -199,11 +234,15 @@ def _select_and_gather(op: Op, xs, inits, window, dilations):
     return None
   compare, sel_v, sel_t, ret = body
   direction = enum_name(compare.attributes["comparison_direction"])
-  if (list(compare.operands) != [args[0], args[2]] or direction not in _ORDERING
-      or sel_v.name != "stablehlo.select" or sel_t.name != "stablehlo.select"
-      or list(sel_v.operands) != [compare.result, args[0], args[2]]
-      or list(sel_t.operands) != [compare.result, args[1], args[3]]
-      or list(ret.operands) != [sel_v.result, sel_t.result]):
+  if (
+    list(compare.operands) != [args[0], args[2]]
+    or direction not in _ORDERING
+    or sel_v.name != "stablehlo.select"
+    or sel_t.name != "stablehlo.select"
+    or list(sel_v.operands) != [compare.result, args[0], args[2]]
+    or list(sel_t.operands) != [compare.result, args[1], args[3]]
+    or list(ret.operands) != [sel_v.result, sel_t.result]
+  ):
     return None
   x, t = xs
   if not (jnp.issubdtype(x.dtype, jnp.floating) and x.dtype == t.dtype):
@@ -213,8 +252,7 @@ def _select_and_gather(op: Op, xs, inits, window, dilations):
   if not (np.all(np.asarray(inits[0]) == identity) and np.all(np.asarray(inits[1]) == 0)):
     return None
   monoid = lax.max if largest else lax.min
-  pool = lambda v: lax.reduce_window(v, np.array(identity, x.dtype), monoid, **window,
-                                     **dilations)
+  pool = lambda v: lax.reduce_window(v, np.array(identity, x.dtype), monoid, **window, **dilations)
   return list(jax.jvp(pool, (x,), (t,)))
 
 
@@ -223,8 +261,7 @@ def _cumulative(monoid, xs, inits, window, dilations):
   whole axis, padded before (or after, reversed) by the axis length - 1) as the
   lax cumulative reduction, whose derivative JAX knows (the windowed product has
   none)."""
-  if monoid not in _CUMULATIVE or any(v is not None and set(v) != {1}
-                                      for v in dilations.values()):
+  if monoid not in _CUMULATIVE or any(v is not None and set(v) != {1} for v in dilations.values()):
     return None
   x, init = xs[0], inits[0]
   fn, identity = _CUMULATIVE[monoid]
@@ -237,8 +274,11 @@ def _cumulative(monoid, xs, inits, window, dilations):
     return None
   sizes, pads = window["window_dimensions"], window["padding"]
   spanned = [d for d, w in enumerate(sizes) if w != 1]
-  if (len(spanned) != 1 or any(s != 1 for s in window["window_strides"])
-      or any(p != (0, 0) for d, p in enumerate(pads) if d not in spanned)):
+  if (
+    len(spanned) != 1
+    or any(s != 1 for s in window["window_strides"])
+    or any(p != (0, 0) for d, p in enumerate(pads) if d not in spanned)
+  ):
     return None
   d = spanned[0]
   n = x.shape[d]
@@ -247,8 +287,12 @@ def _cumulative(monoid, xs, inits, window, dilations):
   return fn(x, axis=d, reverse=pads[d] == (0, n - 1))
 
 
-_SCATTER_MONOIDS = {"stablehlo.add": "add", "stablehlo.maximum": "max",
-                    "stablehlo.minimum": "min", "stablehlo.multiply": "multiply"}
+_SCATTER_MONOIDS = {
+  "stablehlo.add": "add",
+  "stablehlo.maximum": "max",
+  "stablehlo.minimum": "min",
+  "stablehlo.multiply": "multiply",
+}
 
 
 @handler("stablehlo.select_and_scatter")
@@ -262,13 +306,21 @@ def _select_and_scatter(op: Op, operands):
   position, then scatter into ``init``."""
   x, source, init = operands
   select = _body_ops(op, 0)
-  direction = (enum_name(select[0].attributes["comparison_direction"])
-               if len(select) == 2 and select[0].name == "stablehlo.compare" else None)
+  direction = (
+    enum_name(select[0].attributes["comparison_direction"])
+    if len(select) == 2 and select[0].name == "stablehlo.compare"
+    else None
+  )
   monoid = _SCATTER_MONOIDS.get(binary_body(op, 1))
-  if (direction not in ("GE", "LE") or monoid is None
-      or list(select[0].operands) != list(op.op.regions[0].blocks[0].arguments)):
-    raise op.error("only a select GE/LE (first maximum/minimum of each window) and a "
-                   "scatter add/max/min/multiply are read")
+  if (
+    direction not in ("GE", "LE")
+    or monoid is None
+    or list(select[0].operands) != list(op.op.regions[0].blocks[0].arguments)
+  ):
+    raise op.error(
+      "only a select GE/LE (first maximum/minimum of each window) and a "
+      "scatter add/max/min/multiply are read"
+    )
   largest = direction == "GE"
   x, source = as_jax(x), as_jax(source)
   window = _window(op, x.ndim)
@@ -279,8 +331,9 @@ def _select_and_scatter(op: Op, operands):
   zero_init = is_known(init) and np.all(np.asarray(init) == 0)
   if jnp.issubdtype(x.dtype, jnp.floating) and monoid == "add":
     identity = np.array(-np.inf if largest else np.inf, x.dtype)
-    _, vjp = jax.vjp(lambda v: lax.reduce_window(v, identity, lax.max if largest
-                                                 else lax.min, **window), x)
+    _, vjp = jax.vjp(
+      lambda v: lax.reduce_window(v, identity, lax.max if largest else lax.min, **window), x
+    )
     (out,) = vjp(source.astype(x.dtype))
     if not zero_init:
       out = out + as_jax(init, out.dtype)
@@ -344,8 +397,9 @@ def _sort_keys(op: Op):
     (i,), (j,) = left, right
     if i // 2 != j // 2 or i == j:
       raise op.error("a comparator that compares different operands")
-    kind = (enum_name(inner.attributes["compare_type"])
-            if "compare_type" in inner.attributes else None)
+    kind = (
+      enum_name(inner.attributes["compare_type"]) if "compare_type" in inner.attributes else None
+    )
     if i // 2 in keys:
       raise op.error("a comparator that orders one operand twice")
     keys[i // 2] = (lhs if i % 2 == 0 else rhs, (direction[0] == "G") == (i % 2 == 0), kind)
@@ -358,8 +412,9 @@ def _key_values(op: Op, xs, values):
   """The arrays the comparator compares for ``values`` (ordering operands), when its
   operand pairs are both ``xs``: its region run on whole arrays."""
   env = {}
-  op.runner.run_block(op.op.regions[0].blocks[0], [x for x in xs for _ in range(2)],
-                      op.env, keep=env)
+  op.runner.run_block(
+    op.op.regions[0].blocks[0], [x for x in xs for _ in range(2)], op.env, keep=env
+  )
   return [env[v] for v in values]
 
 
@@ -392,8 +447,9 @@ def _sort_operand(x, descending, kind, probe, read):
   floating = jnp.issubdtype(x.dtype, jnp.floating)
   if floating and kind == "TOTALORDER":
     raw = _probe(x.dtype)
-    canonical = np.where(np.isnan(raw), np.asarray(np.nan, raw.dtype),
-                         np.where(raw == 0, np.zeros((), raw.dtype), raw)).astype(raw.dtype)
+    canonical = np.where(
+      np.isnan(raw), np.asarray(np.nan, raw.dtype), np.where(raw == 0, np.zeros((), raw.dtype), raw)
+    ).astype(raw.dtype)
     if _same_bits(probe, canonical):
       return _descending_key(x) if descending else x
     u = x if _same_bits(probe, raw) else read()
@@ -421,20 +477,29 @@ def _sort(op: Op, operands):
       probes = [np.asarray(p) for p in probes]
   except Exception:  # a region the probe cannot run: read each key from the data
     probes = [None] * len(keys)
+
   def reader(value):
     return lambda: _key_values(op, xs, [value])[0]
-  ordered = [_sort_operand(x, desc, kind, p, reader(v))
-             for x, (v, desc, kind), p in zip(xs, keys, probes)]
+
+  ordered = [
+    _sort_operand(x, desc, kind, p, reader(v)) for x, (v, desc, kind), p in zip(xs, keys, probes)
+  ]
   own = all(o is x for o, x in zip(ordered, xs))
-  out = lax.sort(xs if own else tuple(ordered) + xs,
-                 dimension=integer(op.attr("dimension")),
-                 is_stable=bool(stable is not None and ir.BoolAttr(stable).value),
-                 num_keys=len(keys))
-  return list(out) if own else list(out)[len(keys):]
+  out = lax.sort(
+    xs if own else tuple(ordered) + xs,
+    dimension=integer(op.attr("dimension")),
+    is_stable=bool(stable is not None and ir.BoolAttr(stable).value),
+    num_keys=len(keys),
+  )
+  return list(out) if own else list(out)[len(keys) :]
 
 
-_SCATTERS = {"stablehlo.add": lax.scatter_add, "stablehlo.multiply": lax.scatter_mul,
-             "stablehlo.minimum": lax.scatter_min, "stablehlo.maximum": lax.scatter_max}
+_SCATTERS = {
+  "stablehlo.add": lax.scatter_add,
+  "stablehlo.multiply": lax.scatter_mul,
+  "stablehlo.minimum": lax.scatter_min,
+  "stablehlo.maximum": lax.scatter_max,
+}
 
 
 def _scatter_kind(op: Op):
@@ -461,16 +526,25 @@ def _scatter(op: Op, operands):
     raise op.error("batching dims with an index vector dimension that is not last")
   indices = index_vector_last(indices, dn.index_vector_dim)
   numbers = lax.ScatterDimensionNumbers(
-      update_window_dims=tuple(dn.update_window_dims),
-      inserted_window_dims=tuple(dn.inserted_window_dims),
-      scatter_dims_to_operand_dims=tuple(dn.scattered_dims_to_operand_dims),
-      operand_batching_dims=tuple(dn.input_batching_dims),
-      scatter_indices_batching_dims=tuple(dn.scatter_indices_batching_dims))
+    update_window_dims=tuple(dn.update_window_dims),
+    inserted_window_dims=tuple(dn.inserted_window_dims),
+    scatter_dims_to_operand_dims=tuple(dn.scattered_dims_to_operand_dims),
+    operand_batching_dims=tuple(dn.input_batching_dims),
+    scatter_indices_batching_dims=tuple(dn.scatter_indices_batching_dims),
+  )
   flag = lambda name: bool(op.attr(name) is not None and ir.BoolAttr(op.attr(name)).value)
   # Out-of-range updates are skipped in StableHLO: lax's FILL_OR_DROP mode.
-  return [fn(x, indices, updates, numbers, indices_are_sorted=flag("indices_are_sorted"),
-             unique_indices=flag("unique_indices"),
-             mode=lax.GatherScatterMode.FILL_OR_DROP)]
+  return [
+    fn(
+      x,
+      indices,
+      updates,
+      numbers,
+      indices_are_sorted=flag("indices_are_sorted"),
+      unique_indices=flag("unique_indices"),
+      mode=lax.GatherScatterMode.FILL_OR_DROP,
+    )
+  ]
 
 
 # --- loops and branches ----------------------------------------------------------------
@@ -518,8 +592,9 @@ def _static_trip_count(op: Op, init):
 @handler("stablehlo.while")
 def _while(op: Op, operands):
   cond, body = op.region(0), op.region(1)
-  types = [x.dtype if not is_known(x) else dtypes.canonical_dtype(np.asarray(x).dtype)
-           for x in operands]
+  types = [
+    x.dtype if not is_known(x) else dtypes.canonical_dtype(np.asarray(x).dtype) for x in operands
+  ]
 
   def step(state):
     return tuple(as_jax(v, t) for v, t in zip(body(*state), types))
@@ -559,7 +634,7 @@ def _if(op: Op, operands):
   if is_known(pred):
     return (on_true if bool(pred) else on_false)()
   types = [dtypes.canonical_dtype(t.dtype) for t in op.result_types]
-  wrap = lambda b: (lambda: tuple(as_jax(v, t) for v, t in zip(b(), types)))
+  wrap = lambda b: lambda: tuple(as_jax(v, t) for v, t in zip(b(), types))
   return list(lax.cond(as_jax(pred), wrap(on_true), wrap(on_false)))
 
 

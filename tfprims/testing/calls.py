@@ -25,8 +25,18 @@ from tfprims.testing.report import CheckFailure, OpCheckError
 from tfprims.testing.spec import Spec
 
 __all__ = [
-    "Call", "load_spec", "make_call", "is_reference", "prepare_call", "ours_eager", "ours_jit",
-    "ours_jvp", "ours_vjp", "clear_caches", "RNG_KEY", "DEFAULT_RNG_KEY",
+  "Call",
+  "load_spec",
+  "make_call",
+  "is_reference",
+  "prepare_call",
+  "ours_eager",
+  "ours_jit",
+  "ours_jvp",
+  "ours_vjp",
+  "clear_caches",
+  "RNG_KEY",
+  "DEFAULT_RNG_KEY",
 ]
 
 
@@ -40,8 +50,9 @@ def load_spec(op) -> Optional[Spec]:
     return None
   spec = op.spec(st_module)
   if not isinstance(spec, Spec):
-    raise OpCheckError(f"{op.op_type}: spec must return tfprims.testing.Spec, got "
-                       f"{type(spec).__name__}")
+    raise OpCheckError(
+      f"{op.op_type}: spec must return tfprims.testing.Spec, got {type(spec).__name__}"
+    )
   return spec
 
 
@@ -60,22 +71,24 @@ def _normalize_input(value):
 class Call:
   """One drawn call: TF kwargs split into op-def inputs and attrs, plus our
   operands/params from ``op.prepare``."""
+
   op: Any
   oracle: Any
   kwargs: dict
   inputs: dict
   attrs: dict
-  operand_args: list          # (input name, list index or None) per operand
+  operand_args: list  # (input name, list index or None) per operand
   operands: list = None
   params: dict = None
-  rng_key: Any = None         # the JAX key operand of ops with ``uses_rng``
+  rng_key: Any = None  # the JAX key operand of ops with ``uses_rng``
   spec: Optional[Spec] = None  # for ``Spec.operands``/``Spec.params``
-  reference: bool = False     # the oracle is a numpy/JAX reference (see is_reference)
+  reference: bool = False  # the oracle is a numpy/JAX reference (see is_reference)
 
   @property
   def oracle_name(self) -> str:
-    return self.oracle if isinstance(self.oracle, str) else getattr(
-        self.oracle, "__name__", "oracle")
+    return (
+      self.oracle if isinstance(self.oracle, str) else getattr(self.oracle, "__name__", "oracle")
+    )
 
   def with_operands(self, operands: Sequence[Any]) -> "Call":
     """The same call with new operand values (static inputs and attrs kept)."""
@@ -93,8 +106,9 @@ class Call:
     for (name, _), value in zip(self.operand_args, operands):
       if name == RNG_KEY:
         key = value
-    return dataclasses.replace(self, kwargs=kwargs, inputs=inputs, operands=list(operands),
-                               rng_key=key)
+    return dataclasses.replace(
+      self, kwargs=kwargs, inputs=inputs, operands=list(operands), rng_key=key
+    )
 
   def operand_label(self, i: int) -> str:
     name, j = self.operand_args[i]
@@ -126,13 +140,16 @@ def make_call(op, kwargs: Mapping[str, Any], oracle=None, spec: Optional[Spec] =
     if missing:
       raise OpCheckError(f"{op.op_type}: the spec's calls lack inputs {missing}")
   else:  # not a TF op: arrays (and lists of arrays) are inputs
-    inputs = {k: _normalize_input(v) for k, v in kwargs.items()
-              if isinstance(v, (np.ndarray, np.generic, list))}
+    inputs = {
+      k: _normalize_input(v)
+      for k, v in kwargs.items()
+      if isinstance(v, (np.ndarray, np.generic, list))
+    }
   attrs = {k: v for k, v in kwargs.items() if k not in inputs}
   full = dict(kwargs)
   full.update(inputs)
   operand_args = []
-  for name in (names or tuple(inputs)):
+  for name in names or tuple(inputs):
     if name in op.static and not custom:
       continue
     value = inputs[name]
@@ -144,9 +161,17 @@ def make_call(op, kwargs: Mapping[str, Any], oracle=None, spec: Optional[Spec] =
   if op.uses_rng:
     operand_args.insert(0, (RNG_KEY, None))
     rng_key = DEFAULT_RNG_KEY
-  return Call(op=op, oracle=oracle, kwargs=full, inputs=inputs, attrs=attrs,
-              operand_args=operand_args, rng_key=rng_key, spec=spec if custom else None,
-              reference=is_reference(op, oracle))
+  return Call(
+    op=op,
+    oracle=oracle,
+    kwargs=full,
+    inputs=inputs,
+    attrs=attrs,
+    operand_args=operand_args,
+    rng_key=rng_key,
+    spec=spec if custom else None,
+    reference=is_reference(op, oracle),
+  )
 
 
 def is_reference(op, oracle) -> bool:
@@ -161,9 +186,11 @@ def prepare_call(call: Call) -> Call:
   """Sets the call's operands and params: ``op.prepare``, or the spec's
   ``operands``/``params`` where the primitive does not take the TF inputs."""
   if call.spec is not None:
-    operands = [v for name in call.spec.operands
-                for v in (call.inputs[name] if isinstance(call.inputs[name], list)
-                          else [call.inputs[name]])]
+    operands = [
+      v
+      for name in call.spec.operands
+      for v in (call.inputs[name] if isinstance(call.inputs[name], list) else [call.inputs[name]])
+    ]
     drawn = call.spec.params(call.kwargs) if call.spec.params is not None else {}
     params = {k: core.hashable(v) for k, v in drawn.items()}
   else:
@@ -171,8 +198,10 @@ def prepare_call(call: Call) -> Call:
   if call.rng_key is not None:
     operands = [call.rng_key] + list(operands)
   if len(operands) != len(call.operand_args):
-    raise CheckFailure(f"op.prepare returned {len(operands)} operands; the op def has "
-                       f"{len(call.operand_args)} non-static input tensors")
+    raise CheckFailure(
+      f"op.prepare returned {len(operands)} operands; the op def has "
+      f"{len(call.operand_args)} non-static input tensors"
+    )
   call.operands, call.params = list(operands), dict(params)
   return call
 
@@ -222,28 +251,34 @@ def ours_jit(call: Call) -> list:
 
 def _restricted(op, params, diff_idx, out_mask):
   """f(diff operands; all operands) -> the float outputs."""
+
   def g(operands, *diffs):
     args = list(operands)
     for i, d in zip(diff_idx, diffs):
       args[i] = d
     outs = _outs(op, op(*args, **params))
     return [o for o, m in zip(outs, out_mask) if m]
+
   return g
 
 
 def ours_jvp(call, diff_idx, out_mask, tangents) -> list:
   def build():
     g = _restricted(call.op, call.params, diff_idx, out_mask)
+
     def f(operands, tangents):
       primals = [operands[i] for i in diff_idx]
       return jax.jvp(functools.partial(g, operands), primals, list(tangents))[1]
+
     return f
+
   fn = _jitted(call.op, call.params, "jvp", (tuple(diff_idx), tuple(out_mask)), build)
   return [np.asarray(t) for t in fn(list(call.operands), list(tangents))]
 
 
 def _vjp_fn(op, params, diff_idx, out_mask):
   g = _restricted(op, params, diff_idx, out_mask)
+
   def f(operands, cts):
     primals = [operands[i] for i in diff_idx]
     _, pullback = jax.vjp(functools.partial(g, operands), *primals)
@@ -251,12 +286,18 @@ def _vjp_fn(op, params, diff_idx, out_mask):
     # conj(vjp(conj(ct))).
     out = pullback([jnp.conj(c) if jnp.iscomplexobj(c) else c for c in cts])
     return [jnp.conj(c) if jnp.iscomplexobj(c) else c for c in out]
+
   return f
 
 
 def ours_vjp(call, diff_idx, out_mask, cts) -> list:
-  fn = _jitted(call.op, call.params, "vjp", (tuple(diff_idx), tuple(out_mask)),
-               lambda: _vjp_fn(call.op, call.params, diff_idx, out_mask))
+  fn = _jitted(
+    call.op,
+    call.params,
+    "vjp",
+    (tuple(diff_idx), tuple(out_mask)),
+    lambda: _vjp_fn(call.op, call.params, diff_idx, out_mask),
+  )
   return [np.asarray(c) for c in fn(list(call.operands), list(cts))]
 
 
@@ -307,7 +348,7 @@ def _vary(x, rng, k: int, floats_only: bool, how: str = "permute") -> np.ndarray
     if not _is_inexact(x.dtype):
       return x
     wide = np.complex128 if _is_complex(x.dtype) else np.float64
-    return (x.astype(wide) * 0.5 ** k).astype(x.dtype)
+    return (x.astype(wide) * 0.5**k).astype(x.dtype)
   if floats_only and not _is_inexact(x.dtype):
     return x
   flat = x.reshape(-1)

@@ -23,14 +23,41 @@ from hypothesis import strategies as hst
 
 from tfprims import dtypes as tfp_dtypes
 from tfprims import errors
-from tfprims.testing.calls import (Call, _bound, _jitted, _outs, _params_key, _random_like,
-                                   _sanitize, _vary, _vjp_fn, make_call, ours_eager, ours_jit,
-                                   ours_jvp, ours_vjp, prepare_call)
-from tfprims.testing.comparison import (FD_TOL, Diff, _is_inexact, compare,
-                                        derivative_tolerance, grad_tolerance, jit_tolerance,
-                                        value_tolerance)
-from tfprims.testing.oracles import (_Rejected, returns_tf, tf_central_difference, tf_jvp,
-                                     tf_outputs, tf_vjp)
+from tfprims.testing.calls import (
+  Call,
+  _bound,
+  _jitted,
+  _outs,
+  _params_key,
+  _random_like,
+  _sanitize,
+  _vary,
+  _vjp_fn,
+  make_call,
+  ours_eager,
+  ours_jit,
+  ours_jvp,
+  ours_vjp,
+  prepare_call,
+)
+from tfprims.testing.comparison import (
+  FD_TOL,
+  Diff,
+  _is_inexact,
+  compare,
+  derivative_tolerance,
+  grad_tolerance,
+  jit_tolerance,
+  value_tolerance,
+)
+from tfprims.testing.oracles import (
+  _Rejected,
+  returns_tf,
+  tf_central_difference,
+  tf_jvp,
+  tf_outputs,
+  tf_vjp,
+)
 from tfprims.testing.report import _ERRORS, CheckFailure, record_drawn
 from tfprims.testing.snippets import snippet
 from tfprims.testing.spec import Spec
@@ -100,6 +127,7 @@ class _Drawer:
 @dataclasses.dataclass
 class _Run:
   """State of one check on one op across Hypothesis examples."""
+
   op: Any
   spec: Spec
   oracle: Any
@@ -115,9 +143,9 @@ class _Run:
   after_failure: int = 0
   notes: list = dataclasses.field(default_factory=list)
   record: bool = True
-  auto: dict = dataclasses.field(default_factory=dict)      # auto_skips(op)
-  target: int = 0                                           # max_examples
-  progress: Any = None                                      # tfprims.progress.Progress
+  auto: dict = dataclasses.field(default_factory=dict)  # auto_skips(op)
+  target: int = 0  # max_examples
+  progress: Any = None  # tfprims.progress.Progress
 
   def reject(self, exc: _Rejected):
     """Discards a call TF rejects (counted)."""
@@ -139,8 +167,10 @@ class _Run:
 
   def fail(self, call: Call, message: str, extra: Optional[dict] = None, check=None):
     check = check or self.check
-    text = (f"{self.op.op_type}: check {check!r} failed: {message}\n"
-            f"  reproduce:\n{snippet(call, check, extra)}")
+    text = (
+      f"{self.op.op_type}: check {check!r} failed: {message}\n"
+      f"  reproduce:\n{snippet(call, check, extra)}"
+    )
     raise CheckFailure(text)
 
   def note(self, text: str):
@@ -151,22 +181,43 @@ class _Run:
 def _record(run: _Run, check: str, dtype, diff: Diff):
   if not run.record:
     return
-  entry = _ERRORS.setdefault(run.op.op_type, {}).setdefault(check, {}).setdefault(
-      np.dtype(dtype).name, {"max_abs": 0.0, "max_rel": 0.0, "examples": 0})
+  entry = (
+    _ERRORS.setdefault(run.op.op_type, {})
+    .setdefault(check, {})
+    .setdefault(np.dtype(dtype).name, {"max_abs": 0.0, "max_rel": 0.0, "examples": 0})
+  )
   entry["max_abs"] = max(entry["max_abs"], diff.max_abs)
   entry["max_rel"] = max(entry["max_rel"], diff.max_rel)
   entry["examples"] += 1
 
 
-def _compare_lists(run, call, what, actual, expected, tol_fn, check_dtype=True,
-                   record_as=None, extra=None, labels=None, signed_zeros=False):
+def _compare_lists(
+  run,
+  call,
+  what,
+  actual,
+  expected,
+  tol_fn,
+  check_dtype=True,
+  record_as=None,
+  extra=None,
+  labels=None,
+  signed_zeros=False,
+):
   if len(actual) != len(expected):
     run.fail(call, f"{what}: {len(actual)} outputs, expected {len(expected)}", extra)
   for k, (a, e) in enumerate(zip(actual, expected)):
     rtol, atol = tol_fn(run.spec, np.asarray(e).dtype)
     label = labels[k] if labels else f"output {k}"
-    diff = compare(a, e, rtol=rtol, atol=atol, check_dtype=check_dtype,
-                   what=f"{what}, {label}", signed_zeros=signed_zeros)
+    diff = compare(
+      a,
+      e,
+      rtol=rtol,
+      atol=atol,
+      check_dtype=check_dtype,
+      what=f"{what}, {label}",
+      signed_zeros=signed_zeros,
+    )
     if not diff.ok:
       run.fail(call, diff.message, extra)
     if record_as and _is_inexact(np.asarray(e).dtype):
@@ -200,11 +251,20 @@ def _grad_oracle(run: _Run, call) -> str:
 def _check_values(run, call, tf_outs, draw):
   signed = not run.spec.ignore_zero_sign
   eager = _guard(run, call, "our op (eager)", lambda: ours_eager(call))
-  _compare_lists(run, call, f"eager vs {_oracle_name(call)}", eager, tf_outs, value_tolerance,
-                 record_as="values", signed_zeros=signed)
+  _compare_lists(
+    run,
+    call,
+    f"eager vs {_oracle_name(call)}",
+    eager,
+    tf_outs,
+    value_tolerance,
+    record_as="values",
+    signed_zeros=signed,
+  )
   jitted = _guard(run, call, "our op (jit)", lambda: ours_jit(call))
-  _compare_lists(run, call, f"jit vs {_oracle_name(call)}", jitted, tf_outs, value_tolerance,
-                 signed_zeros=signed)
+  _compare_lists(
+    run, call, f"jit vs {_oracle_name(call)}", jitted, tf_outs, value_tolerance, signed_zeros=signed
+  )
   if run.record:
     record_drawn(run.op.op_type, call.operands)
 
@@ -217,8 +277,12 @@ def _check_jit(run, call, tf_outs, draw):
 
 _SHAPE_WARNINGS: dict = {}
 
-_X64_NARROW = {"int64": "int32", "uint64": "uint32", "float64": "float32",
-               "complex128": "complex64"}
+_X64_NARROW = {
+  "int64": "int32",
+  "uint64": "uint32",
+  "float64": "float32",
+  "complex128": "complex64",
+}
 
 
 def _check_shape(run, call, tf_outs, draw):
@@ -249,9 +313,12 @@ def _check_shape(run, call, tf_outs, draw):
       warnings.simplefilter("always")
       c = call if x64 else prepare_call(dataclasses.replace(call))
       try:
-        avals = _guard(run, call, f"abstract eval ({mode})",
-                       lambda: _eval_shape_x64_off_may_refuse(op, c.params, structs(not x64),
-                                                              x64))
+        avals = _guard(
+          run,
+          call,
+          f"abstract eval ({mode})",
+          lambda: _eval_shape_x64_off_may_refuse(op, c.params, structs(not x64), x64),
+        )
       except _NeedsX64:
         continue
     avals = _outs(op, avals)
@@ -259,16 +326,22 @@ def _check_shape(run, call, tf_outs, draw):
     want = expect(not x64)
     if got != want:
       run.fail(call, f"abstract eval ({mode}): got {_sd(got)}, TF gives {_sd(want)}")
-    jax_warnings = [str(w.message) for w in caught
-                    if "not available" in str(w.message) or "jax_enable_x64" in str(w.message)]
+    jax_warnings = [
+      str(w.message)
+      for w in caught
+      if "not available" in str(w.message) or "jax_enable_x64" in str(w.message)
+    ]
     # JAX caches abstract evals: remember warnings so replays fail the same way.
     key = (op, _params_key(c.params), tuple((s.shape, s.dtype) for s in structs(not x64)), x64)
     if jax_warnings:
       _SHAPE_WARNINGS[key] = jax_warnings
     jax_warnings = _SHAPE_WARNINGS.get(key, jax_warnings)
     if jax_warnings:
-      run.fail(call, f"abstract eval ({mode}) warned: {jax_warnings[0][:300]} (use "
-               "tfprims.dtypes.canonical_dtype for output dtypes)")
+      run.fail(
+        call,
+        f"abstract eval ({mode}) warned: {jax_warnings[0][:300]} (use "
+        "tfprims.dtypes.canonical_dtype for output dtypes)",
+      )
   del f
 
 
@@ -294,9 +367,11 @@ def _sd(pairs) -> str:
 
 def _diff_indices(spec, call) -> list:
   names = set(spec.diff_args) if spec.diff_args is not None else None
-  return [i for i, o in enumerate(call.operands)
-          if _is_inexact(np.asarray(o).dtype)
-          and (names is None or call.operand_args[i][0] in names)]
+  return [
+    i
+    for i, o in enumerate(call.operands)
+    if _is_inexact(np.asarray(o).dtype) and (names is None or call.operand_args[i][0] in names)
+  ]
 
 
 def _diff_setup(run, call, tf_outs):
@@ -327,30 +402,45 @@ def _oracle(run, call, what, fn, extra=None):
   except Exception as e:  # pylint: disable=broad-except
     # TF's own autodiff code failing (e.g. its gradient of an empty gather):
     # no oracle for this call; discarded and counted like a TF rejection.
-    raise _Rejected(f"TF {what} raised {type(e).__name__}",
-                    " ".join(str(e).split())[:300]) from None
+    raise _Rejected(
+      f"TF {what} raised {type(e).__name__}", " ".join(str(e).split())[:300]
+    ) from None
 
 
 def _check_jvp(run, call, tf_outs, draw):
   call, tf_outs, diff_idx, out_mask = _diff_setup(run, call, tf_outs)
   rng = np.random.default_rng(draw.integer(0, 2**31 - 1, "tangent seed"))
   tangents = [_random_like(rng, call.operands[i]) for i in diff_idx]
-  extra = {"diff": diff_idx, "tangents": tangents,
-           "float_outputs": [k for k, m in enumerate(out_mask) if m]}
-  ours = _guard(run, call, "jax.jvp", lambda: ours_jvp(call, diff_idx, out_mask, tangents),
-                extra)
+  extra = {
+    "diff": diff_idx,
+    "tangents": tangents,
+    "float_outputs": [k for k, m in enumerate(out_mask) if m],
+  }
+  ours = _guard(run, call, "jax.jvp", lambda: ours_jvp(call, diff_idx, out_mask, tangents), extra)
   oracle = _grad_oracle(run, call)
   labels = [f"output {k}" for k, m in enumerate(out_mask) if m]
   if oracle == "fd":
-    fd = _oracle(run, call, "central differences",
-                 lambda: tf_central_difference(call, diff_idx, out_mask, tangents,
-                                               step=run.spec.fd_step), extra)
+    fd = _oracle(
+      run,
+      call,
+      "central differences",
+      lambda: tf_central_difference(call, diff_idx, out_mask, tangents, step=run.spec.fd_step),
+      extra,
+    )
     for k, (a, e) in enumerate(zip(ours, fd)):
       rtol, atol = FD_TOL.get(np.asarray(a).dtype.name, (0.0, 0.0))
-      rtol, atol = max(rtol, grad_tolerance(run.spec, np.asarray(a).dtype)[0]), max(
-          atol, grad_tolerance(run.spec, np.asarray(a).dtype)[1])
-      diff = compare(a, e, rtol=rtol, atol=atol, check_dtype=False,
-                     what=f"jvp vs {_oracle_name(call)} central differences, {labels[k]}")
+      rtol, atol = (
+        max(rtol, grad_tolerance(run.spec, np.asarray(a).dtype)[0]),
+        max(atol, grad_tolerance(run.spec, np.asarray(a).dtype)[1]),
+      )
+      diff = compare(
+        a,
+        e,
+        rtol=rtol,
+        atol=atol,
+        check_dtype=False,
+        what=f"jvp vs {_oracle_name(call)} central differences, {labels[k]}",
+      )
       if not diff.ok:
         run.fail(call, diff.message, extra)
     return
@@ -358,23 +448,33 @@ def _check_jvp(run, call, tf_outs, draw):
     _jvp_dot_test(run, call, tf_outs, diff_idx, out_mask, tangents, ours, rng, extra)
     return
   try:
-    expected = _oracle(run, call, "ForwardAccumulator",
-                       lambda: tf_jvp(call, diff_idx, out_mask, tangents), extra)
+    expected = _oracle(
+      run, call, "ForwardAccumulator", lambda: tf_jvp(call, diff_idx, out_mask, tangents), extra
+    )
   except _Rejected as e:
     if not e.category.startswith("TF ForwardAccumulator raised"):
       raise
     # TF's forward mode (a double-backward trick) is broken for this call, e.g.
     # a missing second-order gradient: use GradientTape (dot-product test).
-    run.note(f"TF ForwardAccumulator failed ({e.category[len('TF ForwardAccumulator raised '):]}: "
-             f"{str(e)[:120]}); the JVP was checked against GradientTape instead")
+    run.note(
+      f"TF ForwardAccumulator failed ({e.category[len('TF ForwardAccumulator raised ') :]}: "
+      f"{str(e)[:120]}); the JVP was checked against GradientTape instead"
+    )
     _jvp_dot_test(run, call, tf_outs, diff_idx, out_mask, tangents, ours, rng, extra)
     return
-  wide = all(np.asarray(call.operands[i]).dtype in (np.float64, np.complex128)
-             for i in diff_idx)
+  wide = all(np.asarray(call.operands[i]).dtype in (np.float64, np.complex128) for i in diff_idx)
   try:
-    _compare_lists(run, call, "jvp vs TF ForwardAccumulator", ours, expected,
-                   derivative_tolerance(call, diff_idx, [np.asarray(o).dtype for o in expected]),
-                   record_as="jvp", extra=extra, labels=labels)
+    _compare_lists(
+      run,
+      call,
+      "jvp vs TF ForwardAccumulator",
+      ours,
+      expected,
+      derivative_tolerance(call, diff_idx, [np.asarray(o).dtype for o in expected]),
+      record_as="jvp",
+      extra=extra,
+      labels=labels,
+    )
   except CheckFailure as failure:
     # Cross-check the oracle with central differences (computed in float64
     # when TF accepts it, so meaningful for every dtype).
@@ -384,13 +484,17 @@ def _check_jvp(run, call, tf_outs, draw):
         dt = np.asarray(ours[0]).dtype if ours else np.dtype("float64")
         rtol, atol = grad_tolerance(run.spec, dt)
         rtol, atol = max(rtol, FD_TOL["float64"][0]), max(atol, FD_TOL["float64"][1])
-        ok = lambda xs: all(compare(x, y, rtol=rtol, atol=atol, check_dtype=False).ok
-                            for x, y in zip(xs, fd))
-        verdict = ("central differences agree with ours, not TF: if TF's forward mode is "
-                   "wrong here, set grad_oracle='vjp' or 'fd' in the spec"
-                   if ok(ours) and not ok(expected) else
-                   "central differences agree with TF" if ok(expected) else
-                   "central differences agree with neither (non-smooth point?)")
+        ok = lambda xs: all(
+          compare(x, y, rtol=rtol, atol=atol, check_dtype=False).ok for x, y in zip(xs, fd)
+        )
+        verdict = (
+          "central differences agree with ours, not TF: if TF's forward mode is "
+          "wrong here, set grad_oracle='vjp' or 'fd' in the spec"
+          if ok(ours) and not ok(expected)
+          else "central differences agree with TF"
+          if ok(expected)
+          else "central differences agree with neither (non-smooth point?)"
+        )
       except _Rejected:
         verdict = "central differences: TF rejected the shifted inputs"
       raise CheckFailure(f"{failure}\n  oracle cross-check: {verdict}") from None
@@ -403,13 +507,16 @@ def _check_jvp(run, call, tf_outs, draw):
     except _Rejected:
       return
     for k, (e, d) in enumerate(zip(expected, fd)):
-      diff = compare(e, d, rtol=FD_TOL["float64"][0] * 10, atol=FD_TOL["float64"][1] * 10,
-                     check_dtype=False)
+      diff = compare(
+        e, d, rtol=FD_TOL["float64"][0] * 10, atol=FD_TOL["float64"][1] * 10, check_dtype=False
+      )
       finite = np.all(np.isfinite(np.asarray(e))) and np.all(np.isfinite(np.asarray(d)))
       if finite and not diff.ok:
-        run.note(f"TF's JVP (and ours) differ from central differences on a float64 call "
-                 f"(output {k}, max abs err {diff.max_abs:.3g}): a non-smooth point, or a "
-                 "wrong TF gradient")
+        run.note(
+          f"TF's JVP (and ours) differ from central differences on a float64 call "
+          f"(output {k}, max abs err {diff.max_abs:.3g}): a non-smooth point, or a "
+          "wrong TF gradient"
+        )
 
 
 def _jvp_dot_test(run, call, tf_outs, diff_idx, out_mask, tangents, ours, rng, extra):
@@ -424,43 +531,68 @@ def _jvp_dot_test(run, call, tf_outs, diff_idx, out_mask, tangents, ours, rng, e
   rtol, atol = derivative_tolerance(call, diff_idx, out_dtypes)(run.spec, out_dtypes[0])
   if not (np.isfinite(lhs) and np.isfinite(rhs)):
     if np.isnan(lhs) != np.isnan(rhs):
-      run.fail(call, f"jvp dot-product test vs TF GradientTape: <ct, jvp(t)> = {lhs}, "
-               f"<TF vjp(ct), t> = {rhs}", extra)
+      run.fail(
+        call,
+        f"jvp dot-product test vs TF GradientTape: <ct, jvp(t)> = {lhs}, <TF vjp(ct), t> = {rhs}",
+        extra,
+      )
   elif abs(lhs - rhs) > atol + rtol * scale:
-    run.fail(call, f"jvp dot-product test vs TF GradientTape: <ct, jvp(t)> = {lhs!r}, "
-             f"<TF vjp(ct), t> = {rhs!r} (rtol={rtol:g}, scale {scale:.3g})", extra)
+    run.fail(
+      call,
+      f"jvp dot-product test vs TF GradientTape: <ct, jvp(t)> = {lhs!r}, "
+      f"<TF vjp(ct), t> = {rhs!r} (rtol={rtol:g}, scale {scale:.3g})",
+      extra,
+    )
 
 
 def _check_vjp(run, call, tf_outs, draw):
   call, tf_outs, diff_idx, out_mask = _diff_setup(run, call, tf_outs)
   rng = np.random.default_rng(draw.integer(0, 2**31 - 1, "cotangent seed"))
   cts = [_random_like(rng, o) for o, m in zip(tf_outs, out_mask) if m]
-  extra = {"diff": diff_idx, "cts": cts,
-           "float_outputs": [k for k, m in enumerate(out_mask) if m]}
+  extra = {"diff": diff_idx, "cts": cts, "float_outputs": [k for k, m in enumerate(out_mask) if m]}
   ours = _guard(run, call, "jax.vjp", lambda: ours_vjp(call, diff_idx, out_mask, cts), extra)
   labels = [f"d/d {call.operand_label(i)}" for i in diff_idx]
   if _grad_oracle(run, call) == "fd":
     # Transpose consistency: <ct, J t> == <J^T ct, t> with our own JVP.
     tangents = [_random_like(rng, call.operands[i]) for i in diff_idx]
-    jv = _guard(run, call, "jax.jvp", lambda: ours_jvp(call, diff_idx, out_mask, tangents),
-                extra)
-    lhs = sum(np.real(np.sum(np.conj(c.astype(np.complex128)) * t.astype(np.complex128)))
-              for c, t in zip(cts, jv))
-    rhs = sum(np.real(np.sum(np.conj(g.astype(np.complex128)) * t.astype(np.complex128)))
-              for g, t in zip(ours, tangents))
-    scale = sum(float(np.sum(np.abs(c.astype(np.complex128) * t.astype(np.complex128))))
-                for c, t in zip(cts, jv)) + 1.0
+    jv = _guard(run, call, "jax.jvp", lambda: ours_jvp(call, diff_idx, out_mask, tangents), extra)
+    lhs = sum(
+      np.real(np.sum(np.conj(c.astype(np.complex128)) * t.astype(np.complex128)))
+      for c, t in zip(cts, jv)
+    )
+    rhs = sum(
+      np.real(np.sum(np.conj(g.astype(np.complex128)) * t.astype(np.complex128)))
+      for g, t in zip(ours, tangents)
+    )
+    scale = (
+      sum(
+        float(np.sum(np.abs(c.astype(np.complex128) * t.astype(np.complex128))))
+        for c, t in zip(cts, jv)
+      )
+      + 1.0
+    )
     rtol, atol = grad_tolerance(run.spec, tf_outs[out_mask.index(True)].dtype)
     if np.isfinite(lhs) and np.isfinite(rhs) and abs(lhs - rhs) > atol + rtol * scale:
-      run.fail(call, f"vjp is not the transpose of our jvp: <ct, jvp(t)> = {lhs!r}, "
-               f"<vjp(ct), t> = {rhs!r}", extra)
+      run.fail(
+        call,
+        f"vjp is not the transpose of our jvp: <ct, jvp(t)> = {lhs!r}, <vjp(ct), t> = {rhs!r}",
+        extra,
+      )
     return
-  expected = _oracle(run, call, "GradientTape", lambda: tf_vjp(call, diff_idx, out_mask, cts),
-                     extra)
-  _compare_lists(run, call, "vjp vs TF GradientTape", ours, expected,
-                 derivative_tolerance(call, diff_idx, [o.dtype for o, m in zip(tf_outs, out_mask)
-                                                       if m]),
-                 record_as="vjp", extra=extra, labels=labels)
+  expected = _oracle(
+    run, call, "GradientTape", lambda: tf_vjp(call, diff_idx, out_mask, cts), extra
+  )
+  _compare_lists(
+    run,
+    call,
+    "vjp vs TF GradientTape",
+    ours,
+    expected,
+    derivative_tolerance(call, diff_idx, [o.dtype for o, m in zip(tf_outs, out_mask) if m]),
+    record_as="vjp",
+    extra=extra,
+    labels=labels,
+  )
 
 
 def _check_vmap(run, call, tf_outs, draw):
@@ -480,8 +612,10 @@ def _check_vmap(run, call, tf_outs, draw):
     chosen = None
     how = getattr(run.spec, "vmap_variation", "permute")
     for mode in ("all", "floats"):
-      ops = [_vary(o, rng, k, mode == "floats", how) if a is not None else o
-             for o, a in zip(call.operands, axes)]
+      ops = [
+        _vary(o, rng, k, mode == "floats", how) if a is not None else o
+        for o, a in zip(call.operands, axes)
+      ]
       cand = prepare_call(call.with_operands(ops))
       if cand.params != call.params:
         continue
@@ -494,22 +628,34 @@ def _check_vmap(run, call, tf_outs, draw):
       chosen = (call, tf_outs)
     members.append(chosen[0])
     member_tf.append(chosen[1])
-  batched = [np.stack([m.operands[i] for m in members], axis=a) if a is not None else o
-             for i, (o, a) in enumerate(zip(call.operands, axes))]
+  batched = [
+    np.stack([m.operands[i] for m in members], axis=a) if a is not None else o
+    for i, (o, a) in enumerate(zip(call.operands, axes))
+  ]
   extra = {"in_axes": tuple(axes), "batched": batched, "batch": batch}
   op, params = call.op, call.params
-  fn = _jitted(op, params, "vmap", tuple(axes),
-               lambda: jax.vmap(_bound(op, params), in_axes=tuple(axes)))
-  out = _guard(run, call, "jax.vmap", lambda: [np.asarray(o) for o in _outs(op, fn(*batched))],
-               extra)
+  fn = _jitted(
+    op, params, "vmap", tuple(axes), lambda: jax.vmap(_bound(op, params), in_axes=tuple(axes))
+  )
+  out = _guard(
+    run, call, "jax.vmap", lambda: [np.asarray(o) for o in _outs(op, fn(*batched))], extra
+  )
   for k, (m, mt) in enumerate(zip(members, member_tf)):
     ours_k = _guard(run, call, "our op (eager)", lambda: ours_eager(m), extra)
     got = [o[k] for o in out]
-    _compare_lists(run, call, f"vmap example {k} vs our op on that example", got, ours_k,
-                   value_tolerance, extra=extra)
+    _compare_lists(
+      run,
+      call,
+      f"vmap example {k} vs our op on that example",
+      got,
+      ours_k,
+      value_tolerance,
+      extra=extra,
+    )
     if "values" not in run.spec.skip:
-      _compare_lists(run, call, f"vmap example {k} vs TF on that example", got, mt,
-                     value_tolerance, extra=extra)
+      _compare_lists(
+        run, call, f"vmap example {k} vs TF on that example", got, mt, value_tolerance, extra=extra
+      )
   # vmap of the VJP.
   if not _grad_applies(run):
     return
@@ -518,24 +664,44 @@ def _check_vmap(run, call, tf_outs, draw):
   out_mask = [_is_inexact(o.dtype) for o in tf_outs]
   if not diff_idx or not any(out_mask) or gcall.params != call.params:
     return
-  gbatched = [_sanitize(b) if a is not None else gcall.operands[i]
-              for i, (b, a) in enumerate(zip(batched, axes))]
-  cts = [np.stack([_random_like(rng, o) for _ in range(batch)])
-         for o, m in zip(tf_outs, out_mask) if m]
-  gfn = _jitted(op, params, "vmap-vjp", (tuple(axes), tuple(diff_idx), tuple(out_mask)),
-                lambda: jax.vmap(_vjp_fn(op, params, diff_idx, out_mask),
-                                 in_axes=(list(axes), [0] * len(cts))))
+  gbatched = [
+    _sanitize(b) if a is not None else gcall.operands[i]
+    for i, (b, a) in enumerate(zip(batched, axes))
+  ]
+  cts = [
+    np.stack([_random_like(rng, o) for _ in range(batch)]) for o, m in zip(tf_outs, out_mask) if m
+  ]
+  gfn = _jitted(
+    op,
+    params,
+    "vmap-vjp",
+    (tuple(axes), tuple(diff_idx), tuple(out_mask)),
+    lambda: jax.vmap(_vjp_fn(op, params, diff_idx, out_mask), in_axes=(list(axes), [0] * len(cts))),
+  )
   gextra = dict(extra, batched=gbatched)
-  gout = _guard(run, call, "jax.vmap of jax.vjp",
-                lambda: [np.asarray(g) for g in gfn(list(gbatched), list(cts))], gextra)
+  gout = _guard(
+    run,
+    call,
+    "jax.vmap of jax.vjp",
+    lambda: [np.asarray(g) for g in gfn(list(gbatched), list(cts))],
+    gextra,
+  )
   for k in range(batch):
     ops_k = [np.take(b, k, axis=a) if a is not None else b for b, a in zip(gbatched, axes)]
     mk = prepare_call(gcall.with_operands(ops_k))
-    per = _guard(run, call, "jax.vjp",
-                 lambda: ours_vjp(mk, diff_idx, out_mask, [c[k] for c in cts]), gextra)
-    _compare_lists(run, call, f"vmap(vjp) example {k} vs vjp on that example",
-                   [g[k] for g in gout], per, grad_tolerance, extra=gextra,
-                   labels=[f"d/d {call.operand_label(i)}" for i in diff_idx])
+    per = _guard(
+      run, call, "jax.vjp", lambda: ours_vjp(mk, diff_idx, out_mask, [c[k] for c in cts]), gextra
+    )
+    _compare_lists(
+      run,
+      call,
+      f"vmap(vjp) example {k} vs vjp on that example",
+      [g[k] for g in gout],
+      per,
+      grad_tolerance,
+      extra=gextra,
+      labels=[f"d/d {call.operand_label(i)}" for i in diff_idx],
+    )
 
 
 def _grad_applies(run: _Run) -> bool:
@@ -543,8 +709,12 @@ def _grad_applies(run: _Run) -> bool:
 
 
 _CHECK_FNS = {
-    "values": _check_values, "shape": _check_shape, "jvp": _check_jvp,
-    "vjp": _check_vjp, "vmap": _check_vmap, "jit": _check_jit,
+  "values": _check_values,
+  "shape": _check_shape,
+  "jvp": _check_jvp,
+  "vjp": _check_vjp,
+  "vmap": _check_vmap,
+  "jit": _check_jit,
 }
 
 

@@ -15,33 +15,53 @@ import numpy as np
 from tfprims.testing.spec import Spec
 
 __all__ = [
-    "VALUE_TOL", "GRAD_TOL", "JIT_TOL", "FD_TOL", "value_tolerance", "grad_tolerance",
-    "derivative_tolerance", "jit_tolerance", "Diff", "compare",
+  "VALUE_TOL",
+  "GRAD_TOL",
+  "JIT_TOL",
+  "FD_TOL",
+  "value_tolerance",
+  "grad_tolerance",
+  "derivative_tolerance",
+  "jit_tolerance",
+  "Diff",
+  "compare",
 ]
 
 # (rtol, atol) per dtype name. float16/bfloat16 are loose, float64 tight.
 VALUE_TOL = {
-    "float16": (5e-3, 1e-3), "bfloat16": (3e-2, 1e-2),
-    "float32": (1e-5, 1e-6), "complex64": (1e-5, 1e-6),
-    "float64": (1e-11, 1e-13), "complex128": (1e-11, 1e-13),
+  "float16": (5e-3, 1e-3),
+  "bfloat16": (3e-2, 1e-2),
+  "float32": (1e-5, 1e-6),
+  "complex64": (1e-5, 1e-6),
+  "float64": (1e-11, 1e-13),
+  "complex128": (1e-11, 1e-13),
 }
 # Derivatives go through different formulas in TF and JAX: a little looser.
 GRAD_TOL = {
-    "float16": (2e-2, 4e-3), "bfloat16": (1e-1, 4e-2),
-    "float32": (1e-4, 1e-5), "complex64": (1e-4, 1e-5),
-    "float64": (1e-9, 1e-11), "complex128": (1e-9, 1e-11),
+  "float16": (2e-2, 4e-3),
+  "bfloat16": (1e-1, 4e-2),
+  "float32": (1e-4, 1e-5),
+  "complex64": (1e-4, 1e-5),
+  "float64": (1e-9, 1e-11),
+  "complex128": (1e-9, 1e-11),
 }
 # jit vs eager run the same lowering: a few ulps at most.
 JIT_TOL = {
-    "float16": (4e-3, 1e-6), "bfloat16": (3e-2, 1e-5),
-    "float32": (5e-7, 1e-12), "complex64": (5e-7, 1e-12),
-    "float64": (1e-15, 1e-300), "complex128": (1e-15, 1e-300),
+  "float16": (4e-3, 1e-6),
+  "bfloat16": (3e-2, 1e-5),
+  "float32": (5e-7, 1e-12),
+  "complex64": (5e-7, 1e-12),
+  "float64": (1e-15, 1e-300),
+  "complex128": (1e-15, 1e-300),
 }
 # Central differences are only accurate to ~eps**(2/3).
 FD_TOL = {
-    "float16": (2e-1, 1e-1), "bfloat16": (3e-1, 2e-1),
-    "float32": (2e-2, 2e-3), "complex64": (2e-2, 2e-3),
-    "float64": (1e-5, 1e-7), "complex128": (1e-5, 1e-7),
+  "float16": (2e-1, 1e-1),
+  "bfloat16": (3e-1, 2e-1),
+  "float32": (2e-2, 2e-3),
+  "complex64": (2e-2, 2e-3),
+  "float64": (1e-5, 1e-7),
+  "complex128": (1e-5, 1e-7),
 }
 
 
@@ -76,8 +96,10 @@ def grad_tolerance(spec: Spec, dtype) -> tuple[float, float]:
   rtol, atol = GRAD_TOL.get(name, (0.0, 0.0))
   vr, va = value_tolerance(spec, dtype)
   rtol, atol = max(rtol, vr), max(atol, va)
-  return (_resolve(getattr(spec, "grad_rtol", None), name, rtol),
-          _resolve(getattr(spec, "grad_atol", None), name, atol))
+  return (
+    _resolve(getattr(spec, "grad_rtol", None), name, rtol),
+    _resolve(getattr(spec, "grad_atol", None), name, atol),
+  )
 
 
 def derivative_tolerance(call, diff_idx, out_dtypes):
@@ -95,6 +117,7 @@ def derivative_tolerance(call, diff_idx, out_dtypes):
       r, a = grad_tolerance(spec, d)
       rtol, atol = max(rtol, r), max(atol, a)
     return rtol, atol
+
   return tol
 
 
@@ -127,9 +150,16 @@ def _fmt(v) -> str:
   return repr(v.item() if hasattr(v, "item") else v)
 
 
-def compare(actual, expected, *, rtol: float = 0.0, atol: float = 0.0,
-            check_dtype: bool = True, what: str = "output",
-            signed_zeros: bool = False) -> Diff:
+def compare(
+  actual,
+  expected,
+  *,
+  rtol: float = 0.0,
+  atol: float = 0.0,
+  check_dtype: bool = True,
+  what: str = "output",
+  signed_zeros: bool = False,
+) -> Diff:
   """Compares two arrays the way the runner does.
 
   Shapes (and dtypes when ``check_dtype``) must be equal; ints and bools
@@ -201,8 +231,9 @@ def compare(actual, expected, *, rtol: float = 0.0, atol: float = 0.0,
 
 def _mismatch_message(what, a, e, bad, tol) -> str:
   idx = np.argwhere(bad)
-  lines = [f"{what}: {len(idx)} of {a.size} elements differ ({tol}); "
-           f"shape {a.shape}, dtype {a.dtype}"]
+  lines = [
+    f"{what}: {len(idx)} of {a.size} elements differ ({tol}); shape {a.shape}, dtype {a.dtype}"
+  ]
   for i in idx[:6]:
     i = tuple(int(k) for k in i)
     lines.append(f"  at {i}: got {_fmt(a[i])}, expected {_fmt(e[i])}")

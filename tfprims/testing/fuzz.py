@@ -50,9 +50,10 @@ SPECIAL = (np.nan, np.inf, -np.inf, 0.0, -0.0, 1e30, -1e30, 1e-30)
 @dataclasses.dataclass
 class Step:
   """One op of a program: ``out = source`` with operands named ``v<i>``."""
-  source: str               # Python source using tf.raw_ops, operands as {0}, {1}
-  args: tuple               # indices of the operands in the value list
-  smooth: bool = True       # differentiable almost everywhere (grad check applies)
+
+  source: str  # Python source using tf.raw_ops, operands as {0}, {1}
+  args: tuple  # indices of the operands in the value list
+  smooth: bool = True  # differentiable almost everywhere (grad check applies)
 
 
 @dataclasses.dataclass
@@ -86,39 +87,56 @@ class Finding:
 
   def report(self) -> str:
     values = "\n".join(f"v{i} = {literal(v)}" for i, v in enumerate(self.inputs))
-    return (f"fuzz case seed={self.program.seed} index={self.program.index}: check "
-            f"'{self.check}' failed: {self.message}\n"
-            "import numpy as np, tensorflow as tf, jax, tfprims\n"
-            f"{self.program.source()}\n{values}\n"
-            f"fn = tfprims.convert_functional(tf.function(f), "
-            + ", ".join(f"tf.TensorSpec({list(s)}, tf.{self.program.dtype})"
-                        for s in self.program.shapes) + ")\n"
-            f"print(fn({', '.join(f'v{i}' for i in range(len(self.inputs)))}), "
-            f"f({', '.join(f'v{i}' for i in range(len(self.inputs)))}))")
+    return (
+      f"fuzz case seed={self.program.seed} index={self.program.index}: check "
+      f"'{self.check}' failed: {self.message}\n"
+      "import numpy as np, tensorflow as tf, jax, tfprims\n"
+      f"{self.program.source()}\n{values}\n"
+      f"fn = tfprims.convert_functional(tf.function(f), "
+      + ", ".join(f"tf.TensorSpec({list(s)}, tf.{self.program.dtype})" for s in self.program.shapes)
+      + ")\n"
+      f"print(fn({', '.join(f'v{i}' for i in range(len(self.inputs)))}), "
+      f"f({', '.join(f'v{i}' for i in range(len(self.inputs)))}))"
+    )
 
 
 # --- programs ------------------------------------------------------------------------------
 
 _UNARY = [  # (source, smooth): ops defined on all of R (or NaN-propagating outside)
-    ("tf.raw_ops.Abs(x={0})", False), ("tf.raw_ops.Neg(x={0})", True),
-    ("tf.raw_ops.Sin(x={0})", True), ("tf.raw_ops.Cos(x={0})", True),
-    ("tf.raw_ops.Tanh(x={0})", True), ("tf.raw_ops.Sigmoid(x={0})", True),
-    ("tf.raw_ops.Exp(x={0})", True), ("tf.raw_ops.Log(x={0})", True),
-    ("tf.raw_ops.Sqrt(x={0})", True), ("tf.raw_ops.Square(x={0})", True),
-    ("tf.raw_ops.Relu(features={0})", False), ("tf.raw_ops.Elu(features={0})", True),
-    ("tf.raw_ops.Softplus(features={0})", True), ("tf.raw_ops.Floor(x={0})", False),
-    ("tf.raw_ops.Round(x={0})", False), ("tf.raw_ops.Sign(x={0})", False),
-    ("tf.raw_ops.Atan(x={0})", True),
-    ("tf.raw_ops.Reciprocal(x={0})", True), ("tf.raw_ops.Softsign(features={0})", True),
-    ("tf.raw_ops.Relu6(features={0})", False), ("tf.raw_ops.Log1p(x={0})", True),
+  ("tf.raw_ops.Abs(x={0})", False),
+  ("tf.raw_ops.Neg(x={0})", True),
+  ("tf.raw_ops.Sin(x={0})", True),
+  ("tf.raw_ops.Cos(x={0})", True),
+  ("tf.raw_ops.Tanh(x={0})", True),
+  ("tf.raw_ops.Sigmoid(x={0})", True),
+  ("tf.raw_ops.Exp(x={0})", True),
+  ("tf.raw_ops.Log(x={0})", True),
+  ("tf.raw_ops.Sqrt(x={0})", True),
+  ("tf.raw_ops.Square(x={0})", True),
+  ("tf.raw_ops.Relu(features={0})", False),
+  ("tf.raw_ops.Elu(features={0})", True),
+  ("tf.raw_ops.Softplus(features={0})", True),
+  ("tf.raw_ops.Floor(x={0})", False),
+  ("tf.raw_ops.Round(x={0})", False),
+  ("tf.raw_ops.Sign(x={0})", False),
+  ("tf.raw_ops.Atan(x={0})", True),
+  ("tf.raw_ops.Reciprocal(x={0})", True),
+  ("tf.raw_ops.Softsign(features={0})", True),
+  ("tf.raw_ops.Relu6(features={0})", False),
+  ("tf.raw_ops.Log1p(x={0})", True),
 ]
 _BINARY = [
-    ("tf.raw_ops.AddV2(x={0}, y={1})", True), ("tf.raw_ops.Sub(x={0}, y={1})", True),
-    ("tf.raw_ops.Mul(x={0}, y={1})", True), ("tf.raw_ops.RealDiv(x={0}, y={1})", True),
-    ("tf.raw_ops.Maximum(x={0}, y={1})", False), ("tf.raw_ops.Minimum(x={0}, y={1})", False),
-    ("tf.raw_ops.SquaredDifference(x={0}, y={1})", True),
-    ("tf.raw_ops.Atan2(y={0}, x={1})", True), ("tf.raw_ops.FloorMod(x={0}, y={1})", False),
-    ("tf.raw_ops.DivNoNan(x={0}, y={1})", False), ("tf.raw_ops.Pow(x={0}, y={1})", True),
+  ("tf.raw_ops.AddV2(x={0}, y={1})", True),
+  ("tf.raw_ops.Sub(x={0}, y={1})", True),
+  ("tf.raw_ops.Mul(x={0}, y={1})", True),
+  ("tf.raw_ops.RealDiv(x={0}, y={1})", True),
+  ("tf.raw_ops.Maximum(x={0}, y={1})", False),
+  ("tf.raw_ops.Minimum(x={0}, y={1})", False),
+  ("tf.raw_ops.SquaredDifference(x={0}, y={1})", True),
+  ("tf.raw_ops.Atan2(y={0}, x={1})", True),
+  ("tf.raw_ops.FloorMod(x={0}, y={1})", False),
+  ("tf.raw_ops.DivNoNan(x={0}, y={1})", False),
+  ("tf.raw_ops.Pow(x={0}, y={1})", True),
 ]
 
 
@@ -149,8 +167,9 @@ class _Builder:
   def step(self):
     rng, i = self.rng, self.pick()
     s = self.shapes[i]
-    kind = rng.choice(["unary", "binary", "reduce", "shape", "matmul", "misc"],
-                      p=[0.3, 0.3, 0.1, 0.15, 0.05, 0.1])
+    kind = rng.choice(
+      ["unary", "binary", "reduce", "shape", "matmul", "misc"], p=[0.3, 0.3, 0.1, 0.15, 0.05, 0.1]
+    )
     if kind == "unary":
       table = _UNARY + (_FLOAT32_UNARY if self.dtype == "float32" else [])
       src, smooth = table[rng.integers(len(table))]
@@ -165,23 +184,29 @@ class _Builder:
       src, smooth = _BINARY[rng.integers(len(_BINARY))]
       return self.add(src, [i, j], out, smooth)
     if kind == "reduce" and s:
-      axes = sorted(int(a) for a in rng.choice(len(s), rng.integers(1, len(s) + 1),
-                                                replace=False))
+      axes = sorted(int(a) for a in rng.choice(len(s), rng.integers(1, len(s) + 1), replace=False))
       keep = bool(rng.integers(2))
       op = rng.choice(["Sum", "Mean", "Max", "Min", "Prod"])
-      out = tuple(1 if k in axes else d for k, d in enumerate(s)) if keep else tuple(
-          d for k, d in enumerate(s) if k not in axes)
-      return self.add(f"tf.raw_ops.{op}(input={{0}}, axis={axes}, keep_dims={keep})", [i], out,
-                      op in ("Sum", "Mean"))
+      out = (
+        tuple(1 if k in axes else d for k, d in enumerate(s))
+        if keep
+        else tuple(d for k, d in enumerate(s) if k not in axes)
+      )
+      return self.add(
+        f"tf.raw_ops.{op}(input={{0}}, axis={axes}, keep_dims={keep})",
+        [i],
+        out,
+        op in ("Sum", "Mean"),
+      )
     if kind == "shape" and s:
       choice = rng.integers(5)
       if choice == 0:
         perm = [int(p) for p in rng.permutation(len(s))]
-        return self.add(f"tf.raw_ops.Transpose(x={{0}}, perm={perm})", [i],
-                        tuple(s[p] for p in perm))
+        return self.add(
+          f"tf.raw_ops.Transpose(x={{0}}, perm={perm})", [i], tuple(s[p] for p in perm)
+        )
       if choice == 1:
-        return self.add("tf.raw_ops.Reshape(tensor={0}, shape=[-1])", [i],
-                        (int(np.prod(s)),))
+        return self.add("tf.raw_ops.Reshape(tensor={0}, shape=[-1])", [i], (int(np.prod(s)),))
       if choice == 2:
         axis = int(rng.integers(len(s)))
         return self.add(f"tf.raw_ops.ReverseV2(tensor={{0}}, axis=[{axis}])", [i], s)
@@ -189,15 +214,16 @@ class _Builder:
         axis = int(rng.integers(-len(s), len(s)))
         out = list(s)
         out[axis] *= 2
-        return self.add(f"tf.raw_ops.ConcatV2(values=[{{0}}, {{0}}], axis={axis})", [i],
-                        tuple(out))
+        return self.add(f"tf.raw_ops.ConcatV2(values=[{{0}}, {{0}}], axis={axis})", [i], tuple(out))
       begin = [int(rng.integers(d)) for d in s]
       size = [int(rng.integers(1, d - b + 1)) for d, b in zip(s, begin)]
-      return self.add(f"tf.raw_ops.Slice(input={{0}}, begin={begin}, size={size})", [i],
-                      tuple(size))
+      return self.add(
+        f"tf.raw_ops.Slice(input={{0}}, begin={begin}, size={size})", [i], tuple(size)
+      )
     if kind == "matmul" and len(s) == 2:
-      return self.add("tf.raw_ops.MatMul(a={0}, b={0}, transpose_a=False, transpose_b=True)",
-                      [i], (s[0], s[0]))
+      return self.add(
+        "tf.raw_ops.MatMul(a={0}, b={0}, transpose_a=False, transpose_b=True)", [i], (s[0], s[0])
+      )
     if kind == "misc" and s:
       choice = rng.integers(3)
       if choice == 0 and self.dtype == "float64":  # float32: see the module docstring
@@ -205,12 +231,17 @@ class _Builder:
       if choice == 1:
         axis = int(rng.integers(len(s)))
         ex, rev = bool(rng.integers(2)), bool(rng.integers(2))
-        return self.add(f"tf.raw_ops.Cumsum(x={{0}}, axis={axis}, exclusive={ex}, "
-                        f"reverse={rev})", [i], s)
+        return self.add(
+          f"tf.raw_ops.Cumsum(x={{0}}, axis={axis}, exclusive={ex}, reverse={rev})", [i], s
+        )
       j = self.pick()
       if self.shapes[j] == s:
-        return self.add("tf.raw_ops.SelectV2(condition=tf.raw_ops.Greater(x={0}, y=0.0), "
-                        "t={0}, e={1})", [i, j], s, False)
+        return self.add(
+          "tf.raw_ops.SelectV2(condition=tf.raw_ops.Greater(x={0}, y=0.0), t={0}, e={1})",
+          [i, j],
+          s,
+          False,
+        )
     src, smooth = _UNARY[rng.integers(len(_UNARY))]
     return self.add(src, [i], s, smooth)
 
@@ -254,6 +285,7 @@ def check_program(program: Program, rng: np.random.Generator) -> Optional[Findin
   """Runs the four checks on one program; the first failure, or None."""
   import jax
   import jax.numpy as jnp
+
   tf = import_tensorflow()
 
   import tfprims
@@ -301,8 +333,13 @@ def check_program(program: Program, rng: np.random.Generator) -> Optional[Findin
     for k, (g, w) in enumerate(zip(ours, tf_grads)):
       w = np.zeros_like(finite[k]) if w is None else np.asarray(w)
       if np.isfinite(w).all():
-        d = compare(np.asarray(g), w, rtol=grtol, atol=gatol * max(1.0, np.abs(w).max(initial=0)),
-                    what=f"d/dv{k}")
+        d = compare(
+          np.asarray(g),
+          w,
+          rtol=grtol,
+          atol=gatol * max(1.0, np.abs(w).max(initial=0)),
+          what=f"d/dv{k}",
+        )
         if not d.ok:
           return fail("grad", d.message, finite)
 
@@ -312,24 +349,35 @@ def check_program(program: Program, rng: np.random.Generator) -> Optional[Findin
     singles = [got, [np.asarray(t) for t in jax.tree_util.tree_leaves(fn(*other))]]
   for k, out in enumerate(jax.tree_util.tree_leaves(batched)):
     for e in range(2):
-      d = compare(np.asarray(out)[e], singles[e][k], rtol=rtol, atol=atol,
-                  what=f"vmap output {k}, example {e}")
+      d = compare(
+        np.asarray(out)[e],
+        singles[e][k],
+        rtol=rtol,
+        atol=atol,
+        what=f"vmap output {k}, example {e}",
+      )
       if not d.ok:
         return fail("vmap", d.message, inputs if e == 0 else other)
   return None
 
 
-def run(seed: int = 0, cases: Optional[int] = None, seconds: Optional[float] = None,
-        log: Callable[[str], None] = lambda s: None) -> list[Finding]:
+def run(
+  seed: int = 0,
+  cases: Optional[int] = None,
+  seconds: Optional[float] = None,
+  log: Callable[[str], None] = lambda s: None,
+) -> list[Finding]:
   """Checks programs ``(seed, 0), (seed, 1), ...`` until ``cases`` are done or
   ``seconds`` have passed; returns the findings."""
   import jax
+
   if cases is None and seconds is None:
     cases = 20
   findings, start, index = [], time.monotonic(), 0
   with jax.enable_x64(True):
     while (cases is None or index < cases) and (
-        seconds is None or time.monotonic() - start < seconds):
+      seconds is None or time.monotonic() - start < seconds
+    ):
       program = make_program(seed, index)
       finding = check_program(program, np.random.default_rng([seed, index, 1]))
       if finding is not None:
@@ -346,8 +394,12 @@ def main(argv=None) -> int:
   parser.add_argument("--cases", type=int)
   parser.add_argument("--seconds", type=float)
   args = parser.parse_args(argv)
-  findings = run(args.seed, args.cases, args.seconds or (None if args.cases else 60.0),
-                 log=lambda s: print(s, flush=True))
+  findings = run(
+    args.seed,
+    args.cases,
+    args.seconds or (None if args.cases else 60.0),
+    log=lambda s: print(s, flush=True),
+  )
   return 1 if findings else 0
 
 

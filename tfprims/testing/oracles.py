@@ -26,8 +26,12 @@ from tfprims.testing.report import OpCheckError
 from tfprims.errors import import_tensorflow
 
 __all__ = [
-    "raw_ops_renames", "tf_outputs", "tf_jvp", "tf_vjp", "tf_central_difference",
-    "tf_gradient_status",
+  "raw_ops_renames",
+  "tf_outputs",
+  "tf_jvp",
+  "tf_vjp",
+  "tf_central_difference",
+  "tf_gradient_status",
 ]
 
 
@@ -38,6 +42,7 @@ __all__ = [
 @functools.lru_cache(maxsize=None)
 def _tf():
   import logging
+
   tf = import_tensorflow()
   tf.get_logger().setLevel(logging.ERROR)
   return tf
@@ -55,6 +60,7 @@ def raw_ops_renames(op_type: str) -> dict:
   first), so the two line up by position.
   """
   import inspect
+
   fn = getattr(_tf().raw_ops, op_type, None)
   od = opdefs.op_def(op_type)
   if fn is None or od is None:
@@ -64,8 +70,9 @@ def raw_ops_renames(op_type: str) -> dict:
   for arg in od.input_arg:
     inferred |= {arg.type_attr, arg.number_attr, arg.type_list_attr} - {""}
   attrs = [a for a in od.attr if a.name not in inferred]
-  attrs = ([a for a in attrs if not a.HasField("default_value")] +
-           [a for a in attrs if a.HasField("default_value")])
+  attrs = [a for a in attrs if not a.HasField("default_value")] + [
+    a for a in attrs if a.HasField("default_value")
+  ]
   names = [a.name for a in od.input_arg] + [a.name for a in attrs]
   if len(names) != len(params):
     return {}
@@ -114,8 +121,9 @@ class _Rejected(Exception):
 
 def _reject_category(exc) -> str:
   msg = str(exc)
-  if type(exc).__name__ == "NotFoundError" and ("kernel" in msg.lower() or
-                                               "Could not find device" in msg):
+  if type(exc).__name__ == "NotFoundError" and (
+    "kernel" in msg.lower() or "Could not find device" in msg
+  ):
     return "no CPU kernel"
   return type(exc).__name__
 
@@ -150,7 +158,7 @@ def _tf_kwargs(kwargs) -> dict:
 
 
 def _call_tf(call, kwargs=None):
-  if call.reference:   # numpy/JAX code: the drawn values as they are
+  if call.reference:  # numpy/JAX code: the drawn values as they are
     return call.oracle(**(call.kwargs if kwargs is None else kwargs))
   tf = _tf()
   with tf.device("/CPU:0"):
@@ -163,8 +171,9 @@ def tf_outputs(call) -> list:
   A reference oracle's (``call.reference``) outputs are numpy or JAX arrays (or TF
   tensors, which :func:`returns_tf` then reports)."""
   if call.reference:
-    rejects = _tf_errors_as_rejections() if "tensorflow" in sys.modules else (
-        contextlib.nullcontext())
+    rejects = (
+      _tf_errors_as_rejections() if "tensorflow" in sys.modules else (contextlib.nullcontext())
+    )
     with rejects:
       outs = _flatten(_call_tf(call))
     tf_typed = any(_is_tf_value(o) for o in outs)
@@ -231,13 +240,18 @@ def tf_vjp(call, diff_idx, out_mask, cts) -> list:
       tape.watch(primals)
       outs = _flatten(_call_tf(call, kwargs))
     fouts = [o for o, m in zip(outs, out_mask) if m]
-    grads = tape.gradient(fouts, primals, output_gradients=[tf.constant(c) for c in cts],
-                          unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    grads = tape.gradient(
+      fouts,
+      primals,
+      output_gradients=[tf.constant(c) for c in cts],
+      unconnected_gradients=tf.UnconnectedGradients.ZERO,
+    )
     return [_to_numpy(g) for g in grads]
 
 
-def tf_central_difference(call, diff_idx, out_mask, tangents, widen: bool = True,
-                          step: Optional[float] = None) -> list:
+def tf_central_difference(
+  call, diff_idx, out_mask, tangents, widen: bool = True, step: Optional[float] = None
+) -> list:
   """(f(x + h t) - f(x - h t)) / 2h with TF; ``h`` is ``step`` (default: eps**(1/3))
   times the inputs' largest magnitude (at least 1).
 
@@ -249,17 +263,26 @@ def tf_central_difference(call, diff_idx, out_mask, tangents, widen: bool = True
     dts = {np.asarray(call.operands[i]).dtype for i in diff_idx}
     wide_of = lambda d: np.dtype(np.complex128 if _is_complex(d) else np.float64)
     if any(d != wide_of(d) for d in dts):
-      ops = [np.asarray(o).astype(wide_of(np.asarray(o).dtype))
-             if np.asarray(o).dtype in dts else o for o in call.operands]
-      attrs_wide = {k: (wide_of(v) if isinstance(v, np.dtype) and v in dts else v)
-                    for k, v in call.attrs.items()}
+      ops = [
+        np.asarray(o).astype(wide_of(np.asarray(o).dtype)) if np.asarray(o).dtype in dts else o
+        for o in call.operands
+      ]
+      attrs_wide = {
+        k: (wide_of(v) if isinstance(v, np.dtype) and v in dts else v)
+        for k, v in call.attrs.items()
+      }
       wide = dataclasses.replace(call.with_operands(ops))
       wide.kwargs = dict(wide.kwargs, **attrs_wide)
       wide.attrs = attrs_wide
       try:
-        return tf_central_difference(wide, diff_idx, out_mask,
-                                     [np.asarray(t).astype(wide_of(np.asarray(t).dtype))
-                                      for t in tangents], widen=False, step=step)
+        return tf_central_difference(
+          wide,
+          diff_idx,
+          out_mask,
+          [np.asarray(t).astype(wide_of(np.asarray(t).dtype)) for t in tangents],
+          widen=False,
+          step=step,
+        )
       except _Rejected:
         pass
   xs = [np.asarray(call.operands[i]) for i in diff_idx]
@@ -288,6 +311,7 @@ def tf_gradient_status(op_type: str) -> Optional[str]:
   """None when TF has a gradient for ``op_type``, else why not."""
   try:
     from tensorflow.python.framework import ops as tf_ops
+
     registry = tf_ops._gradient_registry  # pylint: disable=protected-access
   except (ImportError, AttributeError):
     return None

@@ -16,8 +16,17 @@ import os
 from typing import Optional
 
 __all__ = [
-    "OpCheckError", "CheckFailure", "CheckResult", "OpReport", "ERRORS_ENV", "DRAWN_ENV",
-    "recorded_errors", "write_errors", "edge_classes", "record_drawn", "write_drawn",
+  "OpCheckError",
+  "CheckFailure",
+  "CheckResult",
+  "OpReport",
+  "ERRORS_ENV",
+  "DRAWN_ENV",
+  "recorded_errors",
+  "write_errors",
+  "edge_classes",
+  "record_drawn",
+  "write_drawn",
 ]
 
 #: Environment variable naming a JSON file where the largest errors vs TF are
@@ -49,20 +58,23 @@ class CheckFailure(AssertionError):
 @dataclasses.dataclass
 class CheckResult:
   check: str
-  status: str       # "passed", "failed", "error", "skipped", "auto-skipped", "not run"
+  status: str  # "passed", "failed", "error", "skipped", "auto-skipped", "not run"
   reason: str = ""
-  examples: int = 0            # calls on which the check ran
-  rejected: int = 0            # calls TF rejected
-  not_applicable: int = 0      # calls the check does not apply to (e.g. int dtypes)
+  examples: int = 0  # calls on which the check ran
+  rejected: int = 0  # calls TF rejected
+  not_applicable: int = 0  # calls the check does not apply to (e.g. int dtypes)
   seconds: float = 0.0
   message: str = ""
   notes: tuple = ()
 
   def line(self) -> str:
     extra = f" ({self.reason})" if self.reason else ""
-    stats = (f" [{self.examples} ok, {self.rejected} rejected by TF, "
-             f"{self.not_applicable} n/a, {self.seconds:.1f}s]"
-             if self.status in ("passed", "failed") else "")
+    stats = (
+      f" [{self.examples} ok, {self.rejected} rejected by TF, "
+      f"{self.not_applicable} n/a, {self.seconds:.1f}s]"
+      if self.status in ("passed", "failed")
+      else ""
+    )
     notes = "".join(f"\n    note: {n}" for n in self.notes)
     return f"{self.check}: {self.status}{extra}{stats}{notes}"
 
@@ -103,10 +115,13 @@ def write_errors(path: str, errors: Optional[dict] = None, profile: Optional[str
   def update(data):
     ops = data.setdefault("ops", {})
     for op_type, checks in errors.items():
-      entry = {c: {d: {k: (float(f"{v:.3g}") if isinstance(v, float) else v)
-                       for k, v in stats.items()}
-                   for d, stats in sorted(dtypes.items())}
-               for c, dtypes in sorted(checks.items())}
+      entry = {
+        c: {
+          d: {k: (float(f"{v:.3g}") if isinstance(v, float) else v) for k, v in stats.items()}
+          for d, stats in sorted(dtypes.items())
+        }
+        for c, dtypes in sorted(checks.items())
+      }
       if profile:
         entry["profile"] = profile
       ops[op_type] = entry
@@ -121,6 +136,7 @@ def _merge_json(path: str, update, indent):
   workers write concurrently)."""
   import fcntl
   import tempfile
+
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   lock_name = hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:16]
   with open(os.path.join(tempfile.gettempdir(), f"tfprims-errors-{lock_name}.lock"), "w") as lock:
@@ -142,8 +158,20 @@ def _merge_json(path: str, update, indent):
 # Boundary values drawn
 
 # The classes, in the order docs/fidelity.md lists them.
-EDGE_CLASSES = ("nan", "-nan", "inf", "-inf", "-0", "subnormal", "max", "int-valued",
-                "ties", "int-extremes", "empty", "length-1")
+EDGE_CLASSES = (
+  "nan",
+  "-nan",
+  "inf",
+  "-inf",
+  "-0",
+  "subnormal",
+  "max",
+  "int-valued",
+  "ties",
+  "int-extremes",
+  "empty",
+  "length-1",
+)
 
 _DRAWN: dict = {}
 
@@ -152,6 +180,7 @@ def edge_classes(arrays) -> set:
   """The boundary-value classes present in ``arrays`` (a call's operands)."""
   import numpy as np
   import ml_dtypes
+
   out = set()
   for a in arrays:
     a = np.asarray(a)

@@ -47,15 +47,24 @@ from hypothesis import strategies as hst
 from tfprims import core, opdefs
 from tfprims.progress import Progress
 from tfprims.testing.calls import _JIT_CACHE, load_spec
-from tfprims.testing.checks import (REJECT_BUDGET_FACTOR, REJECT_BUDGET_MIN, _Drawer,
-                                    _one_example, _Run)
+from tfprims.testing.checks import (
+  REJECT_BUDGET_FACTOR,
+  REJECT_BUDGET_MIN,
+  _Drawer,
+  _one_example,
+  _Run,
+)
 from tfprims.testing.oracles import _tf, tf_gradient_status
 from tfprims.testing.report import CheckFailure, CheckResult, OpCheckError, OpReport
 from tfprims.testing.spec import CHECKS, Spec
 
 __all__ = [
-    "check_op", "property_test", "run_checks", "temporary_op", "register_profiles",
-    "auto_skips",
+  "check_op",
+  "property_test",
+  "run_checks",
+  "temporary_op",
+  "register_profiles",
+  "auto_skips",
 ]
 
 # After the first failure of a check, at most this many further executions are
@@ -125,14 +134,26 @@ def register_profiles():
   if _PROFILES_REGISTERED:
     return
   from hypothesis import HealthCheck, Phase
-  suppress = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large,
-              HealthCheck.large_base_example, HealthCheck.differing_executors]
+
+  suppress = [
+    HealthCheck.too_slow,
+    HealthCheck.filter_too_much,
+    HealthCheck.data_too_large,
+    HealthCheck.large_base_example,
+    HealthCheck.differing_executors,
+  ]
   phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink]
-  common = dict(deadline=None, suppress_health_check=suppress, report_multiple_bugs=False,
-                phases=phases, print_blob=False)
+  common = dict(
+    deadline=None,
+    suppress_health_check=suppress,
+    report_multiple_bugs=False,
+    phases=phases,
+    print_blob=False,
+  )
   for name in ("default", "ci"):
-    hypothesis.settings.register_profile(name, max_examples=6, derandomize=True,
-                                         database=None, **common)
+    hypothesis.settings.register_profile(
+      name, max_examples=6, derandomize=True, database=None, **common
+    )
   hypothesis.settings.register_profile("thorough", max_examples=200, **common)
   hypothesis.settings.register_profile("dev", max_examples=20, **common)
   _PROFILES_REGISTERED = True
@@ -177,10 +198,13 @@ def _run_check(run: _Run, settings: hypothesis.settings) -> CheckResult:
   except Exception as e:  # pylint: disable=broad-except
     # A bad spec (drawing fails, wrong input names) or an error outside our op.
     import traceback
+
     tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-4))
     result.status = "error"
-    result.message = (f"{run.op.op_type}: check {run.check!r} errored (spec or runner "
-                      f"problem, not a mismatch): {type(e).__name__}: {e}\n{tb[-2500:]}")
+    result.message = (
+      f"{run.op.op_type}: check {run.check!r} errored (spec or runner "
+      f"problem, not a mismatch): {type(e).__name__}: {e}\n{tb[-2500:]}"
+    )
   result.examples, result.rejected = run.examples, run.rejected
   result.not_applicable = run.not_applicable
   result.seconds = time.perf_counter() - start
@@ -193,14 +217,18 @@ def _run_check(run: _Run, settings: hypothesis.settings) -> CheckResult:
     kernel = run.reject_reasons.get("no CPU kernel")
     if kernel:
       result.status = "failed"
-      result.message = (f"{run.op.op_type}: check {run.check!r}: the spec draws calls TF has "
-                        f"no CPU kernel for ({kernel[0]} times), e.g.: {kernel[1]}")
+      result.message = (
+        f"{run.op.op_type}: check {run.check!r}: the spec draws calls TF has "
+        f"no CPU kernel for ({kernel[0]} times), e.g.: {kernel[1]}"
+      )
     elif _too_many_rejections(run):
       reasons = "; ".join(f"{k} x{v[0]}: {v[1]}" for k, v in run.reject_reasons.items())
       result.status = "failed"
-      result.message = (f"{run.op.op_type}: check {run.check!r}: TF rejected most drawn calls "
-                        f"({run.rejected} rejected, {run.examples} checked, "
-                        f"{run.not_applicable} n/a): {_too_many_rejections(run)}. {reasons}")
+      result.message = (
+        f"{run.op.op_type}: check {run.check!r}: TF rejected most drawn calls "
+        f"({run.rejected} rejected, {run.examples} checked, "
+        f"{run.not_applicable} n/a): {_too_many_rejections(run)}. {reasons}"
+      )
     elif run.examples == 0:
       if run.not_applicable:
         result.status = "auto-skipped"
@@ -227,8 +255,10 @@ def _run_case(run: _Run, k: int, kwargs: Mapping[str, Any]):
     run.budget = budget
   for category, (n, message) in run.reject_reasons.items():
     if ":" not in category and n > rejected.get(category, 0):
-      raise CheckFailure(f"{run.op.op_type}: check {run.check!r}: TF refuses the spec's "
-                         f"canonical case {k} ({category}: {message[:300]})")
+      raise CheckFailure(
+        f"{run.op.op_type}: check {run.check!r}: TF refuses the spec's "
+        f"canonical case {k} ({category}: {message[:300]})"
+      )
 
 
 def _too_many_rejections(run: _Run) -> str:
@@ -243,25 +273,33 @@ def _too_many_rejections(run: _Run) -> str:
   if forward > run.examples + run.not_applicable:
     return "the spec draws calls TF refuses"
   if oracle > run.examples and run.examples * 2 < run.target:
-    return ("TF's oracle for this check fails on most calls TF itself accepts, so the check "
-            "ran on too few: restrict the spec, choose Spec.grad_oracle, or skip the check "
-            "with a reason")
+    return (
+      "TF's oracle for this check fails on most calls TF itself accepts, so the check "
+      "ran on too few: restrict the spec, choose Spec.grad_oracle, or skip the check "
+      "with a reason"
+    )
   return ""
 
 
 def _resolve_op(op_or_name):
   if isinstance(op_or_name, str):
     import tfprims.ops  # noqa: F401  (registers the ops)
+
     return core.get_op(op_or_name)
   return op_or_name
 
 
-def check_op(op_or_name, checks: Optional[Iterable[str]] = None, *,
-             oracle: Union[None, str, Callable[..., Any]] = None,
-             max_examples: Optional[int] = None,
-             settings: Optional[hypothesis.settings] = None,
-             x64: bool = True, spec: Optional[Spec] = None,
-             raise_on_failure: bool = True) -> OpReport:
+def check_op(
+  op_or_name,
+  checks: Optional[Iterable[str]] = None,
+  *,
+  oracle: Union[None, str, Callable[..., Any]] = None,
+  max_examples: Optional[int] = None,
+  settings: Optional[hypothesis.settings] = None,
+  x64: bool = True,
+  spec: Optional[Spec] = None,
+  raise_on_failure: bool = True,
+) -> OpReport:
   """Property-tests one op against TF; raises :class:`OpCheckError` on failure.
 
   Args:
@@ -285,17 +323,22 @@ def check_op(op_or_name, checks: Optional[Iterable[str]] = None, *,
   op = _resolve_op(op_or_name)
   spec = spec if spec is not None else load_spec(op)
   if spec is None:
-    raise OpCheckError(f"{op.op_type} has no spec: pass spec=lambda st: st.Spec(...) "
-                       "to register_op")
+    raise OpCheckError(
+      f"{op.op_type} has no spec: pass spec=lambda st: st.Spec(...) to register_op"
+    )
   oracle = oracle or getattr(spec, "oracle", None) or op.op_type
   settings = settings or hypothesis.settings()
   if max_examples is None and spec.examples < 1:
     max_examples = max(MIN_EXAMPLES, round(settings.max_examples * spec.examples))
   from hypothesis import HealthCheck
+
   settings = hypothesis.settings(
-      settings, deadline=None, report_multiple_bugs=False,
-      suppress_health_check=list(HealthCheck),
-      **({} if max_examples is None else {"max_examples": max_examples}))
+    settings,
+    deadline=None,
+    report_multiple_bugs=False,
+    suppress_health_check=list(HealthCheck),
+    **({} if max_examples is None else {"max_examples": max_examples}),
+  )
   selected = list(checks) if checks is not None else list(CHECKS)
   unknown = set(selected) - set(CHECKS)
   if unknown:
@@ -304,8 +347,9 @@ def check_op(op_or_name, checks: Optional[Iterable[str]] = None, *,
   missing = _missing_oracle(op, oracle)
   results, errored = {}, None
   runs = [c for c in selected if c not in spec.skip and c not in auto]
-  shown = Progress(len(runs) * settings.max_examples, f"{op.op_type}: property checks",
-                   unit="examples")
+  shown = Progress(
+    len(runs) * settings.max_examples, f"{op.op_type}: property checks", unit="examples"
+  )
   for check in selected:
     if errored:
       results[check] = CheckResult(check, "not run", f"after the error in {errored!r}")
@@ -319,8 +363,7 @@ def check_op(op_or_name, checks: Optional[Iterable[str]] = None, *,
     if check in auto:
       results[check] = CheckResult(check, "auto-skipped", auto[check])
       continue
-    run = _Run(op=op, spec=spec, oracle=oracle, check=check, x64=x64, auto=auto,
-               progress=shown)
+    run = _Run(op=op, spec=spec, oracle=oracle, check=check, x64=x64, auto=auto, progress=shown)
     results[check] = _run_check(run, settings)
     if results[check].status == "error":
       errored = check
@@ -338,14 +381,16 @@ def _missing_oracle(op, oracle) -> str:
   reference was given ("" when there is an oracle)."""
   if callable(oracle) or hasattr(_tf().raw_ops, oracle):
     return ""
-  return (f"{op.op_type}: nothing to compare with: TensorFlow has no op {oracle!r} "
-          f"(tf.raw_ops.{oracle}), so no check can run, and a check that compares nothing "
-          "does not pass. Give a reference: the spec's oracle, "
-          f"spec=lambda st: st.Spec(calls, oracle=reference), or check_op({op.op_type!r}, "
-          "oracle=reference): a numpy or JAX function taking the drawn keyword arguments "
-          "(inputs as numpy arrays, attrs as Python values) and returning the expected "
-          "output (a tuple or list for several); or the name of a TF op computing the same "
-          "(oracle=\"Softsign\"). See docs/testing.md, \"Testing your own op\".")
+  return (
+    f"{op.op_type}: nothing to compare with: TensorFlow has no op {oracle!r} "
+    f"(tf.raw_ops.{oracle}), so no check can run, and a check that compares nothing "
+    "does not pass. Give a reference: the spec's oracle, "
+    f"spec=lambda st: st.Spec(calls, oracle=reference), or check_op({op.op_type!r}, "
+    "oracle=reference): a numpy or JAX function taking the drawn keyword arguments "
+    "(inputs as numpy arrays, attrs as Python values) and returning the expected "
+    "output (a tuple or list for several); or the name of a TF op computing the same "
+    "(oracle=\"Softsign\"). See docs/testing.md, \"Testing your own op\"."
+  )
 
 
 def _fail_if_nothing_ran(op, results: dict):
@@ -357,16 +402,25 @@ def _fail_if_nothing_ran(op, results: dict):
   if not auto:
     return
   why = "; ".join(f"{r.check}: {r.reason}" for r in auto)
-  message = (f"{op.op_type}: no check ran, so nothing was compared ({why}). Run checks "
-             "that apply to the op (checks=...), make the spec draw calls they apply to, "
-             "or declare each skip with its reason in the spec (skip={...})")
+  message = (
+    f"{op.op_type}: no check ran, so nothing was compared ({why}). Run checks "
+    "that apply to the op (checks=...), make the spec draw calls they apply to, "
+    "or declare each skip with its reason in the spec (skip={...})"
+  )
   for r in auto:
     r.status, r.message = "failed", message
 
 
-def run_checks(op_or_name, kwargs: Mapping[str, Any], checks: Optional[Iterable[str]] = None,
-               *, seed: int = 0, oracle=None, spec: Optional[Spec] = None,
-               x64: bool = True) -> dict:
+def run_checks(
+  op_or_name,
+  kwargs: Mapping[str, Any],
+  checks: Optional[Iterable[str]] = None,
+  *,
+  seed: int = 0,
+  oracle=None,
+  spec: Optional[Spec] = None,
+  x64: bool = True,
+) -> dict:
   """Runs the checks on one given call (e.g. inside your own ``@given`` test).
 
   Extra randomness (tangents, batch axes) comes from ``seed``. Calls TF rejects
@@ -384,13 +438,12 @@ def run_checks(op_or_name, kwargs: Mapping[str, Any], checks: Optional[Iterable[
   auto = auto_skips(op, spec, oracle)
   out = {}
   with jax.enable_x64(x64):
-    for check in (checks if checks is not None else CHECKS):
+    for check in checks if checks is not None else CHECKS:
       reason = spec.skip.get(check) or auto.get(check)
       if reason:
         out[check] = f"skipped: {reason}"
         continue
-      run = _Run(op=op, spec=spec, oracle=oracle, check=check, x64=x64, budget=10**9,
-                 auto=auto)
+      run = _Run(op=op, spec=spec, oracle=oracle, check=check, x64=x64, budget=10**9, auto=auto)
       _one_example(run, _Drawer(rng=np.random.default_rng(seed)), dict(kwargs))
       out[check] = "passed"
   return out
@@ -398,8 +451,10 @@ def run_checks(op_or_name, kwargs: Mapping[str, Any], checks: Optional[Iterable[
 
 def property_test(op_type: str, checks: Optional[Iterable[str]] = None, **kwargs):
   """A pytest test function checking one op: ``test_my_op = property_test("MyOp")``."""
+
   def test():
     check_op(op_type, checks, **kwargs)
+
   test.__name__ = f"test_{op_type}"
   return test
 

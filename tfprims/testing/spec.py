@@ -73,6 +73,7 @@ class Spec:
       outputs (it does by default: ``-0.0`` and ``0.0`` differ), e.g. where TF's
       own sign of zero depends on the platform or the position in a SIMD packet.
   """
+
   calls: Any
   skip: Mapping[str, str] = dataclasses.field(default_factory=dict)
   rtol: Tolerance = None
@@ -101,8 +102,9 @@ class Spec:
     if empty:
       raise ValueError(f"skip reasons must be non-empty strings: {empty}")
     if self.vmap_variation not in ("permute", "scale", "none"):
-      raise ValueError(f"vmap_variation must be 'permute', 'scale' or 'none', got "
-                       f"{self.vmap_variation!r}")
+      raise ValueError(
+        f"vmap_variation must be 'permute', 'scale' or 'none', got {self.vmap_variation!r}"
+      )
     if self.params is not None and self.operands is None:
       raise ValueError("params= needs operands= (op.prepare makes the params otherwise)")
     if not 0 < self.examples <= 1:

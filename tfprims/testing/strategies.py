@@ -35,6 +35,7 @@ def np_dtype(name) -> np.dtype:
     return name
   if name == "bfloat16":
     import ml_dtypes
+
     return np.dtype(ml_dtypes.bfloat16)
   return np.dtype(name)
 
@@ -60,23 +61,37 @@ def dtypes(names: Sequence[str] = FLOATS) -> hst.SearchStrategy:
   return hst.sampled_from([np_dtype(n) for n in names])
 
 
-def shapes(min_rank: int = 0, max_rank: int = MAX_RANK, min_side: int = 0,
-           max_side: int = MAX_SIDE) -> hst.SearchStrategy:
+def shapes(
+  min_rank: int = 0, max_rank: int = MAX_RANK, min_side: int = 0, max_side: int = MAX_SIDE
+) -> hst.SearchStrategy:
   """Shapes including scalars, size-1 and zero-size dimensions."""
-  return hnp.array_shapes(min_dims=min_rank, max_dims=max_rank, min_side=min_side,
-                          max_side=max_side)
+  return hnp.array_shapes(
+    min_dims=min_rank, max_dims=max_rank, min_side=min_side, max_side=max_side
+  )
 
 
-def broadcastable_shapes(n: int = 2, min_rank: int = 0, max_rank: int = MAX_RANK,
-                         min_side: int = 0, max_side: int = MAX_SIDE):
+def broadcastable_shapes(
+  n: int = 2,
+  min_rank: int = 0,
+  max_rank: int = MAX_RANK,
+  min_side: int = 0,
+  max_side: int = MAX_SIDE,
+):
   """``n`` shapes that broadcast together (numpy/TF right-aligned rules)."""
   return hnp.mutually_broadcastable_shapes(
-      num_shapes=n, min_dims=min_rank, max_dims=max_rank, min_side=min_side,
-      max_side=max_side).map(lambda r: r.input_shapes)
+    num_shapes=n, min_dims=min_rank, max_dims=max_rank, min_side=min_side, max_side=max_side
+  ).map(lambda r: r.input_shapes)
 
 
-def elements(dtype, *, special: bool = True, min_value=None, max_value=None,
-             allow_nan: Optional[bool] = None, allow_inf: Optional[bool] = None):
+def elements(
+  dtype,
+  *,
+  special: bool = True,
+  min_value=None,
+  max_value=None,
+  allow_nan: Optional[bool] = None,
+  allow_inf: Optional[bool] = None,
+):
   """Values of ``dtype``; with ``special`` floats include NaN, ±inf, -0.0 and
   subnormals and integers include their extremes."""
   dtype = np_dtype(dtype)
@@ -93,8 +108,14 @@ def elements(dtype, *, special: bool = True, min_value=None, max_value=None,
     return base
   if dtype.kind == "c":
     part = np.float32 if dtype == np.complex64 else np.float64
-    f = elements(part, special=special, min_value=min_value, max_value=max_value,
-                 allow_nan=allow_nan, allow_inf=allow_inf)
+    f = elements(
+      part,
+      special=special,
+      min_value=min_value,
+      max_value=max_value,
+      allow_nan=allow_nan,
+      allow_inf=allow_inf,
+    )
     return hst.builds(complex, f, f)
   # Floats (float16/bfloat16 are drawn as float32 and rounded by the array cast).
   width = {2: 16, 4: 32, 8: 64}.get(dtype.itemsize, 32)
@@ -108,10 +129,15 @@ def elements(dtype, *, special: bool = True, min_value=None, max_value=None,
     nan = False
     inf = inf and (min_value is None or max_value is None)
   min_value, max_value = _representable_bounds(min_value, max_value, width)
-  return hst.floats(min_value=min_value, max_value=max_value, allow_nan=nan,
-                    allow_infinity=inf, width=width,
-                    # None: subnormals wherever the bounds include them
-                    allow_subnormal=None if special else False)
+  return hst.floats(
+    min_value=min_value,
+    max_value=max_value,
+    allow_nan=nan,
+    allow_infinity=inf,
+    width=width,
+    # None: subnormals wherever the bounds include them
+    allow_subnormal=None if special else False,
+  )
 
 
 def _representable_bounds(lo, hi, width):
@@ -150,17 +176,25 @@ NEG_NAN = float(np.copysign(np.nan, -1.0))
 # depends on the kernel's accumulation, which TF does not keep consistent and XLA
 # does not keep at all (docs/fidelity.md, "Signed zeros").
 ACCUMULATED_ZERO_SIGN = (
-    "an exact zero sum: TF's kernels accumulate from +0.0 (gemm, convolutions) or from "
-    "the first term (Eigen's reductions: Sum of one -0.0 is -0.0, of two is +0.0); XLA "
-    "rewrites a one-term sum as its term and folds x + 0.0, so the sign of a zero sum "
-    "follows neither")
+  "an exact zero sum: TF's kernels accumulate from +0.0 (gemm, convolutions) or from "
+  "the first term (Eigen's reductions: Sum of one -0.0 is -0.0, of two is +0.0); XLA "
+  "rewrites a one-term sum as its term and folds x + 0.0, so the sign of a zero sum "
+  "follows neither"
+)
 
 # How ``arrays`` draws: mostly plain values, a few edges and ties (weights out of 10).
 _PLAIN, _EDGES, _TIES_MODE = 4, 4, 2
 
 
-def edge_values(dtype, *, special: bool = True, min_value=None, max_value=None,
-                allow_nan: Optional[bool] = None, allow_inf: Optional[bool] = None) -> list:
+def edge_values(
+  dtype,
+  *,
+  special: bool = True,
+  min_value=None,
+  max_value=None,
+  allow_nan: Optional[bool] = None,
+  allow_inf: Optional[bool] = None,
+) -> list:
   """The boundary values of ``dtype`` within the bounds a spec draws from.
 
   Floats: ±0, ±1, ±2, ±0.5 and the bounds themselves and integers next to them; with
@@ -182,6 +216,7 @@ def edge_values(dtype, *, special: bool = True, min_value=None, max_value=None,
     return []
   if dtype.name == "bfloat16":
     import ml_dtypes
+
     finfo = ml_dtypes.finfo(dtype)
   else:
     finfo = np.finfo(dtype)
@@ -197,17 +232,24 @@ def edge_values(dtype, *, special: bool = True, min_value=None, max_value=None,
       if abs(b) < 2**24:
         cands += [np.floor(b), np.ceil(b), np.floor(b) + 1, np.ceil(b) - 1]
   if special and not bounded:
-    cands += [float(finfo.max), -float(finfo.max), float(finfo.tiny), -float(finfo.tiny),
-              float(finfo.smallest_subnormal), -float(finfo.smallest_subnormal)]
+    cands += [
+      float(finfo.max),
+      -float(finfo.max),
+      float(finfo.tiny),
+      -float(finfo.tiny),
+      float(finfo.smallest_subnormal),
+      -float(finfo.smallest_subnormal),
+    ]
   out, seen = [], set()
   for v in cands:
     # Rounded to the dtype (bounds inward, as ``elements`` does), kept if inside.
     r = float(np.asarray(v, np.float64).astype(dtype).astype(np.float64))
     if r != v and v in (min_value, max_value):
-      r = _representable_bounds(v if v == min_value else None,
-                                v if v == max_value else None,
-                                {2: 16}.get(dtype.itemsize, 32 if dtype.itemsize == 4
-                                            or dtype.name == "bfloat16" else 64))
+      r = _representable_bounds(
+        v if v == min_value else None,
+        v if v == max_value else None,
+        {2: 16}.get(dtype.itemsize, 32 if dtype.itemsize == 4 or dtype.name == "bfloat16" else 64),
+      )
       r = [x for x in r if x is not None][0]
       r = float(np.asarray(r, np.float64).astype(dtype).astype(np.float64))
     if lo <= r <= hi and np.copysign(1.0, r).tobytes() + np.float64(r).tobytes() not in seen:
@@ -221,9 +263,19 @@ def edge_values(dtype, *, special: bool = True, min_value=None, max_value=None,
 
 
 @hst.composite
-def arrays(draw, dtype, shape=None, *, special: bool = True, min_value=None,
-           max_value=None, allow_nan: Optional[bool] = None,
-           allow_inf: Optional[bool] = None, unique: bool = False, edges: bool = True):
+def arrays(
+  draw,
+  dtype,
+  shape=None,
+  *,
+  special: bool = True,
+  min_value=None,
+  max_value=None,
+  allow_nan: Optional[bool] = None,
+  allow_inf: Optional[bool] = None,
+  unique: bool = False,
+  edges: bool = True,
+):
   """A numpy array; ``dtype`` and ``shape`` may be values or strategies.
 
   With ``edges`` (the default) some arrays get a few elements from
@@ -239,12 +291,28 @@ def arrays(draw, dtype, shape=None, *, special: bool = True, min_value=None,
   if isinstance(shape, hst.SearchStrategy):
     shape = draw(shape)
   shape = tuple(shape)
-  elems = elements(dtype, special=special, min_value=min_value, max_value=max_value,
-                   allow_nan=allow_nan, allow_inf=allow_inf)
+  elems = elements(
+    dtype,
+    special=special,
+    min_value=min_value,
+    max_value=max_value,
+    allow_nan=allow_nan,
+    allow_inf=allow_inf,
+  )
   draw_dtype = np.dtype(np.float32) if dtype.name == "bfloat16" else dtype
   size = int(np.prod(shape))
-  edge = edge_values(dtype, special=special, min_value=min_value, max_value=max_value,
-                     allow_nan=allow_nan, allow_inf=allow_inf) if edges else []
+  edge = (
+    edge_values(
+      dtype,
+      special=special,
+      min_value=min_value,
+      max_value=max_value,
+      allow_nan=allow_nan,
+      allow_inf=allow_inf,
+    )
+    if edges
+    else []
+  )
   mode = draw(hst.integers(0, _PLAIN + _EDGES + _TIES_MODE - 1)) if edge and size else 0
   if mode >= _PLAIN + _EDGES and not unique:
     pool = draw(hst.lists(hst.one_of(hst.sampled_from(edge), elems), min_size=1, max_size=3))
@@ -258,8 +326,9 @@ def arrays(draw, dtype, shape=None, *, special: bool = True, min_value=None,
     value_of = hst.sampled_from(edge)
     if nonfinite:
       value_of = hst.one_of(hst.sampled_from(nonfinite), value_of)
-    picks = draw(hst.lists(hst.tuples(hst.integers(0, size - 1), value_of),
-                           min_size=1, max_size=min(size, 6)))
+    picks = draw(
+      hst.lists(hst.tuples(hst.integers(0, size - 1), value_of), min_size=1, max_size=min(size, 6))
+    )
     for i, v in picks:
       if unique and np.isin(np.asarray(v, draw_dtype), flat).any():
         continue
@@ -271,7 +340,8 @@ def arrays(draw, dtype, shape=None, *, special: bool = True, min_value=None,
 def call(**kwargs) -> hst.SearchStrategy:
   """A dict of ``tf.raw_ops`` keyword arguments; values may be strategies or constants."""
   return hst.fixed_dictionaries(
-      {k: v if isinstance(v, hst.SearchStrategy) else hst.just(v) for k, v in kwargs.items()})
+    {k: v if isinstance(v, hst.SearchStrategy) else hst.just(v) for k, v in kwargs.items()}
+  )
 
 
 def unary(dtype_names: Sequence[str] = FLOATS, arg: str = "x", **elem_kwargs):
@@ -281,14 +351,17 @@ def unary(dtype_names: Sequence[str] = FLOATS, arg: str = "x", **elem_kwargs):
 
 
 @hst.composite
-def binary(draw, dtype_names: Sequence[str] = FLOATS, args: Sequence[str] = ("x", "y"),
-           **elem_kwargs):
+def binary(
+  draw, dtype_names: Sequence[str] = FLOATS, args: Sequence[str] = ("x", "y"), **elem_kwargs
+):
   """Calls of a two-input broadcasting op, both inputs of one dtype, plain values
   from :func:`elements` (see :func:`binary_calls` for elementwise math)."""
   dtype = draw(dtypes(dtype_names))
   shape_a, shape_b = draw(broadcastable_shapes(2))
-  return {args[0]: draw(arrays(dtype, shape_a, **elem_kwargs)),
-          args[1]: draw(arrays(dtype, shape_b, **elem_kwargs))}
+  return {
+    args[0]: draw(arrays(dtype, shape_a, **elem_kwargs)),
+    args[1]: draw(arrays(dtype, shape_b, **elem_kwargs)),
+  }
 
 
 # --- calls of elementwise ops (elementwise math and activations) -----------------------
@@ -298,15 +371,35 @@ def binary(draw, dtype_names: Sequence[str] = FLOATS, args: Sequence[str] = ("x"
 # subnormals, 64-bit integers under x64 off) and, now and then, from a few tie values.
 
 _COMPLEX_BOUND = 1e4
-_TIES = {"f": [0.0, -0.0, 1.0, -1.0, 2.0, 0.5, np.nan, np.inf, -np.inf],
-         "c": [0j, 0.5 + 0j, -0.5j, 1 + 1j, -2 + 0.5j],
-         "i": [0, 1, -1, 2, -2, 3], "u": [0, 1, 2, 3], "b": [False, True]}
+_TIES = {
+  "f": [0.0, -0.0, 1.0, -1.0, 2.0, 0.5, np.nan, np.inf, -np.inf],
+  "c": [0j, 0.5 + 0j, -0.5j, 1 + 1j, -2 + 0.5j],
+  "i": [0, 1, -1, 2, -2, 3],
+  "u": [0, 1, 2, 3],
+  "b": [False, True],
+}
 
 
-def draw_array(draw, dtype, shape, *, lo=None, hi=None, int_lo=None, int_hi=None,
-               wide=2**31 - 1, cbound=None, cnonzero=False, special=True, nonzero=False,
-               finite=False, ties=False, subnormal=True, neg_zero=True,
-               magnitude=None) -> np.ndarray:
+def draw_array(
+  draw,
+  dtype,
+  shape,
+  *,
+  lo=None,
+  hi=None,
+  int_lo=None,
+  int_hi=None,
+  wide=2**31 - 1,
+  cbound=None,
+  cnonzero=False,
+  special=True,
+  nonzero=False,
+  finite=False,
+  ties=False,
+  subnormal=True,
+  neg_zero=True,
+  magnitude=None,
+) -> np.ndarray:
   """One array of ``dtype`` and ``shape``, drawn with ``draw`` (inside a
   :func:`composite`).
 
@@ -336,8 +429,9 @@ def draw_array(draw, dtype, shape, *, lo=None, hi=None, int_lo=None, int_hi=None
       values = [v for v in values if np.isfinite(v)]
     size = int(np.prod(shape))
     vals = draw(hst.lists(hst.sampled_from(values), min_size=size, max_size=size))
-    x = np.array(vals, dtype=np.complex64 if kind(dtype) == "c" else
-                 np.float32 if kind(dtype) == "f" else None).reshape(shape)
+    x = np.array(
+      vals, dtype=np.complex64 if kind(dtype) == "c" else np.float32 if kind(dtype) == "f" else None
+    ).reshape(shape)
     if kind(dtype) == "u":
       x = x.astype(np.int64)
     x = x.astype(dtype)
@@ -355,8 +449,9 @@ def draw_array(draw, dtype, shape, *, lo=None, hi=None, int_lo=None, int_hi=None
   elif kind(dtype) == "b":
     x = draw(arrays(dtype, shape))
   else:
-    draw_dtype = {"float64": np.dtype("float32"),
-                  "complex128": np.dtype("complex64")}.get(dtype.name, dtype)
+    draw_dtype = {"float64": np.dtype("float32"), "complex128": np.dtype("complex64")}.get(
+      dtype.name, dtype
+    )
     kw = {}
     if kind(dtype) == "c":
       bound = _COMPLEX_BOUND if cbound is None else cbound
@@ -368,8 +463,7 @@ def draw_array(draw, dtype, shape, *, lo=None, hi=None, int_lo=None, int_hi=None
       kw["max_value"] = hi
     if finite:
       kw["allow_nan"], kw["allow_inf"] = False, False
-    x = draw(arrays(draw_dtype, shape, special=special and kind(dtype) != "c",
-                    **kw)).astype(dtype)
+    x = draw(arrays(draw_dtype, shape, special=special and kind(dtype) != "c", **kw)).astype(dtype)
     if dtype.name == "float16":
       # XLA's vectorised CPU code flushes float16 subnormals in some ops (a
       # division's result then depends on the array's size); TF does not.
@@ -379,7 +473,7 @@ def draw_array(draw, dtype, shape, *, lo=None, hi=None, int_lo=None, int_hi=None
     # No zero components: on branch cuts (Sqrt/Log of negative reals, Asin of
     # reals > 1...) the side taken depends on the sign of a zero imaginary part,
     # which std::complex and XLA treat differently.
-    x = (np.where(x.real == 0, 0.25, x.real) + 1j * np.where(x.imag == 0, 0.25, x.imag))
+    x = np.where(x.real == 0, 0.25, x.real) + 1j * np.where(x.imag == 0, 0.25, x.imag)
     x = x.astype(dtype)
   if kind(dtype) == "f":
     x = _restrict_floats(x, subnormal=subnormal, neg_zero=neg_zero, magnitude=magnitude)
@@ -412,6 +506,7 @@ def _restrict_floats(x, *, subnormal=True, neg_zero=True, magnitude=None):
 def _finfo(dtype):
   if np_dtype(dtype).name == "bfloat16":
     import ml_dtypes
+
     return ml_dtypes.finfo(dtype)
   return np.finfo(dtype)
 
@@ -422,17 +517,26 @@ def _grid_keeps(values, dtype, kw) -> list:
   if kind(dtype) != "f":
     return values
   arr = np.asarray(values, np.float64).astype(dtype)
-  kept = _restrict_floats(arr, subnormal=kw.get("subnormal", True),
-                          neg_zero=kw.get("neg_zero", True),
-                          magnitude=kw.get("magnitude"))
-  same = (np.isnan(arr) & np.isnan(kept)) | (
-      (arr == kept) & (np.signbit(arr) == np.signbit(kept)))
+  kept = _restrict_floats(
+    arr,
+    subnormal=kw.get("subnormal", True),
+    neg_zero=kw.get("neg_zero", True),
+    magnitude=kw.get("magnitude"),
+  )
+  same = (np.isnan(arr) & np.isnan(kept)) | ((arr == kept) & (np.signbit(arr) == np.signbit(kept)))
   return [v for v, keep in zip(values, same) if keep]
 
 
-def elementwise_calls(arg_names: Sequence[str], dtype_names: Sequence[str], *,
-                      same_shape: bool = False, attrs: Optional[dict] = None,
-                      per_arg: Optional[dict] = None, tie_prob: bool = True, **array_kw):
+def elementwise_calls(
+  arg_names: Sequence[str],
+  dtype_names: Sequence[str],
+  *,
+  same_shape: bool = False,
+  attrs: Optional[dict] = None,
+  per_arg: Optional[dict] = None,
+  tie_prob: bool = True,
+  **array_kw,
+):
   """Calls of an elementwise op: every input of one dtype drawn from
   ``dtype_names``, shapes mutually broadcastable (or equal); values by
   :func:`draw_array` with ``array_kw``, and ``per_arg`` gives extra kwargs per
@@ -462,15 +566,22 @@ def elementwise_calls(arg_names: Sequence[str], dtype_names: Sequence[str], *,
         value = value(dtype)
       out[name] = draw(value) if hasattr(value, "example") else value
     return out
+
   strategy = draw()
-  strategy.canonical_cases = edge_grid_calls(arg_names, dtype_names, attrs=attrs,
-                                             per_arg=per_arg, **array_kw)
+  strategy.canonical_cases = edge_grid_calls(
+    arg_names, dtype_names, attrs=attrs, per_arg=per_arg, **array_kw
+  )
   return strategy
 
 
-def edge_grid_calls(arg_names: Sequence[str], dtype_names: Sequence[str], *,
-                    attrs: Optional[dict] = None, per_arg: Optional[dict] = None,
-                    **array_kw) -> list:
+def edge_grid_calls(
+  arg_names: Sequence[str],
+  dtype_names: Sequence[str],
+  *,
+  attrs: Optional[dict] = None,
+  per_arg: Optional[dict] = None,
+  **array_kw,
+) -> list:
   """The canonical case of an elementwise op: every combination of the inputs'
   :func:`edge_values` (within the bounds ``draw_array``'s keywords give each input,
   without the values its ``subnormal``, ``neg_zero`` and ``magnitude`` would change),
@@ -487,8 +598,7 @@ def edge_grid_calls(arg_names: Sequence[str], dtype_names: Sequence[str], *,
     kw = dict(array_kw)
     kw.update(per_arg.get(name, {}))
     if kind(dtype) == "f":
-      bounds = dict(min_value=kw.get("lo"), max_value=kw.get("hi"),
-                    special=kw.get("special", True))
+      bounds = dict(min_value=kw.get("lo"), max_value=kw.get("hi"), special=kw.get("special", True))
       if kw.get("finite"):
         bounds.update(allow_nan=False, allow_inf=False)
     else:
@@ -547,8 +657,16 @@ fixed_dictionaries = hst.fixed_dictionaries
 # index the leading K dims of a tensor.
 
 
-def draw_nd_indices(draw, bounds, lead, k: int, index_dtypes=("int32", "int64"), *,
-                    oor: bool = False, unique: bool = False) -> np.ndarray:
+def draw_nd_indices(
+  draw,
+  bounds,
+  lead,
+  k: int,
+  index_dtypes=("int32", "int64"),
+  *,
+  oor: bool = False,
+  unique: bool = False,
+) -> np.ndarray:
   """``lead + (k,)`` index vectors into the leading ``k`` dims of ``bounds``: in range
   (duplicates likely), all distinct with ``unique`` (``lead`` must then fit), or with
   ``oor`` sometimes out of range or negative."""
@@ -560,17 +678,24 @@ def draw_nd_indices(draw, bounds, lead, k: int, index_dtypes=("int32", "int64"),
   bounds = [int(b) for b in bounds[:k]]
   if unique:
     flat = draw(hst.permutations(range(int(np.prod(bounds)))))[:n]
-    return np.stack(np.unravel_index(np.asarray(flat, np.int64), bounds), -1).reshape(
-        lead + (k,)).astype(dtype)
-  cols = [draw(arrays(dtype, lead, min_value=-2 if oor else 0,
-                      max_value=b + 1 if oor else max(b - 1, 0))) for b in bounds]
+    return (
+      np.stack(np.unravel_index(np.asarray(flat, np.int64), bounds), -1)
+      .reshape(lead + (k,))
+      .astype(dtype)
+    )
+  cols = [
+    draw(arrays(dtype, lead, min_value=-2 if oor else 0, max_value=b + 1 if oor else max(b - 1, 0)))
+    for b in bounds
+  ]
   return np.stack(cols, axis=-1).reshape(lead + (k,)).astype(dtype)
 
 
-def nd_gather_calls(index_dtypes=("int32", "int64"), *, policy: bool = True,
-                    params_arg: str = "params"):
+def nd_gather_calls(
+  index_dtypes=("int32", "int64"), *, policy: bool = True, params_arg: str = "params"
+):
   """Calls of an nd gather: any dtype, in-range indices; with ``policy`` (GatherNd)
   also ``bad_indices_policy`` "" / "ERROR", or "IGNORE" with out-of-range indices."""
+
   @hst.composite
   def calls(draw):
     params = draw(arrays(dtypes(ALL), shapes(min_rank=1, max_rank=3)))
@@ -581,31 +706,42 @@ def nd_gather_calls(index_dtypes=("int32", "int64"), *, policy: bool = True,
       k = draw(hst.integers(0, params.ndim))
       lead = tuple(draw(shapes(max_rank=2, max_side=3)))
     ignore = policy and draw(hst.booleans())
-    kw = {params_arg: params,
-          "indices": draw_nd_indices(draw, params.shape, lead, k, index_dtypes, oor=ignore)}
+    kw = {
+      params_arg: params,
+      "indices": draw_nd_indices(draw, params.shape, lead, k, index_dtypes, oor=ignore),
+    }
     if policy:
       kw["bad_indices_policy"] = "IGNORE" if ignore else draw(hst.sampled_from(["", "ERROR"]))
     return kw
+
   return calls()
 
 
-def nd_scatter_calls(dtype_names: Sequence[str], *, tensor_arg: str = "tensor",
-                     index_dtypes=("int32", "int64"), policy: bool = True,
-                     unique: bool = False, distinct: bool = False):
+def nd_scatter_calls(
+  dtype_names: Sequence[str],
+  *,
+  tensor_arg: str = "tensor",
+  index_dtypes=("int32", "int64"),
+  policy: bool = True,
+  unique: bool = False,
+  distinct: bool = False,
+):
   """Calls of an nd scatter ``op(tensor, indices, updates)``: ``K >= 1`` (TF rejects
   ``K == 0``), updates of shape ``indices.shape[:-1] + tensor.shape[K:]`` (at least
   a vector, as TF requires), duplicate index vectors likely (distinct with
   ``unique``); with ``policy`` also ``bad_indices_policy`` "" or "IGNORE" with
   out-of-range indices. ``distinct``: float values all different, without NaN
   (derivatives by central differences, where ties would be non-smooth points)."""
+
   @hst.composite
   def calls(draw):
     dtype = np_dtype(draw(dtypes(dtype_names)))
     shape = tuple(draw(shapes(min_rank=1, max_rank=3, min_side=1)))
     k = draw(hst.integers(1, len(shape)))
     max_lead = int(np.prod(shape[:k])) if unique else 3
-    lead = tuple(draw(shapes(min_rank=1 if k == len(shape) else 0, max_rank=2,
-                             max_side=min(3, max_lead))))
+    lead = tuple(
+      draw(shapes(min_rank=1 if k == len(shape) else 0, max_rank=2, max_side=min(3, max_lead)))
+    )
     if unique and int(np.prod(lead)) > max_lead:
       lead = (max_lead,)
     ignore = policy and not unique and draw(hst.booleans())
@@ -615,8 +751,8 @@ def nd_scatter_calls(dtype_names: Sequence[str], *, tensor_arg: str = "tensor",
       size = int(np.prod(shape)) + int(np.prod(ushape))
       perm = np.asarray(draw(hst.permutations(range(size))), np.float64)
       values = ((perm - size // 2) * 0.5).astype(dtype)  # exact in every float dtype
-      tensor = values[:int(np.prod(shape))].reshape(shape)
-      updates = values[int(np.prod(shape)):].reshape(ushape)
+      tensor = values[: int(np.prod(shape))].reshape(shape)
+      updates = values[int(np.prod(shape)) :].reshape(ushape)
     else:
       tensor = draw(arrays(dtype, shape))
       updates = draw(arrays(dtype, ushape))
@@ -624,6 +760,7 @@ def nd_scatter_calls(dtype_names: Sequence[str], *, tensor_arg: str = "tensor",
     if policy:
       kw["bad_indices_policy"] = "IGNORE" if ignore else ""
     return kw
+
   return calls()
 
 

@@ -50,23 +50,53 @@ UnravelIndex, InvertPermutation, BroadcastArgs) are documented in
 docs/semantics/array.md.
 """
 
-from tfprims.ops.array import (bitcast, data_dependent, fill, gather, identity,  # noqa: F401
-                               join_split, pad_tile, scan, select, shape, slicing)
-from tfprims.ops.array import layout, misc, space_batch  # noqa: F401
-from tfprims.ops.array import gather_nd, inplace, scatter  # noqa: F401
-from tfprims.ops.array import buckets, stitch  # noqa: F401
-from tfprims.ops.array._common import FAMILY  # noqa: F401
-from tfprims.ops.array import segments, sparse_segments  # noqa: F401
-from tfprims.ops.array.bitcast import Bitcast  # noqa: F401
-from tfprims.ops.array.fill import Fill, OnesLike, Range, ZerosLike, range_values  # noqa: F401
-from tfprims.ops.array.gather import GatherV2, OneHot  # noqa: F401
-from tfprims.ops.array.identity import (CheckNumerics, CheckNumericsV2, EnsureShape,  # noqa: F401
-                                        Identity, Snapshot, StopGradient)
-from tfprims.ops.array.join_split import ConcatV2, Pack, Split, SplitV, Unpack  # noqa: F401
-from tfprims.ops.array.pad_tile import BroadcastTo, MirrorPad, Pad, PadV2, Tile  # noqa: F401
-from tfprims.ops.array.scan import Cumprod, Cumsum, ReverseV2  # noqa: F401
-from tfprims.ops.array.select import Select, SelectV2  # noqa: F401
-from tfprims.ops.array.shape import (ExpandDims, Rank, Reshape, Shape, ShapeN, Size,  # noqa: F401
-                                     Squeeze, Transpose)
-from tfprims.ops.array.slicing import (StridedPlan, StridedSlice, StridedSliceGrad,  # noqa: F401
-                                       Slice, strided_slice_plan)
+from tfprims.ops.array import (
+  bitcast,
+  data_dependent,
+  fill,
+  gather,
+  identity,
+  join_split,
+  pad_tile,
+  scan,
+  select,
+  shape,
+  slicing,
+)
+from tfprims.ops.array import layout, misc, space_batch
+from tfprims.ops.array import gather_nd, inplace, scatter
+from tfprims.ops.array import buckets, stitch
+from tfprims.ops.array._common import FAMILY
+from tfprims.ops.array import segments, sparse_segments
+from tfprims.ops.array.bitcast import Bitcast
+from tfprims.ops.array.fill import Fill, OnesLike, Range, ZerosLike, range_values
+from tfprims.ops.array.gather import GatherV2, OneHot
+from tfprims.ops.array.identity import (
+  CheckNumerics,
+  CheckNumericsV2,
+  EnsureShape,
+  Identity,
+  Snapshot,
+  StopGradient,
+)
+from tfprims.ops.array.join_split import ConcatV2, Pack, Split, SplitV, Unpack
+from tfprims.ops.array.pad_tile import BroadcastTo, MirrorPad, Pad, PadV2, Tile
+from tfprims.ops.array.scan import Cumprod, Cumsum, ReverseV2
+from tfprims.ops.array.select import Select, SelectV2
+from tfprims.ops.array.shape import (
+  ExpandDims,
+  Rank,
+  Reshape,
+  Shape,
+  ShapeN,
+  Size,
+  Squeeze,
+  Transpose,
+)
+from tfprims.ops.array.slicing import (
+  StridedPlan,
+  StridedSlice,
+  StridedSliceGrad,
+  Slice,
+  strided_slice_plan,
+)

@@ -18,8 +18,20 @@ from tfprims import rules
 from tfprims.core import tfops
 
 #: Data types of the segment kernels TF registers on CPU (ints, floats, complex).
-REAL = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
-        "uint8", "uint16", "uint32", "uint64")
+REAL = (
+  "float16",
+  "bfloat16",
+  "float32",
+  "float64",
+  "int8",
+  "int16",
+  "int32",
+  "int64",
+  "uint8",
+  "uint16",
+  "uint32",
+  "uint64",
+)
 WITH_COMPLEX = REAL + ("complex64", "complex128")
 HALF = ("float16", "bfloat16")
 
@@ -106,10 +118,8 @@ def scatter_extremum(x, idx, num: int, kind: str, *, sorted_kernel: bool):
     return jnp.zeros(out_shape, x.dtype)
   pos = lax.broadcasted_iota(np.int32, x.shape, 0)
   none = np.int32(-1)
-  last_nan = jnp.full(out_shape, none).at[idx].max(jnp.where(jnp.isnan(x), pos, none),
-                                                   mode="drop")
-  last_row = jnp.full((num,), none).at[idx].max(jnp.arange(x.shape[0], dtype=np.int32),
-                                                mode="drop")
+  last_nan = jnp.full(out_shape, none).at[idx].max(jnp.where(jnp.isnan(x), pos, none), mode="drop")
+  last_row = jnp.full((num,), none).at[idx].max(jnp.arange(x.shape[0], dtype=np.int32), mode="drop")
   after = pos > _gather_rows(last_nan, idx)
   vals = jnp.where(after, x, inf)
   base = jnp.full(out_shape, inf)
@@ -166,8 +176,7 @@ def sparse_grad(grad, indices, segment_ids, out_rows: int, kind: str):
   or a segment outside ``[0, grad.shape[0])`` are dropped (and not counted)."""
   num = grad.shape[0]
   indices, segment_ids = wide_ids(indices), wide_ids(segment_ids)
-  ok = ((indices >= 0) & (indices < out_rows) & (segment_ids >= 0)
-        & (segment_ids < num))
+  ok = (indices >= 0) & (indices < out_rows) & (segment_ids >= 0) & (segment_ids < num)
   acc = accumulation_dtype(grad.dtype)
   rows = _gather_rows(grad, segment_ids).astype(acc)
   if kind != "sum":
@@ -198,8 +207,10 @@ def check_sorted_ids(ids: np.ndarray, rows: int, what: str = "input") -> int:
     return 0
   num = int(ids[-1]) + 1
   if ids.min() < 0:
-    raise ValueError(f"Segment id {int(ids.min())} out of range [0, {num}), possibly "
-                     "because 'segment_ids' input is not sorted.")
+    raise ValueError(
+      f"Segment id {int(ids.min())} out of range [0, {num}), possibly "
+      "because 'segment_ids' input is not sorted."
+    )
   if np.any(np.diff(ids) < 0):
     raise ValueError("segment ids are not increasing")
   return num
@@ -225,8 +236,9 @@ def offset_ids(ids, d, size: int, stride: int, limit: int):
     ids = tfops.Cast(ids, DstT=wide, Truncate=False)
   rank = len(rules.shape_of(ids))
   offsets = (np.arange(size, dtype=wide) * stride).reshape((size,) + (1,) * (rank - 1))
-  valid = tfops.LogicalAnd(tfops.GreaterEqual(ids, np.zeros((), wide)),
-                           tfops.Less(ids, np.array(limit, wide)))
+  valid = tfops.LogicalAnd(
+    tfops.GreaterEqual(ids, np.zeros((), wide)), tfops.Less(ids, np.array(limit, wide))
+  )
   return tfops.SelectV2(valid, tfops.AddV2(ids, offsets), np.array(-1, wide))
 
 

@@ -20,8 +20,7 @@ def draw_data(draw, st, dtype, shape, *, nan=True):
       x = np.where(np.isnan(x), np.zeros((), dtype), x).astype(dtype)
     return x
   if draw(st.booleans()):
-    return st.draw_array(draw, dtype, shape, int_lo=-2 if st.kind(dtype) == "i" else 0,
-                         int_hi=3)
+    return st.draw_array(draw, dtype, shape, int_lo=-2 if st.kind(dtype) == "i" else 0, int_hi=3)
   return st.draw_array(draw, dtype, shape)
 
 

@@ -21,8 +21,22 @@ from tfprims.ops.array._common import FAMILY
 
 
 # TF's allowed T/type (the quantized types aside, which tfprims does not represent).
-_BITCAST_TYPES = ("bfloat16", "float16", "float32", "float64", "int64", "int32", "uint8",
-                  "uint16", "uint32", "uint64", "int8", "int16", "complex64", "complex128")
+_BITCAST_TYPES = (
+  "bfloat16",
+  "float16",
+  "float32",
+  "float64",
+  "int64",
+  "int32",
+  "uint8",
+  "uint16",
+  "uint32",
+  "uint64",
+  "int8",
+  "int16",
+  "complex64",
+  "complex128",
+)
 _WIDE_INTS = ("int64", "uint64")
 
 
@@ -30,8 +44,9 @@ def _bitcast_dtypes(T, type):  # TF attr names
   src, dst = jnp.dtype(T), jnp.dtype(type)
   for what, d in (("input dtype (T)", src), ("type", dst)):
     if d.name not in _BITCAST_TYPES:
-      raise TypeError(f"Bitcast: {what} {d.name} is not one TF bitcasts; allowed: "
-                      f"{', '.join(_BITCAST_TYPES)}")
+      raise TypeError(
+        f"Bitcast: {what} {d.name} is not one TF bitcasts; allowed: {', '.join(_BITCAST_TYPES)}"
+      )
   return src, dst
 
 
@@ -44,9 +59,11 @@ def _bitcast_shape(shape: tuple, src, dst) -> tuple:
   if s > d:
     return shape + (s // d,)
   if not shape or shape[-1] != d // s:
-    raise ValueError(f"Bitcast: cannot bitcast {src.name} to {dst.name}: the input's last "
-                     f"dimension must be {d // s} (sizeof({dst.name}) / sizeof({src.name})), "
-                     f"got shape {shape}")
+    raise ValueError(
+      f"Bitcast: cannot bitcast {src.name} to {dst.name}: the input's last "
+      f"dimension must be {d // s} (sizeof({dst.name}) / sizeof({src.name})), "
+      f"got shape {shape}"
+    )
   return shape[:-1]
 
 
@@ -84,9 +101,10 @@ def _bitcast(input, *, T, type):  # TF names
     if src.name in _WIDE_INTS and dst.name in _WIDE_INTS:
       return lax.bitcast_convert_type(input, tfdtypes.canonical_dtype(dst))
     raise errors.Int64OverflowError(
-        f"Bitcast from {src.name} to {dst.name} needs x64: with x64 off JAX holds "
-        f"{src.name if tfdtypes.canonical_dtype(src) != src else dst.name} values in 32 bits, "
-        "whose bytes are not TF's; enable it with jax.config.update('jax_enable_x64', True)")
+      f"Bitcast from {src.name} to {dst.name} needs x64: with x64 off JAX holds "
+      f"{src.name if tfdtypes.canonical_dtype(src) != src else dst.name} values in 32 bits, "
+      "whose bytes are not TF's; enable it with jax.config.update('jax_enable_x64', True)"
+    )
   if src == dst:
     return input
   if src.kind != "c" and dst.kind != "c":
@@ -96,14 +114,14 @@ def _bitcast(input, *, T, type):  # TF names
 
 
 def _bitcast_jvp(primals, tangents, **params):
-  out = tfops.Bitcast(*primals, **params)   # TF: not differentiable
+  out = tfops.Bitcast(*primals, **params)  # TF: not differentiable
   return out, ad.Zero(jax.typeof(out).to_tangent_aval())
 
 
 def _bitcast_batching(args, dims, *, T, type):
   (x,), (d,) = args, dims
   if jnp.dtype(T).itemsize != jnp.dtype(type).itemsize and d == x.ndim - 1:
-    x, d = rules.to_front(x, d), 0   # the last dim is the one added or removed
+    x, d = rules.to_front(x, d), 0  # the last dim is the one added or removed
   return tfops.Bitcast(x, T=T, type=type), d
 
 
@@ -115,10 +133,16 @@ def _bitcast_calls(st):
     if src.itemsize < dst.itemsize:
       shape = shape[:3] + (dst.itemsize // src.itemsize,)
     return {"input": draw(st.arrays(src, shape)), "type": dst}
+
   return draw()
 
 
 Bitcast = register_op(
-    "Bitcast", _bitcast, family=FAMILY, attrs=("T", "type"), jvp=_bitcast_jvp,
-    batching=_bitcast_batching,
-    spec=lambda st: st.Spec(_bitcast_calls(st)))
+  "Bitcast",
+  _bitcast,
+  family=FAMILY,
+  attrs=("T", "type"),
+  jvp=_bitcast_jvp,
+  batching=_bitcast_batching,
+  spec=lambda st: st.Spec(_bitcast_calls(st)),
+)

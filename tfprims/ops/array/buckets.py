@@ -74,10 +74,15 @@ def _bucketize_canonicalize(params, *_):
 
 
 Bucketize = register_op(
-    "Bucketize", _bucketize_impl, family=FAMILY, attrs=("boundaries",),
-    canonicalize=_bucketize_canonicalize, batching="elementwise",
-    jvp=rules.per_op(rules.no_grad_jvp),
-    spec=lambda st: st.Spec(_bucketize_calls(st), skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD}))
+  "Bucketize",
+  _bucketize_impl,
+  family=FAMILY,
+  attrs=("boundaries",),
+  canonicalize=_bucketize_canonicalize,
+  batching="elementwise",
+  jvp=rules.per_op(rules.no_grad_jvp),
+  spec=lambda st: st.Spec(_bucketize_calls(st), skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD}),
+)
 
 
 def _search_impl(upper: bool):
@@ -87,37 +92,58 @@ def _search_impl(upper: bool):
         raise ValueError(f"Shape must be rank 2 but is rank {x.ndim} for `{name}` argument")
     if sorted_inputs.shape[0] != values.shape[0]:
       raise ValueError("Leading dim_size of both tensors must match.")
-    out = std_bound(lambda i: jnp.take_along_axis(sorted_inputs, i, axis=1),
-                    sorted_inputs.shape[1], values, upper=upper)
+    out = std_bound(
+      lambda i: jnp.take_along_axis(sorted_inputs, i, axis=1),
+      sorted_inputs.shape[1],
+      values,
+      upper=upper,
+    )
     return out.astype(tfdtypes.canonical_dtype(out_type))
-  impl.__doc__ = (f"Per row, ``std::{'upper' if upper else 'lower'}_bound`` of each value "
-                  "in ``sorted_inputs`` (libstdc++'s steps, so unsorted rows give TF's "
-                  "answer too).")
+
+  impl.__doc__ = (
+    f"Per row, ``std::{'upper' if upper else 'lower'}_bound`` of each value "
+    "in ``sorted_inputs`` (libstdc++'s steps, so unsorted rows give TF's "
+    "answer too)."
+  )
   return impl
 
 
 def _search_batch(op):
   """Rows of every example become rows of one call: [V, B, n] -> [V * B, n]."""
+
   def rule(args, dims, *, out_type):
     size = rules.batch_size(args, dims)
     s, v = (rules.with_batch_axis(a, d, size) for a, d in zip(args, dims))
     rows = s.shape[1]
-    out = op(rules.reshape(s, (size * rows, s.shape[2])),
-             rules.reshape(v, (size * rows, v.shape[2])),
-             out_type=out_type)
+    out = op(
+      rules.reshape(s, (size * rows, s.shape[2])),
+      rules.reshape(v, (size * rows, v.shape[2])),
+      out_type=out_type,
+    )
     return rules.reshape(out, (size, rows, v.shape[2])), 0
+
   return rule
 
 
 LowerBound = register_op(
-    "LowerBound", _search_impl(False), family=FAMILY, attrs=("out_type",),
-    jvp=rules.per_op(rules.no_grad_jvp), batching=rules.per_op(_search_batch),
-    spec=lambda st: st.Spec(_search_calls(st), skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD}))
+  "LowerBound",
+  _search_impl(False),
+  family=FAMILY,
+  attrs=("out_type",),
+  jvp=rules.per_op(rules.no_grad_jvp),
+  batching=rules.per_op(_search_batch),
+  spec=lambda st: st.Spec(_search_calls(st), skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD}),
+)
 
 UpperBound = register_op(
-    "UpperBound", _search_impl(True), family=FAMILY, attrs=("out_type",),
-    jvp=rules.per_op(rules.no_grad_jvp), batching=rules.per_op(_search_batch),
-    spec=lambda st: st.Spec(_search_calls(st), skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD}))
+  "UpperBound",
+  _search_impl(True),
+  family=FAMILY,
+  attrs=("out_type",),
+  jvp=rules.per_op(rules.no_grad_jvp),
+  batching=rules.per_op(_search_batch),
+  spec=lambda st: st.Spec(_search_calls(st), skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD}),
+)
 
 
 # --- histogram --------------------------------------------------------------------------
@@ -146,7 +172,7 @@ def _histogram_impl(values, value_range, *, nbins, dtype):
   diff = jnp.maximum(x, lo).astype(wide) - lo.astype(wide)
   width = hi.astype(wide) - lo.astype(wide)
   q = jnp.minimum(diff / (width / np.array(n, wide)), np.array(n - 1, wide))
-  q = jnp.where(jnp.isnan(q), np.array(n - 1, wide), q)   # inf / inf: an infinite value
+  q = jnp.where(jnp.isnan(q), np.array(n - 1, wide), q)  # inf / inf: an infinite value
   bins = jnp.clip(q, 0, n - 1).astype(np.int32)
   if jnp.issubdtype(x.dtype, jnp.floating):
     bins = jnp.where(jnp.isnan(x), n, bins)
@@ -157,17 +183,26 @@ def _histogram_impl(values, value_range, *, nbins, dtype):
 def _histogram_check(values, value_range, *, nbins, dtype):
   nan = jnp.any(jnp.isnan(values)) if jnp.issubdtype(values.dtype, jnp.floating) else False
   bad_range = ~(value_range[0] < value_range[1])
-  return (nan | bad_range, "Histogram values must not contain NaN, and value_range should "
-          "satisfy value_range[0] < value_range[1]")
+  return (
+    nan | bad_range,
+    "Histogram values must not contain NaN, and value_range should "
+    "satisfy value_range[0] < value_range[1]",
+  )
 
 
 HistogramFixedWidth = register_op(
-    "HistogramFixedWidth", _histogram_impl, family=FAMILY, static=("nbins",),
-    attrs=("dtype",), check=_histogram_check, jvp=rules.per_op(rules.no_grad_jvp),
-    # A histogram per example has no TF-named batched form short of a segment op:
-    # vmap of the impl.
-    batching=None,
-    spec=lambda st: st.Spec(_histogram_calls(st), skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD}))
+  "HistogramFixedWidth",
+  _histogram_impl,
+  family=FAMILY,
+  static=("nbins",),
+  attrs=("dtype",),
+  check=_histogram_check,
+  jvp=rules.per_op(rules.no_grad_jvp),
+  # A histogram per example has no TF-named batched form short of a segment op:
+  # vmap of the impl.
+  batching=None,
+  spec=lambda st: st.Spec(_histogram_calls(st), skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD}),
+)
 
 
 # --- bincount ---------------------------------------------------------------------------
@@ -185,11 +220,9 @@ def _count_rows(idx, weights, size: int):
   ``[0, size)``; other values are dropped."""
   rows = idx.shape[0]
   valid = (idx >= 0) & (idx < size)
-  offsets = (jnp.arange(rows, dtype=np.int64 if rows * size >= 2**31 else np.int32)
-             * size)[:, None]
+  offsets = (jnp.arange(rows, dtype=np.int64 if rows * size >= 2**31 else np.int32) * size)[:, None]
   flat = jnp.where(valid, idx.astype(offsets.dtype) + offsets, rows * size).reshape(-1)
-  out = jnp.zeros((rows * size,), weights.dtype).at[flat].add(weights.reshape(-1),
-                                                              mode="drop")
+  out = jnp.zeros((rows * size,), weights.dtype).at[flat].add(weights.reshape(-1), mode="drop")
   return out.reshape(rows, size)
 
 
@@ -198,23 +231,28 @@ def _bounded_size(op):
   (``tf.math.bincount``: ``max(arr) + 1`` clipped to minlength/maxlength) is taken
   from the ``dynamic_shape_bounds`` config when it bounds the node (the first n
   bins, padded with zero bins: exact with n = maxlength); else StaticInputError."""
+
   def interpret(ctx, node, inputs):
     attrs = interpreter.AttrView(node)
     grouped = opdefs.group_inputs(node.op, inputs, attrs)
-    if folding.known_value(grouped["size"]) is None:   # an eager call knows it
+    if folding.known_value(grouped["size"]) is None:  # an eager call knows it
       bound = interpreter.dynamic_shape_bound(node)
       if bound is None:
         raise errors.StaticInputError(
-            node.op, node.name, "size",
-            "the number of bins is computed from the data (tf.math.bincount: max(arr) + 1 "
-            "clipped to [minlength, maxlength]); bound it with tfprims.update_config("
-            f"'dynamic_shape_bounds', {{'{node.name}': maxlength}}) to get the first "
-            "maxlength bins")
+          node.op,
+          node.name,
+          "size",
+          "the number of bins is computed from the data (tf.math.bincount: max(arr) + 1 "
+          "clipped to [minlength, maxlength]); bound it with tfprims.update_config("
+          f"'dynamic_shape_bounds', {{'{node.name}': maxlength}}) to get the first "
+          "maxlength bins",
+        )
       grouped["size"] = np.asarray(bound, rules.dtype_of(grouped["size"]))
     operands, params = op.prepare(grouped, attrs, node.name)
     if config.get_config("runtime_checks"):
       interpreter.run_check(op, node, operands, params)
     return [op.apply(operands, params)]
+
   return interpret
 
 
@@ -264,20 +302,28 @@ def _bincount_batch(args, dims, *, size):
   v = rules.batch_size(args, dims)
   rows = _rows(arr, da, v)
   example_w = rules.unbatched_shape(w, dw)
-  weights = (np.zeros((0,), rules.dtype_of(w)) if math.prod(example_w) == 0
-             else _rows(w, dw, v))
+  weights = np.zeros((0,), rules.dtype_of(w)) if math.prod(example_w) == 0 else _rows(w, dw, v)
   return tfops.DenseBincount(rows, weights, size=size, binary_output=False), 0
 
 
 Bincount = register_op(
-    "Bincount", _bincount_impl, family=FAMILY, static=("size",), check=_negative_check,
-    interpret=rules.per_op(_bounded_size),
-    jvp=(None, _bincount_jvp), transpose=_bincount_transpose, batching=_bincount_batch,
-    spec=lambda st: st.Spec(
-        _bincount_calls(st, "arr", ("int32",), max_rank=3, flat=True), diff_args=("weights",),
-        grad_oracle="fd",
-        note="TF registers no gradient: the derivative in weights (a Bincount of the "
-             "tangent; the transpose gathers) is checked by central differences"))
+  "Bincount",
+  _bincount_impl,
+  family=FAMILY,
+  static=("size",),
+  check=_negative_check,
+  interpret=rules.per_op(_bounded_size),
+  jvp=(None, _bincount_jvp),
+  transpose=_bincount_transpose,
+  batching=_bincount_batch,
+  spec=lambda st: st.Spec(
+    _bincount_calls(st, "arr", ("int32",), max_rank=3, flat=True),
+    diff_args=("weights",),
+    grad_oracle="fd",
+    note="TF registers no gradient: the derivative in weights (a Bincount of the "
+    "tangent; the transpose gathers) is checked by central differences",
+  ),
+)
 
 
 def _dense_bincount_impl(input, weights, *, size, binary_output):
@@ -287,8 +333,10 @@ def _dense_bincount_impl(input, weights, *, size, binary_output):
   if input.ndim > 2:
     raise ValueError(f"Shape must be at most rank 2 but is rank {input.ndim}")
   if weights.size and weights.shape != input.shape:
-    raise ValueError("`weights` must be the same shape as `arr` or a length-0 `Tensor`, "
-                     "in which case it acts as all weights equal to 1.")
+    raise ValueError(
+      "`weights` must be the same shape as `arr` or a length-0 `Tensor`, "
+      "in which case it acts as all weights equal to 1."
+    )
   rows = input if input.ndim == 2 else input.reshape(1, input.size)
   if binary_output or weights.size == 0:
     out = _count_rows(rows, jnp.ones(rows.shape, weights.dtype), n)
@@ -335,15 +383,23 @@ def _dense_bincount_batch(args, dims, *, size, binary_output):
 
 
 DenseBincount = register_op(
-    "DenseBincount", _dense_bincount_impl, family=FAMILY, static=("size",),
-    attrs=("binary_output",), check=_negative_check, interpret=rules.per_op(_bounded_size),
-    jvp=(None, _dense_bincount_jvp),
-    transpose=_dense_bincount_transpose, batching=_dense_bincount_batch,
-    spec=lambda st: st.Spec(
-        _bincount_calls(st, "input", ("int32", "int64"), max_rank=2, binary=True),
-        diff_args=("weights",), grad_oracle="fd",
-        note="TF registers no gradient: the derivative in weights is checked by central "
-             "differences"))
+  "DenseBincount",
+  _dense_bincount_impl,
+  family=FAMILY,
+  static=("size",),
+  attrs=("binary_output",),
+  check=_negative_check,
+  interpret=rules.per_op(_bounded_size),
+  jvp=(None, _dense_bincount_jvp),
+  transpose=_dense_bincount_transpose,
+  batching=_dense_bincount_batch,
+  spec=lambda st: st.Spec(
+    _bincount_calls(st, "input", ("int32", "int64"), max_rank=2, binary=True),
+    diff_args=("weights",),
+    grad_oracle="fd",
+    note="TF registers no gradient: the derivative in weights is checked by central differences",
+  ),
+)
 
 
 # --- property-test strategies (hypothesis is imported lazily) ---------------------
@@ -361,8 +417,9 @@ def _pick(draw, st, dtype, shape, pool):
   if not pool or base.size == 0:
     return base
   which = draw(st.arrays("bool", shape))
-  picks = np.asarray(draw(hst.lists(hst.sampled_from(pool), min_size=base.size,
-                                    max_size=base.size))).reshape(shape)
+  picks = np.asarray(
+    draw(hst.lists(hst.sampled_from(pool), min_size=base.size, max_size=base.size))
+  ).reshape(shape)
   return np.where(which, picks.astype(dtype), base).astype(dtype)
 
 
@@ -372,17 +429,27 @@ def _bucketize_calls(st):
   @st.composite
   def calls(draw):
     dtype = draw(st.dtypes(("int32", "int64", "float32", "float64")))
-    bounds = draw(hst.lists(hst.one_of(hst.integers(-4, 4).map(float),
-                                       hst.floats(-5, 5, width=32),
-                                       hst.sampled_from([-np.inf, np.inf, -0.0])),
-                            max_size=6))
+    bounds = draw(
+      hst.lists(
+        hst.one_of(
+          hst.integers(-4, 4).map(float),
+          hst.floats(-5, 5, width=32),
+          hst.sampled_from([-np.inf, np.inf, -0.0]),
+        ),
+        max_size=6,
+      )
+    )
     bounds = sorted(bounds)
-    pool = sorted(set(bounds) | {0.0, 0.5, -3.0}) + _NANS if dtype.kind == "f" else \
-        [int(b) for b in bounds if np.isfinite(b)] + [0, -3, 3]
+    pool = (
+      sorted(set(bounds) | {0.0, 0.5, -3.0}) + _NANS
+      if dtype.kind == "f"
+      else [int(b) for b in bounds if np.isfinite(b)] + [0, -3, 3]
+    )
     x = _pick(draw, st, dtype, draw(st.shapes()), pool)
     if dtype == np.int64:  # x64 off holds int64 in 32 bits
-      x = np.clip(x, -2**31, 2**31 - 1)
+      x = np.clip(x, -(2**31), 2**31 - 1)
     return {"input": x, "boundaries": bounds}
+
   return calls()
 
 
@@ -394,17 +461,21 @@ def _search_calls(st):
     dtype = draw(st.dtypes(st.FLOATS + st.INTS))
     rows = draw(hst.integers(0, 3))
     m, n = draw(hst.integers(0, 6)), draw(hst.integers(0, 4))
-    pool = [0, 1, 2, 3] + ([-0.0, 0.5, np.inf, -np.inf] + _NANS if st.is_float(dtype)
-                           else [])
+    pool = [0, 1, 2, 3] + ([-0.0, 0.5, np.inf, -np.inf] + _NANS if st.is_float(dtype) else [])
     s = _pick(draw, st, dtype, (rows, m), pool)
-    if draw(hst.integers(0, 3)):   # mostly sorted rows; unsorted ones follow TF too
+    if draw(hst.integers(0, 3)):  # mostly sorted rows; unsorted ones follow TF too
       s = np.sort(s, axis=1)
     v = _pick(draw, st, dtype, (rows, n), pool + (s.reshape(-1).tolist()[:3]))
     if dtype.itemsize == 8 and dtype.kind in "iu":
-      s, v = (np.clip(a, 0 if dtype.kind == "u" else -2**31, 2**31 - 1).astype(dtype)
-              for a in (s, v))
-    return {"sorted_inputs": s, "values": v,
-            "out_type": np.dtype(draw(hst.sampled_from(["int32", "int64"])))}
+      s, v = (
+        np.clip(a, 0 if dtype.kind == "u" else -(2**31), 2**31 - 1).astype(dtype) for a in (s, v)
+      )
+    return {
+      "sorted_inputs": s,
+      "values": v,
+      "out_type": np.dtype(draw(hst.sampled_from(["int32", "int64"]))),
+    }
+
   return calls()
 
 
@@ -421,20 +492,30 @@ def _histogram_calls(st):
       edges = np.asarray([lo + width * i / nbins for i in range(nbins + 1)], dtype)
       near = [np.nextafter(edges, np.asarray(s, dtype)) for s in (-np.inf, np.inf)]
       pool = [float(e) for e in np.concatenate([edges] + near)] + [
-          lo - 1.0, lo + width + 1.0, np.inf, -np.inf, -0.0]
+        lo - 1.0,
+        lo + width + 1.0,
+        np.inf,
+        -np.inf,
+        -0.0,
+      ]
       x = _pick(draw, st, dtype, draw(st.shapes()), pool)
-      x = np.where(np.isnan(x), 0.5, x).astype(dtype)   # TF raises on NaN
+      x = np.where(np.isnan(x), 0.5, x).astype(dtype)  # TF raises on NaN
       x = np.where(np.abs(x) > 1e30, np.copysign(np.inf, x), x).astype(dtype)
     else:
       lo = draw(hst.integers(-5, 5))
       width = draw(hst.integers(1, 12))
-      x = draw(st.arrays(dtype, draw(st.shapes()), min_value=-2**20, max_value=2**20))
+      x = draw(st.arrays(dtype, draw(st.shapes()), min_value=-(2**20), max_value=2**20))
       pool = [lo + width * i // nbins for i in range(nbins + 1)] + [lo - 1, lo + width]
       x = _pick(draw, st, dtype, x.shape, pool) if x.size else x
-      x = np.clip(x, -2**20, 2**20).astype(dtype)
+      x = np.clip(x, -(2**20), 2**20).astype(dtype)
     value_range = np.array([lo, lo + width], dtype)
-    return {"values": x, "value_range": value_range, "nbins": np.int32(nbins),
-            "dtype": np.dtype(draw(hst.sampled_from(["int32", "int64"])))}
+    return {
+      "values": x,
+      "value_range": value_range,
+      "nbins": np.int32(nbins),
+      "dtype": np.dtype(draw(hst.sampled_from(["int32", "int64"]))),
+    }
+
   return calls()
 
 
@@ -448,14 +529,22 @@ def _bincount_calls(st, arg, index_dtypes, *, max_rank, flat=False, binary=False
     idx = draw(st.arrays(st.dtypes(index_dtypes), shape, min_value=0, max_value=size + 2))
     wtype = draw(st.dtypes(("int32", "int64", "float32", "float64")))
     # Bincount takes weights of the same size; DenseBincount of the same shape.
-    kind = draw(hst.sampled_from(["empty", "same", "flat"] if flat and shape
-                                 else ["empty", "same"]))
+    kind = draw(
+      hst.sampled_from(["empty", "same", "flat"] if flat and shape else ["empty", "same"])
+    )
     wshape = {"empty": (0,), "same": shape, "flat": (int(np.prod(shape)),)}[kind]
-    bound = {"min_value": -100, "max_value": 100} if wtype.kind == "i" else \
-        {"min_value": -10.0, "max_value": 10.0}
-    out = {arg: idx, "size": np.asarray(size, idx.dtype if arg == "input" else np.int32),
-           "weights": draw(st.arrays(wtype, wshape, **bound))}
+    bound = (
+      {"min_value": -100, "max_value": 100}
+      if wtype.kind == "i"
+      else {"min_value": -10.0, "max_value": 10.0}
+    )
+    out = {
+      arg: idx,
+      "size": np.asarray(size, idx.dtype if arg == "input" else np.int32),
+      "weights": draw(st.arrays(wtype, wshape, **bound)),
+    }
     if binary:
       out["binary_output"] = draw(hst.booleans())
     return out
+
   return calls()

@@ -31,14 +31,21 @@ _DATA = "its output size depends on the data"
 def _concrete(node, inputs, bounded=False) -> list:
   """The inputs as numpy arrays, or a DynamicShapeError naming the node."""
   if any(isinstance(v, jax.core.Tracer) for v in inputs):
-    hint = (f" Or bound its output: tfprims.update_config('dynamic_shape_bounds', "
-            f"{{'{node.name}': n}}) keeps the first n results, padded "
-            "(docs/semantics/array.md).") if bounded else ""
+    hint = (
+      (
+        f" Or bound its output: tfprims.update_config('dynamic_shape_bounds', "
+        f"{{'{node.name}': n}}) keeps the first n results, padded "
+        "(docs/semantics/array.md)."
+      )
+      if bounded
+      else ""
+    )
     raise errors.DynamicShapeError(
-        f"{node.op} node '{node.name}': {node_reason(node)}; under jit/vmap/grad its "
-        "inputs are traced, so its output shape is unknown. Use a fixed-size "
-        "formulation (e.g. tf.where(cond, x, y) with three arguments, or masking "
-        "instead of tf.boolean_mask)." + hint)
+      f"{node.op} node '{node.name}': {node_reason(node)}; under jit/vmap/grad its "
+      "inputs are traced, so its output shape is unknown. Use a fixed-size "
+      "formulation (e.g. tf.where(cond, x, y) with three arguments, or masking "
+      "instead of tf.boolean_mask)." + hint
+    )
   return [np.asarray(v) for v in inputs]
 
 
@@ -47,14 +54,16 @@ def node_reason(node) -> str:
 
 
 def _index(values, node, attr="out_idx"):
-  return dtypes.canonicalize_value(np.asarray(values, node.attr(attr)),
-                                   f"{node.op} node '{node.name}'")
+  return dtypes.canonicalize_value(
+    np.asarray(values, node.attr(attr)), f"{node.op} node '{node.name}'"
+  )
 
 
 def bounded_hook(exact, padded_call):
   """The hook of an op with a padded form: ``exact(node, numpy inputs)`` when every
   input is known, else the padded primitive (``padded_call(node, inputs, bound)`` ->
   operands, params) when the config bounds the node, else DynamicShapeError."""
+
   def interpret(ctx, node, inputs):
     if not any(isinstance(v, jax.core.Tracer) for v in inputs):
       return exact(node, [np.asarray(v) for v in inputs])
@@ -72,6 +81,7 @@ def bounded_hook(exact, padded_call):
     except Exception as e:
       raise errors.OpError(node.op, node.name, f"{type(e).__name__}: {e}") from e
     return list(out) if op.multiple_results else [out]
+
   return interpret
 
 
@@ -82,18 +92,20 @@ def _where(node, inputs):
   (x,) = inputs
   if x.ndim == 0:
     raise errors.OpError(node.op, node.name, "WhereOp : Unhandled input dimensions: 0")
-  return [dtypes.canonicalize_value(np.argwhere(x).astype(np.int64),
-                                    f"Where node '{node.name}'")]
+  return [dtypes.canonicalize_value(np.argwhere(x).astype(np.int64), f"Where node '{node.name}'")]
 
 
 Where = register_op(
-    "Where", padded.where_impl, family=FAMILY,
-    dynamic_shape="returns the indices of true elements (tf.where with one argument, "
-                  "tf.boolean_mask): " + _DATA,
-    interpret=bounded_hook(_where, lambda node, inputs, n: (list(inputs), {"size": n})),
-    doc="The int64 coordinates of the non-zero elements, in row-major order (padded "
-        "form: the first size of them, then rows of -1).",
-    spec=padded.where_spec)
+  "Where",
+  padded.where_impl,
+  family=FAMILY,
+  dynamic_shape="returns the indices of true elements (tf.where with one argument, "
+  "tf.boolean_mask): " + _DATA,
+  interpret=bounded_hook(_where, lambda node, inputs, n: (list(inputs), {"size": n})),
+  doc="The int64 coordinates of the non-zero elements, in row-major order (padded "
+  "form: the first size of them, then rows of -1).",
+  spec=padded.where_spec,
+)
 
 
 # --- Unique --------------------------------------------------------------------------------
@@ -145,13 +157,21 @@ def _unique_padded(node, inputs, n):
 
 def _define_unique(op_type, counts, v2):
   return register_op(
-      op_type, padded.unique_impl(counts, v2), family=FAMILY, multiple_results=True,
-      attrs=("out_idx",), dynamic_shape=_DATA,
-      interpret=bounded_hook(_unique_exact, _unique_padded),
-      doc=("The distinct " + ("slices along axis" if v2 else "values") + " in order of "
-           "first occurrence, each element's index" + (" and the counts" if counts else "")
-           + " (padded form: the first size values, padded with zeros)."),
-      spec=functools.partial(padded.unique_spec, op_type=op_type, counts=counts, v2=v2))
+    op_type,
+    padded.unique_impl(counts, v2),
+    family=FAMILY,
+    multiple_results=True,
+    attrs=("out_idx",),
+    dynamic_shape=_DATA,
+    interpret=bounded_hook(_unique_exact, _unique_padded),
+    doc=(
+      "The distinct " + ("slices along axis" if v2 else "values") + " in order of "
+      "first occurrence, each element's index"
+      + (" and the counts" if counts else "")
+      + " (padded form: the first size values, padded with zeros)."
+    ),
+    spec=functools.partial(padded.unique_spec, op_type=op_type, counts=counts, v2=v2),
+  )
 
 
 Unique = _define_unique("Unique", False, False)
@@ -170,13 +190,19 @@ def _list_diff(node, inputs):
 
 
 ListDiff = register_op(
-    "ListDiff", padded.list_diff_impl, family=FAMILY, multiple_results=True,
-    attrs=("out_idx",), dynamic_shape=_DATA,
-    interpret=bounded_hook(_list_diff, lambda node, inputs, n: (
-        list(inputs), {"size": n, "out_idx": node.attr("out_idx")})),
-    doc="The values of x not in y, in order, and their positions in x (padded form: the "
-        "first size of them, values padded with zeros and positions with -1).",
-    spec=padded.list_diff_spec)
+  "ListDiff",
+  padded.list_diff_impl,
+  family=FAMILY,
+  multiple_results=True,
+  attrs=("out_idx",),
+  dynamic_shape=_DATA,
+  interpret=bounded_hook(
+    _list_diff, lambda node, inputs, n: (list(inputs), {"size": n, "out_idx": node.attr("out_idx")})
+  ),
+  doc="The values of x not in y, in order, and their positions in x (padded form: the "
+  "first size of them, values padded with zeros and positions with -1).",
+  spec=padded.list_diff_spec,
+)
 
 
 # --- DynamicPartition ----------------------------------------------------------------------
@@ -185,29 +211,44 @@ ListDiff = register_op(
 def _partition_exact(node, inputs):
   data, partitions = inputs
   num = int(node.attr("num_partitions"))
-  if data.shape[:partitions.ndim] != partitions.shape:
+  if data.shape[: partitions.ndim] != partitions.shape:
     raise errors.OpError(node.op, node.name, "data.shape must start with partitions.shape")
   flat = partitions.reshape(-1)
   bad = np.nonzero((flat < 0) | (flat >= num))[0]
   if bad.size:
-    raise errors.OpError(node.op, node.name, f"partitions[{int(bad[0])}] = "
-                         f"{int(flat[bad[0]])} is not in [0, {num})")
-  rows = data.reshape((flat.size,) + data.shape[partitions.ndim:])
+    raise errors.OpError(
+      node.op, node.name, f"partitions[{int(bad[0])}] = {int(flat[bad[0]])} is not in [0, {num})"
+    )
+  rows = data.reshape((flat.size,) + data.shape[partitions.ndim :])
   return [rows[flat == i] for i in range(num)]
 
 
 def _partition_check(data, partitions, *, num_partitions, size):
-  return (jax.numpy.any((partitions < 0) | (partitions >= num_partitions)),
-          f"partitions must be in [0, {num_partitions})")
+  return (
+    jax.numpy.any((partitions < 0) | (partitions >= num_partitions)),
+    f"partitions must be in [0, {num_partitions})",
+  )
 
 
 DynamicPartition = register_op(
-    "DynamicPartition", padded.partition_impl, family=FAMILY, multiple_results=True,
-    attrs=("num_partitions",), dynamic_shape="each partition's size " + _DATA[4:],
-    interpret=bounded_hook(_partition_exact, lambda node, inputs, n: (
-        list(inputs), {"num_partitions": int(node.attr("num_partitions")), "size": n})),
-    jvp=padded.partition_jvp, transpose=padded.partition_transpose,
-    batching=padded.partition_batch, check=_partition_check,
-    doc="The rows of data in each partition, in order (padded form: the first size rows "
-        "of each, then zeros).",
-    spec=padded.partition_spec)
+  "DynamicPartition",
+  padded.partition_impl,
+  family=FAMILY,
+  multiple_results=True,
+  attrs=("num_partitions",),
+  dynamic_shape="each partition's size " + _DATA[4:],
+  interpret=bounded_hook(
+    _partition_exact,
+    lambda node, inputs, n: (
+      list(inputs),
+      {"num_partitions": int(node.attr("num_partitions")), "size": n},
+    ),
+  ),
+  jvp=padded.partition_jvp,
+  transpose=padded.partition_transpose,
+  batching=padded.partition_batch,
+  check=_partition_check,
+  doc="The rows of data in each partition, in order (padded form: the first size rows "
+  "of each, then zeros).",
+  spec=padded.partition_spec,
+)

@@ -40,17 +40,25 @@ def _fill_batch(args, bdims, *, shape):
 
 
 Fill = register_op(
-    "Fill", _fill_impl, family=FAMILY, static={"dims": "shape"}, linear=True,
-    transpose=lambda ct, v, *, shape: [
-        tfops.Reshape(rules.reduce_sum(ct, tuple(range(ct.ndim))), shape=rules.shape_of(v))],
-    batching=_fill_batch,
-    spec=lambda st: st.Spec(_fill_calls(st)))
+  "Fill",
+  _fill_impl,
+  family=FAMILY,
+  static={"dims": "shape"},
+  linear=True,
+  transpose=lambda ct, v, *, shape: [
+    tfops.Reshape(rules.reduce_sum(ct, tuple(range(ct.ndim))), shape=rules.shape_of(v))
+  ],
+  batching=_fill_batch,
+  spec=lambda st: st.Spec(_fill_calls(st)),
+)
+
 
 def _zeros_like(ctx, node, inputs):
   """Interpreter hook: a variant value (a pytree of tensors: TensorList, Optional)
   keeps its structure with every tensor zeroed (an uninitialized list stays so);
   tensors take the primitive."""
   from tfprims.interpreter import bind_node
+
   (x,) = inputs
   if hasattr(x, "shape") and hasattr(x, "dtype"):
     return bind_node(ctx, ZerosLike, node, inputs)
@@ -58,16 +66,30 @@ def _zeros_like(ctx, node, inputs):
 
 
 ZerosLike = register_op(
-    "ZerosLike", jnp.zeros_like, family=FAMILY, batching="elementwise", linear=True,
-    transpose=lambda ct, x: [tfops.ZerosLike(ct)], interpret=_zeros_like,
-    spec=lambda st: st.Spec(st.unary(st.ALL)))
+  "ZerosLike",
+  jnp.zeros_like,
+  family=FAMILY,
+  batching="elementwise",
+  linear=True,
+  transpose=lambda ct, x: [tfops.ZerosLike(ct)],
+  interpret=_zeros_like,
+  spec=lambda st: st.Spec(st.unary(st.ALL)),
+)
 
 OnesLike = register_op(
-    "OnesLike", jnp.ones_like, family=FAMILY, batching="elementwise",
-    jvp=(lambda g, x: tfops.ZerosLike(g),),
-    spec=lambda st: st.Spec(st.unary(st.ALL), skip={
-        "jvp": "TF registers no gradient for OnesLike",
-        "vjp": "TF registers no gradient for OnesLike"}))
+  "OnesLike",
+  jnp.ones_like,
+  family=FAMILY,
+  batching="elementwise",
+  jvp=(lambda g, x: tfops.ZerosLike(g),),
+  spec=lambda st: st.Spec(
+    st.unary(st.ALL),
+    skip={
+      "jvp": "TF registers no gradient for OnesLike",
+      "vjp": "TF registers no gradient for OnesLike",
+    },
+  ),
+)
 
 
 def range_values(start, limit, delta, dtype) -> np.ndarray:
@@ -85,11 +107,17 @@ def range_values(start, limit, delta, dtype) -> np.ndarray:
   if dtype.kind in "iu":
     si, li, di = int(s), int(l), int(d)
     size = (abs(li - si) + abs(di) - 1) // abs(di)
-    values = (si + np.arange(size, dtype=object) * di)
+    values = si + np.arange(size, dtype=object) * di
     bits = dtype.itemsize * 8
-    values = np.array([((v + (1 << (bits - 1))) % (1 << bits)) - (1 << (bits - 1))
-                       if dtype.kind == "i" else v % (1 << bits) for v in values],
-                      dtype=np.int64 if dtype.kind == "i" else np.uint64).astype(dtype)
+    values = np.array(
+      [
+        ((v + (1 << (bits - 1))) % (1 << bits)) - (1 << (bits - 1))
+        if dtype.kind == "i"
+        else v % (1 << bits)
+        for v in values
+      ],
+      dtype=np.int64 if dtype.kind == "i" else np.uint64,
+    ).astype(dtype)
     return values.reshape(-1)
   with np.errstate(all="ignore"):
     q = np.abs((l - s) / d)
@@ -111,14 +139,17 @@ def _symbolic_range(start, limit, delta, dtype):
   when that is negative (TF's error for it needs the bound's value)."""
   s, l, d = (rules.sizes(v)[0] for v in (start, limit, delta))
   if not isinstance(d, int) or np.dtype(dtype).kind not in "iu":
-    raise TypeError(f"Range: a symbolic start or limit needs an integer type and a known "
-                    f"delta, not delta {d!r} in {np.dtype(dtype).name}")
+    raise TypeError(
+      f"Range: a symbolic start or limit needs an integer type and a known "
+      f"delta, not delta {d!r} in {np.dtype(dtype).name}"
+    )
   if d == 0:
     raise ValueError("Range: requires delta != 0")
   span = l - s if d > 0 else s - l
   size = jax.core.max_dim((span + abs(d) - 1) // abs(d), 0)
-  return (jnp.asarray(s, dtype) + jnp.asarray(d, dtype) *
-          jax.lax.iota(np.dtype(dtype), size)).astype(dtype)
+  return (
+    jnp.asarray(s, dtype) + jnp.asarray(d, dtype) * jax.lax.iota(np.dtype(dtype), size)
+  ).astype(dtype)
 
 
 def _range_impl(*, start, limit, delta, Tidx):
@@ -129,11 +160,22 @@ def _range_impl(*, start, limit, delta, Tidx):
 
 
 Range = register_op(
-    "Range", _range_impl, family=FAMILY, static=("start", "limit", "delta"), attrs=("Tidx",),
-    batching=_range_batch,
-    spec=lambda st: st.Spec(_range_calls(st), oracle=_range_oracle, skip={
-        "jvp": "no operands (all inputs are static)", "vjp": "no operands (all inputs are static)",
-        "vmap": "no operands (all inputs are static)"}))
+  "Range",
+  _range_impl,
+  family=FAMILY,
+  static=("start", "limit", "delta"),
+  attrs=("Tidx",),
+  batching=_range_batch,
+  spec=lambda st: st.Spec(
+    _range_calls(st),
+    oracle=_range_oracle,
+    skip={
+      "jvp": "no operands (all inputs are static)",
+      "vjp": "no operands (all inputs are static)",
+      "vmap": "no operands (all inputs are static)",
+    },
+  ),
+)
 
 
 # --- property-test strategies (hypothesis is imported lazily) ---------------------
@@ -143,16 +185,20 @@ def _range_oracle(start, limit, delta, Tidx=None):
   # Tensors, not numpy values: with numpy inputs tf.raw_ops.Range converts them to
   # its default Tidx (int32). Tidx itself is inferred by TF (drawn for prepare).
   tf = import_tensorflow()
-  return tf.raw_ops.Range(start=tf.constant(start), limit=tf.constant(limit),
-                          delta=tf.constant(delta))
+  return tf.raw_ops.Range(
+    start=tf.constant(start), limit=tf.constant(limit), delta=tf.constant(delta)
+  )
 
 
 def _fill_calls(st):
   @st.composite
   def calls(draw):
     dims = draw(st.shapes())
-    return {"dims": index_array(draw, st, np.array(dims, np.int64).reshape(-1)),
-            "value": draw(st.arrays(st.dtypes(st.ALL), ()))}
+    return {
+      "dims": index_array(draw, st, np.array(dims, np.int64).reshape(-1)),
+      "value": draw(st.arrays(st.dtypes(st.ALL), ())),
+    }
+
   return calls()
 
 
@@ -161,8 +207,7 @@ def _range_calls(st):
 
   @st.composite
   def calls(draw):
-    name = draw(hst.sampled_from(["int32", "int64", "float32", "float64", "float16",
-                                  "bfloat16"]))
+    name = draw(hst.sampled_from(["int32", "int64", "float32", "float64", "float16", "bfloat16"]))
     dtype = st.np_dtype(name)
     if dtype.kind == "i":
       start, limit = draw(hst.integers(-20, 20)), draw(hst.integers(-20, 20))
@@ -173,6 +218,11 @@ def _range_calls(st):
       delta = draw(hst.sampled_from([0.5, 1.0, 0.3, 1.7, -0.5, -1.0, -0.7]))
     if (delta > 0 and start > limit) or (delta < 0 and start < limit):
       start, limit = limit, start
-    return {"start": np.asarray(start).astype(dtype), "limit": np.asarray(limit).astype(dtype),
-            "delta": np.asarray(delta).astype(dtype), "Tidx": dtype}
+    return {
+      "start": np.asarray(start).astype(dtype),
+      "limit": np.asarray(limit).astype(dtype),
+      "delta": np.asarray(delta).astype(dtype),
+      "Tidx": dtype,
+    }
+
   return calls()

@@ -31,8 +31,9 @@ def _gather_axes(params_rank, indices_rank, axis, batch_dims) -> tuple[int, int]
   if bd < 0:
     bd += indices_rank
   if not 0 <= bd <= indices_rank:
-    raise ValueError(f"GatherV2: batch_dims {batch_dims} must be in [{-indices_rank}, "
-                     f"{indices_rank}]")
+    raise ValueError(
+      f"GatherV2: batch_dims {batch_dims} must be in [{-indices_rank}, {indices_rank}]"
+    )
   if bd > ax:
     raise ValueError(f"GatherV2: batch_dims ({bd}) must be less than or equal to axis ({ax})")
   return ax, bd
@@ -42,10 +43,12 @@ def _gather_impl(params, indices, *, axis, batch_dims):
   """Out-of-range indices (negative ones included) give zeros: see docs/semantics/array.md."""
   ax, bd = _gather_axes(params.ndim, indices.ndim, axis, batch_dims)
   if tuple(params.shape[:bd]) != tuple(indices.shape[:bd]):
-    raise ValueError(f"GatherV2: params.shape[:{bd}] {params.shape[:bd]} must equal "
-                     f"indices.shape[:{bd}] {indices.shape[:bd]}")
+    raise ValueError(
+      f"GatherV2: params.shape[:{bd}] {params.shape[:bd]} must equal "
+      f"indices.shape[:{bd}] {indices.shape[:bd]}"
+    )
   n = params.shape[ax]
-  out_shape = params.shape[:ax] + indices.shape[bd:] + params.shape[ax + 1:]
+  out_shape = params.shape[:ax] + indices.shape[bd:] + params.shape[ax + 1 :]
   if n == 0 or math.prod(out_shape) == 0:
     return jnp.zeros(out_shape, params.dtype)
   valid = (indices >= 0) & (indices < n)
@@ -58,8 +61,10 @@ def _gather_impl(params, indices, *, axis, batch_dims):
   for _ in range(bd):
     f = jax.vmap(f)
   out = f(params, safe)
-  mask = jnp.reshape(valid, indices.shape[:bd] + (1,) * (ax - bd) + indices.shape[bd:]
-                     + (1,) * (params.ndim - ax - 1))
+  mask = jnp.reshape(
+    valid,
+    indices.shape[:bd] + (1,) * (ax - bd) + indices.shape[bd:] + (1,) * (params.ndim - ax - 1),
+  )
   return jnp.where(mask, out, jnp.zeros((), out.dtype))
 
 
@@ -69,8 +74,9 @@ def _coordinates(shape, d, dtype):
   jax.export)."""
   column = (1,) * d + (shape[d],) + (1,) * (len(shape) - d)
   if rules.known(shape):
-    return np.ascontiguousarray(np.broadcast_to(
-        np.arange(shape[d], dtype=dtype).reshape(column), shape + (1,)))
+    return np.ascontiguousarray(
+      np.broadcast_to(np.arange(shape[d], dtype=dtype).reshape(column), shape + (1,))
+    )
   iota = tfops.Range(start=0, limit=shape[d], delta=1, Tidx=np.dtype(dtype))
   return rules.broadcast_to(rules.reshape(iota, column), shape + (1,))
 
@@ -85,9 +91,9 @@ def _gather_transpose(ct, params, indices, *, axis, batch_dims):
   ishape = rules.shape_of(indices)
   ax, bd = _gather_axes(len(pshape), len(ishape), axis, batch_dims)
   ct = rules.instantiate(ct)
-  nj = len(ishape) - bd               # index dims after the batch dims
-  mid = list(range(bd, ax))           # params dims between the batch dims and axis
-  jdims = list(range(ax, ax + nj))    # where the index dims sit in ct
+  nj = len(ishape) - bd  # index dims after the batch dims
+  mid = list(range(bd, ax))  # params dims between the batch dims and axis
+  jdims = list(range(ax, ax + nj))  # where the index dims sit in ct
   tail = list(range(ax + nj, len(rules.shape_of(ct))))
   ct = rules.transpose(ct, list(range(bd)) + jdims + mid + tail)
   idx = tfops.ExpandDims(indices, axis=-1)
@@ -95,11 +101,15 @@ def _gather_transpose(ct, params, indices, *, axis, batch_dims):
     dt = rules.dtype_of(indices)
     coords = [_coordinates(ishape, d, dt) for d in range(bd)]
     idx = tfops.ConcatV2(*coords, idx, axis=len(ishape))
-  layout = pshape[:bd] + (pshape[ax],) + pshape[bd:ax] + pshape[ax + 1:]
+  layout = pshape[:bd] + (pshape[ax],) + pshape[bd:ax] + pshape[ax + 1 :]
   out = tfops.ScatterNd(idx, ct, shape=layout, bad_indices_policy="")
   # layout dims: batch, n, mid, rest -> params' order: batch, mid, n, rest
-  order = list(range(bd)) + [bd + 1 + k for k in range(len(mid))] + [bd] + list(
-      range(bd + 1 + len(mid), len(pshape)))
+  order = (
+    list(range(bd))
+    + [bd + 1 + k for k in range(len(mid))]
+    + [bd]
+    + list(range(bd + 1 + len(mid), len(pshape)))
+  )
   return [rules.transpose(out, order), None]
 
 
@@ -113,8 +123,12 @@ def _gather_batch(args, dims, *, axis, batch_dims):
   if bd == 0 and dp is None:
     return tfops.GatherV2(p, rules.to_front(i, di), axis=ax, batch_dims=0), ax
   size = rules.batch_size(args, dims)
-  return tfops.GatherV2(rules.with_batch_axis(p, dp, size), rules.with_batch_axis(i, di, size),
-                        axis=ax + 1, batch_dims=bd + 1), 0
+  return tfops.GatherV2(
+    rules.with_batch_axis(p, dp, size),
+    rules.with_batch_axis(i, di, size),
+    axis=ax + 1,
+    batch_dims=bd + 1,
+  ), 0
 
 
 def _gather_check(params, indices, *, axis, batch_dims):
@@ -127,13 +141,20 @@ def _gather_check(params, indices, *, axis, batch_dims):
 
 
 GatherV2 = register_op(
-    "GatherV2", _gather_impl, family=FAMILY, static=("axis",), attrs=("batch_dims",),
-    check=_gather_check,
-    jvp=(lambda t, p, i, *, axis, batch_dims: tfops.GatherV2(t, i, axis=axis,
-                                                              batch_dims=batch_dims),
-         None),
-    transpose=_gather_transpose, batching=_gather_batch,
-    spec=lambda st: st.Spec(_gather_calls(st)))
+  "GatherV2",
+  _gather_impl,
+  family=FAMILY,
+  static=("axis",),
+  attrs=("batch_dims",),
+  check=_gather_check,
+  jvp=(
+    lambda t, p, i, *, axis, batch_dims: tfops.GatherV2(t, i, axis=axis, batch_dims=batch_dims),
+    None,
+  ),
+  transpose=_gather_transpose,
+  batching=_gather_batch,
+  spec=lambda st: st.Spec(_gather_calls(st)),
+)
 
 
 def _one_hot_axis(axis, rank) -> int:
@@ -145,7 +166,7 @@ def _one_hot_axis(axis, rank) -> int:
 
 
 def _one_hot_impl(indices, on_value, off_value, *, depth, axis):
-  depth, = rules.sizes(depth)   # a symbolic dim of a jax.export too (one-hot of the batch)
+  (depth,) = rules.sizes(depth)  # a symbolic dim of a jax.export too (one-hot of the batch)
   if rules.known((depth,)) and depth < 0:
     raise ValueError(f"OneHot: depth must be non-negative, got {depth}")
   ax = _one_hot_axis(axis, indices.ndim)
@@ -166,12 +187,20 @@ def _one_hot_batch(args, dims, *, depth, axis):
 
 
 OneHot = register_op(
-    "OneHot", _one_hot_impl, family=FAMILY, static=("depth",), attrs=("axis",),
-    batching=_one_hot_batch,
-    spec=lambda st: st.Spec(
-        _one_hot_calls(st),
-        skip={"jvp": "TF registers no gradient for OneHot",
-              "vjp": "TF registers no gradient for OneHot"}))
+  "OneHot",
+  _one_hot_impl,
+  family=FAMILY,
+  static=("depth",),
+  attrs=("axis",),
+  batching=_one_hot_batch,
+  spec=lambda st: st.Spec(
+    _one_hot_calls(st),
+    skip={
+      "jvp": "TF registers no gradient for OneHot",
+      "vjp": "TF registers no gradient for OneHot",
+    },
+  ),
+)
 
 
 # --- property-test strategies (hypothesis is imported lazily) ---------------------
@@ -193,14 +222,18 @@ def _gather_calls(st):
       extra = ishape[batch_dims:]
     # int16 indices only without batch_dims: TF's own GatherV2 gradient fails on them.
     itypes = ("int16", "int32", "int64") if batch_dims == 0 else INDEX_DTYPES
-    indices = draw(st.arrays(st.dtypes(itypes), ishape,
-                             min_value=0, max_value=max(n - 1, 0)))
+    indices = draw(st.arrays(st.dtypes(itypes), ishape, min_value=0, max_value=max(n - 1, 0)))
     if draw(hst.booleans()):
       axis -= params.ndim
     if batch_dims and draw(hst.booleans()):
       batch_dims -= indices.ndim
-    return {"params": params, "indices": indices, "axis": index_array(draw, st, axis),
-            "batch_dims": batch_dims}
+    return {
+      "params": params,
+      "indices": indices,
+      "axis": index_array(draw, st, axis),
+      "batch_dims": batch_dims,
+    }
+
   return calls()
 
 
@@ -214,7 +247,12 @@ def _one_hot_calls(st):
     lo = 0 if np.dtype(itype).kind == "u" else -2
     indices = draw(st.arrays(itype, st.shapes(max_rank=3), min_value=lo, max_value=depth + 1))
     dtype = draw(st.dtypes(st.ALL))
-    return {"indices": indices, "depth": np.int32(depth),
-            "on_value": draw(st.arrays(dtype, ())), "off_value": draw(st.arrays(dtype, ())),
-            "axis": draw(hst.integers(-1, indices.ndim))}
+    return {
+      "indices": indices,
+      "depth": np.int32(depth),
+      "on_value": draw(st.arrays(dtype, ())),
+      "off_value": draw(st.arrays(dtype, ())),
+      "axis": draw(hst.integers(-1, indices.ndim)),
+    }
+
   return calls()

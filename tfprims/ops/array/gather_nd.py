@@ -61,8 +61,10 @@ def gather_nd_values(params, indices):
   if k is None:
     raise ValueError("GatherNd: indices must be at least a vector")
   if k > params.ndim:
-    raise ValueError(f"GatherNd: index innermost dimension length must be <= params rank; "
-                     f"saw: {k} vs. {params.ndim}")
+    raise ValueError(
+      f"GatherNd: index innermost dimension length must be <= params rank; "
+      f"saw: {k} vs. {params.ndim}"
+    )
   lead, tail = tuple(indices.shape[:-1]), tuple(params.shape[k:])
   n = math.prod(lead)
   if n == 0 or params.size == 0 or math.prod(tail) == 0:
@@ -73,8 +75,7 @@ def gather_nd_values(params, indices):
   valid = index_validity(idx, params.shape[:k])
   safe = jnp.where(valid[:, None], idx, jnp.zeros((), idx.dtype))
   out = params[tuple(safe[:, j] for j in range(k))]
-  out = jnp.where(jnp.reshape(valid, (n,) + (1,) * len(tail)), out,
-                  jnp.zeros((), out.dtype))
+  out = jnp.where(jnp.reshape(valid, (n,) + (1,) * len(tail)), out, jnp.zeros((), out.dtype))
   return jnp.reshape(out, lead + tail)
 
 
@@ -83,11 +84,14 @@ def gather_nd_check(params, indices, **_):
   k = indices.shape[-1]
   n = math.prod(indices.shape[:-1])
   if n and params.size == 0:
-    return (jnp.asarray(True), "Requested more than 0 entries, but params is empty.  "
-            f"Params shape: {_dims(params.shape)}")
+    return (
+      jnp.asarray(True),
+      f"Requested more than 0 entries, but params is empty.  Params shape: {_dims(params.shape)}",
+    )
   valid = index_validity(jnp.reshape(indices, (n, k)), params.shape[:k])
-  return ~jnp.all(valid), (f"indices[i] = [...] does not index into param shape "
-                           f"{_dims(params.shape)}")
+  return ~jnp.all(valid), (
+    f"indices[i] = [...] does not index into param shape {_dims(params.shape)}"
+  )
 
 
 # --- GatherNd -----------------------------------------------------------------------
@@ -106,20 +110,34 @@ def _gather_nd_check(params, indices, *, bad_indices_policy):
 
 def _gather_nd_transpose(ct, params, indices, *, bad_indices_policy):
   assert U(params) and not U(indices)
-  return [tfops.ScatterNd(indices, rules.instantiate(ct), shape=rules.shape_of(params),
-                          bad_indices_policy=""), None]
+  return [
+    tfops.ScatterNd(
+      indices, rules.instantiate(ct), shape=rules.shape_of(params), bad_indices_policy=""
+    ),
+    None,
+  ]
 
 
 GatherNd = register_op(
-    "GatherNd", _gather_nd_impl, family=FAMILY, attrs=("bad_indices_policy",),
-    jvp=(lambda t, p, i, *, bad_indices_policy: tfops.GatherNd(
-        t, i, bad_indices_policy=bad_indices_policy), None),
-    transpose=_gather_nd_transpose, batching=rules.per_op(rules.gather_nd_batching),
-    check=_gather_nd_check,
-    spec=lambda st: st.Spec(
-        st.nd_gather_calls(("int32", "int64")),
-        note="int16 indices (TF's GatherNd takes them, its gradient does not) are "
-             "tested in tests/test_gather_scatter.py"))
+  "GatherNd",
+  _gather_nd_impl,
+  family=FAMILY,
+  attrs=("bad_indices_policy",),
+  jvp=(
+    lambda t, p, i, *, bad_indices_policy: tfops.GatherNd(
+      t, i, bad_indices_policy=bad_indices_policy
+    ),
+    None,
+  ),
+  transpose=_gather_nd_transpose,
+  batching=rules.per_op(rules.gather_nd_batching),
+  check=_gather_nd_check,
+  spec=lambda st: st.Spec(
+    st.nd_gather_calls(("int32", "int64")),
+    note="int16 indices (TF's GatherNd takes them, its gradient does not) are "
+    "tested in tests/test_gather_scatter.py",
+  ),
+)
 
 
 # --- Gather (v1: axis 0, no batch dims) ----------------------------------------------
@@ -141,8 +159,15 @@ def _gather_check(params, indices, *, validate_indices):
 
 def _gather_transpose(ct, params, indices, *, validate_indices):
   assert U(params) and not U(indices)
-  return [tfops.ScatterNd(tfops.ExpandDims(indices, axis=-1), rules.instantiate(ct),
-                          shape=rules.shape_of(params), bad_indices_policy=""), None]
+  return [
+    tfops.ScatterNd(
+      tfops.ExpandDims(indices, axis=-1),
+      rules.instantiate(ct),
+      shape=rules.shape_of(params),
+      bad_indices_policy="",
+    ),
+    None,
+  ]
 
 
 def _gather_batch(args, dims, *, validate_indices):
@@ -150,18 +175,27 @@ def _gather_batch(args, dims, *, validate_indices):
   if dp is None:  # indices only: leading index dims
     return tfops.Gather(p, rules.to_front(i, di), validate_indices=validate_indices), 0
   if di is None:  # params only: the batch axis rides along as a row dim
-    return (tfops.Gather(rules.move_axes(p, [dp], [1]), i, validate_indices=validate_indices),
-            np.ndim(i))
+    return (
+      tfops.Gather(rules.move_axes(p, [dp], [1]), i, validate_indices=validate_indices),
+      np.ndim(i),
+    )
   return tfops.GatherV2(rules.to_front(p, dp), rules.to_front(i, di), axis=1, batch_dims=1), 0
 
 
 Gather = register_op(
-    "Gather", _gather_impl, family=FAMILY, attrs=("validate_indices",),
-    jvp=(lambda t, p, i, *, validate_indices: tfops.Gather(t, i,
-                                                          validate_indices=validate_indices),
-         None),
-    transpose=_gather_transpose, batching=_gather_batch, check=_gather_check,
-    spec=lambda st: st.Spec(_gather_calls(st)))
+  "Gather",
+  _gather_impl,
+  family=FAMILY,
+  attrs=("validate_indices",),
+  jvp=(
+    lambda t, p, i, *, validate_indices: tfops.Gather(t, i, validate_indices=validate_indices),
+    None,
+  ),
+  transpose=_gather_transpose,
+  batching=_gather_batch,
+  check=_gather_check,
+  spec=lambda st: st.Spec(_gather_calls(st)),
+)
 
 
 # --- property-test strategies (hypothesis is imported lazily) ---------------------
@@ -177,8 +211,9 @@ def _gather_calls(st):
     ishape = tuple(draw(st.shapes(max_rank=2, max_side=3)))
     if n == 0:
       ishape = (0,) + ishape[1:]
-    indices = draw(st.arrays(st.dtypes(("int32", "int64")), ishape, min_value=0,
-                             max_value=max(n - 1, 0)))
-    return {"params": params, "indices": indices,
-            "validate_indices": draw(hst.booleans())}
+    indices = draw(
+      st.arrays(st.dtypes(("int32", "int64")), ishape, min_value=0, max_value=max(n - 1, 0))
+    )
+    return {"params": params, "indices": indices, "validate_indices": draw(hst.booleans())}
+
   return calls()

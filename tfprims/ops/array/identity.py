@@ -40,20 +40,36 @@ def _pass_through(ctx, node, inputs):
 
 
 Identity = register_op(
-    "Identity", _identity, family=FAMILY, lowering=_IDENTITY_LOWERING, linear=True,
-    transpose=lambda ct, x: [ct],
-    interpret=_pass_through, pass_through=True,
-    batching=rules.per_op(rules.same_op_batching),
-    spec=lambda st: st.Spec(st.unary(st.ALL, arg="input")))
+  "Identity",
+  _identity,
+  family=FAMILY,
+  lowering=_IDENTITY_LOWERING,
+  linear=True,
+  transpose=lambda ct, x: [ct],
+  interpret=_pass_through,
+  pass_through=True,
+  batching=rules.per_op(rules.same_op_batching),
+  spec=lambda st: st.Spec(st.unary(st.ALL, arg="input")),
+)
 
 Snapshot = register_op(
-    "Snapshot", _identity, family=FAMILY, lowering=_IDENTITY_LOWERING, linear=True,
-    transpose=lambda ct, x: [ct],
-    interpret=_pass_through, pass_through=True,
-    batching=rules.per_op(rules.same_op_batching),
-    spec=lambda st: st.Spec(st.unary(st.ALL, arg="input"), skip={
-        "jvp": "TF registers no gradient for Snapshot (ours is the identity's)",
-        "vjp": "TF registers no gradient for Snapshot (ours is the identity's)"}))
+  "Snapshot",
+  _identity,
+  family=FAMILY,
+  lowering=_IDENTITY_LOWERING,
+  linear=True,
+  transpose=lambda ct, x: [ct],
+  interpret=_pass_through,
+  pass_through=True,
+  batching=rules.per_op(rules.same_op_batching),
+  spec=lambda st: st.Spec(
+    st.unary(st.ALL, arg="input"),
+    skip={
+      "jvp": "TF registers no gradient for Snapshot (ours is the identity's)",
+      "vjp": "TF registers no gradient for Snapshot (ours is the identity's)",
+    },
+  ),
+)
 
 
 def _stop_gradient_jvp(primals, tangents):
@@ -62,10 +78,15 @@ def _stop_gradient_jvp(primals, tangents):
 
 
 StopGradient = register_op(
-    "StopGradient", _identity, family=FAMILY, lowering=_IDENTITY_LOWERING, linear_values=True,
-    jvp=_stop_gradient_jvp,
-    batching=rules.per_op(rules.same_op_batching),
-    spec=lambda st: st.Spec(st.unary(st.ALL, arg="input")))
+  "StopGradient",
+  _identity,
+  family=FAMILY,
+  lowering=_IDENTITY_LOWERING,
+  linear_values=True,
+  jvp=_stop_gradient_jvp,
+  batching=rules.per_op(rules.same_op_batching),
+  spec=lambda st: st.Spec(st.unary(st.ALL, arg="input")),
+)
 
 
 def _check_shape(x_shape, shape):
@@ -73,11 +94,14 @@ def _check_shape(x_shape, shape):
     return
   shape = tuple(shape)
   ok = len(shape) == len(x_shape) and all(
-      s is None or s == -1 or s == d for s, d in zip(shape, x_shape))
+    s is None or s == -1 or s == d for s, d in zip(shape, x_shape)
+  )
   if not ok:
     want = tuple(None if s in (None, -1) else s for s in shape)
-    raise ValueError(f"EnsureShape: shape of tensor {tuple(x_shape)} is not compatible with "
-                     f"expected shape {want} (Expected shape={want}, found {tuple(x_shape)}.)")
+    raise ValueError(
+      f"EnsureShape: shape of tensor {tuple(x_shape)} is not compatible with "
+      f"expected shape {want} (Expected shape={want}, found {tuple(x_shape)}.)"
+    )
 
 
 def _ensure_shape_impl(input, *, shape):
@@ -93,10 +117,15 @@ def _ensure_shape_batch(args, dims, *, shape):
 
 
 EnsureShape = register_op(
-    "EnsureShape", _ensure_shape_impl, family=FAMILY, attrs=("shape",), linear=True,
-    transpose=lambda ct, x, *, shape: [tfops.EnsureShape(ct, shape=shape)],
-    batching=_ensure_shape_batch,
-    spec=lambda st: st.Spec(_ensure_shape_calls(st)))
+  "EnsureShape",
+  _ensure_shape_impl,
+  family=FAMILY,
+  attrs=("shape",),
+  linear=True,
+  transpose=lambda ct, x, *, shape: [tfops.EnsureShape(ct, shape=shape)],
+  batching=_ensure_shape_batch,
+  spec=lambda st: st.Spec(_ensure_shape_calls(st)),
+)
 
 
 def _check_numerics_impl(tensor, *, message):
@@ -107,30 +136,48 @@ def _check_numerics_impl(tensor, *, message):
 def _check_numerics_check(tensor, *, message):
   """TF's kernel raises when the tensor holds NaN or Inf."""
   bad = jax.numpy.any(jax.numpy.logical_not(jax.numpy.isfinite(tensor)))
-  if isinstance(bad, jax.core.Tracer):   # decided when the program runs
+  if isinstance(bad, jax.core.Tracer):  # decided when the program runs
     return bad, f"{message} : Tensor had NaN or Inf values"
   # Known values: TF's message names what was found (tf2jax's phrase beside it).
-  found = [k for k, f in (("Inf", jax.numpy.isinf), ("NaN", jax.numpy.isnan))
-           if bool(jax.numpy.any(f(tensor)))]
+  found = [
+    k
+    for k, f in (("Inf", jax.numpy.isinf), ("NaN", jax.numpy.isnan))
+    if bool(jax.numpy.any(f(tensor)))
+  ]
   if not found:
     return bad, ""
-  return bad, (f"{message} : Tensor had {' and '.join(found)} values ("
-               + ", ".join(f"Found {k} values" for k in found) + ")")
+  return bad, (
+    f"{message} : Tensor had {' and '.join(found)} values ("
+    + ", ".join(f"Found {k} values" for k in found)
+    + ")"
+  )
 
 
 CheckNumerics = register_op(
-    "CheckNumerics", _check_numerics_impl, family=FAMILY, attrs=("message",), linear=True,
-    transpose=lambda ct, x, *, message: [tfops.CheckNumerics(ct, message=message)],
-    batching=rules.per_op(rules.same_op_batching),
-    check=_check_numerics_check, assertion=True,
-    spec=lambda st: st.Spec(_check_numerics_calls(st)))
+  "CheckNumerics",
+  _check_numerics_impl,
+  family=FAMILY,
+  attrs=("message",),
+  linear=True,
+  transpose=lambda ct, x, *, message: [tfops.CheckNumerics(ct, message=message)],
+  batching=rules.per_op(rules.same_op_batching),
+  check=_check_numerics_check,
+  assertion=True,
+  spec=lambda st: st.Spec(_check_numerics_calls(st)),
+)
 
 CheckNumericsV2 = register_op(
-    "CheckNumericsV2", _check_numerics_impl, family=FAMILY, attrs=("message",), linear=True,
-    transpose=lambda ct, x, *, message: [tfops.CheckNumericsV2(ct, message=message)],
-    batching=rules.per_op(rules.same_op_batching),
-    check=_check_numerics_check, assertion=True,
-    spec=lambda st: st.Spec(_check_numerics_calls(st)))
+  "CheckNumericsV2",
+  _check_numerics_impl,
+  family=FAMILY,
+  attrs=("message",),
+  linear=True,
+  transpose=lambda ct, x, *, message: [tfops.CheckNumericsV2(ct, message=message)],
+  batching=rules.per_op(rules.same_op_batching),
+  check=_check_numerics_check,
+  assertion=True,
+  spec=lambda st: st.Spec(_check_numerics_calls(st)),
+)
 
 
 # --- property-test strategies (hypothesis is imported lazily) ---------------------
@@ -142,9 +189,13 @@ def _ensure_shape_calls(st):
   @st.composite
   def calls(draw):
     x = draw(st.arrays(st.dtypes(st.ALL), st.shapes()))
-    shape = None if draw(hst.integers(0, 4)) == 0 else [
-        None if draw(hst.booleans()) else n for n in x.shape]
+    shape = (
+      None
+      if draw(hst.integers(0, 4)) == 0
+      else [None if draw(hst.booleans()) else n for n in x.shape]
+    )
     return {"input": x, "shape": shape}
+
   return calls()
 
 
@@ -153,4 +204,5 @@ def _check_numerics_calls(st):
   def calls(draw):
     x = draw(st.arrays(st.dtypes(st.FLOATS), st.shapes(), allow_nan=False, allow_inf=False))
     return {"tensor": x, "message": "tfprims"}
+
   return calls()

@@ -27,8 +27,13 @@ from tfprims import rules
 from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY
 from tfprims.ops.array.scatter import scatter_nd_values
-from tfprims.ops.array.slicing import (_MASKS, _shift_spec, positioned, runtime_params,
-                                       strided_slice_plan)
+from tfprims.ops.array.slicing import (
+  _MASKS,
+  _shift_spec,
+  positioned,
+  runtime_params,
+  strided_slice_plan,
+)
 from tfprims.ops.shared_specs import lazy_hst
 from tfprims.rules import U
 
@@ -40,17 +45,21 @@ def _inplace(op_type, kind):
     if i.ndim != 1:
       raise ValueError(f"{op_type}: i must be a vector. {list(i.shape)}")
     if x.ndim == 0 or tuple(v.shape) != (i.shape[0],) + tuple(x.shape[1:]):
-      raise ValueError(f"{op_type}: x and v shape doesn't match: {list(x.shape)} vs. "
-                       f"{list(v.shape)} (v must be [len(i)] + x.shape[1:])")
+      raise ValueError(
+        f"{op_type}: x and v shape doesn't match: {list(x.shape)} vs. "
+        f"{list(v.shape)} (v must be [len(i)] + x.shape[1:])"
+      )
     n = x.shape[0]
     if n == 0 or i.shape[0] == 0:
       return x
     rows = jnp.mod(i.astype(jnp.int32), n)  # Python-style: TF's kernel wraps
     return scatter_nd_values(kind, x, rows[:, None], v, op_type)
-  impl.__doc__ = {"add": "x with v added to rows i (wrapped into range; duplicates add).",
-                  "sub": "x with v subtracted from rows i (wrapped; duplicates add up).",
-                  "update": "x with rows i replaced by v (wrapped; the last duplicate wins)."
-                  }[kind]
+
+  impl.__doc__ = {
+    "add": "x with v added to rows i (wrapped into range; duplicates add).",
+    "sub": "x with v subtracted from rows i (wrapped; duplicates add up).",
+    "update": "x with rows i replaced by v (wrapped; the last duplicate wins).",
+  }[kind]
   return impl
 
 
@@ -62,6 +71,7 @@ def _inplace_jvp(op_type):
     if type(tx) is ad.Zero and type(tv) is ad.Zero:
       return out, rules.zero_tangent(out)
     return out, op(rules.instantiate(tx), i, rules.instantiate(tv))
+
   return rule
 
 
@@ -85,6 +95,7 @@ def _inplace_transpose(op_type, kind):
           mask = tfops.Cast(mask, DstT=dt, Truncate=False)
           cv = tfops.Mul(cv, rules.reshape(mask, vshape[:1] + (1,) * (len(vshape) - 1)))
     return [cx, None, cv]
+
   return rule
 
 
@@ -102,25 +113,52 @@ def _inplace_batch(op_type):
     if n == 0:
       return x, 0
     dt = rules.dtype_of(i)
-    i = tfops.AddV2(tfops.FloorMod(rules.to_front(i, di), np.array(n, dt)),
-                    (np.arange(size, dtype=dt) * n)[:, None])
-    out = op(rules.reshape(x, (size * n,) + xshape[2:]), rules.reshape(i, (size * m,)),
-             rules.reshape(v, (size * m,) + vshape[2:]))
+    i = tfops.AddV2(
+      tfops.FloorMod(rules.to_front(i, di), np.array(n, dt)),
+      (np.arange(size, dtype=dt) * n)[:, None],
+    )
+    out = op(
+      rules.reshape(x, (size * n,) + xshape[2:]),
+      rules.reshape(i, (size * m,)),
+      rules.reshape(v, (size * m,) + vshape[2:]),
+    )
     return rules.reshape(out, xshape), 0
+
   return rule
 
 
 def _define_inplace(op_type, kind, dtype_names):
   return register_op(
-      op_type, _inplace(op_type, kind), family=FAMILY, jvp=_inplace_jvp(op_type),
-      transpose=_inplace_transpose(op_type, kind), batching=_inplace_batch(op_type),
-      spec=lambda st: st.Spec(_inplace_calls(st, dtype_names), grad_oracle="fd",
-                              note="TF registers no gradient: derivatives are checked "
-                                   "against TF's central differences"))
+    op_type,
+    _inplace(op_type, kind),
+    family=FAMILY,
+    jvp=_inplace_jvp(op_type),
+    transpose=_inplace_transpose(op_type, kind),
+    batching=_inplace_batch(op_type),
+    spec=lambda st: st.Spec(
+      _inplace_calls(st, dtype_names),
+      grad_oracle="fd",
+      note="TF registers no gradient: derivatives are checked against TF's central differences",
+    ),
+  )
 
 
-_NUMBERS = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
-            "uint8", "uint16", "uint32", "uint64", "complex64", "complex128")
+_NUMBERS = (
+  "float16",
+  "bfloat16",
+  "float32",
+  "float64",
+  "int8",
+  "int16",
+  "int32",
+  "int64",
+  "uint8",
+  "uint16",
+  "uint32",
+  "uint64",
+  "complex64",
+  "complex128",
+)
 
 InplaceAdd = _define_inplace("InplaceAdd", "add", _NUMBERS)
 InplaceSub = _define_inplace("InplaceSub", "sub", _NUMBERS)
@@ -131,10 +169,13 @@ InplaceUpdate = _define_inplace("InplaceUpdate", "update", _NUMBERS + ("bool",))
 
 
 def _slice_update_plan(shape, params):
-  plan = strided_slice_plan(shape, params["begin"], params["end"], params["strides"],
-                            *(params[m] for m in _MASKS))
-  ranges = [np.arange(first, first + count * step, step, dtype=np.int64)[: count]
-            for first, count, step in plan.dims]
+  plan = strided_slice_plan(
+    shape, params["begin"], params["end"], params["strides"], *(params[m] for m in _MASKS)
+  )
+  ranges = [
+    np.arange(first, first + count * step, step, dtype=np.int64)[:count]
+    for first, count, step in plan.dims
+  ]
   return plan, ranges
 
 
@@ -153,9 +194,10 @@ def _slice_update_impl(input, value, *positions, **params):
   try:
     value = jnp.broadcast_to(value, plan.final_shape)
   except ValueError:
-    raise ValueError(f"TensorStridedSliceUpdate: Cannot broadcast value of shape "
-                     f"{list(value.shape)} to the slice's shape {list(plan.final_shape)}"
-                     ) from None
+    raise ValueError(
+      f"TensorStridedSliceUpdate: Cannot broadcast value of shape "
+      f"{list(value.shape)} to the slice's shape {list(plan.final_shape)}"
+    ) from None
   counts = tuple(len(r) for r in ranges)
   if 0 in counts:
     return input
@@ -165,6 +207,7 @@ def _slice_update_impl(input, value, *positions, **params):
 def slice_update_rules(op_type: str):
   """JVP and transpose of a strided-slice update (``op_type``: TensorStridedSliceUpdate,
   or ResourceStridedSliceAssign on a variable's value): linear in (input, value)."""
+
   def jvp(primals, tangents, **params):
     (x, v, *positions), (tx, tv, *_) = primals, tangents
     op = getattr(tfops, op_type)
@@ -176,11 +219,14 @@ def slice_update_rules(op_type: str):
   def transpose(ct, x, v, *positions, **params):
     ct = rules.instantiate(ct)
     vshape = rules.shape_of(v)
-    cx = (getattr(tfops, op_type)(ct, rules.zeros(vshape, rules.dtype_of(ct)), *positions,
-                                  **params) if U(x) else None)
-    cv = (rules.unbroadcast(tfops.StridedSlice(ct, *positions, **params), vshape)
-          if U(v) else None)
+    cx = (
+      getattr(tfops, op_type)(ct, rules.zeros(vshape, rules.dtype_of(ct)), *positions, **params)
+      if U(x)
+      else None
+    )
+    cv = rules.unbroadcast(tfops.StridedSlice(ct, *positions, **params), vshape) if U(v) else None
     return [cx, cv] + [None] * len(positions)
+
   return jvp, transpose
 
 
@@ -195,6 +241,7 @@ def positioned_update_interpret(op, variable: bool = False):
     x, begin, end, strides, value = inputs
     if variable:
       from tfprims.ops.variables import expect_handle
+
       key = expect_handle(node, x).key
       x = ctx.state[key]
     known = [folding.known_value(v) is not None for v in (begin, end, strides)]
@@ -208,24 +255,28 @@ def positioned_update_interpret(op, variable: bool = False):
       ctx.state[key] = out
       return []
     return [out]
+
   return interpret
 
 
 def _slice_update_batch(args, dims, **params):
-  if len(args) > 2:   # runtime positions
-    if any(d is not None for d in dims[2:]):   # per example: jax.vmap's scatter
-      return jax.vmap(functools.partial(_slice_update_impl, **params),
-                      in_axes=tuple(dims))(*args), 0
+  if len(args) > 2:  # runtime positions
+    if any(d is not None for d in dims[2:]):  # per example: jax.vmap's scatter
+      return jax.vmap(functools.partial(_slice_update_impl, **params), in_axes=tuple(dims))(
+        *args
+      ), 0
     size = rules.batch_size(args, dims)
     (x, v, *positions), (dx, dv, *_) = args, dims
     vshape = rules.unbatched_shape(v, dv)
     # the runtime entries' extents are the spec's placeholders (begin 0, end the extent)
     rank = len(_slice_update_plan(rules.unbatched_shape(x, dx), params)[0].final_shape)
-    v = rules.reshape(rules.with_batch_axis(v, dv, size),
-                      (size,) + (1,) * (rank - len(vshape)) + vshape)
+    v = rules.reshape(
+      rules.with_batch_axis(v, dv, size), (size,) + (1,) * (rank - len(vshape)) + vshape
+    )
     positions = [jnp.concatenate([jnp.zeros((1,), p.dtype), p]) for p in positions]
-    return tfops.TensorStridedSliceUpdate(rules.with_batch_axis(x, dx, size), v, *positions,
-                                          **_shift_spec(params)), 0
+    return tfops.TensorStridedSliceUpdate(
+      rules.with_batch_axis(x, dx, size), v, *positions, **_shift_spec(params)
+    ), 0
   (x, v), (dx, dv) = args, dims
   size = rules.batch_size(args, dims)
   plan, _ = _slice_update_plan(rules.unbatched_shape(x, dx), params)
@@ -233,18 +284,25 @@ def _slice_update_batch(args, dims, **params):
   v = rules.with_batch_axis(v, dv, size)
   # value broadcasts against the slice from the right: align it under the batch axis.
   v = rules.reshape(v, (size,) + (1,) * (len(plan.final_shape) - len(vshape)) + vshape)
-  return tfops.TensorStridedSliceUpdate(rules.with_batch_axis(x, dx, size), v,
-                                        **_shift_spec(params)), 0
+  return tfops.TensorStridedSliceUpdate(
+    rules.with_batch_axis(x, dx, size), v, **_shift_spec(params)
+  ), 0
 
 
 _SLICE_UPDATE_RULES = slice_update_rules("TensorStridedSliceUpdate")
 
 TensorStridedSliceUpdate = register_op(
-    "TensorStridedSliceUpdate", _slice_update_impl, family=FAMILY,
-    static=("begin", "end", "strides"), attrs=_MASKS, jvp=_SLICE_UPDATE_RULES[0],
-    transpose=_SLICE_UPDATE_RULES[1], batching=_slice_update_batch,
-    interpret=rules.per_op(positioned_update_interpret),
-    spec=lambda st: st.Spec(_slice_update_calls(st)))
+  "TensorStridedSliceUpdate",
+  _slice_update_impl,
+  family=FAMILY,
+  static=("begin", "end", "strides"),
+  attrs=_MASKS,
+  jvp=_SLICE_UPDATE_RULES[0],
+  transpose=_SLICE_UPDATE_RULES[1],
+  batching=_slice_update_batch,
+  interpret=rules.per_op(positioned_update_interpret),
+  spec=lambda st: st.Spec(_slice_update_calls(st)),
+)
 
 
 # --- property-test strategies (hypothesis is imported lazily) ---------------------
@@ -260,25 +318,35 @@ def _inplace_calls(st, dtype_names):
     m = draw(hst.integers(0, 4))
     n = shape[0]
     i = draw(st.arrays(np.dtype("int32"), (m,), min_value=-2 * n - 1, max_value=2 * n + 1))
-    return {"x": draw(st.arrays(dtype, shape)), "i": i,
-            "v": draw(st.arrays(dtype, (m,) + shape[1:]))}
+    return {
+      "x": draw(st.arrays(dtype, shape)),
+      "i": i,
+      "v": draw(st.arrays(dtype, (m,) + shape[1:])),
+    }
+
   return calls()
 
 
 def _slice_update_calls(st):
   from tfprims.ops.array.slicing import _slice_spec_strategy
+
   hst = lazy_hst()
 
   @st.composite
   def calls(draw):
     shape, kwargs = draw(_slice_spec_strategy(st))
-    plan = strided_slice_plan(shape, kwargs["begin"], kwargs["end"], kwargs["strides"],
-                              *(kwargs[m] for m in _MASKS))
+    plan = strided_slice_plan(
+      shape, kwargs["begin"], kwargs["end"], kwargs["strides"], *(kwargs[m] for m in _MASKS)
+    )
     final = plan.final_shape
     # value: the slice's shape, or a shape broadcasting to it (trailing dims, size 1s).
     drop = draw(hst.integers(0, len(final)))
     vshape = tuple(1 if draw(hst.integers(0, 3)) == 0 else d for d in final[drop:])
     dtype = draw(st.dtypes(st.ALL))
-    return {"input": draw(st.arrays(dtype, shape)), **kwargs,
-            "value": draw(st.arrays(dtype, vshape))}
+    return {
+      "input": draw(st.arrays(dtype, shape)),
+      **kwargs,
+      "value": draw(st.arrays(dtype, vshape)),
+    }
+
   return calls()

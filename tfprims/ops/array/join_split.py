@@ -40,8 +40,9 @@ def _concat_transpose(ct, *values, axis):
   shapes = [rules.shape_of(v) for v in values]
   ax = norm_axis(scalar_int(axis), len(shapes[0]))
   sizes = tuple(s[ax] for s in shapes)
-  parts = (tfops.SplitV(ct, size_splits=sizes, axis=ax, num_split=len(sizes))
-           if len(sizes) > 1 else [ct])
+  parts = (
+    tfops.SplitV(ct, size_splits=sizes, axis=ax, num_split=len(sizes)) if len(sizes) > 1 else [ct]
+  )
   return [p if U(v) else None for p, v in zip(parts, values)]
 
 
@@ -59,19 +60,27 @@ def _concat_shape(*values, axis):
     return None  # the impl raises the error
   ax = norm_axis(scalar_int(axis), rank)
   shape = list(values[0].shape)
-  if any(tuple(v.shape[:ax]) + tuple(v.shape[ax + 1:]) != tuple(shape[:ax] + shape[ax + 1:])
-         for v in values):
+  if any(
+    tuple(v.shape[:ax]) + tuple(v.shape[ax + 1 :]) != tuple(shape[:ax] + shape[ax + 1 :])
+    for v in values
+  ):
     return None
   shape[ax] = sum(v.shape[ax] for v in values)
   return jax.ShapeDtypeStruct(tuple(shape), values[0].dtype)
 
 
 ConcatV2 = register_op(
-    "ConcatV2", _concat_impl, family=FAMILY, static=("axis",), linear=True,
-    build=_concat_build,
-    shape_rule=_concat_shape,
-    transpose=_concat_transpose, batching=_concat_batch,
-    spec=lambda st: st.Spec(_concat_calls(st)))
+  "ConcatV2",
+  _concat_impl,
+  family=FAMILY,
+  static=("axis",),
+  linear=True,
+  build=_concat_build,
+  shape_rule=_concat_shape,
+  transpose=_concat_transpose,
+  batching=_concat_batch,
+  spec=lambda st: st.Spec(_concat_calls(st)),
+)
 
 
 def _pack_impl(*values, axis):
@@ -105,9 +114,16 @@ def _unpack_interpret(ctx, node, inputs):
 
 
 Pack = register_op(
-    "Pack", _pack_impl, family=FAMILY, attrs=("axis",), linear=True,
-    transpose=_pack_transpose, batching=_pack_batch, interpret=_pack_interpret,
-    spec=lambda st: st.Spec(_pack_calls(st)))
+  "Pack",
+  _pack_impl,
+  family=FAMILY,
+  attrs=("axis",),
+  linear=True,
+  transpose=_pack_transpose,
+  batching=_pack_batch,
+  interpret=_pack_interpret,
+  spec=lambda st: st.Spec(_pack_calls(st)),
+)
 
 
 def _unpack_impl(value, *, num, axis):
@@ -129,18 +145,27 @@ def _unpack_batch(args, dims, *, num, axis):
 
 
 Unpack = register_op(
-    "Unpack", _unpack_impl, family=FAMILY, attrs=("num", "axis"), multiple_results=True,
-    linear=True, transpose=_unpack_transpose, batching=_unpack_batch,
-    interpret=_unpack_interpret,
-    spec=lambda st: st.Spec(_unpack_calls(st)))
+  "Unpack",
+  _unpack_impl,
+  family=FAMILY,
+  attrs=("num", "axis"),
+  multiple_results=True,
+  linear=True,
+  transpose=_unpack_transpose,
+  batching=_unpack_batch,
+  interpret=_unpack_interpret,
+  spec=lambda st: st.Spec(_unpack_calls(st)),
+)
 
 
 def _split_build(B, value, *, axis, num_split):
   ax = norm_axis(scalar_int(axis), value.ndim)
   n = value.shape[ax]
   if num_split <= 0 or n % num_split:
-    raise ValueError(f"Split: number of ways to split should evenly divide the split "
-                     f"dimension, but got split_dim {ax} (size = {n}) and num_split {num_split}")
+    raise ValueError(
+      f"Split: number of ways to split should evenly divide the split "
+      f"dimension, but got split_dim {ax} (size = {n}) and num_split {num_split}"
+    )
   k = n // num_split
   start, limit = [0] * value.ndim, list(value.shape)
   parts = []
@@ -168,11 +193,18 @@ def _split_batch(args, dims, *, axis, num_split):
 
 
 Split = register_op(
-    "Split", _split_impl, family=FAMILY, static={"split_dim": "axis"}, attrs=("num_split",),
-    multiple_results=True,
-    build=_split_build,
-    linear=True, transpose=_split_transpose, batching=_split_batch,
-    spec=lambda st: st.Spec(_split_calls(st)))
+  "Split",
+  _split_impl,
+  family=FAMILY,
+  static={"split_dim": "axis"},
+  attrs=("num_split",),
+  multiple_results=True,
+  build=_split_build,
+  linear=True,
+  transpose=_split_transpose,
+  batching=_split_batch,
+  spec=lambda st: st.Spec(_split_calls(st)),
+)
 
 
 def _split_sizes(size_splits, n, num_split: int) -> tuple:
@@ -192,9 +224,11 @@ def _split_sizes(size_splits, n, num_split: int) -> tuple:
       raise ValueError(f"SplitV: size_splits {tuple(sizes)} exceed the dimension size {n}")
     sizes[unknown[0]] = n - total
   elif rules.known((total, n)) and total != n:
-    raise ValueError(f"SplitV: determined shape must either match input shape along "
-                     f"split_dim exactly if fully specified, or be less than the size of the "
-                     f"input along split_dim if not fully specified. Got: {total} vs {n}")
+    raise ValueError(
+      f"SplitV: determined shape must either match input shape along "
+      f"split_dim exactly if fully specified, or be less than the size of the "
+      f"input along split_dim if not fully specified. Got: {total} vs {n}"
+    )
   return tuple(sizes)
 
 
@@ -202,24 +236,30 @@ def _splitv_impl(value, *, size_splits, axis, num_split):
   ax = norm_axis(scalar_int(axis), value.ndim)
   sizes = _split_sizes(size_splits, value.shape[ax], num_split)
   starts = [sum(sizes[:i]) for i in range(num_split + 1)]
-  return tuple(lax.slice_in_dim(value, starts[i], starts[i + 1], axis=ax)
-               for i in range(num_split))
+  return tuple(lax.slice_in_dim(value, starts[i], starts[i + 1], axis=ax) for i in range(num_split))
 
 
 def _splitv_batch(args, dims, *, size_splits, axis, num_split):
   (x,), (d,) = args, dims
   ax = norm_axis(scalar_int(axis), x.ndim - 1)
-  out = tfops.SplitV(rules.to_front(x, d), size_splits=size_splits, axis=ax + 1,
-                     num_split=num_split)
+  out = tfops.SplitV(
+    rules.to_front(x, d), size_splits=size_splits, axis=ax + 1, num_split=num_split
+  )
   return list(out), [0] * num_split
 
 
 SplitV = register_op(
-    "SplitV", _splitv_impl, family=FAMILY, static={"size_splits": "size_splits",
-                                                   "split_dim": "axis"},
-    attrs=("num_split",), multiple_results=True, linear=True, transpose=_split_transpose,
-    batching=_splitv_batch,
-    spec=lambda st: st.Spec(_splitv_calls(st)))
+  "SplitV",
+  _splitv_impl,
+  family=FAMILY,
+  static={"size_splits": "size_splits", "split_dim": "axis"},
+  attrs=("num_split",),
+  multiple_results=True,
+  linear=True,
+  transpose=_split_transpose,
+  batching=_splitv_batch,
+  spec=lambda st: st.Spec(_splitv_calls(st)),
+)
 
 
 # --- property-test strategies (hypothesis is imported lazily) ---------------------
@@ -244,6 +284,7 @@ def _concat_calls(st):
       s[axis] = draw(hst.integers(0, 3))
       values.append(draw(st.arrays(dtype, tuple(s))))
     return {"values": values, "axis": index_array(draw, st, axis)}
+
   return calls()
 
 
@@ -257,6 +298,7 @@ def _pack_calls(st):
     n = draw(hst.integers(1, 3))
     axis = draw(hst.integers(-len(shape) - 1, len(shape)))
     return {"values": _same_shape_arrays(draw, st, n, shape, dtype), "axis": axis}
+
   return calls()
 
 
@@ -268,6 +310,7 @@ def _unpack_calls(st):
     x = draw(st.arrays(st.dtypes(st.ALL), st.shapes(min_rank=1)))
     axis = draw(hst.integers(-x.ndim, x.ndim - 1))
     return {"value": x, "num": x.shape[axis], "axis": axis}
+
   return calls()
 
 
@@ -281,6 +324,7 @@ def _split_calls(st):
     n = x.shape[axis]
     num = draw(hst.sampled_from([k for k in range(1, 5) if n % k == 0]))
     return {"split_dim": np.int32(axis), "value": x, "num_split": num}
+
   return calls()
 
 
@@ -296,6 +340,11 @@ def _splitv_calls(st):
     sizes = [b - a for a, b in zip([0] + cuts, cuts + [n])]
     if len(sizes) > 1 and draw(hst.booleans()):
       sizes[draw(hst.integers(0, len(sizes) - 1))] = -1
-    return {"value": x, "size_splits": index_array(draw, st, sizes, ("int8", "int32", "int64")),
-            "split_dim": np.int32(axis), "num_split": len(sizes)}
+    return {
+      "value": x,
+      "size_splits": index_array(draw, st, sizes, ("int8", "int32", "int64")),
+      "split_dim": np.int32(axis),
+      "num_split": len(sizes),
+    }
+
   return calls()

@@ -36,14 +36,15 @@ from tfprims.rules import U
 
 def _check_formats(src: str, dst: str, op: str) -> None:
   if len(src) not in (4, 5):
-    raise ValueError(f"{op}: Source format must be of length 4 or 5, received "
-                     f"src_format = {src}")
+    raise ValueError(f"{op}: Source format must be of length 4 or 5, received src_format = {src}")
   if len(dst) not in (4, 5):
-    raise ValueError(f"{op}: Destination format must be of length 4 or 5, received "
-                     f"dst_format = {dst}")
+    raise ValueError(
+      f"{op}: Destination format must be of length 4 or 5, received dst_format = {dst}"
+    )
   if sorted(src) != sorted(dst) or len(set(src)) != len(src):
-    raise ValueError(f"{op}: Destination and source format must determine a permutation, "
-                     f"got {src} and {dst}")
+    raise ValueError(
+      f"{op}: Destination and source format must determine a permutation, got {src} and {dst}"
+    )
 
 
 def _dim_map_impl(x, *, src_format, dst_format):
@@ -59,9 +60,13 @@ def _dim_map_impl(x, *, src_format, dst_format):
 
 
 DataFormatDimMap = register_op(
-    "DataFormatDimMap", _dim_map_impl, family=FAMILY, attrs=("src_format", "dst_format"),
-    batching="elementwise",
-    spec=lambda st: st.Spec(_dim_map_calls(st)))
+  "DataFormatDimMap",
+  _dim_map_impl,
+  family=FAMILY,
+  attrs=("src_format", "dst_format"),
+  batching="elementwise",
+  spec=lambda st: st.Spec(_dim_map_calls(st)),
+)
 
 
 def _vec_permutation(shape, src: str, dst: str) -> tuple:
@@ -70,19 +75,22 @@ def _vec_permutation(shape, src: str, dst: str) -> tuple:
   _check_formats(src, dst, op)
   n = len(src)
   if len(shape) not in (1, 2):
-    raise ValueError(f"{op}: input must be a vector or 2D tensor, but got shape "
-                     f"{list(shape)}")
+    raise ValueError(f"{op}: input must be a vector or 2D tensor, but got shape {list(shape)}")
   sizes = (2, 4) if n == 4 else (3, 5)
   if len(shape) == 1 and shape[0] not in sizes:
-    raise ValueError(f"{op}: 1D input must be of size {sizes[0]} or {sizes[1]}, but got shape "
-                     f"{list(shape)}")
+    raise ValueError(
+      f"{op}: 1D input must be of size {sizes[0]} or {sizes[1]}, but got shape {list(shape)}"
+    )
   if len(shape) == 2:
     if shape[0] not in sizes:
-      raise ValueError(f"{op}: First dimension of 2D input must be of size {sizes[0]} or "
-                       f"{sizes[1]}, but got shape {list(shape)}")
+      raise ValueError(
+        f"{op}: First dimension of 2D input must be of size {sizes[0]} or "
+        f"{sizes[1]}, but got shape {list(shape)}"
+      )
     if shape[1] != 2:
-      raise ValueError(f"{op}: Second dimension of 2D input must be of size 2, but got shape "
-                       f"{list(shape)}")
+      raise ValueError(
+        f"{op}: Second dimension of 2D input must be of size 2, but got shape {list(shape)}"
+      )
   if shape[0] == n:
     return tuple(src.index(c) for c in dst)
   # Spatial dims only: the formats without N and C.
@@ -109,9 +117,13 @@ def _vec_permute_batch(args, dims, *, src_format, dst_format):
 
 
 DataFormatVecPermute = register_op(
-    "DataFormatVecPermute", _vec_permute_impl, family=FAMILY,
-    attrs=("src_format", "dst_format"), batching=_vec_permute_batch,
-    spec=lambda st: st.Spec(_vec_permute_calls(st)))
+  "DataFormatVecPermute",
+  _vec_permute_impl,
+  family=FAMILY,
+  attrs=("src_format", "dst_format"),
+  batching=_vec_permute_batch,
+  spec=lambda st: st.Spec(_vec_permute_calls(st)),
+)
 
 
 # --- Reverse (v1) -------------------------------------------------------------------------
@@ -120,8 +132,10 @@ DataFormatVecPermute = register_op(
 def _reverse_dims(dims, rank) -> tuple:
   flags = tuple(bool(v) for v in np.asarray(dims, dtype=bool).reshape(-1))
   if len(flags) != rank:
-    raise ValueError(f"Reverse: 'dims' must have the same number of values as 'input' has "
-                     f"dimensions. 'input' has {rank}'dims' has {len(flags)} values")
+    raise ValueError(
+      f"Reverse: 'dims' must have the same number of values as 'input' has "
+      f"dimensions. 'input' has {rank}'dims' has {len(flags)} values"
+    )
   return flags
 
 
@@ -139,10 +153,15 @@ def _reverse_v1_batch(args, dims, *, reverse_dims):
 
 
 Reverse = register_op(
-    "Reverse", _reverse_v1_impl, family=FAMILY, static={"dims": "reverse_dims"}, linear=True,
-    transpose=lambda ct, x, *, reverse_dims: [tfops.Reverse(ct, reverse_dims=reverse_dims)],
-    batching=_reverse_v1_batch,
-    spec=lambda st: st.Spec(_reverse_v1_calls(st)))
+  "Reverse",
+  _reverse_v1_impl,
+  family=FAMILY,
+  static={"dims": "reverse_dims"},
+  linear=True,
+  transpose=lambda ct, x, *, reverse_dims: [tfops.Reverse(ct, reverse_dims=reverse_dims)],
+  batching=_reverse_v1_batch,
+  spec=lambda st: st.Spec(_reverse_v1_calls(st)),
+)
 
 
 # --- ReverseSequence ----------------------------------------------------------------------
@@ -150,12 +169,17 @@ Reverse = register_op(
 
 def _seq_dims(rank, seq_dim, batch_dim) -> tuple[int, int]:
   if seq_dim < 0 or seq_dim >= rank:
-    raise ValueError(f"ReverseSequence: seq_dim must be < input rank ( {seq_dim} vs. {rank})"
-                     if seq_dim >= 0 else f"ReverseSequence: Invalid seq_dim {seq_dim}")
+    raise ValueError(
+      f"ReverseSequence: seq_dim must be < input rank ( {seq_dim} vs. {rank})"
+      if seq_dim >= 0
+      else f"ReverseSequence: Invalid seq_dim {seq_dim}"
+    )
   if batch_dim < 0 or batch_dim >= rank:
-    raise ValueError(f"ReverseSequence: batch_dim must be < input rank ( {batch_dim} vs. "
-                     f"{rank})" if batch_dim >= 0 else f"ReverseSequence: Invalid batch_dim "
-                     f"{batch_dim}")
+    raise ValueError(
+      f"ReverseSequence: batch_dim must be < input rank ( {batch_dim} vs. {rank})"
+      if batch_dim >= 0
+      else f"ReverseSequence: Invalid batch_dim {batch_dim}"
+    )
   if seq_dim == batch_dim:
     raise ValueError(f"ReverseSequence: batch_dim == seq_dim == {seq_dim}")
   return seq_dim, batch_dim
@@ -167,8 +191,10 @@ def _reverse_sequence_impl(input, seq_lengths, *, seq_dim, batch_dim):
   (TF's CPU kernel raises): docs/semantics/array.md."""
   sd, bd = _seq_dims(input.ndim, seq_dim, batch_dim)
   if seq_lengths.shape != (input.shape[bd],):
-    raise ValueError(f"ReverseSequence: Length of seq_lengths != input.dims({bd}), "
-                     f"({seq_lengths.shape} vs. {input.shape[bd]})")
+    raise ValueError(
+      f"ReverseSequence: Length of seq_lengths != input.dims({bd}), "
+      f"({seq_lengths.shape} vs. {input.shape[bd]})"
+    )
   n = input.shape[sd]
   if input.size == 0 or n <= 1:
     return input
@@ -179,8 +205,9 @@ def _reverse_sequence_impl(input, seq_lengths, *, seq_dim, batch_dim):
   lengths = jnp.reshape(lengths, shape)
   j = lax.broadcasted_iota(wide, tuple(n if i == sd else 1 for i in range(input.ndim)), sd)
   src = jnp.where(j < lengths, lengths - 1 - j, j)
-  return jnp.take_along_axis(input, jnp.broadcast_to(src, input.shape), axis=sd,
-                             mode="promise_in_bounds")
+  return jnp.take_along_axis(
+    input, jnp.broadcast_to(src, input.shape), axis=sd, mode="promise_in_bounds"
+  )
 
 
 def _reverse_sequence_check(input, seq_lengths, *, seq_dim, batch_dim):
@@ -195,28 +222,37 @@ def _reverse_sequence_batch(args, dims, *, seq_dim, batch_dim):
     rank = x.ndim - 1
     _seq_dims(rank, seq_dim, batch_dim)
     shift = lambda a: a + (a >= dx)
-    return tfops.ReverseSequence(x, lengths, seq_dim=shift(seq_dim),
-                                 batch_dim=shift(batch_dim)), dx
+    return tfops.ReverseSequence(x, lengths, seq_dim=shift(seq_dim), batch_dim=shift(batch_dim)), dx
   # Batched lengths: fold the mapped axis into TF's batch axis.
   size = rules.batch_size(args, dims)
   x = rules.with_batch_axis(x, dx, size)
   shape = rules.shape_of(x)[1:]
   sd, bd = _seq_dims(len(shape), seq_dim, batch_dim)
   x = rules.move_axes(x, (0,), (bd,))
-  merged = shape[:bd] + (size * shape[bd],) + shape[bd + 1:]
-  flat = tfops.ReverseSequence(rules.reshape(x, merged),
-                               rules.reshape(rules.to_front(lengths, dl), (size * shape[bd],)),
-                               seq_dim=sd, batch_dim=bd)
+  merged = shape[:bd] + (size * shape[bd],) + shape[bd + 1 :]
+  flat = tfops.ReverseSequence(
+    rules.reshape(x, merged),
+    rules.reshape(rules.to_front(lengths, dl), (size * shape[bd],)),
+    seq_dim=sd,
+    batch_dim=bd,
+  )
   return rules.reshape(flat, shape[:bd] + (size,) + shape[bd:]), bd
 
 
 ReverseSequence = register_op(
-    "ReverseSequence", _reverse_sequence_impl, family=FAMILY, attrs=("seq_dim", "batch_dim"),
-    jvp=(lambda t, x, lengths, **p: tfops.ReverseSequence(t, lengths, **p), None),
-    transpose=lambda ct, x, lengths, **p: [
-        tfops.ReverseSequence(ct, lengths, **p) if U(x) else None, None],
-    batching=_reverse_sequence_batch, check=_reverse_sequence_check,
-    spec=lambda st: st.Spec(_reverse_sequence_calls(st)))
+  "ReverseSequence",
+  _reverse_sequence_impl,
+  family=FAMILY,
+  attrs=("seq_dim", "batch_dim"),
+  jvp=(lambda t, x, lengths, **p: tfops.ReverseSequence(t, lengths, **p), None),
+  transpose=lambda ct, x, lengths, **p: [
+    tfops.ReverseSequence(ct, lengths, **p) if U(x) else None,
+    None,
+  ],
+  batching=_reverse_sequence_batch,
+  check=_reverse_sequence_check,
+  spec=lambda st: st.Spec(_reverse_sequence_calls(st)),
+)
 
 
 # --- Roll ---------------------------------------------------------------------------------
@@ -234,8 +270,9 @@ def _roll_plan(shape, shift, axis) -> tuple:
       raise ValueError(f"Roll: axis {ax} is out of range")
     ax %= len(shape)
     total[ax] = total.get(ax, 0) + k
-  return tuple((ax, k % shape[ax]) for ax, k in sorted(total.items())
-               if shape[ax] and k % shape[ax])
+  return tuple(
+    (ax, k % shape[ax]) for ax, k in sorted(total.items()) if shape[ax] and k % shape[ax]
+  )
 
 
 def _roll_impl(input, *, shift, axis):
@@ -244,8 +281,10 @@ def _roll_impl(input, *, shift, axis):
     raise ValueError("Roll: input must be 1-D or higher")
   for ax, k in _roll_plan(input.shape, shift, axis):
     n = input.shape[ax]
-    input = jnp.concatenate([lax.slice_in_dim(input, n - k, n, axis=ax),
-                             lax.slice_in_dim(input, 0, n - k, axis=ax)], axis=ax)
+    input = jnp.concatenate(
+      [lax.slice_in_dim(input, n - k, n, axis=ax), lax.slice_in_dim(input, 0, n - k, axis=ax)],
+      axis=ax,
+    )
   return input
 
 
@@ -263,9 +302,15 @@ def _roll_batch(args, dims, *, shift, axis):
 
 
 Roll = register_op(
-    "Roll", _roll_impl, family=FAMILY, static=("shift", "axis"), linear=True,
-    transpose=_roll_transpose, batching=_roll_batch,
-    spec=lambda st: st.Spec(_roll_calls(st)))
+  "Roll",
+  _roll_impl,
+  family=FAMILY,
+  static=("shift", "axis"),
+  linear=True,
+  transpose=_roll_transpose,
+  batching=_roll_batch,
+  spec=lambda st: st.Spec(_roll_calls(st)),
+)
 
 
 # --- Concat (v1), ConcatOffset, ParallelConcat --------------------------------------------
@@ -294,9 +339,15 @@ def _concat_v1_batch(args, dims, *, concat_dim):
 
 
 Concat = register_op(
-    "Concat", _concat_v1_impl, family=FAMILY, static=("concat_dim",), linear=True,
-    transpose=_concat_v1_transpose, batching=_concat_v1_batch,
-    spec=lambda st: st.Spec(_concat_v1_calls(st)))
+  "Concat",
+  _concat_v1_impl,
+  family=FAMILY,
+  static=("concat_dim",),
+  linear=True,
+  transpose=_concat_v1_transpose,
+  batching=_concat_v1_batch,
+  spec=lambda st: st.Spec(_concat_v1_calls(st)),
+)
 
 
 def _concat_offset_impl(*shape, concat_dim):
@@ -304,8 +355,10 @@ def _concat_offset_impl(*shape, concat_dim):
   zeros, except the running sum of the ``concat_dim`` sizes before it."""
   rank = shape[0].shape[0] if shape[0].ndim == 1 else -1
   if any(s.shape != (rank,) for s in shape):
-    raise ValueError(f"ConcatOffset: every shape must be a vector of {rank} elements, got "
-                     f"{[tuple(s.shape) for s in shape]}")
+    raise ValueError(
+      f"ConcatOffset: every shape must be a vector of {rank} elements, got "
+      f"{[tuple(s.shape) for s in shape]}"
+    )
   ax = scalar_int(concat_dim)
   if not -rank <= ax < rank:
     raise ValueError(f"ConcatOffset: Concat dim is out of range: {ax} vs. {max(rank, 0)}")
@@ -313,8 +366,9 @@ def _concat_offset_impl(*shape, concat_dim):
   sizes = jnp.stack([s[ax] for s in shape])
   starts = jnp.cumsum(sizes) - sizes
   hot = np.arange(rank) == ax
-  return tuple(jnp.where(hot, starts[i], jnp.zeros((), s.dtype)).astype(s.dtype)
-               for i, s in enumerate(shape))
+  return tuple(
+    jnp.where(hot, starts[i], jnp.zeros((), s.dtype)).astype(s.dtype) for i, s in enumerate(shape)
+  )
 
 
 def _concat_offset_check(*shape, concat_dim):
@@ -325,12 +379,17 @@ def _concat_offset_check(*shape, concat_dim):
 
 
 ConcatOffset = register_op(
-    "ConcatOffset", _concat_offset_impl, family=FAMILY, static=("concat_dim",),
-    multiple_results=True, check=_concat_offset_check,
-    # Batched shape vectors do not arise from graphs (shapes are static); vmap of the
-    # impl keeps the op usable under vmap without a TF-named formulation.
-    batching=rules.vmap_batching(_concat_offset_impl, True),
-    spec=lambda st: st.Spec(_concat_offset_calls(st)))
+  "ConcatOffset",
+  _concat_offset_impl,
+  family=FAMILY,
+  static=("concat_dim",),
+  multiple_results=True,
+  check=_concat_offset_check,
+  # Batched shape vectors do not arise from graphs (shapes are static); vmap of the
+  # impl keeps the op usable under vmap without a TF-named formulation.
+  batching=rules.vmap_batching(_concat_offset_impl, True),
+  spec=lambda st: st.Spec(_concat_offset_calls(st)),
+)
 
 
 def _parallel_concat_impl(*values, shape):
@@ -339,39 +398,51 @@ def _parallel_concat_impl(*values, shape):
   shape = ints(shape)
   for v in values:
     if v.ndim == 0 or v.shape[0] != 1 or tuple(v.shape[1:]) != shape[1:]:
-      raise ValueError(f"ParallelConcat: value and update shape doesn't match: {list(shape)} "
-                       f"vs. {list(v.shape)}")
+      raise ValueError(
+        f"ParallelConcat: value and update shape doesn't match: {list(shape)} vs. {list(v.shape)}"
+      )
   if shape[0] < len(values):
-    raise ValueError(f"ParallelConcat: {len(values)} values for a first dimension of "
-                     f"{shape[0]}")
+    raise ValueError(f"ParallelConcat: {len(values)} values for a first dimension of {shape[0]}")
   out = jnp.concatenate(values, axis=0)
   if shape[0] > len(values):
-    out = lax.pad(out, jnp.zeros((), out.dtype), [(0, shape[0] - len(values), 0)] +
-                  [(0, 0, 0)] * (out.ndim - 1))
+    out = lax.pad(
+      out, jnp.zeros((), out.dtype), [(0, shape[0] - len(values), 0)] + [(0, 0, 0)] * (out.ndim - 1)
+    )
   return out
 
 
 def _parallel_concat_transpose(ct, *values, shape):
   n = len(values)
-  parts = tfops.SplitV(ct, size_splits=(1,) * n + (ints(shape)[0] - n,), axis=0,
-                       num_split=n + 1)[:n]
+  parts = tfops.SplitV(ct, size_splits=(1,) * n + (ints(shape)[0] - n,), axis=0, num_split=n + 1)[
+    :n
+  ]
   return [p if U(v) else None for p, v in zip(parts, values)]
 
 
 def _parallel_concat_batch(args, dims, *, shape):
   size = rules.batch_size(args, dims)
-  values = [rules.move_axes(rules.with_batch_axis(a, d, size), (0,), (1,))
-            for a, d in zip(args, dims)]
+  values = [
+    rules.move_axes(rules.with_batch_axis(a, d, size), (0,), (1,)) for a, d in zip(args, dims)
+  ]
   shape = ints(shape)
   return tfops.ParallelConcat(*values, shape=(shape[0], size) + shape[1:]), 1
 
 
 ParallelConcat = register_op(
-    "ParallelConcat", _parallel_concat_impl, family=FAMILY, attrs=("shape",), linear=True,
-    transpose=_parallel_concat_transpose, batching=_parallel_concat_batch,
-    spec=lambda st: st.Spec(_parallel_concat_calls(st), grad_oracle="fd",
-                            note="TF registers no gradient for ParallelConcat: derivatives "
-                                 "are checked against central differences"))
+  "ParallelConcat",
+  _parallel_concat_impl,
+  family=FAMILY,
+  attrs=("shape",),
+  linear=True,
+  transpose=_parallel_concat_transpose,
+  batching=_parallel_concat_batch,
+  spec=lambda st: st.Spec(
+    _parallel_concat_calls(st),
+    grad_oracle="fd",
+    note="TF registers no gradient for ParallelConcat: derivatives "
+    "are checked against central differences",
+  ),
+)
 
 
 # --- MirrorPadGrad --------------------------------------------------------------------------
@@ -380,8 +451,9 @@ ParallelConcat = register_op(
 def _mirror_paddings(paddings, rank, op) -> tuple:
   flat = ints(paddings)
   if len(flat) != 2 * rank:
-    raise ValueError(f"{op}: paddings must be a matrix of shape [{rank}, 2], got "
-                     f"{len(flat)} values")
+    raise ValueError(
+      f"{op}: paddings must be a matrix of shape [{rank}, 2], got {len(flat)} values"
+    )
   p = tuple((flat[2 * i], flat[2 * i + 1]) for i in range(rank))
   if any(a < 0 or b < 0 for a, b in p):
     raise ValueError(f"{op}: paddings must be non-negative, got {p}")
@@ -396,24 +468,30 @@ def _mirror_pad_grad_impl(input, *, paddings, mode):
   x = input
   for ax, (a, b) in enumerate(p):
     n = x.shape[ax] - a - b
-    if rules.known((n,)):   # a symbolic dim (jax.export) is TF's to check when it runs
+    if rules.known((n,)):  # a symbolic dim (jax.export) is TF's to check when it runs
       if n <= 0:
-        raise ValueError(f"MirrorPadGrad: Total paddings must be less than the input "
-                         f"dimension size: {a + b} was not less than {x.shape[ax]}")
+        raise ValueError(
+          f"MirrorPadGrad: Total paddings must be less than the input "
+          f"dimension size: {a + b} was not less than {x.shape[ax]}"
+        )
       if a > n - offset or b > n - offset:
         bound = "less than" if offset else "no greater than"
-        raise ValueError(f"MirrorPadGrad: paddings must be {bound} the output dimension "
-                         f"size: {a}, {b} vs {n} ({mode})")
+        raise ValueError(
+          f"MirrorPadGrad: paddings must be {bound} the output dimension "
+          f"size: {a}, {b} vs {n} ({mode})"
+        )
     out = lax.slice_in_dim(x, a, a + n, axis=ax)
     zeros = jnp.zeros((), x.dtype)
-    if a:   # input[a - 1 - j] mirrors out[offset + j], j < a
+    if a:  # input[a - 1 - j] mirrors out[offset + j], j < a
       left = lax.rev(lax.slice_in_dim(x, 0, a, axis=ax), (ax,))
-      out = out + lax.pad(left, zeros, [(offset, n - offset - a, 0) if i == ax else (0, 0, 0)
-                                        for i in range(x.ndim)])
-    if b:   # input[a + n + j] mirrors out[n - 1 - offset - j], j < b
+      out = out + lax.pad(
+        left, zeros, [(offset, n - offset - a, 0) if i == ax else (0, 0, 0) for i in range(x.ndim)]
+      )
+    if b:  # input[a + n + j] mirrors out[n - 1 - offset - j], j < b
       right = lax.rev(lax.slice_in_dim(x, a + n, a + n + b, axis=ax), (ax,))
-      out = out + lax.pad(right, zeros, [(n - offset - b, offset, 0) if i == ax else (0, 0, 0)
-                                         for i in range(x.ndim)])
+      out = out + lax.pad(
+        right, zeros, [(n - offset - b, offset, 0) if i == ax else (0, 0, 0) for i in range(x.ndim)]
+      )
     x = out
   return x
 
@@ -425,12 +503,16 @@ def _mirror_pad_grad_batch(args, dims, *, paddings, mode):
 
 
 MirrorPadGrad = register_op(
-    "MirrorPadGrad", _mirror_pad_grad_impl, family=FAMILY, static=("paddings",),
-    attrs=("mode",), linear=True,
-    transpose=lambda ct, x, *, paddings, mode: [
-        tfops.MirrorPad(ct, paddings=paddings, mode=mode)],
-    batching=_mirror_pad_grad_batch,
-    spec=lambda st: st.Spec(_mirror_pad_grad_calls(st)))
+  "MirrorPadGrad",
+  _mirror_pad_grad_impl,
+  family=FAMILY,
+  static=("paddings",),
+  attrs=("mode",),
+  linear=True,
+  transpose=lambda ct, x, *, paddings, mode: [tfops.MirrorPad(ct, paddings=paddings, mode=mode)],
+  batching=_mirror_pad_grad_batch,
+  spec=lambda st: st.Spec(_mirror_pad_grad_calls(st)),
+)
 
 
 # --- property-test strategies (hypothesis is imported lazily) ---------------------
@@ -447,10 +529,15 @@ def _dim_map_calls(st):
     formats = draw(hst.sampled_from([_FORMATS4, _FORMATS5]))
     n = len(formats[0])
     # Beyond [-n, n) too: TF does not check, its arithmetic decides (transcribed).
-    x = draw(st.arrays(st.dtypes(INDEX_DTYPES), st.shapes(max_rank=2),
-                       min_value=-3 * n, max_value=3 * n))
-    return {"x": x, "src_format": draw(hst.sampled_from(formats)),
-            "dst_format": draw(hst.sampled_from(formats))}
+    x = draw(
+      st.arrays(st.dtypes(INDEX_DTYPES), st.shapes(max_rank=2), min_value=-3 * n, max_value=3 * n)
+    )
+    return {
+      "x": x,
+      "src_format": draw(hst.sampled_from(formats)),
+      "dst_format": draw(hst.sampled_from(formats)),
+    }
+
   return calls()
 
 
@@ -463,9 +550,12 @@ def _vec_permute_calls(st):
     n = len(formats[0])
     first = draw(hst.sampled_from([n, n - 2]))
     shape = (first,) if draw(hst.booleans()) else (first, 2)
-    return {"x": draw(st.arrays(st.dtypes(INDEX_DTYPES), shape)),
-            "src_format": draw(hst.sampled_from(formats)),
-            "dst_format": draw(hst.sampled_from(formats))}
+    return {
+      "x": draw(st.arrays(st.dtypes(INDEX_DTYPES), shape)),
+      "src_format": draw(hst.sampled_from(formats)),
+      "dst_format": draw(hst.sampled_from(formats)),
+    }
+
   return calls()
 
 
@@ -477,6 +567,7 @@ def _reverse_v1_calls(st):
     x = draw(st.arrays(st.dtypes(st.ALL), st.shapes()))
     dims = np.array([draw(hst.booleans()) for _ in range(x.ndim)], np.bool_).reshape(-1)
     return {"tensor": x, "dims": dims}
+
   return calls()
 
 
@@ -488,9 +579,9 @@ def _reverse_sequence_calls(st):
     x = draw(st.arrays(st.dtypes(st.ALL), st.shapes(min_rank=2)))
     sd, bd = draw(hst.permutations(range(x.ndim)))[:2]
     n = x.shape[sd]
-    lengths = draw(st.arrays(st.dtypes(INDEX_DTYPES), (x.shape[bd],), min_value=0,
-                             max_value=n))
+    lengths = draw(st.arrays(st.dtypes(INDEX_DTYPES), (x.shape[bd],), min_value=0, max_value=n))
     return {"input": x, "seq_lengths": lengths, "seq_dim": sd, "batch_dim": bd}
+
   return calls()
 
 
@@ -501,12 +592,12 @@ def _roll_calls(st):
   def calls(draw):
     x = draw(st.arrays(st.dtypes(st.ALL), st.shapes(min_rank=1)))
     k = draw(hst.integers(0, 3))
-    axes = [draw(hst.integers(-x.ndim, x.ndim - 1)) for _ in range(k)]   # repeats add up
+    axes = [draw(hst.integers(-x.ndim, x.ndim - 1)) for _ in range(k)]  # repeats add up
     shifts = [draw(hst.integers(-9, 9)) for _ in range(k)]
     if k == 1 and draw(hst.booleans()):
-      axes, shifts = np.array(axes[0]), np.array(shifts[0])   # scalars
-    return {"input": x, "shift": index_array(draw, st, shifts),
-            "axis": index_array(draw, st, axes)}
+      axes, shifts = np.array(axes[0]), np.array(shifts[0])  # scalars
+    return {"input": x, "shift": index_array(draw, st, shifts), "axis": index_array(draw, st, axes)}
+
   return calls()
 
 
@@ -523,6 +614,7 @@ def _concat_v1_calls(st):
       shape[axis] = draw(hst.integers(0, 3))
       values.append(draw(st.arrays(dtype, tuple(shape))))
     return {"concat_dim": np.int32(axis), "values": values}
+
   return calls()
 
 
@@ -539,6 +631,7 @@ def _concat_offset_calls(st):
       base[axis] = draw(hst.integers(0, 5))
       shapes.append(np.array(base, dtype))
     return {"concat_dim": np.int32(axis), "shape": shapes}
+
   return calls()
 
 
@@ -552,6 +645,7 @@ def _parallel_concat_calls(st):
     n = draw(hst.integers(1, 3))
     values = [draw(st.arrays(dtype, (1,) + inner)) for _ in range(n)]
     return {"values": values, "shape": [n, *inner]}
+
   return calls()
 
 
@@ -568,6 +662,10 @@ def _mirror_pad_grad_calls(st):
       p.append([draw(hst.integers(0, n - offset)), draw(hst.integers(0, n - offset))])
     shape = tuple(n + a + b for n, (a, b) in zip(out_shape, p))
     dtype = draw(st.dtypes(st.NUMERIC + st.COMPLEX))
-    return {"input": draw(st.arrays(dtype, shape)), "mode": mode,
-            "paddings": index_array(draw, st, np.array(p, np.int64).reshape(len(shape), 2))}
+    return {
+      "input": draw(st.arrays(dtype, shape)),
+      "mode": mode,
+      "paddings": index_array(draw, st, np.array(p, np.int64).reshape(len(shape), 2)),
+    }
+
   return calls()

@@ -54,8 +54,10 @@ def _diag_impl(diagonal):
 def _diag_part_shape(shape) -> tuple:
   k = len(shape) // 2
   if len(shape) % 2 or tuple(shape[:k]) != tuple(shape[k:]):
-    raise ValueError(f"DiagPart: The rank of the tensor should be even and the first half of "
-                     f"its dimensions should equal the second half, got shape {list(shape)}")
+    raise ValueError(
+      f"DiagPart: The rank of the tensor should be even and the first half of "
+      f"its dimensions should equal the second half, got shape {list(shape)}"
+    )
   return tuple(shape[:k])
 
 
@@ -85,17 +87,29 @@ def _diag_part_batch(args, dims):
 
 
 Diag = register_op(
-    "Diag", _diag_impl, family=FAMILY, linear=True,
-    transpose=lambda ct, x: [tfops.DiagPart(ct)], batching=_diag_batch,
-    spec=lambda st: st.Spec(st.call(diagonal=st.arrays(
-        st.dtypes(_DIAG_DTYPES), st.shapes(min_rank=1, max_rank=2, max_side=3)))))
+  "Diag",
+  _diag_impl,
+  family=FAMILY,
+  linear=True,
+  transpose=lambda ct, x: [tfops.DiagPart(ct)],
+  batching=_diag_batch,
+  spec=lambda st: st.Spec(
+    st.call(
+      diagonal=st.arrays(st.dtypes(_DIAG_DTYPES), st.shapes(min_rank=1, max_rank=2, max_side=3))
+    )
+  ),
+)
 
 DiagPart = register_op(
-    "DiagPart", _diag_part_impl, family=FAMILY, linear=True,
-    # A scalar is its own diagonal (TF's own gradient fails on it: Diag needs rank >= 1).
-    transpose=lambda ct, x: [tfops.Diag(ct) if rules.shape_of(x) else ct],
-    batching=_diag_part_batch,
-    spec=lambda st: st.Spec(_diag_part_calls(st)))
+  "DiagPart",
+  _diag_part_impl,
+  family=FAMILY,
+  linear=True,
+  # A scalar is its own diagonal (TF's own gradient fails on it: Diag needs rank >= 1).
+  transpose=lambda ct, x: [tfops.Diag(ct) if rules.shape_of(x) else ct],
+  batching=_diag_part_batch,
+  spec=lambda st: st.Spec(_diag_part_calls(st)),
+)
 
 
 # --- UnravelIndex ---------------------------------------------------------------------------
@@ -107,16 +121,17 @@ def _unravel_impl(indices, dims):
   ``stride[k] = prod(dims[k:])``), so negative indices give TF's negative values and
   indices past ``prod(dims)`` (TF raises) wrap around: docs/semantics/array.md."""
   if indices.ndim > 1:
-    raise ValueError(f"UnravelIndex: The indices can only be scalar or vector, got "
-                     f"{list(indices.shape)}")
+    raise ValueError(
+      f"UnravelIndex: The indices can only be scalar or vector, got {list(indices.shape)}"
+    )
   if indices.ndim == 1 and indices.shape[0] == 0:
     raise ValueError("UnravelIndex: received empty tensor indices")
   if dims.ndim != 1:
     raise ValueError(f"UnravelIndex: The indices can only be 1-D, got {list(dims.shape)}")
   k = dims.shape[0]
   one = jnp.ones((1,), dims.dtype)
-  strides = jnp.flip(jnp.cumprod(jnp.flip(dims)))                     # prod(dims[k:])
-  inner = jnp.concatenate([strides[1:], one]) if k else one[:0]      # prod(dims[k+1:])
+  strides = jnp.flip(jnp.cumprod(jnp.flip(dims)))  # prod(dims[k:])
+  inner = jnp.concatenate([strides[1:], one]) if k else one[:0]  # prod(dims[k+1:])
   shape = (k,) + tuple(indices.shape)
   column = (k,) + (1,) * indices.ndim
   i = jnp.broadcast_to(indices[None], shape)
@@ -143,8 +158,13 @@ def _unravel_batch(args, dims_):
 
 
 UnravelIndex = register_op(
-    "UnravelIndex", _unravel_impl, family=FAMILY, batching=_unravel_batch,
-    check=_unravel_check, spec=lambda st: st.Spec(_unravel_calls(st)))
+  "UnravelIndex",
+  _unravel_impl,
+  family=FAMILY,
+  batching=_unravel_batch,
+  check=_unravel_check,
+  spec=lambda st: st.Spec(_unravel_calls(st)),
+)
 
 
 # --- InvertPermutation ----------------------------------------------------------------------
@@ -179,17 +199,22 @@ def _invert_permutation_batch(args, dims):
   dtype = rules.dtype_of(x)
   offsets = (np.arange(size, dtype=np.int64) * n).astype(dtype).reshape(size, 1)
   minus_one = np.array(-1, dtype)
-  valid = tfops.LogicalAnd(tfops.GreaterEqual(x, np.array(0, dtype)),
-                           tfops.Less(x, np.array(n, dtype)))
+  valid = tfops.LogicalAnd(
+    tfops.GreaterEqual(x, np.array(0, dtype)), tfops.Less(x, np.array(n, dtype))
+  )
   flat = tfops.SelectV2(valid, tfops.AddV2(x, offsets), minus_one)
   y = rules.reshape(tfops.InvertPermutation(rules.reshape(flat, (size * n,))), (size, n))
   return tfops.SelectV2(tfops.Equal(y, minus_one), minus_one, tfops.Sub(y, offsets)), 0
 
 
 InvertPermutation = register_op(
-    "InvertPermutation", _invert_permutation_impl, family=FAMILY,
-    batching=_invert_permutation_batch, check=_invert_permutation_check,
-    spec=lambda st: st.Spec(_invert_permutation_calls(st)))
+  "InvertPermutation",
+  _invert_permutation_impl,
+  family=FAMILY,
+  batching=_invert_permutation_batch,
+  check=_invert_permutation_check,
+  spec=lambda st: st.Spec(_invert_permutation_calls(st)),
+)
 
 
 # --- LinSpace -------------------------------------------------------------------------------
@@ -215,7 +240,7 @@ def _linspace_impl(start, stop, *, num):
   # the barrier keeps the divisor opaque. (XLA may still contract start + step * i into
   # an FMA: docs/semantics/array.md.)
   step = (stop - start) / lax.optimization_barrier(jnp.asarray(n - 1, start.dtype))
-  mid = start + step * lax.iota(start.dtype, n)[1:n - 1]
+  mid = start + step * lax.iota(start.dtype, n)[1 : n - 1]
   return jnp.concatenate([first, mid, jnp.reshape(stop, (1,))])
 
 
@@ -235,8 +260,9 @@ def _linspace_batch(args, dims, *, num):
   # TF's kernel arithmetic with TF ops on [size, 1] start/stop (bit for bit the op's).
   n = _num(num)
   size = rules.batch_size(args, dims)
-  start, stop = (rules.reshape(rules.with_batch_axis(a, d, size), (size, 1))
-                 for a, d in zip(args, dims))
+  start, stop = (
+    rules.reshape(rules.with_batch_axis(a, d, size), (size, 1)) for a, d in zip(args, dims)
+  )
   if n == 1:
     return start, 0
   dtype = rules.dtype_of(start)
@@ -246,12 +272,21 @@ def _linspace_batch(args, dims, *, num):
 
 
 LinSpace = register_op(
-    "LinSpace", _linspace_impl, family=FAMILY, static=("num",), linear=True,
-    transpose=_linspace_transpose, batching=_linspace_batch,
-    spec=lambda st: st.Spec(_linspace_calls(st), grad_oracle="fd",
-                            note="TF declares LinSpace not differentiable; ours is the "
-                                 "derivative (linear in start and stop), checked against "
-                                 "central differences"))
+  "LinSpace",
+  _linspace_impl,
+  family=FAMILY,
+  static=("num",),
+  linear=True,
+  transpose=_linspace_transpose,
+  batching=_linspace_batch,
+  spec=lambda st: st.Spec(
+    _linspace_calls(st),
+    grad_oracle="fd",
+    note="TF declares LinSpace not differentiable; ours is the "
+    "derivative (linear in start and stop), checked against "
+    "central differences",
+  ),
+)
 
 
 # --- Empty, DeepCopy ------------------------------------------------------------------------
@@ -277,19 +312,35 @@ def _empty_oracle(shape, dtype, init=False):
 
 
 Empty = register_op(
-    "Empty", _empty_impl, family=FAMILY, static=("shape",), attrs=("dtype", "init"),
-    batching=_no_operands,
-    spec=lambda st: st.Spec(_empty_calls(st), oracle=_empty_oracle,
-                            note="init=False is compared with TF's init=True (TF leaves the "
-                                 "memory uninitialized; ours is zeros)"))
+  "Empty",
+  _empty_impl,
+  family=FAMILY,
+  static=("shape",),
+  attrs=("dtype", "init"),
+  batching=_no_operands,
+  spec=lambda st: st.Spec(
+    _empty_calls(st),
+    oracle=_empty_oracle,
+    note="init=False is compared with TF's init=True (TF leaves the "
+    "memory uninitialized; ours is zeros)",
+  ),
+)
 
 DeepCopy = register_op(
-    "DeepCopy", lambda x: x, family=FAMILY, linear=True,
-    transpose=lambda ct, x: [tfops.DeepCopy(ct)], batching=rules.per_op(rules.same_op_batching),
-    doc="A copy of x (the identity: JAX values are immutable).",
-    spec=lambda st: st.Spec(st.unary(st.ALL), grad_oracle="fd",
-                            note="TF registers no gradient for DeepCopy: derivatives are "
-                                 "checked against central differences"))
+  "DeepCopy",
+  lambda x: x,
+  family=FAMILY,
+  linear=True,
+  transpose=lambda ct, x: [tfops.DeepCopy(ct)],
+  batching=rules.per_op(rules.same_op_batching),
+  doc="A copy of x (the identity: JAX values are immutable).",
+  spec=lambda st: st.Spec(
+    st.unary(st.ALL),
+    grad_oracle="fd",
+    note="TF registers no gradient for DeepCopy: derivatives are "
+    "checked against central differences",
+  ),
+)
 
 
 # --- BroadcastArgs, BroadcastGradientArgs -----------------------------------------------------
@@ -316,8 +367,10 @@ def _broadcast_args_check(s0, s1):
   if any(isinstance(s, np.ndarray) and s.dtype.kind == "O" for s in (s0, s1)):  # symbolic
     a, b = ([1] * (rank - len(s)) + list(s) for s in (s0, s1))
     ints = (int, np.integer)
-    bad = any(isinstance(x, ints) and isinstance(y, ints) and x != y and 1 not in (x, y)
-              for x, y in zip(a, b))
+    bad = any(
+      isinstance(x, ints) and isinstance(y, ints) and x != y and 1 not in (x, y)
+      for x, y in zip(a, b)
+    )
     return np.bool_(bad), "Incompatible shapes"
   a, b = _padded(s0, rank), _padded(s1, rank)
   return jnp.any((a != b) & (a != 1) & (b != 1)), "Incompatible shapes"
@@ -329,10 +382,12 @@ def _broadcast_args_batch(args, dims):
   rank = max(rules.shape_of(s0)[1], rules.shape_of(s1)[1])
   dtype = rules.dtype_of(s0)
   one = np.array(1, dtype)
-  a, b = (tfops.PadV2(s, one, paddings=((0, 0), (rank - rules.shape_of(s)[1], 0)))
-          for s in (s0, s1))
-  return tfops.SelectV2(tfops.Equal(a, one), b,
-                        tfops.SelectV2(tfops.Equal(b, one), a, tfops.Maximum(a, b))), 0
+  a, b = (
+    tfops.PadV2(s, one, paddings=((0, 0), (rank - rules.shape_of(s)[1], 0))) for s in (s0, s1)
+  )
+  return tfops.SelectV2(
+    tfops.Equal(a, one), b, tfops.SelectV2(tfops.Equal(b, one), a, tfops.Maximum(a, b))
+  ), 0
 
 
 def _broadcast_args_symbolic(s0, s1):
@@ -341,8 +396,10 @@ def _broadcast_args_symbolic(s0, s1):
   ``max_dim`` (symbolic dims are assumed compatible, as jax.export assumes)."""
   rank = max(s0.shape[0], s1.shape[0])
   a, b = ([1] * (rank - len(s)) + list(s) for s in (s0, s1))
-  out = [y if _is_one(x) else x if _is_one(y) else x if x == y else jax.core.max_dim(x, y)
-         for x, y in zip(a, b)]
+  out = [
+    y if _is_one(x) else x if _is_one(y) else x if x == y else jax.core.max_dim(x, y)
+    for x, y in zip(a, b)
+  ]
   return np.array(out, dtype=object)
 
 
@@ -351,9 +408,14 @@ def _is_one(d) -> bool:
 
 
 BroadcastArgs = register_op(
-    "BroadcastArgs", _broadcast_args_impl, family=FAMILY, batching=_broadcast_args_batch,
-    symbolic=_broadcast_args_symbolic, check=_broadcast_args_check,
-    spec=lambda st: st.Spec(_broadcast_args_calls(st)))
+  "BroadcastArgs",
+  _broadcast_args_impl,
+  family=FAMILY,
+  batching=_broadcast_args_batch,
+  symbolic=_broadcast_args_symbolic,
+  check=_broadcast_args_check,
+  spec=lambda st: st.Spec(_broadcast_args_calls(st)),
+)
 
 
 def broadcast_gradient_args(s0, s1) -> tuple[list, list]:
@@ -369,11 +431,11 @@ def broadcast_gradient_args(s0, s1) -> tuple[list, list]:
   a, b = (1,) * (rank - len(s0)) + s0, (1,) * (rank - len(s1)) + s1
   for x, y in zip(a, b):
     if known(x) and known(y) and x != y and x != 1 and y != 1:
-      raise ValueError(f"BroadcastGradientArgs: Incompatible shapes: {list(s0)} vs. "
-                       f"{list(s1)}")
-  if len(s0) == len(s1) and all(x is y or (known(x) and known(y) and x == y) or
-                                (not known(x) and not known(y) and x == y)
-                                for x, y in zip(s0, s1)):
+      raise ValueError(f"BroadcastGradientArgs: Incompatible shapes: {list(s0)} vs. {list(s1)}")
+  if len(s0) == len(s1) and all(
+    x is y or (known(x) and known(y) and x == y) or (not known(x) and not known(y) and x == y)
+    for x, y in zip(s0, s1)
+  ):
     return [], []
   return ([i for i in range(rank) if _is_one(a[i])], [i for i in range(rank) if _is_one(b[i])])
 
@@ -381,15 +443,22 @@ def broadcast_gradient_args(s0, s1) -> tuple[list, list]:
 def _broadcast_gradient_args_impl(*, s0, s1, T):
   r0, r1 = broadcast_gradient_args(s0, s1)
   dtype = np.dtype(T)
-  return tuple(jnp.asarray(tfdtypes.canonicalize_value(np.asarray(r, dtype),
-                                                        "BroadcastGradientArgs output"))
-               for r in (r0, r1))
+  return tuple(
+    jnp.asarray(tfdtypes.canonicalize_value(np.asarray(r, dtype), "BroadcastGradientArgs output"))
+    for r in (r0, r1)
+  )
 
 
 BroadcastGradientArgs = register_op(
-    "BroadcastGradientArgs", _broadcast_gradient_args_impl, family=FAMILY,
-    static=("s0", "s1"), attrs=("T",), multiple_results=True, batching=_no_operands,
-    spec=lambda st: st.Spec(_bga_calls(st)))
+  "BroadcastGradientArgs",
+  _broadcast_gradient_args_impl,
+  family=FAMILY,
+  static=("s0", "s1"),
+  attrs=("T",),
+  multiple_results=True,
+  batching=_no_operands,
+  spec=lambda st: st.Spec(_bga_calls(st)),
+)
 
 
 # --- property-test strategies (hypothesis is imported lazily) ---------------------
@@ -401,6 +470,7 @@ def _diag_part_calls(st):
     # Rank >= 2: TF's own gradient of a scalar DiagPart fails (Diag needs rank >= 1).
     s = tuple(draw(st.shapes(min_rank=1, max_rank=2, max_side=3)))
     return {"input": draw(st.arrays(st.dtypes(_DIAG_DTYPES), s + s))}
+
   return calls()
 
 
@@ -416,6 +486,7 @@ def _unravel_calls(st):
     # Negative indices too: TF does not check them (its arithmetic decides).
     indices = draw(st.arrays(dtype, shape, min_value=-total, max_value=total - 1))
     return {"indices": indices, "dims": np.array(dims, dtype)}
+
   return calls()
 
 
@@ -427,6 +498,7 @@ def _invert_permutation_calls(st):
     n = draw(hst.integers(0, 6))
     perm = draw(hst.permutations(range(n)))
     return {"x": np.array(perm, draw(st.dtypes(INDEX_DTYPES))).reshape(-1)}
+
   return calls()
 
 
@@ -437,8 +509,12 @@ def _linspace_calls(st):
   def calls(draw):
     dtype = draw(st.dtypes(("float32", "float64")))
     start, stop = draw(st.arrays(dtype, ())), draw(st.arrays(dtype, ()))
-    return {"start": start, "stop": stop,
-            "num": np.asarray(draw(hst.integers(1, 6)), draw(st.dtypes(INDEX_DTYPES)))}
+    return {
+      "start": start,
+      "stop": stop,
+      "num": np.asarray(draw(hst.integers(1, 6)), draw(st.dtypes(INDEX_DTYPES))),
+    }
+
   return calls()
 
 
@@ -449,12 +525,13 @@ def _empty_calls(st):
   def calls(draw):
     shape = np.array(draw(st.shapes()), np.int32).reshape(-1)
     return {"shape": shape, "dtype": draw(st.dtypes(st.ALL)), "init": draw(hst.booleans())}
+
   return calls()
 
 
 def _broadcastable_pair(draw, st):
   hst = lazy_hst()
-  if draw(hst.integers(0, 3)) == 0:   # identical shapes: TF's special case
+  if draw(hst.integers(0, 3)) == 0:  # identical shapes: TF's special case
     s = tuple(draw(st.shapes()))
     return s, s
   return draw(st.broadcastable_shapes(2))
@@ -466,6 +543,7 @@ def _broadcast_args_calls(st):
     s0, s1 = _broadcastable_pair(draw, st)
     dtype = draw(st.dtypes(INDEX_DTYPES))
     return {"s0": np.array(s0, dtype).reshape(-1), "s1": np.array(s1, dtype).reshape(-1)}
+
   return calls()
 
 

@@ -23,8 +23,9 @@ from tfprims.rules import U
 def _multiples(multiples, rank) -> tuple:
   m = rules.sizes(multiples)  # tf.shape(x)[0] of a symbolic batch stays symbolic
   if len(m) != rank:
-    raise ValueError(f"Tile: expected multiples argument to be a vector of length {rank} but "
-                     f"got length {len(m)}")
+    raise ValueError(
+      f"Tile: expected multiples argument to be a vector of length {rank} but got length {len(m)}"
+    )
   if any(isinstance(k, int) and k < 0 for k in m):
     raise ValueError(f"Tile: expected multiples to be non-negative, got {m}")
   return m
@@ -48,16 +49,24 @@ def _tile_batch(args, dims, *, multiples):
 
 
 Tile = register_op(
-    "Tile", _tile_impl, family=FAMILY, static=("multiples",), linear=True,
-    transpose=_tile_transpose, batching=_tile_batch,
-    spec=lambda st: st.Spec(_tile_calls(st)))
+  "Tile",
+  _tile_impl,
+  family=FAMILY,
+  static=("multiples",),
+  linear=True,
+  transpose=_tile_transpose,
+  batching=_tile_batch,
+  spec=lambda st: st.Spec(_tile_calls(st)),
+)
 
 
 def _broadcast_to_impl(input, *, shape):
   shape = rules.sizes(shape)
   if input.ndim > len(shape):
-    raise ValueError(f"BroadcastTo: rank of input ({input.ndim}) must be no greater than rank "
-                     f"of output shape ({len(shape)})")
+    raise ValueError(
+      f"BroadcastTo: rank of input ({input.ndim}) must be no greater than rank "
+      f"of output shape ({len(shape)})"
+    )
   return jnp.broadcast_to(input, shape)
 
 
@@ -72,10 +81,15 @@ def _broadcast_to_batch(args, dims, *, shape):
 
 
 BroadcastTo = register_op(
-    "BroadcastTo", _broadcast_to_impl, family=FAMILY, static=("shape",), linear=True,
-    transpose=lambda ct, x, *, shape: [rules.unbroadcast(ct, rules.shape_of(x))],
-    batching=_broadcast_to_batch,
-    spec=lambda st: st.Spec(_broadcast_to_calls(st)))
+  "BroadcastTo",
+  _broadcast_to_impl,
+  family=FAMILY,
+  static=("shape",),
+  linear=True,
+  transpose=lambda ct, x, *, shape: [rules.unbroadcast(ct, rules.shape_of(x))],
+  batching=_broadcast_to_batch,
+  spec=lambda st: st.Spec(_broadcast_to_calls(st)),
+)
 
 
 def _paddings(paddings, rank) -> tuple:
@@ -83,8 +97,10 @@ def _paddings(paddings, rank) -> tuple:
   image of unknown size up to a multiple of 4 pads by (4 - h % 4) % 4)."""
   p = rules.sizes(paddings)
   if len(p) != 2 * rank:
-    raise ValueError(f"Pad: the first dimension of paddings must be the rank of inputs "
-                     f"({rank}), got paddings {paddings}")
+    raise ValueError(
+      f"Pad: the first dimension of paddings must be the rank of inputs "
+      f"({rank}), got paddings {paddings}"
+    )
   if any(type(v) is int and v < 0 for v in p):
     raise ValueError(f"Pad: paddings must be non-negative, got {p}")
   return tuple(zip(p[0::2], p[1::2]))
@@ -103,8 +119,9 @@ def _pad_build(B, input, *runtime_paddings, paddings=None, widths=None):
 
 def _positioned_pad(input, runtime_paddings, *, widths, paddings=None):
   shape = tuple(n + w for n, w in zip(input.shape, widths))
-  return lax.dynamic_update_slice(jnp.zeros(shape, input.dtype), input,
-                                  list(runtime_paddings[:, 0]))
+  return lax.dynamic_update_slice(
+    jnp.zeros(shape, input.dtype), input, list(runtime_paddings[:, 0])
+  )
 
 
 _pad_impl = emit.traced(_pad_build, default=_positioned_pad)
@@ -123,19 +140,19 @@ def _pad_batch(args, dims, *, paddings=None, widths=None):
   if widths is None:
     paddings = ((0, 0),) + _paddings(paddings, x.ndim - 1)
     return tfops.Pad(x, paddings=paddings), 0
-  if dims[1] is not None:   # paddings per example: jax.vmap's scatter
+  if dims[1] is not None:  # paddings per example: jax.vmap's scatter
     return rules.vmap_batching(_positioned_pad, False)(args, dims, widths=widths)
   p = args[1]
-  return tfops.Pad(x, jnp.concatenate([jnp.zeros((1, 2), p.dtype), p]),
-                   widths=(0,) + tuple(widths)), 0
+  return tfops.Pad(
+    x, jnp.concatenate([jnp.zeros((1, 2), p.dtype), p]), widths=(0,) + tuple(widths)
+  ), 0
 
 
 def _pad_check(input, *runtime_paddings, paddings=None, widths=None):
   """Runtime paddings must be non-negative (TF raises)."""
   if not runtime_paddings:
     return None
-  return (jnp.any(runtime_paddings[0] < 0),
-          f"Pad: paddings must be non-negative (widths {widths})")
+  return (jnp.any(runtime_paddings[0] < 0), f"Pad: paddings must be non-negative (widths {widths})")
 
 
 def _pad_interpret(ctx, node, inputs):
@@ -143,24 +160,33 @@ def _pad_interpret(ctx, node, inputs):
   an operand of ``tf.Pad[widths]`` (they only position the input)."""
   from tfprims import value_analysis
   from tfprims.interpreter import bind_node, run_check
+
   x, paddings = inputs
-  forms = value_analysis.forms(ctx, paddings)   # None when known (or not small ints)
+  forms = value_analysis.forms(ctx, paddings)  # None when known (or not small ints)
   if forms is None or forms.ndim != 2 or forms.shape[1] != 2:
     return bind_node(ctx, Pad, node, inputs)
   widths = [forms[i, 0] + forms[i, 1] for i in range(forms.shape[0])]
   if any(isinstance(w, value_analysis.Lin) for w in widths):
-    return bind_node(ctx, Pad, node, inputs)   # refused there: StaticInputError
+    return bind_node(ctx, Pad, node, inputs)  # refused there: StaticInputError
   params = dict(widths=tuple(int(w) for w in widths))
   run_check(Pad, node, [x, paddings], params)
   return [Pad(x, paddings, **params)]
 
 
 Pad = register_op(
-    "Pad", _pad_impl, family=FAMILY, static=("paddings",), linear_values=True,
-    build=_pad_build,
-    jvp=rules.per_op(rules.positioned_jvp), transpose=_pad_transpose, batching=_pad_batch,
-    check=_pad_check, interpret=_pad_interpret,
-    spec=rules.per_op(lambda op: lambda st: st.Spec(_pad_calls(st, op.op_type))))
+  "Pad",
+  _pad_impl,
+  family=FAMILY,
+  static=("paddings",),
+  linear_values=True,
+  build=_pad_build,
+  jvp=rules.per_op(rules.positioned_jvp),
+  transpose=_pad_transpose,
+  batching=_pad_batch,
+  check=_pad_check,
+  interpret=_pad_interpret,
+  spec=rules.per_op(lambda op: lambda st: st.Spec(_pad_calls(st, op.op_type))),
+)
 
 
 def _padv2_impl(input, constant_values, *, paddings):
@@ -178,8 +204,9 @@ def _padv2_transpose(ct, x, c, *, paddings):
   ct_c = None
   if U(c):
     axes = tuple(range(len(shape)))
-    ct_c = (rules.reduce_sum(ct, axes) - rules.reduce_sum(inner, axes) if axes
-            else jnp.zeros_like(ct))
+    ct_c = (
+      rules.reduce_sum(ct, axes) - rules.reduce_sum(inner, axes) if axes else jnp.zeros_like(ct)
+    )
   return [ct_x, ct_c]
 
 
@@ -192,12 +219,23 @@ def _padv2_batch(args, dims, *, paddings):
 
 
 PadV2 = register_op(
-    "PadV2", _padv2_impl, family=FAMILY, static=("paddings",), linear=True,
-    transpose=_padv2_transpose, batching=_padv2_batch,
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _pad_calls(st, op.op_type), diff_args=("input",),
-        note="TF's gradient ignores constant_values; ours is the sum of "
-             "the padded cotangent")))
+  "PadV2",
+  _padv2_impl,
+  family=FAMILY,
+  static=("paddings",),
+  linear=True,
+  transpose=_padv2_transpose,
+  batching=_padv2_batch,
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _pad_calls(st, op.op_type),
+        diff_args=("input",),
+        note="TF's gradient ignores constant_values; ours is the sum of the padded cotangent",
+      )
+    )
+  ),
+)
 
 
 def _reversed_run(x, ax, start, count):
@@ -219,8 +257,9 @@ def mirror_pad(input, *, paddings, mode):
     n = x.shape[ax]
     if rules.known((n,)) and (a > n - offset or b > n - offset):
       bound = "less than" if offset else "no greater than"
-      raise ValueError(f"MirrorPad: paddings must be {bound} the dimension size: {a}, {b} "
-                       f"vs {n} ({mode})")
+      raise ValueError(
+        f"MirrorPad: paddings must be {bound} the dimension size: {a}, {b} vs {n} ({mode})"
+      )
     low = [_reversed_run(x, ax, offset + a - 1, a)] if a else []
     high = [_reversed_run(x, ax, n - 1 - offset, b)] if b else []
     if a or b:
@@ -235,12 +274,18 @@ def _mirror_pad_batch(args, dims, *, paddings, mode):
 
 
 MirrorPad = register_op(
-    "MirrorPad", mirror_pad, family=FAMILY, static=("paddings",), attrs=("mode",),
-    linear=True,
-    transpose=lambda ct, x, *, paddings, mode: [
-        tfops.MirrorPadGrad(ct, paddings=paddings, mode=mode)],
-    batching=_mirror_pad_batch,
-    spec=rules.per_op(lambda op: lambda st: st.Spec(_pad_calls(st, op.op_type))))
+  "MirrorPad",
+  mirror_pad,
+  family=FAMILY,
+  static=("paddings",),
+  attrs=("mode",),
+  linear=True,
+  transpose=lambda ct, x, *, paddings, mode: [
+    tfops.MirrorPadGrad(ct, paddings=paddings, mode=mode)
+  ],
+  batching=_mirror_pad_batch,
+  spec=rules.per_op(lambda op: lambda st: st.Spec(_pad_calls(st, op.op_type))),
+)
 
 
 # --- property-test strategies (hypothesis is imported lazily) ---------------------
@@ -251,10 +296,14 @@ def _tile_calls(st):
 
   @st.composite
   def calls(draw):
-    x = draw(st.arrays(st.dtypes(tuple(n for n in st.ALL if n != "uint16")),
-                       st.shapes(max_rank=3, max_side=3)))
+    x = draw(
+      st.arrays(
+        st.dtypes(tuple(n for n in st.ALL if n != "uint16")), st.shapes(max_rank=3, max_side=3)
+      )
+    )
     m = [draw(hst.integers(0, 3)) for _ in range(x.ndim)]
     return {"input": x, "multiples": index_array(draw, st, np.array(m, np.int64).reshape(-1))}
+
   return calls()
 
 
@@ -265,9 +314,10 @@ def _broadcast_to_calls(st):
   def calls(draw):
     target = list(draw(st.shapes()))
     k = draw(hst.integers(0, len(target)))
-    in_shape = [1 if draw(hst.booleans()) else n for n in target[len(target) - k:]]
+    in_shape = [1 if draw(hst.booleans()) else n for n in target[len(target) - k :]]
     x = draw(st.arrays(st.dtypes(st.ALL), tuple(in_shape)))
     return {"input": x, "shape": index_array(draw, st, np.array(target, np.int64).reshape(-1))}
+
   return calls()
 
 
@@ -291,4 +341,5 @@ def _pad_calls(st, op):
     if op == "MirrorPad":
       out["mode"] = mode
     return out
+
   return calls()

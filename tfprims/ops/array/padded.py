@@ -54,8 +54,11 @@ def where_impl(input, *, size):
     raise ValueError("WhereOp : Unhandled input dimensions: 0")
   flat = (input != 0).reshape(-1)
   pos = first_positions(flat, size)
-  coords = jnp.stack(jnp.unravel_index(jnp.maximum(pos, 0), input.shape), axis=1) \
-      if input.size else jnp.zeros((size, input.ndim), np.int32)
+  coords = (
+    jnp.stack(jnp.unravel_index(jnp.maximum(pos, 0), input.shape), axis=1)
+    if input.size
+    else jnp.zeros((size, input.ndim), np.int32)
+  )
   coords = jnp.where(pos[:, None] >= 0, coords, -1)
   return coords.astype(tfdtypes.canonical_dtype(_INT64))
 
@@ -81,8 +84,11 @@ def unique_rows(x, axis: int, size: int):
   width = math.prod(xm.shape[1:])
   rows = xm.reshape(n, width)
   if n == 0:
-    return (jnp.moveaxis(jnp.zeros((size,) + xm.shape[1:], x.dtype), 0, axis),
-            jnp.zeros((0,), np.int32), jnp.zeros((size,), np.int32))
+    return (
+      jnp.moveaxis(jnp.zeros((size,) + xm.shape[1:], x.dtype), 0, axis),
+      jnp.zeros((0,), np.int32),
+      jnp.zeros((size,), np.int32),
+    )
   iota = jnp.arange(n, dtype=np.int32)
   keys = [_key(rows[:, j]) for j in range(width)]
   # Stable lexicographic sort: equal rows end up adjacent, first occurrence first.
@@ -90,12 +96,12 @@ def unique_rows(x, axis: int, size: int):
   perm = out[-1]
   if width:
     srows = jnp.stack(out[:-1], axis=1)
-    differs = jnp.any(srows[1:] != srows[:-1], axis=1)   # NaN != NaN: its own group
+    differs = jnp.any(srows[1:] != srows[:-1], axis=1)  # NaN != NaN: its own group
   else:
     differs = jnp.zeros((n - 1,), bool)
   new = jnp.concatenate([jnp.ones((1,), bool), differs])
   start = lax.cummax(jnp.where(new, iota, 0), axis=0)
-  first = jnp.zeros((n,), np.int32).at[perm].set(perm[start])   # each element's first
+  first = jnp.zeros((n,), np.int32).at[perm].set(perm[start])  # each element's first
   is_first = first == iota
   uid = jnp.cumsum(is_first.astype(np.int32)) - 1
   idx = uid[first]
@@ -108,8 +114,11 @@ def unique_axis(axis, rank) -> int:
   """UniqueV2's ``axis`` input (a vector of one element) as a non-negative int."""
   axis = np.asarray(axis).reshape(-1)
   if axis.size != 1:
-    raise ValueError("unique expects a 1D vector." if axis.size == 0 else
-                     "axis does not support input tensors larger than 1 elements")
+    raise ValueError(
+      "unique expects a 1D vector."
+      if axis.size == 0
+      else "axis does not support input tensors larger than 1 elements"
+    )
   a = int(axis[0])
   if not -rank <= a < rank:
     raise ValueError(f"axis {a} is out of range for rank {rank}")
@@ -124,9 +133,12 @@ def unique_impl(counts: bool, v2: bool):
     out = tfdtypes.canonical_dtype(out_idx)
     res = (values, idx.astype(out))
     return res + (cnt.astype(out),) if counts else res
-  impl.__doc__ = ("The distinct " + ("slices along axis" if v2 else "values") + " in order "
-                  "of first occurrence, the first size of them (padded with zeros), each "
-                  "element's index" + (" and the counts (padded with 0)" if counts else ""))
+
+  impl.__doc__ = (
+    "The distinct " + ("slices along axis" if v2 else "values") + " in order "
+    "of first occurrence, the first size of them (padded with zeros), each "
+    "element's index" + (" and the counts (padded with 0)" if counts else "")
+  )
   return impl
 
 
@@ -138,8 +150,7 @@ def list_diff_impl(x, y, *, size, out_idx):
   positions in ``x`` (padded with -1)."""
   if x.ndim != 1 or y.ndim != 1:
     raise ValueError("x and y should be 1D vectors")
-  keep = ~jnp.any(x[:, None] == y[None, :], axis=1) if y.shape[0] else \
-      jnp.ones(x.shape, bool)
+  keep = ~jnp.any(x[:, None] == y[None, :], axis=1) if y.shape[0] else jnp.ones(x.shape, bool)
   pos = first_positions(keep, size)
   return _rows(x, pos), pos.astype(tfdtypes.canonical_dtype(out_idx))
 
@@ -155,10 +166,12 @@ def _partition_positions(partitions, num_partitions, size):
 def partition_impl(data, partitions, *, num_partitions, size):
   """Each partition's rows of ``data``, the first ``size`` of them in order (zeros
   after the last); partitions outside ``[0, num_partitions)`` are in none."""
-  if tuple(data.shape[:partitions.ndim]) != tuple(partitions.shape):
-    raise ValueError(f"data.shape must start with partitions.shape, got data.shape = "
-                     f"{list(data.shape)}, partitions.shape = {list(partitions.shape)}")
-  rows = data.reshape((partitions.size,) + data.shape[partitions.ndim:])
+  if tuple(data.shape[: partitions.ndim]) != tuple(partitions.shape):
+    raise ValueError(
+      f"data.shape must start with partitions.shape, got data.shape = "
+      f"{list(data.shape)}, partitions.shape = {list(partitions.shape)}"
+    )
+  rows = data.reshape((partitions.size,) + data.shape[partitions.ndim :])
   return [_rows(rows, p) for p in _partition_positions(partitions, num_partitions, size)]
 
 
@@ -183,8 +196,9 @@ def partition_transpose(cts, data, partitions, *, num_partitions, size):
   for i in range(num_partitions):
     hit = tfops.Equal(flat, np.asarray(i, rules.dtype_of(flat)), incompatible_shape_error=True)
     coords = tfops.Where(hit, size=size)
-    positions.append(tfops.Cast(rules.reshape(coords, (size,)), DstT=np.dtype(np.int32),
-                                Truncate=False))
+    positions.append(
+      tfops.Cast(rules.reshape(coords, (size,)), DstT=np.dtype(np.int32), Truncate=False)
+    )
   cts = [rules.instantiate(c) for c in cts]
   rows = tfops.DynamicStitch(*positions, *cts, size=nrows)
   return [rules.reshape(rows, shape), None]
@@ -194,8 +208,9 @@ def partition_batch(args, dims, *, num_partitions, size):
   (data, partitions), (dd, dp) = args, dims
   if dp is not None:
     # Each example has its own partitions: no single call selects for all of them.
-    return rules.vmap_batching(partition_impl, True)(args, dims, num_partitions=num_partitions,
-                                                     size=size)
+    return rules.vmap_batching(partition_impl, True)(
+      args, dims, num_partitions=num_partitions, size=size
+    )
   # The batch axis right after the partitioned dims: every output gets it at 1.
   data = rules.move_axes(data, [dd], [np.ndim(partitions)])
   out = tfops.DynamicPartition(data, partitions, num_partitions=num_partitions, size=size)
@@ -226,8 +241,23 @@ def where_spec(st):
 
   @st.composite
   def calls(draw):
-    dtype = draw(st.dtypes(("bool", "float32", "float64", "bfloat16", "int8", "int32",
-                            "int64", "uint8", "uint64", "complex64", "complex128")))
+    dtype = draw(
+      st.dtypes(
+        (
+          "bool",
+          "float32",
+          "float64",
+          "bfloat16",
+          "int8",
+          "int32",
+          "int64",
+          "uint8",
+          "uint64",
+          "complex64",
+          "complex128",
+        )
+      )
+    )
     shape = draw(st.shapes(min_rank=1))
     x = _pick(draw, st, dtype, shape, [0, 0, 1] if dtype != np.bool_ else [])
     return {"input": x, "size": _size(draw, x.size)}
@@ -236,18 +266,33 @@ def where_spec(st):
     tf = import_tensorflow()
     return fit(tf.raw_ops.Where(condition=input), size, -1)
 
-  return st.Spec(calls(), oracle=oracle, operands=("input",),
-                 params=lambda kw: {"size": kw["size"]},
-                 skip={"jvp": "integer output", "vjp": "integer output"},
-                 note="TF's result padded with -1 rows or cut to size")
+  return st.Spec(
+    calls(),
+    oracle=oracle,
+    operands=("input",),
+    params=lambda kw: {"size": kw["size"]},
+    skip={"jvp": "integer output", "vjp": "integer output"},
+    note="TF's result padded with -1 rows or cut to size",
+  )
 
 
-_UNIQUE_TYPES = ("bool", "float16", "bfloat16", "float32", "float64", "int8", "int32",
-                 "int64", "uint8", "uint64")
+_UNIQUE_TYPES = (
+  "bool",
+  "float16",
+  "bfloat16",
+  "float32",
+  "float64",
+  "int8",
+  "int32",
+  "int64",
+  "uint8",
+  "uint64",
+)
 
 
 def unique_spec(st, op_type, counts, v2):
   from tfprims.ops.array.buckets import _pick
+
   hst = lazy_hst()
 
   @st.composite
@@ -259,8 +304,9 @@ def unique_spec(st, op_type, counts, v2):
     out = {"x": x, "out_idx": np.dtype(draw(hst.sampled_from(["int32", "int64"])))}
     if v2:
       rank = x.ndim
-      out["axis"] = np.asarray([draw(hst.integers(-rank, rank - 1))],
-                               draw(st.dtypes(("int32", "int64"))))
+      out["axis"] = np.asarray(
+        [draw(hst.integers(-rank, rank - 1))], draw(st.dtypes(("int32", "int64")))
+      )
       n = x.shape[int(out["axis"][0]) % rank]
     else:
       n = x.size
@@ -282,35 +328,54 @@ def unique_spec(st, op_type, counts, v2):
     return p
 
   no_grad = f"TF registers no gradient for {op_type}"
-  return st.Spec(calls(), oracle=oracle, operands=("x",), params=params,
-                 skip={"jvp": no_grad, "vjp": no_grad},
-                 note="TF's values padded with zeros (counts with 0) or cut to size")
+  return st.Spec(
+    calls(),
+    oracle=oracle,
+    operands=("x",),
+    params=params,
+    skip={"jvp": no_grad, "vjp": no_grad},
+    note="TF's values padded with zeros (counts with 0) or cut to size",
+  )
 
 
 def list_diff_spec(st):
   from tfprims.ops.array.buckets import _pick
+
   hst = lazy_hst()
 
   @st.composite
   def calls(draw):
-    dtype = draw(st.dtypes(("float16", "bfloat16", "float32", "float64", "int8", "int32",
-                            "int64", "uint8", "uint64")))
+    dtype = draw(
+      st.dtypes(
+        ("float16", "bfloat16", "float32", "float64", "int8", "int32", "int64", "uint8", "uint64")
+      )
+    )
     pool = [0, 1, 2] + ([-0.0, np.nan] if st.is_float(dtype) else [])
     x = _pick(draw, st, dtype, (draw(hst.integers(0, 5)),), pool)
     y = _pick(draw, st, dtype, (draw(hst.integers(0, 4)),), pool)
-    return {"x": x, "y": y, "out_idx": np.dtype(draw(hst.sampled_from(["int32", "int64"]))),
-            "size": _size(draw, x.size)}
+    return {
+      "x": x,
+      "y": y,
+      "out_idx": np.dtype(draw(hst.sampled_from(["int32", "int64"]))),
+      "size": _size(draw, x.size),
+    }
 
   def oracle(x, y, out_idx, size):
     tf = import_tensorflow()
     out, idx = tf.raw_ops.ListDiff(x=x, y=y, out_idx=out_idx)
     return fit(out, size, 0), fit(idx, size, -1)
 
-  return st.Spec(calls(), oracle=oracle, operands=("x", "y"),
-                 params=lambda kw: {"size": kw["size"], "out_idx": kw["out_idx"]},
-                 skip={"jvp": "TF registers no gradient for ListDiff",
-                       "vjp": "TF registers no gradient for ListDiff"},
-                 note="TF's values padded with zeros, positions with -1, or cut to size")
+  return st.Spec(
+    calls(),
+    oracle=oracle,
+    operands=("x", "y"),
+    params=lambda kw: {"size": kw["size"], "out_idx": kw["out_idx"]},
+    skip={
+      "jvp": "TF registers no gradient for ListDiff",
+      "vjp": "TF registers no gradient for ListDiff",
+    },
+    note="TF's values padded with zeros, positions with -1, or cut to size",
+  )
 
 
 def partition_spec(st):
@@ -323,15 +388,24 @@ def partition_spec(st):
     rest = tuple(draw(st.shapes(max_rank=2, max_side=3)))
     dtype = draw(st.dtypes(st.ALL))
     partitions = draw(st.arrays("int32", pshape, min_value=0, max_value=num - 1))
-    return {"data": draw(st.arrays(dtype, pshape + rest)), "partitions": partitions,
-            "num_partitions": num, "size": _size(draw, int(np.prod(pshape)))}
+    return {
+      "data": draw(st.arrays(dtype, pshape + rest)),
+      "partitions": partitions,
+      "num_partitions": num,
+      "size": _size(draw, int(np.prod(pshape))),
+    }
 
   def oracle(data, partitions, num_partitions, size):
     tf = import_tensorflow()
-    outs = tf.raw_ops.DynamicPartition(data=data, partitions=partitions,
-                                       num_partitions=num_partitions)
+    outs = tf.raw_ops.DynamicPartition(
+      data=data, partitions=partitions, num_partitions=num_partitions
+    )
     return [fit(o, size, 0) for o in outs]
 
-  return st.Spec(calls(), oracle=oracle, operands=("data", "partitions"),
-                 params=lambda kw: {"num_partitions": kw["num_partitions"], "size": kw["size"]},
-                 note="TF's partitions padded with zero rows or cut to size")
+  return st.Spec(
+    calls(),
+    oracle=oracle,
+    operands=("data", "partitions"),
+    params=lambda kw: {"num_partitions": kw["num_partitions"], "size": kw["size"]},
+    note="TF's partitions padded with zero rows or cut to size",
+  )

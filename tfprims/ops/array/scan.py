@@ -44,10 +44,15 @@ def _reverse_batch(args, dims, *, axis):
 
 
 ReverseV2 = register_op(
-    "ReverseV2", _reverse_impl, family=FAMILY, static=("axis",), linear=True,
-    transpose=lambda ct, x, *, axis: [tfops.ReverseV2(ct, axis=axis)],
-    batching=_reverse_batch,
-    spec=lambda st: st.Spec(_reverse_calls(st)))
+  "ReverseV2",
+  _reverse_impl,
+  family=FAMILY,
+  static=("axis",),
+  linear=True,
+  transpose=lambda ct, x, *, axis: [tfops.ReverseV2(ct, axis=axis)],
+  batching=_reverse_batch,
+  spec=lambda st: st.Spec(_reverse_calls(st)),
+)
 
 
 def _scan(x, axis, exclusive, reverse, kind):
@@ -60,7 +65,7 @@ def _scan(x, axis, exclusive, reverse, kind):
     raise TypeError(f"Cum{kind}: bool is not supported")
   out = fn(x, axis=ax, reverse=reverse)
   if exclusive:
-    unit = jnp.full(x.shape[:ax] + (1,) + x.shape[ax + 1:], 0 if kind == "sum" else 1, x.dtype)
+    unit = jnp.full(x.shape[:ax] + (1,) + x.shape[ax + 1 :], 0 if kind == "sum" else 1, x.dtype)
     if reverse:
       out = jnp.concatenate([lax.slice_in_dim(out, 1, n, axis=ax), unit], axis=ax)
     else:
@@ -92,23 +97,47 @@ def _cumprod_batch(args, dims, **params):
 
 
 Cumsum = register_op(
-    "Cumsum", _cumsum_impl, family=FAMILY, static=("axis",), attrs=("exclusive", "reverse"),
-    linear=True,
-    transpose=lambda ct, x, *, axis, exclusive, reverse: [
-        tfops.Cumsum(ct, axis=axis, exclusive=exclusive, reverse=not reverse)],
-    batching=_cumsum_batch,
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _scan_calls(st, op.op_type), rtol={"float16": 1e-2, "bfloat16": 5e-2},
-        atol={"float16": 0.5, "bfloat16": 2.0})))
+  "Cumsum",
+  _cumsum_impl,
+  family=FAMILY,
+  static=("axis",),
+  attrs=("exclusive", "reverse"),
+  linear=True,
+  transpose=lambda ct, x, *, axis, exclusive, reverse: [
+    tfops.Cumsum(ct, axis=axis, exclusive=exclusive, reverse=not reverse)
+  ],
+  batching=_cumsum_batch,
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _scan_calls(st, op.op_type),
+        rtol={"float16": 1e-2, "bfloat16": 5e-2},
+        atol={"float16": 0.5, "bfloat16": 2.0},
+      )
+    )
+  ),
+)
 
 Cumprod = register_op(
-    "Cumprod", _cumprod_impl, family=FAMILY, static=("axis",), attrs=("exclusive", "reverse"),
-    batching=_cumprod_batch,
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _scan_calls(st, op.op_type), rtol={"float16": 1e-2, "bfloat16": 5e-2},
-        atol={"float16": 1e-2, "bfloat16": 5e-2}, grad_oracle="fd",
+  "Cumprod",
+  _cumprod_impl,
+  family=FAMILY,
+  static=("axis",),
+  attrs=("exclusive", "reverse"),
+  batching=_cumprod_batch,
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _scan_calls(st, op.op_type),
+        rtol={"float16": 1e-2, "bfloat16": 5e-2},
+        atol={"float16": 1e-2, "bfloat16": 5e-2},
+        grad_oracle="fd",
         note="TF's Cumprod gradient is wrong for complex inputs (no "
-             "conjugation): derivatives are checked by central differences")))
+        "conjugation): derivatives are checked by central differences",
+      )
+    )
+  ),
+)
 
 
 # --- CumulativeLogsumexp ------------------------------------------------------------
@@ -127,7 +156,7 @@ def _tf_logaddexp(acc, t):
 def _shift(x, ax, reverse, fill):
   """The exclusive scan from the inclusive one: shifted by one along ``ax``."""
   n = x.shape[ax]
-  pad = jnp.full(x.shape[:ax] + (1,) + x.shape[ax + 1:], fill, x.dtype)
+  pad = jnp.full(x.shape[:ax] + (1,) + x.shape[ax + 1 :], fill, x.dtype)
   if reverse:
     return jnp.concatenate([lax.slice_in_dim(x, 1, n, axis=ax), pad], axis=ax)
   return jnp.concatenate([pad, lax.slice_in_dim(x, 0, n - 1, axis=ax)], axis=ax)
@@ -159,11 +188,14 @@ def _clse_jvp(primals, tangents, *, axis, exclusive, reverse):
   ax = norm_axis(scalar_int(axis), x.ndim)
   if x.shape[ax] == 0:
     return y, t
-  inclusive = y if not exclusive else tfops.CumulativeLogsumexp(
-      x, axis=axis, exclusive=False, reverse=reverse)
+  inclusive = (
+    y
+    if not exclusive
+    else tfops.CumulativeLogsumexp(x, axis=axis, exclusive=False, reverse=reverse)
+  )
   previous = _shift(inclusive, ax, reverse, -jnp.inf)
-  decay = tfops.Exp(tfops.Sub(previous, inclusive))     # exp(y_{i-1} - y_i)
-  weight = tfops.Exp(tfops.Sub(x, inclusive))           # exp(x_i - y_i)
+  decay = tfops.Exp(tfops.Sub(previous, inclusive))  # exp(y_{i-1} - y_i)
+  weight = tfops.Exp(tfops.Sub(x, inclusive))  # exp(x_i - y_i)
 
   def step(s, inputs):
     d, w, ti = inputs
@@ -182,13 +214,22 @@ def _clse_batch(args, dims, **params):
 
 
 CumulativeLogsumexp = register_op(
-    "CumulativeLogsumexp", _cumulative_logsumexp, family=FAMILY, static=("axis",),
-    attrs=("exclusive", "reverse"), jvp=_clse_jvp, batching=_clse_batch,
-    spec=lambda st: st.Spec(
-        _clse_calls(st), oracle=tf_cumulative_logsumexp,
-        rtol={"float16": 1e-2, "bfloat16": 5e-2}, atol={"float16": 1e-2, "bfloat16": 5e-2},
-        note="exclusive: TF's inclusive kernel shifted (TF's forward-mode derivative is "
-             "NaN at the -inf output); NaN/±inf inputs: tests/test_special.py"))
+  "CumulativeLogsumexp",
+  _cumulative_logsumexp,
+  family=FAMILY,
+  static=("axis",),
+  attrs=("exclusive", "reverse"),
+  jvp=_clse_jvp,
+  batching=_clse_batch,
+  spec=lambda st: st.Spec(
+    _clse_calls(st),
+    oracle=tf_cumulative_logsumexp,
+    rtol={"float16": 1e-2, "bfloat16": 5e-2},
+    atol={"float16": 1e-2, "bfloat16": 5e-2},
+    note="exclusive: TF's inclusive kernel shifted (TF's forward-mode derivative is "
+    "NaN at the -inf output); NaN/±inf inputs: tests/test_special.py",
+  ),
+)
 
 
 def tf_cumulative_logsumexp(x, axis, exclusive, reverse):
@@ -225,10 +266,14 @@ def _reverse_calls(st):
   @st.composite
   def calls(draw):
     x = draw(st.arrays(st.dtypes(st.ALL), st.shapes()))
-    axes = draw(hst.lists(hst.integers(0, max(x.ndim - 1, 0)), unique=True,
-                          max_size=x.ndim)) if x.ndim else []
+    axes = (
+      draw(hst.lists(hst.integers(0, max(x.ndim - 1, 0)), unique=True, max_size=x.ndim))
+      if x.ndim
+      else []
+    )
     axes = [a - x.ndim if draw(hst.booleans()) else a for a in axes]
     return {"tensor": x, "axis": index_array(draw, st, np.array(axes, np.int64).reshape(-1))}
+
   return calls()
 
 
@@ -245,8 +290,13 @@ def _scan_calls(st, op):
     else:
       x = draw(st.arrays(dtype, shape))
     axis = draw(hst.integers(-len(shape), len(shape) - 1))
-    return {"x": x, "axis": index_array(draw, st, axis), "exclusive": draw(hst.booleans()),
-            "reverse": draw(hst.booleans())}
+    return {
+      "x": x,
+      "axis": index_array(draw, st, axis),
+      "exclusive": draw(hst.booleans()),
+      "reverse": draw(hst.booleans()),
+    }
+
   return calls()
 
 
@@ -264,6 +314,11 @@ def _clse_calls(st):
     else:
       x = draw(st.arrays(dtype, shape, min_value=-10.0, max_value=10.0, special=False))
     axis = draw(hst.integers(-len(shape), len(shape) - 1))
-    return {"x": x, "axis": index_array(draw, st, axis), "exclusive": draw(hst.booleans()),
-            "reverse": draw(hst.booleans())}
+    return {
+      "x": x,
+      "axis": index_array(draw, st, axis),
+      "exclusive": draw(hst.booleans()),
+      "reverse": draw(hst.booleans()),
+    }
+
   return calls()

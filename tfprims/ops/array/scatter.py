@@ -40,17 +40,21 @@ def _validate(op_type, shape, indices, updates_shape):
   vectors into an empty tensor; they are accepted here with their natural meaning
   (transposes of gathers produce them)."""
   if indices.ndim < 1:
-    raise ValueError(f"{op_type}: Indices shape must have rank at least one. Found:"
-                     f"{_dims(indices.shape)}")
+    raise ValueError(
+      f"{op_type}: Indices shape must have rank at least one. Found:{_dims(indices.shape)}"
+    )
   k = indices.shape[-1]
   lead = tuple(indices.shape[:-1])
   if k > len(shape):
-    raise ValueError(f"{op_type}: Output must have rank >= indices.shape[-1] = {k}; "
-                     f"shape is {_dims(shape)}")
+    raise ValueError(
+      f"{op_type}: Output must have rank >= indices.shape[-1] = {k}; shape is {_dims(shape)}"
+    )
   if tuple(updates_shape) != lead + tuple(shape[k:]):
-    raise ValueError(f"{op_type}: updates must have shape indices.shape[:-1] + "
-                     f"shape[indices.shape[-1]:] = {_dims(lead + tuple(shape[k:]))}, got "
-                     f"{_dims(updates_shape)}")
+    raise ValueError(
+      f"{op_type}: updates must have shape indices.shape[:-1] + "
+      f"shape[indices.shape[-1]:] = {_dims(lead + tuple(shape[k:]))}, got "
+      f"{_dims(updates_shape)}"
+    )
 
 
 def last_writer(idx, valid, prefix):
@@ -58,8 +62,9 @@ def last_writer(idx, valid, prefix):
   n = idx.shape[0]
   cols = tuple(idx[:, j] for j in range(idx.shape[1]))
   pos = jnp.arange(n, dtype=jnp.int32)
-  winner = jnp.full(tuple(prefix), -1, jnp.int32).at[cols].max(
-      jnp.where(valid, pos, -1), mode="drop")
+  winner = (
+    jnp.full(tuple(prefix), -1, jnp.int32).at[cols].max(jnp.where(valid, pos, -1), mode="drop")
+  )
   return winner.at[cols].get(mode="clip") == pos
 
 
@@ -75,8 +80,7 @@ def scatter_nd_values(kind, tensor, indices, updates, op_type="scatter"):
     return tensor
   if k == 0:  # every update addresses the whole tensor: index a new leading axis
     lead = tuple(indices.shape[:-1])
-    out = scatter_nd_values(kind, tensor[None], jnp.zeros(lead + (1,), jnp.int32),
-                            updates, op_type)
+    out = scatter_nd_values(kind, tensor[None], jnp.zeros(lead + (1,), jnp.int32), updates, op_type)
     return out[0]
   idx = jnp.reshape(indices, (n, k))
   idx = idx.astype(jnp.int32) if idx.dtype.itemsize < 4 else idx
@@ -148,29 +152,56 @@ def _scatter_nd_batch(args, dims, *, shape, bad_indices_policy):
   u = rules.with_batch_axis(u, du, size)
   if di is None:
     k, lead = rules.shape_of(i)[-1], len(rules.shape_of(i)) - 1
-    return tfops.ScatterNd(i, rules.move_axes(u, [0], [lead]),
-                           shape=shape[:k] + (size,) + shape[k:],
-                           bad_indices_policy=bad_indices_policy), k
-  return tfops.ScatterNd(rules.batch_coordinates(rules.to_front(i, di), size), u,
-                         shape=(size,) + shape, bad_indices_policy=bad_indices_policy), 0
+    return tfops.ScatterNd(
+      i,
+      rules.move_axes(u, [0], [lead]),
+      shape=shape[:k] + (size,) + shape[k:],
+      bad_indices_policy=bad_indices_policy,
+    ), k
+  return tfops.ScatterNd(
+    rules.batch_coordinates(rules.to_front(i, di), size),
+    u,
+    shape=(size,) + shape,
+    bad_indices_policy=bad_indices_policy,
+  ), 0
 
 
 ScatterNd = register_op(
-    "ScatterNd", _scatter_nd_impl, family=FAMILY, static=("shape",),
-    attrs=("bad_indices_policy",),
-    jvp=(None, lambda t, i, u, *, shape, bad_indices_policy: tfops.ScatterNd(
-        i, t, shape=shape, bad_indices_policy=bad_indices_policy)),
-    transpose=_scatter_nd_transpose, batching=_scatter_nd_batch,
-    check=lambda i, u, *, shape, bad_indices_policy: scatter_nd_check(
-        rules.sizes(shape), i, bad_indices_policy),
-    spec=lambda st: st.Spec(_scatter_nd_calls(st)))
+  "ScatterNd",
+  _scatter_nd_impl,
+  family=FAMILY,
+  static=("shape",),
+  attrs=("bad_indices_policy",),
+  jvp=(
+    None,
+    lambda t, i, u, *, shape, bad_indices_policy: tfops.ScatterNd(
+      i, t, shape=shape, bad_indices_policy=bad_indices_policy
+    ),
+  ),
+  transpose=_scatter_nd_transpose,
+  batching=_scatter_nd_batch,
+  check=lambda i, u, *, shape, bad_indices_policy: scatter_nd_check(
+    rules.sizes(shape), i, bad_indices_policy
+  ),
+  spec=lambda st: st.Spec(_scatter_nd_calls(st)),
+)
 
 
 # --- TensorScatter*, ScatterNdNonAliasingAdd -------------------------------------------
 
 
-def _tensor_scatter(op_type, kind, dtype_names, *, tensor_arg="tensor", jvp, transpose=None,
-                    index_dtypes=("int32", "int64"), unique=False, doc):
+def _tensor_scatter(
+  op_type,
+  kind,
+  dtype_names,
+  *,
+  tensor_arg="tensor",
+  jvp,
+  transpose=None,
+  index_dtypes=("int32", "int64"),
+  unique=False,
+  doc,
+):
   def impl(tensor, indices, updates, *, bad_indices_policy):
     _policy(bad_indices_policy)
     return scatter_nd_values(kind, tensor, indices, updates, op_type)
@@ -179,43 +210,89 @@ def _tensor_scatter(op_type, kind, dtype_names, *, tensor_arg="tensor", jvp, tra
     return scatter_nd_check(tuple(tensor.shape), indices, bad_indices_policy)
 
   return register_op(
-      op_type, impl, family=FAMILY, attrs=("bad_indices_policy",), doc=doc, jvp=jvp,
-      transpose=transpose, batching=rules.per_op(rules.scatter_nd_batching), check=check,
-      spec=lambda st: st.Spec(st.nd_scatter_calls(dtype_names, tensor_arg=tensor_arg,
-                                                  index_dtypes=index_dtypes, unique=unique)))
+    op_type,
+    impl,
+    family=FAMILY,
+    attrs=("bad_indices_policy",),
+    doc=doc,
+    jvp=jvp,
+    transpose=transpose,
+    batching=rules.per_op(rules.scatter_nd_batching),
+    check=check,
+    spec=lambda st: st.Spec(
+      st.nd_scatter_calls(
+        dtype_names, tensor_arg=tensor_arg, index_dtypes=index_dtypes, unique=unique
+      )
+    ),
+  )
 
 
-_REAL = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
-         "uint8", "uint16", "uint32", "uint64")
+_REAL = (
+  "float16",
+  "bfloat16",
+  "float32",
+  "float64",
+  "int8",
+  "int16",
+  "int32",
+  "int64",
+  "uint8",
+  "uint16",
+  "uint32",
+  "uint64",
+)
 _NUMBERS = _REAL + ("complex64", "complex128")
 
 TensorScatterAdd = _tensor_scatter(
-    "TensorScatterAdd", "add", _NUMBERS, jvp=rules.per_op(rules.scatter_linear_jvp),
-    transpose=rules.scatter_nd_add_transpose(False),
-    doc="tensor with updates added at the index vectors (duplicates accumulate).")
+  "TensorScatterAdd",
+  "add",
+  _NUMBERS,
+  jvp=rules.per_op(rules.scatter_linear_jvp),
+  transpose=rules.scatter_nd_add_transpose(False),
+  doc="tensor with updates added at the index vectors (duplicates accumulate).",
+)
 TensorScatterSub = _tensor_scatter(
-    "TensorScatterSub", "sub", _NUMBERS, jvp=rules.per_op(rules.scatter_linear_jvp),
-    transpose=rules.scatter_nd_add_transpose(True),
-    doc="tensor with updates subtracted at the index vectors (duplicates accumulate).")
+  "TensorScatterSub",
+  "sub",
+  _NUMBERS,
+  jvp=rules.per_op(rules.scatter_linear_jvp),
+  transpose=rules.scatter_nd_add_transpose(True),
+  doc="tensor with updates subtracted at the index vectors (duplicates accumulate).",
+)
 TensorScatterMin = _tensor_scatter(
-    "TensorScatterMin", "min", _REAL, jvp=rules.per_op(rules.scatter_min_max_jvp),
-    doc="tensor with each indexed element the minimum of it and its updates.")
+  "TensorScatterMin",
+  "min",
+  _REAL,
+  jvp=rules.per_op(rules.scatter_min_max_jvp),
+  doc="tensor with each indexed element the minimum of it and its updates.",
+)
 TensorScatterMax = _tensor_scatter(
-    "TensorScatterMax", "max", _REAL, jvp=rules.per_op(rules.scatter_min_max_jvp),
-    doc="tensor with each indexed element the maximum of it and its updates.")
+  "TensorScatterMax",
+  "max",
+  _REAL,
+  jvp=rules.per_op(rules.scatter_min_max_jvp),
+  doc="tensor with each indexed element the maximum of it and its updates.",
+)
 # TF's gradient gives every duplicate update the cotangent; only the last writer
 # affects the output, so the spec draws distinct index vectors (duplicates: unit tests).
 TensorScatterUpdate = _tensor_scatter(
-    "TensorScatterUpdate", "update", _NUMBERS + ("bool",),
-    jvp=rules.per_op(rules.scatter_linear_jvp),
-    transpose=rules.per_op(rules.scatter_nd_update_transpose),
-    unique=True,
-    doc="tensor with the indexed slices replaced by updates (the last duplicate wins).")
+  "TensorScatterUpdate",
+  "update",
+  _NUMBERS + ("bool",),
+  jvp=rules.per_op(rules.scatter_linear_jvp),
+  transpose=rules.per_op(rules.scatter_nd_update_transpose),
+  unique=True,
+  doc="tensor with the indexed slices replaced by updates (the last duplicate wins).",
+)
 ScatterNdNonAliasingAdd = _tensor_scatter(
-    "ScatterNdNonAliasingAdd", "add", _NUMBERS + ("bool",), tensor_arg="input",
-    jvp=rules.per_op(rules.scatter_linear_jvp),
-    transpose=rules.scatter_nd_add_transpose(False),
-    doc="input with updates added at the index vectors (bool: OR).")
+  "ScatterNdNonAliasingAdd",
+  "add",
+  _NUMBERS + ("bool",),
+  tensor_arg="input",
+  jvp=rules.per_op(rules.scatter_linear_jvp),
+  transpose=rules.scatter_nd_add_transpose(False),
+  doc="input with updates added at the index vectors (bool: OR).",
+)
 
 
 # --- SparseToDense ------------------------------------------------------------------------
@@ -225,25 +302,32 @@ def _sparse_index_matrix(op_type, indices, rank):
   """sparse_indices as ``[N, rank]`` index vectors (TF: a scalar is one index, a
   vector N indices into a vector)."""
   if indices.ndim > 2:
-    raise ValueError(f"{op_type}: sparse_indices should be a scalar, vector, or matrix, "
-                     f"got shape {_dims(indices.shape)}")
+    raise ValueError(
+      f"{op_type}: sparse_indices should be a scalar, vector, or matrix, "
+      f"got shape {_dims(indices.shape)}"
+    )
   matrix = jnp.reshape(indices, (-1, 1)) if indices.ndim < 2 else indices
   if matrix.shape[1] != rank:
-    raise ValueError(f"{op_type}: output_shape has incorrect number of elements: {rank} "
-                     f"should be: {matrix.shape[1]}")
+    raise ValueError(
+      f"{op_type}: output_shape has incorrect number of elements: {rank} "
+      f"should be: {matrix.shape[1]}"
+    )
   return matrix
 
 
-def _sparse_to_dense_impl(sparse_indices, sparse_values, default_value, *, output_shape,
-                          validate_indices):
+def _sparse_to_dense_impl(
+  sparse_indices, sparse_values, default_value, *, output_shape, validate_indices
+):
   """default_value everywhere but at sparse_indices (the last duplicate wins;
   out-of-range indices are dropped)."""
   shape = ints(output_shape)
   idx = _sparse_index_matrix("SparseToDense", sparse_indices, len(shape))
   n = idx.shape[0]
   if sparse_values.ndim > 1 or (sparse_values.ndim == 1 and sparse_values.shape[0] != n):
-    raise ValueError(f"SparseToDense: sparse_values has incorrect shape "
-                     f"{_dims(sparse_values.shape)}, should be [] or [{n}]")
+    raise ValueError(
+      f"SparseToDense: sparse_values has incorrect shape "
+      f"{_dims(sparse_values.shape)}, should be [] or [{n}]"
+    )
   if default_value.ndim:
     raise ValueError("SparseToDense: default_value should be a scalar")
   out = jnp.full(shape, default_value, sparse_values.dtype)
@@ -251,8 +335,9 @@ def _sparse_to_dense_impl(sparse_indices, sparse_values, default_value, *, outpu
   return scatter_nd_values("update", out, idx, values, "SparseToDense")
 
 
-def _sparse_to_dense_check(sparse_indices, sparse_values, default_value, *, output_shape,
-                           validate_indices):
+def _sparse_to_dense_check(
+  sparse_indices, sparse_values, default_value, *, output_shape, validate_indices
+):
   """TF's CPU checks: indices in bounds; with validate_indices also sorted and unique."""
   shape = ints(output_shape)
   idx = _sparse_index_matrix("SparseToDense", sparse_indices, len(shape))
@@ -268,9 +353,11 @@ def _sparse_to_dense_check(sparse_indices, sparse_values, default_value, *, outp
     first = jnp.argmax(diff != 0, axis=1)
     step = jnp.take_along_axis(diff, first[:, None], axis=1)[:, 0]
     bad = bad | jnp.any(step <= 0)
-  return bad, (f"indices[i] = [...] is out of bounds: need 0 <= index < {_dims(shape)}, "
-               "or is out of order or repeated (validate_indices: many sparse ops "
-               "require sorted indices)")
+  return bad, (
+    f"indices[i] = [...] is out of bounds: need 0 <= index < {_dims(shape)}, "
+    "or is out of order or repeated (validate_indices: many sparse ops "
+    "require sorted indices)"
+  )
 
 
 def _sparse_to_dense_jvp(primals, tangents, **params):
@@ -293,8 +380,9 @@ def _sparse_to_dense_transpose(ct, i, v, d, *, output_shape, validate_indices):
     cv = tfops.Mul(tfops.GatherNd(ct, idx, bad_indices_policy=""), mask)
     cv = rules.reshape(rules.reduce_sum(cv, (0,)), ()) if not rules.shape_of(v) else cv
   if U(d):
-    written = tfops.SparseToDense(i, np.ones((), bool), np.zeros((), bool),
-                                  output_shape=output_shape, validate_indices=False)
+    written = tfops.SparseToDense(
+      i, np.ones((), bool), np.zeros((), bool), output_shape=output_shape, validate_indices=False
+    )
     cd = rules.reduce_sum(tfops.SelectV2(written, np.zeros((), dt), ct), range(len(shape)))
   return [None, cv, cd]
 
@@ -310,21 +398,32 @@ def _sparse_to_dense_batch(args, dims, *, output_shape, validate_indices):
   v = rules.reshape(rules.broadcast_to(rules.reshape(v, (size, -1)), (size, n)), (size * n,))
   new_shape = (size,) + shape
   if dd is None:
-    return tfops.SparseToDense(i, v, d, output_shape=new_shape,
-                               validate_indices=validate_indices), 0
-  out = tfops.SparseToDense(i, v, np.zeros((), rules.dtype_of(v)), output_shape=new_shape,
-                            validate_indices=validate_indices)
-  written = tfops.SparseToDense(i, np.ones((), bool), np.zeros((), bool),
-                                output_shape=new_shape, validate_indices=False)
-  return tfops.SelectV2(written, out,
-                        rules.reshape(rules.to_front(d, dd), (size,) + (1,) * len(shape))), 0
+    return tfops.SparseToDense(
+      i, v, d, output_shape=new_shape, validate_indices=validate_indices
+    ), 0
+  out = tfops.SparseToDense(
+    i, v, np.zeros((), rules.dtype_of(v)), output_shape=new_shape, validate_indices=validate_indices
+  )
+  written = tfops.SparseToDense(
+    i, np.ones((), bool), np.zeros((), bool), output_shape=new_shape, validate_indices=False
+  )
+  return tfops.SelectV2(
+    written, out, rules.reshape(rules.to_front(d, dd), (size,) + (1,) * len(shape))
+  ), 0
 
 
 SparseToDense = register_op(
-    "SparseToDense", _sparse_to_dense_impl, family=FAMILY, static=("output_shape",),
-    attrs=("validate_indices",), jvp=_sparse_to_dense_jvp,
-    transpose=_sparse_to_dense_transpose, batching=_sparse_to_dense_batch,
-    check=_sparse_to_dense_check, spec=lambda st: st.Spec(_sparse_to_dense_calls(st)))
+  "SparseToDense",
+  _sparse_to_dense_impl,
+  family=FAMILY,
+  static=("output_shape",),
+  attrs=("validate_indices",),
+  jvp=_sparse_to_dense_jvp,
+  transpose=_sparse_to_dense_transpose,
+  batching=_sparse_to_dense_batch,
+  check=_sparse_to_dense_check,
+  spec=lambda st: st.Spec(_sparse_to_dense_calls(st)),
+)
 
 
 # --- property-test strategies (hypothesis is imported lazily) ---------------------
@@ -337,11 +436,13 @@ def _scatter_nd_calls(st):
     shape = kw.pop("tensor").shape
     kw["shape"] = np.asarray(shape, kw["indices"].dtype)
     return kw
+
   return calls()
 
 
 def _sparse_to_dense_calls(st):
   from tfprims.ops.shared_specs import lazy_hst
+
   hst = lazy_hst()
 
   @st.composite
@@ -356,8 +457,12 @@ def _sparse_to_dense_calls(st):
     # Index matrices only: TF's gradient gathers with the scalar and vector forms as
     # one index vector (wrong); those forms are tested in tests/test_gather_scatter.py.
     dtype = draw(st.dtypes(st.ALL))
-    return {"sparse_indices": np.asarray(idx, itype), "output_shape": np.asarray(shape, itype),
-            "sparse_values": draw(st.arrays(dtype, (n,))),
-            "default_value": draw(st.arrays(dtype, ())),
-            "validate_indices": draw(hst.booleans())}
+    return {
+      "sparse_indices": np.asarray(idx, itype),
+      "output_shape": np.asarray(shape, itype),
+      "sparse_values": draw(st.arrays(dtype, (n,))),
+      "default_value": draw(st.arrays(dtype, ())),
+      "validate_indices": draw(hst.booleans()),
+    }
+
   return calls()

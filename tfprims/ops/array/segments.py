@@ -66,12 +66,13 @@ def _sorted_impl(kind):
     out = C.scatter_extremum(data, idx, num, kind, sorted_kernel=True)
     empty = (counts == 0).reshape((num,) + (1,) * (data.ndim - 1))
     return jnp.where(empty, np.zeros((), data.dtype), out)
+
   impl.__doc__ = {
-      "sum": "Sums of the rows of each segment (sorted, static ids); empty segments 0.",
-      "mean": "Means of the rows of each segment (integers: truncating); empty segments 0.",
-      "min": "Minimum of the rows of each segment; empty segments 0 (TF's CPU kernel).",
-      "max": "Maximum of the rows of each segment; empty segments 0 (TF's CPU kernel).",
-      "prod": "Products of the rows of each segment; empty segments 1.",
+    "sum": "Sums of the rows of each segment (sorted, static ids); empty segments 0.",
+    "mean": "Means of the rows of each segment (integers: truncating); empty segments 0.",
+    "min": "Minimum of the rows of each segment; empty segments 0 (TF's CPU kernel).",
+    "max": "Maximum of the rows of each segment; empty segments 0 (TF's CPU kernel).",
+    "prod": "Products of the rows of each segment; empty segments 1.",
   }[kind]
   return impl
 
@@ -95,10 +96,12 @@ def _segment_mean_transpose(ct, data, *, segment_ids):
 def _sorted_batching(op):
   """The batch axis goes right after the segment axis (the ids stay as they are),
   and back to the front of the result, where the next op's batching rule wants it."""
+
   def rule(args, dims, *, segment_ids):
     (x,), (d,) = args, dims
     out = op(rules.move_axes(x, [d], [1]), segment_ids=segment_ids)
     return rules.move_axes(out, [1], [0]), 0
+
   return rule
 
 
@@ -111,8 +114,10 @@ def _unsorted_setup(data, segment_ids, num_segments):
     raise ValueError(f"Input num_segments == {num} must not be negative.")
   k = segment_ids.ndim
   if tuple(data.shape[:k]) != tuple(segment_ids.shape):
-    raise ValueError(f"data.shape = {list(data.shape)} does not start with "
-                     f"segment_ids.shape = {list(segment_ids.shape)}")
+    raise ValueError(
+      f"data.shape = {list(data.shape)} does not start with "
+      f"segment_ids.shape = {list(segment_ids.shape)}"
+    )
   n = math.prod(segment_ids.shape)
   x = jnp.reshape(data, (n,) + data.shape[k:])
   return x, C.drop_invalid(jnp.reshape(segment_ids, (n,)), num), num
@@ -126,12 +131,13 @@ def _unsorted_impl(kind):
     if kind == "prod":
       return C.scatter_prod(x, idx, num)
     return C.scatter_extremum(x, idx, num, kind, sorted_kernel=False)
+
   impl.__doc__ = {
-      "sum": "Sums of the entries of each segment (ids of any shape prefixing the data's; "
-             "negative and out-of-range ids dropped); empty segments 0.",
-      "prod": "Products of the entries of each segment; empty segments 1.",
-      "min": "Minimum of each segment; empty segments the dtype's highest finite value.",
-      "max": "Maximum of each segment; empty segments the dtype's lowest finite value.",
+    "sum": "Sums of the entries of each segment (ids of any shape prefixing the data's; "
+    "negative and out-of-range ids dropped); empty segments 0.",
+    "prod": "Products of the entries of each segment; empty segments 1.",
+    "min": "Minimum of each segment; empty segments the dtype's highest finite value.",
+    "max": "Maximum of each segment; empty segments the dtype's lowest finite value.",
   }[kind]
   return impl
 
@@ -139,8 +145,10 @@ def _unsorted_impl(kind):
 def _unsorted_check(data, segment_ids, *, num_segments):
   """TF's CPU kernels raise on ids >= num_segments (negative ones are dropped)."""
   num = scalar_int(num_segments)
-  return (jnp.any(segment_ids >= num),
-          f"segment_ids out of range: an id is >= num_segments = {num} (out of range [0, {num}))")
+  return (
+    jnp.any(segment_ids >= num),
+    f"segment_ids out of range: an id is >= num_segments = {num} (out of range [0, {num}))",
+  )
 
 
 def _unsorted_sum_transpose(ct, data, segment_ids, *, num_segments):
@@ -154,6 +162,7 @@ def _unsorted_batching(op):
   """A batch of data goes after the ids' axes (and to the front of the result);
   batched ids are offset per example into ``num_segments * batch`` segments, and the
   result reshaped."""
+
   def rule(args, dims, *, num_segments):
     (x, ids), (dx, di) = args, dims
     num = scalar_int(num_segments)
@@ -164,6 +173,7 @@ def _unsorted_batching(op):
     ids_b = C.offset_ids(ids, di, size, num, num)
     out = op(rules.with_batch_axis(x, dx, size), ids_b, num_segments=size * num)
     return rules.reshape(out, (size, num) + tuple(out.shape[1:])), 0
+
   return rule
 
 
@@ -198,8 +208,9 @@ class _Seg:
     ids = self.ids
     dtype = rules.dtype_of(ids)
     num = scalar_int(self.params["num_segments"])
-    ok = tfops.LogicalAnd(tfops.GreaterEqual(ids, np.zeros((), dtype)),
-                          tfops.Less(ids, np.array(num, dtype)))
+    ok = tfops.LogicalAnd(
+      tfops.GreaterEqual(ids, np.zeros((), dtype)), tfops.Less(ids, np.array(num, dtype))
+    )
     shape = rules.shape_of(ids)
     return rules.reshape(ok, shape + (1,) * (len(rules.shape_of(x)) - len(shape)))
 
@@ -215,6 +226,7 @@ def _split_args(primals, tangents, sorted_ids):
 def _extremum_jvp(op, sorted_ids):
   """TF's Min/Max gradient: the tangent of a segment is the mean of the tangents of
   its rows equal to the result (``Equal``, ``SegmentSum`` of the indicator)."""
+
   def rule(primals, tangents, **params):
     x, ids, t = _split_args(primals, tangents, sorted_ids)
     seg = _Seg(ids, params)
@@ -228,8 +240,10 @@ def _extremum_jvp(op, sorted_ids):
     count = seg.reduce("Sum", rules.cast_like(sel, x))
     picked = tfops.SelectV2(sel, t, np.zeros((), rules.dtype_of(x)))
     # Segments with no selected row (empty, or a NaN result) get 0, as in TF.
-    return y, tfops.RealDiv(seg.reduce("Sum", picked),
-                            tfops.Maximum(count, np.ones((), rules.dtype_of(x))))
+    return y, tfops.RealDiv(
+      seg.reduce("Sum", picked), tfops.Maximum(count, np.ones((), rules.dtype_of(x)))
+    )
+
   return rule
 
 
@@ -240,6 +254,7 @@ def _prod_jvp(op, sorted_ids):
   the one zero row), and segments with two zeros or more get none. TF does not
   conjugate it for complex data (its GradientTape and ForwardAccumulator agree), so
   neither do we: the tangent is ``t * conj(partial)``."""
+
   def rule(primals, tangents, **params):
     x, ids, t = _split_args(primals, tangents, sorted_ids)
     seg = _Seg(ids, params)
@@ -250,13 +265,14 @@ def _prod_jvp(op, sorted_ids):
     is_zero = tfops.Equal(x, np.zeros((), dtype), incompatible_shape_error=True)
     zeros = seg.reduce("Sum", tfops.Cast(is_zero, DstT=np.dtype("int32"), Truncate=False))
     non_zero = tfops.SelectV2(is_zero, np.ones((), dtype), x)
-    partial = tfops.SelectV2(is_zero, seg.gather(seg.reduce("Prod", non_zero)),
-                             tfops.RealDiv(seg.gather(y), non_zero))
+    partial = tfops.SelectV2(
+      is_zero, seg.gather(seg.reduce("Prod", non_zero)), tfops.RealDiv(seg.gather(y), non_zero)
+    )
     if jnp.issubdtype(dtype, jnp.complexfloating):
       partial = tfops.Conj(partial)
     out = seg.reduce("Sum", tfops.Mul(t, partial))
-    return y, tfops.SelectV2(tfops.Greater(zeros, np.ones((), np.int32)),
-                             np.zeros((), dtype), out)
+    return y, tfops.SelectV2(tfops.Greater(zeros, np.ones((), np.int32)), np.zeros((), dtype), out)
+
   return rule
 
 
@@ -277,26 +293,51 @@ def _sorted_spec(kind, dtypes):
 
 
 SegmentSum = register_op(
-    "SegmentSum", _sorted_impl("sum"), **_SORTED, linear=True,
-    transpose=_segment_sum_transpose, batching=rules.per_op(_sorted_batching),
-    spec=_sorted_spec("sum", C.WITH_COMPLEX))
+  "SegmentSum",
+  _sorted_impl("sum"),
+  **_SORTED,
+  linear=True,
+  transpose=_segment_sum_transpose,
+  batching=rules.per_op(_sorted_batching),
+  spec=_sorted_spec("sum", C.WITH_COMPLEX),
+)
 
 SegmentMean = register_op(
-    "SegmentMean", _sorted_impl("mean"), **_SORTED, linear=True,
-    transpose=_segment_mean_transpose, batching=rules.per_op(_sorted_batching),
-    spec=_sorted_spec("mean", C.WITH_COMPLEX))
+  "SegmentMean",
+  _sorted_impl("mean"),
+  **_SORTED,
+  linear=True,
+  transpose=_segment_mean_transpose,
+  batching=rules.per_op(_sorted_batching),
+  spec=_sorted_spec("mean", C.WITH_COMPLEX),
+)
 
 SegmentMin = register_op(
-    "SegmentMin", _sorted_impl("min"), **_SORTED, jvp=rules.per_op(_extremum_jvp, True),
-    batching=rules.per_op(_sorted_batching), spec=_sorted_spec("min", C.REAL))
+  "SegmentMin",
+  _sorted_impl("min"),
+  **_SORTED,
+  jvp=rules.per_op(_extremum_jvp, True),
+  batching=rules.per_op(_sorted_batching),
+  spec=_sorted_spec("min", C.REAL),
+)
 
 SegmentMax = register_op(
-    "SegmentMax", _sorted_impl("max"), **_SORTED, jvp=rules.per_op(_extremum_jvp, True),
-    batching=rules.per_op(_sorted_batching), spec=_sorted_spec("max", C.REAL))
+  "SegmentMax",
+  _sorted_impl("max"),
+  **_SORTED,
+  jvp=rules.per_op(_extremum_jvp, True),
+  batching=rules.per_op(_sorted_batching),
+  spec=_sorted_spec("max", C.REAL),
+)
 
 SegmentProd = register_op(
-    "SegmentProd", _sorted_impl("prod"), **_SORTED, jvp=rules.per_op(_prod_jvp, True),
-    batching=rules.per_op(_sorted_batching), spec=_sorted_spec("prod", C.WITH_COMPLEX))
+  "SegmentProd",
+  _sorted_impl("prod"),
+  **_SORTED,
+  jvp=rules.per_op(_prod_jvp, True),
+  batching=rules.per_op(_sorted_batching),
+  spec=_sorted_spec("prod", C.WITH_COMPLEX),
+)
 
 _UNSORTED = dict(family=FAMILY, static=("num_segments",), check=_unsorted_check)
 
@@ -307,27 +348,44 @@ def _unsorted_spec(kind, dtypes, id_types=("int32", "int64")):
 
 
 UnsortedSegmentSum = register_op(
-    "UnsortedSegmentSum", _unsorted_impl("sum"), **_UNSORTED,
-    jvp=(lambda t, x, ids, *, num_segments: tfops.UnsortedSegmentSum(
-        t, ids, num_segments=num_segments), None),
-    transpose=_unsorted_sum_transpose, batching=rules.per_op(_unsorted_batching),
-    spec=_unsorted_spec("sum", C.WITH_COMPLEX, ("int16", "int32", "int64")))
+  "UnsortedSegmentSum",
+  _unsorted_impl("sum"),
+  **_UNSORTED,
+  jvp=(
+    lambda t, x, ids, *, num_segments: tfops.UnsortedSegmentSum(t, ids, num_segments=num_segments),
+    None,
+  ),
+  transpose=_unsorted_sum_transpose,
+  batching=rules.per_op(_unsorted_batching),
+  spec=_unsorted_spec("sum", C.WITH_COMPLEX, ("int16", "int32", "int64")),
+)
 
 UnsortedSegmentMin = register_op(
-    "UnsortedSegmentMin", _unsorted_impl("min"), **_UNSORTED,
-    jvp=rules.per_op(_extremum_jvp, False),
-    batching=rules.per_op(_unsorted_batching), spec=_unsorted_spec("min", C.REAL))
+  "UnsortedSegmentMin",
+  _unsorted_impl("min"),
+  **_UNSORTED,
+  jvp=rules.per_op(_extremum_jvp, False),
+  batching=rules.per_op(_unsorted_batching),
+  spec=_unsorted_spec("min", C.REAL),
+)
 
 UnsortedSegmentMax = register_op(
-    "UnsortedSegmentMax", _unsorted_impl("max"), **_UNSORTED,
-    jvp=rules.per_op(_extremum_jvp, False),
-    batching=rules.per_op(_unsorted_batching), spec=_unsorted_spec("max", C.REAL))
+  "UnsortedSegmentMax",
+  _unsorted_impl("max"),
+  **_UNSORTED,
+  jvp=rules.per_op(_extremum_jvp, False),
+  batching=rules.per_op(_unsorted_batching),
+  spec=_unsorted_spec("max", C.REAL),
+)
 
 UnsortedSegmentProd = register_op(
-    "UnsortedSegmentProd", _unsorted_impl("prod"), **_UNSORTED,
-    jvp=rules.per_op(_prod_jvp, False),
-    batching=rules.per_op(_unsorted_batching),
-    spec=_unsorted_spec("prod", C.WITH_COMPLEX))
+  "UnsortedSegmentProd",
+  _unsorted_impl("prod"),
+  **_UNSORTED,
+  jvp=rules.per_op(_prod_jvp, False),
+  batching=rules.per_op(_unsorted_batching),
+  spec=_unsorted_spec("prod", C.WITH_COMPLEX),
+)
 
 
 # --- property-test strategies -------------------------------------------------------------
@@ -346,6 +404,7 @@ def _sorted_calls(st, kind, dtype_names):
     nan = kind not in ("min", "max") or math.prod(inner) == 1
     data = draw_data(draw, st, dtype, (n,) + inner, nan=nan)
     return {"data": data, "segment_ids": draw_sorted_ids(draw, st, n)}
+
   return calls()
 
 
@@ -358,9 +417,12 @@ def _unsorted_calls(st, kind, dtype_names, id_types):
     num = draw(hst.integers(0, 4))
     ids_shape = tuple(draw(st.shapes(max_rank=2, max_side=4)))
     inner = inner_shape(draw, st, max_rank=1 if len(ids_shape) == 2 else 2)
-    ids = draw(st.arrays(st.dtypes(id_types), ids_shape, min_value=-1,
-                         max_value=max(num - 1, -1)))
+    ids = draw(st.arrays(st.dtypes(id_types), ids_shape, min_value=-1, max_value=max(num - 1, -1)))
     data = draw_data(draw, st, dtype, ids_shape + inner)
-    return {"data": data, "segment_ids": ids,
-            "num_segments": np.asarray(num, draw(st.dtypes(("int32", "int64"))))}
+    return {
+      "data": data,
+      "segment_ids": ids,
+      "num_segments": np.asarray(num, draw(st.dtypes(("int32", "int64")))),
+    }
+
   return calls()

@@ -26,9 +26,11 @@ def _select_condition(c, t_shape):
     return c
   if len(c_shape) == 1 and len(t_shape) > 1 and c_shape[0] == t_shape[0]:
     return jnp.reshape(c, c_shape + (1,) * (len(t_shape) - 1))
-  raise ValueError(f"Select: condition of shape {c_shape} must be a scalar, a vector of "
-                   f"length {t_shape[0] if t_shape else '?'} or have the shape {tuple(t_shape)} "
-                   "of 't'")
+  raise ValueError(
+    f"Select: condition of shape {c_shape} must be a scalar, a vector of "
+    f"length {t_shape[0] if t_shape else '?'} or have the shape {tuple(t_shape)} "
+    "of 't'"
+  )
 
 
 def _select_impl(condition, t, e):
@@ -39,8 +41,11 @@ def _select_impl(condition, t, e):
 
 def _select_transpose(ct, c, t, e):
   zeros = tfops.ZerosLike(ct)
-  return [None, tfops.Select(c, ct, zeros) if U(t) else None,
-          tfops.Select(c, zeros, ct) if U(e) else None]
+  return [
+    None,
+    tfops.Select(c, ct, zeros) if U(t) else None,
+    tfops.Select(c, zeros, ct) if U(e) else None,
+  ]
 
 
 def _select_batch(args, dims):
@@ -58,26 +63,42 @@ def _select_batch(args, dims):
 
 
 Select = register_op(
-    "Select", _select_impl, family=FAMILY,
-    jvp=(None, lambda g, c, t, e: tfops.Select(c, g, tfops.ZerosLike(e)),
-         lambda g, c, t, e: tfops.Select(c, tfops.ZerosLike(t), g)),
-    transpose=_select_transpose, batching=_select_batch,
-    spec=lambda st: st.Spec(_select_calls(st)))
+  "Select",
+  _select_impl,
+  family=FAMILY,
+  jvp=(
+    None,
+    lambda g, c, t, e: tfops.Select(c, g, tfops.ZerosLike(e)),
+    lambda g, c, t, e: tfops.Select(c, tfops.ZerosLike(t), g),
+  ),
+  transpose=_select_transpose,
+  batching=_select_batch,
+  spec=lambda st: st.Spec(_select_calls(st)),
+)
 
 
 def _select_v2_transpose(ct, c, t, e):
   zeros = tfops.ZerosLike(ct)
-  return [None,
-          rules.unbroadcast(tfops.SelectV2(c, ct, zeros), rules.shape_of(t)) if U(t) else None,
-          rules.unbroadcast(tfops.SelectV2(c, zeros, ct), rules.shape_of(e)) if U(e) else None]
+  return [
+    None,
+    rules.unbroadcast(tfops.SelectV2(c, ct, zeros), rules.shape_of(t)) if U(t) else None,
+    rules.unbroadcast(tfops.SelectV2(c, zeros, ct), rules.shape_of(e)) if U(e) else None,
+  ]
 
 
 SelectV2 = register_op(
-    "SelectV2", jnp.where, family=FAMILY, batching="elementwise",
-    jvp=(None, lambda g, c, t, e: tfops.SelectV2(c, g, tfops.ZerosLike(e)),
-         lambda g, c, t, e: tfops.SelectV2(c, tfops.ZerosLike(t), g)),
-    transpose=_select_v2_transpose,
-    spec=lambda st: st.Spec(_select_v2_calls(st)))
+  "SelectV2",
+  jnp.where,
+  family=FAMILY,
+  batching="elementwise",
+  jvp=(
+    None,
+    lambda g, c, t, e: tfops.SelectV2(c, g, tfops.ZerosLike(e)),
+    lambda g, c, t, e: tfops.SelectV2(c, tfops.ZerosLike(t), g),
+  ),
+  transpose=_select_v2_transpose,
+  spec=lambda st: st.Spec(_select_v2_calls(st)),
+)
 
 
 # --- property-test strategies (hypothesis is imported lazily) ---------------------
@@ -90,11 +111,16 @@ def _select_calls(st):
   def calls(draw):
     dtype = draw(st.dtypes(st.ALL))
     shape = draw(st.shapes())
-    kind = draw(hst.sampled_from(["same", "scalar", "vector"] if len(shape) > 1
-                                 else ["same", "scalar"]))
+    kind = draw(
+      hst.sampled_from(["same", "scalar", "vector"] if len(shape) > 1 else ["same", "scalar"])
+    )
     cshape = {"same": shape, "scalar": (), "vector": shape[:1]}[kind]
-    return {"condition": draw(st.arrays("bool", cshape)), "t": draw(st.arrays(dtype, shape)),
-            "e": draw(st.arrays(dtype, shape))}
+    return {
+      "condition": draw(st.arrays("bool", cshape)),
+      "t": draw(st.arrays(dtype, shape)),
+      "e": draw(st.arrays(dtype, shape)),
+    }
+
   return calls()
 
 
@@ -103,6 +129,10 @@ def _select_v2_calls(st):
   def calls(draw):
     dtype = draw(st.dtypes(st.ALL))
     sc, st_, se = draw(st.broadcastable_shapes(3))
-    return {"condition": draw(st.arrays("bool", sc)), "t": draw(st.arrays(dtype, st_)),
-            "e": draw(st.arrays(dtype, se))}
+    return {
+      "condition": draw(st.arrays("bool", sc)),
+      "t": draw(st.arrays(dtype, st_)),
+      "e": draw(st.arrays(dtype, se)),
+    }
+
   return calls()

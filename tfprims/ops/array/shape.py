@@ -53,12 +53,16 @@ def _resolve_shape(in_shape, shape) -> tuple:
     known_in = math.prod(d for d in in_shape if d > 0 or not has_zero)
     missing = known_in // product
     if product * missing != known_in:
-      raise ValueError(f"Reshape: input to reshape is a tensor with {size} values, but the "
-                       f"requested shape requires a multiple of {product}")
+      raise ValueError(
+        f"Reshape: input to reshape is a tensor with {size} values, but the "
+        f"requested shape requires a multiple of {product}"
+      )
     out[unknown] = missing
   if math.prod(out) != size:
-    raise ValueError(f"Reshape: input to reshape is a tensor with {size} values, but the "
-                     f"requested shape {tuple(out)} has {math.prod(out)}")
+    raise ValueError(
+      f"Reshape: input to reshape is a tensor with {size} values, but the "
+      f"requested shape {tuple(out)} has {math.prod(out)}"
+    )
   return tuple(out)
 
 
@@ -104,12 +108,17 @@ def _reshape_shape(tensor, *, shape):
 
 
 Reshape = register_op(
-    "Reshape", _reshape_impl, family=FAMILY, static=("shape",), linear=True,
-    build=_reshape_build,
-    shape_rule=_reshape_shape,
-    transpose=lambda ct, x, *, shape: [tfops.Reshape(ct, shape=rules.shape_of(x))],
-    batching=_reshape_batch,
-    spec=lambda st: st.Spec(_reshape_calls(st)))
+  "Reshape",
+  _reshape_impl,
+  family=FAMILY,
+  static=("shape",),
+  linear=True,
+  build=_reshape_build,
+  shape_rule=_reshape_shape,
+  transpose=lambda ct, x, *, shape: [tfops.Reshape(ct, shape=rules.shape_of(x))],
+  batching=_reshape_batch,
+  spec=lambda st: st.Spec(_reshape_calls(st)),
+)
 
 
 def _perm(perm, rank) -> tuple:
@@ -142,10 +151,16 @@ def _transpose_batch(args, dims, *, perm):
 
 
 Transpose = register_op(
-    "Transpose", _transpose_impl, family=FAMILY, static=("perm",), linear=True,
-    build=_transpose_build,
-    transpose=_transpose_transpose, batching=_transpose_batch,
-    spec=lambda st: st.Spec(_transpose_calls(st)))
+  "Transpose",
+  _transpose_impl,
+  family=FAMILY,
+  static=("perm",),
+  linear=True,
+  build=_transpose_build,
+  transpose=_transpose_transpose,
+  batching=_transpose_batch,
+  spec=lambda st: st.Spec(_transpose_calls(st)),
+)
 
 
 def _expand_axis(axis, rank) -> int:
@@ -171,12 +186,18 @@ def _expand_dims_batch(args, dims, *, axis):
 
 
 ExpandDims = register_op(
-    "ExpandDims", _expand_dims_impl, family=FAMILY, static={"dim": "axis"}, linear=True,
-    build=_expand_dims_build,
-    transpose=lambda ct, x, *, axis: [
-        tfops.Squeeze(ct, squeeze_dims=(_expand_axis(axis, len(rules.shape_of(x))),))],
-    batching=_expand_dims_batch,
-    spec=lambda st: st.Spec(_expand_dims_calls(st)))
+  "ExpandDims",
+  _expand_dims_impl,
+  family=FAMILY,
+  static={"dim": "axis"},
+  linear=True,
+  build=_expand_dims_build,
+  transpose=lambda ct, x, *, axis: [
+    tfops.Squeeze(ct, squeeze_dims=(_expand_axis(axis, len(rules.shape_of(x))),))
+  ],
+  batching=_expand_dims_batch,
+  spec=lambda st: st.Spec(_expand_dims_calls(st)),
+)
 
 
 def _squeeze_axes(shape, squeeze_dims) -> tuple:
@@ -186,8 +207,9 @@ def _squeeze_axes(shape, squeeze_dims) -> tuple:
   axes = tuple(sorted({norm_axis(a, rank, "squeeze dim") for a in ints(squeeze_dims)}))
   for a in axes:
     if shape[a] != 1:
-      raise ValueError(f"Squeeze: can not squeeze dim[{a}], expected a dimension of 1, "
-                       f"got {shape[a]}")
+      raise ValueError(
+        f"Squeeze: can not squeeze dim[{a}], expected a dimension of 1, got {shape[a]}"
+      )
   return axes
 
 
@@ -207,11 +229,16 @@ def _squeeze_batch(args, dims, *, squeeze_dims):
 
 
 Squeeze = register_op(
-    "Squeeze", _squeeze_impl, family=FAMILY, attrs=("squeeze_dims",), linear=True,
-    build=_squeeze_build,
-    transpose=lambda ct, x, *, squeeze_dims: [tfops.Reshape(ct, shape=rules.shape_of(x))],
-    batching=_squeeze_batch,
-    spec=lambda st: st.Spec(_squeeze_calls(st)))
+  "Squeeze",
+  _squeeze_impl,
+  family=FAMILY,
+  attrs=("squeeze_dims",),
+  linear=True,
+  build=_squeeze_build,
+  transpose=lambda ct, x, *, squeeze_dims: [tfops.Reshape(ct, shape=rules.shape_of(x))],
+  batching=_squeeze_batch,
+  spec=lambda st: st.Spec(_squeeze_calls(st)),
+)
 
 
 # --- shape queries: Shape, ShapeN, Size, Rank (values from static shapes) -----------------
@@ -238,6 +265,7 @@ def _const_batch(compute, multiple=False):
     if multiple:
       return [jnp.asarray(o) for o in out], [None] * len(out)
     return jnp.asarray(out), None
+
   return rule
 
 
@@ -278,33 +306,48 @@ def _rank_interpret(ctx, node, inputs):
 _SHAPE_SKIP = {"jvp": "integer output", "vjp": "integer output"}
 
 Shape = register_op(
-    "Shape", lambda input, *, out_type: jnp.asarray(_shape_np(input, out_type=out_type)),
-    family=FAMILY, attrs=("out_type",), interpret=_shape_interpret, shape_only=True,
-    batching=_const_batch(_shape_np),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _shape_calls(st, op.op_type), skip=_SHAPE_SKIP)))
+  "Shape",
+  lambda input, *, out_type: jnp.asarray(_shape_np(input, out_type=out_type)),
+  family=FAMILY,
+  attrs=("out_type",),
+  interpret=_shape_interpret,
+  shape_only=True,
+  batching=_const_batch(_shape_np),
+  spec=rules.per_op(lambda op: lambda st: st.Spec(_shape_calls(st, op.op_type), skip=_SHAPE_SKIP)),
+)
 
 ShapeN = register_op(
-    "ShapeN", lambda *input, out_type: tuple(
-        jnp.asarray(v) for v in _shapen_np(*input, out_type=out_type)),
-    family=FAMILY, attrs=("out_type",), multiple_results=True, interpret=_shapen_interpret,
-    shape_only=True,
-    batching=_const_batch(_shapen_np, multiple=True),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _shape_calls(st, op.op_type), skip=_SHAPE_SKIP)))
+  "ShapeN",
+  lambda *input, out_type: tuple(jnp.asarray(v) for v in _shapen_np(*input, out_type=out_type)),
+  family=FAMILY,
+  attrs=("out_type",),
+  multiple_results=True,
+  interpret=_shapen_interpret,
+  shape_only=True,
+  batching=_const_batch(_shapen_np, multiple=True),
+  spec=rules.per_op(lambda op: lambda st: st.Spec(_shape_calls(st, op.op_type), skip=_SHAPE_SKIP)),
+)
 
 Size = register_op(
-    "Size", lambda input, *, out_type: jnp.asarray(_size_np(input, out_type=out_type)),
-    family=FAMILY, attrs=("out_type",), interpret=_size_interpret, shape_only=True,
-    batching=_const_batch(_size_np),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _shape_calls(st, op.op_type), skip=_SHAPE_SKIP)))
+  "Size",
+  lambda input, *, out_type: jnp.asarray(_size_np(input, out_type=out_type)),
+  family=FAMILY,
+  attrs=("out_type",),
+  interpret=_size_interpret,
+  shape_only=True,
+  batching=_const_batch(_size_np),
+  spec=rules.per_op(lambda op: lambda st: st.Spec(_shape_calls(st, op.op_type), skip=_SHAPE_SKIP)),
+)
 
 Rank = register_op(
-    "Rank", lambda input: jnp.asarray(_rank_np(input)), family=FAMILY,
-    interpret=_rank_interpret, shape_only=True, batching=_const_batch(_rank_np),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _shape_calls(st, op.op_type), skip=_SHAPE_SKIP)))
+  "Rank",
+  lambda input: jnp.asarray(_rank_np(input)),
+  family=FAMILY,
+  interpret=_rank_interpret,
+  shape_only=True,
+  batching=_const_batch(_rank_np),
+  spec=rules.per_op(lambda op: lambda st: st.Spec(_shape_calls(st, op.op_type), skip=_SHAPE_SKIP)),
+)
 
 
 # --- property-test strategies (hypothesis is imported lazily) ---------------------
@@ -335,8 +378,8 @@ def _reshape_calls(st):
         out = cand
       except ValueError:
         pass
-    return {"tensor": x,
-            "shape": index_array(draw, st, out if out else np.zeros((0,), np.int64))}
+    return {"tensor": x, "shape": index_array(draw, st, out if out else np.zeros((0,), np.int64))}
+
   return calls()
 
 
@@ -349,6 +392,7 @@ def _transpose_calls(st):
     # Non-negative: TF's own Transpose gradient (InvertPermutation) rejects negative perms.
     perm = list(draw(hst.permutations(range(x.ndim))))
     return {"x": x, "perm": index_array(draw, st, np.array(perm, np.int64).reshape(-1))}
+
   return calls()
 
 
@@ -360,6 +404,7 @@ def _expand_dims_calls(st):
     x = draw(st.arrays(st.dtypes(st.ALL), st.shapes(max_rank=3)))
     axis = draw(hst.integers(-x.ndim - 1, x.ndim))
     return {"input": x, "dim": index_array(draw, st, axis)}
+
   return calls()
 
 
@@ -377,6 +422,7 @@ def _squeeze_calls(st):
     axes = draw(hst.lists(hst.sampled_from(ones), unique=True)) if ones else []
     axes = [a - len(shape) if draw(hst.booleans()) else a for a in axes]
     return {"input": x, "squeeze_dims": axes}
+
   return calls()
 
 
@@ -394,4 +440,5 @@ def _shape_calls(st, op):
     if op != "Rank":
       out["out_type"] = draw(st.dtypes(INDEX_DTYPES))
     return out
+
   return calls()

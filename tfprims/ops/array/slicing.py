@@ -29,14 +29,16 @@ from tfprims.ops.shared_specs import INDEX_DTYPES, lazy_hst
 def _slice_bounds(shape, begin, size) -> tuple[tuple, tuple]:
   begin, size = rules.sizes(begin), rules.sizes(size)  # symbolic dims of jax.export kept
   if len(begin) != len(shape) or len(size) != len(shape):
-    raise ValueError(f"Slice: expected begin and size of length {len(shape)}, got "
-                     f"{begin} and {size}")
+    raise ValueError(
+      f"Slice: expected begin and size of length {len(shape)}, got {begin} and {size}"
+    )
   sizes = []
   for b, s, n in zip(begin, size, shape):
     s = n - b if s == -1 else s
     if not (0 <= b <= n and 0 <= s and b + s <= n):
-      raise ValueError(f"Slice: expected begin {begin} and size {size} to be within the "
-                       f"input shape {tuple(shape)}")
+      raise ValueError(
+        f"Slice: expected begin {begin} and size {size} to be within the input shape {tuple(shape)}"
+      )
     sizes.append(s)
   return begin, tuple(sizes)
 
@@ -45,8 +47,10 @@ def _dynamic_sizes(shape, begin, size) -> tuple:
   """The sizes of a Slice whose ``begin`` is a runtime vector: static, none -1."""
   size = rules.sizes(size)
   if begin.shape != (len(shape),) or len(size) != len(shape):
-    raise ValueError(f"Slice: expected begin and size of length {len(shape)}, got "
-                     f"shapes {begin.shape} and {len(size)}")
+    raise ValueError(
+      f"Slice: expected begin and size of length {len(shape)}, got "
+      f"shapes {begin.shape} and {len(size)}"
+    )
   if any(not 0 <= s <= n for s, n in zip(size, shape)):
     raise ValueError(f"Slice: size {size} does not fit the input shape {tuple(shape)}")
   return size
@@ -83,8 +87,7 @@ def _slice_batch(args, dims, *, begin=None, size):
     return tfops.Slice(x, begin=(0,) + rules.sizes(begin), size=(-1,) + rules.sizes(size)), 0
   (b,), (db,) = args[1:], dims[1:]
   if db is not None:  # a begin per example: a gather, as jax.vmap makes it
-    return jax.vmap(functools.partial(_dynamic_slice, size=size),
-                    in_axes=(d, db))(args[0], b), 0
+    return jax.vmap(functools.partial(_dynamic_slice, size=size), in_axes=(d, db))(args[0], b), 0
   b = jnp.concatenate([jnp.zeros((1,), b.dtype), b])
   return tfops.Slice(x, b, size=(x.shape[0],) + rules.sizes(size)), 0
 
@@ -96,9 +99,11 @@ def _slice_check(input, *dynamic_begin, begin=None, size):
   (b,) = dynamic_begin
   size = np.asarray(_dynamic_sizes(input.shape, b, size), np.int64)
   shape = np.asarray(input.shape, np.int64)
-  return (jnp.any((b < 0) | (b > jnp.asarray(shape - size, b.dtype))),
-          f"Slice: expected begin and size {tuple(size)} to be within the input shape "
-          f"{tuple(input.shape)}")
+  return (
+    jnp.any((b < 0) | (b > jnp.asarray(shape - size, b.dtype))),
+    f"Slice: expected begin and size {tuple(size)} to be within the input shape "
+    f"{tuple(input.shape)}",
+  )
 
 
 def _slice_interpret(ctx, node, inputs):
@@ -106,25 +111,38 @@ def _slice_interpret(ctx, node, inputs):
   its shape: it binds ``tf.Slice[size=...]`` with begin as an operand
   (``lax.dynamic_slice``). Otherwise begin and size are params."""
   from tfprims.interpreter import bind_node, run_check
+
   x, begin, size = inputs
   if folding.known_value(begin) is not None or folding.known_value(size) is None:
     return bind_node(ctx, Slice, node, inputs)
   size = rules.sizes(folding.known_value(size))
   if -1 in size:
     raise errors.StaticInputError(
-        node.op, node.name, "begin", "size -1 (to the end of a dim) with a runtime begin "
-        "makes the output shape depend on begin's value; give the size explicitly")
+      node.op,
+      node.name,
+      "begin",
+      "size -1 (to the end of a dim) with a runtime begin "
+      "makes the output shape depend on begin's value; give the size explicitly",
+    )
   params = dict(size=size)
   run_check(Slice, node, [x, begin], params)
   return [Slice(x, begin, **params)]
 
 
 Slice = register_op(
-    "Slice", _slice_impl, family=FAMILY, static=("begin", "size"), linear_values=True,
-    build=_slice_build,
-    jvp=rules.per_op(rules.positioned_jvp), transpose=_slice_transpose, batching=_slice_batch,
-    check=_slice_check, interpret=_slice_interpret,
-    spec=lambda st: st.Spec(_slice_calls(st)))
+  "Slice",
+  _slice_impl,
+  family=FAMILY,
+  static=("begin", "size"),
+  linear_values=True,
+  build=_slice_build,
+  jvp=rules.per_op(rules.positioned_jvp),
+  transpose=_slice_transpose,
+  batching=_slice_batch,
+  check=_slice_check,
+  interpret=_slice_interpret,
+  spec=lambda st: st.Spec(_slice_calls(st)),
+)
 
 
 class StridedPlan(NamedTuple):
@@ -136,6 +154,7 @@ class StridedPlan(NamedTuple):
   the spec entry input dim ``i`` takes its begin/end from (None under an
   ellipsis), and whether that entry shrinks it.
   """
+
   dims: tuple
   final_shape: tuple
   sources: tuple = ()
@@ -144,14 +163,24 @@ class StridedPlan(NamedTuple):
 _NEW_AXIS, _SHRINK = -1, -2
 
 
-def strided_slice_plan(shape, begin, end, strides, begin_mask=0, end_mask=0, ellipsis_mask=0,
-                       new_axis_mask=0, shrink_axis_mask=0) -> StridedPlan:
+def strided_slice_plan(
+  shape,
+  begin,
+  end,
+  strides,
+  begin_mask=0,
+  end_mask=0,
+  ellipsis_mask=0,
+  new_axis_mask=0,
+  shrink_axis_mask=0,
+) -> StridedPlan:
   """TF's ValidateStridedSliceOp (strided_slice_op.cc), for static specs; a dim of
   ``shape`` (or a bound) may be symbolic (jax.export), and so may the plan's sizes."""
   begin, end, strides = rules.sizes(begin), rules.sizes(end), ints(strides)
   if not len(begin) == len(end) == len(strides):
-    raise ValueError(f"StridedSlice: begin {begin}, end {end} and strides {strides} must "
-                     "have the same length")
+    raise ValueError(
+      f"StridedSlice: begin {begin}, end {end} and strides {strides} must have the same length"
+    )
   if ellipsis_mask & (ellipsis_mask - 1):
     raise ValueError("StridedSlice: multiple ellipses in slice spec not allowed")
   rank = len(shape)
@@ -187,8 +216,9 @@ def strided_slice_plan(shape, begin, end, strides, begin_mask=0, end_mask=0, ell
       gather.append(_NEW_AXIS)
     else:
       if full == rank:
-        raise ValueError(f"StridedSlice: index out of range using input dim {full}; input "
-                         f"has only {rank} dims")
+        raise ValueError(
+          f"StridedSlice: index out of range using input dim {full}; input has only {rank} dims"
+        )
       d_begin[full], d_end[full], d_strides[full] = begin[i], end[i], strides[i]
       sources[full] = (i, bool(shrink_axis_mask & bit))
       if begin_mask & bit:
@@ -245,8 +275,9 @@ _MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_ax
 
 
 def _plan_for(shape, params) -> StridedPlan:
-  return strided_slice_plan(shape, params["begin"], params["end"], params["strides"],
-                            *(params[m] for m in _MASKS))
+  return strided_slice_plan(
+    shape, params["begin"], params["end"], params["strides"], *(params[m] for m in _MASKS)
+  )
 
 
 def _apply_plan(B, x, plan: StridedPlan):
@@ -369,8 +400,11 @@ def _strided_slice_transpose(ct, x, *positions, **params):
   starts, slice_sizes, _ = positioned(shape, positions[0], params)
   params.pop("sizes")
   placed = tfops.StridedSliceGrad(ct, shape=slice_sizes, **params)
-  return [tfops.XlaDynamicUpdateSlice(rules.zeros(shape, ct.dtype), placed,
-                                      jnp.stack(starts)), None, None]
+  return [
+    tfops.XlaDynamicUpdateSlice(rules.zeros(shape, ct.dtype), placed, jnp.stack(starts)),
+    None,
+    None,
+  ]
 
 
 def _shift_spec(params):
@@ -394,8 +428,9 @@ def _strided_slice_batch(args, dims, **params):
   if len(args) == 1:
     return tfops.StridedSlice(x, **_shift_spec(params)), 0
   if any(d is not None for d in dims[1:]):  # positions per example: jax.vmap's gather
-    return jax.vmap(functools.partial(_dynamic_strided_slice, **params),
-                    in_axes=tuple(dims))(*args), 0
+    return jax.vmap(functools.partial(_dynamic_strided_slice, **params), in_axes=tuple(dims))(
+      *args
+    ), 0
   positions = [jnp.concatenate([jnp.zeros((1,), p.dtype), p]) for p in args[1:]]
   return tfops.StridedSlice(x, *positions, **_shift_spec(params)), 0
 
@@ -415,27 +450,34 @@ def strided_slice_check(input, *positions, **params):
     b, n, size = begin[source[0]], input.shape[dim], sizes[source[0]]
     if params["shrink_axis_mask"] >> source[0] & 1:
       bad = bad | (b < -n) | (b >= n)
-    else:   # TF's end = begin + size: both must wrap alike and stay inside the dim
+    else:  # TF's end = begin + size: both must wrap alike and stay inside the dim
       start = jnp.where(b < 0, b + n, b)
       bad = bad | (start < 0) | (start + size > n) | ((b < 0) & (b + size >= 0) & (size > 0))
-  return bad, (f"StridedSlice: slice index out of bounds for a dim of shape {input.shape} "
-               f"(runtime positions of extents {sizes})")
+  return bad, (
+    f"StridedSlice: slice index out of bounds for a dim of shape {input.shape} "
+    f"(runtime positions of extents {sizes})"
+  )
 
 
 def runtime_params(ctx, node, begin, end, strides, **extra):
   """The dynamic form's params of a (Grad) node with runtime begin/end, or a
   StaticInputError naming the input that decides the shape."""
   from tfprims.interpreter import AttrView
+
   attrs = AttrView(node)
   params = {m: int(attrs[m]) for m in _MASKS}
   params.update(extra, strides=ints(folding.known_value(strides)))
-  spec = runtime_spec(params, value_analysis.elements(ctx, begin),
-                      value_analysis.elements(ctx, end))
+  spec = runtime_spec(
+    params, value_analysis.elements(ctx, begin), value_analysis.elements(ctx, end)
+  )
   if spec is None:
     raise errors.StaticInputError(
-        node.op, node.name, "begin" if folding.known_value(begin) is None else "end",
-        "runtime begin/end decide no shape only where they index a dim it shrinks (x[i]), "
-        "both are masked (x[:, i]) or end - begin is provably constant (x[a:a + 2])")
+      node.op,
+      node.name,
+      "begin" if folding.known_value(begin) is None else "end",
+      "runtime begin/end decide no shape only where they index a dim it shrinks (x[i]), "
+      "both are masked (x[:, i]) or end - begin is provably constant (x[a:a + 2])",
+    )
   params["begin"], params["end"], params["sizes"] = spec
   return params
 
@@ -444,6 +486,7 @@ def _strided_slice_interpret(ctx, node, inputs):
   """Begin/end known at trace time: params. Runtime ones that only position
   (``x[i]``, ``x[a:a + h]``): operands of ``tf.StridedSlice[strides, masks, sizes]``."""
   from tfprims.interpreter import bind_node, run_check
+
   x, begin, end, strides = inputs
   known = [folding.known_value(v) is not None for v in (begin, end, strides)]
   if all(known) or not known[2]:
@@ -454,13 +497,20 @@ def _strided_slice_interpret(ctx, node, inputs):
 
 
 StridedSlice = register_op(
-    "StridedSlice", _strided_slice_impl, family=FAMILY, static=("begin", "end", "strides"),
-    attrs=_MASKS, linear_values=True,
-    build=_strided_slice_build,
-    jvp=rules.per_op(rules.positioned_jvp), transpose=_strided_slice_transpose,
-    batching=_strided_slice_batch, check=strided_slice_check,
-    interpret=_strided_slice_interpret,
-    spec=lambda st: st.Spec(_strided_slice_calls(st)))
+  "StridedSlice",
+  _strided_slice_impl,
+  family=FAMILY,
+  static=("begin", "end", "strides"),
+  attrs=_MASKS,
+  linear_values=True,
+  build=_strided_slice_build,
+  jvp=rules.per_op(rules.positioned_jvp),
+  transpose=_strided_slice_transpose,
+  batching=_strided_slice_batch,
+  check=strided_slice_check,
+  interpret=_strided_slice_interpret,
+  spec=lambda st: st.Spec(_strided_slice_calls(st)),
+)
 
 
 def _strided_slice_grad_build(B, dy, *positions, shape, **params):
@@ -469,8 +519,10 @@ def _strided_slice_grad_build(B, dy, *positions, shape, **params):
   shape = rules.sizes(shape)
   plan = _plan_for(shape, params)
   if tuple(dy.shape) != plan.final_shape:
-    raise ValueError(f"StridedSliceGrad: dy has shape {tuple(dy.shape)}, the slice of "
-                     f"{shape} has shape {plan.final_shape}")
+    raise ValueError(
+      f"StridedSliceGrad: dy has shape {tuple(dy.shape)}, the slice of "
+      f"{shape} has shape {plan.final_shape}"
+    )
   return _scatter_plan(B, dy, shape, plan)
 
 
@@ -481,34 +533,38 @@ def _dynamic_strided_slice_grad(dy, begin_operand, end_operand, *, shape, **para
   return jax.lax.dynamic_update_slice(jnp.zeros(shape, dy.dtype), placed, starts)
 
 
-_strided_slice_grad_impl = emit.traced(_strided_slice_grad_build,
-                                       default=_dynamic_strided_slice_grad)
+_strided_slice_grad_impl = emit.traced(
+  _strided_slice_grad_build, default=_dynamic_strided_slice_grad
+)
 
 
 def _strided_slice_grad_batch(args, dims, *, shape, **params):
   dy = rules.to_front(args[0], dims[0])
   size = dy.shape[0]
   if len(args) == 1:
-    return tfops.StridedSliceGrad(dy, shape=(size,) + rules.sizes(shape),
-                                  **_shift_spec(params)), 0
+    return tfops.StridedSliceGrad(dy, shape=(size,) + rules.sizes(shape), **_shift_spec(params)), 0
   if any(d is not None for d in dims[1:]):  # positions per example: jax.vmap's scatter
-    return jax.vmap(functools.partial(_dynamic_strided_slice_grad, shape=shape, **params),
-                    in_axes=tuple(dims))(*args), 0
+    return jax.vmap(
+      functools.partial(_dynamic_strided_slice_grad, shape=shape, **params), in_axes=tuple(dims)
+    )(*args), 0
   positions = [jnp.concatenate([jnp.zeros((1,), p.dtype), p]) for p in args[1:]]
-  return tfops.StridedSliceGrad(dy, *positions, shape=(size,) + rules.sizes(shape),
-                                **_shift_spec(params)), 0
+  return tfops.StridedSliceGrad(
+    dy, *positions, shape=(size,) + rules.sizes(shape), **_shift_spec(params)
+  ), 0
 
 
 def _strided_slice_grad_interpret(ctx, node, inputs):
   """As StridedSlice's hook: runtime begin/end that only position are operands
   (``lax.dynamic_update_slice`` of the placed gradient)."""
   from tfprims.interpreter import bind_node
+
   shape, begin, end, strides, dy = inputs
   known = [folding.known_value(v) is not None for v in (shape, begin, end, strides)]
   if all(known) or not (known[0] and known[3]):
     return bind_node(ctx, StridedSliceGrad, node, inputs)
-  params = runtime_params(ctx, node, begin, end, strides,
-                           shape=rules.sizes(folding.known_value(shape)))
+  params = runtime_params(
+    ctx, node, begin, end, strides, shape=rules.sizes(folding.known_value(shape))
+  )
   return [StridedSliceGrad(dy, begin, end, **params)]
 
 
@@ -517,12 +573,19 @@ def _strided_slice_grad_transpose(ct, dy, *positions, shape, **params):
 
 
 StridedSliceGrad = register_op(
-    "StridedSliceGrad", _strided_slice_grad_impl, family=FAMILY,
-    static=("shape", "begin", "end", "strides"), attrs=_MASKS, linear_values=True,
-    build=_strided_slice_grad_build,
-    jvp=rules.per_op(rules.positioned_jvp), transpose=_strided_slice_grad_transpose,
-    batching=_strided_slice_grad_batch, interpret=_strided_slice_grad_interpret,
-    spec=lambda st: st.Spec(_strided_slice_grad_calls(st)))
+  "StridedSliceGrad",
+  _strided_slice_grad_impl,
+  family=FAMILY,
+  static=("shape", "begin", "end", "strides"),
+  attrs=_MASKS,
+  linear_values=True,
+  build=_strided_slice_grad_build,
+  jvp=rules.per_op(rules.positioned_jvp),
+  transpose=_strided_slice_grad_transpose,
+  batching=_strided_slice_grad_batch,
+  interpret=_strided_slice_grad_interpret,
+  spec=lambda st: st.Spec(_strided_slice_grad_calls(st)),
+)
 
 
 # --- property-test strategies (hypothesis is imported lazily) ---------------------
@@ -540,8 +603,12 @@ def _slice_calls(st):
       begin.append(b)
       size.append(draw(hst.integers(-1, n - b)))
     dtype = draw(st.dtypes(INDEX_DTYPES))  # begin and size share the Index attr
-    return {"input": x, "begin": np.array(begin, np.int64).astype(dtype),
-            "size": np.array(size, np.int64).astype(dtype)}
+    return {
+      "input": x,
+      "begin": np.array(begin, np.int64).astype(dtype),
+      "size": np.array(size, np.int64).astype(dtype),
+    }
+
   return calls()
 
 
@@ -605,6 +672,7 @@ def _slice_spec_strategy(st):
     kwargs["end"] = np.asarray(end, dtype).reshape(-1)
     kwargs["strides"] = np.asarray(strides, dtype).reshape(-1)
     return tuple(shape), kwargs
+
   return spec()
 
 
@@ -613,6 +681,7 @@ def _strided_slice_calls(st):
   def calls(draw):
     shape, kwargs = draw(_slice_spec_strategy(st))
     return {"input": draw(st.arrays(st.dtypes(st.ALL), shape)), **kwargs}
+
   return calls()
 
 
@@ -620,8 +689,10 @@ def _strided_slice_grad_calls(st):
   @st.composite
   def calls(draw):
     shape, kwargs = draw(_slice_spec_strategy(st))
-    plan = strided_slice_plan(shape, kwargs["begin"], kwargs["end"], kwargs["strides"],
-                              *(kwargs[m] for m in _MASKS))
+    plan = strided_slice_plan(
+      shape, kwargs["begin"], kwargs["end"], kwargs["strides"], *(kwargs[m] for m in _MASKS)
+    )
     dy = draw(st.arrays(st.dtypes(st.ALL), plan.final_shape))
     return {"shape": np.asarray(shape, kwargs["begin"].dtype).reshape(-1), **kwargs, "dy": dy}
+
   return calls()

@@ -69,6 +69,7 @@ def _sparse_impl(kind):
     _check_data(data)
     ids, num = _static_num(segment_ids, indices)
     return C.sparse_reduce(data, indices, jnp.asarray(C.ids_constant(ids)), num, kind)
+
   impl.__doc__ = _DOCS[kind] + " Sorted static segment ids; last id + 1 rows."
   return impl
 
@@ -81,15 +82,16 @@ def _num_impl(kind):
     if num < 0:
       raise ValueError(f"num_segments must be non-negative, got {num}")
     return C.sparse_reduce(data, indices, C.drop_invalid(segment_ids, num), num, kind)
+
   impl.__doc__ = _DOCS[kind] + " ``num_segments`` rows."
   return impl
 
 
 _DOCS = {
-    "sum": "Sums of the rows data[indices[i]] of each segment.",
-    "mean": "Means of the rows data[indices[i]] of each segment (empty: 0).",
-    "sqrtn": "Sums of the rows data[indices[i]] of each segment divided by the square "
-             "root of their count (empty: 0).",
+  "sum": "Sums of the rows data[indices[i]] of each segment.",
+  "mean": "Means of the rows data[indices[i]] of each segment (empty: 0).",
+  "sqrtn": "Sums of the rows data[indices[i]] of each segment divided by the square "
+  "root of their count (empty: 0).",
 }
 
 
@@ -105,10 +107,11 @@ def _sparse_check(data, indices, *, segment_ids):
 def _num_check(data, indices, segment_ids, *, num_segments):
   n, num = data.shape[0], scalar_int(num_segments)
   unsorted = jnp.any(segment_ids[1:] < segment_ids[:-1]) if segment_ids.shape[0] > 1 else False
-  bad = (_index_bad(indices, n) | jnp.any(segment_ids < 0) | jnp.any(segment_ids >= num)
-         | unsorted)
-  return bad, (f"Bad: indices out of range [0, {n}), or segment ids negative, not "
-               f"increasing, or not < num_segments = {num}")
+  bad = _index_bad(indices, n) | jnp.any(segment_ids < 0) | jnp.any(segment_ids >= num) | unsorted
+  return bad, (
+    f"Bad: indices out of range [0, {n}), or segment ids negative, not "
+    f"increasing, or not < num_segments = {num}"
+  )
 
 
 def _sparse_transpose(kind):
@@ -118,6 +121,7 @@ def _sparse_transpose(kind):
     ids = C.ids_constant(C.static_ids(segment_ids))
     grad = getattr(tfops, f"SparseSegment{_NAMES[kind]}Grad")
     return [grad(ct, indices, ids, output_dim0=rules.shape_of(data)[0]), None]
+
   return rule
 
 
@@ -127,6 +131,7 @@ def _num_transpose(kind):
       return [None, None, None]
     grad = getattr(tfops, f"SparseSegment{_NAMES[kind]}Grad")
     return [grad(ct, indices, segment_ids, output_dim0=rules.shape_of(data)[0]), None, None]
+
   return rule
 
 
@@ -135,6 +140,7 @@ def _sparse_batching(op_type, with_num):
   the front, where the next op's batching rule wants it). Batched indices or segment ids:
   the data's batch is folded into its rows (indices offset by the rows), the ids
   offset by the segments, and the result split back."""
+
   def rule(args, dims, **params):
     op = getattr(tfops, op_type)
     if with_num:
@@ -165,12 +171,14 @@ def _sparse_batching(op_type, with_num):
       sb = np.concatenate([ids + b * num for b in range(size)])
       out = op(xb, ib, segment_ids=sb)
     return rules.reshape(out, (size, num) + tuple(out.shape[1:])), 0
+
   return rule
 
 
 def _reduction_jvp(op_type, with_num):
   def lin(t, data, indices, *rest, **params):
     return getattr(tfops, op_type)(t, indices, *rest, **params)
+
   return (lin, None, None) if with_num else (lin, None)
 
 
@@ -185,9 +193,12 @@ def _grad_impl(kind):
     if n < 0:
       raise ValueError(f"output_dim0 must be non-negative, got {n}")
     return C.sparse_grad(grad, indices, segment_ids, n, kind)
-  impl.__doc__ = (f"The dense gradient of SparseSegment{_NAMES[kind]}: output_dim0 rows, "
-                  "grad[segment_ids[i]] added to row indices[i]"
-                  + ("." if kind == "sum" else " (scaled by the segment's count)."))
+
+  impl.__doc__ = (
+    f"The dense gradient of SparseSegment{_NAMES[kind]}: output_dim0 rows, "
+    "grad[segment_ids[i]] added to row indices[i]"
+    + ("." if kind == "sum" else " (scaled by the segment's count).")
+  )
   return impl
 
 
@@ -203,6 +214,7 @@ def _grad_transpose(kind):
       return [None, None, None]
     red = getattr(tfops, f"SparseSegment{_NAMES[kind]}WithNumSegments")
     return [red(ct, indices, segment_ids, num_segments=rules.shape_of(grad)[0]), None, None]
+
   return rule
 
 
@@ -210,6 +222,7 @@ def _grad_batching(op_type):
   """Batched grad alone goes next to the row axis; otherwise the grad (broadcast if
   needed: the counts are per example) is folded into its rows, and the indices and
   segment ids are offset per example."""
+
   def rule(args, dims, *, output_dim0):
     (g, i, s), (dg, di, ds) = args, dims
     op = getattr(tfops, op_type)
@@ -223,12 +236,14 @@ def _grad_batching(op_type):
     ib = rules.reshape(C.offset_ids(i, di, size, n, n), (size * k,))
     out = op(C.flatten_batch(g, dg, size), ib, sb, output_dim0=size * n)
     return rules.reshape(out, (size, n) + tuple(out.shape[1:])), 0
+
   return rule
 
 
 def _grad_jvp(op_type):
   def lin(t, grad, indices, segment_ids, *, output_dim0):
     return getattr(tfops, op_type)(t, indices, segment_ids, output_dim0=output_dim0)
+
   return (lin, None, None)
 
 
@@ -255,8 +270,11 @@ def _v2_impl(kind):
     _check_vectors(pos, segment_ids.shape)
     values = C.sparse_grad(grad, jnp.asarray(pos), segment_ids, uniq.size, kind)
     return values, jnp.asarray(uniq.astype(tfdtypes.canonical_dtype(Tidx)))
-  impl.__doc__ = (f"The sparse gradient of SparseSegment{_NAMES[kind]}: one row per distinct "
-                  "index (static indices), and the sorted distinct indices.")
+
+  impl.__doc__ = (
+    f"The sparse gradient of SparseSegment{_NAMES[kind]}: one row per distinct "
+    "index (static indices), and the sorted distinct indices."
+  )
   return impl
 
 
@@ -268,6 +286,7 @@ def _v2_check(grad, segment_ids, *, indices, dense_output_dim0, Tidx):
 def _v2_jvp(op_type, grad_type):
   """The values are linear in grad: their tangent is the Grad op on the positions of
   the indices among the distinct ones (TF-named, with its own transpose)."""
+
   def rule(primals, tangents, **params):
     (grad, segment_ids), (t, _) = primals, tangents
     out = getattr(tfops, op_type)(grad, segment_ids, **params)
@@ -277,6 +296,7 @@ def _v2_jvp(op_type, grad_type):
     uniq, pos = _v2_plan(params["indices"], params["dense_output_dim0"])
     tv = getattr(tfops, grad_type)(t, pos, segment_ids, output_dim0=uniq.size)
     return out, [tv, zero_idx]
+
   return rule
 
 
@@ -296,11 +316,16 @@ def _v2_batching(op_type):
     # Each example's indices go to their own range of rows; the distinct indices of
     # the batch are then those of each example, offset, in order.
     sb = rules.reshape(C.offset_ids(s, ds, size, num, num), (size * idx.size,))
-    values, _ = op(C.flatten_batch(g, dg, size), sb,
-                   indices=np.concatenate([idx + b * n for b in range(size)]),
-                   dense_output_dim0=size * n, Tidx=Tidx)
+    values, _ = op(
+      C.flatten_batch(g, dg, size),
+      sb,
+      indices=np.concatenate([idx + b * n for b in range(size)]),
+      dense_output_dim0=size * n,
+      Tidx=Tidx,
+    )
     values = rules.reshape(values, (size, uniq.size) + tuple(values.shape[1:]))
     return [values, jnp.asarray(uniq.astype(tfdtypes.canonical_dtype(Tidx)))], [0, None]
+
   return rule
 
 
@@ -316,24 +341,50 @@ def _define(kind):
   grad, grad2 = f"SparseSegment{name}Grad", f"SparseSegment{name}GradV2"
   ops = {}
   ops[red] = register_op(
-      red, _sparse_impl(kind), family=FAMILY, static=("segment_ids",), check=_sparse_check,
-      jvp=_reduction_jvp(red, False), transpose=_sparse_transpose(kind),
-      batching=_sparse_batching(red, False),
-      spec=lambda st: st.Spec(_reduction_calls(st, dtypes, False)))
+    red,
+    _sparse_impl(kind),
+    family=FAMILY,
+    static=("segment_ids",),
+    check=_sparse_check,
+    jvp=_reduction_jvp(red, False),
+    transpose=_sparse_transpose(kind),
+    batching=_sparse_batching(red, False),
+    spec=lambda st: st.Spec(_reduction_calls(st, dtypes, False)),
+  )
   ops[red_num] = register_op(
-      red_num, _num_impl(kind), family=FAMILY, static=("num_segments",), check=_num_check,
-      jvp=_reduction_jvp(red_num, True), transpose=_num_transpose(kind),
-      batching=_sparse_batching(red_num, True),
-      spec=lambda st: st.Spec(_reduction_calls(st, dtypes, True)))
+    red_num,
+    _num_impl(kind),
+    family=FAMILY,
+    static=("num_segments",),
+    check=_num_check,
+    jvp=_reduction_jvp(red_num, True),
+    transpose=_num_transpose(kind),
+    batching=_sparse_batching(red_num, True),
+    spec=lambda st: st.Spec(_reduction_calls(st, dtypes, True)),
+  )
   ops[grad] = register_op(
-      grad, _grad_impl(kind), family=FAMILY, static=("output_dim0",), check=_grad_check,
-      jvp=_grad_jvp(grad), transpose=_grad_transpose(kind), batching=_grad_batching(grad),
-      spec=lambda st: st.Spec(_grad_calls(st, "output_dim0")))
+    grad,
+    _grad_impl(kind),
+    family=FAMILY,
+    static=("output_dim0",),
+    check=_grad_check,
+    jvp=_grad_jvp(grad),
+    transpose=_grad_transpose(kind),
+    batching=_grad_batching(grad),
+    spec=lambda st: st.Spec(_grad_calls(st, "output_dim0")),
+  )
   ops[grad2] = register_op(
-      grad2, _v2_impl(kind), family=FAMILY, static=("indices", "dense_output_dim0"),
-      attrs=("Tidx",), multiple_results=True, check=_v2_check, jvp=_v2_jvp(grad2, grad),
-      batching=_v2_batching(grad2),
-      spec=lambda st: st.Spec(_grad_calls(st, "dense_output_dim0")))
+    grad2,
+    _v2_impl(kind),
+    family=FAMILY,
+    static=("indices", "dense_output_dim0"),
+    attrs=("Tidx",),
+    multiple_results=True,
+    check=_v2_check,
+    jvp=_v2_jvp(grad2, grad),
+    batching=_v2_batching(grad2),
+    spec=lambda st: st.Spec(_grad_calls(st, "dense_output_dim0")),
+  )
   return ops
 
 
@@ -365,15 +416,21 @@ def _reduction_calls(st, dtype_names, with_num):
     data = draw_data(draw, st, dtype, (n,) + inner_shape(draw, st))
     # No empty indices with data: TF's gradient (its Grad op) is then uninitialised.
     k = draw(hst.integers(1, 4)) if n else 0
-    indices = draw(st.arrays(st.dtypes(("int32", "int64")), (k,), min_value=0,
-                             max_value=max(n - 1, 0)))
+    indices = draw(
+      st.arrays(st.dtypes(("int32", "int64")), (k,), min_value=0, max_value=max(n - 1, 0))
+    )
     ids = draw_sorted_ids(draw, st, k)
-    call = {"data": data, "indices": indices, "segment_ids": ids,
-            "sparse_gradient": draw(hst.booleans())}
+    call = {
+      "data": data,
+      "indices": indices,
+      "segment_ids": ids,
+      "sparse_gradient": draw(hst.booleans()),
+    }
     if with_num:
       num = (int(ids[-1]) + 1 if k else 0) + draw(hst.integers(0, 2))
       call["num_segments"] = np.asarray(num, draw(st.dtypes(("int32", "int64"))))
     return call
+
   return calls()
 
 
@@ -389,10 +446,8 @@ def _grad_calls(st, dim_name):
     grad = draw_data(draw, st, dtype, (num,) + inner_shape(draw, st))
     n = draw(hst.integers(1, 4))
     k = draw(hst.integers(1, 4))
-    indices = draw(st.arrays(st.dtypes(("int32", "int64")), (k,), min_value=0,
-                             max_value=n - 1))
-    ids = draw(st.arrays(st.dtypes(("int32", "int64")), (k,), min_value=0,
-                         max_value=num - 1))
-    return {"grad": grad, "indices": indices, "segment_ids": ids,
-            dim_name: np.asarray(n, np.int32)}
+    indices = draw(st.arrays(st.dtypes(("int32", "int64")), (k,), min_value=0, max_value=n - 1))
+    ids = draw(st.arrays(st.dtypes(("int32", "int64")), (k,), min_value=0, max_value=num - 1))
+    return {"grad": grad, "indices": indices, "segment_ids": ids, dim_name: np.asarray(n, np.int32)}
+
   return calls()

@@ -40,15 +40,18 @@ def _row_shape(indices, data) -> tuple:
   rest = None
   for m, (i, d) in enumerate(zip(indices, data)):
     ishape, dshape = tuple(np.shape(i)), tuple(np.shape(d))
-    if dshape[:len(ishape)] != ishape:
-      raise ValueError(f"data[{m}].shape = {list(dshape)} does not start with "
-                       f"indices[{m}].shape = {list(ishape)}")
-    r = dshape[len(ishape):]
+    if dshape[: len(ishape)] != ishape:
+      raise ValueError(
+        f"data[{m}].shape = {list(dshape)} does not start with indices[{m}].shape = {list(ishape)}"
+      )
+    r = dshape[len(ishape) :]
     if rest is None:
       rest = r
     elif r != rest:
-      raise ValueError(f"Need data[0].shape[{len(np.shape(indices[0]))}:] = {list(rest)} "
-                       f"to equal data[{m}].shape[{len(ishape)}:] = {list(r)}")
+      raise ValueError(
+        f"Need data[0].shape[{len(np.shape(indices[0]))}:] = {list(rest)} "
+        f"to equal data[{m}].shape[{len(ishape)}:] = {list(r)}"
+      )
   return rest
 
 
@@ -66,10 +69,12 @@ def _stitch_impl(*operands, size):
   indices, data = _split(operands)
   rest = _row_shape(indices, data)
   dtype = data[0].dtype
-  flat_i = jnp.concatenate([jnp.reshape(i, (math.prod(np.shape(i)),)).astype(np.int32)
-                            for i in indices])
-  flat_d = jnp.concatenate([jnp.reshape(d, (math.prod(np.shape(i)),) + rest)
-                            for i, d in zip(indices, data)])
+  flat_i = jnp.concatenate(
+    [jnp.reshape(i, (math.prod(np.shape(i)),)).astype(np.int32) for i in indices]
+  )
+  flat_d = jnp.concatenate(
+    [jnp.reshape(d, (math.prod(np.shape(i)),) + rest) for i, d in zip(indices, data)]
+  )
   out = jnp.zeros((size,) + rest, dtype)
   if flat_i.shape[0] == 0 or size == 0:
     return out
@@ -85,8 +90,10 @@ def _canonicalize(params, *operands):
   if "size" not in params:
     indices, _ = _split(operands)
     if not all(core.is_concrete(i) for i in indices):
-      raise ValueError("the output size is max(indices) + 1: the indices must be known "
-                       "at trace time, or the size given")
+      raise ValueError(
+        "the output size is max(indices) + 1: the indices must be known "
+        "at trace time, or the size given"
+      )
     params = dict(params, size=stitch_size(indices))
   return params
 
@@ -106,10 +113,13 @@ def _interpret(op_type, ctx, node, inputs):
     size = interpreter.dynamic_shape_bound(node)
     if size is None:
       raise errors.StaticInputError(
-          node.op, node.name, "indices",
-          "the output has max(indices) + 1 rows, so the indices must be known at trace "
-          "time; or bound the output with tfprims.update_config('dynamic_shape_bounds', "
-          f"{{'{node.name}': rows}})")
+        node.op,
+        node.name,
+        "indices",
+        "the output has max(indices) + 1 rows, so the indices must be known at trace "
+        "time; or bound the output with tfprims.update_config('dynamic_shape_bounds', "
+        f"{{'{node.name}': rows}})",
+      )
   return [op.apply(list(inputs), {"size": size})]
 
 
@@ -122,6 +132,7 @@ def _jvp(op_type):
     if all(type(t) is ad.Zero for t in dt):
       return out, rules.zero_tangent(out)
     return out, op(*indices, *[rules.instantiate(t) for t in dt], size=size)
+
   return rule
 
 
@@ -129,8 +140,10 @@ def _winning_indices(op_type, indices, size):
   """Each data element's index where it is the last write to its row, else -1 (so
   ``tf.GatherV2`` reads a zero there)."""
   offsets = np.cumsum([0] + [math.prod(np.shape(i)) for i in indices])
-  positions = [np.arange(offsets[m], offsets[m + 1], dtype=np.int32).reshape(np.shape(i))
-               for m, i in enumerate(indices)]
+  positions = [
+    np.arange(offsets[m], offsets[m + 1], dtype=np.int32).reshape(np.shape(i))
+    for m, i in enumerate(indices)
+  ]
   if all(core.is_concrete(i) for i in indices):
     flat = np.concatenate([np.asarray(i).reshape(-1) for i in indices]).astype(np.int64)
     last = {}
@@ -138,8 +151,11 @@ def _winning_indices(op_type, indices, size):
       last[j] = pos
     out = []
     for i, p in zip(indices, positions):
-      winner = np.vectorize(lambda j, q: last.get(j) == q, otypes=[bool])(
-          np.asarray(i), p) if p.size else np.zeros(p.shape, bool)
+      winner = (
+        np.vectorize(lambda j, q: last.get(j) == q, otypes=[bool])(np.asarray(i), p)
+        if p.size
+        else np.zeros(p.shape, bool)
+      )
       out.append(np.where(winner, np.asarray(i), -1).astype(np.int32))
     return out
   # Traced indices: stitch the positions; a position that reads itself back won.
@@ -161,6 +177,7 @@ def _transpose(op_type):
     for i, d in zip(_winning_indices(op_type, indices, size), data):
       cts.append(tfops.GatherV2(ct, i, axis=0, batch_dims=0) if rules.U(d) else None)
     return cts
+
   return rule
 
 
@@ -172,8 +189,10 @@ def _batch(op_type):
     op = getattr(tfops, op_type)
     if all(d is None for d in idims):
       # The batch axis goes right after each data's index dims: rows of [V, ...].
-      moved = [rules.move_axes(rules.with_batch_axis(x, d, v), [0], [np.ndim(i)])
-               for i, x, d in zip(indices, data, ddims)]
+      moved = [
+        rules.move_axes(rules.with_batch_axis(x, d, v), [0], [np.ndim(i)])
+        for i, x, d in zip(indices, data, ddims)
+      ]
       return op(*indices, *moved, size=size), 1
     # Example b's rows are b * size + index; out-of-range indices stay out of range.
     shifted = []
@@ -185,25 +204,34 @@ def _batch(op_type):
     stacked = [rules.with_batch_axis(x, d, v) for x, d in zip(data, ddims)]
     out = op(*shifted, *stacked, size=v * size)
     return rules.reshape(out, (v, size) + rules.shape_of(out)[1:]), 0
+
   return rule
 
 
 def _define(op_type, doc_order):
   return register_op(
-      op_type, _stitch_impl, family=FAMILY, canonicalize=_canonicalize,
-      interpret=functools.partial(_interpret, op_type), jvp=_jvp(op_type),
-      transpose=_transpose(op_type), batching=_batch(op_type),
-      doc=f"Interleaves the data rows into max(indices) + 1 rows; duplicates: {doc_order}.",
-      spec=lambda st: st.Spec(
-          _stitch_calls(st),
-          note="indices drawn without duplicates (TF's gradient gives every duplicate "
-               "the cotangent; ours only the write that wins: tests/test_sort_buckets.py)"))
+    op_type,
+    _stitch_impl,
+    family=FAMILY,
+    canonicalize=_canonicalize,
+    interpret=functools.partial(_interpret, op_type),
+    jvp=_jvp(op_type),
+    transpose=_transpose(op_type),
+    batching=_batch(op_type),
+    doc=f"Interleaves the data rows into max(indices) + 1 rows; duplicates: {doc_order}.",
+    spec=lambda st: st.Spec(
+      _stitch_calls(st),
+      note="indices drawn without duplicates (TF's gradient gives every duplicate "
+      "the cotangent; ours only the write that wins: tests/test_sort_buckets.py)",
+    ),
+  )
 
 
 DynamicStitch = _define("DynamicStitch", "the last one wins")
 ParallelDynamicStitch = _define(
-    "ParallelDynamicStitch", "the last one wins (TF leaves the order unspecified; its CPU "
-    "kernel also keeps the last)")
+  "ParallelDynamicStitch",
+  "the last one wins (TF leaves the order unspecified; its CPU kernel also keeps the last)",
+)
 
 
 # --- property-test strategies (hypothesis is imported lazily) ---------------------
@@ -224,8 +252,9 @@ def _stitch_calls(st):
     indices, data, off = [], [], 0
     for s in shapes:
       k = math.prod(s)
-      indices.append(np.asarray(targets[off:off + k], np.int32).reshape(s))
+      indices.append(np.asarray(targets[off : off + k], np.int32).reshape(s))
       data.append(draw(st.arrays(dtype, s + rest)))
       off += k
     return {"indices": indices, "data": data}
+
   return calls()

@@ -9,4 +9,4 @@ declaring ``uses_rng``) are threaded as branch/loop state; the new values come
 back in the converted function's ``new_params``.
 """
 
-from tfprims.ops.control_flow import branches, loops, optional, v1  # noqa: F401
+from tfprims.ops.control_flow import branches, loops, optional, v1

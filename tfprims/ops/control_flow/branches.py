@@ -16,14 +16,27 @@ from jax import lax
 from tfprims import core, errors
 from tfprims.core import structural
 from tfprims.interpreter import StringConstant, VariableHandle
-from tfprims.ops.control_flow.common import (as_jax, coerce, join_lists, restore, save,
-                                             state_keys, truth, uses_rng)
+from tfprims.ops.control_flow.common import (
+  as_jax,
+  coerce,
+  join_lists,
+  restore,
+  save,
+  state_keys,
+  truth,
+  uses_rng,
+)
 
 FAMILY = "control_flow"
 
 
-@structural("If", "StatelessIf", family=FAMILY, calls_functions="if",
-            doc="Runs then_branch or else_branch: inline, or lax.cond.")
+@structural(
+  "If",
+  "StatelessIf",
+  family=FAMILY,
+  calls_functions="if",
+  doc="Runs then_branch or else_branch: inline, or lax.cond.",
+)
 def _if(ctx, node, inputs):
   pred = truth(node, inputs[0])
   branches = [node.attr("else_branch").name, node.attr("then_branch").name]
@@ -32,16 +45,20 @@ def _if(ctx, node, inputs):
   return _switch(ctx, node, pred.astype(jnp.int32), branches, inputs[1:])
 
 
-@structural("Case", "StatelessCase", family=FAMILY, calls_functions="case",
-            doc="Runs one of its branches: inline, or lax.switch.")
+@structural(
+  "Case",
+  "StatelessCase",
+  family=FAMILY,
+  calls_functions="case",
+  doc="Runs one of its branches: inline, or lax.switch.",
+)
 def _case(ctx, node, inputs):
   index = inputs[0]
   branches = [f.name for f in node.attr("branches")]
   n = len(branches)
   if core.is_concrete(index):
     i = int(np.asarray(index))
-    return ctx.call(branches[i if 0 <= i < n else n - 1], inputs[1:],
-                                     node)
+    return ctx.call(branches[i if 0 <= i < n else n - 1], inputs[1:], node)
   index = jnp.asarray(index).astype(jnp.int32)
   index = jnp.where((index < 0) | (index >= n), n - 1, index)  # TF: out of range -> last
   return _switch(ctx, node, index, branches, inputs[1:])
@@ -67,6 +84,7 @@ def _switch(ctx, node, index, branches, args):
       if like is not None:
         dyn = coerce(dyn, like, node)
       return dyn, [jnp.asarray(s) for s in state], rng
+
     return branch
 
   like = None
@@ -82,13 +100,15 @@ def _switch(ctx, node, index, branches, args):
   try:
     outs, state, rng = lax.switch(index, fns)
   except TypeError as e:
-    raise errors.OpError(node.op, node.name,
-                         f"branches return values of different types: {e}") from None
+    raise errors.OpError(
+      node.op, node.name, f"branches return values of different types: {e}"
+    ) from None
   first = statics[0]
   for s in statics.values():
     if any((a is None) != (b is None) or (a is not None and a != b) for a, b in zip(first, s)):
-      raise errors.OpError(node.op, node.name,
-                           "branches return different resources or string constants")
+      raise errors.OpError(
+        node.op, node.name, "branches return different resources or string constants"
+      )
   for key, value in zip(keys, state):
     ctx.state[key] = value
   if use_rng:

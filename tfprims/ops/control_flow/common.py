@@ -54,7 +54,8 @@ def state_keys(ctx, fnames, inputs) -> list[str]:
 def uses_rng(ctx, fnames) -> bool:
   """Whether the functions draw from the call's rng (an op declares ``uses_rng``)."""
   return ctx.rng is not None and any(
-      core.declares(op, "uses_rng") for op in reachable_ops(ctx.library, fnames))
+    core.declares(op, "uses_rng") for op in reachable_ops(ctx.library, fnames)
+  )
 
 
 def as_jax(v):
@@ -103,8 +104,10 @@ def structure_mismatch(a, b) -> Optional[str]:
     return f"structure {sb} differs from {sa}"
   for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
     if np.shape(x) != np.shape(y) or jnp.result_type(x) != jnp.result_type(y):
-      return (f"a value changes from {jnp.result_type(x)}{list(np.shape(x))} to "
-              f"{jnp.result_type(y)}{list(np.shape(y))}")
+      return (
+        f"a value changes from {jnp.result_type(x)}{list(np.shape(x))} to "
+        f"{jnp.result_type(y)}{list(np.shape(y))}"
+      )
   return None
 
 
@@ -114,21 +117,27 @@ def join_lists(a, b, node):
   if isinstance(a, TensorList) and isinstance(b, TensorList):
     if a.length != b.length:
       raise errors.ControlFlowError(
-          f"{node.op} node '{node.name}': a TensorList has {a.length} elements on one "
-          f"path and {b.length} on another; list lengths must be known at trace time")
+        f"{node.op} node '{node.name}': a TensorList has {a.length} elements on one "
+        f"path and {b.length} on another; list lengths must be known at trace time"
+      )
     if a.items is None and b.items is not None:
       shape = np.shape(b.items)
-      a = TensorList(rules.numpy_for(shape).zeros(shape, b.element_dtype), a.length,
-                     a.element_dtype, None)
+      a = TensorList(
+        rules.numpy_for(shape).zeros(shape, b.element_dtype), a.length, a.element_dtype, None
+      )
     return a
   if isinstance(a, OptionalValue) and isinstance(b, OptionalValue):
     if a.values is None and b.values is not None:
-      return OptionalValue(np.asarray(False), jax.tree_util.tree_map(
-          lambda l: rules.numpy_for(np.shape(l)).zeros(np.shape(l), l.dtype),
-          tuple(b.values)))
+      return OptionalValue(
+        np.asarray(False),
+        jax.tree_util.tree_map(
+          lambda l: rules.numpy_for(np.shape(l)).zeros(np.shape(l), l.dtype), tuple(b.values)
+        ),
+      )
     if a.values is not None and b.values is not None:
-      return OptionalValue(a.has_value, tuple(join_lists(x, y, node)
-                                              for x, y in zip(a.values, b.values)))
+      return OptionalValue(
+        a.has_value, tuple(join_lists(x, y, node) for x, y in zip(a.values, b.values))
+      )
   return a
 
 
@@ -139,19 +148,25 @@ def coerce(values, like, node):
     if isinstance(l, TensorList):
       if isinstance(v, TensorList):
         v = join_lists(v, l, node)
-        if v.items is not None and l.items is not None and \
-            jnp.result_type(v.items) != l.items.dtype:
-          v = TensorList(jnp.asarray(v.items).astype(l.items.dtype), v.length,
-                         v.element_dtype, None)
+        if (
+          v.items is not None and l.items is not None and jnp.result_type(v.items) != l.items.dtype
+        ):
+          v = TensorList(
+            jnp.asarray(v.items).astype(l.items.dtype), v.length, v.element_dtype, None
+          )
     elif isinstance(l, OptionalValue):
       if isinstance(v, OptionalValue):
         v = join_lists(v, l, node)
-    elif v is not None and l is not None and hasattr(l, "dtype") and \
-        not isinstance(v, (TensorList, OptionalValue)) and jnp.result_type(v) != l.dtype:
+    elif (
+      v is not None
+      and l is not None
+      and hasattr(l, "dtype")
+      and not isinstance(v, (TensorList, OptionalValue))
+      and jnp.result_type(v) != l.dtype
+    ):
       v = jnp.asarray(v).astype(l.dtype)
     out.append(v)
   return out
-
 
 
 # --- analysis of function graphs ---------------------------------------------------------
@@ -230,8 +245,8 @@ def value_subgraph(graph: graph_lib.Graph, outputs: Sequence) -> graph_lib.Graph
   key = ("sub", tuple(outputs))
   cache = cache_of(graph)
   if key not in cache:
-    nodes = [n.rewired(n.inputs)
-             for n in graph.nodes]
-    cache[key] = graph_lib.Graph(name=graph.name, nodes=nodes, inputs=list(graph.inputs),
-                                 outputs=list(outputs))
+    nodes = [n.rewired(n.inputs) for n in graph.nodes]
+    cache[key] = graph_lib.Graph(
+      name=graph.name, nodes=nodes, inputs=list(graph.inputs), outputs=list(outputs)
+    )
   return cache[key]

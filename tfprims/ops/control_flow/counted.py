@@ -57,18 +57,34 @@ def scan(step, init, length: int):
   closed = jax.make_jaxpr(flat_step)(*flat_init)
   new_tree, ys_tree = trees[-1]
   in_avals = [jax.typeof(x) for x in flat_init]
-  if (new_tree != tree or closed.effects or list(closed.out_avals[:len(flat_init)]) != in_avals
-      or not all(map(_emittable, (*in_avals, *closed.out_avals,
-                                  *(jax.typeof(c) for c in closed.consts))))):
+  if (
+    new_tree != tree
+    or closed.effects
+    or list(closed.out_avals[: len(flat_init)]) != in_avals
+    or not all(
+      map(_emittable, (*in_avals, *closed.out_avals, *(jax.typeof(c) for c in closed.consts)))
+    )
+  ):
     return lax.scan(step, init, length=length)
   jaxpr = closed.jaxpr  # its consts (closed-over values) become the first operands
-  jaxpr = ClosedJaxpr(jaxpr.replace(constvars=[], invars=[*jaxpr.constvars, *jaxpr.invars],
-                                    debug_info=jaxpr.debug_info.with_unknown_names()), [])
-  outs = while_p.bind(*closed.consts, *flat_init, jaxpr=jaxpr, length=length,
-                      num_consts=len(closed.consts), num_carry=len(flat_init))
-  carry, ys = outs[:len(flat_init)], outs[len(flat_init):]
-  return (jax.tree_util.tree_unflatten(tree, carry),
-          jax.tree_util.tree_unflatten(ys_tree, ys))
+  jaxpr = ClosedJaxpr(
+    jaxpr.replace(
+      constvars=[],
+      invars=[*jaxpr.constvars, *jaxpr.invars],
+      debug_info=jaxpr.debug_info.with_unknown_names(),
+    ),
+    [],
+  )
+  outs = while_p.bind(
+    *closed.consts,
+    *flat_init,
+    jaxpr=jaxpr,
+    length=length,
+    num_consts=len(closed.consts),
+    num_carry=len(flat_init),
+  )
+  carry, ys = outs[: len(flat_init)], outs[len(flat_init) :]
+  return (jax.tree_util.tree_unflatten(tree, carry), jax.tree_util.tree_unflatten(ys_tree, ys))
 
 
 def _step(jaxpr, consts, carry, num_carry):
@@ -80,14 +96,15 @@ def _step(jaxpr, consts, carry, num_carry):
 def _as_scan(*args, jaxpr, length, num_consts, num_carry):
   """The primitive's meaning: ``lax.scan`` of the step."""
   consts, init = args[:num_consts], args[num_consts:]
-  carry, ys = lax.scan(lambda c, _: _step(jaxpr, consts, c, num_carry), list(init),
-                       length=length)
+  carry, ys = lax.scan(lambda c, _: _step(jaxpr, consts, c, num_carry), list(init), length=length)
   return [*carry, *ys]
 
 
 def _abstract_eval(*avals, jaxpr, length, num_consts, num_carry):
-  return [*avals[num_consts:],
-          *(a.update(shape=(length, *a.shape)) for a in jaxpr.out_avals[num_carry:])]
+  return [
+    *avals[num_consts:],
+    *(a.update(shape=(length, *a.shape)) for a in jaxpr.out_avals[num_carry:]),
+  ]
 
 
 def _lowering(ctx, *args, jaxpr, length, num_consts, num_carry):
@@ -105,19 +122,26 @@ def _lowering(ctx, *args, jaxpr, length, num_consts, num_carry):
 
   cond = loop.regions[0].blocks.append(*types)
   with mlir.ir.InsertionPoint(cond):
-    pred = emit._hlo_compare(cond.arguments[0], mlir.ir_constant(np.int32(length)), "LT",
-                             np.int32)
+    pred = emit._hlo_compare(cond.arguments[0], mlir.ir_constant(np.int32(length)), "LT", np.int32)
     hlo.return_([pred])
 
   body = loop.regions[1].blocks.append(*types)
   with mlir.ir.InsertionPoint(body):
     i, *rest = body.arguments
-    b_consts, b_carry = rest[:num_consts], rest[num_consts:num_consts + num_carry]
-    b_buffers = rest[num_consts + num_carry:]
+    b_consts, b_carry = rest[:num_consts], rest[num_consts : num_consts + num_carry]
+    b_buffers = rest[num_consts + num_carry :]
     outs, _ = mlir.jaxpr_subcomp(
-        ctx.module_context, jaxpr.jaxpr, ctx.name_stack.extend("while"), mlir.TokenSet(),
-        [], *b_consts, *b_carry, dim_var_values=ctx.dim_var_values,
-        const_lowering=ctx.const_lowering, outer_traceback=ctx.traceback)
+      ctx.module_context,
+      jaxpr.jaxpr,
+      ctx.name_stack.extend("while"),
+      mlir.TokenSet(),
+      [],
+      *b_consts,
+      *b_carry,
+      dim_var_values=ctx.dim_var_values,
+      const_lowering=ctx.const_lowering,
+      outer_traceback=ctx.traceback,
+    )
     zero = mlir.ir_constant(np.int32(0))
     new_buffers = []
     for buf, y, a in zip(b_buffers, outs[num_carry:], ys_avals):
@@ -125,7 +149,7 @@ def _lowering(ctx, *args, jaxpr, length, num_consts, num_carry):
       new_buffers.append(hlo.dynamic_update_slice(buf, row, [i] + [zero] * (len(a.shape) - 1)))
     step = hlo.add(i, mlir.ir_constant(np.int32(1)))
     hlo.return_([step, *b_consts, *outs[:num_carry], *new_buffers])
-  return list(loop.results[1 + num_consts:])
+  return list(loop.results[1 + num_consts :])
 
 
 def _jvp(primals, tangents, **params):
@@ -172,14 +196,21 @@ def _batch(args, dims, *, jaxpr, length, num_consts, num_carry):
       break
     carry_batched = new
   ys_batched = out[num_carry:]
-  init = [a if not b else jax.numpy.broadcast_to(a, (size, *np.shape(a))) if d is None
-          else jax.numpy.moveaxis(a, d, 0)
-          for a, d, b in zip(init, dims[num_consts:], carry_batched)]
+  init = [
+    a
+    if not b
+    else jax.numpy.broadcast_to(a, (size, *np.shape(a)))
+    if d is None
+    else jax.numpy.moveaxis(a, d, 0)
+    for a, d, b in zip(init, dims[num_consts:], carry_batched)
+  ]
   carry_axes = [0 if b else None for b in carry_batched]
 
-  batched = jax.vmap(lambda consts, carry: _step(jaxpr, consts, carry, num_carry),
-                     in_axes=(const_dims, carry_axes),
-                     out_axes=(carry_axes, [0 if b else None for b in ys_batched]))
+  batched = jax.vmap(
+    lambda consts, carry: _step(jaxpr, consts, carry, num_carry),
+    in_axes=(const_dims, carry_axes),
+    out_axes=(carry_axes, [0 if b else None for b in ys_batched]),
+  )
   carry, ys = scan(lambda c, _: batched(consts, c), init, length)
   return [*carry, *ys], carry_axes + [1 if b else None for b in ys_batched]
 

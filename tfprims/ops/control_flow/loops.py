@@ -32,10 +32,23 @@ from tfprims import core, errors, graph as graph_lib, interpreter, rules
 from tfprims.core import structural
 from tfprims.interpreter import StringConstant, VariableHandle
 from tfprims.ops.control_flow import counted, unbounded
-from tfprims.ops.control_flow.common import (IMPURE, as_jax, cache_of, coerce, conjuncts,
-                                             join_lists, ref_deps, resolve_identity, restore,
-                                             save, state_keys, structure_mismatch, truth,
-                                             uses_rng, value_subgraph)
+from tfprims.ops.control_flow.common import (
+  IMPURE,
+  as_jax,
+  cache_of,
+  coerce,
+  conjuncts,
+  join_lists,
+  ref_deps,
+  resolve_identity,
+  restore,
+  save,
+  state_keys,
+  structure_mismatch,
+  truth,
+  uses_rng,
+  value_subgraph,
+)
 from tfprims.ops.control_flow.optional import OptionalValue
 from tfprims.ops.tensorlist import NeedsConcreteIndex, TensorList, UnavailableList
 
@@ -110,8 +123,13 @@ def _accumulators(body: graph_lib.Graph, cond: graph_lib.Graph) -> dict:
   for i, ref in enumerate(body.outputs):
     node = body.by_name.get(resolve_identity(body, ref)[0])
     name = body.inputs[i]
-    if (node is not None and node.op == "TensorListPushBack" and node.inputs[0] == (name, 0)
-        and users.get(name, set()) == {node.name} and not cond_users.get(cond.inputs[i])):
+    if (
+      node is not None
+      and node.op == "TensorListPushBack"
+      and node.inputs[0] == (name, 0)
+      and users.get(name, set()) == {node.name}
+      and not cond_users.get(cond.inputs[i])
+    ):
       found[i] = node.inputs[1]
   cache["accumulators"] = found
   return found
@@ -134,18 +152,26 @@ class _Loop:
     cache = cache_of(self.body_g)
     if "invariant" not in cache:
       cache["invariant"] = [
-          resolve_identity(self.body_g, ref) == (self.body_g.inputs[i], 0)
-          for i, ref in enumerate(self.body_g.outputs)]
+        resolve_identity(self.body_g, ref) == (self.body_g.inputs[i], 0)
+        for i, ref in enumerate(self.body_g.outputs)
+      ]
     self.invariant = cache["invariant"]
-    self.acc = {i: r for i, r in _accumulators(self.body_g, self.cond_g).items()
-                if isinstance(self.inputs[i], TensorList)}
+    self.acc = {
+      i: r
+      for i, r in _accumulators(self.body_g, self.cond_g).items()
+      if isinstance(self.inputs[i], TensorList)
+    }
     if self.acc:
       key = ("emit", tuple(sorted(self.acc.items())))
       if key not in cache:
         outs = [self.acc.get(i, ref) for i, ref in enumerate(self.body_g.outputs)]
-        cache[key] = graph_lib.Graph(name=self.body_g.name, nodes=self.body_g.nodes,
-                                     inputs=list(self.body_g.inputs), outputs=outs,
-                                     control_outputs=list(self.body_g.control_outputs))
+        cache[key] = graph_lib.Graph(
+          name=self.body_g.name,
+          nodes=self.body_g.nodes,
+          inputs=list(self.body_g.inputs),
+          outputs=outs,
+          control_outputs=list(self.body_g.control_outputs),
+        )
       self.body_run = cache[key]
     else:
       self.body_run = self.body_g
@@ -161,8 +187,7 @@ class _Loop:
   # --- analysis ----------------------------------------------------------------------------
 
   def static_vars(self, assume_concrete=()) -> set:
-    concrete = [core.is_concrete(v) or i in assume_concrete
-                for i, v in enumerate(self.inputs)]
+    concrete = [core.is_concrete(v) or i in assume_concrete for i, v in enumerate(self.inputs)]
     fixed = {i for i in range(len(self.inputs)) if self.invariant[i] and concrete[i]}
     static = {i for i in self.carried if concrete[i]}
     while True:
@@ -269,13 +294,13 @@ class _Loop:
       if flips[node.op]:
         lin.reverse()
       d0, dd = lin[0][0] - lin[1][0], lin[0][1] - lin[1][1]
-      strict = node.op in ("Less", "Greater")   # true while d < 0 (strict) or d <= 0
+      strict = node.op in ("Less", "Greater")  # true while d < 0 (strict) or d <= 0
       if (d0 >= 0) if strict else (d0 > 0):
         k = 0
       elif dd <= 0:
         continue  # never becomes false
       else:
-        k = -(d0 // dd) if strict else (-d0) // dd + 1   # ceil(-d0 / dd); floor + 1
+        k = -(d0 // dd) if strict else (-d0) // dd + 1  # ceil(-d0 / dd); floor + 1
       n_max = k if n_max is None else jax.core.min_dim(n_max, k)
     if n_max is None or (type(n_max) is int and n_max > MAX_STATIC_TRIP_COUNT):
       return None
@@ -305,9 +330,14 @@ class _Loop:
   def _bound_depends_on_traced_ints(self) -> bool:
     """Whether the loop would have a static bound if its traced integer scalars
     (e.g. an enclosing loop's counter) were known."""
-    ints = {i for i, v in enumerate(self.inputs)
-            if not core.is_concrete(v) and hasattr(v, "dtype") and np.shape(v) == ()
-            and jnp.issubdtype(v.dtype, jnp.integer)}
+    ints = {
+      i
+      for i, v in enumerate(self.inputs)
+      if not core.is_concrete(v)
+      and hasattr(v, "dtype")
+      and np.shape(v) == ()
+      and jnp.issubdtype(v.dtype, jnp.integer)
+    }
     if not ints:
       return False
     static_conj, _ = self._static_conjuncts(self.static_vars(assume_concrete=ints))
@@ -329,12 +359,14 @@ class _Loop:
       except _Unroll as e:
         if dynamic_conj:
           raise errors.ControlFlowError(
-              f"{self.where}: {e.reason}; the loop also has a data-dependent exit "
-              "condition, so it cannot be unrolled") from None
+            f"{self.where}: {e.reason}; the loop also has a data-dependent exit "
+            "condition, so it cannot be unrolled"
+          ) from None
         if not _at_most(n, UNROLL_LIMIT):
           raise errors.ControlFlowError(
-              f"{self.where}: {e.reason}; unrolling its {n} iterations exceeds "
-              f"tfprims.ops.control_flow.loops.UNROLL_LIMIT={UNROLL_LIMIT}") from None
+            f"{self.where}: {e.reason}; unrolling its {n} iterations exceeds "
+            f"tfprims.ops.control_flow.loops.UNROLL_LIMIT={UNROLL_LIMIT}"
+          ) from None
       finally:
         _unrollable(self.ctx).pop()
       return self.unroll()
@@ -348,8 +380,9 @@ class _Loop:
         restore(self.ctx, saved)
     enclosing = _unrollable(self.ctx)
     if enclosing and enclosing[-1] and self._bound_depends_on_traced_ints():
-      raise _Unroll(f"the trip count of the inner loop {self.where} depends on the "
-                    "enclosing loop's variables")
+      raise _Unroll(
+        f"the trip count of the inner loop {self.where} depends on the enclosing loop's variables"
+      )
     return self.while_loop()
 
   def cond_is_concrete(self) -> bool:
@@ -395,8 +428,12 @@ class _Loop:
       restore(ctx, saved)
     for i in self.acc:
       self.constant_pushes[i] = np.asarray(outs[i]) if core.is_concrete(outs[i]) else None
-    return [outs[i] for i in self.carried], new_state, new_rng, \
-        [as_jax(outs[i]) for i in sorted(self.acc)]
+    return (
+      [outs[i] for i in self.carried],
+      new_state,
+      new_rng,
+      [as_jax(outs[i]) for i in sorted(self.acc)],
+    )
 
   def _cond(self, carry_vals, refs):
     values = list(self.inputs)
@@ -416,9 +453,12 @@ class _Loop:
   def _init(self):
     for i in self.carried:
       if isinstance(self.inputs[i], (VariableHandle, StringConstant)):
-        raise errors.OpError(self.node.op, self.node.name,
-                             f"loop variable {i} is a resource or string that the body "
-                             "changes; only numeric tensors and TensorLists can be carried")
+        raise errors.OpError(
+          self.node.op,
+          self.node.name,
+          f"loop variable {i} is a resource or string that the body "
+          "changes; only numeric tensors and TensorLists can be carried",
+        )
     carry = [as_jax(self.inputs[i]) for i in self.carried]
     state = [jnp.asarray(self.ctx.state[k]) for k in self.keys]
     return carry, state, self.ctx.rng if self.use_rng else None
@@ -435,14 +475,16 @@ class _Loop:
         if l.items is None and v.items is not None:
           rematerialize = True
     if rematerialize:
-      raise _Rematerialize(lambda: (
-          [join_lists(l, v, self.node) for l, v in zip(init[0], carry)], init[1], init[2]))
+      raise _Rematerialize(
+        lambda: ([join_lists(l, v, self.node) for l, v in zip(init[0], carry)], init[1], init[2])
+      )
     carry = coerce(carry, init[0], self.node)
     state = [jnp.asarray(s).astype(jnp.result_type(l)) for s, l in zip(state, init[1])]
     why = structure_mismatch(init[0], carry)
     if why:
-      raise errors.OpError(self.node.op, self.node.name,
-                           f"loop body {self.body_name!r} changes a loop variable: {why}")
+      raise errors.OpError(
+        self.node.op, self.node.name, f"loop body {self.body_name!r} changes a loop variable: {why}"
+      )
     return (carry, state, rng), emitted
 
   def _finish(self, carry, state, rng, final_static=None, static=(), emitted=None):
@@ -464,18 +506,23 @@ class _Loop:
     """The list loop var ``i`` after its pushes (``stacked``: the pushed values)."""
     entry = self.inputs[i]
     constant = self.constant_pushes.get(i)
-    if constant is not None and hasattr(stacked, "shape"):   # known: numpy, as pushed
+    if constant is not None and hasattr(stacked, "shape"):  # known: numpy, as pushed
       stacked = np.broadcast_to(constant.astype(stacked.dtype), stacked.shape).copy()
     if stacked is None:
-      return UnavailableList(f"{self.where} pushes to it in a loop whose trip count is not "
-                             "known at trace time")
+      return UnavailableList(
+        f"{self.where} pushes to it in a loop whose trip count is not known at trace time"
+      )
     if not hasattr(stacked, "dtype") or isinstance(stacked, (TensorList, OptionalValue)):
       return UnavailableList(f"{self.where} pushes values that are not tensors to it")
     if entry.length == 0:
       return TensorList(stacked, stacked.shape[0], entry.element_dtype, None)
     entry = entry.materialized(tuple(stacked.shape[1:]), self.node)
-    return TensorList(jnp.concatenate([jnp.asarray(entry.items, stacked.dtype), stacked]),
-                      entry.length + stacked.shape[0], entry.element_dtype, None)
+    return TensorList(
+      jnp.concatenate([jnp.asarray(entry.items, stacked.dtype), stacked]),
+      entry.length + stacked.shape[0],
+      entry.element_dtype,
+      None,
+    )
 
   def _zero_trip(self):
     outs = list(self.inputs)
@@ -500,8 +547,7 @@ class _Loop:
           return c, None
         if pred is True:
           return self._checked(init, self._body(*c))[0], None
-        return lax.cond(pred, lambda: self._checked(init, self._body(*c))[0],
-                        lambda: c), None
+        return lax.cond(pred, lambda: self._checked(init, self._body(*c))[0], lambda: c), None
       return self._checked(init, self._body(*c))
 
     if rules.known((n,)):
@@ -514,7 +560,7 @@ class _Loop:
 
   def unroll(self):
     ctx, values = self.ctx, list(self.inputs)
-    self.constant_pushes = {}   # each iteration pushes its own values
+    self.constant_pushes = {}  # each iteration pushes its own values
     pushed = {i: [] for i in self.acc}
     for _ in range(UNROLL_LIMIT + 1):
       pred = truth(self.node, ctx.run(self.cond_g, values)[0])
@@ -523,9 +569,16 @@ class _Loop:
       if not pred:
         for i, items in pushed.items():
           xp = np if all(core.is_concrete(v) for v in items) else jnp
-          values[i] = self.inputs[i] if not items else self._accumulated(
-              i, xp.stack([xp.asarray(v) for v in items]) if all(
-                  hasattr(v, "dtype") for v in items) else items)
+          values[i] = (
+            self.inputs[i]
+            if not items
+            else self._accumulated(
+              i,
+              xp.stack([xp.asarray(v) for v in items])
+              if all(hasattr(v, "dtype") for v in items)
+              else items,
+            )
+          )
         return values
       outs = self._run_body(values)
       for i in self.acc:
@@ -533,8 +586,9 @@ class _Loop:
         outs[i] = values[i]
       values = outs
     raise errors.ControlFlowError(
-        f"{self.where} runs more than tfprims.ops.control_flow.loops.UNROLL_LIMIT={UNROLL_LIMIT} "
-        "iterations at trace time")
+      f"{self.where} runs more than tfprims.ops.control_flow.loops.UNROLL_LIMIT={UNROLL_LIMIT} "
+      "iterations at trace time"
+    )
 
   def while_loop(self):
     init = self._init()
@@ -556,10 +610,11 @@ class _Loop:
         return self._checked(init, self._body(*c))[0]
       except _Unroll as e:
         raise errors.ControlFlowError(
-            f"{self.where}: {e.reason}; the loop's trip count is not known at trace time, "
-            "so it cannot be unrolled") from None
+          f"{self.where}: {e.reason}; the loop's trip count is not known at trace time, "
+          "so it cannot be unrolled"
+        ) from None
 
-    out = unbounded.while_loop(cond, body, init)   # reverse mode by checkpoints
+    out = unbounded.while_loop(cond, body, init)  # reverse mode by checkpoints
     if out is not None:
       return self._finish(*out)
     carry, state, rng = lax.while_loop(cond, body, init)
@@ -568,9 +623,13 @@ class _Loop:
     return self._finish(carry, state, rng)
 
 
-@structural("While", "StatelessWhile", family=FAMILY, calls_functions="while",
-            doc="Runs body while cond holds: tf.While (a counted scan), lax.while_loop, "
-                "or unrolled.")
+@structural(
+  "While",
+  "StatelessWhile",
+  family=FAMILY,
+  calls_functions="while",
+  doc="Runs body while cond holds: tf.While (a counted scan), lax.while_loop, or unrolled.",
+)
 def _while(ctx, node, inputs):
   return _Loop(ctx, node, list(inputs)).run()
 
@@ -582,22 +641,24 @@ _guard_p.def_impl(lambda x, *, where: x)
 _guard_p.def_abstract_eval(lambda aval, *, where: aval)
 mlir.register_lowering(_guard_p, mlir.lower_fun(lambda x, *, where: x, multiple_results=False))
 batching.primitive_batchers[_guard_p] = lambda args, dims, *, where: (
-    _guard_p.bind(args[0], where=where), dims[0])
+  _guard_p.bind(args[0], where=where),
+  dims[0],
+)
 
 
 def _guard_transpose(ct, x, *, where):
   raise errors.ReverseModeLoopError(
-      f"{where}: reverse-mode differentiation (jax.grad/vjp) through a while loop "
-      "whose trip count is not known at trace time is not possible in JAX. Bound the "
-      "loop (tf.while_loop(..., maximum_iterations=N), or a loop counter compared with a "
-      "constant), or use forward mode (jax.jvp/jacfwd).")
+    f"{where}: reverse-mode differentiation (jax.grad/vjp) through a while loop "
+    "whose trip count is not known at trace time is not possible in JAX. Bound the "
+    "loop (tf.while_loop(..., maximum_iterations=N), or a loop counter compared with a "
+    "constant), or use forward mode (jax.jvp/jacfwd)."
+  )
 
 
 ad.deflinear2(_guard_p, _guard_transpose)
 
 
 def _guard(x, where):
-  if isinstance(x, (np.ndarray, np.generic)) or not jnp.issubdtype(jnp.result_type(x),
-                                                                    jnp.inexact):
+  if isinstance(x, (np.ndarray, np.generic)) or not jnp.issubdtype(jnp.result_type(x), jnp.inexact):
     return x
   return _guard_p.bind(x, where=where)

@@ -48,8 +48,14 @@ def _hoisted(fn, flat):
   """``fn``'s jaxpr with its closed-over values as leading inputs, and those values."""
   closed = jax.make_jaxpr(fn)(*flat)
   jaxpr = closed.jaxpr
-  jaxpr = ClosedJaxpr(jaxpr.replace(constvars=[], invars=[*jaxpr.constvars, *jaxpr.invars],
-                                    debug_info=jaxpr.debug_info.with_unknown_names()), [])
+  jaxpr = ClosedJaxpr(
+    jaxpr.replace(
+      constvars=[],
+      invars=[*jaxpr.constvars, *jaxpr.invars],
+      debug_info=jaxpr.debug_info.with_unknown_names(),
+    ),
+    [],
+  )
   return jaxpr, list(closed.consts)
 
 
@@ -71,19 +77,29 @@ def while_loop(cond, body, init):
 
   body_jaxpr, body_consts = _hoisted(flat_body, flat)
   cond_jaxpr, cond_consts = _hoisted(flat_cond, flat)
-  if (trees[-1] != tree or list(body_jaxpr.out_avals) != avals
-      or body_jaxpr.effects or cond_jaxpr.effects):
+  if (
+    trees[-1] != tree
+    or list(body_jaxpr.out_avals) != avals
+    or body_jaxpr.effects
+    or cond_jaxpr.effects
+  ):
     return None
-  outs = loop_p.bind(*cond_consts, *body_consts, *flat, cond_jaxpr=cond_jaxpr,
-                     body_jaxpr=body_jaxpr, num_cond_consts=len(cond_consts),
-                     num_body_consts=len(body_consts))
+  outs = loop_p.bind(
+    *cond_consts,
+    *body_consts,
+    *flat,
+    cond_jaxpr=cond_jaxpr,
+    body_jaxpr=body_jaxpr,
+    num_cond_consts=len(cond_consts),
+    num_body_consts=len(body_consts),
+  )
   return jax.tree_util.tree_unflatten(tree, outs)
 
 
 def _split(args, num_cond_consts, num_body_consts):
   cc = list(args[:num_cond_consts])
-  bc = list(args[num_cond_consts:num_cond_consts + num_body_consts])
-  return cc, bc, list(args[num_cond_consts + num_body_consts:])
+  bc = list(args[num_cond_consts : num_cond_consts + num_body_consts])
+  return cc, bc, list(args[num_cond_consts + num_body_consts :])
 
 
 def _run(cond_jaxpr, body_jaxpr, cc, bc, init):
@@ -102,32 +118,45 @@ def _diff_indices(values):
 
 
 def _jvp(primals, tangents, *, cond_jaxpr, body_jaxpr, num_cond_consts, num_body_consts):
-  params = dict(cond_jaxpr=cond_jaxpr, body_jaxpr=body_jaxpr,
-                num_cond_consts=num_cond_consts, num_body_consts=num_body_consts)
+  params = dict(
+    cond_jaxpr=cond_jaxpr,
+    body_jaxpr=body_jaxpr,
+    num_cond_consts=num_cond_consts,
+    num_body_consts=num_body_consts,
+  )
   out = loop_p.bind(*primals, **params)
   _, bc, init = _split(primals, num_cond_consts, num_body_consts)
   _, tbc, tinit = _split(tangents, num_cond_consts, num_body_consts)
   const_idx, carry_idx = _diff_indices(bc), _diff_indices(init)
-  if all(type(tbc[i]) is ad.Zero for i in const_idx) and \
-      all(type(tinit[i]) is ad.Zero for i in carry_idx):
+  if all(type(tbc[i]) is ad.Zero for i in const_idx) and all(
+    type(tinit[i]) is ad.Zero for i in carry_idx
+  ):
     return out, [ad.Zero(jax.typeof(o).to_tangent_aval()) for o in out]
-  live = [ad.instantiate_zeros(t) for t in (*(tbc[i] for i in const_idx),
-                                             *(tinit[i] for i in carry_idx))]
-  t_diff = loop_jvp_p.bind(*primals, *live, const_idx=const_idx, carry_idx=carry_idx,
-                           budget=int(config.get_config("loop_checkpoints")), **params)
+  live = [
+    ad.instantiate_zeros(t) for t in (*(tbc[i] for i in const_idx), *(tinit[i] for i in carry_idx))
+  ]
+  t_diff = loop_jvp_p.bind(
+    *primals,
+    *live,
+    const_idx=const_idx,
+    carry_idx=carry_idx,
+    budget=int(config.get_config("loop_checkpoints")),
+    **params,
+  )
   t_out = [ad.Zero(jax.typeof(o).to_tangent_aval()) for o in out]
   for i, t in zip(carry_idx, t_diff):
     t_out[i] = t
   return out, t_out
 
 
-def _jvp_impl(*args, cond_jaxpr, body_jaxpr, num_cond_consts, num_body_consts, const_idx,
-              carry_idx, budget):
+def _jvp_impl(
+  *args, cond_jaxpr, body_jaxpr, num_cond_consts, num_body_consts, const_idx, carry_idx, budget
+):
   """The loop's JVP (forward mode): ``jax.jvp`` of ``lax.while_loop``."""
   n_primal = len(args) - len(const_idx) - len(carry_idx)
   primals, live = args[:n_primal], args[n_primal:]
   cc, bc, init = _split(primals, num_cond_consts, num_body_consts)
-  t_bc, t_init = list(live[:len(const_idx)]), list(live[len(const_idx):])
+  t_bc, t_init = list(live[: len(const_idx)]), list(live[len(const_idx) :])
 
   def f(bc_diff, init_diff):
     b, c = list(bc), list(init)
@@ -138,28 +167,26 @@ def _jvp_impl(*args, cond_jaxpr, body_jaxpr, num_cond_consts, num_body_consts, c
     out = _run(cond_jaxpr, body_jaxpr, cc, b, c)
     return [out[i] for i in carry_idx]
 
-  _, t_out = jax.jvp(f, ([bc[i] for i in const_idx], [init[i] for i in carry_idx]),
-                     (t_bc, t_init))
+  _, t_out = jax.jvp(f, ([bc[i] for i in const_idx], [init[i] for i in carry_idx]), (t_bc, t_init))
   return t_out
 
 
 def _jvp_abstract_eval(*avals, num_cond_consts, num_body_consts, carry_idx, **_):
-  init = avals[num_cond_consts + num_body_consts:]
+  init = avals[num_cond_consts + num_body_consts :]
   return [init[i] for i in carry_idx]
 
 
-def _backward(cc, bc, init, ct_out, *, cond_jaxpr, body_jaxpr, const_idx, carry_idx,
-              budget):
+def _backward(cc, bc, init, ct_out, *, cond_jaxpr, body_jaxpr, const_idx, carry_idx, budget):
   """The transpose of the loop's JVP: cotangents of the differentiable body consts and
   initial carry leaves, by checkpointed recomputation (module docstring)."""
   cond = lambda c: jaxpr_as_fun(cond_jaxpr)(*cc, *c)[0]
   body = lambda b, c: list(jaxpr_as_fun(body_jaxpr)(*b, *c))
 
-  n = lax.while_loop(lambda s: cond(s[1]), lambda s: (s[0] + 1, body(bc, s[1])),
-                     (jnp.int32(0), list(init)))[0]
+  n = lax.while_loop(
+    lambda s: cond(s[1]), lambda s: (s[0] + 1, body(bc, s[1])), (jnp.int32(0), list(init))
+  )[0]
   stride = jnp.maximum(1, (n + budget - 1) // budget)
-  snaps = [jnp.zeros((budget, *jnp.shape(x)), jax.typeof(x).dtype).at[0].set(x)
-           for x in init]
+  snaps = [jnp.zeros((budget, *jnp.shape(x)), jax.typeof(x).dtype).at[0].set(x) for x in init]
 
   def record(k, s):
     state, snaps = s
@@ -196,8 +223,9 @@ def _backward(cc, bc, init, ct_out, *, cond_jaxpr, body_jaxpr, const_idx, carry_
   return ct_consts, ct_carry
 
 
-def _jvp_transpose(cts, *args, cond_jaxpr, body_jaxpr, num_cond_consts, num_body_consts,
-                   const_idx, carry_idx, budget):
+def _jvp_transpose(
+  cts, *args, cond_jaxpr, body_jaxpr, num_cond_consts, num_body_consts, const_idx, carry_idx, budget
+):
   n_primal = len(args) - len(const_idx) - len(carry_idx)
   primals = args[:n_primal]
   if any(ad.is_undefined_primal(p) for p in primals):
@@ -207,13 +235,22 @@ def _jvp_transpose(cts, *args, cond_jaxpr, body_jaxpr, num_cond_consts, num_body
     # Nothing flows back: skip the backward loop, whose 0 * (a non-finite partial
     # derivative) would be NaN where TF's gradient (e.g. a tf.custom_gradient that
     # bypasses the loop) is finite.
-    return [None] * n_primal + [ad.Zero(t.aval) if ad.is_undefined_primal(t) else None
-                                for t in live]
+    return [None] * n_primal + [
+      ad.Zero(t.aval) if ad.is_undefined_primal(t) else None for t in live
+    ]
   cc, bc, init = _split(primals, num_cond_consts, num_body_consts)
   cts = [ad.instantiate_zeros(ct) for ct in cts]
-  ct_consts, ct_carry = _backward(cc, bc, init, cts, cond_jaxpr=cond_jaxpr,
-                                  body_jaxpr=body_jaxpr, const_idx=const_idx,
-                                  carry_idx=carry_idx, budget=budget)
+  ct_consts, ct_carry = _backward(
+    cc,
+    bc,
+    init,
+    cts,
+    cond_jaxpr=cond_jaxpr,
+    body_jaxpr=body_jaxpr,
+    const_idx=const_idx,
+    carry_idx=carry_idx,
+    budget=budget,
+  )
   out = [None] * n_primal
   for ct, t in zip([*ct_consts, *ct_carry], live):
     out.append(ct if ad.is_undefined_primal(t) else None)
@@ -227,16 +264,19 @@ def _batch(args, dims, *, cond_jaxpr, body_jaxpr, num_cond_consts, num_body_cons
   size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
   cc, bc, init = _split(args, num_cond_consts, num_body_consts)
   dcc, dbc, dinit = _split(dims, num_cond_consts, num_body_consts)
-  init = [jnp.broadcast_to(x, (size, *jnp.shape(x))) if d is None else jnp.moveaxis(x, d, 0)
-          for x, d in zip(init, dinit)]
+  init = [
+    jnp.broadcast_to(x, (size, *jnp.shape(x))) if d is None else jnp.moveaxis(x, d, 0)
+    for x, d in zip(init, dinit)
+  ]
   each_cond = jax.vmap(lambda cc, c: jaxpr_as_fun(cond_jaxpr)(*cc, *c)[0], in_axes=(dcc, 0))
-  each_body = jax.vmap(lambda bc, c: list(jaxpr_as_fun(body_jaxpr)(*bc, *c)),
-                       in_axes=(dbc, 0))
+  each_body = jax.vmap(lambda bc, c: list(jaxpr_as_fun(body_jaxpr)(*bc, *c)), in_axes=(dbc, 0))
 
   def body(c):
     running = each_cond(cc, c)
-    return [jnp.where(running.reshape((size,) + (1,) * (jnp.ndim(x) - 1)), new, x)
-            for new, x in zip(each_body(bc, c), c)]
+    return [
+      jnp.where(running.reshape((size,) + (1,) * (jnp.ndim(x) - 1)), new, x)
+      for new, x in zip(each_body(bc, c), c)
+    ]
 
   cond = lambda c: jnp.any(each_cond(cc, c))
   out = while_loop(cond, body, init)
@@ -245,8 +285,10 @@ def _batch(args, dims, *, cond_jaxpr, body_jaxpr, num_cond_consts, num_body_cons
 
 loop_p.def_impl(functools.partial(xla.apply_primitive, loop_p))
 loop_p.def_abstract_eval(
-    lambda *avals, num_cond_consts, num_body_consts, **_:
-    list(avals[num_cond_consts + num_body_consts:]))
+  lambda *avals, num_cond_consts, num_body_consts, **_: list(
+    avals[num_cond_consts + num_body_consts :]
+  )
+)
 mlir.register_lowering(loop_p, mlir.lower_fun(_impl, multiple_results=True))
 ad.primitive_jvps[loop_p] = _jvp
 batching.primitive_batchers[loop_p] = _batch
@@ -256,5 +298,6 @@ loop_jvp_p.def_abstract_eval(_jvp_abstract_eval)
 mlir.register_lowering(loop_jvp_p, mlir.lower_fun(_jvp_impl, multiple_results=True))
 ad.primitive_transposes[loop_jvp_p] = _jvp_transpose
 batching.primitive_batchers[loop_jvp_p] = lambda args, dims, **params: (
-    jax.vmap(functools.partial(_jvp_impl, **params), in_axes=list(dims))(*args),
-    [0] * len(params["carry_idx"]))
+  jax.vmap(functools.partial(_jvp_impl, **params), in_axes=list(dims))(*args),
+  [0] * len(params["carry_idx"]),
+)

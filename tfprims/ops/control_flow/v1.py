@@ -38,18 +38,24 @@ _LOOP_COND = ("LoopCond",)
 V1_OPS = frozenset(_SWITCH + _MERGE + _ENTER + _EXIT + _NEXT + _LOOP_COND)
 
 
-@structural(*sorted(V1_OPS), family=FAMILY,
-            doc="TF1 control flow: rebuilt as If/While before the graph runs "
-                "(tfprims.ops.control_flow.v1).")
+@structural(
+  *sorted(V1_OPS),
+  family=FAMILY,
+  doc="TF1 control flow: rebuilt as If/While before the graph runs (tfprims.ops.control_flow.v1).",
+)
 def _v1_node(ctx, node, inputs):
   raise errors.ControlFlowError(
-      f"{node.op} node '{node.name}' is TF1 control flow outside a graph tfprims rebuilt "
-      "(only GraphDefs and TF1 graphs converted as a whole are): its frame or cond was "
-      "not reconstructed")
+    f"{node.op} node '{node.name}' is TF1 control flow outside a graph tfprims rebuilt "
+    "(only GraphDefs and TF1 graphs converted as a whole are): its frame or cond was "
+    "not reconstructed"
+  )
 
 
-@structural("ControlTrigger", family=FAMILY,
-            doc="Nothing (a control-dependency anchor of TF1 loops and their gradients).")
+@structural(
+  "ControlTrigger",
+  family=FAMILY,
+  doc="Nothing (a control-dependency anchor of TF1 loops and their gradients).",
+)
 def _control_trigger(ctx, node, inputs):
   return []
 
@@ -66,11 +72,16 @@ def functionalize(graph: graph_lib.Graph, library: graph_lib.Library) -> graph_l
     return graph
   needed = graph.needed
   nodes = [n for n in graph.nodes if n.name in needed or n.name in graph.inputs]
-  attr_cls = type(next(iter(next(n for n in nodes if n.op in V1_OPS)
-                             .attr_protos.values())))
+  attr_cls = type(next(iter(next(n for n in nodes if n.op in V1_OPS).attr_protos.values())))
   builder = _Builder(library, attr_cls)
-  return builder.scope(graph.name, nodes, list(graph.inputs), list(graph.outputs),
-                       list(graph.control_outputs), output_names=list(graph.output_names))
+  return builder.scope(
+    graph.name,
+    nodes,
+    list(graph.inputs),
+    list(graph.outputs),
+    list(graph.control_outputs),
+    output_names=list(graph.output_names),
+  )
 
 
 def _fail(message: str):
@@ -106,9 +117,14 @@ class _Builder:
   def scope(self, name, nodes, inputs, outputs, control_outputs, output_names=()):
     nodes = self.loops(name, nodes, inputs)
     nodes = self.conds(name, nodes, inputs, outputs, control_outputs)
-    g = graph_lib.Graph(name=name, nodes=graph_lib.toposort(nodes, name), inputs=inputs,
-                        outputs=outputs, output_names=list(output_names),
-                        control_outputs=control_outputs)
+    g = graph_lib.Graph(
+      name=name,
+      nodes=graph_lib.toposort(nodes, name),
+      inputs=inputs,
+      outputs=outputs,
+      output_names=list(output_names),
+      control_outputs=control_outputs,
+    )
     return g
 
   def function(self, name, nodes, inputs, outputs, control_outputs=()):
@@ -140,8 +156,12 @@ class _Builder:
       # A Merge's NextIteration input comes later in the order (the loop's back
       # edge), so only its Enter input decides its frame.
       deps = [r[0] for r in node.inputs] + node.control_inputs
-      if not deps and node.op not in V1_OPS and core.is_pure(node.op) and \
-          not core.declares(node.op, "graph_input"):
+      if (
+        not deps
+        and node.op not in V1_OPS
+        and core.is_pure(node.op)
+        and not core.declares(node.op, "graph_input")
+      ):
         # A node without inputs (a constant whose pivot control edge an optimizer
         # dropped) belongs to whichever frame reads it: None.
         frame[node.name] = None
@@ -149,8 +169,10 @@ class _Builder:
       found = {frame[d] for d in deps if frame.get(d) is not None}
       if len(found) > 1 and strict:
         names = sorted(d for d in deps if d in frame)
-        _fail(f"{node.op} node '{node.name}' reads values of different while frames "
-              f"({', '.join(repr(n) for n in names)}): only Enter and Exit cross frames")
+        _fail(
+          f"{node.op} node '{node.name}' reads values of different while frames "
+          f"({', '.join(repr(n) for n in names)}): only Enter and Exit cross frames"
+        )
       f = found.pop() if found else ()
       if node.op in _ENTER:
         name = node.attr("frame_name")
@@ -163,8 +185,10 @@ class _Builder:
         if not f and not strict:
           continue
         if not f:
-          _fail(f"{node.op} node '{node.name}' is outside any while frame (it reads "
-                f"'{node.inputs[0][0] if node.inputs else ''}', which no Enter leads to)")
+          _fail(
+            f"{node.op} node '{node.name}' is outside any while frame (it reads "
+            f"'{node.inputs[0][0] if node.inputs else ''}', which no Enter leads to)"
+          )
         f = f[:-1]
       frame[node.name] = f
     return frame
@@ -192,52 +216,69 @@ class _Builder:
     enters = [n for n in own if n.op in _ENTER]
     loop_conds = [n for n in own if n.op in _LOOP_COND]
     if len(loop_conds) != 1:
-      _fail(f"while frame {fname!r} has {len(loop_conds)} LoopCond nodes "
-            f"({', '.join(repr(n.name) for n in loop_conds)}); a frame has one")
+      _fail(
+        f"while frame {fname!r} has {len(loop_conds)} LoopCond nodes "
+        f"({', '.join(repr(n.name) for n in loop_conds)}); a frame has one"
+      )
     loop_cond = loop_conds[0]
     var_enters = [e for e in enters if not e.attr("is_constant")]
     const_enters = [e for e in enters if e.attr("is_constant")]
-    loop_vars = []   # (enter, merge, next, switch or None, exit or None)
+    loop_vars = []  # (enter, merge, next, switch or None, exit or None)
     structural_names = {loop_cond.name} | {e.name for e in enters}
     for enter in var_enters:
-      merges = list({c.name: c for c in consumers.get((enter.name, 0), [])
-                     if c.op in _MERGE}.values())
+      merges = list(
+        {c.name: c for c in consumers.get((enter.name, 0), []) if c.op in _MERGE}.values()
+      )
       if len(merges) != 1:
-        _fail(f"Enter node '{enter.name}' of while frame {fname!r} feeds "
-              f"{len(merges)} Merge nodes; a loop variable's Enter feeds one")
+        _fail(
+          f"Enter node '{enter.name}' of while frame {fname!r} feeds "
+          f"{len(merges)} Merge nodes; a loop variable's Enter feeds one"
+        )
       merge = merges[0]
       others = [r for r in merge.inputs if r[0] != enter.name]
       nexts = [r for r in others if r[0] in by_name and by_name[r[0]].op in _NEXT]
       if len(merge.inputs) != 2 or len(nexts) != 1:
-        _fail(f"Merge node '{merge.name}' of while frame {fname!r} (loop variable from "
-              f"Enter '{enter.name}') has no NextIteration input")
+        _fail(
+          f"Merge node '{merge.name}' of while frame {fname!r} (loop variable from "
+          f"Enter '{enter.name}') has no NextIteration input"
+        )
       nxt = by_name[nexts[0][0]]
-      switches = [c for c in consumers.get((merge.name, 0), []) if c.op in _SWITCH
-                  and c.inputs[1][0] == loop_cond.name]
+      switches = [
+        c
+        for c in consumers.get((merge.name, 0), [])
+        if c.op in _SWITCH and c.inputs[1][0] == loop_cond.name
+      ]
       switch = switches[0] if switches else None
-      exits = [c for c in consumers.get((switch.name, 0), []) if c.op in _EXIT] \
-          if switch else []
+      exits = [c for c in consumers.get((switch.name, 0), []) if c.op in _EXIT] if switch else []
       loop_vars.append((enter, merge, nxt, switch, exits))
       structural_names |= {merge.name, nxt.name}
       if switch is not None:
         structural_names |= {switch.name} | {x.name for x in exits}
     for n in own:
-      if n.op in _MERGE and n.name not in structural_names and any(
-          by_name[r[0]].op in _NEXT for r in n.inputs if r[0] in by_name):
-        _fail(f"Merge node '{n.name}' joins a NextIteration of while frame {fname!r} "
-              "but no loop variable's Enter")
+      if (
+        n.op in _MERGE
+        and n.name not in structural_names
+        and any(by_name[r[0]].op in _NEXT for r in n.inputs if r[0] in by_name)
+      ):
+        _fail(
+          f"Merge node '{n.name}' joins a NextIteration of while frame {fname!r} "
+          "but no loop variable's Enter"
+        )
       if n.op in _NEXT and n.name not in structural_names:
-        _fail(f"NextIteration node '{n.name}' of while frame {fname!r} feeds no loop "
-              "variable's Merge")
-      if n.op in _SWITCH and n.inputs[1][0] == loop_cond.name and \
-          n.name not in structural_names:
-        _fail(f"Switch node '{n.name}' on LoopCond '{loop_cond.name}' does not read a "
-              "loop variable's Merge")
+        _fail(
+          f"NextIteration node '{n.name}' of while frame {fname!r} feeds no loop variable's Merge"
+        )
+      if n.op in _SWITCH and n.inputs[1][0] == loop_cond.name and n.name not in structural_names:
+        _fail(
+          f"Switch node '{n.name}' on LoopCond '{loop_cond.name}' does not read a "
+          "loop variable's Merge"
+        )
     for n in nodes:
-      if n.op in _EXIT and frame.get(n.inputs[0][0]) == (fname,) and \
-          n.name not in structural_names:
-        _fail(f"Exit node '{n.name}' of while frame {fname!r} does not read a loop "
-              "variable's Switch on the frame's LoopCond")
+      if n.op in _EXIT and frame.get(n.inputs[0][0]) == (fname,) and n.name not in structural_names:
+        _fail(
+          f"Exit node '{n.name}' of while frame {fname!r} does not read a loop "
+          "variable's Switch on the frame's LoopCond"
+        )
     # Loop variables are named after their Merge inside the functions (the Switch's
     # true output is the same value); invariants keep their Enter's name.
     arg_names = [v[1].name for v in loop_vars] + [e.name for e in const_enters]
@@ -246,32 +287,55 @@ class _Builder:
       if switch is not None:
         rename[(switch.name, 1)] = (merge.name, 0)
     all_by_name = {n.name: n for n in nodes}
-    free = {r[0] for n in members for r in n.inputs
-            if r[0] in all_by_name and frame.get(r[0], ()) is None}
+    free = {
+      r[0] for n in members for r in n.inputs if r[0] in all_by_name and frame.get(r[0], ()) is None
+    }
     body_nodes = [all_by_name[name] for name in sorted(free)]  # copied into the functions
     for n in members:
       if n.name in structural_names:
         continue
-      body_nodes.append(n.rewired(
+      body_nodes.append(
+        n.rewired(
           [rename.get(r, r) for r in n.inputs],
-          [c for c in n.control_inputs if c in member_names and c not in structural_names]))
+          [c for c in n.control_inputs if c in member_names and c not in structural_names],
+        )
+      )
     base = fname.removesuffix("/while_context")
-    cond_fn = self.add_function(f"{base}/v1_cond", self.function(
-        f"{base}/v1_cond", body_nodes, list(arg_names), [rename.get(r, r) for r in
-                                                            loop_cond.inputs[:1]]))
-    body_outputs = [rename.get(v[2].inputs[0], v[2].inputs[0]) for v in loop_vars] + \
-        [(e.name, 0) for e in const_enters]
-    body_controls = [c for v in loop_vars for c in v[2].control_inputs
-                     if c in member_names and c not in structural_names]
-    body_fn = self.add_function(f"{base}/v1_body", self.function(
-        f"{base}/v1_body", body_nodes, list(arg_names), body_outputs, body_controls))
+    cond_fn = self.add_function(
+      f"{base}/v1_cond",
+      self.function(
+        f"{base}/v1_cond",
+        body_nodes,
+        list(arg_names),
+        [rename.get(r, r) for r in loop_cond.inputs[:1]],
+      ),
+    )
+    body_outputs = [rename.get(v[2].inputs[0], v[2].inputs[0]) for v in loop_vars] + [
+      (e.name, 0) for e in const_enters
+    ]
+    body_controls = [
+      c
+      for v in loop_vars
+      for c in v[2].control_inputs
+      if c in member_names and c not in structural_names
+    ]
+    body_fn = self.add_function(
+      f"{base}/v1_body",
+      self.function(f"{base}/v1_body", body_nodes, list(arg_names), body_outputs, body_controls),
+    )
     while_name = f"{base}/v1_While"
     while_node = graph_lib.Node(
-        while_name, "While",
-        [v[0].inputs[0] for v in loop_vars] + [e.inputs[0] for e in const_enters],
-        sorted({c for e in enters for c in e.control_inputs}),
-        {"cond": self.func_attr(cond_fn), "body": self.func_attr(body_fn),
-         "T": self.types_attr(var_enters + const_enters)}, loop_cond.device)
+      while_name,
+      "While",
+      [v[0].inputs[0] for v in loop_vars] + [e.inputs[0] for e in const_enters],
+      sorted({c for e in enters for c in e.control_inputs}),
+      {
+        "cond": self.func_attr(cond_fn),
+        "body": self.func_attr(body_fn),
+        "T": self.types_attr(var_enters + const_enters),
+      },
+      loop_cond.device,
+    )
     out = [n for n in nodes if n.name not in member_names and n.name not in structural_names]
     out.append(while_node)
     for i, (*_, exits) in enumerate(loop_vars):
@@ -296,11 +360,13 @@ class _Builder:
       out = ()
       for r in refs:
         s = state_of(r)
-        if s[:len(out)] == out:
+        if s[: len(out)] == out:
           out = s
-        elif out[:len(s)] != s:
-          _fail(f"{node.op} node '{node.name}' reads values computed under different "
-                f"branches ({_describe(out)} and {_describe(s)}) without a Merge")
+        elif out[: len(s)] != s:
+          _fail(
+            f"{node.op} node '{node.name}' reads values computed under different "
+            f"branches ({_describe(out)} and {_describe(s)}) without a Merge"
+          )
       return out
 
     merges = []  # (merge node, pred ref, outer state, {branch: input ref})
@@ -309,8 +375,7 @@ class _Builder:
       for c in node.control_inputs:
         cnode = by_name.get(c)
         # A control edge from a Switch only orders after it: the Switch's input state.
-        refs.extend(cnode.inputs[:1] if cnode is not None and cnode.op in _SWITCH
-                    else [(c, 0)])
+        refs.extend(cnode.inputs[:1] if cnode is not None and cnode.op in _SWITCH else [(c, 0)])
       if node.op in _MERGE:
         if len(node.inputs) != 2:
           _fail(f"Merge node '{node.name}' has {len(node.inputs)} inputs; conds join two")
@@ -320,8 +385,11 @@ class _Builder:
           k += 1
         outer = sa[:k]
         tails = [sa[k:], sb[k:]]
-        if sorted(len(t) for t in tails) == [1, 1] and tails[0][0][0] == tails[1][0][0] \
-            and tails[0][0][1] != tails[1][0][1]:
+        if (
+          sorted(len(t) for t in tails) == [1, 1]
+          and tails[0][0][0] == tails[1][0][0]
+          and tails[0][0][1] != tails[1][0][1]
+        ):
           pred = tails[0][0][0]
           branches = {tails[0][0][1]: node.inputs[0], tails[1][0][1]: node.inputs[1]}
         elif sorted(len(t) for t in tails) == [0, 1]:
@@ -329,9 +397,11 @@ class _Builder:
           pred, b = tails[j][0]
           branches = {b: node.inputs[j], 1 - b: node.inputs[1 - j]}
         else:
-          _fail(f"Merge node '{node.name}' does not join the two branches of one Switch "
-                f"predicate (its inputs are computed under {_describe(sa)} and "
-                f"{_describe(sb)})")
+          _fail(
+            f"Merge node '{node.name}' does not join the two branches of one Switch "
+            f"predicate (its inputs are computed under {_describe(sa)} and "
+            f"{_describe(sb)})"
+          )
         node_state[node.name] = outer
         merges.append((node, pred, outer, branches))
         continue
@@ -344,8 +414,10 @@ class _Builder:
       node_state[node.name] = s
     for ref in outputs:
       if state_of(ref):
-        _fail(f"output '{ref[0]}' is computed under {_describe(state_of(ref))}: it has "
-              "a value only when that branch is taken (fetch the cond's Merge instead)")
+        _fail(
+          f"output '{ref[0]}' is computed under {_describe(state_of(ref))}: it has "
+          "a value only when that branch is taken (fetch the cond's Merge instead)"
+        )
     for name in control_outputs:
       if node_state.get(name):
         _fail(f"control output '{name}' runs under {_describe(node_state[name])}")
@@ -357,15 +429,16 @@ class _Builder:
     new_nodes = []
     for pred, group in groups.items():
       for level in self.levels(by_name, group):
-        new_nodes.extend(self.build_if(by_name, pred_input[pred], pred, level, state_of,
-                                       replaced))
+        new_nodes.extend(self.build_if(by_name, pred_input[pred], pred, level, state_of, replaced))
     for node in nodes:
       if node.name in replaced or node_state.get(node.name) or node.op in _SWITCH:
         continue
       for r in node.inputs:
         if state_of(r):
-          _fail(f"{node.op} node '{node.name}' reads '{r[0]}', computed under "
-                f"{_describe(state_of(r))}, without a Merge")
+          _fail(
+            f"{node.op} node '{node.name}' reads '{r[0]}', computed under "
+            f"{_describe(state_of(r))}, without a Merge"
+          )
       new_nodes.append(node)
     # Switches read outside any branch (their outer state) are gone: nothing else may
     # read them.
@@ -416,8 +489,10 @@ class _Builder:
     for m, _ in group:
       for n in by_name.values():
         if (m.name, 1) in n.inputs:
-          _fail(f"{n.op} node '{n.name}' reads the value_index output of Merge "
-                f"'{m.name}', which tfprims does not compute")
+          _fail(
+            f"{n.op} node '{n.name}' reads the value_index output of Merge "
+            f"'{m.name}', which tfprims does not compute"
+          )
     if_name = f"{group[0][0].name}/v1_If"
     outer_refs: list = []
 
@@ -438,8 +513,14 @@ class _Builder:
         outside (an If input), or a node computed under the branch (in ``region``)."""
         s = state_of(ref)
         node = by_name.get(ref[0])
-        if node is not None and node.op in _SWITCH and s[:1] == prefix and \
-            len(s) == 1 and ref[1] >= 0 and self.resolve(by_name, node.inputs[1]) == pred:
+        if (
+          node is not None
+          and node.op in _SWITCH
+          and s[:1] == prefix
+          and len(s) == 1
+          and ref[1] >= 0
+          and self.resolve(by_name, node.inputs[1]) == pred
+        ):
           remap[ref] = arg(node.inputs[0])
           return
         if not s:
@@ -449,8 +530,10 @@ class _Builder:
             remap[ref] = arg(ref)
           return
         if s[:1] != prefix:
-          _fail(f"'{ref[0]}' computed under {_describe(s)} is read in the "
-                f"{'true' if b else 'false'} branch of the cond on '{pred[0]}'")
+          _fail(
+            f"'{ref[0]}' computed under {_describe(s)} is read in the "
+            f"{'true' if b else 'false'} branch of the cond on '{pred[0]}'"
+          )
         stack.append(ref[0])
 
       stack = []
@@ -472,22 +555,31 @@ class _Builder:
           if cnode is not None and cnode.op in _SWITCH:
             continue  # ordering after a Switch: the If runs after its inputs anyway
           visit((c, 0), control=True)
-      fn_nodes = [n.rewired([remap.get(r, r) for r in n.inputs],
-                            [c for c in n.control_inputs if c in region])
-                  for n in region.values()]
+      fn_nodes = [
+        n.rewired([remap.get(r, r) for r in n.inputs], [c for c in n.control_inputs if c in region])
+        for n in region.values()
+      ]
       fn_outputs = [remap.get(r, r) for r in outs]
       fnames.append((f"{if_name}/{'then' if b else 'else'}", fn_nodes, fn_outputs))
     args = [f"{if_name}:arg{k}" for k in range(len(outer_refs))]
     built = []
     for fname, fn_nodes, fn_outputs in fnames:
-      built.append(self.add_function(fname, self.function(fname, fn_nodes, list(args),
-                                                           fn_outputs)))
-    controls = sorted(outer_controls | {c for m, _ in group for c in m.control_inputs
-                                        if not state_of((c, 0))})
+      built.append(self.add_function(fname, self.function(fname, fn_nodes, list(args), fn_outputs)))
+    controls = sorted(
+      outer_controls | {c for m, _ in group for c in m.control_inputs if not state_of((c, 0))}
+    )
     if_node = graph_lib.Node(
-        if_name, "If", [pred_ref] + outer_refs, controls,
-        {"then_branch": self.func_attr(built[0]), "else_branch": self.func_attr(built[1]),
-         "Tout": self.types_attr([m for m, _ in group])}, group[0][0].device)
+      if_name,
+      "If",
+      [pred_ref] + outer_refs,
+      controls,
+      {
+        "then_branch": self.func_attr(built[0]),
+        "else_branch": self.func_attr(built[1]),
+        "Tout": self.types_attr([m for m, _ in group]),
+      },
+      group[0][0].device,
+    )
     out = [if_node]
     for j, (m, _) in enumerate(group):
       replaced[m.name] = True

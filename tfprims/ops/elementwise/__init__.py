@@ -40,31 +40,131 @@ The ops are importable from this package (``from tfprims.ops.elementwise import
 Mul``); rules bind them through ``tfops``.
 """
 
-from tfprims.ops.elementwise import (  # noqa: F401
-    arithmetic, bitwise_logical, casts, comparison, complex, grad_ops, unary)
-from tfprims.ops.elementwise import bessel, gamma, special  # noqa: F401
-from tfprims.ops.elementwise.arithmetic import (  # noqa: F401
-    Add, AddN, AddV2, Atan2, ClipByValue, Div, DivNoNan, FloorDiv, FloorMod, Maximum,
-    Minimum, Mod, Mul, MulNoNan, NextAfter, Pow, RealDiv, SquaredDifference, Sub,
-    TruncateDiv, TruncateMod, Xdivy, Xlog1py, Xlogy)
-from tfprims.ops.elementwise.bessel import (  # noqa: F401
-    BesselI0, BesselI0e, BesselI1, BesselI1e, BesselJ0, BesselJ1, BesselK0, BesselK0e,
-    BesselK1, BesselK1e, BesselY0, BesselY1)
-from tfprims.ops.elementwise.bitwise_logical import (  # noqa: F401
-    BitwiseAnd, BitwiseOr, BitwiseXor, Invert, LeftShift, LogicalAnd, LogicalNot, LogicalOr,
-    PopulationCount, RightShift)
-from tfprims.ops.elementwise.casts import Cast, StochasticCastToInt, ToBool  # noqa: F401
-from tfprims.ops.elementwise.comparison import (  # noqa: F401
-    ApproximateEqual, Equal, Greater, GreaterEqual, Less, LessEqual, NotEqual)
-from tfprims.ops.elementwise.complex import (  # noqa: F401
-    Angle, Complex, ComplexAbs, Conj, Imag, Real)
-from tfprims.ops.elementwise.gamma import (  # noqa: F401
-    Betainc, Igamma, IgammaGradA, Igammac, Polygamma, Zeta)
-from tfprims.ops.elementwise.grad_ops import (  # noqa: F401
-    InvGrad, ReciprocalGrad, RsqrtGrad, SigmoidGrad, SqrtGrad, TanhGrad)
-from tfprims.ops.elementwise.special import (  # noqa: F401
-    Dawsn, Erfinv, Expint, FresnelCos, FresnelSin, Ndtri, Spence)
-from tfprims.ops.elementwise.unary import (  # noqa: F401
-    Abs, Acos, Acosh, Asin, Asinh, Atan, Atanh, Ceil, Cos, Cosh, Digamma, Erf, Erfc, Exp,
-    Expm1, Floor, Inv, IsFinite, IsInf, IsNan, Lgamma, Log, Log1p, Neg, Reciprocal, Rint,
-    Round, Rsqrt, Sign, Sin, Sinh, Sqrt, Square, Tan, Tanh)
+from tfprims.ops.elementwise import (
+  arithmetic,
+  bitwise_logical,
+  casts,
+  comparison,
+  complex,
+  grad_ops,
+  unary,
+)
+from tfprims.ops.elementwise import bessel, gamma, special
+from tfprims.ops.elementwise.arithmetic import (
+  Add,
+  AddN,
+  AddV2,
+  Atan2,
+  ClipByValue,
+  Div,
+  DivNoNan,
+  FloorDiv,
+  FloorMod,
+  Maximum,
+  Minimum,
+  Mod,
+  Mul,
+  MulNoNan,
+  NextAfter,
+  Pow,
+  RealDiv,
+  SquaredDifference,
+  Sub,
+  TruncateDiv,
+  TruncateMod,
+  Xdivy,
+  Xlog1py,
+  Xlogy,
+)
+from tfprims.ops.elementwise.bessel import (
+  BesselI0,
+  BesselI0e,
+  BesselI1,
+  BesselI1e,
+  BesselJ0,
+  BesselJ1,
+  BesselK0,
+  BesselK0e,
+  BesselK1,
+  BesselK1e,
+  BesselY0,
+  BesselY1,
+)
+from tfprims.ops.elementwise.bitwise_logical import (
+  BitwiseAnd,
+  BitwiseOr,
+  BitwiseXor,
+  Invert,
+  LeftShift,
+  LogicalAnd,
+  LogicalNot,
+  LogicalOr,
+  PopulationCount,
+  RightShift,
+)
+from tfprims.ops.elementwise.casts import Cast, StochasticCastToInt, ToBool
+from tfprims.ops.elementwise.comparison import (
+  ApproximateEqual,
+  Equal,
+  Greater,
+  GreaterEqual,
+  Less,
+  LessEqual,
+  NotEqual,
+)
+from tfprims.ops.elementwise.complex import Angle, Complex, ComplexAbs, Conj, Imag, Real
+from tfprims.ops.elementwise.gamma import Betainc, Igamma, IgammaGradA, Igammac, Polygamma, Zeta
+from tfprims.ops.elementwise.grad_ops import (
+  InvGrad,
+  ReciprocalGrad,
+  RsqrtGrad,
+  SigmoidGrad,
+  SqrtGrad,
+  TanhGrad,
+)
+from tfprims.ops.elementwise.special import (
+  Dawsn,
+  Erfinv,
+  Expint,
+  FresnelCos,
+  FresnelSin,
+  Ndtri,
+  Spence,
+)
+from tfprims.ops.elementwise.unary import (
+  Abs,
+  Acos,
+  Acosh,
+  Asin,
+  Asinh,
+  Atan,
+  Atanh,
+  Ceil,
+  Cos,
+  Cosh,
+  Digamma,
+  Erf,
+  Erfc,
+  Exp,
+  Expm1,
+  Floor,
+  Inv,
+  IsFinite,
+  IsInf,
+  IsNan,
+  Lgamma,
+  Log,
+  Log1p,
+  Neg,
+  Reciprocal,
+  Rint,
+  Round,
+  Rsqrt,
+  Sign,
+  Sin,
+  Sinh,
+  Sqrt,
+  Square,
+  Tan,
+  Tanh,
+)

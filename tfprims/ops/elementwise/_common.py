@@ -26,11 +26,13 @@ def direct_binary_lowering(name, impl):
   ``"mul"``...) on the operands broadcast to the output shape, for binary ops whose
   impl is that lax op on operands of one dtype (AddV2, Sub, Mul...); bool or mixed
   dtypes lower ``impl``. Every CNN lowers dozens of these."""
+
   def build(B, x, y, **params):
     if params or x.dtype != y.dtype or x.dtype == np.bool_:
       return None
     shape = np.broadcast_shapes(x.shape, y.shape)
     return getattr(B, name)(B.broadcast_to(x, shape), B.broadcast_to(y, shape))
+
   build.__name__ = f"{name}_build"
   return emit.direct_lowering(build, impl)
 
@@ -42,8 +44,10 @@ def direct_unary_lowering(name, impl, dtypes=REAL_FLOATS):
   """A lowering emitting the :class:`tfprims.emit.Emitter` op ``name`` (``"neg"``,
   ``"rsqrt"``...) for operands of ``dtypes``, whose impl is that lax op; other
   operands lower ``impl``."""
+
   def build(B, x):
     return getattr(B, name)(x) if x.dtype.name in dtypes else None
+
   build.__name__ = f"{name}_build"
   return emit.direct_lowering(build, impl)
 
@@ -64,22 +68,26 @@ def conj_symmetric(fn):
   """``fn`` (complex: XLA's) taking the side of a real-axis branch cut from the sign
   of a zero imaginary part, as TF's std::complex kernels (C99) do:
   f(x - 0j) = conj(f(x + 0j)) (Asin, Acos, Acosh). XLA ignores that sign."""
+
   def impl(x):
     if not jnp.iscomplexobj(x):
       return fn(x)
     flip = (jnp.imag(x) == 0) & jnp.signbit(jnp.imag(x))
     y = fn(jnp.where(flip, jnp.conj(x), x))
     return jnp.where(flip, jnp.conj(y), y)
+
   return impl
 
 
 def odd_symmetric(fn):
   """``fn`` (complex: XLA's) taking the side of an imaginary-axis branch cut from
   the sign of a zero real part, as TF's kernels do: f(-0 + iy) = -f(+0 - iy) (Asinh)."""
+
   def impl(x):
     if not jnp.iscomplexobj(x):
       return fn(x)
     flip = (jnp.real(x) == 0) & jnp.signbit(jnp.real(x))
     y = fn(jnp.where(flip, -x, x))
     return jnp.where(flip, -y, y)
+
   return impl

@@ -28,8 +28,14 @@ def _kind(dtype) -> str:
   return "f" if dtype.name == "bfloat16" else dtype.kind
 
 
-_MANTISSA = {"float64": 52, "float32": 23, "float16": 10, "bfloat16": 7,
-             "complex128": 52, "complex64": 23}
+_MANTISSA = {
+  "float64": 52,
+  "float32": 23,
+  "float16": 10,
+  "bfloat16": 7,
+  "complex128": 52,
+  "complex64": 23,
+}
 
 
 def _truncate_mantissa(x, dst):
@@ -65,22 +71,23 @@ def _float_to_int(x, dst):
   nan = jnp.isnan(x)
   bits = 8 * dst.itemsize
   if _kind(dst) == "i" and bits >= 32:
-    lo, hi = -2.0 ** (bits - 1), 2.0 ** (bits - 1)
+    lo, hi = -(2.0 ** (bits - 1)), 2.0 ** (bits - 1)
     bad = nan | (t < lo) | (t >= hi)
     return jnp.where(bad, jnp.array(np.iinfo(dst).min, dst), lax.convert_element_type(t, dst))
   if _kind(dst) == "u" and bits >= 32:
     signed = np.dtype(f"int{bits}")
-    ok = (t >= 0) & (t < 2.0 ** bits)
-    wrap = (t < 0) & (t > -2.0 ** (bits - 1))
+    ok = (t >= 0) & (t < 2.0**bits)
+    wrap = (t < 0) & (t > -(2.0 ** (bits - 1)))
     safe_t = jnp.where(ok | wrap, t, jnp.zeros((), t.dtype))
     as_unsigned = lax.convert_element_type(safe_t, dst)
     wrapped = lax.convert_element_type(lax.convert_element_type(safe_t, signed), dst)
     invalid = jnp.array(1 << (bits - 1), dst)
     return jnp.where(ok, as_unsigned, jnp.where(wrap, wrapped, invalid))
   # 8/16-bit: the int32 result, saturated.
-  bad = nan | (t < -2.0 ** 31) | (t >= 2.0 ** 31)
-  i32 = jnp.where(bad, jnp.array(np.iinfo(np.int32).min, np.int32),
-                  lax.convert_element_type(t, np.int32))
+  bad = nan | (t < -(2.0**31)) | (t >= 2.0**31)
+  i32 = jnp.where(
+    bad, jnp.array(np.iinfo(np.int32).min, np.int32), lax.convert_element_type(t, np.int32)
+  )
   info = np.iinfo(dst)
   return lax.convert_element_type(jnp.clip(i32, int(info.min), int(info.max)), dst)
 
@@ -91,7 +98,7 @@ def _cast(x, *, DstT, Truncate=False):
   if src == dst:
     return x
   if _kind(src) == "c" and _kind(dst) != "c":
-    x, src = jnp.real(x), np.dtype(jnp.real(x).dtype)    # TF: the real part (bool too)
+    x, src = jnp.real(x), np.dtype(jnp.real(x).dtype)  # TF: the real part (bool too)
   if dst == np.bool_:
     return x != jnp.zeros((), src)
   if _kind(src) == "f" and _kind(dst) in "iu":
@@ -104,9 +111,8 @@ def _cast(x, *, DstT, Truncate=False):
 def _cast_jvp(primals, tangents, *, DstT, Truncate):
   (x,), (t,) = primals, tangents
   y = tfops.Cast(x, DstT=DstT, Truncate=Truncate)
-  if (type(t) is ad.Zero or _kind(rules.dtype_of(x)) not in "fc"
-      or _kind(y.dtype) not in "fc"):
-    return y, rules.zero_tangent(y)   # TF: no gradient unless both types are float/complex
+  if type(t) is ad.Zero or _kind(rules.dtype_of(x)) not in "fc" or _kind(y.dtype) not in "fc":
+    return y, rules.zero_tangent(y)  # TF: no gradient unless both types are float/complex
   return y, tfops.Cast(t, DstT=DstT, Truncate=False)
 
 
@@ -122,7 +128,7 @@ def _cast_spec(st):
     shape = draw(st.shapes())
     truncate = draw(st.booleans())
     if src.name == "float64" and truncate:
-      truncate = False    # x64 off rounds float64 inputs before the cast sees them
+      truncate = False  # x64 off rounds float64 inputs before the cast sees them
     x = st.draw_array(draw, src, shape, ties=draw(st.integers(0, 3)) == 0)
     if st.kind(src) in "fc" and st.kind(dst) in "iu":
       info = np.iinfo(dst)
@@ -131,23 +137,30 @@ def _cast_spec(st):
       # must also fit the 32-bit canonical type when x64 is off.
       # (TF's x86 result: INT_MIN for int32/int64, 2^63 for uint64); 64-bit
       # results must also fit the 32-bit canonical type when x64 is off.
-      defined = dst.name == "int32" or (dst.name in ("int64", "uint64") and
-                                         jax.config.jax_enable_x64)
+      defined = dst.name == "int32" or (
+        dst.name in ("int64", "uint64") and jax.config.jax_enable_x64
+      )
       if not defined or draw(st.booleans()):
-        lo = int(info.min) if info.bits < 64 else -2**31 + 1
+        lo = int(info.min) if info.bits < 64 else -(2**31) + 1
         hi = int(info.max) if info.bits < 64 else 2**31 - 1
         if dst.name == "uint32":
-          lo = -2**31 + 1      # TF wraps negative values into uint32
+          lo = -(2**31) + 1  # TF wraps negative values into uint32
         t = np.trunc(np.real(x).astype(np.float64))
         x = np.where((t >= lo) & (t <= hi), x, np.zeros((), src)).astype(src)
     return {"x": x, "DstT": dst, "Truncate": truncate}
+
   return draw()
 
 
 Cast = register_op(
-    "Cast", _cast, **EW, attrs=("DstT", "Truncate"), jvp=_cast_jvp,
-    transpose=_cast_transpose,
-    spec=lambda st: st.Spec(_cast_spec(st)))
+  "Cast",
+  _cast,
+  **EW,
+  attrs=("DstT", "Truncate"),
+  jvp=_cast_jvp,
+  transpose=_cast_transpose,
+  spec=lambda st: st.Spec(_cast_spec(st)),
+)
 
 
 # ---------------------------------------------------------------------------
@@ -165,19 +178,26 @@ def _to_bool(x):
 def _to_bool_spec(st):
   @st.composite
   def draw(draw):
-    if draw(st.booleans()):   # scalars: TF's kernel takes these dtypes
-      dtype = draw(st.dtypes(("float32", "float64", "int8", "int16", "int32", "int64",
-                              "uint8", "bool")))
+    if draw(st.booleans()):  # scalars: TF's kernel takes these dtypes
+      dtype = draw(
+        st.dtypes(("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool"))
+      )
       return {"input": st.draw_array(draw, dtype, (), ties=draw(st.booleans()))}
     dtype = draw(st.dtypes(st.ALL))
     return {"input": st.draw_array(draw, dtype, draw(st.shapes(min_rank=1)))}
+
   return draw()
 
 
 ToBool = register_op(
-    "ToBool", _to_bool, family="elementwise", jvp=rules.per_op(rules.no_grad_jvp),
-    spec=lambda st: st.Spec(_to_bool_spec(st), skip={"jvp": "boolean output",
-                                                    "vjp": "boolean output"}))
+  "ToBool",
+  _to_bool,
+  family="elementwise",
+  jvp=rules.per_op(rules.no_grad_jvp),
+  spec=lambda st: st.Spec(
+    _to_bool_spec(st), skip={"jvp": "boolean output", "vjp": "boolean output"}
+  ),
+)
 
 
 def _stochastic_cast_to_int(x, key, counter, alg, *, Tout):
@@ -185,8 +205,9 @@ def _stochastic_cast_to_int(x, key, counter, alg, *, Tout):
   StochasticCastToInt): NaN -> 0, values beyond Tout's range saturate. The
   uniforms are StatelessRandomUniformV2's for the same key and counter."""
   dst = np.dtype(Tout)
-  u = tfops.StatelessRandomUniformV2(key, counter, alg, shape=tuple(jnp.shape(x)),
-                                     dtype=np.dtype(x.dtype))
+  u = tfops.StatelessRandomUniformV2(
+    key, counter, alg, shape=tuple(jnp.shape(x)), dtype=np.dtype(x.dtype)
+  )
   one = jnp.ones((), x.dtype)
   floor = jnp.floor(x)
   r = jnp.where(x < 0, jnp.floor(x + u), jnp.floor(x + (one - u)))
@@ -196,20 +217,22 @@ def _stochastic_cast_to_int(x, key, counter, alg, *, Tout):
   r = jnp.where(x >= hi, hi, jnp.where(x <= lo, lo, r))
   r = jnp.where(jnp.isnan(x), jnp.zeros((), x.dtype), r)
   if x.dtype in (jnp.float16, jnp.bfloat16):
-    r = r.astype(jnp.float32)    # exact: |r| <= 2^31 fits, and float16 -> int is not direct
-  return lax.convert_element_type(jnp.clip(r, float(np.iinfo(dst).min),
-                                           float(np.iinfo(dst).max)), dst)
+    r = r.astype(jnp.float32)  # exact: |r| <= 2^31 fits, and float16 -> int is not direct
+  return lax.convert_element_type(
+    jnp.clip(r, float(np.iinfo(dst).min), float(np.iinfo(dst).max)), dst
+  )
 
 
 def tf_stochastic_cast_to_int(input, key, counter, alg, Tout):
   """TF's StochasticCastToInt (not in ``tf.raw_ops``), run eagerly: the spec's oracle."""
   tf = import_tensorflow()
   from tensorflow.python.eager import context, execute
+
   inputs = [tf.constant(v) for v in (input, key, counter, alg)]
-  attrs = ("Tin", inputs[0].dtype.as_datatype_enum,
-           "Tout", tf.as_dtype(Tout).as_datatype_enum)
-  return execute.execute(b"StochasticCastToInt", 1, inputs=inputs, attrs=attrs,
-                         ctx=context.context())[0]
+  attrs = ("Tin", inputs[0].dtype.as_datatype_enum, "Tout", tf.as_dtype(Tout).as_datatype_enum)
+  return execute.execute(
+    b"StochasticCastToInt", 1, inputs=inputs, attrs=attrs, ctx=context.context()
+  )[0]
 
 
 def _stochastic_cast_spec(st):
@@ -218,21 +241,32 @@ def _stochastic_cast_spec(st):
     dtype = draw(st.dtypes(st.FLOATS))
     x = st.draw_array(draw, dtype, draw(st.shapes()), lo=-300.0, hi=300.0)
     if draw(st.booleans()):
-      x = st.draw_array(draw, dtype, x.shape)    # NaN, ±inf, huge values
-    return {"input": x,
-            "key": draw(st.arrays(np.uint64, (1,), min_value=0, max_value=2**32 - 1)),
-            "counter": draw(st.arrays(np.uint64, (2,), min_value=0, max_value=2**32 - 1)),
-            "alg": np.asarray(draw(st.sampled_from([1, 3])), np.int32),   # Philox, auto
-            "Tout": draw(st.dtypes(("int8", "int16", "int32")))}
+      x = st.draw_array(draw, dtype, x.shape)  # NaN, ±inf, huge values
+    return {
+      "input": x,
+      "key": draw(st.arrays(np.uint64, (1,), min_value=0, max_value=2**32 - 1)),
+      "counter": draw(st.arrays(np.uint64, (2,), min_value=0, max_value=2**32 - 1)),
+      "alg": np.asarray(draw(st.sampled_from([1, 3])), np.int32),  # Philox, auto
+      "Tout": draw(st.dtypes(("int8", "int16", "int32"))),
+    }
+
   return draw()
 
 
-_RANDOM = ("random rounding: the uniforms are jax.random's (threefry), not TF's Philox; "
-           "tests/test_special.py checks the rounding probabilities")
+_RANDOM = (
+  "random rounding: the uniforms are jax.random's (threefry), not TF's Philox; "
+  "tests/test_special.py checks the rounding probabilities"
+)
 
 StochasticCastToInt = register_op(
-    "StochasticCastToInt", _stochastic_cast_to_int, family="elementwise", attrs=("Tout",),
-    jvp=rules.per_op(rules.no_grad_jvp),
-    spec=lambda st: st.Spec(_stochastic_cast_spec(st), oracle=tf_stochastic_cast_to_int,
-                            skip={"values": _RANDOM, "jvp": "integer output",
-                                  "vjp": "integer output"}))
+  "StochasticCastToInt",
+  _stochastic_cast_to_int,
+  family="elementwise",
+  attrs=("Tout",),
+  jvp=rules.per_op(rules.no_grad_jvp),
+  spec=lambda st: st.Spec(
+    _stochastic_cast_spec(st),
+    oracle=tf_stochastic_cast_to_int,
+    skip={"values": _RANDOM, "jvp": "integer output", "vjp": "integer output"},
+  ),
+)

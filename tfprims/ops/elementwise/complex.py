@@ -39,34 +39,59 @@ def _complex_transpose(ct, real, imag):
   # transposes to Re(ct), complex(0, y) to -Im(ct) (TF's _ComplexGrad returns
   # (real(grad), imag(grad)) in its conjugated convention).
   U = rules.U
-  return [rules.unbroadcast(tfops.Real(ct), rules.shape_of(real)) if U(real) else None,
-          rules.unbroadcast(tfops.Neg(tfops.Imag(ct)), rules.shape_of(imag)) if U(imag) else None]
+  return [
+    rules.unbroadcast(tfops.Real(ct), rules.shape_of(real)) if U(real) else None,
+    rules.unbroadcast(tfops.Neg(tfops.Imag(ct)), rules.shape_of(imag)) if U(imag) else None,
+  ]
 
 
 Complex = register_op(
-    "Complex", _complex, **EW, linear=True, transpose=_complex_transpose,
-    spec=lambda st: st.Spec(st.binary_calls(("float32", "float64"), args=("real", "imag"),
-                                            attrs={"Tout": _complex_tout})))
+  "Complex",
+  _complex,
+  **EW,
+  linear=True,
+  transpose=_complex_transpose,
+  spec=lambda st: st.Spec(
+    st.binary_calls(("float32", "float64"), args=("real", "imag"), attrs={"Tout": _complex_tout})
+  ),
+)
 
 
 Conj = register_op(
-    "Conj", jnp.conj, **EW, linear=True, transpose=lambda ct, x: [tfops.Conj(ct)],
-    spec=lambda st: st.Spec(st.unary_calls(st.COMPLEX, arg="input")))
+  "Conj",
+  jnp.conj,
+  **EW,
+  linear=True,
+  transpose=lambda ct, x: [tfops.Conj(ct)],
+  spec=lambda st: st.Spec(st.unary_calls(st.COMPLEX, arg="input")),
+)
 
 Real = register_op(
-    "Real", jnp.real, **EW, linear=True,
-    transpose=lambda ct, x: [rules.cast_like(ct, x)],
-    spec=lambda st: st.Spec(st.unary_calls(st.COMPLEX, arg="input", attrs={"Tout": _tout})))
+  "Real",
+  jnp.real,
+  **EW,
+  linear=True,
+  transpose=lambda ct, x: [rules.cast_like(ct, x)],
+  spec=lambda st: st.Spec(st.unary_calls(st.COMPLEX, arg="input", attrs={"Tout": _tout})),
+)
 
 Imag = register_op(
-    "Imag", jnp.imag, **EW, linear=True,
-    transpose=lambda ct, x: [tfops.Mul(rules.cast_like(ct, x), rules.const(-1j, x))],
-    spec=lambda st: st.Spec(st.unary_calls(st.COMPLEX, arg="input", attrs={"Tout": _tout})))
+  "Imag",
+  jnp.imag,
+  **EW,
+  linear=True,
+  transpose=lambda ct, x: [tfops.Mul(rules.cast_like(ct, x), rules.const(-1j, x))],
+  spec=lambda st: st.Spec(st.unary_calls(st.COMPLEX, arg="input", attrs={"Tout": _tout})),
+)
 
 Angle = register_op(
-    "Angle", jnp.angle, **EW,
-    spec=lambda st: st.Spec(st.unary_calls(st.COMPLEX, arg="input", attrs={"Tout": _tout},
-                                           cnonzero=True)))
+  "Angle",
+  jnp.angle,
+  **EW,
+  spec=lambda st: st.Spec(
+    st.unary_calls(st.COMPLEX, arg="input", attrs={"Tout": _tout}, cnonzero=True)
+  ),
+)
 
 
 def _complex_abs_jvp(primals, tangents):
@@ -80,5 +105,9 @@ def _complex_abs_jvp(primals, tangents):
 
 
 ComplexAbs = register_op(
-    "ComplexAbs", jnp.abs, **EW, jvp=_complex_abs_jvp,
-    spec=lambda st: st.Spec(st.unary_calls(st.COMPLEX, arg="x", attrs={"Tout": _tout})))
+  "ComplexAbs",
+  jnp.abs,
+  **EW,
+  jvp=_complex_abs_jvp,
+  spec=lambda st: st.Spec(st.unary_calls(st.COMPLEX, arg="x", attrs={"Tout": _tout})),
+)

@@ -73,6 +73,7 @@ def _iterate(body, state, active, max_iters):
   after the updates); the loop ends when no element is active or after
   ``max_iters`` iterations.
   """
+
   def cond(carry):
     i, act, _ = carry
     return (i < max_iters) & jnp.any(act)
@@ -89,11 +90,13 @@ def _iterate(body, state, active, max_iters):
 
 def _in_float32_or_wider(fn):
   """Operands broadcast; float16/bfloat16 (no TF CPU kernel) computed in float32."""
+
   def impl(*xs, **params):
     dtype = xs[0].dtype
     if dtype in (np.float32, np.float64):
       return fn(*bcast(*xs), **params)
     return fn(*bcast(*(x.astype(np.float32) for x in xs)), **params).astype(dtype)
+
   impl.__doc__ = fn.__doc__
   return impl
 
@@ -171,8 +174,21 @@ def _continued_fraction(a, x, active, deriv):
     ans = jnp.where(nonzero, new_ans, ans)
     dans = jnp.where(nonzero, new_dans, dans)
     scale = jnp.where(jnp.abs(pk) > big, _c(biginv, a), one)
-    return (c, y, z, pkm1 * scale, pk * scale, qkm1 * scale, qk * scale, dpkm1 * scale,
-            dpk * scale, dqkm1 * scale, dqk * scale, ans, dans), done
+    return (
+      c,
+      y,
+      z,
+      pkm1 * scale,
+      pk * scale,
+      qkm1 * scale,
+      qk * scale,
+      dpkm1 * scale,
+      dpk * scale,
+      dqkm1 * scale,
+      dqk * scale,
+      ans,
+      dans,
+    ), done
 
   zeros = zero * a
   init = (zeros, y, z, one + zeros, pkm1, x + zeros, qkm1, zeros, zeros, zeros, dqkm1, ans, dans)
@@ -227,9 +243,20 @@ def _igammac(a, x):
 # Hurwitz zeta (Eigen's zeta_impl: direct sum, then Euler-Maclaurin) and polygamma.
 
 # Euler-Maclaurin coefficients (2k)! / B_2k.
-_ZETA_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9,
-           7.47242496e10, -2.950130727918164224e12, 1.1646782814350067249e14,
-           -4.5979787224074726105e15, 1.8152105401943546773e17, -7.1661652561756670113e18)
+_ZETA_A = (
+  12.0,
+  -720.0,
+  30240.0,
+  -1209600.0,
+  47900160.0,
+  -1.8924375803183791606e9,
+  7.47242496e10,
+  -2.950130727918164224e12,
+  1.1646782814350067249e14,
+  -4.5979787224074726105e15,
+  1.8152105401943546773e17,
+  -7.1661652561756670113e18,
+)
 
 # TF's double loop runs while a <= 9 (|q| terms for very negative q): capped here.
 _ZETA_MAX_TERMS = 10_000
@@ -256,8 +283,9 @@ def _zeta(x, q):
     more = ((i + 1 < 9) | (a <= 9)) if f64 else (i + 1 < 9)
     return (a, b, s, converged), converged | ~more
 
-  a, b, s, converged = _iterate(body, (q, zero * s, s, jnp.zeros(s.shape, bool)),
-                                ~is_special, _ZETA_MAX_TERMS if f64 else 9)
+  a, b, s, converged = _iterate(
+    body, (q, zero * s, s, jnp.zeros(s.shape, bool)), ~is_special, _ZETA_MAX_TERMS if f64 else 9
+  )
   # Euler-Maclaurin tail (skipped where the sum converged or its last term is 0).
   live = ~converged & (b != 0)
   w = a
@@ -283,8 +311,9 @@ def _polygamma(n, x):
   one = _c(1, x)
   nplus = n + one
   factorial = jnp.exp(lax.lgamma(nplus))
-  sign = jnp.where(jnp.isinf(nplus), one,
-                   jnp.where(jnp.fmod(nplus, _c(2, x)) == 0, one, -one))   # C pow(-1, n + 1)
+  sign = jnp.where(
+    jnp.isinf(nplus), one, jnp.where(jnp.fmod(nplus, _c(2, x)) == 0, one, -one)
+  )  # C pow(-1, n + 1)
   out = sign * factorial * _zeta(nplus, x)
   out = jnp.where(n == 0, lax.digamma(x), out)
   return jnp.where((jnp.floor(n) != n) | (n < 0), _c(np.nan, x), out)
@@ -327,8 +356,21 @@ def _incbeta_cfe(a, b, x, small):
     pkm2, pkm1, qkm2, qkm1 = pkm2 * up, pkm1 * up, qkm2 * up, qkm1 * up
     return (k1, k2, k3, k4, k5, k6, k7, k8, pkm2, pkm1, qkm2, qkm1, ans), done
 
-  init = (a, k2, a, a + one, one + zeros, k6, a + one, a + two, zeros, one + zeros,
-          one + zeros, one + zeros, one + zeros)
+  init = (
+    a,
+    k2,
+    a,
+    a + one,
+    one + zeros,
+    k6,
+    a + one,
+    a + two,
+    zeros,
+    one + zeros,
+    one + zeros,
+    one + zeros,
+    one + zeros,
+  )
   return _iterate(body, init, jnp.ones(a.shape, bool), 300 if f64 else 100)[-1]
 
 
@@ -352,8 +394,10 @@ def _incbps_f32(a, b, x):
     a_next = a + one
     u_next = u * (t * b / a_next)
     s_next = s + u_next
-    return ((jnp.where(stop, a, a_next), b, jnp.where(stop, u, u_next),
-             jnp.where(stop, s, s_next)), stop | ~(jnp.abs(u_next) > eps))
+    return (
+      (jnp.where(stop, a, a_next), b, jnp.where(stop, u, u_next), jnp.where(stop, s, s_next)),
+      stop | ~(jnp.abs(u_next) > eps),
+    )
 
   _, _, _, s = _iterate(body, (a, b, one + zero * a, zero * a), jnp.ones(a.shape, bool), 10_000)
   return jnp.exp(y) * (one + s)
@@ -379,8 +423,13 @@ def _betainc_f32(aa, bb, xx):
 
   small_a = aa <= 1
   ans = incbsa(jnp.where(small_a, aa + one, aa), bb, xx)
-  t = (aa * jnp.log(xx) + bb * jnp.log1p(-xx) + lax.lgamma(aa + bb)
-       - lax.lgamma(aa + one) - lax.lgamma(bb))
+  t = (
+    aa * jnp.log(xx)
+    + bb * jnp.log1p(-xx)
+    + lax.lgamma(aa + bb)
+    - lax.lgamma(aa + one)
+    - lax.lgamma(bb)
+  )
   return jnp.where(small_a, ans + jnp.exp(t), ans)
 
 
@@ -412,8 +461,11 @@ def _betainc_f64(aa, bb, xx):
   a, b = jnp.where(rev, bb, aa), jnp.where(rev, aa, bb)
   xc, x = jnp.where(rev, xx, w), jnp.where(rev, w, xx)
   rev_ps = rev & (b * x <= 1) & (x <= 0.95)
-  ps_a, ps_b, ps_x = (jnp.where(direct_ps, aa, a), jnp.where(direct_ps, bb, b),
-                      jnp.where(direct_ps, xx, x))
+  ps_a, ps_b, ps_x = (
+    jnp.where(direct_ps, aa, a),
+    jnp.where(direct_ps, bb, b),
+    jnp.where(direct_ps, xx, x),
+  )
   ps = _incbps_f64(ps_a, ps_b, ps_x)
   small = x * (a + b - _c(2, a)) - (a - one) < 0
   cfe = _incbeta_cfe(a, b, x, small)
@@ -459,32 +511,50 @@ def _sum(*parts):
 def _binary_jvp(op, partials):
   """Full JVP of a two-operand op: ``sum_i t_i * partials[i](*primals, y)``
   (``None``: TF's missing gradient, i.e. zero)."""
+
   def rule(primals, tangents):
     y = op(*primals)
-    parts = [tfops.Mul(t, p(*primals, y)) if p is not None and type(t) is not ad.Zero else None
-             for t, p in zip(tangents, partials)]
+    parts = [
+      tfops.Mul(t, p(*primals, y)) if p is not None and type(t) is not ad.Zero else None
+      for t, p in zip(tangents, partials)
+    ]
     tangent = _sum(*parts)
     return y, rules.zero_tangent(y) if tangent is None else tangent
+
   return rule
 
 
 def _igamma_x_partial(a, x, y=None):
   """d/dx P(a, x) = exp(-x + (a - 1) log x - lgamma(a)) (TF's _IgammaGrad)."""
-  return tfops.Exp(tfops.Sub(
+  return tfops.Exp(
+    tfops.Sub(
       tfops.AddV2(tfops.Neg(x), tfops.Mul(tfops.Sub(a, rules.const(1, a)), tfops.Log(x))),
-      tfops.Lgamma(a)))
+      tfops.Lgamma(a),
+    )
+  )
 
 
 Igamma = register_op(
-    "Igamma", _in_float32_or_wider(_igamma), **EW,
-    jvp=rules.per_op(_binary_jvp, (lambda a, x, y: tfops.IgammaGradA(a, x), _igamma_x_partial)),
-    spec=lambda st: st.Spec(_gamma_calls(st), rtol=_GAMMA_RTOL, examples=0.5))
+  "Igamma",
+  _in_float32_or_wider(_igamma),
+  **EW,
+  jvp=rules.per_op(_binary_jvp, (lambda a, x, y: tfops.IgammaGradA(a, x), _igamma_x_partial)),
+  spec=lambda st: st.Spec(_gamma_calls(st), rtol=_GAMMA_RTOL, examples=0.5),
+)
 
 Igammac = register_op(
-    "Igammac", _in_float32_or_wider(_igammac), **EW,
-    jvp=rules.per_op(_binary_jvp, (lambda a, x, y: tfops.Neg(tfops.IgammaGradA(a, x)),
-                                   lambda a, x, y: tfops.Neg(_igamma_x_partial(a, x)))),
-    spec=lambda st: st.Spec(_gamma_calls(st), rtol=_GAMMA_RTOL, examples=0.5))
+  "Igammac",
+  _in_float32_or_wider(_igammac),
+  **EW,
+  jvp=rules.per_op(
+    _binary_jvp,
+    (
+      lambda a, x, y: tfops.Neg(tfops.IgammaGradA(a, x)),
+      lambda a, x, y: tfops.Neg(_igamma_x_partial(a, x)),
+    ),
+  ),
+  spec=lambda st: st.Spec(_gamma_calls(st), rtol=_GAMMA_RTOL, examples=0.5),
+)
 
 
 def _igamma_grad_a_jvp(primals, tangents):
@@ -494,32 +564,52 @@ def _igamma_grad_a_jvp(primals, tangents):
   y = tfops.IgammaGradA(a, x)
   if type(ta) is not ad.Zero:
     raise NotImplementedError(
-        "IgammaGradA: no derivative in `a` (TF registers no gradient for IgammaGradA)")
+      "IgammaGradA: no derivative in `a` (TF registers no gradient for IgammaGradA)"
+    )
   if type(tx) is ad.Zero:
     return y, rules.zero_tangent(y)
-  return y, tfops.Mul(tx, tfops.Mul(_igamma_x_partial(a, x),
-                                    tfops.Sub(tfops.Log(x), tfops.Digamma(a))))
+  return y, tfops.Mul(
+    tx, tfops.Mul(_igamma_x_partial(a, x), tfops.Sub(tfops.Log(x), tfops.Digamma(a)))
+  )
 
 
 IgammaGradA = register_op(
-    "IgammaGradA", _in_float32_or_wider(_igamma_grad_a), **EW, jvp=_igamma_grad_a_jvp,
-    spec=lambda st: st.Spec(_gamma_calls(st), rtol=_GAMMA_RTOL,
-                            note="derivative: in x only (TF has none)"))
+  "IgammaGradA",
+  _in_float32_or_wider(_igamma_grad_a),
+  **EW,
+  jvp=_igamma_grad_a_jvp,
+  spec=lambda st: st.Spec(
+    _gamma_calls(st), rtol=_GAMMA_RTOL, note="derivative: in x only (TF has none)"
+  ),
+)
 
 Zeta = register_op(
-    "Zeta", _in_float32_or_wider(_zeta), **EW,
-    # TF: none in x; -x * zeta(x + 1, q) in q.
-    jvp=rules.per_op(_binary_jvp, (None, lambda x, q, y: tfops.Mul(
-        tfops.Neg(x), tfops.Zeta(tfops.AddV2(x, rules.const(1, x)), q)))),
-    spec=lambda st: st.Spec(_zeta_calls(st), note="derivative in x: zero, as TF"))
+  "Zeta",
+  _in_float32_or_wider(_zeta),
+  **EW,
+  # TF: none in x; -x * zeta(x + 1, q) in q.
+  jvp=rules.per_op(
+    _binary_jvp,
+    (
+      None,
+      lambda x, q, y: tfops.Mul(tfops.Neg(x), tfops.Zeta(tfops.AddV2(x, rules.const(1, x)), q)),
+    ),
+  ),
+  spec=lambda st: st.Spec(_zeta_calls(st), note="derivative in x: zero, as TF"),
+)
 
 Polygamma = register_op(
-    "Polygamma", _in_float32_or_wider(_polygamma), **EW,
-    # TF: none in n; polygamma(n + 1, x) in x.
-    jvp=rules.per_op(_binary_jvp, (None, lambda n, x, y: tfops.Polygamma(
-        tfops.AddV2(n, rules.const(1, n)), x))),
-    spec=lambda st: st.Spec(_polygamma_calls(st), rtol={"float32": 1e-4},
-                            note="derivative in n: zero, as TF"))
+  "Polygamma",
+  _in_float32_or_wider(_polygamma),
+  **EW,
+  # TF: none in n; polygamma(n + 1, x) in x.
+  jvp=rules.per_op(
+    _binary_jvp, (None, lambda n, x, y: tfops.Polygamma(tfops.AddV2(n, rules.const(1, n)), x))
+  ),
+  spec=lambda st: st.Spec(
+    _polygamma_calls(st), rtol={"float32": 1e-4}, note="derivative in n: zero, as TF"
+  ),
+)
 
 
 def _betainc_jvp(primals, tangents):
@@ -530,20 +620,33 @@ def _betainc_jvp(primals, tangents):
   if type(tx) is ad.Zero:
     return y, rules.zero_tangent(y)
   one = rules.const(1, x)
-  log_beta = tfops.Sub(tfops.AddV2(tfops.Lgamma(a), tfops.Lgamma(b)),
-                       tfops.Lgamma(tfops.AddV2(a, b)))
-  partial = tfops.Exp(tfops.Sub(
-      tfops.AddV2(tfops.Xlog1py(tfops.Sub(b, one), tfops.Neg(x)),
-                  tfops.Xlogy(tfops.Sub(a, one), x)), log_beta))
+  log_beta = tfops.Sub(
+    tfops.AddV2(tfops.Lgamma(a), tfops.Lgamma(b)), tfops.Lgamma(tfops.AddV2(a, b))
+  )
+  partial = tfops.Exp(
+    tfops.Sub(
+      tfops.AddV2(
+        tfops.Xlog1py(tfops.Sub(b, one), tfops.Neg(x)), tfops.Xlogy(tfops.Sub(a, one), x)
+      ),
+      log_beta,
+    )
+  )
   return y, tfops.Mul(tx, partial)
 
 
 Betainc = register_op(
-    "Betainc", _in_float32_or_wider(_betainc), **EW, jvp=_betainc_jvp,
-    spec=lambda st: st.Spec(_betainc_calls(st), rtol={"float32": 5e-4, "float64": 1e-10},
-                            atol={"float32": 1e-5},
-                            note="derivative in a, b: zero, as TF; float32 results carry "
-                                 "lgamma's rounding (TF's and tfprims' differ by ~1e-4)"))
+  "Betainc",
+  _in_float32_or_wider(_betainc),
+  **EW,
+  jvp=_betainc_jvp,
+  spec=lambda st: st.Spec(
+    _betainc_calls(st),
+    rtol={"float32": 5e-4, "float64": 1e-10},
+    atol={"float32": 1e-5},
+    note="derivative in a, b: zero, as TF; float32 results carry "
+    "lgamma's rounding (TF's and tfprims' differ by ~1e-4)",
+  ),
+)
 
 
 # ---------------------------------------------------------------------------
@@ -581,6 +684,7 @@ def _calls(st, ranges, same_or_scalar=False, integer=(), finite=()):
         value = st.draw_array(d, dtype, shape, lo=lo, hi=hi)
       out[name] = st.flush_subnormals(np.asarray(value).astype(dtype))
     return out
+
   return draw()
 
 
@@ -597,5 +701,9 @@ def _polygamma_calls(st):
 
 
 def _betainc_calls(st):
-  return _calls(st, {"a": (0.0, 100.0), "b": (0.0, 100.0), "x": (0.0, 1.0)},
-                same_or_scalar=True, finite=("a", "b"))
+  return _calls(
+    st,
+    {"a": (0.0, 100.0), "b": (0.0, 100.0), "x": (0.0, 1.0)},
+    same_or_scalar=True,
+    finite=("a", "b"),
+  )

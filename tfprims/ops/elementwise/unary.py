@@ -17,20 +17,36 @@ from jax import lax
 
 from tfprims import rules
 from tfprims.core import register_op, tfops
-from tfprims.ops.elementwise._common import (BOOL_OUT, CPLX_MUL_RTOL, EW, REAL_FLOATS,
-                                             conj_symmetric, direct_unary_lowering,
-                                             is_complex, odd_symmetric)
+from tfprims.ops.elementwise._common import (
+  BOOL_OUT,
+  CPLX_MUL_RTOL,
+  EW,
+  REAL_FLOATS,
+  conj_symmetric,
+  direct_unary_lowering,
+  is_complex,
+  odd_symmetric,
+)
 
 Neg = register_op(
-    "Neg", jnp.negative, **EW, lowering=direct_unary_lowering(
-        "neg", jnp.negative, REAL_FLOATS + ("int8", "int16", "int32", "int64")),
-    linear=True, transpose=lambda ct, x: [tfops.Neg(ct)],
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.SIGNED + st.COMPLEX)))
+  "Neg",
+  jnp.negative,
+  **EW,
+  lowering=direct_unary_lowering(
+    "neg", jnp.negative, REAL_FLOATS + ("int8", "int16", "int32", "int64")
+  ),
+  linear=True,
+  transpose=lambda ct, x: [tfops.Neg(ct)],
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.SIGNED + st.COMPLEX)),
+)
 
 Abs = register_op(
-    "Abs", jnp.abs, **EW,
-    jvp=(lambda t, x: tfops.Mul(t, tfops.Sign(x)),),   # TF: grad * sign(x), so 0 at x == 0
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.SIGNED)))
+  "Abs",
+  jnp.abs,
+  **EW,
+  jvp=(lambda t, x: tfops.Mul(t, tfops.Sign(x)),),  # TF: grad * sign(x), so 0 at x == 0
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.SIGNED)),
+)
 
 
 def _sign(x):
@@ -41,14 +57,20 @@ def _sign(x):
 
 
 Sign = register_op(
-    "Sign", _sign, **EW, jvp=rules.per_op(rules.no_grad_jvp),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.SIGNED + st.COMPLEX)))
+  "Sign",
+  _sign,
+  **EW,
+  jvp=rules.per_op(rules.no_grad_jvp),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.SIGNED + st.COMPLEX)),
+)
 
 Square = register_op(
-    "Square", lambda x: x * x, **EW,
-    jvp=(lambda t, x: tfops.Mul(t, tfops.Mul(x, rules.const(2, x))),),
-    spec=lambda st: st.Spec(st.unary_calls(st.NUMERIC + st.COMPLEX, wide=2**15),
-                            rtol=CPLX_MUL_RTOL))
+  "Square",
+  lambda x: x * x,
+  **EW,
+  jvp=(lambda t, x: tfops.Mul(t, tfops.Mul(x, rules.const(2, x))),),
+  spec=lambda st: st.Spec(st.unary_calls(st.NUMERIC + st.COMPLEX, wide=2**15), rtol=CPLX_MUL_RTOL),
+)
 
 
 def _conj_if_complex(y):
@@ -58,9 +80,13 @@ def _conj_if_complex(y):
 
 
 Sqrt = register_op(
-    "Sqrt", conj_symmetric(jnp.sqrt), **EW,
-    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.SqrtGrad(_conj_if_complex(y), t)),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
+  "Sqrt",
+  conj_symmetric(jnp.sqrt),
+  **EW,
+  jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.SqrtGrad(_conj_if_complex(y), t)),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)),
+)
+
 
 def _complex_rsqrt(z):
   """Eigen's complex_rsqrt (TF's kernel): the principal 1/sqrt(z), with the
@@ -89,56 +115,86 @@ def _rsqrt(x):
 
 
 Rsqrt = register_op(
-    "Rsqrt", _rsqrt, **EW, lowering=direct_unary_lowering("rsqrt", _rsqrt),
-    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.RsqrtGrad(_conj_if_complex(y), t)),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
+  "Rsqrt",
+  _rsqrt,
+  **EW,
+  lowering=direct_unary_lowering("rsqrt", _rsqrt),
+  jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.RsqrtGrad(_conj_if_complex(y), t)),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)),
+)
 
 Exp = register_op(
-    "Exp", jnp.exp, **EW, lowering=direct_unary_lowering("exp", jnp.exp),
-    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.Mul(t, y)),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
+  "Exp",
+  jnp.exp,
+  **EW,
+  lowering=direct_unary_lowering("exp", jnp.exp),
+  jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.Mul(t, y)),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)),
+)
 
 Expm1 = register_op(
-    "Expm1", jnp.expm1, **EW,
-    jvp=(lambda t, x: tfops.Mul(t, tfops.Exp(x)),),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
+  "Expm1",
+  jnp.expm1,
+  **EW,
+  jvp=(lambda t, x: tfops.Mul(t, tfops.Exp(x)),),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)),
+)
 
 Log = register_op(
-    "Log", jnp.log, **EW,
-    jvp=(lambda t, x: tfops.Mul(t, tfops.Reciprocal(x)),),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
+  "Log",
+  jnp.log,
+  **EW,
+  jvp=(lambda t, x: tfops.Mul(t, tfops.Reciprocal(x)),),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)),
+)
+
 
 def _log1p(x):
   """log(1 + x); complex -1 gives -inf + NaNj, as TF's x * log(1 + x) / ((1 + x) - 1)."""
   y = jnp.log1p(x)
   if jnp.iscomplexobj(x):
-    y = jnp.where(x == -1, lax.complex(*(jnp.full(jnp.shape(x), v, jnp.real(x).dtype)
-                                         for v in (-np.inf, np.nan))), y)
+    y = jnp.where(
+      x == -1,
+      lax.complex(*(jnp.full(jnp.shape(x), v, jnp.real(x).dtype) for v in (-np.inf, np.nan))),
+      y,
+    )
   return y
 
 
 Log1p = register_op(
-    "Log1p", _log1p, **EW,
-    jvp=(lambda t, x: tfops.Mul(t, tfops.Reciprocal(tfops.AddV2(rules.const(1, x), x))),),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
+  "Log1p",
+  _log1p,
+  **EW,
+  jvp=(lambda t, x: tfops.Mul(t, tfops.Reciprocal(tfops.AddV2(rules.const(1, x), x))),),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)),
+)
 
 # ---------------------------------------------------------------------------
 # Trigonometric and hyperbolic functions.
 
 Sin = register_op(
-    "Sin", jnp.sin, **EW,
-    jvp=(lambda t, x: tfops.Mul(t, tfops.Cos(x)),),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
+  "Sin",
+  jnp.sin,
+  **EW,
+  jvp=(lambda t, x: tfops.Mul(t, tfops.Cos(x)),),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)),
+)
 
 Cos = register_op(
-    "Cos", jnp.cos, **EW,
-    jvp=(lambda t, x: tfops.Neg(tfops.Mul(t, tfops.Sin(x))),),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
+  "Cos",
+  jnp.cos,
+  **EW,
+  jvp=(lambda t, x: tfops.Neg(tfops.Mul(t, tfops.Sin(x))),),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)),
+)
 
 Tan = register_op(
-    "Tan", jnp.tan, **EW,
-    jvp=(lambda t, x: tfops.Mul(t, tfops.Square(tfops.Reciprocal(tfops.Cos(x)))),),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
+  "Tan",
+  jnp.tan,
+  **EW,
+  jvp=(lambda t, x: tfops.Mul(t, tfops.Square(tfops.Reciprocal(tfops.Cos(x)))),),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)),
+)
 
 
 def _one_minus_square(x):
@@ -146,74 +202,118 @@ def _one_minus_square(x):
 
 
 Asin = register_op(
-    "Asin", conj_symmetric(jnp.arcsin), **EW,
-    jvp=(lambda t, x: tfops.Mul(t, tfops.Reciprocal(tfops.Sqrt(_one_minus_square(x)))),),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
+  "Asin",
+  conj_symmetric(jnp.arcsin),
+  **EW,
+  jvp=(lambda t, x: tfops.Mul(t, tfops.Reciprocal(tfops.Sqrt(_one_minus_square(x)))),),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)),
+)
 
 Acos = register_op(
-    "Acos", conj_symmetric(jnp.arccos), **EW,
-    jvp=(lambda t, x: tfops.Mul(
-        t, tfops.Neg(tfops.Reciprocal(tfops.Sqrt(_one_minus_square(x))))),),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
+  "Acos",
+  conj_symmetric(jnp.arccos),
+  **EW,
+  jvp=(lambda t, x: tfops.Mul(t, tfops.Neg(tfops.Reciprocal(tfops.Sqrt(_one_minus_square(x))))),),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)),
+)
 
 Atan = register_op(
-    "Atan", jnp.arctan, **EW,
-    jvp=(lambda t, x: tfops.Mul(
-        t, tfops.Reciprocal(tfops.AddV2(rules.const(1, x), tfops.Square(x)))),),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
+  "Atan",
+  jnp.arctan,
+  **EW,
+  jvp=(
+    lambda t, x: tfops.Mul(t, tfops.Reciprocal(tfops.AddV2(rules.const(1, x), tfops.Square(x)))),
+  ),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)),
+)
 
 Sinh = register_op(
-    "Sinh", jnp.sinh, **EW,
-    jvp=(lambda t, x: tfops.Mul(t, tfops.Cosh(x)),),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
+  "Sinh",
+  jnp.sinh,
+  **EW,
+  jvp=(lambda t, x: tfops.Mul(t, tfops.Cosh(x)),),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)),
+)
 
 Cosh = register_op(
-    "Cosh", jnp.cosh, **EW,
-    jvp=(lambda t, x: tfops.Mul(t, tfops.Sinh(x)),),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
+  "Cosh",
+  jnp.cosh,
+  **EW,
+  jvp=(lambda t, x: tfops.Mul(t, tfops.Sinh(x)),),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)),
+)
 
 Tanh = register_op(
-    "Tanh", jnp.tanh, **EW, lowering=direct_unary_lowering("tanh", jnp.tanh),
-    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.TanhGrad(y, t)),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)))
+  "Tanh",
+  jnp.tanh,
+  **EW,
+  lowering=direct_unary_lowering("tanh", jnp.tanh),
+  jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.TanhGrad(y, t)),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cbound=30)),
+)
 
 Asinh = register_op(
-    "Asinh", odd_symmetric(jnp.arcsinh), **EW,
-    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.Div(t, tfops.Cosh(y))),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
+  "Asinh",
+  odd_symmetric(jnp.arcsinh),
+  **EW,
+  jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.Div(t, tfops.Cosh(y))),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)),
+)
 
 Acosh = register_op(
-    "Acosh", conj_symmetric(jnp.arccosh), **EW,
-    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.Div(t, tfops.Sinh(y))),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
+  "Acosh",
+  conj_symmetric(jnp.arccosh),
+  **EW,
+  jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.Div(t, tfops.Sinh(y))),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)),
+)
 
 Atanh = register_op(
-    "Atanh", jnp.arctanh, **EW,
-    jvp=(lambda t, x: tfops.Mul(t, tfops.Reciprocal(_one_minus_square(x))),),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)))
+  "Atanh",
+  jnp.arctanh,
+  **EW,
+  jvp=(lambda t, x: tfops.Mul(t, tfops.Reciprocal(_one_minus_square(x))),),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX)),
+)
 
 # ---------------------------------------------------------------------------
 # Rounding.
 
 Floor = register_op(
-    "Floor", jnp.floor, **EW, jvp=rules.per_op(rules.no_grad_jvp),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS)))
+  "Floor",
+  jnp.floor,
+  **EW,
+  jvp=rules.per_op(rules.no_grad_jvp),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS)),
+)
 
 Ceil = register_op(
-    "Ceil", jnp.ceil, **EW, jvp=rules.per_op(rules.no_grad_jvp),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS)))
+  "Ceil",
+  jnp.ceil,
+  **EW,
+  jvp=rules.per_op(rules.no_grad_jvp),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS)),
+)
 
 # Half to even, like TF. Integer inputs are returned unchanged (tf.round does
 # that in Python; TF 2.21's CPU kernel returns 0 for them, a bug not copied).
 Round = register_op(
-    "Round", lambda x: x if jnp.issubdtype(x.dtype, jnp.integer) else jnp.round(x),
-    **EW, jvp=rules.per_op(rules.no_grad_jvp),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS),
-                            note="integer inputs: identity (TF's kernel gives 0)"))
+  "Round",
+  lambda x: x if jnp.issubdtype(x.dtype, jnp.integer) else jnp.round(x),
+  **EW,
+  jvp=rules.per_op(rules.no_grad_jvp),
+  spec=lambda st: st.Spec(
+    st.unary_calls(st.FLOATS), note="integer inputs: identity (TF's kernel gives 0)"
+  ),
+)
 
 Rint = register_op(
-    "Rint", jnp.rint, **EW, jvp=rules.per_op(rules.no_grad_jvp),
-    spec=lambda st: st.Spec(st.unary_calls(("float32", "float64"))))
+  "Rint",
+  jnp.rint,
+  **EW,
+  jvp=rules.per_op(rules.no_grad_jvp),
+  spec=lambda st: st.Spec(st.unary_calls(("float32", "float64"))),
+)
 
 # ---------------------------------------------------------------------------
 # Reciprocal, special functions, predicates.
@@ -224,21 +324,26 @@ def _reciprocal(x):
 
 
 Reciprocal = register_op(
-    "Reciprocal", _reciprocal, **EW,
-    jvp=rules.per_op(rules.output_jvp,
-                     lambda t, y, x: tfops.ReciprocalGrad(_conj_if_complex(y), t)),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
+  "Reciprocal",
+  _reciprocal,
+  **EW,
+  jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.ReciprocalGrad(_conj_if_complex(y), t)),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)),
+)
 
 Inv = register_op(
-    "Inv", _reciprocal, **EW,
-    jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.InvGrad(_conj_if_complex(y), t)),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)))
+  "Inv",
+  _reciprocal,
+  **EW,
+  jvp=rules.per_op(rules.output_jvp, lambda t, y, x: tfops.InvGrad(_conj_if_complex(y), t)),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS + st.COMPLEX, cnonzero=True)),
+)
 
 _TWO_OVER_SQRT_PI = 2.0 / np.sqrt(np.pi)
 
 # TF's CPU float64 Erf (Eigen's double erf) is NaN from here on (and at ±inf);
 # tfprims gives ±1, as C99 erf and TF's other dtypes do (docs/semantics/elementwise.md).
-_TF_ERF_F64_NAN_FROM = 1.3407807830046643e+154
+_TF_ERF_F64_NAN_FROM = 1.3407807830046643e154
 
 
 def _erf_calls(st):
@@ -247,25 +352,39 @@ def _erf_calls(st):
     if x.dtype == np.float64:
       x = np.where(np.abs(x) >= _TF_ERF_F64_NAN_FROM, np.copysign(1e30, x), x)
     return {"x": x}
+
   return st.unary_calls(st.FLOATS).map(off_tf_nan_region)
 
 
 def _erf_jvp(scale):
   """``t * scale * exp(-x^2)`` (Erf: 2 / sqrt(pi); Erfc: its negation)."""
-  return (lambda t, x: tfops.Mul(t, tfops.Mul(rules.const(scale, x),
-                                              tfops.Exp(tfops.Neg(tfops.Square(x))))),)
+  return (
+    lambda t, x: tfops.Mul(
+      t, tfops.Mul(rules.const(scale, x), tfops.Exp(tfops.Neg(tfops.Square(x))))
+    ),
+  )
 
 
 Erf = register_op(
-    "Erf", jax.scipy.special.erf, **EW, lowering=direct_unary_lowering("erf", lax.erf),
-    jvp=_erf_jvp(_TWO_OVER_SQRT_PI),
-    spec=lambda st: st.Spec(_erf_calls(st), note="float64 |x| >= 1.34e154 (±inf too): TF's "
-                            "CPU kernel gives NaN, tfprims ±1 (not drawn)"))
+  "Erf",
+  jax.scipy.special.erf,
+  **EW,
+  lowering=direct_unary_lowering("erf", lax.erf),
+  jvp=_erf_jvp(_TWO_OVER_SQRT_PI),
+  spec=lambda st: st.Spec(
+    _erf_calls(st),
+    note="float64 |x| >= 1.34e154 (±inf too): TF's CPU kernel gives NaN, tfprims ±1 (not drawn)",
+  ),
+)
 
 Erfc = register_op(
-    "Erfc", jax.scipy.special.erfc, **EW, lowering=direct_unary_lowering("erfc", lax.erfc),
-    jvp=_erf_jvp(-_TWO_OVER_SQRT_PI),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS)))
+  "Erfc",
+  jax.scipy.special.erfc,
+  **EW,
+  lowering=direct_unary_lowering("erfc", lax.erfc),
+  jvp=_erf_jvp(-_TWO_OVER_SQRT_PI),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS)),
+)
 
 
 def _lgamma(x):
@@ -277,28 +396,46 @@ def _lgamma(x):
 
 
 Lgamma = register_op(
-    "Lgamma", _lgamma, **EW,
-    jvp=(lambda t, x: tfops.Mul(t, tfops.Digamma(x)),),
-    # (XLA's float32 lgamma is within 1e-5 of TF's, relative or absolute, so the
-    # tolerances cannot see the zeros at 1 and 2: tests/test_ops_elementwise.py pins them.)
-    # No subnormals: XLA reads them as 0 (lgamma inf), TF's kernel does not (Lgamma(1e-45)
-    # is 103.97 there).
-    spec=lambda st: st.Spec(st.unary_calls(("float16", "float32", "float64"), subnormal=False),
-                            rtol=1e-3, atol=1e-3))
+  "Lgamma",
+  _lgamma,
+  **EW,
+  jvp=(lambda t, x: tfops.Mul(t, tfops.Digamma(x)),),
+  # (XLA's float32 lgamma is within 1e-5 of TF's, relative or absolute, so the
+  # tolerances cannot see the zeros at 1 and 2: tests/test_ops_elementwise.py pins them.)
+  # No subnormals: XLA reads them as 0 (lgamma inf), TF's kernel does not (Lgamma(1e-45)
+  # is 103.97 there).
+  spec=lambda st: st.Spec(
+    st.unary_calls(("float16", "float32", "float64"), subnormal=False), rtol=1e-3, atol=1e-3
+  ),
+)
 
 Digamma = register_op(
-    "Digamma", lax.digamma, **EW,   # derivative: polygamma(1, x) (derived)
-    spec=lambda st: st.Spec(st.unary_calls(("float16", "float32", "float64")),
-                            rtol=1e-3, atol=1e-3))
+  "Digamma",
+  lax.digamma,
+  **EW,  # derivative: polygamma(1, x) (derived)
+  spec=lambda st: st.Spec(st.unary_calls(("float16", "float32", "float64")), rtol=1e-3, atol=1e-3),
+)
 
 IsNan = register_op(
-    "IsNan", jnp.isnan, **EW, jvp=rules.per_op(rules.no_grad_jvp),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS), skip={"jvp": BOOL_OUT, "vjp": BOOL_OUT}))
+  "IsNan",
+  jnp.isnan,
+  **EW,
+  jvp=rules.per_op(rules.no_grad_jvp),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS), skip={"jvp": BOOL_OUT, "vjp": BOOL_OUT}),
+)
 
 IsInf = register_op(
-    "IsInf", jnp.isinf, **EW, jvp=rules.per_op(rules.no_grad_jvp),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS), skip={"jvp": BOOL_OUT, "vjp": BOOL_OUT}))
+  "IsInf",
+  jnp.isinf,
+  **EW,
+  jvp=rules.per_op(rules.no_grad_jvp),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS), skip={"jvp": BOOL_OUT, "vjp": BOOL_OUT}),
+)
 
 IsFinite = register_op(
-    "IsFinite", jnp.isfinite, **EW, jvp=rules.per_op(rules.no_grad_jvp),
-    spec=lambda st: st.Spec(st.unary_calls(st.FLOATS), skip={"jvp": BOOL_OUT, "vjp": BOOL_OUT}))
+  "IsFinite",
+  jnp.isfinite,
+  **EW,
+  jvp=rules.per_op(rules.no_grad_jvp),
+  spec=lambda st: st.Spec(st.unary_calls(st.FLOATS), skip={"jvp": BOOL_OUT, "vjp": BOOL_OUT}),
+)

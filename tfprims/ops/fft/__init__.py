@@ -15,10 +15,9 @@ Rules bind other ops through :data:`tfprims.core.tfops`. Semantics chosen where 
 raises or has no CPU kernel: docs/semantics/fft.md.
 """
 
-from tfprims.ops.fft import audio, fft, microfrontend, rfft  # noqa: F401
-from tfprims.ops.fft._common import FAMILY  # noqa: F401
-from tfprims.ops.fft.fft import FFT, FFT2D, FFT3D, FFTND, IFFT, IFFT2D, IFFT3D, IFFTND  # noqa: F401
-from tfprims.ops.fft.rfft import (  # noqa: F401
-    IRFFT, IRFFT2D, IRFFT3D, IRFFTND, RFFT, RFFT2D, RFFT3D, RFFTND)
-from tfprims.ops.fft.audio import AudioSpectrogram, Mfcc  # noqa: F401
-from tfprims.ops.fft.microfrontend import AudioMicrofrontend  # noqa: F401
+from tfprims.ops.fft import audio, fft, microfrontend, rfft
+from tfprims.ops.fft._common import FAMILY
+from tfprims.ops.fft.fft import FFT, FFT2D, FFT3D, FFTND, IFFT, IFFT2D, IFFT3D, IFFTND
+from tfprims.ops.fft.rfft import IRFFT, IRFFT2D, IRFFT3D, IRFFTND, RFFT, RFFT2D, RFFT3D, RFFTND
+from tfprims.ops.fft.audio import AudioSpectrogram, Mfcc
+from tfprims.ops.fft.microfrontend import AudioMicrofrontend

@@ -38,8 +38,10 @@ def nd_axes(op_type: str, axes, fft_length, rank: int) -> tuple:
   check_rank(op_type, rank, k)
   norm = tuple(a + rank if a < 0 else a for a in axes)
   if norm != tuple(range(rank - k, rank)):
-    raise ValueError(f"{op_type}: axes must be successive and ascending, the last one -1 "
-                     f"(TF's kernel transforms the innermost axes only); got {axes}")
+    raise ValueError(
+      f"{op_type}: axes must be successive and ascending, the last one -1 "
+      f"(TF's kernel transforms the innermost axes only); got {axes}"
+    )
   return tuple(range(-k, 0))
 
 
@@ -54,8 +56,10 @@ def check_lengths(op_type: str, shape, lengths, *, inverse_real: bool) -> None:
     need = n // 2 + 1 if inverse_real and i == k - 1 else n
     have = shape[len(shape) - k + i]
     if have != 0 and have < need:
-      raise ValueError(f"{op_type}: Input dimension {len(shape) - k + i} must have length "
-                       f"of at least {need} but got: {have}")
+      raise ValueError(
+        f"{op_type}: Input dimension {len(shape) - k + i} must have length "
+        f"of at least {need} but got: {have}"
+      )
 
 
 def fit(x, lengths):
@@ -78,8 +82,9 @@ def fit_tf(x, lengths):
   lead = len(shape) - k
   tail = shape[lead:]
   if any(n > s for s, n in zip(tail, lengths)):
-    x = tfops.Pad(x, paddings=((0, 0),) * lead + tuple(
-        (0, max(n - s, 0)) for s, n in zip(tail, lengths)))
+    x = tfops.Pad(
+      x, paddings=((0, 0),) * lead + tuple((0, max(n - s, 0)) for s, n in zip(tail, lengths))
+    )
   if any(n < s for s, n in zip(tail, lengths)):
     x = tfops.Slice(x, begin=(0,) * len(shape), size=shape[:lead] + tuple(lengths))
   return x
@@ -103,12 +108,14 @@ def leading_batching(op_type: str, nd: bool = False):
   """Batching of an op transforming trailing axes: the batch axis moved to the front
   and the op re-bound (an ND op's axes made negative, so they still name the
   trailing axes)."""
+
   def rule(args, dims, **params):
     (x,), (d,) = args, dims
     if nd:
       rank = x.ndim - 1
       params = dict(params, axes=tuple(a - rank if a >= 0 else a for a in ints(params["axes"])))
     return getattr(tfops, op_type)(rules.to_front(x, d), **params), 0
+
   return rule
 
 

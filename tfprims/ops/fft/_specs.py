@@ -79,8 +79,9 @@ def fft_calls(st, *, real_input: bool, k, with_length: str, nd: bool = False):
     lead = draw(st.shapes(max_rank=4 - kk, max_side=3))
     inner = draw(st.shapes(min_rank=kk, max_rank=kk, min_side=1, max_side=4))
     dtype = draw(st.dtypes(("float32", "float64") if real_input else st.COMPLEX))
-    x = st.draw_array(draw, dtype, tuple(lead) + tuple(inner), lo=-8.0, hi=8.0,
-                      finite=True, cbound=8.0)
+    x = st.draw_array(
+      draw, dtype, tuple(lead) + tuple(inner), lo=-8.0, hi=8.0, finite=True, cbound=8.0
+    )
     out = {"input": x}
     if with_length:
       lengths = []
@@ -88,7 +89,7 @@ def fft_calls(st, *, real_input: bool, k, with_length: str, nd: bool = False):
         if with_length == "any":
           hi = 5
         elif with_length == "icrop" and i == kk - 1:
-          hi = 2 * m - 1   # n // 2 + 1 <= m
+          hi = 2 * m - 1  # n // 2 + 1 <= m
         else:
           hi = m
         lengths.append(draw(hst.integers(1, hi)))
@@ -104,6 +105,7 @@ def fft_calls(st, *, real_input: bool, k, with_length: str, nd: bool = False):
     elif with_length == "icrop":
       out["Treal"] = real_of(dtype)
     return out
+
   return calls()
 
 

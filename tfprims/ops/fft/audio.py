@@ -70,16 +70,24 @@ def _spectrogram_batch(args, dims, *, window_size, stride, magnitude_squared):
   (x,), (d,) = args, dims
   b, s, c = (x.shape[d],) + rules.unbatched_shape(x, d)
   x = rules.transpose(rules.to_front(x, d), (1, 2, 0))
-  out = tfops.AudioSpectrogram(rules.reshape(x, (s, c * b)), window_size=window_size,
-                               stride=stride, magnitude_squared=magnitude_squared)
+  out = tfops.AudioSpectrogram(
+    rules.reshape(x, (s, c * b)),
+    window_size=window_size,
+    stride=stride,
+    magnitude_squared=magnitude_squared,
+  )
   frames, bins = rules.shape_of(out)[1:]
   return rules.reshape(out, (c, b, frames, bins)), 1
 
 
 AudioSpectrogram = register_op(
-    "AudioSpectrogram", _spectrogram_impl, family=FAMILY,
-    attrs=("window_size", "stride", "magnitude_squared"), batching=_spectrogram_batch,
-    spec=lambda st: st.Spec(_spectrogram_calls(st), rtol=1e-5, atol=1e-5))
+  "AudioSpectrogram",
+  _spectrogram_impl,
+  family=FAMILY,
+  attrs=("window_size", "stride", "magnitude_squared"),
+  batching=_spectrogram_batch,
+  spec=lambda st: st.Spec(_spectrogram_calls(st), rtol=1e-5, atol=1e-5),
+)
 
 
 # --- Mfcc ---------------------------------------------------------------------------------
@@ -92,17 +100,31 @@ def _mel(f):
 
 
 def _mfcc_params(op, length, lower, upper, channels, coefficients):
-  if channels < 1 or length < 2 or lower < 0 or upper <= lower or coefficients < 1 or (
-      coefficients > channels):
+  if (
+    channels < 1
+    or length < 2
+    or lower < 0
+    or upper <= lower
+    or coefficients < 1
+    or (coefficients > channels)
+  ):
     raise ValueError(
-        f"{op}: Mfcc initialization failed for channel count {length} (needs >= 2), "
-        f"filterbank_channel_count {channels} (>= 1), dct_coefficient_count "
-        f"{coefficients} (in [1, filterbank_channel_count]), frequency limits "
-        f"[{lower}, {upper}] (0 <= lower < upper)")
+      f"{op}: Mfcc initialization failed for channel count {length} (needs >= 2), "
+      f"filterbank_channel_count {channels} (>= 1), dct_coefficient_count "
+      f"{coefficients} (in [1, filterbank_channel_count]), frequency limits "
+      f"[{lower}, {upper}] (0 <= lower < upper)"
+    )
 
 
-def _mfcc_impl(spectrogram, sample_rate, *, upper_frequency_limit, lower_frequency_limit,
-               filterbank_channel_count, dct_coefficient_count):
+def _mfcc_impl(
+  spectrogram,
+  sample_rate,
+  *,
+  upper_frequency_limit,
+  lower_frequency_limit,
+  filterbank_channel_count,
+  dct_coefficient_count,
+):
   """MFCCs of each frame of a squared-magnitude spectrogram, as TF's Mfcc kernel."""
   if spectrogram.ndim != 3:
     raise ValueError(f"Mfcc: spectrogram must be 3-dimensional, got {spectrogram.shape}")
@@ -140,11 +162,13 @@ def _mfcc_impl(spectrogram, sample_rate, *, upper_frequency_limit, lower_frequen
   to_right = used[:, None] & (band[:, None] == ch)
   to_left = used[:, None] & (band[:, None] + 1 == ch)
   zero = jnp.zeros((), dt)
-  mel = (jnp.sum(jnp.where(to_right, s * w, zero), axis=-2)
-         + jnp.sum(jnp.where(to_left, s - s * w, zero), axis=-2))
+  mel = jnp.sum(jnp.where(to_right, s * w, zero), axis=-2) + jnp.sum(
+    jnp.where(to_left, s - s * w, zero), axis=-2
+  )
   logs = jnp.log(jnp.where(mel < _FILTERBANK_FLOOR, _FILTERBANK_FLOOR, mel))
   cosines = math.sqrt(2.0 / nc) * np.cos(
-      np.arange(nd)[:, None] * (np.pi / nc) * (np.arange(nc)[None, :] + 0.5))
+    np.arange(nd)[:, None] * (np.pi / nc) * (np.arange(nc)[None, :] + 0.5)
+  )
   out = jnp.sum(logs[..., None, :] * cosines.astype(dt), axis=-1)
   # The kernel computes nothing (zeros) when the upper limit's bin is past the input.
   out = jnp.where(end >= length, zero, out)
@@ -168,11 +192,19 @@ def _mfcc_batch(args, dims, **params):
 
 
 Mfcc = register_op(
-    "Mfcc", _mfcc_impl, family=FAMILY,
-    attrs=("upper_frequency_limit", "lower_frequency_limit", "filterbank_channel_count",
-           "dct_coefficient_count"),
-    check=_mfcc_check, batching=_mfcc_batch,
-    spec=lambda st: st.Spec(_mfcc_calls(st), rtol=1e-5, atol=1e-5))
+  "Mfcc",
+  _mfcc_impl,
+  family=FAMILY,
+  attrs=(
+    "upper_frequency_limit",
+    "lower_frequency_limit",
+    "filterbank_channel_count",
+    "dct_coefficient_count",
+  ),
+  check=_mfcc_check,
+  batching=_mfcc_batch,
+  spec=lambda st: st.Spec(_mfcc_calls(st), rtol=1e-5, atol=1e-5),
+)
 
 
 # --- property-test strategies -------------------------------------------------------------
@@ -184,10 +216,14 @@ def _spectrogram_calls(st):
     window = draw(st.integers(2, 12))
     samples = draw(st.integers(0, 40))
     channels = draw(st.integers(0, 3))
-    x = st.draw_array(draw, np.dtype(np.float32), (samples, channels), lo=-1.0, hi=1.0,
-                      finite=True)
-    return {"input": x, "window_size": window, "stride": draw(st.integers(1, 8)),
-            "magnitude_squared": draw(st.booleans())}
+    x = st.draw_array(draw, np.dtype(np.float32), (samples, channels), lo=-1.0, hi=1.0, finite=True)
+    return {
+      "input": x,
+      "window_size": window,
+      "stride": draw(st.integers(1, 8)),
+      "magnitude_squared": draw(st.booleans()),
+    }
+
   return calls()
 
 
@@ -200,9 +236,13 @@ def _mfcc_calls(st):
     channels = draw(st.integers(1, 24))
     lower = draw(st.sampled_from([0.0, 20.0, 125.0, 300.0]))
     upper = draw(st.sampled_from([1000.0, 3800.0, 4000.0, 7600.0]))
-    return {"spectrogram": spec,
-            "sample_rate": np.int32(draw(st.sampled_from([8000, 16000, 22050, 44100]))),
-            "upper_frequency_limit": upper, "lower_frequency_limit": lower,
-            "filterbank_channel_count": channels,
-            "dct_coefficient_count": draw(st.integers(1, channels))}
+    return {
+      "spectrogram": spec,
+      "sample_rate": np.int32(draw(st.sampled_from([8000, 16000, 22050, 44100]))),
+      "upper_frequency_limit": upper,
+      "lower_frequency_limit": lower,
+      "filterbank_channel_count": channels,
+      "dct_coefficient_count": draw(st.integers(1, channels)),
+    }
+
   return calls()

@@ -28,19 +28,27 @@ def _fft_impl(op_type: str, k: int, inverse: bool):
       return input
     f = jnp.fft.ifftn if inverse else jnp.fft.fftn
     return f(input, axes=tuple(range(-k, 0))).astype(input.dtype)
-  impl.__doc__ = (f"{'Inverse ' if inverse else ''}{k}-D discrete Fourier transform of "
-                  f"the innermost {k} axis{'es' if k > 1 else ''}"
-                  f"{' (divided by its size)' if inverse else ''}.")
+
+  impl.__doc__ = (
+    f"{'Inverse ' if inverse else ''}{k}-D discrete Fourier transform of "
+    f"the innermost {k} axis{'es' if k > 1 else ''}"
+    f"{' (divided by its size)' if inverse else ''}."
+  )
   return impl
 
 
 def _define_fft(op_type: str, k: int, inverse: bool):
   return register_op(
-      op_type, _fft_impl(op_type, k, inverse), family=FAMILY, linear=True,
-      transpose=lambda ct, x: [getattr(tfops, op_type)(ct)],
-      batching=leading_batching(op_type),
-      spec=lambda st: st.Spec(fft_calls(st, real_input=False, k=k, with_length=""),
-                              rtol=FFT_RTOL, atol=FFT_ATOL))
+    op_type,
+    _fft_impl(op_type, k, inverse),
+    family=FAMILY,
+    linear=True,
+    transpose=lambda ct, x: [getattr(tfops, op_type)(ct)],
+    batching=leading_batching(op_type),
+    spec=lambda st: st.Spec(
+      fft_calls(st, real_input=False, k=k, with_length=""), rtol=FFT_RTOL, atol=FFT_ATOL
+    ),
+  )
 
 
 FFT = _define_fft("FFT", 1, False)
@@ -55,6 +63,7 @@ def _nd_canonicalize(op_type: str):
   def canonicalize(params, input, *_):
     axes = nd_axes(op_type, params["axes"], params["fft_length"], input.ndim)
     return dict(params, axes=axes, fft_length=ints(params["fft_length"]))
+
   return canonicalize
 
 
@@ -69,8 +78,11 @@ def _fftnd_impl(op_type: str, inverse: bool):
       return x
     f = jnp.fft.ifftn if inverse else jnp.fft.fftn
     return f(x, axes=axes).astype(input.dtype)
-  impl.__doc__ = (f"{'Inverse ' if inverse else ''}N-D discrete Fourier transform of the "
-                  "innermost axes, each cropped or zero-padded to its fft_length.")
+
+  impl.__doc__ = (
+    f"{'Inverse ' if inverse else ''}N-D discrete Fourier transform of the "
+    "innermost axes, each cropped or zero-padded to its fft_length."
+  )
   return impl
 
 
@@ -79,25 +91,35 @@ def _fftnd_transpose(op_type: str):
     y = getattr(tfops, op_type)(ct, fft_length=fft_length, axes=axes)
     k = len(ints(axes))
     return [fit_tf(y, x.aval.shape[-k:])]
+
   return transpose
 
 
 def _fftnd_oracle(kind: str):
   def oracle(input, fft_length, axes, **_):
     return tf_fftn(input, ints(fft_length), kind)
+
   return oracle
 
 
 def _define_fftnd(op_type: str, inverse: bool):
   return register_op(
-      op_type, _fftnd_impl(op_type, inverse), family=FAMILY, static=("fft_length", "axes"),
-      canonicalize=_nd_canonicalize(op_type), linear=True,
-      transpose=_fftnd_transpose(op_type), batching=leading_batching(op_type, nd=True),
-      spec=lambda st: st.Spec(
-          fft_calls(st, real_input=False, k=None, with_length="any", nd=True),
-          rtol=FFT_RTOL, atol=FFT_ATOL, oracle=_fftnd_oracle("IFFT" if inverse else "FFT"),
-          note="TF has GPU kernels only: compared with TF's 1-D CPU kernels applied "
-               "along each axis"))
+    op_type,
+    _fftnd_impl(op_type, inverse),
+    family=FAMILY,
+    static=("fft_length", "axes"),
+    canonicalize=_nd_canonicalize(op_type),
+    linear=True,
+    transpose=_fftnd_transpose(op_type),
+    batching=leading_batching(op_type, nd=True),
+    spec=lambda st: st.Spec(
+      fft_calls(st, real_input=False, k=None, with_length="any", nd=True),
+      rtol=FFT_RTOL,
+      atol=FFT_ATOL,
+      oracle=_fftnd_oracle("IFFT" if inverse else "FFT"),
+      note="TF has GPU kernels only: compared with TF's 1-D CPU kernels applied along each axis",
+    ),
+  )
 
 
 FFTND = _define_fftnd("FFTND", False)

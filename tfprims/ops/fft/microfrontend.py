@@ -43,16 +43,141 @@ _WDF_BITS = 32
 _LOG_SCALE_LOG2 = 16
 _LOG_SEGMENTS_LOG2 = 7
 _LOG_COEFF = 45426
-_LOG_LUT = np.array([
-    0, 224, 442, 654, 861, 1063, 1259, 1450, 1636, 1817, 1992, 2163, 2329, 2490, 2646, 2797,
-    2944, 3087, 3224, 3358, 3487, 3611, 3732, 3848, 3960, 4068, 4172, 4272, 4368, 4460, 4549,
-    4633, 4714, 4791, 4864, 4934, 5001, 5063, 5123, 5178, 5231, 5280, 5326, 5368, 5408, 5444,
-    5477, 5507, 5533, 5557, 5578, 5595, 5610, 5622, 5631, 5637, 5640, 5641, 5638, 5633, 5626,
-    5615, 5602, 5586, 5568, 5547, 5524, 5498, 5470, 5439, 5406, 5370, 5332, 5291, 5249, 5203,
-    5156, 5106, 5054, 5000, 4944, 4885, 4825, 4762, 4697, 4630, 4561, 4490, 4416, 4341, 4264,
-    4184, 4103, 4020, 3935, 3848, 3759, 3668, 3575, 3481, 3384, 3286, 3186, 3084, 2981, 2875,
-    2768, 2659, 2549, 2437, 2323, 2207, 2090, 1971, 1851, 1729, 1605, 1480, 1353, 1224, 1094,
-    963, 830, 695, 559, 421, 282, 142, 0, 0], np.int64)
+_LOG_LUT = np.array(
+  [
+    0,
+    224,
+    442,
+    654,
+    861,
+    1063,
+    1259,
+    1450,
+    1636,
+    1817,
+    1992,
+    2163,
+    2329,
+    2490,
+    2646,
+    2797,
+    2944,
+    3087,
+    3224,
+    3358,
+    3487,
+    3611,
+    3732,
+    3848,
+    3960,
+    4068,
+    4172,
+    4272,
+    4368,
+    4460,
+    4549,
+    4633,
+    4714,
+    4791,
+    4864,
+    4934,
+    5001,
+    5063,
+    5123,
+    5178,
+    5231,
+    5280,
+    5326,
+    5368,
+    5408,
+    5444,
+    5477,
+    5507,
+    5533,
+    5557,
+    5578,
+    5595,
+    5610,
+    5622,
+    5631,
+    5637,
+    5640,
+    5641,
+    5638,
+    5633,
+    5626,
+    5615,
+    5602,
+    5586,
+    5568,
+    5547,
+    5524,
+    5498,
+    5470,
+    5439,
+    5406,
+    5370,
+    5332,
+    5291,
+    5249,
+    5203,
+    5156,
+    5106,
+    5054,
+    5000,
+    4944,
+    4885,
+    4825,
+    4762,
+    4697,
+    4630,
+    4561,
+    4490,
+    4416,
+    4341,
+    4264,
+    4184,
+    4103,
+    4020,
+    3935,
+    3848,
+    3759,
+    3668,
+    3575,
+    3481,
+    3384,
+    3286,
+    3186,
+    3084,
+    2981,
+    2875,
+    2768,
+    2659,
+    2549,
+    2437,
+    2323,
+    2207,
+    2090,
+    1971,
+    1851,
+    1729,
+    1605,
+    1480,
+    1353,
+    1224,
+    1094,
+    963,
+    830,
+    695,
+    559,
+    421,
+    282,
+    142,
+    0,
+    0,
+  ],
+  np.int64,
+)
 
 f32 = np.float32
 
@@ -69,19 +194,40 @@ def _freq_to_mel(freq) -> np.float32:
 
 
 @functools.lru_cache(maxsize=None)
-def _tables(sample_rate, window_size, window_step, num_channels, upper, lower, smoothing_bits,
-            even_smoothing, odd_smoothing, min_signal_remaining, enable_pcan, pcan_strength,
-            pcan_offset, gain_bits):
+def _tables(
+  sample_rate,
+  window_size,
+  window_step,
+  num_channels,
+  upper,
+  lower,
+  smoothing_bits,
+  even_smoothing,
+  odd_smoothing,
+  min_signal_remaining,
+  enable_pcan,
+  pcan_strength,
+  pcan_offset,
+  gain_bits,
+):
   size = window_size * sample_rate // 1000
   step = window_step * sample_rate // 1000
   if size < 3 or step < 1:
-    raise ValueError(f"AudioMicrofrontend: a window of {size} samples every {step} "
-                     "(window_size and window_step are in ms of sample_rate): the "
-                     "fixed-point FFT needs windows of at least 3 samples")
+    raise ValueError(
+      f"AudioMicrofrontend: a window of {size} samples every {step} "
+      "(window_size and window_step are in ms of sample_rate): the "
+      "fixed-point FFT needs windows of at least 3 samples"
+    )
   arg = f32(math.pi * 2.0 / float(f32(size)))
-  coeffs = np.array([math.floor(float(f32(f32(0.5 - 0.5 * math.cos(float(arg) * (i + 0.5)))
-                                          * f32(1 << _WINDOW_BITS))) + 0.5)
-                     for i in range(size)], np.int64)
+  coeffs = np.array(
+    [
+      math.floor(
+        float(f32(f32(0.5 - 0.5 * math.cos(float(arg) * (i + 0.5))) * f32(1 << _WINDOW_BITS))) + 0.5
+      )
+      for i in range(size)
+    ],
+    np.int64,
+  )
   fft_size = 1 << (size - 1).bit_length()
   spectrum = fft_size // 2 + 1
 
@@ -105,22 +251,25 @@ def _tables(sample_rate, window_size, window_step, num_channels, upper, lower, s
     for freq in range(freq_start, f):
       if freq >= spectrum:
         break
-      w = f32(f32(centers[chan] - _freq_to_mel(f32(f32(freq) * hz)))
-              / f32(centers[chan] - denom))
+      w = f32(f32(centers[chan] - _freq_to_mel(f32(f32(freq) * hz))) / f32(centers[chan] - denom))
       weights[chan, freq] = math.floor(float(f32(w * f32(1 << _FILTERBANK_BITS))) + 0.5)
       unweights[chan, freq] = math.floor((1.0 - float(w)) * (1 << _FILTERBANK_BITS) + 0.5)
     end = max(end, f)
     freq_start = f
   if end >= spectrum:
-    raise ValueError("AudioMicrofrontend: failed to populate frontend state (the filterbank's "
-                     f"end index {end} is above the spectrum size {spectrum}: upper_band_limit "
-                     "too close to the Nyquist frequency)")
+    raise ValueError(
+      "AudioMicrofrontend: failed to populate frontend state (the filterbank's "
+      f"end index {end} is above the spectrum size {spectrum}: upper_band_limit "
+      "too close to the Nyquist frequency)"
+    )
   # Output channel k accumulates channel k + 1's weights and channel k's unweights.
   bank = (weights[1:] + unweights[:-1]).astype(np.int64)
 
   correction = _msb(fft_size) - 1 - _FILTERBANK_BITS // 2
-  smooth = [int(f32(f32(even_smoothing) * f32(1 << _NOISE_BITS))),
-            int(f32(f32(odd_smoothing) * f32(1 << _NOISE_BITS)))]
+  smooth = [
+    int(f32(f32(even_smoothing) * f32(1 << _NOISE_BITS))),
+    int(f32(f32(odd_smoothing) * f32(1 << _NOISE_BITS))),
+  ]
   smooth = np.array([smooth[i & 1] for i in range(num_channels)], np.int64) & 0xFFFF
   min_remaining = int(f32(f32(min_signal_remaining) * f32(1 << _NOISE_BITS))) & 0xFFFF
 
@@ -137,6 +286,7 @@ def _tables(sample_rate, window_size, window_step, num_channels, upper, lower, s
 
     def i16(v):
       return ((int(v) + 2**15) % 2**16) - 2**15
+
     lut[0], lut[1] = gain(0), gain(1)
     for interval in range(2, _WDF_BITS + 1):
       x0 = 1 << (interval - 1)
@@ -147,9 +297,20 @@ def _tables(sample_rate, window_size, window_step, num_channels, upper, lower, s
       a2 = (y2 - y0) - a1
       base = 4 * interval - 6
       lut[base], lut[base + 1], lut[base + 2] = y0, i16(a1), i16(a2)
-  return dict(size=size, step=step, coeffs=coeffs, fft_size=fft_size, start=start, end=end,
-              bank=bank, correction=correction, smooth=smooth, min_remaining=min_remaining,
-              lut=lut, snr_shift=snr_shift)
+  return dict(
+    size=size,
+    step=step,
+    coeffs=coeffs,
+    fft_size=fft_size,
+    start=start,
+    end=end,
+    bank=bank,
+    correction=correction,
+    smooth=smooth,
+    min_remaining=min_remaining,
+    lut=lut,
+    snr_shift=snr_shift,
+  )
 
 
 # --- the 16-bit fixed-point KISS FFT -------------------------------------------------------
@@ -187,10 +348,13 @@ def _kiss_plan(n):
       break
   if any(p not in (2, 4) for p, _ in factors):
     raise ValueError(f"AudioMicrofrontend: FFT size {2 * n}: only radix 2 and 4 are used")
-  phase = [-2 * 3.141592653589793238462643383279502884197169399375105820974944 * i / n
-           for i in range(n)]
-  tw = (np.array([math.floor(0.5 + 32767 * math.cos(ph)) for ph in phase], np.int32),
-        np.array([math.floor(0.5 + 32767 * math.sin(ph)) for ph in phase], np.int32))
+  phase = [
+    -2 * 3.141592653589793238462643383279502884197169399375105820974944 * i / n for i in range(n)
+  ]
+  tw = (
+    np.array([math.floor(0.5 + 32767 * math.cos(ph)) for ph in phase], np.int32),
+    np.array([math.floor(0.5 + 32767 * math.sin(ph)) for ph in phase], np.int32),
+  )
   return tuple(factors), tw
 
 
@@ -200,10 +364,12 @@ def _kiss_work(xr, xi, factors, tw, n):
   decimated sequences stacked on a new axis)."""
   (p, m), rest = factors[0], factors[1:]
   if m == 1:
-    parts = [(xr[..., j:j + 1], xi[..., j:j + 1]) for j in range(p)]
+    parts = [(xr[..., j : j + 1], xi[..., j : j + 1]) for j in range(p)]
   else:
+
     def decimate(v):
       return jnp.swapaxes(v.reshape(v.shape[:-1] + (m, p)), -1, -2)
+
     sr, si = _kiss_work(decimate(xr), decimate(xi), rest, tw, n)
     parts = [(sr[..., j, :], si[..., j, :]) for j in range(p)]
   fstride = n // (p * m)
@@ -222,12 +388,16 @@ def _kiss_work(xr, xi, factors, tw, n):
     g0 = (_w16(f0r + s1[0]), _w16(f0i + s1[1]))
     s3 = (_w16(s0[0] + s2[0]), _w16(s0[1] + s2[1]))
     s4 = (_w16(s0[0] - s2[0]), _w16(s0[1] - s2[1]))
-    out = [(_w16(g0[0] + s3[0]), _w16(g0[1] + s3[1])),
-           (_w16(s5[0] + s4[1]), _w16(s5[1] - s4[0])),
-           (_w16(g0[0] - s3[0]), _w16(g0[1] - s3[1])),
-           (_w16(s5[0] - s4[1]), _w16(s5[1] + s4[0]))]
-  return (jnp.concatenate([o[0] for o in out], axis=-1),
-          jnp.concatenate([o[1] for o in out], axis=-1))
+    out = [
+      (_w16(g0[0] + s3[0]), _w16(g0[1] + s3[1])),
+      (_w16(s5[0] + s4[1]), _w16(s5[1] - s4[0])),
+      (_w16(g0[0] - s3[0]), _w16(g0[1] - s3[1])),
+      (_w16(s5[0] - s4[1]), _w16(s5[1] + s4[0])),
+    ]
+  return (
+    jnp.concatenate([o[0] for o in out], axis=-1),
+    jnp.concatenate([o[1] for o in out], axis=-1),
+  )
 
 
 def _kiss_fftr(x, fft_size):
@@ -246,14 +416,16 @@ def _kiss_fftr(x, fft_size):
   f1 = (_w16(fpk[0] + fpnk[0]), _w16(fpk[1] + fpnk[1]))
   f2 = (_w16(fpk[0] - fpnk[0]), _w16(fpk[1] - fpnk[1]))
   t = _cmul(f2[0], f2[1], sr, si)
-  lo = (_w16((f1[0] + t[0]) >> 1), _w16((f1[1] + t[1]) >> 1))       # bins k
-  hi = (_w16((f1[0] - t[0]) >> 1), _w16((t[1] - f1[1]) >> 1))       # bins n - k
+  lo = (_w16((f1[0] + t[0]) >> 1), _w16((f1[1] + t[1]) >> 1))  # bins k
+  hi = (_w16((f1[0] - t[0]) >> 1), _w16((t[1] - f1[1]) >> 1))  # bins n - k
   # Bin n/2 is written twice; the n - k write comes last.
   mid = n // 2
-  real = jnp.concatenate([_w16(dr + di), lo[0][..., :mid - 1], hi[0][..., ::-1],
-                          _w16(dr - di)], axis=-1)
-  imag = jnp.concatenate([jnp.zeros_like(di), lo[1][..., :mid - 1], hi[1][..., ::-1],
-                          jnp.zeros_like(di)], axis=-1)
+  real = jnp.concatenate(
+    [_w16(dr + di), lo[0][..., : mid - 1], hi[0][..., ::-1], _w16(dr - di)], axis=-1
+  )
+  imag = jnp.concatenate(
+    [jnp.zeros_like(di), lo[1][..., : mid - 1], hi[1][..., ::-1], jnp.zeros_like(di)], axis=-1
+  )
   return real, imag
 
 
@@ -272,6 +444,7 @@ def _isqrt(num, bits):
   maxbit = (bits - _msb_arr(num, bits)) | 1
   bit = jnp.where(num == 0, jnp.zeros((), dt), one << jnp.clip(top - maxbit, 0, top).astype(dt))
   iters = (top - maxbit) // 2 + 1
+
   def body(it, carry):
     num, res, bit = carry
     active = it < iters
@@ -298,16 +471,20 @@ def _log(x, scale_shift):
   integer = (_msb_arr(x, 32) - 1).astype(jnp.uint32)
   frac = (x - (jnp.uint32(1) << integer)).astype(jnp.int32)
   li = integer.astype(jnp.int32)
-  frac = jnp.where(li < _LOG_SCALE_LOG2, frac << jnp.maximum(_LOG_SCALE_LOG2 - li, 0),
-                   frac >> jnp.maximum(li - _LOG_SCALE_LOG2, 0))
+  frac = jnp.where(
+    li < _LOG_SCALE_LOG2,
+    frac << jnp.maximum(_LOG_SCALE_LOG2 - li, 0),
+    frac >> jnp.maximum(li - _LOG_SCALE_LOG2, 0),
+  )
   base = (frac.astype(jnp.uint32) >> (_LOG_SCALE_LOG2 - _LOG_SEGMENTS_LOG2)).astype(jnp.int32)
   lut = jnp.asarray(_LOG_LUT.astype(np.int32))
   c0, c1 = lut[base], lut[base + 1]
   rel = ((c1 - c0) * (frac - base * (1 << (_LOG_SCALE_LOG2 - _LOG_SEGMENTS_LOG2)))) >> 16
   fraction = (frac + c0 + rel).astype(jnp.uint32)
   log2 = (integer << _LOG_SCALE_LOG2) + fraction
-  loge = ((np.uint64(_LOG_COEFF) * log2.astype(jnp.uint64) + np.uint64(32768))
-          >> np.uint64(16)).astype(jnp.uint32)
+  loge = (
+    (np.uint64(_LOG_COEFF) * log2.astype(jnp.uint64) + np.uint64(32768)) >> np.uint64(16)
+  ).astype(jnp.uint32)
   return ((loge << jnp.uint32(scale_shift)) + jnp.uint32(32768)) >> jnp.uint32(16)
 
 
@@ -330,22 +507,56 @@ def _wide_dynamic(x, lut):
 # --- the op ---------------------------------------------------------------------------------
 
 
-def _microfrontend_impl(audio, *, sample_rate, window_size, window_step, num_channels,
-                        upper_band_limit, lower_band_limit, smoothing_bits, even_smoothing,
-                        odd_smoothing, min_signal_remaining, enable_pcan, pcan_strength,
-                        pcan_offset, gain_bits, enable_log, scale_shift, left_context,
-                        right_context, frame_stride, zero_padding, out_scale, out_type):
+def _microfrontend_impl(
+  audio,
+  *,
+  sample_rate,
+  window_size,
+  window_step,
+  num_channels,
+  upper_band_limit,
+  lower_band_limit,
+  smoothing_bits,
+  even_smoothing,
+  odd_smoothing,
+  min_signal_remaining,
+  enable_pcan,
+  pcan_strength,
+  pcan_offset,
+  gain_bits,
+  enable_log,
+  scale_shift,
+  left_context,
+  right_context,
+  frame_stride,
+  zero_padding,
+  out_scale,
+  out_type,
+):
   """Filterbank features of int16 audio by the TFLite micro frontend (bit exact)."""
   if audio.ndim != 1:
     raise ValueError(f"AudioMicrofrontend: audio is not a vector (shape {audio.shape})")
   if jax.dtypes.canonicalize_dtype(np.uint64) != np.dtype(np.uint64):
     raise errors.Int64OverflowError(
-        "AudioMicrofrontend accumulates its filterbank in 64-bit integers, as TF's kernel: "
-        "enable x64 with jax.config.update('jax_enable_x64', True)")
-  t = _tables(int(sample_rate), int(window_size), int(window_step), int(num_channels),
-              float(upper_band_limit), float(lower_band_limit), int(smoothing_bits),
-              float(even_smoothing), float(odd_smoothing), float(min_signal_remaining),
-              bool(enable_pcan), float(pcan_strength), float(pcan_offset), int(gain_bits))
+      "AudioMicrofrontend accumulates its filterbank in 64-bit integers, as TF's kernel: "
+      "enable x64 with jax.config.update('jax_enable_x64', True)"
+    )
+  t = _tables(
+    int(sample_rate),
+    int(window_size),
+    int(window_step),
+    int(num_channels),
+    float(upper_band_limit),
+    float(lower_band_limit),
+    int(smoothing_bits),
+    float(even_smoothing),
+    float(odd_smoothing),
+    float(min_signal_remaining),
+    bool(enable_pcan),
+    float(pcan_strength),
+    float(pcan_offset),
+    int(gain_bits),
+  )
   size, step, nc = t["size"], t["step"], int(num_channels)
   n = audio.shape[0]
   frames = (n - size) // step + 1 if n >= size else 0
@@ -378,11 +589,14 @@ def _microfrontend_impl(audio, *, sample_rate, window_size, window_step, num_cha
 
   def noise_step(estimate, sig):
     up = sig << sbits
-    est = ((up.astype(jnp.uint64) * smooth + estimate.astype(jnp.uint64) * one_minus)
-           >> np.uint64(_NOISE_BITS)).astype(jnp.uint32)
+    est = (
+      (up.astype(jnp.uint64) * smooth + estimate.astype(jnp.uint64) * one_minus)
+      >> np.uint64(_NOISE_BITS)
+    ).astype(jnp.uint32)
     capped = jnp.minimum(est, up)
-    floor = ((sig.astype(jnp.uint64) * np.uint64(t["min_remaining"]))
-             >> np.uint64(_NOISE_BITS)).astype(jnp.uint32)
+    floor = (
+      (sig.astype(jnp.uint64) * np.uint64(t["min_remaining"])) >> np.uint64(_NOISE_BITS)
+    ).astype(jnp.uint32)
     return est, (jnp.maximum((up - capped) >> sbits, floor), est)
 
   _, (signal, estimates) = lax.scan(noise_step, jnp.zeros((nc,), jnp.uint32), signal)
@@ -392,7 +606,8 @@ def _microfrontend_impl(audio, *, sample_rate, window_size, window_step, num_cha
     snr = ((signal.astype(jnp.uint64) * gain) >> np.uint64(t["snr_shift"])).astype(jnp.uint32)
     shrink_small = (snr * snr) >> jnp.uint32(2 + 2 * _PCAN_SNR_BITS - _PCAN_OUTPUT_BITS)
     shrink_big = (snr >> jnp.uint32(_PCAN_SNR_BITS - _PCAN_OUTPUT_BITS)) - jnp.uint32(
-        1 << _PCAN_OUTPUT_BITS)
+      1 << _PCAN_OUTPUT_BITS
+    )
     signal = jnp.where(snr < (2 << _PCAN_SNR_BITS), shrink_small, shrink_big)
 
   if enable_log:
@@ -418,30 +633,61 @@ def _microfrontend_impl(audio, *, sample_rate, window_size, window_step, num_cha
   return picked.reshape(len(anchors), stack * nc)
 
 
-_ATTRS = ("sample_rate", "window_size", "window_step", "num_channels", "upper_band_limit",
-          "lower_band_limit", "smoothing_bits", "even_smoothing", "odd_smoothing",
-          "min_signal_remaining", "enable_pcan", "pcan_strength", "pcan_offset", "gain_bits",
-          "enable_log", "scale_shift", "left_context", "right_context", "frame_stride",
-          "zero_padding", "out_scale", "out_type")
+_ATTRS = (
+  "sample_rate",
+  "window_size",
+  "window_step",
+  "num_channels",
+  "upper_band_limit",
+  "lower_band_limit",
+  "smoothing_bits",
+  "even_smoothing",
+  "odd_smoothing",
+  "min_signal_remaining",
+  "enable_pcan",
+  "pcan_strength",
+  "pcan_offset",
+  "gain_bits",
+  "enable_log",
+  "scale_shift",
+  "left_context",
+  "right_context",
+  "frame_stride",
+  "zero_padding",
+  "out_scale",
+  "out_type",
+)
 
 
 def _oracle(audio, **attrs):
   """TF oracle: the op's kernel lives in a library TF loads on demand."""
   from tensorflow.lite.experimental.microfrontend.python.ops import (  # noqa: F401
-      audio_microfrontend_op)
+    audio_microfrontend_op,
+  )
   from tensorflow.lite.experimental.microfrontend.ops import gen_audio_microfrontend_op as gen
+
   return gen.audio_microfrontend(audio, **attrs)
 
 
 AudioMicrofrontend = register_op(
-    "AudioMicrofrontend", _microfrontend_impl, family=FAMILY, attrs=_ATTRS,
-    # vmap of the impl: the op takes one signal, and its noise estimate runs across
-    # frames, so examples cannot be concatenated into one TF call.
-    batching=rules.vmap_batching(_microfrontend_impl, False),
-    spec=lambda st: st.Spec(_calls(st), oracle=_oracle, examples=0.5,
-                            skip={"jvp": "integer features: TF marks the op not differentiable",
-                                  "vjp": "integer features: TF marks the op not differentiable"},
-                            note="bit exact; needs x64 (64-bit accumulation)"))
+  "AudioMicrofrontend",
+  _microfrontend_impl,
+  family=FAMILY,
+  attrs=_ATTRS,
+  # vmap of the impl: the op takes one signal, and its noise estimate runs across
+  # frames, so examples cannot be concatenated into one TF call.
+  batching=rules.vmap_batching(_microfrontend_impl, False),
+  spec=lambda st: st.Spec(
+    _calls(st),
+    oracle=_oracle,
+    examples=0.5,
+    skip={
+      "jvp": "integer features: TF marks the op not differentiable",
+      "vjp": "integer features: TF marks the op not differentiable",
+    },
+    note="bit exact; needs x64 (64-bit accumulation)",
+  ),
+)
 
 
 def _calls(st):
@@ -451,18 +697,30 @@ def _calls(st):
     n = draw(st.integers(0, 1200))
     audio = st.draw_array(draw, np.dtype(np.int16), (n,))
     pcan = draw(st.booleans())
-    return {"audio": audio, "sample_rate": rate,
-            "window_size": draw(st.sampled_from([10, 25, 30])),
-            "window_step": draw(st.sampled_from([5, 10])),
-            "num_channels": draw(st.integers(4, 32)),
-            "upper_band_limit": draw(st.sampled_from([3000.0, 3800.0])),
-            "lower_band_limit": draw(st.sampled_from([125.0, 300.0])),
-            "smoothing_bits": draw(st.sampled_from([8, 10])),
-            "even_smoothing": 0.025, "odd_smoothing": 0.06, "min_signal_remaining": 0.05,
-            "enable_pcan": pcan, "pcan_strength": 0.95, "pcan_offset": 80.0, "gain_bits": 21,
-            "enable_log": draw(st.booleans()), "scale_shift": draw(st.sampled_from([6, 7])),
-            "left_context": draw(st.integers(0, 2)), "right_context": draw(st.integers(0, 2)),
-            "frame_stride": draw(st.integers(1, 3)), "zero_padding": draw(st.booleans()),
-            "out_scale": draw(st.sampled_from([1, 3])),
-            "out_type": draw(st.sampled_from([np.dtype(np.uint16), np.dtype(np.float32)]))}
+    return {
+      "audio": audio,
+      "sample_rate": rate,
+      "window_size": draw(st.sampled_from([10, 25, 30])),
+      "window_step": draw(st.sampled_from([5, 10])),
+      "num_channels": draw(st.integers(4, 32)),
+      "upper_band_limit": draw(st.sampled_from([3000.0, 3800.0])),
+      "lower_band_limit": draw(st.sampled_from([125.0, 300.0])),
+      "smoothing_bits": draw(st.sampled_from([8, 10])),
+      "even_smoothing": 0.025,
+      "odd_smoothing": 0.06,
+      "min_signal_remaining": 0.05,
+      "enable_pcan": pcan,
+      "pcan_strength": 0.95,
+      "pcan_offset": 80.0,
+      "gain_bits": 21,
+      "enable_log": draw(st.booleans()),
+      "scale_shift": draw(st.sampled_from([6, 7])),
+      "left_context": draw(st.integers(0, 2)),
+      "right_context": draw(st.integers(0, 2)),
+      "frame_stride": draw(st.integers(1, 3)),
+      "zero_padding": draw(st.booleans()),
+      "out_scale": draw(st.sampled_from([1, 3])),
+      "out_type": draw(st.sampled_from([np.dtype(np.uint16), np.dtype(np.float32)])),
+    }
+
   return calls()

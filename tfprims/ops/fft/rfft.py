@@ -29,8 +29,17 @@ import numpy as np
 
 from tfprims import rules
 from tfprims.core import register_op, tfops
-from tfprims.ops.fft._common import (FAMILY, check_lengths, check_rank, complex_of, fit_tf, ints,
-                                     leading_batching, nd_axes, real_of)
+from tfprims.ops.fft._common import (
+  FAMILY,
+  check_lengths,
+  check_rank,
+  complex_of,
+  fit_tf,
+  ints,
+  leading_batching,
+  nd_axes,
+  real_of,
+)
 from tfprims.ops.fft._specs import FFT_ATOL, FFT_RTOL, fft_calls, tf_fftn
 from tfprims.errors import import_tensorflow
 
@@ -60,8 +69,11 @@ def _rfft_impl(op_type: str, k: int):
       return jnp.zeros(out_shape, ctype)
     x = input[(Ellipsis,) + tuple(slice(0, m) for m in lengths)]
     return jnp.fft.rfftn(x, axes=tuple(range(-kk, 0))).astype(ctype)
-  impl.__doc__ = ("Real-input discrete Fourier transform of the innermost axes (cropped "
-                  "to fft_length): the non-negative frequencies of the innermost.")
+
+  impl.__doc__ = (
+    "Real-input discrete Fourier transform of the innermost axes (cropped "
+    "to fft_length): the non-negative frequencies of the innermost."
+  )
   return impl
 
 
@@ -73,11 +85,15 @@ def _irfft_impl(op_type: str, k: int):
     out_shape = input.shape[:-kk] + lengths
     if input.size == 0 or 0 in out_shape:
       return jnp.zeros(out_shape, rtype)
-    x = input[(Ellipsis,) + tuple(slice(0, m) for m in lengths[:-1])
-              + (slice(0, lengths[-1] // 2 + 1),)]
+    x = input[
+      (Ellipsis,) + tuple(slice(0, m) for m in lengths[:-1]) + (slice(0, lengths[-1] // 2 + 1),)
+    ]
     return jnp.fft.irfftn(x, s=lengths, axes=tuple(range(-kk, 0))).astype(rtype)
-  impl.__doc__ = ("Inverse of a real-input discrete Fourier transform: a real signal of "
-                  "fft_length from its half spectrum (cropped to fit).")
+
+  impl.__doc__ = (
+    "Inverse of a real-input discrete Fourier transform: a real signal of "
+    "fft_length from its half spectrum (cropped to fit)."
+  )
   return impl
 
 
@@ -98,7 +114,8 @@ def _rfft_transpose(op_type: str):
     if n > half:
       ct = tfops.Pad(ct, paddings=((0, 0),) * (len(cshape) - 1) + ((0, n - half),))
     y = tfops.Real(_complex_fft(ct, lengths, axes))
-    return [fit_tf(y, shape[-len(lengths):])]
+    return [fit_tf(y, shape[-len(lengths) :])]
+
   return transpose
 
 
@@ -120,6 +137,7 @@ def _irfft_transpose(op_type: str):
     y = tfops.Conj(tfops.Mul(r, mask))
     k = len(lengths)
     return [fit_tf(y, shape[-k:])]
+
   return transpose
 
 
@@ -127,6 +145,7 @@ def _oracle(op_type: str, k, inverse: bool):
   """TF oracle: the 1-D and 2-D ops by TF's own kernel after cropping the input
   with TF ops (TF's registered gradients are wrong for inputs the kernel crops);
   3-D (no TF gradient) and ND (GPU-only) ones by TF's 1-D kernels axis by axis."""
+
   def oracle(input, fft_length, axes=None, **_):
     tf = import_tensorflow()
     lengths = ints(fft_length)
@@ -135,37 +154,61 @@ def _oracle(op_type: str, k, inverse: bool):
       crop = lengths[:-1] + ((lengths[-1] // 2 + 1) if inverse else lengths[-1],)
       x = x[(Ellipsis,) + tuple(slice(0, m) for m in crop)]
       if inverse:
-        return getattr(tf.raw_ops, op_type)(input=x, fft_length=list(lengths),
-                                            Treal=real_of(input.dtype))
-      return getattr(tf.raw_ops, op_type)(input=x, fft_length=list(lengths),
-                                          Tcomplex=complex_of(input.dtype))
+        return getattr(tf.raw_ops, op_type)(
+          input=x, fft_length=list(lengths), Treal=real_of(input.dtype)
+        )
+      return getattr(tf.raw_ops, op_type)(
+        input=x, fft_length=list(lengths), Tcomplex=complex_of(input.dtype)
+      )
     return tf_fftn(input, lengths, "IRFFT" if inverse else "RFFT")
+
   return oracle
 
 
-_NOTE_KD = {1: "", 2: "", 3: "TF registers no gradient for it: compared with TF's 1-D "
-            "kernels axis by axis", None: "TF has GPU kernels only: compared with TF's "
-            "1-D CPU kernels axis by axis"}
+_NOTE_KD = {
+  1: "",
+  2: "",
+  3: "TF registers no gradient for it: compared with TF's 1-D kernels axis by axis",
+  None: "TF has GPU kernels only: compared with TF's 1-D CPU kernels axis by axis",
+}
 
 
 def _define(op_type: str, k, inverse: bool):
   nd = k is None
   return register_op(
-      op_type, (_irfft_impl if inverse else _rfft_impl)(op_type, k), family=FAMILY,
-      static=("fft_length", "axes") if nd else ("fft_length",),
-      canonicalize=(lambda params, x, *_: dict(
-          params, axes=nd_axes(op_type, params["axes"], params["fft_length"], x.ndim),
-          fft_length=ints(params["fft_length"]))) if nd else (
-          lambda params, x, *_: dict(params, fft_length=ints(params["fft_length"]))),
-      linear=True, transpose=(_irfft_transpose if inverse else _rfft_transpose)(op_type),
-      batching=leading_batching(op_type, nd=nd),
-      spec=lambda st: st.Spec(
-          fft_calls(st, real_input=not inverse, k=k, with_length="icrop" if inverse else "crop",
-                    nd=nd),
-          rtol=FFT_RTOL, atol=FFT_ATOL, oracle=_oracle(op_type, k, inverse),
-          note=" ".join(s for s in (_NOTE_KD[k], "inputs longer than fft_length are cropped "
-                                    "by TF ops before TF's kernel (its gradient is wrong "
-                                    "for a cropping call)") if s)))
+    op_type,
+    (_irfft_impl if inverse else _rfft_impl)(op_type, k),
+    family=FAMILY,
+    static=("fft_length", "axes") if nd else ("fft_length",),
+    canonicalize=(
+      lambda params, x, *_: dict(
+        params,
+        axes=nd_axes(op_type, params["axes"], params["fft_length"], x.ndim),
+        fft_length=ints(params["fft_length"]),
+      )
+    )
+    if nd
+    else (lambda params, x, *_: dict(params, fft_length=ints(params["fft_length"]))),
+    linear=True,
+    transpose=(_irfft_transpose if inverse else _rfft_transpose)(op_type),
+    batching=leading_batching(op_type, nd=nd),
+    spec=lambda st: st.Spec(
+      fft_calls(st, real_input=not inverse, k=k, with_length="icrop" if inverse else "crop", nd=nd),
+      rtol=FFT_RTOL,
+      atol=FFT_ATOL,
+      oracle=_oracle(op_type, k, inverse),
+      note=" ".join(
+        s
+        for s in (
+          _NOTE_KD[k],
+          "inputs longer than fft_length are cropped "
+          "by TF ops before TF's kernel (its gradient is wrong "
+          "for a cropping call)",
+        )
+        if s
+      ),
+    ),
+  )
 
 
 RFFT = _define("RFFT", 1, False)

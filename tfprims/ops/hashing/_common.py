@@ -17,8 +17,8 @@ from jax import lax
 from tfprims.ops.hashing import u64
 
 U32 = jnp.uint32
-DIGITS = 20   # the most decimal digits of a 64-bit integer
-WIDTH = 24    # bytes per row: the longest string (20 with its sign) and room to read past it
+DIGITS = 20  # the most decimal digits of a 64-bit integer
+WIDTH = 24  # bytes per row: the longest string (20 with its sign) and room to read past it
 
 
 # --- integers -> decimal bytes ---------------------------------------------------------------
@@ -64,19 +64,19 @@ def decimal_bytes(x, positive_prefix: str = ""):
   negative = (hi >> U32(31)).astype(bool) if signed else jnp.zeros(hi.shape, bool)
   mag = u64.where(negative, u64.neg((hi, lo)), (hi, lo))
   limbs = [mag[0] >> U32(16), mag[0] & U32(0xFFFF), mag[1] >> U32(16), mag[1] & U32(0xFFFF)]
-  groups = []                                   # 4-digit groups, least significant first
+  groups = []  # 4-digit groups, least significant first
   for _ in range(DIGITS // 4):
     limbs, g = _divmod(limbs, 10_000)
     groups.append(g)
   groups = jnp.stack(groups, axis=-1)[..., None]
   digits = (groups // U32(10) ** jnp.arange(4, dtype=U32)) % U32(10)
-  digits = digits.reshape(digits.shape[:-2] + (DIGITS,))   # least significant first
+  digits = digits.reshape(digits.shape[:-2] + (DIGITS,))  # least significant first
   place = jnp.arange(1, DIGITS + 1, dtype=jnp.int32)
   ndigits = jnp.max(jnp.where(digits != 0, place, 1), axis=-1)
   prefix = negative | (bool(positive_prefix) and signed)
   length = ndigits + prefix.astype(jnp.int32)
   i = jnp.arange(WIDTH, dtype=jnp.int32)
-  k = (length[..., None] - 1 - i)[..., None]    # the digit at byte i
+  k = (length[..., None] - 1 - i)[..., None]  # the digit at byte i
   chars = _select(k == jnp.arange(DIGITS, dtype=jnp.int32), digits[..., None, :])
   chars = chars + U32(ord("0"))
   sign = jnp.where(negative, U32(ord("-")), U32(ord(positive_prefix or "-")))
@@ -90,8 +90,12 @@ def decimal_bytes(x, positive_prefix: str = ""):
 def words32(b):
   """The little-endian uint32 at every byte offset 0 .. WIDTH - 4 (last axis)."""
   n = WIDTH - 3
-  return (b[..., 0:n] | (b[..., 1:n + 1] << U32(8)) | (b[..., 2:n + 2] << U32(16))
-          | (b[..., 3:n + 3] << U32(24)))
+  return (
+    b[..., 0:n]
+    | (b[..., 1 : n + 1] << U32(8))
+    | (b[..., 2 : n + 2] << U32(16))
+    | (b[..., 3 : n + 3] << U32(24))
+  )
 
 
 def fetch32(words, offset):
@@ -148,8 +152,7 @@ def fingerprint64(b, n):
   # 1..3 bytes
   y = byte(w, 0) + ((mid & U32(0xFF)) << U32(8))
   z = n.astype(U32) + ((last & U32(0xFF)) << U32(2))
-  h3 = u64.mul(_shift_mix(u64.xor(u64.mul(u64.from_u32(y), K2),
-                                  u64.mul(u64.from_u32(z), K0))), K2)
+  h3 = u64.mul(_shift_mix(u64.xor(u64.mul(u64.from_u32(y), K2), u64.mul(u64.from_u32(z), K0))), K2)
   # 4..7 bytes: HashLen16(len + (a << 3), Fetch32(s + len - 4), mul)
   u7 = u64.add(_len64(n), u64.shl(u64.from_u32(fetch32(w, 0)), 3))
   v7 = u64.from_u32(w4)
@@ -202,8 +205,12 @@ def siphash(b, n, key):
   w = words32(b)
   like = n.astype(U32)
   k0, k1 = u64.const(key[0], like), u64.const(key[1], like)
-  v = (u64.xor(k0, 0x736F6D6570736575), u64.xor(k1, 0x646F72616E646F6D),
-       u64.xor(k0, 0x6C7967656E657261), u64.xor(k1, 0x7465646279746573))
+  v = (
+    u64.xor(k0, 0x736F6D6570736575),
+    u64.xor(k1, 0x646F72616E646F6D),
+    u64.xor(k0, 0x6C7967656E657261),
+    u64.xor(k1, 0x7465646279746573),
+  )
   length = u64.shl(_len64(n & 0xFF), 56)
   for i in range(3):
     m = fetch64(w, 8 * i)

@@ -140,7 +140,7 @@ def mod(a, n: int):
     raise ValueError(f"modulus {n} is larger than 2^63")
 
   def step(i, r):
-    j = 63 - i   # the bit of a shifted in now, from the top
+    j = 63 - i  # the bit of a shifted in now, from the top
     word = jnp.where(j >= 32, hi, lo)
     bit = (word >> (j % 32).astype(U32)) & U32(1)
     r = or_(shl(r, 1), from_u32(bit))

@@ -21,17 +21,25 @@ suppression, bounding boxes, patches, colour, drawing and glimpses.
 Semantics choices are written down in docs/semantics/image.md.
 """
 
-from tfprims.ops.image import crop_and_resize, projective, resize, scale_translate  # noqa: F401
-from tfprims.ops.image import bbox_proposals, boxes, combined_nms, nms  # noqa: F401
-from tfprims.ops.image.crop_and_resize import (  # noqa: F401
-    CropAndResize, CropAndResizeGradBoxes, CropAndResizeGradImage)
-from tfprims.ops.image.projective import (  # noqa: F401
-    ImageProjectiveTransformV2, ImageProjectiveTransformV3)
-from tfprims.ops.image.resize import (  # noqa: F401
-    ResizeArea, ResizeBicubic, ResizeBicubicGrad, ResizeBilinear, ResizeBilinearGrad,
-    ResizeNearestNeighbor, ResizeNearestNeighborGrad)
-from tfprims.ops.image.scale_translate import ScaleAndTranslate, ScaleAndTranslateGrad  # noqa: F401
-from tfprims.ops.image import patches  # noqa: F401
-from tfprims.ops.image import color  # noqa: F401
-from tfprims.ops.image import draw  # noqa: F401
-from tfprims.ops.image import glimpse  # noqa: F401
+from tfprims.ops.image import crop_and_resize, projective, resize, scale_translate
+from tfprims.ops.image import bbox_proposals, boxes, combined_nms, nms
+from tfprims.ops.image.crop_and_resize import (
+  CropAndResize,
+  CropAndResizeGradBoxes,
+  CropAndResizeGradImage,
+)
+from tfprims.ops.image.projective import ImageProjectiveTransformV2, ImageProjectiveTransformV3
+from tfprims.ops.image.resize import (
+  ResizeArea,
+  ResizeBicubic,
+  ResizeBicubicGrad,
+  ResizeBilinear,
+  ResizeBilinearGrad,
+  ResizeNearestNeighbor,
+  ResizeNearestNeighborGrad,
+)
+from tfprims.ops.image.scale_translate import ScaleAndTranslate, ScaleAndTranslateGrad
+from tfprims.ops.image import patches
+from tfprims.ops.image import color
+from tfprims.ops.image import draw
+from tfprims.ops.image import glimpse

@@ -61,15 +61,17 @@ def separable_resample(x, contract, counts):
     (ty, ay, sy), (tx, ax, sx) = counts()
     hi = lax.Precision.HIGHEST
     count = lambda v, my, mx: jnp.einsum(
-        "pw,nowc->nopc", mx, jnp.einsum("oh,nhwc->nowc", my, v.astype(x.dtype),
-                                        precision=hi), precision=hi)
+      "pw,nowc->nopc",
+      mx,
+      jnp.einsum("oh,nhwc->nowc", my, v.astype(x.dtype), precision=hi),
+      precision=hi,
+    )
     inf = jnp.isinf(x)
-    reached = count(~finite, ty, tx)           # NaN pixels and infinities, every tap
-    weighted = count(inf, ay, ax)              # infinities on nonzero-weight taps
-    signed = count(jnp.where(inf, jnp.sign(x), 0), sy, sx)   # +inf minus -inf
+    reached = count(~finite, ty, tx)  # NaN pixels and infinities, every tap
+    weighted = count(inf, ay, ax)  # infinities on nonzero-weight taps
+    signed = count(jnp.where(inf, jnp.sign(x), 0), sy, sx)  # +inf minus -inf
     half = np.float32(0.5)
-    nan = (reached - weighted > half) | ((weighted + signed > half)
-                                         & (weighted - signed > half))
+    nan = (reached - weighted > half) | ((weighted + signed > half) & (weighted - signed > half))
     out = jnp.where(weighted + signed > half, jnp.inf, out)
     out = jnp.where(weighted - signed > half, -jnp.inf, out)
     return jnp.where(nan, jnp.nan, out).astype(out.dtype)

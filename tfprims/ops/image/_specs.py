@@ -14,6 +14,5 @@ def with_nonfinite(st, draw, x):
     return x
   flat = np.array(x).reshape(-1)
   for _ in range(draw(st.integers(1, 3))):
-    flat[draw(st.integers(0, flat.size - 1))] = draw(st.sampled_from([np.inf, -np.inf,
-                                                                      np.nan]))
+    flat[draw(st.integers(0, flat.size - 1))] = draw(st.sampled_from([np.inf, -np.inf, np.nan]))
   return flat.reshape(x.shape)

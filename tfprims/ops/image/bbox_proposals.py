@@ -33,7 +33,7 @@ from tfprims import errors, rules
 from tfprims.core import register_op, tfops
 from tfprims.ops.image._common import FAMILY, stored
 
-_XFORM_CLIP = np.float32(np.log(1000.0 / 16.0))   # TF: log(1000 / 16.) stored as float
+_XFORM_CLIP = np.float32(np.log(1000.0 / 16.0))  # TF: log(1000 / 16.) stored as float
 
 
 def _decode(deltas, anchors, info, min_size):
@@ -73,14 +73,25 @@ def _suppression(x1, y1, x2, y2, threshold):
 
 def _greedy(keep, over):
   """Kept boxes in rank order: each kept unless an earlier kept one suppresses it."""
+
   def step(i, sel):
     hit = jnp.any(sel & over[:, i])
     return sel.at[i].set(keep[i] & ~hit)
+
   return lax.fori_loop(0, keep.shape[0], step, jnp.zeros_like(keep))
 
 
-def _proposals(scores, bbox_deltas, image_info, anchors, nms_threshold, pre_nms_topn,
-               min_size, *, post_nms_topn=300):
+def _proposals(
+  scores,
+  bbox_deltas,
+  image_info,
+  anchors,
+  nms_threshold,
+  pre_nms_topn,
+  min_size,
+  *,
+  post_nms_topn=300,
+):
   """TF GenerateBoundingBoxProposals (its GPU kernel): top pre_nms_topn anchors by score
   decoded with bbox_deltas, clipped, min-size filtered, greedy NMS, the first
   post_nms_topn kept boxes and scores, zero-padded."""
@@ -88,8 +99,10 @@ def _proposals(scores, bbox_deltas, image_info, anchors, nms_threshold, pre_nms_
   if post_nms_topn <= 0:
     raise errors.ConversionError("post_nms_topn can't be 0 or less")
   if anchors.ndim != 3 or anchors.shape[2] != 4 * a:
-    raise errors.ConversionError(f"anchors must be [height, width, 4 * num_anchors] = "
-                                 f"[{h}, {w}, {4 * a}], got {list(anchors.shape)}")
+    raise errors.ConversionError(
+      f"anchors must be [height, width, 4 * num_anchors] = "
+      f"[{h}, {w}, {4 * a}], got {list(anchors.shape)}"
+    )
   k = h * w * a
   flat = scores.reshape((n, k))
   order = jnp.argsort(flat, axis=1, descending=True, stable=True)
@@ -101,7 +114,7 @@ def _proposals(scores, bbox_deltas, image_info, anchors, nms_threshold, pre_nms_
 
   def per_image(keep, x1, y1, x2, y2, s):
     sel = _greedy(keep, _suppression(x1, y1, x2, y2, nms_threshold))
-    first = jnp.argsort(~sel, stable=True)                  # kept boxes first, in order
+    first = jnp.argsort(~sel, stable=True)  # kept boxes first, in order
     m = min(k, post_nms_topn)
     idx, valid = first[:m], jnp.arange(m) < jnp.sum(sel)
     box = jnp.stack([y1[idx], x1[idx], y2[idx], x2[idx]], axis=1)
@@ -116,15 +129,18 @@ def _proposals(scores, bbox_deltas, image_info, anchors, nms_threshold, pre_nms_
     rois.append(r)
     probs.append(p)
   if not n:
-    return (jnp.zeros((0, post_nms_topn, 4), jnp.float32),
-            jnp.zeros((0, post_nms_topn), jnp.float32))
+    return (
+      jnp.zeros((0, post_nms_topn, 4), jnp.float32),
+      jnp.zeros((0, post_nms_topn), jnp.float32),
+    )
   return jnp.stack(rois), jnp.stack(probs)
 
 
-def _check(scores, bbox_deltas, image_info, anchors, nms_threshold, pre_nms_topn, min_size,
-           **p):
-  return ((nms_threshold < 0) | (nms_threshold > 1) | (pre_nms_topn <= 0),
-          "nms_threshold should be between 0 and 1 and pre_nms_topn greater than 0")
+def _check(scores, bbox_deltas, image_info, anchors, nms_threshold, pre_nms_topn, min_size, **p):
+  return (
+    (nms_threshold < 0) | (nms_threshold > 1) | (pre_nms_topn <= 0),
+    "nms_threshold should be between 0 and 1 and pre_nms_topn greater than 0",
+  )
 
 
 def _no_grad_jvp(primals, tangents, **p):
@@ -142,21 +158,25 @@ def _batching(args, dims, **p):
     x = rules.with_batch_axis(x, d, b)
     flat.append(x.reshape((b * x.shape[1],) + x.shape[2:]))
   rois, probs = tfops.GenerateBoundingBoxProposals(*flat, *args[3:], **p)
-  return [rois.reshape((b, -1) + rois.shape[1:]), probs.reshape((b, -1) + probs.shape[1:])], \
-      [0, 0]
+  return [rois.reshape((b, -1) + rois.shape[1:]), probs.reshape((b, -1) + probs.shape[1:])], [0, 0]
 
 
 # --- spec: a numpy reference (TF has no CPU kernel) ----------------------------------------
 
 
-def reference(scores, bbox_deltas, image_info, anchors, nms_threshold, pre_nms_topn,
-              min_size, post_nms_topn=300):
+def reference(
+  scores, bbox_deltas, image_info, anchors, nms_threshold, pre_nms_topn, min_size, post_nms_topn=300
+):
   """The GPU kernel's steps in numpy float32, box by box (the spec's oracle)."""
   f = np.float32
-  scores, deltas, info, anchors = (np.asarray(v, f) for v in (scores, bbox_deltas,
-                                                               image_info, anchors))
-  thr, pre, msize = f(np.asarray(nms_threshold)), int(np.asarray(pre_nms_topn)), \
-      f(np.asarray(min_size))
+  scores, deltas, info, anchors = (
+    np.asarray(v, f) for v in (scores, bbox_deltas, image_info, anchors)
+  )
+  thr, pre, msize = (
+    f(np.asarray(nms_threshold)),
+    int(np.asarray(pre_nms_topn)),
+    f(np.asarray(min_size)),
+  )
   n, h, w, a = scores.shape
   k = h * w * a
   rois = np.zeros((n, post_nms_topn, 4), f)
@@ -164,7 +184,7 @@ def reference(scores, bbox_deltas, image_info, anchors, nms_threshold, pre_nms_t
   clip = f(np.log(1000.0 / 16.0))
   for i in range(n):
     flat = scores[i].reshape(k)
-    order = sorted(range(k), key=lambda j: -flat[j])[:min(k, pre)]   # stable
+    order = sorted(range(k), key=lambda j: -flat[j])[: min(k, pre)]  # stable
     cands = []
     for j in order:
       ay1, ax1, ay2, ax2 = anchors.reshape(k, 4)[j]
@@ -212,37 +232,66 @@ def _oracle(**kwargs):
 def _calls(st):
   @st.composite
   def draw(d):
-    n, h, w, a = (d(st.integers(1, 2)), d(st.integers(1, 3)), d(st.integers(1, 3)),
-                  d(st.integers(1, 3)))
+    n, h, w, a = (
+      d(st.integers(1, 2)),
+      d(st.integers(1, 3)),
+      d(st.integers(1, 3)),
+      d(st.integers(1, 3)),
+    )
     grid = lambda vals, shape: np.asarray(
-        [d(st.sampled_from(vals)) for _ in range(int(np.prod(shape)))], np.float32
+      [d(st.sampled_from(vals)) for _ in range(int(np.prod(shape)))], np.float32
     ).reshape(shape)
     corner = grid((0.0, 1.0, 2.0, 4.0, 6.0), (h, w, a, 2))
     size = grid((1.0, 2.0, 4.0, 8.0), (h, w, a, 2))
     anchors = np.concatenate([corner, corner + size], axis=-1).reshape(h, w, 4 * a)
     deltas = grid((-0.5, -0.25, 0.0, 0.125, 0.25, 0.5, 5.0), (n, h, w, 4 * a))
-    info = np.stack([np.asarray([d(st.sampled_from((6.0, 8.0, 16.0))),
-                                 d(st.sampled_from((6.0, 8.0, 16.0))),
-                                 d(st.sampled_from((0.5, 1.0, 2.0))), 1.0, 1.0], np.float32)
-                     for _ in range(n)])
-    return dict(scores=grid((0.125, 0.25, 0.5, 0.75, 0.875, 1.0, 2.0), (n, h, w, a)),
-                bbox_deltas=deltas, image_info=info, anchors=anchors,
-                nms_threshold=np.float32(d(st.sampled_from((0.0, 0.3, 0.5, 0.7, 1.0)))),
-                pre_nms_topn=np.int32(d(st.integers(1, h * w * a + 2))),
-                min_size=np.float32(d(st.sampled_from((0.0, 1.0, 2.0, 4.0)))),
-                post_nms_topn=d(st.integers(1, 6)))
+    info = np.stack(
+      [
+        np.asarray(
+          [
+            d(st.sampled_from((6.0, 8.0, 16.0))),
+            d(st.sampled_from((6.0, 8.0, 16.0))),
+            d(st.sampled_from((0.5, 1.0, 2.0))),
+            1.0,
+            1.0,
+          ],
+          np.float32,
+        )
+        for _ in range(n)
+      ]
+    )
+    return dict(
+      scores=grid((0.125, 0.25, 0.5, 0.75, 0.875, 1.0, 2.0), (n, h, w, a)),
+      bbox_deltas=deltas,
+      image_info=info,
+      anchors=anchors,
+      nms_threshold=np.float32(d(st.sampled_from((0.0, 0.3, 0.5, 0.7, 1.0)))),
+      pre_nms_topn=np.int32(d(st.integers(1, h * w * a + 2))),
+      min_size=np.float32(d(st.sampled_from((0.0, 1.0, 2.0, 4.0)))),
+      post_nms_topn=d(st.integers(1, 6)),
+    )
+
   return draw()
 
 
 _NO_GRAD = "TF declares GenerateBoundingBoxProposals not differentiable (zero derivatives)"
 
 GenerateBoundingBoxProposals = register_op(
-    "GenerateBoundingBoxProposals", _proposals, family=FAMILY,
-    attrs=("post_nms_topn",), multiple_results=True, check=_check, batching=_batching,
-    jvp=_no_grad_jvp,
-    spec=lambda st: st.Spec(
-        _calls(st), oracle=_oracle, skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD},
-        note="TF has no CPU kernel: the oracle is a numpy reference of its GPU kernel's "
-             "steps (tfprims/ops/image/bbox_proposals.py: reference); anchors, deltas "
-             "and scores on grids (ties, suppression, clipping, min-size drops and "
-             "exp(dw) beyond the clip all occur)"))
+  "GenerateBoundingBoxProposals",
+  _proposals,
+  family=FAMILY,
+  attrs=("post_nms_topn",),
+  multiple_results=True,
+  check=_check,
+  batching=_batching,
+  jvp=_no_grad_jvp,
+  spec=lambda st: st.Spec(
+    _calls(st),
+    oracle=_oracle,
+    skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD},
+    note="TF has no CPU kernel: the oracle is a numpy reference of its GPU kernel's "
+    "steps (tfprims/ops/image/bbox_proposals.py: reference); anchors, deltas "
+    "and scores on grids (ties, suppression, clipping, min-size drops and "
+    "exp(dw) beyond the clip all occur)",
+  ),
+)

@@ -63,9 +63,19 @@ def _crop_sizes(ar, width, height, min_rel, max_rel, k_height):
   h = jnp.where(shrink, h - 1, h)
   w = jnp.where(shrink, _lrint(h.astype(_F32) * ar), w)
   area = (w * h).astype(_F32)
-  ok = ((max_rel > 0) & (ar > 0) & (width > 0) & (height > 0) & (min_rel <= max_rel)
-        & (area >= min_area) & (area <= max_area) & (w <= width) & (h <= height)
-        & (w > 0) & (h > 0))
+  ok = (
+    (max_rel > 0)
+    & (ar > 0)
+    & (width > 0)
+    & (height > 0)
+    & (min_rel <= max_rel)
+    & (area >= min_area)
+    & (area <= max_area)
+    & (w <= width)
+    & (h <= height)
+    & (w > 0)
+    & (h > 0)
+  )
   return ok, h, w
 
 
@@ -86,8 +96,17 @@ def _covers(cx0, cy0, cx1, cy1, boxes, min_covered):
   return (_rect_area(cx0, cy0, cx1, cy1) >= 1) & jnp.any(covered, axis=1)
 
 
-def sample_crop(key, image_size, bounding_boxes, min_object_covered, *, aspect_ratio_range,
-                area_range, max_attempts, use_image_if_no_bounding_boxes):
+def sample_crop(
+  key,
+  image_size,
+  bounding_boxes,
+  min_object_covered,
+  *,
+  aspect_ratio_range,
+  area_range,
+  max_attempts,
+  use_image_if_no_bounding_boxes,
+):
   """The kernel's DoCompute with a JAX key: (begin, size, bboxes)."""
   t = image_size.dtype
   height = image_size[0].astype(jnp.int32)
@@ -95,24 +114,25 @@ def sample_crop(key, image_size, bounding_boxes, min_object_covered, *, aspect_r
   boxes = bounding_boxes.reshape(-1, 4).astype(_F32)
   if boxes.shape[0] == 0:
     if not use_image_if_no_bounding_boxes:
-      raise ValueError("No bounding boxes provided as input. One must enable "
-                       "use_image_if_no_bounding_boxes if you wish to not provide any "
-                       "bounding boxes.")
-    rects = jnp.stack([jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), width,
-                       height])[None]
+      raise ValueError(
+        "No bounding boxes provided as input. One must enable "
+        "use_image_if_no_bounding_boxes if you wish to not provide any "
+        "bounding boxes."
+      )
+    rects = jnp.stack([jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), width, height])[None]
   else:
     wf, hf = width.astype(_F32), height.astype(_F32)
-    rects = jnp.stack([boxes[:, 1] * wf, boxes[:, 0] * hf, boxes[:, 3] * wf,
-                       boxes[:, 2] * hf], axis=1).astype(jnp.int32)
+    rects = jnp.stack(
+      [boxes[:, 1] * wf, boxes[:, 0] * hf, boxes[:, 3] * wf, boxes[:, 2] * hf], axis=1
+    ).astype(jnp.int32)
   k_ar, k_h, k_y, k_x = jax.random.split(key, 4)
   lo_ar, hi_ar = (np.float32(v) for v in aspect_ratio_range)
   ar = stored(jax.random.uniform(k_ar, (max_attempts,), _F32) * (hi_ar - lo_ar)) + lo_ar
-  ok, h, w = _crop_sizes(ar, width, height, np.float32(area_range[0]),
-                         np.float32(area_range[1]), k_h)
-  y = jnp.where(h < height, jax.random.randint(k_y, ar.shape, 0,
-                                                jnp.maximum(height - h, 1)), 0)
-  x = jnp.where(w < width, jax.random.randint(k_x, ar.shape, 0,
-                                               jnp.maximum(width - w, 1)), 0)
+  ok, h, w = _crop_sizes(
+    ar, width, height, np.float32(area_range[0]), np.float32(area_range[1]), k_h
+  )
+  y = jnp.where(h < height, jax.random.randint(k_y, ar.shape, 0, jnp.maximum(height - h, 1)), 0)
+  x = jnp.where(w < width, jax.random.randint(k_x, ar.shape, 0, jnp.maximum(width - w, 1)), 0)
   good = ok & _covers(x, y, x + w, y + h, rects, jnp.asarray(min_object_covered, _F32))
   first = jnp.argmax(good)
   found = jnp.any(good)
@@ -122,13 +142,13 @@ def sample_crop(key, image_size, bounding_boxes, min_object_covered, *, aspect_r
   begin = cast([y, x, jnp.zeros((), jnp.int32)])
   size = cast([h, w, jnp.full((), -1, jnp.int32)])
   hf, wf = height.astype(_F32), width.astype(_F32)
-  bboxes = jnp.stack([y.astype(_F32) / hf, x.astype(_F32) / wf, (y + h).astype(_F32) / hf,
-                      (x + w).astype(_F32) / wf]).reshape(1, 1, 4)
+  bboxes = jnp.stack(
+    [y.astype(_F32) / hf, x.astype(_F32) / wf, (y + h).astype(_F32) / hf, (x + w).astype(_F32) / wf]
+  ).reshape(1, 1, 4)
   return begin, size, bboxes
 
 
-_ATTRS = ("aspect_ratio_range", "area_range", "max_attempts",
-          "use_image_if_no_bounding_boxes")
+_ATTRS = ("aspect_ratio_range", "area_range", "max_attempts", "use_image_if_no_bounding_boxes")
 
 
 def _v1(key, image_size, bounding_boxes, *, min_object_covered, **attrs):
@@ -140,8 +160,7 @@ def _v2(key, image_size, bounding_boxes, min_object_covered, **attrs):
 
 
 def _stateless(image_size, bounding_boxes, min_object_covered, seed, **attrs):
-  return sample_crop(seed_key(seed), image_size, bounding_boxes, min_object_covered,
-                     **attrs)
+  return sample_crop(seed_key(seed), image_size, bounding_boxes, min_object_covered, **attrs)
 
 
 def _check_boxes(bounding_boxes, min_object_covered=None):
@@ -164,16 +183,17 @@ def _calls(st, version):
     boxes = []
     for _ in range(n):
       y0, x0 = d(st.integers(0, 8)) / 8, d(st.integers(0, 8)) / 8
-      boxes.append([y0, x0, d(st.integers(int(y0 * 8), 8)) / 8,
-                    d(st.integers(int(x0 * 8), 8)) / 8])
+      boxes.append([y0, x0, d(st.integers(int(y0 * 8), 8)) / 8, d(st.integers(int(x0 * 8), 8)) / 8])
     lo = d(st.sampled_from((0.05, 0.1, 0.5)))
     ar_lo = d(st.sampled_from((0.5, 0.75, 1.0)))
-    call = dict(image_size=np.asarray(hw + [3], t),
-                bounding_boxes=np.asarray(boxes, np.float32).reshape(1, n, 4),
-                aspect_ratio_range=[ar_lo, ar_lo + d(st.sampled_from((0.0, 0.58, 1.0)))],
-                area_range=[lo, d(st.sampled_from((lo, 0.8, 1.0)))],
-                max_attempts=d(st.integers(1, 20)),
-                use_image_if_no_bounding_boxes=use_image)
+    call = dict(
+      image_size=np.asarray(hw + [3], t),
+      bounding_boxes=np.asarray(boxes, np.float32).reshape(1, n, 4),
+      aspect_ratio_range=[ar_lo, ar_lo + d(st.sampled_from((0.0, 0.58, 1.0)))],
+      area_range=[lo, d(st.sampled_from((lo, 0.8, 1.0)))],
+      max_attempts=d(st.integers(1, 20)),
+      use_image_if_no_bounding_boxes=use_image,
+    )
     cov = d(st.sampled_from((0.0, 0.1, 0.5, 1.0)))
     if version == 1:
       call.update(min_object_covered=cov, seed=d(st.integers(0, 100)), seed2=0)
@@ -182,35 +202,55 @@ def _calls(st, version):
       if version == 2:
         call.update(seed=d(st.integers(0, 100)), seed2=0)
       else:
-        call["seed"] = d(st.arrays(st.dtypes(("int32", "int64")), (2,), special=False,
-                                   min_value=0, max_value=2**31 - 1))
+        call["seed"] = d(
+          st.arrays(
+            st.dtypes(("int32", "int64")), (2,), special=False, min_value=0, max_value=2**31 - 1
+          )
+        )
     return call
+
   return draw()
 
 
-_SKIP = {"values": "random crops from jax.random, not TF's Philox: invariants are tested "
-                   "in tests/test_image_boxes.py",
-         "jvp": "TF registers no gradient (NotDifferentiable)",
-         "vjp": "TF registers no gradient (NotDifferentiable)"}
+_SKIP = {
+  "values": "random crops from jax.random, not TF's Philox: invariants are tested "
+  "in tests/test_image_boxes.py",
+  "jvp": "TF registers no gradient (NotDifferentiable)",
+  "vjp": "TF registers no gradient (NotDifferentiable)",
+}
 
 SampleDistortedBoundingBox = register_op(
-    "SampleDistortedBoundingBox", _v1, family=FAMILY, multiple_results=True,
-    attrs=("min_object_covered",) + _ATTRS, uses_rng=True,
-    check=lambda key, image_size, bounding_boxes, **p: _check_boxes(bounding_boxes),
-    doc="A random crop (begin, size, normalised box) covering min_object_covered of "
-        "one of the boxes, within the area and aspect-ratio ranges; else the image.",
-    spec=lambda st: st.Spec(_calls(st, 1), skip=_SKIP, examples=0.5))
+  "SampleDistortedBoundingBox",
+  _v1,
+  family=FAMILY,
+  multiple_results=True,
+  attrs=("min_object_covered",) + _ATTRS,
+  uses_rng=True,
+  check=lambda key, image_size, bounding_boxes, **p: _check_boxes(bounding_boxes),
+  doc="A random crop (begin, size, normalised box) covering min_object_covered of "
+  "one of the boxes, within the area and aspect-ratio ranges; else the image.",
+  spec=lambda st: st.Spec(_calls(st, 1), skip=_SKIP, examples=0.5),
+)
 
 SampleDistortedBoundingBoxV2 = register_op(
-    "SampleDistortedBoundingBoxV2", _v2, family=FAMILY, multiple_results=True,
-    attrs=_ATTRS, uses_rng=True,
-    check=lambda key, image_size, boxes, covered, **p: _check_boxes(boxes, covered),
-    doc="SampleDistortedBoundingBox with min_object_covered as an input.",
-    spec=lambda st: st.Spec(_calls(st, 2), skip=_SKIP, examples=0.5))
+  "SampleDistortedBoundingBoxV2",
+  _v2,
+  family=FAMILY,
+  multiple_results=True,
+  attrs=_ATTRS,
+  uses_rng=True,
+  check=lambda key, image_size, boxes, covered, **p: _check_boxes(boxes, covered),
+  doc="SampleDistortedBoundingBox with min_object_covered as an input.",
+  spec=lambda st: st.Spec(_calls(st, 2), skip=_SKIP, examples=0.5),
+)
 
 StatelessSampleDistortedBoundingBox = register_op(
-    "StatelessSampleDistortedBoundingBox", _stateless, family=FAMILY,
-    multiple_results=True, attrs=_ATTRS,
-    check=lambda image_size, boxes, covered, seed, **p: _check_boxes(boxes, covered),
-    doc="SampleDistortedBoundingBox with a key derived from seed (same seed, same crop).",
-    spec=lambda st: st.Spec(_calls(st, 3), skip=_SKIP, examples=0.5))
+  "StatelessSampleDistortedBoundingBox",
+  _stateless,
+  family=FAMILY,
+  multiple_results=True,
+  attrs=_ATTRS,
+  check=lambda image_size, boxes, covered, seed, **p: _check_boxes(boxes, covered),
+  doc="SampleDistortedBoundingBox with a key derived from seed (same seed, same crop).",
+  spec=lambda st: st.Spec(_calls(st, 3), skip=_SKIP, examples=0.5),
+)

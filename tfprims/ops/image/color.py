@@ -35,8 +35,7 @@ def _channels(images, min_rank=1):
   if images.ndim < min_rank:
     raise ValueError(f"input must be at least {min_rank}-D, got shape {images.shape}")
   if images.shape[-1] != 3:
-    raise ValueError(f"input must have 3 channels but instead has {images.shape[-1]} "
-                     "channels.")
+    raise ValueError(f"input must have 3 channels but instead has {images.shape[-1]} channels.")
   return images[..., 0], images[..., 1], images[..., 2]
 
 
@@ -50,9 +49,11 @@ def rgb_to_hsv(images):
   s = jnp.where(v > 0, rng / jnp.where(v > 0, v, c(1)), c(0))
   norm = (c(1) / rng) * (c(1) / c(6))
   # stored(): TF rounds each product before the sum (XLA would fuse a multiply-add).
-  h = jnp.where(r == v, norm * (g - b),
-                jnp.where(g == v, stored(norm * (b - r)) + c(2) / c(6),
-                          stored(norm * (r - g)) + c(4) / c(6)))
+  h = jnp.where(
+    r == v,
+    norm * (g - b),
+    jnp.where(g == v, stored(norm * (b - r)) + c(2) / c(6), stored(norm * (r - g)) + c(4) / c(6)),
+  )
   h = jnp.where(rng > 0, h, c(0))
   h = jnp.where(h < 0, h + c(1), h)
   return jnp.stack([h, s, v], axis=-1)
@@ -68,8 +69,10 @@ def hsv_to_rgb(images):
   dg = jnp.clip(-jnp.abs(dh - c(2)) + c(2), c(0), c(1))
   db = jnp.clip(-jnp.abs(dh - c(4)) + c(2), c(0), c(1))
   one_s = -s + c(1)
-  return jnp.stack([(one_s + stored(s * dr)) * v, (one_s + stored(s * dg)) * v,
-                    (one_s + stored(s * db)) * v], axis=-1)
+  return jnp.stack(
+    [(one_s + stored(s * dr)) * v, (one_s + stored(s * dg)) * v, (one_s + stored(s * db)) * v],
+    axis=-1,
+  )
 
 
 def _recip(x):
@@ -93,15 +96,27 @@ def _rgb_to_hsv_partials(images, out):
   ds_db = pos(b) * (bb * (gs * g + rs * r) * _recip(b * b) - bs * _recip(gb * g + rb * r))
   inv = _recip(s * s) * _recip(v * v)
   sq = lambda x: _recip(x * x)
-  dh_dr = (-(pos(r) * rb * (g - b) * inv) + pos(g) * gb * rs * (b - g) * sq(r - g)
-           - pos(g) * gb * bs * _recip(g - b) + pos(b) * bb * rs * (b - g) * sq(b - r)
-           + pos(b) * bb * gs * _recip(b - g))
-  dh_dg = (-(pos(g) * gb * (b - r) * inv) + pos(r) * rb * gs * (r - b) * sq(r - g)
-           + pos(r) * rb * bs * _recip(r - b) + pos(b) * bb * gs * (r - b) * sq(b - g)
-           - pos(b) * bb * rs * _recip(b - r))
-  dh_db = (-(pos(b) * bb * (r - g) * inv) + pos(r) * rb * bs * (g - r) * sq(r - b)
-           - pos(r) * rb * gs * _recip(r - g) + pos(g) * gb * bs * (g - r) * sq(g - b)
-           + pos(g) * gb * rs * _recip(g - r))
+  dh_dr = (
+    -(pos(r) * rb * (g - b) * inv)
+    + pos(g) * gb * rs * (b - g) * sq(r - g)
+    - pos(g) * gb * bs * _recip(g - b)
+    + pos(b) * bb * rs * (b - g) * sq(b - r)
+    + pos(b) * bb * gs * _recip(b - g)
+  )
+  dh_dg = (
+    -(pos(g) * gb * (b - r) * inv)
+    + pos(r) * rb * gs * (r - b) * sq(r - g)
+    + pos(r) * rb * bs * _recip(r - b)
+    + pos(b) * bb * gs * (r - b) * sq(b - g)
+    - pos(b) * bb * rs * _recip(b - r)
+  )
+  dh_db = (
+    -(pos(b) * bb * (r - g) * inv)
+    + pos(r) * rb * bs * (g - r) * sq(r - b)
+    - pos(r) * rb * gs * _recip(r - g)
+    + pos(g) * gb * bs * (g - r) * sq(g - b)
+    + pos(g) * gb * rs * _recip(g - r)
+  )
   k = jnp.asarray(60.0 / 360.0, dt)
   return ((dh_dr * k, dh_dg * k, dh_db * k), (ds_dr, ds_dg, ds_db), (rb, gb, bb))
 
@@ -127,10 +142,12 @@ def _wrap(x, below, above, step):
   The loops run on the value without derivative; ``x - stop_gradient(x)`` (exactly 0)
   carries the tangent through, whose derivative is 1."""
   v = jax.lax.stop_gradient(x)
-  v = jax.lax.while_loop(lambda v: jnp.any(v < below), lambda v: jnp.where(v < below, v + step, v),
-                         v)
-  v = jax.lax.while_loop(lambda v: jnp.any(v >= above),
-                         lambda v: jnp.where(v >= above, v - step, v), v)
+  v = jax.lax.while_loop(
+    lambda v: jnp.any(v < below), lambda v: jnp.where(v < below, v + step, v), v
+  )
+  v = jax.lax.while_loop(
+    lambda v: jnp.any(v >= above), lambda v: jnp.where(v >= above, v - step, v), v
+  )
   return v + (x - jax.lax.stop_gradient(x))
 
 
@@ -138,12 +155,14 @@ def _hue_float(images, delta):
   r, g, b = (images[..., i].astype(_F32) for i in range(3))
   rg = r < g
   # Categories as TF's rgb_to_hv_range (equal components go to the else branches).
-  cat = jnp.where(rg, jnp.where(b < r, 1, jnp.where(b > g, 3, 2)),
-                  jnp.where(b < g, 0, jnp.where(b > r, 4, 5)))
+  cat = jnp.where(
+    rg, jnp.where(b < r, 1, jnp.where(b > g, 3, 2)), jnp.where(b < g, 0, jnp.where(b > r, 4, 5))
+  )
   vmax = jnp.where(rg, jnp.where(b > g, b, g), jnp.where(b > r, b, r))
   vmin = jnp.where(rg, jnp.where(b < r, b, r), jnp.where(b < g, b, g))
-  vmid = jnp.where(rg, jnp.where(b < r, r, jnp.where(b > g, g, b)),
-                   jnp.where(b < g, g, jnp.where(b > r, r, b)))
+  vmid = jnp.where(
+    rg, jnp.where(b < r, r, jnp.where(b > g, g, b)), jnp.where(b < g, g, jnp.where(b > r, r, b))
+  )
   same = vmax == vmin
   ratio = (vmid - vmin) / jnp.where(same, _F32(1), vmax - vmin)
   h = cat.astype(_F32) + jnp.where(cat % 2 == 0, ratio, 1 - ratio)
@@ -155,8 +174,14 @@ def _hue_float(images, delta):
   ratio = jnp.where(hc % 2 == 0, ratio, 1 - ratio)
   vmid = vmin + stored(ratio * (vmax - vmin))
   # (r, g, b) per category 0..5 as (max, mid, min) picks.
-  table = [(vmax, vmid, vmin), (vmid, vmax, vmin), (vmin, vmax, vmid), (vmin, vmid, vmax),
-           (vmid, vmin, vmax), (vmax, vmin, vmid)]
+  table = [
+    (vmax, vmid, vmin),
+    (vmid, vmax, vmin),
+    (vmin, vmax, vmid),
+    (vmin, vmid, vmax),
+    (vmid, vmin, vmax),
+    (vmax, vmin, vmid),
+  ]
   out = []
   for ch in range(3):
     val = table[5][ch]
@@ -188,9 +213,13 @@ def adjust_saturation(images, scale):
   rng = vv - jnp.minimum(r, jnp.minimum(g, b))
   s = jnp.where(vv > 0, rng / jnp.where(vv > 0, vv, _F32(1)), _F32(0))
   norm = _F32(1) / (_F32(6) * rng)
-  hh = jnp.where(r == vv, norm * (g - b),
-                 jnp.where(g == vv, stored(norm * (b - r)) + _F32(2.0 / 6.0),
-                           stored(norm * (r - g)) + _F32(4.0 / 6.0)))
+  hh = jnp.where(
+    r == vv,
+    norm * (g - b),
+    jnp.where(
+      g == vv, stored(norm * (b - r)) + _F32(2.0 / 6.0), stored(norm * (r - g)) + _F32(4.0 / 6.0)
+    ),
+  )
   hh = jnp.where(rng <= 0, _F32(0), hh)
   hh = jnp.where(hh < 0, hh + 1, hh)
   s = jnp.minimum(_F32(1), jnp.maximum(_F32(0), s * scale.astype(_F32)))
@@ -237,16 +266,23 @@ def _front_batching(op, impl):
     if any(d is not None for d in dims[1:]):
       return fallback(args, dims, **params)
     return op(rules.to_front(args[0], dims[0]), *args[1:], **params), 0
+
   return rule
 
 
 def _contrast_factor_jvp(t, images, factor):
-  x = images if images.dtype == np.float32 else tfops.Cast(images, DstT=np.dtype("float32"),
-                                                           Truncate=False)
+  x = (
+    images
+    if images.dtype == np.float32
+    else tfops.Cast(images, DstT=np.dtype("float32"), Truncate=False)
+  )
   mean = tfops.Mean(x, axis=(x.ndim - 3, x.ndim - 2), keep_dims=True)
   out = tfops.Mul(tfops.Sub(x, mean), t)
-  return out if images.dtype == np.float32 else tfops.Cast(out, DstT=np.dtype(images.dtype),
-                                                           Truncate=False)
+  return (
+    out
+    if images.dtype == np.float32
+    else tfops.Cast(out, DstT=np.dtype(images.dtype), Truncate=False)
+  )
 
 
 # --------------------------------------------------------------------------
@@ -259,8 +295,9 @@ def _separated_rgb(st, draw, shape):
   per pixel: away from the gray/equal-component kinks, where TF's piecewise formulas
   have no derivative (ties are tested in tests/test_image_color.py)."""
   lo = draw(st.arrays(np.dtype("float32"), shape, special=False, min_value=0, max_value=0.5))
-  gaps = draw(st.arrays(np.dtype("float32"), shape + (2,), special=False, min_value=0.05,
-                        max_value=0.25))
+  gaps = draw(
+    st.arrays(np.dtype("float32"), shape + (2,), special=False, min_value=0.05, max_value=0.25)
+  )
   perm = draw(st.arrays(np.dtype("int32"), shape, min_value=0, max_value=5))
   sorted_px = np.stack([lo, lo + gaps[..., 0], lo + gaps[..., 0] + gaps[..., 1]], axis=-1)
   orders = np.array([[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]])
@@ -271,15 +308,14 @@ def _hsv_off_kinks(st, draw, shape, dtype):
   """HSV pixels whose hue is at least 0.05 / 6 away from a multiple of 1/6 (HSVToRGB's
   kinks, where central differences cannot be compared; tested in the unit tests)."""
   k = draw(st.arrays(np.dtype("int32"), shape, min_value=0, max_value=5))
-  frac = draw(st.arrays(np.dtype("float64"), shape, special=False, min_value=0.05,
-                        max_value=0.95))
-  sv = draw(st.arrays(np.dtype("float64"), shape + (2,), special=False, min_value=0,
-                      max_value=1))
+  frac = draw(st.arrays(np.dtype("float64"), shape, special=False, min_value=0.05, max_value=0.95))
+  sv = draw(st.arrays(np.dtype("float64"), shape + (2,), special=False, min_value=0, max_value=1))
   return np.concatenate([((k + frac) / 6)[..., None], sv], axis=-1).astype(st.np_dtype(dtype))
 
 
-def _image_calls(st, dtypes, scalar=None, lo=0.0, hi=1.0, min_rank=1, separated=False,
-                 hsv=False, grid=False):
+def _image_calls(
+  st, dtypes, scalar=None, lo=0.0, hi=1.0, min_rank=1, separated=False, hsv=False, grid=False
+):
   @st.composite
   def draw_call(draw):
     rank = draw(st.integers(min_rank, 4))
@@ -292,12 +328,19 @@ def _image_calls(st, dtypes, scalar=None, lo=0.0, hi=1.0, min_rank=1, separated=
     elif grid and dtype in ("float16", "bfloat16"):
       # Eighths: TF's half-precision RGBToHSV gradient overflows (inf/NaN) for
       # near-gray or dark pixels, where ours (computed in float32 by XLA) is finite.
-      call = dict(images=draw(st.arrays(np.dtype("int32"), shape + (3,), min_value=0,
-                                        max_value=8)).astype(st.np_dtype(dtype)) / 8)
+      call = dict(
+        images=draw(st.arrays(np.dtype("int32"), shape + (3,), min_value=0, max_value=8)).astype(
+          st.np_dtype(dtype)
+        )
+        / 8
+      )
     else:
-      call = dict(images=draw(st.arrays(st.np_dtype(dtype), shape + (3,), special=False,
-                                        min_value=lo, max_value=hi)))
-      if grid:   # TF's RGBToHSV gradient overflows for tiny values (1e-38): those are 0
+      call = dict(
+        images=draw(
+          st.arrays(st.np_dtype(dtype), shape + (3,), special=False, min_value=lo, max_value=hi)
+        )
+      )
+      if grid:  # TF's RGBToHSV gradient overflows for tiny values (1e-38): those are 0
         call["images"][np.abs(call["images"]) < 1e-3] = 0
     if callable(scalar):
       call.update(scalar(st, draw, call["images"]))
@@ -305,6 +348,7 @@ def _image_calls(st, dtypes, scalar=None, lo=0.0, hi=1.0, min_rank=1, separated=
       name, slo, shi = scalar
       call[name] = np.float32(draw(st.floats(slo, shi, width=32)))
     return call
+
   return draw_call()
 
 
@@ -339,37 +383,71 @@ def _saturation_scale(st, draw, images):
 
 
 RGBToHSV = register_op(
-    "RGBToHSV", rgb_to_hsv, family=FAMILY, jvp=_rgb_to_hsv_jvp,
-    batching=rules.per_op(_front_batching, rgb_to_hsv),
-    spec=lambda st: st.Spec(_image_calls(st, ("float16", "bfloat16", "float32", "float64"),
-                                         grid=True),
-                            grad_rtol={"float32": 1e-3}, grad_atol={"float32": 1e-3},
-                            note="Values in [0, 1]; derivatives near gray pixels are large."))
+  "RGBToHSV",
+  rgb_to_hsv,
+  family=FAMILY,
+  jvp=_rgb_to_hsv_jvp,
+  batching=rules.per_op(_front_batching, rgb_to_hsv),
+  spec=lambda st: st.Spec(
+    _image_calls(st, ("float16", "bfloat16", "float32", "float64"), grid=True),
+    grad_rtol={"float32": 1e-3},
+    grad_atol={"float32": 1e-3},
+    note="Values in [0, 1]; derivatives near gray pixels are large.",
+  ),
+)
 
 HSVToRGB = register_op(
-    "HSVToRGB", hsv_to_rgb, family=FAMILY, batching=rules.per_op(_front_batching, hsv_to_rgb),
-    spec=lambda st: st.Spec(_image_calls(st, ("float16", "bfloat16", "float32", "float64"),
-                                         hsv=True), grad_oracle="fd"))
+  "HSVToRGB",
+  hsv_to_rgb,
+  family=FAMILY,
+  batching=rules.per_op(_front_batching, hsv_to_rgb),
+  spec=lambda st: st.Spec(
+    _image_calls(st, ("float16", "bfloat16", "float32", "float64"), hsv=True), grad_oracle="fd"
+  ),
+)
 
 AdjustContrastv2 = register_op(
-    "AdjustContrastv2", adjust_contrast, family=FAMILY,
-    jvp=(lambda t, x, f: tfops.AdjustContrastv2(t, f), _contrast_factor_jvp),
-    transpose=lambda ct, x, f: [tfops.AdjustContrastv2(rules.instantiate(ct), f)
-                                if rules.U(x) else None, None],
-    batching=rules.per_op(_front_batching, adjust_contrast),
-    spec=lambda st: st.Spec(_image_calls(st, ("float32",), ("contrast_factor", -2.0, 3.0),
-                                         lo=-2.0, hi=2.0, min_rank=3), rtol=1e-5, atol=1e-5,
-                            grad_oracle="fd"))
+  "AdjustContrastv2",
+  adjust_contrast,
+  family=FAMILY,
+  jvp=(lambda t, x, f: tfops.AdjustContrastv2(t, f), _contrast_factor_jvp),
+  transpose=lambda ct, x, f: [
+    tfops.AdjustContrastv2(rules.instantiate(ct), f) if rules.U(x) else None,
+    None,
+  ],
+  batching=rules.per_op(_front_batching, adjust_contrast),
+  spec=lambda st: st.Spec(
+    _image_calls(st, ("float32",), ("contrast_factor", -2.0, 3.0), lo=-2.0, hi=2.0, min_rank=3),
+    rtol=1e-5,
+    atol=1e-5,
+    grad_oracle="fd",
+  ),
+)
 
 AdjustHue = register_op(
-    "AdjustHue", adjust_hue, family=FAMILY, batching=rules.per_op(_front_batching, adjust_hue),
-    spec=lambda st: st.Spec(_image_calls(st, ("float32",), _hue_delta, min_rank=3,
-                                         separated=True),
-                            rtol=1e-5, atol=1e-5, grad_oracle="fd", fd_step=_KINK_FD_STEP))
+  "AdjustHue",
+  adjust_hue,
+  family=FAMILY,
+  batching=rules.per_op(_front_batching, adjust_hue),
+  spec=lambda st: st.Spec(
+    _image_calls(st, ("float32",), _hue_delta, min_rank=3, separated=True),
+    rtol=1e-5,
+    atol=1e-5,
+    grad_oracle="fd",
+    fd_step=_KINK_FD_STEP,
+  ),
+)
 
 AdjustSaturation = register_op(
-    "AdjustSaturation", adjust_saturation, family=FAMILY,
-    batching=rules.per_op(_front_batching, adjust_saturation),
-    spec=lambda st: st.Spec(_image_calls(st, ("float32",), _saturation_scale, min_rank=3,
-                                         separated=True),
-                            rtol=1e-5, atol=1e-5, grad_oracle="fd", fd_step=_KINK_FD_STEP))
+  "AdjustSaturation",
+  adjust_saturation,
+  family=FAMILY,
+  batching=rules.per_op(_front_batching, adjust_saturation),
+  spec=lambda st: st.Spec(
+    _image_calls(st, ("float32",), _saturation_scale, min_rank=3, separated=True),
+    rtol=1e-5,
+    atol=1e-5,
+    grad_oracle="fd",
+    fd_step=_KINK_FD_STEP,
+  ),
+)

@@ -61,8 +61,17 @@ def _sizes(num_boxes, num_classes, per_class, total, pad_per_class):
   return size, out
 
 
-def combined_nms(boxes, scores, iou_threshold, score_threshold, *,
-                 max_output_size_per_class, max_total_size, pad_per_class, clip_boxes):
+def combined_nms(
+  boxes,
+  scores,
+  iou_threshold,
+  score_threshold,
+  *,
+  max_output_size_per_class,
+  max_total_size,
+  pad_per_class,
+  clip_boxes,
+):
   if max_output_size_per_class <= 0 or max_total_size <= 0:
     raise ValueError("max_size_per_class must be positive and max_total_size must be > 0")
   batch, n, q, _ = boxes.shape
@@ -76,13 +85,17 @@ def combined_nms(boxes, scores, iou_threshold, score_threshold, *,
     count = jnp.zeros((batch, c), jnp.int32)
   else:
     # [batch, class, num_boxes, 4] boxes of each class; the selection has no derivative
-    per_class_boxes = jnp.moveaxis(jnp.broadcast_to(boxes, (batch, n, c, 4)) if q == 1
-                                   else boxes, 2, 1)
+    per_class_boxes = jnp.moveaxis(
+      jnp.broadcast_to(boxes, (batch, n, c, 4)) if q == 1 else boxes, 2, 1
+    )
     nms = jax.vmap(jax.vmap(_per_class, (0, 0, None, None, None)), (0, 0, None, None, None))
-    sel, count = nms(lax.stop_gradient(per_class_boxes),
-                     lax.stop_gradient(jnp.moveaxis(scores, 2, 1)),
-                     lax.stop_gradient(iou_threshold), lax.stop_gradient(score_threshold),
-                     size)
+    sel, count = nms(
+      lax.stop_gradient(per_class_boxes),
+      lax.stop_gradient(jnp.moveaxis(scores, 2, 1)),
+      lax.stop_gradient(iou_threshold),
+      lax.stop_gradient(score_threshold),
+      size,
+    )
   # The candidate vector: class-major slots, invalid ones score -inf (as TF's).
   valid = jnp.arange(size)[None, None, :] < count[:, :, None]
   b_ix = jnp.arange(batch)[:, None, None]
@@ -96,9 +109,11 @@ def combined_nms(boxes, scores, iou_threshold, score_threshold, *,
   width = max(out, c * size)
   order = jnp.concatenate([order, jnp.zeros((batch, width - c * size), order.dtype)], 1)[:, :out]
   keep = jnp.arange(out)[None, :] < detections[:, None]
-  take = lambda x: jnp.take_along_axis(x, order.reshape(order.shape + (1,) * (x.ndim - 2)),
-                                       axis=1) if c * size else jnp.zeros(
-                                           (batch, out) + x.shape[2:], f32)
+  take = lambda x: (
+    jnp.take_along_axis(x, order.reshape(order.shape + (1,) * (x.ndim - 2)), axis=1)
+    if c * size
+    else jnp.zeros((batch, out) + x.shape[2:], f32)
+  )
   nmsed_boxes = take(cand_boxes)
   if clip_boxes:
     nmsed_boxes = jnp.clip(nmsed_boxes, 0.0, 1.0)
@@ -118,10 +133,10 @@ def _batching(args, dims, **params):
   boxes = rules.with_batch_axis(boxes, dims[0], size)
   scores = rules.with_batch_axis(scores, dims[1], size)
   fold = lambda x: rules.reshape(x, (size * rules.shape_of(x)[1],) + rules.shape_of(x)[2:])
-  outs = tfops.CombinedNonMaxSuppression(fold(boxes), fold(scores), iou_threshold,
-                                         score_threshold, **params)
-  unfold = lambda x: rules.reshape(x, (size, rules.shape_of(x)[0] // size)
-                                   + rules.shape_of(x)[1:])
+  outs = tfops.CombinedNonMaxSuppression(
+    fold(boxes), fold(scores), iou_threshold, score_threshold, **params
+  )
+  unfold = lambda x: rules.reshape(x, (size, rules.shape_of(x)[0] // size) + rules.shape_of(x)[1:])
   return [unfold(o) for o in outs], [0, 0, 0, 0]
 
 
@@ -132,29 +147,44 @@ def _calls(st):
     c = d(st.integers(1, 3))
     q = d(st.sampled_from((1, c)))
     grid = (-0.5, 0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
-    boxes = np.asarray([d(st.sampled_from(grid)) for _ in range(batch * n * q * 4)],
-                       np.float32).reshape(batch, n, q, 4)
+    boxes = np.asarray(
+      [d(st.sampled_from(grid)) for _ in range(batch * n * q * 4)], np.float32
+    ).reshape(batch, n, q, 4)
     # Distinct scores within each batch element: TF orders equal scores arbitrarily.
     pool = np.linspace(-0.2, 1.0, 25, dtype=np.float32)
     positions = st.lists(st.integers(0, 24), min_size=n * c, max_size=n * c, unique=True)
     scores = np.stack([pool[d(positions)].reshape(n, c) for _ in range(batch)])
-    return dict(boxes=boxes, scores=scores,
-                max_output_size_per_class=np.asarray(d(st.integers(1, 6)), np.int32),
-                max_total_size=np.asarray(d(st.integers(1, 8)), np.int32),
-                iou_threshold=np.float32(d(st.sampled_from((0.0, 0.3, 0.5, 1.0)))),
-                score_threshold=np.float32(d(st.sampled_from((-1.0, 0.0, 0.3)))),
-                pad_per_class=d(st.booleans()), clip_boxes=d(st.booleans()))
+    return dict(
+      boxes=boxes,
+      scores=scores,
+      max_output_size_per_class=np.asarray(d(st.integers(1, 6)), np.int32),
+      max_total_size=np.asarray(d(st.integers(1, 8)), np.int32),
+      iou_threshold=np.float32(d(st.sampled_from((0.0, 0.3, 0.5, 1.0)))),
+      score_threshold=np.float32(d(st.sampled_from((-1.0, 0.0, 0.3)))),
+      pad_per_class=d(st.booleans()),
+      clip_boxes=d(st.booleans()),
+    )
+
   return draw()
 
 
 CombinedNonMaxSuppression = register_op(
-    "CombinedNonMaxSuppression", combined_nms, family=FAMILY, multiple_results=True,
-    static=("max_output_size_per_class", "max_total_size"),
-    attrs=("pad_per_class", "clip_boxes"), batching=_batching,
-    check=lambda boxes, scores, iou_threshold, score_threshold, **p: (
-        (iou_threshold < 0) | (iou_threshold > 1), "iou_threshold must be in [0, 1]"),
-    doc="Per-class greedy NMS over a batch, then the top max_total_size detections "
-        "(boxes, scores, classes, number valid), zero-padded.",
-    spec=lambda st: st.Spec(
-        _calls(st), skip={"jvp": "TF registers no gradient", "vjp": "TF registers no gradient"},
-        note="scores distinct within a batch element (TF orders ties arbitrarily)"))
+  "CombinedNonMaxSuppression",
+  combined_nms,
+  family=FAMILY,
+  multiple_results=True,
+  static=("max_output_size_per_class", "max_total_size"),
+  attrs=("pad_per_class", "clip_boxes"),
+  batching=_batching,
+  check=lambda boxes, scores, iou_threshold, score_threshold, **p: (
+    (iou_threshold < 0) | (iou_threshold > 1),
+    "iou_threshold must be in [0, 1]",
+  ),
+  doc="Per-class greedy NMS over a batch, then the top max_total_size detections "
+  "(boxes, scores, classes, number valid), zero-padded.",
+  spec=lambda st: st.Spec(
+    _calls(st),
+    skip={"jvp": "TF registers no gradient", "vjp": "TF registers no gradient"},
+    note="scores distinct within a batch element (TF orders ties arbitrarily)",
+  ),
+)

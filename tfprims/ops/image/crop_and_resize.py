@@ -91,8 +91,14 @@ def _corners(img, safe, py, px, h, w):
   right = jnp.clip(jnp.ceil(px), 0, w - 1).astype(jnp.int32)
   b = safe[:, None, None]
   at = lambda yy, xx: img[b, yy[:, :, None], xx[:, None, :]]
-  return (at(top, left), at(top, right), at(bottom, left), at(bottom, right),
-          (py - jnp.floor(py))[:, :, None, None], (px - jnp.floor(px))[:, None, :, None])
+  return (
+    at(top, left),
+    at(top, right),
+    at(bottom, left),
+    at(bottom, right),
+    (py - jnp.floor(py))[:, :, None, None],
+    (px - jnp.floor(px))[:, None, :, None],
+  )
 
 
 def _check_args(image, boxes, box_ind, crop_size):
@@ -110,8 +116,9 @@ def _check_args(image, boxes, box_ind, crop_size):
   return ch, cw
 
 
-def crop_and_resize(image, boxes, box_ind, *, crop_size, method="bilinear",
-                    extrapolation_value=0.0):
+def crop_and_resize(
+  image, boxes, box_ind, *, crop_size, method="bilinear", extrapolation_value=0.0
+):
   """TF CropAndResize (float32 crops); out-of-range box indices give zeros."""
   ch, cw = _check_args(image, boxes, box_ind, crop_size)
   _, h, w, d = image.shape
@@ -166,8 +173,12 @@ def crop_and_resize_grad_image(grads, boxes, box_ind, *, image_size, T, method="
   lx = (px - jnp.floor(px))[:, None, :, None]
   dtop = stored((1 - ly) * g)
   dbottom = stored(ly * g)
-  for yy, xx, v in ((top, left, (1 - lx) * dtop), (top, right, lx * dtop),
-                    (bottom, left, (1 - lx) * dbottom), (bottom, right, lx * dbottom)):
+  for yy, xx, v in (
+    (top, left, (1 - lx) * dtop),
+    (top, right, lx * dtop),
+    (bottom, left, (1 - lx) * dbottom),
+    (bottom, right, lx * dbottom),
+  ):
     out = out.at[b, yy, xx].add(stored(v).astype(dtype))
   return out
 
@@ -178,8 +189,7 @@ def _box_partials(image, boxes, box_ind, crop_size):
   the derivatives of the positions in (y1, y2) and (x1, x2)."""
   _, h, w, _ = image.shape
   ch, cw = crop_size
-  valid, safe, py, iny, px, inx = _sampling(image, boxes, box_ind, crop_size,
-                                            grad_boxes=True)
+  valid, safe, py, iny, px, inx = _sampling(image, boxes, box_ind, crop_size, grad_boxes=True)
   tl, tr, bl, br, ly, lx = _corners(image.astype(_F32), safe, py, px, h, w)
   gy = (1 - lx) * (bl - tl) + lx * (br - tr)
   gx = (1 - ly) * (tr - tl) + ly * (br - bl)
@@ -193,6 +203,7 @@ def _box_partials(image, boxes, box_ind, crop_size):
       return last - step, step
     half = np.full((1,), np.float32(0.5) * last, np.float32)
     return half, half
+
   dy1, dy2 = dpos(h, ch)
   dx1, dx2 = dpos(w, cw)
   return gy, gx, (dy1, dy2), (dx1, dx2)
@@ -208,8 +219,8 @@ def crop_and_resize_grad_boxes(grads, image, boxes, box_ind, *, method="bilinear
     return jnp.zeros((nb, 4), _F32)
   gy, gx, (dy1, dy2), (dx1, dx2) = _box_partials(image, boxes, box_ind, (ch, cw))
   g = grads.astype(_F32)
-  sy = jnp.sum(gy * g, axis=(2, 3))   # (nb, ch)
-  sx = jnp.sum(gx * g, axis=(1, 3))   # (nb, cw)
+  sy = jnp.sum(gy * g, axis=(2, 3))  # (nb, ch)
+  sx = jnp.sum(gx * g, axis=(1, 3))  # (nb, cw)
   return jnp.stack([sy @ dy1, sx @ dx1, sy @ dy2, sx @ dx2], axis=1)
 
 
@@ -219,8 +230,9 @@ def crop_and_resize_grad_boxes(grads, image, boxes, box_ind, *, method="bilinear
 
 
 def _image_jvp(t, image, boxes, box_ind, *, crop_size, method, extrapolation_value):
-  return tfops.CropAndResize(t, boxes, box_ind, crop_size=crop_size, method=method,
-                             extrapolation_value=0.0)
+  return tfops.CropAndResize(
+    t, boxes, box_ind, crop_size=crop_size, method=method, extrapolation_value=0.0
+  )
 
 
 def _boxes_jvp(t, image, boxes, box_ind, *, crop_size, method, extrapolation_value):
@@ -230,8 +242,8 @@ def _boxes_jvp(t, image, boxes, box_ind, *, crop_size, method, extrapolation_val
     return jnp.zeros((boxes.shape[0],) + tuple(crop_size) + (image.shape[3],), _F32)
   gy, gx, (dy1, dy2), (dx1, dx2) = _box_partials(image, boxes, box_ind, tuple(crop_size))
   t = t.astype(_F32)
-  ty = t[:, 0:1] * dy1[None, :] + t[:, 2:3] * dy2[None, :]   # (nb, ch)
-  tx = t[:, 1:2] * dx1[None, :] + t[:, 3:4] * dx2[None, :]   # (nb, cw)
+  ty = t[:, 0:1] * dy1[None, :] + t[:, 2:3] * dy2[None, :]  # (nb, ch)
+  tx = t[:, 1:2] * dx1[None, :] + t[:, 3:4] * dx2[None, :]  # (nb, cw)
   return gy * ty[:, :, None, None] + gx * tx[:, None, :, None]
 
 
@@ -240,32 +252,45 @@ def _crop_transpose(ct, image, boxes, box_ind, *, crop_size, method, extrapolati
   never linear inputs)."""
   if not U(image):
     return [None, None, None]
-  return [tfops.CropAndResizeGradImage(rules.instantiate(ct), boxes, box_ind,
-                                       image_size=tuple(rules.shape_of(image)),
-                                       T=rules.dtype_of(image), method=method), None, None]
+  return [
+    tfops.CropAndResizeGradImage(
+      rules.instantiate(ct),
+      boxes,
+      box_ind,
+      image_size=tuple(rules.shape_of(image)),
+      T=rules.dtype_of(image),
+      method=method,
+    ),
+    None,
+    None,
+  ]
 
 
 def _grad_image_transpose(ct, grads, boxes, box_ind, *, image_size, T, method):
   crop = tuple(rules.shape_of(grads)[1:3])
-  return [tfops.CropAndResize(rules.instantiate(ct), boxes, box_ind, crop_size=crop,
-                              method=method, extrapolation_value=0.0) if U(grads) else None,
-          None, None]
+  return [
+    tfops.CropAndResize(
+      rules.instantiate(ct), boxes, box_ind, crop_size=crop, method=method, extrapolation_value=0.0
+    )
+    if U(grads)
+    else None,
+    None,
+    None,
+  ]
 
 
 def _crop_check(image, boxes, box_ind, **_):
   n = image.shape[0]
   if box_ind.size == 0:
     return None
-  return (jnp.any((box_ind < 0) | (box_ind >= n)),
-          "box_index has values outside [0, batch_size)")
+  return (jnp.any((box_ind < 0) | (box_ind >= n)), "box_index has values outside [0, batch_size)")
 
 
 def _grad_image_check(grads, boxes, box_ind, *, image_size, **_):
   n = int(image_size[0])
   if box_ind.size == 0:
     return None
-  return (jnp.any((box_ind < 0) | (box_ind >= n)),
-          "box_index has values outside [0, batch_size)")
+  return (jnp.any((box_ind < 0) | (box_ind >= n)), "box_index has values outside [0, batch_size)")
 
 
 def _grad_boxes_check(grads, image, boxes, box_ind, **_):
@@ -300,8 +325,9 @@ def _crop_batching(args, dims, **p):
   (image, boxes, box_ind), (di, db, dx) = args, dims
   b = rules.batch_size(args, dims)
   n = rules.unbatched_shape(image, di)[0]
-  out = tfops.CropAndResize(_fold(image, di, b), _fold(boxes, db, b),
-                            _fold_indices(box_ind, dx, b, n), **p)
+  out = tfops.CropAndResize(
+    _fold(image, di, b), _fold(boxes, db, b), _fold_indices(box_ind, dx, b, n), **p
+  )
   return _split(out, b), 0
 
 
@@ -310,9 +336,14 @@ def _grad_image_batching(args, dims, *, image_size, T, method):
   b = rules.batch_size(args, dims)
   n = int(image_size[0])
   size = (b * n,) + tuple(int(v) for v in image_size[1:])
-  out = tfops.CropAndResizeGradImage(_fold(grads, dg, b), _fold(boxes, db, b),
-                                     _fold_indices(box_ind, dx, b, n), image_size=size, T=T,
-                                     method=method)
+  out = tfops.CropAndResizeGradImage(
+    _fold(grads, dg, b),
+    _fold(boxes, db, b),
+    _fold_indices(box_ind, dx, b, n),
+    image_size=size,
+    T=T,
+    method=method,
+  )
   return _split(out, b), 0
 
 
@@ -320,9 +351,13 @@ def _grad_boxes_batching(args, dims, **p):
   (grads, image, boxes, box_ind), (dg, di, db, dx) = args, dims
   b = rules.batch_size(args, dims)
   n = rules.unbatched_shape(image, di)[0]
-  out = tfops.CropAndResizeGradBoxes(_fold(grads, dg, b), _fold(image, di, b),
-                                     _fold(boxes, db, b), _fold_indices(box_ind, dx, b, n),
-                                     **p)
+  out = tfops.CropAndResizeGradBoxes(
+    _fold(grads, dg, b),
+    _fold(image, di, b),
+    _fold(boxes, db, b),
+    _fold_indices(box_ind, dx, b, n),
+    **p,
+  )
   return _split(out, b), 0
 
 
@@ -330,8 +365,17 @@ def _grad_boxes_batching(args, dims, **p):
 # Specs
 # --------------------------------------------------------------------------
 
-_IMAGE_DTYPES = ("uint8", "uint16", "int8", "int16", "int32", "int64", "float16", "float32",
-                 "float64")
+_IMAGE_DTYPES = (
+  "uint8",
+  "uint16",
+  "int8",
+  "int16",
+  "int32",
+  "int64",
+  "float16",
+  "float32",
+  "float64",
+)
 
 
 def _image_values(st, dtype, shape):
@@ -352,8 +396,11 @@ _BOX_VALUES = (0.0, 1.0, 0.5, 0.25, 0.75, 0.1, 0.2, 0.3, 0.9, 1 / 3, 2 / 3)
 
 
 def _box_coordinate(st):
-  return st.one_of(st.sampled_from(_BOX_VALUES), st.integers(-4, 12).map(lambda k: k / 8),
-                   st.floats(-0.5, 1.5, width=32))
+  return st.one_of(
+    st.sampled_from(_BOX_VALUES),
+    st.integers(-4, 12).map(lambda k: k / 8),
+    st.floats(-0.5, 1.5, width=32),
+  )
 
 
 def _side(st, more):
@@ -367,24 +414,40 @@ def _crop_calls(st, op_type):
     h, w = draw(_side(st, (5, 14))), draw(_side(st, (5, 14)))
     nb = draw(st.integers(0, 3))
     crop = (draw(_side(st, (7, 14))), draw(_side(st, (7, 14))))
-    boxes = np.array([[draw(_box_coordinate(st)) for _ in range(4)] for _ in range(nb)],
-                     np.float32).reshape(nb, 4)
+    boxes = np.array(
+      [[draw(_box_coordinate(st)) for _ in range(4)] for _ in range(nb)], np.float32
+    ).reshape(nb, 4)
     box_ind = np.array([draw(st.integers(0, n - 1)) for _ in range(nb)], np.int32)
     method = draw(st.sampled_from(("bilinear", "nearest")))
     if op_type == "CropAndResize":
       dtype = draw(st.sampled_from(_IMAGE_DTYPES))
-      return dict(image=draw(_image_values(st, dtype, (n, h, w, c))), boxes=boxes,
-                  box_ind=box_ind, crop_size=np.array(crop, np.int32), method=method,
-                  extrapolation_value=draw(st.sampled_from((0.0, 1.5, -2.0))))
+      return dict(
+        image=draw(_image_values(st, dtype, (n, h, w, c))),
+        boxes=boxes,
+        box_ind=box_ind,
+        crop_size=np.array(crop, np.int32),
+        method=method,
+        extrapolation_value=draw(st.sampled_from((0.0, 1.5, -2.0))),
+      )
     grads = draw(bounded_values(st, "float32", (nb,) + crop + (c,)))
     if op_type == "CropAndResizeGradImage":
-      return dict(grads=grads, boxes=boxes, box_ind=box_ind,
-                  image_size=np.array([n, h, w, c], np.int32),
-                  T=np.dtype(draw(st.sampled_from(("float16", "float32", "float64")))),
-                  method=method)
+      return dict(
+        grads=grads,
+        boxes=boxes,
+        box_ind=box_ind,
+        image_size=np.array([n, h, w, c], np.int32),
+        T=np.dtype(draw(st.sampled_from(("float16", "float32", "float64")))),
+        method=method,
+      )
     dtype = draw(st.sampled_from(_IMAGE_DTYPES))
-    return dict(grads=grads, image=draw(_image_values(st, dtype, (n, h, w, c))),
-                boxes=boxes, box_ind=box_ind, method="bilinear")
+    return dict(
+      grads=grads,
+      image=draw(_image_values(st, dtype, (n, h, w, c))),
+      boxes=boxes,
+      box_ind=box_ind,
+      method="bilinear",
+    )
+
   return draw_call()
 
 
@@ -401,42 +464,98 @@ def _crop_cases(op_type):
     common = dict(boxes=boxes, box_ind=np.zeros(3, np.int32))
     for method in ("bilinear", "nearest"):
       if op_type == "CropAndResize":
-        cases.append(dict(common, image=image, crop_size=np.array([crop, crop], np.int32),
-                          method=method, extrapolation_value=-2.0))
+        cases.append(
+          dict(
+            common,
+            image=image,
+            crop_size=np.array([crop, crop], np.int32),
+            method=method,
+            extrapolation_value=-2.0,
+          )
+        )
       elif op_type == "CropAndResizeGradImage":
-        cases.append(dict(common, grads=grads, image_size=np.array([1, size, size, 1],
-                                                                   np.int32),
-                          T=np.dtype("float32"), method=method))
+        cases.append(
+          dict(
+            common,
+            grads=grads,
+            image_size=np.array([1, size, size, 1], np.int32),
+            T=np.dtype("float32"),
+            method=method,
+          )
+        )
     if op_type == "CropAndResizeGradBoxes":
       cases.append(dict(common, grads=grads, image=image, method="bilinear"))
   return cases
 
 
 CropAndResize = register_op(
-    "CropAndResize", crop_and_resize, family=FAMILY, static=("crop_size",),
-    attrs=("method", "extrapolation_value"), check=_crop_check,
-    jvp=(_image_jvp, _boxes_jvp, None), transpose=_crop_transpose,
-    batching=_crop_batching,
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _crop_calls(st, op.op_type), rtol=1e-5, atol=1e-5,
-        examples=0.5, diff_args=("image", "boxes"),
-        cases=_crop_cases(op.op_type))))
+  "CropAndResize",
+  crop_and_resize,
+  family=FAMILY,
+  static=("crop_size",),
+  attrs=("method", "extrapolation_value"),
+  check=_crop_check,
+  jvp=(_image_jvp, _boxes_jvp, None),
+  transpose=_crop_transpose,
+  batching=_crop_batching,
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _crop_calls(st, op.op_type),
+        rtol=1e-5,
+        atol=1e-5,
+        examples=0.5,
+        diff_args=("image", "boxes"),
+        cases=_crop_cases(op.op_type),
+      )
+    )
+  ),
+)
 
 CropAndResizeGradImage = register_op(
-    "CropAndResizeGradImage", crop_and_resize_grad_image, family=FAMILY,
-    static=("image_size",), attrs=("T", "method"), check=_grad_image_check,
-    jvp=(lambda t, grads, boxes, box_ind, **p: tfops.CropAndResizeGradImage(
-        t, boxes, box_ind, **p), None, None),
-    transpose=_grad_image_transpose, batching=_grad_image_batching,
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
+  "CropAndResizeGradImage",
+  crop_and_resize_grad_image,
+  family=FAMILY,
+  static=("image_size",),
+  attrs=("T", "method"),
+  check=_grad_image_check,
+  jvp=(
+    lambda t, grads, boxes, box_ind, **p: tfops.CropAndResizeGradImage(t, boxes, box_ind, **p),
+    None,
+    None,
+  ),
+  transpose=_grad_image_transpose,
+  batching=_grad_image_batching,
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
         _crop_calls(st, op.op_type),
-        rtol={"float16": 1e-2}, atol={"float16": 1e-2},
-        diff_args=("grads",), cases=_crop_cases(op.op_type))))
+        rtol={"float16": 1e-2},
+        atol={"float16": 1e-2},
+        diff_args=("grads",),
+        cases=_crop_cases(op.op_type),
+      )
+    )
+  ),
+)
 
 CropAndResizeGradBoxes = register_op(
-    "CropAndResizeGradBoxes", crop_and_resize_grad_boxes, family=FAMILY,
-    attrs=("method",), check=_grad_boxes_check, batching=_grad_boxes_batching,
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _crop_calls(st, op.op_type), rtol=1e-4, atol=1e-4,
-        diff_args=("grads",), cases=_crop_cases(op.op_type),
-        note="Sums over the crop in another order than TF's loop.")))
+  "CropAndResizeGradBoxes",
+  crop_and_resize_grad_boxes,
+  family=FAMILY,
+  attrs=("method",),
+  check=_grad_boxes_check,
+  batching=_grad_boxes_batching,
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _crop_calls(st, op.op_type),
+        rtol=1e-4,
+        atol=1e-4,
+        diff_args=("grads",),
+        cases=_crop_cases(op.op_type),
+        note="Sums over the crop in another order than TF's loop.",
+      )
+    )
+  ),
+)

@@ -26,9 +26,21 @@ from tfprims.ops.image._common import FAMILY
 
 _F32 = jnp.float32
 
-_DEFAULT_COLORS = np.array([[1, 1, 0, 1], [0, 0, 1, 1], [1, 0, 0, 1], [0, 1, 0, 1],
-                            [0.5, 0, 0.5, 1], [0.5, 0.5, 0, 1], [0.5, 0, 0, 1], [0, 0, 0.5, 1],
-                            [0, 1, 1, 1], [1, 0, 1, 1]], np.float32)
+_DEFAULT_COLORS = np.array(
+  [
+    [1, 1, 0, 1],
+    [0, 0, 1, 1],
+    [1, 0, 0, 1],
+    [0, 1, 0, 1],
+    [0.5, 0, 0.5, 1],
+    [0.5, 0.5, 0, 1],
+    [0.5, 0, 0, 1],
+    [0, 0, 0.5, 1],
+    [0, 1, 1, 1],
+    [1, 0, 1, 1],
+  ],
+  np.float32,
+)
 
 
 def _default_table(depth):
@@ -41,7 +53,7 @@ def _default_table(depth):
 def _corner(v, size):
   """TF's ``int64(float(v) * (size - 1))``; the product is clipped to +-2**30 first (the
   comparisons that follow are unchanged: images are smaller)."""
-  p = jnp.clip(v * np.float32(size - 1), -2.0 ** 30, 2.0 ** 30)
+  p = jnp.clip(v * np.float32(size - 1), -(2.0**30), 2.0**30)
   return jnp.trunc(p).astype(jnp.int32)
 
 
@@ -60,12 +72,15 @@ def _draw(images, boxes, table):
     e = lambda a: a[:, None, None]
     minr, maxr = e(_corner(box[:, 0], h)), e(_corner(box[:, 2], h))
     minc, maxc = e(_corner(box[:, 1], w)), e(_corner(box[:, 3], w))
-    drawn = ~((minr > maxr) | (minc > maxc) | (minr >= h) | (maxr < 0) | (minc >= w)
-              | (maxc < 0))
+    drawn = ~((minr > maxr) | (minc > maxc) | (minr >= h) | (maxr < 0) | (minc >= w) | (maxc < 0))
     in_cols = (cols >= jnp.maximum(minc, 0)) & (cols <= jnp.minimum(maxc, w - 1))
     in_rows = (rows >= jnp.maximum(minr, 0)) & (rows <= jnp.minimum(maxr, h - 1))
-    mask = (((rows == minr) & (minr >= 0) & in_cols) | ((rows == maxr) & (maxr < h) & in_cols)
-            | ((cols == minc) & (minc >= 0) & in_rows) | ((cols == maxc) & (maxc < w) & in_rows))
+    mask = (
+      ((rows == minr) & (minr >= 0) & in_cols)
+      | ((rows == maxr) & (maxr < h) & in_cols)
+      | ((cols == minc) & (minc >= 0) & in_rows)
+      | ((cols == maxc) & (maxc < w) & in_rows)
+    )
     color = jax.lax.dynamic_index_in_dim(colors, bb % k, axis=0, keepdims=False)
     return jnp.where((drawn & mask)[..., None], color, canvas)
 
@@ -82,8 +97,9 @@ def _check(images, boxes):
   if images.shape[3] not in (1, 3, 4):
     raise ValueError("Channel depth should be either 1 (GRY), 3 (RGB), or 4 (RGBA)")
   if boxes.shape[2] != 4:
-    raise ValueError(f"The size of the third dimension of the box must be 4. Received: "
-                     f"{boxes.shape[2]}")
+    raise ValueError(
+      f"The size of the third dimension of the box must be 4. Received: {boxes.shape[2]}"
+    )
 
 
 def draw_bounding_boxes(images, boxes):
@@ -98,8 +114,9 @@ def draw_bounding_boxes_v2(images, boxes, colors):
   if colors.ndim != 2:
     raise ValueError(f"colors must be a 2-D matrix {colors.shape}")
   if colors.shape[1] < images.shape[3]:
-    raise ValueError(f"colors must have equal or more channels than the image provided: "
-                     f"{colors.shape}")
+    raise ValueError(
+      f"colors must have equal or more channels than the image provided: {colors.shape}"
+    )
   table = _default_table(images.shape[3]) if colors.size == 0 else colors
   return _draw(images, boxes, table)
 
@@ -138,6 +155,7 @@ def _batching(op, impl):
     out = op(*folded, *args[2:], **params)
     shape = rules.shape_of(out)
     return rules.reshape(out, (b, shape[0] // b if b else 0) + shape[1:]), 0
+
   return rule
 
 
@@ -154,28 +172,55 @@ def _draw_calls(st, v2):
     nb = draw(st.integers(0, 4))
     dtype = st.np_dtype(draw(st.sampled_from(("float16", "float32"))))
     # Corners in eighths over [-0.5, 1.5]: on pixels, between them, inverted, outside.
-    boxes = np.array([draw(st.integers(-4, 12)) / 8 for _ in range(n * nb * 4)],
-                     np.float32).reshape(n, nb, 4)
-    call = dict(images=draw(st.arrays(dtype, (n, h, w, depth), special=False, min_value=-2,
-                                      max_value=2)), boxes=boxes)
+    boxes = np.array(
+      [draw(st.integers(-4, 12)) / 8 for _ in range(n * nb * 4)], np.float32
+    ).reshape(n, nb, 4)
+    call = dict(
+      images=draw(st.arrays(dtype, (n, h, w, depth), special=False, min_value=-2, max_value=2)),
+      boxes=boxes,
+    )
     if v2:
       k = draw(st.integers(0, 3))
-      call["colors"] = draw(st.arrays(np.dtype("float32"), (k, depth + draw(st.integers(0, 1))),
-                                      special=False, min_value=0, max_value=1))
+      call["colors"] = draw(
+        st.arrays(
+          np.dtype("float32"),
+          (k, depth + draw(st.integers(0, 1))),
+          special=False,
+          min_value=0,
+          max_value=1,
+        )
+      )
     return call
+
   return draw_call()
 
 
 DrawBoundingBoxes = register_op(
-    "DrawBoundingBoxes", draw_bounding_boxes, family=FAMILY, jvp=(_jvp, None),
-    transpose=_transpose, batching=rules.per_op(_batching, draw_bounding_boxes),
-    spec=lambda st: st.Spec(_draw_calls(st, False), grad_oracle="fd", diff_args=("images",),
-                            note="TF registers no gradient: derivatives checked by central "
-                                 "differences in the images."))
+  "DrawBoundingBoxes",
+  draw_bounding_boxes,
+  family=FAMILY,
+  jvp=(_jvp, None),
+  transpose=_transpose,
+  batching=rules.per_op(_batching, draw_bounding_boxes),
+  spec=lambda st: st.Spec(
+    _draw_calls(st, False),
+    grad_oracle="fd",
+    diff_args=("images",),
+    note="TF registers no gradient: derivatives checked by central differences in the images.",
+  ),
+)
 
 DrawBoundingBoxesV2 = register_op(
-    "DrawBoundingBoxesV2", draw_bounding_boxes_v2, family=FAMILY, jvp=(_jvp, None, None),
-    transpose=_transpose, batching=rules.per_op(_batching, draw_bounding_boxes_v2),
-    spec=lambda st: st.Spec(_draw_calls(st, True), grad_oracle="fd", diff_args=("images",),
-                            note="TF registers no gradient: derivatives checked by central "
-                                 "differences in the images."))
+  "DrawBoundingBoxesV2",
+  draw_bounding_boxes_v2,
+  family=FAMILY,
+  jvp=(_jvp, None, None),
+  transpose=_transpose,
+  batching=rules.per_op(_batching, draw_bounding_boxes_v2),
+  spec=lambda st: st.Spec(
+    _draw_calls(st, True),
+    grad_oracle="fd",
+    diff_args=("images",),
+    note="TF registers no gradient: derivatives checked by central differences in the images.",
+  ),
+)

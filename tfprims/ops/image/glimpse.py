@@ -66,7 +66,7 @@ def glimpse_corner(offset, in_size, g_size, normalized, centered, version):
       x = x / _F32(2) + half_in - half_g
   elif centered:
     x = x + half_in
-  return jnp.trunc(jnp.clip(x, -2.0 ** 30, 2.0 ** 30)).astype(jnp.int32)
+  return jnp.trunc(jnp.clip(x, -(2.0**30), 2.0**30)).astype(jnp.int32)
 
 
 def _noise(key, x, gh, gw, mode):
@@ -82,14 +82,12 @@ def _noise(key, x, gh, gw, mode):
   sigma = jnp.sqrt(jnp.mean(jnp.square(x - mean), axis=(1, 2), keepdims=True))
   lo = jnp.min(x, axis=(1, 2), keepdims=True)
   hi = jnp.max(x, axis=(1, 2), keepdims=True)
-  return jnp.maximum(jnp.minimum(mean + jax.random.normal(k, (n, gh, gw, c), _F32) * sigma,
-                                 hi), lo)
+  return jnp.maximum(jnp.minimum(mean + jax.random.normal(k, (n, gh, gw, c), _F32) * sigma, hi), lo)
 
 
 def _glimpse(key, x, offsets, size, centered, normalized, uniform_noise, noise, version):
   if x.ndim != 4:
-    raise ValueError(f"input must be 4-dimensional (batch_size, height, width, depth) "
-                     f"{x.shape}")
+    raise ValueError(f"input must be 4-dimensional (batch_size, height, width, depth) {x.shape}")
   if offsets.ndim != 2 or offsets.shape[0] != x.shape[0] or offsets.shape[1] != 2:
     raise ValueError(f"offsets must be [batch, 2] (y, x), got {offsets.shape}")
   gh, gw = (int(v) for v in size)
@@ -105,20 +103,25 @@ def _glimpse(key, x, offsets, size, centered, normalized, uniform_noise, noise, 
   ox = glimpse_corner(offsets[:, 1], w, gw, normalized, centered, version)
   rows = jnp.arange(gh, dtype=jnp.int32)[None, :] + oy[:, None]
   cols = jnp.arange(gw, dtype=jnp.int32)[None, :] + ox[:, None]
-  inside = (((rows >= 0) & (rows < h))[:, :, None] & ((cols >= 0) & (cols < w))[:, None, :])
-  picked = x[jnp.arange(n)[:, None, None], jnp.clip(rows, 0, h - 1)[:, :, None],
-             jnp.clip(cols, 0, w - 1)[:, None, :]].astype(_F32)
+  inside = ((rows >= 0) & (rows < h))[:, :, None] & ((cols >= 0) & (cols < w))[:, None, :]
+  picked = x[
+    jnp.arange(n)[:, None, None],
+    jnp.clip(rows, 0, h - 1)[:, :, None],
+    jnp.clip(cols, 0, w - 1)[:, None, :],
+  ].astype(_F32)
   return jnp.where(inside[..., None], picked, _noise(key, x.astype(_F32), gh, gw, mode))
 
 
-def extract_glimpse(key, x, offsets, *, size, centered=True, normalized=True,
-                    uniform_noise=True, noise="uniform"):
+def extract_glimpse(
+  key, x, offsets, *, size, centered=True, normalized=True, uniform_noise=True, noise="uniform"
+):
   """TF ExtractGlimpse (version 1 offset arithmetic)."""
   return _glimpse(key, x, offsets, size, centered, normalized, uniform_noise, noise, 1)
 
 
-def extract_glimpse_v2(key, x, offsets, *, size, centered=True, normalized=True,
-                       uniform_noise=True, noise="uniform"):
+def extract_glimpse_v2(
+  key, x, offsets, *, size, centered=True, normalized=True, uniform_noise=True, noise="uniform"
+):
   """TF ExtractGlimpseV2."""
   return _glimpse(key, x, offsets, size, centered, normalized, uniform_noise, noise, 2)
 
@@ -130,8 +133,8 @@ def extract_glimpse_v2(key, x, offsets, *, size, centered=True, normalized=True,
 
 def _jvp(op):
   def rule(t, key, x, offsets, **p):
-    return op(_ZERO_KEY, t, offsets,
-              **dict(p, uniform_noise=False, noise="zero"))
+    return op(_ZERO_KEY, t, offsets, **dict(p, uniform_noise=False, noise="zero"))
+
   return rule
 
 
@@ -144,10 +147,18 @@ def _transpose(version):
     oy = glimpse_corner(offsets[:, 0], h, gh, normalized, centered, version)
     ox = glimpse_corner(offsets[:, 1], w, gw, normalized, centered, version)
     back = -jnp.stack([oy, ox], axis=1).astype(_F32)
-    out = tfops.ExtractGlimpseV2(_ZERO_KEY, rules.instantiate(ct), back,
-                                 size=(h, w), centered=False, normalized=False,
-                                 uniform_noise=False, noise="zero")
+    out = tfops.ExtractGlimpseV2(
+      _ZERO_KEY,
+      rules.instantiate(ct),
+      back,
+      size=(h, w),
+      centered=False,
+      normalized=False,
+      uniform_noise=False,
+      noise="zero",
+    )
     return [None, out, None]
+
   return rule
 
 
@@ -167,6 +178,7 @@ def _batching(op, impl):
     out = op(key, *folded, **p)
     shape = rules.shape_of(out)
     return rules.reshape(out, (b, shape[0] // b) + shape[1:]), 0
+
   return rule
 
 
@@ -197,8 +209,14 @@ class _ConstantKey:
 # Specs
 # --------------------------------------------------------------------------
 
-_MODES = ((True, "uniform"), (True, ""), (False, ""), (False, "uniform"), (False, "gaussian"),
-          (False, "zero"))
+_MODES = (
+  (True, "uniform"),
+  (True, ""),
+  (False, ""),
+  (False, "uniform"),
+  (False, "gaussian"),
+  (False, "zero"),
+)
 
 
 def _glimpse_calls(st, version):
@@ -209,41 +227,80 @@ def _glimpse_calls(st, version):
     gh, gw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
     centered, normalized = draw(st.booleans()), draw(st.booleans())
     scale = 8 if normalized else 2
-    offsets = np.array([draw(st.integers(-2 * scale, 2 * scale)) / scale
-                        for _ in range(2 * n)], np.float32).reshape(n, 2)
+    offsets = np.array(
+      [draw(st.integers(-2 * scale, 2 * scale)) / scale for _ in range(2 * n)], np.float32
+    ).reshape(n, 2)
     uniform_noise, noise = draw(st.sampled_from(_MODES))
     # Random noise is ours, not TF's: where any glimpse pixel falls outside the image
     # the call uses zero noise (noise values are tested in tests/test_image_color.py).
-    oy = np.asarray(glimpse_corner(jnp.asarray(offsets[:, 0]), h, gh, normalized, centered,
-                                   version))
-    ox = np.asarray(glimpse_corner(jnp.asarray(offsets[:, 1]), w, gw, normalized, centered,
-                                   version))
+    oy = np.asarray(
+      glimpse_corner(jnp.asarray(offsets[:, 0]), h, gh, normalized, centered, version)
+    )
+    ox = np.asarray(
+      glimpse_corner(jnp.asarray(offsets[:, 1]), w, gw, normalized, centered, version)
+    )
     # Random noise only for normalized, centered offsets: scaling those toward 0 (the
     # vmap check's variation) keeps an inside glimpse inside.
     outside = np.any(oy < 0) or np.any(oy + gh > h) or np.any(ox < 0) or np.any(ox + gw > w)
     if outside or not (normalized and centered):
       uniform_noise, noise = False, "zero"
-    return dict(input=draw(st.arrays(np.dtype("float32"), (n, h, w, c), special=False,
-                                     min_value=-4, max_value=4)),
-                size=np.array([gh, gw], np.int32), offsets=offsets, centered=centered,
-                normalized=normalized, uniform_noise=uniform_noise, noise=noise)
+    return dict(
+      input=draw(
+        st.arrays(np.dtype("float32"), (n, h, w, c), special=False, min_value=-4, max_value=4)
+      ),
+      size=np.array([gh, gw], np.int32),
+      offsets=offsets,
+      centered=centered,
+      normalized=normalized,
+      uniform_noise=uniform_noise,
+      noise=noise,
+    )
+
   return draw_call()
 
 
 _ATTRS = ("centered", "normalized", "uniform_noise", "noise")
-_NOTE = ("TF registers no gradient: derivatives checked by central differences in the "
-         "input. Random noise is drawn only where no glimpse pixel is outside the image.")
+_NOTE = (
+  "TF registers no gradient: derivatives checked by central differences in the "
+  "input. Random noise is drawn only where no glimpse pixel is outside the image."
+)
 
 ExtractGlimpse = register_op(
-    "ExtractGlimpse", extract_glimpse, family=FAMILY, static=("size",), attrs=_ATTRS,
-    uses_rng=True, jvp=(None, rules.per_op(_jvp), None), transpose=_transpose(1),
-    batching=rules.per_op(_batching, extract_glimpse), interpret=_interpret,
-    spec=lambda st: st.Spec(_glimpse_calls(st, 1), grad_oracle="fd", diff_args=("input",),
-                            vmap_variation="scale", note=_NOTE))
+  "ExtractGlimpse",
+  extract_glimpse,
+  family=FAMILY,
+  static=("size",),
+  attrs=_ATTRS,
+  uses_rng=True,
+  jvp=(None, rules.per_op(_jvp), None),
+  transpose=_transpose(1),
+  batching=rules.per_op(_batching, extract_glimpse),
+  interpret=_interpret,
+  spec=lambda st: st.Spec(
+    _glimpse_calls(st, 1),
+    grad_oracle="fd",
+    diff_args=("input",),
+    vmap_variation="scale",
+    note=_NOTE,
+  ),
+)
 
 ExtractGlimpseV2 = register_op(
-    "ExtractGlimpseV2", extract_glimpse_v2, family=FAMILY, static=("size",), attrs=_ATTRS,
-    uses_rng=True, jvp=(None, rules.per_op(_jvp), None), transpose=_transpose(2),
-    batching=rules.per_op(_batching, extract_glimpse_v2), interpret=_interpret,
-    spec=lambda st: st.Spec(_glimpse_calls(st, 2), grad_oracle="fd", diff_args=("input",),
-                            vmap_variation="scale", note=_NOTE))
+  "ExtractGlimpseV2",
+  extract_glimpse_v2,
+  family=FAMILY,
+  static=("size",),
+  attrs=_ATTRS,
+  uses_rng=True,
+  jvp=(None, rules.per_op(_jvp), None),
+  transpose=_transpose(2),
+  batching=rules.per_op(_batching, extract_glimpse_v2),
+  interpret=_interpret,
+  spec=lambda st: st.Spec(
+    _glimpse_calls(st, 2),
+    grad_oracle="fd",
+    diff_args=("input",),
+    vmap_variation="scale",
+    note=_NOTE,
+  ),
+)

@@ -37,8 +37,10 @@ from tfprims import core, errors, interpreter, rules
 from tfprims.core import register_op, structural
 from tfprims.ops.image._common import FAMILY, stored
 
-_WHY = ("the number of selected boxes depends on the data (NonMaxSuppressionV4/V5 with "
-        "pad_to_max_output_size=True have a static shape)")
+_WHY = (
+  "the number of selected boxes depends on the data (NonMaxSuppressionV4/V5 with "
+  "pad_to_max_output_size=True have a static shape)"
+)
 
 
 # --- IoU -------------------------------------------------------------------------------
@@ -104,8 +106,7 @@ def greedy_nms(sim, scores, max_output_size, iou_threshold, score_threshold, sig
         selected_scores.append(score)
       elif score > score_threshold:
         heapq.heappush(heap, (-score, i, len(selected)))
-  return (np.asarray(selected, np.int32),
-          np.asarray(selected_scores, scores.dtype).reshape(-1))
+  return (np.asarray(selected, np.int32), np.asarray(selected_scores, scores.dtype).reshape(-1))
 
 
 # --- the loop in JAX (padded primitives) ------------------------------------------------
@@ -118,8 +119,9 @@ def padded_nms(sim, scores, iou_threshold, score_threshold, sigma, size):
   dt = scores.dtype
   m = min(size, n)
   soft = sigma > 0
-  scale = jnp.where(soft, jnp.asarray(-0.5, dt) / jnp.where(soft, sigma, 1).astype(dt),
-                    jnp.zeros((), dt))
+  scale = jnp.where(
+    soft, jnp.asarray(-0.5, dt) / jnp.where(soft, sigma, 1).astype(dt), jnp.zeros((), dt)
+  )
   zero = jnp.zeros((), dt)
 
   def pop(state):
@@ -140,8 +142,9 @@ def padded_nms(sim, scores, iou_threshold, score_threshold, sigma, size):
       done = done | is_hard | (active & (new <= score_threshold))
       return new, done, hard | is_hard
 
-    score, _, hard = lax.fori_loop(0, m, compare,
-                                   (original, jnp.asarray(False), jnp.asarray(False)))
+    score, _, hard = lax.fori_loop(
+      0, m, compare, (original, jnp.asarray(False), jnp.asarray(False))
+    )
     take = ~hard & (score == original)
     requeue = ~hard & ~take & (score > score_threshold)
     sel = jnp.where(take, sel.at[count].set(i.astype(jnp.int32)), sel)
@@ -154,9 +157,14 @@ def padded_nms(sim, scores, iou_threshold, score_threshold, sigma, size):
   def more(state):
     return (state[5] < m) & jnp.any(state[1])
 
-  state = (scores, scores > score_threshold, jnp.zeros((n,), jnp.int32),
-           jnp.zeros((max(m, 1),), jnp.int32), jnp.zeros((max(m, 1),), dt),
-           jnp.zeros((), jnp.int32))
+  state = (
+    scores,
+    scores > score_threshold,
+    jnp.zeros((n,), jnp.int32),
+    jnp.zeros((max(m, 1),), jnp.int32),
+    jnp.zeros((max(m, 1),), dt),
+    jnp.zeros((), jnp.int32),
+  )
   if m > 0:
     state = lax.while_loop(more, pop, state)
   _, _, _, sel, sel_s, count = state
@@ -166,29 +174,52 @@ def padded_nms(sim, scores, iou_threshold, score_threshold, sigma, size):
   return sel, sel_s, count
 
 
-def _v4_impl(boxes, scores, iou_threshold, score_threshold, *, max_output_size,
-             pad_to_max_output_size):
+def _v4_impl(
+  boxes, scores, iou_threshold, score_threshold, *, max_output_size, pad_to_max_output_size
+):
   _padded_only(pad_to_max_output_size, max_output_size)
   boxes, scores = lax.stop_gradient(boxes), lax.stop_gradient(scores)
   dt = scores.dtype
-  sel, _, count = padded_nms(iou_matrix(boxes).astype(dt), scores, iou_threshold.astype(dt),
-                             score_threshold.astype(dt), jnp.zeros((), dt), max_output_size)
+  sel, _, count = padded_nms(
+    iou_matrix(boxes).astype(dt),
+    scores,
+    iou_threshold.astype(dt),
+    score_threshold.astype(dt),
+    jnp.zeros((), dt),
+    max_output_size,
+  )
   return sel, count
 
 
-def _v5_impl(boxes, scores, iou_threshold, score_threshold, soft_nms_sigma, *,
-             max_output_size, pad_to_max_output_size):
+def _v5_impl(
+  boxes,
+  scores,
+  iou_threshold,
+  score_threshold,
+  soft_nms_sigma,
+  *,
+  max_output_size,
+  pad_to_max_output_size,
+):
   _padded_only(pad_to_max_output_size, max_output_size)
   boxes, scores = lax.stop_gradient(boxes), lax.stop_gradient(scores)
   dt = scores.dtype
-  return padded_nms(iou_matrix(boxes).astype(dt), scores, iou_threshold.astype(dt),
-                    score_threshold.astype(dt), soft_nms_sigma.astype(dt), max_output_size)
+  return padded_nms(
+    iou_matrix(boxes).astype(dt),
+    scores,
+    iou_threshold.astype(dt),
+    score_threshold.astype(dt),
+    soft_nms_sigma.astype(dt),
+    max_output_size,
+  )
 
 
 def _padded_only(pad, max_output_size):
   if not pad:
-    raise ValueError("the NonMaxSuppressionV4/V5 primitive is the padded form "
-                     "(pad_to_max_output_size=True); the unpadded op is data-dependent")
+    raise ValueError(
+      "the NonMaxSuppressionV4/V5 primitive is the padded form "
+      "(pad_to_max_output_size=True); the unpadded op is data-dependent"
+    )
   if max_output_size < 0:
     raise ValueError("output size must be non-negative")
 
@@ -198,8 +229,10 @@ def _v4_check(boxes, scores, iou_threshold, score_threshold, **params):
 
 
 def _v5_check(boxes, scores, iou_threshold, score_threshold, soft_nms_sigma, **params):
-  return ((iou_threshold < 0) | (iou_threshold > 1) | (soft_nms_sigma < 0),
-          "iou_threshold must be in [0, 1] and soft_nms_sigma_val must be >= 0")
+  return (
+    (iou_threshold < 0) | (iou_threshold > 1) | (soft_nms_sigma < 0),
+    "iou_threshold must be in [0, 1] and soft_nms_sigma_val must be >= 0",
+  )
 
 
 # --- graph hooks ----------------------------------------------------------------------
@@ -209,14 +242,16 @@ def _known(node, inputs):
   """The inputs as numpy arrays, or DynamicShapeError naming the node."""
   if any(isinstance(v, jax.core.Tracer) for v in inputs):
     raise errors.DynamicShapeError(
-        f"{node.op} node '{node.name}': {_WHY}; under jit/vmap/grad its inputs are "
-        "traced, so its output shape is unknown.")
+      f"{node.op} node '{node.name}': {_WHY}; under jit/vmap/grad its inputs are "
+      "traced, so its output shape is unknown."
+    )
   return [np.asarray(v) for v in inputs]
 
 
 def _check_common(node, boxes, scores, max_output_size, iou_threshold=None, overlaps=False):
   def fail(msg):
     raise errors.OpError(node.op, node.name, msg)
+
   if overlaps:
     if boxes.ndim != 2 or boxes.shape[0] != boxes.shape[1]:
       fail(f"overlaps must be square, got shape {boxes.shape}")
@@ -241,35 +276,53 @@ def _exact(node, boxes, scores, max_out, iou, score_thr, sigma=0.0, overlaps=Fal
   return greedy_nms(sim, scores, int(max_out), iou, score_thr, sigma)
 
 
-_LOWEST = {np.dtype(np.float32): np.finfo(np.float32).min,
-           np.dtype(np.float16): np.finfo(np.float16).min}
+_LOWEST = {
+  np.dtype(np.float32): np.finfo(np.float32).min,
+  np.dtype(np.float16): np.finfo(np.float16).min,
+}
 
 
-@structural("NonMaxSuppression", family=FAMILY, dynamic_shape=_WHY,
-            doc="Greedy hard NMS (iou_threshold attr, no score threshold): the selected "
-                "indices, by decreasing score.")
+@structural(
+  "NonMaxSuppression",
+  family=FAMILY,
+  dynamic_shape=_WHY,
+  doc="Greedy hard NMS (iou_threshold attr, no score threshold): the selected "
+  "indices, by decreasing score.",
+)
 def _nms_v1(ctx, node, inputs):
   boxes, scores, max_out = _known(node, inputs)
   iou = np.float32(node.attr("iou_threshold"))
   return [_exact(node, boxes, scores, max_out, iou, _LOWEST[scores.dtype])[0]]
 
 
-@structural("NonMaxSuppressionV2", family=FAMILY, dynamic_shape=_WHY,
-            doc="Greedy hard NMS (iou_threshold input, no score threshold).")
+@structural(
+  "NonMaxSuppressionV2",
+  family=FAMILY,
+  dynamic_shape=_WHY,
+  doc="Greedy hard NMS (iou_threshold input, no score threshold).",
+)
 def _nms_v2(ctx, node, inputs):
   boxes, scores, max_out, iou = _known(node, inputs)
   return [_exact(node, boxes, scores, max_out, iou, _LOWEST[scores.dtype])[0]]
 
 
-@structural("NonMaxSuppressionV3", family=FAMILY, dynamic_shape=_WHY,
-            doc="Greedy hard NMS of the boxes scoring above score_threshold.")
+@structural(
+  "NonMaxSuppressionV3",
+  family=FAMILY,
+  dynamic_shape=_WHY,
+  doc="Greedy hard NMS of the boxes scoring above score_threshold.",
+)
 def _nms_v3(ctx, node, inputs):
   boxes, scores, max_out, iou, score_thr = _known(node, inputs)
   return [_exact(node, boxes, scores, max_out, iou, score_thr)[0]]
 
 
-@structural("NonMaxSuppressionWithOverlaps", family=FAMILY, dynamic_shape=_WHY,
-            doc="Greedy hard NMS with a given [n, n] overlap matrix instead of IoU.")
+@structural(
+  "NonMaxSuppressionWithOverlaps",
+  family=FAMILY,
+  dynamic_shape=_WHY,
+  doc="Greedy hard NMS with a given [n, n] overlap matrix instead of IoU.",
+)
 def _nms_overlaps(ctx, node, inputs):
   overlaps, scores, max_out, thr, score_thr = _known(node, inputs)
   return [_exact(node, overlaps, scores, max_out, thr, score_thr, overlaps=True)[0]]
@@ -283,6 +336,7 @@ def _padded_hook(v5):
     sel, scores = _exact(node, *values[:5], sigma=values[5] if v5 else 0.0)
     count = np.asarray(sel.shape[0], np.int32)
     return [sel, scores, count] if v5 else [sel, count]
+
   return interpret
 
 
@@ -301,41 +355,62 @@ def _nms_calls(st, v5):
   def draw(d):
     dtype = np.dtype(d(st.sampled_from(("float32", "float32", "float16"))))
     n = d(st.integers(0, 6))
-    boxes = np.asarray([[d(st.sampled_from(_COORDS)) for _ in range(4)] for _ in range(n)],
-                       dtype).reshape(n, 4)
+    boxes = np.asarray(
+      [[d(st.sampled_from(_COORDS)) for _ in range(4)] for _ in range(n)], dtype
+    ).reshape(n, 4)
     scores = np.asarray([d(st.sampled_from(_SCORES)) for _ in range(n)], dtype)
     tdt = dtype if v5 else np.dtype(d(st.sampled_from(("float32", "float16"))))
-    call = dict(boxes=boxes, scores=scores,
-                max_output_size=np.asarray(d(st.integers(0, 7)), np.int32),
-                iou_threshold=np.asarray(d(st.sampled_from((0.0, 0.3, 0.5, 1.0))), tdt),
-                score_threshold=np.asarray(d(st.sampled_from((-2.0, 0.0, 0.2))), tdt),
-                pad_to_max_output_size=True)
+    call = dict(
+      boxes=boxes,
+      scores=scores,
+      max_output_size=np.asarray(d(st.integers(0, 7)), np.int32),
+      iou_threshold=np.asarray(d(st.sampled_from((0.0, 0.3, 0.5, 1.0))), tdt),
+      score_threshold=np.asarray(d(st.sampled_from((-2.0, 0.0, 0.2))), tdt),
+      pad_to_max_output_size=True,
+    )
     if v5:
       call["soft_nms_sigma"] = np.asarray(d(st.sampled_from((0.0, 0.0, 0.5, 1.0))), dtype)
     return call
+
   return draw()
 
 
 _SKIP = {"jvp": "TF registers no gradient for NMS", "vjp": "TF registers no gradient for NMS"}
-_NOTE = ("pad_to_max_output_size=True (the static form); boxes on a grid so that boxes "
-         "overlap, coincide and have no area")
+_NOTE = (
+  "pad_to_max_output_size=True (the static form); boxes on a grid so that boxes "
+  "overlap, coincide and have no area"
+)
 
 NonMaxSuppressionV4 = register_op(
-    "NonMaxSuppressionV4", _v4_impl, family=FAMILY, multiple_results=True,
-    static=("max_output_size",), attrs=("pad_to_max_output_size",),
-    dynamic_shape=_WHY + " unless pad_to_max_output_size", static_shape_if=_static_if_padded,
-    interpret=_padded_hook(False), batching=rules.vmap_batching(_v4_impl, True),
-    check=_v4_check,
-    doc="Greedy hard NMS above score_threshold: indices (padded with 0 to "
-        "max_output_size when pad_to_max_output_size) and their number.",
-    spec=lambda st: st.Spec(_nms_calls(st, False), skip=_SKIP, note=_NOTE))
+  "NonMaxSuppressionV4",
+  _v4_impl,
+  family=FAMILY,
+  multiple_results=True,
+  static=("max_output_size",),
+  attrs=("pad_to_max_output_size",),
+  dynamic_shape=_WHY + " unless pad_to_max_output_size",
+  static_shape_if=_static_if_padded,
+  interpret=_padded_hook(False),
+  batching=rules.vmap_batching(_v4_impl, True),
+  check=_v4_check,
+  doc="Greedy hard NMS above score_threshold: indices (padded with 0 to "
+  "max_output_size when pad_to_max_output_size) and their number.",
+  spec=lambda st: st.Spec(_nms_calls(st, False), skip=_SKIP, note=_NOTE),
+)
 
 NonMaxSuppressionV5 = register_op(
-    "NonMaxSuppressionV5", _v5_impl, family=FAMILY, multiple_results=True,
-    static=("max_output_size",), attrs=("pad_to_max_output_size",),
-    dynamic_shape=_WHY + " unless pad_to_max_output_size", static_shape_if=_static_if_padded,
-    interpret=_padded_hook(True), batching=rules.vmap_batching(_v5_impl, True),
-    check=_v5_check,
-    doc="Greedy NMS with soft-NMS (Gaussian decay, soft_nms_sigma > 0): indices, their "
-        "(decayed) scores and their number.",
-    spec=lambda st: st.Spec(_nms_calls(st, True), skip=_SKIP, note=_NOTE))
+  "NonMaxSuppressionV5",
+  _v5_impl,
+  family=FAMILY,
+  multiple_results=True,
+  static=("max_output_size",),
+  attrs=("pad_to_max_output_size",),
+  dynamic_shape=_WHY + " unless pad_to_max_output_size",
+  static_shape_if=_static_if_padded,
+  interpret=_padded_hook(True),
+  batching=rules.vmap_batching(_v5_impl, True),
+  check=_v5_check,
+  doc="Greedy NMS with soft-NMS (Gaussian decay, soft_nms_sigma > 0): indices, their "
+  "(decayed) scores and their number.",
+  spec=lambda st: st.Spec(_nms_calls(st, True), skip=_SKIP, note=_NOTE),
+)

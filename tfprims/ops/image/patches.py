@@ -87,6 +87,7 @@ def _fold_batching(op):
     (x,), (d,) = args, dims
     b = rules.shape_of(x)[d]
     return _split_n(op(_fold_into_n(x, d), **params), b), 0
+
   return rule
 
 
@@ -100,8 +101,21 @@ def _values(st, dtype, shape):
   return st.arrays(dt, shape, special=False, min_value=-100, max_value=100)
 
 
-_LAYOUT_DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16",
-                  "uint16", "int32", "int64", "complex64", "complex128", "bool")
+_LAYOUT_DTYPES = (
+  "float16",
+  "bfloat16",
+  "float32",
+  "float64",
+  "int8",
+  "uint8",
+  "int16",
+  "uint16",
+  "int32",
+  "int64",
+  "complex64",
+  "complex128",
+  "bool",
+)
 
 
 def _layout_calls(st, to_space):
@@ -113,26 +127,39 @@ def _layout_calls(st, to_space):
     shape = (n, h, w, c * bs * bs) if to_space else (n, h * bs, w * bs, c)
     dtype = draw(st.sampled_from(_LAYOUT_DTYPES))
     return dict(input=draw(_values(st, dtype, shape)), block_size=bs, data_format="NHWC")
+
   return draw_call()
 
 
 DepthToSpace = register_op(
-    "DepthToSpace", depth_to_space, family=FAMILY, attrs=("block_size", "data_format"),
-    linear=True,
-    transpose=lambda ct, x, **p: [tfops.SpaceToDepth(rules.instantiate(ct), **p)],
-    batching=rules.per_op(_fold_batching),
-    spec=lambda st: st.Spec(_layout_calls(st, True),
-                            note="NHWC only: TF's CPU kernels reject NCHW (tested in "
-                                 "tests/test_image_color.py against NHWC with transposes)."))
+  "DepthToSpace",
+  depth_to_space,
+  family=FAMILY,
+  attrs=("block_size", "data_format"),
+  linear=True,
+  transpose=lambda ct, x, **p: [tfops.SpaceToDepth(rules.instantiate(ct), **p)],
+  batching=rules.per_op(_fold_batching),
+  spec=lambda st: st.Spec(
+    _layout_calls(st, True),
+    note="NHWC only: TF's CPU kernels reject NCHW (tested in "
+    "tests/test_image_color.py against NHWC with transposes).",
+  ),
+)
 
 SpaceToDepth = register_op(
-    "SpaceToDepth", space_to_depth, family=FAMILY, attrs=("block_size", "data_format"),
-    linear=True,
-    transpose=lambda ct, x, **p: [tfops.DepthToSpace(rules.instantiate(ct), **p)],
-    batching=rules.per_op(_fold_batching),
-    spec=lambda st: st.Spec(_layout_calls(st, False),
-                            note="NHWC only: TF's CPU kernels reject NCHW (tested in "
-                                 "tests/test_image_color.py against NHWC with transposes)."))
+  "SpaceToDepth",
+  space_to_depth,
+  family=FAMILY,
+  attrs=("block_size", "data_format"),
+  linear=True,
+  transpose=lambda ct, x, **p: [tfops.DepthToSpace(rules.instantiate(ct), **p)],
+  batching=rules.per_op(_fold_batching),
+  spec=lambda st: st.Spec(
+    _layout_calls(st, False),
+    note="NHWC only: TF's CPU kernels reject NCHW (tested in "
+    "tests/test_image_color.py against NHWC with transposes).",
+  ),
+)
 
 
 # --------------------------------------------------------------------------
@@ -155,7 +182,7 @@ def _axis_positions(size, k, stride, rate, padding, clamp=True):
     before = max(total, 0) // 2 if clamp else int(total / 2)
   else:
     raise ValueError(f"padding must be SAME or VALID, got {padding!r}")
-  pos = (np.arange(out)[:, None] * stride + np.arange(k)[None, :] * rate - before)
+  pos = np.arange(out)[:, None] * stride + np.arange(k)[None, :] * rate - before
   return np.where((pos >= 0) & (pos < size), pos, -1)
 
 
@@ -163,11 +190,14 @@ def _patch_sources(spatial, ksizes, strides, rates, padding):
   """For each patch element ``(o_1..o_d, k_1..k_d)`` the flat input pixel it reads
   (-1 for padding), shape ``outs + ks``. Three spatial dims: volume patches."""
   clamp = len(spatial) != 3
-  per_axis = [_axis_positions(s, k, st, r, padding, clamp)
-              for s, k, st, r in zip(spatial, ksizes, strides, rates)]
+  per_axis = [
+    _axis_positions(s, k, st, r, padding, clamp)
+    for s, k, st, r in zip(spatial, ksizes, strides, rates)
+  ]
   d = len(spatial)
-  flat = np.zeros(tuple(p.shape[0] for p in per_axis) + tuple(p.shape[1] for p in per_axis),
-                  np.int64)
+  flat = np.zeros(
+    tuple(p.shape[0] for p in per_axis) + tuple(p.shape[1] for p in per_axis), np.int64
+  )
   bad = np.zeros(flat.shape, bool)
   for i, (p, size) in enumerate(zip(per_axis, spatial)):
     shape = [1] * (2 * d)
@@ -183,20 +213,25 @@ def _window_attrs(ksizes, strides, rates, ndim, name):
     if v is None:
       continue
     if len(v) != ndim or v[0] != 1 or v[-1] != 1:
-      raise ValueError(f"{name} only supports {attr} across space (a list of {ndim} "
-                       f"ints with 1 at both ends), got {list(v)}")
+      raise ValueError(
+        f"{name} only supports {attr} across space (a list of {ndim} "
+        f"ints with 1 at both ends), got {list(v)}"
+      )
     if any(int(x) < 1 for x in v):
       raise ValueError(f"{attr} must be positive, got {list(v)}")
   rates = rates if rates is not None else (1,) * ndim
-  return ([int(v) for v in ksizes[1:-1]], [int(v) for v in strides[1:-1]],
-          [int(v) for v in rates[1:-1]])
+  return (
+    [int(v) for v in ksizes[1:-1]],
+    [int(v) for v in strides[1:-1]],
+    [int(v) for v in rates[1:-1]],
+  )
 
 
 def _extract(x, ksizes, strides, rates, padding, name):
   ks, ss, rs = _window_attrs(ksizes, strides, rates, x.ndim, name)
   n, spatial, c = x.shape[0], x.shape[1:-1], x.shape[-1]
   src = _patch_sources(spatial, ks, ss, rs, padding)
-  outs = src.shape[:len(spatial)]
+  outs = src.shape[: len(spatial)]
   flat = x.reshape((n, int(np.prod(spatial)), c))
   if flat.shape[1] == 0 or src.size == 0:
     return jnp.zeros((n,) + outs + (int(np.prod(ks)) * c,), x.dtype)
@@ -221,9 +256,13 @@ def _patches_transpose(ct, x, *, ksizes, strides, padding, rates=None):
   assert U(x)
   shape = rules.shape_of(x)
   n, spatial, c = shape[0], shape[1:-1], shape[-1]
-  ks, ss, rs = _window_attrs(ksizes, strides, rates, len(shape),
-                             "ExtractImagePatches" if rates is not None else
-                             "ExtractVolumePatches")
+  ks, ss, rs = _window_attrs(
+    ksizes,
+    strides,
+    rates,
+    len(shape),
+    "ExtractImagePatches" if rates is not None else "ExtractVolumePatches",
+  )
   src = _patch_sources(spatial, ks, ss, rs, padding).reshape(-1)
   ct = rules.instantiate(ct)
   # (N, outs..., K*C) -> (P, N, C) with P = prod(outs) * prod(ks): elements in src order.
@@ -236,10 +275,36 @@ def _patches_transpose(ct, x, *, ksizes, strides, padding, rates=None):
   return [rules.transpose(summed, (d,) + tuple(range(d)) + (d + 1,))]
 
 
-_PATCH_DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16",
-                 "uint16", "int32", "int64", "uint32", "uint64", "complex64", "complex128")
-_VOLUME_DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16",
-                  "uint16", "int32", "int64", "uint32", "uint64")
+_PATCH_DTYPES = (
+  "float16",
+  "bfloat16",
+  "float32",
+  "float64",
+  "int8",
+  "uint8",
+  "int16",
+  "uint16",
+  "int32",
+  "int64",
+  "uint32",
+  "uint64",
+  "complex64",
+  "complex128",
+)
+_VOLUME_DTYPES = (
+  "float16",
+  "bfloat16",
+  "float32",
+  "float64",
+  "int8",
+  "uint8",
+  "int16",
+  "uint16",
+  "int32",
+  "int64",
+  "uint32",
+  "uint64",
+)
 
 
 def _patch_calls(st, volume):
@@ -259,21 +324,36 @@ def _patch_calls(st, volume):
       call["images"] = draw(_values(st, dtype, (n,) + spatial + (c,)))
       call["rates"] = [1] + [draw(st.integers(1, 2)) for _ in range(d)] + [1]
     return call
+
   return draw_call()
 
 
 ExtractImagePatches = register_op(
-    "ExtractImagePatches", extract_image_patches, family=FAMILY,
-    attrs=("ksizes", "strides", "rates", "padding"), linear=True,
-    transpose=_patches_transpose, batching=rules.per_op(_fold_batching),
-    canonicalize=lambda p, *_: {**p, **{k: tuple(int(v) for v in p[k])
-                                        for k in ("ksizes", "strides", "rates")}},
-    spec=lambda st: st.Spec(_patch_calls(st, False)))
+  "ExtractImagePatches",
+  extract_image_patches,
+  family=FAMILY,
+  attrs=("ksizes", "strides", "rates", "padding"),
+  linear=True,
+  transpose=_patches_transpose,
+  batching=rules.per_op(_fold_batching),
+  canonicalize=lambda p, *_: {
+    **p,
+    **{k: tuple(int(v) for v in p[k]) for k in ("ksizes", "strides", "rates")},
+  },
+  spec=lambda st: st.Spec(_patch_calls(st, False)),
+)
 
 ExtractVolumePatches = register_op(
-    "ExtractVolumePatches", extract_volume_patches, family=FAMILY,
-    attrs=("ksizes", "strides", "padding"), linear=True,
-    transpose=_patches_transpose, batching=rules.per_op(_fold_batching),
-    canonicalize=lambda p, *_: {**p, **{k: tuple(int(v) for v in p[k])
-                                        for k in ("ksizes", "strides")}},
-    spec=lambda st: st.Spec(_patch_calls(st, True)))
+  "ExtractVolumePatches",
+  extract_volume_patches,
+  family=FAMILY,
+  attrs=("ksizes", "strides", "padding"),
+  linear=True,
+  transpose=_patches_transpose,
+  batching=rules.per_op(_fold_batching),
+  canonicalize=lambda p, *_: {
+    **p,
+    **{k: tuple(int(v) for v in p[k]) for k in ("ksizes", "strides")},
+  },
+  spec=lambda st: st.Spec(_patch_calls(st, True)),
+)

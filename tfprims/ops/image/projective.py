@@ -83,10 +83,14 @@ def _round_half_away(x):
 def _transform(images, transforms, fill_value, *, output_shape, interpolation, fill_mode):
   if images.ndim != 4:
     raise ValueError(f"Input images must have rank 4, got shape {images.shape}")
-  if transforms.ndim != 2 or transforms.shape[1] != 8 or transforms.shape[0] not in (
-      1, images.shape[0]):
-    raise ValueError("Input transform should be num_images x 8 or 1 x 8, got shape "
-                     f"{transforms.shape}")
+  if (
+    transforms.ndim != 2
+    or transforms.shape[1] != 8
+    or transforms.shape[0] not in (1, images.shape[0])
+  ):
+    raise ValueError(
+      f"Input transform should be num_images x 8 or 1 x 8, got shape {transforms.shape}"
+    )
   if interpolation not in INTERPOLATIONS:
     raise ValueError(f"Invalid interpolation {interpolation}")
   if fill_mode not in FILL_MODES:
@@ -99,7 +103,7 @@ def _transform(images, transforms, fill_value, *, output_shape, interpolation, f
   fill = _fill_as(fill_value, dtype)
   if n == 0 or c == 0:
     return jnp.zeros((n, oh, ow, c), dtype)
-  t = transforms.astype(_F32)[:, :, None, None]          # (n or 1, 8, 1, 1)
+  t = transforms.astype(_F32)[:, :, None, None]  # (n or 1, 8, 1, 1)
   xs = jnp.arange(ow, dtype=_F32)[None, None, :]
   ys = jnp.arange(oh, dtype=_F32)[None, :, None]
   k = (stored(t[:, 6] * xs) + stored(t[:, 7] * ys)) + _F32(1)
@@ -114,7 +118,7 @@ def _transform(images, transforms, fill_value, *, output_shape, interpolation, f
 
   def read(yy, xx):
     """images[b, yy, xx] as stored in T, fill outside the image."""
-    ok = ((yy >= 0) & (yy < h) & (xx >= 0) & (xx < w))
+    ok = (yy >= 0) & (yy < h) & (xx >= 0) & (xx < w)
     yi = jnp.clip(yy, 0, h - 1).astype(jnp.int32)
     xi = jnp.clip(xx, 0, w - 1).astype(jnp.int32)
     ok, yi, xi = (jnp.broadcast_to(a, (n, oh, ow)) for a in (ok, yi, xi))
@@ -131,23 +135,42 @@ def _transform(images, transforms, fill_value, *, output_shape, interpolation, f
     top = stored(wxc * f(yf, xf)) + stored(wxf * f(yf, xc))
     bottom = stored(wxc * f(yc, xf)) + stored(wxf * f(yc, xc))
     val = stored(wyc * top) + stored(wyf * bottom)
-    out = val.astype(dtype) if not jnp.issubdtype(dtype, jnp.integer) else _trunc(
-        val).astype(jnp.int64 if np.dtype(dtype).itemsize == 8 else jnp.int32).astype(dtype)
+    out = (
+      val.astype(dtype)
+      if not jnp.issubdtype(dtype, jnp.integer)
+      else _trunc(val)
+      .astype(jnp.int64 if np.dtype(dtype).itemsize == 8 else jnp.int32)
+      .astype(dtype)
+    )
   return jnp.where(outside, fill, out)
 
 
-def image_projective_transform_v2(images, transforms, *, output_shape, interpolation,
-                                  fill_mode="CONSTANT"):
+def image_projective_transform_v2(
+  images, transforms, *, output_shape, interpolation, fill_mode="CONSTANT"
+):
   """TF ImageProjectiveTransformV2 (fill value 0)."""
-  return _transform(images, transforms, 0.0, output_shape=output_shape,
-                    interpolation=interpolation, fill_mode=fill_mode)
+  return _transform(
+    images,
+    transforms,
+    0.0,
+    output_shape=output_shape,
+    interpolation=interpolation,
+    fill_mode=fill_mode,
+  )
 
 
-def image_projective_transform_v3(images, transforms, fill_value, *, output_shape,
-                                  interpolation, fill_mode="CONSTANT"):
+def image_projective_transform_v3(
+  images, transforms, fill_value, *, output_shape, interpolation, fill_mode="CONSTANT"
+):
   """TF ImageProjectiveTransformV3."""
-  return _transform(images, transforms, fill_value, output_shape=output_shape,
-                    interpolation=interpolation, fill_mode=fill_mode)
+  return _transform(
+    images,
+    transforms,
+    fill_value,
+    output_shape=output_shape,
+    interpolation=interpolation,
+    fill_mode=fill_mode,
+  )
 
 
 # --------------------------------------------------------------------------
@@ -171,25 +194,40 @@ def _v2_transpose(ct, images, transforms, *, output_shape, interpolation, fill_m
   if not U(images):
     return [None, None]
   size = tuple(rules.shape_of(images)[1:3])
-  return [tfops.ImageProjectiveTransformV2(
-      rules.instantiate(ct), inverse_transforms(transforms), output_shape=size,
-      interpolation=interpolation, fill_mode=fill_mode), None]
+  return [
+    tfops.ImageProjectiveTransformV2(
+      rules.instantiate(ct),
+      inverse_transforms(transforms),
+      output_shape=size,
+      interpolation=interpolation,
+      fill_mode=fill_mode,
+    ),
+    None,
+  ]
 
 
-def _v3_transpose(ct, images, transforms, fill_value, *, output_shape, interpolation,
-                  fill_mode):
+def _v3_transpose(ct, images, transforms, fill_value, *, output_shape, interpolation, fill_mode):
   if not U(images):
     return [None, None, None]
   size = tuple(rules.shape_of(images)[1:3])
-  return [tfops.ImageProjectiveTransformV3(
-      rules.instantiate(ct), inverse_transforms(transforms),
-      rules.const(0.0, fill_value), output_shape=size, interpolation=interpolation,
-      fill_mode=fill_mode), None, None]
+  return [
+    tfops.ImageProjectiveTransformV3(
+      rules.instantiate(ct),
+      inverse_transforms(transforms),
+      rules.const(0.0, fill_value),
+      output_shape=size,
+      interpolation=interpolation,
+      fill_mode=fill_mode,
+    ),
+    None,
+    None,
+  ]
 
 
 def _batching(op, impl):
   """Images (B, N, ...) fold into (B * N, ...); transforms are broadcast to (B, N, 8)
   and folded likewise unless unbatched with one row. A batched fill value: derived."""
+
   def rule(args, dims, **p):
     if len(args) > 2 and dims[2] is not None:
       return rules.vmap_batching(impl, False)(args, dims, **p)
@@ -208,6 +246,7 @@ def _batching(op, impl):
       folded_t = jnp.broadcast_to(transforms, (b, n, 8)).reshape(b * n, 8)
     out = op(merge_batch(images, di), folded_t, *args[2:], **p)
     return split_batch(out, b), 0
+
   return rule
 
 
@@ -247,38 +286,59 @@ def _calls(st, v3):
       images = draw(st.arrays(st.np_dtype(dtype), (n, h, w, c), min_value=0, max_value=200))
     else:
       images = draw(bounded_values(st, dtype, (n, h, w, c), bound=8.0))
-    call = dict(images=images,
-                transforms=_transform_rows(st, draw, draw(st.sampled_from((1, n)))),
-                output_shape=np.array([draw(st.integers(1, 5)), draw(st.integers(1, 5))],
-                                      np.int32),
-                interpolation=draw(st.sampled_from(INTERPOLATIONS)),
-                fill_mode=draw(st.sampled_from(FILL_MODES)))
+    call = dict(
+      images=images,
+      transforms=_transform_rows(st, draw, draw(st.sampled_from((1, n)))),
+      output_shape=np.array([draw(st.integers(1, 5)), draw(st.integers(1, 5))], np.int32),
+      interpolation=draw(st.sampled_from(INTERPOLATIONS)),
+      fill_mode=draw(st.sampled_from(FILL_MODES)),
+    )
     if v3:
       call["fill_value"] = np.float32(draw(st.sampled_from((0.0, 1.5, 7.0))))
     return call
+
   return draw_call()
 
 
 _ATTRS = ("interpolation", "fill_mode")
-_NOTE = ("The VJP is TF's gradient (the warp of the cotangent by the inverted transforms), "
-         "not the exact transpose; transforms are drawn with exact inverses.")
+_NOTE = (
+  "The VJP is TF's gradient (the warp of the cotangent by the inverted transforms), "
+  "not the exact transpose; transforms are drawn with exact inverses."
+)
 
 ImageProjectiveTransformV2 = register_op(
-    "ImageProjectiveTransformV2", image_projective_transform_v2, family=FAMILY,
-    static=("output_shape",), attrs=_ATTRS,
-    jvp=(lambda t, images, transforms, **p: tfops.ImageProjectiveTransformV2(
-        t, transforms, **p), None),
-    transpose=_v2_transpose,
-    batching=rules.per_op(_batching, image_projective_transform_v2),
-    spec=lambda st: st.Spec(_calls(st, v3=False), rtol=1e-5, atol=1e-5,
-                            diff_args=("images",), note=_NOTE))
+  "ImageProjectiveTransformV2",
+  image_projective_transform_v2,
+  family=FAMILY,
+  static=("output_shape",),
+  attrs=_ATTRS,
+  jvp=(
+    lambda t, images, transforms, **p: tfops.ImageProjectiveTransformV2(t, transforms, **p),
+    None,
+  ),
+  transpose=_v2_transpose,
+  batching=rules.per_op(_batching, image_projective_transform_v2),
+  spec=lambda st: st.Spec(
+    _calls(st, v3=False), rtol=1e-5, atol=1e-5, diff_args=("images",), note=_NOTE
+  ),
+)
 
 ImageProjectiveTransformV3 = register_op(
-    "ImageProjectiveTransformV3", image_projective_transform_v3, family=FAMILY,
-    static=("output_shape",), attrs=_ATTRS,
-    jvp=(lambda t, images, transforms, fill_value, **p: tfops.ImageProjectiveTransformV3(
-        t, transforms, rules.const(0.0, fill_value), **p), None, None),
-    transpose=_v3_transpose,
-    batching=rules.per_op(_batching, image_projective_transform_v3),
-    spec=lambda st: st.Spec(_calls(st, v3=True), rtol=1e-5, atol=1e-5,
-                            diff_args=("images",), note=_NOTE))
+  "ImageProjectiveTransformV3",
+  image_projective_transform_v3,
+  family=FAMILY,
+  static=("output_shape",),
+  attrs=_ATTRS,
+  jvp=(
+    lambda t, images, transforms, fill_value, **p: tfops.ImageProjectiveTransformV3(
+      t, transforms, rules.const(0.0, fill_value), **p
+    ),
+    None,
+    None,
+  ),
+  transpose=_v3_transpose,
+  batching=rules.per_op(_batching, image_projective_transform_v3),
+  spec=lambda st: st.Spec(
+    _calls(st, v3=True), rtol=1e-5, atol=1e-5, diff_args=("images",), note=_NOTE
+  ),
+)

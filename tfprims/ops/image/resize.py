@@ -55,13 +55,13 @@ def _resize_scale(xp, in_size, out_size, align_corners):
     return f32(in_size) / f32(out_size)
   if type(out_size) is int:
     return f32(in_size - 1) / f32(out_size - 1) if out_size > 1 else f32(in_size) / f32(out_size)
-  return xp.where(f32(out_size) > 1, f32(in_size - 1) / f32(out_size - 1),
-                  f32(in_size) / f32(out_size))
+  return xp.where(
+    f32(out_size) > 1, f32(in_size - 1) / f32(out_size - 1), f32(in_size) / f32(out_size)
+  )
 
 
 def _sources(xp, out_size):
-  return (xp.arange(out_size, dtype=np.float32) if xp is np
-          else jax.lax.iota(np.float32, out_size))
+  return xp.arange(out_size, dtype=np.float32) if xp is np else jax.lax.iota(np.float32, out_size)
 
 
 # --- ResizeNearestNeighbor, ResizeBilinear and their grad ops ---------------------------
@@ -85,8 +85,9 @@ def _bilinear_weights(in_size, out_size, align_corners, half_pixel_centers):
   xp = rules.numpy_for((in_size, out_size))
   scale = _resize_scale(xp, in_size, out_size, align_corners)
   x = _sources(xp, out_size)
-  src = ((x + np.float32(0.5)) * scale - np.float32(0.5) if half_pixel_centers
-         else x * scale).astype(np.float32)
+  src = (
+    (x + np.float32(0.5)) * scale - np.float32(0.5) if half_pixel_centers else x * scale
+  ).astype(np.float32)
   fl = xp.floor(src)
   lower = xp.maximum(fl.astype(np.int32), 0)
   upper = xp.minimum(xp.ceil(src).astype(np.int32), xp.asarray(in_size - 1, np.int32))
@@ -95,8 +96,10 @@ def _bilinear_weights(in_size, out_size, align_corners, half_pixel_centers):
 
 #: TF's kernel message (ImageResizerState), kept verbatim for regexes written against TF.
 #: tf2jax's phrase beside it.
-_BOTH_TRUE = ("If half_pixel_centers is True, align_corners must be False "
-              "(align_corners=True and half_pixel_centers=True are not supported)")
+_BOTH_TRUE = (
+  "If half_pixel_centers is True, align_corners must be False "
+  "(align_corners=True and half_pixel_centers=True are not supported)"
+)
 
 
 def _check_resize(images, size, align_corners, half_pixel_centers):
@@ -144,40 +147,89 @@ def _nearest_bilinear_calls(st, dtypes):
     align = draw(st.booleans())
     half = False if align else draw(st.booleans())
     size = np.array([draw(st.integers(1, 7)), draw(st.integers(1, 7))], np.int32)
-    return dict(images=draw(bounded_values(st, dtype, shape, bound=8.0)), size=size,
-                align_corners=align, half_pixel_centers=half)
+    return dict(
+      images=draw(bounded_values(st, dtype, shape, bound=8.0)),
+      size=size,
+      align_corners=align,
+      half_pixel_centers=half,
+    )
+
   return draw_call()
 
 
 ResizeNearestNeighbor = register_op(
-    "ResizeNearestNeighbor", resize_nearest_neighbor, family=FAMILY, static=("size",),
-    attrs=_RESIZE_ATTRS, batching=rules.per_op(fold_batching),
-    spec=lambda st: st.Spec(_nearest_bilinear_calls(
-        st, ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "uint16",
-             "int32", "int64"))))
+  "ResizeNearestNeighbor",
+  resize_nearest_neighbor,
+  family=FAMILY,
+  static=("size",),
+  attrs=_RESIZE_ATTRS,
+  batching=rules.per_op(fold_batching),
+  spec=lambda st: st.Spec(
+    _nearest_bilinear_calls(
+      st,
+      (
+        "float16",
+        "bfloat16",
+        "float32",
+        "float64",
+        "int8",
+        "uint8",
+        "int16",
+        "uint16",
+        "int32",
+        "int64",
+      ),
+    )
+  ),
+)
 
 ResizeBilinear = register_op(
-    "ResizeBilinear", resize_bilinear, family=FAMILY, static=("size",), attrs=_RESIZE_ATTRS,
-    batching=rules.per_op(fold_batching),
-    spec=lambda st: st.Spec(_nearest_bilinear_calls(
-        st, ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "uint16",
-             "int32", "int64")), rtol=1e-5, atol=1e-5, grad_oracle="vjp",
-        grad_rtol={"float32": 2e-2}, grad_atol={"float32": 2e-2},
-        note="TF's forward mode gives a zero tangent for float16/bfloat16 images (float32 "
-             "output); the JVP is checked against GradientTape, whose gradient is rounded "
-             "to the images' dtype (hence the loose float32 derivative tolerance)."))
+  "ResizeBilinear",
+  resize_bilinear,
+  family=FAMILY,
+  static=("size",),
+  attrs=_RESIZE_ATTRS,
+  batching=rules.per_op(fold_batching),
+  spec=lambda st: st.Spec(
+    _nearest_bilinear_calls(
+      st,
+      (
+        "float16",
+        "bfloat16",
+        "float32",
+        "float64",
+        "int8",
+        "uint8",
+        "int16",
+        "uint16",
+        "int32",
+        "int64",
+      ),
+    ),
+    rtol=1e-5,
+    atol=1e-5,
+    grad_oracle="vjp",
+    grad_rtol={"float32": 2e-2},
+    grad_atol={"float32": 2e-2},
+    note="TF's forward mode gives a zero tangent for float16/bfloat16 images (float32 "
+    "output); the JVP is checked against GradientTape, whose gradient is rounded "
+    "to the images' dtype (hence the loose float32 derivative tolerance).",
+  ),
+)
 
 
-def resize_bilinear_grad(grads, original_image, *, align_corners=False,
-                         half_pixel_centers=False):
+def resize_bilinear_grad(grads, original_image, *, align_corners=False, half_pixel_centers=False):
   """TF ResizeBilinearGrad: the transpose of ResizeBilinear (float32 grads), in the
   original image's dtype."""
   oh, ow = grads.shape[1:3]
-  f = functools.partial(resize_bilinear, size=(oh, ow), align_corners=align_corners,
-                        half_pixel_centers=half_pixel_centers)
+  f = functools.partial(
+    resize_bilinear,
+    size=(oh, ow),
+    align_corners=align_corners,
+    half_pixel_centers=half_pixel_centers,
+  )
   shape = jax.ShapeDtypeStruct(original_image.shape, jnp.float32)
-  return jax.linear_transpose(f, shape)(grads.astype(jnp.float32))[0].astype(
-      original_image.dtype)
+  return jax.linear_transpose(f, shape)(grads.astype(jnp.float32))[0].astype(original_image.dtype)
 
 
 def resize_nearest_neighbor_grad(grads, *, size, align_corners=False, half_pixel_centers=False):
@@ -204,29 +256,58 @@ def _nearest_bilinear_grad_calls(st, op_type, dtypes):
     align = draw(st.booleans())
     attrs = dict(align_corners=align, half_pixel_centers=False if align else draw(st.booleans()))
     if op_type == "ResizeBilinearGrad":
-      return dict(grads=draw(bounded_values(st, "float32", (n,) + resized + (c,))),
-                  original_image=draw(bounded_values(st, dtype, (n,) + orig + (c,))), **attrs)
-    return dict(grads=draw(bounded_values(st, dtype, (n,) + resized + (c,))),
-                size=np.array(orig, np.int32), **attrs)
+      return dict(
+        grads=draw(bounded_values(st, "float32", (n,) + resized + (c,))),
+        original_image=draw(bounded_values(st, dtype, (n,) + orig + (c,))),
+        **attrs,
+      )
+    return dict(
+      grads=draw(bounded_values(st, dtype, (n,) + resized + (c,))),
+      size=np.array(orig, np.int32),
+      **attrs,
+    )
+
   return draw_call()
 
 
 ResizeBilinearGrad = register_op(
-    "ResizeBilinearGrad", resize_bilinear_grad, family=FAMILY, attrs=_RESIZE_ATTRS,
-    batching=rules.per_op(fold_batching),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _nearest_bilinear_grad_calls(st, op.op_type,
-                           ("float16", "bfloat16", "float32", "float64")),
-        diff_args=("grads",), rtol=1e-5, atol=1e-5,
-        note="original_image gives only the shape and dtype.")))
+  "ResizeBilinearGrad",
+  resize_bilinear_grad,
+  family=FAMILY,
+  attrs=_RESIZE_ATTRS,
+  batching=rules.per_op(fold_batching),
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _nearest_bilinear_grad_calls(st, op.op_type, ("float16", "bfloat16", "float32", "float64")),
+        diff_args=("grads",),
+        rtol=1e-5,
+        atol=1e-5,
+        note="original_image gives only the shape and dtype.",
+      )
+    )
+  ),
+)
 
 ResizeNearestNeighborGrad = register_op(
-    "ResizeNearestNeighborGrad", resize_nearest_neighbor_grad, family=FAMILY, static=("size",),
-    attrs=_RESIZE_ATTRS, batching=rules.per_op(fold_batching),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(_nearest_bilinear_grad_calls(
-        st, op.op_type,
-        ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int32")),
-        rtol={"float16": 1e-2, "bfloat16": 5e-2}, atol={"float16": 1e-2, "bfloat16": 5e-2})))
+  "ResizeNearestNeighborGrad",
+  resize_nearest_neighbor_grad,
+  family=FAMILY,
+  static=("size",),
+  attrs=_RESIZE_ATTRS,
+  batching=rules.per_op(fold_batching),
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _nearest_bilinear_grad_calls(
+          st, op.op_type, ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int32")
+        ),
+        rtol={"float16": 1e-2, "bfloat16": 5e-2},
+        atol={"float16": 1e-2, "bfloat16": 5e-2},
+      )
+    )
+  ),
+)
 
 
 # --- ResizeBicubic, ResizeBicubicGrad, ResizeArea ----------------------------------------
@@ -261,7 +342,7 @@ def _bicubic_taps(xp, in_size, out_size, align_corners, half_pixel_centers):
   src = ((o + f32(0.5)) * scale - f32(0.5) if keys else o * scale).astype(f32)
   floor = xp.floor(src)
   delta = (src - floor).astype(f32)
-  off = xp.rint(delta * f32(_TABLE)).astype(np.int32)   # lrintf: halves to even
+  off = xp.rint(delta * f32(_TABLE)).astype(np.int32)  # lrintf: halves to even
   loc = floor.astype(np.int32)
   near, far = xp.asarray(table[:, 0]), xp.asarray(table[:, 1])
   ws = [far[off], near[off], near[_TABLE - off], far[_TABLE - off]]
@@ -297,8 +378,9 @@ def _bicubic_counts(xp, in_size, out_size, align_corners, half_pixel_centers):
   ws, bounded = _bicubic_taps(xp, in_size, out_size, align_corners, half_pixel_centers)
   columns = xp.arange(in_size)[None, :]
   hits = [b[:, None] == columns for b in bounded]
-  count = lambda select: sum(xp.where(h & select(w)[:, None], np.float32(1), np.float32(0))
-                             for w, h in zip(ws, hits))
+  count = lambda select: sum(
+    xp.where(h & select(w)[:, None], np.float32(1), np.float32(0)) for w, h in zip(ws, hits)
+  )
   return tap_counts(count(lambda w: w == w), count(lambda w: w > 0), count(lambda w: w < 0))
 
 
@@ -332,13 +414,16 @@ def _area_weights(xp, in_size, out_size, align_corners):
   past = 2 * operator.index(in_size) + 1 - in_size if align_corners else 1
   cells = _sources(xp, in_size + past)[None, :]
   covered = (cells >= xp.floor(lo)) & (cells < xp.ceil(hi))
-  w = xp.where(cells < lo,
-               xp.where(cells + f32(1) > hi, s, (cells + f32(1) - lo).astype(f32)),
-               xp.where(cells + f32(1) > hi, (hi - cells).astype(f32), f32(1)))
+  w = xp.where(
+    cells < lo,
+    xp.where(cells + f32(1) > hi, s, (cells + f32(1) - lo).astype(f32)),
+    xp.where(cells + f32(1) > hi, (hi - cells).astype(f32), f32(1)),
+  )
   w = xp.where(covered, w.astype(f32), f32(0))
   # static slices of w (lax's take a symbolic size, jax.numpy's indexing does not)
-  columns = lambda start, stop: lax.slice_in_dim(w, start, stop, axis=1) if xp is jnp \
-      else w[:, start:stop]
+  columns = lambda start, stop: (
+    lax.slice_in_dim(w, start, stop, axis=1) if xp is jnp else w[:, start:stop]
+  )
   edge = columns(in_size - 1, in_size)
   for k in range(past):
     edge = (edge + columns(in_size + k, in_size + k + 1)).astype(f32)
@@ -376,23 +461,29 @@ def _per_axis(cached, traced, h, w, oh, ow, *args):
 
 
 def _bicubic_tables(h, w, oh, ow, align_corners, half_pixel_centers):
-  return _per_axis(bicubic_matrix, _bicubic_weights, h, w, oh, ow, align_corners,
-                   half_pixel_centers)
+  return _per_axis(
+    bicubic_matrix, _bicubic_weights, h, w, oh, ow, align_corners, half_pixel_centers
+  )
 
 
 def _bicubic_tap_counts(h, w, oh, ow, align_corners, half_pixel_centers):
   """The rows' and columns' :func:`tap_counts` of a ResizeBicubic."""
-  return _per_axis(bicubic_counts, _bicubic_counts, h, w, oh, ow, align_corners,
-                   half_pixel_centers)
+  return _per_axis(bicubic_counts, _bicubic_counts, h, w, oh, ow, align_corners, half_pixel_centers)
 
 
 def _area_tables(h, w, oh, ow, align_corners):
   """The row and column tables and the normalisation of a ResizeArea."""
   if rules.known((h, w, oh, ow)):
-    return (area_matrix(h, oh, align_corners), area_matrix(w, ow, align_corners),
-            _area_norm(np, h, w, oh, ow, align_corners))
-  return (_area_weights(jnp, h, oh, align_corners), _area_weights(jnp, w, ow, align_corners),
-          _area_norm(jnp, h, w, oh, ow, align_corners))
+    return (
+      area_matrix(h, oh, align_corners),
+      area_matrix(w, ow, align_corners),
+      _area_norm(np, h, w, oh, ow, align_corners),
+    )
+  return (
+    _area_weights(jnp, h, oh, align_corners),
+    _area_weights(jnp, w, ow, align_corners),
+    _area_norm(jnp, h, w, oh, ow, align_corners),
+  )
 
 
 def _contract(x, my, mx):
@@ -407,7 +498,7 @@ def _check(images, size, align_corners, half_pixel_centers=False):
     raise ValueError("If half_pixel_centers is True, align_corners must be False.")
   if images.ndim != 4:
     raise ValueError(f"images must be 4-dimensional, got shape {images.shape}")
-  oh, ow = rules.sizes(size)   # symbolic dims too (twice tf.shape under jax.export)
+  oh, ow = rules.sizes(size)  # symbolic dims too (twice tf.shape under jax.export)
   if rules.known((oh, ow)) and (oh <= 0 or ow <= 0):
     raise ValueError(f"output dimensions must be positive, got {(oh, ow)}")
   return oh, ow
@@ -419,12 +510,13 @@ def resize_bicubic(images, *, size, align_corners=False, half_pixel_centers=Fals
   _, h, w, _ = images.shape
   my, mx = _bicubic_tables(h, w, oh, ow, align_corners, half_pixel_centers)
   return separable_resample(
-      images.astype(jnp.float32), lambda x: _contract(x, my, mx),
-      lambda: _bicubic_tap_counts(h, w, oh, ow, align_corners, half_pixel_centers))
+    images.astype(jnp.float32),
+    lambda x: _contract(x, my, mx),
+    lambda: _bicubic_tap_counts(h, w, oh, ow, align_corners, half_pixel_centers),
+  )
 
 
-def resize_bicubic_grad(grads, original_image, *, align_corners=False,
-                        half_pixel_centers=False):
+def resize_bicubic_grad(grads, original_image, *, align_corners=False, half_pixel_centers=False):
   """TF ResizeBicubicGrad: the transpose of ResizeBicubic, in original_image's dtype."""
   if align_corners and half_pixel_centers:
     raise ValueError("If half_pixel_centers is True, align_corners must be False.")
@@ -438,8 +530,10 @@ def resize_bicubic_grad(grads, original_image, *, align_corners=False,
     return jnp.where(out == 0, jnp.float32(0), out)
 
   # TF scatters each gradient to its 16 taps (zero weights too): the forward's taps
-  counts = lambda: tuple(tuple(m.T for m in axis) for axis in _bicubic_tap_counts(
-      h, w, oh, ow, align_corners, half_pixel_centers))
+  counts = lambda: tuple(
+    tuple(m.T for m in axis)
+    for axis in _bicubic_tap_counts(h, w, oh, ow, align_corners, half_pixel_centers)
+  )
   out = separable_resample(grads.astype(jnp.float32), contract, counts)
   return out.astype(original_image.dtype)
 
@@ -451,9 +545,11 @@ def resize_area(images, *, size, align_corners=False):
   my, mx, scale = _area_tables(h, w, oh, ow, align_corners)
   # TF reads each covered cell (cells past the edge clamped onto it) with a positive
   # weight: a non-finite cell reaches exactly the outputs whose weight for it is > 0
-  return separable_resample(images.astype(jnp.float32),
-                            lambda x: _contract(x, my, mx) * scale,
-                            lambda: (weight_counts(my != 0, my), weight_counts(mx != 0, mx)))
+  return separable_resample(
+    images.astype(jnp.float32),
+    lambda x: _contract(x, my, mx) * scale,
+    lambda: (weight_counts(my != 0, my), weight_counts(mx != 0, mx)),
+  )
 
 
 # --------------------------------------------------------------------------
@@ -468,18 +564,23 @@ def _bicubic_transpose(ct, images, *, size, align_corners, half_pixel_centers):
   bfloat16 image's cotangent is computed in float32 and cast)."""
   shape, dtype = rules.shape_of(images), rules.dtype_of(images)
   like = rules.zeros(shape, dtype if dtype in _GRAD_DTYPES else np.dtype("float32"))
-  g = tfops.ResizeBicubicGrad(rules.instantiate(ct), like, align_corners=align_corners,
-                              half_pixel_centers=half_pixel_centers)
+  g = tfops.ResizeBicubicGrad(
+    rules.instantiate(ct), like, align_corners=align_corners, half_pixel_centers=half_pixel_centers
+  )
   return [g if dtype in _GRAD_DTYPES else rules.cast_like(g, images)]
 
 
-def _bicubic_grad_transpose(ct, grads, original_image, *, align_corners,
-                            half_pixel_centers):
+def _bicubic_grad_transpose(ct, grads, original_image, *, align_corners, half_pixel_centers):
   size = tuple(rules.shape_of(grads)[1:3])
   ct = rules.instantiate(ct)
-  return [tfops.ResizeBicubic(ct, size=size, align_corners=align_corners,
-                              half_pixel_centers=half_pixel_centers) if U(grads) else None,
-          None]
+  return [
+    tfops.ResizeBicubic(
+      ct, size=size, align_corners=align_corners, half_pixel_centers=half_pixel_centers
+    )
+    if U(grads)
+    else None,
+    None,
+  ]
 
 
 def _area_transpose(ct, images, *, size, align_corners):
@@ -496,8 +597,18 @@ def _area_transpose(ct, images, *, size, align_corners):
 # Specs
 # --------------------------------------------------------------------------
 
-_RESIZE_DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16",
-                  "uint16", "int32", "int64")
+_RESIZE_DTYPES = (
+  "float16",
+  "bfloat16",
+  "float32",
+  "float64",
+  "int8",
+  "uint8",
+  "int16",
+  "uint16",
+  "int32",
+  "int64",
+)
 
 
 def _resize_calls(st, half_pixel=True):
@@ -509,15 +620,23 @@ def _resize_calls(st, half_pixel=True):
     size = np.array([draw(st.integers(1, 7)), draw(st.integers(1, 7))], np.int32)
     # Integers in [-100, 100]: averaging full-range values to about 0 cancels, and
     # our contraction order (not TF's loop) shows in the last float32 digits.
-    images = (draw(st.arrays(st.np_dtype(dtype), shape, min_value=0 if
-                             st.np_dtype(dtype).kind == "u" else -100, max_value=100))
-              if st.np_dtype(dtype).kind in "iu"
-              else with_nonfinite(st, draw, draw(bounded_values(st, dtype, shape, bound=8.0))))
-    call = dict(images=images, size=size,
-                align_corners=align)
+    images = (
+      draw(
+        st.arrays(
+          st.np_dtype(dtype),
+          shape,
+          min_value=0 if st.np_dtype(dtype).kind == "u" else -100,
+          max_value=100,
+        )
+      )
+      if st.np_dtype(dtype).kind in "iu"
+      else with_nonfinite(st, draw, draw(bounded_values(st, dtype, shape, bound=8.0)))
+    )
+    call = dict(images=images, size=size, align_corners=align)
     if half_pixel:
       call["half_pixel_centers"] = False if align else draw(st.booleans())
     return call
+
   return draw_call()
 
 
@@ -529,11 +648,13 @@ def _bicubic_grad_calls(st):
     orig = (draw(st.integers(1, 5)), draw(st.integers(1, 5)))
     resized = (draw(st.integers(1, 7)), draw(st.integers(1, 7)))
     align = draw(st.booleans())
-    return dict(grads=with_nonfinite(st, draw, draw(bounded_values(st, "float32",
-                                                                   (n,) + resized + (c,)))),
-                original_image=draw(bounded_values(st, dtype, (n,) + orig + (c,))),
-                align_corners=align,
-                half_pixel_centers=False if align else draw(st.booleans()))
+    return dict(
+      grads=with_nonfinite(st, draw, draw(bounded_values(st, "float32", (n,) + resized + (c,)))),
+      original_image=draw(bounded_values(st, dtype, (n,) + orig + (c,))),
+      align_corners=align,
+      half_pixel_centers=False if align else draw(st.booleans()),
+    )
+
   return draw_call()
 
 
@@ -545,19 +666,30 @@ def _nonfinite_cases(op_type):
   size = np.array([5, 11], np.int32)
   if op_type == "ResizeBicubicGrad":
     grads = np.tile(row[None, :6], (5, 2))[None, :, :11, None]
-    return [dict(grads=grads, original_image=np.zeros((1, 3, 8, 1), np.float32),
-                 align_corners=False, half_pixel_centers=hp) for hp in (False, True)]
+    return [
+      dict(
+        grads=grads,
+        original_image=np.zeros((1, 3, 8, 1), np.float32),
+        align_corners=False,
+        half_pixel_centers=hp,
+      )
+      for hp in (False, True)
+    ]
   if op_type == "ResizeArea":
     return [dict(images=image, size=np.array([2, 3], np.int32), align_corners=False)]
-  return [dict(images=image, size=size, align_corners=False, half_pixel_centers=hp)
-          for hp in (False, True)]
+  return [
+    dict(images=image, size=size, align_corners=False, half_pixel_centers=hp)
+    for hp in (False, True)
+  ]
 
 
 _BICUBIC_ZERO_SIGN = (
-    "an exact zero output: TF's kernel sums each output's 4 x 4 taps in order without a "
-    "+0.0 start (all taps -0.0 products give -0.0; weights of taps clamped onto one pixel "
-    "multiply it separately), ours contracts with the merged weight matrices, whose "
-    "accumulation keeps neither order")
+  "an exact zero output: TF's kernel sums each output's 4 x 4 taps in order without a "
+  "+0.0 start (all taps -0.0 products give -0.0; weights of taps clamped onto one pixel "
+  "multiply it separately), ours contracts with the merged weight matrices, whose "
+  "accumulation keeps neither order"
+)
+
 
 def tf_resize_bicubic(images, size, **attrs):
   """The oracle of ResizeBicubic's spec: TF's op, on float16/bfloat16 images cast to
@@ -571,28 +703,70 @@ def tf_resize_bicubic(images, size, **attrs):
 
 
 ResizeBicubic = register_op(
-    "ResizeBicubic", resize_bicubic, family=FAMILY, static=("size",), attrs=_RESIZE_ATTRS,
-    linear=True, transpose=_bicubic_transpose, batching=rules.per_op(fold_batching),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _resize_calls(st), rtol=1e-5, atol=1e-5, oracle=tf_resize_bicubic,
-        ignore_zero_sign=_BICUBIC_ZERO_SIGN, cases=_nonfinite_cases(op.op_type),
+  "ResizeBicubic",
+  resize_bicubic,
+  family=FAMILY,
+  static=("size",),
+  attrs=_RESIZE_ATTRS,
+  linear=True,
+  transpose=_bicubic_transpose,
+  batching=rules.per_op(fold_batching),
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _resize_calls(st),
+        rtol=1e-5,
+        atol=1e-5,
+        oracle=tf_resize_bicubic,
+        ignore_zero_sign=_BICUBIC_ZERO_SIGN,
+        cases=_nonfinite_cases(op.op_type),
         note="TF gives float16/bfloat16 images no gradient (None); ours is that of the "
-             "float32 resize, so the oracle casts half images to float32 before TF's op "
-             "(same values).")))
+        "float32 resize, so the oracle casts half images to float32 before TF's op "
+        "(same values).",
+      )
+    )
+  ),
+)
 
 ResizeBicubicGrad = register_op(
-    "ResizeBicubicGrad", resize_bicubic_grad, family=FAMILY, attrs=_RESIZE_ATTRS,
-    jvp=(lambda t, grads, orig, **p: tfops.ResizeBicubicGrad(t, orig, **p), None),
-    transpose=_bicubic_grad_transpose,
-    batching=rules.per_op(fold_batching),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _bicubic_grad_calls(st), diff_args=("grads",), rtol=1e-5,
-        atol=1e-5, cases=_nonfinite_cases(op.op_type),
-        note="original_image gives only the shape and dtype.")))
+  "ResizeBicubicGrad",
+  resize_bicubic_grad,
+  family=FAMILY,
+  attrs=_RESIZE_ATTRS,
+  jvp=(lambda t, grads, orig, **p: tfops.ResizeBicubicGrad(t, orig, **p), None),
+  transpose=_bicubic_grad_transpose,
+  batching=rules.per_op(fold_batching),
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _bicubic_grad_calls(st),
+        diff_args=("grads",),
+        rtol=1e-5,
+        atol=1e-5,
+        cases=_nonfinite_cases(op.op_type),
+        note="original_image gives only the shape and dtype.",
+      )
+    )
+  ),
+)
 
 ResizeArea = register_op(
-    "ResizeArea", resize_area, family=FAMILY, static=("size",), attrs=("align_corners",),
-    linear=True, transpose=_area_transpose, batching=rules.per_op(fold_batching),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _resize_calls(st, half_pixel=False), rtol=1e-5, atol=1e-5,
-        cases=_nonfinite_cases(op.op_type))))
+  "ResizeArea",
+  resize_area,
+  family=FAMILY,
+  static=("size",),
+  attrs=("align_corners",),
+  linear=True,
+  transpose=_area_transpose,
+  batching=rules.per_op(fold_batching),
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _resize_calls(st, half_pixel=False),
+        rtol=1e-5,
+        atol=1e-5,
+        cases=_nonfinite_cases(op.op_type),
+      )
+    )
+  ),
+)

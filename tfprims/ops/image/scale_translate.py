@@ -30,6 +30,7 @@ from tfprims.ops.shared import merge_batch, split_batch
 from tfprims.ops.shared_specs import bounded_values
 from tfprims.rules import U
 from tfprims.errors import import_tensorflow
+
 _F32 = jnp.float32
 _PI = np.float32(3.14159265359)
 
@@ -41,6 +42,7 @@ def _lanczos(radius):
     safe = jnp.where(x <= 1e-3, _F32(1), x)
     v = r * jnp.sin(_PI * safe) * jnp.sin(_PI * safe / r) / (_PI * _PI * safe * safe)
     return jnp.where(x > r, _F32(0), jnp.where(x <= np.float32(1e-3), _F32(1), v))
+
   return k, r
 
 
@@ -62,11 +64,13 @@ def _cubic(x, near, far):
   rounded before its addition as in TF's kernel: XLA's fused multiply-adds would
   leave weights of about 1e-14 where TF's are exactly 0 (x = 1, a tap that an
   infinite pixel then turns into NaN)."""
+
   def horner(coeffs):
     v = stored(np.float32(coeffs[0]) * x)
     for c in coeffs[1:-1]:
       v = stored((v + np.float32(c)) * x) if c else stored(v * x)
     return v + np.float32(coeffs[-1])
+
   return jnp.where(x >= 2, _F32(0), jnp.where(x >= 1, horner(far), horner(near)))
 
 
@@ -75,15 +79,20 @@ def _keys_cubic(x):
 
 
 def _mitchell_cubic(x):
-  return _cubic(x, near=(7.0 / 6.0, -2.0, 0.0, 8.0 / 9.0),
-                far=(-7.0 / 18.0, 2.0, -10.0 / 3.0, 16.0 / 9.0))
+  return _cubic(
+    x, near=(7.0 / 6.0, -2.0, 0.0, 8.0 / 9.0), far=(-7.0 / 18.0, 2.0, -10.0 / 3.0, 16.0 / 9.0)
+  )
 
 
 KERNELS = {
-    "lanczos1": _lanczos(1), "lanczos3": _lanczos(3), "lanczos5": _lanczos(5),
-    "gaussian": (_gaussian, np.float32(1.5)), "box": (_box, np.float32(1)),
-    "triangle": (_triangle, np.float32(1)), "keyscubic": (_keys_cubic, np.float32(2)),
-    "mitchellcubic": (_mitchell_cubic, np.float32(2)),
+  "lanczos1": _lanczos(1),
+  "lanczos3": _lanczos(3),
+  "lanczos5": _lanczos(5),
+  "gaussian": (_gaussian, np.float32(1.5)),
+  "box": (_box, np.float32(1)),
+  "triangle": (_triangle, np.float32(1)),
+  "keyscubic": (_keys_cubic, np.float32(2)),
+  "mitchellcubic": (_mitchell_cubic, np.float32(2)),
 }
 
 
@@ -151,8 +160,9 @@ def _matrices(kernel_type, antialias, out_hw, in_hw, scale, translation):
   """The rows' and columns' (weights, taps) of :func:`_spans`."""
   scale = jnp.asarray(scale, _F32)
   translation = jnp.asarray(translation, _F32)
-  return tuple(_spans(kernel_type, antialias, out_hw[a], in_hw[a], scale[a], translation[a])
-               for a in range(2))
+  return tuple(
+    _spans(kernel_type, antialias, out_hw[a], in_hw[a], scale[a], translation[a]) for a in range(2)
+  )
 
 
 def _contract(x, my, mx):
@@ -176,29 +186,38 @@ def _check(images, scale, translation):
       raise ValueError(f"{name} must have two elements, got shape {jnp.shape(t)}")
 
 
-def scale_and_translate(images, scale, translation, *, size, kernel_type="lanczos3",
-                        antialias=True):
+def scale_and_translate(
+  images, scale, translation, *, size, kernel_type="lanczos3", antialias=True
+):
   """TF ScaleAndTranslate (float32 output). Non-positive scales, which TF rejects,
   give non-finite or zero rows here."""
   _check(images, scale, translation)
   oh, ow = (int(v) for v in size)
   if oh <= 0 or ow <= 0:
     raise ValueError(f"output dimensions must be positive, got {(oh, ow)}")
-  (my, ty), (mx, tx) = _matrices(kernel_type, antialias, (oh, ow), images.shape[1:3],
-                                 scale, translation)
-  return separable_resample(images.astype(_F32), lambda x: _contract(x, my, mx),
-                            lambda: (weight_counts(ty, my), weight_counts(tx, mx)))
+  (my, ty), (mx, tx) = _matrices(
+    kernel_type, antialias, (oh, ow), images.shape[1:3], scale, translation
+  )
+  return separable_resample(
+    images.astype(_F32),
+    lambda x: _contract(x, my, mx),
+    lambda: (weight_counts(ty, my), weight_counts(tx, mx)),
+  )
 
 
-def scale_and_translate_grad(grads, original_image, scale, translation, *,
-                             kernel_type="lanczos3", antialias=True):
+def scale_and_translate_grad(
+  grads, original_image, scale, translation, *, kernel_type="lanczos3", antialias=True
+):
   """TF ScaleAndTranslateGrad: the transpose of ScaleAndTranslate (float32)."""
   _check(original_image, scale, translation)
-  (my, _), (mx, _) = _matrices(kernel_type, antialias, grads.shape[1:3],
-                               original_image.shape[1:3], scale, translation)
+  (my, _), (mx, _) = _matrices(
+    kernel_type, antialias, grads.shape[1:3], original_image.shape[1:3], scale, translation
+  )
   out = separable_resample(
-      grads.astype(_F32), lambda g: _contract(g, my.T, mx.T),
-      lambda: (weight_counts(_grad_taps(my), my.T), weight_counts(_grad_taps(mx), mx.T)))
+    grads.astype(_F32),
+    lambda g: _contract(g, my.T, mx.T),
+    lambda: (weight_counts(_grad_taps(my), my.T), weight_counts(_grad_taps(mx), mx.T)),
+  )
   return out.astype(original_image.dtype)
 
 
@@ -212,22 +231,29 @@ def _forward_transpose(ct, images, scale, translation, *, size, kernel_type, ant
   float32 cotangent cast)."""
   shape, dtype = rules.shape_of(images), rules.dtype_of(images)
   like = rules.zeros(shape, np.dtype("float32"))
-  g = tfops.ScaleAndTranslateGrad(rules.instantiate(ct), like, scale, translation,
-                                  kernel_type=kernel_type, antialias=antialias)
+  g = tfops.ScaleAndTranslateGrad(
+    rules.instantiate(ct), like, scale, translation, kernel_type=kernel_type, antialias=antialias
+  )
   return [g if dtype == np.float32 else rules.cast_like(g, images), None, None]
 
 
-def _grad_transpose(ct, grads, original_image, scale, translation, *, kernel_type,
-                    antialias):
+def _grad_transpose(ct, grads, original_image, scale, translation, *, kernel_type, antialias):
   size = tuple(rules.shape_of(grads)[1:3])
-  out = tfops.ScaleAndTranslate(rules.instantiate(ct), scale, translation, size=size,
-                                kernel_type=kernel_type, antialias=antialias)
+  out = tfops.ScaleAndTranslate(
+    rules.instantiate(ct),
+    scale,
+    translation,
+    size=size,
+    kernel_type=kernel_type,
+    antialias=antialias,
+  )
   return [out if U(grads) else None, None, None, None]
 
 
 def _batching(op, impl, n_images):
   """The first ``n_images`` operands have N first: fold the batch into N when only
   they are batched; batched scale or translation: ``vmap`` of the impl (derived)."""
+
   def rule(args, dims, **p):
     if any(d is not None for d in dims[n_images:]):
       return rules.vmap_batching(impl, False)(args, dims, **p)
@@ -239,6 +265,7 @@ def _batching(op, impl, n_images):
       flat.append(merge_batch(a, d))
     out = op(*flat, *args[n_images:], **p)
     return split_batch(out, b), 0
+
   return rule
 
 
@@ -246,8 +273,18 @@ def _batching(op, impl, n_images):
 # Specs
 # --------------------------------------------------------------------------
 
-_DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "uint16",
-           "int32", "int64")
+_DTYPES = (
+  "float16",
+  "bfloat16",
+  "float32",
+  "float64",
+  "int8",
+  "uint8",
+  "int16",
+  "uint16",
+  "int32",
+  "int64",
+)
 
 
 def tf_scale_and_translate(images, size, scale, translation, **attrs):
@@ -258,8 +295,9 @@ def tf_scale_and_translate(images, size, scale, translation, **attrs):
   images = tf.convert_to_tensor(images)
   if images.dtype in (tf.float16, tf.bfloat16, tf.float64):
     images = tf.cast(images, tf.float32)
-  return tf.raw_ops.ScaleAndTranslate(images=images, size=size, scale=scale,
-                                      translation=translation, **attrs)
+  return tf.raw_ops.ScaleAndTranslate(
+    images=images, size=size, scale=scale, translation=translation, **attrs
+  )
 
 
 def _st_calls(st, grad):
@@ -272,22 +310,27 @@ def _st_calls(st, grad):
     # sampling positions and span ends are TF's (taps on kernel edges included).
     scale = np.array([draw(st.integers(1, 12)) / 4 for _ in range(2)], np.float32)
     translation = np.array([draw(st.integers(-12, 12)) / 8 for _ in range(2)], np.float32)
-    attrs = dict(kernel_type=draw(st.sampled_from(sorted(KERNELS))),
-                 antialias=draw(st.booleans()))
+    attrs = dict(kernel_type=draw(st.sampled_from(sorted(KERNELS))), antialias=draw(st.booleans()))
     if grad:
-      return dict(grads=with_nonfinite(st, draw, draw(bounded_values(st, "float32",
-                                                                     (n,) + out_hw + (c,)))),
-                  original_image=draw(bounded_values(st, "float32", (n,) + in_hw + (c,))),
-                  scale=scale, translation=translation, **attrs)
+      return dict(
+        grads=with_nonfinite(st, draw, draw(bounded_values(st, "float32", (n,) + out_hw + (c,)))),
+        original_image=draw(bounded_values(st, "float32", (n,) + in_hw + (c,))),
+        scale=scale,
+        translation=translation,
+        **attrs,
+      )
     dtype = draw(st.sampled_from(_DTYPES))
     shape = (n,) + in_hw + (c,)
     # Integers in [0, 100]: full-range values cancel in an order-dependent way.
-    images = (draw(st.arrays(st.np_dtype(dtype), shape, min_value=0, max_value=100))
-              if st.np_dtype(dtype).kind in "iu"
-              else with_nonfinite(st, draw, draw(bounded_values(st, dtype, shape, bound=8.0))))
-    return dict(images=images,
-                size=np.array(out_hw, np.int32), scale=scale, translation=translation,
-                **attrs)
+    images = (
+      draw(st.arrays(st.np_dtype(dtype), shape, min_value=0, max_value=100))
+      if st.np_dtype(dtype).kind in "iu"
+      else with_nonfinite(st, draw, draw(bounded_values(st, dtype, shape, bound=8.0)))
+    )
+    return dict(
+      images=images, size=np.array(out_hw, np.int32), scale=scale, translation=translation, **attrs
+    )
+
   return draw_call()
 
 
@@ -299,14 +342,18 @@ def _nonfinite_cases(grad):
   row = np.array([1, 2, np.inf, 3, 4, 5], np.float32)
   image = np.stack([row, -row, np.where(row == 4, np.nan, row)])[None, :, :, None]
   cases = []
-  for out_hw, scale, translation, kernel in (((3, 6), (1, 1), (0, 0), "triangle"),
-                                             ((2, 3), (0.5, 0.75), (0.5, -1.25), "lanczos3")):
-    common = dict(scale=np.array(scale, np.float32),
-                  translation=np.array(translation, np.float32), kernel_type=kernel,
-                  antialias=True)
+  for out_hw, scale, translation, kernel in (
+    ((3, 6), (1, 1), (0, 0), "triangle"),
+    ((2, 3), (0.5, 0.75), (0.5, -1.25), "lanczos3"),
+  ):
+    common = dict(
+      scale=np.array(scale, np.float32),
+      translation=np.array(translation, np.float32),
+      kernel_type=kernel,
+      antialias=True,
+    )
     if grad:
-      grads = np.resize(np.concatenate([row, -row[::-1]]), out_hw).reshape(
-          (1,) + out_hw + (1,))
+      grads = np.resize(np.concatenate([row, -row[::-1]]), out_hw).reshape((1,) + out_hw + (1,))
       cases.append(dict(common, grads=grads, original_image=np.zeros_like(image)))
     else:
       cases.append(dict(common, images=image, size=np.array(out_hw, np.int32)))
@@ -316,22 +363,53 @@ def _nonfinite_cases(grad):
 _ATTRS = ("kernel_type", "antialias")
 
 ScaleAndTranslate = register_op(
-    "ScaleAndTranslate", scale_and_translate, family=FAMILY, static=("size",), attrs=_ATTRS,
-    jvp=(lambda t, images, scale, translation, **p: tfops.ScaleAndTranslate(
-        t, scale, translation, **p), None, None),
-    transpose=_forward_transpose, batching=rules.per_op(_batching, scale_and_translate, 1),
-    spec=lambda st: st.Spec(
-        _st_calls(st, grad=False), rtol=1e-5, atol=1e-5, diff_args=("images",), examples=0.5,
-        oracle=tf_scale_and_translate, cases=_nonfinite_cases(grad=False),
-        note="TF's gradient op takes float32 images only: the oracle casts float images "
-             "to float32 before TF's op (same values)."))
+  "ScaleAndTranslate",
+  scale_and_translate,
+  family=FAMILY,
+  static=("size",),
+  attrs=_ATTRS,
+  jvp=(
+    lambda t, images, scale, translation, **p: tfops.ScaleAndTranslate(t, scale, translation, **p),
+    None,
+    None,
+  ),
+  transpose=_forward_transpose,
+  batching=rules.per_op(_batching, scale_and_translate, 1),
+  spec=lambda st: st.Spec(
+    _st_calls(st, grad=False),
+    rtol=1e-5,
+    atol=1e-5,
+    diff_args=("images",),
+    examples=0.5,
+    oracle=tf_scale_and_translate,
+    cases=_nonfinite_cases(grad=False),
+    note="TF's gradient op takes float32 images only: the oracle casts float images "
+    "to float32 before TF's op (same values).",
+  ),
+)
 
 ScaleAndTranslateGrad = register_op(
-    "ScaleAndTranslateGrad", scale_and_translate_grad, family=FAMILY, attrs=_ATTRS,
-    jvp=(lambda t, grads, orig, scale, translation, **p: tfops.ScaleAndTranslateGrad(
-        t, orig, scale, translation, **p), None, None, None),
-    transpose=_grad_transpose,
-    batching=rules.per_op(_batching, scale_and_translate_grad, 2),
-    spec=lambda st: st.Spec(_st_calls(st, grad=True), rtol=1e-5, atol=1e-5, examples=0.5,
-                            diff_args=("grads",), cases=_nonfinite_cases(grad=True),
-                            note="original_image gives only the shape and dtype."))
+  "ScaleAndTranslateGrad",
+  scale_and_translate_grad,
+  family=FAMILY,
+  attrs=_ATTRS,
+  jvp=(
+    lambda t, grads, orig, scale, translation, **p: tfops.ScaleAndTranslateGrad(
+      t, orig, scale, translation, **p
+    ),
+    None,
+    None,
+    None,
+  ),
+  transpose=_grad_transpose,
+  batching=rules.per_op(_batching, scale_and_translate_grad, 2),
+  spec=lambda st: st.Spec(
+    _st_calls(st, grad=True),
+    rtol=1e-5,
+    atol=1e-5,
+    examples=0.5,
+    diff_args=("grads",),
+    cases=_nonfinite_cases(grad=True),
+    note="original_image gives only the shape and dtype.",
+  ),
+)

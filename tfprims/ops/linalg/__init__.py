@@ -29,15 +29,30 @@ Rules bind other ops through :data:`tfprims.core.tfops` and the helpers of
 chosen where TF raises or is platform-dependent: docs/semantics/reductions_linalg.md.
 """
 
-from tfprims.ops.linalg import decompositions, diagonals, matmul  # noqa: F401
-from tfprims.ops.linalg import (  # noqa: F401
-    banded, diag_v2, eig, factorizations, matrix_functions, solvers)
-from tfprims.ops.linalg._common import FAMILY  # noqa: F401
-from tfprims.ops.linalg.decompositions import (  # noqa: F401
-    Cholesky, LogMatrixDeterminant, MatrixDeterminant, MatrixInverse, MatrixSolve,
-    MatrixTriangularSolve)
-from tfprims.ops.linalg.diagonals import (  # noqa: F401
-    MatrixBandPart, MatrixDiag, MatrixDiagPart, MatrixDiagPartV3, MatrixDiagV3,
-    MatrixSetDiagV3)
-from tfprims.ops.linalg.matmul import (  # noqa: F401
-    BatchMatMul, BatchMatMulV2, BatchMatMulV3, Cross, Einsum, MatMul)
+from tfprims.ops.linalg import decompositions, diagonals, matmul
+from tfprims.ops.linalg import banded, diag_v2, eig, factorizations, matrix_functions, solvers
+from tfprims.ops.linalg._common import FAMILY
+from tfprims.ops.linalg.decompositions import (
+  Cholesky,
+  LogMatrixDeterminant,
+  MatrixDeterminant,
+  MatrixInverse,
+  MatrixSolve,
+  MatrixTriangularSolve,
+)
+from tfprims.ops.linalg.diagonals import (
+  MatrixBandPart,
+  MatrixDiag,
+  MatrixDiagPart,
+  MatrixDiagPartV3,
+  MatrixDiagV3,
+  MatrixSetDiagV3,
+)
+from tfprims.ops.linalg.matmul import (
+  BatchMatMul,
+  BatchMatMulV2,
+  BatchMatMulV3,
+  Cross,
+  Einsum,
+  MatMul,
+)

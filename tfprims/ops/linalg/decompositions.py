@@ -50,8 +50,10 @@ def _matrix_solve(matrix, rhs, *, adjoint):
   """Solves ``adj(matrix) @ x = rhs``; equal batch dims (TF does not broadcast).
   A singular matrix gives inf/NaN (TF raises)."""
   if matrix.shape[:-2] != rhs.shape[:-2]:
-    raise ValueError(f"MatrixSolve: matrix and rhs must have the same batch dims; got "
-                     f"{matrix.shape} and {rhs.shape}")
+    raise ValueError(
+      f"MatrixSolve: matrix and rhs must have the same batch dims; got "
+      f"{matrix.shape} and {rhs.shape}"
+    )
   if matrix.shape[-1] == 0 or rhs.shape[-1] == 0:
     return jnp.zeros(rhs.shape, rhs.dtype)
   return jnp.linalg.solve(_common.adjoint(matrix, adjoint), rhs)
@@ -65,8 +67,9 @@ def _matrix_triangular_solve(matrix, rhs, *, lower, adjoint):
   rhs = jnp.broadcast_to(rhs, batch + rhs.shape[-2:])
   if matrix.shape[-1] == 0 or rhs.shape[-1] == 0:
     return jnp.zeros(rhs.shape, rhs.dtype)
-  return lax.linalg.triangular_solve(matrix, rhs, left_side=True, lower=lower,
-                                     transpose_a=adjoint, conjugate_a=adjoint)
+  return lax.linalg.triangular_solve(
+    matrix, rhs, left_side=True, lower=lower, transpose_a=adjoint, conjugate_a=adjoint
+  )
 
 
 def _log_matrix_determinant(x):
@@ -98,6 +101,7 @@ def _log_matrix_determinant_jvp(primals, tangents):
 
 def _square_calls(st, dtypes, kind, arg="input"):
   """Well-conditioned square matrices: SPD (``kind="spd"``) or near identity."""
+
   @st.composite
   def draw(draw):
     dtype = st.np_dtype(draw(st.sampled_from(dtypes)))
@@ -112,6 +116,7 @@ def _square_calls(st, dtypes, kind, arg="input"):
     else:
       a = a / 2 + np.eye(n) * draw(st.sampled_from([2.0, -2.0]))
     return {arg: a.astype(dtype)}
+
   return draw()
 
 
@@ -125,10 +130,10 @@ def _cholesky_oracle(input):  # TF arg name
 def _solve_calls(st, triangular):
   """Well-conditioned systems (|diagonal| >= 1.5, small off-diagonal entries);
   MatrixTriangularSolve's batch dims broadcast."""
+
   @st.composite
   def draw(draw):
-    dtype = st.np_dtype(draw(st.sampled_from(("float32", "float64", "complex64",
-                                              "complex128"))))
+    dtype = st.np_dtype(draw(st.sampled_from(("float32", "float64", "complex64", "complex128"))))
     real = np.float32 if dtype in (np.float32, np.complex64) else np.float64
     n = draw(st.integers(0, 4))
     if triangular:
@@ -141,14 +146,19 @@ def _solve_calls(st, triangular):
       if dtype.kind == "c":
         a = a + 1j * draw(st.arrays(real, shape, min_value=-bound, max_value=bound))
       return a
+
     diag = draw(st.sampled_from([2.0, -2.0]))
     matrix = arr(tuple(bm) + (n, n), 0.5) + diag * np.eye(n)
     rhs = arr(tuple(br) + (n, draw(st.integers(0, 3))), 4.0)
-    call = {"matrix": matrix.astype(dtype), "rhs": rhs.astype(dtype),
-            "adjoint": draw(st.booleans())}
+    call = {
+      "matrix": matrix.astype(dtype),
+      "rhs": rhs.astype(dtype),
+      "adjoint": draw(st.booleans()),
+    }
     if triangular:
       call["lower"] = draw(st.booleans())
     return call
+
   return draw()
 
 
@@ -158,42 +168,71 @@ _INVERTIBLE = "TF raises on singular input; specs draw well-conditioned matrices
 # Ops
 
 Cholesky = register_op(
-    "Cholesky", _cholesky, family=FAMILY,
-    spec=lambda st: st.Spec(_square_calls(st, ("float32", "float64", "complex64",
-                                               "complex128"), "spd"),
-                            oracle=_cholesky_oracle, vmap_variation="scale",
-                            note="derivatives assume a symmetric perturbation, as TF's"))
+  "Cholesky",
+  _cholesky,
+  family=FAMILY,
+  spec=lambda st: st.Spec(
+    _square_calls(st, ("float32", "float64", "complex64", "complex128"), "spd"),
+    oracle=_cholesky_oracle,
+    vmap_variation="scale",
+    note="derivatives assume a symmetric perturbation, as TF's",
+  ),
+)
 
 MatrixInverse = register_op(
-    "MatrixInverse", _matrix_inverse, family=FAMILY, attrs=("adjoint",),
-    spec=lambda st: st.Spec(
-        st.tuples(_square_calls(st, ("float32", "float64", "complex64", "complex128"),
-                                "near_identity"), st.booleans())
-        .map(lambda c: dict(c[0], adjoint=c[1])), note=_INVERTIBLE,
-        vmap_variation="scale"))
+  "MatrixInverse",
+  _matrix_inverse,
+  family=FAMILY,
+  attrs=("adjoint",),
+  spec=lambda st: st.Spec(
+    st.tuples(
+      _square_calls(st, ("float32", "float64", "complex64", "complex128"), "near_identity"),
+      st.booleans(),
+    ).map(lambda c: dict(c[0], adjoint=c[1])),
+    note=_INVERTIBLE,
+    vmap_variation="scale",
+  ),
+)
 
 MatrixDeterminant = register_op(
-    "MatrixDeterminant", _matrix_determinant, family=FAMILY,
-    spec=lambda st: st.Spec(
-        _square_calls(st, ("float32", "float64", "complex64", "complex128"), "near_identity"),
-        vmap_variation="scale",
-        # TF's complex gradient is ct * det * inv(A)^H: det lacks its conjugate (TF
-        # bug); ours is the exact derivative, checked against central differences.
-        grad_oracle="fd"))
+  "MatrixDeterminant",
+  _matrix_determinant,
+  family=FAMILY,
+  spec=lambda st: st.Spec(
+    _square_calls(st, ("float32", "float64", "complex64", "complex128"), "near_identity"),
+    vmap_variation="scale",
+    # TF's complex gradient is ct * det * inv(A)^H: det lacks its conjugate (TF
+    # bug); ours is the exact derivative, checked against central differences.
+    grad_oracle="fd",
+  ),
+)
 
 LogMatrixDeterminant = register_op(
-    "LogMatrixDeterminant", _log_matrix_determinant, family=FAMILY, multiple_results=True,
-    jvp=_log_matrix_determinant_jvp,
-    spec=lambda st: st.Spec(
-        _square_calls(st, ("float32", "float64", "complex64", "complex128"), "near_identity"),
-        vmap_variation="scale"))
+  "LogMatrixDeterminant",
+  _log_matrix_determinant,
+  family=FAMILY,
+  multiple_results=True,
+  jvp=_log_matrix_determinant_jvp,
+  spec=lambda st: st.Spec(
+    _square_calls(st, ("float32", "float64", "complex64", "complex128"), "near_identity"),
+    vmap_variation="scale",
+  ),
+)
 
 MatrixSolve = register_op(
-    "MatrixSolve", _matrix_solve, family=FAMILY, attrs=("adjoint",),
-    spec=lambda st: st.Spec(_solve_calls(st, triangular=False), note=_INVERTIBLE,
-                            vmap_variation="scale"))
+  "MatrixSolve",
+  _matrix_solve,
+  family=FAMILY,
+  attrs=("adjoint",),
+  spec=lambda st: st.Spec(
+    _solve_calls(st, triangular=False), note=_INVERTIBLE, vmap_variation="scale"
+  ),
+)
 
 MatrixTriangularSolve = register_op(
-    "MatrixTriangularSolve", _matrix_triangular_solve, family=FAMILY,
-    attrs=("lower", "adjoint"),
-    spec=lambda st: st.Spec(_solve_calls(st, triangular=True), vmap_variation="scale"))
+  "MatrixTriangularSolve",
+  _matrix_triangular_solve,
+  family=FAMILY,
+  attrs=("lower", "adjoint"),
+  spec=lambda st: st.Spec(_solve_calls(st, triangular=True), vmap_variation="scale"),
+)

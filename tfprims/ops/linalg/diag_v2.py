@@ -22,19 +22,22 @@ from tfprims.ops.linalg._common import FAMILY
 from tfprims.ops.shared import ints
 from tfprims.ops.shared_specs import index_array, lazy_hst
 
-_ALIGN = "LEFT_LEFT"   # what the V2 ops do (TF documents V3's align as added later)
+_ALIGN = "LEFT_LEFT"  # what the V2 ops do (TF documents V3's align as added later)
 # TF's gradients of the V2 ops call matrix_diag/matrix_diag_part/matrix_set_diag
 # with V3's default RIGHT_LEFT alignment: wrong where a band's diagonals differ in
 # length. Ours are the exact derivatives, checked against central differences
 # (of the data inputs: padding_value gets no gradient, as TF's V2/V3 gradients).
-_TF_GRAD = ("TF's gradients assume RIGHT_LEFT alignment (wrong for bands of unequal "
-            "diagonals); derivatives checked against central differences")
+_TF_GRAD = (
+  "TF's gradients assume RIGHT_LEFT alignment (wrong for bands of unequal "
+  "diagonals); derivatives checked against central differences"
+)
 
 
 def _matrix_diag_v2(diagonal, padding_value, *, k, num_rows, num_cols):
   """MatrixDiagV3 with ``LEFT_LEFT`` alignment."""
-  return v3._matrix_diag_v3(diagonal, padding_value, k=k, num_rows=num_rows,
-                            num_cols=num_cols, align=_ALIGN)
+  return v3._matrix_diag_v3(
+    diagonal, padding_value, k=k, num_rows=num_rows, num_cols=num_cols, align=_ALIGN
+  )
 
 
 def _matrix_diag_part_v2(x, padding_value, *, k):
@@ -51,8 +54,9 @@ def _matrix_set_diag(x, diagonal):
   """``x`` with its main diagonal (``min(rows, cols)`` long) replaced."""
   m, n = x.shape[-2:]
   if diagonal.shape != x.shape[:-2] + (min(m, n),):
-    raise ValueError(f"MatrixSetDiag: diagonal must have shape {x.shape[:-2] + (min(m, n),)}; "
-                     f"got {diagonal.shape}")
+    raise ValueError(
+      f"MatrixSetDiag: diagonal must have shape {x.shape[:-2] + (min(m, n),)}; got {diagonal.shape}"
+    )
   if min(m, n) == 0:
     return x
   return v3._matrix_set_diag_v3(x, diagonal, k=0, align=_ALIGN)
@@ -64,8 +68,9 @@ def _matrix_set_diag(x, diagonal):
 def _perm(perm, rank) -> tuple:
   perm = tuple(int(p) for p in ints(perm))
   if len(perm) != rank:
-    raise ValueError(f"ConjugateTranspose: perm {perm} has {len(perm)} entries for a tensor "
-                     f"of rank {rank}")
+    raise ValueError(
+      f"ConjugateTranspose: perm {perm} has {len(perm)} entries for a tensor of rank {rank}"
+    )
   perm = tuple(p + rank if p < 0 else p for p in perm)
   if sorted(perm) != list(range(rank)):
     raise ValueError(f"ConjugateTranspose: {perm} is not a permutation of 0..{rank - 1}")
@@ -102,6 +107,7 @@ def _set_diag_calls(st):
     shape = tuple(draw(st.shapes(min_rank=2, max_rank=4)))
     dshape = shape[:-2] + (min(shape[-2:]),)
     return {"input": draw(st.arrays(dtype, shape)), "diagonal": draw(st.arrays(dtype, dshape))}
+
   return draw()
 
 
@@ -117,31 +123,56 @@ def _conjugate_transpose_calls(st):
     # Non-negative: TF's gradient (InvertPermutation) rejects negative perms.
     perm = list(draw(hst.permutations(range(x.ndim))))
     return {"x": x, "perm": index_array(draw, st, np.array(perm, np.int64).reshape(-1))}
+
   return calls()
 
 
 # --- Ops -----------------------------------------------------------------------------
 
 MatrixDiagV2 = register_op(
-    "MatrixDiagV2", _matrix_diag_v2, family=FAMILY, static=("k", "num_rows", "num_cols"),
-    spec=lambda st: st.Spec(_without_align(v3._diag_v3_calls(st)), grad_oracle="fd",
-                            diff_args=("diagonal",), note=_TF_GRAD))
+  "MatrixDiagV2",
+  _matrix_diag_v2,
+  family=FAMILY,
+  static=("k", "num_rows", "num_cols"),
+  spec=lambda st: st.Spec(
+    _without_align(v3._diag_v3_calls(st)), grad_oracle="fd", diff_args=("diagonal",), note=_TF_GRAD
+  ),
+)
 
 MatrixDiagPartV2 = register_op(
-    "MatrixDiagPartV2", _matrix_diag_part_v2, family=FAMILY, static=("k",),
-    spec=lambda st: st.Spec(_without_align(v3._diag_part_v3_calls(st)), grad_oracle="fd",
-                            diff_args=("input",), note=_TF_GRAD))
+  "MatrixDiagPartV2",
+  _matrix_diag_part_v2,
+  family=FAMILY,
+  static=("k",),
+  spec=lambda st: st.Spec(
+    _without_align(v3._diag_part_v3_calls(st)),
+    grad_oracle="fd",
+    diff_args=("input",),
+    note=_TF_GRAD,
+  ),
+)
 
 MatrixSetDiagV2 = register_op(
-    "MatrixSetDiagV2", _matrix_set_diag_v2, family=FAMILY, static=("k",),
-    spec=lambda st: st.Spec(_without_align(v3._set_diag_v3_calls(st)), grad_oracle="fd",
-                            note=_TF_GRAD))
+  "MatrixSetDiagV2",
+  _matrix_set_diag_v2,
+  family=FAMILY,
+  static=("k",),
+  spec=lambda st: st.Spec(
+    _without_align(v3._set_diag_v3_calls(st)), grad_oracle="fd", note=_TF_GRAD
+  ),
+)
 
 MatrixSetDiag = register_op(
-    "MatrixSetDiag", _matrix_set_diag, family=FAMILY,
-    spec=lambda st: st.Spec(_set_diag_calls(st)))
+  "MatrixSetDiag", _matrix_set_diag, family=FAMILY, spec=lambda st: st.Spec(_set_diag_calls(st))
+)
 
 ConjugateTranspose = register_op(
-    "ConjugateTranspose", _conjugate_transpose, family=FAMILY, static=("perm",), linear=True,
-    transpose=_conjugate_transpose_transpose, batching=_conjugate_transpose_batch,
-    spec=lambda st: st.Spec(_conjugate_transpose_calls(st)))
+  "ConjugateTranspose",
+  _conjugate_transpose,
+  family=FAMILY,
+  static=("perm",),
+  linear=True,
+  transpose=_conjugate_transpose_transpose,
+  batching=_conjugate_transpose_batch,
+  spec=lambda st: st.Spec(_conjugate_transpose_calls(st)),
+)

@@ -30,8 +30,7 @@ def _band_mask(shape, num_lower, num_upper):
   cols = lax.broadcasted_iota(np.int32, (m, n), 1)
   lower = jnp.asarray(num_lower).astype(np.int32)
   upper = jnp.asarray(num_upper).astype(np.int32)
-  return (((lower < 0) | (rows - cols <= lower)) &
-          ((upper < 0) | (cols - rows <= upper)))
+  return ((lower < 0) | (rows - cols <= lower)) & ((upper < 0) | (cols - rows <= upper))
 
 
 def _band_part(x, num_lower, num_upper):
@@ -63,8 +62,7 @@ def _layout(xp, d, m, n, max_len, align):
 def _check_diagonals(lo, hi, m, n):
   for d in (lo, hi):
     if not (-m < d < n or d == 0):
-      raise ValueError(f"diagonal index {d} is out of bounds: it must be between {-m} "
-                       f"and {n}")
+      raise ValueError(f"diagonal index {d} is out of bounds: it must be between {-m} and {n}")
 
 
 def _max_len(lo, hi, m, n):
@@ -107,7 +105,7 @@ def _matrix_diag_part_v3(x, padding_value, *, k, align):
   t = xp.arange(max_len)[None, :] - offset
   valid = (t >= 0) & (t < length)
   index = xp.where(valid, (t - xp.minimum(d, 0)) * n + t + xp.maximum(d, 0), 0)
-  padding_value = lax.stop_gradient(padding_value)   # TF: no gradient for it
+  padding_value = lax.stop_gradient(padding_value)  # TF: no gradient for it
   flat = x.reshape(x.shape[:-2] + (m * n,))
   if xp is np and m * n == 0:
     gathered = jnp.zeros(x.shape[:-2] + index.shape, x.dtype)
@@ -134,7 +132,7 @@ def _matrix_diag_v3(diagonal, padding_value, *, k, num_rows, num_cols, align):
   elif rules.known((n,)) and n == -1:
     n = min_cols
   xp = rules.numpy_for((m, n, max_len))
-  if xp is np:   # TF checks symbolic sizes when the program runs; a jax.export cannot
+  if xp is np:  # TF checks symbolic sizes when the program runs; a jax.export cannot
     if m < min_rows:
       raise ValueError("The number of rows is too small.")
     if n < min_cols:
@@ -142,7 +140,7 @@ def _matrix_diag_v3(diagonal, padding_value, *, k, num_rows, num_cols, align):
     if lo != hi and max_len != _max_len(lo, hi, m, n):
       raise ValueError("The length of diagonal doesn't match the matrix shape.")
   valid, src = _from_diagonals(xp, lo, hi, m, n, max_len, align)
-  padding_value = lax.stop_gradient(padding_value)   # TF: no gradient for it
+  padding_value = lax.stop_gradient(padding_value)  # TF: no gradient for it
   flat = diag.reshape(diag.shape[:-2] + (num * max_len,))
   if xp is np and num * max_len == 0:
     gathered = jnp.zeros(diag.shape[:-2] + (m, n), diag.dtype)
@@ -174,9 +172,11 @@ def _matrix_set_diag_v3(x, diagonal, *, k, align):
   if xp is np:
     _check_diagonals(lo, hi, m, n)
     if diag.shape[-2:] != (num, max_len) or diag.shape[:-2] != x.shape[:-2]:
-      raise ValueError(f"diagonal must have shape "
-                       f"{x.shape[:-2] + ((num,) if lo != hi else ())} + ({max_len},); "
-                       f"got {diagonal.shape}")
+      raise ValueError(
+        f"diagonal must have shape "
+        f"{x.shape[:-2] + ((num,) if lo != hi else ())} + ({max_len},); "
+        f"got {diagonal.shape}"
+      )
   valid, src = _from_diagonals(xp, lo, hi, m, n, max_len, align)
   if xp is np and not valid.any():
     return x
@@ -195,9 +195,12 @@ def _band_calls(st):
     shape = tuple(draw(st.shapes(min_rank=2, max_rank=4)))
     idx = draw(st.sampled_from(["int32", "int64"]))
     # TF requires num_lower <= rows and num_upper <= cols.
-    return {"input": draw(st.arrays(dtype, shape)),
-            "num_lower": np.array(draw(st.integers(-1, shape[-2])), idx),
-            "num_upper": np.array(draw(st.integers(-1, shape[-1])), idx)}
+    return {
+      "input": draw(st.arrays(dtype, shape)),
+      "num_lower": np.array(draw(st.integers(-1, shape[-2])), idx),
+      "num_upper": np.array(draw(st.integers(-1, shape[-1])), idx),
+    }
+
   return draw()
 
 
@@ -213,9 +216,13 @@ def _diag_part_v3_calls(st):
     lo = draw(st.integers(-m + 1, n - 1))
     hi = draw(st.integers(lo, n - 1))
     k = np.array(lo, np.int32) if draw(st.booleans()) and lo == hi else np.array([lo, hi], np.int32)
-    return {"input": draw(st.arrays(dtype, shape)), "k": k,
-            "padding_value": draw(st.arrays(dtype, ())),
-            "align": draw(st.sampled_from(_ALIGNS))}
+    return {
+      "input": draw(st.arrays(dtype, shape)),
+      "k": k,
+      "padding_value": draw(st.arrays(dtype, ())),
+      "align": draw(st.sampled_from(_ALIGNS)),
+    }
+
   return draw()
 
 
@@ -236,10 +243,15 @@ def _diag_v3_calls(st):
     min_rows, min_cols = max_len - min(hi, 0), max_len + max(lo, 0)
     rows = draw(st.sampled_from([-1, min_rows, min_rows + 1]))
     cols = draw(st.sampled_from([-1, min_cols, min_cols + 1]))
-    return {"diagonal": draw(st.arrays(dtype, dshape)), "k": k,
-            "num_rows": np.array(rows, np.int32), "num_cols": np.array(cols, np.int32),
-            "padding_value": draw(st.arrays(dtype, ())),
-            "align": draw(st.sampled_from(_ALIGNS))}
+    return {
+      "diagonal": draw(st.arrays(dtype, dshape)),
+      "k": k,
+      "num_rows": np.array(rows, np.int32),
+      "num_cols": np.array(cols, np.int32),
+      "padding_value": draw(st.arrays(dtype, ())),
+      "align": draw(st.sampled_from(_ALIGNS)),
+    }
+
   return draw()
 
 
@@ -252,13 +264,18 @@ def _set_diag_v3_calls(st):
     lo = draw(st.integers(-m + 1, n - 1))
     hi = draw(st.integers(lo, n - 1))
     max_len = max(0, min(m + min(hi, 0), n - max(lo, 0)))
-    if lo == hi:   # one diagonal (also for k = [lo, lo]): no num_diags dim
+    if lo == hi:  # one diagonal (also for k = [lo, lo]): no num_diags dim
       k = np.array(lo, np.int32) if draw(st.booleans()) else np.array([lo, lo], np.int32)
       dshape = shape[:-2] + (max_len,)
     else:
       k, dshape = np.array([lo, hi], np.int32), shape[:-2] + (hi - lo + 1, max_len)
-    return {"input": draw(st.arrays(dtype, shape)), "diagonal": draw(st.arrays(dtype, dshape)),
-            "k": k, "align": draw(st.sampled_from(_ALIGNS))}
+    return {
+      "input": draw(st.arrays(dtype, shape)),
+      "diagonal": draw(st.arrays(dtype, dshape)),
+      "k": k,
+      "align": draw(st.sampled_from(_ALIGNS)),
+    }
+
   return draw()
 
 
@@ -266,31 +283,63 @@ def _set_diag_v3_calls(st):
 # Ops
 
 MatrixBandPart = register_op(
-    "MatrixBandPart", _band_part, family=FAMILY,
-    jvp=(lambda t, x, lo, hi: tfops.MatrixBandPart(t, lo, hi), None, None),
-    transpose=lambda ct, x, lo, hi: [
-        tfops.MatrixBandPart(ct, lo, hi) if U(x) else None, None, None],
-    spec=lambda st: st.Spec(_band_calls(st)))
+  "MatrixBandPart",
+  _band_part,
+  family=FAMILY,
+  jvp=(lambda t, x, lo, hi: tfops.MatrixBandPart(t, lo, hi), None, None),
+  transpose=lambda ct, x, lo, hi: [tfops.MatrixBandPart(ct, lo, hi) if U(x) else None, None, None],
+  spec=lambda st: st.Spec(_band_calls(st)),
+)
 
 MatrixDiag = register_op(
-    "MatrixDiag", _matrix_diag, family=FAMILY,
-    spec=lambda st: st.Spec(st.call(diagonal=st.arrays(
-        st.dtypes(st.NUMERIC + st.COMPLEX + ("bool",)), st.shapes(min_rank=1, max_rank=3)))))
+  "MatrixDiag",
+  _matrix_diag,
+  family=FAMILY,
+  spec=lambda st: st.Spec(
+    st.call(
+      diagonal=st.arrays(
+        st.dtypes(st.NUMERIC + st.COMPLEX + ("bool",)), st.shapes(min_rank=1, max_rank=3)
+      )
+    )
+  ),
+)
 
 MatrixDiagPart = register_op(
-    "MatrixDiagPart", _matrix_diag_part, family=FAMILY,
-    spec=lambda st: st.Spec(st.call(input=st.arrays(
-        st.dtypes(st.NUMERIC + st.COMPLEX + ("bool",)), st.shapes(min_rank=2, max_rank=4)))))
+  "MatrixDiagPart",
+  _matrix_diag_part,
+  family=FAMILY,
+  spec=lambda st: st.Spec(
+    st.call(
+      input=st.arrays(
+        st.dtypes(st.NUMERIC + st.COMPLEX + ("bool",)), st.shapes(min_rank=2, max_rank=4)
+      )
+    )
+  ),
+)
 
 MatrixDiagV3 = register_op(
-    "MatrixDiagV3", _matrix_diag_v3, family=FAMILY,
-    static=("k", "num_rows", "num_cols"), attrs=("align",),
-    spec=lambda st: st.Spec(_diag_v3_calls(st)))
+  "MatrixDiagV3",
+  _matrix_diag_v3,
+  family=FAMILY,
+  static=("k", "num_rows", "num_cols"),
+  attrs=("align",),
+  spec=lambda st: st.Spec(_diag_v3_calls(st)),
+)
 
 MatrixDiagPartV3 = register_op(
-    "MatrixDiagPartV3", _matrix_diag_part_v3, family=FAMILY, static=("k",), attrs=("align",),
-    spec=lambda st: st.Spec(_diag_part_v3_calls(st)))
+  "MatrixDiagPartV3",
+  _matrix_diag_part_v3,
+  family=FAMILY,
+  static=("k",),
+  attrs=("align",),
+  spec=lambda st: st.Spec(_diag_part_v3_calls(st)),
+)
 
 MatrixSetDiagV3 = register_op(
-    "MatrixSetDiagV3", _matrix_set_diag_v3, family=FAMILY, static=("k",), attrs=("align",),
-    spec=lambda st: st.Spec(_set_diag_v3_calls(st)))
+  "MatrixSetDiagV3",
+  _matrix_set_diag_v3,
+  family=FAMILY,
+  static=("k",),
+  attrs=("align",),
+  spec=lambda st: st.Spec(_set_diag_v3_calls(st)),
+)

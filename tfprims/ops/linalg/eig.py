@@ -50,8 +50,10 @@ def _eig(x, *, compute_v, Tout):
   n, batch = x.shape[-1], x.shape[:-2]
   placeholder = jnp.zeros((), tout)
   if n == 0 or x.size == 0:
-    return (jnp.zeros(batch + (n,), tout),
-            jnp.zeros(batch + (n, n), tout) if compute_v else placeholder)
+    return (
+      jnp.zeros(batch + (n,), tout),
+      jnp.zeros(batch + (n, n), tout) if compute_v else placeholder,
+    )
   w, v = _eig_sorted(x, tout)
   return w, (factorizations.fix_phase(v)[0] if compute_v else placeholder)
 
@@ -68,7 +70,7 @@ def _eig_jvp(primals, tangents, *, compute_v, Tout):
   if not compute_v:
     return [e, vout], [dw, jnp.zeros(vout.shape, vout.dtype)]
   n = x.shape[-1]
-  den = w[..., None, :] - w[..., :, None]   # w_j - w_i
+  den = w[..., None, :] - w[..., :, None]  # w_j - w_i
   off = ~np.eye(n, dtype=bool)
   f = jnp.where(off, 1 / jnp.where(off, den, jnp.ones((), den.dtype)), jnp.zeros((), den.dtype))
   dv = jnp.matmul(v, f * m)
@@ -83,10 +85,10 @@ def _eig_jvp(primals, tangents, *, compute_v, Tout):
 def _eig_calls(st):
   """Seeded matrices ``S D S^-1`` with eigenvalues whose real parts are at least
   0.5 apart (a real matrix may have one conjugate pair), ``S`` well conditioned."""
+
   @st.composite
   def draw(draw):
-    dtype = st.np_dtype(draw(st.sampled_from(("float32", "float64", "complex64",
-                                              "complex128"))))
+    dtype = st.np_dtype(draw(st.sampled_from(("float32", "float64", "complex64", "complex128"))))
     batch = tuple(draw(st.shapes(max_rank=2, max_side=3)))
     n = draw(st.integers(0, 4))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
@@ -94,16 +96,17 @@ def _eig_calls(st):
     d = re[..., :, None] * np.eye(n)
     if dtype.kind == "c":
       d = d + 1j * rng.uniform(-1, 1, batch + (n,))[..., :, None] * np.eye(n)
-    elif n >= 2 and draw(st.booleans()):   # a conjugate pair a +- bi
+    elif n >= 2 and draw(st.booleans()):  # a conjugate pair a +- bi
       b = rng.uniform(0.5, 1.5, batch)
       d[..., 0, 1], d[..., 1, 0] = b, -b
       d[..., 1, 1] = d[..., 0, 0]
     s = factorizations.random_unitary(rng, batch, n, dtype) + 0.3 * rng.standard_normal(
-        batch + (n, n))
+      batch + (n, n)
+    )
     x = s @ d @ np.linalg.inv(s) if n else d
-    tout = np.dtype("complex64") if dtype in (np.float32, np.complex64) else np.dtype(
-        "complex128")
+    tout = np.dtype("complex64") if dtype in (np.float32, np.complex64) else np.dtype("complex128")
     return {"input": x.astype(dtype), "Tout": tout, "compute_v": draw(st.booleans())}
+
   return draw()
 
 
@@ -112,20 +115,29 @@ def _eig_oracle(input, Tout, compute_v=True):  # TF arg names
   tf = import_tensorflow()
   e, v = tf.raw_ops.Eig(input=input, Tout=Tout, compute_v=compute_v)
   vals = e.numpy()
-  if vals.size == 0:   # nothing to order (TF's gather gradient fails on empty ones)
+  if vals.size == 0:  # nothing to order (TF's gather gradient fails on empty ones)
     return e, v if compute_v else tf.zeros_like(v)
   order = np.lexsort((vals.imag, vals.real), axis=-1)
   e = tf.gather(e, order, axis=-1, batch_dims=len(vals.shape) - 1)
-  if not compute_v:   # TF's placeholder is an uninitialised scalar
+  if not compute_v:  # TF's placeholder is an uninitialised scalar
     return e, tf.zeros_like(v)
   v = tf.gather(v, order, axis=-1, batch_dims=len(vals.shape) - 1)
   return e, factorizations.tf_fix_phase(v)[0]
 
 
 Eig = register_op(
-    "Eig", _eig, family=FAMILY, multiple_results=True, attrs=("compute_v", "Tout"),
-    jvp=_eig_jvp, batching=rules.per_op(rules.leading_batching),
-    spec=lambda st: st.Spec(
-        _eig_calls(st), oracle=_eig_oracle, vmap_variation="scale",
-        note="eigenvalues sorted by real, then imaginary part, vectors in a fixed phase "
-        "gauge, applied to TF's too; drawn with well-separated eigenvalues"))
+  "Eig",
+  _eig,
+  family=FAMILY,
+  multiple_results=True,
+  attrs=("compute_v", "Tout"),
+  jvp=_eig_jvp,
+  batching=rules.per_op(rules.leading_batching),
+  spec=lambda st: st.Spec(
+    _eig_calls(st),
+    oracle=_eig_oracle,
+    vmap_variation="scale",
+    note="eigenvalues sorted by real, then imaginary part, vectors in a fixed phase "
+    "gauge, applied to TF's too; drawn with well-separated eigenvalues",
+  ),
+)

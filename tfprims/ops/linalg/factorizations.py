@@ -86,11 +86,10 @@ def _svd(x, *, compute_uv, full_matrices):
   m, n = x.shape[-2:]
   k, batch = min(m, n), x.shape[:-2]
   if not compute_uv:
-    s = (jnp.linalg.svd(x, compute_uv=False) if k else
-         jnp.zeros(batch + (0,), _real(x.dtype)))
+    s = jnp.linalg.svd(x, compute_uv=False) if k else jnp.zeros(batch + (0,), _real(x.dtype))
     zero = jnp.zeros((), x.dtype)
     return s.astype(x.dtype), zero, zero
-  if k == 0:   # the full factors of an empty matrix are identities
+  if k == 0:  # the full factors of an empty matrix are identities
     mu, nv = (m, n) if full_matrices else (0, 0)
     eye = lambda r, c: jnp.broadcast_to(jnp.eye(r, c, dtype=x.dtype), batch + (r, c))
     return jnp.zeros(batch + (0,), x.dtype), eye(m, mu), eye(n, nv)
@@ -107,9 +106,8 @@ def _qr(x, *, full_matrices):
   ``[X | Y]`` (m < n) is ``Q [R1 | Q^H Y]`` with ``X = Q R1``: the same factors
   as Householder on the whole matrix, and differentiable where JAX's wide QR is
   not."""
-  if x.dtype == np.float16:   # no half-precision LAPACK: computed in float32
-    return tuple(f.astype(x.dtype) for f in _qr(x.astype(np.float32),
-                                                full_matrices=full_matrices))
+  if x.dtype == np.float16:  # no half-precision LAPACK: computed in float32
+    return tuple(f.astype(x.dtype) for f in _qr(x.astype(np.float32), full_matrices=full_matrices))
   m, n = x.shape[-2:]
   if 0 < m < n:
     q, r1 = jnp.linalg.qr(x[..., :m])
@@ -128,8 +126,11 @@ def _hermitian_from_lower(x):
   low = jnp.tril(x, -1)
   diag = jnp.real(jnp.diagonal(x, axis1=-2, axis2=-1)).astype(x.dtype)
   eye = jnp.eye(x.shape[-1], dtype=bool)
-  return low + jnp.conj(jnp.swapaxes(low, -1, -2)) + jnp.where(eye, diag[..., None, :],
-                                                                jnp.zeros((), x.dtype))
+  return (
+    low
+    + jnp.conj(jnp.swapaxes(low, -1, -2))
+    + jnp.where(eye, diag[..., None, :], jnp.zeros((), x.dtype))
+  )
 
 
 def _self_adjoint_eig_v2(x, *, compute_v):
@@ -140,8 +141,10 @@ def _self_adjoint_eig_v2(x, *, compute_v):
   ``v`` is a scalar zero, as TF's eager kernel returns it."""
   n, batch = x.shape[-1], x.shape[:-2]
   if n == 0:
-    return (jnp.zeros(batch + (0,), x.dtype),
-            jnp.zeros(batch + (0, 0), x.dtype) if compute_v else jnp.zeros((), x.dtype))
+    return (
+      jnp.zeros(batch + (0,), x.dtype),
+      jnp.zeros(batch + (0, 0), x.dtype) if compute_v else jnp.zeros((), x.dtype),
+    )
   herm = _hermitian_from_lower(x)
   if not compute_v:
     return jnp.linalg.eigvalsh(herm).astype(x.dtype), jnp.zeros((), x.dtype)
@@ -163,8 +166,9 @@ def _lu_by_modulus(x):
     is_k, is_p = rows == k, rows == p[..., None]
     row_k = a[..., k, :]
     row_p = jnp.take_along_axis(a, p[..., None, None], axis=-2)[..., 0, :]
-    a = jnp.where(is_k[:, None], row_p[..., None, :],
-                  jnp.where(is_p[..., None], row_k[..., None, :], a))
+    a = jnp.where(
+      is_k[:, None], row_p[..., None, :], jnp.where(is_p[..., None], row_k[..., None, :], a)
+    )
     perm_k, perm_p = perm[..., k], jnp.take_along_axis(perm, p[..., None], axis=-1)[..., 0]
     perm = jnp.where(is_k, perm_p[..., None], jnp.where(is_p, perm_k[..., None], perm))
     pivot = a[..., k, k]
@@ -221,8 +225,9 @@ def random_unitary(rng, batch, n, dtype):
 def separated_spectrum(rng, batch, k, lo=1.0, sign=False):
   """``k`` values >= ``lo`` (random signs with ``sign``), consecutive ones at
   least 0.5 apart in magnitude, in random order."""
-  vals = lo + 0.5 * np.arange(k) + rng.uniform(0, 0.3, batch + (k,)) + \
-      rng.uniform(0, 1.0, batch + (1,))
+  vals = (
+    lo + 0.5 * np.arange(k) + rng.uniform(0, 0.3, batch + (k,)) + rng.uniform(0, 1.0, batch + (1,))
+  )
   vals = rng.permuted(vals, axis=-1)
   if sign:
     vals = vals * rng.choice([-1.0, 1.0], batch + (k,))
@@ -234,6 +239,7 @@ def _matrix_calls(st, kind, square=False):
   "svd" (well-separated singular values), "eigh" (Hermitian lower triangle with
   well-separated eigenvalues, noise above the diagonal), "lu" (invertible) or
   "any" (Gaussian)."""
+
   @st.composite
   def draw(draw):
     dtype = st.np_dtype(draw(st.sampled_from(_DTYPES)))
@@ -252,7 +258,7 @@ def _matrix_calls(st, kind, square=False):
       q = random_unitary(rng, batch, n, dtype)
       x = (q * w[..., None, :]) @ np.conj(np.swapaxes(q, -1, -2))
       noise = rng.standard_normal(batch + (n, n)) * 3
-      x = np.where(np.triu(np.ones((n, n), bool), 1), noise, x)   # TF reads the lower part
+      x = np.where(np.triu(np.ones((n, n), bool), 1), noise, x)  # TF reads the lower part
       if dtype.kind == "c":
         x = x + 1j * np.eye(n) * rng.standard_normal(batch + (n, n))
     else:
@@ -262,6 +268,7 @@ def _matrix_calls(st, kind, square=False):
       if kind == "lu":
         x = x + 3 * np.eye(n)
     return {"input": x.astype(dtype)}
+
   return draw()
 
 
@@ -281,7 +288,7 @@ def _svd_oracle(input, compute_uv=True, full_matrices=False):  # TF arg name
   tf = import_tensorflow()
   s, u, v = tf.raw_ops.Svd(input=input, compute_uv=compute_uv, full_matrices=full_matrices)
   s = _tf_real_part(s)
-  if not compute_uv:   # TF's placeholders are uninitialised scalars
+  if not compute_uv:  # TF's placeholders are uninitialised scalars
     return s, tf.zeros_like(u), tf.zeros_like(v)
   k = min(input.shape[-2:])
   v1, u1 = tf_fix_phase(v[..., :k], u[..., :k])
@@ -307,6 +314,7 @@ def _svd_calls(st):
     # derivative, in TF or JAX): tests/test_linalg_decompositions.py checks them.
     full = draw(st.booleans()) and (m == n or not compute_uv)
     return dict(call, compute_uv=compute_uv, full_matrices=full)
+
   return draw()
 
 
@@ -315,50 +323,88 @@ def _qr_calls(st):
   def draw(draw):
     call = draw(_matrix_calls(st, "any"))
     m, n = call["input"].shape[-2:]
-    if draw(st.booleans()):   # float16 too (TF has a CPU kernel)
+    if draw(st.booleans()):  # float16 too (TF has a CPU kernel)
       call["input"] = call["input"].real.astype(np.float16)
     # Tall full Q: its extra columns have no derivative (TF and JAX refuse);
     # values tested in tests/test_linalg_decompositions.py.
     return dict(call, full_matrices=draw(st.booleans()) and m <= n)
+
   return draw()
 
 
-_GAUGE = ("vectors compared in a fixed phase gauge (largest entry of each column of v "
-          "real positive), applied to TF's too")
+_GAUGE = (
+  "vectors compared in a fixed phase gauge (largest entry of each column of v "
+  "real positive), applied to TF's too"
+)
 
 # ---------------------------------------------------------------------------
 # Ops
 
 Svd = register_op(
-    "Svd", _svd, family=FAMILY, multiple_results=True, attrs=("compute_uv", "full_matrices"),
-    batching=rules.per_op(rules.leading_batching),
-    spec=lambda st: st.Spec(_svd_calls(st), oracle=_svd_oracle, vmap_variation="scale",
-                            examples=0.5,
-                            note=_GAUGE + "; drawn with well-separated singular values"))
+  "Svd",
+  _svd,
+  family=FAMILY,
+  multiple_results=True,
+  attrs=("compute_uv", "full_matrices"),
+  batching=rules.per_op(rules.leading_batching),
+  spec=lambda st: st.Spec(
+    _svd_calls(st),
+    oracle=_svd_oracle,
+    vmap_variation="scale",
+    examples=0.5,
+    note=_GAUGE + "; drawn with well-separated singular values",
+  ),
+)
 
 Qr = register_op(
-    "Qr", _qr, family=FAMILY, multiple_results=True, attrs=("full_matrices",),
-    batching=rules.per_op(rules.leading_batching),
-    spec=lambda st: st.Spec(_qr_calls(st), rtol={"float16": 2e-2}, atol={"float16": 2e-2},
-                            grad_rtol={"float16": 5e-2}, grad_atol={"float16": 5e-2}))
+  "Qr",
+  _qr,
+  family=FAMILY,
+  multiple_results=True,
+  attrs=("full_matrices",),
+  batching=rules.per_op(rules.leading_batching),
+  spec=lambda st: st.Spec(
+    _qr_calls(st),
+    rtol={"float16": 2e-2},
+    atol={"float16": 2e-2},
+    grad_rtol={"float16": 5e-2},
+    grad_atol={"float16": 5e-2},
+  ),
+)
 
 SelfAdjointEigV2 = register_op(
-    "SelfAdjointEigV2", _self_adjoint_eig_v2, family=FAMILY, multiple_results=True,
-    attrs=("compute_v",), batching=rules.per_op(rules.leading_batching),
-    spec=lambda st: st.Spec(
-        st.tuples(_matrix_calls(st, "eigh", square=True), st.booleans())
-        .map(lambda c: dict(c[0], compute_v=c[1])),
-        oracle=_eigh_oracle, vmap_variation="scale",
-        note=_GAUGE + "; reads the lower triangle and the real part of the diagonal, "
-        "as TF; drawn with well-separated eigenvalues"))
+  "SelfAdjointEigV2",
+  _self_adjoint_eig_v2,
+  family=FAMILY,
+  multiple_results=True,
+  attrs=("compute_v",),
+  batching=rules.per_op(rules.leading_batching),
+  spec=lambda st: st.Spec(
+    st.tuples(_matrix_calls(st, "eigh", square=True), st.booleans()).map(
+      lambda c: dict(c[0], compute_v=c[1])
+    ),
+    oracle=_eigh_oracle,
+    vmap_variation="scale",
+    note=_GAUGE + "; reads the lower triangle and the real part of the diagonal, "
+    "as TF; drawn with well-separated eigenvalues",
+  ),
+)
 
 Lu = register_op(
-    "Lu", _lu, family=FAMILY, multiple_results=True, attrs=("output_idx_type",),
-    check=_lu_check, batching=rules.per_op(rules.leading_batching),
-    spec=lambda st: st.Spec(
-        st.tuples(_matrix_calls(st, "lu", square=True),
-                  st.sampled_from([np.dtype("int32"), np.dtype("int64")]))
-        .map(lambda c: dict(c[0], output_idx_type=c[1])),
-        vmap_variation="scale", grad_oracle="fd",
-        note="TF raises on singular input (runtime check); complex input pivots by modulus; "
-        "TF registers no gradient: derivatives checked against central differences"))
+  "Lu",
+  _lu,
+  family=FAMILY,
+  multiple_results=True,
+  attrs=("output_idx_type",),
+  check=_lu_check,
+  batching=rules.per_op(rules.leading_batching),
+  spec=lambda st: st.Spec(
+    st.tuples(
+      _matrix_calls(st, "lu", square=True), st.sampled_from([np.dtype("int32"), np.dtype("int64")])
+    ).map(lambda c: dict(c[0], output_idx_type=c[1])),
+    vmap_variation="scale",
+    grad_oracle="fd",
+    note="TF raises on singular input (runtime check); complex input pivots by modulus; "
+    "TF registers no gradient: derivatives checked against central differences",
+  ),
+)

@@ -51,8 +51,7 @@ def _matmul_build(B, a, b, *, transpose_a, transpose_b):
   """_matmul emitted as one dot_general, for float32/float64 operands."""
   if a.dtype not in (np.float32, np.float64) or b.dtype != a.dtype:
     return None
-  return B.dot_general(a, b, (((0 if transpose_a else 1,), (1 if transpose_b else 0,)),
-                              ((), ())))
+  return B.dot_general(a, b, (((0 if transpose_a else 1,), (1 if transpose_b else 0,)), ((), ())))
 
 
 def _matmul_transpose(ct, a, b, *, transpose_a, transpose_b):
@@ -97,19 +96,32 @@ def _batch_matmul_v2(x, y, *, adj_x, adj_y):
 def _batch_matmul_build(B, x, y, *, adj_x, adj_y):
   """_batch_matmul_v2 emitted as one dot_general, for float32/float64 operands with the
   same batch dims (adjoints of reals are transposes)."""
-  if (x.dtype not in (np.float32, np.float64) or y.dtype != x.dtype or x.ndim < 2
-      or x.ndim != y.ndim or x.shape[:-2] != y.shape[:-2]):
+  if (
+    x.dtype not in (np.float32, np.float64)
+    or y.dtype != x.dtype
+    or x.ndim < 2
+    or x.ndim != y.ndim
+    or x.shape[:-2] != y.shape[:-2]
+  ):
     return None
   nb = x.ndim - 2
-  return B.dot_general(x, y, (((nb + (0 if adj_x else 1),), (nb + (1 if adj_y else 0),)),
-                              (tuple(range(nb)), tuple(range(nb)))))
+  return B.dot_general(
+    x,
+    y,
+    (
+      ((nb + (0 if adj_x else 1),), (nb + (1 if adj_y else 0),)),
+      (tuple(range(nb)), tuple(range(nb))),
+    ),
+  )
 
 
 def _batch_matmul_v1(x, y, *, adj_x, adj_y):
   """BatchMatMul (V1): both operands of one rank and equal batch dims (no broadcasting)."""
   if x.ndim != y.ndim or x.shape[:-2] != y.shape[:-2]:
-    raise ValueError(f"BatchMatMul: In[0] and In[1] must have the same batch dims; got "
-                     f"{x.shape} and {y.shape} (BatchMatMulV2 broadcasts them)")
+    raise ValueError(
+      f"BatchMatMul: In[0] and In[1] must have the same batch dims; got "
+      f"{x.shape} and {y.shape} (BatchMatMulV2 broadcasts them)"
+    )
   return _batch_matmul_v2(x, y, adj_x=adj_x, adj_y=adj_y)
 
 
@@ -122,9 +134,9 @@ def _batch_matmul_v3(x, y, *, adj_x, adj_y, Tout):  # TF attr name
 def _bmm_transpose(op, broadcast: bool):
   """TF's _BatchMatMulV2Grad (adjoint flags). TF's gradient is the adjoint; the JAX
   transpose of these (conjugate-)linear maps is conj(TF's formula on conj(ct))."""
+
   def rule(ct, x, y, *, adj_x, adj_y):
-    bmm = lambda a, b, ax=False, ay=False: op(
-        a, b, adj_x=ax, adj_y=ay)
+    bmm = lambda a, b, ax=False, ay=False: op(a, b, adj_x=ax, adj_y=ay)
     c = _conj(ct)
     gx = gy = None
     if U(x):
@@ -144,6 +156,7 @@ def _bmm_transpose(op, broadcast: bool):
       if broadcast:
         gy = rules.unbroadcast(gy, rules.shape_of(y))
     return [gx, gy]
+
   return rule
 
 
@@ -164,20 +177,20 @@ def _bmm_batching(op):
   to the front of both", emitted exactly that for ``in_axes=(2, 2)``; see
   test_vmap_of_batch_matmul_avoids_xla_transpose_bug).
   """
+
   def rule(args, dims, **params):
     ranks = [len(rules.shape_of(a)) - (d is not None) for a, d in zip(args, dims)]
     batch_rank = max(r - 2 for r in ranks)
     # Output batch positions 0..batch_rank; an operand's k batch dims align right.
     offsets = [batch_rank - (r - 2) for r in ranks]
-    in_place = [o + d for d, r, o in zip(dims, ranks, offsets)
-                if d is not None and d <= r - 2]
+    in_place = [o + d for d, r, o in zip(dims, ranks, offsets) if d is not None and d <= r - 2]
     t = in_place[0] if in_place else 0
     moved = []
     for a, d, o in zip(args, dims, offsets):
       if d is None:
         if t > o:  # it spans position t (its batch dims start at o + 1)
           s = rules.shape_of(a)
-          a = rules.reshape(a, s[:t - o] + (1,) + s[t - o:])
+          a = rules.reshape(a, s[: t - o] + (1,) + s[t - o :])
         moved.append(a)
         continue
       if t >= o:
@@ -191,13 +204,13 @@ def _bmm_batching(op):
       moved.append(a)
     out = op(*moved, **params)
     return (rules.move_axes(out, [t], [0]) if t else out), 0
+
   return rule
 
 
 def _bilinear_jvp(op):
   """The JVP rules of a product ``op.op_type(x, y)``: ``op(t, y)`` and ``op(x, t)``."""
-  return (lambda t, x, y, **p: op(t, y, **p),
-          lambda t, x, y, **p: op(x, t, **p))
+  return (lambda t, x, y, **p: op(t, y, **p), lambda t, x, y, **p: op(x, t, **p))
 
 
 # ---------------------------------------------------------------------------
@@ -226,15 +239,20 @@ def _einsum_build(B, *inputs, equation):
   if len(inputs) != 2 or "." in equation:
     return None
   (x, y), (xs, ys) = inputs, ins
-  if (x.dtype not in (np.float32, np.float64) or y.dtype != x.dtype
-      or any(len(set(t)) != len(t) for t in (xs, ys, out))
-      or any(c not in out and c not in other for t, other in ((xs, ys), (ys, xs)) for c in t)
-      or any(x.shape[xs.index(c)] != y.shape[ys.index(c)] for c in xs if c in ys)):
+  if (
+    x.dtype not in (np.float32, np.float64)
+    or y.dtype != x.dtype
+    or any(len(set(t)) != len(t) for t in (xs, ys, out))
+    or any(c not in out and c not in other for t, other in ((xs, ys), (ys, xs)) for c in t)
+    or any(x.shape[xs.index(c)] != y.shape[ys.index(c)] for c in xs if c in ys)
+  ):
     return None
   batch = [c for c in xs if c in ys and c in out]
   summed = [c for c in xs if c in ys and c not in out]
-  dims = (([xs.index(c) for c in summed], [ys.index(c) for c in summed]),
-          ([xs.index(c) for c in batch], [ys.index(c) for c in batch]))
+  dims = (
+    ([xs.index(c) for c in summed], [ys.index(c) for c in summed]),
+    ([xs.index(c) for c in batch], [ys.index(c) for c in batch]),
+  )
   r = B.dot_general(x, y, dims)
   order = batch + [c for c in xs if c not in ys] + [c for c in ys if c not in xs]
   perm = [order.index(c) for c in out]
@@ -265,8 +283,9 @@ def _einsum_batching(args, dims, *, equation):
 def _cross(a, b):
   """Cross product over the last axis (size 3); same shapes, no broadcasting (TF)."""
   if a.shape != b.shape or a.shape[-1:] != (3,):
-    raise ValueError(f"Cross: both inputs must have one shape [..., 3]; got {a.shape} "
-                     f"and {b.shape}")
+    raise ValueError(
+      f"Cross: both inputs must have one shape [..., 3]; got {a.shape} and {b.shape}"
+    )
   a, b = jnp.asarray(a), jnp.asarray(b)  # numpy inputs (constant folding) compute in XLA too
   a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
   b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
@@ -277,17 +296,35 @@ def _cross(a, b):
 # Specs
 
 
-_MATMUL_DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64",
-                  "complex64", "complex128")
+_MATMUL_DTYPES = (
+  "float16",
+  "bfloat16",
+  "float32",
+  "float64",
+  "int32",
+  "int64",
+  "complex64",
+  "complex128",
+)
 _BMM_V2_DTYPES = _MATMUL_DTYPES + ("int16",)
 _BMM_V3_COMBOS = (
-    ("bfloat16", "bfloat16", "bfloat16"), ("bfloat16", "int8", "bfloat16"),
-    ("bfloat16", "uint8", "bfloat16"), ("int8", "bfloat16", "bfloat16"),
-    ("uint8", "bfloat16", "bfloat16"), ("float32", "float32", "float32"),
-    ("float64", "float64", "float64"), ("int8", "int8", "int32"),
-    ("int8", "uint8", "int32"), ("uint8", "int8", "int32"), ("uint8", "uint8", "int32"),
-    ("int16", "int16", "int16"), ("int32", "int32", "int32"), ("int64", "int64", "int64"),
-    ("complex64", "complex64", "complex64"), ("complex128", "complex128", "complex128"))
+  ("bfloat16", "bfloat16", "bfloat16"),
+  ("bfloat16", "int8", "bfloat16"),
+  ("bfloat16", "uint8", "bfloat16"),
+  ("int8", "bfloat16", "bfloat16"),
+  ("uint8", "bfloat16", "bfloat16"),
+  ("float32", "float32", "float32"),
+  ("float64", "float64", "float64"),
+  ("int8", "int8", "int32"),
+  ("int8", "uint8", "int32"),
+  ("uint8", "int8", "int32"),
+  ("uint8", "uint8", "int32"),
+  ("int16", "int16", "int16"),
+  ("int32", "int32", "int32"),
+  ("int64", "int64", "int64"),
+  ("complex64", "complex64", "complex64"),
+  ("complex128", "complex128", "complex128"),
+)
 
 
 def _values(st, dtype, shape):
@@ -297,8 +334,9 @@ def _values(st, dtype, shape):
   dtype = st.np_dtype(dtype)
   if dtype.kind in "iu":
     if dtype.itemsize == 8:
-      return st.arrays(dtype, shape, min_value=0 if dtype.kind == "u" else -2**15,
-                       max_value=2**15)
+      return st.arrays(
+        dtype, shape, min_value=0 if dtype.kind == "u" else -(2**15), max_value=2**15
+      )
     return st.arrays(dtype, shape)
   bound = 100.0 if dtype.itemsize == 2 and dtype.name != "bfloat16" else 1e4
   # Complex products with infinities follow each library's own arithmetic (TF's
@@ -314,6 +352,7 @@ def _values(st, dtype, shape):
       for _ in range(draw(st.integers(1, min(2, flat.size)))):
         flat[draw(st.integers(0, flat.size - 1))] = draw(st.sampled_from(specials))
     return x
+
   return draw()
 
 
@@ -323,9 +362,13 @@ def _matmul_calls(st):
     dtype = draw(st.dtypes(_MATMUL_DTYPES))
     m, k, n = (draw(st.integers(0, 4)) for _ in range(3))
     ta, tb = draw(st.booleans()), draw(st.booleans())
-    return {"a": draw(_values(st, dtype, (k, m) if ta else (m, k))),
-            "b": draw(_values(st, dtype, (n, k) if tb else (k, n))),
-            "transpose_a": ta, "transpose_b": tb}
+    return {
+      "a": draw(_values(st, dtype, (k, m) if ta else (m, k))),
+      "b": draw(_values(st, dtype, (n, k) if tb else (k, n))),
+      "transpose_a": ta,
+      "transpose_b": tb,
+    }
+
   return draw()
 
 
@@ -345,22 +388,35 @@ def _bmm_calls(st, dtypes=None, broadcast=True, v3=False):
     else:
       bx = by = tuple(draw(st.shapes(max_rank=2, max_side=3)))
     ax, ay = draw(st.booleans()), draw(st.booleans())
-    call = {"x": draw(_values(st, ta, tuple(bx) + ((k, m) if ax else (m, k)))),
-            "y": draw(_values(st, tb, tuple(by) + ((n, k) if ay else (k, n)))),
-            "adj_x": ax, "adj_y": ay}
+    call = {
+      "x": draw(_values(st, ta, tuple(bx) + ((k, m) if ax else (m, k)))),
+      "y": draw(_values(st, tb, tuple(by) + ((n, k) if ay else (k, n)))),
+      "adj_x": ax,
+      "adj_y": ay,
+    }
     if v3:
       call["Tout"] = st.np_dtype(tout)
     return call
+
   return draw()
 
 
-_EINSUM_DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64",
-                  "complex64", "complex128")
+_EINSUM_DTYPES = (
+  "float16",
+  "bfloat16",
+  "float32",
+  "float64",
+  "int32",
+  "int64",
+  "complex64",
+  "complex128",
+)
 
 
 def _einsum_calls(st):
   """Random valid equations with 1 or 2 inputs: contractions, outer products,
   transposes, traces/diagonals (repeated labels in a single input), ellipses."""
+
   @st.composite
   def draw(draw):
     dtype = draw(st.dtypes(_EINSUM_DTYPES))
@@ -369,12 +425,14 @@ def _einsum_calls(st):
     subs = []
     for _ in range(n_in):
       rank = draw(st.integers(0, 3))
-      labels = draw(st.lists(st.sampled_from("abcd"), min_size=rank, max_size=rank,
-                             unique=n_in == 2))
+      labels = draw(
+        st.lists(st.sampled_from("abcd"), min_size=rank, max_size=rank, unique=n_in == 2)
+      )
       subs.append("".join(labels))
     ellipsis = draw(st.booleans())
-    ell_shapes = (draw(st.broadcastable_shapes(n_in, max_rank=2, max_side=3))
-                  if ellipsis else [()] * n_in)
+    ell_shapes = (
+      draw(st.broadcastable_shapes(n_in, max_rank=2, max_side=3)) if ellipsis else [()] * n_in
+    )
     present = sorted(set("".join(subs)))
     out = "".join(draw(st.lists(st.sampled_from(present), unique=True))) if present else ""
     if ellipsis:
@@ -394,6 +452,7 @@ def _einsum_calls(st):
           i += 1
       inputs.append(draw(_values(st, dtype, tuple(shape))))
     return {"inputs": inputs, "equation": ",".join(subs) + "->" + out}
+
   return draw()
 
 
@@ -403,6 +462,7 @@ _CROSS_FLOATS = [v / 4 for v in range(-8, 9)] + [np.nan, np.inf, -np.inf]
 def _cross_calls(st):
   """Floats from a grid whose products and differences are exact in every float
   dtype: XLA may fuse a*b - c*d into an FMA, TF does not (see the semantics doc)."""
+
   @st.composite
   def draw(draw):
     dtype = draw(st.dtypes(st.NUMERIC))
@@ -414,7 +474,9 @@ def _cross_calls(st):
         return draw(_values(st, dtype, shape))
       flat = draw(st.lists(st.sampled_from(_CROSS_FLOATS), min_size=size, max_size=size))
       return np.array(flat, np.float32).astype(dtype).reshape(shape)
+
     return {"a": values(), "b": values()}
+
   return draw()
 
 
@@ -422,36 +484,58 @@ def _cross_calls(st):
 # Ops
 
 MatMul = register_op(
-    "MatMul", _matmul, family=FAMILY, attrs=("transpose_a", "transpose_b"),
-    build=_matmul_build,
-    jvp=rules.per_op(_bilinear_jvp), transpose=_matmul_transpose, batching=_matmul_batching,
-    spec=lambda st: st.Spec(_matmul_calls(st), ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN))
+  "MatMul",
+  _matmul,
+  family=FAMILY,
+  attrs=("transpose_a", "transpose_b"),
+  build=_matmul_build,
+  jvp=rules.per_op(_bilinear_jvp),
+  transpose=_matmul_transpose,
+  batching=_matmul_batching,
+  spec=lambda st: st.Spec(_matmul_calls(st), ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN),
+)
 
 BatchMatMulV2 = register_op(
-    "BatchMatMulV2", _batch_matmul_v2, family=FAMILY, attrs=("adj_x", "adj_y"),
-    build=_batch_matmul_build,
-    jvp=rules.per_op(_bilinear_jvp),
-    transpose=rules.per_op(_bmm_transpose, broadcast=True),
-    batching=rules.per_op(_bmm_batching),
-    spec=lambda st: st.Spec(_bmm_calls(st, _BMM_V2_DTYPES)))
+  "BatchMatMulV2",
+  _batch_matmul_v2,
+  family=FAMILY,
+  attrs=("adj_x", "adj_y"),
+  build=_batch_matmul_build,
+  jvp=rules.per_op(_bilinear_jvp),
+  transpose=rules.per_op(_bmm_transpose, broadcast=True),
+  batching=rules.per_op(_bmm_batching),
+  spec=lambda st: st.Spec(_bmm_calls(st, _BMM_V2_DTYPES)),
+)
 
 BatchMatMul = register_op(
-    "BatchMatMul", _batch_matmul_v1, family=FAMILY, attrs=("adj_x", "adj_y"),
-    jvp=rules.per_op(_bilinear_jvp),
-    transpose=rules.per_op(_bmm_transpose, broadcast=False),
-    # Under vmap an unbatched operand must broadcast: V2 does, with V1's semantics.
-    batching=_bmm_batching(BatchMatMulV2),
-    spec=lambda st: st.Spec(_bmm_calls(st, _MATMUL_DTYPES, broadcast=False)))
+  "BatchMatMul",
+  _batch_matmul_v1,
+  family=FAMILY,
+  attrs=("adj_x", "adj_y"),
+  jvp=rules.per_op(_bilinear_jvp),
+  transpose=rules.per_op(_bmm_transpose, broadcast=False),
+  # Under vmap an unbatched operand must broadcast: V2 does, with V1's semantics.
+  batching=_bmm_batching(BatchMatMulV2),
+  spec=lambda st: st.Spec(_bmm_calls(st, _MATMUL_DTYPES, broadcast=False)),
+)
 
 BatchMatMulV3 = register_op(
-    "BatchMatMulV3", _batch_matmul_v3, family=FAMILY, attrs=("adj_x", "adj_y", "Tout"),
-    batching=rules.per_op(_bmm_batching),
-    spec=lambda st: st.Spec(_bmm_calls(st, v3=True)))
+  "BatchMatMulV3",
+  _batch_matmul_v3,
+  family=FAMILY,
+  attrs=("adj_x", "adj_y", "Tout"),
+  batching=rules.per_op(_bmm_batching),
+  spec=lambda st: st.Spec(_bmm_calls(st, v3=True)),
+)
 
 Einsum = register_op(
-    "Einsum", _einsum, family=FAMILY, attrs=("equation",), batching=_einsum_batching,
-    build=_einsum_build,
-    spec=lambda st: st.Spec(_einsum_calls(st)))
+  "Einsum",
+  _einsum,
+  family=FAMILY,
+  attrs=("equation",),
+  batching=_einsum_batching,
+  build=_einsum_build,
+  spec=lambda st: st.Spec(_einsum_calls(st)),
+)
 
-Cross = register_op(
-    "Cross", _cross, family=FAMILY, spec=lambda st: st.Spec(_cross_calls(st)))
+Cross = register_op("Cross", _cross, family=FAMILY, spec=lambda st: st.Spec(_cross_calls(st)))

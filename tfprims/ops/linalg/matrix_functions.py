@@ -52,8 +52,7 @@ def _sylvester_kron(x):
   """The ``n^2 x n^2`` matrix of ``dX -> X dX + dX X`` on row-major vec(dX)."""
   n = x.shape[-1]
   eye = jnp.eye(n, dtype=x.dtype)
-  k = (jnp.einsum("...ij,kl->...ikjl", x, eye) +
-       jnp.einsum("ij,...lk->...ikjl", eye, x))
+  k = jnp.einsum("...ij,kl->...ikjl", x, eye) + jnp.einsum("ij,...lk->...ikjl", eye, x)
   return k.reshape(x.shape[:-2] + (n * n, n * n))
 
 
@@ -75,8 +74,7 @@ def _matrix_logarithm(x):
   w, v = jnp.linalg.eig(x)
   vl = v * jnp.log(w)[..., None, :]
   # X = (V diag(log w)) V^-1, as X^T = V^-T (V diag(log w))^T.
-  out = jnp.swapaxes(jnp.linalg.solve(jnp.swapaxes(v, -1, -2), jnp.swapaxes(vl, -1, -2)),
-                     -1, -2)
+  out = jnp.swapaxes(jnp.linalg.solve(jnp.swapaxes(v, -1, -2), jnp.swapaxes(vl, -1, -2)), -1, -2)
   return out.astype(x.dtype)
 
 
@@ -106,6 +104,7 @@ def _matrix_logarithm_jvp(primals, tangents):
 def _function_calls(st, dtypes, min_n=0):
   """Seeded non-normal matrices with well-separated eigenvalues in the right
   half-plane (principal branches well defined and well conditioned)."""
+
   @st.composite
   def draw(draw):
     dtype = st.np_dtype(draw(st.sampled_from(dtypes)))
@@ -119,31 +118,46 @@ def _function_calls(st, dtypes, min_n=0):
     upper = np.triu(rng.standard_normal(batch + (n, n)) * 0.3, 1)
     if dtype.kind == "c":
       upper = upper + 1j * np.triu(rng.standard_normal(batch + (n, n)) * 0.3, 1)
-    t = upper + w[..., None, :] * np.eye(n)   # Schur form
+    t = upper + w[..., None, :] * np.eye(n)  # Schur form
     x = q @ t @ np.conj(np.swapaxes(q, -1, -2))
     return {"input": x.astype(dtype)}
+
   return draw()
 
 
 MatrixSquareRoot = register_op(
-    "MatrixSquareRoot", _matrix_square_root, family=FAMILY,
-    jvp=_matrix_square_root_jvp, batching=rules.per_op(rules.leading_batching),
-    # No empty matrices: TF's gradient kills the process on them (SIGFPE);
-    # tests/test_linalg_decompositions.py compares their values.
-    spec=lambda st: st.Spec(_function_calls(st, ("float32", "float64", "complex64",
-                                                 "complex128"), min_n=1),
-                            vmap_variation="scale", grad_oracle="fd",
-                            rtol={"float64": 1e-9, "complex128": 1e-9},
-                            atol={"float64": 1e-10, "complex128": 1e-10},
-                            note="matrices with eigenvalues in the right half-plane; TF's "
-                            "complex gradient is wrong (conjugated): derivatives checked "
-                            "against central differences"))
+  "MatrixSquareRoot",
+  _matrix_square_root,
+  family=FAMILY,
+  jvp=_matrix_square_root_jvp,
+  batching=rules.per_op(rules.leading_batching),
+  # No empty matrices: TF's gradient kills the process on them (SIGFPE);
+  # tests/test_linalg_decompositions.py compares their values.
+  spec=lambda st: st.Spec(
+    _function_calls(st, ("float32", "float64", "complex64", "complex128"), min_n=1),
+    vmap_variation="scale",
+    grad_oracle="fd",
+    rtol={"float64": 1e-9, "complex128": 1e-9},
+    atol={"float64": 1e-10, "complex128": 1e-10},
+    note="matrices with eigenvalues in the right half-plane; TF's "
+    "complex gradient is wrong (conjugated): derivatives checked "
+    "against central differences",
+  ),
+)
 
 MatrixLogarithm = register_op(
-    "MatrixLogarithm", _matrix_logarithm, family=FAMILY,
-    jvp=_matrix_logarithm_jvp, batching=rules.per_op(rules.leading_batching),
-    spec=lambda st: st.Spec(_function_calls(st, ("complex64", "complex128")),
-                            vmap_variation="scale", grad_oracle="fd",
-                            rtol={"complex128": 1e-9}, atol={"complex128": 1e-10},
-                            note="eigendecomposition-based (TF: Schur-Pade); TF registers "
-                            "no gradient: derivatives checked against central differences"))
+  "MatrixLogarithm",
+  _matrix_logarithm,
+  family=FAMILY,
+  jvp=_matrix_logarithm_jvp,
+  batching=rules.per_op(rules.leading_batching),
+  spec=lambda st: st.Spec(
+    _function_calls(st, ("complex64", "complex128")),
+    vmap_variation="scale",
+    grad_oracle="fd",
+    rtol={"complex128": 1e-9},
+    atol={"complex128": 1e-10},
+    note="eigendecomposition-based (TF: Schur-Pade); TF registers "
+    "no gradient: derivatives checked against central differences",
+  ),
+)

@@ -32,8 +32,9 @@ def _cholesky_solve(g, b):
   """``g^-1 b`` for Hermitian positive definite ``g`` (NaN where it is not: TF raises)."""
   low = jnp.linalg.cholesky(g)
   y = lax.linalg.triangular_solve(low, b, left_side=True, lower=True)
-  return lax.linalg.triangular_solve(low, y, left_side=True, lower=True, transpose_a=True,
-                                     conjugate_a=True)
+  return lax.linalg.triangular_solve(
+    low, y, left_side=True, lower=True, transpose_a=True, conjugate_a=True
+  )
 
 
 def _matrix_solve_ls(matrix, rhs, l2_regularizer, *, fast):
@@ -41,14 +42,16 @@ def _matrix_solve_ls(matrix, rhs, l2_regularizer, *, fast):
   a non-positive ``l2_regularizer`` adds nothing, as in TF."""
   m, n = matrix.shape[-2:]
   if matrix.shape[:-2] != rhs.shape[:-2]:
-    raise ValueError(f"MatrixSolveLs: matrix and rhs must have the same batch dims; got "
-                     f"{matrix.shape} and {rhs.shape}")
+    raise ValueError(
+      f"MatrixSolveLs: matrix and rhs must have the same batch dims; got "
+      f"{matrix.shape} and {rhs.shape}"
+    )
   out_shape = matrix.shape[:-2] + (n, rhs.shape[-1])
   if min(m, n, rhs.shape[-1]) == 0:
     return jnp.zeros(out_shape, matrix.dtype)
   if not fast:
     return jnp.matmul(jnp.linalg.pinv(matrix), rhs)
-  l2 = lax.stop_gradient(l2_regularizer)   # TF: no gradient for it
+  l2 = lax.stop_gradient(l2_regularizer)  # TF: no gradient for it
   l2 = jnp.where(l2 > 0, l2, jnp.zeros((), l2.dtype)).astype(matrix.dtype)
   ah = adjoint(matrix, True)
   if m >= n:
@@ -66,8 +69,7 @@ def _matrix_solve_ls_batch(args, dims, **params):
     # JAX's triangular_solve batching fails on a batched matrix with an
     # unbatched right-hand side.)
     l2 = rules.to_front(args[2], dims[2])
-    return derived.vmap_batching(_matrix_solve_ls, False)([matrix, rhs, l2], [0, 0, 0],
-                                                          **params)
+    return derived.vmap_batching(_matrix_solve_ls, False)([matrix, rhs, l2], [0, 0, 0], **params)
   return tfops.MatrixSolveLs(matrix, rhs, args[2], **params), 0
 
 
@@ -81,10 +83,13 @@ def _solve_ls_calls(st):
     rhs = rng.standard_normal(shape)
     if matrix.dtype.kind == "c":
       rhs = rhs + 1j * rng.standard_normal(shape)
-    return {"matrix": matrix, "rhs": rhs.astype(matrix.dtype),
-            "l2_regularizer": np.array(draw(st.sampled_from([0.0, 0.0, 0.5, 2.0, -1.0])),
-                                       np.float64),
-            "fast": draw(st.booleans())}
+    return {
+      "matrix": matrix,
+      "rhs": rhs.astype(matrix.dtype),
+      "l2_regularizer": np.array(draw(st.sampled_from([0.0, 0.0, 0.5, 2.0, -1.0])), np.float64),
+      "fast": draw(st.booleans()),
+    }
+
   return draw()
 
 
@@ -96,8 +101,7 @@ def _solve_ls_oracle(matrix, rhs, l2_regularizer, fast=True):
   minimum-norm solution is that too. TF's slow path on a matrix with no rows
   returns uninitialised memory: zeros here, as ours."""
   tf = import_tensorflow()
-  out = tf.raw_ops.MatrixSolveLs(matrix=matrix, rhs=rhs, l2_regularizer=l2_regularizer,
-                                 fast=fast)
+  out = tf.raw_ops.MatrixSolveLs(matrix=matrix, rhs=rhs, l2_regularizer=l2_regularizer, fast=fast)
   m, n = matrix.shape[-2:]
   if min(m, n, rhs.shape[-1]) == 0:
     return tf.zeros_like(out)
@@ -114,10 +118,17 @@ def _solve_ls_oracle(matrix, rhs, l2_regularizer, fast=True):
 
 
 MatrixSolveLs = register_op(
-    "MatrixSolveLs", _matrix_solve_ls, family=FAMILY, attrs=("fast",),
-    batching=_matrix_solve_ls_batch,
-    spec=lambda st: st.Spec(
-        _solve_ls_calls(st), oracle=_solve_ls_oracle, diff_args=("matrix", "rhs"),
-        vmap_variation="scale",
-        note="well-conditioned matrices; derivatives for fast=False (TF has none) and "
-        "complex (TF's is wrong) vs TF's autodiff of the normal-equation solution"))
+  "MatrixSolveLs",
+  _matrix_solve_ls,
+  family=FAMILY,
+  attrs=("fast",),
+  batching=_matrix_solve_ls_batch,
+  spec=lambda st: st.Spec(
+    _solve_ls_calls(st),
+    oracle=_solve_ls_oracle,
+    diff_args=("matrix", "rhs"),
+    vmap_variation="scale",
+    note="well-conditioned matrices; derivatives for fast=False (TF has none) and "
+    "complex (TF's is wrong) vs TF's autodiff of the normal-equation solution",
+  ),
+)

@@ -58,28 +58,47 @@ Explicit TF-named rules (they bind other ops through ``tfops``):
 Semantics choices are written down in docs/semantics/nn.md.
 """
 
-from tfprims.ops.nn import conv, bias, pool, batch_norm, lrn  # noqa: F401
-from tfprims.ops.nn import top_k  # noqa: F401
-from tfprims.ops.nn import losses, ctc, ctc_decode  # noqa: F401
-from tfprims.ops.nn import pool3d  # noqa: F401
-from tfprims.ops.nn import pool_argmax  # noqa: F401
-from tfprims.ops.nn import dilation  # noqa: F401
-from tfprims.ops.nn import conv_variants  # noqa: F401
-from tfprims.ops.nn import conv_cpu, pool_cpu  # noqa: F401
-from tfprims.ops.nn import rnn_blocks  # noqa: F401
-from tfprims.ops.nn import cudnn_rnn  # noqa: F401
-from tfprims.ops.nn import fake_quant  # noqa: F401
-from tfprims.ops.nn import isotonic  # noqa: F401
-from tfprims.ops.nn import fractional_pool  # noqa: F401
-from tfprims.ops.nn.batch_norm import (  # noqa: F401
-    FusedBatchNorm, FusedBatchNormGrad, FusedBatchNormGradV2, FusedBatchNormGradV3,
-    FusedBatchNormV2, FusedBatchNormV3)
-from tfprims.ops.nn.bias import BiasAdd, BiasAddGrad, BiasAddV1  # noqa: F401
-from tfprims.ops.nn.conv import (  # noqa: F401
-    Conv2D, Conv2DBackpropFilter, Conv2DBackpropInput, Conv3D, Conv3DBackpropFilterV2,
-    Conv3DBackpropInputV2, DepthwiseConv2dNative, DepthwiseConv2dNativeBackpropFilter,
-    DepthwiseConv2dNativeBackpropInput)
-from tfprims.ops.nn.lrn import LRN, LRNGrad  # noqa: F401
-from tfprims.ops.nn.pool import (  # noqa: F401
-    AvgPool, AvgPoolGrad, MaxPool, MaxPoolGrad, MaxPoolGradGrad, MaxPoolGradGradV2,
-    MaxPoolGradV2, MaxPoolV2)
+from tfprims.ops.nn import conv, bias, pool, batch_norm, lrn
+from tfprims.ops.nn import top_k
+from tfprims.ops.nn import losses, ctc, ctc_decode
+from tfprims.ops.nn import pool3d
+from tfprims.ops.nn import pool_argmax
+from tfprims.ops.nn import dilation
+from tfprims.ops.nn import conv_variants
+from tfprims.ops.nn import conv_cpu, pool_cpu
+from tfprims.ops.nn import rnn_blocks
+from tfprims.ops.nn import cudnn_rnn
+from tfprims.ops.nn import fake_quant
+from tfprims.ops.nn import isotonic
+from tfprims.ops.nn import fractional_pool
+from tfprims.ops.nn.batch_norm import (
+  FusedBatchNorm,
+  FusedBatchNormGrad,
+  FusedBatchNormGradV2,
+  FusedBatchNormGradV3,
+  FusedBatchNormV2,
+  FusedBatchNormV3,
+)
+from tfprims.ops.nn.bias import BiasAdd, BiasAddGrad, BiasAddV1
+from tfprims.ops.nn.conv import (
+  Conv2D,
+  Conv2DBackpropFilter,
+  Conv2DBackpropInput,
+  Conv3D,
+  Conv3DBackpropFilterV2,
+  Conv3DBackpropInputV2,
+  DepthwiseConv2dNative,
+  DepthwiseConv2dNativeBackpropFilter,
+  DepthwiseConv2dNativeBackpropInput,
+)
+from tfprims.ops.nn.lrn import LRN, LRNGrad
+from tfprims.ops.nn.pool import (
+  AvgPool,
+  AvgPoolGrad,
+  MaxPool,
+  MaxPoolGrad,
+  MaxPoolGradGrad,
+  MaxPoolGradGradV2,
+  MaxPoolGradV2,
+  MaxPoolV2,
+)

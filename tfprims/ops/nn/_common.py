@@ -83,11 +83,11 @@ def _batch_into_axis(a, d, axis, size):
   if d is None:
     a, d = jnp.broadcast_to(a, (size,) + a.shape), 0
   a = jnp.moveaxis(a, d, axis)
-  return a.reshape(a.shape[:axis] + (a.shape[axis] * a.shape[axis + 1],) + a.shape[axis + 2:])
+  return a.reshape(a.shape[:axis] + (a.shape[axis] * a.shape[axis + 1],) + a.shape[axis + 2 :])
 
 
 def _split_axis(a, axis, size):
-  return a.reshape(a.shape[:axis] + (size, a.shape[axis] // size) + a.shape[axis + 1:])
+  return a.reshape(a.shape[:axis] + (size, a.shape[axis] // size) + a.shape[axis + 1 :])
 
 
 # --------------------------------------------------------------------------

@@ -38,5 +38,4 @@ def _layout_shape(fmt, n, c, spatial):
 
 def _layout_attr(fmt, spatial_values, fill=1):
   spatial_values = list(spatial_values)
-  return ([fill, fill] + spatial_values if _channels_first(fmt)
-          else [fill] + spatial_values + [fill])
+  return [fill, fill] + spatial_values if _channels_first(fmt) else [fill] + spatial_values + [fill]

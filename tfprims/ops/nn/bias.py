@@ -34,14 +34,16 @@ def bias_add_grad(out_backprop, *, data_format="NHWC"):
   """TF BiasAddGrad: the sum over every axis but the channel axis."""
   ch = _channel_axis(data_format, out_backprop.ndim)
   axes = tuple(a for a in range(out_backprop.ndim) if a != ch)
-  if out_backprop.dtype in (jnp.float16, jnp.bfloat16):   # TF accumulates half types in float32
+  if out_backprop.dtype in (jnp.float16, jnp.bfloat16):  # TF accumulates half types in float32
     return jnp.sum(out_backprop.astype(jnp.float32), axis=axes).astype(out_backprop.dtype)
   return jnp.sum(out_backprop, axis=axes, dtype=out_backprop.dtype)
 
 
 def _bias_add_transpose(ct, value, bias, *, data_format="NHWC"):
-  return [ct if rules.U(value) else None,
-          tfops.BiasAddGrad(ct, data_format=data_format) if rules.U(bias) else None]
+  return [
+    ct if rules.U(value) else None,
+    tfops.BiasAddGrad(ct, data_format=data_format) if rules.U(bias) else None,
+  ]
 
 
 def _bias_add_grad_transpose(ct, out_backprop, *, data_format="NHWC"):
@@ -52,6 +54,7 @@ def _bias_add_grad_transpose(ct, out_backprop, *, data_format="NHWC"):
 def _bias_add_batching(op):
   """value-only batched: NHWC re-binds with the batch axis in front, NCHW folds it into
   N. A batched bias goes into the channels: BiasAdd over B * C channels."""
+
   def rule(args, dims, **p):
     (value, bias), (bv, bb) = args, dims
     fmt = p.get("data_format", "NHWC")
@@ -63,6 +66,7 @@ def _bias_add_batching(op):
     ch = _channel_axis(fmt, len(rules.unbatched_shape(value, bv)))
     out = op(_batch_into_axis(value, bv, ch, size), _batch_into_axis(bias, bb, 0, size), **p)
     return _split_axis(out, ch, size), ch
+
   return rule
 
 
@@ -89,6 +93,7 @@ def _bias_calls(st, with_format=True, grad=False):
     if with_format:
       out["data_format"] = fmt
     return out
+
   return draw_call()
 
 
@@ -97,21 +102,40 @@ def _bias_add_shape(value, bias, **params):
 
 
 BiasAdd = register_op(
-    "BiasAdd", bias_add, family="nn", attrs=("data_format",), linear=True,
-    build=_bias_add_build,
-    shape_rule=_bias_add_shape,
-    transpose=_bias_add_transpose, batching=rules.per_op(_bias_add_batching),
-    spec=lambda st: st.Spec(_bias_calls(st)))
+  "BiasAdd",
+  bias_add,
+  family="nn",
+  attrs=("data_format",),
+  linear=True,
+  build=_bias_add_build,
+  shape_rule=_bias_add_shape,
+  transpose=_bias_add_transpose,
+  batching=rules.per_op(_bias_add_batching),
+  spec=lambda st: st.Spec(_bias_calls(st)),
+)
 
 BiasAddV1 = register_op(
-    "BiasAddV1", bias_add, family="nn", linear=True,
-    build=_bias_add_build,
-    transpose=_bias_add_transpose, batching=rules.per_op(_bias_add_batching),
-    spec=lambda st: st.Spec(_bias_calls(st, with_format=False)))
+  "BiasAddV1",
+  bias_add,
+  family="nn",
+  linear=True,
+  build=_bias_add_build,
+  transpose=_bias_add_transpose,
+  batching=rules.per_op(_bias_add_batching),
+  spec=lambda st: st.Spec(_bias_calls(st, with_format=False)),
+)
 
 BiasAddGrad = register_op(
-    "BiasAddGrad", bias_add_grad, family="nn", attrs=("data_format",), linear=True,
-    transpose=_bias_add_grad_transpose, batching=_bias_add_grad_batching,
-    spec=lambda st: st.Spec(_bias_calls(st, grad=True),
-                            rtol={"float16": 1e-2, "bfloat16": 5e-2},
-                            note="float16/bfloat16 sums: TF accumulates in float32."))
+  "BiasAddGrad",
+  bias_add_grad,
+  family="nn",
+  attrs=("data_format",),
+  linear=True,
+  transpose=_bias_add_grad_transpose,
+  batching=_bias_add_grad_batching,
+  spec=lambda st: st.Spec(
+    _bias_calls(st, grad=True),
+    rtol={"float16": 1e-2, "bfloat16": 5e-2},
+    note="float16/bfloat16 sums: TF accumulates in float32.",
+  ),
+)

@@ -41,8 +41,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from tfprims.core import register_platform_lowering
-from tfprims.ops.nn._common import (_channel_axis, _channels_first, _dilate, _pads, _spatial_axes,
-                                    _static_maps)
+from tfprims.ops.nn._common import (
+  _channel_axis,
+  _channels_first,
+  _dilate,
+  _pads,
+  _spatial_axes,
+  _static_maps,
+)
 from tfprims.ops.nn.conv import _conv_out_shape, _full_input_shape, _groups
 
 #: Depthwise kernels with more taps keep XLA's convolution (one slice per tap).
@@ -65,7 +71,7 @@ _MIN_STEM_OUTPUTS = 1 << 21
 def _acc_dtype(dtype):
   """Half-precision products are summed in float32 (as XLA:CPU's convolutions do)."""
   dtype = np.dtype(dtype)
-  half = jnp.issubdtype(dtype, jnp.floating) and dtype.itemsize < 4   # bfloat16's kind is "V"
+  half = jnp.issubdtype(dtype, jnp.floating) and dtype.itemsize < 4  # bfloat16's kind is "V"
   return np.dtype("float32") if half else dtype
 
 
@@ -87,8 +93,10 @@ def _pad(B, x, axes, pads, interior=None):
 
 
 def _out_sizes(shape, axes, k, strides, dilations, pads):
-  return [(shape[a] + lo + hi - _dilate(n, dl)) // st + 1
-          for a, n, st, dl, (lo, hi) in zip(axes, k, strides, dilations, pads)]
+  return [
+    (shape[a] + lo + hi - _dilate(n, dl)) // st + 1
+    for a, n, st, dl, (lo, hi) in zip(axes, k, strides, dilations, pads)
+  ]
 
 
 def _tap_slice(B, xp, axes, offsets, strides, out_sizes):
@@ -104,7 +112,7 @@ def _reads_input(offsets, strides, out_sizes, pads, sizes):
   padding) at some output position along every spatial axis: a tap that reads only
   padding adds zeros (a 3x3 filter on a 1x1 map has one such tap that does not)."""
   for o, st, m, (lo, _), n in zip(offsets, strides, out_sizes, pads, sizes):
-    t = max(0, -(-(lo - o) // st))   # the first output whose read is at or past the input
+    t = max(0, -(-(lo - o) // st))  # the first output whose read is at or past the input
     if t >= m or o + st * t >= lo + n:
       return False
   return True
@@ -126,7 +134,7 @@ def _tap_sum(B, xp, w, axes, ch, strides, dilations, out_sizes, flip=False, unpa
   if flip:
     w = B.rev(w, tuple(range(len(k))))
   last, step, dil, size = axes[-1], strides[-1], dilations[-1], out_sizes[-1]
-  axis = lambda a: a + (a >= ch)   # an axis of the data in the product (taps at ch)
+  axis = lambda a: a + (a >= ch)  # an axis of the data in the product (taps at ch)
   out_shape = list(xp.shape)
   for a, n in zip(axes, out_sizes):
     out_shape[a] = n
@@ -134,20 +142,24 @@ def _tap_sum(B, xp, w, axes, ch, strides, dilations, out_sizes, flip=False, unpa
   acc = None
   for row in itertools.product(*(range(n) for n in k[:-1])):
     row_offsets = [i * dl for i, dl in zip(row, dilations)]
-    cols = [j for j in range(k[-1]) if not unpadded or
-            _reads_input(row_offsets + [j * dil], strides, out_sizes, *unpadded)]
+    cols = [
+      j
+      for j in range(k[-1])
+      if not unpadded or _reads_input(row_offsets + [j * dil], strides, out_sizes, *unpadded)
+    ]
     if not cols:
       continue
     rows = _tap_slice(B, xp, axes[:-1], row_offsets, strides[:-1], out_sizes[:-1])
     shape = tuple(rows.shape[:ch]) + (k[-1],) + tuple(rows.shape[ch:])
-    w_row = B.reshape(B.slice(w, row + (0, 0), tuple(i + 1 for i in row) + (k[-1], c)),
-                      (k[-1], c))
-    prod = B.mul(B.broadcast_in_dim(rows, shape, tuple(axis(a) for a in range(rows.ndim))),
-                 B.broadcast_in_dim(w_row, shape, (ch, ch + 1)))
-    for j in cols:   # tap j: index j of the taps axis, its columns from j * dil on
+    w_row = B.reshape(B.slice(w, row + (0, 0), tuple(i + 1 for i in row) + (k[-1], c)), (k[-1], c))
+    prod = B.mul(
+      B.broadcast_in_dim(rows, shape, tuple(axis(a) for a in range(rows.ndim))),
+      B.broadcast_in_dim(w_row, shape, (ch, ch + 1)),
+    )
+    for j in cols:  # tap j: index j of the taps axis, its columns from j * dil on
       tap = _tap_slice(B, prod, (ch, axis(last)), (j, j * dil), (1, step), (1, size))
       acc = tap if acc is None else B.add(acc, tap)
-  if acc is None:   # every output window lies in the padding
+  if acc is None:  # every output window lies in the padding
     return B.full(0, out_shape, xp.dtype)
   return B.reshape(acc, out_shape)
 
@@ -156,7 +168,7 @@ def _repeat_channels(B, x, ch, m):
   """Channel c * m + j of the result is channel c of x (depthwise channel multiplier)."""
   if m == 1:
     return x
-  shape = x.shape[:ch + 1] + (m,) + x.shape[ch + 1:]
+  shape = x.shape[: ch + 1] + (m,) + x.shape[ch + 1 :]
   dims = tuple(range(ch + 1)) + tuple(range(ch + 2, x.ndim + 1))
   out = list(x.shape)
   out[ch] *= m
@@ -168,38 +180,76 @@ def _repeat_channels(B, x, ch, m):
 # --------------------------------------------------------------------------
 
 
-def depthwise_conv2d_cpu(B, input, filter, *, strides, padding, explicit_paddings=(),
-                         data_format="NHWC", dilations=(1, 1, 1, 1)):
+def depthwise_conv2d_cpu(
+  B,
+  input,
+  filter,
+  *,
+  strides,
+  padding,
+  explicit_paddings=(),
+  data_format="NHWC",
+  dilations=(1, 1, 1, 1),
+):
   """DepthwiseConv2dNative as the sum over filter taps of strided input slices."""
   if not _static_maps(input.shape):
     return None
   kh, kw, c, m = filter.shape
-  p = dict(strides=strides, padding=padding, explicit_paddings=explicit_paddings,
-           data_format=data_format, dilations=dilations)
+  p = dict(
+    strides=strides,
+    padding=padding,
+    explicit_paddings=explicit_paddings,
+    data_format=data_format,
+    dilations=dilations,
+  )
   out_shape = _conv_out_shape(input.shape, filter.shape, out_channels=c * m, **p)
   if kh * kw > _MAX_TAPS or 0 in out_shape or 0 in input.shape:
     return None
-  axes, s, d, pads = _geometry(input.shape, (kh, kw), strides, padding, explicit_paddings,
-                               data_format, dilations)
+  axes, s, d, pads = _geometry(
+    input.shape, (kh, kw), strides, padding, explicit_paddings, data_format, dilations
+  )
   ch = _channel_axis(data_format, 4)
   acc = _acc_dtype(input.dtype)
   xp = _pad(B, _repeat_channels(B, B.convert_element_type(input, acc), ch, m), axes, pads)
   w = B.reshape(B.convert_element_type(filter, acc), (kh, kw, c * m))
-  out = _tap_sum(B, xp, w, axes, ch, s, d, [out_shape[a] for a in axes],
-                 unpadded=(pads, [input.shape[a] for a in axes]))
+  out = _tap_sum(
+    B,
+    xp,
+    w,
+    axes,
+    ch,
+    s,
+    d,
+    [out_shape[a] for a in axes],
+    unpadded=(pads, [input.shape[a] for a in axes]),
+  )
   return B.convert_element_type(out, input.dtype)
 
 
-def depthwise_backprop_input_cpu(B, filter, out_backprop, *, input_sizes, strides, padding,
-                                 explicit_paddings=(), data_format="NHWC",
-                                 dilations=(1, 1, 1, 1)):
+def depthwise_backprop_input_cpu(
+  B,
+  filter,
+  out_backprop,
+  *,
+  input_sizes,
+  strides,
+  padding,
+  explicit_paddings=(),
+  data_format="NHWC",
+  dilations=(1, 1, 1, 1),
+):
   """DepthwiseConv2dNativeBackpropInput as a tap sum over the padded, stride-dilated
   cotangent with the flipped filter, summed over the channel multiplier."""
-  if not _static_maps(out_backprop.shape):   # its maps are symbolic where the input's are
+  if not _static_maps(out_backprop.shape):  # its maps are symbolic where the input's are
     return None
   kh, kw, c, m = filter.shape
-  p = dict(strides=strides, padding=padding, explicit_paddings=explicit_paddings,
-           data_format=data_format, dilations=dilations)
+  p = dict(
+    strides=strides,
+    padding=padding,
+    explicit_paddings=explicit_paddings,
+    data_format=data_format,
+    dilations=dilations,
+  )
   g = out_backprop
   shape = _full_input_shape(input_sizes, c, g.shape, data_format)
   if kh * kw > _MAX_TAPS or 0 in shape or 0 in g.shape:
@@ -208,8 +258,9 @@ def depthwise_backprop_input_cpu(B, filter, out_backprop, *, input_sizes, stride
   expected = _conv_out_shape(shape, filter.shape, out_channels=c * m, **p)
   if tuple(g.shape) != tuple(expected):
     return None
-  axes, s, d, pads = _geometry(shape, (kh, kw), strides, padding, explicit_paddings,
-                               data_format, dilations)
+  axes, s, d, pads = _geometry(
+    shape, (kh, kw), strides, padding, explicit_paddings, data_format, dilations
+  )
   ch = _channel_axis(data_format, 4)
   t_pads = []
   for a, kk, st, dl, (lo, _) in zip(axes, (kh, kw), s, d, pads):
@@ -221,37 +272,62 @@ def depthwise_backprop_input_cpu(B, filter, out_backprop, *, input_sizes, stride
   out = _tap_sum(B, gp, w, axes, ch, (1, 1), d, [shape[a] for a in axes], flip=True)
   if m > 1:
     split = list(out.shape)
-    split[ch:ch + 1] = [c, m]
+    split[ch : ch + 1] = [c, m]
     out = B.reduce_sum(B.reshape(out, tuple(split)), (ch + 1,))
   return B.convert_element_type(out, g.dtype)
 
 
-def depthwise_backprop_filter_cpu(B, input, out_backprop, *, filter_sizes, strides, padding,
-                                  explicit_paddings=(), data_format="NHWC",
-                                  dilations=(1, 1, 1, 1)):
+def depthwise_backprop_filter_cpu(
+  B,
+  input,
+  out_backprop,
+  *,
+  filter_sizes,
+  strides,
+  padding,
+  explicit_paddings=(),
+  data_format="NHWC",
+  dilations=(1, 1, 1, 1),
+):
   """DepthwiseConv2dNativeBackpropFilter: per tap, the sum over batch and space of the
   tap's input slice times the cotangent."""
   if not _static_maps(input.shape, out_backprop.shape):
     return None
   kh, kw, c, m = (int(v) for v in filter_sizes)
-  p = dict(strides=strides, padding=padding, explicit_paddings=explicit_paddings,
-           data_format=data_format, dilations=dilations)
+  p = dict(
+    strides=strides,
+    padding=padding,
+    explicit_paddings=explicit_paddings,
+    data_format=data_format,
+    dilations=dilations,
+  )
   g = out_backprop
   expected = _conv_out_shape(input.shape, (kh, kw, c, m), out_channels=c * m, **p)
-  if (kh * kw > _MAX_TAPS or c * m < _MIN_FILTER_BACKPROP_CHANNELS or 0 in g.shape
-      or 0 in input.shape or tuple(g.shape) != tuple(expected)):
+  if (
+    kh * kw > _MAX_TAPS
+    or c * m < _MIN_FILTER_BACKPROP_CHANNELS
+    or 0 in g.shape
+    or 0 in input.shape
+    or tuple(g.shape) != tuple(expected)
+  ):
     return None
-  axes, s, d, pads = _geometry(input.shape, (kh, kw), strides, padding, explicit_paddings,
-                               data_format, dilations)
+  axes, s, d, pads = _geometry(
+    input.shape, (kh, kw), strides, padding, explicit_paddings, data_format, dilations
+  )
   ch = _channel_axis(data_format, 4)
   acc = _acc_dtype(input.dtype)
   xp = _pad(B, _repeat_channels(B, B.convert_element_type(input, acc), ch, m), axes, pads)
   g = B.convert_element_type(g, acc)
   others = tuple(a for a in range(4) if a != ch)
   out_sizes = [g.shape[a] for a in axes]
-  taps = [B.reshape(B.reduce_sum(B.mul(_tap_slice(B, xp, axes, (i * d[0], j * d[1]), s,
-                                                  out_sizes), g), others), (1, c * m))
-          for i in range(kh) for j in range(kw)]
+  taps = [
+    B.reshape(
+      B.reduce_sum(B.mul(_tap_slice(B, xp, axes, (i * d[0], j * d[1]), s, out_sizes), g), others),
+      (1, c * m),
+    )
+    for i in range(kh)
+    for j in range(kw)
+  ]
   return B.convert_element_type(B.reshape(B.concatenate(taps, 0), (kh, kw, c, m)), input.dtype)
 
 
@@ -260,25 +336,26 @@ def depthwise_backprop_filter_cpu(B, input, out_backprop, *, filter_sizes, strid
 # --------------------------------------------------------------------------
 
 
-def _im2col(B, input, filter, *, strides, padding, explicit_paddings, data_format,
-            dilations):
+def _im2col(B, input, filter, *, strides, padding, explicit_paddings, data_format, dilations):
   """An ungrouped convolution as one dot_general: the padded input's strided, dilated
   slice for every filter tap that reads the input (:func:`_reads_input`), concatenated
   along the channel axis (tap-major, as the filter's [taps * in, out] rows), contracted
   with those rows of the filter. A 1x1 filter has one tap: the input itself, padded and
   strided."""
   rank = input.ndim
-  k = filter.shape[:rank - 2]
-  axes, s, d, pads = _geometry(input.shape, k, strides, padding, explicit_paddings,
-                               data_format, dilations)
+  k = filter.shape[: rank - 2]
+  axes, s, d, pads = _geometry(
+    input.shape, k, strides, padding, explicit_paddings, data_format, dilations
+  )
   ch = _channel_axis(data_format, rank)
   out_sizes = _out_sizes(input.shape, axes, k, s, d, pads)
   if min(out_sizes) <= 0:
     return None
   xp = _pad(B, input, axes, pads)
   sizes = [input.shape[a] for a in axes]
-  offsets = {idx: [i * dl for i, dl in zip(idx, d)]
-             for idx in itertools.product(*(range(n) for n in k))}
+  offsets = {
+    idx: [i * dl for i, dl in zip(idx, d)] for idx in itertools.product(*(range(n) for n in k))
+  }
   taps = [idx for idx, o in offsets.items() if _reads_input(o, s, out_sizes, pads, sizes)]
   if not taps:
     return None
@@ -287,27 +364,34 @@ def _im2col(B, input, filter, *, strides, padding, explicit_paddings, data_forma
   c_in, c_out = filter.shape[-2:]
   if len(taps) == math.prod(k):
     w = B.reshape(filter, (math.prod(filter.shape[:-1]), c_out))
-  else:   # the rows of the taps that read the input
-    rows = [B.reshape(B.slice(filter, idx + (0, 0), tuple(i + 1 for i in idx) + (c_in, c_out)),
-                      (c_in, c_out)) for idx in taps]
+  else:  # the rows of the taps that read the input
+    rows = [
+      B.reshape(
+        B.slice(filter, idx + (0, 0), tuple(i + 1 for i in idx) + (c_in, c_out)), (c_in, c_out)
+      )
+      for idx in taps
+    ]
     w = rows[0] if len(rows) == 1 else B.concatenate(rows, 0)
   acc = _acc_dtype(input.dtype)
-  out = B.dot_general(x, w, (((ch,), (0,)), ((), ())),
-                      preferred_element_type=acc if acc != input.dtype else None)
+  out = B.dot_general(
+    x, w, (((ch,), (0,)), ((), ())), preferred_element_type=acc if acc != input.dtype else None
+  )
   if _channels_first(data_format):
     out = B.transpose(out, (0, rank - 1) + tuple(range(1, rank - 1)))
   return B.convert_element_type(out, input.dtype)
 
 
-def _stem_tap_sums(B, input, filter, *, strides, padding, explicit_paddings, data_format,
-                   dilations):
+def _stem_tap_sums(
+  B, input, filter, *, strides, padding, explicit_paddings, data_format, dilations
+):
   """An ungrouped Conv2D with few input channels as the sum over them of depthwise tap
   sums: input channel c, broadcast to the output channels, with the filter's [kh, kw, c,
   :] as depthwise weights: every product is a multiply-add along the output channels,
   where XLA:CPU's convolution contracts a depth of three."""
   kh, kw, c_in, c_out = filter.shape
-  axes, s, d, pads = _geometry(input.shape, (kh, kw), strides, padding, explicit_paddings,
-                               data_format, dilations)
+  axes, s, d, pads = _geometry(
+    input.shape, (kh, kw), strides, padding, explicit_paddings, data_format, dilations
+  )
   ch = _channel_axis(data_format, 4)
   out_sizes = _out_sizes(input.shape, axes, (kh, kw), s, d, pads)
   acc = _acc_dtype(input.dtype)
@@ -317,30 +401,41 @@ def _stem_tap_sums(B, input, filter, *, strides, padding, explicit_paddings, dat
   shape[ch] = c_out
   out = None
   for c in range(c_in):
-    x_c = B.broadcast_in_dim(_tap_slice(B, xp, (ch,), (c,), (1,), (1,)), tuple(shape),
-                             tuple(range(4)))
+    x_c = B.broadcast_in_dim(
+      _tap_slice(B, xp, (ch,), (c,), (1,), (1,)), tuple(shape), tuple(range(4))
+    )
     w_c = B.reshape(B.slice(w, (0, 0, c, 0), (kh, kw, c + 1, c_out)), (kh, kw, c_out))
-    term = _tap_sum(B, x_c, w_c, axes, ch, s, d, out_sizes,
-                    unpadded=(pads, [input.shape[a] for a in axes]))
+    term = _tap_sum(
+      B, x_c, w_c, axes, ch, s, d, out_sizes, unpadded=(pads, [input.shape[a] for a in axes])
+    )
     out = term if out is None else B.add(out, term)
   return B.convert_element_type(out, input.dtype)
 
 
-def _as_stem_taps(input, filter, data_format, dilations, strides, padding,
-                  explicit_paddings):
+def _as_stem_taps(input, filter, data_format, dilations, strides, padding, explicit_paddings):
   """Whether an ungrouped Conv2D is a large convolution of few input channels (an image
   model's stem from batch 6), faster as :func:`_stem_tap_sums`."""
   kh, kw, c_in, c_out = (int(v) for v in filter.shape)
-  if (0 in input.shape or 0 in filter.shape or kh * kw * c_in > _MAX_STEM_PRODUCTS
-      or _groups(input.shape, filter.shape, data_format) != 1):
+  if (
+    0 in input.shape
+    or 0 in filter.shape
+    or kh * kw * c_in > _MAX_STEM_PRODUCTS
+    or _groups(input.shape, filter.shape, data_format) != 1
+  ):
     return False
-  out = _conv_out_shape(input.shape, filter.shape, out_channels=c_out, strides=strides,
-                        padding=padding, explicit_paddings=explicit_paddings,
-                        data_format=data_format, dilations=dilations)
+  out = _conv_out_shape(
+    input.shape,
+    filter.shape,
+    out_channels=c_out,
+    strides=strides,
+    padding=padding,
+    explicit_paddings=explicit_paddings,
+    data_format=data_format,
+    dilations=dilations,
+  )
   # A symbolic batch (one exported program for every batch size) keeps the convolution:
   # its size, and so the better lowering, is not known.
-  return (all(type(n) is int for n in out) and 0 not in out
-          and math.prod(out) >= _MIN_STEM_OUTPUTS)
+  return all(type(n) is int for n in out) and 0 not in out and math.prod(out) >= _MIN_STEM_OUTPUTS
 
 
 def _as_dot(input, filter, *, strides, padding, explicit_paddings, data_format, dilations):
@@ -355,19 +450,27 @@ def _as_dot(input, filter, *, strides, padding, explicit_paddings, data_format, 
   of its own: 20-40 ms more to compile than the convolution, a library call, for the
   same run within 0.1 ms."""
   nd = filter.ndim - 2
-  if (0 in input.shape or 0 in filter.shape
-      or _groups(input.shape, filter.shape, data_format) != 1):
+  if 0 in input.shape or 0 in filter.shape or _groups(input.shape, filter.shape, data_format) != 1:
     return False
   if math.prod(filter.shape[:nd]) == 1:
-    out = _conv_out_shape(input.shape, filter.shape, strides=strides, padding=padding,
-                          explicit_paddings=explicit_paddings, data_format=data_format,
-                          dilations=dilations)
+    out = _conv_out_shape(
+      input.shape,
+      filter.shape,
+      strides=strides,
+      padding=padding,
+      explicit_paddings=explicit_paddings,
+      data_format=data_format,
+      dilations=dilations,
+    )
     ch = _channel_axis(data_format, input.ndim)
     positions = [n for a, n in enumerate(out) if a != ch]
     return not all(type(n) is int and n == 1 for n in positions)
   axes = _spatial_axes(data_format, input.ndim)
-  return nd == 2 and all(input.shape[a] <= _MAX_IM2COL_SIZE for a in axes) and any(
-      _dilate(n, int(dilations[a])) > input.shape[a] for n, a in zip(filter.shape[:nd], axes))
+  return (
+    nd == 2
+    and all(input.shape[a] <= _MAX_IM2COL_SIZE for a in axes)
+    and any(_dilate(n, int(dilations[a])) > input.shape[a] for n, a in zip(filter.shape[:nd], axes))
+  )
 
 
 def _depthwise_multiplier(input_shape, filter_shape, data_format):
@@ -381,14 +484,28 @@ def _depthwise_multiplier(input_shape, filter_shape, data_format):
   return out // c
 
 
-def conv2d_cpu(B, input, filter, *, strides, padding, explicit_paddings=(), data_format="NHWC",
-               dilations=(1, 1, 1, 1)):
+def conv2d_cpu(
+  B,
+  input,
+  filter,
+  *,
+  strides,
+  padding,
+  explicit_paddings=(),
+  data_format="NHWC",
+  dilations=(1, 1, 1, 1),
+):
   """Conv2D: depthwise-grouped as tap sums; ungrouped with a 1x1 filter or a filter wider
   than the input as im2col's dot_general; others as XLA's convolution."""
   if not _static_maps(input.shape):
     return None
-  p = dict(strides=strides, padding=padding, explicit_paddings=explicit_paddings,
-           data_format=data_format, dilations=dilations)
+  p = dict(
+    strides=strides,
+    padding=padding,
+    explicit_paddings=explicit_paddings,
+    data_format=data_format,
+    dilations=dilations,
+  )
   m = _depthwise_multiplier(input.shape, filter.shape, data_format)
   if m is not None:
     kh, kw, _, out = filter.shape
@@ -400,35 +517,65 @@ def conv2d_cpu(B, input, filter, *, strides, padding, explicit_paddings=(), data
   return None
 
 
-def conv2d_backprop_input_cpu(B, filter, out_backprop, *, input_sizes, strides, padding,
-                              explicit_paddings=(), data_format="NHWC",
-                              dilations=(1, 1, 1, 1)):
+def conv2d_backprop_input_cpu(
+  B,
+  filter,
+  out_backprop,
+  *,
+  input_sizes,
+  strides,
+  padding,
+  explicit_paddings=(),
+  data_format="NHWC",
+  dilations=(1, 1, 1, 1),
+):
   """Conv2DBackpropInput: depthwise-grouped as DepthwiseConv2dNativeBackpropInput's tap
   sums, others as the default."""
-  p = dict(strides=strides, padding=padding, explicit_paddings=explicit_paddings,
-           data_format=data_format, dilations=dilations)
+  p = dict(
+    strides=strides,
+    padding=padding,
+    explicit_paddings=explicit_paddings,
+    data_format=data_format,
+    dilations=dilations,
+  )
   shape = _full_input_shape(input_sizes, filter.shape[-2], out_backprop.shape, data_format)
   m = _depthwise_multiplier(shape, filter.shape, data_format)
   if m is None:
     return None
   kh, kw, _, out = filter.shape
-  return depthwise_backprop_input_cpu(B, B.reshape(filter, (kh, kw, out // m, m)),
-                                      out_backprop, input_sizes=tuple(shape), **p)
+  return depthwise_backprop_input_cpu(
+    B, B.reshape(filter, (kh, kw, out // m, m)), out_backprop, input_sizes=tuple(shape), **p
+  )
 
 
-def conv2d_backprop_filter_cpu(B, input, out_backprop, *, filter_sizes, strides, padding,
-                               explicit_paddings=(), data_format="NHWC",
-                               dilations=(1, 1, 1, 1)):
+def conv2d_backprop_filter_cpu(
+  B,
+  input,
+  out_backprop,
+  *,
+  filter_sizes,
+  strides,
+  padding,
+  explicit_paddings=(),
+  data_format="NHWC",
+  dilations=(1, 1, 1, 1),
+):
   """Conv2DBackpropFilter: depthwise-grouped as DepthwiseConv2dNativeBackpropFilter's
   tap sums, others as the default."""
-  p = dict(strides=strides, padding=padding, explicit_paddings=explicit_paddings,
-           data_format=data_format, dilations=dilations)
+  p = dict(
+    strides=strides,
+    padding=padding,
+    explicit_paddings=explicit_paddings,
+    data_format=data_format,
+    dilations=dilations,
+  )
   m = _depthwise_multiplier(input.shape, filter_sizes, data_format)
   if m is None:
     return None
   kh, kw, _, out = (int(v) for v in filter_sizes)
-  grad = depthwise_backprop_filter_cpu(B, input, out_backprop,
-                                       filter_sizes=(kh, kw, out // m, m), **p)
+  grad = depthwise_backprop_filter_cpu(
+    B, input, out_backprop, filter_sizes=(kh, kw, out // m, m), **p
+  )
   return None if grad is None else B.reshape(grad, (kh, kw, 1, out))
 
 
@@ -436,19 +583,25 @@ def conv3d_cpu(B, input, filter, *, strides, padding, data_format="NDHWC", dilat
   """Conv3D: a 1x1x1 ungrouped filter as dot_general, others as XLA's convolution."""
   if not _static_maps(input.shape):
     return None
-  p = dict(strides=strides, padding=padding, explicit_paddings=(), data_format=data_format,
-           dilations=dilations)
+  p = dict(
+    strides=strides,
+    padding=padding,
+    explicit_paddings=(),
+    data_format=data_format,
+    dilations=dilations,
+  )
   if not _as_dot(input, filter, **p):
     return None
   return _im2col(B, input, filter, **p)
 
 
 for _op_type, _build in (
-    ("DepthwiseConv2dNative", depthwise_conv2d_cpu),
-    ("DepthwiseConv2dNativeBackpropInput", depthwise_backprop_input_cpu),
-    ("DepthwiseConv2dNativeBackpropFilter", depthwise_backprop_filter_cpu),
-    ("Conv2D", conv2d_cpu),
-    ("Conv2DBackpropInput", conv2d_backprop_input_cpu),
-    ("Conv2DBackpropFilter", conv2d_backprop_filter_cpu),
-    ("Conv3D", conv3d_cpu)):
+  ("DepthwiseConv2dNative", depthwise_conv2d_cpu),
+  ("DepthwiseConv2dNativeBackpropInput", depthwise_backprop_input_cpu),
+  ("DepthwiseConv2dNativeBackpropFilter", depthwise_backprop_filter_cpu),
+  ("Conv2D", conv2d_cpu),
+  ("Conv2DBackpropInput", conv2d_backprop_input_cpu),
+  ("Conv2DBackpropFilter", conv2d_backprop_filter_cpu),
+  ("Conv3D", conv3d_cpu),
+):
   register_platform_lowering(_op_type, "cpu", build=_build)

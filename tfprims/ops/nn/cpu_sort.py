@@ -35,7 +35,7 @@ from jax import lax
 #: and bfloat16 packets hold 8), which decide where the k == 1 path ignores NaN.
 PACKET = {"float64": 4}
 _DEFAULT_PACKET = 8
-_THRESHOLD = 16   # libstdc++'s _S_threshold: introsort leaves ranges this short
+_THRESHOLD = 16  # libstdc++'s _S_threshold: introsort leaves ranges this short
 
 
 def _get(a, i):
@@ -44,8 +44,9 @@ def _get(a, i):
 
 
 def _put(a, i, v):
-  return tuple(lax.dynamic_update_index_in_dim(t, jnp.asarray(u, t.dtype), i, 0)
-               for t, u in zip(a, v))
+  return tuple(
+    lax.dynamic_update_index_in_dim(t, jnp.asarray(u, t.dtype), i, 0) for t, u in zip(a, v)
+  )
 
 
 def _where(c, x, y):
@@ -79,7 +80,7 @@ class Algorithms:
 
   def __init__(self, before, size: int):
     self.before = before
-    self.size = size          # the sequence's length
+    self.size = size  # the sequence's length
 
   def _at_before(self, a, p, q):
     return self.before(_get(a, p), _get(a, q))
@@ -88,6 +89,7 @@ class Algorithms:
 
   def _push_up(self, a, first, hole, top, value):
     """__push_heap: ``value`` moved up from ``hole`` while its parent goes before it."""
+
     def cond(s):
       a, hole = s
       parent = (hole - 1) // 2
@@ -97,6 +99,7 @@ class Algorithms:
       a, hole = s
       parent = (hole - 1) // 2
       return _put(a, first + hole, _get(a, first + parent)), parent
+
     a, hole = lax.while_loop(cond, body, (a, hole))
     return _put(a, first + hole, value)
 
@@ -108,11 +111,10 @@ class Algorithms:
     def body(s):
       a, hole, second = s
       child = 2 * (second + 1)
-      child = jnp.where(self._at_before(a, first + child, first + child - 1), child - 1,
-                        child)
+      child = jnp.where(self._at_before(a, first + child, first + child - 1), child - 1, child)
       return _put(a, first + hole, _get(a, first + child)), child, child
-    a, hole, second = lax.while_loop(lambda s: s[2] < (length - 1) // 2, body,
-                                     (a, hole, hole))
+
+    a, hole, second = lax.while_loop(lambda s: s[2] < (length - 1) // 2, body, (a, hole, hole))
     last_child = ((length & 1) == 0) & (second == (length - 2) // 2)
     child = 2 * (second + 1) - 1
     at_hole = first + hole
@@ -126,6 +128,7 @@ class Algorithms:
     def body(j, a):
       parent = (length - 2) // 2 - j
       return self._adjust(a, first, parent, length, _get(a, first + parent))
+
     count = jnp.where(length >= 2, (length - 2) // 2 + 1, 0)
     return lax.fori_loop(0, count, body, a)
 
@@ -145,6 +148,7 @@ class Algorithms:
     def body(j, a):
       end = last - 1 - j
       return self._pop_to(a, first, end, end)
+
     return lax.fori_loop(0, jnp.maximum(last - first - 1, 0), body, a)
 
   def heap_select(self, a, first, middle, last):
@@ -154,6 +158,7 @@ class Algorithms:
 
     def body(i, a):
       return _where(self._at_before(a, i, first), self._pop_to(a, first, middle, i), a)
+
     return lax.fori_loop(middle, last, body, a)
 
   # --- insertion sorts ------------------------------------------------------------------
@@ -172,6 +177,7 @@ class Algorithms:
       after = jnp.max(jnp.where(stops, window, -1)) + 1
       to = jnp.where(self._at_before(a, i, first), first, first + after)
       return _where(i < last, _rotate(a, to, i), a)
+
     return lax.fori_loop(1, most, body, a)
 
   def _linear_inserts(self, a, start):
@@ -185,10 +191,9 @@ class Algorithms:
       val = _get(a, i)
       more = (j >= 0) & self.before(val, _get(a, jnp.maximum(j, 0)))
       moved = _rotate(a, j + 1, i)
-      return (_where(more, a, moved), jnp.where(more, i, i + 1),
-              jnp.where(more, j - 1, i))
-    a, _, _ = lax.while_loop(lambda s: s[1] < n, body, (a, jnp.int32(start),
-                                                         jnp.int32(start - 1)))
+      return (_where(more, a, moved), jnp.where(more, i, i + 1), jnp.where(more, j - 1, i))
+
+    a, _, _ = lax.while_loop(lambda s: s[1] < n, body, (a, jnp.int32(start), jnp.int32(start - 1)))
     return a
 
   # --- std::sort and std::nth_element ----------------------------------------------------
@@ -197,8 +202,9 @@ class Algorithms:
     """__move_median_to_first."""
     b = lambda p, q: self._at_before(a, p, q)
     bxy, byz, bxz = b(x, y), b(y, z), b(x, z)
-    pick = jnp.where(bxy, jnp.where(byz, y, jnp.where(bxz, z, x)),
-                     jnp.where(bxz, x, jnp.where(byz, z, y)))
+    pick = jnp.where(
+      bxy, jnp.where(byz, y, jnp.where(bxz, z, x)), jnp.where(bxz, x, jnp.where(byz, z, y))
+    )
     return _swap(a, result, pick)
 
   def _partition_pivot(self, a, first, last):
@@ -220,8 +226,10 @@ class Algorithms:
       f = jnp.where(up_more | swap, f + 1, f)
       l = jnp.where(down_more | (~down & ~up_more), l - 1, l)
       return a, f, l, down ^ ((~down & ~up_more) | swap), done
-    a, cut, _, _, _ = lax.while_loop(lambda s: ~s[4], body,
-                                     (a, first + 1, last, jnp.bool_(False), jnp.bool_(False)))
+
+    a, cut, _, _, _ = lax.while_loop(
+      lambda s: ~s[4], body, (a, first + 1, last, jnp.bool_(False), jnp.bool_(False))
+    )
     return a, cut
 
   def sort(self, a):
@@ -239,8 +247,7 @@ class Algorithms:
     """__introsort_loop with a stack of (first, last, depth) ranges: the ranges it
     leaves to the recursion are disjoint, so their order does not matter."""
     n = self.size
-    stack = jnp.zeros((2 * depth + 4, 3), np.int32).at[0].set(
-        jnp.array([0, n, depth], np.int32))
+    stack = jnp.zeros((2 * depth + 4, 3), np.int32).at[0].set(jnp.array([0, n, depth], np.int32))
 
     def body(s):
       a, stack, sp = s
@@ -255,11 +262,12 @@ class Algorithms:
         a, stack, sp = args
         a, cut = self._partition_pivot(a, first, last)
         stack = lax.dynamic_update_index_in_dim(stack, jnp.stack([cut, last, d - 1]), sp, 0)
-        stack = lax.dynamic_update_index_in_dim(stack, jnp.stack([first, cut, d - 1]),
-                                                sp + 1, 0)
+        stack = lax.dynamic_update_index_in_dim(stack, jnp.stack([first, cut, d - 1]), sp + 1, 0)
         return a, stack, sp + 2
+
       branch = jnp.where(last - first > _THRESHOLD, jnp.where(d == 0, 1, 2), 0)
       return lax.switch(branch, [lambda args: args, heapsort, split], (a, stack, sp))
+
     a, _, _ = lax.while_loop(lambda s: s[2] > 0, body, (a, stack, jnp.int32(1)))
     return a
 
@@ -283,11 +291,15 @@ class Algorithms:
         a, cut = self._partition_pivot(a, first, last)
         first, last = jnp.where(cut <= nth, cut, first), jnp.where(cut <= nth, last, cut)
         return a, first, last, jnp.bool_(False)
+
       a, first, last, done = lax.cond(depth == 0, heap_select, split, (a, first, last))
       return a, first, last, depth - 1, done
+
     a, first, last, _, done = lax.while_loop(
-        lambda s: (s[2] - s[1] > 3) & ~s[4], body,
-        (a, jnp.int32(0), jnp.int32(n), jnp.int32(2 * _log2(n)), jnp.bool_(False)))
+      lambda s: (s[2] - s[1] > 3) & ~s[4],
+      body,
+      (a, jnp.int32(0), jnp.int32(n), jnp.int32(2 * _log2(n)), jnp.bool_(False)),
+    )
     return _where(done, a, self.insertion_sort(a, first, last, 3))
 
 
@@ -308,8 +320,11 @@ def top_1(x):
   vec = n // p * p
   neg_inf = jnp.array(-np.inf, x.dtype)
   head = x[..., :vec]
-  hmax = (jnp.max(jnp.where(jnp.isnan(head), neg_inf, head), axis=-1) if vec else
-          jnp.full(x.shape[:-1], neg_inf))
+  hmax = (
+    jnp.max(jnp.where(jnp.isnan(head), neg_inf, head), axis=-1)
+    if vec
+    else jnp.full(x.shape[:-1], neg_inf)
+  )
   acc = jnp.full(x.shape[:-1], neg_inf)
   for j in range(vec, n):
     t = x[..., j]
@@ -340,7 +355,7 @@ def _heap_row(x, k):
   algo = Algorithms(_top_n_before, k + 1)
   zero = jnp.int32(0)
   # The first k + 1 elements: a heap of all, its top (the last) popped and dropped.
-  el = algo.make_heap((lax.iota(np.int32, k + 1), x[:k + 1]), zero, jnp.int32(k + 1))
+  el = algo.make_heap((lax.iota(np.int32, k + 1), x[: k + 1]), zero, jnp.int32(k + 1))
   el = tuple(t[:k] for t in algo.pop_heap(el, zero, jnp.int32(k + 1)))
 
   def push(c, el):
@@ -348,19 +363,22 @@ def _heap_row(x, k):
     taken = algo.pop_heap(el, zero, jnp.int32(k))
     taken = algo.push_heap(_put(taken, k - 1, new), zero, jnp.int32(k))
     return _where(_top_n_before(new, _get(el, 0)), taken, el)
+
   el = lax.fori_loop(k + 1, n, push, el)
   return algo.sort_heap(el, zero, jnp.int32(k))[0]
 
 
 def _nth_row(x, n):
   _, v = Algorithms(lambda p, q: p[1] < q[1], x.shape[0]).nth_element(
-      (lax.iota(np.int32, x.shape[0]), x), jnp.int32(n))
+    (lax.iota(np.int32, x.shape[0]), x), jnp.int32(n)
+  )
   return v[n]
 
 
 def _rows_where(row, x, fast, need):
   """``row`` of each row of ``x`` (the last axis) where ``need`` is set, one row at a
   time, ``fast`` elsewhere; nothing runs when no row needs it."""
+
   def one(args):
     r, f, needed = args
     return lax.cond(needed, row, lambda r: f, r)
@@ -368,9 +386,11 @@ def _rows_where(row, x, fast, need):
   def slow(args):
     x, fast, need = args
     rows = x.reshape((-1, x.shape[-1]))
-    out = lax.map(one, (rows, fast.reshape((rows.shape[0],) + fast.shape[x.ndim - 1:]),
-                        need.reshape(-1)))
+    out = lax.map(
+      one, (rows, fast.reshape((rows.shape[0],) + fast.shape[x.ndim - 1 :]), need.reshape(-1))
+    )
     return out.reshape(fast.shape)
+
   return lax.cond(jnp.any(need), slow, lambda args: args[1], (x, fast, need))
 
 

@@ -46,10 +46,11 @@ from tfprims.core import register_op, tfops
 from tfprims.errors import import_tensorflow
 
 FAMILY = "nn"
-_ATTRS = ("preprocess_collapse_repeated", "ctc_merge_repeated",
-          "ignore_longer_outputs_than_inputs")
-_NO_SECOND = ("Currently there is no way to take the second  derivative of ctc_loss due "
-              "to the fused implementation's interaction  with tf.gradients()")
+_ATTRS = ("preprocess_collapse_repeated", "ctc_merge_repeated", "ignore_longer_outputs_than_inputs")
+_NO_SECOND = (
+  "Currently there is no way to take the second  derivative of ctc_loss due "
+  "to the fused implementation's interaction  with tf.gradients()"
+)
 
 
 # ---------------------------------------------------------------------------
@@ -62,12 +63,11 @@ def _dense_rows(indices, values, batch):
   n = values.shape[0]
   b = jnp.asarray(indices)[:, 0]
   ok = (b >= 0) & (b < batch)
-  hot = (b[:, None] == jnp.arange(batch, dtype=b.dtype)) & ok[:, None]      # [n, batch]
+  hot = (b[:, None] == jnp.arange(batch, dtype=b.dtype)) & ok[:, None]  # [n, batch]
   hot_i = hot.astype(jnp.int32)
-  pos = jnp.sum((jnp.cumsum(hot_i, axis=0) - hot_i) * hot_i, axis=1)         # [n]
+  pos = jnp.sum((jnp.cumsum(hot_i, axis=0) - hot_i) * hot_i, axis=1)  # [n]
   rows = jnp.where(ok, b, batch).astype(jnp.int32)
-  dense = jnp.zeros((batch, n), jnp.int32).at[rows, pos].set(
-      values.astype(jnp.int32), mode="drop")
+  dense = jnp.zeros((batch, n), jnp.int32).at[rows, pos].set(values.astype(jnp.int32), mode="drop")
   return dense, jnp.sum(hot_i, axis=0)
 
 
@@ -106,31 +106,32 @@ def _lse(a, b):
 def _shift(x, k, fill=-np.inf):
   """``x[..., s - k]`` along the last axis (``fill`` before the start)."""
   pad = jnp.full(x.shape[:-1] + (min(k, x.shape[-1]),), fill, x.dtype)
-  return jnp.concatenate([pad, x[..., :x.shape[-1] - pad.shape[-1]]], -1)
+  return jnp.concatenate([pad, x[..., : x.shape[-1] - pad.shape[-1]]], -1)
 
 
 def _unshift(x, k, fill=-np.inf):
   """``x[..., s + k]`` along the last axis (``fill`` past the end)."""
   pad = jnp.full(x.shape[:-1] + (min(k, x.shape[-1]),), fill, x.dtype)
-  return jnp.concatenate([x[..., pad.shape[-1]:], pad], -1)
+  return jnp.concatenate([x[..., pad.shape[-1] :], pad], -1)
 
 
-def _ctc(inputs, indices, values, seq_len, *, blank, collapse, merge, ignore_longer,
-         null_ends):
+def _ctc(inputs, indices, values, seq_len, *, blank, collapse, merge, ignore_longer, null_ends):
   t_max, batch, num_classes = inputs.shape
   if t_max == 0:
     raise ValueError("CTCLoss: Max time or first dimension of input cannot be 0.")
   if batch == 0:
     raise ValueError("CTCLoss: batch_size must not be 0")
   if indices.shape[0] != values.shape[0]:
-    raise ValueError("CTCLoss: labels_indices and labels_values must contain the same "
-                     "number of rows")
+    raise ValueError(
+      "CTCLoss: labels_indices and labels_values must contain the same number of rows"
+    )
   if seq_len.shape != (batch,):
     raise ValueError("CTCLoss: len(sequence_length) != batch_size")
   dtype = inputs.dtype
   ninf = jnp.array(-np.inf, dtype)
   labels, length, raw_len, invalid = _labels(
-      indices, values, batch, num_classes, collapse=collapse, null_ends=null_ends)
+    indices, values, batch, num_classes, collapse=collapse, null_ends=null_ends
+  )
   # A path over max_time frames emits at most max_time labels: longer sequences have no
   # valid path, so the states of labels past max_time are never needed (the label
   # bound is the number of label values, often far more than one entry's length).
@@ -140,9 +141,12 @@ def _ctc(inputs, indices, values, seq_len, *, blank, collapse, merge, ignore_lon
   n_states = 2 * n + 1
   # l': a blank before each label and at the end.
   s = jnp.arange(n_states, dtype=jnp.int32)
-  lab = labels[:, np.clip((np.arange(n_states) - 1) // 2, 0, max(n - 1, 0))] if n else \
-      jnp.zeros((batch, n_states), jnp.int32)
-  lprime = jnp.where((s % 2 == 0)[None, :], blank, lab)                  # [batch, S]
+  lab = (
+    labels[:, np.clip((np.arange(n_states) - 1) // 2, 0, max(n - 1, 0))]
+    if n
+    else jnp.zeros((batch, n_states), jnp.int32)
+  )
+  lprime = jnp.where((s % 2 == 0)[None, :], blank, lab)  # [batch, S]
   valid = s[None, :] < (2 * length + 1)[:, None]
   is_blank = (s % 2 == 0)[None, :]
   stay_ok = jnp.broadcast_to(is_blank | merge, (batch, n_states))
@@ -154,9 +158,8 @@ def _ctc(inputs, indices, values, seq_len, *, blank, collapse, merge, ignore_lon
   y = shifted / jnp.sum(shifted, axis=2, keepdims=True)
   logy = jnp.log(y)
   safe = jnp.clip(lprime, 0, num_classes - 1)
-  lp = jnp.take_along_axis(logy, jnp.broadcast_to(safe[None], (t_max, batch, n_states)),
-                           axis=2)
-  lp = jnp.where(valid[None], lp, ninf)                                   # [T, batch, S]
+  lp = jnp.take_along_axis(logy, jnp.broadcast_to(safe[None], (t_max, batch, n_states)), axis=2)
+  lp = jnp.where(valid[None], lp, ninf)  # [T, batch, S]
 
   alpha0 = jnp.where(s[None, :] < 2, lp[0], ninf)
 
@@ -168,7 +171,7 @@ def _ctc(inputs, indices, values, seq_len, *, blank, collapse, merge, ignore_lon
     return new, new
 
   _, alphas = lax.scan(fwd, alpha0, lp[1:])
-  alpha = jnp.concatenate([alpha0[None], alphas], axis=0)                # [T, batch, S]
+  alpha = jnp.concatenate([alpha0[None], alphas], axis=0)  # [T, batch, S]
 
   t_len = jnp.clip(seq_len, 0, t_max).astype(jnp.int32)
   last = (s[None, :] >= 2 * length[:, None] - 1) & valid
@@ -180,27 +183,31 @@ def _ctc(inputs, indices, values, seq_len, *, blank, collapse, merge, ignore_lon
     acc = _lse(acc, _unshift(beta + lp_next, 1))
     acc = _lse(acc, jnp.where(skip_next, _unshift(beta + lp_next, 2), ninf))
     init = jnp.where(last, jnp.zeros((), dtype), ninf)
-    new = jnp.where((t == t_len - 1)[:, None], init,
-                    jnp.where((t < t_len - 1)[:, None] & valid, acc, ninf))
+    new = jnp.where(
+      (t == t_len - 1)[:, None], init, jnp.where((t < t_len - 1)[:, None] & valid, acc, ninf)
+    )
     return new, new
 
   lp_next = jnp.concatenate([lp[1:], jnp.full((1, batch, n_states), ninf, dtype)], axis=0)
-  _, beta = lax.scan(bwd, jnp.full((batch, n_states), ninf, dtype),
-                     (jnp.arange(t_max, dtype=jnp.int32), lp_next), reverse=True)
+  _, beta = lax.scan(
+    bwd,
+    jnp.full((batch, n_states), ninf, dtype),
+    (jnp.arange(t_max, dtype=jnp.int32), lp_next),
+    reverse=True,
+  )
 
   ab = alpha + beta
-  log_p = jnp.where(too_long, ninf, _logsumexp(ab[0], axis=1))          # [batch]
+  log_p = jnp.where(too_long, ninf, _logsumexp(ab[0], axis=1))  # [batch]
   # Gradient: softmax - sum over the states of each class of alpha * beta / p.
   m = jnp.max(ab, axis=2, keepdims=True)
   m = jnp.where(jnp.isneginf(m), jnp.zeros((), dtype), m)
   hot = ((lprime[:, :, None] == jnp.arange(num_classes)) & valid[:, :, None]).astype(dtype)
-  occupancy = jnp.einsum("tbs,bsc->tbc", jnp.exp(ab - m), hot,
-                         precision=lax.Precision.HIGHEST)
+  occupancy = jnp.einsum("tbs,bsc->tbc", jnp.exp(ab - m), hot, precision=lax.Precision.HIGHEST)
   neg = occupancy * jnp.exp(m - log_p[None, :, None])
   no_path = jnp.isneginf(log_p)[None, :, None]
   grad = jnp.where(no_path, y, y - neg)
-  live = jnp.arange(t_max)[:, None] < t_len[None, :]                      # [T, batch]
-  skipped = (t_len == 0)
+  live = jnp.arange(t_max)[:, None] < t_len[None, :]  # [T, batch]
+  skipped = t_len == 0
   if ignore_longer:
     skipped = skipped | (raw_len > t_len)
   loss = jnp.where(skipped, jnp.zeros((), dtype), -log_p)
@@ -217,30 +224,63 @@ def _logsumexp(x, axis):
   return jnp.squeeze(m, axis) + jnp.log(jnp.sum(jnp.exp(x - m), axis=axis))
 
 
-def _ctc_loss(inputs, labels_indices, labels_values, sequence_length, *,
-              preprocess_collapse_repeated, ctc_merge_repeated,
-              ignore_longer_outputs_than_inputs):
+def _ctc_loss(
+  inputs,
+  labels_indices,
+  labels_values,
+  sequence_length,
+  *,
+  preprocess_collapse_repeated,
+  ctc_merge_repeated,
+  ignore_longer_outputs_than_inputs,
+):
   """The CTC loss per batch entry and its gradient with respect to the logits (blank =
   the last class)."""
-  return _ctc(inputs, labels_indices, labels_values, sequence_length,
-              blank=inputs.shape[2] - 1, collapse=preprocess_collapse_repeated,
-              merge=ctc_merge_repeated, ignore_longer=ignore_longer_outputs_than_inputs,
-              null_ends=True)
+  return _ctc(
+    inputs,
+    labels_indices,
+    labels_values,
+    sequence_length,
+    blank=inputs.shape[2] - 1,
+    collapse=preprocess_collapse_repeated,
+    merge=ctc_merge_repeated,
+    ignore_longer=ignore_longer_outputs_than_inputs,
+    null_ends=True,
+  )
 
 
-def _ctc_loss_v2(inputs, labels_indices, labels_values, sequence_length, *,
-                 preprocess_collapse_repeated, ctc_merge_repeated,
-                 ignore_longer_outputs_than_inputs):
+def _ctc_loss_v2(
+  inputs,
+  labels_indices,
+  labels_values,
+  sequence_length,
+  *,
+  preprocess_collapse_repeated,
+  ctc_merge_repeated,
+  ignore_longer_outputs_than_inputs,
+):
   """The CTC loss with blank 0 (TF's cuDNN op: default attrs only)."""
-  for name, value, default in (("preprocess_collapse_repeated", preprocess_collapse_repeated,
-                                False), ("ctc_merge_repeated", ctc_merge_repeated, True),
-                               ("ignore_longer_outputs_than_inputs",
-                                ignore_longer_outputs_than_inputs, False)):
+  for name, value, default in (
+    ("preprocess_collapse_repeated", preprocess_collapse_repeated, False),
+    ("ctc_merge_repeated", ctc_merge_repeated, True),
+    ("ignore_longer_outputs_than_inputs", ignore_longer_outputs_than_inputs, False),
+  ):
     if value != default:
-      raise ValueError(f"CTCLossV2: GPU CTCLossOp requires {name} to be "
-                       f"{str(default).lower()} (TF has no other kernel for CTCLossV2)")
-  return _ctc(inputs, labels_indices, labels_values, sequence_length, blank=0,
-              collapse=False, merge=True, ignore_longer=False, null_ends=False)
+      raise ValueError(
+        f"CTCLossV2: GPU CTCLossOp requires {name} to be "
+        f"{str(default).lower()} (TF has no other kernel for CTCLossV2)"
+      )
+  return _ctc(
+    inputs,
+    labels_indices,
+    labels_values,
+    sequence_length,
+    blank=0,
+    collapse=False,
+    merge=True,
+    ignore_longer=False,
+    null_ends=False,
+  )
 
 
 # ---------------------------------------------------------------------------
@@ -256,8 +296,9 @@ def _invalid(indices, values, seq_len, shape, *, collapse, ignore_longer, null_e
     later = (b[1:] > b[:-1]) | ((b[1:] == b[:-1]) & (t[1:] > t[:-1]))
     bad = bad | ~jnp.all(later)
   bad = bad | jnp.any((seq_len < 0) | (seq_len > t_max))
-  _, _, raw_len, invalid = _labels(indices, values, batch, num_classes,
-                                   collapse=collapse, null_ends=null_ends)
+  _, _, raw_len, invalid = _labels(
+    indices, values, batch, num_classes, collapse=collapse, null_ends=null_ends
+  )
   bad = bad | jnp.any(raw_len == 0) | jnp.any(invalid)
   if not ignore_longer:
     bad = bad | jnp.any(raw_len > seq_len)
@@ -271,8 +312,10 @@ def _message(indices, values, seq_len, shape, *, collapse, ignore_longer, null_e
   max_len = int(indices[:, 1].max()) + 1 if len(indices) else 0
   for i, (b, t) in enumerate(indices.tolist()):
     if not (0 <= b < batch and 0 <= t < max_len):
-      return (f"label SparseTensor is not valid: indices[{i}] = [{b},{t}] is out of "
-              f"bounds: need 0 <= index < [{batch},{max_len}]")
+      return (
+        f"label SparseTensor is not valid: indices[{i}] = [{b},{t}] is out of "
+        f"bounds: need 0 <= index < [{batch},{max_len}]"
+      )
     if i and [b, t] == indices[i - 1].tolist():
       return f"label SparseTensor is not valid: indices[{i}] = [{b},{t}] is repeated"
     if i and [b, t] < indices[i - 1].tolist():
@@ -294,39 +337,57 @@ def _message(indices, values, seq_len, shape, *, collapse, ignore_longer, null_e
           if v >= num_classes - 1:
             finished = True
           elif finished:
-            return ("Saw a non-null label (index >= num_classes - 1) following a null "
-                    f"label, batch: {b} num_classes: {num_classes} labels: "
-                    f"{','.join(map(str, label))} labels seen so far: "
-                    f"{','.join(map(str, seen))}")
+            return (
+              "Saw a non-null label (index >= num_classes - 1) following a null "
+              f"label, batch: {b} num_classes: {num_classes} labels: "
+              f"{','.join(map(str, label))} labels seen so far: "
+              f"{','.join(map(str, seen))}"
+            )
           else:
             seen.append(v)
       if any(v < 0 for v in seen):
-        return (f"All labels must be nonnegative integers, batch: {b} labels: "
-                f"{','.join(map(str, seen))}")
+        return (
+          f"All labels must be nonnegative integers, batch: {b} labels: {','.join(map(str, seen))}"
+        )
     elif any(v <= 0 or v >= num_classes for v in label):
       return "cuDNN CTCLoss launch failure (labels must be in [1, num_classes))"
     if not ignore_longer and len(label) > seq_len[b]:
-      return (f"Not enough time for target transition sequence (required: {len(label)}, "
-              f"available: {seq_len[b]}){b}You can turn this error into a warning by "
-              "using the flag ignore_longer_outputs_than_inputs")
+      return (
+        f"Not enough time for target transition sequence (required: {len(label)}, "
+        f"available: {seq_len[b]}){b}You can turn this error into a warning by "
+        "using the flag ignore_longer_outputs_than_inputs"
+      )
   return "invalid labels or sequence lengths"
 
 
 def _check(null_ends):
-  def check(inputs, indices, values, seq_len, *, preprocess_collapse_repeated,
-            ctc_merge_repeated, ignore_longer_outputs_than_inputs):
-    kw = dict(collapse=preprocess_collapse_repeated and null_ends,
-              ignore_longer=ignore_longer_outputs_than_inputs and null_ends,
-              null_ends=null_ends)
+  def check(
+    inputs,
+    indices,
+    values,
+    seq_len,
+    *,
+    preprocess_collapse_repeated,
+    ctc_merge_repeated,
+    ignore_longer_outputs_than_inputs,
+  ):
+    kw = dict(
+      collapse=preprocess_collapse_repeated and null_ends,
+      ignore_longer=ignore_longer_outputs_than_inputs and null_ends,
+      null_ends=null_ends,
+    )
     if len(inputs.shape) != 3 or indices.ndim != 2 or inputs.shape[1] == 0:
       return None  # the impl raises on shapes
     bad = _invalid(indices, values, seq_len, inputs.shape, **kw)
     if any(isinstance(a, jax.core.Tracer) for a in (indices, values, seq_len)):
-      return bad, ("invalid labels or sequence lengths: TF's kernel raises "
-                   "InvalidArgumentError (see docs/semantics/nn.md, CTC losses)")
+      return bad, (
+        "invalid labels or sequence lengths: TF's kernel raises "
+        "InvalidArgumentError (see docs/semantics/nn.md, CTC losses)"
+      )
     if not bool(bad):
       return False, ""
     return True, _message(indices, values, seq_len, inputs.shape, **kw)
+
   return check
 
 
@@ -347,12 +408,14 @@ def _jvp(op):
     # drop), so that differentiating this rule again, in forward or reverse mode,
     # reaches PreventGradient's JVP and raises, as TF does.
     return [loss, grad], [rules.reduce_sum(tfops.Mul(g, t), (0, 2)), tfops.ZerosLike(t)]
+
   return rule
 
 
 def _batching(op):
   """The vmapped axis folded into the op's batch: logits ``[T, k * B, C]``, label
   indices offset by ``k * B`` per example (out-of-range ones kept out of range)."""
+
   def rule(args, dims, **params):
     x, idx, vals, lens = args
     dx, di, dv, dl = dims
@@ -361,33 +424,51 @@ def _batching(op):
     x = rules.move_axes(rules.with_batch_axis(x, dx, size), [0], [1])
     x = rules.reshape(x, (t_max, size * batch, num_classes))
     lens = rules.reshape(rules.with_batch_axis(lens, dl, size), (size * batch,))
-    idx = rules.with_batch_axis(idx, di, size)                       # [size, n, 2]
+    idx = rules.with_batch_axis(idx, di, size)  # [size, n, 2]
     n = rules.shape_of(idx)[1]
     itype = rules.dtype_of(idx)
     offsets = np.zeros((size, 1, 2), itype)
     offsets[:, 0, 0] = np.arange(size) * batch
     lo = np.array([0, np.iinfo(itype).min], itype)
     hi = np.array([batch, np.iinfo(itype).max], itype)
-    ok = tfops.All(tfops.LogicalAnd(tfops.GreaterEqual(idx, lo), tfops.Less(idx, hi)),
-                   axis=(2,), keep_dims=True)
+    ok = tfops.All(
+      tfops.LogicalAnd(tfops.GreaterEqual(idx, lo), tfops.Less(idx, hi)), axis=(2,), keep_dims=True
+    )
     idx = tfops.SelectV2(ok, tfops.AddV2(idx, offsets), np.array(-1, itype))
     idx = rules.reshape(idx, (size * n, 2))
     vals = rules.reshape(rules.with_batch_axis(vals, dv, size), (size * n,))
     loss, grad = op(x, idx, vals, lens, **params)
-    return [rules.reshape(loss, (size, batch)),
-            rules.reshape(grad, (t_max, size, batch, num_classes))], [0, 1]
+    return [
+      rules.reshape(loss, (size, batch)),
+      rules.reshape(grad, (t_max, size, batch, num_classes)),
+    ], [0, 1]
+
   return rule
 
 
 CTCLoss = register_op(
-    "CTCLoss", _ctc_loss, family=FAMILY, attrs=_ATTRS, multiple_results=True,
-    jvp=rules.per_op(_jvp), batching=rules.per_op(_batching), check=_check(True),
-    spec=rules.per_op(lambda op: lambda st: _ctc_spec(st, op.op_type)))
+  "CTCLoss",
+  _ctc_loss,
+  family=FAMILY,
+  attrs=_ATTRS,
+  multiple_results=True,
+  jvp=rules.per_op(_jvp),
+  batching=rules.per_op(_batching),
+  check=_check(True),
+  spec=rules.per_op(lambda op: lambda st: _ctc_spec(st, op.op_type)),
+)
 
 CTCLossV2 = register_op(
-    "CTCLossV2", _ctc_loss_v2, family=FAMILY, attrs=_ATTRS, multiple_results=True,
-    jvp=rules.per_op(_jvp), batching=rules.per_op(_batching), check=_check(False),
-    spec=rules.per_op(lambda op: lambda st: _ctc_spec(st, op.op_type)))
+  "CTCLossV2",
+  _ctc_loss_v2,
+  family=FAMILY,
+  attrs=_ATTRS,
+  multiple_results=True,
+  jvp=rules.per_op(_jvp),
+  batching=rules.per_op(_batching),
+  check=_check(False),
+  spec=rules.per_op(lambda op: lambda st: _ctc_spec(st, op.op_type)),
+)
 
 
 # --- property-test strategies (hypothesis is imported lazily) ---------------------
@@ -397,10 +478,16 @@ def _ctc_calls(st, v2):
   @st.composite
   def calls(draw):
     dtype = "float32" if v2 else draw(st.sampled_from(("float32", "float64")))
-    t_max, batch, num_classes = (draw(st.integers(1, 4)), draw(st.integers(1, 3)),
-                                 draw(st.integers(2, 5)))
-    attrs = dict(preprocess_collapse_repeated=False, ctc_merge_repeated=True,
-                 ignore_longer_outputs_than_inputs=False)
+    t_max, batch, num_classes = (
+      draw(st.integers(1, 4)),
+      draw(st.integers(1, 3)),
+      draw(st.integers(2, 5)),
+    )
+    attrs = dict(
+      preprocess_collapse_repeated=False,
+      ctc_merge_repeated=True,
+      ignore_longer_outputs_than_inputs=False,
+    )
     if not v2:
       attrs = {k: draw(st.booleans()) for k in attrs}
     ignore = attrs["ignore_longer_outputs_than_inputs"]
@@ -414,16 +501,23 @@ def _ctc_calls(st, v2):
       if not v2 and size > 1 and draw(st.integers(0, 3)) == 0:
         # trailing null labels end the sequence (TF drops them)
         cut = draw(st.integers(1, size - 1))
-        label[cut:] = [draw(st.integers(num_classes - 1, num_classes + 1))
-                       for _ in label[cut:]]
-      times = sorted(draw(st.lists(st.integers(0, 6), min_size=size, max_size=size,
-                                   unique=True))) if draw(st.booleans()) else range(size)
+        label[cut:] = [draw(st.integers(num_classes - 1, num_classes + 1)) for _ in label[cut:]]
+      times = (
+        sorted(draw(st.lists(st.integers(0, 6), min_size=size, max_size=size, unique=True)))
+        if draw(st.booleans())
+        else range(size)
+      )
       indices += [[b, t] for t in times]
       values += label
     x = st.draw_array(draw, np.dtype(dtype), (t_max, batch, num_classes), lo=-3.0, hi=3.0)
-    return dict(inputs=x, labels_indices=np.array(indices, np.int64).reshape(-1, 2),
-                labels_values=np.array(values, np.int32),
-                sequence_length=np.array(seq_len, np.int32), **attrs)
+    return dict(
+      inputs=x,
+      labels_indices=np.array(indices, np.int64).reshape(-1, 2),
+      labels_values=np.array(values, np.int32),
+      sequence_length=np.array(seq_len, np.int32),
+      **attrs,
+    )
+
   return calls()
 
 
@@ -432,21 +526,34 @@ def _ctc_v2_oracle(inputs, labels_indices, labels_values, sequence_length, **att
   blank class moved last and the labels shifted down (``ctc_ops._ctc_loss_op_standard``)."""
   tf = import_tensorflow()
   x = tf.concat([inputs[:, :, 1:], inputs[:, :, :1]], axis=2)
-  loss, grad = tf.raw_ops.CTCLoss(inputs=x, labels_indices=labels_indices,
-                                  labels_values=labels_values - 1,
-                                  sequence_length=sequence_length, **attrs)
+  loss, grad = tf.raw_ops.CTCLoss(
+    inputs=x,
+    labels_indices=labels_indices,
+    labels_values=labels_values - 1,
+    sequence_length=sequence_length,
+    **attrs,
+  )
   return loss, tf.concat([grad[:, :, -1:], grad[:, :, :-1]], axis=2)
 
 
 def _ctc_spec(st, op_type):
   v2 = op_type == "CTCLossV2"
   return st.Spec(
-      _ctc_calls(st, v2), oracle=_ctc_v2_oracle if v2 else None,
-      diff_args=["inputs"], vmap_variation="scale", examples=0.5,
-      # TF's log-sum-exps use expf/log1pf, float32 precision for float64 too.
-      rtol={"float64": 1e-6}, atol={"float64": 1e-6},
-      grad_rtol={"float64": 1e-6}, grad_atol={"float64": 1e-6},
-      note=("the oracle is CTCLoss on the classes rotated so that the blank is last (TF "
-            "has no CPU kernel for CTCLossV2)" if v2 else
-            "float64 is compared at 1e-6: TF's kernel adds log-probabilities with "
-            "float32 expf/log1pf"))
+    _ctc_calls(st, v2),
+    oracle=_ctc_v2_oracle if v2 else None,
+    diff_args=["inputs"],
+    vmap_variation="scale",
+    examples=0.5,
+    # TF's log-sum-exps use expf/log1pf, float32 precision for float64 too.
+    rtol={"float64": 1e-6},
+    atol={"float64": 1e-6},
+    grad_rtol={"float64": 1e-6},
+    grad_atol={"float64": 1e-6},
+    note=(
+      "the oracle is CTCLoss on the classes rotated so that the blank is last (TF "
+      "has no CPU kernel for CTCLossV2)"
+      if v2
+      else "float64 is compared at 1e-6: TF's kernel adds log-probabilities with "
+      "float32 expf/log1pf"
+    ),
+  )

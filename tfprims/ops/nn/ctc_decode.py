@@ -35,16 +35,19 @@ def _known(node, inputs) -> list:
   """The inputs as numpy arrays, or a DynamicShapeError naming the node."""
   if any(isinstance(v, jax.core.Tracer) for v in inputs):
     raise errors.DynamicShapeError(
-        f"{node.op} node '{node.name}': {_WHY}; under jit/vmap/grad its inputs are "
-        "traced, so its output shape is unknown. Decode outside the traced function "
-        "(on concrete logits), or call the converted function eagerly.")
+      f"{node.op} node '{node.name}': {_WHY}; under jit/vmap/grad its inputs are "
+      "traced, so its output shape is unknown. Decode outside the traced function "
+      "(on concrete logits), or call the converted function eagerly."
+    )
   return [np.asarray(v) for v in inputs]
 
 
 def _validate(node, x, seq_len):
   """TF's CTCDecodeHelper checks."""
+
   def fail(message):
     raise errors.RuntimeCheckError(node.op, node.name, message)
+
   if x.ndim != 3:
     fail("inputs is not a 3-Tensor")
   if x.size == 0:
@@ -52,8 +55,10 @@ def _validate(node, x, seq_len):
   if seq_len.ndim != 1:
     fail("sequence_length is not a vector")
   if seq_len.shape[0] != x.shape[1]:
-    fail(f"len(sequence_length) != batch_size.  len(sequence_length):  {seq_len.shape[0]} "
-         f"batch_size: {x.shape[1]}")
+    fail(
+      f"len(sequence_length) != batch_size.  len(sequence_length):  {seq_len.shape[0]} "
+      f"batch_size: {x.shape[1]}"
+    )
   for b, n in enumerate(seq_len.tolist()):
     if not n <= x.shape[0]:
       fail(f"sequence_length({b}) <= {x.shape[0]}")
@@ -65,9 +70,11 @@ def _sparse(node, paths, batch):
   values = [v for p in paths for v in p]
   longest = max((len(p) for p in paths), default=0)
   what = f"{node.op} node '{node.name}'"
-  return [dtypes.canonicalize_value(np.array(indices, np.int64).reshape(-1, 2), what),
-          dtypes.canonicalize_value(np.array(values, np.int64), what),
-          dtypes.canonicalize_value(np.array([batch, longest], np.int64), what)]
+  return [
+    dtypes.canonicalize_value(np.array(indices, np.int64).reshape(-1, 2), what),
+    dtypes.canonicalize_value(np.array(values, np.int64), what),
+    dtypes.canonicalize_value(np.array([batch, longest], np.int64), what),
+  ]
 
 
 # ---------------------------------------------------------------------------
@@ -83,9 +90,13 @@ def _row_max(row):
   return c, p
 
 
-@structural("CTCGreedyDecoder", family=FAMILY, dynamic_shape=_WHY,
-            doc="Best-path CTC decoding: each frame's most likely class, blanks dropped "
-                "and (merge_repeated) repeats merged.")
+@structural(
+  "CTCGreedyDecoder",
+  family=FAMILY,
+  dynamic_shape=_WHY,
+  doc="Best-path CTC decoding: each frame's most likely class, blanks dropped "
+  "and (merge_repeated) repeats merged.",
+)
 def _greedy(ctx, node, inputs):
   x, seq_len = _known(node, inputs)
   _validate(node, x, seq_len)
@@ -94,8 +105,10 @@ def _greedy(ctx, node, inputs):
   blank_index = num_classes + blank if blank < 0 else blank
   if not 0 <= blank_index < num_classes:
     raise errors.RuntimeCheckError(
-        node.op, node.name, f"blank_index expected to be between {-num_classes} and "
-        f"{num_classes - 1} but was {blank}")
+      node.op,
+      node.name,
+      f"blank_index expected to be between {-num_classes} and {num_classes - 1} but was {blank}",
+    )
   merge = node.attr("merge_repeated", False)
   log_prob = np.zeros((batch, 1), x.dtype)
   paths = []
@@ -109,7 +122,8 @@ def _greedy(ctx, node, inputs):
       prev = c
     paths.append(seq)
   return _sparse(node, paths, batch) + [
-      dtypes.canonicalize_value(log_prob, f"{node.op} node '{node.name}'")]
+    dtypes.canonicalize_value(log_prob, f"{node.op} node '{node.name}'")
+  ]
 
 
 # ---------------------------------------------------------------------------
@@ -185,7 +199,7 @@ def _insertion_sort(a, first, last, comp):
   for i in range(first + 1, last):
     if comp(a[i], a[first]):
       value = a[i]
-      a[first + 1:i + 1] = a[first:i]
+      a[first + 1 : i + 1] = a[first:i]
       a[first] = value
     else:
       _linear_insert(a, i, comp)
@@ -385,8 +399,9 @@ class _BeamSearch:
       self.leaves.push(b)
 
     def candidate(p):
-      return p.total > ninf and (self.leaves.size() < self.width or
-                                 p.total > self.leaves.peek_bottom().newp.total)
+      return p.total > ninf and (
+        self.leaves.size() < self.width or p.total > self.leaves.peek_bottom().newp.total
+      )
 
     for b in branches:
       if not candidate(b.oldp):
@@ -419,9 +434,13 @@ class _BeamSearch:
     return [(e.label_seq(merge), e.newp.total) for e in entries], None
 
 
-@structural("CTCBeamSearchDecoder", family=FAMILY, dynamic_shape=_WHY,
-            doc="CTC prefix beam search (blank = the last class): the top_paths most "
-                "likely label sequences and their log-probabilities.")
+@structural(
+  "CTCBeamSearchDecoder",
+  family=FAMILY,
+  dynamic_shape=_WHY,
+  doc="CTC prefix beam search (blank = the last class): the top_paths most "
+  "likely label sequences and their log-probabilities.",
+)
 def _beam_search(ctx, node, inputs):
   x, seq_len = _known(node, inputs)
   _validate(node, x, seq_len)
@@ -441,5 +460,9 @@ def _beam_search(ctx, node, inputs):
       paths[p][b] = seq
       log_prob[b, p] = score
   out = [_sparse(node, paths[p], batch) for p in range(top)]
-  return ([o[0] for o in out] + [o[1] for o in out] + [o[2] for o in out] +
-          [dtypes.canonicalize_value(log_prob, f"{node.op} node '{node.name}'")])
+  return (
+    [o[0] for o in out]
+    + [o[1] for o in out]
+    + [o[2] for o in out]
+    + [dtypes.canonicalize_value(log_prob, f"{node.op} node '{node.name}'")]
+  )

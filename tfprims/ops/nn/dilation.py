@@ -65,23 +65,26 @@ def _scan(input, filter, strides, rates, padding):
   """TF's window scan: (max, winner offset i*fw + j or -1) per output element."""
   n, h, w, c = input.shape
   fh, fw, _ = filter.shape
-  ((pt, pb), (pl, pr)), (oh, ow) = _geometry(input.shape, filter.shape, strides, rates,
-                                              padding)
+  ((pt, pb), (pl, pr)), (oh, ow) = _geometry(input.shape, filter.shape, strides, rates, padding)
   sh, sw, rh, rw = strides[1], strides[2], rates[1], rates[2]
   xp = jnp.pad(input, ((0, 0), (pt, pb), (pl, pr), (0, 0)))
   cur = jnp.full((n, oh, ow, c), _lowest(input.dtype))
   idx = jnp.full((n, oh, ow, c), -1, np.int32)
   if cur.size == 0:
     return cur, idx
-  arrays = rules.numpy_for((h, w, oh, ow))   # symbolic image sizes: the program's masks
+  arrays = rules.numpy_for((h, w, oh, ow))  # symbolic image sizes: the program's masks
   ys, xs = arrays.arange(oh) * sh - pt, arrays.arange(ow) * sw - pl
   for i, j in itertools.product(range(fh), range(fw)):
     # Mask of the window positions inside the input (trace-time constants if known).
-    inside = (((ys + i * rh >= 0) & (ys + i * rh < h))[:, None]
-              & ((xs + j * rw >= 0) & (xs + j * rw < w))[None, :])
-    patch = lax.slice(xp, (0, i * rh, j * rw, 0),
-                      (n, i * rh + (oh - 1) * sh + 1, j * rw + (ow - 1) * sw + 1, c),
-                      (1, sh, sw, 1))
+    inside = ((ys + i * rh >= 0) & (ys + i * rh < h))[:, None] & (
+      (xs + j * rw >= 0) & (xs + j * rw < w)
+    )[None, :]
+    patch = lax.slice(
+      xp,
+      (0, i * rh, j * rw, 0),
+      (n, i * rh + (oh - 1) * sh + 1, j * rw + (ow - 1) * sw + 1, c),
+      (1, sh, sw, 1),
+    )
     val = patch + filter[i, j]
     take = jnp.asarray(inside[None, :, :, None]) & (val > cur)
     cur = jnp.where(take, val, cur)
@@ -98,7 +101,7 @@ def _winners(input, filter, strides, rates, padding):
   _, idx = _scan(input, filter, strides, rates, padding)
   oh, ow = idx.shape[1:3]
   i, j = idx // fw, idx % fw
-  xp = rules.numpy_for((n, h, w, oh, ow))   # symbolic sizes: the program's indices
+  xp = rules.numpy_for((n, h, w, oh, ow))  # symbolic sizes: the program's indices
   y0 = (xp.arange(oh) * strides[1] - pt).reshape(1, oh, 1, 1)
   x0 = (xp.arange(ow) * strides[2] - pl).reshape(1, 1, ow, 1)
   none = idx < 0
@@ -145,23 +148,28 @@ def _dilation_jvp(primals, tangents, *, strides, rates, padding):
 def _backprop_transpose(which):
   """Derived: the transpose of a backprop in ``out_backprop`` reads the cotangent at the
   winners (a gather; TF has no op for it)."""
+
   def rule(ct, x, f, g, **p):
     flat_in, flat_f = _winners(x, f, **p)
     flat = flat_in if which == "input" else flat_f
     return [None, None, ad.instantiate_zeros(ct).reshape(-1)[flat]]
+
   return rule
 
 
 def _channel_batching(op):
   """vmap: the batch axis merged into the channels (the last axis of every operand),
   B-major, and split back from the output's channels."""
+
   def rule(args, dims, **p):
     b = rules.batch_size(args, dims)
-    merged = [_batch_into_axis(a, d, np.ndim(a) - (d is not None) - 1, b)
-              for a, d in zip(args, dims)]
+    merged = [
+      _batch_into_axis(a, d, np.ndim(a) - (d is not None) - 1, b) for a, d in zip(args, dims)
+    ]
     out = op(*merged, **p)
     out = _split_axis(out, out.ndim - 1, b)
     return jnp.moveaxis(out, out.ndim - 2, 0), 0
+
   return rule
 
 
@@ -204,45 +212,97 @@ def _dilation_calls(st, op_type, dtypes):
     if op_type == "Dilation2D":
       return fwd
     y = _tf_call("Dilation2D", fwd).numpy()
-    g = draw(bounded_values(st, dtype, y.shape)) if st.is_float(dt) else draw(
-        hnp.arrays(dt, y.shape, elements=st.integers(0, 20)))
+    g = (
+      draw(bounded_values(st, dtype, y.shape))
+      if st.is_float(dt)
+      else draw(hnp.arrays(dt, y.shape, elements=st.integers(0, 20)))
+    )
     return dict(input=x, filter=f, out_backprop=g, **attrs)
 
   return draw_call()
 
 
 _ATTRS = ("strides", "rates", "padding")
-_DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
-           "uint8", "uint16", "uint32", "uint64")
+_DTYPES = (
+  "float16",
+  "bfloat16",
+  "float32",
+  "float64",
+  "int8",
+  "int16",
+  "int32",
+  "int64",
+  "uint8",
+  "uint16",
+  "uint32",
+  "uint64",
+)
 _TOL = dict(rtol={"float16": 1e-2, "bfloat16": 2e-2}, atol={"float16": 1e-2, "bfloat16": 2e-2})
 
 Dilation2D = register_op(
-    "Dilation2D", dilation2d, family="nn", attrs=_ATTRS, shape_rule=_dilation_shape,
-    jvp=_dilation_jvp, batching=rules.per_op(_channel_batching),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _dilation_calls(st, op.op_type, _DTYPES), sanitize_grads=False, **_TOL,
+  "Dilation2D",
+  dilation2d,
+  family="nn",
+  attrs=_ATTRS,
+  shape_rule=_dilation_shape,
+  jvp=_dilation_jvp,
+  batching=rules.per_op(_channel_batching),
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _dilation_calls(st, op.op_type, _DTYPES),
+        sanitize_grads=False,
+        **_TOL,
         note="TF's scan: NaN never wins, ties go to the first position, windows without a "
-             "winner give the lowest finite value; the gradient follows TF's backprops.")))
+        "winner give the lowest finite value; the gradient follows TF's backprops.",
+      )
+    )
+  ),
+)
 
-_BACKPROP_NOTE = ("TF registers no gradient: the derivative in out_backprop (linear) is "
-                  "checked by central differences, the transpose against our JVP.")
+_BACKPROP_NOTE = (
+  "TF registers no gradient: the derivative in out_backprop (linear) is "
+  "checked by central differences, the transpose against our JVP."
+)
 
 Dilation2DBackpropInput = register_op(
-    "Dilation2DBackpropInput", dilation2d_backprop_input, family="nn", attrs=_ATTRS,
-    jvp=(None, None, lambda t, x, f, g, **p: tfops.Dilation2DBackpropInput(x, f, t, **p)),
-    transpose=_backprop_transpose("input"),
-    batching=rules.per_op(_channel_batching),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
+  "Dilation2DBackpropInput",
+  dilation2d_backprop_input,
+  family="nn",
+  attrs=_ATTRS,
+  jvp=(None, None, lambda t, x, f, g, **p: tfops.Dilation2DBackpropInput(x, f, t, **p)),
+  transpose=_backprop_transpose("input"),
+  batching=rules.per_op(_channel_batching),
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
         _dilation_calls(st, op.op_type, _DTYPES),
-        diff_args=("out_backprop",), grad_oracle="fd", **_TOL,
-        note=_BACKPROP_NOTE)))
+        diff_args=("out_backprop",),
+        grad_oracle="fd",
+        **_TOL,
+        note=_BACKPROP_NOTE,
+      )
+    )
+  ),
+)
 
 Dilation2DBackpropFilter = register_op(
-    "Dilation2DBackpropFilter", dilation2d_backprop_filter, family="nn", attrs=_ATTRS,
-    jvp=(None, None, lambda t, x, f, g, **p: tfops.Dilation2DBackpropFilter(x, f, t, **p)),
-    transpose=_backprop_transpose("filter"),
-    batching=rules.per_op(_channel_batching),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
+  "Dilation2DBackpropFilter",
+  dilation2d_backprop_filter,
+  family="nn",
+  attrs=_ATTRS,
+  jvp=(None, None, lambda t, x, f, g, **p: tfops.Dilation2DBackpropFilter(x, f, t, **p)),
+  transpose=_backprop_transpose("filter"),
+  batching=rules.per_op(_channel_batching),
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
         _dilation_calls(st, op.op_type, _DTYPES),
-        diff_args=("out_backprop",), grad_oracle="fd", **_TOL,
-        note=_BACKPROP_NOTE)))
+        diff_args=("out_backprop",),
+        grad_oracle="fd",
+        **_TOL,
+        note=_BACKPROP_NOTE,
+      )
+    )
+  ),
+)

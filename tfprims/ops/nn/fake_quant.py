@@ -48,8 +48,7 @@ def _fq_args(inputs, *, min=-6.0, max=6.0, num_bits=8, narrow_range=False):
   return _quantize(inputs, *_nudge(min, max, num_bits, narrow_range))
 
 
-def _fq_args_grad(gradients, inputs, *, min=-6.0, max=6.0, num_bits=8,
-                  narrow_range=False):
+def _fq_args_grad(gradients, inputs, *, min=-6.0, max=6.0, num_bits=8, narrow_range=False):
   """TF FakeQuantWithMinMaxArgsGradient: gradients where inputs lie in the nudged range."""
   nmin, nmax, _ = _nudge(min, max, num_bits, narrow_range)
   return _masked(gradients, (inputs >= nmin) & (inputs <= nmax))
@@ -78,9 +77,11 @@ def _fq_vars_grad(gradients, inputs, mn, mx, *, num_bits=8, narrow_range=False):
   the sum of those below it, the sum of those above it), per channel for PerChannel."""
   inside, below, above = _masks(inputs, mn, mx, num_bits, narrow_range)
   axes = tuple(range(inputs.ndim - mn.ndim))
-  return (_masked(gradients, inside),
-          jnp.sum(_masked(gradients, below), axis=axes),
-          jnp.sum(_masked(gradients, above), axis=axes))
+  return (
+    _masked(gradients, inside),
+    jnp.sum(_masked(gradients, below), axis=axes),
+    jnp.sum(_masked(gradients, above), axis=axes),
+  )
 
 
 # --------------------------------------------------------------------------
@@ -119,12 +120,14 @@ def _vars_jvp(op):
     for t in terms[1:]:
       tangent = tfops.AddV2(tangent, t)
     return out, tangent
+
   return rule
 
 
 def _vars_grad_transpose(op):
   """The Gradient op is linear in ``gradients``: its transpose maps the cotangents of
   (backprops, backprop_wrt_min, backprop_wrt_max) back through the three masks."""
+
   def rule(cts, gradients, inputs, mn, mx, **p):
     c_x, c_min, c_max = cts
     shape = rules.shape_of(inputs)
@@ -135,14 +138,14 @@ def _vars_grad_transpose(op):
       _, below, above = _masks(inputs, mn, mx, **p)
       for c, mask in ((c_min, below), (c_max, above)):
         if type(c) is not ad.Zero:
-          terms.append(tfops.Mul(tfops.BroadcastTo(c, shape=shape),
-                                 _mask_like(mask, inputs)))
+          terms.append(tfops.Mul(tfops.BroadcastTo(c, shape=shape), _mask_like(mask, inputs)))
     if not terms:
       return [None, None, None, None]
     total = terms[0]
     for t in terms[1:]:
       total = tfops.AddV2(total, t)
     return [total, None, None, None]
+
   return rule
 
 
@@ -159,6 +162,7 @@ def _vars_batching(op, per_channel):
     if per_channel:
       x, dx = rules.to_front(x, dx), 0
     return op(x, mn, mx, **p), dx
+
   return rule
 
 
@@ -168,24 +172,33 @@ def _vars_batching(op, per_channel):
 
 
 def _range(draw, st, shape=()):
-  lo = np.asarray(draw(st.arrays("float32", shape, special=False, min_value=-6.0,
-                                 max_value=0.0)), np.float32)
-  width = np.asarray(draw(st.arrays("float32", shape, special=False, min_value=0.5,
-                                    max_value=12.0)), np.float32)
+  lo = np.asarray(
+    draw(st.arrays("float32", shape, special=False, min_value=-6.0, max_value=0.0)), np.float32
+  )
+  width = np.asarray(
+    draw(st.arrays("float32", shape, special=False, min_value=0.5, max_value=12.0)), np.float32
+  )
   return lo, (lo + width).astype(np.float32)
 
 
 def _fq_calls(st, kind, grad):
   @st.composite
   def draw_call(draw):
-    shape = draw(st.shapes(min_rank=1 if kind == "channel" else 0, max_rank=3,
-                           min_side=1 if kind == "channel" else 0, max_side=4))
-    call = dict(inputs=draw(st.arrays("float32", shape, special=False, min_value=-8.0,
-                                      max_value=8.0)),
-                # 16 bits: TF's kernel rounds some ties to the other level
-                # (tests/test_rnn_blocks.py)
-                num_bits=draw(st.sampled_from([8, 2, 4, 5])),
-                narrow_range=draw(st.booleans()))
+    shape = draw(
+      st.shapes(
+        min_rank=1 if kind == "channel" else 0,
+        max_rank=3,
+        min_side=1 if kind == "channel" else 0,
+        max_side=4,
+      )
+    )
+    call = dict(
+      inputs=draw(st.arrays("float32", shape, special=False, min_value=-8.0, max_value=8.0)),
+      # 16 bits: TF's kernel rounds some ties to the other level
+      # (tests/test_rnn_blocks.py)
+      num_bits=draw(st.sampled_from([8, 2, 4, 5])),
+      narrow_range=draw(st.booleans()),
+    )
     if kind == "args":
       lo, hi = _range(draw, st)
       call.update(min=float(lo), max=float(hi))
@@ -193,45 +206,64 @@ def _fq_calls(st, kind, grad):
       lo, hi = _range(draw, st, (shape[-1],) if kind == "channel" else ())
       call.update(min=lo, max=hi)
     if grad:
-      call = dict(gradients=draw(st.arrays("float32", shape, special=False,
-                                           min_value=-2.0, max_value=2.0)), **call)
+      call = dict(
+        gradients=draw(st.arrays("float32", shape, special=False, min_value=-2.0, max_value=2.0)),
+        **call,
+      )
     return call
+
   return draw_call()
 
 
-_NOTE = ("Derivatives: TF's straight-through estimator (the Gradient op's masks). TF's "
-         "ForwardAccumulator gives zero tangents (its double-backward trick meets the "
-         "Gradient op, which has no TF gradient): the JVP is checked against GradientTape.")
+_NOTE = (
+  "Derivatives: TF's straight-through estimator (the Gradient op's masks). TF's "
+  "ForwardAccumulator gives zero tangents (its double-backward trick meets the "
+  "Gradient op, which has no TF gradient): the JVP is checked against GradientTape."
+)
 _FQ_ATTRS = ("num_bits", "narrow_range")
 
 FakeQuantWithMinMaxArgs = register_op(
-    "FakeQuantWithMinMaxArgs", _fq_args, family="nn",
-    attrs=("min", "max", "num_bits", "narrow_range"), batching="elementwise",
-    jvp=rules.per_op(rules.output_jvp, lambda t, y, x, **p:
-                     tfops.FakeQuantWithMinMaxArgsGradient(t, x, **p)),
-    spec=lambda st: st.Spec(_fq_calls(st, "args", False), note=_NOTE,
-                            grad_oracle="vjp"))
+  "FakeQuantWithMinMaxArgs",
+  _fq_args,
+  family="nn",
+  attrs=("min", "max", "num_bits", "narrow_range"),
+  batching="elementwise",
+  jvp=rules.per_op(
+    rules.output_jvp, lambda t, y, x, **p: tfops.FakeQuantWithMinMaxArgsGradient(t, x, **p)
+  ),
+  spec=lambda st: st.Spec(_fq_calls(st, "args", False), note=_NOTE, grad_oracle="vjp"),
+)
 
 FakeQuantWithMinMaxArgsGradient = register_op(
-    "FakeQuantWithMinMaxArgsGradient", _fq_args_grad, family="nn",
-    attrs=("min", "max", "num_bits", "narrow_range"), batching="elementwise",
-    jvp=(lambda t, g, x, **p: tfops.FakeQuantWithMinMaxArgsGradient(t, x, **p), None),
-    transpose=_args_grad_transpose,
-    spec=lambda st: st.Spec(_fq_calls(st, "args", True), diff_args=("gradients",)))
+  "FakeQuantWithMinMaxArgsGradient",
+  _fq_args_grad,
+  family="nn",
+  attrs=("min", "max", "num_bits", "narrow_range"),
+  batching="elementwise",
+  jvp=(lambda t, g, x, **p: tfops.FakeQuantWithMinMaxArgsGradient(t, x, **p), None),
+  transpose=_args_grad_transpose,
+  spec=lambda st: st.Spec(_fq_calls(st, "args", True), diff_args=("gradients",)),
+)
 
 FakeQuantWithMinMaxVars = register_op(
-    "FakeQuantWithMinMaxVars", _fq_vars, family="nn", attrs=_FQ_ATTRS,
-    jvp=rules.per_op(_vars_jvp),
-    batching=rules.per_op(_vars_batching, False),
-    spec=lambda st: st.Spec(_fq_calls(st, "vars", False), note=_NOTE,
-                            grad_oracle="vjp"))
+  "FakeQuantWithMinMaxVars",
+  _fq_vars,
+  family="nn",
+  attrs=_FQ_ATTRS,
+  jvp=rules.per_op(_vars_jvp),
+  batching=rules.per_op(_vars_batching, False),
+  spec=lambda st: st.Spec(_fq_calls(st, "vars", False), note=_NOTE, grad_oracle="vjp"),
+)
 
 FakeQuantWithMinMaxVarsPerChannel = register_op(
-    "FakeQuantWithMinMaxVarsPerChannel", _fq_vars, family="nn", attrs=_FQ_ATTRS,
-    jvp=rules.per_op(_vars_jvp),
-    batching=rules.per_op(_vars_batching, True),
-    spec=lambda st: st.Spec(_fq_calls(st, "channel", False), note=_NOTE,
-                            grad_oracle="vjp"))
+  "FakeQuantWithMinMaxVarsPerChannel",
+  _fq_vars,
+  family="nn",
+  attrs=_FQ_ATTRS,
+  jvp=rules.per_op(_vars_jvp),
+  batching=rules.per_op(_vars_batching, True),
+  spec=lambda st: st.Spec(_fq_calls(st, "channel", False), note=_NOTE, grad_oracle="vjp"),
+)
 
 
 def _vars_grad_jvp(op):
@@ -241,18 +273,28 @@ def _vars_grad_jvp(op):
     if type(tg) is ad.Zero:
       return out, [rules.zero_tangent(o) for o in out]
     return out, list(op(tg, *primals[1:], **p))
+
   return rule
 
 
 FakeQuantWithMinMaxVarsGradient = register_op(
-    "FakeQuantWithMinMaxVarsGradient", _fq_vars_grad, family="nn", attrs=_FQ_ATTRS,
-    multiple_results=True, jvp=rules.per_op(_vars_grad_jvp),
-    transpose=rules.per_op(_vars_grad_transpose),
-    spec=lambda st: st.Spec(_fq_calls(st, "vars", True), diff_args=("gradients",)))
+  "FakeQuantWithMinMaxVarsGradient",
+  _fq_vars_grad,
+  family="nn",
+  attrs=_FQ_ATTRS,
+  multiple_results=True,
+  jvp=rules.per_op(_vars_grad_jvp),
+  transpose=rules.per_op(_vars_grad_transpose),
+  spec=lambda st: st.Spec(_fq_calls(st, "vars", True), diff_args=("gradients",)),
+)
 
 FakeQuantWithMinMaxVarsPerChannelGradient = register_op(
-    "FakeQuantWithMinMaxVarsPerChannelGradient", _fq_vars_grad, family="nn",
-    attrs=_FQ_ATTRS, multiple_results=True,
-    jvp=rules.per_op(_vars_grad_jvp),
-    transpose=rules.per_op(_vars_grad_transpose),
-    spec=lambda st: st.Spec(_fq_calls(st, "channel", True), diff_args=("gradients",)))
+  "FakeQuantWithMinMaxVarsPerChannelGradient",
+  _fq_vars_grad,
+  family="nn",
+  attrs=_FQ_ATTRS,
+  multiple_results=True,
+  jvp=rules.per_op(_vars_grad_jvp),
+  transpose=rules.per_op(_vars_grad_transpose),
+  spec=lambda st: st.Spec(_fq_calls(st, "channel", True), diff_args=("gradients",)),
+)

@@ -77,10 +77,10 @@ def _isotonic_jvp(primals, tangents, **p):
   # segment ids made global: row * n + segment
   offsets = np.arange(rows, dtype=np.int32).reshape(shape[:-1] + (1,)) * np.int32(n)
   ids = rules.reshape(tfops.AddV2(segments, offsets), (rows * n,))
-  sums = tfops.UnsortedSegmentSum(rules.reshape(t, (rows * n,)), ids,
-                                  num_segments=rows * n)
-  counts = tfops.UnsortedSegmentSum(np.ones((rows * n,), rules.dtype_of(out)), ids,
-                                    num_segments=rows * n)
+  sums = tfops.UnsortedSegmentSum(rules.reshape(t, (rows * n,)), ids, num_segments=rows * n)
+  counts = tfops.UnsortedSegmentSum(
+    np.ones((rows * n,), rules.dtype_of(out)), ids, num_segments=rows * n
+  )
   counts = tfops.Maximum(counts, np.ones((), rules.dtype_of(out)))
   mean = tfops.GatherV2(sums, ids, axis=0, batch_dims=0)
   per = tfops.GatherV2(counts, ids, axis=0, batch_dims=0)
@@ -90,14 +90,21 @@ def _isotonic_jvp(primals, tangents, **p):
 def _isotonic_batching(args, dims, **p):
   (x,), (d,) = args, dims
   rank = np.ndim(x)
-  if d == rank - 1:   # the solved axis must stay last
+  if d == rank - 1:  # the solved axis must stay last
     x, d = rules.to_front(x, d), 0
   return tfops.IsotonicRegression(x, **p), [d, d]
 
 
-_PAIRS = (("float32", "float32"), ("float64", "float64"), ("int32", "float64"),
-          ("int16", "float32"), ("int8", "float32"), ("int64", "float64"),
-          ("float16", "float16"), ("bfloat16", "bfloat16"))
+_PAIRS = (
+  ("float32", "float32"),
+  ("float64", "float64"),
+  ("int32", "float64"),
+  ("int16", "float32"),
+  ("int8", "float32"),
+  ("int64", "float64"),
+  ("float16", "float16"),
+  ("bfloat16", "bfloat16"),
+)
 
 
 def _iso_calls(st):
@@ -116,12 +123,24 @@ def _iso_calls(st):
       ints = draw(st.arrays(np.dtype("int8"), shape, min_value=-40, max_value=40))
       x = (np.asarray(ints, np.float64) / 4).astype(dt)
     return dict(input=x, output_dtype=st.np_dtype(out))
+
   return draw_call()
 
 
 IsotonicRegression = register_op(
-    "IsotonicRegression", _isotonic_regression, family="nn", attrs=("output_dtype",),
-    multiple_results=True, jvp=_isotonic_jvp, batching=_isotonic_batching,
-    spec=lambda st: st.Spec(_iso_calls(st), examples=0.5, note=(
-        "Inputs are multiples of 1/4 so that pool means, and so TF's merge decisions, "
-        "are exact; TF's gradient is the segment mean of the output cotangent.")))
+  "IsotonicRegression",
+  _isotonic_regression,
+  family="nn",
+  attrs=("output_dtype",),
+  multiple_results=True,
+  jvp=_isotonic_jvp,
+  batching=_isotonic_batching,
+  spec=lambda st: st.Spec(
+    _iso_calls(st),
+    examples=0.5,
+    note=(
+      "Inputs are multiples of 1/4 so that pool means, and so TF's merge decisions, "
+      "are exact; TF's gradient is the segment mean of the output cotangent."
+    ),
+  ),
+)

@@ -50,11 +50,15 @@ def _xent_shape(fshape, lshape) -> tuple:
   try:
     shape = tuple(jnp.broadcast_shapes(tuple(fshape), tuple(lshape)))  # symbolic dims too
   except ValueError:
-    raise ValueError(f"SoftmaxCrossEntropyWithLogits: logits {tuple(fshape)} and labels "
-                     f"{tuple(lshape)} do not broadcast") from None
+    raise ValueError(
+      f"SoftmaxCrossEntropyWithLogits: logits {tuple(fshape)} and labels "
+      f"{tuple(lshape)} do not broadcast"
+    ) from None
   if len(shape) != 2:
-    raise ValueError("SoftmaxCrossEntropyWithLogits: logits and labels must be either "
-                     f"2-dimensional, or broadcasted to be 2-dimensional (got {shape})")
+    raise ValueError(
+      "SoftmaxCrossEntropyWithLogits: logits and labels must be either "
+      f"2-dimensional, or broadcasted to be 2-dimensional (got {shape})"
+    )
   return shape
 
 
@@ -89,16 +93,17 @@ def _xent_jvp(primals, tangents):
     tb = rules.broadcast_to(tf_, shape)
     sm = tfops.Softmax(fb)
     t_loss = rules.reduce_sum(tfops.Mul(backprop, tb), (1,))
-    t_back = tfops.Mul(
-        tfops.Sub(tb, rules.reduce_sum(tfops.Mul(tb, sm), (1,), keep_dims=True)), sm)
+    t_back = tfops.Mul(tfops.Sub(tb, rules.reduce_sum(tfops.Mul(tb, sm), (1,), keep_dims=True)), sm)
   if type(ty) is not ad.Zero:
     # d loss / d labels = -log_softmax(logits); TF gives backprop no labels gradient.
     t_y = rules.reduce_sum(
-        tfops.Mul(tfops.Neg(tfops.LogSoftmax(fb)), rules.broadcast_to(ty, shape)), (1,))
+      tfops.Mul(tfops.Neg(tfops.LogSoftmax(fb)), rules.broadcast_to(ty, shape)), (1,)
+    )
     t_loss = t_y if t_loss is None else tfops.AddV2(t_loss, t_y)
   return [loss, backprop], [
-      rules.zero_tangent(loss) if t_loss is None else t_loss,
-      rules.zero_tangent(backprop) if t_back is None else t_back]
+    rules.zero_tangent(loss) if t_loss is None else t_loss,
+    rules.zero_tangent(backprop) if t_back is None else t_back,
+  ]
 
 
 def _to_rows(x, d, size, shape):
@@ -115,9 +120,9 @@ def _xent_batch(args, dims):
   size = rules.batch_size(args, dims)
   shape = _xent_shape(rules.unbatched_shape(f, df), rules.unbatched_shape(y, dy))
   loss, backprop = tfops.SoftmaxCrossEntropyWithLogits(
-      _to_rows(f, df, size, shape), _to_rows(y, dy, size, shape))
-  return [rules.reshape(loss, (size, shape[0])),
-          rules.reshape(backprop, (size,) + shape)], [0, 0]
+    _to_rows(f, df, size, shape), _to_rows(y, dy, size, shape)
+  )
+  return [rules.reshape(loss, (size, shape[0])), rules.reshape(backprop, (size,) + shape)], [0, 0]
 
 
 # ---------------------------------------------------------------------------
@@ -126,15 +131,20 @@ def _xent_batch(args, dims):
 
 def _sparse_shapes(fshape, lshape):
   if len(fshape) != 2:
-    raise ValueError(f"SparseSoftmaxCrossEntropyWithLogits: logits must be 2-D, but got "
-                     f"shape {list(fshape)}")
+    raise ValueError(
+      f"SparseSoftmaxCrossEntropyWithLogits: logits must be 2-D, but got shape {list(fshape)}"
+    )
   if len(lshape) != 1 or lshape[0] != fshape[0]:
-    raise ValueError("SparseSoftmaxCrossEntropyWithLogits: logits and labels must have the "
-                     f"same first dimension, got logits shape {list(fshape)} and labels "
-                     f"shape {list(lshape)}")
+    raise ValueError(
+      "SparseSoftmaxCrossEntropyWithLogits: logits and labels must have the "
+      f"same first dimension, got logits shape {list(fshape)} and labels "
+      f"shape {list(lshape)}"
+    )
   if fshape[1] == 0:
-    raise ValueError("SparseSoftmaxCrossEntropyWithLogits: Must have at least one class, "
-                     f"but got logits shape {list(fshape)}")
+    raise ValueError(
+      "SparseSoftmaxCrossEntropyWithLogits: Must have at least one class, "
+      f"but got logits shape {list(fshape)}"
+    )
 
 
 def _sparse_xent(features, labels):
@@ -159,15 +169,19 @@ def _sparse_check(features, labels):
   n = features.shape[1]
   bad = (labels < 0) | (labels >= n)
   if isinstance(labels, jax.core.Tracer):
-    return jnp.any(bad), (f"Received a label value outside the valid range of [0, {n}).  "
-                          "Label values must be in [0, num_classes)")
+    return jnp.any(bad), (
+      f"Received a label value outside the valid range of [0, {n}).  "
+      "Label values must be in [0, num_classes)"
+    )
   values = np.asarray(labels).ravel()
   if not np.asarray(bad).any():
     return False, ""
   # TF reports the smallest label when it is negative, else the largest.
   worst = int(values.min()) if values.min() < 0 else int(values.max())
-  return True, (f"Received a label value of {worst} which is outside the valid range of "
-                f"[0, {n}).  Label values: {' '.join(str(int(v)) for v in values)}")
+  return True, (
+    f"Received a label value of {worst} which is outside the valid range of "
+    f"[0, {n}).  Label values: {' '.join(str(int(v)) for v in values)}"
+  )
 
 
 def _sparse_xent_jvp(primals, tangents):
@@ -178,7 +192,8 @@ def _sparse_xent_jvp(primals, tangents):
     return [loss, backprop], [rules.zero_tangent(loss), rules.zero_tangent(backprop)]
   sm = tfops.Softmax(f)
   t_back = tfops.Mul(
-      tfops.Sub(tf_, rules.reduce_sum(tfops.Mul(tf_, sm), (-1,), keep_dims=True)), sm)
+    tfops.Sub(tf_, rules.reduce_sum(tfops.Mul(tf_, sm), (-1,), keep_dims=True)), sm
+  )
   return [loss, backprop], [rules.reduce_sum(tfops.Mul(backprop, tf_), (1,)), t_back]
 
 
@@ -189,8 +204,7 @@ def _sparse_xent_batch(args, dims):
   f = rules.reshape(rules.with_batch_axis(f, df, size), (size * rows, classes))
   labels = rules.reshape(rules.with_batch_axis(labels, dl, size), (size * rows,))
   loss, backprop = tfops.SparseSoftmaxCrossEntropyWithLogits(f, labels)
-  return [rules.reshape(loss, (size, rows)),
-          rules.reshape(backprop, (size, rows, classes))], [0, 0]
+  return [rules.reshape(loss, (size, rows)), rules.reshape(backprop, (size, rows, classes))], [0, 0]
 
 
 # ---------------------------------------------------------------------------
@@ -230,24 +244,41 @@ def _l2_loss_batch(args, dims):
 # Ops
 
 SoftmaxCrossEntropyWithLogits = register_op(
-    "SoftmaxCrossEntropyWithLogits", _xent, family=FAMILY, multiple_results=True,
-    jvp=_xent_jvp, batching=_xent_batch,
-    doc="Softmax cross entropy per row, and its backprop ``softmax(logits) - labels``.",
-    spec=lambda st: st.Spec(
-        _xent_calls(st), oracle=_xent_oracle,
-        note="logits and labels broadcast (TF's kernel broadcasts them to 2-D); the oracle "
-             "broadcasts explicitly so that TF's gradients have the inputs' shapes"))
+  "SoftmaxCrossEntropyWithLogits",
+  _xent,
+  family=FAMILY,
+  multiple_results=True,
+  jvp=_xent_jvp,
+  batching=_xent_batch,
+  doc="Softmax cross entropy per row, and its backprop ``softmax(logits) - labels``.",
+  spec=lambda st: st.Spec(
+    _xent_calls(st),
+    oracle=_xent_oracle,
+    note="logits and labels broadcast (TF's kernel broadcasts them to 2-D); the oracle "
+    "broadcasts explicitly so that TF's gradients have the inputs' shapes",
+  ),
+)
 
 SparseSoftmaxCrossEntropyWithLogits = register_op(
-    "SparseSoftmaxCrossEntropyWithLogits", _sparse_xent, family=FAMILY,
-    multiple_results=True, jvp=_sparse_xent_jvp, batching=_sparse_xent_batch,
-    check=_sparse_check,
-    doc="Softmax cross entropy per row against integer labels, and its backprop.",
-    spec=lambda st: st.Spec(_sparse_xent_calls(st)))
+  "SparseSoftmaxCrossEntropyWithLogits",
+  _sparse_xent,
+  family=FAMILY,
+  multiple_results=True,
+  jvp=_sparse_xent_jvp,
+  batching=_sparse_xent_batch,
+  check=_sparse_check,
+  doc="Softmax cross entropy per row against integer labels, and its backprop.",
+  spec=lambda st: st.Spec(_sparse_xent_calls(st)),
+)
 
 L2Loss = register_op(
-    "L2Loss", _l2_loss, family=FAMILY, jvp=_l2_loss_jvp, batching=_l2_loss_batch,
-    spec=lambda st: st.Spec(_l2_calls(st)))
+  "L2Loss",
+  _l2_loss,
+  family=FAMILY,
+  jvp=_l2_loss_jvp,
+  batching=_l2_loss_batch,
+  spec=lambda st: st.Spec(_l2_calls(st)),
+)
 
 
 # --- property-test strategies (hypothesis is imported lazily) ---------------------
@@ -276,8 +307,11 @@ def _xent_calls(st):
       lshape[draw(st.integers(0, 1))] = 1
     elif mode == 3:
       lshape = [classes] if draw(st.booleans()) else [1]
-    return {"features": _logits(st, draw, dtype, tuple(fshape)),
-            "labels": st.draw_array(draw, dtype, tuple(lshape), lo=-1.0, hi=2.0)}
+    return {
+      "features": _logits(st, draw, dtype, tuple(fshape)),
+      "labels": st.draw_array(draw, dtype, tuple(lshape), lo=-1.0, hi=2.0),
+    }
+
   return calls()
 
 
@@ -285,7 +319,8 @@ def _xent_oracle(features, labels):
   tf = import_tensorflow()
   shape = tf.broadcast_static_shape(features.shape, labels.shape)
   return tf.raw_ops.SoftmaxCrossEntropyWithLogits(
-      features=tf.broadcast_to(features, shape), labels=tf.broadcast_to(labels, shape))
+    features=tf.broadcast_to(features, shape), labels=tf.broadcast_to(labels, shape)
+  )
 
 
 def _sparse_xent_calls(st):
@@ -293,9 +328,11 @@ def _sparse_xent_calls(st):
   def calls(draw):
     dtype = draw(st.dtypes(st.FLOATS))
     rows, classes = draw(st.integers(0, 4)), draw(st.integers(1, 4))
-    labels = draw(st.arrays(st.dtypes(("int32", "int64")), (rows,), min_value=0,
-                            max_value=classes - 1))
+    labels = draw(
+      st.arrays(st.dtypes(("int32", "int64")), (rows,), min_value=0, max_value=classes - 1)
+    )
     return {"features": _logits(st, draw, dtype, (rows, classes)), "labels": labels}
+
   return calls()
 
 
@@ -306,6 +343,8 @@ def _l2_calls(st):
     shape = draw(st.shapes())
     lo, hi = (-8.0, 8.0) if dtype in _HALF else (-100.0, 100.0)
     special = draw(st.integers(0, 5)) == 0
-    return {"t": st.draw_array(draw, dtype, shape, lo=None if special else lo,
-                               hi=None if special else hi)}
+    return {
+      "t": st.draw_array(draw, dtype, shape, lo=None if special else lo, hi=None if special else hi)
+    }
+
   return calls()

@@ -30,10 +30,9 @@ def _band_sums(sq, r):
   non-finite square outside a position's window still reaches it as inf * 0 = NaN."""
   window = (1,) * (sq.ndim - 1) + (2 * r + 1,)
   pads = [(0, 0)] * (sq.ndim - 1) + [(r, r)]
-  wsum = lambda v: lax.reduce_window(v, np.array(0, v.dtype), lax.add, window,
-                                     (1,) * v.ndim, pads)
+  wsum = lambda v: lax.reduce_window(v, np.array(0, v.dtype), lax.add, window, (1,) * v.ndim, pads)
   sums = wsum(sq)
-  if r >= sq.shape[-1] - 1:   # every window holds the whole row: no zero in the band
+  if r >= sq.shape[-1] - 1:  # every window holds the whole row: no zero in the band
     return sums
   bad = jnp.where(jnp.isfinite(sq), np.array(0, sq.dtype), np.array(1, sq.dtype))
   outside = jnp.sum(bad, axis=-1, keepdims=True) - wsum(bad)
@@ -46,13 +45,14 @@ def _running_sums(scaled_sq, r):
   NaN, a huge square leaving it cancels what was added beside it)."""
   shape, depth = scaled_sq.shape, scaled_sq.shape[-1]
   p = jnp.pad(scaled_sq.reshape(-1, depth).T, ((r, r), (0, 0)))
-  acc = lax.scan(lambda acc, v: (acc + v, None), jnp.zeros_like(p[0]), p[:2 * r])[0]
+  acc = lax.scan(lambda acc, v: (acc + v, None), jnp.zeros_like(p[0]), p[: 2 * r])[0]
 
   def step(acc, v):
     new, old = v
     acc = acc + new
     return acc - old, acc
-  _, out = lax.scan(step, acc, (p[2 * r:], p[:depth]))
+
+  _, out = lax.scan(step, acc, (p[2 * r :], p[:depth]))
   return out.T.reshape(shape)
 
 
@@ -79,15 +79,20 @@ def lrn(input, *, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5):
 
 
 LRN = register_op(
-    "LRN", lrn, family="nn", attrs=("depth_radius", "bias", "alpha", "beta"),
-    batching=rules.per_op(fold_batching),
-    spec=lambda st: st.Spec(
-        _lrn_calls(st), rtol={"float16": 1e-2, "float32": 1e-5},
-        atol={"float16": 1e-2, "float32": 1e-6}))
+  "LRN",
+  lrn,
+  family="nn",
+  attrs=("depth_radius", "bias", "alpha", "beta"),
+  batching=rules.per_op(fold_batching),
+  spec=lambda st: st.Spec(
+    _lrn_calls(st), rtol={"float16": 1e-2, "float32": 1e-5}, atol={"float16": 1e-2, "float32": 1e-6}
+  ),
+)
 
 
-def lrn_grad(input_grads, input_image, output_image, *, depth_radius=5, bias=1.0, alpha=1.0,
-             beta=0.5):
+def lrn_grad(
+  input_grads, input_image, output_image, *, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5
+):
   """TF LRNGrad, TF's CPU formula (it reads output_image):
   dx_k = g_k * norm_k ** -beta - 2 * alpha * beta * x_k * sum_{|j-k|<=r} g_j * out_j / norm_j
   with norm_j = bias + alpha * sum_{|i-j|<=r} x_i ** 2."""
@@ -97,12 +102,11 @@ def lrn_grad(input_grads, input_image, output_image, *, depth_radius=5, bias=1.0
   r = int(depth_radius)
   window = (1,) * (x.ndim - 1) + (2 * r + 1,)
   pads = [(0, 0)] * (x.ndim - 1) + [(r, r)]
-  wsum = lambda v: lax.reduce_window(v, np.array(0, v.dtype), lax.add, window, (1,) * v.ndim,
-                                     pads)
+  wsum = lambda v: lax.reduce_window(v, np.array(0, v.dtype), lax.add, window, (1,) * v.ndim, pads)
   f = lambda v: np.array(np.float32(v), x.dtype)
   norm = f(bias) + f(alpha) * wsum(x * x)
   out = g * norm ** -f(beta) - f(2.0 * alpha * beta) * x * wsum(g * y / norm)
-  out = jnp.where(out == 0, np.array(0, out.dtype), out)   # TF adds into +0.0: never -0.0
+  out = jnp.where(out == 0, np.array(0, out.dtype), out)  # TF adds into +0.0: never -0.0
   return out.astype(input_image.dtype)
 
 
@@ -111,29 +115,43 @@ def _lrn_calls(st, grad=False):
   def draw_call(draw):
     dtype = draw(st.sampled_from(("float16", "float32")))
     shape = draw(st.shapes(min_rank=4, max_rank=4, min_side=1, max_side=4))
-    attrs = dict(depth_radius=draw(st.integers(0, 3)), bias=draw(st.sampled_from([1.0, 0.5, 2.0])),
-                 alpha=draw(st.sampled_from([1.0, 0.1, 1e-4])),
-                 beta=draw(st.sampled_from([0.5, 0.75, 1.0])))
+    attrs = dict(
+      depth_radius=draw(st.integers(0, 3)),
+      bias=draw(st.sampled_from([1.0, 0.5, 2.0])),
+      alpha=draw(st.sampled_from([1.0, 0.1, 1e-4])),
+      beta=draw(st.sampled_from([0.5, 0.75, 1.0])),
+    )
     x = draw(bounded_values(st, dtype, shape, bound=3.0))
     if not grad:
-      if draw(st.booleans()):   # non-finite squares (300 ** 2 in float16): NaN beyond the window
-        with np.errstate(over="ignore"):   # 1e30 is inf in float16
-          special = np.array([np.nan, np.inf, -np.inf, 1e30, -1e30, 300, -300],
-                             np.float32).astype(dtype)
-        pick = np.array(draw(st.lists(st.integers(-12, len(special) - 1), min_size=x.size,
-                                      max_size=x.size))).reshape(shape)
+      if draw(st.booleans()):  # non-finite squares (300 ** 2 in float16): NaN beyond the window
+        with np.errstate(over="ignore"):  # 1e30 is inf in float16
+          special = np.array([np.nan, np.inf, -np.inf, 1e30, -1e30, 300, -300], np.float32).astype(
+            dtype
+          )
+        pick = np.array(
+          draw(st.lists(st.integers(-12, len(special) - 1), min_size=x.size, max_size=x.size))
+        ).reshape(shape)
         x = np.where(pick >= 0, special[np.maximum(pick, 0)], x)
       return dict(input=x, **attrs)
     y = _tf_call("LRN", dict(input=x, **attrs)).numpy()
-    return dict(input_grads=draw(bounded_values(st, dtype, shape)), input_image=x, output_image=y,
-                **attrs)
+    return dict(
+      input_grads=draw(bounded_values(st, dtype, shape)), input_image=x, output_image=y, **attrs
+    )
+
   return draw_call()
 
 
 LRNGrad = register_op(
-    "LRNGrad", lrn_grad, family="nn", attrs=("depth_radius", "bias", "alpha", "beta"),
-    batching=rules.per_op(fold_batching),
-    spec=lambda st: st.Spec(_lrn_calls(st, grad=True), diff_args=("input_grads",),
-                            rtol={"float16": 2e-2, "float32": 1e-4},
-                            atol={"float16": 2e-2, "float32": 1e-5},
-                            note="TF's LRNGrad has no registered gradient (jvp/vjp n/a)."))
+  "LRNGrad",
+  lrn_grad,
+  family="nn",
+  attrs=("depth_radius", "bias", "alpha", "beta"),
+  batching=rules.per_op(fold_batching),
+  spec=lambda st: st.Spec(
+    _lrn_calls(st, grad=True),
+    diff_args=("input_grads",),
+    rtol={"float16": 2e-2, "float32": 1e-4},
+    atol={"float16": 2e-2, "float32": 1e-5},
+    note="TF's LRNGrad has no registered gradient (jvp/vjp n/a).",
+  ),
+)

@@ -59,8 +59,9 @@ def max_pool3d(input, *, ksize, strides, padding, data_format="NDHWC"):
   pads = _pool_pads(input.shape, ksize, strides, padding)
   low = np.array(_lowest(input.dtype), input.dtype)
   x = jnp.where(input >= low, input, low)
-  return lax.reduce_window(x, np.array(-np.inf, x.dtype), first_max, tuple(ksize),
-                           tuple(strides), pads)
+  return lax.reduce_window(
+    x, np.array(-np.inf, x.dtype), first_max, tuple(ksize), tuple(strides), pads
+  )
 
 
 def _offsets(ksize):
@@ -79,8 +80,7 @@ def _padded(x, pads, value):
   return lax.pad(x, np.array(value, x.dtype), [(lo, hi, 0) for lo, hi in pads])
 
 
-def max_pool3d_grad(orig_input, orig_output, grad, *, ksize, strides, padding,
-                    data_format="NDHWC"):
+def max_pool3d_grad(orig_input, orig_output, grad, *, ksize, strides, padding, data_format="NDHWC"):
   """TF MaxPool3DGrad: each window's gradient goes to every element with
   ``|x - orig_output| < 1e-5`` (TF's CPU kernel's mask, in the dtype)."""
   _check_format(data_format)
@@ -93,15 +93,19 @@ def max_pool3d_grad(orig_input, orig_output, grad, *, ksize, strides, padding,
   for off in _offsets(ksize):
     xs = _window_slice(xp, off, strides, grad.shape)
     contrib = jnp.where(jnp.abs(xs - orig_output) < tol, grad, jnp.zeros((), grad.dtype))
-    out = out + lax.pad(contrib, np.array(0, grad.dtype),
-                        [(o, L - o - _dilate(n, s), s - 1)
-                         for o, L, n, s in zip(off, xp.shape, grad.shape, strides)])
-  return lax.slice(out, tuple(lo for lo, _ in pads),
-                   tuple(lo + n for (lo, _), n in zip(pads, orig_input.shape)))
+    out = out + lax.pad(
+      contrib,
+      np.array(0, grad.dtype),
+      [(o, L - o - _dilate(n, s), s - 1) for o, L, n, s in zip(off, xp.shape, grad.shape, strides)],
+    )
+  return lax.slice(
+    out, tuple(lo for lo, _ in pads), tuple(lo + n for (lo, _), n in zip(pads, orig_input.shape))
+  )
 
 
-def max_pool3d_grad_grad(orig_input, orig_output, grad, *, ksize, strides, padding,
-                         data_format="NDHWC"):
+def max_pool3d_grad_grad(
+  orig_input, orig_output, grad, *, ksize, strides, padding, data_format="NDHWC"
+):
   """TF MaxPool3DGradGrad: ``grad`` (input-shaped) read at each window's first element
   equal to ``orig_output``; 0 where none is."""
   _check_format(data_format)
@@ -127,18 +131,20 @@ def avg_pool3d_grad(grad, *, orig_input_shape, ksize, strides, padding, data_for
   """TF AvgPool3DGrad: the transpose of AvgPool3D."""
   shape = rules.sizes(orig_input_shape)
   _check_format(data_format)
-  f = functools.partial(average_windows, ksize=ksize, strides=strides, padding=padding,
-                        plus_zero=False)   # the linear map (no -0.0 select)
+  f = functools.partial(
+    average_windows, ksize=ksize, strides=strides, padding=padding, plus_zero=False
+  )  # the linear map (no -0.0 select)
   out = jax.linear_transpose(f, jax.ShapeDtypeStruct(shape, grad.dtype))(grad)[0]
-  return jnp.where(out == 0, jnp.zeros((), out.dtype), out)   # TF adds into +0.0
+  return jnp.where(out == 0, jnp.zeros((), out.dtype), out)  # TF adds into +0.0
 
 
 def _pool3d_shape(input, *, ksize, strides, padding, data_format="NDHWC"):
   _check_format(data_format)
   pads = _pool_pads(input.shape, ksize, strides, padding)
   return jax.ShapeDtypeStruct(
-      tuple(_out_size(n, k, s, 1, p) for n, k, s, p in zip(input.shape, ksize, strides, pads)),
-      input.dtype)
+    tuple(_out_size(n, k, s, 1, p) for n, k, s, p in zip(input.shape, ksize, strides, pads)),
+    input.dtype,
+  )
 
 
 def _max_pool3d_jvp(primals, tangents, **p):
@@ -155,17 +161,18 @@ def _pool3d_calls(st, op_type, *, ties=False):
 
   avg = op_type.startswith("AvgPool")
   fwd_name = "AvgPool3D" if avg else "MaxPool3D"
-  needs = {"MaxPool3D": ("MaxPool3D", "MaxPool3DGrad"),
-           "MaxPool3DGrad": ("MaxPool3DGrad", "MaxPool3DGradGrad"),
-           "MaxPool3DGradGrad": ("MaxPool3DGradGrad", "MaxPool3DGrad"),
-           "AvgPool3D": ("AvgPool3D", "AvgPool3DGrad"),
-           "AvgPool3DGrad": ("AvgPool3DGrad", "AvgPool3D")}[op_type]
+  needs = {
+    "MaxPool3D": ("MaxPool3D", "MaxPool3DGrad"),
+    "MaxPool3DGrad": ("MaxPool3DGrad", "MaxPool3DGradGrad"),
+    "MaxPool3DGradGrad": ("MaxPool3DGradGrad", "MaxPool3DGrad"),
+    "AvgPool3D": ("AvgPool3D", "AvgPool3DGrad"),
+    "AvgPool3DGrad": ("AvgPool3DGrad", "AvgPool3D"),
+  }[op_type]
 
   @st.composite
   def draw_call(draw):
     # TF's 3-D max-pool grad kernels are NDHWC only.
-    fmt = draw(st.sampled_from(("NDHWC", "NCDHW") if avg or op_type == "MaxPool3D"
-                               else ("NDHWC",)))
+    fmt = draw(st.sampled_from(("NDHWC", "NCDHW") if avg or op_type == "MaxPool3D" else ("NDHWC",)))
     dtype = draw(st.sampled_from(("float32", "bfloat16")))
     n, c = draw(st.integers(1, 2)), draw(st.integers(1, 2))
     ks = [draw(st.integers(1, 3)) for _ in range(3)]
@@ -173,23 +180,27 @@ def _pool3d_calls(st, op_type, *, ties=False):
     padding = draw(st.sampled_from(("SAME", "VALID")))
     sizes = [draw(st.integers(k if padding == "VALID" else 1, 4)) for k in ks]
     shape = _layout_shape(fmt, n, c, sizes)
-    attrs = dict(ksize=_layout_attr(fmt, ks), strides=_layout_attr(fmt, ss),
-                 padding=padding, data_format=fmt)
+    attrs = dict(
+      ksize=_layout_attr(fmt, ks), strides=_layout_attr(fmt, ss), padding=padding, data_format=fmt
+    )
     if ties and draw(st.booleans()):
       # Tied windows and windows of NaN/±inf: each TF kernel's own routing rule.
       levels = [0.0, 1.0, 2.0, np.nan, -np.inf, np.inf]
-      x = draw(hnp.arrays(st.np_dtype(dtype), shape,
-                          elements=st.sampled_from(levels))).astype(st.np_dtype(dtype))
+      x = draw(hnp.arrays(st.np_dtype(dtype), shape, elements=st.sampled_from(levels))).astype(
+        st.np_dtype(dtype)
+      )
     else:
       x = draw(bounded_values(st, dtype, shape, special=not avg and op_type == "MaxPool3D"))
     fwd = dict(input=x, **attrs)
     assume(_tf_accepts(fwd_name, fwd))
     y = _tf_call(fwd_name, fwd).numpy()
     gy, gx = draw(bounded_values(st, dtype, y.shape)), draw(bounded_values(st, dtype, shape))
-    calls = {fwd_name: fwd,
-             "AvgPool3DGrad": dict(orig_input_shape=np.array(shape, np.int32), grad=gy, **attrs),
-             "MaxPool3DGrad": dict(orig_input=x, orig_output=y, grad=gy, **attrs),
-             "MaxPool3DGradGrad": dict(orig_input=x, orig_output=y, grad=gx, **attrs)}
+    calls = {
+      fwd_name: fwd,
+      "AvgPool3DGrad": dict(orig_input_shape=np.array(shape, np.int32), grad=gy, **attrs),
+      "MaxPool3DGrad": dict(orig_input=x, orig_output=y, grad=gy, **attrs),
+      "MaxPool3DGradGrad": dict(orig_input=x, orig_output=y, grad=gx, **attrs),
+    }
     assume(all(_tf_accepts(name, calls[name]) for name in needs))
     return calls[needs[0]]
 
@@ -200,43 +211,81 @@ _ATTRS = ("ksize", "strides", "padding", "data_format")
 _TOL = dict(rtol={"bfloat16": 2e-2}, atol={"bfloat16": 2e-2})
 
 MaxPool3D = register_op(
-    "MaxPool3D", max_pool3d, family="nn", attrs=_ATTRS, shape_rule=_pool3d_shape,
-    jvp=_max_pool3d_jvp, batching=rules.per_op(fold_batching),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _pool3d_calls(st, op.op_type, ties=True), sanitize_grads=False,
+  "MaxPool3D",
+  max_pool3d,
+  family="nn",
+  attrs=_ATTRS,
+  shape_rule=_pool3d_shape,
+  jvp=_max_pool3d_jvp,
+  batching=rules.per_op(fold_batching),
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _pool3d_calls(st, op.op_type, ties=True),
+        sanitize_grads=False,
         note="float32/bfloat16 (TF's CPU kernels). NaN never wins; results are clamped "
-             "below at the lowest finite value. The gradient (MaxPool3DGrad: every element "
-             "within 1e-5 of the max) and the tangent (MaxPool3DGradGrad: the first equal "
-             "one) follow TF's two kernels.")))
+        "below at the lowest finite value. The gradient (MaxPool3DGrad: every element "
+        "within 1e-5 of the max) and the tangent (MaxPool3DGradGrad: the first equal "
+        "one) follow TF's two kernels.",
+      )
+    )
+  ),
+)
 
 MaxPool3DGrad = register_op(
-    "MaxPool3DGrad", max_pool3d_grad, family="nn", attrs=_ATTRS,
-    jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPool3DGrad(x, y, t, **p)),
-    transpose=lambda ct, x, y, g, **p: [None, None, tfops.MaxPool3DGradGrad(x, y, ct, **p)],
-    batching=rules.per_op(fold_batching),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _pool3d_calls(st, op.op_type, ties=True), diff_args=("grad",),
-        sanitize_grads=False, **_TOL,
-        note="NDHWC (TF's CPU kernel). Reads orig_output (not recomputed).")))
+  "MaxPool3DGrad",
+  max_pool3d_grad,
+  family="nn",
+  attrs=_ATTRS,
+  jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPool3DGrad(x, y, t, **p)),
+  transpose=lambda ct, x, y, g, **p: [None, None, tfops.MaxPool3DGradGrad(x, y, ct, **p)],
+  batching=rules.per_op(fold_batching),
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _pool3d_calls(st, op.op_type, ties=True),
+        diff_args=("grad",),
+        sanitize_grads=False,
+        **_TOL,
+        note="NDHWC (TF's CPU kernel). Reads orig_output (not recomputed).",
+      )
+    )
+  ),
+)
 
 MaxPool3DGradGrad = register_op(
-    "MaxPool3DGradGrad", max_pool3d_grad_grad, family="nn", attrs=_ATTRS,
-    jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPool3DGradGrad(x, y, t, **p)),
-    transpose=lambda ct, x, y, g, **p: [None, None, tfops.MaxPool3DGrad(x, y, ct, **p)],
-    batching=rules.per_op(fold_batching),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _pool3d_calls(st, op.op_type, ties=True), diff_args=("grad",),
-        sanitize_grads=False, **_TOL,
+  "MaxPool3DGradGrad",
+  max_pool3d_grad_grad,
+  family="nn",
+  attrs=_ATTRS,
+  jvp=(None, None, lambda t, x, y, g, **p: tfops.MaxPool3DGradGrad(x, y, t, **p)),
+  transpose=lambda ct, x, y, g, **p: [None, None, tfops.MaxPool3DGrad(x, y, ct, **p)],
+  batching=rules.per_op(fold_batching),
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _pool3d_calls(st, op.op_type, ties=True),
+        diff_args=("grad",),
+        sanitize_grads=False,
+        **_TOL,
         note="NDHWC, float32/bfloat16 (TF's CPU kernel has more dtypes; no differentiable "
-             "graph needs them). Reads orig_output (not recomputed).")))
+        "graph needs them). Reads orig_output (not recomputed).",
+      )
+    )
+  ),
+)
 
 AvgPool3D = register_op(
-    "AvgPool3D", avg_pool3d, family="nn", attrs=_ATTRS, shape_rule=_pool3d_shape,
-    linear=True,
-    transpose=lambda ct, x, **p: [tfops.AvgPool3DGrad(ct, orig_input_shape=rules.shape_of(x),
-                                                      **p)],
-    batching=rules.per_op(fold_batching),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(_pool3d_calls(st, op.op_type), **_TOL)))
+  "AvgPool3D",
+  avg_pool3d,
+  family="nn",
+  attrs=_ATTRS,
+  shape_rule=_pool3d_shape,
+  linear=True,
+  transpose=lambda ct, x, **p: [tfops.AvgPool3DGrad(ct, orig_input_shape=rules.shape_of(x), **p)],
+  batching=rules.per_op(fold_batching),
+  spec=rules.per_op(lambda op: lambda st: st.Spec(_pool3d_calls(st, op.op_type), **_TOL)),
+)
 
 
 def _fix_orig_shape(p, b):
@@ -245,8 +294,13 @@ def _fix_orig_shape(p, b):
 
 
 AvgPool3DGrad = register_op(
-    "AvgPool3DGrad", avg_pool3d_grad, family="nn", static=("orig_input_shape",),
-    attrs=_ATTRS, linear=True,
-    transpose=lambda ct, g, *, orig_input_shape, **p: [tfops.AvgPool3D(ct, **p)],
-    batching=rules.per_op(fold_batching, _fix_orig_shape),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(_pool3d_calls(st, op.op_type), **_TOL)))
+  "AvgPool3DGrad",
+  avg_pool3d_grad,
+  family="nn",
+  static=("orig_input_shape",),
+  attrs=_ATTRS,
+  linear=True,
+  transpose=lambda ct, g, *, orig_input_shape, **p: [tfops.AvgPool3D(ct, **p)],
+  batching=rules.per_op(fold_batching, _fix_orig_shape),
+  spec=rules.per_op(lambda op: lambda st: st.Spec(_pool3d_calls(st, op.op_type), **_TOL)),
+)

@@ -38,8 +38,9 @@ from tfprims.ops.shared_specs import bounded_values
 from tfprims.errors import import_tensorflow
 
 
-def max_pool_with_argmax(input, *, ksize, strides, padding, Targmax=np.dtype("int64"),
-                         include_batch_in_index=False):
+def max_pool_with_argmax(
+  input, *, ksize, strides, padding, Targmax=np.dtype("int64"), include_batch_in_index=False
+):
   """TF MaxPoolWithArgmax: the max and its flat index per window (TF's CPU kernel's
   NaN and tie rule)."""
   pads = _pool_pads(input.shape, ksize, strides, padding)
@@ -66,8 +67,9 @@ def _in_range(idx, size):
   return (idx >= 0) & (idx < size)
 
 
-def max_pool_grad_with_argmax(input, grad, argmax, *, ksize, strides, padding,
-                              include_batch_in_index=False):
+def max_pool_grad_with_argmax(
+  input, grad, argmax, *, ksize, strides, padding, include_batch_in_index=False
+):
   """TF MaxPoolGradWithArgmax: ``grad`` added at ``argmax``; out-of-range indices are
   dropped."""
   del ksize, strides, padding  # the argmax says where each window's gradient goes
@@ -77,8 +79,9 @@ def max_pool_grad_with_argmax(input, grad, argmax, *, ksize, strides, padding,
   return out.reshape(input.shape)
 
 
-def max_pool_grad_grad_with_argmax(input, grad, argmax, *, ksize, strides, padding,
-                                   include_batch_in_index=False):
+def max_pool_grad_grad_with_argmax(
+  input, grad, argmax, *, ksize, strides, padding, include_batch_in_index=False
+):
   """TF MaxPoolGradGradWithArgmax: ``grad`` (input-shaped) read at ``argmax``; 0 for
   out-of-range indices."""
   del ksize, strides, padding
@@ -92,8 +95,10 @@ def _argmax_check(input, grad, argmax, *, include_batch_in_index=False, **_):
   if argmax.size == 0:
     return None
   idx = _global_index(input, argmax, include_batch_in_index)
-  return (jnp.any(~_in_range(idx, input.size)),
-          f"Invalid output gradient index: an argmax is not in [0, {input.size})")
+  return (
+    jnp.any(~_in_range(idx, input.size)),
+    f"Invalid output gradient index: an argmax is not in [0, {input.size})",
+  )
 
 
 _GRAD_ATTRS = ("ksize", "strides", "padding", "include_batch_in_index")
@@ -127,23 +132,35 @@ def _with_argmax_batching(args, dims, **p):
 def _grad_batching(op):
   """Folds the batch into N and makes every index global over the folded batch
   (include_batch_in_index=True); an index out of its member's range stays out of range."""
+
   def rule(args, dims, **p):
     b = rules.batch_size(args, dims)
-    x, g, argmax = [jnp.broadcast_to(a, (b,) + a.shape) if d is None else jnp.moveaxis(a, d, 0)
-                    for a, d in zip(args, dims)]
+    x, g, argmax = [
+      jnp.broadcast_to(a, (b,) + a.shape) if d is None else jnp.moveaxis(a, d, 0)
+      for a, d in zip(args, dims)
+    ]
     member = x[0]
     idx = jax.vmap(lambda a: _global_index(member, a, p["include_batch_in_index"]))(argmax)
     offset = jnp.arange(b, dtype=idx.dtype).reshape((b,) + (1,) * (idx.ndim - 1))
-    idx = jnp.where(_in_range(idx, member.size), idx + offset * np.array(member.size, idx.dtype),
-                    np.array(-1, idx.dtype))
-    out = op(merge_batch(x, 0), merge_batch(g, 0), merge_batch(idx, 0),
-             **dict(p, include_batch_in_index=True))
+    idx = jnp.where(
+      _in_range(idx, member.size),
+      idx + offset * np.array(member.size, idx.dtype),
+      np.array(-1, idx.dtype),
+    )
+    out = op(
+      merge_batch(x, 0),
+      merge_batch(g, 0),
+      merge_batch(idx, 0),
+      **dict(p, include_batch_in_index=True),
+    )
     return split_batch(out, b), 0
+
   return rule
 
 
-def tf_max_pool_grad_grad_with_argmax(input, grad, argmax, ksize, strides, padding,
-                                      include_batch_in_index=False):
+def tf_max_pool_grad_grad_with_argmax(
+  input, grad, argmax, ksize, strides, padding, include_batch_in_index=False
+):
   """MaxPoolGradGradWithArgmax written with TF ops (TF has no CPU kernel for it): the
   spec's oracle."""
   tf = import_tensorflow()
@@ -174,8 +191,12 @@ def _argmax_calls(st, op_type, dtypes):
     padding = draw(st.sampled_from(("SAME", "VALID")))
     sizes = [draw(st.integers(k if padding == "VALID" else 1, 4)) for k in ks]
     shape = (n, *sizes, c)
-    attrs = dict(ksize=[1, *ks, 1], strides=[1, *ss, 1], padding=padding,
-                 include_batch_in_index=draw(st.booleans()))
+    attrs = dict(
+      ksize=[1, *ks, 1],
+      strides=[1, *ss, 1],
+      padding=padding,
+      include_batch_in_index=draw(st.booleans()),
+    )
     if draw(st.booleans()):
       levels = [0.0, 1.0, 2.0] + ([np.nan, -np.inf] if st.is_float(dt) else [])
       x = draw(hnp.arrays(dt, shape, elements=st.sampled_from(levels))).astype(dt)
@@ -196,51 +217,100 @@ def _argmax_calls(st, op_type, dtypes):
   return draw_call()
 
 
-_DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
-           "uint8", "uint16", "uint32", "uint64")
+_DTYPES = (
+  "float16",
+  "bfloat16",
+  "float32",
+  "float64",
+  "int8",
+  "int16",
+  "int32",
+  "int64",
+  "uint8",
+  "uint16",
+  "uint32",
+  "uint64",
+)
 _TOL = dict(rtol={"float16": 1e-2, "bfloat16": 2e-2}, atol={"float16": 1e-2, "bfloat16": 2e-2})
 
 
-def _with_argmax_shape(input, *, ksize, strides, padding, Targmax=np.dtype("int64"),
-                       include_batch_in_index=False):
+def _with_argmax_shape(
+  input, *, ksize, strides, padding, Targmax=np.dtype("int64"), include_batch_in_index=False
+):
   from tfprims.ops.nn._common import _out_size
+
   pads = _pool_pads(input.shape, ksize, strides, padding)
   shape = tuple(_out_size(n, k, s, 1, q) for n, k, s, q in zip(input.shape, ksize, strides, pads))
-  return (jax.ShapeDtypeStruct(shape, input.dtype),
-          jax.ShapeDtypeStruct(shape, tfdtypes.canonical_dtype(Targmax)))
+  return (
+    jax.ShapeDtypeStruct(shape, input.dtype),
+    jax.ShapeDtypeStruct(shape, tfdtypes.canonical_dtype(Targmax)),
+  )
 
 
 MaxPoolWithArgmax = register_op(
-    "MaxPoolWithArgmax", max_pool_with_argmax, family="nn", multiple_results=True,
-    attrs=("ksize", "strides", "Targmax", "padding", "include_batch_in_index"),
-    shape_rule=_with_argmax_shape, jvp=_with_argmax_jvp, batching=_with_argmax_batching,
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _argmax_calls(st, op.op_type, _DTYPES), sanitize_grads=False,
+  "MaxPoolWithArgmax",
+  max_pool_with_argmax,
+  family="nn",
+  multiple_results=True,
+  attrs=("ksize", "strides", "Targmax", "padding", "include_batch_in_index"),
+  shape_rule=_with_argmax_shape,
+  jvp=_with_argmax_jvp,
+  batching=_with_argmax_batching,
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _argmax_calls(st, op.op_type, _DTYPES),
+        sanitize_grads=False,
         note="NHWC. The first real element, then only strictly greater ones (NaN first: "
-             "NaN; ties: the first), as TF's CPU kernel.")))
+        "NaN; ties: the first), as TF's CPU kernel.",
+      )
+    )
+  ),
+)
 
 MaxPoolGradWithArgmax = register_op(
-    "MaxPoolGradWithArgmax", max_pool_grad_with_argmax, family="nn", attrs=_GRAD_ATTRS,
-    check=_argmax_check,
-    jvp=(None, lambda t, x, g, a, **p: tfops.MaxPoolGradWithArgmax(x, t, a, **p), None),
-    transpose=lambda ct, x, g, a, **p: [
-        None, tfops.MaxPoolGradGradWithArgmax(x, ct, a, **p), None],
-    batching=rules.per_op(_grad_batching),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _argmax_calls(st, op.op_type, _DTYPES), diff_args=("grad",),
-        grad_oracle="fd", **_TOL,
+  "MaxPoolGradWithArgmax",
+  max_pool_grad_with_argmax,
+  family="nn",
+  attrs=_GRAD_ATTRS,
+  check=_argmax_check,
+  jvp=(None, lambda t, x, g, a, **p: tfops.MaxPoolGradWithArgmax(x, t, a, **p), None),
+  transpose=lambda ct, x, g, a, **p: [None, tfops.MaxPoolGradGradWithArgmax(x, ct, a, **p), None],
+  batching=rules.per_op(_grad_batching),
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _argmax_calls(st, op.op_type, _DTYPES),
+        diff_args=("grad",),
+        grad_oracle="fd",
+        **_TOL,
         note="TF's gradient (MaxPoolGradGradWithArgmax) has no CPU kernel: "
-             "derivatives are checked by central differences. Out-of-range argmax values "
-             "are dropped (TF's CPU kernel aborts).")))
+        "derivatives are checked by central differences. Out-of-range argmax values "
+        "are dropped (TF's CPU kernel aborts).",
+      )
+    )
+  ),
+)
 
 MaxPoolGradGradWithArgmax = register_op(
-    "MaxPoolGradGradWithArgmax", max_pool_grad_grad_with_argmax, family="nn",
-    attrs=_GRAD_ATTRS, check=_argmax_check,
-    jvp=(None, lambda t, x, g, a, **p: tfops.MaxPoolGradGradWithArgmax(x, t, a, **p), None),
-    transpose=lambda ct, x, g, a, **p: [None, tfops.MaxPoolGradWithArgmax(x, ct, a, **p), None],
-    batching=rules.per_op(_grad_batching),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _argmax_calls(st, op.op_type, _DTYPES), diff_args=("grad",),
-        oracle=tf_max_pool_grad_grad_with_argmax, **_TOL,
+  "MaxPoolGradGradWithArgmax",
+  max_pool_grad_grad_with_argmax,
+  family="nn",
+  attrs=_GRAD_ATTRS,
+  check=_argmax_check,
+  jvp=(None, lambda t, x, g, a, **p: tfops.MaxPoolGradGradWithArgmax(x, t, a, **p), None),
+  transpose=lambda ct, x, g, a, **p: [None, tfops.MaxPoolGradWithArgmax(x, ct, a, **p), None],
+  batching=rules.per_op(_grad_batching),
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _argmax_calls(st, op.op_type, _DTYPES),
+        diff_args=("grad",),
+        oracle=tf_max_pool_grad_grad_with_argmax,
+        **_TOL,
         note="TF has no CPU kernel: the oracle is the same gather written "
-             "with TF ops (tf.gather at the argmax). Out-of-range argmax values read 0.")))
+        "with TF ops (tf.gather at the argmax). Out-of-range argmax values read 0.",
+      )
+    )
+  ),
+)

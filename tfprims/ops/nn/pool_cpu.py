@@ -43,8 +43,9 @@ def _axis_by_axis(reduce, x, axes, ksize, strides, pads):
   return x
 
 
-def max_pool_cpu(B, input, *, ksize, strides, padding, explicit_paddings=(),
-                 data_format="NHWC", floor=None):
+def max_pool_cpu(
+  B, input, *, ksize, strides, padding, explicit_paddings=(), data_format="NHWC", floor=None
+):
   """MaxPool (any rank): one max per pooled axis in which NaN never wins, then
   pool.max_pool's clamp at the dtype's lowest finite value. The default clamps the
   input instead; clamping the output gives the same values (the clamp is monotone, and
@@ -67,15 +68,26 @@ def max_pool_cpu(B, input, *, ksize, strides, padding, explicit_paddings=(),
 
 
 def max_pool_v2_cpu(B, input, *, ksize, strides, padding, data_format="NHWC"):
-  return max_pool_cpu(B, input, ksize=ksize, strides=strides, padding=padding,
-                      data_format=data_format, floor=_v2_floor(input.dtype))
+  return max_pool_cpu(
+    B,
+    input,
+    ksize=ksize,
+    strides=strides,
+    padding=padding,
+    data_format=data_format,
+    floor=_v2_floor(input.dtype),
+  )
 
 
 def max_pool3d_cpu(B, input, *, ksize, strides, padding, data_format="NDHWC"):
-  return max_pool_cpu(B, input, ksize=ksize, strides=strides, padding=padding,
-                      data_format=data_format)
+  return max_pool_cpu(
+    B, input, ksize=ksize, strides=strides, padding=padding, data_format=data_format
+  )
 
 
-for _op_type, _build in (("MaxPool", max_pool_cpu), ("MaxPoolV2", max_pool_v2_cpu),
-                         ("MaxPool3D", max_pool3d_cpu)):
+for _op_type, _build in (
+  ("MaxPool", max_pool_cpu),
+  ("MaxPoolV2", max_pool_v2_cpu),
+  ("MaxPool3D", max_pool3d_cpu),
+):
   register_platform_lowering(_op_type, "cpu", build=_build)

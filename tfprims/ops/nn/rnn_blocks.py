@@ -39,8 +39,9 @@ def _gates(g, layout):
   return (gi, g1, g2, go) if layout == "icfo" else (gi, g2, g1, go)
 
 
-def _lstm_step(x, cs_prev, h_prev, w, wci, wcf, wco, b, *, forget_bias, cell_clip,
-               use_peephole, layout):
+def _lstm_step(
+  x, cs_prev, h_prev, w, wci, wcf, wco, b, *, forget_bias, cell_clip, use_peephole, layout
+):
   xh = jnp.concatenate([x, h_prev], axis=1)
   gi, gc, gf, go = _gates(jnp.matmul(xh, w) + b, layout)
   if use_peephole:
@@ -57,12 +58,25 @@ def _lstm_step(x, cs_prev, h_prev, w, wci, wcf, wco, b, *, forget_bias, cell_cli
   return i, cs, f, o, ci, co, co * o
 
 
-def _lstm_block_cell(x, cs_prev, h_prev, w, wci, wcf, wco, b, *, forget_bias=1.0,
-                     cell_clip=3.0, use_peephole=False):
+def _lstm_block_cell(
+  x, cs_prev, h_prev, w, wci, wcf, wco, b, *, forget_bias=1.0, cell_clip=3.0, use_peephole=False
+):
   """TF LSTMBlockCell: one LSTM step, outputs (i, cs, f, o, ci, co, h) (gate columns
   i, ci, f, o; forget_bias added to f; cs clipped when cell_clip > 0)."""
-  return _lstm_step(x, cs_prev, h_prev, w, wci, wcf, wco, b, forget_bias=forget_bias,
-                    cell_clip=cell_clip, use_peephole=use_peephole, layout="icfo")
+  return _lstm_step(
+    x,
+    cs_prev,
+    h_prev,
+    w,
+    wci,
+    wcf,
+    wco,
+    b,
+    forget_bias=forget_bias,
+    cell_clip=cell_clip,
+    use_peephole=use_peephole,
+    layout="icfo",
+  )
 
 
 def _steps(seq_len_max, t):
@@ -70,13 +84,36 @@ def _steps(seq_len_max, t):
   return jnp.arange(t) < jnp.clip(seq_len_max.astype(jnp.int32), 0, t)
 
 
-def _block_lstm(seq_len_max, x, cs_prev, h_prev, w, wci, wcf, wco, b, *, forget_bias,
-                cell_clip, use_peephole, layout):
+def _block_lstm(
+  seq_len_max,
+  x,
+  cs_prev,
+  h_prev,
+  w,
+  wci,
+  wcf,
+  wco,
+  b,
+  *,
+  forget_bias,
+  cell_clip,
+  use_peephole,
+  layout,
+):
   t = x.shape[0]
   valid = _steps(seq_len_max, t)
-  step = functools.partial(_lstm_step, w=w, wci=wci, wcf=wcf, wco=wco, b=b,
-                           forget_bias=forget_bias, cell_clip=cell_clip,
-                           use_peephole=use_peephole, layout=layout)
+  step = functools.partial(
+    _lstm_step,
+    w=w,
+    wci=wci,
+    wcf=wcf,
+    wco=wco,
+    b=b,
+    forget_bias=forget_bias,
+    cell_clip=cell_clip,
+    use_peephole=use_peephole,
+    layout=layout,
+  )
 
   def body(carry, inp):
     cs_p, h_p = carry
@@ -89,22 +126,60 @@ def _block_lstm(seq_len_max, x, cs_prev, h_prev, w, wci, wcf, wco, b, *, forget_
   return tuple(outs)
 
 
-def _block_lstm_v1(seq_len_max, x, cs_prev, h_prev, w, wci, wcf, wco, b, *,
-                   forget_bias=1.0, cell_clip=3.0, use_peephole=False):
+def _block_lstm_v1(
+  seq_len_max,
+  x,
+  cs_prev,
+  h_prev,
+  w,
+  wci,
+  wcf,
+  wco,
+  b,
+  *,
+  forget_bias=1.0,
+  cell_clip=3.0,
+  use_peephole=False,
+):
   """TF BlockLSTM: LSTMBlockCell over time ([time, batch, input]); steps at or past
   seq_len_max give zeros."""
-  return _block_lstm(seq_len_max, x, cs_prev, h_prev, w, wci, wcf, wco, b,
-                     forget_bias=forget_bias, cell_clip=cell_clip,
-                     use_peephole=use_peephole, layout="icfo")
+  return _block_lstm(
+    seq_len_max,
+    x,
+    cs_prev,
+    h_prev,
+    w,
+    wci,
+    wcf,
+    wco,
+    b,
+    forget_bias=forget_bias,
+    cell_clip=cell_clip,
+    use_peephole=use_peephole,
+    layout="icfo",
+  )
 
 
-def _block_lstm_v2(seq_len_max, x, cs_prev, h_prev, w, wci, wcf, wco, b, *,
-                   cell_clip=0.0, use_peephole=False):
+def _block_lstm_v2(
+  seq_len_max, x, cs_prev, h_prev, w, wci, wcf, wco, b, *, cell_clip=0.0, use_peephole=False
+):
   """TF BlockLSTMV2: BlockLSTM with Keras' gate columns (i, f, ci, o) and no forget
   bias."""
-  return _block_lstm(seq_len_max, x, cs_prev, h_prev, w, wci, wcf, wco, b,
-                     forget_bias=0.0, cell_clip=cell_clip, use_peephole=use_peephole,
-                     layout="ifco")
+  return _block_lstm(
+    seq_len_max,
+    x,
+    cs_prev,
+    h_prev,
+    w,
+    wci,
+    wcf,
+    wco,
+    b,
+    forget_bias=0.0,
+    cell_clip=cell_clip,
+    use_peephole=use_peephole,
+    layout="ifco",
+  )
 
 
 def _gru_block_cell(x, h_prev, w_ru, w_c, b_ru, b_c):
@@ -121,8 +196,9 @@ def _gru_block_cell(x, h_prev, w_ru, w_c, b_ru, b_c):
 # --------------------------------------------------------------------------
 
 
-def _lstm_cell_grad(cs_prev, i, cs, f, o, ci, co, cs_grad, h_grad, wci, wcf, wco, *,
-                    use_peephole, layout):
+def _lstm_cell_grad(
+  cs_prev, i, cs, f, o, ci, co, cs_grad, h_grad, wci, wcf, wco, *, use_peephole, layout
+):
   """(cs_prev_grad, dicfo, wci_grad, wcf_grad, wco_grad) of one step (lstm_ops.h)."""
   do = o * (1 - o) * (h_grad * co)
   dcs = (1 - co * co) * h_grad * o + cs_grad
@@ -135,23 +211,64 @@ def _lstm_cell_grad(cs_prev, i, cs, f, o, ci, co, cs_grad, h_grad, wci, wcf, wco
   cs_prev_grad = dcs * f
   if use_peephole:
     cs_prev_grad = cs_prev_grad + di * wci + df * wcf
-    return (cs_prev_grad, dicfo, jnp.sum(di * cs_prev, 0), jnp.sum(df * cs_prev, 0),
-            jnp.sum(do * cs, 0))
+    return (
+      cs_prev_grad,
+      dicfo,
+      jnp.sum(di * cs_prev, 0),
+      jnp.sum(df * cs_prev, 0),
+      jnp.sum(do * cs, 0),
+    )
   zeros = jnp.zeros_like(wci)
   return cs_prev_grad, dicfo, zeros, zeros, zeros
 
 
-def _lstm_block_cell_grad(x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs, f, o, ci, co,
-                          cs_grad, h_grad, *, use_peephole):
+def _lstm_block_cell_grad(
+  x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs, f, o, ci, co, cs_grad, h_grad, *, use_peephole
+):
   """TF LSTMBlockCellGrad: (cs_prev_grad, dicfo, wci_grad, wcf_grad, wco_grad) from the
   forward outputs and the cs/h gradients (the cell clip is passed straight through)."""
   del x, h_prev, w, b
-  return _lstm_cell_grad(cs_prev, i, cs, f, o, ci, co, cs_grad, h_grad, wci, wcf, wco,
-                         use_peephole=use_peephole, layout="icfo")
+  return _lstm_cell_grad(
+    cs_prev,
+    i,
+    cs,
+    f,
+    o,
+    ci,
+    co,
+    cs_grad,
+    h_grad,
+    wci,
+    wcf,
+    wco,
+    use_peephole=use_peephole,
+    layout="icfo",
+  )
 
 
-def _block_lstm_grad(seq_len_max, x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs, f, o,
-                     ci, co, h, cs_grad, h_grad, *, use_peephole, layout):
+def _block_lstm_grad(
+  seq_len_max,
+  x,
+  cs_prev,
+  h_prev,
+  w,
+  wci,
+  wcf,
+  wco,
+  b,
+  i,
+  cs,
+  f,
+  o,
+  ci,
+  co,
+  h,
+  cs_grad,
+  h_grad,
+  *,
+  use_peephole,
+  layout,
+):
   del b
   t, n = x.shape[0], x.shape[2]
   valid = _steps(seq_len_max, t)
@@ -162,29 +279,53 @@ def _block_lstm_grad(seq_len_max, x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs
     dcs_next, dh_next, dw, dwci, dwcf, dwco, db = carry
     xt, csp, hp, it, cst, ft, ot, cit, cot, csg, hg, ok = inp
     csp_grad, dicfo, gci, gcf, gco = _lstm_cell_grad(
-        csp, it, cst, ft, ot, cit, cot, csg + dcs_next, hg + dh_next, wci, wcf, wco,
-        use_peephole=use_peephole, layout=layout)
+      csp,
+      it,
+      cst,
+      ft,
+      ot,
+      cit,
+      cot,
+      csg + dcs_next,
+      hg + dh_next,
+      wci,
+      wcf,
+      wco,
+      use_peephole=use_peephole,
+      layout=layout,
+    )
     dicfo = jnp.where(ok, dicfo, 0)
     xh = jnp.concatenate([xt, hp], 1)
     xh_grad = jnp.matmul(dicfo, w.T)
-    new = (jnp.where(ok, csp_grad, dcs_next), jnp.where(ok, xh_grad[:, n:], dh_next),
-           dw + jnp.matmul(xh.T, dicfo), dwci + jnp.where(ok, gci, 0),
-           dwcf + jnp.where(ok, gcf, 0), dwco + jnp.where(ok, gco, 0),
-           db + jnp.sum(dicfo, 0))
+    new = (
+      jnp.where(ok, csp_grad, dcs_next),
+      jnp.where(ok, xh_grad[:, n:], dh_next),
+      dw + jnp.matmul(xh.T, dicfo),
+      dwci + jnp.where(ok, gci, 0),
+      dwcf + jnp.where(ok, gcf, 0),
+      dwco + jnp.where(ok, gco, 0),
+      db + jnp.sum(dicfo, 0),
+    )
     return new, xh_grad[:, :n]
 
   zeros = lambda a: jnp.zeros_like(a)
-  init = (zeros(cs_prev), zeros(h_prev), zeros(w), zeros(wci), zeros(wcf), zeros(wco),
-          jnp.zeros((w.shape[1],), w.dtype))
+  init = (
+    zeros(cs_prev),
+    zeros(h_prev),
+    zeros(w),
+    zeros(wci),
+    zeros(wcf),
+    zeros(wco),
+    jnp.zeros((w.shape[1],), w.dtype),
+  )
   carry, x_grad = lax.scan(
-      body, init, (x, cs_prevs, h_prevs, i, cs, f, o, ci, co, cs_grad, h_grad, valid),
-      reverse=True)
+    body, init, (x, cs_prevs, h_prevs, i, cs, f, o, ci, co, cs_grad, h_grad, valid), reverse=True
+  )
   dcs, dh, dw, dwci, dwcf, dwco, db = carry
   # TF's kernel accumulates these from +0.0 (gemm, zeroed sums): an exact zero is +0.0,
   # where XLA keeps a one-term -0.0 product (steps past seq_len_max, -0.0 inputs)
   plus = lambda a: jnp.where(a == 0, jnp.zeros((), a.dtype), a)
-  return (plus(x_grad), dcs, plus(dh), plus(dw), plus(dwci), plus(dwcf), plus(dwco),
-          plus(db))
+  return (plus(x_grad), dcs, plus(dh), plus(dw), plus(dwci), plus(dwcf), plus(dwco), plus(db))
 
 
 def _block_lstm_grad_v1(*args, use_peephole):
@@ -223,8 +364,9 @@ def _zeros_like(v):
   return rules.zeros(rules.shape_of(v), rules.dtype_of(v))
 
 
-def _lstm_tangent(x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs, f, o, ci, co, tans, *,
-                  use_peephole, layout):
+def _lstm_tangent(
+  x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs, f, o, ci, co, tans, *, use_peephole, layout
+):
   """(dcs, dh) of one LSTM step: the transpose of TF's LSTMBlockCellGrad and the
   MatMuls of its registered gradient (the clip passes tangents straight through)."""
   dx, dcs_prev, dh_prev, dw, dwci, dwcf, dwco, db = tans
@@ -251,8 +393,7 @@ def _lstm_tangent(x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs, f, o, ci, co, 
 def _lstm_cell_jvp(primals, tangents, **p):
   outs = tfops.LSTMBlockCell(*primals, **p)
   tans = [rules.instantiate(t) for t in tangents]
-  dcs, dh = _lstm_tangent(*primals, *outs[:6], tans, use_peephole=p["use_peephole"],
-                          layout="icfo")
+  dcs, dh = _lstm_tangent(*primals, *outs[:6], tans, use_peephole=p["use_peephole"], layout="icfo")
   z = rules.zero_tangent
   return outs, [z(outs[0]), dcs, z(outs[2]), z(outs[3]), z(outs[4]), z(outs[5]), dh]
 
@@ -270,17 +411,31 @@ def _block_lstm_jvp(op, layout):
     def body(carry, inp):
       dcs_p, dh_p = carry
       xt, csp, hp, it, cst, ft, ot, cit, cot, dxt, ok = inp
-      dcs, dh = _lstm_tangent(xt, csp, hp, *weights, it, cst, ft, ot, cit, cot,
-                              [dxt, dcs_p, dh_p, *dweights],
-                              use_peephole=p["use_peephole"], layout=layout)
+      dcs, dh = _lstm_tangent(
+        xt,
+        csp,
+        hp,
+        *weights,
+        it,
+        cst,
+        ft,
+        ot,
+        cit,
+        cot,
+        [dxt, dcs_p, dh_p, *dweights],
+        use_peephole=p["use_peephole"],
+        layout=layout,
+      )
       dcs = tfops.SelectV2(ok, dcs, _zeros_like(dcs))
       dh = tfops.SelectV2(ok, dh, _zeros_like(dh))
       return (dcs, dh), (dcs, dh)
 
-    _, (dcs, dh) = lax.scan(body, (dcs0, dh0),
-                            (x, cs_prevs, h_prevs, i, cs, f, o, ci, co, dx, valid))
+    _, (dcs, dh) = lax.scan(
+      body, (dcs0, dh0), (x, cs_prevs, h_prevs, i, cs, f, o, ci, co, dx, valid)
+    )
     z = rules.zero_tangent
     return outs, [z(i), dcs, z(f), z(o), z(ci), z(co), dh]
+
   return rule
 
 
@@ -298,8 +453,7 @@ def _gru_tangent(x, h_prev, w_ru, w_c, b_ru, b_c, r, u, c, tans):
   drh = tfops.ConcatV2(dx, add(mul(dr, h_prev), mul(r, dh_prev)), axis=1)
   dc = tfops.TanhGrad(c, add(add(mm(drh, w_c), mm(rh, dw_c)), db_c))
   # h = u * h_prev + (1 - u) * c
-  dh = add(add(mul(du, tfops.Sub(h_prev, c)), mul(u, dh_prev)),
-           tfops.Sub(dc, mul(u, dc)))
+  dh = add(add(mul(du, tfops.Sub(h_prev, c)), mul(u, dh_prev)), tfops.Sub(dc, mul(u, dc)))
   return dr, du, dc, dh
 
 
@@ -332,16 +486,20 @@ def _fold_batching(op, impl, batch_axes, out_axis):
         if ax:
           a = rules.move_axes(a, [0], [ax])
           shape = rules.shape_of(a)
-        a = rules.reshape(a, shape[:ax] + (size * shape[ax + 1],) + shape[ax + 2:])
+        a = rules.reshape(a, shape[:ax] + (size * shape[ax + 1],) + shape[ax + 2 :])
       merged.append(a)
     outs = op(*merged, **p)
     split = []
     for o in outs:
       shape = rules.shape_of(o)
-      split.append(rules.reshape(
-          o, shape[:out_axis] + (size, shape[out_axis] // size if size else 0)
-          + shape[out_axis + 1:]))
+      split.append(
+        rules.reshape(
+          o,
+          shape[:out_axis] + (size, shape[out_axis] // size if size else 0) + shape[out_axis + 1 :],
+        )
+      )
     return split, [out_axis] * len(outs)
+
   return rule
 
 
@@ -360,16 +518,23 @@ def _arr(st, dtype, shape, bound=1.5):
 def _lstm_inputs(draw, st, dtype, time=None):
   b, n, hsz = (draw(st.integers(1, 3)) for _ in range(3))
   xshape = (b, n) if time is None else (time, b, n)
-  return dict(x=draw(_arr(st, dtype, xshape)), cs_prev=draw(_arr(st, dtype, (b, hsz))),
-              h_prev=draw(_arr(st, dtype, (b, hsz))),
-              w=draw(_arr(st, dtype, (n + hsz, 4 * hsz), 1.0)),
-              wci=draw(_arr(st, dtype, (hsz,))), wcf=draw(_arr(st, dtype, (hsz,))),
-              wco=draw(_arr(st, dtype, (hsz,))), b=draw(_arr(st, dtype, (4 * hsz,))))
+  return dict(
+    x=draw(_arr(st, dtype, xshape)),
+    cs_prev=draw(_arr(st, dtype, (b, hsz))),
+    h_prev=draw(_arr(st, dtype, (b, hsz))),
+    w=draw(_arr(st, dtype, (n + hsz, 4 * hsz), 1.0)),
+    wci=draw(_arr(st, dtype, (hsz,))),
+    wcf=draw(_arr(st, dtype, (hsz,))),
+    wco=draw(_arr(st, dtype, (hsz,))),
+    b=draw(_arr(st, dtype, (4 * hsz,))),
+  )
 
 
 def _lstm_attrs(draw, st, v2=False):
-  attrs = dict(cell_clip=draw(st.sampled_from([3.0, 0.0, 0.5] if not v2 else [0.0, 3.0, 0.5])),
-               use_peephole=draw(st.booleans()))
+  attrs = dict(
+    cell_clip=draw(st.sampled_from([3.0, 0.0, 0.5] if not v2 else [0.0, 3.0, 0.5])),
+    use_peephole=draw(st.booleans()),
+  )
   if not v2:
     attrs["forget_bias"] = draw(st.sampled_from([1.0, 0.0, 0.5]))
   return attrs
@@ -384,11 +549,17 @@ def _cell_calls(st, grad):
     if not grad:
       return dict(call, **attrs)
     from tfprims.ops.nn._specs import _tf_call
+
     outs = _tf_call("LSTMBlockCell", dict(call, **attrs))
     shape = call["cs_prev"].shape
     call.update(zip(("i", "cs", "f", "o", "ci", "co"), (t.numpy() for t in outs[:6])))
-    return dict(call, cs_grad=draw(_arr(st, dtype, shape)),
-                h_grad=draw(_arr(st, dtype, shape)), use_peephole=attrs["use_peephole"])
+    return dict(
+      call,
+      cs_grad=draw(_arr(st, dtype, shape)),
+      h_grad=draw(_arr(st, dtype, shape)),
+      use_peephole=attrs["use_peephole"],
+    )
+
   return draw_call()
 
 
@@ -405,14 +576,20 @@ def _block_calls(st, v2, grad):
     if not grad:
       return dict(call, **attrs)
     from tfprims.ops.nn._specs import _tf_call
+
     outs = _tf_call("BlockLSTMV2" if v2 else "BlockLSTM", dict(call, **attrs))
     for name, out in zip(("i", "cs", "f", "o", "ci", "co", "h"), outs):
       out = out.numpy().copy()
       out[steps:] = 0
       call[name] = out
     shape = call["h"].shape
-    return dict(call, cs_grad=draw(_arr(st, dtype, shape)),
-                h_grad=draw(_arr(st, dtype, shape)), use_peephole=attrs["use_peephole"])
+    return dict(
+      call,
+      cs_grad=draw(_arr(st, dtype, shape)),
+      h_grad=draw(_arr(st, dtype, shape)),
+      use_peephole=attrs["use_peephole"],
+    )
+
   return draw_call()
 
 
@@ -421,26 +598,38 @@ def _gru_calls(st, grad):
   def draw_call(draw):
     b, n, hsz = (draw(st.integers(1, 3)) for _ in range(3))
     d = "float32"
-    call = dict(x=draw(_arr(st, d, (b, n))), h_prev=draw(_arr(st, d, (b, hsz))),
-                w_ru=draw(_arr(st, d, (n + hsz, 2 * hsz), 1.0)),
-                w_c=draw(_arr(st, d, (n + hsz, hsz), 1.0)),
-                b_ru=draw(_arr(st, d, (2 * hsz,))), b_c=draw(_arr(st, d, (hsz,))))
+    call = dict(
+      x=draw(_arr(st, d, (b, n))),
+      h_prev=draw(_arr(st, d, (b, hsz))),
+      w_ru=draw(_arr(st, d, (n + hsz, 2 * hsz), 1.0)),
+      w_c=draw(_arr(st, d, (n + hsz, hsz), 1.0)),
+      b_ru=draw(_arr(st, d, (2 * hsz,))),
+      b_c=draw(_arr(st, d, (hsz,))),
+    )
     if grad:
       from tfprims.ops.nn._specs import _tf_call
+
       r, u, c, _ = _tf_call("GRUBlockCell", call)
       call.update(r=r.numpy(), u=u.numpy(), c=c.numpy(), d_h=draw(_arr(st, d, (b, hsz))))
     return call
+
   return draw_call()
 
 
-_DERIV_NOTE = ("Derivatives are TF's registered gradient: only cs and h carry them and "
-               "the cell clip passes them straight through.")
+_DERIV_NOTE = (
+  "Derivatives are TF's registered gradient: only cs and h carry them and "
+  "the cell clip passes them straight through."
+)
 
-_CELL_NOTE = (" TF 2 registers no gradient for LSTMBlockCell: ours is TF 1's (tf.contrib's, "
-              "LSTMBlockCellGrad and MatMuls), checked in tests/test_rnn_blocks.py.")
-_V2_SKIP = ("TF's registered gradient of BlockLSTMV2 calls BlockLSTMGrad, which reads the "
-            "weights in BlockLSTM's gate order (i, ci, f, o), not V2's (i, f, ci, o); ours is "
-            "BlockLSTMGradV2's: tests/test_rnn_blocks.py checks it against TF's kernel.")
+_CELL_NOTE = (
+  " TF 2 registers no gradient for LSTMBlockCell: ours is TF 1's (tf.contrib's, "
+  "LSTMBlockCellGrad and MatMuls), checked in tests/test_rnn_blocks.py."
+)
+_V2_SKIP = (
+  "TF's registered gradient of BlockLSTMV2 calls BlockLSTMGrad, which reads the "
+  "weights in BlockLSTM's gate order (i, ci, f, o), not V2's (i, f, ci, o); ours is "
+  "BlockLSTMGradV2's: tests/test_rnn_blocks.py checks it against TF's kernel."
+)
 
 # --------------------------------------------------------------------------
 # Declarations
@@ -451,45 +640,86 @@ _CELL_AXES = (0, 0, 0, None, None, None, None, None)
 _BLOCK_AXES = (None, 1, 0, 0, None, None, None, None, None)
 
 LSTMBlockCell = register_op(
-    "LSTMBlockCell", _lstm_block_cell, family="nn", attrs=_LSTM_ATTRS,
-    multiple_results=True, jvp=_lstm_cell_jvp,
-    batching=rules.per_op(_fold_batching, _lstm_block_cell, _CELL_AXES, 0),
-    spec=lambda st: st.Spec(_cell_calls(st, False), note=_DERIV_NOTE + _CELL_NOTE, **_TOL))
+  "LSTMBlockCell",
+  _lstm_block_cell,
+  family="nn",
+  attrs=_LSTM_ATTRS,
+  multiple_results=True,
+  jvp=_lstm_cell_jvp,
+  batching=rules.per_op(_fold_batching, _lstm_block_cell, _CELL_AXES, 0),
+  spec=lambda st: st.Spec(_cell_calls(st, False), note=_DERIV_NOTE + _CELL_NOTE, **_TOL),
+)
 
 BlockLSTM = register_op(
-    "BlockLSTM", _block_lstm_v1, family="nn", attrs=_LSTM_ATTRS, multiple_results=True,
-    jvp=rules.per_op(_block_lstm_jvp, "icfo"),
-    batching=rules.per_op(_fold_batching, _block_lstm_v1, _BLOCK_AXES, 1),
-    spec=lambda st: st.Spec(_block_calls(st, False, False), note=_DERIV_NOTE, **_TOL))
+  "BlockLSTM",
+  _block_lstm_v1,
+  family="nn",
+  attrs=_LSTM_ATTRS,
+  multiple_results=True,
+  jvp=rules.per_op(_block_lstm_jvp, "icfo"),
+  batching=rules.per_op(_fold_batching, _block_lstm_v1, _BLOCK_AXES, 1),
+  spec=lambda st: st.Spec(_block_calls(st, False, False), note=_DERIV_NOTE, **_TOL),
+)
 
 BlockLSTMV2 = register_op(
-    "BlockLSTMV2", _block_lstm_v2, family="nn", attrs=("cell_clip", "use_peephole"),
-    multiple_results=True, jvp=rules.per_op(_block_lstm_jvp, "ifco"),
-    batching=rules.per_op(_fold_batching, _block_lstm_v2, _BLOCK_AXES, 1),
-    spec=lambda st: st.Spec(_block_calls(st, True, False), note=_DERIV_NOTE,
-                            skip={"jvp": _V2_SKIP, "vjp": _V2_SKIP}, **_TOL))
+  "BlockLSTMV2",
+  _block_lstm_v2,
+  family="nn",
+  attrs=("cell_clip", "use_peephole"),
+  multiple_results=True,
+  jvp=rules.per_op(_block_lstm_jvp, "ifco"),
+  batching=rules.per_op(_fold_batching, _block_lstm_v2, _BLOCK_AXES, 1),
+  spec=lambda st: st.Spec(
+    _block_calls(st, True, False), note=_DERIV_NOTE, skip={"jvp": _V2_SKIP, "vjp": _V2_SKIP}, **_TOL
+  ),
+)
 
 GRUBlockCell = register_op(
-    "GRUBlockCell", _gru_block_cell, family="nn", multiple_results=True,
-    jvp=_gru_cell_jvp,
-    batching=rules.per_op(_fold_batching, _gru_block_cell, (0, 0, None, None, None, None),
-                          0),
-    spec=lambda st: st.Spec(_gru_calls(st, False), grad_oracle="fd",
-                            note="TF has no gradient for GRUBlockCell: derivatives are "
-                                 "checked against central differences."))
+  "GRUBlockCell",
+  _gru_block_cell,
+  family="nn",
+  multiple_results=True,
+  jvp=_gru_cell_jvp,
+  batching=rules.per_op(_fold_batching, _gru_block_cell, (0, 0, None, None, None, None), 0),
+  spec=lambda st: st.Spec(
+    _gru_calls(st, False),
+    grad_oracle="fd",
+    note="TF has no gradient for GRUBlockCell: derivatives are "
+    "checked against central differences.",
+  ),
+)
 
 LSTMBlockCellGrad = register_op(
-    "LSTMBlockCellGrad", _lstm_block_cell_grad, family="nn", attrs=("use_peephole",),
-    multiple_results=True, spec=lambda st: st.Spec(_cell_calls(st, True), **_TOL))
+  "LSTMBlockCellGrad",
+  _lstm_block_cell_grad,
+  family="nn",
+  attrs=("use_peephole",),
+  multiple_results=True,
+  spec=lambda st: st.Spec(_cell_calls(st, True), **_TOL),
+)
 
 BlockLSTMGrad = register_op(
-    "BlockLSTMGrad", _block_lstm_grad_v1, family="nn", attrs=("use_peephole",),
-    multiple_results=True, spec=lambda st: st.Spec(_block_calls(st, False, True), **_TOL))
+  "BlockLSTMGrad",
+  _block_lstm_grad_v1,
+  family="nn",
+  attrs=("use_peephole",),
+  multiple_results=True,
+  spec=lambda st: st.Spec(_block_calls(st, False, True), **_TOL),
+)
 
 BlockLSTMGradV2 = register_op(
-    "BlockLSTMGradV2", _block_lstm_grad_v2, family="nn", attrs=("use_peephole",),
-    multiple_results=True, spec=lambda st: st.Spec(_block_calls(st, True, True), **_TOL))
+  "BlockLSTMGradV2",
+  _block_lstm_grad_v2,
+  family="nn",
+  attrs=("use_peephole",),
+  multiple_results=True,
+  spec=lambda st: st.Spec(_block_calls(st, True, True), **_TOL),
+)
 
 GRUBlockCellGrad = register_op(
-    "GRUBlockCellGrad", _gru_block_cell_grad, family="nn", multiple_results=True,
-    spec=lambda st: st.Spec(_gru_calls(st, True)))
+  "GRUBlockCellGrad",
+  _gru_block_cell_grad,
+  family="nn",
+  multiple_results=True,
+  spec=lambda st: st.Spec(_gru_calls(st, True)),
+)

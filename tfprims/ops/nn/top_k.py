@@ -37,8 +37,20 @@ from tfprims.ops.nn import cpu_sort
 from tfprims.errors import import_tensorflow
 
 FAMILY = "nn"
-_REAL = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
-         "uint8", "uint16", "uint32", "uint64")
+_REAL = (
+  "float16",
+  "bfloat16",
+  "float32",
+  "float64",
+  "int8",
+  "int16",
+  "int32",
+  "int64",
+  "uint8",
+  "uint16",
+  "uint32",
+  "uint64",
+)
 
 
 def _int(value) -> int:
@@ -47,7 +59,7 @@ def _int(value) -> int:
 
 def _size(value):
   """A static size param: an int, or a symbolic dim of a jax.export (a shape's)."""
-  size, = rules.sizes(value)
+  (size,) = rules.sizes(value)
   return size
 
 
@@ -80,7 +92,7 @@ def top_k_indices(x, k):
 def _check_k(k, shape) -> None:
   if len(shape) < 1:
     raise ValueError(f"input must be >= 1-D, got shape {list(shape)}")
-  if not rules.known((k, shape[-1])):   # symbolic (jax.export): TF's to check as it runs
+  if not rules.known((k, shape[-1])):  # symbolic (jax.export): TF's to check as it runs
     return
   if k < 0:
     raise ValueError(f"Need k >= 0, got {k}")
@@ -111,9 +123,12 @@ def take_last_axis(t, idx):
   starts = (np.arange(rows, dtype=np.int32) * n)[:, None]
   pos = tfops.AddV2(rules.reshape(idx, (rows, k)), starts)
   places = tfops.DynamicStitch(
-      np.arange(rows * n, dtype=np.int32), pos,
-      np.full((rows * n,), rows * k, np.int32),
-      np.arange(rows * k, dtype=np.int32).reshape(rows, k), size=rows * n)
+    np.arange(rows * n, dtype=np.int32),
+    pos,
+    np.full((rows * n,), rows * k, np.int32),
+    np.arange(rows * k, dtype=np.int32).reshape(rows, k),
+    size=rows * n,
+  )
   out = tfops.DynamicStitch(places, rules.reshape(t, (rows * n,)), size=rows * k)
   return rules.reshape(out, shape[:-1] + (k,))
 
@@ -144,8 +159,7 @@ def _top_k_impl(input, *, k, sorted, index_type):
   k = _size(k)
   _check_k(k, input.shape)
   idx = tf_top_k_indices(input, k)
-  values = (jnp.zeros(idx.shape, input.dtype) if k == 0 else
-            jnp.take_along_axis(input, idx, axis=-1))
+  values = jnp.zeros(idx.shape, input.dtype) if k == 0 else jnp.take_along_axis(input, idx, axis=-1)
   return values, idx.astype(tfdtypes.canonical_dtype(index_type))
 
 
@@ -165,23 +179,33 @@ def _top_k_jvp(primals, tangents, **params):
 
 def _last_axis_batching(op):
   """For ops on the last axis: the batch axis in front, the op re-bound."""
+
   def rule(args, dims, **params):
     (x,), (d,) = args, dims
     if d == np.ndim(x) - 1:
       x, d = rules.move_axes(x, [d], [0]), 0
     out = op(x, **params)
     return (out, [d] * len(out)) if isinstance(out, (list, tuple)) else (out, d)
+
   return rule
 
 
 TopKV2 = register_op(
-    "TopKV2", _top_k_impl, family=FAMILY, static=("k",), attrs=("sorted", "index_type"),
-    multiple_results=True, canonicalize=_top_k_canonicalize, jvp=_top_k_jvp,
-    batching=rules.per_op(_last_axis_batching),
-    spec=lambda st: st.Spec(
-        _top_k_calls(st), oracle=_sorted_top_k_oracle,
-        note="sorted=False compared with TF's sorted=True result (checked to hold the "
-             "same elements)"))
+  "TopKV2",
+  _top_k_impl,
+  family=FAMILY,
+  static=("k",),
+  attrs=("sorted", "index_type"),
+  multiple_results=True,
+  canonicalize=_top_k_canonicalize,
+  jvp=_top_k_jvp,
+  batching=rules.per_op(_last_axis_batching),
+  spec=lambda st: st.Spec(
+    _top_k_calls(st),
+    oracle=_sorted_top_k_oracle,
+    note="sorted=False compared with TF's sorted=True result (checked to hold the same elements)",
+  ),
+)
 
 
 # --- NthElement ---------------------------------------------------------------------------
@@ -220,10 +244,16 @@ def _nth_jvp(t, x, *, n, reverse):
 
 
 NthElement = register_op(
-    "NthElement", _nth_impl, family=FAMILY, static=("n",), attrs=("reverse",),
-    canonicalize=lambda params, *_: dict(params, n=_int(params["n"])),
-    jvp=(_nth_jvp,), batching=rules.per_op(_last_axis_batching),
-    spec=lambda st: st.Spec(_nth_calls(st), examples=0.5))
+  "NthElement",
+  _nth_impl,
+  family=FAMILY,
+  static=("n",),
+  attrs=("reverse",),
+  canonicalize=lambda params, *_: dict(params, n=_int(params["n"])),
+  jvp=(_nth_jvp,),
+  batching=rules.per_op(_last_axis_batching),
+  spec=lambda st: st.Spec(_nth_calls(st), examples=0.5),
+)
 
 
 # --- ApproxTopK ---------------------------------------------------------------------------
@@ -236,8 +266,16 @@ def _approx_axis(reduction_dimension, rank) -> int:
   return d % rank
 
 
-def _approx_impl(input, *, k, reduction_dimension, recall_target, is_max_k,
-                 reduction_input_size_override, aggregate_to_topk):
+def _approx_impl(
+  input,
+  *,
+  k,
+  reduction_dimension,
+  recall_target,
+  is_max_k,
+  reduction_input_size_override,
+  aggregate_to_topk,
+):
   """The exact top (or bottom, ``is_max_k=False``: the top of ``-input``) ``k`` along
   ``reduction_dimension``, as TopKV2 (TF's CPU kernel of ApproxTopK is TopKV2's,
   NaN included); the approximation attrs are accepted and ignored (an exact answer
@@ -269,14 +307,27 @@ def _approx_batch(args, dims, *, reduction_dimension, **params):
 
 
 ApproxTopK = register_op(
-    "ApproxTopK", _approx_impl, family=FAMILY, multiple_results=True,
-    attrs=("k", "reduction_dimension", "recall_target", "is_max_k",
-           "reduction_input_size_override", "aggregate_to_topk"),
-    jvp=_approx_jvp, batching=_approx_batch,
-    spec=lambda st: st.Spec(
-        _approx_calls(st), oracle=_approx_oracle,
-        note="exact, as TopKV2; TF's CPU kernel only takes is_max_k=True on the last "
-             "dimension, other calls are compared with TopKV2"))
+  "ApproxTopK",
+  _approx_impl,
+  family=FAMILY,
+  multiple_results=True,
+  attrs=(
+    "k",
+    "reduction_dimension",
+    "recall_target",
+    "is_max_k",
+    "reduction_input_size_override",
+    "aggregate_to_topk",
+  ),
+  jvp=_approx_jvp,
+  batching=_approx_batch,
+  spec=lambda st: st.Spec(
+    _approx_calls(st),
+    oracle=_approx_oracle,
+    note="exact, as TopKV2; TF's CPU kernel only takes is_max_k=True on the last "
+    "dimension, other calls are compared with TopKV2",
+  ),
+)
 
 
 # --- InTopK, InTopKV2 ---------------------------------------------------------------------
@@ -292,8 +343,9 @@ def _in_top_k(predictions, targets, k):
     raise ValueError("targets must be 1-dimensional")
   rows, classes = predictions.shape
   if targets.shape[0] != rows:
-    raise ValueError(f"First dimension of predictions {rows} must match length of "
-                     f"targets {targets.shape[0]}")
+    raise ValueError(
+      f"First dimension of predictions {rows} must match length of targets {targets.shape[0]}"
+    )
   if classes == 0:
     return jnp.zeros((rows,), bool)
   valid = (targets >= 0) & (targets < classes)
@@ -306,6 +358,7 @@ def _in_top_k(predictions, targets, k):
 
 def _in_top_k_batch(op):
   """[V, B, C] predictions and [V, B] targets merged into V * B rows."""
+
   def rule(args, dims, **params):
     size = rules.batch_size(args, dims)
     if len(args) == 3 and dims[2] is not None:
@@ -314,26 +367,38 @@ def _in_top_k_batch(op):
     p = rules.with_batch_axis(args[0], dims[0], size)
     t = rules.with_batch_axis(args[1], dims[1], size)
     rows = p.shape[1]
-    out = op(rules.reshape(p, (size * rows, p.shape[2])),
-             rules.reshape(t, (size * rows,)), *args[2:], **params)
+    out = op(
+      rules.reshape(p, (size * rows, p.shape[2])),
+      rules.reshape(t, (size * rows,)),
+      *args[2:],
+      **params,
+    )
     return rules.reshape(out, (size, rows)), 0
+
   return rule
 
 
 _NO_GRAD = "boolean output (TF declares no gradient)"
 
 InTopK = register_op(
-    "InTopK", lambda predictions, targets, *, k: _in_top_k(predictions, targets, k),
-    doc=_in_top_k.__doc__, family=FAMILY, attrs=("k",), jvp=rules.per_op(rules.no_grad_jvp),
-    batching=rules.per_op(_in_top_k_batch),
-    spec=lambda st: st.Spec(_in_top_k_calls(st, v2=False),
-                            skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD}))
+  "InTopK",
+  lambda predictions, targets, *, k: _in_top_k(predictions, targets, k),
+  doc=_in_top_k.__doc__,
+  family=FAMILY,
+  attrs=("k",),
+  jvp=rules.per_op(rules.no_grad_jvp),
+  batching=rules.per_op(_in_top_k_batch),
+  spec=lambda st: st.Spec(_in_top_k_calls(st, v2=False), skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD}),
+)
 
 InTopKV2 = register_op(
-    "InTopKV2", _in_top_k, family=FAMILY, jvp=rules.per_op(rules.no_grad_jvp),
-    batching=rules.per_op(_in_top_k_batch),
-    spec=lambda st: st.Spec(_in_top_k_calls(st, v2=True),
-                            skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD}))
+  "InTopKV2",
+  _in_top_k,
+  family=FAMILY,
+  jvp=rules.per_op(rules.no_grad_jvp),
+  batching=rules.per_op(_in_top_k_batch),
+  spec=lambda st: st.Spec(_in_top_k_calls(st, v2=True), skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD}),
+)
 
 
 # --- property-test strategies and oracles (hypothesis and TF are imported lazily) -----
@@ -341,6 +406,7 @@ InTopKV2 = register_op(
 
 def _hst():
   from hypothesis import strategies as hst
+
   return hst
 
 
@@ -360,15 +426,18 @@ def _ties(draw, st, dtype, shape, nan=False):
   mode = draw(hst.sampled_from(["edges", "pool", "any"])) if st.is_float(dtype) else "any"
   if mode != "any":
     pool = [v for v in _EDGES if nan or not np.isnan(v)]
-    vals = (draw(hst.permutations((pool * size)[:size])) if mode == "edges" else
-            draw(hst.lists(hst.sampled_from(pool), min_size=size, max_size=size)))
+    vals = (
+      draw(hst.permutations((pool * size)[:size]))
+      if mode == "edges"
+      else draw(hst.lists(hst.sampled_from(pool), min_size=size, max_size=size))
+    )
     return np.asarray(vals, np.float32).astype(dtype).reshape(shape)
   if st.kind(dtype) in "iu" and draw(hst.booleans()):
     vals = draw(hst.lists(hst.integers(0, 3), min_size=size, max_size=size))
     return np.asarray(vals).astype(dtype).reshape(shape)
   kw = {} if nan or not st.is_float(dtype) else {"allow_nan": False}
   if st.kind(dtype) in "iu" and dtype.itemsize == 8:
-    kw = {"min_value": 0 if st.kind(dtype) == "u" else -2**31, "max_value": 2**31 - 1}
+    kw = {"min_value": 0 if st.kind(dtype) == "u" else -(2**31), "max_value": 2**31 - 1}
   return draw(st.arrays(dtype, shape, **kw))
 
 
@@ -376,8 +445,9 @@ def _row_shape(draw, st):
   """A shape of rank >= 1, its rows mostly 3 to 5 long (where TF's kernels take
   their different paths: k == 1, 1 < k < n, k == n)."""
   hst = _hst()
-  shape = list(draw(st.shapes(min_rank=1, max_rank=3, min_side=draw(
-      hst.sampled_from([1, 1, 1, 0])))))
+  shape = list(
+    draw(st.shapes(min_rank=1, max_rank=3, min_side=draw(hst.sampled_from([1, 1, 1, 0]))))
+  )
   if shape[-1] and not draw(hst.booleans()):
     shape[-1] = draw(hst.integers(3, 5))
   return tuple(shape)
@@ -395,8 +465,13 @@ def _top_k_calls(st):
     k = draw(hst.sampled_from([n, min(n, 2), min(n, 1), 0, max(n - 1, 0)]))
     # TF's gradient fails for index_type other than int32 (and for no columns).
     index_type = draw(hst.sampled_from(["int32", "int32", "int32", "int16", "int64"]))
-    return {"input": x, "k": np.asarray(k, draw(st.dtypes(("int16", "int32", "int64")))),
-            "sorted": draw(hst.booleans()), "index_type": np.dtype(index_type)}
+    return {
+      "input": x,
+      "k": np.asarray(k, draw(st.dtypes(("int16", "int32", "int64")))),
+      "sorted": draw(hst.booleans()),
+      "index_type": np.dtype(index_type),
+    }
+
   return calls()
 
 
@@ -404,8 +479,7 @@ def _sorted_top_k_oracle(input, k, sorted=True, index_type=np.dtype("int32")):
   """TF's TopKV2 with ``sorted=True``; for ``sorted=False`` (its CPU kernel then
   returns its heap's order) after checking that TF selects the same elements."""
   tf = import_tensorflow()
-  values, indices = tf.raw_ops.TopKV2(input=input, k=k, sorted=True,
-                                      index_type=index_type)
+  values, indices = tf.raw_ops.TopKV2(input=input, k=k, sorted=True, index_type=index_type)
   if not sorted:
     _, unsorted = tf.raw_ops.TopKV2(input=input, k=k, sorted=False, index_type=index_type)
     if not np.array_equal(np.sort(unsorted.numpy(), -1), np.sort(indices.numpy(), -1)):
@@ -422,8 +496,12 @@ def _nth_calls(st):
     shape = list(_row_shape(draw, st))
     shape[-1] = max(shape[-1], 1)
     x = _ties(draw, st, dtype, tuple(shape), nan=True)
-    return {"input": x, "n": np.int32(draw(hst.integers(0, shape[-1] - 1))),
-            "reverse": draw(hst.booleans())}
+    return {
+      "input": x,
+      "n": np.int32(draw(hst.integers(0, shape[-1] - 1))),
+      "reverse": draw(hst.booleans()),
+    }
+
   return calls()
 
 
@@ -438,11 +516,16 @@ def _approx_calls(st):
     dim = draw(hst.one_of(hst.just(-1), hst.integers(-rank, rank - 1)))
     is_max_k = draw(hst.booleans())
     x = _ties(draw, st, dtype, shape, nan=True)
-    return {"input": x, "k": draw(hst.integers(0, shape[dim])), "reduction_dimension": dim,
-            "is_max_k": is_max_k,
-            "recall_target": draw(hst.sampled_from([0.95, 0.5, 1.0])),
-            "reduction_input_size_override": draw(hst.sampled_from([-1, 100])),
-            "aggregate_to_topk": draw(hst.booleans())}
+    return {
+      "input": x,
+      "k": draw(hst.integers(0, shape[dim])),
+      "reduction_dimension": dim,
+      "is_max_k": is_max_k,
+      "recall_target": draw(hst.sampled_from([0.95, 0.5, 1.0])),
+      "reduction_input_size_override": draw(hst.sampled_from([-1, 100])),
+      "aggregate_to_topk": draw(hst.booleans()),
+    }
+
   return calls()
 
 
@@ -453,8 +536,9 @@ def _approx_oracle(input, k, reduction_dimension=-1, is_max_k=True, **attrs):
   rank = len(input.shape)
   d = reduction_dimension % rank
   if is_max_k and reduction_dimension == -1:
-    return tf.raw_ops.ApproxTopK(input=input, k=k, reduction_dimension=reduction_dimension,
-                                 is_max_k=True, **attrs)
+    return tf.raw_ops.ApproxTopK(
+      input=input, k=k, reduction_dimension=reduction_dimension, is_max_k=True, **attrs
+    )
   perm = [i for i in range(rank) if i != d] + [d]
   inverse = list(np.argsort(perm))
   x = tf.transpose(input, perm)
@@ -472,9 +556,10 @@ def _in_top_k_calls(st, v2):
     rows, classes = draw(hst.integers(0, 4)), draw(hst.integers(0, 5))
     p = _ties(draw, st, np.dtype("float32"), (rows, classes), nan=True)
     tdtype = draw(st.dtypes(("int32", "int64")))
-    targets = np.asarray(draw(hst.lists(hst.integers(-1, classes), min_size=rows,
-                                        max_size=rows)), tdtype)
+    targets = np.asarray(
+      draw(hst.lists(hst.integers(-1, classes), min_size=rows, max_size=rows)), tdtype
+    )
     k = draw(hst.integers(-1, classes + 1))
-    return {"predictions": p, "targets": targets,
-            "k": np.asarray(k, tdtype) if v2 else k}
+    return {"predictions": p, "targets": targets, "k": np.asarray(k, tdtype) if v2 else k}
+
   return calls()

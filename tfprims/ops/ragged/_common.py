@@ -23,18 +23,18 @@ def known_ints(ctx, value: Any) -> Optional[np.ndarray]:
   found = value_analysis.elements(ctx, value)
   if found is None or any(isinstance(v, value_analysis.Lin) for v in np.asarray(found).flat):
     return None
-  return np.asarray(found.tolist() if found.dtype == object else found,
-                    dtype=np.dtype(value.dtype))
+  return np.asarray(found.tolist() if found.dtype == object else found, dtype=np.dtype(value.dtype))
 
 
 def unknown_size(node, what: str) -> errors.DynamicShapeError:
   """The typed error of a node whose output size depends on traced values."""
   return errors.DynamicShapeError(
-      f"{node.op} node '{node.name}': {what} depends on the values of its row "
-      "partitions, which are traced under jit/vmap/grad, so its output shape is unknown. "
-      "Give the shape (rt.to_tensor(shape=...)) or build the ragged tensor from "
-      "constants; eager calls of the converted function compute it as TF does "
-      "(docs/semantics/ragged.md).")
+    f"{node.op} node '{node.name}': {what} depends on the values of its row "
+    "partitions, which are traced under jit/vmap/grad, so its output shape is unknown. "
+    "Give the shape (rt.to_tensor(shape=...)) or build the ragged tensor from "
+    "constants; eager calls of the converted function compute it as TF does "
+    "(docs/semantics/ragged.md)."
+  )
 
 
 def op_error(node, message: str) -> errors.OpError:

@@ -56,7 +56,7 @@ _BAD_SPLITS = "Invalid row splits: they must start at 0 and not decrease"
 def gather(*operands, sizes, PARAMS_RAGGED_RANK, OUTPUT_RAGGED_RANK):
   """The rows ``indices`` of a ragged tensor: their nested row splits and flat values
   (``sizes``: each output level's item count, the last the values')."""
-  operands = [jnp.asarray(o) for o in operands]   # known splits may be numpy
+  operands = [jnp.asarray(o) for o in operands]  # known splits may be numpy
   splits, values, indices = operands[:PARAMS_RAGGED_RANK], operands[-2], operands[-1]
   rows = indices.astype(splits[0].dtype)
   out = []
@@ -70,8 +70,12 @@ def gather(*operands, sizes, PARAMS_RAGGED_RANK, OUTPUT_RAGGED_RANK):
     out.append(new)
     r, col = _rows_of(new, n)
     rows = starts[r] + col
-  return (*out, jnp.take(values, rows, axis=0) if rows.shape[0] else
-          jnp.zeros((0,) + values.shape[1:], values.dtype))
+  return (
+    *out,
+    jnp.take(values, rows, axis=0)
+    if rows.shape[0]
+    else jnp.zeros((0,) + values.shape[1:], values.dtype),
+  )
 
 
 def gather_sizes(splits, indices) -> tuple:
@@ -86,20 +90,27 @@ def gather_sizes(splits, indices) -> tuple:
     s = s.astype(np.int64)
     starts, limits = s[rows], s[rows + 1]
     sizes.append(int(np.sum(limits - starts)))
-    rows = np.concatenate([np.arange(a, b) for a, b in zip(starts, limits)]
-                          + [np.zeros(0, np.int64)])
+    rows = np.concatenate(
+      [np.arange(a, b) for a, b in zip(starts, limits)] + [np.zeros(0, np.int64)]
+    )
   return tuple(sizes)
 
 
 def _gather_interpret(ctx, node, inputs):
   op = core.lookup(node.op)
   grouped = opdefs.group_inputs(node.op, inputs, interpreter.AttrView(node))
-  splits, values, indices = (list(grouped["params_nested_splits"]),
-                             grouped["params_dense_values"], grouped["indices"])
+  splits, values, indices = (
+    list(grouped["params_nested_splits"]),
+    grouped["params_dense_values"],
+    grouped["indices"],
+  )
   rank = int(node.attr("PARAMS_RAGGED_RANK"))
   if np.ndim(indices) != 1 or int(node.attr("OUTPUT_RAGGED_RANK")) != rank:
-    raise op_error(node, "tfprims converts RaggedGather of a vector of indices only "
-                   f"(indices of shape {list(np.shape(indices))})")
+    raise op_error(
+      node,
+      "tfprims converts RaggedGather of a vector of indices only "
+      f"(indices of shape {list(np.shape(indices))})",
+    )
   known = [known_ints(ctx, s) for s in splits]
   idx = known_ints(ctx, indices)
   if idx is None or any(k is None for k in known):
@@ -119,12 +130,17 @@ def _gather_spec(st):
 
 
 RaggedGather = register_op(
-    "RaggedGather", gather, family=FAMILY, multiple_results=True,
-    attrs=("PARAMS_RAGGED_RANK", "OUTPUT_RAGGED_RANK"), interpret=_gather_interpret,
-    dynamic_shape="the output's size is the gathered rows' total length",
-    doc="Rows of a ragged tensor (a vector of indices): the output's nested row splits "
-        "and flat values, their sizes a static param.",
-    spec=_gather_spec)
+  "RaggedGather",
+  gather,
+  family=FAMILY,
+  multiple_results=True,
+  attrs=("PARAMS_RAGGED_RANK", "OUTPUT_RAGGED_RANK"),
+  interpret=_gather_interpret,
+  dynamic_shape="the output's size is the gathered rows' total length",
+  doc="Rows of a ragged tensor (a vector of indices): the output's nested row splits "
+  "and flat values, their sizes a static param.",
+  spec=_gather_spec,
+)
 
 
 # --- RaggedRange -----------------------------------------------------------------------------
@@ -143,27 +159,31 @@ def ragged_range(starts, limits, deltas, *, size, T, Tsplits):
   """TF's RaggedRange: row splits and the values ``start, start + delta, ...`` of each
   row, accumulated as TF's kernel does (``size``: the total)."""
   starts, limits, deltas = jnp.broadcast_arrays(  # numpy operands indexed as jax arrays
-      *(jnp.atleast_1d(a) for a in (starts, limits, deltas)))
+    *(jnp.atleast_1d(a) for a in (starts, limits, deltas))
+  )
   sdtype = tfdtypes.canonical_dtype(Tsplits)
-  splits = jnp.concatenate([jnp.zeros((1,), sdtype),
-                            jnp.cumsum(range_sizes(starts, limits, deltas, jnp).astype(sdtype))])
+  splits = jnp.concatenate(
+    [jnp.zeros((1,), sdtype), jnp.cumsum(range_sizes(starts, limits, deltas, jnp).astype(sdtype))]
+  )
   if size == 0:
     return splits, jnp.zeros((0,), starts.dtype)
   r, k = _rows_of(splits, size)
   if jnp.issubdtype(starts.dtype, jnp.integer):
     return splits, starts[r] + k.astype(starts.dtype) * deltas[r]
 
-  def step(prev, rk):   # value += delta, as TF's loop (not start + k * delta)
+  def step(prev, rk):  # value += delta, as TF's loop (not start + k * delta)
     row, col = rk
     v = jnp.where(col == 0, starts[row], prev + deltas[row])
     return v, v
+
   return splits, lax.scan(step, starts[0], (r, k))[1]
 
 
 def _range_interpret(ctx, node, inputs):
   op = core.lookup(node.op)
-  known = [known_ints(ctx, v) if np.dtype(v.dtype).kind in "iu" else _known_float(v)
-           for v in inputs]
+  known = [
+    known_ints(ctx, v) if np.dtype(v.dtype).kind in "iu" else _known_float(v) for v in inputs
+  ]
   if any(k is None for k in known):
     raise unknown_size(node, "the ranges' total size")
   starts, limits, deltas = known
@@ -176,8 +196,11 @@ def _range_interpret(ctx, node, inputs):
     raise op_error(node, "Requires delta != 0")
   with np.errstate(all="ignore"):
     sizes = range_sizes(*np.broadcast_arrays(*(np.atleast_1d(a) for a in known)), np)
-  params = {"size": int(np.sum(sizes.astype(np.int64))), "T": node.attr("T"),
-            "Tsplits": node.attr("Tsplits")}
+  params = {
+    "size": int(np.sum(sizes.astype(np.int64))),
+    "T": node.attr("T"),
+    "Tsplits": node.attr("Tsplits"),
+  }
   return list(op.apply(list(inputs), params))
 
 
@@ -191,12 +214,17 @@ def _range_spec(st):
 
 
 RaggedRange = register_op(
-    "RaggedRange", ragged_range, family=FAMILY, multiple_results=True, attrs=("T", "Tsplits"),
-    interpret=_range_interpret,
-    dynamic_shape="the output's size is the ranges' total size",
-    doc="Ranges start, start + delta, ... below limit, one row each: row splits and "
-        "values (their total size a static param); floats accumulate as TF's loop.",
-    spec=_range_spec)
+  "RaggedRange",
+  ragged_range,
+  family=FAMILY,
+  multiple_results=True,
+  attrs=("T", "Tsplits"),
+  interpret=_range_interpret,
+  dynamic_shape="the output's size is the ranges' total size",
+  doc="Ranges start, start + delta, ... below limit, one row each: row splits and "
+  "values (their total size a static param); floats accumulate as TF's loop.",
+  spec=_range_spec,
+)
 
 
 # --- RaggedTensorToSparse ----------------------------------------------------------------------
@@ -220,16 +248,23 @@ def to_sparse(*operands):
   if inner:
     grid = jnp.asarray(np.stack(np.unravel_index(np.arange(n_inner), inner), 1), index)
     coords = jnp.concatenate([coords, jnp.tile(grid, (values.shape[0], 1))], axis=1)
-  widths = [jnp.max(jnp.diff(s), initial=0).astype(index) if s.shape[0] > 1 else
-            jnp.zeros((), index) for s in splits]
-  shape = jnp.stack([jnp.asarray(splits[0].shape[0] - 1, index)] + widths
-                    + [jnp.asarray(d, index) for d in inner])
+  widths = [
+    jnp.max(jnp.diff(s), initial=0).astype(index) if s.shape[0] > 1 else jnp.zeros((), index)
+    for s in splits
+  ]
+  shape = jnp.stack(
+    [jnp.asarray(splits[0].shape[0] - 1, index)] + widths + [jnp.asarray(d, index) for d in inner]
+  )
   return coords, values.reshape(-1), shape
 
 
 RaggedTensorToSparse = register_op(
-    "RaggedTensorToSparse", to_sparse, family=FAMILY, multiple_results=True,
-    check=lambda *operands: (_splits_check(*operands[:-1]), _BAD_SPLITS),
-    doc="A ragged tensor as a sparse one: int64 coordinates of every value element, the "
-        "values and the dense shape.",
-    spec=to_sparse_spec)
+  "RaggedTensorToSparse",
+  to_sparse,
+  family=FAMILY,
+  multiple_results=True,
+  check=lambda *operands: (_splits_check(*operands[:-1]), _BAD_SPLITS),
+  doc="A ragged tensor as a sparse one: int64 coordinates of every value element, the "
+  "values and the dense shape.",
+  spec=to_sparse_spec,
+)

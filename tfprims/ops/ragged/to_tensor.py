@@ -44,8 +44,10 @@ def check_types(types: Sequence[str]) -> None:
       raise ValueError(f"Cannot handle partition type {t}")
     if t == _ROWIDS and i and types[first + i - 1] == _SPLITS:
       # the row count of the VALUE_ROWIDS level is then the splits' last value
-      raise ValueError("tfprims converts ROW_SPLITS levels followed by ROW_SPLITS ones "
-                       "and VALUE_ROWIDS levels, not VALUE_ROWIDS after ROW_SPLITS")
+      raise ValueError(
+        "tfprims converts ROW_SPLITS levels followed by ROW_SPLITS ones "
+        "and VALUE_ROWIDS levels, not VALUE_ROWIDS after ROW_SPLITS"
+      )
 
 
 def _widest(partition: np.ndarray, kind: str) -> int:
@@ -59,8 +61,13 @@ def _widest(partition: np.ndarray, kind: str) -> int:
   return int(np.max(np.diff(np.concatenate([[-1], breaks, [p.size - 1]]))))
 
 
-def output_shape(shape, values_shape: Sequence[int], partitions: Sequence[Optional[np.ndarray]],
-                 partition_sizes: Sequence[int], types: Sequence[str]) -> tuple:
+def output_shape(
+  shape,
+  values_shape: Sequence[int],
+  partitions: Sequence[Optional[np.ndarray]],
+  partition_sizes: Sequence[int],
+  types: Sequence[str],
+) -> tuple:
   """The output shape as TF's kernel computes it; None for a dim that needs the value
   of a partition that is not known. Raises ValueError where TF rejects the shape."""
   check_types(types)
@@ -71,13 +78,17 @@ def output_shape(shape, values_shape: Sequence[int], partitions: Sequence[Option
   shape = np.asarray(shape).astype(np.int64)
   given = [-1] * rank if shape.ndim == 0 and shape == -1 else [int(d) for d in shape.reshape(-1)]
   if len(given) != rank:
-    raise ValueError(f"rt_input.shape and shape={given} are incompatible: rt_input.rank = "
-                     f"{rank} but shape.rank = {len(given)}")
+    raise ValueError(
+      f"rt_input.shape and shape={given} are incompatible: rt_input.rank = "
+      f"{rank} but shape.rank = {len(given)}"
+    )
   for i, d in enumerate(inner):
     if given[levels + 1 + i] not in (-1, d):
-      raise ValueError(f"rt_input.shape and shape={given} are incompatible: "
-                       f"rt_input.shape[{levels + 1 + i}] = {d} but shape[{levels + 1 + i}] "
-                       f"= {given[levels + 1 + i]}")
+      raise ValueError(
+        f"rt_input.shape and shape={given} are incompatible: "
+        f"rt_input.shape[{levels + 1 + i}] = {d} but shape[{levels + 1 + i}] "
+        f"= {given[levels + 1 + i]}"
+      )
   out: list = []
   if given[0] >= 0:
     out.append(given[0])
@@ -87,8 +98,9 @@ def output_shape(shape, values_shape: Sequence[int], partitions: Sequence[Option
     out.append(partition_sizes[0] - 1)
   for level in range(levels):
     p, kind = partitions[first + level], types[first + level]
-    out.append(given[level + 1] if given[level + 1] >= 0
-               else None if p is None else _widest(p, kind))
+    out.append(
+      given[level + 1] if given[level + 1] >= 0 else None if p is None else _widest(p, kind)
+    )
   return tuple(out) + inner
 
 
@@ -133,9 +145,9 @@ def to_tensor(values, default_value, *partitions, shape, row_partition_types):
   ``default_value`` (broadcast to the inner dims)."""
   types = row_partition_types
   first = partition_levels(types)
-  values = jnp.asarray(values)   # known partitions may be numpy: index them as jax arrays
+  values = jnp.asarray(values)  # known partitions may be numpy: index them as jax arrays
   parts, kinds = [jnp.asarray(p) for p in partitions[first:]], types[first:]
-  outer = shape[:len(parts) + 1]
+  outer = shape[: len(parts) + 1]
   size = math.prod(outer)
   inner = tuple(values.shape[1:])
   out = jnp.broadcast_to(jnp.asarray(default_value, values.dtype), (size,) + inner)
@@ -147,7 +159,7 @@ def to_tensor(values, default_value, *partitions, shape, row_partition_types):
 def _positions(parts, types, n_values, shape):
   """The flat values' output rows (``size``, past the end, where cut) and the size."""
   first = partition_levels(types)
-  size = math.prod(shape[:len(types) - first + 1])
+  size = math.prod(shape[: len(types) - first + 1])
   pos = flat_positions([jnp.asarray(p) for p in parts[first:]], types[first:], n_values, shape)
   return jnp.where(pos >= 0, pos, size), size
 
@@ -156,8 +168,10 @@ def _to_tensor_jvp(primals, tangents, **params):
   """Linear in the values and default_value together: the same op on the tangents."""
   values, default, *parts = primals
   tv, td = (rules.instantiate(t) for t in tangents[:2])
-  return (tfops.RaggedTensorToTensor(values, default, *parts, **params),
-          tfops.RaggedTensorToTensor(tv, td, *parts, **params))
+  return (
+    tfops.RaggedTensorToTensor(values, default, *parts, **params),
+    tfops.RaggedTensorToTensor(tv, td, *parts, **params),
+  )
 
 
 def _to_tensor_transpose(ct, values, default, *parts, shape, row_partition_types):
@@ -165,7 +179,7 @@ def _to_tensor_transpose(ct, values, default, *parts, shape, row_partition_types
   default's summed over the rows no value fills."""
   ct = rules.instantiate(ct)
   levels = len(row_partition_types) - partition_levels(row_partition_types)
-  inner = tuple(shape[levels + 1:])
+  inner = tuple(shape[levels + 1 :])
   rows, size = _positions(parts, row_partition_types, rules.shape_of(values)[0], shape)
   flat = rules.reshape(ct, (size,) + inner)
   out = [None] * (2 + len(parts))
@@ -174,8 +188,9 @@ def _to_tensor_transpose(ct, values, default, *parts, shape, row_partition_types
     out[0] = tfops.GatherV2(padded, rows, axis=0, batch_dims=0)
   if rules.U(default):
     filled = jnp.zeros((size,), bool).at[rows].set(True, mode="drop")
-    unfilled = tfops.SelectV2(filled.reshape((size,) + (1,) * len(inner)),
-                              rules.zeros((), rules.dtype_of(ct)), flat)
+    unfilled = tfops.SelectV2(
+      filled.reshape((size,) + (1,) * len(inner)), rules.zeros((), rules.dtype_of(ct)), flat
+    )
     out[1] = rules.unbroadcast(unfilled, rules.shape_of(default))
   return out
 
@@ -193,19 +208,24 @@ def _to_tensor_batching(args, dims, *, shape, row_partition_types):
     return _vmapped(args, dims, shape=shape, row_partition_types=row_partition_types)
   size = rules.batch_size(args, dims)
   levels = len(row_partition_types) - partition_levels(row_partition_types)
-  inner = tuple(shape[levels + 1:])
+  inner = tuple(shape[levels + 1 :])
   values = rules.move_axes(rules.with_batch_axis(values, dv, size), [0], [1])
-  if dd is None:   # unbatched: broadcast along the new inner batch dim as it is
-    default = rules.reshape(default, (1,) * (len(inner) + 1 - np.ndim(default))
-                            + rules.shape_of(default)) if np.ndim(default) else default
-  else:            # (B, d...) -> (B, 1.., d...) right-aligned under the inner dims
+  if dd is None:  # unbatched: broadcast along the new inner batch dim as it is
+    default = (
+      rules.reshape(default, (1,) * (len(inner) + 1 - np.ndim(default)) + rules.shape_of(default))
+      if np.ndim(default)
+      else default
+    )
+  else:  # (B, d...) -> (B, 1.., d...) right-aligned under the inner dims
     default = rules.to_front(default, dd)
     dshape = rules.shape_of(default)
-    default = rules.reshape(default, dshape[:1] + (1,) * (len(inner) + 1 - len(dshape))
-                            + dshape[1:])
-  out_shape = tuple(shape[:levels + 1]) + (size,) + inner
-  out = tfops.RaggedTensorToTensor(values, default, *parts, shape=out_shape,
-                                   row_partition_types=row_partition_types)
+    default = rules.reshape(
+      default, dshape[:1] + (1,) * (len(inner) + 1 - len(dshape)) + dshape[1:]
+    )
+  out_shape = tuple(shape[: levels + 1]) + (size,) + inner
+  out = tfops.RaggedTensorToTensor(
+    values, default, *parts, shape=out_shape, row_partition_types=row_partition_types
+  )
   return rules.move_axes(out, [levels + 1], [0]), 0
 
 
@@ -226,15 +246,18 @@ def partitions_check(values, default_value, *partitions, shape, row_partition_ty
       bad = bad | (p[0] < 0)
       if level == 0:
         bad = bad | (p[-1] >= partitions[0])
-  return bad, ("Invalid row partition: row splits must start at 0 and not decrease; "
-               "value row ids must be sorted, non-negative and below the row count")
+  return bad, (
+    "Invalid row partition: row splits must start at 0 and not decrease; "
+    "value row ids must be sorted, non-negative and below the row count"
+  )
 
 
 def _interpret(ctx, node, inputs):
   op = core.lookup(node.op)
   grouped = opdefs.group_inputs(node.op, inputs, interpreter.AttrView(node))
-  types = tuple(t.decode() if isinstance(t, bytes) else str(t)
-                for t in node.attr("row_partition_types"))
+  types = tuple(
+    t.decode() if isinstance(t, bytes) else str(t) for t in node.attr("row_partition_types")
+  )
   parts = list(grouped["row_partition_tensors"])
   values, default = grouped["values"], grouped["default_value"]
   shape = known_ints(ctx, grouped["shape"])
@@ -244,15 +267,23 @@ def _interpret(ctx, node, inputs):
   params = {"shape": None, "row_partition_types": types}
   interpreter.run_check(op, node, operands, params)
   try:
-    out_shape = output_shape(shape, np.shape(values), [known_ints(ctx, p) for p in parts],
-                             [np.shape(p)[0] if np.ndim(p) else 0 for p in parts], types)
+    out_shape = output_shape(
+      shape,
+      np.shape(values),
+      [known_ints(ctx, p) for p in parts],
+      [np.shape(p)[0] if np.ndim(p) else 0 for p in parts],
+      types,
+    )
   except ValueError as e:
     raise op_error(node, str(e)) from None
   if None in out_shape:
     raise unknown_size(node, "the output's dim " + str(out_shape.index(None)))
   if np.ndim(default) > len(out_shape) - len(types) + partition_levels(types) - 1:
-    raise op_error(node, f"default_value.shape={list(np.shape(default))} and "
-                   f"rt_input.flat_values.shape={list(np.shape(values))} are incompatible")
+    raise op_error(
+      node,
+      f"default_value.shape={list(np.shape(default))} and "
+      f"rt_input.flat_values.shape={list(np.shape(values))} are incompatible",
+    )
   params["shape"] = out_shape
   return [op.apply(operands, params)]
 
@@ -262,10 +293,17 @@ def _spec(st):
 
 
 RaggedTensorToTensor = register_op(
-    "RaggedTensorToTensor", to_tensor, family=FAMILY, attrs=("row_partition_types",),
-    check=partitions_check, interpret=_interpret, jvp=_to_tensor_jvp,
-    transpose=_to_tensor_transpose, batching=_to_tensor_batching,
-    dynamic_shape="an inferred dim (no shape given) is the longest row of a ragged level",
-    doc="A ragged tensor (flat values and row partitions) as a dense tensor of the "
-        "static shape param, padded with default_value; rows beyond it are cut.",
-    spec=_spec)
+  "RaggedTensorToTensor",
+  to_tensor,
+  family=FAMILY,
+  attrs=("row_partition_types",),
+  check=partitions_check,
+  interpret=_interpret,
+  jvp=_to_tensor_jvp,
+  transpose=_to_tensor_transpose,
+  batching=_to_tensor_batching,
+  dynamic_shape="an inferred dim (no shape given) is the longest row of a ragged level",
+  doc="A ragged tensor (flat values and row partitions) as a dense tensor of the "
+  "static shape param, padded with default_value; rows beyond it are cut.",
+  spec=_spec,
+)

@@ -14,6 +14,6 @@
 Semantics choices are written down in docs/semantics/random.md.
 """
 
-from tfprims.ops.random import basic, gamma_poisson, index_shuffle, samplers, sobol, stateful  # noqa: F401
+from tfprims.ops.random import basic, gamma_poisson, index_shuffle, samplers, sobol, stateful
 from tfprims.ops.random.basic import *  # noqa: F403  (the family's public names)
-from tfprims.ops.random.basic import RandomUniform  # noqa: F401
+from tfprims.ops.random.basic import RandomUniform

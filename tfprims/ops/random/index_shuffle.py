@@ -20,7 +20,7 @@ from tfprims import dtypes as tf_dtypes
 from tfprims.core import register_op
 from tfprims.ops.random.basic import FAMILY
 
-_Z = 0x7369F885192C0EF5   # Simon's z sequence, as TF's key schedule takes it
+_Z = 0x7369F885192C0EF5  # Simon's z sequence, as TF's key schedule takes it
 _C = 0xFFFFFFFC
 
 
@@ -103,20 +103,19 @@ def _spec(st):
     n = d(st.integers(1, 4))
     vector = d(st.booleans())
     top = d(st.sampled_from([5, 300, 70000, 2**31 - 1]))
-    mx = d(st.arrays(dtype, (n,) if vector else (), special=False, min_value=0,
-                     max_value=top))
-    idx = np.minimum(d(st.arrays(dtype, (n,) if vector else (), special=False,
-                                 min_value=0, max_value=top)), mx).astype(dtype)
+    mx = d(st.arrays(dtype, (n,) if vector else (), special=False, min_value=0, max_value=top))
+    idx = np.minimum(
+      d(st.arrays(dtype, (n,) if vector else (), special=False, min_value=0, max_value=top)), mx
+    ).astype(dtype)
     seed_dtype = d(st.dtypes(_INT_TYPES))
     seed_shape = (n, 3) if vector and d(st.booleans()) else (3,)
-    lo = 0 if seed_dtype.kind == "u" else -2**31
-    seed = d(st.arrays(seed_dtype, seed_shape, special=False, min_value=lo,
-                       max_value=2**31 - 1))
-    return dict(index=idx, seed=seed, max_index=mx,
-                rounds=d(st.sampled_from([4, 6, 8])))
+    lo = 0 if seed_dtype.kind == "u" else -(2**31)
+    seed = d(st.arrays(seed_dtype, seed_shape, special=False, min_value=lo, max_value=2**31 - 1))
+    return dict(index=idx, seed=seed, max_index=mx, rounds=d(st.sampled_from([4, 6, 8])))
+
   return st.Spec(calls(), note="index <= max_index (TF's walk may never end otherwise)")
 
 
 RandomIndexShuffle = register_op(
-    "RandomIndexShuffle", _index_shuffle, family=FAMILY, attrs=("rounds",),
-    spec=_spec)
+  "RandomIndexShuffle", _index_shuffle, family=FAMILY, attrs=("rounds",), spec=_spec
+)

@@ -34,20 +34,23 @@ from tfprims.core import register_op
 from tfprims.ops.random.basic import FAMILY
 from tfprims.ops.shared import scalar_int
 
-_TABLE_DIMS = 21201       # rows of Joe and Kuo's new-joe-kuo-6.21201 table
-MAX_DIM = 21200           # TF's kMaxSobolDim: one row fewer than the table
-_BITS = 31                # point indices are below 2**31 (TF's num_results + skip bound)
-_BLOCK = 512              # TF's kMinBlockSize: points per thread block (see above)
+_TABLE_DIMS = 21201  # rows of Joe and Kuo's new-joe-kuo-6.21201 table
+MAX_DIM = 21200  # TF's kMaxSobolDim: one row fewer than the table
+_BITS = 31  # point indices are below 2**31 (TF's num_results + skip bound)
+_BLOCK = 512  # TF's kMinBlockSize: points per thread block (see above)
 _INT32_MAX = 2**31 - 1
 
 
 def _table_path() -> str:
   spec = importlib.util.find_spec("scipy")  # finds the package without importing it
   if spec is None or not spec.submodule_search_locations:
-    raise ImportError("SobolSample reads Joe and Kuo's direction numbers from scipy "
-                      "(a dependency of jax), which is not installed")
-  return os.path.join(list(spec.submodule_search_locations)[0], "stats",
-                      "_sobol_direction_numbers.npz")
+    raise ImportError(
+      "SobolSample reads Joe and Kuo's direction numbers from scipy "
+      "(a dependency of jax), which is not installed"
+    )
+  return os.path.join(
+    list(spec.submodule_search_locations)[0], "stats", "_sobol_direction_numbers.npz"
+  )
 
 
 @functools.lru_cache(maxsize=1)
@@ -57,8 +60,9 @@ def _direction_numbers() -> np.ndarray:
   with np.load(_table_path()) as table:
     poly, vinit = table["poly"].astype(np.int64), table["vinit"].astype(np.int64)
   if poly.shape != (_TABLE_DIMS,) or vinit.shape[0] != _TABLE_DIMS:
-    raise ValueError(f"unexpected Sobol direction-number table: poly {poly.shape}, "
-                     f"vinit {vinit.shape}")
+    raise ValueError(
+      f"unexpected Sobol direction-number table: poly {poly.shape}, vinit {vinit.shape}"
+    )
   # Degree s of each primitive polynomial x^s + a_1 x^(s-1) + ... + a_(s-1) x + 1.
   degree = np.zeros(_TABLE_DIMS, np.int64)
   for b in range(1, 63):
@@ -124,39 +128,59 @@ def _sobol(skip, *, dim, num_results, dtype):
 def _check(skip, *, dim, num_results, dtype):
   skip = jnp.asarray(skip)
   bad = (skip < 0) | (skip >= _INT32_MAX - int(num_results))
-  return bad, (f"skip must be non-negative, and num_results+skip must be less than "
-               f"{_INT32_MAX}")
+  return bad, (f"skip must be non-negative, and num_results+skip must be less than {_INT32_MAX}")
 
 
 def _spec(st):
   @st.composite
   def calls(d):
-    dim = d(st.sampled_from([1, 2, 3, 5, 8]) | st.integers(1, 300)
-            | st.integers(MAX_DIM - 40, MAX_DIM))
+    dim = d(
+      st.sampled_from([1, 2, 3, 5, 8]) | st.integers(1, 300) | st.integers(MAX_DIM - 40, MAX_DIM)
+    )
     small = dim > 300 or d(st.booleans())
-    num_results = d(st.integers(1, 8) if small else
-                    (st.integers(1, 64) | st.integers(1, 1200 if dim <= 8 else 200)))
+    num_results = d(
+      st.integers(1, 8)
+      if small
+      else (st.integers(1, 64) | st.integers(1, 1200 if dim <= 8 else 200))
+    )
     top = _INT32_MAX - 1 - num_results
     near = st.integers(2**30 - num_results - 3, 2**30 + 2)
-    far = (st.integers(0, 2000) | st.integers(0, top)
-           | st.sampled_from([2**k - 1 for k in range(1, 31)] + [top]))
+    far = (
+      st.integers(0, 2000)
+      | st.integers(0, top)
+      | st.sampled_from([2**k - 1 for k in range(1, 31)] + [top])
+    )
     # TF's blocks differ from 512 above 512 * threads points (see the module doc).
     skip = d(far if num_results > _BLOCK else (far | near))
     skip = min(skip, top)
     if num_results > _BLOCK and 2**30 - num_results - 2 < skip < 2**30:
       skip = 2**30
-    return dict(dim=np.asarray(dim, np.int32), num_results=np.asarray(num_results, np.int32),
-                skip=np.asarray(skip, np.int32),
-                dtype=d(st.dtypes(("float32", "float64"))))
-  return st.Spec(calls(), rtol=0.0, atol=0.0,
-                 note="bit for bit; skip + num_results + 1 >= 2**30 gives TF's negated "
-                      "points, modelled for blocks of 512 (TF's blocks when num_results "
-                      "<= 512 * its CPU threads)")
+    return dict(
+      dim=np.asarray(dim, np.int32),
+      num_results=np.asarray(num_results, np.int32),
+      skip=np.asarray(skip, np.int32),
+      dtype=d(st.dtypes(("float32", "float64"))),
+    )
+
+  return st.Spec(
+    calls(),
+    rtol=0.0,
+    atol=0.0,
+    note="bit for bit; skip + num_results + 1 >= 2**30 gives TF's negated "
+    "points, modelled for blocks of 512 (TF's blocks when num_results "
+    "<= 512 * its CPU threads)",
+  )
 
 
 SobolSample = register_op(
-    "SobolSample", _sobol, family=FAMILY, static=("dim", "num_results"), attrs=("dtype",),
-    canonicalize=_canonicalize, check=_check,
-    doc="Points skip + 1 .. skip + num_results of the unscrambled Sobol sequence in dim "
-        "dimensions (Joe and Kuo's direction numbers), [num_results, dim], bit for bit as TF.",
-    spec=_spec)
+  "SobolSample",
+  _sobol,
+  family=FAMILY,
+  static=("dim", "num_results"),
+  attrs=("dtype",),
+  canonicalize=_canonicalize,
+  check=_check,
+  doc="Points skip + 1 .. skip + num_results of the unscrambled Sobol sequence in dim "
+  "dimensions (Joe and Kuo's direction numbers), [num_results, dim], bit for bit as TF.",
+  spec=_spec,
+)

@@ -28,8 +28,18 @@ from tfprims import errors, rules
 from tfprims.core import register_op
 from tfprims.interpreter import VariableHandle, bind_node
 from tfprims.ops.random.basic import (
-    FAMILY, RANDOM_FLOATS, RANDOM_SKIPS, _full_int, _key_counter_key, _normal,
-    _out_dtype, _shape_arrays, _truncated_normal, _uniform, _uniform_int)
+  FAMILY,
+  RANDOM_FLOATS,
+  RANDOM_SKIPS,
+  _full_int,
+  _key_counter_key,
+  _normal,
+  _out_dtype,
+  _shape_arrays,
+  _truncated_normal,
+  _uniform,
+  _uniform_int,
+)
 from tfprims.errors import import_tensorflow
 
 _PHILOX, _THREEFRY, _AUTO = 1, 2, 3
@@ -52,20 +62,25 @@ def advance_counter(state, delta: int):
     hi = s[1] + (lo < s[0]).astype(jnp.uint64)
     new = jnp.concatenate([jnp.stack([lo, hi]), s[2:]])
     return lax.bitcast_convert_type(new, state.dtype) if state.dtype != jnp.uint64 else new
-  inc = np.array(delta % 2**32, np.uint32).view(np.int32) if state.dtype == jnp.int32 \
-      else np.array(delta % 2**32, np.uint32)
+  inc = (
+    np.array(delta % 2**32, np.uint32).view(np.int32)
+    if state.dtype == jnp.int32
+    else np.array(delta % 2**32, np.uint32)
+  )
   return state.at[0].add(inc.astype(state.dtype))
 
 
 def _check_alg(op_type, algorithm, state_shape):
   if int(algorithm) not in (_PHILOX, _AUTO):
     raise errors.ConversionError(
-        f"{op_type}: algorithm {int(algorithm)} is not supported (TF's CPU kernels run "
-        "Philox (1) and auto-select (3, Philox) only)")
+      f"{op_type}: algorithm {int(algorithm)} is not supported (TF's CPU kernels run "
+      "Philox (1) and auto-select (3, Philox) only)"
+    )
   if len(state_shape) != 1 or state_shape[0] < 3:
     raise errors.ConversionError(
-        f"{op_type}: for the Philox algorithm the state must be a vector of at least 3 "
-        f"elements; got shape {tuple(state_shape)}")
+      f"{op_type}: for the Philox algorithm the state must be a vector of at least 3 "
+      f"elements; got shape {tuple(state_shape)}"
+    )
 
 
 def _num_elements(shape):
@@ -74,11 +89,13 @@ def _num_elements(shape):
 
 def _stateful(op_type, draw, delta=None):
   """An impl ``(state, *rest, algorithm, shape, **attrs) -> (sample, new_state)``."""
+
   def impl(state, *rest, algorithm, shape, **attrs):
     _check_alg(op_type, algorithm, jnp.shape(state))
     n = delta(shape, *rest) if delta is not None else 256 * _num_elements(shape)
     out = draw(_state_key(state), *rest, shape=tuple(shape), **attrs)
     return out, advance_counter(state, n)
+
   return impl
 
 
@@ -87,12 +104,14 @@ def _interpret(op):
     handle = inputs[0]
     if not isinstance(handle, VariableHandle):
       raise errors.UnsupportedInputError(
-          f"{node.op} node '{node.name}' needs the generator's state variable captured by "
-          "the function; got a value of another kind")
+        f"{node.op} node '{node.name}' needs the generator's state variable captured by "
+        "the function; got a value of another kind"
+      )
     state = ctx.state[handle.key]
     out, new = bind_node(ctx, op, node, [state, *inputs[1:]])
     ctx.state[handle.key] = new
     return [out]
+
   return interpret
 
 
@@ -104,14 +123,19 @@ def _oracle(op_type):
     var = tf.Variable(resource)
     out = getattr(tf.raw_ops, op_type)(resource=var.handle, **kwargs)
     return out, var.read_value()
+
   oracle.__name__ = f"stateful_oracle_{op_type}"
   return oracle
 
 
-_SKIPS = dict(RANDOM_SKIPS, values=(
+_SKIPS = dict(
+  RANDOM_SKIPS,
+  values=(
     "random: numbers come from jax.random (threefry), not TF's Philox; the state advance "
     "is compared with TF's exactly in tests/test_random_more.py, distributions "
-    "statistically"))
+    "statistically"
+  ),
+)
 
 
 def _state_strategy(st):
@@ -122,24 +146,37 @@ def _state_strategy(st):
 def _spec(st, op_type, extra):
   @st.composite
   def calls(d):
-    out = dict(resource=d(_state_strategy(st)),
-               algorithm=np.asarray(d(st.sampled_from((_PHILOX, _AUTO))), np.int64),
-               shape=d(_shape_arrays(st)).astype(d(st.dtypes(("int32", "int64")))))
+    out = dict(
+      resource=d(_state_strategy(st)),
+      algorithm=np.asarray(d(st.sampled_from((_PHILOX, _AUTO))), np.int64),
+      shape=d(_shape_arrays(st)).astype(d(st.dtypes(("int32", "int64")))),
+    )
     out.update(d(extra(st)))
     return out
-  spec = st.Spec(calls(), skip=_SKIPS,
-                 note="the 'resource' input is drawn as the state's value; the oracle wraps "
-                      "it in a tf.Variable and also returns the state afterwards")
+
+  spec = st.Spec(
+    calls(),
+    skip=_SKIPS,
+    note="the 'resource' input is drawn as the state's value; the oracle wraps "
+    "it in a tf.Variable and also returns the state afterwards",
+  )
   object.__setattr__(spec, "oracle", _oracle(op_type))
   return spec
 
 
 def _define(op_type, draw, extra, *, attrs=("dtype",), delta=None, spec=None):
   return register_op(
-      op_type, _stateful(op_type, draw, delta), family=FAMILY,
-      static=("algorithm", "shape"), attrs=attrs, multiple_results=True,
-      interpret=rules.per_op(_interpret), reads_state=True, writes_state=True,
-      spec=spec or (lambda st: _spec(st, op_type, extra)))
+    op_type,
+    _stateful(op_type, draw, delta),
+    family=FAMILY,
+    static=("algorithm", "shape"),
+    attrs=attrs,
+    multiple_results=True,
+    interpret=rules.per_op(_interpret),
+    reads_state=True,
+    writes_state=True,
+    spec=spec or (lambda st: _spec(st, op_type, extra)),
+  )
 
 
 def _float_dtype(st):
@@ -147,33 +184,39 @@ def _float_dtype(st):
 
 
 StatefulUniform = _define(
-    "StatefulUniform", lambda k, *, shape, dtype: _uniform(k, shape, dtype), _float_dtype)
+  "StatefulUniform", lambda k, *, shape, dtype: _uniform(k, shape, dtype), _float_dtype
+)
 StatefulStandardNormalV2 = _define(
-    "StatefulStandardNormalV2", lambda k, *, shape, dtype: _normal(k, shape, dtype),
-    _float_dtype)
+  "StatefulStandardNormalV2", lambda k, *, shape, dtype: _normal(k, shape, dtype), _float_dtype
+)
 StatefulTruncatedNormal = _define(
-    "StatefulTruncatedNormal", lambda k, *, shape, dtype: _truncated_normal(k, shape, dtype),
-    _float_dtype)
+  "StatefulTruncatedNormal",
+  lambda k, *, shape, dtype: _truncated_normal(k, shape, dtype),
+  _float_dtype,
+)
 StatefulUniformFullInt = _define(
-    "StatefulUniformFullInt", lambda k, *, shape, dtype: _full_int(k, shape, dtype),
-    lambda st: st.fixed_dictionaries(
-        dict(dtype=st.dtypes(("int32", "int64", "uint32", "uint64")))))
+  "StatefulUniformFullInt",
+  lambda k, *, shape, dtype: _full_int(k, shape, dtype),
+  lambda st: st.fixed_dictionaries(dict(dtype=st.dtypes(("int32", "int64", "uint32", "uint64")))),
+)
 
 
 def _int_range(st):
   @st.composite
   def draw(d):
     dtype = d(st.dtypes(("int32", "int64")))
-    lo = d(st.integers(-2**31, 2**31 - 2))
+    lo = d(st.integers(-(2**31), 2**31 - 2))
     hi = d(st.integers(lo + 1, 2**31 - 1))
     return dict(minval=np.asarray(lo, dtype), maxval=np.asarray(hi, dtype))
+
   return draw()
 
 
 StatefulUniformInt = _define(
-    "StatefulUniformInt",
-    lambda k, minval, maxval, *, shape, dtype: _uniform_int(k, shape, minval, maxval),
-    _int_range)
+  "StatefulUniformInt",
+  lambda k, minval, maxval, *, shape, dtype: _uniform_int(k, shape, minval, maxval),
+  _int_range,
+)
 
 
 # --- binomial -------------------------------------------------------------------------
@@ -218,10 +261,11 @@ def binomial_batches(shape, counts, probs):
   dims are the broadcast shape of counts and probs."""
   bshape = np.broadcast_shapes(np.shape(counts), np.shape(probs))
   shape = tuple(shape)
-  if len(bshape) > len(shape) or tuple(shape[len(shape) - len(bshape):]) != tuple(bshape):
+  if len(bshape) > len(shape) or tuple(shape[len(shape) - len(bshape) :]) != tuple(bshape):
     raise errors.ConversionError(
-        f"random binomial: shape {shape} must end with the broadcast shape {bshape} of "
-        "counts and probs (TF: 'Shape passed in must end with broadcasted shape.')")
+      f"random binomial: shape {shape} must end with the broadcast shape {bshape} of "
+      "counts and probs (TF: 'Shape passed in must end with broadcasted shape.')"
+    )
   sample_dims = len(shape) - len(bshape)
   return _num_elements(shape[sample_dims:]), _num_elements(shape[:sample_dims])
 
@@ -237,11 +281,22 @@ def _binomial_params(st):
     dtype = d(st.dtypes(("float16", "float32", "float64", "int32", "int64")))
     bshape = d(st.shapes(max_rank=2, min_side=1, max_side=3))
     counts = d(st.arrays(dtype, bshape, special=False, min_value=0, max_value=20))
-    probs = d(st.arrays(dtype, d(st.sampled_from([(), bshape[-1:] if bshape else ()])),
-                        special=False, min_value=0, max_value=1))
-    return dict(counts=counts, probs=probs,
-                dtype=d(st.dtypes(("float16", "float32", "float64", "int32", "int64"))),
-                _bshape=bshape)
+    probs = d(
+      st.arrays(
+        dtype,
+        d(st.sampled_from([(), bshape[-1:] if bshape else ()])),
+        special=False,
+        min_value=0,
+        max_value=1,
+      )
+    )
+    return dict(
+      counts=counts,
+      probs=probs,
+      dtype=d(st.dtypes(("float16", "float32", "float64", "int32", "int64"))),
+      _bshape=bshape,
+    )
+
   return draw()
 
 
@@ -251,20 +306,30 @@ def _binomial_spec(st):
     params = d(_binomial_params(st))
     bshape = params.pop("_bshape")
     lead = d(st.shapes(max_rank=1, max_side=3))
-    return dict(resource=d(_state_strategy(st)),
-                algorithm=np.asarray(_PHILOX, np.int64),
-                # int32 only: TF's kernel reads the shape as int32 and aborts the
-                # process (a CHECK failure) on an int64 shape.
-                shape=np.asarray(tuple(lead) + tuple(bshape), np.int32),
-                **params)
-  spec = st.Spec(calls(), skip=_SKIPS, examples=0.5,
-                 note="the 'resource' input is drawn as the state's value; the oracle wraps "
-                      "it in a tf.Variable and also returns the state afterwards")
+    return dict(
+      resource=d(_state_strategy(st)),
+      algorithm=np.asarray(_PHILOX, np.int64),
+      # int32 only: TF's kernel reads the shape as int32 and aborts the
+      # process (a CHECK failure) on an int64 shape.
+      shape=np.asarray(tuple(lead) + tuple(bshape), np.int32),
+      **params,
+    )
+
+  spec = st.Spec(
+    calls(),
+    skip=_SKIPS,
+    examples=0.5,
+    note="the 'resource' input is drawn as the state's value; the oracle wraps "
+    "it in a tf.Variable and also returns the state afterwards",
+  )
   object.__setattr__(spec, "oracle", _oracle("StatefulRandomBinomial"))
   return spec
 
 
 StatefulRandomBinomial = _define(
-    "StatefulRandomBinomial",
-    lambda k, counts, probs, *, shape, dtype: binomial(k, counts, probs, shape, dtype),
-    None, delta=_binomial_delta, spec=_binomial_spec)
+  "StatefulRandomBinomial",
+  lambda k, counts, probs, *, shape, dtype: binomial(k, counts, probs, shape, dtype),
+  None,
+  delta=_binomial_delta,
+  spec=_binomial_spec,
+)

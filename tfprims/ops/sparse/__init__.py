@@ -31,16 +31,15 @@ SparseToDense lives with the scatter ops (:mod:`tfprims.ops.array.scatter`), the
 SparseSegment* reductions in :mod:`tfprims.ops.array.sparse_segments`.
 """
 
-from tfprims.ops.sparse import (combine, count, cross, cwise, grads, matmul,  # noqa: F401
-                                reduce, structure)
-from tfprims.ops.sparse._common import (FAMILY, index_dtype, static_outputs,  # noqa: F401
-                                        values_jvp)
-from tfprims.ops.sparse.matmul import SparseTensorDenseMatMul  # noqa: F401
+from tfprims.ops.sparse import combine, count, cross, cwise, grads, matmul, reduce, structure
+from tfprims.ops.sparse._common import FAMILY, index_dtype, static_outputs, values_jvp
+from tfprims.ops.sparse.matmul import SparseTensorDenseMatMul
 
 from tfprims.core import declare_unsupported
 
 declare_unsupported(
-    "SparseCrossV2",
-    hint="it crosses features into strings; run it in TF: tfprims.split_host_prefix(fn, "
-         "...) converts the numeric rest (SparseCross with hashed_output and "
-         "SparseCrossHashed of int64 features convert)")
+  "SparseCrossV2",
+  hint="it crosses features into strings; run it in TF: tfprims.split_host_prefix(fn, "
+  "...) converts the numeric rest (SparseCross with hashed_output and "
+  "SparseCrossHashed of int64 features convert)",
+)

@@ -43,6 +43,7 @@ def static_indices(indices, rank: int) -> np.ndarray:
 def check_indices(indices, shape) -> tuple:
   """``(bad, message)``: an index outside the dense shape (TF's kernels raise)."""
   import jax.numpy as jnp
+
   if indices.shape[0] == 0:
     return None
   bound = jnp.asarray(np.asarray(shape, np.int64).astype(indices.dtype))
@@ -53,8 +54,19 @@ def check_indices(indices, shape) -> tuple:
 # --- property-test draws ------------------------------------------------------------------
 
 
-def draw_sparse(draw, st, dtype, *, min_rank=1, max_rank=3, rank=None, max_side=4,
-                max_nnz=6, canonical=False, index_dtypes=("int64",)):
+def draw_sparse(
+  draw,
+  st,
+  dtype,
+  *,
+  min_rank=1,
+  max_rank=3,
+  rank=None,
+  max_side=4,
+  max_nnz=6,
+  canonical=False,
+  index_dtypes=("int64",),
+):
   """``(indices, values, dense_shape)`` of a drawn sparse tensor: nnz may be 0, rows
   empty; unless ``canonical`` the indices may repeat and be out of row-major order."""
   hst = lazy_hst()
@@ -63,13 +75,18 @@ def draw_sparse(draw, st, dtype, *, min_rank=1, max_rank=3, rank=None, max_side=
   size = int(np.prod(shape))
   nnz = draw(hst.integers(0, min(max_nnz, size) if canonical else max_nnz)) if size else 0
   if canonical:
-    flat = sorted(draw(hst.lists(hst.integers(0, size - 1), min_size=nnz, max_size=nnz,
-                                 unique=True))) if nnz else []
+    flat = (
+      sorted(draw(hst.lists(hst.integers(0, size - 1), min_size=nnz, max_size=nnz, unique=True)))
+      if nnz
+      else []
+    )
   else:
-    flat = draw(hst.lists(hst.integers(0, size - 1), min_size=nnz, max_size=nnz)) \
-        if nnz else []
-  indices = np.stack(np.unravel_index(np.asarray(flat, np.int64), shape), axis=1) \
-      if nnz else np.zeros((0, rank), np.int64)
+    flat = draw(hst.lists(hst.integers(0, size - 1), min_size=nnz, max_size=nnz)) if nnz else []
+  indices = (
+    np.stack(np.unravel_index(np.asarray(flat, np.int64), shape), axis=1)
+    if nnz
+    else np.zeros((0, rank), np.int64)
+  )
   idt = draw(hst.sampled_from(index_dtypes))
   values = draw(st.arrays(dtype, (nnz,)))
   return (indices.astype(idt), values, np.asarray(shape, np.int64))
@@ -83,6 +100,7 @@ def static_outputs(known):
   outputs ``known(**params)`` computes from the static params alone (output index ->
   numpy: dense shapes, layouts) replaced by those constants, so later ops and a
   sparse output's BCOO shape see them under jit too."""
+
   def interpret(ctx, node, inputs):
     op = core.lookup(node.op)
     outs = interpreter.bind_node(ctx, op, node, inputs)
@@ -92,6 +110,7 @@ def static_outputs(known):
       for k, v in known(**params).items():
         outs[k] = tfdtypes.canonicalize_value(np.asarray(v), f"{node.op} node '{node.name}'")
     return outs
+
   return interpret
 
 
@@ -107,6 +126,7 @@ def values_jvp(op, n_linear: int, value_out: int):
   """The JVP of an op linear in its first ``n_linear`` operands (the values) whose
   output ``value_out`` is values and the others index structure: the op applied to
   the tangents, so its transpose (the op's TF gradient op) is used under grad."""
+
   def jvp(primals, tangents, **params):
     outs = op(*primals, **params)
     zero = [ad.Zero(jax.typeof(o).to_tangent_aval()) for o in outs]
@@ -116,4 +136,5 @@ def values_jvp(op, n_linear: int, value_out: int):
     t_outs = op(*lin, *primals[n_linear:], **params)
     zero[value_out] = t_outs[value_out]
     return outs, zero
+
   return jvp

@@ -30,9 +30,16 @@ from tfprims import core, dtypes, errors, folding, rules
 from tfprims.core import register_op
 from tfprims.ops.shared import ints
 from tfprims.ops.shared_specs import lazy_hst
-from tfprims.ops.sparse._common import (FAMILY, as_param, draw_sparse, index_dtype,
-                                        static_indices, static_outputs, static_shape,
-                                        values_jvp)
+from tfprims.ops.sparse._common import (
+  FAMILY,
+  as_param,
+  draw_sparse,
+  index_dtype,
+  static_indices,
+  static_outputs,
+  static_shape,
+  values_jvp,
+)
 
 
 def _sorted(indices, values, key_order):
@@ -58,8 +65,10 @@ def _concat(*operands, shapes, concat_dim):
   axis %= rank
   for d in dims[1:]:
     if len(d) != rank or any(a != b for i, (a, b) in enumerate(zip(d, dims[0])) if i != axis):
-      raise ValueError(f"All SparseTensors' shapes must match except on the concat "
-                       f"dimension; got {dims[0]} and {d}")
+      raise ValueError(
+        f"All SparseTensors' shapes must match except on the concat "
+        f"dimension; got {dims[0]} and {d}"
+      )
   dt = index_dtype()
   order = [axis] + [d for d in range(rank) if d != axis]
   parts_i, parts_v, offset = [], [], 0
@@ -80,8 +89,9 @@ def _concat(*operands, shapes, concat_dim):
 def _concat_shape(shapes, concat_dim):
   dims = [static_shape(s, "shapes") for s in shapes]
   axis = int(concat_dim) % len(dims[0])
-  return np.asarray([sum(d[axis] for d in dims) if i == axis else s
-                     for i, s in enumerate(dims[0])], np.int64)
+  return np.asarray(
+    [sum(d[axis] for d in dims) if i == axis else s for i, s in enumerate(dims[0])], np.int64
+  )
 
 
 def _concat_spec(st):
@@ -98,17 +108,28 @@ def _concat_spec(st):
       idx, vals, shape = draw_sparse(draw, st, dtype, rank=rank)
       shape = np.where(np.arange(rank) == axis % rank, shape, first[2])
       idx = idx[np.all(idx < shape, axis=1)]  # the other dims are the first input's
-      parts.append((idx, vals[:idx.shape[0]], shape))
-    return {"indices": [p[0] for p in parts], "values": [p[1] for p in parts],
-            "shapes": [p[2] for p in parts], "concat_dim": axis}
+      parts.append((idx, vals[: idx.shape[0]], shape))
+    return {
+      "indices": [p[0] for p in parts],
+      "values": [p[1] for p in parts],
+      "shapes": [p[2] for p in parts],
+      "concat_dim": axis,
+    }
+
   return st.Spec(calls(), vmap_variation="scale", examples=0.5)
 
 
 SparseConcat = register_op(
-    "SparseConcat", _concat, family=FAMILY, static=("shapes",), attrs=("concat_dim",),
-    multiple_results=True, spec=_concat_spec,
-    interpret=static_outputs(lambda *, shapes, concat_dim: {2: _concat_shape(shapes, concat_dim)}),
-    doc="The sparse inputs concatenated along concat_dim, entries in row-major order.")
+  "SparseConcat",
+  _concat,
+  family=FAMILY,
+  static=("shapes",),
+  attrs=("concat_dim",),
+  multiple_results=True,
+  spec=_concat_spec,
+  interpret=static_outputs(lambda *, shapes, concat_dim: {2: _concat_shape(shapes, concat_dim)}),
+  doc="The sparse inputs concatenated along concat_dim, entries in row-major order.",
+)
 
 
 # --- SparseSlice ----------------------------------------------------------------------------
@@ -122,8 +143,11 @@ def _slice_layout(indices, shape, start, size):
     raise ValueError("Expected start and size to have the rank of the input shape")
   idx = static_indices(indices, len(dims))
   lo, hi = np.asarray(begin, np.int64), np.asarray(begin, np.int64) + extent
-  keep = np.nonzero(np.all((idx >= lo) & (idx < hi), axis=1))[0] if idx.shape[0] else \
-      np.zeros((0,), np.int64)
+  keep = (
+    np.nonzero(np.all((idx >= lo) & (idx < hi), axis=1))[0]
+    if idx.shape[0]
+    else np.zeros((0,), np.int64)
+  )
   out_shape = np.maximum(np.minimum(hi, dims) - lo, 0)
   return keep, (idx[keep] - lo).reshape(-1, len(dims)), out_shape
 
@@ -132,8 +156,11 @@ def _slice(values, *, indices, shape, start, size):
   """The entries inside ``[start, start + size)`` (input order), shifted by start."""
   keep, out_idx, out_shape = _slice_layout(indices, shape, start, size)
   dt = index_dtype()
-  return (jnp.asarray(out_idx.astype(dt)), values[jnp.asarray(keep.astype(np.int32))],
-          jnp.asarray(out_shape.astype(dt)))
+  return (
+    jnp.asarray(out_idx.astype(dt)),
+    values[jnp.asarray(keep.astype(np.int32))],
+    jnp.asarray(out_shape.astype(dt)),
+  )
 
 
 def _slice_known(**params):
@@ -151,6 +178,7 @@ def _slice_spec(st):
     start = np.asarray([draw(hst.integers(0, int(s) + 1)) for s in shape], np.int64)
     size = np.asarray([draw(hst.integers(0, 5)) for _ in shape], np.int64)
     return {"indices": idx, "values": vals, "shape": shape, "start": start, "size": size}
+
   return st.Spec(calls(), vmap_variation="scale")
 
 
@@ -158,16 +186,28 @@ def _slice_transpose(cts, values, *, indices, shape, start, size):
   """TF's gradient: SparseSliceGrad of the values' cotangent."""
   _, out_idx, _ = _slice_layout(indices, shape, start, size)
   rank = len(static_shape(shape, "shape"))
-  return [core.tfops.SparseSliceGrad(
-      rules.instantiate(cts[1]), input_indices=as_param(static_indices(indices, rank)),
-      input_start=tuple(ints(start)), output_indices=as_param(out_idx))]
+  return [
+    core.tfops.SparseSliceGrad(
+      rules.instantiate(cts[1]),
+      input_indices=as_param(static_indices(indices, rank)),
+      input_start=tuple(ints(start)),
+      output_indices=as_param(out_idx),
+    )
+  ]
 
 
 SparseSlice = register_op(
-    "SparseSlice", _slice, family=FAMILY, static=("indices", "shape", "start", "size"),
-    multiple_results=True, spec=_slice_spec, interpret=static_outputs(_slice_known),
-    jvp=rules.per_op(values_jvp, 1, 1), transpose=_slice_transpose,
-    doc="The entries inside [start, start + size), their indices shifted by start.")
+  "SparseSlice",
+  _slice,
+  family=FAMILY,
+  static=("indices", "shape", "start", "size"),
+  multiple_results=True,
+  spec=_slice_spec,
+  interpret=static_outputs(_slice_known),
+  jvp=rules.per_op(values_jvp, 1, 1),
+  transpose=_slice_transpose,
+  doc="The entries inside [start, start + size), their indices shifted by start.",
+)
 
 
 # --- SparseAdd ------------------------------------------------------------------------------
@@ -192,8 +232,15 @@ def add_layout(a_indices, b_indices, rank):
   pairs += [(k, -1) for k in range(i, len(a))] + [(-1, k) for k in range(j, len(b))]
   ia = np.asarray([p[0] for p in pairs], np.int64)
   ib = np.asarray([p[1] for p in pairs], np.int64)
-  out = np.where((ia >= 0)[:, None], a[np.maximum(ia, 0)] if len(a) else 0,
-                 b[np.maximum(ib, 0)] if len(b) else 0) if pairs else np.zeros((0, rank), np.int64)
+  out = (
+    np.where(
+      (ia >= 0)[:, None],
+      a[np.maximum(ia, 0)] if len(a) else 0,
+      b[np.maximum(ib, 0)] if len(b) else 0,
+    )
+    if pairs
+    else np.zeros((0, rank), np.int64)
+  )
   return out.reshape(-1, rank).astype(np.int64), ia, ib
 
 
@@ -232,8 +279,11 @@ def _add_exact(node, inputs):
   with np.errstate(invalid="ignore"):
     keep = ~both | (np.abs(values) >= thresh)
   name = f"SparseAdd node '{node.name}'"
-  return [dtypes.canonicalize_value(idx[keep], name), values[keep],
-          dtypes.canonicalize_value(np.asarray(dims, np.int64), name)]
+  return [
+    dtypes.canonicalize_value(idx[keep], name),
+    values[keep],
+    dtypes.canonicalize_value(np.asarray(dims, np.int64), name),
+  ]
 
 
 def _add_interpret(ctx, node, inputs):
@@ -251,9 +301,10 @@ def _add_interpret(ctx, node, inputs):
       clash = True
     if clash:
       raise errors.DynamicShapeError(
-          f"SparseAdd node '{node.name}': with a positive (or traced) thresh, which sums "
-          "of coinciding entries are kept depends on the values, which are traced; "
-          "use thresh=0 (tf.sparse.add's default)")
+        f"SparseAdd node '{node.name}': with a positive (or traced) thresh, which sums "
+        "of coinciding entries are kept depends on the values, which are traced; "
+        "use thresh=0 (tf.sparse.add's default)"
+      )
   return _add_static(ctx, node, inputs)
 
 
@@ -280,14 +331,25 @@ def _add_spec(st):
     if draw(hst.booleans()) and len(a_idx):  # coinciding entries
       b_idx = np.unique(np.concatenate([b_idx, a_idx[::2]]), axis=0)
     real = {"complex64": "float32"}.get(np.dtype(dtype).name, dtype)
-    return {"a_indices": a_idx, "a_values": draw(st.arrays(dtype, (len(a_idx),), special=False)),
-            "a_shape": shape, "b_indices": b_idx.astype(np.int64),
-            "b_values": draw(st.arrays(dtype, (len(b_idx),), special=False)),
-            "b_shape": shape, "thresh": np.asarray(draw(hst.sampled_from([0, -1])), real)}
+    return {
+      "a_indices": a_idx,
+      "a_values": draw(st.arrays(dtype, (len(a_idx),), special=False)),
+      "a_shape": shape,
+      "b_indices": b_idx.astype(np.int64),
+      "b_values": draw(st.arrays(dtype, (len(b_idx),), special=False)),
+      "b_shape": shape,
+      "thresh": np.asarray(draw(hst.sampled_from([0, -1])), real),
+    }
+
   # TF's forward mode (ForwardAccumulator through SparseAddGrad) gives zero tangents
   # when b is empty; its GradientTape gradient is right.
-  return st.Spec(calls(), diff_args=("a_values", "b_values"), vmap_variation="scale",
-                 grad_oracle="vjp", examples=0.5)
+  return st.Spec(
+    calls(),
+    diff_args=("a_values", "b_values"),
+    vmap_variation="scale",
+    grad_oracle="vjp",
+    examples=0.5,
+  )
 
 
 def _add_transpose(cts, a_values, b_values, thresh, *, a_indices, a_shape, b_indices, b_shape):
@@ -296,17 +358,28 @@ def _add_transpose(cts, a_values, b_values, thresh, *, a_indices, a_shape, b_ind
   dims = _add_shapes(a_shape, b_shape)
   a, b = static_indices(a_indices, len(dims)), static_indices(b_indices, len(dims))
   total = add_layout(a, b, len(dims))[0]
-  ga, gb = core.tfops.SparseAddGrad(rules.instantiate(cts[1]), a_indices=as_param(a),
-                                    b_indices=as_param(b), sum_indices=as_param(total))
+  ga, gb = core.tfops.SparseAddGrad(
+    rules.instantiate(cts[1]),
+    a_indices=as_param(a),
+    b_indices=as_param(b),
+    sum_indices=as_param(total),
+  )
   return [ga if rules.U(a_values) else None, gb if rules.U(b_values) else None, None]
 
 
 SparseAdd = register_op(
-    "SparseAdd", _add, family=FAMILY, static=("a_indices", "a_shape", "b_indices", "b_shape"),
-    multiple_results=True, interpret=_add_interpret, spec=_add_spec,
-    jvp=rules.per_op(values_jvp, 2, 1), transpose=_add_transpose,
-    doc="The entries of a and b merged, values added where indices coincide (sums "
-        "below thresh dropped on known values).")
+  "SparseAdd",
+  _add,
+  family=FAMILY,
+  static=("a_indices", "a_shape", "b_indices", "b_shape"),
+  multiple_results=True,
+  interpret=_add_interpret,
+  spec=_add_spec,
+  jvp=rules.per_op(values_jvp, 2, 1),
+  transpose=_add_transpose,
+  doc="The entries of a and b merged, values added where indices coincide (sums "
+  "below thresh dropped on known values).",
+)
 
 
 # --- SparseSparseMaximum / SparseSparseMinimum ------------------------------------------------
@@ -317,13 +390,18 @@ def _extreme_impl(fn):
     dims = _add_shapes(a_shape, b_shape)
     idx, ia, ib = add_layout(a_indices, b_indices, len(dims))
     zero = jnp.zeros((1,), a_values.dtype)
-    va = jnp.concatenate([a_values, zero])[jnp.asarray(
-        np.where(ia >= 0, ia, a_values.shape[0]).astype(np.int32))]
-    vb = jnp.concatenate([b_values, zero])[jnp.asarray(
-        np.where(ib >= 0, ib, b_values.shape[0]).astype(np.int32))]
+    va = jnp.concatenate([a_values, zero])[
+      jnp.asarray(np.where(ia >= 0, ia, a_values.shape[0]).astype(np.int32))
+    ]
+    vb = jnp.concatenate([b_values, zero])[
+      jnp.asarray(np.where(ib >= 0, ib, b_values.shape[0]).astype(np.int32))
+    ]
     return jnp.asarray(idx.astype(index_dtype())), fn(va, vb)
-  impl.__doc__ = ("The union of the entries, each the elementwise extreme of a and b "
-                  "(an implicit zero where one has no entry).")
+
+  impl.__doc__ = (
+    "The union of the entries, each the elementwise extreme of a and b "
+    "(an implicit zero where one has no entry)."
+  )
   return impl
 
 
@@ -347,18 +425,29 @@ def _extreme_spec(st):
     b = np.where(np.abs(b) < 0.25, np.asarray(-0.75, b.dtype), b)
     call["a_values"], call["b_values"] = a, np.where(np.isin(b, a), b + 3, b).astype(b.dtype)
     return call
+
   # TF's registered gradient raises (it takes the wrong number of arguments).
-  return st.Spec(calls(), vmap_variation="scale", examples=0.5, grad_oracle="fd",
-                 note="derivatives vs central differences: TF's gradient function raises")
+  return st.Spec(
+    calls(),
+    vmap_variation="scale",
+    examples=0.5,
+    grad_oracle="fd",
+    note="derivatives vs central differences: TF's gradient function raises",
+  )
 
 
 def _define_extreme(name, fn):
   return register_op(
-      name, _extreme_impl(fn), family=FAMILY,
-      static=("a_indices", "a_shape", "b_indices", "b_shape"), multiple_results=True,
-      interpret=static_outputs(_extreme_known), spec=_extreme_spec,
-      doc=f"The union of a's and b's entries, each the {name[12:].lower()} of the two "
-          "(implicit zeros where one has none), in TF's merge order.")
+    name,
+    _extreme_impl(fn),
+    family=FAMILY,
+    static=("a_indices", "a_shape", "b_indices", "b_shape"),
+    multiple_results=True,
+    interpret=static_outputs(_extreme_known),
+    spec=_extreme_spec,
+    doc=f"The union of a's and b's entries, each the {name[12:].lower()} of the two "
+    "(implicit zeros where one has none), in TF's merge order.",
+  )
 
 
 SparseSparseMaximum = _define_extreme("SparseSparseMaximum", jnp.maximum)

@@ -29,8 +29,14 @@ import numpy as np
 
 from tfprims.core import register_op
 from tfprims.ops.shared_specs import lazy_hst
-from tfprims.ops.sparse._common import (FAMILY, draw_sparse, index_dtype, static_indices,
-                                        static_outputs, static_shape)
+from tfprims.ops.sparse._common import (
+  FAMILY,
+  draw_sparse,
+  index_dtype,
+  static_indices,
+  static_outputs,
+  static_shape,
+)
 
 WEIGHT_DTYPES = ("float32", "float64", "int32", "int64")
 
@@ -40,15 +46,18 @@ def count_dense(rows, values, weights, *, nrows, size, binary_output):
   ``binary_output``) per value in ``[0, size)``: a [nrows, size] array. Rows outside
   ``[0, nrows)`` and other values are dropped."""
   if weights.size and weights.shape != values.shape:
-    raise ValueError("Weights and values must have the same shape. Weight shape: "
-                     f"{list(weights.shape)}; values shape: {list(values.shape)}")
+    raise ValueError(
+      "Weights and values must have the same shape. Weight shape: "
+      f"{list(weights.shape)}; values shape: {list(values.shape)}"
+    )
   wide = nrows * size >= 2**31 and jax.config.jax_enable_x64
   it = np.int64 if wide else np.int32
   v, r = values.reshape(-1), rows.reshape(-1)
   ok = (v >= 0) & (v < size) & (r >= 0) & (r < nrows)
   flat = jnp.where(ok, r.astype(it) * size + v.astype(it), nrows * size)
-  w = jnp.ones(v.shape, weights.dtype) if binary_output or weights.size == 0 else \
-      weights.reshape(-1)
+  w = (
+    jnp.ones(v.shape, weights.dtype) if binary_output or weights.size == 0 else weights.reshape(-1)
+  )
   out = jnp.zeros((nrows * size,), weights.dtype).at[flat].add(w, mode="drop")
   if binary_output:
     out = (out > 0).astype(weights.dtype)
@@ -75,23 +84,28 @@ def count_sparse_layout(rows, values, *, minlength, maxlength):
     groups, gid = np.unique(pairs, axis=0, return_inverse=True)
   else:
     groups, gid = np.zeros((0, 2), np.int64), np.zeros((0,), np.int64)
-  return keep, np.asarray(gid).reshape(-1), groups, count_width(values[keep], minlength,
-                                                               maxlength)
+  return keep, np.asarray(gid).reshape(-1), groups, count_width(values[keep], minlength, maxlength)
 
 
 def count_sparse_values(weights, keep, gid, ngroups, binary_output, nvalues):
   """The groups' values: summed weights (or counts), 1 with ``binary_output``."""
   if weights.size and weights.shape[0] != nvalues:
-    raise ValueError("Weights and values must have the same shape. Weight shape: "
-                     f"{list(weights.shape)}; values shape: [{nvalues}]")
+    raise ValueError(
+      "Weights and values must have the same shape. Weight shape: "
+      f"{list(weights.shape)}; values shape: [{nvalues}]"
+    )
   if binary_output or weights.size == 0:
     counts = jnp.ones((ngroups,), weights.dtype)
     if binary_output:
       return counts
-    return jax.ops.segment_sum(jnp.ones((keep.size,), weights.dtype),
-                               jnp.asarray(gid.astype(np.int32)), num_segments=ngroups)
-  return jax.ops.segment_sum(weights[jnp.asarray(keep.astype(np.int32))],
-                             jnp.asarray(gid.astype(np.int32)), num_segments=ngroups)
+    return jax.ops.segment_sum(
+      jnp.ones((keep.size,), weights.dtype), jnp.asarray(gid.astype(np.int32)), num_segments=ngroups
+    )
+  return jax.ops.segment_sum(
+    weights[jnp.asarray(keep.astype(np.int32))],
+    jnp.asarray(gid.astype(np.int32)),
+    num_segments=ngroups,
+  )
 
 
 def draw_weights(draw, st, n):
@@ -128,8 +142,9 @@ def _sparse_bincount(indices, values, weights, *, dense_shape, size, binary_outp
   if indices.ndim != 2 or indices.shape[1] != len(dims):
     raise ValueError(f"indices must be a matrix [nnz, {len(dims)}]")
   nrows = dims[0] if len(dims) >= 2 else 1
-  out = count_dense(_rows_of(indices, len(dims)), values, weights, nrows=nrows, size=n,
-                    binary_output=binary_output)
+  out = count_dense(
+    _rows_of(indices, len(dims)), values, weights, nrows=nrows, size=n, binary_output=binary_output
+  )
   return out if len(dims) >= 2 else out[0]
 
 
@@ -141,21 +156,35 @@ def _sparse_bincount_spec(st):
     idx, _, shape = draw_sparse(draw, st, "float32", max_rank=2)
     vdt = draw(hst.sampled_from(("int32", "int64")))
     vals = draw_count_values(draw, len(idx), vdt)
-    if len(vals) and draw(hst.booleans()):   # negative values (dropped)
+    if len(vals) and draw(hst.booleans()):  # negative values (dropped)
       vals[0] = -1
-    return {"indices": idx.astype(np.int64), "values": vals, "dense_shape": shape,
-            "size": np.asarray(draw(hst.integers(0, 6)), vdt),
-            "weights": draw_weights(draw, st, len(idx)),
-            "binary_output": draw(hst.booleans())}
-  return st.Spec(calls(), vmap_variation="scale", grad_oracle="fd", examples=0.5,
-                 note="TF registers no gradient: the derivative in weights is checked by "
-                      "central differences")
+    return {
+      "indices": idx.astype(np.int64),
+      "values": vals,
+      "dense_shape": shape,
+      "size": np.asarray(draw(hst.integers(0, 6)), vdt),
+      "weights": draw_weights(draw, st, len(idx)),
+      "binary_output": draw(hst.booleans()),
+    }
+
+  return st.Spec(
+    calls(),
+    vmap_variation="scale",
+    grad_oracle="fd",
+    examples=0.5,
+    note="TF registers no gradient: the derivative in weights is checked by central differences",
+  )
 
 
 SparseBincount = register_op(
-    "SparseBincount", _sparse_bincount, family=FAMILY, static=("dense_shape", "size"),
-    attrs=("binary_output",), spec=_sparse_bincount_spec,
-    doc="Per row of a sparse tensor, the weights (or counts) per value in [0, size).")
+  "SparseBincount",
+  _sparse_bincount,
+  family=FAMILY,
+  static=("dense_shape", "size"),
+  attrs=("binary_output",),
+  spec=_sparse_bincount_spec,
+  doc="Per row of a sparse tensor, the weights (or counts) per value in [0, size).",
+)
 
 
 # --- SparseCountSparseOutput ------------------------------------------------------------------
@@ -173,8 +202,9 @@ def _scso_layout(indices, values, dense_shape, minlength, maxlength):
   if bad.size:
     raise ValueError(f"Invalid index value at {int(bad[0])}: not in the dense shape {list(dims)}")
   rows = idx[:, 0] if len(dims) >= 2 else np.zeros(len(idx), np.int64)
-  keep, gid, groups, width = count_sparse_layout(rows, vals, minlength=minlength,
-                                                 maxlength=maxlength)
+  keep, gid, groups, width = count_sparse_layout(
+    rows, vals, minlength=minlength, maxlength=maxlength
+  )
   if len(dims) >= 2:
     return keep, gid, groups, np.asarray([dims[0], width], np.int64)
   return keep, gid, groups[:, 1:], np.asarray([width], np.int64)
@@ -184,8 +214,9 @@ def _scso(weights, *, indices, values, dense_shape, binary_output, minlength, ma
   """One entry per distinct (row, value): the summed weights (counts; 1 with
   binary_output), values >= maxlength dropped."""
   keep, gid, groups, shape = _scso_layout(indices, values, dense_shape, minlength, maxlength)
-  out = count_sparse_values(weights, keep, gid, len(groups), binary_output,
-                            len(np.asarray(values).reshape(-1)))
+  out = count_sparse_values(
+    weights, keep, gid, len(groups), binary_output, len(np.asarray(values).reshape(-1))
+  )
   dt = index_dtype()
   return jnp.asarray(groups.astype(dt)), out, jnp.asarray(shape.astype(dt))
 
@@ -198,8 +229,10 @@ def _scso_known(*, indices, values, dense_shape, binary_output, minlength, maxle
 def draw_lengths(draw):
   """minlength / maxlength attrs (-1: none)."""
   hst = lazy_hst()
-  return {"minlength": draw(hst.sampled_from([-1, 0, 3, 9])),
-          "maxlength": draw(hst.sampled_from([-1, 0, 2, 5]))}
+  return {
+    "minlength": draw(hst.sampled_from([-1, 0, 3, 9])),
+    "maxlength": draw(hst.sampled_from([-1, 0, 2, 5])),
+  }
 
 
 def _scso_spec(st):
@@ -209,19 +242,33 @@ def _scso_spec(st):
   def calls(draw):
     idx, _, shape = draw_sparse(draw, st, "float32", max_rank=2)
     vals = draw_count_values(draw, len(idx), draw(hst.sampled_from(("int32", "int64"))))
-    return {"indices": idx.astype(np.int64), "values": vals, "dense_shape": shape,
-            "weights": draw_weights(draw, st, len(idx)),
-            "binary_output": draw(hst.booleans()), **draw_lengths(draw)}
-  return st.Spec(calls(), vmap_variation="scale", grad_oracle="fd", examples=0.5,
-                 note="TF registers no gradient: the derivative in weights is checked by "
-                      "central differences")
+    return {
+      "indices": idx.astype(np.int64),
+      "values": vals,
+      "dense_shape": shape,
+      "weights": draw_weights(draw, st, len(idx)),
+      "binary_output": draw(hst.booleans()),
+      **draw_lengths(draw),
+    }
+
+  return st.Spec(
+    calls(),
+    vmap_variation="scale",
+    grad_oracle="fd",
+    examples=0.5,
+    note="TF registers no gradient: the derivative in weights is checked by central differences",
+  )
 
 
 SparseCountSparseOutput = register_op(
-    "SparseCountSparseOutput", _scso, family=FAMILY,
-    static=("indices", "values", "dense_shape"),
-    attrs=("binary_output", "minlength", "maxlength"), multiple_results=True,
-    spec=_scso_spec, interpret=static_outputs(_scso_known),
-    doc="One entry per distinct (row, value) of a sparse tensor: the summed weights "
-        "(or counts, or 1).")
-
+  "SparseCountSparseOutput",
+  _scso,
+  family=FAMILY,
+  static=("indices", "values", "dense_shape"),
+  attrs=("binary_output", "minlength", "maxlength"),
+  multiple_results=True,
+  spec=_scso_spec,
+  interpret=static_outputs(_scso_known),
+  doc="One entry per distinct (row, value) of a sparse tensor: the summed weights "
+  "(or counts, or 1).",
+)

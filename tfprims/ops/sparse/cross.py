@@ -99,7 +99,7 @@ def cross_layout(indices, shapes, dense_shapes):
   batch = sizes[0]
   if any(b != batch for b in sizes):
     raise ValueError(f"Expected batch size {batch} for every input, got {sizes}")
-  per_input = []   # per input: per batch row, the feature positions
+  per_input = []  # per input: per batch row, the feature positions
   for idx_in in indices:
     idx = static_indices(idx_in, 2)
     counts = np.bincount(idx[:, 0], minlength=batch) if len(idx) else np.zeros(batch, int)
@@ -116,8 +116,9 @@ def cross_layout(indices, shapes, dense_shapes):
     positions.append(rows)
     out_idx.append(np.stack([np.full(len(rows), b), np.arange(len(rows))], 1))
     widest = max(widest, len(rows))
-  positions = np.concatenate(positions).astype(np.int64) if batch else \
-      np.zeros((0, len(per_input)), np.int64)
+  positions = (
+    np.concatenate(positions).astype(np.int64) if batch else np.zeros((0, len(per_input)), np.int64)
+  )
   out_idx = np.concatenate(out_idx).astype(np.int64) if batch else np.zeros((0, 2), np.int64)
   return positions, out_idx, np.asarray([batch, widest], np.int64)
 
@@ -129,8 +130,9 @@ def _check(num_buckets, strong_hash):
     raise ValueError(f"num_buckets must be non-negative, got {num_buckets}")
   if not tf_dtypes.x64_enabled() and not 1 <= num_buckets <= 1 << 31:
     raise errors.Int64OverflowError(
-        f"num_buckets={num_buckets}: the crossed hash (TF's int64) is int32 with "
-        "jax_enable_x64 off, so num_buckets must be in [1, 2^31]; enable x64")
+      f"num_buckets={num_buckets}: the crossed hash (TF's int64) is int32 with "
+      "jax_enable_x64 off, so num_buckets must be in [1, 2^31]; enable x64"
+    )
 
 
 def _to_int64(pair):
@@ -151,8 +153,7 @@ def _hash_crosses(values, dense, indices, shapes, num_buckets, sparse_hash, firs
   feats = [sparse_hash(v.reshape(-1)) for v in values] + [as_pair(x.reshape(-1)) for x in dense]
   dt = index_dtype()
   if len(positions) == 0:
-    return (jnp.asarray(out_idx.astype(dt)), jnp.zeros((0,), dt),
-            jnp.asarray(out_shape.astype(dt)))
+    return (jnp.asarray(out_idx.astype(dt)), jnp.zeros((0,), dt), jnp.asarray(out_shape.astype(dt)))
   at = jnp.asarray(positions[:, 0].astype(np.int32))
   hashed = None if first is None else u64.const(first, at)
   for k, (hi, lo) in enumerate(feats):
@@ -160,8 +161,7 @@ def _hash_crosses(values, dense, indices, shapes, num_buckets, sparse_hash, firs
     f = (hi[at], lo[at])
     hashed = f if hashed is None else fingerprint_cat64(hashed, f)
   bucket = u64.mod(hashed, num_buckets if num_buckets > 0 else _INT64_MAX)
-  return (jnp.asarray(out_idx.astype(dt)), _to_int64(bucket),
-          jnp.asarray(out_shape.astype(dt)))
+  return (jnp.asarray(out_idx.astype(dt)), _to_int64(bucket), jnp.asarray(out_shape.astype(dt)))
 
 
 def _cross_hashed(*operands, indices, shapes, num_buckets, strong_hash, salt):
@@ -169,27 +169,33 @@ def _cross_hashed(*operands, indices, shapes, num_buckets, strong_hash, salt):
   n = len(shapes)
   num_buckets = int(np.asarray(num_buckets).reshape(()))
   _check(num_buckets, bool(np.asarray(strong_hash).reshape(())))
-  return _hash_crosses(operands[:n], operands[n:], indices, shapes, num_buckets,
-                       fingerprint_low4, None)
+  return _hash_crosses(
+    operands[:n], operands[n:], indices, shapes, num_buckets, fingerprint_low4, None
+  )
 
 
-def _cross(*operands, indices, shapes, hashed_output, num_buckets, hash_key, out_type,
-           internal_type):
+def _cross(
+  *operands, indices, shapes, hashed_output, num_buckets, hash_key, out_type, internal_type
+):
   """With hashed_output: each batch row's crosses, FingerprintCat64 folded from
   hash_key over the int64 features, into num_buckets."""
   if not hashed_output:
-    raise ValueError("hashed_output=False crosses features into strings, which JAX has "
-                     "no dtype for; run it in TF: tfprims.split_host_prefix(fn, ...) "
-                     "converts the numeric rest")
+    raise ValueError(
+      "hashed_output=False crosses features into strings, which JAX has "
+      "no dtype for; run it in TF: tfprims.split_host_prefix(fn, ...) "
+      "converts the numeric rest"
+    )
   _check(int(num_buckets), False)
   n = len(shapes)
-  return _hash_crosses(operands[:n], operands[n:], indices, shapes, int(num_buckets),
-                       as_pair, int(hash_key))
+  return _hash_crosses(
+    operands[:n], operands[n:], indices, shapes, int(num_buckets), as_pair, int(hash_key)
+  )
 
 
 def _spec(legacy: bool):
   def spec(st):
     return _spec_of(st, legacy)
+
   return spec
 
 
@@ -207,44 +213,82 @@ def _spec_of(st, legacy):
     idx, vals, shapes = [], [], []
     for _ in range(n_sparse):
       width = draw(hst.integers(1, 3))
-      flat = sorted(draw(hst.lists(hst.integers(0, batch * width - 1), max_size=5,
-                                   unique=True))) if batch else []
-      i = np.stack(np.unravel_index(np.asarray(flat, np.int64), (batch, width)), 1) \
-          if flat else np.zeros((0, 2), np.int64)
+      flat = (
+        sorted(draw(hst.lists(hst.integers(0, batch * width - 1), max_size=5, unique=True)))
+        if batch
+        else []
+      )
+      i = (
+        np.stack(np.unravel_index(np.asarray(flat, np.int64), (batch, width)), 1)
+        if flat
+        else np.zeros((0, 2), np.int64)
+      )
       idx.append(i.astype(np.int64))
-      vals.append(np.asarray(draw(hst.lists(value, min_size=len(flat), max_size=len(flat))),
-                             np.int64))
+      vals.append(
+        np.asarray(draw(hst.lists(value, min_size=len(flat), max_size=len(flat))), np.int64)
+      )
       shapes.append(np.asarray([batch, width], np.int64))
     dense = []
     for _ in range(n_dense):
       k = draw(hst.integers(0, 2))
-      dense.append(np.asarray(draw(hst.lists(value, min_size=batch * k, max_size=batch * k)),
-                              np.int64).reshape(batch, k))
+      dense.append(
+        np.asarray(
+          draw(hst.lists(value, min_size=batch * k, max_size=batch * k)), np.int64
+        ).reshape(batch, k)
+      )
     big = [0, (1 << 62) + 12345] if tf_dtypes.x64_enabled() else []
     buckets = draw(hst.sampled_from([1, 2, 16, 1000, 65537, 1 << 31] + big))
     call = {"indices": idx, "values": vals, "shapes": shapes, "dense_inputs": dense}
     if legacy:
       key = draw(hst.sampled_from([0xDECAFCAFFE, 0, (1 << 63) - 1, -5]))
-      return {**call, "hashed_output": True, "num_buckets": buckets, "hash_key": key,
-              "out_type": np.dtype(np.int64), "internal_type": np.dtype(np.int64)}
-    return {**call, "num_buckets": np.int64(buckets), "strong_hash": np.bool_(False),
-            "salt": np.zeros((2,), np.int64)}
+      return {
+        **call,
+        "hashed_output": True,
+        "num_buckets": buckets,
+        "hash_key": key,
+        "out_type": np.dtype(np.int64),
+        "internal_type": np.dtype(np.int64),
+      }
+    return {
+      **call,
+      "num_buckets": np.int64(buckets),
+      "strong_hash": np.bool_(False),
+      "salt": np.zeros((2,), np.int64),
+    }
+
   # Three rows: two sparse inputs (an empty row in the second) and a dense one.
-  case = {"indices": [np.array([[0, 0], [0, 1], [1, 0], [2, 1]], np.int64),
-                      np.array([[0, 0], [2, 0], [2, 2]], np.int64)],
-          "values": [np.array([5, -3, (1 << 31) - 1, -(1 << 31)], np.int64),
-                     np.array([11, -1, 0], np.int64)],
-          "shapes": [np.array([3, 3], np.int64)] * 2,
-          "dense_inputs": [np.array([[100, 7], [-200, 9], [1, 2]], np.int64)],
-          "num_buckets": np.int64(1000), "strong_hash": np.bool_(False),
-          "salt": np.zeros((2,), np.int64)}
+  case = {
+    "indices": [
+      np.array([[0, 0], [0, 1], [1, 0], [2, 1]], np.int64),
+      np.array([[0, 0], [2, 0], [2, 2]], np.int64),
+    ],
+    "values": [
+      np.array([5, -3, (1 << 31) - 1, -(1 << 31)], np.int64),
+      np.array([11, -1, 0], np.int64),
+    ],
+    "shapes": [np.array([3, 3], np.int64)] * 2,
+    "dense_inputs": [np.array([[100, 7], [-200, 9], [1, 2]], np.int64)],
+    "num_buckets": np.int64(1000),
+    "strong_hash": np.bool_(False),
+    "salt": np.zeros((2,), np.int64),
+  }
   if legacy:
-    case.update(num_buckets=1000, hashed_output=True, hash_key=0xDECAFCAFFE,
-                out_type=np.dtype(np.int64), internal_type=np.dtype(np.int64))
+    case.update(
+      num_buckets=1000,
+      hashed_output=True,
+      hash_key=0xDECAFCAFFE,
+      out_type=np.dtype(np.int64),
+      internal_type=np.dtype(np.int64),
+    )
     del case["strong_hash"], case["salt"]
-  return st.Spec(calls(), examples=0.5, skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD}, cases=[case],
-                 note="int64 sparse and dense features, edge values (powers of ten, "
-                      "extremes), empty rows and batches; strong_hash is refused")
+  return st.Spec(
+    calls(),
+    examples=0.5,
+    skip={"jvp": _NO_GRAD, "vjp": _NO_GRAD},
+    cases=[case],
+    note="int64 sparse and dense features, edge values (powers of ten, "
+    "extremes), empty rows and batches; strong_hash is refused",
+  )
 
 
 def _interpret(ctx, node, inputs):
@@ -255,11 +299,11 @@ def _interpret(ctx, node, inputs):
   outs = interpreter.bind_node(ctx, op, node, inputs)
   if any(isinstance(o, jax.core.Tracer) for o in outs):
     attrs = interpreter.AttrView(node)
-    operands, params = op.prepare(opdefs.group_inputs(node.op, inputs, attrs), attrs,
-                                  node.name)
-    dense = operands[len(params["shapes"]):]
-    _, out_idx, out_shape = cross_layout(params["indices"], params["shapes"],
-                                         [np.shape(x) for x in dense])
+    operands, params = op.prepare(opdefs.group_inputs(node.op, inputs, attrs), attrs, node.name)
+    dense = operands[len(params["shapes"]) :]
+    _, out_idx, out_shape = cross_layout(
+      params["indices"], params["shapes"], [np.shape(x) for x in dense]
+    )
     where = f"{node.op} node '{node.name}'"
     outs[0] = tf_dtypes.canonicalize_value(out_idx, where)
     outs[2] = tf_dtypes.canonicalize_value(out_shape, where)
@@ -269,15 +313,26 @@ def _interpret(ctx, node, inputs):
 _NO_GRAD = "integer output: not differentiable (TF registers no gradient)"
 
 SparseCrossHashed = register_op(
-    "SparseCrossHashed", _cross_hashed, family=FAMILY,
-    static=("indices", "shapes", "num_buckets", "strong_hash", "salt"),
-    multiple_results=True, spec=_spec(False), interpret=_interpret,
-    doc="The crosses of each batch row's int64 features, hashed with FingerprintCat64 "
-        "into num_buckets (bit-exact with TF).")
+  "SparseCrossHashed",
+  _cross_hashed,
+  family=FAMILY,
+  static=("indices", "shapes", "num_buckets", "strong_hash", "salt"),
+  multiple_results=True,
+  spec=_spec(False),
+  interpret=_interpret,
+  doc="The crosses of each batch row's int64 features, hashed with FingerprintCat64 "
+  "into num_buckets (bit-exact with TF).",
+)
 
 SparseCross = register_op(
-    "SparseCross", _cross, family=FAMILY, static=("indices", "shapes"),
-    attrs=("hashed_output", "num_buckets", "hash_key", "out_type", "internal_type"),
-    multiple_results=True, spec=_spec(True), interpret=_interpret,
-    doc="With hashed_output (tf.sparse.cross_hashed): each batch row's int64 feature "
-        "crosses, FingerprintCat64 folded from hash_key, into num_buckets (bit-exact).")
+  "SparseCross",
+  _cross,
+  family=FAMILY,
+  static=("indices", "shapes"),
+  attrs=("hashed_output", "num_buckets", "hash_key", "out_type", "internal_type"),
+  multiple_results=True,
+  spec=_spec(True),
+  interpret=_interpret,
+  doc="With hashed_output (tf.sparse.cross_hashed): each batch row's int64 feature "
+  "crosses, FingerprintCat64 folded from hash_key, into num_buckets (bit-exact).",
+)

@@ -42,7 +42,7 @@ def _softmax(sp_indices, sp_values, *, sp_shape):
   keys = [sp_indices[:, d] for d in range(rank)]
   out = lax.sort(keys + [jnp.arange(n, dtype=np.int32)], num_keys=rank, is_stable=True)
   values = sp_values[out[rank]]
-  lead = jnp.stack(out[:rank - 1], axis=1)
+  lead = jnp.stack(out[: rank - 1], axis=1)
   new = jnp.concatenate([jnp.ones((1,), bool), jnp.any(lead[1:] != lead[:-1], axis=1)])
   group = jnp.cumsum(new.astype(np.int32)) - 1
   top = jax.ops.segment_max(values, group, num_segments=n, indices_are_sorted=True)
@@ -59,13 +59,24 @@ def _softmax_spec(st):
     # precondition); unordered entries are tested in tests/test_sparse.py.
     idx, vals, shape = draw_sparse(draw, st, dtype, min_rank=2, canonical=True)
     return {"sp_indices": idx, "sp_values": vals, "sp_shape": shape}
-  return st.Spec(calls(), diff_args=("sp_values",), vmap_variation="scale", examples=0.5,
-                 note="indices drawn in row-major order (TF's gradient assumes it)")
+
+  return st.Spec(
+    calls(),
+    diff_args=("sp_values",),
+    vmap_variation="scale",
+    examples=0.5,
+    note="indices drawn in row-major order (TF's gradient assumes it)",
+  )
 
 
 SparseSoftmax = register_op(
-    "SparseSoftmax", _softmax, family=FAMILY, static=("sp_shape",), spec=_softmax_spec,
-    doc="The softmax of each row's values (last dimension), entries in row-major order.")
+  "SparseSoftmax",
+  _softmax,
+  family=FAMILY,
+  static=("sp_shape",),
+  spec=_softmax_spec,
+  doc="The softmax of each row's values (last dimension), entries in row-major order.",
+)
 
 
 # --- SparseDenseCwise* ----------------------------------------------------------------------
@@ -74,13 +85,17 @@ SparseSoftmax = register_op(
 def _dense_at(sp_indices, dense, shape):
   """``dense`` broadcast to ``shape`` (right-aligned), read at the entries' indices."""
   if dense.ndim > len(shape) or any(
-      d not in (1, s) for d, s in zip(dense.shape[::-1], shape[::-1])):
-    raise ValueError(f"SparseDenseBinaryOpShared broadcasts dense to sparse only; got "
-                     f"incompatible shapes: {list(shape)} vs. {list(dense.shape)}")
+    d not in (1, s) for d, s in zip(dense.shape[::-1], shape[::-1])
+  ):
+    raise ValueError(
+      f"SparseDenseBinaryOpShared broadcasts dense to sparse only; got "
+      f"incompatible shapes: {list(shape)} vs. {list(dense.shape)}"
+    )
   offset = len(shape) - dense.ndim
-  coords = tuple(sp_indices[:, offset + j] if d != 1 else
-                 jnp.zeros(sp_indices.shape[:1], sp_indices.dtype)
-                 for j, d in enumerate(dense.shape))
+  coords = tuple(
+    sp_indices[:, offset + j] if d != 1 else jnp.zeros(sp_indices.shape[:1], sp_indices.dtype)
+    for j, d in enumerate(dense.shape)
+  )
   return dense[coords] if coords else jnp.broadcast_to(dense, sp_indices.shape[:1])
 
 
@@ -90,6 +105,7 @@ def _cwise_impl(name, fn):
     if sp_indices.ndim != 2 or sp_indices.shape[1] != len(shape):
       raise ValueError(f"sp_indices must be a matrix [nnz, {len(shape)}]")
     return fn(sp_values, _dense_at(sp_indices, dense, shape))
+
   impl.__doc__ = f"The entries' values {name} the dense operand (broadcast) at their indices."
   return impl
 
@@ -109,7 +125,7 @@ def _cwise_spec(dtypes, nonzero=False, **kw):
       dtype = draw(st.dtypes(dtypes))
       idx, vals, shape = draw_sparse(draw, st, dtype)
       k = draw(hst.integers(0, len(shape)))
-      dshape = tuple(int(s) if draw(hst.booleans()) else 1 for s in shape[len(shape) - k:])
+      dshape = tuple(int(s) if draw(hst.booleans()) else 1 for s in shape[len(shape) - k :])
       if nonzero:  # divisors away from 0, so derivatives stay finite
         vals = draw(bounded_values(st, dtype, vals.shape))
         dense = draw(st.arrays(dtype, dshape, min_value=0.5, max_value=4.0, special=False))
@@ -117,23 +133,38 @@ def _cwise_spec(dtypes, nonzero=False, **kw):
       else:
         dense = draw(st.arrays(dtype, dshape))
       return {"sp_indices": idx, "sp_values": vals, "sp_shape": shape, "dense": dense}
-    return st.Spec(calls(), diff_args=("sp_values", "dense"), vmap_variation="scale",
-                   **kw)
+
+    return st.Spec(calls(), diff_args=("sp_values", "dense"), vmap_variation="scale", **kw)
+
   return spec
 
 
 _FLOATS = ("float32", "float64")  # TF has no complex kernels
 SparseDenseCwiseMul = register_op(
-    "SparseDenseCwiseMul", _cwise_impl("times", jnp.multiply), family=FAMILY,
-    static=("sp_shape",), spec=_cwise_spec(_FLOATS + ("int32",)))
+  "SparseDenseCwiseMul",
+  _cwise_impl("times", jnp.multiply),
+  family=FAMILY,
+  static=("sp_shape",),
+  spec=_cwise_spec(_FLOATS + ("int32",)),
+)
 SparseDenseCwiseAdd = register_op(
-    "SparseDenseCwiseAdd", _cwise_impl("plus", jnp.add), family=FAMILY,
-    static=("sp_shape",), spec=_cwise_spec(
-        _FLOATS + ("int32",), grad_oracle="fd",
-        note="derivatives vs central differences: TF has no gradient for it"))
+  "SparseDenseCwiseAdd",
+  _cwise_impl("plus", jnp.add),
+  family=FAMILY,
+  static=("sp_shape",),
+  spec=_cwise_spec(
+    _FLOATS + ("int32",),
+    grad_oracle="fd",
+    note="derivatives vs central differences: TF has no gradient for it",
+  ),
+)
 SparseDenseCwiseDiv = register_op(
-    "SparseDenseCwiseDiv", _cwise_impl("divided by", _divide), family=FAMILY,
-    static=("sp_shape",), spec=_cwise_spec(_FLOATS, nonzero=True))
+  "SparseDenseCwiseDiv",
+  _cwise_impl("divided by", _divide),
+  family=FAMILY,
+  static=("sp_shape",),
+  spec=_cwise_spec(_FLOATS, nonzero=True),
+)
 
 
 # --- SparseTensorDenseAdd -------------------------------------------------------------------
@@ -143,13 +174,12 @@ def _dense_add(a_indices, a_values, b, *, a_shape):
   """``b`` with each entry's value added at its index (duplicates add up)."""
   shape = static_shape(a_shape, "a_shape")
   if tuple(b.shape) != shape:
-    raise ValueError(f"Dimension mismatch: a_shape {list(shape)} vs. b.shape "
-                     f"{list(b.shape)}")
+    raise ValueError(f"Dimension mismatch: a_shape {list(shape)} vs. b.shape {list(b.shape)}")
   if a_indices.ndim != 2 or a_indices.shape[1] != len(shape):
     raise ValueError(f"a_indices must be a matrix [nnz, {len(shape)}]")
   if not shape:
     return b + jnp.sum(a_values)
-  b = jnp.asarray(b)   # numpy where folded
+  b = jnp.asarray(b)  # numpy where folded
   # Negative indices would count from the end: send them past it, where nothing is added.
   at = tuple(jnp.where(a_indices[:, d] < 0, n, a_indices[:, d]) for d, n in enumerate(shape))
   return b.at[at].add(a_values, mode="drop")
@@ -157,8 +187,7 @@ def _dense_add(a_indices, a_values, b, *, a_shape):
 
 def _dense_add_transpose(ct, a_indices, a_values, b, *, a_shape):
   ct = rules.instantiate(ct)
-  ct_values = (tfops.GatherNd(ct, a_indices, bad_indices_policy="")
-               if U(a_values) else None)
+  ct_values = tfops.GatherNd(ct, a_indices, bad_indices_policy="") if U(a_values) else None
   return [None, ct_values, ct if U(b) else None]
 
 
@@ -167,15 +196,27 @@ def _dense_add_spec(st):
   def calls(draw):
     dtype = draw(st.dtypes(("float32", "float64", "int32", "complex64")))
     idx, vals, shape = draw_sparse(draw, st, dtype, index_dtypes=("int32", "int64"))
-    return {"a_indices": idx, "a_values": vals, "a_shape": shape.astype(idx.dtype),
-            "b": draw(st.arrays(dtype, tuple(int(s) for s in shape)))}
+    return {
+      "a_indices": idx,
+      "a_values": vals,
+      "a_shape": shape.astype(idx.dtype),
+      "b": draw(st.arrays(dtype, tuple(int(s) for s in shape))),
+    }
+
   return st.Spec(calls(), diff_args=("a_values", "b"), vmap_variation="scale")
 
 
 SparseTensorDenseAdd = register_op(
-    "SparseTensorDenseAdd", _dense_add, family=FAMILY, static=("a_shape",),
-    jvp=(None,
-         lambda t, i, v, b, **p: SparseTensorDenseAdd(i, t, rules.zeros(b.shape, b.dtype), **p),
-         lambda t, i, v, b, **p: t),
-    transpose=_dense_add_transpose, spec=_dense_add_spec,
-    doc="The dense b with the sparse entries added at their indices.")
+  "SparseTensorDenseAdd",
+  _dense_add,
+  family=FAMILY,
+  static=("a_shape",),
+  jvp=(
+    None,
+    lambda t, i, v, b, **p: SparseTensorDenseAdd(i, t, rules.zeros(b.shape, b.dtype), **p),
+    lambda t, i, v, b, **p: t,
+  ),
+  transpose=_dense_add_transpose,
+  spec=_dense_add_spec,
+  doc="The dense b with the sparse entries added at their indices.",
+)

@@ -26,8 +26,14 @@ from jax.interpreters import ad
 from tfprims import rules
 from tfprims.core import register_op
 from tfprims.ops.shared_specs import lazy_hst
-from tfprims.ops.sparse._common import (FAMILY, draw_sparse, index_dtype, static_indices,
-                                        static_outputs, static_shape)
+from tfprims.ops.sparse._common import (
+  FAMILY,
+  draw_sparse,
+  index_dtype,
+  static_indices,
+  static_outputs,
+  static_shape,
+)
 from tfprims.ops.sparse.combine import _slice_layout, add_layout
 
 _FLOATS = ("float32", "float64", "int32", "complex64")
@@ -37,8 +43,11 @@ def _indices(x, what):
   a = np.asarray(x, dtype=np.int64)
   if a.ndim != 2 and a.size:
     raise ValueError(f"{what} should be a matrix but received shape {list(a.shape)}")
-  return a.reshape(a.shape[0] if a.ndim else 0, -1) if a.ndim == 2 else \
-      a.reshape(0, a.shape[-1] if a.ndim else 0)
+  return (
+    a.reshape(a.shape[0] if a.ndim else 0, -1)
+    if a.ndim == 2
+    else a.reshape(0, a.shape[-1] if a.ndim else 0)
+  )
 
 
 def _gather_or_zero(x, source):
@@ -63,8 +72,10 @@ def _scatter_back(ct, source, n):
 def add_grad_layout(a_indices, b_indices, sum_indices):
   """Each a and b entry's position in the sum (-1: none), as TF's kernel walks the
   three index lists (sorted row-major) in step."""
-  a, b, s = (_indices(x, w) for x, w in ((a_indices, "a_indices"), (b_indices, "b_indices"),
-                                         (sum_indices, "sum_indices")))
+  a, b, s = (
+    _indices(x, w)
+    for x, w in ((a_indices, "a_indices"), (b_indices, "b_indices"), (sum_indices, "sum_indices"))
+  )
   na, nb, ns = len(a), len(b), len(s)
   amap, bmap = np.full(na, -1, np.int64), np.full(nb, -1, np.int64)
   i = j = k = 0
@@ -124,21 +135,36 @@ def _add_grad_spec(st):
       b_idx = np.unique(np.concatenate([b_idx, a_idx[::2]]), axis=0)
     s_idx = add_layout(a_idx, b_idx, len(shape))[0]
     if len(s_idx) and draw(hst.booleans()):  # sums dropped by thresh
-      s_idx = s_idx[np.asarray(draw(hst.lists(hst.booleans(), min_size=len(s_idx),
-                                              max_size=len(s_idx))))]
-    return {"backprop_val_grad": draw(st.arrays(dtype, (len(s_idx),))),
-            "a_indices": a_idx, "b_indices": b_idx.astype(np.int64),
-            "sum_indices": s_idx.astype(np.int64)}
-  return st.Spec(calls(), vmap_variation="scale", grad_oracle="fd",
-                 note="TF registers no gradient: the derivative (the op is linear) is "
-                      "checked by central differences")
+      s_idx = s_idx[
+        np.asarray(draw(hst.lists(hst.booleans(), min_size=len(s_idx), max_size=len(s_idx))))
+      ]
+    return {
+      "backprop_val_grad": draw(st.arrays(dtype, (len(s_idx),))),
+      "a_indices": a_idx,
+      "b_indices": b_idx.astype(np.int64),
+      "sum_indices": s_idx.astype(np.int64),
+    }
+
+  return st.Spec(
+    calls(),
+    vmap_variation="scale",
+    grad_oracle="fd",
+    note="TF registers no gradient: the derivative (the op is linear) is "
+    "checked by central differences",
+  )
 
 
 SparseAddGrad = register_op(
-    "SparseAddGrad", _add_grad, family=FAMILY,
-    static=("a_indices", "b_indices", "sum_indices"), multiple_results=True, linear=True,
-    transpose=_add_grad_transpose, spec=_add_grad_spec,
-    doc="SparseAdd's gradient: the sum's value gradient at each a and b entry's indices.")
+  "SparseAddGrad",
+  _add_grad,
+  family=FAMILY,
+  static=("a_indices", "b_indices", "sum_indices"),
+  multiple_results=True,
+  linear=True,
+  transpose=_add_grad_transpose,
+  spec=_add_grad_spec,
+  doc="SparseAdd's gradient: the sum's value gradient at each a and b entry's indices.",
+)
 
 
 # --- SparseSliceGrad ------------------------------------------------------------------------
@@ -161,8 +187,9 @@ def slice_grad_layout(input_indices, input_start, output_indices):
 
 def _slice_grad(backprop_val_grad, *, input_indices, input_start, output_indices):
   """The slice's value gradient at the input entries it kept (0 elsewhere)."""
-  return _gather_or_zero(backprop_val_grad,
-                         slice_grad_layout(input_indices, input_start, output_indices))
+  return _gather_or_zero(
+    backprop_val_grad, slice_grad_layout(input_indices, input_start, output_indices)
+  )
 
 
 def _slice_grad_transpose(ct, backprop_val_grad, *, input_indices, input_start, output_indices):
@@ -180,19 +207,32 @@ def _slice_grad_spec(st):
     start = np.asarray([draw(hst.integers(0, int(s) + 1)) for s in shape], np.int64)
     size = np.asarray([draw(hst.integers(0, 5)) for _ in shape], np.int64)
     _, out_idx, _ = _slice_layout(idx, shape, start, size)
-    return {"backprop_val_grad": draw(st.arrays(dtype, (len(out_idx),))),
-            "input_indices": idx.astype(np.int64), "input_start": start,
-            "output_indices": out_idx.astype(np.int64)}
-  return st.Spec(calls(), vmap_variation="scale", grad_oracle="fd",
-                 note="TF registers no gradient: the derivative (the op is linear) is "
-                      "checked by central differences")
+    return {
+      "backprop_val_grad": draw(st.arrays(dtype, (len(out_idx),))),
+      "input_indices": idx.astype(np.int64),
+      "input_start": start,
+      "output_indices": out_idx.astype(np.int64),
+    }
+
+  return st.Spec(
+    calls(),
+    vmap_variation="scale",
+    grad_oracle="fd",
+    note="TF registers no gradient: the derivative (the op is linear) is "
+    "checked by central differences",
+  )
 
 
 SparseSliceGrad = register_op(
-    "SparseSliceGrad", _slice_grad, family=FAMILY,
-    static=("input_indices", "input_start", "output_indices"), linear=True,
-    transpose=_slice_grad_transpose, spec=_slice_grad_spec,
-    doc="SparseSlice's gradient: the slice's value gradient at the input entries it kept.")
+  "SparseSliceGrad",
+  _slice_grad,
+  family=FAMILY,
+  static=("input_indices", "input_start", "output_indices"),
+  linear=True,
+  transpose=_slice_grad_transpose,
+  spec=_slice_grad_spec,
+  doc="SparseSlice's gradient: the slice's value gradient at the input entries it kept.",
+)
 
 
 # --- SparseFillEmptyRowsGrad (RaggedFillEmptyRowsGrad binds the same impl) ------------------
@@ -210,18 +250,22 @@ def fill_grad(reverse_index_map, grad_values):
 
 def fill_grad_check(reverse_index_map, grad_values):
   n = grad_values.shape[0]
-  return (jnp.any((reverse_index_map < 0) | (reverse_index_map >= n)),
-          f"Elements in reverse index must be in [0, {n})")
+  return (
+    jnp.any((reverse_index_map < 0) | (reverse_index_map >= n)),
+    f"Elements in reverse index must be in [0, {n})",
+  )
 
 
 def fill_grad_jvp(op):
   """The op applied to the gradient's tangent (it is linear in it)."""
+
   def jvp(primals, tangents):
     rim, g = primals
     outs = op(rim, g)
     if type(tangents[1]) is ad.Zero:
       return outs, [ad.Zero(jax.typeof(o).to_tangent_aval()) for o in outs]
     return outs, list(op(rim, tangents[1]))
+
   return jvp
 
 
@@ -244,23 +288,37 @@ def fill_grad_spec(st):
     dtype = draw(st.dtypes(("float32", "float64", "complex64")))
     n = draw(hst.integers(0, 6))
     m = draw(hst.integers(0, 4)) if n else 0
-    if draw(hst.booleans()):   # as SparseFillEmptyRows makes it: distinct positions
+    if draw(hst.booleans()):  # as SparseFillEmptyRows makes it: distinct positions
       rim = draw(hst.permutations(list(range(n))))[:m]
-    else:                      # repeated positions
+    else:  # repeated positions
       rim = draw(hst.lists(hst.integers(0, n - 1), min_size=m, max_size=m)) if n else []
-    return {"reverse_index_map": np.asarray(rim, np.int64).reshape(-1),
-            "grad_values": draw(st.arrays(dtype, (n,)))}
-  return st.Spec(calls(), vmap_variation="scale", grad_oracle="fd", examples=0.5,
-                 note="TF registers no gradient: the derivative (linear in grad_values) "
-                      "is checked by central differences")
+    return {
+      "reverse_index_map": np.asarray(rim, np.int64).reshape(-1),
+      "grad_values": draw(st.arrays(dtype, (n,))),
+    }
+
+  return st.Spec(
+    calls(),
+    vmap_variation="scale",
+    grad_oracle="fd",
+    examples=0.5,
+    note="TF registers no gradient: the derivative (linear in grad_values) "
+    "is checked by central differences",
+  )
 
 
 SparseFillEmptyRowsGrad = register_op(
-    "SparseFillEmptyRowsGrad", fill_grad, family=FAMILY, multiple_results=True,
-    check=fill_grad_check, jvp=rules.per_op(fill_grad_jvp),
-    transpose=fill_grad_transpose, spec=fill_grad_spec,
-    doc="SparseFillEmptyRows's gradient: the gradient at the reverse index map, and the "
-        "sum of the rest for the default value.")
+  "SparseFillEmptyRowsGrad",
+  fill_grad,
+  family=FAMILY,
+  multiple_results=True,
+  check=fill_grad_check,
+  jvp=rules.per_op(fill_grad_jvp),
+  transpose=fill_grad_transpose,
+  spec=fill_grad_spec,
+  doc="SparseFillEmptyRows's gradient: the gradient at the reverse index map, and the "
+  "sum of the rest for the default value.",
+)
 
 
 # --- SparseSplit ----------------------------------------------------------------------------
@@ -286,16 +344,23 @@ def split_layout(split_dim, indices, shape, num_split):
   base, extra = divmod(size, n)
   lengths = [base + (i < extra) for i in range(n)]
   starts = np.cumsum([0] + lengths)
-  piece = np.searchsorted(starts, idx[:, axis], side="right") - 1 if idx.shape[0] else \
-      np.zeros((0,), np.int64)
+  piece = (
+    np.searchsorted(starts, idx[:, axis], side="right") - 1
+    if idx.shape[0]
+    else np.zeros((0,), np.int64)
+  )
   out = []
   for p in range(n):
     keep = np.nonzero(piece == p)[0]
     new = idx[keep].copy()
     new[:, axis] -= starts[p]
-    out.append((keep, new.reshape(-1, rank),
-                np.asarray([lengths[p] if d == axis else s for d, s in enumerate(dims)],
-                           np.int64)))
+    out.append(
+      (
+        keep,
+        new.reshape(-1, rank),
+        np.asarray([lengths[p] if d == axis else s for d, s in enumerate(dims)], np.int64),
+      )
+    )
   return out
 
 
@@ -303,9 +368,11 @@ def _split(values, *, split_dim, indices, shape, num_split):
   """The pieces' indices, values and shapes (output lists in that order)."""
   pieces = split_layout(split_dim, indices, shape, num_split)
   dt = index_dtype()
-  return (*(jnp.asarray(p[1].astype(dt)) for p in pieces),
-          *(values[jnp.asarray(p[0].astype(np.int32))] for p in pieces),
-          *(jnp.asarray(p[2].astype(dt)) for p in pieces))
+  return (
+    *(jnp.asarray(p[1].astype(dt)) for p in pieces),
+    *(values[jnp.asarray(p[0].astype(np.int32))] for p in pieces),
+    *(jnp.asarray(p[2].astype(dt)) for p in pieces),
+  )
 
 
 def _split_known(*, split_dim, indices, shape, num_split):
@@ -329,14 +396,26 @@ def _split_spec(st):
       shape[0] = 1
       axes = [0]
     axis = draw(hst.sampled_from(axes))
-    return {"split_dim": np.int64(axis), "indices": idx.astype(np.int64), "values": vals,
-            "shape": shape, "num_split": draw(hst.integers(1, int(shape[axis])))}
+    return {
+      "split_dim": np.int64(axis),
+      "indices": idx.astype(np.int64),
+      "values": vals,
+      "shape": shape,
+      "num_split": draw(hst.integers(1, int(shape[axis]))),
+    }
+
   return st.Spec(calls(), vmap_variation="scale", examples=0.5)
 
 
 SparseSplit = register_op(
-    "SparseSplit", _split, family=FAMILY, static=("split_dim", "indices", "shape"),
-    attrs=("num_split",), multiple_results=True, spec=_split_spec,
-    interpret=static_outputs(_split_known),
-    doc="A sparse tensor split along split_dim into num_split pieces (the first "
-        "size % num_split one longer), entries in input order.")
+  "SparseSplit",
+  _split,
+  family=FAMILY,
+  static=("split_dim", "indices", "shape"),
+  attrs=("num_split",),
+  multiple_results=True,
+  spec=_split_spec,
+  interpret=static_outputs(_split_known),
+  doc="A sparse tensor split along split_dim into num_split pieces (the first "
+  "size % num_split one longer), entries in input order.",
+)

@@ -23,8 +23,15 @@ from tfprims import rules
 from tfprims.core import register_op, tfops
 from tfprims.ops.shared import ints
 from tfprims.ops.shared_specs import lazy_hst
-from tfprims.ops.sparse._common import (FAMILY, check_indices, draw_sparse, index_dtype,
-                                        static_indices, static_outputs, static_shape)
+from tfprims.ops.sparse._common import (
+  FAMILY,
+  check_indices,
+  draw_sparse,
+  index_dtype,
+  static_indices,
+  static_outputs,
+  static_shape,
+)
 
 
 def _axes(reduction_axes, rank):
@@ -57,8 +64,7 @@ def _reduction_order(input_indices, rank, axes):
     return jnp.zeros((0,), np.int32)
   dims = [d for d in range(rank) if d not in axes] + list(axes)
   keys = [input_indices[:, d] for d in dims]
-  perm = lax.sort(keys + [jnp.arange(n, dtype=np.int32)], num_keys=len(keys),
-                  is_stable=True)[-1]
+  perm = lax.sort(keys + [jnp.arange(n, dtype=np.int32)], num_keys=len(keys), is_stable=True)[-1]
   return jnp.zeros((n,), np.int32).at[perm].set(jnp.arange(n, dtype=np.int32))
 
 
@@ -93,6 +99,7 @@ def _reduce_impl(kind):
     if keep_dims:
       out_shape = tuple(1 if d in axes else s for d, s in enumerate(shape))
     return out.reshape(out_shape)
+
   impl.__doc__ = f"The dense {kind} of a sparse tensor over reduction_axes."
   return impl
 
@@ -112,10 +119,15 @@ def _check(input_indices, input_values, *, input_shape, reduction_axes, keep_dim
 
 
 # TF's fold order: a NaN followed by a value gives the value, a NaN last gives NaN.
-_NAN_ORDER = ({"input_indices": np.array([[0], [0], [1], [1]], np.int64),
-               "input_values": np.float32([np.nan, 0, 0, np.nan]),
-               "input_shape": np.array([2], np.int64),
-               "reduction_axes": np.zeros((0,), np.int32), "keep_dims": False},)
+_NAN_ORDER = (
+  {
+    "input_indices": np.array([[0], [0], [1], [1]], np.int64),
+    "input_values": np.float32([np.nan, 0, 0, np.nan]),
+    "input_shape": np.array([2], np.int64),
+    "reduction_axes": np.zeros((0,), np.int32),
+    "keep_dims": False,
+  },
+)
 
 
 def _spec(dtypes, cases=()):
@@ -128,24 +140,40 @@ def _spec(dtypes, cases=()):
       idx, vals, shape = draw_sparse(draw, st, dtype)
       rank = len(shape)
       axes = draw(hst.lists(hst.integers(-rank, rank - 1), max_size=rank))
-      return {"input_indices": idx, "input_values": vals, "input_shape": shape,
-              "reduction_axes": np.asarray(axes, np.int32),
-              "keep_dims": draw(hst.booleans())}
+      return {
+        "input_indices": idx,
+        "input_values": vals,
+        "input_shape": shape,
+        "reduction_axes": np.asarray(axes, np.int32),
+        "keep_dims": draw(hst.booleans()),
+      }
+
     return st.Spec(calls(), diff_args=("input_values",), vmap_variation="scale", cases=cases)
+
   return spec
 
 
 SparseReduceSum = register_op(
-    "SparseReduceSum", _reduce_impl("sum"), family=FAMILY,
-    static=("input_shape", "reduction_axes"), attrs=("keep_dims",), check=_check,
-    jvp=(None, lambda t, i, v, **p: SparseReduceSum(i, t, **p)),
-    transpose=lambda ct, i, v, **p: [None, _sum_transpose(ct, i, **p)],
-    spec=_spec(("float32", "float64", "int32", "int64", "complex64")))
+  "SparseReduceSum",
+  _reduce_impl("sum"),
+  family=FAMILY,
+  static=("input_shape", "reduction_axes"),
+  attrs=("keep_dims",),
+  check=_check,
+  jvp=(None, lambda t, i, v, **p: SparseReduceSum(i, t, **p)),
+  transpose=lambda ct, i, v, **p: [None, _sum_transpose(ct, i, **p)],
+  spec=_spec(("float32", "float64", "int32", "int64", "complex64")),
+)
 
 SparseReduceMax = register_op(
-    "SparseReduceMax", _reduce_impl("max"), family=FAMILY,
-    static=("input_shape", "reduction_axes"), attrs=("keep_dims",), check=_check,
-    spec=_spec(("float32", "float64", "int32", "int64"), _NAN_ORDER))
+  "SparseReduceMax",
+  _reduce_impl("max"),
+  family=FAMILY,
+  static=("input_shape", "reduction_axes"),
+  attrs=("keep_dims",),
+  check=_check,
+  spec=_spec(("float32", "float64", "int32", "int64"), _NAN_ORDER),
+)
 
 
 # --- the Sparse-output forms ------------------------------------------------------------------
@@ -177,8 +205,9 @@ def sparse_reduce_layout(input_indices, input_shape, reduction_axes, keep_dims):
 
 def _sparse_reduce_impl(kind):
   def impl(input_values, *, input_indices, input_shape, reduction_axes, keep_dims):
-    groups, gid, out_shape = sparse_reduce_layout(input_indices, input_shape,
-                                                  reduction_axes, keep_dims)
+    groups, gid, out_shape = sparse_reduce_layout(
+      input_indices, input_shape, reduction_axes, keep_dims
+    )
     gid_ = jnp.asarray(gid.astype(np.int32))
     if kind == "sum":
       values = jax.ops.segment_sum(input_values, gid_, num_segments=len(groups))
@@ -187,31 +216,40 @@ def _sparse_reduce_impl(kind):
       axes = _axes(reduction_axes, len(shape))
       idx = static_indices(input_indices, len(shape))
       dims = [d for d in range(len(shape)) if d not in axes] + list(axes)
-      perm = np.lexsort([idx[:, d] for d in reversed(dims)]) if len(idx) else \
-          np.zeros((0,), np.int64)
+      perm = (
+        np.lexsort([idx[:, d] for d in reversed(dims)]) if len(idx) else np.zeros((0,), np.int64)
+      )
       order = np.zeros(len(idx), np.int32)
       order[perm] = np.arange(len(idx))
       values = fold_max(input_values, jnp.asarray(order), gid_, len(groups))
     dt = index_dtype()
     return jnp.asarray(groups.astype(dt)), values, jnp.asarray(out_shape.astype(dt))
-  impl.__doc__ = (f"The {kind} of a sparse tensor over reduction_axes, as a sparse tensor "
-                  "(one entry per distinct kept coordinate, row-major).")
+
+  impl.__doc__ = (
+    f"The {kind} of a sparse tensor over reduction_axes, as a sparse tensor "
+    "(one entry per distinct kept coordinate, row-major)."
+  )
   return impl
 
 
 def _sparse_known(*, input_indices, input_shape, reduction_axes, keep_dims):
-  groups, _, out_shape = sparse_reduce_layout(input_indices, input_shape, reduction_axes,
-                                              keep_dims)
+  groups, _, out_shape = sparse_reduce_layout(input_indices, input_shape, reduction_axes, keep_dims)
   return {0: groups, 2: out_shape}
 
 
 def _define_sparse(kind, dtypes, cases=()):
   name = f"SparseReduce{kind.capitalize()}Sparse"
   return register_op(
-      name, _sparse_reduce_impl(kind), family=FAMILY, multiple_results=True,
-      static=("input_indices", "input_shape", "reduction_axes"), attrs=("keep_dims",),
-      interpret=static_outputs(_sparse_known), spec=_spec(dtypes, cases),
-      doc=f"The {kind} over reduction_axes as a sparse tensor (static indices).")
+    name,
+    _sparse_reduce_impl(kind),
+    family=FAMILY,
+    multiple_results=True,
+    static=("input_indices", "input_shape", "reduction_axes"),
+    attrs=("keep_dims",),
+    interpret=static_outputs(_sparse_known),
+    spec=_spec(dtypes, cases),
+    doc=f"The {kind} over reduction_axes as a sparse tensor (static indices).",
+  )
 
 
 SparseReduceSumSparse = _define_sparse("sum", ("float32", "float64", "int32", "complex64"))

@@ -24,8 +24,15 @@ from tfprims import rules
 from tfprims.core import register_op, tfops
 from tfprims.ops.shared import ints
 from tfprims.ops.shared_specs import lazy_hst
-from tfprims.ops.sparse._common import (FAMILY, draw_sparse, index_dtype, static_indices,
-                                        static_outputs, static_shape, values_jvp)
+from tfprims.ops.sparse._common import (
+  FAMILY,
+  draw_sparse,
+  index_dtype,
+  static_indices,
+  static_outputs,
+  static_shape,
+  values_jvp,
+)
 
 
 # --- SparseReorder --------------------------------------------------------------------------
@@ -50,13 +57,19 @@ def _reorder_spec(st):
     dtype = draw(st.dtypes(("float32", "float64", "int32", "complex64", "bool")))
     idx, vals, shape = draw_sparse(draw, st, dtype)
     return {"input_indices": idx, "input_values": vals, "input_shape": shape}
+
   return st.Spec(calls(), diff_args=("input_values",), vmap_variation="scale")
 
 
 SparseReorder = register_op(
-    "SparseReorder", _reorder, family=FAMILY, static=("input_shape",),
-    multiple_results=True, spec=_reorder_spec,
-    doc="The entries sorted into row-major order of their indices (stable).")
+  "SparseReorder",
+  _reorder,
+  family=FAMILY,
+  static=("input_shape",),
+  multiple_results=True,
+  spec=_reorder_spec,
+  doc="The entries sorted into row-major order of their indices (stable).",
+)
 
 
 # --- SparseReshape --------------------------------------------------------------------------
@@ -71,17 +84,22 @@ def reshaped(input_shape, new_shape) -> tuple:
   if len(unknown) > 1:
     raise ValueError("only one output dimension may be -1")
   if any(d < -1 for d in want):
-    raise ValueError(f"size {[d for d in want if d < -1][0]} must be non-negative, not "
-                     "smaller than -1")
+    raise ValueError(
+      f"size {[d for d in want if d < -1][0]} must be non-negative, not smaller than -1"
+    )
   known = math.prod(d for d in want if d != -1)
   if unknown:
     if known == 0 or total % known:
-      raise ValueError(f"Input to reshape is a SparseTensor with {total} dense values, "
-                       f"but the requested shape requires a multiple of {known}")
+      raise ValueError(
+        f"Input to reshape is a SparseTensor with {total} dense values, "
+        f"but the requested shape requires a multiple of {known}"
+      )
     want = tuple(total // known if d == -1 else d for d in want)
   if math.prod(want) != total:
-    raise ValueError(f"Input to reshape is a tensor with {total} dense values, but the "
-                     f"requested shape has {math.prod(want)}")
+    raise ValueError(
+      f"Input to reshape is a tensor with {total} dense values, but the "
+      f"requested shape has {math.prod(want)}"
+    )
   return want
 
 
@@ -123,15 +141,22 @@ def _reshape_spec(st):
     if draw(hst.booleans()) and all(dims):
       dims[draw(hst.integers(0, rank - 1))] = -1
     return {"input_indices": idx, "input_shape": shape, "new_shape": np.asarray(dims, np.int64)}
+
   return st.Spec(calls(), vmap_variation="scale")
 
 
 SparseReshape = register_op(
-    "SparseReshape", _reshape, family=FAMILY, static=("input_shape", "new_shape"),
-    multiple_results=True, spec=_reshape_spec,
-    interpret=static_outputs(lambda *, input_shape, new_shape: {
-        1: np.asarray(reshaped(input_shape, new_shape), np.int64)}),
-    doc="The indices of the same entries in the new dense shape (its -1 inferred).")
+  "SparseReshape",
+  _reshape,
+  family=FAMILY,
+  static=("input_shape", "new_shape"),
+  multiple_results=True,
+  spec=_reshape_spec,
+  interpret=static_outputs(
+    lambda *, input_shape, new_shape: {1: np.asarray(reshaped(input_shape, new_shape), np.int64)}
+  ),
+  doc="The indices of the same entries in the new dense shape (its -1 inferred).",
+)
 
 
 # --- SparseFillEmptyRows --------------------------------------------------------------------
@@ -147,8 +172,7 @@ def fill_layout(indices, dense_shape):
   idx = static_indices(indices, len(dims))
   n, rows = idx.shape[0], dims[0]
   if rows == 0 and n:
-    raise ValueError(f"Received SparseTensor with dense_shape[0] = 0 but indices.shape[0] "
-                     f"= {n}")
+    raise ValueError(f"Received SparseTensor with dense_shape[0] = 0 but indices.shape[0] = {n}")
   row = idx[:, 0] if n else np.zeros((0,), np.int64)
   bad = np.nonzero((row < 0) | (row >= rows))[0]
   if bad.size:
@@ -180,8 +204,12 @@ def _fill_empty_rows(values, default_value, *, indices, dense_shape):
     raise ValueError("default_value must be a scalar")
   dt = index_dtype()
   pool = jnp.concatenate([values.reshape(-1), default_value.reshape(1)])
-  return (jnp.asarray(out_idx.astype(dt)), pool[jnp.asarray(source.astype(np.int32))],
-          jnp.asarray(empty), jnp.asarray(reverse.astype(dt)))
+  return (
+    jnp.asarray(out_idx.astype(dt)),
+    pool[jnp.asarray(source.astype(np.int32))],
+    jnp.asarray(empty),
+    jnp.asarray(reverse.astype(dt)),
+  )
 
 
 def _fill_known(*, indices, dense_shape):
@@ -195,8 +223,13 @@ def _fill_spec(st):
   def calls(draw):
     dtype = draw(st.dtypes(("float32", "float64", "int32", "complex64")))
     idx, vals, shape = draw_sparse(draw, st, dtype)
-    return {"indices": idx, "values": vals, "dense_shape": shape,
-            "default_value": draw(st.arrays(dtype, ()))}
+    return {
+      "indices": idx,
+      "values": vals,
+      "dense_shape": shape,
+      "default_value": draw(st.arrays(dtype, ())),
+    }
+
   return st.Spec(calls(), vmap_variation="scale")
 
 
@@ -204,13 +237,20 @@ def _fill_transpose(cts, values, default_value, *, indices, dense_shape):
   """TF's gradient: SparseFillEmptyRowsGrad of the values' cotangent."""
   _, _, _, reverse = fill_layout(indices, dense_shape)
   d_values, d_default = tfops.SparseFillEmptyRowsGrad(
-      np.asarray(reverse, np.int64).astype(index_dtype()), rules.instantiate(cts[1]))
+    np.asarray(reverse, np.int64).astype(index_dtype()), rules.instantiate(cts[1])
+  )
   return [d_values, d_default]
 
 
 SparseFillEmptyRows = register_op(
-    "SparseFillEmptyRows", _fill_empty_rows, family=FAMILY,
-    static=("indices", "dense_shape"), multiple_results=True, spec=_fill_spec,
-    interpret=static_outputs(_fill_known),
-    jvp=rules.per_op(values_jvp, 2, 1), transpose=_fill_transpose,
-    doc="A default entry in each empty row; the empty-row indicator and reverse index map.")
+  "SparseFillEmptyRows",
+  _fill_empty_rows,
+  family=FAMILY,
+  static=("indices", "dense_shape"),
+  multiple_results=True,
+  spec=_fill_spec,
+  interpret=static_outputs(_fill_known),
+  jvp=rules.per_op(values_jvp, 2, 1),
+  transpose=_fill_transpose,
+  doc="A default entry in each empty row; the empty-row indicator and reverse index map.",
+)

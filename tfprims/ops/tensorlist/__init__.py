@@ -31,13 +31,40 @@ Submodules:
   ``tf.stack`` of list handles) and TensorListPushBackBatch.
 """
 
-from tfprims.ops.tensorlist import batch, bookkeeping, hooks, primitives, value  # noqa: F401
-from tfprims.ops.tensorlist import tensor_array  # noqa: F401
-from tfprims.ops.tensorlist.batch import PushBackBatch, TensorListBatch  # noqa: F401
-from tfprims.ops.tensorlist.primitives import (  # noqa: F401
-    Concat, ConcatLists, ConcatV2, Gather, GetItem, PopBack, PushBack, Resize, Scatter,
-    ScatterInto, ScatterV2, SetItem, tf_concat, tf_concat_lists, tf_concat_v2, tf_gather,
-    tf_get_item, tf_pop_back, tf_push_back, tf_resize, tf_scatter, tf_scatter_into_existing_list,
-    tf_scatter_v2, tf_set_item)
-from tfprims.ops.tensorlist.value import (  # noqa: F401
-    FAMILY, NeedsConcreteIndex, TensorList, UnavailableList, decode_shape, merge_shapes)
+from tfprims.ops.tensorlist import batch, bookkeeping, hooks, primitives, value
+from tfprims.ops.tensorlist import tensor_array
+from tfprims.ops.tensorlist.batch import PushBackBatch, TensorListBatch
+from tfprims.ops.tensorlist.primitives import (
+  Concat,
+  ConcatLists,
+  ConcatV2,
+  Gather,
+  GetItem,
+  PopBack,
+  PushBack,
+  Resize,
+  Scatter,
+  ScatterInto,
+  ScatterV2,
+  SetItem,
+  tf_concat,
+  tf_concat_lists,
+  tf_concat_v2,
+  tf_gather,
+  tf_get_item,
+  tf_pop_back,
+  tf_push_back,
+  tf_resize,
+  tf_scatter,
+  tf_scatter_into_existing_list,
+  tf_scatter_v2,
+  tf_set_item,
+)
+from tfprims.ops.tensorlist.value import (
+  FAMILY,
+  NeedsConcreteIndex,
+  TensorList,
+  UnavailableList,
+  decode_shape,
+  merge_shapes,
+)

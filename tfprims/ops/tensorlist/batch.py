@@ -61,12 +61,14 @@ def pack_lists(node, values) -> TensorListBatch:
 def unpack_lists(node, value) -> list:
   """``Unpack`` of a batch of lists: the lists."""
   if not isinstance(value, TensorListBatch):
-    raise errors.OpError(node.op, node.name, "unpacks a TensorList handle that is not a "
-                         "vector of lists")
+    raise errors.OpError(
+      node.op, node.name, "unpacks a TensorList handle that is not a vector of lists"
+    )
   num = node.attr("num", len(value.lists))
   if num != len(value.lists):
-    raise errors.OpError(node.op, node.name, f"unpacks {num} lists from a batch of "
-                         f"{len(value.lists)}")
+    raise errors.OpError(
+      node.op, node.name, f"unpacks {num} lists from a batch of {len(value.lists)}"
+    )
   return list(value.lists)
 
 
@@ -76,16 +78,20 @@ def unpack_lists(node, value) -> list:
 def _push_back_batch_impl(items, tensor):
   """``items[b]`` (list ``b``'s elements) with ``tensor[b]`` appended."""
   if tensor.shape[:1] != items.shape[:1] or tuple(tensor.shape[1:]) != tuple(items.shape[2:]):
-    raise ValueError(f"TensorListPushBackBatch: tensor of shape {list(tensor.shape)} for lists "
-                     f"of items {list(items.shape)}")
+    raise ValueError(
+      f"TensorListPushBackBatch: tensor of shape {list(tensor.shape)} for lists "
+      f"of items {list(items.shape)}"
+    )
   return jnp.concatenate([items, jnp.asarray(tensor, items.dtype)[:, None]], axis=1)
 
 
 def _push_back_batch_transpose(ct, items, tensor):
   length = rules.shape_of(items)[1]
   head, last = tfops.SplitV(ct, size_splits=(length, 1), axis=1, num_split=2)
-  return [head if rules.U(items) else None,
-          tfops.Squeeze(last, squeeze_dims=(1,)) if rules.U(tensor) else None]
+  return [
+    head if rules.U(items) else None,
+    tfops.Squeeze(last, squeeze_dims=(1,)) if rules.U(tensor) else None,
+  ]
 
 
 def _push_back_batch_batching(args, dims):
@@ -94,36 +100,50 @@ def _push_back_batch_batching(args, dims):
   items, tensor = rules.with_batch_axis(items, di, size), rules.with_batch_axis(tensor, dt, size)
   shape = rules.shape_of(items)
   out = tfops.TensorListPushBackBatch(
-      rules.reshape(items, (size * shape[1],) + shape[2:]),
-      rules.reshape(tensor, (size * shape[1],) + shape[3:]))
+    rules.reshape(items, (size * shape[1],) + shape[2:]),
+    rules.reshape(tensor, (size * shape[1],) + shape[3:]),
+  )
   return rules.reshape(out, (size, shape[1], shape[2] + 1) + shape[3:]), 0
 
 
 def _push_back_batch_interpret(ctx, node, inputs):
   batch, tensor = inputs
   if not isinstance(batch, TensorListBatch):
-    raise errors.OpError(node.op, node.name, "expects a vector of TensorLists (tf.stack of "
-                         f"list handles), got {type(batch).__name__}")
+    raise errors.OpError(
+      node.op,
+      node.name,
+      f"expects a vector of TensorLists (tf.stack of list handles), got {type(batch).__name__}",
+    )
   lists = [as_list(node, lst) for lst in batch.lists]
   shape = tuple(np.shape(tensor))
   if not shape or shape[0] != len(lists):
-    raise errors.OpError(node.op, node.name, f"Expected tensor.shape[0] == input_handles.size, "
-                         f"but saw {shape[0] if shape else 'a scalar'} vs. {len(lists)}")
+    raise errors.OpError(
+      node.op,
+      node.name,
+      f"Expected tensor.shape[0] == input_handles.size, "
+      f"but saw {shape[0] if shape else 'a scalar'} vs. {len(lists)}",
+    )
   lengths = sorted({lst.length for lst in lists})
   if len(lengths) > 1:
     raise errors.TensorListSizeError(
-        f"{node.op} node '{node.name}' pushes onto lists of different lengths {lengths}; "
-        "tfprims stacks a batch of lists densely and needs one length")
+      f"{node.op} node '{node.name}' pushes onto lists of different lengths {lengths}; "
+      "tfprims stacks a batch of lists densely and needs one length"
+    )
   dtype = np.dtype(node.attr("element_dtype"))
   lists = [lst.materialized(shape[1:], node) for lst in lists]
   for lst in lists:
     if lst.element_dtype != dtype:
-      raise errors.OpError(node.op, node.name, f"a list of {lst.element_dtype} elements, "
-                           f"the op pushes {dtype}")
+      raise errors.OpError(
+        node.op, node.name, f"a list of {lst.element_dtype} elements, the op pushes {dtype}"
+      )
     if tuple(np.shape(lst.items)[1:]) != shape[1:]:
-      raise errors.OpError(node.op, node.name, "Tried to append a tensor with incompatible "
-                           f"shape {list(shape[1:])} to a list of elements "
-                           f"{list(np.shape(lst.items)[1:])}")
+      raise errors.OpError(
+        node.op,
+        node.name,
+        "Tried to append a tensor with incompatible "
+        f"shape {list(shape[1:])} to a list of elements "
+        f"{list(np.shape(lst.items)[1:])}",
+      )
   if not lists:
     return [TensorListBatch(())]
   items = tfops.Pack.apply([lst.items for lst in lists], {"axis": 0})
@@ -137,12 +157,23 @@ def tf_push_back_batch(input_handles, tensor):
   as the stacked items of the lists (each row becomes a TF list)."""
   tf = import_tensorflow()
   element_shape = tf.constant(input_handles.shape[2:], tf.int32)
-  handles = tf.stack([tf.raw_ops.TensorListFromTensor(tensor=row, element_shape=element_shape)
-                      for row in tf.unstack(tf.constant(input_handles))]
-                     ) if input_handles.shape[0] else tf.zeros((0,), tf.variant)
+  handles = (
+    tf.stack(
+      [
+        tf.raw_ops.TensorListFromTensor(tensor=row, element_shape=element_shape)
+        for row in tf.unstack(tf.constant(input_handles))
+      ]
+    )
+    if input_handles.shape[0]
+    else tf.zeros((0,), tf.variant)
+  )
   out = tf.raw_ops.TensorListPushBackBatch(input_handles=handles, tensor=tensor)
-  rows = [tf.raw_ops.TensorListStack(input_handle=h, element_shape=element_shape,
-                                     element_dtype=tensor.dtype) for h in tf.unstack(out)]
+  rows = [
+    tf.raw_ops.TensorListStack(
+      input_handle=h, element_shape=element_shape, element_dtype=tensor.dtype
+    )
+    for h in tf.unstack(out)
+  ]
   if not rows:
     return tf.zeros((0, input_handles.shape[1] + 1) + input_handles.shape[2:], tensor.dtype)
   return tf.stack(rows)
@@ -154,16 +185,28 @@ def _push_back_batch_spec(st):
     dtype = draw(st.dtypes(st.ALL))
     batch, length = draw(st.integers(1, 3)), draw(st.integers(0, 3))
     element = tuple(draw(st.shapes(max_rank=2, max_side=3)))
-    return dict(input_handles=draw(st.arrays(dtype, (batch, length) + element)),
-                tensor=draw(st.arrays(dtype, (batch,) + element)))
-  return st.Spec(calls(), grad_oracle="fd", oracle=tf_push_back_batch,
-                 operands=("input_handles", "tensor"),
-                 note="TF declares TensorListPushBackBatch not differentiable; ours is linear "
-                      "(checked against central differences)")
+    return dict(
+      input_handles=draw(st.arrays(dtype, (batch, length) + element)),
+      tensor=draw(st.arrays(dtype, (batch,) + element)),
+    )
+
+  return st.Spec(
+    calls(),
+    grad_oracle="fd",
+    oracle=tf_push_back_batch,
+    operands=("input_handles", "tensor"),
+    note="TF declares TensorListPushBackBatch not differentiable; ours is linear "
+    "(checked against central differences)",
+  )
 
 
 PushBackBatch = register_op(
-    "TensorListPushBackBatch", _push_back_batch_impl, family=FAMILY, linear=True,
-    transpose=_push_back_batch_transpose, batching=_push_back_batch_batching,
-    interpret=_push_back_batch_interpret, spec=_push_back_batch_spec)
-
+  "TensorListPushBackBatch",
+  _push_back_batch_impl,
+  family=FAMILY,
+  linear=True,
+  transpose=_push_back_batch_transpose,
+  batching=_push_back_batch_batching,
+  interpret=_push_back_batch_interpret,
+  spec=_push_back_batch_spec,
+)

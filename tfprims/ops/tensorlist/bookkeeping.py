@@ -12,8 +12,15 @@ import numpy as np
 
 from tfprims import core, dtypes, errors
 from tfprims.core import register_structural, tfops
-from tfprims.ops.tensorlist.value import (FAMILY, TensorList, as_list, decode_shape,
-                                          element_dtype, merge_shapes, static_int)
+from tfprims.ops.tensorlist.value import (
+  FAMILY,
+  TensorList,
+  as_list,
+  decode_shape,
+  element_dtype,
+  merge_shapes,
+  static_int,
+)
 
 
 def _reserve_interpret(ctx, node, inputs):
@@ -41,8 +48,7 @@ def _stack_interpret(ctx, node, inputs):
   lst = as_list(node, inputs[0])
   num = node.attr("num_elements", -1)
   if num is not None and num >= 0 and num != lst.length:
-    raise errors.OpError(node.op, node.name,
-                         f"expected {num} elements, the list has {lst.length}")
+    raise errors.OpError(node.op, node.name, f"expected {num} elements, the list has {lst.length}")
   return [lst.materialized(decode_shape(inputs[1]), node).items]
 
 
@@ -62,18 +68,22 @@ def _split_interpret(ctx, node, inputs):
   tensor, element_shape, lengths = inputs
   if not core.is_concrete(lengths):
     raise errors.TensorListSizeError(
-        f"{node.op} node '{node.name}': lengths depend on runtime data")
+      f"{node.op} node '{node.name}': lengths depend on runtime data"
+    )
   lengths = np.asarray(lengths).reshape(-1)
   if lengths.size and (lengths != lengths[0]).any():
-    raise errors.OpError(node.op, node.name,
-                         f"splits into pieces of different lengths {lengths.tolist()}; "
-                         "ragged lists are not supported")
+    raise errors.OpError(
+      node.op,
+      node.name,
+      f"splits into pieces of different lengths {lengths.tolist()}; ragged lists are not supported",
+    )
   n = int(lengths.size)
   d = int(lengths[0]) if n else 0
   shape = tuple(np.shape(tensor))
   if n * d != shape[0]:
-    raise errors.OpError(node.op, node.name,
-                         f"lengths sum to {n * d}, the tensor has {shape[0]} rows")
+    raise errors.OpError(
+      node.op, node.name, f"lengths sum to {n * d}, the tensor has {shape[0]} rows"
+    )
   items = tfops.Reshape.apply([tensor], {"shape": (n, d) + shape[1:]})
   return [TensorList(items, n, element_dtype(node), None)]
 
@@ -82,15 +92,27 @@ def _bookkeeping(op_type: str, hook, doc: str, **properties):
   register_structural(op_type, hook, family=FAMILY, doc=doc, **properties)
 
 
-_bookkeeping("TensorListReserve", _reserve_interpret,
-             "A list of num_elements uninitialized elements (zeros once read).")
+_bookkeeping(
+  "TensorListReserve",
+  _reserve_interpret,
+  "A list of num_elements uninitialized elements (zeros once read).",
+)
 _bookkeeping("EmptyTensorList", _empty_interpret, "An empty list.")
-_bookkeeping("TensorListFromTensor", _from_tensor_interpret,
-             "The list of the tensor's rows (no copy).")
-_bookkeeping("TensorListStack", _stack_interpret,
-             "The elements stacked: the dense items themselves.")
+_bookkeeping(
+  "TensorListFromTensor", _from_tensor_interpret, "The list of the tensor's rows (no copy)."
+)
+_bookkeeping(
+  "TensorListStack", _stack_interpret, "The elements stacked: the dense items themselves."
+)
 _bookkeeping("TensorListLength", _length_interpret, "The static length.")
-_bookkeeping("TensorListElementShape", _element_shape_interpret,
-             "The (partial) element shape; -1 for unknown dims or rank.", shape_only=True)
-_bookkeeping("TensorListSplit", _split_interpret,
-             "Splits a tensor into equal-length pieces (ragged pieces are refused).")
+_bookkeeping(
+  "TensorListElementShape",
+  _element_shape_interpret,
+  "The (partial) element shape; -1 for unknown dims or rank.",
+  shape_only=True,
+)
+_bookkeeping(
+  "TensorListSplit",
+  _split_interpret,
+  "Splits a tensor into equal-length pieces (ragged pieces are refused).",
+)

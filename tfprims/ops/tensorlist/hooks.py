@@ -14,9 +14,16 @@ import numpy as np
 
 from tfprims import core, dtypes, errors
 from tfprims.core import tfops
-from tfprims.ops.tensorlist.value import (NeedsConcreteIndex, TensorList, as_list, check_index,
-                                          decode_shape, element_dtype, merge_shapes,
-                                          static_int)
+from tfprims.ops.tensorlist.value import (
+  NeedsConcreteIndex,
+  TensorList,
+  as_list,
+  check_index,
+  decode_shape,
+  element_dtype,
+  merge_shapes,
+  static_int,
+)
 
 
 def set_item(ctx, node, inputs):
@@ -28,22 +35,29 @@ def set_item(ctx, node, inputs):
       raise errors.OpError(node.op, node.name, f"negative index {i}")
     if i >= lst.length:
       if not resize:
-        raise errors.OpError(node.op, node.name,
-                             f"index {i} is out of range for a list of {lst.length} "
-                             "elements (resize_if_index_out_of_bounds is false)")
+        raise errors.OpError(
+          node.op,
+          node.name,
+          f"index {i} is out of range for a list of {lst.length} "
+          "elements (resize_if_index_out_of_bounds is false)",
+        )
       lst = _grow(lst, i + 1, np.shape(item))
   elif resize:
     raise NeedsConcreteIndex(
-        f"{node.op} node '{node.name}' may grow its list (a TensorArray with "
-        "dynamic_size=True) at an index that depends on runtime data; the list length "
-        "must be known at trace time. Give the TensorArray a fixed size, or write it "
-        "in a loop whose trip count is known at trace time.")
+      f"{node.op} node '{node.name}' may grow its list (a TensorArray with "
+      "dynamic_size=True) at an index that depends on runtime data; the list length "
+      "must be known at trace time. Give the TensorArray a fixed size, or write it "
+      "in a loop whose trip count is known at trace time."
+    )
   shape = tuple(np.shape(item))
   lst = lst.materialized(shape, node) if lst.items is None else lst
   if tuple(lst.items.shape[1:]) != shape:
-    raise errors.OpError(node.op, node.name,
-                         f"item of shape {list(shape)} does not match the list's element "
-                         f"shape {list(lst.items.shape[1:])} (ragged lists are not supported)")
+    raise errors.OpError(
+      node.op,
+      node.name,
+      f"item of shape {list(shape)} does not match the list's element "
+      f"shape {list(lst.items.shape[1:])} (ragged lists are not supported)",
+    )
   return [lst.with_items(tfops.TensorListSetItem.apply([lst.items, index, item], {}))]
 
 
@@ -65,9 +79,11 @@ def gather(ctx, node, inputs):
   if core.is_concrete(indices):
     idx = np.asarray(indices)
     if idx.size and (idx.min() < 0 or idx.max() >= lst.length):
-      raise errors.OpError(node.op, node.name,
-                           f"indices {idx.tolist()} out of range for a list of "
-                           f"{lst.length} elements")
+      raise errors.OpError(
+        node.op,
+        node.name,
+        f"indices {idx.tolist()} out of range for a list of {lst.length} elements",
+      )
   lst = lst.materialized(decode_shape(inputs[2]), node)
   return [tfops.TensorListGather.apply([lst.items, indices], {})]
 
@@ -92,8 +108,9 @@ def scatter_v2(ctx, node, inputs):
   if num < 0:
     if not core.is_concrete(indices):
       raise errors.TensorListSizeError(
-          f"{node.op} node '{node.name}': the list size is the largest index + 1, and "
-          "the indices depend on runtime data; pass num_elements")
+        f"{node.op} node '{node.name}': the list size is the largest index + 1, and "
+        "the indices depend on runtime data; pass num_elements"
+      )
     idx = np.asarray(indices)
     num = int(idx.max()) + 1 if idx.size else 0
   dtype = element_dtype(node)
@@ -106,15 +123,17 @@ def scatter_v1(ctx, node, inputs):
   tensor, indices, element_shape = inputs
   if not core.is_concrete(indices):
     raise errors.TensorListSizeError(
-        f"{node.op} node '{node.name}': the list size is the largest index + 1, and the "
-        "indices depend on runtime data; use TensorListScatterV2 with num_elements "
-        "(tf.TensorArray.scatter on a sized array)")
+      f"{node.op} node '{node.name}': the list size is the largest index + 1, and the "
+      "indices depend on runtime data; use TensorListScatterV2 with num_elements "
+      "(tf.TensorArray.scatter on a sized array)"
+    )
   idx = np.asarray(indices).reshape(-1)
   if idx.size and idx.min() < 0:
     raise errors.OpError(node.op, node.name, "negative indices")
   if len(idx) != (np.shape(tensor)[0] if np.ndim(tensor) else -1):
-    raise errors.OpError(node.op, node.name,
-                         f"{len(idx)} indices for a tensor of shape {list(np.shape(tensor))}")
+    raise errors.OpError(
+      node.op, node.name, f"{len(idx)} indices for a tensor of shape {list(np.shape(tensor))}"
+    )
   num = int(idx.max()) + 1 if idx.size else 0
   shape = merge_shapes(decode_shape(element_shape), tuple(np.shape(tensor)[1:]), node)
   items = tfops.TensorListScatter.apply([tensor, indices], {"num_elements": num})
@@ -124,10 +143,14 @@ def scatter_v1(ctx, node, inputs):
 def concat_lists(ctx, node, inputs):
   a, b = as_list(node, inputs[0]), as_list(node, inputs[1])
   if a.element_dtype != b.element_dtype:
-    raise errors.OpError(node.op, node.name, f"lists of {a.element_dtype} and "
-                         f"{b.element_dtype} elements")
-  shape = merge_shapes(a.element_shape if a.items is None else tuple(a.items.shape[1:]),
-                       b.element_shape if b.items is None else tuple(b.items.shape[1:]), node)
+    raise errors.OpError(
+      node.op, node.name, f"lists of {a.element_dtype} and {b.element_dtype} elements"
+    )
+  shape = merge_shapes(
+    a.element_shape if a.items is None else tuple(a.items.shape[1:]),
+    b.element_shape if b.items is None else tuple(b.items.shape[1:]),
+    node,
+  )
   length = a.length + b.length
   if a.items is None and b.items is None and (shape is None or None in shape):
     return [TensorList(None, length, a.element_dtype, shape)]
@@ -142,8 +165,11 @@ def push_back(ctx, node, inputs):
   if lst.items is None:
     if lst.length == 0:
       merge_shapes(lst.element_shape, shape, node)
-      items = jnp.asarray(tensor, lst.element_dtype)[None] if not core.is_concrete(tensor) \
-          else np.asarray(tensor, lst.element_dtype)[None]
+      items = (
+        jnp.asarray(tensor, lst.element_dtype)[None]
+        if not core.is_concrete(tensor)
+        else np.asarray(tensor, lst.element_dtype)[None]
+      )
       return [TensorList(items, 1, lst.element_dtype, shape)]
     lst = lst.materialized(shape, node)
   return [lst.with_items(tfops.TensorListPushBack.apply([lst.items, tensor], {}))]
@@ -160,13 +186,13 @@ def pop_back(ctx, node, inputs):
 
 def concat_v1(ctx, node, inputs):
   """TensorListConcat (V1): element_shape is an attr, there are no leading_dims."""
-  return _concat(node, as_list(node, inputs[0]), node.attr("element_shape", None),
-                 tfops.TensorListConcat)
+  return _concat(
+    node, as_list(node, inputs[0]), node.attr("element_shape", None), tfops.TensorListConcat
+  )
 
 
 def concat_v2(ctx, node, inputs):
-  return _concat(node, as_list(node, inputs[0]), decode_shape(inputs[1]),
-                 tfops.TensorListConcatV2)
+  return _concat(node, as_list(node, inputs[0]), decode_shape(inputs[1]), tfops.TensorListConcatV2)
 
 
 def _concat(node, lst: TensorList, shape, op):

@@ -33,6 +33,7 @@ from tfprims.ops.tensorlist.value import FAMILY, TensorList, as_list, static_int
 @dataclasses.dataclass(frozen=True)
 class TensorArrayHandle:
   """The handle output of a TensorArrayV3 node (the data travels in its flow)."""
+
   node: str
   dtype: Any
   element_shape: Optional[tuple]
@@ -41,9 +42,12 @@ class TensorArrayHandle:
 def _flow(node, value) -> TensorList:
   if isinstance(value, TensorList):
     return value
-  raise errors.OpError(node.op, node.name,
-                       "its flow input is not a TensorArray's flow (the TensorArray was "
-                       f"not created by a TensorArrayV3 node in the graph): {type(value).__name__}")
+  raise errors.OpError(
+    node.op,
+    node.name,
+    "its flow input is not a TensorArray's flow (the TensorArray was "
+    f"not created by a TensorArrayV3 node in the graph): {type(value).__name__}",
+  )
 
 
 def _new(ctx, node, inputs):
@@ -61,9 +65,10 @@ def _no_growth(node, lst, index):
     i = int(np.asarray(index))
     if i >= lst.length:
       raise errors.TensorListSizeError(
-          f"{node.op} node '{node.name}' writes element {i} of a TensorArray of size "
-          f"{lst.length}: TensorArrays that grow (dynamic_size=True) are not supported; "
-          "give the TensorArray its final size")
+        f"{node.op} node '{node.name}' writes element {i} of a TensorArray of size "
+        f"{lst.length}: TensorArrays that grow (dynamic_size=True) are not supported; "
+        "give the TensorArray its final size"
+      )
 
 
 def _write(ctx, node, inputs):
@@ -93,8 +98,9 @@ def _scatter(ctx, node, inputs):
   idx = np.asarray(indices) if core.is_concrete(indices) else None
   if idx is not None and idx.size and int(idx.max()) >= lst.length:
     raise errors.TensorListSizeError(
-        f"{node.op} node '{node.name}' scatters to element {int(idx.max())} of a "
-        f"TensorArray of size {lst.length}: TensorArrays that grow are not supported")
+      f"{node.op} node '{node.name}' scatters to element {int(idx.max())} of a "
+      f"TensorArray of size {lst.length}: TensorArrays that grow are not supported"
+    )
   return hooks.scatter_into(ctx, node, [lst, value, indices])
 
 
@@ -107,13 +113,16 @@ def _close(ctx, node, inputs):
 
 
 for _op, _hook, _doc in [
-    ("TensorArrayV3", _new, "A TensorArray: a handle and its flow, the TensorList itself."),
-    ("TensorArrayWriteV3", _write, "Writes one element (tf.TensorListSetItem)."),
-    ("TensorArrayReadV3", _read, "Reads one element (tf.TensorListGetItem)."),
-    ("TensorArrayGatherV3", _gather, "Stacks elements (tf.TensorListGather)."),
-    ("TensorArrayScatterV3", _scatter,
-     "Writes rows of a tensor (tf.TensorListScatterIntoExistingList)."),
-    ("TensorArraySizeV3", _size, "The static size."),
-    ("TensorArrayCloseV3", _close, "Nothing (the array's memory is JAX's)."),
+  ("TensorArrayV3", _new, "A TensorArray: a handle and its flow, the TensorList itself."),
+  ("TensorArrayWriteV3", _write, "Writes one element (tf.TensorListSetItem)."),
+  ("TensorArrayReadV3", _read, "Reads one element (tf.TensorListGetItem)."),
+  ("TensorArrayGatherV3", _gather, "Stacks elements (tf.TensorListGather)."),
+  (
+    "TensorArrayScatterV3",
+    _scatter,
+    "Writes rows of a tensor (tf.TensorListScatterIntoExistingList).",
+  ),
+  ("TensorArraySizeV3", _size, "The static size."),
+  ("TensorArrayCloseV3", _close, "Nothing (the array's memory is JAX's)."),
 ]:
   register_structural(_op, _hook, family=FAMILY, doc=_doc)

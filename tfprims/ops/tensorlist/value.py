@@ -39,16 +39,16 @@ class TensorList:
     self.items = items
     self.length = rules.sizes(length)[0]  # a symbolic dim under jax.export
     # A numpy dtype, or TF's name ("variant") for lists of lists/optionals.
-    self.element_dtype = element_dtype if isinstance(element_dtype, str) else \
-        np.dtype(element_dtype)
+    self.element_dtype = (
+      element_dtype if isinstance(element_dtype, str) else np.dtype(element_dtype)
+    )
     if items is not None and hasattr(items, "shape"):
       element_shape = tuple(items.shape[1:])
     self.element_shape = None if element_shape is None else tuple(element_shape)
 
   def tree_flatten(self):
     children = () if self.items is None else (self.items,)
-    return children, (self.length, self.element_dtype, self.element_shape,
-                      self.items is not None)
+    return children, (self.length, self.element_dtype, self.element_shape, self.items is not None)
 
   @classmethod
   def tree_unflatten(cls, aux, children):
@@ -71,23 +71,31 @@ class TensorList:
       return self
     if isinstance(self.element_dtype, str):
       where = f"{node.op} node '{node.name}'" if node is not None else "a TensorList"
-      raise errors.TensorListSizeError(f"{where}: lists of {self.element_dtype} elements are "
-                                "not supported")
+      raise errors.TensorListSizeError(
+        f"{where}: lists of {self.element_dtype} elements are not supported"
+      )
     shape = merge_shapes(self.element_shape, element_shape, node)
     if shape is None or any(d is None for d in shape):
       where = f"{node.op} node '{node.name}'" if node is not None else "a TensorList"
       raise errors.TensorListSizeError(
-          f"{where} reads uninitialized elements of a list whose element shape "
-          f"({_shape_str(shape)}) is not fully known; write the elements first or "
-          "give the TensorArray an element_shape")
+        f"{where} reads uninitialized elements of a list whose element shape "
+        f"({_shape_str(shape)}) is not fully known; write the elements first or "
+        "give the TensorArray an element_shape"
+      )
     shape = (self.length,) + tuple(shape)
-    return TensorList(rules.numpy_for(shape).zeros(shape, self.element_dtype),
-                      self.length, self.element_dtype, shape[1:])
+    return TensorList(
+      rules.numpy_for(shape).zeros(shape, self.element_dtype),
+      self.length,
+      self.element_dtype,
+      shape[1:],
+    )
 
   def __repr__(self):
-    return (f"TensorList(length={self.length}, dtype={self.element_dtype}, "
-            f"element_shape={_shape_str(self.element_shape)}, "
-            f"items={'None' if self.items is None else type(self.items).__name__})")
+    return (
+      f"TensorList(length={self.length}, dtype={self.element_dtype}, "
+      f"element_shape={_shape_str(self.element_shape)}, "
+      f"items={'None' if self.items is None else type(self.items).__name__})"
+    )
 
 
 def _shape_str(shape) -> str:
@@ -114,13 +122,19 @@ def merge_shapes(a: Optional[tuple], b: Optional[tuple], node=None) -> Optional[
   if b is None:
     return a
   if len(a) != len(b):
-    raise errors.OpError(node.op if node else "TensorList", node.name if node else "?",
-                         f"element shapes {_shape_str(a)} and {_shape_str(b)} differ in rank")
+    raise errors.OpError(
+      node.op if node else "TensorList",
+      node.name if node else "?",
+      f"element shapes {_shape_str(a)} and {_shape_str(b)} differ in rank",
+    )
   out = []
   for x, y in zip(a, b):
     if x is not None and y is not None and x != y:
-      raise errors.OpError(node.op if node else "TensorList", node.name if node else "?",
-                           f"element shapes {_shape_str(a)} and {_shape_str(b)} are incompatible")
+      raise errors.OpError(
+        node.op if node else "TensorList",
+        node.name if node else "?",
+        f"element shapes {_shape_str(a)} and {_shape_str(b)} are incompatible",
+      )
     out.append(x if x is not None else y)
   return tuple(out)
 
@@ -139,11 +153,13 @@ class UnavailableList:
 def as_list(node, value) -> TensorList:
   """A node's list input, checked (an :class:`UnavailableList` raises its reason)."""
   if isinstance(value, UnavailableList):
-    raise errors.TensorListSizeError(f"{node.op} node '{node.name}' uses a list that cannot be "
-                                     f"computed: {value.reason}")
+    raise errors.TensorListSizeError(
+      f"{node.op} node '{node.name}' uses a list that cannot be computed: {value.reason}"
+    )
   if not isinstance(value, TensorList):
-    raise errors.OpError(node.op, node.name,
-                         f"expects a TensorList input, got {type(value).__name__}")
+    raise errors.OpError(
+      node.op, node.name, f"expects a TensorList input, got {type(value).__name__}"
+    )
   return value
 
 
@@ -155,9 +171,10 @@ def static_int(node, value, what: str) -> int:
   known = folding.known_value(value)
   if known is None:
     raise NeedsConcreteIndex(
-        f"{node.op} node '{node.name}': {what} depends on runtime data, but a "
-        "TensorList's length must be known at trace time (JAX arrays have static "
-        "shapes); compute it from constants or shapes")
+      f"{node.op} node '{node.name}': {what} depends on runtime data, but a "
+      "TensorList's length must be known at trace time (JAX arrays have static "
+      "shapes); compute it from constants or shapes"
+    )
   return rules.sizes(known)[0]  # an int, or a symbolic dim (tf.shape(x)[0] under jax.export)
 
 
@@ -173,6 +190,7 @@ def check_index(node, lst: TensorList, index) -> Optional[int]:
     return None
   i = int(np.asarray(index))
   if i < 0 or i >= lst.length:
-    raise errors.OpError(node.op, node.name,
-                         f"index {i} is out of range for a list of {lst.length} elements")
+    raise errors.OpError(
+      node.op, node.name, f"index {i} is out of range for a list of {lst.length} elements"
+    )
   return i

@@ -14,8 +14,8 @@ module                 optimizers
 =====================  =====================================================
 """
 
-from tfprims.ops.training import gradient_descent  # noqa: F401
-from tfprims.ops.training import adagrad  # noqa: F401
-from tfprims.ops.training import rmsprop  # noqa: F401
-from tfprims.ops.training import adam  # noqa: F401
-from tfprims.ops.training import ftrl  # noqa: F401
+from tfprims.ops.training import gradient_descent
+from tfprims.ops.training import adagrad
+from tfprims.ops.training import rmsprop
+from tfprims.ops.training import adam
+from tfprims.ops.training import ftrl

@@ -47,10 +47,12 @@ ALL_DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex
 REAL_DTYPES = ("float16", "bfloat16", "float32", "float64")
 F32_F64 = ("float32", "float64")
 
-_NOTE = ("var and slots are drawn as values; the oracle puts them in tf.Variables, runs "
-         "TF's {} and returns the variables' values (var, then the slots). TF has no "
-         "gradient through variable updates: derivatives are checked against central "
-         "differences")
+_NOTE = (
+  "var and slots are drawn as values; the oracle puts them in tf.Variables, runs "
+  "TF's {} and returns the variables' values (var, then the slots). TF has no "
+  "gradient through variable updates: derivatives are checked against central "
+  "differences"
+)
 
 
 def _state_names(op_type: str, n_state: int) -> tuple[str, ...]:
@@ -63,6 +65,7 @@ def _state_names(op_type: str, n_state: int) -> tuple[str, ...]:
 def _resource_hook(prim_type: str, n_state: int):
   """ResourceApply*: the variables' values replace the handles, the primitive runs (its
   checks included) and its results are the variables' new values."""
+
   def interpret(ctx, node, inputs):
     handles = [expect_handle(node, h) for h in inputs[:n_state]]
     values = [ctx.state[h.key] for h in handles]
@@ -70,6 +73,7 @@ def _resource_hook(prim_type: str, n_state: int):
     for h, new in zip(handles, outs):
       ctx.state[h.key] = new
     return []
+
   return interpret
 
 
@@ -77,6 +81,7 @@ def _ref_hook(prim_type: str, n_state: int):
   """Apply* on TF1 reference variables: the var and slots that are ref tensors
   (``RefHandle``: a ``VariableV2`` node, whose value is a param) get their new values
   written back; the node's output is the var's ref (or the new var, for values)."""
+
   def interpret(ctx, node, inputs):
     values = [deref(ctx, v) for v in inputs]
     outs = bind_node(ctx, getattr(tfops, prim_type), node, values)
@@ -84,18 +89,20 @@ def _ref_hook(prim_type: str, n_state: int):
       if isinstance(ref, RefHandle):
         ctx.state[ref.key] = new
     return [inputs[0] if isinstance(inputs[0], RefHandle) else outs[0]]
+
   return interpret
 
 
 def _oracle(resource_type: str, state: Sequence[str]):
   """TF oracle for the property runner: the drawn var and slots become tf.Variables,
   TF's resource op updates them, and their values are the outputs."""
+
   def oracle(**kwargs):
     tf = import_tensorflow()
     variables = [tf.Variable(kwargs.pop(n)) for n in state]
-    getattr(tf.raw_ops, resource_type)(
-        **{n: v.handle for n, v in zip(state, variables)}, **kwargs)
+    getattr(tf.raw_ops, resource_type)(**{n: v.handle for n, v in zip(state, variables)}, **kwargs)
     return [v.read_value() for v in variables]
+
   oracle.__name__ = f"{resource_type}_on_variables"
   return oracle
 
@@ -107,6 +114,7 @@ def _draw_input(st, draw, name, dtype, shape, ranges):
   """One input: a list in ``ranges`` is a set of scalar choices, a pair bounds the
   values; var/slots/grad default to [-2, 2]."""
   from hypothesis import strategies as hst
+
   spec = ranges.get(name, (-2.0, 2.0))
   if name == "global_step":
     return np.asarray(draw(hst.integers(*spec)), np.int64)
@@ -117,6 +125,7 @@ def _draw_input(st, draw, name, dtype, shape, ranges):
 
 def _dense_calls(st, op_type, n_state, dtype_names, ranges, bool_attrs):
   from hypothesis import strategies as hst
+
   names = opdefs.input_arg_names(op_type)
   wide = set(names[:n_state]) | {"grad", "delta"}
 
@@ -124,15 +133,16 @@ def _dense_calls(st, op_type, n_state, dtype_names, ranges, bool_attrs):
   def calls(draw):
     dtype = st.np_dtype(draw(st.dtypes(dtype_names)))
     shape = tuple(draw(st.shapes(max_rank=3, max_side=3)))
-    kw = {n: _draw_input(st, draw, n, dtype, shape if n in wide else (), ranges)
-          for n in names}
+    kw = {n: _draw_input(st, draw, n, dtype, shape if n in wide else (), ranges) for n in names}
     kw.update({a: draw(hst.booleans()) for a in bool_attrs})
     return kw
+
   return calls()
 
 
 def _sparse_calls(st, op_type, n_state, dtype_names, ranges, bool_attrs):
   from hypothesis import strategies as hst
+
   names = opdefs.input_arg_names(op_type)
   state = set(names[:n_state])
 
@@ -146,25 +156,35 @@ def _sparse_calls(st, op_type, n_state, dtype_names, ranges, bool_attrs):
     kw = {}
     for name in names:
       if name == "indices":
-        kw[name] = draw(st.arrays(st.np_dtype(draw(st.dtypes(("int32", "int64")))), (k,),
-                                  min_value=0, max_value=n - 1))
+        kw[name] = draw(
+          st.arrays(
+            st.np_dtype(draw(st.dtypes(("int32", "int64")))), (k,), min_value=0, max_value=n - 1
+          )
+        )
       else:
         shape = (n,) + tail if name in state else (k,) + tail if name == "grad" else ()
         kw[name] = _draw_input(st, draw, name, dtype, shape, ranges)
     kw.update({a: draw(hst.booleans()) for a in bool_attrs})
     return kw
+
   return calls()
 
 
-def _spec(calls_fn, op_type, resource_type, n_state, dtype_names, ranges, bool_attrs,
-          nondiff, spec_kw):
+def _spec(
+  calls_fn, op_type, resource_type, n_state, dtype_names, ranges, bool_attrs, nondiff, spec_kw
+):
   def spec(st):
     names = opdefs.input_arg_names(op_type)
     diff = [n for n in names if n not in nondiff and n not in ("indices", "global_step")]
     return st.Spec(
-        calls_fn(st, op_type, n_state, dtype_names, ranges, bool_attrs),
-        oracle=_oracle(resource_type, _state_names(resource_type, n_state)),
-        grad_oracle="fd", diff_args=diff, note=_NOTE.format(resource_type), **spec_kw)
+      calls_fn(st, op_type, n_state, dtype_names, ranges, bool_attrs),
+      oracle=_oracle(resource_type, _state_names(resource_type, n_state)),
+      grad_oracle="fd",
+      diff_args=diff,
+      note=_NOTE.format(resource_type),
+      **spec_kw,
+    )
+
   return spec
 
 
@@ -181,6 +201,7 @@ def _dense_impl(op_type, n_state, update):
     # Under vmap a batched hyperparameter broadcasts: every result takes the full shape.
     shape = jnp.broadcast_shapes(*(jnp.shape(o) for o in operands))
     return tuple(jnp.broadcast_to(jnp.asarray(o).astype(dtype), shape) for o in outs)
+
   impl.__doc__ = update.__doc__
   return impl
 
@@ -203,13 +224,17 @@ def _sparse_impl(op_type, n_state, update, grad_name="grad"):
       rows = {name: s[safe] for name, s in zip(state_names, st)}
       new = update(**rows, **{grad_name: grad[i]}, **kw, **params)
       target = jnp.where(valid, r, n)
-      return tuple(s.at[target].set(jnp.asarray(v).astype(s.dtype), mode="drop")
-                   for s, v in zip(st, new))
+      return tuple(
+        s.at[target].set(jnp.asarray(v).astype(s.dtype), mode="drop") for s, v in zip(st, new)
+      )
+
     if not indices.shape[0]:  # no rows to update (the loop body could not be traced)
       return state
     return lax.fori_loop(0, indices.shape[0], row, state)
+
   impl.__doc__ = (update.__doc__ or "").split("\n")[0].rstrip(".") + (
-      ", on the rows indices names (in order; out-of-range rows skipped).")
+    ", on the rows indices names (in order; out-of-range rows skipped)."
+  )
   return impl
 
 
@@ -221,16 +246,26 @@ def _sparse_check(op_type, n_state):
       return None
     bad = jnp.any((indices < 0) | (indices >= n))
     return bad, f"Index at some offset in indices is out of range [0, {n})"
+
   return check
 
 
-def define_optimizer(name: str, update: Callable, *, n_state: int,
-                     dtypes: Sequence[str], ranges: Mapping[str, object],
-                     bool_attrs: Sequence[str] = (), attrs: Sequence[str] = (),
-                     nondiff: Sequence[str] = (), sparse: bool = False,
-                     sparse_dtypes: Sequence[str] = (), resource_only: bool = False,
-                     sparse_update: Callable = None,
-                     spec_kw: Mapping[str, object] = None) -> None:
+def define_optimizer(
+  name: str,
+  update: Callable,
+  *,
+  n_state: int,
+  dtypes: Sequence[str],
+  ranges: Mapping[str, object],
+  bool_attrs: Sequence[str] = (),
+  attrs: Sequence[str] = (),
+  nondiff: Sequence[str] = (),
+  sparse: bool = False,
+  sparse_dtypes: Sequence[str] = (),
+  resource_only: bool = False,
+  sparse_update: Callable = None,
+  spec_kw: Mapping[str, object] = None,
+) -> None:
   """Declares ``Apply<name>`` and ``ResourceApply<name>`` (and with ``sparse`` the
   ``SparseApply<name>``/``ResourceSparseApply<name>`` pair) from one update rule
   ``update(**tf_inputs, **attrs) -> (new var, new slots...)``.
@@ -248,8 +283,9 @@ def define_optimizer(name: str, update: Callable, *, n_state: int,
   if sparse:
     # Derived batching (jax.vmap of the row loop): the rows are updated in turn, which
     # no single TF op formulates for a batch of variables.
-    forms.append(("SparseApply", "ResourceSparseApply", sparse_dtypes, _sparse_impl,
-                  _sparse_calls, None))
+    forms.append(
+      ("SparseApply", "ResourceSparseApply", sparse_dtypes, _sparse_impl, _sparse_calls, None)
+    )
   # The sparse ops call the gradient 'grad' where GradientDescent's call it 'delta' (the
   # update rule takes it under the dense op's name). Not read from TF's op defs: importing
   # tfprims must not import TensorFlow.
@@ -257,18 +293,33 @@ def define_optimizer(name: str, update: Callable, *, n_state: int,
   for ref_prefix, res_prefix, dts, make_impl, calls_fn, batching in forms:
     resource_type = res_prefix + name
     prim_type = resource_type if resource_only else ref_prefix + name
-    impl = (make_impl(prim_type, n_state, sparse_update or update, grad_name)
-            if make_impl is _sparse_impl else make_impl(prim_type, n_state, update))
+    impl = (
+      make_impl(prim_type, n_state, sparse_update or update, grad_name)
+      if make_impl is _sparse_impl
+      else make_impl(prim_type, n_state, update)
+    )
     hook = (_resource_hook if resource_only else _ref_hook)(prim_type, n_state)
     register_op(
-        prim_type, impl, family=FAMILY,
-        attrs=tuple(attrs), multiple_results=True, batching=batching,
-        check=_sparse_check(prim_type, n_state) if ref_prefix == "SparseApply" else None,
-        interpret=hook, writes_state=True, reads_state=resource_only,
-        spec=_spec(calls_fn, prim_type, resource_type, n_state, dts, ranges, bool_attrs,
-                   nondiff, spec_kw))
+      prim_type,
+      impl,
+      family=FAMILY,
+      attrs=tuple(attrs),
+      multiple_results=True,
+      batching=batching,
+      check=_sparse_check(prim_type, n_state) if ref_prefix == "SparseApply" else None,
+      interpret=hook,
+      writes_state=True,
+      reads_state=resource_only,
+      spec=_spec(
+        calls_fn, prim_type, resource_type, n_state, dts, ranges, bool_attrs, nondiff, spec_kw
+      ),
+    )
     if not resource_only:
       register_structural(
-          resource_type, _resource_hook(prim_type, n_state), family=FAMILY,
-          writes_state=True, reads_state=True,
-          doc=f"tf.{prim_type} on the variables' values, written back to them.")
+        resource_type,
+        _resource_hook(prim_type, n_state),
+        family=FAMILY,
+        writes_state=True,
+        reads_state=True,
+        doc=f"tf.{prim_type} on the variables' values, written back to them.",
+      )

@@ -35,8 +35,9 @@ def proximal_adagrad(var, accum, lr, l1, l2, grad):
   return proximal(var - grad * rate, rate, l1, l2), accum
 
 
-def adagrad_da(var, gradient_accumulator, gradient_squared_accumulator, grad, lr, l1, l2,
-               global_step):
+def adagrad_da(
+  var, gradient_accumulator, gradient_squared_accumulator, grad, lr, l1, l2, global_step
+):
   """Dual averaging: the accumulators add grad and grad**2; var = -lr * (the
   accumulated gradient soft-thresholded by l1 * global_step) / (l2 * global_step * lr
   + sqrt(squared accumulator))."""
@@ -48,19 +49,51 @@ def adagrad_da(var, gradient_accumulator, gradient_squared_accumulator, grad, lr
   return -lr * jnp.where(l1 > 0, shrunk, acc) / denom, acc, sq
 
 
-define_optimizer("Adagrad", adagrad, n_state=2, dtypes=ALL_DTYPES,
-                 ranges={"lr": _LR, "accum": _POS}, bool_attrs=("update_slots",),
-                 attrs=("update_slots",), sparse=True, sparse_dtypes=ALL_DTYPES)
-define_optimizer("AdagradV2", adagrad_v2, n_state=2, dtypes=ALL_DTYPES,
-                 ranges={"lr": _LR, "accum": _POS, "epsilon": (1e-3, 0.1)},
-                 bool_attrs=("update_slots",), attrs=("update_slots",), sparse=True,
-                 sparse_dtypes=ALL_DTYPES)
-define_optimizer("ProximalAdagrad", proximal_adagrad, n_state=2, dtypes=F32_F64,
-                 ranges={"lr": _LR, "accum": _POS, "l1": [0.0, 0.01, 0.1, 0.5],
-                         "l2": [0.0, 0.01, 0.1, 0.5]},
-                 nondiff=("l1", "l2"), sparse=True, sparse_dtypes=F32_F64)
-define_optimizer("AdagradDA", adagrad_da, n_state=3, dtypes=F32_F64,
-                 ranges={"lr": _LR, "gradient_squared_accumulator": _POS,
-                         "l1": [0.0, 0.01, 0.1, 0.5], "l2": [0.0, 0.01, 0.1, 0.5],
-                         "global_step": (1, 10)},
-                 nondiff=("l1", "l2"), sparse=True, sparse_dtypes=F32_F64)
+define_optimizer(
+  "Adagrad",
+  adagrad,
+  n_state=2,
+  dtypes=ALL_DTYPES,
+  ranges={"lr": _LR, "accum": _POS},
+  bool_attrs=("update_slots",),
+  attrs=("update_slots",),
+  sparse=True,
+  sparse_dtypes=ALL_DTYPES,
+)
+define_optimizer(
+  "AdagradV2",
+  adagrad_v2,
+  n_state=2,
+  dtypes=ALL_DTYPES,
+  ranges={"lr": _LR, "accum": _POS, "epsilon": (1e-3, 0.1)},
+  bool_attrs=("update_slots",),
+  attrs=("update_slots",),
+  sparse=True,
+  sparse_dtypes=ALL_DTYPES,
+)
+define_optimizer(
+  "ProximalAdagrad",
+  proximal_adagrad,
+  n_state=2,
+  dtypes=F32_F64,
+  ranges={"lr": _LR, "accum": _POS, "l1": [0.0, 0.01, 0.1, 0.5], "l2": [0.0, 0.01, 0.1, 0.5]},
+  nondiff=("l1", "l2"),
+  sparse=True,
+  sparse_dtypes=F32_F64,
+)
+define_optimizer(
+  "AdagradDA",
+  adagrad_da,
+  n_state=3,
+  dtypes=F32_F64,
+  ranges={
+    "lr": _LR,
+    "gradient_squared_accumulator": _POS,
+    "l1": [0.0, 0.01, 0.1, 0.5],
+    "l2": [0.0, 0.01, 0.1, 0.5],
+    "global_step": (1, 10),
+  },
+  nondiff=("l1", "l2"),
+  sparse=True,
+  sparse_dtypes=F32_F64,
+)

@@ -54,15 +54,39 @@ def keras_momentum(var, accum, lr, grad, momentum, *, use_nesterov):
 
 _L1L2 = {"l1": [0.0, 0.01, 0.1, 0.5], "l2": [0.0, 0.01, 0.1, 0.5], "alpha": _LR}
 
-define_optimizer("GradientDescent", gradient_descent, n_state=1, dtypes=ALL_DTYPES,
-                 ranges={"alpha": _LR})
-define_optimizer("ProximalGradientDescent", proximal_gradient_descent, n_state=1,
-                 dtypes=F32_F64, ranges=_L1L2, nondiff=("l1", "l2"), sparse=True,
-                 sparse_dtypes=F32_F64)
-define_optimizer("Momentum", momentum, n_state=2, dtypes=ALL_DTYPES,
-                 ranges={"lr": _LR, "momentum": (0.0, 0.99)}, bool_attrs=("use_nesterov",),
-                 attrs=("use_nesterov",), sparse=True, sparse_dtypes=ALL_DTYPES)
-define_optimizer("KerasMomentum", keras_momentum, n_state=2, dtypes=ALL_DTYPES,
-                 ranges={"lr": _LR, "momentum": (0.0, 0.99)}, bool_attrs=("use_nesterov",),
-                 attrs=("use_nesterov",), sparse=True, sparse_dtypes=ALL_DTYPES,
-                 resource_only=True)
+define_optimizer(
+  "GradientDescent", gradient_descent, n_state=1, dtypes=ALL_DTYPES, ranges={"alpha": _LR}
+)
+define_optimizer(
+  "ProximalGradientDescent",
+  proximal_gradient_descent,
+  n_state=1,
+  dtypes=F32_F64,
+  ranges=_L1L2,
+  nondiff=("l1", "l2"),
+  sparse=True,
+  sparse_dtypes=F32_F64,
+)
+define_optimizer(
+  "Momentum",
+  momentum,
+  n_state=2,
+  dtypes=ALL_DTYPES,
+  ranges={"lr": _LR, "momentum": (0.0, 0.99)},
+  bool_attrs=("use_nesterov",),
+  attrs=("use_nesterov",),
+  sparse=True,
+  sparse_dtypes=ALL_DTYPES,
+)
+define_optimizer(
+  "KerasMomentum",
+  keras_momentum,
+  n_state=2,
+  dtypes=ALL_DTYPES,
+  ranges={"lr": _LR, "momentum": (0.0, 0.99)},
+  bool_attrs=("use_nesterov",),
+  attrs=("use_nesterov",),
+  sparse=True,
+  sparse_dtypes=ALL_DTYPES,
+  resource_only=True,
+)

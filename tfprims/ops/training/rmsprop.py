@@ -56,8 +56,10 @@ def _per_op_rounding(dtype):
   (``lax.reduce_precision``, which XLA keeps); identities for other dtypes."""
   if jnp.dtype(dtype) != np.float16:
     return (lambda x: x), (lambda x: x)
-  return ((lambda x: jnp.asarray(x).astype(np.float32)),
-          (lambda x: lax.reduce_precision(x, exponent_bits=5, mantissa_bits=10)))
+  return (
+    (lambda x: jnp.asarray(x).astype(np.float32)),
+    (lambda x: lax.reduce_precision(x, exponent_bits=5, mantissa_bits=10)),
+  )
 
 
 def _row_rsqrt(x, rnd, half):
@@ -82,7 +84,8 @@ def sparse_rmsprop(var, ms, mom, lr, rho, momentum, epsilon, grad):
   half = jnp.result_type(var) == np.float16
   widen, r = _per_op_rounding(jnp.result_type(var))
   var, ms, mom, lr, rho, momentum, epsilon, grad = map(
-      widen, (var, ms, mom, lr, rho, momentum, epsilon, grad))
+    widen, (var, ms, mom, lr, rho, momentum, epsilon, grad)
+  )
   ms = r(r(ms * rho) + r(r(grad * grad) * r(1 - rho)))
   mom = r(r(mom * momentum) + r(r(_row_rsqrt(r(ms + epsilon), r, half) * lr) * grad))
   return r(var - mom), ms, mom
@@ -96,7 +99,8 @@ def sparse_centered_rmsprop(var, mg, ms, mom, lr, rho, momentum, epsilon, grad):
   half = jnp.result_type(var) == np.float16
   widen, r = _per_op_rounding(jnp.result_type(var))
   var, mg, ms, mom, lr, rho, momentum, epsilon, grad = map(
-      widen, (var, mg, ms, mom, lr, rho, momentum, epsilon, grad))
+    widen, (var, mg, ms, mom, lr, rho, momentum, epsilon, grad)
+  )
   ms = r(r(ms * rho) + r(r(grad * grad) * r(1 - rho)))
   mg = r(r(mg * rho) + r(grad * r(1 - rho)))
   denom = r(r(ms + epsilon) - r(mg * mg))
@@ -106,12 +110,32 @@ def sparse_centered_rmsprop(var, mg, ms, mom, lr, rho, momentum, epsilon, grad):
 
 _COMMON = {"lr": _LR, "rho": (0.1, 0.99), "momentum": (0.0, 0.99), "epsilon": (1e-3, 0.1)}
 
-define_optimizer("RMSProp", rmsprop, n_state=3, dtypes=ALL_DTYPES,
-                 ranges=dict(_COMMON, ms=_POS), sparse=True, sparse_dtypes=_NO_BF16,
-                 sparse_update=sparse_rmsprop)
-define_optimizer("CenteredRMSProp", centered_rmsprop, n_state=4, dtypes=ALL_DTYPES,
-                 ranges=dict(_COMMON, ms=_POS, mg=(-0.2, 0.2)), sparse=True,
-                 sparse_dtypes=_NO_BF16, sparse_update=sparse_centered_rmsprop)
-define_optimizer("Adadelta", adadelta, n_state=3, dtypes=ALL_DTYPES,
-                 ranges=dict(_COMMON, accum=_POS, accum_update=_POS), sparse=True,
-                 sparse_dtypes=ALL_DTYPES)
+define_optimizer(
+  "RMSProp",
+  rmsprop,
+  n_state=3,
+  dtypes=ALL_DTYPES,
+  ranges=dict(_COMMON, ms=_POS),
+  sparse=True,
+  sparse_dtypes=_NO_BF16,
+  sparse_update=sparse_rmsprop,
+)
+define_optimizer(
+  "CenteredRMSProp",
+  centered_rmsprop,
+  n_state=4,
+  dtypes=ALL_DTYPES,
+  ranges=dict(_COMMON, ms=_POS, mg=(-0.2, 0.2)),
+  sparse=True,
+  sparse_dtypes=_NO_BF16,
+  sparse_update=sparse_centered_rmsprop,
+)
+define_optimizer(
+  "Adadelta",
+  adadelta,
+  n_state=3,
+  dtypes=ALL_DTYPES,
+  ranges=dict(_COMMON, accum=_POS, accum_update=_POS),
+  sparse=True,
+  sparse_dtypes=ALL_DTYPES,
+)

@@ -48,8 +48,10 @@ def dot_dimension_numbers(value) -> tuple:
   if _is_parsed(value):
     return value
   p = _parse("DotDimensionNumbers", value)
-  return ((tuple(p.lhs_contracting_dimensions), tuple(p.rhs_contracting_dimensions)),
-          (tuple(p.lhs_batch_dimensions), tuple(p.rhs_batch_dimensions)))
+  return (
+    (tuple(p.lhs_contracting_dimensions), tuple(p.rhs_contracting_dimensions)),
+    (tuple(p.lhs_batch_dimensions), tuple(p.rhs_batch_dimensions)),
+  )
 
 
 def conv_dimension_numbers(value) -> tuple:
@@ -59,12 +61,15 @@ def conv_dimension_numbers(value) -> tuple:
   if _is_parsed(value):
     return value
   p = _parse("ConvolutionDimensionNumbers", value)
-  return ((p.input_batch_dimension, p.input_feature_dimension,
-           *p.input_spatial_dimensions),
-          (p.kernel_output_feature_dimension, p.kernel_input_feature_dimension,
-           *p.kernel_spatial_dimensions),
-          (p.output_batch_dimension, p.output_feature_dimension,
-           *p.output_spatial_dimensions))
+  return (
+    (p.input_batch_dimension, p.input_feature_dimension, *p.input_spatial_dimensions),
+    (
+      p.kernel_output_feature_dimension,
+      p.kernel_input_feature_dimension,
+      *p.kernel_spatial_dimensions,
+    ),
+    (p.output_batch_dimension, p.output_feature_dimension, *p.output_spatial_dimensions),
+  )
 
 
 def gather_dimension_numbers(value) -> tuple:
@@ -74,9 +79,14 @@ def gather_dimension_numbers(value) -> tuple:
   if _is_parsed(value):
     return value
   p = _parse("GatherDimensionNumbers", value)
-  return (tuple(p.offset_dims), tuple(p.collapsed_slice_dims), tuple(p.start_index_map),
-          tuple(p.operand_batching_dims), tuple(p.start_indices_batching_dims),
-          int(p.index_vector_dim))
+  return (
+    tuple(p.offset_dims),
+    tuple(p.collapsed_slice_dims),
+    tuple(p.start_index_map),
+    tuple(p.operand_batching_dims),
+    tuple(p.start_indices_batching_dims),
+    int(p.index_vector_dim),
+  )
 
 
 def scatter_dimension_numbers(value) -> tuple:
@@ -86,9 +96,14 @@ def scatter_dimension_numbers(value) -> tuple:
   if _is_parsed(value):
     return value
   p = _parse("ScatterDimensionNumbers", value)
-  return (tuple(p.update_window_dims), tuple(p.inserted_window_dims),
-          tuple(p.scatter_dims_to_operand_dims), tuple(p.input_batching_dims),
-          tuple(p.scatter_indices_batching_dims), int(p.index_vector_dim))
+  return (
+    tuple(p.update_window_dims),
+    tuple(p.inserted_window_dims),
+    tuple(p.scatter_dims_to_operand_dims),
+    tuple(p.input_batching_dims),
+    tuple(p.scatter_indices_batching_dims),
+    int(p.index_vector_dim),
+  )
 
 
 _PRECISIONS = ("DEFAULT", "HIGH", "HIGHEST")
@@ -101,13 +116,13 @@ def precision_config(value) -> tuple:
   if _is_parsed(value):
     return value
   p = _parse("PrecisionConfig", value)
-  return tuple(_PRECISIONS[v] if v < len(_PRECISIONS) else "DEFAULT"
-               for v in p.operand_precision)
+  return tuple(_PRECISIONS[v] if v < len(_PRECISIONS) else "DEFAULT" for v in p.operand_precision)
 
 
 def lax_precision(precision: tuple):
   """The ``precision=`` argument of lax.dot_general/conv_general_dilated."""
   from jax import lax
+
   if not precision:
     return None
   ps = tuple(getattr(lax.Precision, p) for p in precision)
@@ -135,6 +150,7 @@ def serialize(message: str, **fields) -> bytes:
 def _jitted(op_type: str, static_items: tuple, names: tuple):
   tf = import_tensorflow()
   from tensorflow.compiler.tf2xla.ops import gen_xla_ops
+
   raw = getattr(tf.raw_ops, op_type, None)
   if raw is None:
     snake = re.sub(r"(?<!^)(?=[A-Z])", "_", op_type).lower()  # XlaDotV2 -> xla_dot_v2
@@ -194,8 +210,15 @@ def jit_oracle(op_type: str, tensor_args: tuple):
 
 #: The binary computations recognised in reducer/update/comparator functions, by the
 #: TF op their single node runs.
-SIMPLE_COMPUTATIONS = {"Add": "add", "AddV2": "add", "Mul": "mul", "Maximum": "max",
-                       "Minimum": "min", "LogicalAnd": "and", "LogicalOr": "or"}
+SIMPLE_COMPUTATIONS = {
+  "Add": "add",
+  "AddV2": "add",
+  "Mul": "mul",
+  "Maximum": "max",
+  "Minimum": "min",
+  "LogicalAnd": "and",
+  "LogicalOr": "or",
+}
 
 
 def classify_computation(ctx, fname: str):
@@ -232,8 +255,15 @@ def tf_computation(kind: str, dtype_name: str):
   """A TF concrete function computing ``kind`` on two scalars of ``dtype_name``: the
   function attr of an oracle call drawn with a simple computation."""
   tf = import_tensorflow()
-  fns = {"add": tf.add, "mul": tf.multiply, "max": tf.maximum, "min": tf.minimum,
-         "and": tf.logical_and, "or": tf.logical_or, "replace": lambda a, b: b}
+  fns = {
+    "add": tf.add,
+    "mul": tf.multiply,
+    "max": tf.maximum,
+    "min": tf.minimum,
+    "and": tf.logical_and,
+    "or": tf.logical_or,
+    "replace": lambda a, b: b,
+  }
   fn = fns[kind]
   spec = tf.TensorSpec([], tf.as_dtype(dtype_name))
   return tf.function(lambda a, b: fn(a, b), autograph=False).get_concrete_function(spec, spec)
@@ -268,6 +298,7 @@ class Computation:
 
   def __call__(self, *args):
     from jax.extend.core import jaxpr_as_fun
+
     return jaxpr_as_fun(self.jaxpr)(*args)
 
   def __repr__(self):
@@ -277,6 +308,7 @@ class Computation:
 def convert_computation(ctx, node, fname: str, dtypes_) -> Computation:
   """``fname`` from the graph's library, converted on scalars of ``dtypes_``."""
   import jax
+
   avals = [jax.ShapeDtypeStruct((), d) for d in dtypes_]
   closed = jax.make_jaxpr(lambda *a: list(ctx.call(fname, list(a), node)))(*avals)
   return Computation(fname, closed)
@@ -285,5 +317,6 @@ def convert_computation(ctx, node, fname: str, dtypes_) -> Computation:
 def python_computation(name: str, fn, dtypes_) -> Computation:
   """A Python function as a :class:`Computation` (specs draw these by name)."""
   import jax
+
   avals = [jax.ShapeDtypeStruct((), d) for d in dtypes_]
   return Computation(name, jax.make_jaxpr(lambda *a: list(fn(*a)))(*avals))

@@ -44,6 +44,7 @@ from tfprims.core import register_op, tfops
 from tfprims.ops import custom_gradients
 
 from tfprims.ops.xla._common import FAMILY
+
 ir = mlir.ir
 
 # The XlaCallModule calling-convention versions this lowering implements (those
@@ -103,13 +104,15 @@ def _deserialize(context, module: bytes):
 
 def _call_impl(*args, module, version, Sout, Tout, platforms):
   """Calls the module's main function on ``args`` (the lowering inlines it)."""
-  return tfops.XlaCallModule(*args, module=module, version=version, Sout=Sout, Tout=Tout,
-                             platforms=platforms)
+  return tfops.XlaCallModule(
+    *args, module=module, version=version, Sout=Sout, Tout=Tout, platforms=platforms
+  )
 
 
 def _abstract_eval(*avals, module, version, Sout, Tout, platforms):
-  return [jax.core.ShapedArray(shape, dtypes.canonical_dtype(dtype))
-          for shape, dtype in zip(Sout, Tout)]
+  return [
+    jax.core.ShapedArray(shape, dtypes.canonical_dtype(dtype)) for shape, dtype in zip(Sout, Tout)
+  ]
 
 
 def _shape(t):
@@ -124,32 +127,35 @@ def _lowering(ctx, *args, module, version, Sout, Tout, platforms):
   sub = _deserialize(mc.context, module.data)
   symtab = ir.SymbolTable(sub.operation)
   callee_type = symtab["main"].type
-  name = mlir.merge_mlir_modules(mc.module, "xla_call_module", sub,
-                                 dst_symtab=mc.symbol_table)
+  name = mlir.merge_mlir_modules(mc.module, "xla_call_module", sub, dst_symtab=mc.symbol_table)
   call_args = []
   if len(platforms) > 1:
     # The module takes the index of the platform it runs on as its first argument.
     lowering = tuple(mc.platforms)
     if len(lowering) != 1:
       raise XlaCallModuleError(
-          f"XlaCallModule: multi-platform lowering {lowering} of a module serialized for "
-          f"{platforms} is not supported; lower for one platform")
+        f"XlaCallModule: multi-platform lowering {lowering} of a module serialized for "
+        f"{platforms} is not supported; lower for one platform"
+      )
     index = [_PLATFORMS.get(p, p.lower()) for p in platforms].index(lowering[0])
     idx = mlir.ir_constant(np.int32(index))
     if idx.type != callee_type.inputs[0]:
       idx = hlo.convert(callee_type.inputs[0], idx)
     call_args.append(idx)
-  params_types = list(callee_type.inputs)[len(call_args):]
+  params_types = list(callee_type.inputs)[len(call_args) :]
   if len(params_types) != len(args):
-    raise XlaCallModuleError(f"XlaCallModule: the module takes {len(params_types)} "
-                             f"arguments, the op has {len(args)} inputs")
+    raise XlaCallModuleError(
+      f"XlaCallModule: the module takes {len(params_types)} "
+      f"arguments, the op has {len(args)} inputs"
+    )
   for k, (a, t) in enumerate(zip(args, params_types)):  # 64-bit types, x64 off: convert
     if a.type != t and _shape(t) != _shape(a.type):
-      raise XlaCallModuleError(f"XlaCallModule: argument {k} has type {a.type}, the module "
-                               f"expects {t} (shapes must match the serialized module)")
+      raise XlaCallModuleError(
+        f"XlaCallModule: argument {k} has type {a.type}, the module "
+        f"expects {t} (shapes must match the serialized module)"
+      )
     call_args.append(a if a.type == t else hlo.convert(t, a))
-  call = func_dialect.CallOp(list(callee_type.results), ir.FlatSymbolRefAttr.get(name),
-                             call_args)
+  call = func_dialect.CallOp(list(callee_type.results), ir.FlatSymbolRefAttr.get(name), call_args)
   outs = []
   for r, aval in zip(call.results, ctx.avals_out):
     t = mlir.aval_to_ir_type(mc, aval)
@@ -165,16 +171,16 @@ tangent_p.multiple_results = True
 
 def _no_derivative(what: str):
   return NonDifferentiableModuleError(
-      f"{what} of an XlaCallModule op (a function serialized by jax2tf): its StableHLO is "
-      "opaque to JAX. Convert the JAX function with jax2tf.convert(..., "
-      "with_gradient=True) (the default), whose tf.custom_gradient tfprims uses; or "
-      "call the original JAX function")
+    f"{what} of an XlaCallModule op (a function serialized by jax2tf): its StableHLO is "
+    "opaque to JAX. Convert the JAX function with jax2tf.convert(..., "
+    "with_gradient=True) (the default), whose tf.custom_gradient tfprims uses; or "
+    "call the original JAX function"
+  )
 
 
 def _tangent_impl(*operands, n_args, wrapped, **params):
   if wrapped:  # only a custom gradient reads it, and it ignores the value
-    return [np.zeros(s, dtypes.canonical_dtype(t)) for s, t in zip(params["Sout"],
-                                                                   params["Tout"])]
+    return [np.zeros(s, dtypes.canonical_dtype(t)) for s, t in zip(params["Sout"], params["Tout"])]
   raise _no_derivative("the forward-mode derivative (jax.jvp, jacfwd)")
 
 
@@ -197,10 +203,13 @@ def _tangent_transpose(cts, *operands, n_args, wrapped, **params):
 def _tangent_batch(args, dims, *, n_args, wrapped, **params):
   # Never evaluated successfully: keep the shapes right, move the batch axis out.
   size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-  moved = [jax.numpy.moveaxis(a, d, 0) if d is not None else
-           jax.numpy.broadcast_to(a, (size,) + a.shape) for a, d in zip(args, dims)]
+  moved = [
+    jax.numpy.moveaxis(a, d, 0) if d is not None else jax.numpy.broadcast_to(a, (size,) + a.shape)
+    for a, d in zip(args, dims)
+  ]
   outs = jax.lax.map(
-      lambda xs: tangent_p.bind(*xs, n_args=n_args, wrapped=wrapped, **params), moved)
+    lambda xs: tangent_p.bind(*xs, n_args=n_args, wrapped=wrapped, **params), moved
+  )
   return list(outs), [0] * len(outs)
 
 
@@ -256,17 +265,22 @@ def _interpret(ctx, node, inputs):
   where = _where(node)
   version = int(node.attr("version"))
   if not MIN_VERSION <= version <= MAX_VERSION:
-    raise XlaCallModuleError(f"{where}: calling-convention version {version} is not "
-                             f"supported (supported: {MIN_VERSION}..{MAX_VERSION})")
+    raise XlaCallModuleError(
+      f"{where}: calling-convention version {version} is not "
+      f"supported (supported: {MIN_VERSION}..{MAX_VERSION})"
+    )
   if node.attr("function_list", ()):
-    raise XlaCallModuleError(f"{where}: modules calling TF functions (function_list, from "
-                             "jax2tf's call_tf) are not supported")
+    raise XlaCallModuleError(
+      f"{where}: modules calling TF functions (function_list, from "
+      "jax2tf's call_tf) are not supported"
+    )
   if node.attr("has_token_input_output", False):
-    raise XlaCallModuleError(f"{where}: modules with token inputs/outputs (ordered "
-                             "effects, host callbacks) are not supported")
+    raise XlaCallModuleError(
+      f"{where}: modules with token inputs/outputs (ordered "
+      "effects, host callbacks) are not supported"
+    )
   if node.attr("dim_args_spec", ()):
-    raise XlaCallModuleError(f"{where}: dimension arguments (dim_args_spec) are not "
-                             "supported")
+    raise XlaCallModuleError(f"{where}: dimension arguments (dim_args_spec) are not supported")
   platforms = tuple(node.attr("platforms", ()))
   _check_platform(ctx, node, platforms)
   module = bytes(node.attr("module"))
@@ -278,12 +292,14 @@ def _interpret(ctx, node, inputs):
   sout = tuple(node.attr("Sout"))
   if any(s is None or any(d is None for d in s) for s in sout):
     raise XlaCallModuleError(
-        f"{where}: its output shapes {[list(s) if s is not None else None for s in sout]} "
-        "are not static (a function converted with jax2tf polymorphic_shapes); "
-        "called as one operation it needs static shapes: convert the JAX function for "
-        "concrete shapes")
-  params = _canonicalize(dict(module=module, version=version, Sout=sout,
-                             Tout=node.attr("Tout"), platforms=platforms))
+      f"{where}: its output shapes {[list(s) if s is not None else None for s in sout]} "
+      "are not static (a function converted with jax2tf polymorphic_shapes); "
+      "called as one operation it needs static shapes: convert the JAX function for "
+      "concrete shapes"
+    )
+  params = _canonicalize(
+    dict(module=module, version=version, Sout=sout, Tout=node.attr("Tout"), platforms=platforms)
+  )
   return list(tfops.XlaCallModule(*[jax.numpy.asarray(x) for x in inputs], **params))
 
 
@@ -302,14 +318,17 @@ def _read(ctx, node, module: bytes, platforms, inputs):
   if why is not None:
     if module not in _WARNED:
       _WARNED.add(module)
-      warnings.warn(f"{_where(node)}: its StableHLO is called as one operation (no "
-                    f"vmap except one call per example, no derivative of its own): {why}",
-                    stacklevel=2)
+      warnings.warn(
+        f"{_where(node)}: its StableHLO is called as one operation (no "
+        f"vmap except one call per example, no derivative of its own): {why}",
+        stacklevel=2,
+      )
     return None
   if not stablehlo.differentiable(module):  # derivatives from jax2tf's gradient, if any
     custom_gradients.opaque_modules(ctx).add(module)
-  outs = stablehlo.call_module(module, inputs, platform_index=index,
-                               wrapped=custom_gradients.wraps_module(module))
+  outs = stablehlo.call_module(
+    module, inputs, platform_index=index, wrapped=custom_gradients.wraps_module(module)
+  )
   return [stablehlo.as_jax(o, np.dtype(t)) for o, t in zip(outs, node.attr("Tout"))]
 
 
@@ -324,28 +343,34 @@ def _check_platform(ctx, node, platforms) -> None:
   where = _where(node)
   found = f"Unsupported backend: {backend!r} not in {list(platforms)}"
   if len(platforms) == 1 and not ctx.option("xlacallmodule_strict_checks"):
-    warnings.warn(f"{where}: {found}; running it anyway (xlacallmodule_strict_checks "
-                  "is off): it may be slower or fail to compile", stacklevel=2)
+    warnings.warn(
+      f"{where}: {found}; running it anyway (xlacallmodule_strict_checks "
+      "is off): it may be slower or fail to compile",
+      stacklevel=2,
+    )
     return
-  fix = ("convert with jax2tf.convert(..., native_serialization_platforms="
-         f"('{backend}', ...))")
+  fix = f"convert with jax2tf.convert(..., native_serialization_platforms=('{backend}', ...))"
   if len(platforms) == 1:
-    fix += (", or run it anyway with tfprims.update_config("
-            "'xlacallmodule_strict_checks', False)")
-  raise XlaCallModuleError(f"{where}: {found}: the module was serialized for "
-                           f"{list(platforms)}, not for this JAX backend; {fix}")
+    fix += ", or run it anyway with tfprims.update_config('xlacallmodule_strict_checks', False)"
+  raise XlaCallModuleError(
+    f"{where}: {found}: the module was serialized for "
+    f"{list(platforms)}, not for this JAX backend; {fix}"
+  )
 
 
 def _canonicalize(params, *args):
   """The attrs of a drawn call (``op.prepare``) as the interpreter hook makes them."""
   module = params["module"]
   if not isinstance(module, SerializedModule):
-    module = SerializedModule(module.encode("utf-8") if isinstance(module, str)
-                              else bytes(module))
-  return dict(params, module=module, version=int(params["version"]),
-              Sout=tuple(tuple(int(d) for d in s) for s in params["Sout"]),
-              Tout=tuple(np.dtype(t) for t in params["Tout"]),
-              platforms=tuple(params["platforms"]))
+    module = SerializedModule(module.encode("utf-8") if isinstance(module, str) else bytes(module))
+  return dict(
+    params,
+    module=module,
+    version=int(params["version"]),
+    Sout=tuple(tuple(int(d) for d in s) for s in params["Sout"]),
+    Tout=tuple(np.dtype(t) for t in params["Tout"]),
+    platforms=tuple(params["platforms"]),
+  )
 
 
 # --- property spec: modules exported from a few JAX functions ------------------------
@@ -353,11 +378,17 @@ def _canonicalize(params, *args):
 # calling the module, its calling convention, abstract eval, eager/jit, batching.
 
 _SPEC_FUNCTIONS = {
-    "sin_cos": (1, lambda x: (jax.numpy.sin(x), jax.numpy.cos(x) * 2)),
-    "where": (2, lambda x, y: jax.numpy.where(x > y, x - y, y * 3)),
-    "reductions": (1, lambda x: (jax.numpy.sum(x), jax.numpy.cumsum(x.reshape(-1)),
-                                 jax.numpy.max(x, initial=0).astype(x.dtype))),
-    "outer": (2, lambda x, y: jax.numpy.outer(x, y)),
+  "sin_cos": (1, lambda x: (jax.numpy.sin(x), jax.numpy.cos(x) * 2)),
+  "where": (2, lambda x, y: jax.numpy.where(x > y, x - y, y * 3)),
+  "reductions": (
+    1,
+    lambda x: (
+      jax.numpy.sum(x),
+      jax.numpy.cumsum(x.reshape(-1)),
+      jax.numpy.max(x, initial=0).astype(x.dtype),
+    ),
+  ),
+  "outer": (2, lambda x, y: jax.numpy.outer(x, y)),
 }
 
 
@@ -370,23 +401,31 @@ def _exported(name: str, shape: tuple, dtype: np.dtype):
 
 def _export(name: str, shape: tuple, dtype: np.dtype) -> dict:
   exported = _exported(name, shape, dtype)
-  return dict(module=exported.mlir_module_serialized,
-              version=exported.calling_convention_version,
-              Sout=[list(a.shape) for a in exported.out_avals],
-              Tout=[np.dtype(a.dtype) for a in exported.out_avals],
-              platforms=["CPU"], dim_args_spec=[], function_list=[],
-              has_token_input_output=False, disabled_checks=[])
+  return dict(
+    module=exported.mlir_module_serialized,
+    version=exported.calling_convention_version,
+    Sout=[list(a.shape) for a in exported.out_avals],
+    Tout=[np.dtype(a.dtype) for a in exported.out_avals],
+    platforms=["CPU"],
+    dim_args_spec=[],
+    function_list=[],
+    has_token_input_output=False,
+    disabled_checks=[],
+  )
 
 
 def tf_xla_call_module(**kwargs):
   """The property oracle: TF's ``XlaCallModule`` kernel (not in ``tf.raw_ops``)."""
   from tensorflow.compiler.tf2xla.ops import gen_xla_ops
+
   return gen_xla_ops.xla_call_module(**kwargs)
 
 
-_NO_TF_GRADIENT = ("TF registers no gradient for a bare XlaCallModule (jax2tf wraps it "
-                   "in tf.custom_gradient; those gradients are tested in "
-                   "tests/test_xla_call_module.py)")
+_NO_TF_GRADIENT = (
+  "TF registers no gradient for a bare XlaCallModule (jax2tf wraps it "
+  "in tf.custom_gradient; those gradients are tested in "
+  "tests/test_xla_call_module.py)"
+)
 
 
 def _spec(st):
@@ -396,14 +435,26 @@ def _spec(st):
     dtype = draw(st.dtypes(("float32", "float64", "bfloat16", "int32", "uint8")))
     shape = tuple(draw(st.shapes(max_rank=3)))
     arity = _SPEC_FUNCTIONS[name][0]
-    return dict(args=[draw(st.arrays(dtype, shape)) for _ in range(arity)],
-                **_export(name, shape, dtype))
-  return st.Spec(calls(), oracle=tf_xla_call_module,
-                 skip={"jvp": _NO_TF_GRADIENT, "vjp": _NO_TF_GRADIENT})
+    return dict(
+      args=[draw(st.arrays(dtype, shape)) for _ in range(arity)], **_export(name, shape, dtype)
+    )
+
+  return st.Spec(
+    calls(), oracle=tf_xla_call_module, skip={"jvp": _NO_TF_GRADIENT, "vjp": _NO_TF_GRADIENT}
+  )
 
 
 XlaCallModule = register_op(
-    "XlaCallModule", _call_impl, family=FAMILY, multiple_results=True,
-    attrs=("module", "version", "Sout", "Tout", "platforms"), canonicalize=_canonicalize,
-    abstract_eval=_abstract_eval, lowering=_lowering, jvp=_jvp, batching=_batch,
-    interpret=_interpret, spec=_spec)
+  "XlaCallModule",
+  _call_impl,
+  family=FAMILY,
+  multiple_results=True,
+  attrs=("module", "version", "Sout", "Tout", "platforms"),
+  canonicalize=_canonicalize,
+  abstract_eval=_abstract_eval,
+  lowering=_lowering,
+  jvp=_jvp,
+  batching=_batch,
+  interpret=_interpret,
+  spec=_spec,
+)

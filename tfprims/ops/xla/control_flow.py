@@ -12,13 +12,18 @@ from tfprims.core import structural
 from tfprims.ops.xla._common import FAMILY
 
 
-@structural("XlaIf", family=FAMILY, calls_functions="if",
-            doc="Runs then_branch or else_branch, as If: inline, or lax.cond.")
+@structural(
+  "XlaIf",
+  family=FAMILY,
+  calls_functions="if",
+  doc="Runs then_branch or else_branch, as If: inline, or lax.cond.",
+)
 def _xla_if(ctx, node, inputs):
   return core.lookup("If").interpret(ctx, node, inputs)
 
 
-@structural("XlaWhile", family=FAMILY, calls_functions="while",
-            doc="Runs body while cond holds, as While.")
+@structural(
+  "XlaWhile", family=FAMILY, calls_functions="while", doc="Runs body while cond holds, as While."
+)
 def _xla_while(ctx, node, inputs):
   return core.lookup("While").interpret(ctx, node, inputs)

@@ -30,8 +30,12 @@ from jax import lax
 
 from tfprims import errors, rules
 from tfprims.core import register_op, tfops
-from tfprims.ops.linalg.factorizations import (fix_phase, random_unitary,
-                                               separated_spectrum, tf_fix_phase)
+from tfprims.ops.linalg.factorizations import (
+  fix_phase,
+  random_unitary,
+  separated_spectrum,
+  tf_fix_phase,
+)
 from tfprims.ops.xla import _common
 from tfprims.ops.xla._common import FAMILY
 
@@ -39,8 +43,12 @@ _DTYPES = ("float32", "float64")
 
 
 def _canonicalize_svd(params, *operands):
-  return dict(params, max_iter=int(params["max_iter"]), epsilon=float(params["epsilon"]),
-              precision_config=_common.precision_config(params["precision_config"]))
+  return dict(
+    params,
+    max_iter=int(params["max_iter"]),
+    epsilon=float(params["epsilon"]),
+    precision_config=_common.precision_config(params["precision_config"]),
+  )
 
 
 # --- XlaSvd ------------------------------------------------------------------------
@@ -73,8 +81,10 @@ def _svd_calls(st):
     s = separated_spectrum(rng, batch, n)
     u, v = random_unitary(rng, batch, n, dtype), random_unitary(rng, batch, n, dtype)
     a = (u * s[..., None, :]) @ np.swapaxes(v, -1, -2)
-    return dict(a=a.astype(dtype), max_iter=100, epsilon=float(np.finfo(dtype).eps),
-                precision_config=b"")
+    return dict(
+      a=a.astype(dtype), max_iter=100, epsilon=float(np.finfo(dtype).eps), precision_config=b""
+    )
+
   return calls()
 
 
@@ -90,21 +100,37 @@ def _svd_oracle():
   return oracle
 
 
-_GAUGE = ("oracle: the op under tf.function(jit_compile=True), its vectors put in our "
-          "sign gauge (largest entry of each column of v positive); drawn square with "
-          "well-separated spectra; derivatives against central differences (TF registers "
-          "no gradient); max_iter/epsilon are not read (we run to convergence)")
+_GAUGE = (
+  "oracle: the op under tf.function(jit_compile=True), its vectors put in our "
+  "sign gauge (largest entry of each column of v positive); drawn square with "
+  "well-separated spectra; derivatives against central differences (TF registers "
+  "no gradient); max_iter/epsilon are not read (we run to convergence)"
+)
 
-_TOL = ("; float64 to 1e-7: XLA's Jacobi sweeps stop short of LAPACK's accuracy even "
-        "with epsilon at machine precision")
+_TOL = (
+  "; float64 to 1e-7: XLA's Jacobi sweeps stop short of LAPACK's accuracy even "
+  "with epsilon at machine precision"
+)
 
 XlaSvd = register_op(
-    "XlaSvd", _svd_impl, family=FAMILY, multiple_results=True,
-    attrs=("max_iter", "epsilon", "precision_config"), canonicalize=_canonicalize_svd,
-    batching=rules.per_op(rules.leading_batching),
-    spec=lambda st: st.Spec(_svd_calls(st), oracle=_svd_oracle(), grad_oracle="fd", examples=0.5,
-                            vmap_variation="scale", rtol={"float32": 1e-4, "float64": 1e-7},
-                            atol={"float32": 1e-5, "float64": 1e-8}, note=_GAUGE + _TOL))
+  "XlaSvd",
+  _svd_impl,
+  family=FAMILY,
+  multiple_results=True,
+  attrs=("max_iter", "epsilon", "precision_config"),
+  canonicalize=_canonicalize_svd,
+  batching=rules.per_op(rules.leading_batching),
+  spec=lambda st: st.Spec(
+    _svd_calls(st),
+    oracle=_svd_oracle(),
+    grad_oracle="fd",
+    examples=0.5,
+    vmap_variation="scale",
+    rtol={"float32": 1e-4, "float64": 1e-7},
+    atol={"float32": 1e-5, "float64": 1e-8},
+    note=_GAUGE + _TOL,
+  ),
+)
 
 # --- XlaSelfAdjointEig --------------------------------------------------------------
 
@@ -136,8 +162,8 @@ def _eig_calls(st):
     noise = rng.standard_normal(batch + (n, n)) * 3  # in the triangle not read
     unread = np.triu(np.ones((n, n), bool), 1) if lower else np.tril(np.ones((n, n), bool), -1)
     a = np.where(unread, noise, a)
-    return dict(a=a.astype(dtype), lower=lower, max_iter=100,
-                epsilon=float(np.finfo(dtype).eps))
+    return dict(a=a.astype(dtype), lower=lower, max_iter=100, epsilon=float(np.finfo(dtype).eps))
+
   return calls()
 
 
@@ -153,17 +179,29 @@ def _eig_oracle():
 
 
 XlaSelfAdjointEig = register_op(
-    "XlaSelfAdjointEig", _eig_impl, family=FAMILY, multiple_results=True,
-    attrs=("lower", "max_iter", "epsilon"),
-    canonicalize=lambda p, *o: dict(p, lower=bool(p["lower"]), max_iter=int(p["max_iter"]),
-                                    epsilon=float(p["epsilon"])),
-    batching=rules.per_op(rules.leading_batching),
-    spec=lambda st: st.Spec(_eig_calls(st), oracle=_eig_oracle(), grad_oracle="fd",
-                            vmap_variation="scale", rtol={"float32": 1e-4, "float64": 1e-7},
-                            atol={"float32": 1e-5, "float64": 1e-8},
-                            note=_GAUGE.replace("square with well-separated spectra",
-                                                "with well-separated eigenvalues, noise in "
-                                                "the triangle not read") + _TOL))
+  "XlaSelfAdjointEig",
+  _eig_impl,
+  family=FAMILY,
+  multiple_results=True,
+  attrs=("lower", "max_iter", "epsilon"),
+  canonicalize=lambda p, *o: dict(
+    p, lower=bool(p["lower"]), max_iter=int(p["max_iter"]), epsilon=float(p["epsilon"])
+  ),
+  batching=rules.per_op(rules.leading_batching),
+  spec=lambda st: st.Spec(
+    _eig_calls(st),
+    oracle=_eig_oracle(),
+    grad_oracle="fd",
+    vmap_variation="scale",
+    rtol={"float32": 1e-4, "float64": 1e-7},
+    atol={"float32": 1e-5, "float64": 1e-8},
+    note=_GAUGE.replace(
+      "square with well-separated spectra",
+      "with well-separated eigenvalues, noise in the triangle not read",
+    )
+    + _TOL,
+  ),
+)
 
 # --- XlaRngBitGenerator --------------------------------------------------------------
 
@@ -175,27 +213,32 @@ _UNSIGNED = {"int8": "uint8", "int32": "uint32", "int64": "uint64"}
 def _rng_canonicalize(params, initial_state, *rest):
   algorithm = int(np.asarray(params["algorithm"]))
   if algorithm not in _ALGORITHMS:
-    raise errors.ConversionError(f"XlaRngBitGenerator: unknown algorithm {algorithm} (TF's "
-                         "numbers: 1 Philox, 2 ThreeFry, 3 auto-select)")
+    raise errors.ConversionError(
+      f"XlaRngBitGenerator: unknown algorithm {algorithm} (TF's "
+      "numbers: 1 Philox, 2 ThreeFry, 3 auto-select)"
+    )
   if np.shape(initial_state) != (2,):
     raise errors.ConversionError(
-        f"XlaRngBitGenerator: the state has shape {list(np.shape(initial_state))}; JAX's "
-        "rng_bit_generator takes a two-word (uint64[2]) state (XLA's three-word Philox "
-        "state is not supported)")
-  return dict(params, algorithm=algorithm,
-              shape=tuple(int(d) for d in np.ravel(params["shape"])),
-              dtype=np.dtype(params["dtype"]))
+      f"XlaRngBitGenerator: the state has shape {list(np.shape(initial_state))}; JAX's "
+      "rng_bit_generator takes a two-word (uint64[2]) state (XLA's three-word Philox "
+      "state is not supported)"
+    )
+  return dict(
+    params,
+    algorithm=algorithm,
+    shape=tuple(int(d) for d in np.ravel(params["shape"])),
+    dtype=np.dtype(params["dtype"]),
+  )
 
 
 def _rng_impl(initial_state, *, algorithm, shape, dtype):
   """``lax.rng_bit_generator`` with TF's algorithm number: (new state, bits)."""
   if initial_state.dtype != jnp.uint64:
-    raise errors.Int64OverflowError(
-        "XlaRngBitGenerator's state is uint64: it needs jax_enable_x64")
+    raise errors.Int64OverflowError("XlaRngBitGenerator's state is uint64: it needs jax_enable_x64")
   out = np.dtype(_UNSIGNED.get(np.dtype(dtype).name, np.dtype(dtype).name))
   state, bits = lax.rng_bit_generator(
-      initial_state, shape, dtype=out,
-      algorithm=getattr(lax.RandomAlgorithm, _ALGORITHMS[algorithm]))
+    initial_state, shape, dtype=out, algorithm=getattr(lax.RandomAlgorithm, _ALGORITHMS[algorithm])
+  )
   return state, lax.bitcast_convert_type(bits, dtype) if out != dtype else bits
 
 
@@ -203,8 +246,10 @@ def _rng_batch(args, dims, *, algorithm, shape, dtype):
   """One call per batch member (``lax.map``): JAX batches no key."""
   (state,), (d,) = args, dims
   state = rules.to_front(state, d)
-  out = lax.map(lambda s: tuple(tfops.XlaRngBitGenerator(
-      s, algorithm=algorithm, shape=shape, dtype=dtype)), state)
+  out = lax.map(
+    lambda s: tuple(tfops.XlaRngBitGenerator(s, algorithm=algorithm, shape=shape, dtype=dtype)),
+    state,
+  )
   return list(out), [0, 0]
 
 
@@ -215,20 +260,38 @@ def _rng_calls(st):
     words = [draw(st.integers(0, 2**64 - 1)) for _ in range(2)]
     shape = tuple(draw(st.shapes(max_rank=3, max_side=4)))
     idx = st.np_dtype(draw(st.sampled_from(("int32", "int64"))))
-    return dict(algorithm=np.array(algorithm, np.int32),
-                initial_state=np.array(words, np.uint64), shape=np.array(shape, idx),
-                dtype=st.np_dtype(draw(st.sampled_from(("uint8", "uint32", "uint64")))))
+    return dict(
+      algorithm=np.array(algorithm, np.int32),
+      initial_state=np.array(words, np.uint64),
+      shape=np.array(shape, idx),
+      dtype=st.np_dtype(draw(st.sampled_from(("uint8", "uint32", "uint64")))),
+    )
+
   return calls()
 
 
 XlaRngBitGenerator = register_op(
-    "XlaRngBitGenerator", _rng_impl, family=FAMILY, multiple_results=True,
-    static=("algorithm", "shape"), attrs=("dtype",), canonicalize=_rng_canonicalize,
-    batching=_rng_batch,
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _rng_calls(st), oracle=_common.jit_oracle(op.op_type, ("initial_state",)),
+  "XlaRngBitGenerator",
+  _rng_impl,
+  family=FAMILY,
+  multiple_results=True,
+  static=("algorithm", "shape"),
+  attrs=("dtype",),
+  canonicalize=_rng_canonicalize,
+  batching=_rng_batch,
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _rng_calls(st),
+        oracle=_common.jit_oracle(op.op_type, ("initial_state",)),
         vmap_variation="permute",
-        skip={"jvp": "integer state and bits: nothing to differentiate",
-              "vjp": "integer state and bits: nothing to differentiate"},
+        skip={
+          "jvp": "integer state and bits: nothing to differentiate",
+          "vjp": "integer state and bits: nothing to differentiate",
+        },
         note="oracle: the op under tf.function(jit_compile=True); bits compared exactly "
-        "(both run XLA's RngBitGenerator); signed dtypes (no TF CPU kernel) are not drawn")))
+        "(both run XLA's RngBitGenerator); signed dtypes (no TF CPU kernel) are not drawn",
+      )
+    )
+  ),
+)

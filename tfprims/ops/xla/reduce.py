@@ -49,12 +49,16 @@ _COMBINE = {"add": lax.add, "mul": lax.mul, "max": lax.max, "min": lax.min}
 # --- computations drawn by the specs, by name -------------------------------------------
 
 _SPEC_BODIES = {
-    # max written as a select: not a simple reducer, so it runs as a general body
-    "select_max": (1, lambda a, b: [jnp.where(a >= b, a, b)]),
-    # (value, index) pairs: the larger value, the smaller index on ties
-    "argmax": (2, lambda av, ai, bv, bi: [
-        jnp.where((av > bv) | ((av == bv) & (ai < bi)), av, bv),
-        jnp.where((av > bv) | ((av == bv) & (ai < bi)), ai, bi)]),
+  # max written as a select: not a simple reducer, so it runs as a general body
+  "select_max": (1, lambda a, b: [jnp.where(a >= b, a, b)]),
+  # (value, index) pairs: the larger value, the smaller index on ties
+  "argmax": (
+    2,
+    lambda av, ai, bv, bi: [
+      jnp.where((av > bv) | ((av == bv) & (ai < bi)), av, bv),
+      jnp.where((av > bv) | ((av == bv) & (ai < bi)), ai, bi),
+    ],
+  ),
 }
 
 
@@ -75,9 +79,11 @@ def tf_spec_computation(name: str, dtype_names: tuple):
   if name == "select_max":
     fn = lambda a, b: tf.where(a >= b, a, b)
   else:
+
     def fn(av, ai, bv, bi):
       take = tf.logical_or(av > bv, tf.logical_and(av == bv, ai < bi))
       return tf.where(take, av, bv), tf.where(take, ai, bi)
+
   return tf.function(fn, autograph=False).get_concrete_function(*specs)
 
 
@@ -85,8 +91,7 @@ def _reducer_param(reducer, operands):
   if isinstance(reducer, str) and reducer in _SPEC_BODIES:
     n = len(operands) // 2
     # canonical dtypes key the cache: a body traced with x64 off has 32-bit avals
-    return spec_computation(reducer, tuple(dtypes.canonical_dtype(o.dtype)
-                                           for o in operands[:n]))
+    return spec_computation(reducer, tuple(dtypes.canonical_dtype(o.dtype) for o in operands[:n]))
   return reducer
 
 
@@ -99,8 +104,10 @@ def _reducer_of(ctx, node, attr, operands):
     kind = _common.classify_computation(ctx, fname)
     if kind in _KINDS:
       return kind
-  ds = [dtypes.canonical_dtype(np.asarray(o).dtype if not hasattr(o, "aval")
-                               else o.dtype) for o in operands[:n]]
+  ds = [
+    dtypes.canonical_dtype(np.asarray(o).dtype if not hasattr(o, "aval") else o.dtype)
+    for o in operands[:n]
+  ]
   return _common.convert_computation(ctx, node, fname, ds + ds)
 
 
@@ -112,6 +119,7 @@ def _interpret(op, attr, names):
     operands, params = op.prepare(groups, dict(node.attrs, **{attr: reducer}), node.name)
     out = op.apply(operands, params)
     return list(out) if op.multiple_results else [out]
+
   return hook
 
 
@@ -131,16 +139,20 @@ def _batching(op, impl, multiple_results, attr):
 
   def rule(args, dims, **params):
     n = len(args) // 2 if op.op_type.startswith("XlaVariadic") else 1
-    inits = dims[n:2 * n]
-    general = not isinstance(params[attr], str) or (op.op_type == "XlaReduceWindow"
-                                                    and params[attr] == "mul")
+    inits = dims[n : 2 * n]
+    general = not isinstance(params[attr], str) or (
+      op.op_type == "XlaReduceWindow" and params[attr] == "mul"
+    )
     if not general or all(d is None for d in inits):
       return derived(args, dims, **params)
     size = rules.batch_size(args, dims)
-    xs = [jnp.moveaxis(a, d, 0) if d is not None else jnp.broadcast_to(a, (size,) + a.shape)
-          for a, d in zip(args, dims)]
+    xs = [
+      jnp.moveaxis(a, d, 0) if d is not None else jnp.broadcast_to(a, (size,) + a.shape)
+      for a, d in zip(args, dims)
+    ]
     out = lax.map(lambda ab: op(*ab, **params), tuple(xs))
     return (list(out), [0] * len(out)) if multiple_results else (out, 0)
+
   return rule
 
 
@@ -172,34 +184,44 @@ def _reduce_impl(input, init_value, *, dimensions_to_reduce, reducer):
 def _variadic_reduce_impl(*operands, dimensions_to_reduce, reducer):
   """XLA's variadic Reduce (``lax.reduce`` over tuples) with the converted function."""
   n = len(operands) // 2
-  return _reduce(list(operands[:n]), list(operands[n:]), tuple(dimensions_to_reduce),
-                 reducer)
+  return _reduce(list(operands[:n]), list(operands[n:]), tuple(dimensions_to_reduce), reducer)
 
 
 def _canonicalize(params, *operands):
-  return dict(params, dimensions_to_reduce=tuple(int(d) for d in
-                                                 params["dimensions_to_reduce"]),
-              reducer=_reducer_param(params["reducer"], operands))
+  return dict(
+    params,
+    dimensions_to_reduce=tuple(int(d) for d in params["dimensions_to_reduce"]),
+    reducer=_reducer_param(params["reducer"], operands),
+  )
 
 
 def _reduce_calls(st):
   @st.composite
   def calls(draw):
     reducer = draw(st.sampled_from(_KINDS))
-    dtype = draw(st.dtypes(("float32", "float64", "bfloat16", "int32", "int64", "uint8")
-                           if reducer in ("max", "min") else
-                           ("float32", "float64", "int32", "int64", "complex64")))
+    dtype = draw(
+      st.dtypes(
+        ("float32", "float64", "bfloat16", "int32", "int64", "uint8")
+        if reducer in ("max", "min")
+        else ("float32", "float64", "int32", "int64", "complex64")
+      )
+    )
     shape = tuple(draw(st.shapes(max_rank=3, max_side=3)))
-    dims = sorted(draw(st.permutations(range(len(shape))))[:draw(st.integers(0, len(shape)))])
+    dims = sorted(draw(st.permutations(range(len(shape))))[: draw(st.integers(0, len(shape)))])
     bounds = dict(lo=-2, hi=2) if st.is_inexact(dtype) else dict(int_lo=-3, int_hi=3)
     x = st.draw_array(draw, dtype, shape, **bounds)
     if reducer in ("max", "min") and st.is_float(dtype):
       # distinct values: the derivative at ties is not the one central differences see
-      x = (np.arange(x.size).reshape(shape) * 0.37 - x.size * 0.1).astype(dtype) \
-          if draw(st.booleans()) else x
+      x = (
+        (np.arange(x.size).reshape(shape) * 0.37 - x.size * 0.1).astype(dtype)
+        if draw(st.booleans())
+        else x
+      )
     # XLA leaves the result implementation-defined unless init is the identity
-    return dict(input=x, init_value=_identity(reducer, dtype),
-                dimensions_to_reduce=dims, reducer=reducer)
+    return dict(
+      input=x, init_value=_identity(reducer, dtype), dimensions_to_reduce=dims, reducer=reducer
+    )
+
   return calls()
 
 
@@ -210,29 +232,49 @@ def _oracle(op_type, tensor_args, inputs_arg):
     xs = kwargs[inputs_arg]
     xs = xs if isinstance(xs, list) else [xs]
     names = tuple(x.dtype.name for x in xs)
-    kwargs = dict(kwargs, **{k: tf_spec_computation(kwargs[k], names)
-                             for k in ("reducer", "computation") if k in kwargs})
+    kwargs = dict(
+      kwargs,
+      **{
+        k: tf_spec_computation(kwargs[k], names) for k in ("reducer", "computation") if k in kwargs
+      },
+    )
     return base(**kwargs)
 
   oracle.__name__ = oracle.__qualname__ = base.__name__
   return oracle
 
 
-_NOTE = ("oracle: the op under tf.function(jit_compile=True), the drawn reducer as a TF "
-         "function; derivatives against central differences")
-_INIT_NOTE = ("; init values are the reducer's identity (with others XLA's result is "
-              "implementation-defined, see docs/semantics/xla.md)")
+_NOTE = (
+  "oracle: the op under tf.function(jit_compile=True), the drawn reducer as a TF "
+  "function; derivatives against central differences"
+)
+_INIT_NOTE = (
+  "; init values are the reducer's identity (with others XLA's result is "
+  "implementation-defined, see docs/semantics/xla.md)"
+)
 _NO_GENERAL_GRAD = "JAX does not differentiate a general reduce body (docs/semantics/xla.md)"
 
 XlaReduce = register_op(
-    "XlaReduce", _reduce_impl, family=FAMILY, attrs=("dimensions_to_reduce", "reducer"),
-    canonicalize=_canonicalize, batching=rules.per_op(_batching, _reduce_impl, False, "reducer"),
-    interpret=rules.per_op(_interpret, "reducer", ("input", "init_value")),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _reduce_calls(st), grad_oracle="fd", note=_NOTE + _INIT_NOTE,
+  "XlaReduce",
+  _reduce_impl,
+  family=FAMILY,
+  attrs=("dimensions_to_reduce", "reducer"),
+  canonicalize=_canonicalize,
+  batching=rules.per_op(_batching, _reduce_impl, False, "reducer"),
+  interpret=rules.per_op(_interpret, "reducer", ("input", "init_value")),
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _reduce_calls(st),
+        grad_oracle="fd",
+        note=_NOTE + _INIT_NOTE,
         diff_args=("input",),
         rtol={"bfloat16": 5e-2},
-        oracle=_oracle(op.op_type, ("input", "init_value"), "input"))))
+        oracle=_oracle(op.op_type, ("input", "init_value"), "input"),
+      )
+    )
+  ),
+)
 
 
 def _variadic_calls(st, v2: bool):
@@ -240,70 +282,115 @@ def _variadic_calls(st, v2: bool):
   def calls(draw):
     dtype = draw(st.dtypes(("float32", "float64", "int32")))
     shape = tuple(draw(st.shapes(max_rank=3, max_side=3)))
-    dims = sorted(draw(st.permutations(range(len(shape))))[:draw(st.integers(0, len(shape)))])
+    dims = sorted(draw(st.permutations(range(len(shape))))[: draw(st.integers(0, len(shape)))])
     idx_dtype = dtype if not v2 else st.np_dtype(draw(st.sampled_from(INDEX_DTYPES)))
-    values = st.draw_array(draw, dtype, shape, **(dict(lo=-2, hi=2) if st.is_float(dtype)
-                                                 else dict(int_lo=-3, int_hi=3)))
+    values = st.draw_array(
+      draw, dtype, shape, **(dict(lo=-2, hi=2) if st.is_float(dtype) else dict(int_lo=-3, int_hi=3))
+    )
     index = np.arange(values.size).reshape(shape).astype(idx_dtype)
     inits = [np.array(-3, dtype), np.array(0, idx_dtype)]
     names = ("inputs", "init_values") if v2 else ("input", "init_value")
-    return {names[0]: [values, index], names[1]: inits,
-            "dimensions_to_reduce": dims, "reducer": "argmax"}
+    return {
+      names[0]: [values, index],
+      names[1]: inits,
+      "dimensions_to_reduce": dims,
+      "reducer": "argmax",
+    }
+
   return calls()
 
 
 def _variadic_spec(st, op_type, v2):
   names = ("inputs", "init_values") if v2 else ("input", "init_value")
-  return st.Spec(_variadic_calls(st, v2), note=_NOTE,
-                 oracle=_oracle(op_type, names, names[0]),
-                 skip={"jvp": _NO_GENERAL_GRAD, "vjp": _NO_GENERAL_GRAD})
+  return st.Spec(
+    _variadic_calls(st, v2),
+    note=_NOTE,
+    oracle=_oracle(op_type, names, names[0]),
+    skip={"jvp": _NO_GENERAL_GRAD, "vjp": _NO_GENERAL_GRAD},
+  )
 
 
 XlaVariadicReduce = register_op(
-    "XlaVariadicReduce", _variadic_reduce_impl, family=FAMILY, multiple_results=True,
-    attrs=("dimensions_to_reduce", "reducer"), canonicalize=_canonicalize,
-    batching=rules.per_op(_batching, _variadic_reduce_impl, True, "reducer"),
-    interpret=rules.per_op(_interpret, "reducer", ("input", "init_value")),
-    spec=rules.per_op(lambda op: lambda st: _variadic_spec(st, op.op_type, False)))
+  "XlaVariadicReduce",
+  _variadic_reduce_impl,
+  family=FAMILY,
+  multiple_results=True,
+  attrs=("dimensions_to_reduce", "reducer"),
+  canonicalize=_canonicalize,
+  batching=rules.per_op(_batching, _variadic_reduce_impl, True, "reducer"),
+  interpret=rules.per_op(_interpret, "reducer", ("input", "init_value")),
+  spec=rules.per_op(lambda op: lambda st: _variadic_spec(st, op.op_type, False)),
+)
 
 XlaVariadicReduceV2 = register_op(
-    "XlaVariadicReduceV2", _variadic_reduce_impl, family=FAMILY, multiple_results=True,
-    attrs=("dimensions_to_reduce", "reducer"), canonicalize=_canonicalize,
-    batching=rules.per_op(_batching, _variadic_reduce_impl, True, "reducer"),
-    interpret=rules.per_op(_interpret, "reducer", ("inputs", "init_values")),
-    spec=rules.per_op(lambda op: lambda st: _variadic_spec(st, op.op_type, True)))
+  "XlaVariadicReduceV2",
+  _variadic_reduce_impl,
+  family=FAMILY,
+  multiple_results=True,
+  attrs=("dimensions_to_reduce", "reducer"),
+  canonicalize=_canonicalize,
+  batching=rules.per_op(_batching, _variadic_reduce_impl, True, "reducer"),
+  interpret=rules.per_op(_interpret, "reducer", ("inputs", "init_values")),
+  spec=rules.per_op(lambda op: lambda st: _variadic_spec(st, op.op_type, True)),
+)
 
 
 # --- XlaReduceWindow -------------------------------------------------------------------------
 
 
-def _reduce_window_impl(input, init_value, *, window_dimensions, window_strides,
-                        base_dilations, window_dilations, padding, computation):
+def _reduce_window_impl(
+  input,
+  init_value,
+  *,
+  window_dimensions,
+  window_strides,
+  base_dilations,
+  window_dilations,
+  padding,
+  computation,
+):
   """XLA ReduceWindow: each window's in-bounds elements folded into the init value
   (padding and base-dilation holes contribute nothing, as on XLA's CPU)."""
   if isinstance(computation, str) and computation != "mul":
     identity = _identity(computation, input.dtype)
     config = [(lo, hi, d - 1) for (lo, hi), d in zip(padding, base_dilations)]
     padded = lax.pad(input, identity, config)
-    reduced = lax.reduce_window(padded, identity,
-                                _COMBINE[computation], window_dimensions, window_strides,
-                                "VALID", window_dilation=window_dilations)
+    reduced = lax.reduce_window(
+      padded,
+      identity,
+      _COMBINE[computation],
+      window_dimensions,
+      window_strides,
+      "VALID",
+      window_dilation=window_dilations,
+    )
     return _COMBINE[computation](init_value, reduced)
-  body = _COMBINE[computation] if isinstance(computation, str) else (
-      lambda a, b: computation(a, b)[0])
-  return lax.reduce_window(input, init_value, body,
-                           window_dimensions, window_strides, padding,
-                           base_dilation=base_dilations, window_dilation=window_dilations)
+  body = (
+    _COMBINE[computation] if isinstance(computation, str) else (lambda a, b: computation(a, b)[0])
+  )
+  return lax.reduce_window(
+    input,
+    init_value,
+    body,
+    window_dimensions,
+    window_strides,
+    padding,
+    base_dilation=base_dilations,
+    window_dilation=window_dilations,
+  )
 
 
 def _window_canonicalize(params, *operands):
   ints = lambda v: tuple(int(x) for x in np.ravel(v))
-  return dict(params, window_dimensions=ints(params["window_dimensions"]),
-              window_strides=ints(params["window_strides"]),
-              base_dilations=ints(params["base_dilations"]),
-              window_dilations=ints(params["window_dilations"]),
-              padding=tuple(tuple(int(v) for v in p) for p in params["padding"]),
-              computation=_reducer_param(params["computation"], operands))
+  return dict(
+    params,
+    window_dimensions=ints(params["window_dimensions"]),
+    window_strides=ints(params["window_strides"]),
+    base_dilations=ints(params["base_dilations"]),
+    window_dilations=ints(params["window_dilations"]),
+    padding=tuple(tuple(int(v) for v in p) for p in params["padding"]),
+    computation=_reducer_param(params["computation"], operands),
+  )
 
 
 def _reduce_window_calls(st):
@@ -311,16 +398,16 @@ def _reduce_window_calls(st):
   def calls(draw):
     computation = draw(st.sampled_from(_KINDS))
     # multiply runs as a general body (lax has no reduce_window_mul): no derivative
-    dtype = draw(st.dtypes(("float32", "float64", "int32") if computation != "mul"
-                           else ("int32", "int64")))
+    dtype = draw(
+      st.dtypes(("float32", "float64", "int32") if computation != "mul" else ("int32", "int64"))
+    )
     shape = tuple(draw(st.shapes(min_rank=1, max_rank=3, min_side=1, max_side=4)))
     rank = len(shape)
     window = [draw(st.integers(1, 3)) for _ in range(rank)]
     strides = [draw(st.integers(1, 2)) for _ in range(rank)]
     bdil = [draw(st.integers(1, 2)) for _ in range(rank)]
     # JAX does not differentiate max/min windows with window dilation
-    wdil = [draw(st.integers(1, 2 if computation in ("add", "mul") else 1))
-            for _ in range(rank)]
+    wdil = [draw(st.integers(1, 2 if computation in ("add", "mul") else 1)) for _ in range(rank)]
     pad = [[draw(st.integers(0, 1)), draw(st.integers(0, 1))] for _ in range(rank)]
     for k in range(rank):
       have = (shape[k] - 1) * bdil[k] + 1 + sum(pad[k])
@@ -331,27 +418,53 @@ def _reduce_window_calls(st):
     if computation != "add" and st.is_float(dtype):  # no ties: see _reduce_calls
       x = (np.arange(x.size).reshape(shape) * 0.37 - x.size * 0.1).astype(dtype)
       x = x * (0.5 if computation == "mul" else 1.0)
-    return dict(input=x, init_value=_identity(computation, dtype),
-                window_dimensions=np.array(window, idx), window_strides=np.array(strides, idx),
-                base_dilations=np.array(bdil, idx), window_dilations=np.array(wdil, idx),
-                padding=np.array(pad, idx).reshape(rank, 2), computation=computation)
+    return dict(
+      input=x,
+      init_value=_identity(computation, dtype),
+      window_dimensions=np.array(window, idx),
+      window_strides=np.array(strides, idx),
+      base_dilations=np.array(bdil, idx),
+      window_dilations=np.array(wdil, idx),
+      padding=np.array(pad, idx).reshape(rank, 2),
+      computation=computation,
+    )
+
   return calls()
 
 
 XlaReduceWindow = register_op(
-    "XlaReduceWindow", _reduce_window_impl, family=FAMILY,
-    static=("window_dimensions", "window_strides", "base_dilations", "window_dilations",
-            "padding"),
-    attrs=("computation",), canonicalize=_window_canonicalize,
-    interpret=rules.per_op(_interpret, "computation",
-                           ("input", "init_value", "window_dimensions", "window_strides",
-                            "base_dilations", "window_dilations", "padding")),
-    batching=rules.per_op(_batching, _reduce_window_impl, False, "computation"),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _reduce_window_calls(st), grad_oracle="fd",
-        note=_NOTE + _INIT_NOTE, diff_args=("input",),
-        oracle=_oracle(op.op_type, ("input", "init_value"),
-                       "input"))))
+  "XlaReduceWindow",
+  _reduce_window_impl,
+  family=FAMILY,
+  static=("window_dimensions", "window_strides", "base_dilations", "window_dilations", "padding"),
+  attrs=("computation",),
+  canonicalize=_window_canonicalize,
+  interpret=rules.per_op(
+    _interpret,
+    "computation",
+    (
+      "input",
+      "init_value",
+      "window_dimensions",
+      "window_strides",
+      "base_dilations",
+      "window_dilations",
+      "padding",
+    ),
+  ),
+  batching=rules.per_op(_batching, _reduce_window_impl, False, "computation"),
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _reduce_window_calls(st),
+        grad_oracle="fd",
+        note=_NOTE + _INIT_NOTE,
+        diff_args=("input",),
+        oracle=_oracle(op.op_type, ("input", "init_value"), "input"),
+      )
+    )
+  ),
+)
 
 
 # --- XlaSelectAndScatter ------------------------------------------------------------------
@@ -384,8 +497,9 @@ def _scalar_fn(fn):
   return lambda a, b: jnp.vectorize(lambda x, y: fn(x, y)[0])(a, b)
 
 
-def _select_and_scatter_impl(operand, source, init_value, *, window_dimensions,
-                             window_strides, padding, select, scatter):
+def _select_and_scatter_impl(
+  operand, source, init_value, *, window_dimensions, window_strides, padding, select, scatter
+):
   """XLA SelectAndScatter: in each window the element ``select`` keeps (folded in
   window order over in-bounds elements: the current one stays while
   ``select(current, next)``) receives the window's ``source`` value, combined by
@@ -415,13 +529,20 @@ def _select_and_scatter_impl(operand, source, init_value, *, window_dimensions,
   out = jnp.broadcast_to(init_value, padded_shape)
   for k, offset in enumerate(offsets):
     hit = have & (best_idx == k)
-    config = [(o, p - o - (s - 1) * st - 1, st - 1) for o, p, s, st in
-              zip(offset, padded_shape, source.shape, window_strides)]
+    config = [
+      (o, p - o - (s - 1) * st - 1, st - 1)
+      for o, p, s, st in zip(offset, padded_shape, source.shape, window_strides)
+    ]
     placed_hit = lax.pad(hit, False, config)
     placed = lax.pad(source, jnp.zeros((), source.dtype), config)
     out = jnp.where(placed_hit, combine(out, placed), out)
-  return lax.slice(out, [lo for lo, _ in padding],
-                   [lo + n for (lo, _), n in zip(padding, operand.shape)]) if rank else out
+  return (
+    lax.slice(
+      out, [lo for lo, _ in padding], [lo + n for (lo, _), n in zip(padding, operand.shape)]
+    )
+    if rank
+    else out
+  )
 
 
 def _sas_canonicalize(params, operand, *rest):
@@ -430,10 +551,14 @@ def _sas_canonicalize(params, operand, *rest):
   d = np.dtype(operand.dtype)
   if isinstance(select, str) and select not in _COMPARE:
     select = spec_select(select, dtypes.canonical_dtype(d))
-  return dict(params, window_dimensions=ints(params["window_dimensions"]),
-              window_strides=ints(params["window_strides"]),
-              padding=tuple(tuple(int(v) for v in p) for p in np.reshape(
-                  params["padding"], (-1, 2))), select=select, scatter=scatter)
+  return dict(
+    params,
+    window_dimensions=ints(params["window_dimensions"]),
+    window_strides=ints(params["window_strides"]),
+    padding=tuple(tuple(int(v) for v in p) for p in np.reshape(params["padding"], (-1, 2))),
+    select=select,
+    scatter=scatter,
+  )
 
 
 @functools.lru_cache(maxsize=None)
@@ -442,16 +567,17 @@ def spec_select(name: str, dtype) -> _common.Computation:
   select, not a single comparison)."""
   assert name == "select_ge", name
   return _common.python_computation(
-      name, lambda a, b: [jnp.where(a >= b, True, False)], (dtype, dtype))
+    name, lambda a, b: [jnp.where(a >= b, True, False)], (dtype, dtype)
+  )
 
 
 def _sas_interpret(ctx, node, inputs):
   op = tfops.XlaSelectAndScatter
-  names = ("operand", "window_dimensions", "window_strides", "padding", "source",
-           "init_value")
+  names = ("operand", "window_dimensions", "window_strides", "padding", "source", "init_value")
   groups = dict(zip(names, inputs))
-  d = dtypes.canonical_dtype(np.asarray(inputs[0]).dtype if not hasattr(inputs[0], "aval")
-                             else inputs[0].dtype)
+  d = dtypes.canonical_dtype(
+    np.asarray(inputs[0]).dtype if not hasattr(inputs[0], "aval") else inputs[0].dtype
+  )
   select = node.attr("select").name
   scatter = node.attr("scatter").name
   sel = _classify_select(ctx, select)
@@ -469,8 +595,9 @@ def _sas_calls(st):
   def calls(draw):
     select = draw(st.sampled_from(("ge", "gt", "le", "lt", "select_ge")))
     scatter = draw(st.sampled_from(_KINDS))
-    dtype = draw(st.dtypes(("float32", "float64", "int32") if scatter != "mul"
-                           else ("float32", "int32")))
+    dtype = draw(
+      st.dtypes(("float32", "float64", "int32") if scatter != "mul" else ("float32", "int32"))
+    )
     shape = tuple(draw(st.shapes(min_rank=1, max_rank=3, min_side=1, max_side=4)))
     rank = len(shape)
     window = [draw(st.integers(1, 3)) for _ in range(rank)]
@@ -479,24 +606,30 @@ def _sas_calls(st):
     for k in range(rank):  # at least one window; every window holds an operand element
       window[k] = min(window[k], shape[k] + pad[k][0] + pad[k][1])
       pad[k] = [min(pad[k][0], window[k] - 1), min(pad[k][1], window[k] - 1)]
-    out = tuple((n + lo + hi - w) // s + 1 for n, (lo, hi), w, s in
-                zip(shape, pad, window, strides))
+    out = tuple(
+      (n + lo + hi - w) // s + 1 for n, (lo, hi), w, s in zip(shape, pad, window, strides)
+    )
     idx = st.np_dtype(draw(st.sampled_from(INDEX_DTYPES)))
     # distinct operand values: the selection is piecewise constant, ties aside
     perm = np.array(draw(st.permutations(list(range(int(np.prod(shape)))))))
-    x = (perm.reshape(shape) * (0.37 if st.is_float(dtype) else 1) - perm.size // 2)
+    x = perm.reshape(shape) * (0.37 if st.is_float(dtype) else 1) - perm.size // 2
     src_bounds = dict(lo=-2, hi=2) if st.is_float(dtype) else dict(int_lo=-3, int_hi=3)
     source = st.draw_array(draw, dtype, out, **src_bounds)
     if scatter in ("max", "min") and st.is_float(dtype):  # no ties with init or each other
       order = np.array(draw(st.permutations(list(range(int(np.prod(out)))))))
       source = (order.reshape(out) * 0.31 - order.size * 0.1 + 0.07).astype(dtype)
-    return dict(operand=x.astype(dtype), window_dimensions=np.array(window, idx),
-                window_strides=np.array(strides, idx),
-                padding=np.array(pad, idx).reshape(rank, 2),
-                source=source,
-                # any finite init is well defined here (XLA folds each hit into it)
-                init_value=np.array(draw(st.sampled_from([0, 1, -1])), dtype),
-                select=select, scatter=scatter)
+    return dict(
+      operand=x.astype(dtype),
+      window_dimensions=np.array(window, idx),
+      window_strides=np.array(strides, idx),
+      padding=np.array(pad, idx).reshape(rank, 2),
+      source=source,
+      # any finite init is well defined here (XLA folds each hit into it)
+      init_value=np.array(draw(st.sampled_from([0, 1, -1])), dtype),
+      select=select,
+      scatter=scatter,
+    )
+
   return calls()
 
 
@@ -504,8 +637,13 @@ def _sas_calls(st):
 def tf_select(name: str, dtype_name: str):
   """The TF function of a drawn select."""
   tf = import_tensorflow()
-  fns = {"ge": tf.greater_equal, "gt": tf.greater, "le": tf.less_equal, "lt": tf.less,
-         "select_ge": lambda a, b: tf.where(a >= b, True, False)}
+  fns = {
+    "ge": tf.greater_equal,
+    "gt": tf.greater,
+    "le": tf.less_equal,
+    "lt": tf.less,
+    "select_ge": lambda a, b: tf.where(a >= b, True, False),
+  }
   fn = fns[name]
   spec = tf.TensorSpec([], tf.as_dtype(dtype_name))
   return tf.function(lambda a, b: fn(a, b), autograph=False).get_concrete_function(spec, spec)
@@ -516,19 +654,32 @@ def _sas_oracle():
 
   def oracle(**kwargs):
     name = kwargs["operand"].dtype.name
-    return base(**dict(kwargs, select=tf_select(kwargs["select"], name),
-                       scatter=_common.tf_computation(kwargs["scatter"], name)))
+    return base(
+      **dict(
+        kwargs,
+        select=tf_select(kwargs["select"], name),
+        scatter=_common.tf_computation(kwargs["scatter"], name),
+      )
+    )
 
   oracle.__name__ = oracle.__qualname__ = base.__name__
   return oracle
 
 
 XlaSelectAndScatter = register_op(
-    "XlaSelectAndScatter", _select_and_scatter_impl, family=FAMILY,
-    static=("window_dimensions", "window_strides", "padding"), attrs=("select", "scatter"),
-    canonicalize=_sas_canonicalize, interpret=_sas_interpret,
-    spec=lambda st: st.Spec(
-        _sas_calls(st), grad_oracle="fd", oracle=_sas_oracle(),
-        note="oracle: the op under tf.function(jit_compile=True), the drawn select and "
-        "scatter as TF functions; derivatives against central differences (distinct "
-        "operand values: the selection is piecewise constant)"))
+  "XlaSelectAndScatter",
+  _select_and_scatter_impl,
+  family=FAMILY,
+  static=("window_dimensions", "window_strides", "padding"),
+  attrs=("select", "scatter"),
+  canonicalize=_sas_canonicalize,
+  interpret=_sas_interpret,
+  spec=lambda st: st.Spec(
+    _sas_calls(st),
+    grad_oracle="fd",
+    oracle=_sas_oracle(),
+    note="oracle: the op under tf.function(jit_compile=True), the drawn select and "
+    "scatter as TF functions; derivatives against central differences (distinct "
+    "operand values: the selection is piecewise constant)",
+  ),
+)

@@ -58,11 +58,12 @@ def parse_sharding(value) -> tuple:
 def partition_spec(sharding: tuple, mesh, rank: int):
   """The ``PartitionSpec`` of ``sharding`` on ``mesh`` (None: no constraint)."""
   from jax.sharding import PartitionSpec
+
   if sharding[0] == "replicated":
     return PartitionSpec()
   if sharding[0] != "tiled":
     return None
-  dims = sharding[1][:len(sharding[1]) - sharding[2]]
+  dims = sharding[1][: len(sharding[1]) - sharding[2]]
   if len(dims) != rank:
     return None
   free = list(zip(mesh.axis_names, mesh.axis_sizes))
@@ -102,8 +103,9 @@ def _batch(args, dims, *, sharding, unspecified_dims):
   (x,), (d,) = args, dims
   if sharding[0] == "tiled":  # the batch axis in front, not tiled
     sharding = ("tiled", (1,) + tuple(sharding[1]), sharding[2])
-  return tfops.XlaSharding(rules.to_front(x, d), sharding=sharding,
-                           unspecified_dims=tuple(u + 1 for u in unspecified_dims)), 0
+  return tfops.XlaSharding(
+    rules.to_front(x, d), sharding=sharding, unspecified_dims=tuple(u + 1 for u in unspecified_dims)
+  ), 0
 
 
 def _calls(st):
@@ -117,26 +119,41 @@ def _calls(st):
     elif kind == "replicated":
       sharding = _common.serialize("OpSharding", type=_REPLICATED)
     else:  # one device: every tile count 1
-      sharding = _common.serialize("OpSharding", type=_TILED,
-                                   tile_assignment_dimensions=[1] * max(len(shape), 1),
-                                   tile_assignment_devices=[0])
+      sharding = _common.serialize(
+        "OpSharding",
+        type=_TILED,
+        tile_assignment_dimensions=[1] * max(len(shape), 1),
+        tile_assignment_devices=[0],
+      )
       if not shape:
         sharding = _common.serialize("OpSharding", type=_REPLICATED)
     return dict(input=st.draw_array(draw, dtype, shape), sharding=sharding)
+
   return calls()
 
 
 XlaSharding = register_op(
-    "XlaSharding", _sharding_impl, family=FAMILY, attrs=("sharding", "unspecified_dims"),
-    canonicalize=lambda p, *o: dict(p, sharding=parse_sharding(p["sharding"]),
-                                    unspecified_dims=tuple(p["unspecified_dims"])),
-    linear=True, transpose=lambda ct, x, **p: [tfops.XlaSharding(ct, **p)],
-    batching=_batch,
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _calls(st), oracle=_common.jit_oracle(op.op_type, ("input",)),
+  "XlaSharding",
+  _sharding_impl,
+  family=FAMILY,
+  attrs=("sharding", "unspecified_dims"),
+  canonicalize=lambda p, *o: dict(
+    p, sharding=parse_sharding(p["sharding"]), unspecified_dims=tuple(p["unspecified_dims"])
+  ),
+  linear=True,
+  transpose=lambda ct, x, **p: [tfops.XlaSharding(ct, **p)],
+  batching=_batch,
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _calls(st),
+        oracle=_common.jit_oracle(op.op_type, ("input",)),
         note="oracle: the op under tf.function(jit_compile=True) (one "
-        "device); meshes are tested in tests/test_xla_ops.py")))
-
+        "device); meshes are tested in tests/test_xla_ops.py",
+      )
+    )
+  ),
+)
 
 
 # --- XlaSpmdFullToShardShape / XlaSpmdShardToFullShape ---------------------------------
@@ -148,16 +165,19 @@ def shard_shape(sharding: tuple, full_shape, dim: int) -> tuple:
   full_shape = tuple(full_shape)
   if sharding[0] != "tiled":
     return full_shape
-  tiles = sharding[1][:len(sharding[1]) - sharding[2]]
+  tiles = sharding[1][: len(sharding[1]) - sharding[2]]
   if len(tiles) != len(full_shape):
     return full_shape
-  return tuple(-(-n // t) if dim < 0 or i == dim else n
-               for i, (n, t) in enumerate(zip(full_shape, tiles)))
+  return tuple(
+    -(-n // t) if dim < 0 or i == dim else n for i, (n, t) in enumerate(zip(full_shape, tiles))
+  )
 
 
-_MANUAL_HINT = ("a sharding that splits the value between devices is manual "
-                "partitioning (TF's SPMD partitioner); in JAX that is jax.shard_map's job: "
-                "convert the per-shard computation and wrap it in jax.shard_map")
+_MANUAL_HINT = (
+  "a sharding that splits the value between devices is manual "
+  "partitioning (TF's SPMD partitioner); in JAX that is jax.shard_map's job: "
+  "convert the per-shard computation and wrap it in jax.shard_map"
+)
 
 
 def _spmd_canonicalize(op):
@@ -167,13 +187,20 @@ def _spmd_canonicalize(op):
     shape = tuple(int(d) for d in np.shape(input))
     full = tuple(int(d) for d in params["full_shape"]) if "full_shape" in params else shape
     if shard_shape(sharding, full, dim) != full or shape != full:
-      raise errors.ConversionError(f"{op.op_type}: full shape {list(full)}, shard shape "
-                           f"{list(shard_shape(sharding, full, dim))}: {_MANUAL_HINT}")
-    out = dict(params, manual_sharding=sharding, dim=dim,
-               unspecified_dims=tuple(int(u) for u in params["unspecified_dims"]))
+      raise errors.ConversionError(
+        f"{op.op_type}: full shape {list(full)}, shard shape "
+        f"{list(shard_shape(sharding, full, dim))}: {_MANUAL_HINT}"
+      )
+    out = dict(
+      params,
+      manual_sharding=sharding,
+      dim=dim,
+      unspecified_dims=tuple(int(u) for u in params["unspecified_dims"]),
+    )
     if "full_shape" in params:
       out["full_shape"] = full
     return out
+
   return canonicalize
 
 
@@ -183,16 +210,18 @@ def _full_to_shard_impl(input, *, manual_sharding, dim, unspecified_dims):
   return input
 
 
-def _shard_to_full_impl(input, *, manual_sharding, full_shape, dim,
-                        unspecified_dims):
+def _shard_to_full_impl(input, *, manual_sharding, full_shape, dim, unspecified_dims):
   """The full value from one device's shard: the identity (shard shape == full
   shape; shardings that split the value are refused when the node is prepared)."""
   return input
 
 
 def _batched_params(params, size):
-  out = dict(params, dim=params["dim"] + 1 if params["dim"] >= 0 else -1,
-             unspecified_dims=tuple(u + 1 for u in params["unspecified_dims"]))
+  out = dict(
+    params,
+    dim=params["dim"] + 1 if params["dim"] >= 0 else -1,
+    unspecified_dims=tuple(u + 1 for u in params["unspecified_dims"]),
+  )
   s = params["manual_sharding"]
   if s[0] == "tiled":
     out["manual_sharding"] = ("tiled", (1,) + tuple(s[1]), s[2])
@@ -206,6 +235,7 @@ def _spmd_batch(op):
     (x,), (d,) = args, dims
     x = rules.to_front(x, d)
     return op(x, **_batched_params(params, x.shape[0])), 0
+
   return rule
 
 
@@ -228,37 +258,64 @@ def _spmd_calls(st, full: bool):
     elif kind == "manual":
       sharding = _common.serialize("OpSharding", type=_MANUAL)
     else:  # one device: every tile count 1
-      sharding = _common.serialize("OpSharding", type=_TILED,
-                                   tile_assignment_dimensions=[1] * len(shape),
-                                   tile_assignment_devices=[0])
-    call = dict(input=st.draw_array(draw, dtype, shape), manual_sharding=sharding,
-                dim=draw(st.integers(-1, len(shape) - 1)))
+      sharding = _common.serialize(
+        "OpSharding",
+        type=_TILED,
+        tile_assignment_dimensions=[1] * len(shape),
+        tile_assignment_devices=[0],
+      )
+    call = dict(
+      input=st.draw_array(draw, dtype, shape),
+      manual_sharding=sharding,
+      dim=draw(st.integers(-1, len(shape) - 1)),
+    )
     if full:
       call["full_shape"] = list(shape)
     return call
+
   return calls()
 
 
-_SPMD_NOTE = ("oracle: the op under tf.function(jit_compile=True) on one device (a "
-              "sharding that splits the value is refused, by TF's CPU jit too)")
+_SPMD_NOTE = (
+  "oracle: the op under tf.function(jit_compile=True) on one device (a "
+  "sharding that splits the value is refused, by TF's CPU jit too)"
+)
 
 XlaSpmdFullToShardShape = register_op(
-    "XlaSpmdFullToShardShape", _full_to_shard_impl, family=FAMILY,
-    attrs=("manual_sharding", "dim", "unspecified_dims"),
-    canonicalize=rules.per_op(_spmd_canonicalize), linear=True,
-    transpose=_full_to_shard_transpose, batching=rules.per_op(_spmd_batch),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(_spmd_calls(st, False), note=_SPMD_NOTE,
-                                                    oracle=_common.jit_oracle(op.op_type,
-                                                                              ("input",)))))
+  "XlaSpmdFullToShardShape",
+  _full_to_shard_impl,
+  family=FAMILY,
+  attrs=("manual_sharding", "dim", "unspecified_dims"),
+  canonicalize=rules.per_op(_spmd_canonicalize),
+  linear=True,
+  transpose=_full_to_shard_transpose,
+  batching=rules.per_op(_spmd_batch),
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _spmd_calls(st, False), note=_SPMD_NOTE, oracle=_common.jit_oracle(op.op_type, ("input",))
+      )
+    )
+  ),
+)
 
 XlaSpmdShardToFullShape = register_op(
-    "XlaSpmdShardToFullShape", _shard_to_full_impl, family=FAMILY,
-    attrs=("manual_sharding", "full_shape", "dim", "unspecified_dims"),
-    canonicalize=rules.per_op(_spmd_canonicalize), linear=True,
-    transpose=_shard_to_full_transpose, batching=rules.per_op(_spmd_batch),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(_spmd_calls(st, True), note=_SPMD_NOTE,
-                                                    oracle=_common.jit_oracle(op.op_type,
-                                                                              ("input",)))))
+  "XlaSpmdShardToFullShape",
+  _shard_to_full_impl,
+  family=FAMILY,
+  attrs=("manual_sharding", "full_shape", "dim", "unspecified_dims"),
+  canonicalize=rules.per_op(_spmd_canonicalize),
+  linear=True,
+  transpose=_shard_to_full_transpose,
+  batching=rules.per_op(_spmd_batch),
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _spmd_calls(st, True), note=_SPMD_NOTE, oracle=_common.jit_oracle(op.op_type, ("input",))
+      )
+    )
+  ),
+)
 
 # --- XlaReplicaId ---------------------------------------------------------------------
 
@@ -266,8 +323,11 @@ XlaSpmdShardToFullShape = register_op(
 def _replica_canonicalize(params):
   """The manual mesh axes in scope (inside ``jax.shard_map``), in mesh order."""
   mesh = jax.sharding.get_abstract_mesh()
-  axes = () if mesh is None or mesh.empty else tuple(
-      a for a in mesh.axis_names if a in set(mesh.manual_axes))
+  axes = (
+    ()
+    if mesh is None or mesh.empty
+    else tuple(a for a in mesh.axis_names if a in set(mesh.manual_axes))
+  )
   return dict(params, axes=axes)
 
 
@@ -290,21 +350,31 @@ def _replica_interpret(ctx, node, inputs):
 def _replica_oracle():
   """One replica: TF's replica id in the default distribution strategy's context
   (TF's CPU jit of XlaReplicaId crashes the process)."""
+
   def tf_XlaReplicaId():
     tf = import_tensorflow()
-    return tf.constant(tf.distribute.get_replica_context().replica_id_in_sync_group,
-                       tf.int32)
+    return tf.constant(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.int32)
+
   return tf_XlaReplicaId
 
 
 XlaReplicaId = register_op(
-    "XlaReplicaId", _replica_id_impl, family=FAMILY, canonicalize=_replica_canonicalize,
-    interpret=_replica_interpret,
-    spec=lambda st: st.Spec(st.just({}), oracle=_replica_oracle(),
-                            skip={"vmap": "the op has no operands",
-                                  "jvp": "no operands, an integer output",
-                                  "vjp": "no operands, an integer output"},
-                            note="oracle: TF's replica id in the default strategy (one "
-                            "replica), as TF's CPU jit of the op crashes; under "
-                            "jax.shard_map it is lax.axis_index over the manual axes "
-                            "(tests/test_xla_more.py)"))
+  "XlaReplicaId",
+  _replica_id_impl,
+  family=FAMILY,
+  canonicalize=_replica_canonicalize,
+  interpret=_replica_interpret,
+  spec=lambda st: st.Spec(
+    st.just({}),
+    oracle=_replica_oracle(),
+    skip={
+      "vmap": "the op has no operands",
+      "jvp": "no operands, an integer output",
+      "vjp": "no operands, an integer output",
+    },
+    note="oracle: TF's replica id in the default strategy (one "
+    "replica), as TF's CPU jit of the op crashes; under "
+    "jax.shard_map it is lax.axis_index over the manual axes "
+    "(tests/test_xla_more.py)",
+  ),
+)

@@ -26,8 +26,10 @@ from tfprims.rules import U
 def _starts(indices, shape, sizes):
   """XLA's start indices, clamped into ``[0, dim - size]`` here: lax's own dynamic
   slices wrap negative indices (as numpy) before clamping, XLA does not."""
-  return [jnp.clip(indices[i], 0, max(d - s, 0)).astype(indices.dtype)
-          for i, (d, s) in enumerate(zip(shape, sizes))]
+  return [
+    jnp.clip(indices[i], 0, max(d - s, 0)).astype(indices.dtype)
+    for i, (d, s) in enumerate(zip(shape, sizes))
+  ]
 
 
 def _with_leading_zero(indices):
@@ -46,8 +48,9 @@ def _instantiate_tangent(t, like):
 
 def _dynamic_slice_impl(input, start_indices, *, size_indices):
   """``lax.dynamic_slice``: start indices are clamped to ``[0, dim - size]``."""
-  return lax.dynamic_slice(input, _starts(start_indices, input.shape, size_indices),
-                           tuple(size_indices))
+  return lax.dynamic_slice(
+    input, _starts(start_indices, input.shape, size_indices), tuple(size_indices)
+  )
 
 
 def _dynamic_slice_transpose(ct, x, start_indices, *, size_indices):
@@ -58,11 +61,9 @@ def _dynamic_slice_transpose(ct, x, start_indices, *, size_indices):
 def _dynamic_slice_batch(args, dims, *, size_indices):
   (x, idx), (dx, di) = args, dims
   if di is not None:  # per-example starts: lax's batched dynamic slice is a gather
-    return rules.vmap_batching(_dynamic_slice_impl, False)(args, dims,
-                                                           size_indices=size_indices)
+    return rules.vmap_batching(_dynamic_slice_impl, False)(args, dims, size_indices=size_indices)
   size = (rules.shape_of(x)[dx],) + tuple(size_indices)
-  return tfops.XlaDynamicSlice(rules.to_front(x, dx), _with_leading_zero(idx),
-                               size_indices=size), 0
+  return tfops.XlaDynamicSlice(rules.to_front(x, dx), _with_leading_zero(idx), size_indices=size), 0
 
 
 def _size_canonicalize(params, *operands):
@@ -77,24 +78,39 @@ def _dynamic_slice_calls(st):
     idx = st.np_dtype(draw(st.sampled_from(INDEX_DTYPES)))
     size = [draw(st.integers(0, s)) for s in shape]
     starts = [draw(st.integers(-2, s + 1)) for s in shape]  # out of range: clamped
-    return dict(input=st.draw_array(draw, dtype, shape),
-                start_indices=np.array(starts, idx).reshape(len(shape)),
-                size_indices=np.array(size, idx).reshape(len(shape)))
+    return dict(
+      input=st.draw_array(draw, dtype, shape),
+      start_indices=np.array(starts, idx).reshape(len(shape)),
+      size_indices=np.array(size, idx).reshape(len(shape)),
+    )
+
   return calls()
 
 
 XlaDynamicSlice = register_op(
-    "XlaDynamicSlice", _dynamic_slice_impl, family=FAMILY, static=("size_indices",),
-    canonicalize=_size_canonicalize,
-    jvp=(lambda t, x, i, *, size_indices: tfops.XlaDynamicSlice(t, i,
-                                                                size_indices=size_indices),
-         None),
-    transpose=_dynamic_slice_transpose, batching=_dynamic_slice_batch,
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
+  "XlaDynamicSlice",
+  _dynamic_slice_impl,
+  family=FAMILY,
+  static=("size_indices",),
+  canonicalize=_size_canonicalize,
+  jvp=(
+    lambda t, x, i, *, size_indices: tfops.XlaDynamicSlice(t, i, size_indices=size_indices),
+    None,
+  ),
+  transpose=_dynamic_slice_transpose,
+  batching=_dynamic_slice_batch,
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
         _dynamic_slice_calls(st),
         oracle=_common.jit_oracle(op.op_type, ("input", "start_indices")),
-        grad_oracle="fd", note="oracle: the op under tf.function(jit_compile=True); "
-        "derivatives against central differences (TF registers no gradient)")))
+        grad_oracle="fd",
+        note="oracle: the op under tf.function(jit_compile=True); "
+        "derivatives against central differences (TF registers no gradient)",
+      )
+    )
+  ),
+)
 
 
 # --- XlaDynamicUpdateSlice ----------------------------------------------------------------
@@ -102,8 +118,9 @@ XlaDynamicSlice = register_op(
 
 def _dynamic_update_slice_impl(input, update, indices):
   """``lax.dynamic_update_slice``: start indices are clamped to ``[0, dim - size]``."""
-  return lax.dynamic_update_slice(input, update.astype(input.dtype),
-                                  _starts(indices, input.shape, update.shape))
+  return lax.dynamic_update_slice(
+    input, update.astype(input.dtype), _starts(indices, input.shape, update.shape)
+  )
 
 
 def _dynamic_update_slice_jvp(primals, tangents):
@@ -112,8 +129,9 @@ def _dynamic_update_slice_jvp(primals, tangents):
   out = tfops.XlaDynamicUpdateSlice(x, u, idx)
   if type(tx) is ad.Zero and type(tu) is ad.Zero:
     return out, rules.zero_tangent(out)
-  return out, tfops.XlaDynamicUpdateSlice(_instantiate_tangent(tx, x),
-                                          _instantiate_tangent(tu, u), idx)
+  return out, tfops.XlaDynamicUpdateSlice(
+    _instantiate_tangent(tx, x), _instantiate_tangent(tu, u), idx
+  )
 
 
 def _dynamic_update_slice_transpose(ct, x, u, idx):
@@ -132,9 +150,9 @@ def _dynamic_update_slice_batch(args, dims):
   if di is not None:  # per-example starts: lax's batched update is a scatter
     return rules.vmap_batching(_dynamic_update_slice_impl, False)(args, dims)
   size = rules.batch_size(args, dims)
-  return tfops.XlaDynamicUpdateSlice(rules.with_batch_axis(x, dx, size),
-                                     rules.with_batch_axis(u, du, size),
-                                     _with_leading_zero(idx)), 0
+  return tfops.XlaDynamicUpdateSlice(
+    rules.with_batch_axis(x, dx, size), rules.with_batch_axis(u, du, size), _with_leading_zero(idx)
+  ), 0
 
 
 def _dynamic_update_slice_calls(st):
@@ -145,21 +163,34 @@ def _dynamic_update_slice_calls(st):
     idx = st.np_dtype(draw(st.sampled_from(INDEX_DTYPES)))
     ushape = tuple(draw(st.integers(0, s)) for s in shape)
     starts = [draw(st.integers(-2, s + 1)) for s in shape]
-    return dict(input=st.draw_array(draw, dtype, shape),
-                update=st.draw_array(draw, dtype, ushape),
-                indices=np.array(starts, idx).reshape(len(shape)))
+    return dict(
+      input=st.draw_array(draw, dtype, shape),
+      update=st.draw_array(draw, dtype, ushape),
+      indices=np.array(starts, idx).reshape(len(shape)),
+    )
+
   return calls()
 
 
 XlaDynamicUpdateSlice = register_op(
-    "XlaDynamicUpdateSlice", _dynamic_update_slice_impl, family=FAMILY,
-    jvp=_dynamic_update_slice_jvp, transpose=_dynamic_update_slice_transpose,
-    batching=_dynamic_update_slice_batch,
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
+  "XlaDynamicUpdateSlice",
+  _dynamic_update_slice_impl,
+  family=FAMILY,
+  jvp=_dynamic_update_slice_jvp,
+  transpose=_dynamic_update_slice_transpose,
+  batching=_dynamic_update_slice_batch,
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
         _dynamic_update_slice_calls(st),
         oracle=_common.jit_oracle(op.op_type, ("input", "update", "indices")),
-        grad_oracle="fd", note="oracle: the op under tf.function(jit_compile=True); "
-        "derivatives against central differences (TF registers no gradient)")))
+        grad_oracle="fd",
+        note="oracle: the op under tf.function(jit_compile=True); "
+        "derivatives against central differences (TF registers no gradient)",
+      )
+    )
+  ),
+)
 
 
 # --- XlaPad -------------------------------------------------------------------------------
@@ -181,8 +212,7 @@ def _pad_jvp(primals, tangents, **params):
   out = tfops.XlaPad(x, pv, **params)
   if type(tx) is ad.Zero and type(tpv) is ad.Zero:
     return out, rules.zero_tangent(out)
-  return out, tfops.XlaPad(_instantiate_tangent(tx, x), _instantiate_tangent(tpv, pv),
-                           **params)
+  return out, tfops.XlaPad(_instantiate_tangent(tx, x), _instantiate_tangent(tpv, pv), **params)
 
 
 def _pad_transpose(ct, x, pv, *, padding_low, padding_high, padding_interior):
@@ -190,15 +220,25 @@ def _pad_transpose(ct, x, pv, *, padding_low, padding_high, padding_interior):
   rank = len(padding_low)
   cx = None
   if U(x) or U(pv):
-    unpadded = tfops.XlaPad(ct, np.zeros((), rules.dtype_of(ct)),
-                            padding_low=tuple(-v for v in padding_low),
-                            padding_high=tuple(-v for v in padding_high),
-                            padding_interior=(0,) * rank)
+    unpadded = tfops.XlaPad(
+      ct,
+      np.zeros((), rules.dtype_of(ct)),
+      padding_low=tuple(-v for v in padding_low),
+      padding_high=tuple(-v for v in padding_high),
+      padding_interior=(0,) * rank,
+    )
     if any(padding_interior):
       unpadded = tfops.StridedSlice(
-          unpadded, begin=(0,) * rank, end=rules.shape_of(unpadded),
-          strides=tuple(v + 1 for v in padding_interior), begin_mask=0, end_mask=0,
-          ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0)
+        unpadded,
+        begin=(0,) * rank,
+        end=rules.shape_of(unpadded),
+        strides=tuple(v + 1 for v in padding_interior),
+        begin_mask=0,
+        end_mask=0,
+        ellipsis_mask=0,
+        new_axis_mask=0,
+        shrink_axis_mask=0,
+      )
     cx = unpadded
   cpv = None
   if U(pv):
@@ -211,11 +251,19 @@ def _pad_batch(args, dims, *, padding_low, padding_high, padding_interior):
   (x, pv), (dx, dpv) = args, dims
   if dpv is not None:  # a padding value per example: lax's batched pad (a select)
     return rules.vmap_batching(_pad_impl, False)(
-        args, dims, padding_low=padding_low, padding_high=padding_high,
-        padding_interior=padding_interior)
-  return tfops.XlaPad(rules.to_front(x, dx), pv, padding_low=(0,) + padding_low,
-                      padding_high=(0,) + padding_high,
-                      padding_interior=(0,) + padding_interior), 0
+      args,
+      dims,
+      padding_low=padding_low,
+      padding_high=padding_high,
+      padding_interior=padding_interior,
+    )
+  return tfops.XlaPad(
+    rules.to_front(x, dx),
+    pv,
+    padding_low=(0,) + padding_low,
+    padding_high=(0,) + padding_high,
+    padding_interior=(0,) + padding_interior,
+  ), 0
 
 
 def _pad_canonicalize(params, *operands):
@@ -238,23 +286,38 @@ def _pad_calls(st):
       high.append(hi)
       interior.append(inner)
     rank = len(shape)
-    return dict(input=st.draw_array(draw, dtype, shape),
-                padding_value=st.draw_array(draw, dtype, ()),
-                padding_low=np.array(low, idx).reshape(rank),
-                padding_high=np.array(high, idx).reshape(rank),
-                padding_interior=np.array(interior, idx).reshape(rank))
+    return dict(
+      input=st.draw_array(draw, dtype, shape),
+      padding_value=st.draw_array(draw, dtype, ()),
+      padding_low=np.array(low, idx).reshape(rank),
+      padding_high=np.array(high, idx).reshape(rank),
+      padding_interior=np.array(interior, idx).reshape(rank),
+    )
+
   return calls()
 
 
 XlaPad = register_op(
-    "XlaPad", _pad_impl, family=FAMILY,
-    static=("padding_low", "padding_high", "padding_interior"),
-    canonicalize=_pad_canonicalize, jvp=_pad_jvp, transpose=_pad_transpose,
-    batching=_pad_batch,
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _pad_calls(st), oracle=_common.jit_oracle(op.op_type, ("input", "padding_value")),
-        grad_oracle="fd", note="oracle: the op under tf.function(jit_compile=True); "
-        "derivatives against central differences (TF registers no gradient)")))
+  "XlaPad",
+  _pad_impl,
+  family=FAMILY,
+  static=("padding_low", "padding_high", "padding_interior"),
+  canonicalize=_pad_canonicalize,
+  jvp=_pad_jvp,
+  transpose=_pad_transpose,
+  batching=_pad_batch,
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _pad_calls(st),
+        oracle=_common.jit_oracle(op.op_type, ("input", "padding_value")),
+        grad_oracle="fd",
+        note="oracle: the op under tf.function(jit_compile=True); "
+        "derivatives against central differences (TF registers no gradient)",
+      )
+    )
+  ),
+)
 
 
 # --- XlaBroadcastHelper ---------------------------------------------------------------------
@@ -281,8 +344,10 @@ def _broadcast_helper_impl(lhs, rhs, *, broadcast_dims):
 def _broadcast_helper_jvp(primals, tangents, *, broadcast_dims):
   lhs, rhs = primals
   outs = tfops.XlaBroadcastHelper(lhs, rhs, broadcast_dims=broadcast_dims)
-  ts = [rules.zero_tangent(o) if type(t) is ad.Zero else rules.reshape(t, rules.shape_of(o))
-        for t, o in zip(tangents, outs)]
+  ts = [
+    rules.zero_tangent(o) if type(t) is ad.Zero else rules.reshape(t, rules.shape_of(o))
+    for t, o in zip(tangents, outs)
+  ]
   return outs, ts
 
 
@@ -309,17 +374,30 @@ def _broadcast_helper_calls(st):
     if draw(st.booleans()):
       a, b = b, a
     return dict(lhs=a, rhs=b, broadcast_dims=np.array(bdims, idx).reshape(k))
+
   return calls()
 
 
 XlaBroadcastHelper = register_op(
-    "XlaBroadcastHelper", _broadcast_helper_impl, family=FAMILY, multiple_results=True,
-    static=("broadcast_dims",),
-    canonicalize=lambda p, *o: dict(
-        p, broadcast_dims=tuple(int(v) for v in np.ravel(p["broadcast_dims"]))),
-    jvp=_broadcast_helper_jvp, batching=_broadcast_helper_batch,
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
+  "XlaBroadcastHelper",
+  _broadcast_helper_impl,
+  family=FAMILY,
+  multiple_results=True,
+  static=("broadcast_dims",),
+  canonicalize=lambda p, *o: dict(
+    p, broadcast_dims=tuple(int(v) for v in np.ravel(p["broadcast_dims"]))
+  ),
+  jvp=_broadcast_helper_jvp,
+  batching=_broadcast_helper_batch,
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
         _broadcast_helper_calls(st),
         oracle=_common.jit_oracle(op.op_type, ("lhs", "rhs")),
-        grad_oracle="fd", note="oracle: the op under tf.function(jit_compile=True); "
-        "derivatives against central differences (TF registers no gradient)")))
+        grad_oracle="fd",
+        note="oracle: the op under tf.function(jit_compile=True); "
+        "derivatives against central differences (TF registers no gradient)",
+      )
+    )
+  ),
+)

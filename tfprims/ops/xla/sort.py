@@ -62,10 +62,11 @@ def _specials(draw, st, x, scale):
 def _sort_calls(st, key_value: bool):
   @st.composite
   def calls(draw):
-    dtype = draw(st.dtypes(("float32", "float64", "bfloat16", "int32", "int64", "uint8",
-                            "int8", "float16")))
+    dtype = draw(
+      st.dtypes(("float32", "float64", "bfloat16", "int32", "int64", "uint8", "int8", "float16"))
+    )
     shape = list(draw(st.shapes(min_rank=1, max_rank=3, max_side=4)))
-    if not draw(st.booleans()):   # mostly rows of 3 or 4 (the first draws too)
+    if not draw(st.booleans()):  # mostly rows of 3 or 4 (the first draws too)
       shape[-1] = max(shape[-1], 3)
     shape = tuple(shape)
     n = int(np.prod(shape))
@@ -76,8 +77,7 @@ def _sort_calls(st, key_value: bool):
         keys = _specials(draw, st, keys, 1.0)
       vdtype = draw(st.dtypes(("float32", "int32", "bool", "complex64")))
       # small values: central differences step by the largest input, past the keys
-      return dict(keys=keys.astype(dtype),
-                  values=st.draw_array(draw, vdtype, shape, lo=-3, hi=3))
+      return dict(keys=keys.astype(dtype), values=st.draw_array(draw, vdtype, shape, lo=-3, hi=3))
     if not st.is_float(dtype):
       return dict(input=st.draw_array(draw, dtype, shape))
     # well-separated floats: near ties the derivative is not what central
@@ -85,24 +85,33 @@ def _sort_calls(st, key_value: bool):
     x = np.array(draw(st.permutations(range(n))), np.float64).reshape(shape) - n // 2
     scale = draw(st.sampled_from([1.25, 3.0, 0.5]))
     return dict(input=_specials(draw, st, x * scale, scale).astype(dtype))
+
   return calls()
 
 
 XlaSort = register_op(
-    "XlaSort", _sort_impl, family=FAMILY,
-    batching=lambda args, dims: (tfops.XlaSort(rules.to_front(args[0], dims[0])), 0),
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _sort_calls(st, False), grad_oracle="fd",
+  "XlaSort",
+  _sort_impl,
+  family=FAMILY,
+  batching=lambda args, dims: (tfops.XlaSort(rules.to_front(args[0], dims[0])), 0),
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _sort_calls(st, False),
+        grad_oracle="fd",
         oracle=_common.jit_oracle(op.op_type, ("input",)),
-        note=_NOTE + "; derivatives against central differences")))
+        note=_NOTE + "; derivatives against central differences",
+      )
+    )
+  ),
+)
 
 
 def _key_value_sort_impl(keys, values):
   """(keys, values) sorted by the keys along the last dimension, in total order."""
   if not jnp.issubdtype(keys.dtype, jnp.floating):
     return list(lax.sort((keys, values), dimension=keys.ndim - 1, num_keys=1))
-  return list(lax.sort((_total_order(keys), keys, values), dimension=keys.ndim - 1,
-                       num_keys=1)[1:])
+  return list(lax.sort((_total_order(keys), keys, values), dimension=keys.ndim - 1, num_keys=1)[1:])
 
 
 def _key_value_sort_batch(args, dims):
@@ -112,12 +121,22 @@ def _key_value_sort_batch(args, dims):
 
 
 XlaKeyValueSort = register_op(
-    "XlaKeyValueSort", _key_value_sort_impl, family=FAMILY, multiple_results=True,
-    batching=_key_value_sort_batch,
-    spec=rules.per_op(lambda op: lambda st: st.Spec(
-        _sort_calls(st, True), grad_oracle="fd",
+  "XlaKeyValueSort",
+  _key_value_sort_impl,
+  family=FAMILY,
+  multiple_results=True,
+  batching=_key_value_sort_batch,
+  spec=rules.per_op(
+    lambda op: (
+      lambda st: st.Spec(
+        _sort_calls(st, True),
+        grad_oracle="fd",
         oracle=_common.jit_oracle(op.op_type, ("keys", "values")),
-        note=_NOTE + "; derivatives against central differences")))
+        note=_NOTE + "; derivatives against central differences",
+      )
+    )
+  ),
+)
 
 
 # --- XlaVariadicSort -------------------------------------------------------------------------
@@ -130,8 +149,7 @@ def _variadic_sort_impl(*inputs, dimension, comparator, is_stable):
     return list(lax.sort(tuple(inputs), dimension=d, num_keys=1, is_stable=bool(is_stable)))
   # descending and stable: ascending by (key, -position), then reversed
   pos = lax.broadcasted_iota(np.int32, inputs[0].shape, d)
-  out = lax.sort((inputs[0], -pos) + tuple(inputs[1:]), dimension=d, num_keys=2,
-                 is_stable=False)
+  out = lax.sort((inputs[0], -pos) + tuple(inputs[1:]), dimension=d, num_keys=2, is_stable=False)
   return [lax.rev(o, (d,)) for i, o in enumerate(out) if i != 1]
 
 
@@ -153,12 +171,18 @@ def _variadic_sort_interpret(ctx, node, inputs):
   fname = node.attr("comparator").name
   kind = _classify_comparator(ctx, fname)
   if kind is None:
-    raise errors.OpError("XlaVariadicSort", node.name,
-                         f"its comparator {fname!r} is not Less or Greater of the first "
-                         "operand's pair, the orders lax.sort has")
+    raise errors.OpError(
+      "XlaVariadicSort",
+      node.name,
+      f"its comparator {fname!r} is not Less or Greater of the first "
+      "operand's pair, the orders lax.sort has",
+    )
   op = tfops.XlaVariadicSort
-  operands, params = op.prepare({"inputs": list(inputs[:-1]), "dimension": inputs[-1]},
-                                dict(node.attrs, comparator=kind), node.name)
+  operands, params = op.prepare(
+    {"inputs": list(inputs[:-1]), "dimension": inputs[-1]},
+    dict(node.attrs, comparator=kind),
+    node.name,
+  )
   return list(op.apply(operands, params))
 
 
@@ -166,8 +190,7 @@ def _variadic_sort_batch(args, dims, *, dimension, comparator, is_stable):
   size = rules.batch_size(args, dims)
   xs = [rules.with_batch_axis(a, d, size) for a, d in zip(args, dims)]
   d = int(dimension) % (np.ndim(xs[0]) - 1)
-  out = tfops.XlaVariadicSort(*xs, dimension=d + 1, comparator=comparator,
-                              is_stable=is_stable)
+  out = tfops.XlaVariadicSort(*xs, dimension=d + 1, comparator=comparator, is_stable=is_stable)
   return out, [0] * len(out)
 
 
@@ -175,8 +198,7 @@ def _variadic_sort_batch(args, dims, *, dimension, comparator, is_stable):
 def _tf_comparator(kind: str, dtype_names: tuple):
   tf = import_tensorflow()
   specs = [tf.TensorSpec([], tf.as_dtype(d)) for d in dtype_names for _ in range(2)]
-  fn = (lambda *a: tf.less(a[0], a[1])) if kind == "lt" else (
-      lambda *a: tf.greater(a[0], a[1]))
+  fn = (lambda *a: tf.less(a[0], a[1])) if kind == "lt" else (lambda *a: tf.greater(a[0], a[1]))
   return tf.function(fn, autograph=False).get_concrete_function(*specs)
 
 
@@ -201,24 +223,41 @@ def _variadic_sort_calls(st):
     if stable:  # ties (a few int key values) are ordered by position
       keys = st.draw_array(draw, st.np_dtype("int32"), shape, int_lo=-2, int_hi=2)
     else:  # distinct keys
-      keys = np.array(draw(st.permutations(range(int(np.prod(shape))))),
-                      np.float64).reshape(shape).astype(kdtype)
-    others = [st.draw_array(draw, draw(st.dtypes(("float32", "int64", "bool"))), shape,
-                            lo=-3, hi=3)
-              for _ in range(draw(st.integers(0, 2)))]
-    return dict(inputs=[keys] + others, dimension=np.array(dim, np.int32),
-                comparator=draw(st.sampled_from(["lt", "gt"])), is_stable=stable)
+      keys = (
+        np.array(draw(st.permutations(range(int(np.prod(shape))))), np.float64)
+        .reshape(shape)
+        .astype(kdtype)
+      )
+    others = [
+      st.draw_array(draw, draw(st.dtypes(("float32", "int64", "bool"))), shape, lo=-3, hi=3)
+      for _ in range(draw(st.integers(0, 2)))
+    ]
+    return dict(
+      inputs=[keys] + others,
+      dimension=np.array(dim, np.int32),
+      comparator=draw(st.sampled_from(["lt", "gt"])),
+      is_stable=stable,
+    )
+
   return calls()
 
 
 XlaVariadicSort = register_op(
-    "XlaVariadicSort", _variadic_sort_impl, family=FAMILY, multiple_results=True,
-    static=("dimension",), attrs=("comparator", "is_stable"),
-    canonicalize=lambda p, *o: dict(p, dimension=int(np.asarray(p["dimension"])),
-                                    is_stable=bool(p["is_stable"])),
-    interpret=_variadic_sort_interpret, batching=_variadic_sort_batch,
-    spec=lambda st: st.Spec(_variadic_sort_calls(st), grad_oracle="fd",
-                            oracle=_variadic_sort_oracle(),
-                            note=_NOTE + ", the drawn comparator as a TF function; "
-                            "derivatives against central differences"))
-
+  "XlaVariadicSort",
+  _variadic_sort_impl,
+  family=FAMILY,
+  multiple_results=True,
+  static=("dimension",),
+  attrs=("comparator", "is_stable"),
+  canonicalize=lambda p, *o: dict(
+    p, dimension=int(np.asarray(p["dimension"])), is_stable=bool(p["is_stable"])
+  ),
+  interpret=_variadic_sort_interpret,
+  batching=_variadic_sort_batch,
+  spec=lambda st: st.Spec(
+    _variadic_sort_calls(st),
+    grad_oracle="fd",
+    oracle=_variadic_sort_oracle(),
+    note=_NOTE + ", the drawn comparator as a TF function; derivatives against central differences",
+  ),
+)
