@@ -64,3 +64,15 @@ def on_spec_draws(op, check, max_examples):
   with jax.enable_x64(True):
     run()
   assert used
+
+
+_JITTED_OPS = {}
+
+
+def jitted_op(op, params):
+  """``jax.jit`` of ``op`` with ``params`` bound, one per (op, params): calls that differ
+  only in their operands' values reuse its compiled programs."""
+  key = (op.op_type, tuple(sorted(params.items())))
+  if key not in _JITTED_OPS:
+    _JITTED_OPS[key] = jax.jit(lambda *operands: op(*operands, **params))
+  return _JITTED_OPS[key]

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import tfprims
-from helpers import jaxpr_primitives, non_tf_primitives
+from helpers import jaxpr_primitives, jitted_op, non_tf_primitives
 
 R = tf.raw_ops
 RNG = np.random.default_rng(0)
@@ -180,7 +180,7 @@ def test_resampling_sums_are_plus_zero_where_tfs_kernels_are():
     op = get_op(name)
     operands, params = op.prepare(inputs, attrs)
     # Jitted with the positions traced (an eager call compiles the same primitive).
-    got = np.asarray(jax.jit(lambda *a: op(*a, **params))(*operands))
+    got = np.asarray(jitted_op(op, params)(*operands))
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7, err_msg=name)
     assert (np.signbit(got) == np.signbit(want))[want == 0].all(), (name, attrs, got, want)
 
@@ -271,7 +271,7 @@ def test_resizers_keep_tfs_nonfinite_pattern():
     op = get_op(name)
     operands, params = op.prepare(inputs, attrs)
     # Jitted with the positions traced (an eager call compiles the same primitive).
-    got = jax.jit(lambda *a: op(*a, **params))(*operands)
+    got = jitted_op(op, params)(*operands)
     try:
       _assert_nonfinite_like(got, want)
     except AssertionError as e:

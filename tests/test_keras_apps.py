@@ -61,8 +61,10 @@ def check_grads(fn, params, tf_fn, x, rtol=RTOL, jit=True):
   grad = jax.grad(loss, argnums=(0, 1))
   g_params, g_x = (jax.jit(grad) if jit else grad)(params, x)
   t_x, t_params = _tf_grads(tf_fn, x, fn.tf_variables, weights)
-  # Gradients that vanish up to rounding are compared at 1e-3 of the largest one.
-  floor = 1e-3 * max(float(np.abs(t).max()) for t in [t_x, *t_params.values()] if t.size)
+  # Gradients that vanish up to rounding (a bias followed by batch normalization: float32
+  # sums of cancelling terms, whose last bits follow the order of the additions) are
+  # compared at 1e-2 of the largest one.
+  floor = 1e-2 * max(float(np.abs(t).max()) for t in [t_x, *t_params.values()] if t.size)
   assert_close(g_x, t_x, rtol, "d/dx", floor)
   for k, t in t_params.items():
     assert_close(g_params[k], t, rtol, f"d/d{k}", floor)

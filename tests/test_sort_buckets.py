@@ -42,8 +42,12 @@ def test_sort_argsort_top_k_match_tf_values_grad_and_vmap():
   fn = tfprims.convert_functional(_sorts, *spec)
   x = _ties((4, 6))
   w = np.random.default_rng(1).normal(size=(4, 6)).astype(np.float32)
-  for got, want in zip(jax.jit(fn)(x, w), _sorts(x, w)):
-    np.testing.assert_array_equal(got, want.numpy())
+  *outs, loss = jax.jit(fn)(x, w)
+  *want, want_loss = _sorts(x, w)
+  for got, expected in zip(outs, want):  # sorted values, orders, top-k: exact
+    np.testing.assert_array_equal(got, expected.numpy())
+  # the loss is a float32 sum: equal up to the order of its additions
+  np.testing.assert_allclose(loss, want_loss.numpy(), rtol=1e-6)
 
   # Gradient (TF's scatters the cotangent to the selected positions; ties by index).
   g = jax.grad(lambda x: fn(x, w)[-1])(x)
@@ -60,8 +64,10 @@ def test_sort_argsort_top_k_match_tf_values_grad_and_vmap():
   xs = np.stack([_ties((4, 6), seed=s) for s in range(3)])
   batched = jax.vmap(lambda x: fn(x, w))(xs)
   for i in range(3):
-    for got, want in zip(batched, _sorts(xs[i], w)):
-      np.testing.assert_array_equal(got[i], want.numpy())
+    *want, want_loss = _sorts(xs[i], w)
+    for got, expected in zip(batched[:-1], want):
+      np.testing.assert_array_equal(got[i], expected.numpy())
+    np.testing.assert_allclose(batched[-1][i], want_loss.numpy(), rtol=1e-6)
   vjaxpr = jax.make_jaxpr(jax.vmap(lambda x: fn(x, w)))(xs)
   assert non_tf_primitives(vjaxpr) == set()
   # Per-example gradients: vmap of grad.
