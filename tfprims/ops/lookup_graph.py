@@ -24,7 +24,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from tfprims import errors, graph as graph_lib
+from tfprims import errors, graph as graph_lib, opdefs
 from tfprims.core import structural
 from tfprims.interpreter import TableHandle
 from tfprims.ops.lookup import sorted_contents
@@ -90,18 +90,18 @@ def _source(by_def, ref: str) -> str:
   return name
 
 
-def _const(tf, by_def, ref: str) -> Optional[np.ndarray]:
+def _const(by_def, ref: str) -> Optional[np.ndarray]:
   node = by_def.get(_source(by_def, ref))
   if node is None or node.op != "Const":
     return None
-  return tf.make_ndarray(node.attr["value"].tensor)
+  return opdefs.decode_tensor(node.attr["value"].tensor)
 
 
 def _parse(text: str, dtype: np.dtype):
   return int(text) if dtype.kind in "iu" else float(text)
 
 
-def _read_text(tf, by_def, init, key_dtype, value_dtype) -> tuple[np.ndarray, np.ndarray]:
+def _read_text(by_def, init, key_dtype, value_dtype) -> tuple[np.ndarray, np.ndarray]:
   """A table's contents from ``InitializeTableFromTextFileV2`` (TF's key_index /
   value_index: a column, -1 the line number plus ``offset``, -2 the whole line);
   raises ``UnsupportedInputError`` naming the node and the file."""
@@ -110,7 +110,7 @@ def _read_text(tf, by_def, init, key_dtype, value_dtype) -> tuple[np.ndarray, np
   key_index, value_index = get("key_index", -2), get("value_index", -1)
   vocab_size, offset = get("vocab_size", -1), get("offset", 0)
   delimiter = get("delimiter", b"\t").decode("utf-8")
-  filename = _const(tf, by_def, init.input[1])
+  filename = _const(by_def, init.input[1])
   where = f"{init.op} node '{init.name}'"
   if filename is None:
     raise errors.UnsupportedInputError(
@@ -182,9 +182,9 @@ def _contents(tf, by_def, node, inits, export) -> tuple[np.ndarray, np.ndarray]:
     if not inits:  # a mutable table starts empty
       got = np.zeros([0], key_dtype), np.zeros((0,) + value_shape, value_dtype)
     elif inits[0].op == _TEXT:
-      got = _read_text(tf, by_def, inits[0], key_dtype, value_dtype)
+      got = _read_text(by_def, inits[0], key_dtype, value_dtype)
     else:
-      got = tuple(_const(tf, by_def, ref) for ref in inits[0].input[1:3])
+      got = tuple(_const(by_def, ref) for ref in inits[0].input[1:3])
       if any(g is None for g in got):
         raise errors.UnsupportedInputError(
           f"{where}: lookup table initialized by {inits[0].op} node '{inits[0].name}' "
@@ -193,7 +193,7 @@ def _contents(tf, by_def, node, inits, export) -> tuple[np.ndarray, np.ndarray]:
   keys, values = (np.asarray(g) for g in got)
   if kind == "MutableDenseHashTable":  # the export is every bucket: keep the entries
     keys = keys.reshape(-1) if keys.ndim == 2 and keys.shape[1] == 1 else keys
-    markers = [_const(tf, by_def, ref) for ref in _def_inputs(by_def, node)[:2]]
+    markers = [_const(by_def, ref) for ref in _def_inputs(by_def, node)[:2]]
     used = np.ones(keys.shape[0], bool)
     for marker in markers:
       if marker is not None:
