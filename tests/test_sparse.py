@@ -1,9 +1,9 @@
 """Sparse and ragged inputs, sparse outputs (as BCOO) and the sparse op family in real
-programs, against TF: ``tf.sparse.sparse_dense_matmul`` (eager, jit, gradients), a
-TF-Recommenders style ``tf.nn.safe_embedding_lookup_sparse``, several sparse ops in one
-function, a function returning a SparseTensor, and ragged inputs used through their
-components (docs/semantics/sparse.md). The ops themselves are property-tested against
-``tf.raw_ops`` by property_tests/test_ops.py."""
+programs, against TF: ``tf.sparse.sparse_dense_matmul`` (eager, jit, gradients),
+several sparse ops in one function, a function returning a SparseTensor, and ragged
+inputs used through their components (docs/semantics/sparse.md);
+``tf.nn.safe_embedding_lookup_sparse`` is in test_sparse_embedding.py. The ops
+themselves are property-tested against ``tf.raw_ops`` by property_tests/test_ops.py."""
 
 import jax
 import jax.numpy as jnp
@@ -65,40 +65,6 @@ def test_sparse_dense_matmul_eager_jit_and_gradients():
   # A dense shape the function cannot know under jit: a typed error naming the node.
   with pytest.raises(tfprims.StaticInputError, match="SparseTensorDenseMatMul"):
     jax.jit(lambda s: fn((_IDX, _VAL, s), _D))(_SHAPE)
-
-
-@pytest.mark.parametrize("combiner", ["mean", "sqrtn"])
-def test_safe_embedding_lookup_sparse_like_tf_recommenders(combiner):
-  table = tf.Variable(
-    np.random.default_rng(0).normal(size=(10, 3)).astype(np.float32), name="table"
-  )
-
-  @tf.function
-  def embed(ids, weights):
-    return tf.nn.safe_embedding_lookup_sparse(table, ids, weights, combiner=combiner)
-
-  spec_i = tf.SparseTensorSpec([None, None], tf.int64)
-  spec_w = tf.SparseTensorSpec([None, None], F32)
-  fn, params = tfprims.convert(embed, spec_i, spec_w)
-  # Rows: two ids with a duplicate (7 twice); empty; an invalid id (-1, pruned) and a
-  # zero weight (pruned); one id.
-  idx = np.array([[0, 0], [0, 1], [0, 2], [2, 0], [2, 1], [3, 0]], np.int64)
-  ids = tf.SparseTensor(idx, np.int64([7, 2, 7, -1, 4, 9]), [4, 3])
-  w = tf.SparseTensor(idx, np.float32([1.0, 0.5, 2.0, 1.0, 0.0, 3.0]), [4, 3])
-  out, _ = fn(params, ids, w)
-  np.testing.assert_allclose(out, embed(ids, w), rtol=1e-5, atol=1e-6)
-
-  # The embedding table's gradient (ids known: an eager call under jax.grad).
-  ct = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
-  grad = jax.grad(lambda p: jnp.sum(fn(p, ids, w)[0] * ct))(params)["table"]
-  with tf.GradientTape() as tape:
-    y = tf.reduce_sum(embed(ids, w) * ct)
-  np.testing.assert_allclose(
-    grad, tf.convert_to_tensor(tape.gradient(y, table)), rtol=1e-5, atol=1e-6
-  )
-  # Under jit the ids are traced: their lookup's sizes depend on them.
-  with pytest.raises((tfprims.StaticInputError, tfprims.DynamicShapeError)):
-    jax.jit(lambda i: fn(params, (idx, i, np.int64([4, 3])), w))(np.int64([7, 2, 7, -1, 4, 9]))
 
 
 def test_sparse_ops_in_one_function_eager_and_jit():

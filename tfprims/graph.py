@@ -66,6 +66,13 @@ class Node:
     return f"<Node {self.name} ({self.op})>"
 
 
+def new_node(name: str, op: str, inputs: Sequence[Ref] = (), **attrs: Any) -> Node:
+  """A node a graph rewrite adds (attrs as Python/numpy values, see
+  :func:`tfprims.opdefs.encode_attr`; a ``Const`` needs ``value`` and ``dtype``)."""
+  protos = {k: opdefs.encode_attr(v) for k, v in attrs.items()}
+  return Node(name, op, [tuple(i) for i in inputs], [], protos)
+
+
 @dataclasses.dataclass
 class Graph:
   """A TF graph or function body as a topologically sorted node list.

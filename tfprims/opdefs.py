@@ -91,6 +91,21 @@ def decode_attr(value) -> Any:
   return None
 
 
+def encode_attr(value) -> Any:
+  """An ``AttrValue`` proto for a value of a node a graph rewrite adds: numpy arrays
+  -> tensors, dtypes -> types, lists -> int lists, bools -> b, ints -> i."""
+  tf = import_tensorflow()
+  if isinstance(value, (np.ndarray, np.generic)):
+    return tf.compat.v1.AttrValue(tensor=tf.make_tensor_proto(value))
+  if isinstance(value, (np.dtype, type)):
+    return tf.compat.v1.AttrValue(type=tf.as_dtype(value).as_datatype_enum)
+  if isinstance(value, (list, tuple)):
+    return tf.compat.v1.AttrValue(list=tf.compat.v1.AttrValue.ListValue(i=list(value)))
+  if isinstance(value, bool):
+    return tf.compat.v1.AttrValue(b=value)
+  return tf.compat.v1.AttrValue(i=int(value))
+
+
 # TensorProto value fields of the dtypes whose values numpy reads directly.
 _VALUE_FIELDS = {
   np.dtype(np.float32): "float_val",

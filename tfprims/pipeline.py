@@ -19,8 +19,10 @@ obtains a GraphDef, the tensors it feeds and fetches, and its params; then
 5. the x64-narrowing check (64-bit values JAX computes in 32 bits);
 6. jax2tf pattern rewrites (``infer_relu_from_jax2tf``);
 7. the segment ids of TF's ragged reductions computed in static sizes
-   (:func:`tfprims.ops.ragged_patterns.static_segment_ids`), so that they jit with
-   traced row splits.
+   (:func:`tfprims.ops.ragged_patterns.static_segment_ids`), and sparse tensors filled
+   and reduced by row (``tf.nn.safe_embedding_lookup_sparse``) kept in static sizes
+   (:func:`tfprims.ops.sparse_patterns.static_fills`), so that they jit with traced
+   row splits and entries.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 import numpy as np
 
 from tfprims import core, dtypes, errors, graph as graph_lib, interpreter
-from tfprims.ops import jax2tf_patterns, lookup_graph, ragged_patterns
+from tfprims.ops import jax2tf_patterns, lookup_graph, ragged_patterns, sparse_patterns
 from tfprims.ops.control_flow import v1 as control_flow_v1
 from tfprims.specs import TensorSpec
 
@@ -136,11 +138,12 @@ def prepare(
   )
   if options["infer_relu_from_jax2tf"]:
     jax2tf_patterns.infer_relu([graph, *library.reachable(graph).values()])
-  graph = ragged_patterns.static_segment_ids(graph)
-  for fname, g in library.reachable(graph).items():
-    rewritten = ragged_patterns.static_segment_ids(g)
-    if rewritten is not g:
-      library.replace_graph(fname, rewritten)
+  for static_sizes in (ragged_patterns.static_segment_ids, sparse_patterns.static_fills):
+    graph = static_sizes(graph)
+    for fname, g in library.reachable(graph).items():
+      rewritten = static_sizes(g)
+      if rewritten is not g:
+        library.replace_graph(fname, rewritten)
   return dataclasses.replace(prepared, graph=graph)
 
 

@@ -24,7 +24,7 @@ from typing import Optional
 
 import numpy as np
 
-from tfprims import errors, graph as graph_lib
+from tfprims import graph as graph_lib
 
 _SCOPE = "RaggedSplitsToSegmentIds"
 _IDS = f"{_SCOPE}/Repeat/boolean_mask/GatherV2"
@@ -46,30 +46,14 @@ def _splits_ref(graph: graph_lib.Graph, ids_node: str) -> Optional[graph_lib.Ref
   return tuple(node.inputs[0])
 
 
-def _attr(tf, value) -> object:
-  if isinstance(value, (np.ndarray, np.generic)):
-    return tf.compat.v1.AttrValue(tensor=tf.make_tensor_proto(value))
-  if isinstance(value, (np.dtype, type)):
-    return tf.compat.v1.AttrValue(type=tf.as_dtype(value).as_datatype_enum)
-  if isinstance(value, (list, tuple)):
-    return tf.compat.v1.AttrValue(list=tf.compat.v1.AttrValue.ListValue(i=list(value)))
-  return tf.compat.v1.AttrValue(i=int(value))
-
-
 def _segment_ids(
-  tf, prefix: str, data: graph_lib.Ref, splits: graph_lib.Ref, dtype: np.dtype
+  prefix: str, data: graph_lib.Ref, splits: graph_lib.Ref, dtype: np.dtype
 ) -> list[graph_lib.Node]:
   """The nodes computing ``UpperBound([splits], [range(len(data))])[0] - 1`` (the last
   one named ``prefix``)."""
 
   def node(name, op, inputs, **attrs):
-    return graph_lib.Node(
-      f"{prefix}/{name}" if name else prefix,
-      op,
-      [tuple(i) for i in inputs],
-      [],
-      {k: _attr(tf, v) for k, v in attrs.items()},
-    )
+    return graph_lib.new_node(f"{prefix}/{name}" if name else prefix, op, inputs, **attrs)
 
   def const(name, value):
     return node(name, "Const", [], value=value, dtype=value.dtype)
@@ -115,13 +99,12 @@ def static_segment_ids(graph: graph_lib.Graph) -> graph_lib.Graph:
       todo[ids_name] = (splits, dtype, users)
   if not todo:
     return graph
-  tf = errors.import_tensorflow()
   replaced: dict[str, graph_lib.Node] = {}
   added: list[graph_lib.Node] = []
   for splits, dtype, users in todo.values():
     for user in users:
       prefix = f"{user.name}/tfprims_static_segment_ids"
-      added += _segment_ids(tf, prefix, tuple(user.inputs[0]), splits, dtype)
+      added += _segment_ids(prefix, tuple(user.inputs[0]), splits, dtype)
       inputs = [tuple(r) for r in user.inputs]
       inputs[1] = (prefix, 0)
       replaced[user.name] = user.rewired(inputs, user.control_inputs)
