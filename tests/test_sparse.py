@@ -345,6 +345,56 @@ def test_split_bincount_and_sparse_counts_eager_and_jit():
     jax.jit(lambda v: gn((idx, v, shape), (idx, wv, shape)))(ints)
 
 
+def test_dense_bincount_sparse_output_eager_and_jit_and_tf_errors():
+  """tf.sparse.bincount of a dense tensor (DenseCountSparseOutput): rank 2 (per row)
+  and rank 1 (axis=0), duplicates, a value past maxlength, empty rows of columns, as
+  TF eager, jit with the weights traced; the counted values traced raise
+  StaticInputError; negative values and a [0, n] input raise as TF does."""
+  ids = np.array([[3, 1, 3], [0, 7, 7]], np.int64)
+
+  def counts(x, w):
+    return (
+      tf.sparse.bincount(x, weights=w, axis=-1),
+      tf.sparse.bincount(x, maxlength=4, binary_output=True, axis=-1),
+      tf.sparse.bincount(x, weights=w, minlength=10, axis=0),
+      tf.sparse.bincount(x[:, :0], axis=-1),
+      tf.sparse.bincount(x, weights=w, maxlength=0, axis=-1),
+    )
+
+  f = tf.function(lambda w: counts(tf.constant(ids), w))  # known ids
+  g = tf.function(counts)  # ids an input
+  wspec = tf.TensorSpec([2, 3], F32)
+  fn = tfprims.convert_functional(f, wspec)
+  gn = tfprims.convert_functional(g, tf.TensorSpec([2, 3], tf.int64), wspec)
+  w = np.float32([[0.5, 1.5, -2.0], [3.0, 4.0, 0.25]])
+  want = tf.nest.flatten(f(w), expand_composites=True)
+  for got in (gn(ids, w), fn(w), jax.jit(fn)(w)):
+    flat = []
+    for x in jax.tree.leaves(got, is_leaf=lambda x: isinstance(x, sparse.BCOO)):
+      flat += [x.indices, x.data, np.asarray(x.shape)]
+    assert len(flat) == len(want)
+    for x, y in zip(flat, want):
+      np.testing.assert_allclose(np.asarray(x).reshape(y.shape), y.numpy(), rtol=1e-6)
+  assert "tf.DenseCountSparseOutput" in jaxpr_primitives(jax.make_jaxpr(fn)(w))
+  with pytest.raises(tfprims.StaticInputError, match="node"):
+    jax.jit(lambda v: gn(v, w))(ids)
+  neg = ids - 1
+  with pytest.raises(tf.errors.InvalidArgumentError, match="must all be non-negative"):
+    g(neg, w)
+  with pytest.raises(tfprims.errors.OpError, match="DenseCount.*must all be non-negative"):
+    gn(neg, w)
+  raw = tf.function(
+    lambda x: tf.raw_ops.DenseCountSparseOutput(
+      values=x, weights=tf.zeros([0]), binary_output=False
+    )
+  )
+  none = np.zeros((0, 3), np.int32)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="cannot be 0"):
+    raw(none)
+  with pytest.raises(tfprims.errors.OpError, match="cannot be 0"):
+    tfprims.convert_functional(raw, tf.TensorSpec([0, 3], tf.int32))(none)
+
+
 def test_grad_through_sparse_add_fill_empty_rows_slice_uses_tf_gradient_ops():
   @tf.function
   def f(a, b):
