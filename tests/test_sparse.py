@@ -16,6 +16,7 @@ import tfprims
 from helpers import jaxpr_primitives
 
 F32 = tf.float32
+R = tf.raw_ops
 
 # Unsorted, a duplicate ((2, 1) twice), an empty row (1), an empty column (3).
 _IDX = np.array([[2, 1], [0, 0], [2, 1], [0, 2], [3, 0]], np.int64)
@@ -299,6 +300,65 @@ def test_indices_outside_the_dense_shape_add_nothing():
   want = tf.sparse.add(tf.SparseTensor(idx[:1], vals[:1], [2, 2]), dense).numpy()
   got = get_op("SparseTensorDenseAdd")(idx, vals, dense, a_shape=(2, 2))
   np.testing.assert_array_equal(got, want)
+
+
+def test_sparse_dense_cwise_index_outside_the_shape_nan_or_raise_as_tf():
+  """docs/semantics/sparse.md: SparseDenseCwiseMul/Add/Div with an index outside
+  sp_shape (past the end, negative, in a dimension the dense side broadcasts): TF
+  raises; eager calls raise RuntimeCheckError with TF's message, jit gives NaN there
+  (0 for integers) and TF's values and gradients elsewhere, runtime_checks raises."""
+  from tfprims.core import get_op
+
+  @tf.function
+  def f(i, v, d):
+    ops = (R.SparseDenseCwiseMul, R.SparseDenseCwiseAdd, R.SparseDenseCwiseDiv)
+    return [op(sp_indices=i, sp_values=v, sp_shape=[2, 3], dense=d) for op in ops]
+
+  spec = (tf.TensorSpec([6, 2], tf.int64), tf.TensorSpec([6], F32), tf.TensorSpec([1, 3], F32))
+  fn = tfprims.convert_functional(f, *spec)
+  bad = np.array([[0, 1], [2, 0], [-1, 1], [1, 3], [1, 2], [9, 0]], np.int64)
+  ok = np.array([True, False, False, False, True, False])
+  good = np.where(ok[:, None], bad, 0)
+  v, d = np.float32([2, 3, 4, 5, 6, 7]), np.float32([[1.5, -2.0, 4.0]])
+  for x, y in zip(fn(good, v, d), f(good, v, d)):
+    np.testing.assert_allclose(x, y.numpy(), rtol=1e-6)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="out-of-bounds"):
+    f(bad, v, d)
+  with pytest.raises(tfprims.RuntimeCheckError, match="SparseDenseCwiseMul.*out-of-bounds"):
+    fn(bad, v, d)
+  want = f(bad[ok], v[ok], d)
+
+  def loss(v, d):
+    out = fn(bad, v, d)
+    return sum(jnp.sum(jnp.where(ok, o, 0.0)) for o in (out[0], out[2])), out
+
+  (_, got), grads = jax.jit(jax.value_and_grad(loss, argnums=(0, 1), has_aux=True))(v, d)
+  for x, y in zip(got, want):
+    assert np.isnan(np.asarray(x)[~ok]).all()
+    np.testing.assert_allclose(np.asarray(x)[ok], y.numpy(), rtol=1e-6)
+  with tf.GradientTape() as tape:
+    tv, td = tf.constant(v[ok]), tf.constant(d)
+    tape.watch([tv, td])
+    kw = {"sp_indices": bad[ok], "sp_values": tv, "sp_shape": [2, 3], "dense": td}
+    tf_loss = tf.reduce_sum(R.SparseDenseCwiseMul(**kw)) + tf.reduce_sum(
+      R.SparseDenseCwiseDiv(**kw)
+    )
+  tgv, tgd = tape.gradient(tf_loss, [tv, td])
+  np.testing.assert_allclose(grads[0][ok], tgv.numpy(), rtol=1e-6)
+  np.testing.assert_array_equal(grads[0][~ok], 0)
+  np.testing.assert_allclose(grads[1], tgd.numpy(), rtol=1e-6)
+  # Integers: 0 where the index is outside.
+  vi, di = np.int32([2, 3, 4, 5, 6, 7]), np.int32([[3, -2, 4]])
+  got = get_op("SparseDenseCwiseMul")(bad, vi, di, sp_shape=(2, 3))
+  np.testing.assert_array_equal(np.asarray(got)[~ok], 0)
+  want = R.SparseDenseCwiseMul(sp_indices=bad[ok], sp_values=vi[ok], sp_shape=[2, 3], dense=di)
+  np.testing.assert_array_equal(np.asarray(got)[ok], want.numpy())
+  with tfprims.override_config("runtime_checks", True):
+    checked = jax.jit(fn)
+    with pytest.raises(Exception, match="out-of-bounds"):
+      jax.block_until_ready(checked(bad, v, d))
+    for x, y in zip(checked(good, v, d), f(good, v, d)):
+      np.testing.assert_allclose(x, y.numpy(), rtol=1e-6)
 
 
 def test_split_bincount_and_sparse_counts_eager_and_jit():
