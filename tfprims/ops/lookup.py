@@ -15,9 +15,12 @@ params through the handle:
 * ``LookupTableExportV2``: the keys and values params, sorted by key (TF's order is
   its hash map's, unspecified).
 
-Writes (``LookupTableInsertV2``, ``LookupTableRemoveV2``) and tables created inside
-the function are refused at conversion, naming the node; tables with string keys or
-values are refused too (they must run in TF). See docs/semantics/lookup.md.
+Anonymous tables (``experimental_is_anonymous=True``: ``AnonymousHashTable``...) are
+captured the same way; those a function creates itself (its graph holds the creator)
+are resolved as a TF1 graph's by :mod:`tfprims.ops.lookup_graph`. Writes
+(``LookupTableInsertV2``, ``LookupTableRemoveV2``) and tables created inside a library
+function are refused at conversion, naming the node; tables with string keys or values
+are refused too (they must run in TF). See docs/semantics/lookup.md.
 """
 
 from __future__ import annotations
@@ -357,14 +360,6 @@ declare_unsupported(
   "their contents exported at conversion: fill the table in TF before "
   "converting, and write it there",
 )
-declare_unsupported(  # the V2 creators of a TF1 graph: tfprims.ops.lookup_graph
-  "AnonymousHashTable",
-  "AnonymousMutableHashTable",
-  "AnonymousMutableHashTableOfTensors",
-  "AnonymousMutableDenseHashTable",
-  hint="the function creates a lookup table; create it outside the tf.function "
-  "(tfprims exports a captured table's contents at conversion)",
-)
 
 
 # --- at conversion: a captured table's contents as params ----------------------------------
@@ -375,6 +370,10 @@ _CREATORS = {
   "MutableHashTableV2": "MutableHashTable",
   "MutableHashTableOfTensorsV2": "MutableHashTableOfTensors",
   "MutableDenseHashTableV2": "MutableDenseHashTable",
+  "AnonymousHashTable": "HashTable",
+  "AnonymousMutableHashTable": "MutableHashTable",
+  "AnonymousMutableHashTableOfTensors": "MutableHashTableOfTensors",
+  "AnonymousMutableDenseHashTable": "MutableDenseHashTable",
 }
 
 
