@@ -552,19 +552,22 @@ def test_anonymous_tables_captured_created_inside_saved_and_tf1_vs_tf(tmp_path, 
 
   class Tables(tf.Module):
     def __init__(self):
-      self.static, self.vec = static, vec
+      self.static, self.vec, self.dense = static, vec, dense
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.int64)])
     def __call__(self, k):
-      return {"static": self.static.lookup(k), "vec": self.vec.lookup(k)}
+      return {name: getattr(self, name).lookup(k) for name in ("static", "vec", "dense")}
 
   tf.saved_model.save(Tables(), str(tmp_path / "anon"))
   restored = tf.saved_model.load(str(tmp_path / "anon"))
   want = restored.signatures["serving_default"](k=tf.constant(k))
   fn, params = tfprims.load_saved_model(str(tmp_path / "anon"))
-  assert sorted(params) == ["static/keys", "static/values", "vec/keys", "vec/values"]
+  assert sorted(params) == [
+    f"{t}/{p}" for t in ("dense", "static", "vec") for p in ("keys", "values")
+  ]
+  np.testing.assert_array_equal(params["dense/keys"], np.sort(table_keys))  # no markers
   got = fn(params, k=k)[0]
-  for name in ("static", "vec"):
+  for name in ("static", "vec", "dense"):
     np.testing.assert_array_equal(got[name], want[name].numpy())
 
   # TF1: an anonymous table lives for one Session.run, so the run must initialize it

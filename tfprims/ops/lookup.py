@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.interpreters import ad
 
-from tfprims import dtypes, errors, rules
+from tfprims import dtypes, errors, opdefs, rules
 from tfprims.core import declare_unsupported, register_op, structural, tfops
 from tfprims.interpreter import TableHandle
 from tfprims.errors import import_tensorflow
@@ -396,41 +396,55 @@ def table_owner(handle) -> Optional[Any]:
   return None
 
 
-def _created_as(owner) -> tuple[Optional[str], dict]:
+def _created_as(owner) -> tuple[Optional[str], dict, Optional[tuple]]:
   """The creating op's kind and attrs, read from a restored resource's
-  ``_create_resource`` function (nested calls included)."""
+  ``_create_resource`` function (nested calls included), and a dense table's empty
+  and deleted keys where they are constants there."""
   create = getattr(owner, "_create_resource", None)
   if create is None:
-    return None, {}
+    return None, {}, None
   try:
     cf = create.get_concrete_function() if hasattr(create, "get_concrete_function") else create
     graph_def = cf.graph.as_graph_def()
   except Exception:  # not a function we can read
-    return None, {}
+    return None, {}, None
   nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+  consts = {n.name: n for n in nodes if n.op == "Const"}
   for node in nodes:
     if node.op in _CREATORS:
-      return _CREATORS[node.op], node.attr
-  return None, {}
+      found = [consts.get(ref.split(":")[0]) for ref in node.input[:2]]
+      markers = None
+      if _CREATORS[node.op] == "MutableDenseHashTable" and len(found) == 2 and all(found):
+        markers = tuple(opdefs.decode_tensor(c.attr["value"].tensor).reshape(-1)[0] for c in found)
+        markers += (not node.attr["value_shape"].shape.dim,)  # scalar values
+      return _CREATORS[node.op], node.attr, markers
+  return None, {}, None
 
 
 def _describe(owner) -> tuple[str, Any, Any, Any]:
-  """(kind, key dtype, value dtype, dense-table empty/deleted keys or None)."""
+  """(kind, key dtype, value dtype, a dense table's (empty key, deleted key, scalar
+  values?) or None)."""
   tf = import_tensorflow()
   from tensorflow.python.ops.lookup_ops import MutableHashTable
 
   dense = getattr(tf.lookup.experimental, "DenseHashTable", ())
-  kind, attrs = _created_as(owner)
+  kind, attrs, markers = _created_as(owner)
   if kind is not None:
     return (
       kind,
       tf.as_dtype(attrs["key_dtype"].type),
       tf.as_dtype(attrs["value_dtype"].type),
-      None,
+      markers,
     )
   key_dtype, value_dtype = (getattr(owner, "key_dtype", None), getattr(owner, "value_dtype", None))
   if isinstance(owner, dense):
-    return ("MutableDenseHashTable", key_dtype, value_dtype, (owner._empty_key, owner._deleted_key))  # pylint: disable=protected-access
+    scalar = owner._value_shape.rank == 0  # pylint: disable=protected-access
+    return (
+      "MutableDenseHashTable",
+      key_dtype,
+      value_dtype,
+      (owner._empty_key, owner._deleted_key, scalar),
+    )  # pylint: disable=protected-access
   if isinstance(owner, MutableHashTable):
     return "MutableHashTable", key_dtype, value_dtype, None
   return "HashTable", key_dtype, value_dtype, None  # StaticHashTable and its kin
@@ -559,7 +573,7 @@ def capture(node_name: str, captured, owner, consumers: str) -> tuple[str, dict]
     keys = keys.reshape(-1)  # a dense table exports every bucket: keep the entries
     used = (keys != dense_markers[0]) & (keys != dense_markers[1])
     keys, values = keys[used], values[used]
-    if values.ndim == 2 and values.shape[1] == 1 and owner._value_shape.rank == 0:  # pylint: disable=protected-access
+    if values.ndim == 2 and values.shape[1] == 1 and dense_markers[2]:  # scalar values
       values = values[:, 0]
   return kind, sorted_contents(where, keys, values)
 
