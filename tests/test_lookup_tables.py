@@ -1,8 +1,9 @@
 """Lookup tables whose contents are known at conversion (tfprims/ops/lookup.py,
 docs/semantics/lookup.md): captured StaticHashTable (tensors or a vocabulary file),
-MutableHashTable(OfTensors) and DenseHashTable read-only, Keras IntegerLookup, and the
-same from SavedModels, against TF; the refusals name the node. LookupTableFindV2's
-property spec (tests the op on drawn tables) runs in property_tests/test_ops.py."""
+MutableHashTable(OfTensors) and DenseHashTable read-only, their anonymous forms, Keras
+IntegerLookup, and the same from SavedModels and TF1 graphs, against TF; the refusals
+name the node. LookupTableFindV2's property spec (tests the op on drawn tables) runs in
+property_tests/test_ops.py."""
 
 import warnings
 
@@ -485,3 +486,107 @@ def test_tf1_graph_table_file_columns_vs_tf(tmp_path, x64, columns):
       want = sess.run("y:0", {x: ids})
   got = tfprims.convert_graph_def(g.as_graph_def(), ["x:0"], ["y:0"])(ids)[0]
   np.testing.assert_array_equal(got, want)
+
+
+def test_anonymous_tables_captured_created_inside_saved_and_tf1_vs_tf(tmp_path, x64):
+  """experimental_is_anonymous=True tables (AnonymousHashTable,
+  AnonymousMutableHashTable(OfTensors), AnonymousMutableDenseHashTable): captured ones
+  (created eagerly), a StaticHashTable built inside the tf.function (TF lifts it; its
+  initializer is folded), mutable and dense tables created inside it (the creator in
+  the graph: imported constants, or empty), a SavedModel's and a TF1 graph's, against
+  TF; a table the function writes stays refused, naming the nodes."""
+  table_keys, table_vals = np.asarray([7, I64.max, I64.min]), np.float32([1.5, -2.0, 3.25])
+  keys, vals = tf.constant(table_keys), tf.constant(table_vals)
+  anon = {"experimental_is_anonymous": True}
+  static = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, vals), -1.0, **anon)
+  vec = tf.lookup.experimental.MutableHashTable(tf.int64, tf.float32, [-1.0, 0.0], **anon)
+  vec.insert(keys[:2], tf.constant([[1.0, 2.0], [3.0, 4.0]]))
+  dense_kw = dict(empty_key=-5, deleted_key=-6, **anon)
+  dense = tf.lookup.experimental.DenseHashTable(tf.int64, tf.float32, -1.0, **dense_kw)
+  dense.insert(keys, vals * 2.0)
+
+  @tf.function
+  def f(k):
+    inner = tf.lookup.StaticHashTable(
+      tf.lookup.KeyValueTensorInitializer(tf.constant([3, 7], tf.int64), tf.constant([0.5, 0.25])),
+      -2.0,
+      **anon,
+    )
+    mut = tf.lookup.experimental.MutableHashTable(tf.int64, tf.float32, -3.0, **anon)
+    tf.raw_ops.LookupTableImportV2(  # a duplicate key: the last value, as TF
+      table_handle=mut.resource_handle,
+      keys=tf.constant([7, 7, 0], tf.int64),
+      values=tf.constant([1.0, 2.0, 4.0]),
+    )
+    empty = tf.lookup.experimental.DenseHashTable(tf.int64, tf.float32, -4.0, **dense_kw)
+    return (
+      static.lookup(k),
+      vec.lookup(k),
+      dense.lookup(k),
+      static.size(),
+      inner.lookup(k),
+      mut.lookup(k),
+      mut.size(),
+      empty.lookup(k),
+    )
+
+  fn, params = tfprims.convert(f, tf.TensorSpec([None], tf.int64))
+  assert len(params) == 12  # six tables, all params
+  k = np.asarray([7, 3, I64.min, 0, 7, I64.max], np.int64)  # misses, duplicates, extremes
+  want = [t.numpy() for t in f(tf.constant(k))]
+  for got in (fn(params, k)[0], jax.jit(fn)(params, k)[0]):
+    for x, y in zip(got, want, strict=True):
+      np.testing.assert_array_equal(x, y)
+
+  @tf.function
+  def writes(k):
+    t = tf.lookup.experimental.MutableHashTable(tf.int64, tf.float32, -1.0, **anon)
+    t.insert(k, tf.ones_like(k, tf.float32))
+    return t.lookup(k)
+
+  with pytest.raises(
+    tfprims.ConversionError,
+    match=r"AnonymousMutableHashTable node .* written by LookupTableInsertV2 node",
+  ):
+    tfprims.convert(writes, tf.TensorSpec([2], tf.int64))
+
+  class Tables(tf.Module):
+    def __init__(self):
+      self.static, self.vec, self.dense = static, vec, dense
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int64)])
+    def __call__(self, k):
+      return {name: getattr(self, name).lookup(k) for name in ("static", "vec", "dense")}
+
+  tf.saved_model.save(Tables(), str(tmp_path / "anon"))
+  restored = tf.saved_model.load(str(tmp_path / "anon"))
+  want = restored.signatures["serving_default"](k=tf.constant(k))
+  fn, params = tfprims.load_saved_model(str(tmp_path / "anon"))
+  assert sorted(params) == [
+    f"{t}/{p}" for t in ("dense", "static", "vec") for p in ("keys", "values")
+  ]
+  np.testing.assert_array_equal(params["dense/keys"], np.sort(table_keys))  # no markers
+  got = fn(params, k=k)[0]
+  for name in ("static", "vec", "dense"):
+    np.testing.assert_array_equal(got[name], want[name].numpy())
+
+  # TF1: an anonymous table lives for one Session.run, so the run must initialize it
+  g = tf.Graph()
+  with g.as_default():
+    x = tf.compat.v1.placeholder(tf.int64, [None], name="x")
+    init = tf.lookup.KeyValueTensorInitializer(table_keys, table_vals)
+    t = tf.lookup.StaticHashTable(init, -1.0, **anon)
+    with tf.control_dependencies([tf.compat.v1.tables_initializer()]):
+      tf.identity(t.lookup(x), name="y")
+    tf.identity(t.lookup(x), name="uninitialized")
+  with tf.compat.v1.Session(graph=g) as sess:
+    want = sess.run("y:0", {"x:0": k})
+    with pytest.raises(tf.errors.FailedPreconditionError, match="not initialized"):
+      sess.run("uninitialized:0", {"x:0": k})
+    fn, params = tfprims.convert_session(sess, ["x:0"], ["y:0"])
+  np.testing.assert_array_equal(fn(params, k)[0][0], want)
+  np.testing.assert_array_equal(
+    tfprims.convert_graph_def(g.as_graph_def(), ["x"], ["y"])(k)[0], want
+  )
+  with pytest.raises(tfprims.ConversionError, match="AnonymousHashTable node .*not initialized"):
+    tfprims.convert_graph_def(g.as_graph_def(), ["x"], ["uninitialized"])

@@ -16,6 +16,7 @@ import tfprims
 from helpers import jaxpr_primitives
 
 F32 = tf.float32
+R = tf.raw_ops
 
 # Unsorted, a duplicate ((2, 1) twice), an empty row (1), an empty column (3).
 _IDX = np.array([[2, 1], [0, 0], [2, 1], [0, 2], [3, 0]], np.int64)
@@ -267,6 +268,65 @@ def test_indices_outside_the_dense_shape_add_nothing():
   np.testing.assert_array_equal(got, want)
 
 
+def test_sparse_dense_cwise_index_outside_the_shape_nan_or_raise_as_tf():
+  """docs/semantics/sparse.md: SparseDenseCwiseMul/Add/Div with an index outside
+  sp_shape (past the end, negative, in a dimension the dense side broadcasts): TF
+  raises; eager calls raise RuntimeCheckError with TF's message, jit gives NaN there
+  (0 for integers) and TF's values and gradients elsewhere, runtime_checks raises."""
+  from tfprims.core import get_op
+
+  @tf.function
+  def f(i, v, d):
+    ops = (R.SparseDenseCwiseMul, R.SparseDenseCwiseAdd, R.SparseDenseCwiseDiv)
+    return [op(sp_indices=i, sp_values=v, sp_shape=[2, 3], dense=d) for op in ops]
+
+  spec = (tf.TensorSpec([6, 2], tf.int64), tf.TensorSpec([6], F32), tf.TensorSpec([1, 3], F32))
+  fn = tfprims.convert_functional(f, *spec)
+  bad = np.array([[0, 1], [2, 0], [-1, 1], [1, 3], [1, 2], [9, 0]], np.int64)
+  ok = np.array([True, False, False, False, True, False])
+  good = np.where(ok[:, None], bad, 0)
+  v, d = np.float32([2, 3, 4, 5, 6, 7]), np.float32([[1.5, -2.0, 4.0]])
+  for x, y in zip(fn(good, v, d), f(good, v, d)):
+    np.testing.assert_allclose(x, y.numpy(), rtol=1e-6)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="out-of-bounds"):
+    f(bad, v, d)
+  with pytest.raises(tfprims.RuntimeCheckError, match="SparseDenseCwiseMul.*out-of-bounds"):
+    fn(bad, v, d)
+  want = f(bad[ok], v[ok], d)
+
+  def loss(v, d):
+    out = fn(bad, v, d)
+    return sum(jnp.sum(jnp.where(ok, o, 0.0)) for o in (out[0], out[2])), out
+
+  (_, got), grads = jax.jit(jax.value_and_grad(loss, argnums=(0, 1), has_aux=True))(v, d)
+  for x, y in zip(got, want):
+    assert np.isnan(np.asarray(x)[~ok]).all()
+    np.testing.assert_allclose(np.asarray(x)[ok], y.numpy(), rtol=1e-6)
+  with tf.GradientTape() as tape:
+    tv, td = tf.constant(v[ok]), tf.constant(d)
+    tape.watch([tv, td])
+    kw = {"sp_indices": bad[ok], "sp_values": tv, "sp_shape": [2, 3], "dense": td}
+    tf_loss = tf.reduce_sum(R.SparseDenseCwiseMul(**kw)) + tf.reduce_sum(
+      R.SparseDenseCwiseDiv(**kw)
+    )
+  tgv, tgd = tape.gradient(tf_loss, [tv, td])
+  np.testing.assert_allclose(grads[0][ok], tgv.numpy(), rtol=1e-6)
+  np.testing.assert_array_equal(grads[0][~ok], 0)
+  np.testing.assert_allclose(grads[1], tgd.numpy(), rtol=1e-6)
+  # Integers: 0 where the index is outside.
+  vi, di = np.int32([2, 3, 4, 5, 6, 7]), np.int32([[3, -2, 4]])
+  got = get_op("SparseDenseCwiseMul")(bad, vi, di, sp_shape=(2, 3))
+  np.testing.assert_array_equal(np.asarray(got)[~ok], 0)
+  want = R.SparseDenseCwiseMul(sp_indices=bad[ok], sp_values=vi[ok], sp_shape=[2, 3], dense=di)
+  np.testing.assert_array_equal(np.asarray(got)[ok], want.numpy())
+  with tfprims.override_config("runtime_checks", True):
+    checked = jax.jit(fn)
+    with pytest.raises(Exception, match="out-of-bounds"):
+      jax.block_until_ready(checked(bad, v, d))
+    for x, y in zip(checked(good, v, d), f(good, v, d)):
+      np.testing.assert_allclose(x, y.numpy(), rtol=1e-6)
+
+
 def test_split_bincount_and_sparse_counts_eager_and_jit():
   # Unsorted, duplicate values in a row, an empty row (1), values past maxlength (7, 9).
   idx = np.array([[2, 1], [0, 0], [2, 3], [0, 4], [3, 0], [0, 2], [2, 4]], np.int64)
@@ -309,6 +369,56 @@ def test_split_bincount_and_sparse_counts_eager_and_jit():
   # The counted ids traced: the sizes depend on them.
   with pytest.raises(tfprims.StaticInputError, match="node"):
     jax.jit(lambda v: gn((idx, v, shape), (idx, wv, shape)))(ints)
+
+
+def test_dense_bincount_sparse_output_eager_and_jit_and_tf_errors():
+  """tf.sparse.bincount of a dense tensor (DenseCountSparseOutput): rank 2 (per row)
+  and rank 1 (axis=0), duplicates, a value past maxlength, empty rows of columns, as
+  TF eager, jit with the weights traced; the counted values traced raise
+  StaticInputError; negative values and a [0, n] input raise as TF does."""
+  ids = np.array([[3, 1, 3], [0, 7, 7]], np.int64)
+
+  def counts(x, w):
+    return (
+      tf.sparse.bincount(x, weights=w, axis=-1),
+      tf.sparse.bincount(x, maxlength=4, binary_output=True, axis=-1),
+      tf.sparse.bincount(x, weights=w, minlength=10, axis=0),
+      tf.sparse.bincount(x[:, :0], axis=-1),
+      tf.sparse.bincount(x, weights=w, maxlength=0, axis=-1),
+    )
+
+  f = tf.function(lambda w: counts(tf.constant(ids), w))  # known ids
+  g = tf.function(counts)  # ids an input
+  wspec = tf.TensorSpec([2, 3], F32)
+  fn = tfprims.convert_functional(f, wspec)
+  gn = tfprims.convert_functional(g, tf.TensorSpec([2, 3], tf.int64), wspec)
+  w = np.float32([[0.5, 1.5, -2.0], [3.0, 4.0, 0.25]])
+  want = tf.nest.flatten(f(w), expand_composites=True)
+  for got in (gn(ids, w), fn(w), jax.jit(fn)(w)):
+    flat = []
+    for x in jax.tree.leaves(got, is_leaf=lambda x: isinstance(x, sparse.BCOO)):
+      flat += [x.indices, x.data, np.asarray(x.shape)]
+    assert len(flat) == len(want)
+    for x, y in zip(flat, want):
+      np.testing.assert_allclose(np.asarray(x).reshape(y.shape), y.numpy(), rtol=1e-6)
+  assert "tf.DenseCountSparseOutput" in jaxpr_primitives(jax.make_jaxpr(fn)(w))
+  with pytest.raises(tfprims.StaticInputError, match="node"):
+    jax.jit(lambda v: gn(v, w))(ids)
+  neg = ids - 1
+  with pytest.raises(tf.errors.InvalidArgumentError, match="must all be non-negative"):
+    g(neg, w)
+  with pytest.raises(tfprims.errors.OpError, match="DenseCount.*must all be non-negative"):
+    gn(neg, w)
+  raw = tf.function(
+    lambda x: tf.raw_ops.DenseCountSparseOutput(
+      values=x, weights=tf.zeros([0]), binary_output=False
+    )
+  )
+  none = np.zeros((0, 3), np.int32)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="cannot be 0"):
+    raw(none)
+  with pytest.raises(tfprims.errors.OpError, match="cannot be 0"):
+    tfprims.convert_functional(raw, tf.TensorSpec([0, 3], tf.int32))(none)
 
 
 def test_grad_through_sparse_add_fill_empty_rows_slice_uses_tf_gradient_ops():

@@ -114,7 +114,12 @@ def prepare(
   graph = control_flow_v1.functionalize(graph, library)
   _functionalize_functions(graph, library)
   graph, tables = lookup_graph.resolve(
-    graph, graph_def, library, problems=problems, export=export_table
+    graph,
+    graph_def,
+    library,
+    problems=problems,
+    export=export_table,
+    taken=frozenset(s.name for s in params),
   )
   unfed = [
     n.name

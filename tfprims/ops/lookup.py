@@ -15,9 +15,12 @@ params through the handle:
 * ``LookupTableExportV2``: the keys and values params, sorted by key (TF's order is
   its hash map's, unspecified).
 
-Writes (``LookupTableInsertV2``, ``LookupTableRemoveV2``) and tables created inside
-the function are refused at conversion, naming the node; tables with string keys or
-values are refused too (they must run in TF). See docs/semantics/lookup.md.
+Anonymous tables (``experimental_is_anonymous=True``: ``AnonymousHashTable``...) are
+captured the same way; those a function creates itself (its graph holds the creator)
+are resolved as a TF1 graph's by :mod:`tfprims.ops.lookup_graph`. Writes
+(``LookupTableInsertV2``, ``LookupTableRemoveV2``) and tables created inside a library
+function are refused at conversion, naming the node; tables with string keys or values
+are refused too (they must run in TF). See docs/semantics/lookup.md.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.interpreters import ad
 
-from tfprims import dtypes, errors, rules
+from tfprims import dtypes, errors, opdefs, rules
 from tfprims.core import declare_unsupported, register_op, structural, tfops
 from tfprims.interpreter import TableHandle
 from tfprims.errors import import_tensorflow
@@ -357,14 +360,6 @@ declare_unsupported(
   "their contents exported at conversion: fill the table in TF before "
   "converting, and write it there",
 )
-declare_unsupported(  # the V2 creators of a TF1 graph: tfprims.ops.lookup_graph
-  "AnonymousHashTable",
-  "AnonymousMutableHashTable",
-  "AnonymousMutableHashTableOfTensors",
-  "AnonymousMutableDenseHashTable",
-  hint="the function creates a lookup table; create it outside the tf.function "
-  "(tfprims exports a captured table's contents at conversion)",
-)
 
 
 # --- at conversion: a captured table's contents as params ----------------------------------
@@ -375,6 +370,10 @@ _CREATORS = {
   "MutableHashTableV2": "MutableHashTable",
   "MutableHashTableOfTensorsV2": "MutableHashTableOfTensors",
   "MutableDenseHashTableV2": "MutableDenseHashTable",
+  "AnonymousHashTable": "HashTable",
+  "AnonymousMutableHashTable": "MutableHashTable",
+  "AnonymousMutableHashTableOfTensors": "MutableHashTableOfTensors",
+  "AnonymousMutableDenseHashTable": "MutableDenseHashTable",
 }
 
 
@@ -397,41 +396,55 @@ def table_owner(handle) -> Optional[Any]:
   return None
 
 
-def _created_as(owner) -> tuple[Optional[str], dict]:
+def _created_as(owner) -> tuple[Optional[str], dict, Optional[tuple]]:
   """The creating op's kind and attrs, read from a restored resource's
-  ``_create_resource`` function (nested calls included)."""
+  ``_create_resource`` function (nested calls included), and a dense table's empty
+  and deleted keys where they are constants there."""
   create = getattr(owner, "_create_resource", None)
   if create is None:
-    return None, {}
+    return None, {}, None
   try:
     cf = create.get_concrete_function() if hasattr(create, "get_concrete_function") else create
     graph_def = cf.graph.as_graph_def()
   except Exception:  # not a function we can read
-    return None, {}
+    return None, {}, None
   nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+  consts = {n.name: n for n in nodes if n.op == "Const"}
   for node in nodes:
     if node.op in _CREATORS:
-      return _CREATORS[node.op], node.attr
-  return None, {}
+      found = [consts.get(ref.split(":")[0]) for ref in node.input[:2]]
+      markers = None
+      if _CREATORS[node.op] == "MutableDenseHashTable" and len(found) == 2 and all(found):
+        markers = tuple(opdefs.decode_tensor(c.attr["value"].tensor).reshape(-1)[0] for c in found)
+        markers += (not node.attr["value_shape"].shape.dim,)  # scalar values
+      return _CREATORS[node.op], node.attr, markers
+  return None, {}, None
 
 
 def _describe(owner) -> tuple[str, Any, Any, Any]:
-  """(kind, key dtype, value dtype, dense-table empty/deleted keys or None)."""
+  """(kind, key dtype, value dtype, a dense table's (empty key, deleted key, scalar
+  values?) or None)."""
   tf = import_tensorflow()
   from tensorflow.python.ops.lookup_ops import MutableHashTable
 
   dense = getattr(tf.lookup.experimental, "DenseHashTable", ())
-  kind, attrs = _created_as(owner)
+  kind, attrs, markers = _created_as(owner)
   if kind is not None:
     return (
       kind,
       tf.as_dtype(attrs["key_dtype"].type),
       tf.as_dtype(attrs["value_dtype"].type),
-      None,
+      markers,
     )
   key_dtype, value_dtype = (getattr(owner, "key_dtype", None), getattr(owner, "value_dtype", None))
   if isinstance(owner, dense):
-    return ("MutableDenseHashTable", key_dtype, value_dtype, (owner._empty_key, owner._deleted_key))  # pylint: disable=protected-access
+    scalar = owner._value_shape.rank == 0  # pylint: disable=protected-access
+    return (
+      "MutableDenseHashTable",
+      key_dtype,
+      value_dtype,
+      (owner._empty_key, owner._deleted_key, scalar),
+    )  # pylint: disable=protected-access
   if isinstance(owner, MutableHashTable):
     return "MutableHashTable", key_dtype, value_dtype, None
   return "HashTable", key_dtype, value_dtype, None  # StaticHashTable and its kin
@@ -560,7 +573,7 @@ def capture(node_name: str, captured, owner, consumers: str) -> tuple[str, dict]
     keys = keys.reshape(-1)  # a dense table exports every bucket: keep the entries
     used = (keys != dense_markers[0]) & (keys != dense_markers[1])
     keys, values = keys[used], values[used]
-    if values.ndim == 2 and values.shape[1] == 1 and owner._value_shape.rank == 0:  # pylint: disable=protected-access
+    if values.ndim == 2 and values.shape[1] == 1 and dense_markers[2]:  # scalar values
       values = values[:, 0]
   return kind, sorted_contents(where, keys, values)
 

@@ -1,7 +1,12 @@
 """Lookup tables created in a TF1 graph (a GraphDef, frozen ``.pb`` or Session graph):
 ``HashTableV2`` with ``InitializeTableV2``/``LookupTableImportV2`` of constants or
 ``InitializeTableFromTextFileV2`` of a file of numbers, and ``MutableHashTable
-(OfTensors)V2``/``MutableDenseHashTableV2`` with ``LookupTableImportV2``.
+(OfTensors)V2``/``MutableDenseHashTableV2`` with ``LookupTableImportV2``; and their
+anonymous forms (``AnonymousHashTable``..., ``experimental_is_anonymous=True``), in a
+TF1 graph or created by a tf.function itself (a mutable or dense table: TF lifts a
+static one out, :mod:`tfprims.ops.lookup` captures it). An anonymous table lives for
+one run: no Session holds one to export, so its initializer must be one the same run
+reaches.
 
 :func:`resolve` (run by :func:`tfprims.pipeline.prepare` for every entry point) finds
 each table the fetched tensors read, its contents (a Session's table exported by
@@ -36,6 +41,12 @@ _KINDS = {
   "MutableHashTableV2": "MutableHashTable",
   "MutableHashTableOfTensorsV2": "MutableHashTableOfTensors",
   "MutableDenseHashTableV2": "MutableDenseHashTable",
+  # experimental_is_anonymous=True: a table that lives as long as its handle (one
+  # Session.run in a TF1 graph, one call of a tf.function)
+  "AnonymousHashTable": "HashTable",
+  "AnonymousMutableHashTable": "MutableHashTable",
+  "AnonymousMutableHashTableOfTensors": "MutableHashTableOfTensors",
+  "AnonymousMutableDenseHashTable": "MutableDenseHashTable",
 }
 _TEXT = "InitializeTableFromTextFileV2"
 _INITS = ("InitializeTableV2", "LookupTableImportV2", _TEXT)
@@ -166,7 +177,9 @@ def _contents(tf, by_def, node, inits, export) -> tuple[np.ndarray, np.ndarray]:
   where = f"{node.op} node '{node.name}'"
   key_dtype, value_dtype = node.attr("key_dtype"), node.attr("value_dtype")
   value_shape = tuple(node.attr("value_shape", ()) or ())
-  got = export(node) if export is not None else None
+  # an anonymous table is created anew by each run: no Session holds one to export
+  anonymous = node.op.startswith("Anonymous")
+  got = export(node) if export is not None and not anonymous else None
   if got is None and not inits:  # a TF1 SavedModel's table, initialized at load
     got = _eager_export(tf, node)
   if got is None:
@@ -178,6 +191,12 @@ def _contents(tf, by_def, node, inits, export) -> tuple[np.ndarray, np.ndarray]:
       raise errors.UnsupportedInputError(
         f"{where}: lookup table has no initializer in the graph (TF raises 'Table not "
         "initialized'); convert the session after running its initializer"
+        + (
+          " (an anonymous table must be initialized by the run that reads it: make "
+          "the lookup depend on its initializer)"
+          if anonymous
+          else ""
+        )
       )
     if not inits:  # a mutable table starts empty
       got = np.zeros([0], key_dtype), np.zeros((0,) + value_shape, value_dtype)
@@ -251,11 +270,14 @@ def resolve(
   *,
   problems: list,
   export: Optional[Callable] = None,
+  taken: frozenset = frozenset(),
 ) -> tuple[graph_lib.Graph, dict]:
   """``(graph, params)``: the tables the graph reads with their contents as params
-  (``<node>/keys``, ``<node>/values``), their creating nodes marked to yield the
-  handle naming them; what keeps a table from converting is added to ``problems``.
-  ``export(node) -> (keys, values) | None``: a Session's table contents."""
+  (``<node>/keys``, ``<node>/values``; ``<node>_2/...`` where ``taken``, the other
+  params' names, has them: a captured table's TF default name), their creating nodes
+  marked to yield the handle naming them; what keeps a table from converting is added
+  to ``problems``. ``export(node) -> (keys, values) | None``: a Session's table
+  contents."""
   for fname, g in sorted(library.reachable(graph).items()):
     problems += [
       f"{n.op} node '{fname}/{n.name}' creates a lookup table inside a "
@@ -298,6 +320,8 @@ def resolve(
       )
       continue
     inits = [nd for nd in mine if nd.op in _INITS]
+    if node.op.startswith("Anonymous"):  # only what the same run initializes counts
+      inits = [nd for nd in inits if nd.name in graph.needed]
     try:
       contents = sorted_contents(
         f"lookup table '{node.name}'", *_contents(tf, by_def, node, inits, export)
@@ -306,13 +330,17 @@ def resolve(
       problems.append(str(e))
       continue
     init = inits[0].name if len(inits) == 1 else ""
+    key, n = node.name, 1
+    while {f"{key}/keys", f"{key}/values"} & (set(taken) | set(params)):
+      n += 1
+      key = f"{node.name}_{n}"
     attrs = dict(node.attr_protos)
-    attrs[_KEY_ATTR] = tf.compat.v1.AttrValue(s=node.name.encode("utf-8"))
+    attrs[_KEY_ATTR] = tf.compat.v1.AttrValue(s=key.encode("utf-8"))
     attrs[_INIT_ATTR] = tf.compat.v1.AttrValue(s=init.encode("utf-8"))
     marked[node.name] = graph_lib.Node(
       node.name, node.op, node.inputs, node.control_inputs, attrs, node.device
     )
-    params[f"{node.name}/keys"], params[f"{node.name}/values"] = (
+    params[f"{key}/keys"], params[f"{key}/values"] = (
       contents["keys"],
       contents["values"],
     )

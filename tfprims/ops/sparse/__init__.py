@@ -14,7 +14,8 @@ module             ops
                    SparseDenseCwiseDiv, SparseTensorDenseAdd
 ``grads``          SparseAddGrad, SparseSliceGrad, SparseFillEmptyRowsGrad,
                    SparseSplit
-``count``          SparseBincount, SparseCountSparseOutput
+``count``          SparseBincount, SparseCountSparseOutput,
+                   DenseCountSparseOutput
 ``cross``          SparseCrossHashed, SparseCross (hashed_output; int64 features)
 =================  ==============================================================
 

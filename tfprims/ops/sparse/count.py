@@ -1,7 +1,8 @@
 """Counting the values of a sparse tensor per row: SparseBincount (dense counts,
 ``tf.sparse.bincount`` / ``tf.math.bincount`` of a SparseTensor) and
 SparseCountSparseOutput (sparse counts: ``tf.sparse.bincount`` with
-``axis=-1``, the Keras count encodings of sparse inputs).
+``axis=-1``, the Keras count encodings of sparse inputs); DenseCountSparseOutput is its
+dense-input form (``tf.sparse.bincount`` of a Tensor, rank 1 or 2).
 
 A row is the entry's first index (rank >= 2; one row for rank 1). SparseBincount's
 ``size`` and dense shape are static (they decide the output shape); values outside
@@ -16,6 +17,11 @@ numpy and the weights are segment-summed (differentiable, vmappable). Values
 ``>= maxlength`` (when maxlength >= 0: 0 drops them all) are dropped; negative values
 raise as TF does. The output width is ``maxlength`` when not -1, else ``max(largest value + 1,
 minlength)`` (1 with no values, as TF's kernel starts from 0).
+
+DenseCountSparseOutput counts a dense [rows, n] tensor (a [n] one as one row): its
+values are static as SparseCountSparseOutput's, TF's checks of their shape (rank 1 or
+2, at least one row) made on the node's input, the weights (the values' shape, or
+empty) an operand.
 
 The ragged forms (RaggedBincount, RaggedCountSparseOutput) reuse ``count_dense`` and
 ``count_sparse_layout`` with rows from the row splits.
@@ -271,4 +277,103 @@ SparseCountSparseOutput = register_op(
   interpret=static_outputs(_scso_known),
   doc="One entry per distinct (row, value) of a sparse tensor: the summed weights "
   "(or counts, or 1).",
+)
+
+
+# --- DenseCountSparseOutput -------------------------------------------------------------------
+
+
+def _dcso_layout(values, minlength, maxlength):
+  vals = np.asarray(values, np.int64)
+  if vals.ndim not in (1, 2):
+    raise ValueError(f"Input must be a 1 or 2-dimensional tensor. Got: {list(vals.shape)}")
+  if vals.ndim == 2 and vals.shape[0] == 0:
+    raise ValueError("Invalid input: Shapes dimension cannot be 0.")
+  nrows = vals.shape[0] if vals.ndim == 2 else 1
+  rows = np.repeat(np.arange(nrows, dtype=np.int64), vals.shape[-1])
+  keep, gid, groups, width = count_sparse_layout(
+    rows, vals.reshape(-1), minlength=minlength, maxlength=maxlength
+  )
+  if vals.ndim == 2:
+    return keep, gid, groups, np.asarray([nrows, width], np.int64), vals.shape
+  return keep, gid, groups[:, 1:], np.asarray([width], np.int64), vals.shape
+
+
+def _dcso(weights, *, values, binary_output, minlength, maxlength):
+  """One entry per distinct (row, value) of a dense [rows, n] (or [n]: one row)
+  tensor: the summed weights (counts; 1 with binary_output), values >= maxlength
+  dropped."""
+  keep, gid, groups, shape, vshape = _dcso_layout(values, minlength, maxlength)
+  if weights.size and weights.shape != vshape:
+    raise ValueError(
+      "Weights and data must have the same shape. Weight shape: "
+      f"{list(weights.shape)}; data shape: {list(vshape)}"
+    )
+  n = int(np.prod(vshape))
+  out = count_sparse_values(weights.reshape(-1), keep, gid, len(groups), binary_output, n)
+  dt = index_dtype()
+  return jnp.asarray(groups.astype(dt)), out, jnp.asarray(shape.astype(dt))
+
+
+def _dcso_known(*, values, binary_output, minlength, maxlength):
+  _, _, groups, shape, _ = _dcso_layout(values, minlength, maxlength)
+  return {0: groups, 2: shape}
+
+
+def _dcso_interpret():
+  bound = static_outputs(_dcso_known)
+
+  def interpret(ctx, node, inputs):
+    # The values become a nested-tuple param, where a [0, n] input would read as [0]:
+    # TF's checks of its shape are made on the node's input.
+    shape = np.shape(inputs[0])
+    if len(shape) not in (1, 2):
+      raise ValueError(f"Input must be a 1 or 2-dimensional tensor. Got: {list(shape)}")
+    if len(shape) == 2 and shape[0] == 0:
+      raise ValueError("Invalid input: Shapes dimension cannot be 0.")
+    return bound(ctx, node, inputs)
+
+  return interpret
+
+
+def _dcso_spec(st):
+  hst = lazy_hst()
+
+  @st.composite
+  def calls(draw):
+    shape = (
+      (draw(hst.integers(1, 3)), draw(hst.integers(0, 3)))
+      if draw(hst.booleans())
+      else (draw(hst.integers(0, 6)),)
+    )
+    n = int(np.prod(shape))
+    vals = draw_count_values(draw, n, draw(hst.sampled_from(("int32", "int64"))))
+    weights = draw_weights(draw, st, n)
+    return {
+      "values": vals.reshape(shape),
+      "weights": weights.reshape(shape) if weights.size else weights,
+      "binary_output": draw(hst.booleans()),
+      **draw_lengths(draw),
+    }
+
+  return st.Spec(
+    calls(),
+    vmap_variation="scale",
+    grad_oracle="fd",
+    examples=0.5,
+    note="TF registers no gradient: the derivative in weights is checked by central differences",
+  )
+
+
+DenseCountSparseOutput = register_op(
+  "DenseCountSparseOutput",
+  _dcso,
+  family=FAMILY,
+  static=("values",),
+  attrs=("binary_output", "minlength", "maxlength"),
+  multiple_results=True,
+  spec=_dcso_spec,
+  interpret=_dcso_interpret(),
+  doc="One entry per distinct (row, value) of a dense tensor (rank 1: one row): the "
+  "summed weights (or counts, or 1).",
 )

@@ -7,7 +7,10 @@ input's; so does tfprims (a stable sort: entries with equal indices keep their
 input order). SparseDenseCwise*: ``values op dense[index]``, the dense operand
 broadcast to ``sp_shape`` (right-aligned; only the dense side broadcasts, as in TF).
 The implicit zeros stay zero whatever the dense values (TF's documented choice,
-even for Add). Integer division truncates, like TF's C++ kernel.
+even for Add). Integer division truncates, like TF's C++ kernel. An entry whose index
+lies outside ``sp_shape`` (negative ones too) makes TF's kernel raise: its result is
+NaN (0 for integers) and the dense operand is never read there; ``runtime_checks``
+raises like TF (docs/semantics/sparse.md).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from jax import lax
 from tfprims import rules
 from tfprims.core import register_op, tfops
 from tfprims.ops.shared_specs import bounded_values, lazy_hst
-from tfprims.ops.sparse._common import FAMILY, draw_sparse, static_shape
+from tfprims.ops.sparse._common import FAMILY, check_indices, draw_sparse, static_shape
 
 U = rules.U
 
@@ -83,7 +86,8 @@ SparseSoftmax = register_op(
 
 
 def _dense_at(sp_indices, dense, shape):
-  """``dense`` broadcast to ``shape`` (right-aligned), read at the entries' indices."""
+  """``dense`` broadcast to ``shape`` (right-aligned), read at the entries' indices,
+  and which entries lie inside ``shape`` (the others read position 0)."""
   if dense.ndim > len(shape) or any(
     d not in (1, s) for d, s in zip(dense.shape[::-1], shape[::-1])
   ):
@@ -91,12 +95,15 @@ def _dense_at(sp_indices, dense, shape):
       f"SparseDenseBinaryOpShared broadcasts dense to sparse only; got "
       f"incompatible shapes: {list(shape)} vs. {list(dense.shape)}"
     )
+  bound = np.asarray(shape, np.int64).astype(sp_indices.dtype)
+  inside = jnp.all((sp_indices >= 0) & (sp_indices < bound), axis=1)
   offset = len(shape) - dense.ndim
+  zero = jnp.zeros(sp_indices.shape[:1], sp_indices.dtype)
   coords = tuple(
-    sp_indices[:, offset + j] if d != 1 else jnp.zeros(sp_indices.shape[:1], sp_indices.dtype)
+    jnp.where(inside, sp_indices[:, offset + j], 0) if d != 1 else zero
     for j, d in enumerate(dense.shape)
   )
-  return dense[coords] if coords else jnp.broadcast_to(dense, sp_indices.shape[:1])
+  return (dense[coords] if coords else jnp.broadcast_to(dense, zero.shape)), inside
 
 
 def _cwise_impl(name, fn):
@@ -104,10 +111,25 @@ def _cwise_impl(name, fn):
     shape = static_shape(sp_shape, "sp_shape")
     if sp_indices.ndim != 2 or sp_indices.shape[1] != len(shape):
       raise ValueError(f"sp_indices must be a matrix [nnz, {len(shape)}]")
-    return fn(sp_values, _dense_at(sp_indices, dense, shape))
+    at, inside = _dense_at(sp_indices, dense, shape)
+    # Outside the shape (TF raises): NaN, 0 for integers, computed on a divisor of 1 so
+    # no derivative there is infinite.
+    out = fn(sp_values, jnp.where(inside, at, jnp.ones((), at.dtype)))
+    missing = 0 if jnp.issubdtype(out.dtype, jnp.integer) else np.nan
+    return jnp.where(inside, out, jnp.asarray(missing, out.dtype))
 
   impl.__doc__ = f"The entries' values {name} the dense operand (broadcast) at their indices."
   return impl
+
+
+def _cwise_check(sp_indices, sp_values, dense, *, sp_shape):
+  shape = static_shape(sp_shape, "sp_shape")
+  found = check_indices(sp_indices, shape)
+  if found is None:
+    return None
+  return found[0], (
+    f"Provided indices are out-of-bounds w.r.t. dense side with broadcasted shape {list(shape)}"
+  )
 
 
 def _divide(x, y):
@@ -145,6 +167,7 @@ SparseDenseCwiseMul = register_op(
   _cwise_impl("times", jnp.multiply),
   family=FAMILY,
   static=("sp_shape",),
+  check=_cwise_check,
   spec=_cwise_spec(_FLOATS + ("int32",)),
 )
 SparseDenseCwiseAdd = register_op(
@@ -152,6 +175,7 @@ SparseDenseCwiseAdd = register_op(
   _cwise_impl("plus", jnp.add),
   family=FAMILY,
   static=("sp_shape",),
+  check=_cwise_check,
   spec=_cwise_spec(
     _FLOATS + ("int32",),
     grad_oracle="fd",
@@ -163,6 +187,7 @@ SparseDenseCwiseDiv = register_op(
   _cwise_impl("divided by", _divide),
   family=FAMILY,
   static=("sp_shape",),
+  check=_cwise_check,
   spec=_cwise_spec(_FLOATS, nonzero=True),
 )
 
