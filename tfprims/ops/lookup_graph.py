@@ -57,7 +57,8 @@ _KEY_ATTR, _INIT_ATTR = "_tfprims_table", "_tfprims_initializer"  # set by resol
 @structural(
   *_KINDS,
   family=FAMILY,
-  doc="A lookup table created in a TF1 graph, its contents found at conversion "
+  doc="A lookup table created in the graph (TF1, or an anonymous table a tf.function "
+  "creates), its contents found at conversion "
   "(constants, a file of numbers, or a Session's table): params "
   "'<node>/keys' and '<node>/values'.",
 )
