@@ -24,15 +24,20 @@ _LOAD = textwrap.dedent("""
     import json, sys
     import numpy as np
     import jax
-    hits = []
-    jax.monitoring.register_event_listener(
-        lambda name, **kw: hits.append(name) if name.endswith("/cache_hits") else None)
+    events = []
+    jax.monitoring.register_event_listener(lambda name, **kw: events.append(name))
     import tfprims
     model = tfprims.load_exported(sys.argv[1])
-    y = model(np.ones((3, 16), np.float32))
-    jax.block_until_ready(y)
-    print(json.dumps({"hits": len(hits), "jax_dir": jax.config.jax_compilation_cache_dir,
-                      "min_time": jax.config.jax_persistent_cache_min_compile_time_secs}))
+    y = model(np.ones((3, 16), np.float32))       # a direct call: the executable
+    z = jax.jit(model)(np.ones((2, 16), np.float32))   # traced: JAX's cache
+    jax.block_until_ready((y, z))
+    print(json.dumps({
+        "hits": sum(e.endswith("/cache_hits") for e in events),
+        "executable_hits": events.count("/tfprims/executable_cache/hit"),
+        "executable_misses": events.count("/tfprims/executable_cache/miss"),
+        "sum": float(np.abs(np.asarray(y)).sum()),
+        "jax_dir": jax.config.jax_compilation_cache_dir,
+        "min_time": jax.config.jax_persistent_cache_min_compile_time_secs}))
 """)
 
 
@@ -60,7 +65,14 @@ def _python(args, env):
 
 
 def _entries(path):
+  """JAX's entries in cache directory ``path``."""
   return sorted(f for f in os.listdir(path) if f.endswith("-cache")) if path.exists() else []
+
+
+def _executables(path):
+  """tfprims' executables in cache directory ``path``."""
+  path = path / "executables"
+  return sorted(f for f in os.listdir(path) if f.endswith("-executable")) if path.exists() else []
 
 
 @pytest.fixture(scope="module")
@@ -75,11 +87,21 @@ def test_a_second_process_reads_the_program_the_first_wrote(artifact, tmp_path):
   env = _env(TFPRIMS_CACHE_DIR=str(cache_dir))
   first = json.loads(_python(["-c", _LOAD, artifact], env))
   assert first["jax_dir"] == str(cache_dir) and first["min_time"] == 0.0
-  written = _entries(cache_dir)
-  assert written and first["hits"] == 0
+  written, executables = _entries(cache_dir), _executables(cache_dir)
+  assert written and len(executables) == 1 and first["hits"] == 0
+  assert (first["executable_hits"], first["executable_misses"]) == (0, 1)
   second = json.loads(_python(["-c", _LOAD, artifact], env))
-  assert second["hits"] >= 1  # read from disk, not compiled
-  assert _entries(cache_dir) == written
+  assert second["hits"] >= 1  # the jitted call: JAX read its program from disk
+  assert (second["executable_hits"], second["executable_misses"]) == (1, 0)  # loaded
+  assert second["sum"] == first["sum"]
+  assert _entries(cache_dir) == written and _executables(cache_dir) == executables
+
+  # A damaged executable is compiled again and replaced.
+  entry = cache_dir / "executables" / executables[0]
+  entry.write_bytes(entry.read_bytes()[:100])
+  third = json.loads(_python(["-c", _LOAD, artifact], env))
+  assert (third["executable_hits"], third["executable_misses"]) == (0, 1)
+  assert third["sum"] == first["sum"] and entry.stat().st_size > 100
 
 
 def test_cache_info_and_clear(artifact, tmp_path):
@@ -87,13 +109,15 @@ def test_cache_info_and_clear(artifact, tmp_path):
   _python(["-c", _LOAD, artifact], env)
   info = json.loads(_python(["-m", "tfprims", "cache", "info", "--json"], env))
   assert info["path"] == str(tmp_path) and info["source"] == "$TFPRIMS_CACHE_DIR"
-  assert info["entries"] == len(_entries(tmp_path)) >= 1 and info["size_bytes"] > 0
+  assert info["entries"] == len(_entries(tmp_path)) + len(_executables(tmp_path)) >= 2
+  assert info["size_bytes"] > 0
   text = _python(["-m", "tfprims", "cache", "info"], env)
   assert f"compilation cache: {tmp_path}" in text and f"entries: {info['entries']}" in text
   (tmp_path / "mine.txt").write_text("not JAX's")
   out = _python(["-m", "tfprims", "cache", "clear"], env)
   assert f"removed {info['entries']} entries" in out
-  assert _entries(tmp_path) == [] and (tmp_path / "mine.txt").exists()  # JAX's files only
+  assert _entries(tmp_path) == _executables(tmp_path) == []
+  assert (tmp_path / "mine.txt").exists()  # the cache's files only
   off = _python(["-m", "tfprims", "cache", "info"], _env(TFPRIMS_CACHE_DIR="off"))
   assert "compilation cache: off" in off
 

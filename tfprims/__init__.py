@@ -153,7 +153,14 @@ def __dir__():
 
 # Modules the artifact path imports: they need no op registered.
 _LEAN = frozenset(
-  {"tfprims.config", "tfprims.errors", "tfprims.cache", "tfprims.deploy", "tfprims.progress"}
+  {
+    "tfprims.config",
+    "tfprims.errors",
+    "tfprims.cache",
+    "tfprims.deploy",
+    "tfprims.executables",
+    "tfprims.progress",
+  }
 )
 _OPS = "tfprims.ops"
 _importing = threading.local()

@@ -1,4 +1,5 @@
-"""JAX's persistent compilation cache, on by default where tfprims loads an artifact.
+"""JAX's persistent compilation cache, on by default where tfprims loads an artifact,
+and the executables loaded artifacts keep there (:mod:`tfprims.executables`).
 
 A process that loads an artifact (:func:`tfprims.load_exported`) or runs the ``tfprims``
 command line turns on JAX's persistent compilation cache in the directory of the
@@ -32,6 +33,8 @@ _JAX_DEFAULT_MIN_COMPILE_TIME = 1.0
 # JAX's file names: an entry KEY-cache, its access time KEY-atime; XLA's GPU autotuning
 # results in a subdirectory (jax_persistent_cache_enable_xla_caches).
 _ENTRY, _ATIME, _XLA_DIRS = "-cache", "-atime", ("xla_gpu_per_fusion_autotune_cache_dir",)
+# tfprims' own entries: the executables of loaded artifacts (tfprims.executables).
+EXECUTABLES, EXECUTABLE_SUFFIX = "executables", "-executable"
 
 # What tfprims set in jax.config (None: nothing), to move or undo it, never the user's.
 _set_by_tfprims: dict = {"dir": None, "min_compile_time": None}
@@ -92,6 +95,14 @@ def _apply(path: Optional[str]) -> Optional[str]:
   return path
 
 
+def executable_dir() -> Optional[str]:
+  """Where loaded artifacts keep their compiled executables (:mod:`tfprims.executables`):
+  ``executables/`` in the cache directory while tfprims' cache is on; None while it is
+  off or JAX caches in a directory the user set (then JAX's cache alone serves)."""
+  ours = _set_by_tfprims["dir"]
+  return None if ours is None else os.path.join(ours, EXECUTABLES)
+
+
 def _turn_off() -> None:
   import jax
 
@@ -124,7 +135,8 @@ config.on_change(OPTION, _option_changed)
 
 
 def _files(path: str):
-  """JAX's files in cache directory ``path``: (entries, every file of the cache)."""
+  """JAX's and tfprims' files in cache directory ``path``: (entries, every file of the
+  cache)."""
   entries, files = [], []
   try:
     names = os.listdir(path)
@@ -140,6 +152,12 @@ def _files(path: str):
     elif name in _XLA_DIRS and os.path.isdir(full):
       for root, _, inner in os.walk(full):
         files.extend(os.path.join(root, f) for f in inner)
+    elif name == EXECUTABLES and os.path.isdir(full):
+      for f in os.listdir(full):
+        if f.endswith((EXECUTABLE_SUFFIX, ".tmp")):
+          files.append(os.path.join(full, f))
+          if f.endswith(EXECUTABLE_SUFFIX):
+            entries.append(os.path.join(full, f))
   return entries, files
 
 
@@ -194,9 +212,9 @@ def info() -> dict:
 
 
 def clear(path: Optional[str] = None) -> tuple:
-  """Removes JAX's cache files (entries, their access times, XLA's autotuning results)
-  from ``path`` (default: the option's directory), nothing else; returns (entries
-  removed, bytes freed)."""
+  """Removes the cache's files (JAX's entries, their access times, XLA's autotuning
+  results, tfprims' executables) from ``path`` (default: the option's directory),
+  nothing else; returns (entries removed, bytes freed)."""
   path = path if path is not None else config.get_config(OPTION)
   if path is None:
     return 0, 0
@@ -208,6 +226,6 @@ def clear(path: Optional[str] = None) -> tuple:
       os.remove(f)
     except OSError:  # removed meanwhile by another process
       pass
-  for name in _XLA_DIRS:
+  for name in _XLA_DIRS + (EXECUTABLES,):
     shutil.rmtree(os.path.join(path, name), ignore_errors=True)
   return len(entries), freed

@@ -26,7 +26,9 @@ def add_parser(sub) -> None:
   actions = cache.add_subparsers(dest="action", metavar="ACTION", required=True)
   info = actions.add_parser("info", help="the directory, its entries and size")
   info.add_argument("--json", action="store_true", help="print it as JSON")
-  actions.add_parser("clear", help="remove the cached programs (JAX's cache files only)")
+  actions.add_parser(
+    "clear", help="remove the cached programs (JAX's files and tfprims' executables only)"
+  )
   cache.set_defaults(run=run)
 
 

@@ -16,7 +16,9 @@ Loading needs jax and numpy only: ``import tfprims`` and this module import no
 TensorFlow, no op families (``tfprims.ops``) and no test tooling on the load path.
 Loading turns on JAX's persistent compilation cache (:mod:`tfprims.cache`: the
 ``compilation_cache`` option), so a later process reads the compiled program from
-disk instead of compiling it. The loaded artifact
+disk instead of compiling it; a direct call (concrete arrays) runs an executable
+compiled once per process and kept in that cache (:mod:`tfprims.executables`), which
+a later process loads without tracing the call at all. The loaded artifact
 (:class:`ExportedModel`) is a JAX function: jit, vmap and grad go through it, and it
 checks its inputs against the manifest (typed errors naming the input, no casts).
 Without tfprims, the artifact is read with ``jax.export.deserialize`` and
@@ -35,7 +37,7 @@ from typing import Any, Mapping, Optional, Sequence
 import jax
 import numpy as np
 
-from tfprims import cache, errors, progress
+from tfprims import cache, errors, executables, progress
 
 FORMAT = "tfprims-export/1"
 MODEL_FILE, PARAMS_FILE, MANIFEST_FILE = "model.jax_exported", "params.npz", "manifest.json"
@@ -394,7 +396,8 @@ class ExportedModel:
         f"(format {self.manifest.get('format')!r}, expected {FORMAT!r})"
       )
     with open(os.path.join(path, MODEL_FILE), "rb") as f:
-      self.exported = jax.export.deserialize(bytearray(f.read()))
+      artifact = f.read()
+    self.exported = jax.export.deserialize(bytearray(artifact))
     # On the default device once (concrete arrays even when loaded inside a jit trace).
     with (
       np.load(os.path.join(path, PARAMS_FILE), allow_pickle=False) as data,
@@ -415,6 +418,7 @@ class ExportedModel:
       else self.manifest.get("vjp_error", "exported without it")
     )
     self._fn = _jax_function(self.exported, vjp_error)
+    self._executables = executables.Executables(self._fn, artifact)
 
   def __call__(self, *args, **kwargs):
     if args and isinstance(args[0], Mapping):
@@ -423,7 +427,7 @@ class ExportedModel:
         f"the artifact holds its params (model.params): call it with the inputs only, "
         f"model({names}); model.apply(params, {names}) takes other params"
       )
-    return self._fn(self.params, *self._inputs(args, kwargs))
+    return self._run(self.params, self._inputs(args, kwargs))
 
   def apply(self, params: Mapping[str, Any], *args, **kwargs):
     """The artifact's function with ``params`` (by name, as ``model.params``) instead of
@@ -435,7 +439,13 @@ class ExportedModel:
         f"then the inputs: apply(params, {names}); got {type(params).__name__}. "
         f"model({names}) uses the artifact's own params"
       )
-    return self._fn(self._params(params), *self._inputs(args, kwargs))
+    return self._run(self._params(params), self._inputs(args, kwargs))
+
+  def _run(self, params, inputs):
+    """A direct call runs the compiled executable (:mod:`tfprims.executables`); one
+    inside a transformation, the function JAX transforms."""
+    out = self._executables.call(params, inputs)
+    return self._fn(params, *inputs) if out is None else out
 
   def _params(self, params):
     specs = {p["name"]: p for p in self.manifest["params"]}
