@@ -2,7 +2,7 @@
 first call) against the tfprims artifact of the same model (``tfprims.load_exported``
 and its first call), without and with a warm compilation cache (tfprims.cache).
 
-    python -m benchmarks.cold_start                 # MobileNetV2 and a small BERT encoder
+    python -m benchmarks.cold_start                 # MobileNetV2, EfficientNetB0, BERT
     python -m benchmarks.cold_start --repeats 5 --models bert
 
 Each measurement is a fresh interpreter: the wall time from just before the process is
@@ -10,9 +10,9 @@ started to the moment its first result is on the host (the child prints the time
 exit, TensorFlow's teardown included, is not counted). Per model and way: the median of
 ``--repeats`` runs, and the child's own split (imports, load, first call). "cold" runs
 each get an empty cache directory (TFPRIMS_CACHE_DIR); "warm" runs share one that a run
-not counted filled. Models: MobileNetV2 (keras.applications, weights=None, 224x224,
-batch 1) and a BERT-shaped encoder built in Keras (4 layers, width 256, 4 heads,
-sequence 128, batch 1). Writes benchmarks/results/cold_start.json.
+not counted filled. Models: MobileNetV2 and EfficientNetB0 (keras.applications,
+weights=None, 224x224, batch 1) and a BERT-shaped encoder built in Keras (4 layers,
+width 256, 4 heads, sequence 128, batch 1). Writes benchmarks/results/cold_start.json.
 """
 
 from __future__ import annotations
@@ -47,6 +47,11 @@ _BUILD = textwrap.dedent("""
       model = keras.applications.MobileNetV2(input_shape=(224, 224, 3), weights=None)
       return model, tf.TensorSpec([None, 224, 224, 3], tf.float32, name="images")
 
+    def efficientnet():
+      keras.utils.set_random_seed(0)
+      model = keras.applications.EfficientNetB0(input_shape=(224, 224, 3), weights=None)
+      return model, tf.TensorSpec([None, 224, 224, 3], tf.float32, name="images")
+
     class AddPositions(keras.layers.Layer):
       def build(self, shape):
         self.positions = self.add_weight(shape=tuple(shape[1:]), initializer="normal")
@@ -68,7 +73,8 @@ _BUILD = textwrap.dedent("""
       return model, tf.TensorSpec([None, seq], tf.int32, name="ids")
 
     for name in names:
-      model, spec = {"mobilenet_v2": mobilenet, "bert": bert}[name]()
+      model, spec = {"mobilenet_v2": mobilenet, "efficientnet_b0": efficientnet,
+                     "bert": bert}[name]()
       module = tf.Module()
       module.model = model
       module.serve = tf.function(lambda x: {"out": module.model(x, training=False)},
@@ -162,8 +168,8 @@ def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument(
     "--models",
-    default="mobilenet_v2,bert",
-    help="comma-separated: mobilenet_v2, bert (default: %(default)s)",
+    default="mobilenet_v2,efficientnet_b0,bert",
+    help="comma-separated: mobilenet_v2, efficientnet_b0, bert (default: %(default)s)",
   )
   parser.add_argument("--repeats", type=int, default=3, help="runs per way (median)")
   parser.add_argument("--out", default=RESULTS)

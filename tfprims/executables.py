@@ -98,8 +98,6 @@ class Executables:
     directory = cache.executable_dir()
     if directory is None:
       return None
-    from jax.extend import backend
-
     parts = (
       _FORMAT,
       self._artifact,
@@ -109,7 +107,7 @@ class Executables:
       jaxlib.__version__,
       device.platform,
       device.device_kind,
-      backend.get_backend(device.platform).platform_version,
+      getattr(getattr(device, "client", None), "platform_version", ""),
       os.environ.get("XLA_FLAGS", ""),
       _host() if device.platform == "cpu" else "",
     )
