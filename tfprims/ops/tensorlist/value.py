@@ -17,6 +17,7 @@ import jax
 import numpy as np
 
 from tfprims import core, dtypes, errors, folding, rules
+from tfprims.ops.shared import VariantTensor, variant
 
 FAMILY = "tensorlist"
 
@@ -67,6 +68,13 @@ class TensorList:
 
   def materialized(self, element_shape=None, node=None) -> "TensorList":
     """This list with ``items`` allocated (uninitialized elements are zeros, as in TF)."""
+    if isinstance(self.items, VariantTensor):
+      where = f"{node.op} node '{node.name}'" if node is not None else "a TensorList"
+      raise errors.TensorListSizeError(
+        f"{where} reads a list of variant elements ({self.items.what}) as a dense "
+        "array; tfprims runs only TensorListFromTensor, GetItem, SetItem, Stack and "
+        "Length on such lists"
+      )
     if self.items is not None:
       return self
     if isinstance(self.element_dtype, str):
@@ -194,3 +202,63 @@ def check_index(node, lst: TensorList, index) -> Optional[int]:
       node.op, node.name, f"index {i} is out of range for a list of {lst.length} elements"
     )
   return i
+
+
+# --- lists of variants (a VariantTensor's elements: tf.map_fn over ragged rows) --------------
+
+
+def is_variant_list(lst: TensorList) -> bool:
+  """A list of :class:`VariantTensor` elements (or of variants none is set yet)."""
+  items = lst.items
+  return isinstance(items, VariantTensor) or (items is None and lst.element_dtype == "variant")
+
+
+def _variant_index(node, lst: TensorList, index) -> int:
+  """A list of variants is indexed at trace time (its elements are Python values);
+  a traced index raises :class:`NeedsConcreteIndex`, so a loop with a static trip
+  count unrolls."""
+  if not core.is_concrete(index):
+    raise NeedsConcreteIndex(
+      f"{node.op} node '{node.name}' indexes a list of variant elements (ragged rows) "
+      "at an index known only at run time; its elements are trace-time values, so "
+      "the index must be known at trace time (a loop with a static trip count unrolls)"
+    )
+  return check_index(node, lst, index)
+
+
+def variant_get(node, lst: TensorList, index) -> VariantTensor:
+  """Element ``index`` of a list of variants, as a scalar variant."""
+  i = _variant_index(node, lst, index)
+  if not isinstance(lst.items, VariantTensor) or lst.items.elements[i] is None:
+    raise errors.TensorListSizeError(
+      f"{node.op} node '{node.name}' reads element {i} of a list of variants, which nothing has set"
+    )
+  return lst.items.element(i)
+
+
+def variant_set(node, lst: TensorList, index, item) -> TensorList:
+  """The list of variants with element ``index`` set to the scalar variant ``item``."""
+  if not isinstance(item, VariantTensor) or item.shape != ():
+    raise errors.OpError(
+      node.op,
+      node.name,
+      f"sets an element of a list of variants to {type(item).__name__} "
+      f"{getattr(item, 'shape', '')}; tfprims keeps scalar variants only",
+    )
+  i = _variant_index(node, lst, index)
+  old = lst.items.elements if isinstance(lst.items, VariantTensor) else (None,) * lst.length
+  elements = old[:i] + item.elements + old[i + 1 :]
+  return TensorList(item.stacked(elements), lst.length, "variant", ())
+
+
+def variant_stack(node, lst: TensorList) -> VariantTensor:
+  """The elements of a list of variants as a vector variant (every one set)."""
+  items = lst.items
+  if items is None and lst.length == 0:
+    return variant(node, (0,), ())
+  if not isinstance(items, VariantTensor) or any(e is None for e in items.elements):
+    raise errors.TensorListSizeError(
+      f"{node.op} node '{node.name}' stacks a list of variants some of whose "
+      "elements nothing has set"
+    )
+  return items

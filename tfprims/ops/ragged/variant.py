@@ -1,0 +1,210 @@
+"""RaggedTensorToVariant, RaggedTensorFromVariant and RaggedTensorToVariantGradient: a
+ragged tensor encoded as TF variants, as ``tf.map_fn`` (and ``tf.data``) pass ragged
+rows around.
+
+A variant is no JAX array: inside the interpreter it is a
+:class:`tfprims.ops.shared.VariantTensor` whose elements are :class:`RaggedComponents`
+(the row splits as numpy, the dense values as they are: numpy or traced). The hooks
+move values with TF-named ops (``tf.SplitV``/``tf.Unpack`` to cut rows,
+``tf.ConcatV2``/``tf.Pack`` to join them), so ``jax.grad`` and ``jax.vmap`` over the
+values go through; the row splits must be known at trace time (an eager call,
+constants, numpy splits closed over by a jitted function), since each row is an array
+of its own length: traced splits raise :class:`errors.StaticInputError` naming the
+node. ``tf.map_fn`` over the rows reads its list of variants at trace-time indices, so
+its loop unrolls (tfprims.ops.tensorlist.value.variant_get). Semantics:
+docs/semantics/ragged.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from tfprims import dtypes as tfdtypes
+from tfprims import errors
+from tfprims.core import structural, tfops
+from tfprims.ops.ragged._common import FAMILY, known_ints, op_error
+from tfprims.ops.shared import VariantTensor, variant
+
+WHAT = "a ragged tensor encoded as a TF variant, kept as its row splits and values"
+
+
+class RaggedComponents(NamedTuple):
+  """One variant element: a ragged tensor's nested row splits (numpy, outermost
+  first) and its dense values."""
+
+  splits: tuple
+  values: Any
+
+
+def _known_splits(ctx, node, splits) -> list:
+  out = []
+  for s in splits:
+    known = known_ints(ctx, s)
+    if known is None:
+      raise errors.StaticInputError(
+        node.op,
+        node.name,
+        "rt_nested_splits",
+        "each row a ragged variant holds is an array of its own length, so the row "
+        "splits must be known at trace time (call the converted function eagerly, "
+        "build the ragged tensor from constants, or close over numpy row splits "
+        "under jax.jit) - docs/semantics/ragged.md",
+      )
+    out.append(known.reshape(-1))
+  return out
+
+
+def _check_splits(node, splits, nvals: int) -> None:
+  """TF's checks of nested row splits (RaggedTensorToVariant's messages)."""
+  for k, s in enumerate(splits):
+    size = nvals if k + 1 == len(splits) else splits[k + 1].shape[0] - 1
+    if s.shape[0] == 0 or s[0] != 0:
+      problem = "first element of ragged splits must be 0"
+    elif np.any(np.diff(s) < 0):
+      problem = "ragged splits must be monotonically increasing"
+    elif s[-1] != size:
+      problem = "last element of ragged splits must be the number of ragged values"
+    else:
+      continue
+    raise errors.RuntimeCheckError(node.op, node.name, f"Invalid ragged splits: {problem}")
+
+
+def _rows(node, splits, values) -> list:
+  """A ragged tensor's rows (ragged rank one less), as :class:`RaggedComponents`."""
+  if not splits:  # ragged rank 0: the rows of the dense values
+    if np.ndim(values) == 0:
+      raise op_error(node, "batched_input needs values of rank >= 1 for ragged rank 0")
+    n = np.shape(values)[0]
+    rows = tfops.Unpack.apply([values], {"num": n, "axis": 0}) if n else []
+    return [RaggedComponents((), r) for r in rows]
+  lo, hi = splits[0][:-1], splits[0][1:]
+  inner = [[] for _ in lo]
+  for s in splits[1:]:
+    for i, (a, b) in enumerate(zip(lo, hi)):
+      inner[i].append(s[a : b + 1] - s[a])
+    lo, hi = s[lo], s[hi]
+  if not len(lo):
+    return []
+  sizes = tuple(int(b - a) for a, b in zip(lo, hi))
+  params = {"size_splits": sizes, "axis": 0, "num_split": len(sizes)}
+  pieces = tfops.SplitV.apply([values], params)
+  return [RaggedComponents(tuple(i), p) for i, p in zip(inner, pieces)]
+
+
+@structural(
+  "RaggedTensorToVariant",
+  family=FAMILY,
+  doc="A ragged tensor (or each of its rows) as variants: Python values holding its "
+  "row splits (known at trace time) and values (tf.SplitV / tf.Unpack).",
+)
+def _to_variant(ctx, node, inputs):
+  *splits, values = inputs
+  splits = _known_splits(ctx, node, splits)
+  if splits:
+    _check_splits(node, splits, np.shape(values)[0] if np.ndim(values) else -1)
+  if not node.attr("batched_input"):
+    return [variant(node, (), [RaggedComponents(tuple(splits), values)], WHAT)]
+  rows = _rows(node, splits, values)
+  return [variant(node, (len(rows),), rows, WHAT)]
+
+
+def _components(node, value) -> list:
+  if not isinstance(value, VariantTensor):
+    raise op_error(node, f"expects ragged variants, got {type(value).__name__}")
+  for e in value.elements:
+    if not isinstance(e, RaggedComponents):
+      raise op_error(node, f"expects ragged variants, got {type(e).__name__} elements")
+  return list(value.elements)
+
+
+def _join(node, parts: list, dtype):
+  """The values of several elements concatenated along their first dim."""
+  if not parts:
+    return np.zeros((0,), dtype)  # TF's: no element tells the inner shape
+  if len(parts) == 1:
+    return parts[0]
+  inner = {tuple(np.shape(p)[1:]) for p in parts}
+  if len(inner) > 1 or any(np.ndim(p) == 0 for p in parts):
+    raise op_error(node, f"joins ragged values of shapes {[list(np.shape(p)) for p in parts]}")
+  return tfops.ConcatV2.apply(list(parts), {"axis": 0})
+
+
+@structural(
+  "RaggedTensorFromVariant",
+  family=FAMILY,
+  doc="The ragged tensor variants encode: the elements' row splits joined with numpy, "
+  "their values by tf.ConcatV2.",
+)
+def _from_variant(ctx, node, inputs):
+  (encoded,) = inputs
+  elements = _components(node, encoded)
+  out_rank, in_rank = node.attr("output_ragged_rank"), node.attr("input_ragged_rank")
+  if in_rank == -1:
+    in_rank = out_rank - encoded.ndim
+  if in_rank < 0 or in_rank + encoded.ndim != out_rank:
+    raise op_error(
+      node,
+      f"output_ragged_rank={out_rank} is not input_ragged_rank={in_rank} plus the "
+      f"encoded tensor's rank {encoded.ndim}",
+    )
+  dtype = tfdtypes.canonical_dtype(node.attr("Tvalues"))
+  split_dtype = tfdtypes.canonical_dtype(node.attr("Tsplits"))
+  for e in elements:
+    if len(e.splits) != in_rank:
+      raise errors.RuntimeCheckError(
+        node.op,
+        node.name,
+        f"Encoded input RaggedTensorVariant has ragged_rank={len(e.splits)}.  Expected "
+        f"ragged_rank={in_rank}.",
+      )
+    if tfdtypes.canonical_dtype(np.dtype(e.values.dtype)) != dtype:
+      raise errors.RuntimeCheckError(
+        node.op,
+        node.name,
+        f"Expected values Tensor dtype: {dtype}, found: {np.dtype(e.values.dtype)}",
+      )
+  # the variant tensor's own dims: uniform levels, the last one each element's rows
+  shape, splits = encoded.shape, []
+  for j in range(encoded.ndim - 1):
+    splits.append(np.arange(int(np.prod(shape[: j + 1])) + 1) * shape[j + 1])
+  if encoded.ndim:
+    counts = [
+      len(e.splits[0]) - 1 if e.splits else (np.shape(e.values)[0] if np.ndim(e.values) else 1)
+      for e in elements
+    ]
+    splits.append(np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]))
+  for k in range(in_rank):  # the elements' own levels, each offset by those before it
+    offsets = np.cumsum([0] + [int(e.splits[k][-1]) for e in elements])
+    tails = [e.splits[k][1:] + o for e, o in zip(elements, offsets)]
+    splits.append(np.concatenate([[0]] + tails))
+  values = _join(node, [e.values for e in elements], dtype)
+  if not encoded.ndim:
+    values = elements[0].values
+  return [np.asarray(s).astype(split_dtype) for s in splits] + [values]
+
+
+@structural(
+  "RaggedTensorToVariantGradient",
+  family=FAMILY,
+  doc="The gradient of RaggedTensorToVariant: the gradient variants' values joined "
+  "(tf.ConcatV2, tf.Pack) in the dense values' shape.",
+)
+def _to_variant_gradient(ctx, node, inputs):
+  encoded, row_splits, dense_shape = inputs
+  elements = _components(node, encoded)
+  shape = known_ints(ctx, dense_shape)
+  if shape is None:
+    raise errors.StaticInputError(node.op, node.name, "dense_values_shape")
+  dtype = tfdtypes.canonical_dtype(node.attr("Tvalues"))
+  parts = [e.values for e in elements]
+  if not encoded.ndim:
+    out = parts[0]
+  elif np.ndim(row_splits) == 0:  # ragged rank 0, batched: the rows stacked
+    out = tfops.Pack.apply(parts, {"axis": 0}) if parts else np.zeros(tuple(shape), dtype)
+  else:
+    out = _join(node, parts, dtype)
+  if tuple(np.shape(out)) != tuple(int(d) for d in shape):
+    out = tfops.Reshape.apply([out], {"shape": tuple(int(d) for d in shape)})
+  return [out]
