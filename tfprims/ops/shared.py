@@ -22,7 +22,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from tfprims import interpreter, rules
+from tfprims import errors, interpreter, rules
 
 # --- static params ------------------------------------------------------------------------
 
@@ -94,6 +94,7 @@ VARIANT_READERS = (
   "RaggedTensorToVariantGradient",
   "TensorListFromTensor",
   "TensorListSetItem",
+  "Pack",
   "Shape",
   "Size",
   "Rank",
@@ -135,3 +136,15 @@ def variant(node, shape: tuple, elements, what: str = "a TF variant tensor") -> 
     shape=tuple(shape),
     elements=tuple(elements),
   )
+
+
+def stack_variants(node, values) -> VariantTensor:
+  """``Pack`` (``tf.stack``) of variants of one shape along axis 0."""
+  shapes = {getattr(v, "shape", None) for v in values}
+  if not all(isinstance(v, VariantTensor) for v in values) or len(shapes) != 1:
+    raise errors.OpError(node.op, node.name, "stacks variants with other values or shapes")
+  if node.attr("axis", 0) != 0:
+    raise errors.OpError(node.op, node.name, "stacks variants along an axis other than 0")
+  (shape,) = shapes
+  elements = tuple(e for v in values for e in v.elements)
+  return dataclasses.replace(values[0], shape=(len(values),) + shape, elements=elements)
