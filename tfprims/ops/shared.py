@@ -116,6 +116,12 @@ class VariantTensor(interpreter.LazyValue):
   def ndim(self) -> int:
     return len(self.shape)
 
+  def __jax_array__(self):  # a graph output (convert_graph_def): refused, typed
+    raise errors.UnsupportedInputError(
+      f"the output of {self.op} node '{self.node}' is {self.what}, which has no JAX "
+      "value: return the tensors it encodes (RaggedTensorFromVariant's), not the variant"
+    )
+
   def element(self, i: int) -> "VariantTensor":
     """Element ``i`` of a vector, as a scalar variant."""
     return dataclasses.replace(self, shape=(), elements=(self.elements[i],))

@@ -15,9 +15,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tfprims import dtypes as tfdtypes, rules
+from tfprims import dtypes as tfdtypes, errors, rules
 from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY
+from tfprims.ops.shared import VariantTensor
 from tfprims.ops.shared_specs import index_array, lazy_hst
 from tfprims.errors import import_tensorflow
 
@@ -62,6 +63,13 @@ def _zeros_like(ctx, node, inputs):
   (x,) = inputs
   if hasattr(x, "shape") and hasattr(x, "dtype"):
     return bind_node(ctx, ZerosLike, node, inputs)
+  if any(isinstance(t, VariantTensor) for t in jax.tree.leaves(x)):
+    raise errors.UnsupportedInputError(
+      f"{node.op} node '{node.name}' zeroes a list of ragged variants: TF's gradient of "
+      "tf.map_fn over ragged rows (a GradientTape inside the converted function) is not "
+      "converted; differentiate the converted function with jax.grad instead "
+      "(docs/semantics/ragged.md)"
+    )
   return [jax.tree.map(lambda t: ZerosLike.apply([t], {}), x)]
 
 

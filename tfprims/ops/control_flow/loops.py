@@ -569,9 +569,15 @@ class _Loop:
       if not pred:
         for i, items in pushed.items():
           xp = np if all(core.is_concrete(v) for v in items) else jnp
+          shapes = sorted({tuple(np.shape(v)) for v in items if hasattr(v, "dtype")})
           values[i] = (
             self.inputs[i]
             if not items
+            else UnavailableList(
+              f"{self.where} pushes values of different shapes {shapes} to it (the rows "
+              "of a ragged tensor, e.g. tf.map_fn over ragged rows under a GradientTape)"
+            )
+            if len(shapes) > 1
             else self._accumulated(
               i,
               xp.stack([xp.asarray(v) for v in items])
