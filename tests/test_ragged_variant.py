@@ -181,7 +181,21 @@ def test_variants_refused_with_typed_errors_naming_the_node():
   def zeros(v, s):
     return tf.shape(R.ZerosLike(x=to_variant(v, s)))
 
+  @tf.function
+  def as_doubles(v, s):  # TF: "Expected values Tensor dtype: double, found: float"
+    return R.RaggedTensorFromVariant(
+      encoded_ragged=to_variant(v, s),
+      input_ragged_rank=0,
+      output_ragged_rank=1,
+      Tvalues=tf.float64,
+      Tsplits=I64,
+    )[1]
+
   args = (tf.TensorSpec([None], F32), tf.TensorSpec([None], I64))
+  with pytest.raises(tf.errors.InvalidArgumentError, match="dtype: double"):
+    as_doubles(*comps)
+  with pytest.raises(tfprims.errors.RuntimeCheckError, match="dtype: float64"):
+    tfprims.convert_functional(as_doubles, *args)(*comps)
   with pytest.raises(tfprims.errors.UnsupportedInputError, match="variant"):
     tfprims.convert_functional(to_variant, *args)  # a variant output, at conversion
   graph_def = to_variant.get_concrete_function(*args).graph.as_graph_def()

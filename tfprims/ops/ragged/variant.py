@@ -32,10 +32,12 @@ WHAT = "a ragged tensor encoded as a TF variant, kept as its row splits and valu
 
 class RaggedComponents(NamedTuple):
   """One variant element: a ragged tensor's nested row splits (numpy, outermost
-  first) and its dense values."""
+  first), its dense values and their TF dtype (``dtype``: the values may be narrowed
+  to 32 bits, the dtype TF checks is not)."""
 
   splits: tuple
   values: Any
+  dtype: Any
 
 
 def _known_splits(ctx, node, splits) -> list:
@@ -71,14 +73,14 @@ def _check_splits(node, splits, nvals: int) -> None:
     raise errors.RuntimeCheckError(node.op, node.name, f"Invalid ragged splits: {problem}")
 
 
-def _rows(node, splits, values) -> list:
+def _rows(node, splits, values, dtype) -> list:
   """A ragged tensor's rows (ragged rank one less), as :class:`RaggedComponents`."""
   if not splits:  # ragged rank 0: the rows of the dense values
     if np.ndim(values) == 0:
       raise op_error(node, "batched_input needs values of rank >= 1 for ragged rank 0")
     n = np.shape(values)[0]
     rows = tfops.Unpack.apply([values], {"num": n, "axis": 0}) if n else []
-    return [RaggedComponents((), r) for r in rows]
+    return [RaggedComponents((), r, dtype) for r in rows]
   lo, hi = splits[0][:-1], splits[0][1:]
   inner = [[] for _ in lo]
   for s in splits[1:]:
@@ -90,7 +92,7 @@ def _rows(node, splits, values) -> list:
   sizes = tuple(int(b - a) for a, b in zip(lo, hi))
   params = {"size_splits": sizes, "axis": 0, "num_split": len(sizes)}
   pieces = tfops.SplitV.apply([values], params)
-  return [RaggedComponents(tuple(i), p) for i, p in zip(inner, pieces)]
+  return [RaggedComponents(tuple(i), p, dtype) for i, p in zip(inner, pieces)]
 
 
 @structural(
@@ -104,9 +106,10 @@ def _to_variant(ctx, node, inputs):
   splits = _known_splits(ctx, node, splits)
   if splits:
     _check_splits(node, splits, np.shape(values)[0] if np.ndim(values) else -1)
+  dtype = np.dtype(node.attr("Tvalues"))
   if not node.attr("batched_input"):
-    return [variant(node, (), [RaggedComponents(tuple(splits), values)], WHAT)]
-  rows = _rows(node, splits, values)
+    return [variant(node, (), [RaggedComponents(tuple(splits), values, dtype)], WHAT)]
+  rows = _rows(node, splits, values, dtype)
   return [variant(node, (len(rows),), rows, WHAT)]
 
 
@@ -149,7 +152,8 @@ def _from_variant(ctx, node, inputs):
       f"output_ragged_rank={out_rank} is not input_ragged_rank={in_rank} plus the "
       f"encoded tensor's rank {encoded.ndim}",
     )
-  dtype = tfdtypes.canonical_dtype(node.attr("Tvalues"))
+  tf_dtype = np.dtype(node.attr("Tvalues"))
+  dtype = tfdtypes.canonical_dtype(tf_dtype)
   split_dtype = tfdtypes.canonical_dtype(node.attr("Tsplits"))
   for e in elements:
     if len(e.splits) != in_rank:
@@ -159,11 +163,9 @@ def _from_variant(ctx, node, inputs):
         f"Encoded input RaggedTensorVariant has ragged_rank={len(e.splits)}.  Expected "
         f"ragged_rank={in_rank}.",
       )
-    if tfdtypes.canonical_dtype(np.dtype(e.values.dtype)) != dtype:
+    if e.dtype != tf_dtype:
       raise errors.RuntimeCheckError(
-        node.op,
-        node.name,
-        f"Expected values Tensor dtype: {dtype}, found: {np.dtype(e.values.dtype)}",
+        node.op, node.name, f"Expected values Tensor dtype: {tf_dtype}, found: {e.dtype}"
       )
   # the variant tensor's own dims: uniform levels, the last one each element's rows
   shape, splits = encoded.shape, []
@@ -179,9 +181,7 @@ def _from_variant(ctx, node, inputs):
     offsets = np.cumsum([0] + [int(e.splits[k][-1]) for e in elements])
     tails = [e.splits[k][1:] + o for e, o in zip(elements, offsets)]
     splits.append(np.concatenate([[0]] + tails))
-  values = _join(node, [e.values for e in elements], dtype)
-  if not encoded.ndim:
-    values = elements[0].values
+  values = _join(node, [e.values for e in elements], dtype)  # one element: as it is
   return [np.asarray(s).astype(split_dtype) for s in splits] + [values]
 
 
