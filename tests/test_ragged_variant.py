@@ -205,13 +205,40 @@ def test_variants_refused_with_typed_errors_naming_the_node():
   with pytest.raises(tfprims.errors.UnsupportedInputError, match="ZerosLike node.*RaggedTensor"):
     tfprims.convert_functional(zeros, *args)(*comps)
 
+
+def _taped(f):
+  """A tf.function computing ``f`` and TF's own gradient of it wrt the flat values (a
+  GradientTape in the graph: TF's backward loop over the rows)."""
+
   @tf.function
-  def tape_grad(rt):  # TF's own gradient of map_fn over ragged rows, in the graph
+  def taped(rt):
     v = rt.flat_values
     with tf.GradientTape() as tape:
       tape.watch(v)
-      y = tf.map_fn(lambda r: tf.reduce_sum(r * r), rt.with_flat_values(v), fn_output_signature=F32)
-    return tape.gradient(y, v)
+      y = f(rt.with_flat_values(v))
+    return y, tape.gradient(y, v)
 
-  with pytest.raises(tfprims.errors.UnsupportedInputError, match="jax.grad"):
-    tfprims.convert_functional(tape_grad, SPEC)(rt)
+  return taped
+
+
+def test_tf_gradient_of_map_fn_over_ragged_rows_in_the_graph_matches_tf():
+  # TF's backward loop pops the rows the forward loop pushed (arrays of different
+  # lengths), zeroes and sums lists of ragged variants, and ends in
+  # RaggedTensorToVariantGradient: all at trace time, the loops unrolled
+  taped = _taped(lambda rt: tf.map_fn(lambda r: tf.reduce_sum(tf.sin(r) * r), rt, dtype=F32))
+  fn = tfprims.convert_functional(taped, SPEC)
+  cases = [
+    _rt([[1.0, 2.0], [], [3.0, -4.0, 5.0]]),
+    _rt([[7.0]]),
+    _rt(None, [0, 0]),  # one empty row
+    _rt(None, [0]),  # no rows
+  ]
+  for rt in cases:
+    _check(fn(rt), taped(rt))
+  splits = cases[0].row_splits.numpy()
+  _check(jax.jit(lambda v: fn((v, splits)))(cases[0].flat_values.numpy()), taped(cases[0]))
+  taped2 = _taped(lambda rt: tf.map_fn(lambda r: tf.reduce_sum(r * r), rt, dtype=F32))
+  rt2 = tf.ragged.constant(
+    [[[1.0, 2.0], []], [[3.0]], [], [[4.0, 5.0], [6.0]]], F32, 2, row_splits_dtype=I64
+  )
+  _check(tfprims.convert_functional(taped2, SPEC2)(rt2), taped2(rt2))

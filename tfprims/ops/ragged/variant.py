@@ -39,6 +39,17 @@ class RaggedComponents(NamedTuple):
   values: Any
   dtype: Any
 
+  def added(self, node, others) -> "RaggedComponents":
+    """The sum with ragged tensors of the same row splits (TF's AddN of variants, as
+    its gradient code sums a loop's list gradients): values by tf.AddN."""
+    for o in others:
+      if len(o.splits) != len(self.splits) or any(
+        a.shape != b.shape or np.any(a != b) for a, b in zip(o.splits, self.splits)
+      ):
+        raise op_error(node, "adds ragged variants of different row splits")
+    values = tfops.AddN.apply([self.values] + [o.values for o in others], {})
+    return self._replace(values=values)
+
 
 def _known_splits(ctx, node, splits) -> list:
   out = []
@@ -113,11 +124,12 @@ def _to_variant(ctx, node, inputs):
   return [variant(node, (len(rows),), rows, WHAT)]
 
 
-def _components(node, value) -> list:
+def _components(node, value, unset: bool = False) -> list:
+  """The elements of a ragged variant (None for unset ones where ``unset``)."""
   if not isinstance(value, VariantTensor):
     raise op_error(node, f"expects ragged variants, got {type(value).__name__}")
   for e in value.elements:
-    if not isinstance(e, RaggedComponents):
+    if not isinstance(e, RaggedComponents) and not (unset and e is None):
       raise op_error(node, f"expects ragged variants, got {type(e).__name__} elements")
   return list(value.elements)
 
@@ -193,12 +205,14 @@ def _from_variant(ctx, node, inputs):
 )
 def _to_variant_gradient(ctx, node, inputs):
   encoded, row_splits, dense_shape = inputs
-  elements = _components(node, encoded)
+  elements = _components(node, encoded, unset=True)
   shape = known_ints(ctx, dense_shape)
   if shape is None:
     raise errors.StaticInputError(node.op, node.name, "dense_values_shape")
   dtype = tfdtypes.canonical_dtype(node.attr("Tvalues"))
-  parts = [e.values for e in elements]
+  parts = [None if e is None else e.values for e in elements]
+  if any(p is None for p in parts):  # unset (zero) gradients: rows of zeros
+    parts = _zero_rows(ctx, node, elements, row_splits, shape, dtype)
   if not encoded.ndim:
     out = parts[0]
   elif np.ndim(row_splits) == 0:  # ragged rank 0, batched: the rows stacked
@@ -208,3 +222,24 @@ def _to_variant_gradient(ctx, node, inputs):
   if tuple(np.shape(out)) != tuple(int(d) for d in shape):
     out = tfops.Reshape.apply([out], {"shape": tuple(int(d) for d in shape)})
   return [out]
+
+
+def _zero_rows(ctx, node, elements, row_splits, shape, dtype) -> list:
+  """The gradient rows with zeros for the unset ones: ragged rank 1 (each row's length
+  is its splits' difference) or 0 (one dense row each)."""
+  splits = known_ints(ctx, row_splits) if np.ndim(row_splits) else None
+  if (
+    np.ndim(row_splits)
+    and (splits is None or len(splits) != len(elements) + 1)
+    or any(e is not None and e.splits for e in elements)
+  ):
+    raise op_error(node, "unset gradient rows whose lengths the row splits do not give")
+  inner = tuple(int(d) for d in shape[1:])
+  out = []
+  for i, e in enumerate(elements):
+    if e is None:
+      rows = () if splits is None else (int(splits[i + 1] - splits[i]),)
+      out.append(np.zeros(rows + inner, dtype))
+    else:
+      out.append(e.values)
+  return out

@@ -26,6 +26,7 @@ from tfprims.ops.tensorlist.value import (
   merge_shapes,
   static_int,
   variant_get,
+  variant_pop,
   variant_set,
 )
 
@@ -185,6 +186,8 @@ def push_back(ctx, node, inputs):
 
 def pop_back(ctx, node, inputs):
   lst = as_list(node, inputs[0])
+  if is_variant_list(lst):
+    return variant_pop(node, lst)
   if lst.length == 0:
     raise errors.OpError(node.op, node.name, "pops from an empty list")
   lst = lst.materialized(decode_shape(inputs[1]), node)

@@ -226,14 +226,60 @@ def _variant_index(node, lst: TensorList, index) -> int:
   return check_index(node, lst, index)
 
 
-def variant_get(node, lst: TensorList, index) -> VariantTensor:
-  """Element ``index`` of a list of variants, as a scalar variant."""
-  i = _variant_index(node, lst, index)
+def _element(node, lst: TensorList, i: int):
+  """Element ``i`` of a list whose items are a VariantTensor: a scalar variant, or the
+  array itself in a list of arrays of different shapes (a loop's pushed rows)."""
   if not isinstance(lst.items, VariantTensor) or lst.items.elements[i] is None:
     raise errors.TensorListSizeError(
       f"{node.op} node '{node.name}' reads element {i} of a list of variants, which nothing has set"
     )
-  return lst.items.element(i)
+  return lst.items.element(i) if lst.element_dtype == "variant" else lst.items.elements[i]
+
+
+def variant_get(node, lst: TensorList, index):
+  """Element ``index`` of a list of variants (a scalar variant)."""
+  return _element(node, lst, _variant_index(node, lst, index))
+
+
+def variant_pop(node, lst: TensorList) -> list:
+  """PopBack of a list of variants (or of arrays of different shapes): the rest, the last."""
+  if lst.length == 0:
+    raise errors.OpError(node.op, node.name, "pops from an empty list")
+  last = _element(node, lst, lst.length - 1)
+  rest = lst.items.stacked(lst.items.elements[:-1])
+  return [TensorList(rest, lst.length - 1, lst.element_dtype, None), last]
+
+
+def host_rows(node, rows: list, element_dtype) -> TensorList:
+  """A list of arrays of different shapes (a loop pushing ragged rows, which TF's
+  gradient code accumulates): read back only by PopBack and GetItem."""
+  what = "a list of arrays of different shapes (ragged rows)"
+  return TensorList(variant(node, (len(rows),), rows, what), len(rows), element_dtype, None)
+
+
+def zeros_list(lst: TensorList) -> TensorList:
+  """ZerosLike of a list of variants: every element unset, which reads as zeros where
+  TF's gradient ops read it (RaggedTensorToVariantGradient)."""
+  return TensorList(None, lst.length, lst.element_dtype, lst.element_shape)
+
+
+def add_lists(node, lists) -> TensorList:
+  """AddN of lists of variants (TF's gradient code sums a loop's list gradients):
+  element by element, unset elements being zeros; set ones add by their ``added``."""
+  lists = [as_list(node, x) for x in lists]
+  if len({x.length for x in lists}) != 1 or any(not is_variant_list(x) for x in lists):
+    raise errors.OpError(node.op, node.name, "adds lists of variants of different lengths")
+  out, template = [], None
+  for i in range(lists[0].length):
+    found = [x.items.elements[i] for x in lists if x.items is not None]
+    found = [e for e in found if e is not None]
+    template = next((x.items for x in lists if x.items is not None), None)
+    out.append(
+      None if not found else found[0] if len(found) == 1 else found[0].added(node, found[1:])
+    )
+  if template is None:
+    return zeros_list(lists[0])
+  return TensorList(template.stacked(out), lists[0].length, "variant", ())
 
 
 def variant_set(node, lst: TensorList, index, item) -> TensorList:
@@ -252,13 +298,8 @@ def variant_set(node, lst: TensorList, index, item) -> TensorList:
 
 
 def variant_stack(node, lst: TensorList) -> VariantTensor:
-  """The elements of a list of variants as a vector variant (every one set)."""
+  """The elements of a list of variants as a vector variant."""
   items = lst.items
-  if items is None and lst.length == 0:
-    return variant(node, (0,), ())
-  if not isinstance(items, VariantTensor) or any(e is None for e in items.elements):
-    raise errors.TensorListSizeError(
-      f"{node.op} node '{node.name}' stacks a list of variants some of whose "
-      "elements nothing has set"
-    )
+  if items is None:  # unset variants: the readers take them as zeros or refuse them
+    return variant(node, (lst.length,), (None,) * lst.length)
   return items
