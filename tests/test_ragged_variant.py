@@ -82,7 +82,9 @@ def test_map_fn_over_ragged_rows_matches_tf_eager_jit_grad_vmap():
   v = tf.constant(values)
   with tf.GradientTape() as tape:
     tape.watch(v)
-    dense = tf.map_fn(lambda r: tf.reduce_sum(tf.sin(r) * r), rt.with_flat_values(v), dtype=F32)
+    dense = tf.map_fn(
+      lambda r: tf.reduce_sum(tf.sin(r) * r), rt.with_flat_values(v), fn_output_signature=F32
+    )
     loss = tf.reduce_sum(dense * w)
   want = tape.gradient(loss, v).numpy()
 
@@ -225,7 +227,9 @@ def test_tf_gradient_of_map_fn_over_ragged_rows_in_the_graph_matches_tf():
   # TF's backward loop pops the rows the forward loop pushed (arrays of different
   # lengths), zeroes and sums lists of ragged variants, and ends in
   # RaggedTensorToVariantGradient: all at trace time, the loops unrolled
-  taped = _taped(lambda rt: tf.map_fn(lambda r: tf.reduce_sum(tf.sin(r) * r), rt, dtype=F32))
+  taped = _taped(
+    lambda rt: tf.map_fn(lambda r: tf.reduce_sum(tf.sin(r) * r), rt, fn_output_signature=F32)
+  )
   fn = tfprims.convert_functional(taped, SPEC)
   cases = [
     _rt([[1.0, 2.0], [], [3.0, -4.0, 5.0]]),
@@ -237,7 +241,7 @@ def test_tf_gradient_of_map_fn_over_ragged_rows_in_the_graph_matches_tf():
     _check(fn(rt), taped(rt))
   splits = cases[0].row_splits.numpy()
   _check(jax.jit(lambda v: fn((v, splits)))(cases[0].flat_values.numpy()), taped(cases[0]))
-  taped2 = _taped(lambda rt: tf.map_fn(lambda r: tf.reduce_sum(r * r), rt, dtype=F32))
+  taped2 = _taped(lambda rt: tf.map_fn(lambda r: tf.reduce_sum(r * r), rt, fn_output_signature=F32))
   rt2 = tf.ragged.constant(
     [[[1.0, 2.0], []], [[3.0]], [], [[4.0, 5.0], [6.0]]], F32, 2, row_splits_dtype=I64
   )
