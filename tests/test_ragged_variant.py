@@ -145,6 +145,38 @@ def _dense_rows(x):  # ragged rank 0, batched: the rows of a dense tensor
   return tuple(out[0]) + (out[1], grad)
 
 
+@tf.function
+def _unset_rows(rt):  # a list of gradient variants only one of whose rows is set
+  v, s = rt.flat_values, rt.row_splits
+  shape = tf.constant([], tf.int32)
+  lst = R.TensorListReserve(element_shape=shape, num_elements=3, element_dtype=tf.variant)
+  row = R.RaggedTensorToVariant(
+    rt_nested_splits=[], rt_dense_values=v[2:5] * 2, batched_input=False
+  )
+  lst = R.TensorListSetItem(input_handle=lst, index=2, item=row)
+  grads = R.TensorListStack(input_handle=lst, element_shape=shape, element_dtype=tf.variant)
+  return R.RaggedTensorToVariantGradient(
+    encoded_ragged_grad=grads, row_splits=s, dense_values_shape=tf.shape(v), Tvalues=F32
+  )
+
+
+@tf.function
+def _added_lists(rt):  # AddN of lists of ragged variants (a zeroed one too), row by row
+  v, s = rt.flat_values, rt.row_splits
+  shape = tf.constant([], tf.int32)
+
+  def rows(x):
+    b = R.RaggedTensorToVariant(rt_nested_splits=[s], rt_dense_values=x, batched_input=True)
+    return R.TensorListFromTensor(tensor=b, element_shape=shape)
+
+  total = R.AddN(inputs=[rows(v), rows(v * 3.0), R.ZerosLike(x=rows(v))])
+  grads = R.TensorListStack(input_handle=total, element_shape=shape, element_dtype=tf.variant)
+  out = R.RaggedTensorFromVariant(
+    encoded_ragged=grads, input_ragged_rank=0, output_ragged_rank=1, Tvalues=F32, Tsplits=I64
+  )
+  return out[0][0], out[1]
+
+
 def test_round_trip_and_gradient_op_match_tf():
   fn = tfprims.convert_functional(_round_trip, SPEC)
   for values, splits in [
@@ -155,6 +187,9 @@ def test_round_trip_and_gradient_op_match_tf():
     want = _round_trip(tf.RaggedTensor.from_row_splits(values, splits))
     _check(fn((values, splits)), want)
     _check(jax.jit(lambda v: fn((v, splits)))(values), want)
+  rt = tf.RaggedTensor.from_row_splits([1.0, 2.0, 3.0, 4.0, 5.0], tf.constant([0, 2, 2, 5], I64))
+  _check([tfprims.convert_functional(_unset_rows, SPEC)(rt)], [_unset_rows(rt)])  # zeros
+  _check(tfprims.convert_functional(_added_lists, SPEC)(rt), _added_lists(rt))
   dense = tfprims.convert_functional(_dense_rows, tf.TensorSpec([None, 2], F32))
   for x in (np.arange(6, dtype=np.float32).reshape(3, 2), np.zeros((0, 2), np.float32)):
     _check(dense(x), _dense_rows(x))
