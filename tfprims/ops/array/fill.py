@@ -15,9 +15,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tfprims import dtypes as tfdtypes, rules
+from tfprims import dtypes as tfdtypes, errors, rules
 from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY
+from tfprims.ops import tensorlist
+from tfprims.ops.shared import VariantTensor
 from tfprims.ops.shared_specs import index_array, lazy_hst
 from tfprims.errors import import_tensorflow
 
@@ -62,6 +64,13 @@ def _zeros_like(ctx, node, inputs):
   (x,) = inputs
   if hasattr(x, "shape") and hasattr(x, "dtype"):
     return bind_node(ctx, ZerosLike, node, inputs)
+  if isinstance(x, tensorlist.TensorList) and tensorlist.is_variant_list(x):
+    return [tensorlist.zeros_list(x)]  # TF's gradient of map_fn over ragged rows
+  if any(isinstance(t, VariantTensor) for t in jax.tree.leaves(x)):
+    raise errors.UnsupportedInputError(
+      f"{node.op} node '{node.name}' zeroes variants held as Python values (ragged "
+      "rows) that are not a TensorList of them"
+    )
   return [jax.tree.map(lambda t: ZerosLike.apply([t], {}), x)]
 
 

@@ -17,7 +17,7 @@ from jax import lax
 from tfprims import emit, interpreter, rules
 from tfprims.core import register_op, tfops
 from tfprims.ops.array._common import FAMILY, norm_axis
-from tfprims.ops.shared import scalar_int
+from tfprims.ops.shared import VariantTensor, scalar_int, stack_variants
 from tfprims.ops.shared_specs import index_array, lazy_hst
 from tfprims.ops.tensorlist import batch as list_batch
 from tfprims.rules import U
@@ -104,6 +104,8 @@ def _pack_interpret(ctx, node, inputs):
   # tf.stack of TensorList handles (a vector of lists): see tfprims.ops.tensorlist.batch.
   if any(list_batch.is_list_value(v) for v in inputs):
     return [list_batch.pack_lists(node, inputs)]
+  if any(isinstance(v, VariantTensor) for v in inputs):  # tf.stack of ragged variants
+    return [stack_variants(node, inputs)]
   return interpreter.bind_node(ctx, tfops.Pack, node, inputs)
 
 

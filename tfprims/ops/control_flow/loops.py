@@ -50,7 +50,13 @@ from tfprims.ops.control_flow.common import (
   value_subgraph,
 )
 from tfprims.ops.control_flow.optional import OptionalValue
-from tfprims.ops.tensorlist import NeedsConcreteIndex, TensorList, UnavailableList
+from tfprims.ops.tensorlist import (
+  NeedsConcreteIndex,
+  TensorList,
+  UnavailableList,
+  host_rows,
+  is_variant_list,
+)
 
 FAMILY = "control_flow"
 
@@ -531,6 +537,8 @@ class _Loop:
     return outs
 
   def scan(self, n, dynamic_conj, static, final_static):
+    if any(self._holds_python_values(i) for i in self.carried):
+      raise _Unroll("it carries a list of trace-time values (ragged rows)")
     init = self._init()
     for _ in range(4):
       try:
@@ -569,9 +577,12 @@ class _Loop:
       if not pred:
         for i, items in pushed.items():
           xp = np if all(core.is_concrete(v) for v in items) else jnp
+          shapes = sorted({tuple(np.shape(v)) for v in items if hasattr(v, "dtype")})
           values[i] = (
             self.inputs[i]
             if not items
+            else host_rows(self.node, items, self.inputs[i].element_dtype)
+            if len(shapes) > 1 and self.inputs[i].length == 0  # ragged rows: TF's gradient
             else self._accumulated(
               i,
               xp.stack([xp.asarray(v) for v in items])
@@ -590,7 +601,16 @@ class _Loop:
       "iterations at trace time"
     )
 
+  def _holds_python_values(self, i) -> bool:
+    v = self.inputs[i]
+    return isinstance(v, TensorList) and v.items is not None and is_variant_list(v)
+
   def while_loop(self):
+    if any(self._holds_python_values(i) for i in self.carried):
+      raise errors.ControlFlowError(
+        f"{self.where} carries a list of trace-time values (ragged rows) but its trip "
+        "count is not known at trace time, so it cannot be unrolled"
+      )
     init = self._init()
     for _ in range(4):
       try:

@@ -749,9 +749,12 @@ def _add_n_interpret(ctx, node, inputs):
   tensors take the primitive."""
   from tfprims import errors
   from tfprims.interpreter import bind_node
+  from tfprims.ops import tensorlist
 
   if all(hasattr(x, "shape") and hasattr(x, "dtype") for x in inputs):
     return bind_node(ctx, AddN, node, inputs)
+  if any(isinstance(x, tensorlist.TensorList) and tensorlist.is_variant_list(x) for x in inputs):
+    return [tensorlist.add_lists(node, inputs)]  # lists of ragged variants: row by row
   trees = {jax.tree_util.tree_structure(x) for x in inputs}
   if len(trees) != 1:
     raise errors.OpError(

@@ -65,6 +65,10 @@ from tfprims.ops.tensorlist.value import (
   NeedsConcreteIndex,
   TensorList,
   UnavailableList,
+  add_lists,
   decode_shape,
+  host_rows,
+  is_variant_list,
   merge_shapes,
+  zeros_list,
 )

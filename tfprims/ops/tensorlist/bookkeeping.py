@@ -18,8 +18,10 @@ from tfprims.ops.tensorlist.value import (
   as_list,
   decode_shape,
   element_dtype,
+  is_variant_list,
   merge_shapes,
   static_int,
+  variant_stack,
 )
 
 
@@ -29,7 +31,8 @@ def _reserve_interpret(ctx, node, inputs):
   if n < 0:
     raise errors.OpError(node.op, node.name, f"negative num_elements {n}")
   lst = TensorList(None, n, element_dtype(node), shape)
-  return [lst.materialized() if lst.shape_known else lst]
+  # a list of variants (ragged rows) keeps Python values: set one by one
+  return [lst.materialized() if lst.shape_known and not is_variant_list(lst) else lst]
 
 
 def _empty_interpret(ctx, node, inputs):
@@ -49,6 +52,8 @@ def _stack_interpret(ctx, node, inputs):
   num = node.attr("num_elements", -1)
   if num is not None and num >= 0 and num != lst.length:
     raise errors.OpError(node.op, node.name, f"expected {num} elements, the list has {lst.length}")
+  if is_variant_list(lst):
+    return [variant_stack(node, lst)]
   return [lst.materialized(decode_shape(inputs[1]), node).items]
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from tfprims import core, dtypes, errors
 from tfprims.core import tfops
+from tfprims.ops.shared import VariantTensor
 from tfprims.ops.tensorlist.value import (
   NeedsConcreteIndex,
   TensorList,
@@ -21,13 +22,19 @@ from tfprims.ops.tensorlist.value import (
   check_index,
   decode_shape,
   element_dtype,
+  is_variant_list,
   merge_shapes,
   static_int,
+  variant_get,
+  variant_pop,
+  variant_set,
 )
 
 
 def set_item(ctx, node, inputs):
   lst, index, item = as_list(node, inputs[0]), inputs[1], inputs[2]
+  if is_variant_list(lst) or isinstance(item, VariantTensor):
+    return [variant_set(node, lst, index, item)]
   resize = bool(node.attr("resize_if_index_out_of_bounds", False))
   if core.is_concrete(index):
     i = int(np.asarray(index))
@@ -69,6 +76,8 @@ def _grow(lst: TensorList, size: int, element_shape) -> TensorList:
 
 def get_item(ctx, node, inputs):
   lst, index = as_list(node, inputs[0]), inputs[1]
+  if is_variant_list(lst):
+    return [variant_get(node, lst, index)]
   check_index(node, lst, index)
   lst = lst.materialized(decode_shape(inputs[2]), node)
   return [tfops.TensorListGetItem.apply([lst.items, index], {})]
@@ -177,6 +186,8 @@ def push_back(ctx, node, inputs):
 
 def pop_back(ctx, node, inputs):
   lst = as_list(node, inputs[0])
+  if is_variant_list(lst):
+    return variant_pop(node, lst)
   if lst.length == 0:
     raise errors.OpError(node.op, node.name, "pops from an empty list")
   lst = lst.materialized(decode_shape(inputs[1]), node)

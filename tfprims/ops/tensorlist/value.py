@@ -17,6 +17,7 @@ import jax
 import numpy as np
 
 from tfprims import core, dtypes, errors, folding, rules
+from tfprims.ops.shared import VariantTensor, variant
 
 FAMILY = "tensorlist"
 
@@ -67,6 +68,13 @@ class TensorList:
 
   def materialized(self, element_shape=None, node=None) -> "TensorList":
     """This list with ``items`` allocated (uninitialized elements are zeros, as in TF)."""
+    if isinstance(self.items, VariantTensor):
+      where = f"{node.op} node '{node.name}'" if node is not None else "a TensorList"
+      raise errors.TensorListSizeError(
+        f"{where} reads a list of variant elements ({self.items.what}) as a dense "
+        "array; tfprims runs only TensorListFromTensor, GetItem, SetItem, Stack and "
+        "Length on such lists"
+      )
     if self.items is not None:
       return self
     if isinstance(self.element_dtype, str):
@@ -194,3 +202,104 @@ def check_index(node, lst: TensorList, index) -> Optional[int]:
       node.op, node.name, f"index {i} is out of range for a list of {lst.length} elements"
     )
   return i
+
+
+# --- lists of variants (a VariantTensor's elements: tf.map_fn over ragged rows) --------------
+
+
+def is_variant_list(lst: TensorList) -> bool:
+  """A list of :class:`VariantTensor` elements (or of variants none is set yet)."""
+  items = lst.items
+  return isinstance(items, VariantTensor) or (items is None and lst.element_dtype == "variant")
+
+
+def _variant_index(node, lst: TensorList, index) -> int:
+  """A list of variants is indexed at trace time (its elements are Python values);
+  a traced index raises :class:`NeedsConcreteIndex`, so a loop with a static trip
+  count unrolls."""
+  if not core.is_concrete(index):
+    raise NeedsConcreteIndex(
+      f"{node.op} node '{node.name}' indexes a list of variant elements (ragged rows) "
+      "at an index known only at run time; its elements are trace-time values, so "
+      "the index must be known at trace time (a loop with a static trip count unrolls)"
+    )
+  return check_index(node, lst, index)
+
+
+def _element(node, lst: TensorList, i: int):
+  """Element ``i`` of a list whose items are a VariantTensor: a scalar variant, or the
+  array itself in a list of arrays of different shapes (a loop's pushed rows)."""
+  if not isinstance(lst.items, VariantTensor) or lst.items.elements[i] is None:
+    raise errors.TensorListSizeError(
+      f"{node.op} node '{node.name}' reads element {i} of a list of variants, which nothing has set"
+    )
+  return lst.items.element(i) if lst.element_dtype == "variant" else lst.items.elements[i]
+
+
+def variant_get(node, lst: TensorList, index):
+  """Element ``index`` of a list of variants (a scalar variant)."""
+  return _element(node, lst, _variant_index(node, lst, index))
+
+
+def variant_pop(node, lst: TensorList) -> list:
+  """PopBack of a list of variants (or of arrays of different shapes): the rest, the last."""
+  if lst.length == 0:
+    raise errors.OpError(node.op, node.name, "pops from an empty list")
+  last = _element(node, lst, lst.length - 1)
+  rest = lst.items.stacked(lst.items.elements[:-1])
+  return [TensorList(rest, lst.length - 1, lst.element_dtype, None), last]
+
+
+def host_rows(node, rows: list, element_dtype) -> TensorList:
+  """A list of arrays of different shapes (a loop pushing ragged rows, which TF's
+  gradient code accumulates): read back only by PopBack and GetItem."""
+  what = "a list of arrays of different shapes (ragged rows)"
+  return TensorList(variant(node, (len(rows),), rows, what), len(rows), element_dtype, None)
+
+
+def zeros_list(lst: TensorList) -> TensorList:
+  """ZerosLike of a list of variants: every element unset, which reads as zeros where
+  TF's gradient ops read it (RaggedTensorToVariantGradient)."""
+  return TensorList(None, lst.length, lst.element_dtype, lst.element_shape)
+
+
+def add_lists(node, lists) -> TensorList:
+  """AddN of lists of variants (TF's gradient code sums a loop's list gradients):
+  element by element, unset elements being zeros; set ones add by their ``added``."""
+  lists = [as_list(node, x) for x in lists]
+  if len({x.length for x in lists}) != 1 or any(not is_variant_list(x) for x in lists):
+    raise errors.OpError(node.op, node.name, "adds lists of variants of different lengths")
+  out, template = [], None
+  for i in range(lists[0].length):
+    found = [x.items.elements[i] for x in lists if x.items is not None]
+    found = [e for e in found if e is not None]
+    template = next((x.items for x in lists if x.items is not None), None)
+    out.append(
+      None if not found else found[0] if len(found) == 1 else found[0].added(node, found[1:])
+    )
+  if template is None:
+    return zeros_list(lists[0])
+  return TensorList(template.stacked(out), lists[0].length, "variant", ())
+
+
+def variant_set(node, lst: TensorList, index, item) -> TensorList:
+  """The list of variants with element ``index`` set to the scalar variant ``item``."""
+  if not isinstance(item, VariantTensor) or item.shape != ():
+    raise errors.OpError(
+      node.op,
+      node.name,
+      f"sets an element of a list of variants to {type(item).__name__} "
+      f"{getattr(item, 'shape', '')}; tfprims keeps scalar variants only",
+    )
+  i = _variant_index(node, lst, index)
+  old = lst.items.elements if isinstance(lst.items, VariantTensor) else (None,) * lst.length
+  elements = old[:i] + item.elements + old[i + 1 :]
+  return TensorList(item.stacked(elements), lst.length, "variant", ())
+
+
+def variant_stack(node, lst: TensorList) -> VariantTensor:
+  """The elements of a list of variants as a vector variant."""
+  items = lst.items
+  if items is None:  # unset variants: the readers take them as zeros or refuse them
+    return variant(node, (lst.length,), (None,) * lst.length)
+  return items
