@@ -9,10 +9,10 @@ hashes as TF's ``HashCrosserV2``: the first feature's hash, then
 too, from its ``hash_key`` attr, and hashes no feature (each is its int64 value). In
 SparseCrossHashed a sparse int64 feature's hash is farmhash ``Fingerprint64`` of
 its first 4 bytes (TF's kernel hashes ``sizeof(DataType)`` = 4 bytes of the value:
-the low 32 bits, little-endian); a dense int64 feature is its value. The 64-bit
-arithmetic runs on uint32 word pairs (:mod:`tfprims.ops.hashing.u64`), so x64 off
-works (values then fit in int32; the bucket is int32, so ``num_buckets`` must be in
-``[1, 2^31]``).
+the low 32 bits, little-endian); a dense int64 feature is its value. The hashing is
+:mod:`tfprims.ops.hashing.crosses` (shared with RaggedCross): 64-bit arithmetic on
+uint32 word pairs, so x64 off works (values then fit in int32; the bucket is int32,
+so ``num_buckets`` must be in ``[1, 2^31]``).
 
 The row of a sparse input's entry is its first index and a row's features are read
 from the values at that row's start (TF's kernel assumes the entries sorted by row,
@@ -30,57 +30,20 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 import jax
 
-from tfprims import core, errors, interpreter, opdefs
+from tfprims import core, interpreter, opdefs
 from tfprims import dtypes as tf_dtypes
 from tfprims.core import register_op
-from tfprims.ops.hashing import edge_values, u64
+from tfprims.ops.hashing import crosses, edge_values
 from tfprims.ops.shared_specs import lazy_hst
 from tfprims.ops.sparse._common import FAMILY, index_dtype, static_indices, static_shape
 
-_K2 = 0x9AE16A3B2F90404F
-_KMUL = 0xC6A4A7935BD1E995
-_INT64_MAX = (1 << 63) - 1
 
-
-def _shift_mix(v):
-  return u64.xor(v, u64.shr(v, 47))
-
-
-def _hash_len16(u, v, mul):
-  a = _shift_mix(u64.mul(u64.xor(u, v), mul))
-  b = _shift_mix(u64.mul(u64.xor(v, a), mul))
-  return u64.mul(b, mul)
-
-
-def fingerprint_low4(x):
-  """farmhash ``Fingerprint64`` of the 4 little-endian low bytes of integers."""
-  if x.dtype.itemsize == 8:
-    lo = (x & 0xFFFFFFFF).astype(jnp.uint32)
-  else:
-    lo = lax.bitcast_convert_type(x.astype(jnp.int32), jnp.uint32)
-  word = u64.from_u32(lo)
-  return _hash_len16(u64.add(u64.shl(word, 3), 4), word, u64.const(_K2 + 8, lo))
-
-
-def as_pair(x):
-  """A signed integer as its 64-bit two's complement pair (sign-extended)."""
-  if x.dtype.itemsize == 8:
-    return (x >> 32).astype(jnp.uint32), (x & 0xFFFFFFFF).astype(jnp.uint32)
-  lo = lax.bitcast_convert_type(x.astype(jnp.int32), jnp.uint32)
-  return jnp.where(x < 0, jnp.uint32(0xFFFFFFFF), jnp.uint32(0)), lo
-
-
-def fingerprint_cat64(fp1, fp2):
-  """TF's ``FingerprintCat64``."""
-  out = u64.xor(fp1, _KMUL)
-  out = u64.xor(out, u64.mul(_shift_mix(u64.mul(fp2, _KMUL)), _KMUL))
-  out = u64.mul(out, _KMUL)
-  out = u64.mul(_shift_mix(out), _KMUL)
-  return _shift_mix(out)
+def _ranks(counts):
+  """Each entry's position within its row, for rows of ``counts`` entries."""
+  return np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
 
 
 def cross_layout(indices, shapes, dense_shapes):
@@ -109,38 +72,16 @@ def cross_layout(indices, shapes, dense_shapes):
     per_input.append([np.arange(starts[b], starts[b] + counts[b]) for b in range(batch)])
   for s in dense_shapes:
     per_input.append([b * s[1] + np.arange(s[1]) for b in range(batch)])
-  positions, out_idx, widest = [], [], 0
-  for b in range(batch):
-    rows = np.stack(np.meshgrid(*[p[b] for p in per_input], indexing="ij"), -1)
-    rows = rows.reshape(-1, len(per_input))
-    positions.append(rows)
-    out_idx.append(np.stack([np.full(len(rows), b), np.arange(len(rows))], 1))
-    widest = max(widest, len(rows))
-  positions = (
-    np.concatenate(positions).astype(np.int64) if batch else np.zeros((0, len(per_input)), np.int64)
-  )
-  out_idx = np.concatenate(out_idx).astype(np.int64) if batch else np.zeros((0, 2), np.int64)
+  positions, counts = crosses.cross_positions(per_input, batch)
+  out_idx = np.stack([np.repeat(np.arange(batch), counts), _ranks(counts)], 1).astype(np.int64)
+  widest = int(counts.max()) if batch else 0
   return positions, out_idx, np.asarray([batch, widest], np.int64)
 
 
 def _check(num_buckets, strong_hash):
   if strong_hash:
     raise ValueError("strong_hash=True (SipHash of the features) is not converted")
-  if num_buckets < 0:
-    raise ValueError(f"num_buckets must be non-negative, got {num_buckets}")
-  if not tf_dtypes.x64_enabled() and not 1 <= num_buckets <= 1 << 31:
-    raise errors.Int64OverflowError(
-      f"num_buckets={num_buckets}: the crossed hash (TF's int64) is int32 with "
-      "jax_enable_x64 off, so num_buckets must be in [1, 2^31]; enable x64"
-    )
-
-
-def _to_int64(pair):
-  hi, lo = pair
-  out = tf_dtypes.canonical_dtype(np.dtype(np.int64))
-  if out.itemsize == 8:
-    return (hi.astype(out) << 32) | lo.astype(out)
-  return lax.bitcast_convert_type(lo, jnp.int32)
+  crosses.check_num_buckets(num_buckets)
 
 
 def _hash_crosses(values, dense, indices, shapes, num_buckets, sparse_hash, first):
@@ -150,18 +91,11 @@ def _hash_crosses(values, dense, indices, shapes, num_buckets, sparse_hash, firs
     if np.dtype(v.dtype).kind not in "iu":
       raise TypeError(f"only integer features are hashed here, got {v.dtype}")
   positions, out_idx, out_shape = cross_layout(indices, shapes, [x.shape for x in dense])
-  feats = [sparse_hash(v.reshape(-1)) for v in values] + [as_pair(x.reshape(-1)) for x in dense]
+  feats = [sparse_hash(v.reshape(-1)) for v in values]
+  feats += [crosses.as_pair(x.reshape(-1)) for x in dense]
   dt = index_dtype()
-  if len(positions) == 0:
-    return (jnp.asarray(out_idx.astype(dt)), jnp.zeros((0,), dt), jnp.asarray(out_shape.astype(dt)))
-  at = jnp.asarray(positions[:, 0].astype(np.int32))
-  hashed = None if first is None else u64.const(first, at)
-  for k, (hi, lo) in enumerate(feats):
-    at = jnp.asarray(positions[:, k].astype(np.int32))
-    f = (hi[at], lo[at])
-    hashed = f if hashed is None else fingerprint_cat64(hashed, f)
-  bucket = u64.mod(hashed, num_buckets if num_buckets > 0 else _INT64_MAX)
-  return (jnp.asarray(out_idx.astype(dt)), _to_int64(bucket), jnp.asarray(out_shape.astype(dt)))
+  hashed = crosses.hash_crosses(feats, positions, num_buckets, first)
+  return (jnp.asarray(out_idx.astype(dt)), hashed, jnp.asarray(out_shape.astype(dt)))
 
 
 def _cross_hashed(*operands, indices, shapes, num_buckets, strong_hash, salt):
@@ -170,7 +104,7 @@ def _cross_hashed(*operands, indices, shapes, num_buckets, strong_hash, salt):
   num_buckets = int(np.asarray(num_buckets).reshape(()))
   _check(num_buckets, bool(np.asarray(strong_hash).reshape(())))
   return _hash_crosses(
-    operands[:n], operands[n:], indices, shapes, num_buckets, fingerprint_low4, None
+    operands[:n], operands[n:], indices, shapes, num_buckets, crosses.fingerprint_low4, None
   )
 
 
@@ -188,7 +122,7 @@ def _cross(
   _check(int(num_buckets), False)
   n = len(shapes)
   return _hash_crosses(
-    operands[:n], operands[n:], indices, shapes, int(num_buckets), as_pair, int(hash_key)
+    operands[:n], operands[n:], indices, shapes, int(num_buckets), crosses.as_pair, int(hash_key)
   )
 
 
