@@ -1,5 +1,5 @@
-"""RaggedCross of int64 features (``tf.ragged.cross_hashed``, Keras ``HashedCrossing``
-on ragged inputs), bit-exact with TF's kernel.
+"""RaggedCross of int64 features (``tf.ragged.cross_hashed``), bit-exact with TF's
+kernel. (Keras 3's ``HashedCrossing`` emits SparseCross, in the sparse family.)
 
 Each batch row's output row is the cartesian product of its features in the inputs,
 taken in ``input_order`` (``R`` ragged, ``S`` sparse, ``D`` dense), the last input
