@@ -103,3 +103,22 @@ def test_string_crosses_refused_and_x64_off_buckets():
   h = tf.function(lambda a, d: tf.ragged.cross_hashed([a, d]).values)
   with pytest.raises(tfprims.Int64OverflowError, match="RaggedCross node .*num_buckets=0"):
     tfprims.convert_functional(h, *spec)(a, d)
+  # int32 row splits with int64 output splits abort TF's process: refused
+  m = tf.function(
+    lambda a, d: tf.raw_ops.RaggedCross(
+      ragged_values=[a.values],
+      ragged_row_splits=[tf.cast(a.row_splits, I32)],
+      sparse_indices=[],
+      sparse_values=[],
+      sparse_shape=[],
+      dense_inputs=[d],
+      input_order="RD",
+      hashed_output=True,
+      num_buckets=5,
+      hash_key=3,
+      out_values_type=I64,
+      out_row_splits_type=I64,
+    )[0]
+  )
+  with pytest.raises(tfprims.OpError, match="RaggedCross node .*out_row_splits_type"):
+    tfprims.convert_functional(m, *spec)(a, d)

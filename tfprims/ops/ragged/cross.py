@@ -183,17 +183,28 @@ def _interpret(ctx, node, inputs):
   values, constants, or what the value analysis proves), else StaticInputError naming
   the node; a traced result's row splits become constants (the static params decide
   them), so the crossed ragged tensor's structure stays known under jit."""
+  try:
+    return _run(ctx, node, inputs)
+  except errors.Int64OverflowError as e:  # typed, and naming the node
+    raise errors.Int64OverflowError(f"{node.op} node '{node.name}': {e}") from None
+  except errors.TFPrimsError:
+    raise
+  except (ValueError, TypeError) as e:
+    raise op_error(node, str(e)) from None
+
+
+def _run(ctx, node, inputs):
   op = core.lookup(node.op)
   attrs = interpreter.AttrView(node)
-  grouped = opdefs.group_inputs(node.op, inputs, attrs)
+  _check_output(attrs["out_values_type"], attrs["num_buckets"])  # before the splits
   out_splits_type = tf_dtypes.from_tf(attrs["out_row_splits_type"])
   for t in attrs["ragged_splits_types"] or ():
     if tf_dtypes.from_tf(t) != out_splits_type:
-      raise op_error(
-        node,
+      raise ValueError(
         f"a ragged input's row splits are {tf_dtypes.from_tf(t)}, but out_row_splits_type "
-        f"is {out_splits_type} (TF's kernel aborts the process): cast the splits",
+        f"is {out_splits_type} (TF's kernel aborts the process): cast the splits"
       )
+  grouped = opdefs.group_inputs(node.op, inputs, attrs)
   for arg in _STATIC:
     known = [known_ints(ctx, v) for v in grouped[arg]]
     if any(k is None for k in known):
@@ -201,18 +212,11 @@ def _interpret(ctx, node, inputs):
         node.op, node.name, arg, "the output row splits (the crosses' count per row) come from it"
       )
     grouped[arg] = known
-  try:
-    operands, params = op.prepare(grouped, attrs, node.name)
-    outs = list(op.apply(operands, params))
-    if isinstance(outs[1], jax.core.Tracer):
-      splits = _layout(operands, params)[1]
-      outs[1] = tf_dtypes.canonicalize_value(
-        splits.astype(out_splits_type), f"{node.op} node '{node.name}'"
-      )
-  except errors.Int64OverflowError as e:  # typed, and naming the node
-    raise errors.Int64OverflowError(f"{node.op} node '{node.name}': {e}") from None
-  except (ValueError, TypeError) as e:
-    raise op_error(node, str(e)) from None
+  operands, params = op.prepare(grouped, attrs, node.name)
+  outs = list(op.apply(operands, params))
+  if isinstance(outs[1], jax.core.Tracer):
+    splits = _layout(operands, params)[1].astype(out_splits_type)
+    outs[1] = tf_dtypes.canonicalize_value(splits, f"{node.op} node '{node.name}'")
   return outs
 
 
