@@ -28,6 +28,8 @@ tfprims' x64 policy checks), and is sign-extended, which gives the same decimal
 string; the bucket (TF's int64) is int32, so ``num_buckets`` may be at most 2^31.
 With x64 on the whole int64/uint64 range is exact. No gradient (TF registers none).
 String constants stay :class:`tfprims.interpreter.StringConstant` (not hashed).
+:mod:`tfprims.ops.hashing.crosses` holds the feature-cross hashing (FingerprintCat64)
+that the sparse and ragged cross ops share.
 """
 
 from __future__ import annotations
