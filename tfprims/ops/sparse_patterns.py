@@ -102,13 +102,12 @@ class _NoMatch(Exception):
   pass
 
 
-def _list_kinds(graph: graph_lib.Graph, fills) -> tuple[dict, list, list]:
-  """Follows the filled entries through the graph (in topological order): the kind of
-  every value derived from them ("indices", "x": a list of entries, "seg": their
-  rows, "y"/"idx": Unique's values and indices, "xshape"/"yshape": a shape whose
-  first dim is an x or y list's), the Unique nodes and the row reductions ending
-  them. Raises _NoMatch
-  where a value derived from the entries is used otherwise."""
+def _list_kinds(graph: graph_lib.Graph, fills) -> tuple[list, list]:
+  """The Unique nodes and the row reductions the filled entries reach. Follows the
+  entries through the graph in topological order, giving every value derived from
+  them a kind ("indices", "x": a list of entries, "seg": their rows, "y"/"idx":
+  Unique's values and indices, "xshape"/"yshape": a shape whose first dim is an x or
+  y list's); raises _NoMatch where such a value is used otherwise."""
   kinds: dict[Ref, str] = {}
   for fill in fills:
     kinds.update({(fill.name, 0): "indices", (fill.name, 1): "x", (fill.name, 3): "unused"})
@@ -186,7 +185,7 @@ def _list_kinds(graph: graph_lib.Graph, fills) -> tuple[dict, list, list]:
       kinds[(node.name, 0)] = out
   if any(tuple(r) in kinds for r in graph.outputs):
     raise _NoMatch
-  return kinds, uniques, reductions
+  return uniques, reductions
 
 
 class _Builder:
@@ -243,8 +242,8 @@ def _lift(graph, b: _Builder, ref: Ref, masks: tuple, memo: dict) -> Ref:
 
 def _static_fill(graph: graph_lib.Graph, group: list, b: _Builder) -> dict:
   """The nodes replacing the fills of ``group`` (same entries, masks and dense shape):
-  returns the refs that replace each fill's outputs, plus "rows" (the entries' rows
-  in static form), "nrows" and "counts" (entries per row, before filling)."""
+  returns the refs that replace each fill's outputs, plus "nrows" (the dense shape's
+  first dim) and "counts" (kept entries per row, before filling)."""
   indices, masks = _unretain(graph, tuple(group[0].inputs[0]))
   dense_shape = _producer(graph, tuple(group[0].inputs[2]))
   memo: dict = {}
@@ -294,7 +293,7 @@ def _static_fill(graph: graph_lib.Graph, group: list, b: _Builder) -> dict:
     indices = b("kept_indices", "SelectV2", [valid_2d, indices, minus1])
   new_indices = b("indices", "ConcatV2", [indices, fill_indices, b.const(0, i32)], N=2)
   fill_len = b("fill_len", "Reshape", [nrows, b.const([1], i32)])
-  out = {"rows": rows, "nrows": nrows, "counts": counts}
+  out = {"nrows": nrows, "counts": counts}
   for k, fill in enumerate(group):
     (values, values_masks), default = _unretain(graph, tuple(fill.inputs[1])), fill.inputs[3]
     if values_masks != masks:  # values pruned otherwise than their indices
@@ -355,7 +354,7 @@ def static_fills(graph: graph_lib.Graph) -> graph_lib.Graph:
   for group in groups.values():
     b = _Builder(f"{group[0].name}/tfprims_static")
     try:
-      _, uniques, reductions = _list_kinds(graph, group)
+      uniques, reductions = _list_kinds(graph, group)
       fill = _static_fill(graph, group, b)
     except (_NoMatch, RecursionError):
       continue
