@@ -523,8 +523,28 @@ def write_chart(rows, path):
   return True
 
 
+# The realistic suite's models that benchmarks/cold_start.py also runs (batch 1).
+_COLD_START_MODELS = {
+  "mobilenet_v2_224": "mobilenet_v2",
+  "efficientnet_b0_224": "efficientnet_b0",
+  "bert_encoder": "bert",
+}
+
+
+def _cold_start() -> dict:
+  """benchmarks/results/cold_start.json's medians by model (empty when it was not run)."""
+  path = RESULTS / "cold_start.json"
+  if not path.exists():
+    return {}
+  return {
+    name: {way: r["median"]["to_first_result_s"] for way, r in ways.items()}
+    for name, ways in json.loads(path.read_text())["results"].items()
+  }
+
+
 def write_markdown(result, path, chart="ratios.png", notes=True):
   m = result["machine"]
+  cold = _cold_start()
   lines = [
     "# Performance",
     "",
@@ -539,17 +559,21 @@ def write_markdown(result, path, chart="ratios.png", notes=True):
     "First result: convert + trace + lower + compile + first run, from JAX's caches "
     "cleared (TF: a new tf.function's first call). The JAX contenders' first result and "
     "parts are the lower of two rounds run in opposite orders; run times are medians of "
-    "shuffled rounds. Ratios < 1 mean tfprims is faster.",
+    "shuffled rounds. Ratios < 1 mean tfprims is faster. Cold start/TF (batch 1, from "
+    "`python -m benchmarks.cold_start`, fresh processes): the exported artifact's process "
+    "start to first result with a warm compilation cache, against TF's SavedModel's.",
     "",
     "| model | batch | nodes | first result s | convert s | trace s | lower s | compile s "
     "| run ms | eager ms | TF ms | TF-XLA ms | tf2jax run ms | run/TF | run/TF-XLA "
     "| run/tf2jax | conv+trace/tf2jax | lower/tf2jax | compile/tf2jax "
-    "| first result/tf2jax | first result/TF | eager/tf2jax |",
-    "|" + "---|" * 23,
+    "| first result/tf2jax | first result/TF | cold start/TF | eager/tf2jax |",
+    "|" + "---|" * 24,
   ]
   for r in result["models"]:
     o, t2, rat = r["tfprims"], r.get("tf2jax", {}), r["ratios"]
     f = lambda v, s=1.0, d=2: "–" if v is None else f"{v * s:.{d}f}"
+    c = cold.get(_COLD_START_MODELS.get(r["model"])) if r["batch"] == 1 else None
+    cold_ratio = c["tfprims_warm_cache"] / c["tf_saved_model"] if c else None
     lines.append(
       f"| {r['model']} | {r['batch']} | {r['graph_nodes']} | {f(o.get('first_result_s'))} | "
       f"{f(o['convert_s'])} | {f(o['trace_s'])} | {f(o.get('lower_s'))} | "
@@ -559,7 +583,7 @@ def write_markdown(result, path, chart="ratios.png", notes=True):
       f"{f(rat.get('run/tf'))} | {f(rat.get('run/tf_xla'))} | {f(rat.get('run/tf2jax'))} | "
       f"{f(rat.get('convert+trace/tf2jax'))} | {f(rat.get('lower/tf2jax'))} | "
       f"{f(rat.get('compile/tf2jax'))} | {f(rat.get('first_result/tf2jax'))} | "
-      f"{f(rat.get('first_result/tf'))} | {f(rat.get('eager/tf2jax'))} |"
+      f"{f(rat.get('first_result/tf'))} | {f(cold_ratio)} | {f(rat.get('eager/tf2jax'))} |"
     )
   apps = [r["ratios"]["run/tf_xla"] for r in result["models"] if r["model"] in KERAS_APPS]
   if apps:
