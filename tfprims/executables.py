@@ -11,11 +11,12 @@ cache key (MobileNetV2: 0.1 s to the first result instead of 0.3 s).
 
 An entry's name is a hash of everything the executable depends on: the artifact's
 bytes, the call's avals, the jax and jaxlib versions, the device (platform, kind,
-platform version), ``XLA_FLAGS`` and, on CPU, the host's instruction-set flags (XLA
-compiles for the CPU it runs on). An entry that does not load (truncated, written by
-another build) is removed and the program compiled again. Writes are atomic (a
-temporary file renamed), so concurrent processes are safe. JAX's monitoring events
-``/tfprims/executable_cache/hit`` and ``.../miss`` tell which way a call went.
+platform version), ``XLA_FLAGS``, ``jax_enable_x64`` and, on CPU, the host's
+instruction-set flags (XLA compiles for the CPU it runs on). An entry that does not
+load (truncated, written by another build) is removed and the program compiled
+again. Writes are atomic (a temporary file renamed), so concurrent processes are
+safe. JAX's monitoring events ``/tfprims/executable_cache/hit`` and ``.../miss`` tell
+which way a call went.
 """
 
 from __future__ import annotations
@@ -52,8 +53,12 @@ def _host() -> str:
 
 
 def _default_device():
+  """The device a direct call runs on; None where the default is set by platform name
+  (the general path places it)."""
   device = jax.config.jax_default_device
-  return device if isinstance(device, jax.Device) else jax.devices()[0]
+  if device is None:
+    return jax.devices()[0]
+  return device if isinstance(device, jax.Device) else None
 
 
 def _on(device, value) -> bool:
@@ -82,7 +87,7 @@ class Executables:
     direct one on the default device (traced values, other devices or shardings)."""
     device = _default_device()
     leaves, tree = jax.tree.flatten((params, list(inputs)))
-    if not all(_on(device, v) for v in leaves):
+    if device is None or not all(_on(device, v) for v in leaves):
       return None
     avals = tuple(
       (tuple(np.shape(v)), np.dtype(v.dtype).str, bool(getattr(v, "weak_type", False)))
@@ -109,6 +114,7 @@ class Executables:
       device.device_kind,
       getattr(getattr(device, "client", None), "platform_version", ""),
       os.environ.get("XLA_FLAGS", ""),
+      bool(jax.config.jax_enable_x64),
       _host() if device.platform == "cpu" else "",
     )
     digest = hashlib.sha256(repr(parts).encode()).hexdigest()
