@@ -49,7 +49,7 @@ from tfprims.ops.nn._common import (
   _spatial_axes,
   _static_maps,
 )
-from tfprims.ops.nn.conv import _conv_out_shape, _full_input_shape, _groups
+from tfprims.ops.nn.conv import _conv_build, _conv_out_shape, _full_input_shape, _groups
 
 #: Depthwise kernels with more taps keep XLA's convolution (one slice per tap).
 _MAX_TAPS = 49
@@ -514,7 +514,46 @@ def conv2d_cpu(
     return _im2col(B, input, filter, **p)
   if _as_stem_taps(input, filter, **p):
     return _stem_tap_sums(B, input, filter, **p)
-  return None
+  return _padded_for_speed(B, input, filter, **p)
+
+
+def _padded_for_speed(
+  B, input, filter, *, strides, padding, explicit_paddings, data_format, dilations
+):
+  """An ungrouped convolution without padding as XLA's convolution of the input with
+  one zero column after its last spatial axis, the output column that adds (if any)
+  sliced off: XLA:CPU runs unpadded convolutions by a path 2-6x slower than padded ones
+  (batch 8: a 3x3 filter on 109x109x32, 59 vs 10 ms; ResNet50's 7x7 stride-2 stem on
+  230x230x3, 39 vs 10 ms). The column changes no output that is kept."""
+  k = tuple(int(n) for n in filter.shape[:2])
+  axes, s, d, pads = _geometry(
+    input.shape, k, strides, padding, explicit_paddings, data_format, dilations
+  )
+  if (
+    any(lo or hi for lo, hi in pads)
+    or 0 in input.shape
+    or 0 in filter.shape
+    or _groups(input.shape, filter.shape, data_format) != 1
+  ):
+    return None
+  explicit = [0] * (2 * input.ndim)
+  explicit[2 * axes[-1] + 1] = 1
+  out = _conv_build(
+    B,
+    input,
+    filter,
+    strides=strides,
+    padding="EXPLICIT",
+    explicit_paddings=tuple(explicit),
+    data_format=data_format,
+    dilations=dilations,
+  )
+  width = _out_sizes(input.shape, axes, k, s, d, pads)[-1]
+  if out.shape[axes[-1]] == width:
+    return out
+  limit = list(out.shape)
+  limit[axes[-1]] = width
+  return B.slice(out, (0,) * out.ndim, tuple(limit))
 
 
 def conv2d_backprop_input_cpu(
