@@ -18,20 +18,10 @@ from jax import lax
 from tfprims import errors
 from tfprims import dtypes as tf_dtypes
 from tfprims.ops.hashing import u64
+from tfprims.ops.hashing._common import K2 as _K2, _hash_len16, _shift_mix
 
-_K2 = 0x9AE16A3B2F90404F
 _KMUL = 0xC6A4A7935BD1E995
 INT64_MAX = (1 << 63) - 1
-
-
-def _shift_mix(v):
-  return u64.xor(v, u64.shr(v, 47))
-
-
-def _hash_len16(u, v, mul):
-  a = _shift_mix(u64.mul(u64.xor(u, v), mul))
-  b = _shift_mix(u64.mul(u64.xor(v, a), mul))
-  return u64.mul(b, mul)
 
 
 def fingerprint_low4(x):
