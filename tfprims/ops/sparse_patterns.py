@@ -52,15 +52,6 @@ _ROW_REDUCTIONS = frozenset("Sum Prod Max Min Mean".split())
 _SPARSE_SEGMENT = ("SparseSegmentSum", "SparseSegmentMean", "SparseSegmentSqrtN")
 
 
-def _const(graph: graph_lib.Graph, ref: Ref) -> Optional[np.ndarray]:
-  node = graph.by_name.get(ref[0])
-  while node is not None and node.op == "Identity":
-    node = graph.by_name.get(node.inputs[0][0])
-  if node is None or node.op != "Const":
-    return None
-  return np.asarray(node.attr("value"))
-
-
 def _producer(graph: graph_lib.Graph, ref: Ref) -> Ref:
   """``ref`` with Identity nodes skipped."""
   node = graph.by_name.get(ref[0])
@@ -68,6 +59,14 @@ def _producer(graph: graph_lib.Graph, ref: Ref) -> Ref:
     ref = tuple(node.inputs[0])
     node = graph.by_name.get(ref[0])
   return ref
+
+
+def _const(graph: graph_lib.Graph, ref: Ref) -> Optional[np.ndarray]:
+  """The value of the Const ``ref`` reads (through Identity nodes), else None."""
+  node = graph.by_name.get(_producer(graph, tuple(ref))[0])
+  if node is None or node.op != "Const":
+    return None
+  return np.asarray(node.attr("value"))
 
 
 def _retain(graph: graph_lib.Graph, ref: Ref) -> Optional[tuple[Ref, Ref]]:
