@@ -18,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 import tfprims
+from tfprims import emit
 from tfprims.core import get_op, tfops
 from tfprims.ops.nn import conv_cpu
 from tfprims.ops.nn.conv import _CONV_TOL
@@ -831,3 +832,85 @@ def test_unpadded_conv2d_gets_a_zero_column_equal_to_default_and_tf(case, dtype)
     np.testing.assert_allclose(y, ref, **tol)
   elif fmt == "NHWC":
     raise AssertionError("TF's CPU kernel runs NHWC Conv2D: compared against it")
+
+
+# --------------------------------------------------------------------------
+# Ungrouped Conv2D: the batch's images (or bands of rows) side by side
+# --------------------------------------------------------------------------
+
+_SIDE_BY_SIDE_GRID = [
+  # batch, (h, w), (kh, kw), strides, padding, explicit, dilations, convolution's input
+  (8, (9, 8), (3, 3), (1, 1), "SAME", None, (1, 1), "1x9x80"),  # 8 images of 10 columns
+  (16, (9, 8), (3, 3), (1, 1), "SAME", None, (1, 1), "2x9x80"),  # two rows of 8
+  (3, (7, 9), (3, 2), (2, 3), "VALID", None, (1, 1), "1x7x27"),  # slots of 9: the stride
+  (2, (9, 9), (5, 3), (1, 1), "SAME", None, (2, 1), "1x9x22"),
+  (6, (8, 7), (1, 7), (1, 1), "EXPLICIT", ((1, 0), (2, 3)), (1, 1), "1x8x72"),
+  (4, (9, 6), (7, 1), (1, 1), "VALID", None, (1, 1), "1x9x24"),  # a column of padding
+  (1, (17, 9), (3, 3), (1, 1), "SAME", None, (1, 1), "1x7x44"),  # 4 bands of 5 rows
+  (1, (16, 8), (3, 3), (2, 2), "SAME", None, (1, 1), "1x9x20"),  # 2 bands of 4 rows
+  (1, (15, 10), (2, 3), (1, 1), "VALID", None, (1, 2), "1x6x30"),  # a row below the map
+  (11, (8, 5), (3, 3), (1, 1), "SAME", None, (1, 1), "11x6x14"),  # a prime batch: bands
+  (1, (3, 3), (3, 3), (1, 1), "SAME", None, (1, 1), None),  # too few rows for bands
+]
+
+
+@pytest.mark.parametrize("dtype", ("float32", "float16", "int32"))
+@pytest.mark.parametrize("case", _SIDE_BY_SIDE_GRID, ids=lambda c: "-".join(map(str, c[:5])))
+def test_conv2d_of_pieces_side_by_side_equals_default_and_tf(case, dtype, monkeypatch):
+  """XLA:CPU's convolution shares its work between threads along the output's width
+  and channels, so the CPU lowering lays a batch's images (batch 1 to 3: bands of rows)
+  side by side in one row, each in a slot of its padded width, and cuts the output back:
+  a row of the expected width reaches the convolution, and the result is the default's
+  and TF's at every batch, stride, padding, dilation and band split."""
+  monkeypatch.setattr(conv_cpu, "_MIN_SIDE_BY_SIDE_POSITIONS", 0)  # small maps here
+  n, hw, k, s, padding, explicit, d, row = case
+  rng = np.random.default_rng(12)
+  draw = (
+    (lambda sh: rng.integers(-5, 5, sh).astype(np.int32))
+    if dtype == "int32"
+    else (lambda sh: np.asarray(rng.uniform(-2, 2, sh), np.float32).astype(dtype))
+  )
+  x, f = draw((n, *hw, 3)), draw(k + (3, 5))
+  attrs = dict(
+    strides=(1, *s, 1),
+    padding=padding,
+    explicit_paddings=(0, 0, *explicit[0], *explicit[1], 0, 0) if explicit else (),
+    data_format="NHWC",
+    dilations=(1, *d, 1),
+  )
+  (y, fast_hlo), (y0, default_hlo) = _both(lambda x, f: tfops.Conv2D(x, f, **attrs), x, f)
+  tol = dict(rtol=0, atol=0) if dtype == "int32" else _tol(dtype)
+  np.testing.assert_allclose(y, y0, **tol)
+  conv = next(line for line in fast_hlo.splitlines() if "stablehlo.convolution" in line)
+  assert f": (tensor<{row or 'x'.join(map(str, x.shape))}x" in conv
+  assert ("stablehlo.transpose" in fast_hlo) == bool(row)
+  if row and dtype == "float32":  # the builder traced on lax (symbolic, sharded shapes)
+    traced = jax.jit(lambda x, f: conv_cpu._side_by_side(emit.LAX, x, f, **attrs))(x, f)
+    np.testing.assert_allclose(traced, y0, **tol)
+  if dtype != "float16":
+    ref = _tf_or_none("Conv2D", input=x, filter=f, **attrs)
+    assert ref is not None
+    np.testing.assert_allclose(y, ref, **tol)
+
+
+def test_side_by_side_equals_default_on_conv2d_spec_draws(monkeypatch):
+  monkeypatch.setattr(conv_cpu, "_MIN_SIDE_BY_SIDE_POSITIONS", 0)  # the draws are small
+  test_fast_lowering_equals_default_on_spec_draws("Conv2D")
+
+
+def test_which_convolutions_go_side_by_side():
+  """Below 14x14 output positions (InceptionV3's 12x12 and 5x5 maps at 224) the layout
+  changes cost about what they save (measured in the model), and an image is cut into
+  bands only for at most 64 output channels (XLA:CPU splits wider outputs between
+  threads by channel already): XLA's convolution stays."""
+  attrs = dict(strides=(1, 1, 1, 1), padding="SAME", data_format="NHWC", dilations=(1,) * 4)
+  for n, hw, out, side in (
+    (8, (13, 15), 4, False),
+    (8, (14, 14), 4, True),
+    (8, (14, 14), 65, True),
+    (1, (16, 16), 64, True),
+    (1, (16, 16), 65, False),
+  ):
+    x, f = np.ones((n, *hw, 4), np.float32), np.ones((3, 3, 4, out), np.float32)
+    (_, fast_hlo), _ = _both(lambda x, f: tfops.Conv2D(x, f, **attrs), x, f)
+    assert ("stablehlo.transpose" in fast_hlo) == side, (n, hw, out)
