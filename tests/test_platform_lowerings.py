@@ -914,3 +914,36 @@ def test_which_convolutions_go_side_by_side():
     x, f = np.ones((n, *hw, 4), np.float32), np.ones((3, 3, 4, out), np.float32)
     (_, fast_hlo), _ = _both(lambda x, f: tfops.Conv2D(x, f, **attrs), x, f)
     assert ("stablehlo.transpose" in fast_hlo) == side, (n, hw, out)
+
+
+def test_grad_and_vmap_through_side_by_side(monkeypatch):
+  """The gradient and vmap of a Conv2D whose forward pass runs side by side (batch 3:
+  three images in a row; batch 1: bands) equal TF's gradient and the default lowering's."""
+  monkeypatch.setattr(conv_cpu, "_MIN_SIDE_BY_SIDE_POSITIONS", 0)
+  attrs = dict(strides=(1, 1, 1, 1), padding="SAME", data_format="NHWC", dilations=(1,) * 4)
+  rng = np.random.default_rng(13)
+  f = rng.uniform(-1, 1, (3, 3, 4, 5)).astype(np.float32)
+
+  def loss(x, f):
+    return (tfops.Relu(tfops.Conv2D(x, f, **attrs)) ** 2).sum()
+
+  for n in (3, 1):
+    x = rng.uniform(-1, 1, (n, 16, 9, 4)).astype(np.float32)
+    xt, ft = tf.constant(x), tf.constant(f)
+    with tf.GradientTape() as tape:
+      tape.watch([xt, ft])
+      want = tf.reduce_sum(tf.nn.relu(tf.nn.conv2d(xt, ft, 1, "SAME")) ** 2)
+    want_grads = tape.gradient(want, [xt, ft])
+    results = {}
+    for fast in (True, False):
+      with tfprims.override_config("fast_lowerings", fast):
+        value, grads = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))(x, f)
+        batched = jax.jit(jax.vmap(loss, in_axes=(0, None)))(np.stack([x, -2 * x]), f)
+        hlo = jax.jit(loss).lower(x, f).as_text()
+      results[fast] = (np.asarray(value), *map(np.asarray, grads), np.asarray(batched))
+      assert ("stablehlo.transpose" in hlo) == fast
+    for a, b in zip(results[True], results[False]):
+      np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(results[True][0], want.numpy(), rtol=1e-5)
+    for got, ref in zip(results[True][1:3], want_grads):
+      np.testing.assert_allclose(got, ref.numpy(), rtol=1e-4, atol=1e-4)
