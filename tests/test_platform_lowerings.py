@@ -947,3 +947,21 @@ def test_grad_and_vmap_through_side_by_side(monkeypatch):
     np.testing.assert_allclose(results[True][0], want.numpy(), rtol=1e-5)
     for got, ref in zip(results[True][1:3], want_grads):
       np.testing.assert_allclose(got, ref.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_a_symbolic_batch_exports_bands_side_by_side():
+  """One artifact for every batch size (a symbolic batch, as `tfprims export` writes):
+  which numbers of images divide the batch is unknown, so each image's rows go side by
+  side as bands; the artifact equals TF's Conv2D at batch 1, 3 and 8."""
+  attrs = dict(strides=(1, 1, 1, 1), padding="SAME", data_format="NHWC", dilations=(1,) * 4)
+  rng = np.random.default_rng(14)
+  f = rng.uniform(-1, 1, (3, 3, 4, 5)).astype(np.float32)
+  spec = jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 16, 16, 4"), np.float32)
+  for fast in (True, False):
+    with tfprims.override_config("fast_lowerings", fast):
+      exported = jax.export.export(jax.jit(lambda x, f: tfops.Conv2D(x, f, **attrs)))(spec, f)
+    assert ("stablehlo.transpose" in exported.mlir_module()) == fast
+    for n in (1, 3, 8):
+      x = rng.uniform(-1, 1, (n, 16, 16, 4)).astype(np.float32)
+      want = tf.raw_ops.Conv2D(input=x, filter=f, **attrs).numpy()
+      np.testing.assert_allclose(exported.call(x, f), want, rtol=1e-5, atol=1e-5)

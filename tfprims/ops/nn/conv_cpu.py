@@ -22,9 +22,9 @@ Registered with :func:`tfprims.core.register_platform_lowering` for ``"cpu"`` on
   2x2) as the same ``dot_general`` over every tap's slice (im2col).
 * Ungrouped Conv2D with few input channels (an image model's RGB stem) and at least
   ``_MIN_STEM_OUTPUTS`` outputs as one depthwise tap sum per input channel.
-* Other ungrouped NHWC Conv2D with a static batch, on maps of at least
-  ``_MIN_SIDE_BY_SIDE_POSITIONS`` output positions, as XLA's convolution of the batch's
-  images (or bands of an image's rows) laid side by side in one wide row: XLA:CPU shares
+* Other ungrouped NHWC Conv2D on maps of at least ``_MIN_SIDE_BY_SIDE_POSITIONS``
+  output positions as XLA's convolution of the batch's images (or bands of an image's
+  rows; a symbolic batch: bands) laid side by side in one wide row: XLA:CPU shares
   a convolution's work between threads along the output's width and channels only, so
   a 56-wide map of 64 channels ran on one core. Unpadded ones elsewhere get a zero
   column (XLA:CPU's unpadded path is 2-6x slower).
@@ -538,9 +538,9 @@ def conv2d_cpu(
 
 
 def _side_by_side(B, input, filter, *, strides, padding, explicit_paddings, data_format, dilations):
-  """An ungrouped NHWC convolution of a static batch as one convolution over pieces laid
-  side by side along the width: the batch's images, or (batch 1, a prime batch above 8)
-  bands of rows, each with the rows its windows share with the next repeated. XLA:CPU's
+  """An ungrouped NHWC convolution as one convolution over pieces laid side by side
+  along the width: the batch's images, or (batch 1, a prime batch above 8, a symbolic
+  batch) bands of rows, each with the rows its windows share with the next repeated. XLA:CPU's
   convolution (a YNNPACK fusion) splits its work between threads by the output's width
   and channels, as measured, not by batch or rows: 8x56x56x64 -> 64 (ResNet50's 3x3
   layers) runs in the same 12 ms on one core as on two, 1x112x112x64 -> 64 in 6.0 ms on
@@ -553,8 +553,8 @@ def _side_by_side(B, input, filter, *, strides, padding, explicit_paddings, data
   n = input.shape[0]
   if (
     _channels_first(data_format)
-    or type(n) is not int
-    or 0 in input.shape
+    or (type(n) is int and n == 0)
+    or 0 in input.shape[1:]
     or 0 in filter.shape
     or _groups(input.shape, filter.shape, data_format) != 1
   ):
@@ -566,7 +566,10 @@ def _side_by_side(B, input, filter, *, strides, padding, explicit_paddings, data
   ho, wo = _out_sizes(input.shape, axes, (kh, kw), (sh, sw), d, ((ph0, ph1), (pw0, pw1)))
   if ho <= 0 or wo <= 0 or ho * wo < _MIN_SIDE_BY_SIDE_POSITIONS:
     return None
-  images = max(g for g in range(1, _SIDE_BY_SIDE_IMAGES + 1) if n % g == 0)
+  # A symbolic batch (one exported program for every batch size) gets bands only: which
+  # numbers of images divide it is not known.
+  divides = (lambda g: n % g == 0) if type(n) is int else (lambda g: g == 1)
+  images = max(g for g in range(1, _SIDE_BY_SIDE_IMAGES + 1) if divides(g))
   if images > 1 or o > _MAX_BAND_CHANNELS:
     bands = 1
   else:
