@@ -74,9 +74,10 @@ _MAX_STEM_PRODUCTS = 27
 _MIN_STEM_OUTPUTS = 1 << 21
 #: Side by side (:func:`_side_by_side`): up to this many images of a batch in one row (a
 #: divisor of the batch), or where the batch has no divisor from 2 to 8 (batch 1, a prime
-#: above 8) its rows cut into up to this many bands of at least ``_MIN_BAND_ROWS`` output
-#: rows, for at most ``_MAX_BAND_CHANNELS`` output channels (wider outputs already run
-#: on every core; their bands cost compile time: ResNet50 at batch 1, 0.5 -> 0.74 s),
+#: above 8) or is symbolic, its rows cut into up to this many bands of at least
+#: ``_MIN_BAND_ROWS`` output rows, for at most ``_MAX_BAND_CHANNELS`` output channels
+#: (wider outputs already run on every core; their bands cost compile time: ResNet50 at
+#: batch 1, 0.5 -> 0.74 s),
 _SIDE_BY_SIDE_IMAGES = 8
 _SIDE_BY_SIDE_BANDS = 4
 _MIN_BAND_ROWS = 4
@@ -540,12 +541,12 @@ def conv2d_cpu(
 def _side_by_side(B, input, filter, *, strides, padding, explicit_paddings, data_format, dilations):
   """An ungrouped NHWC convolution as one convolution over pieces laid side by side
   along the width: the batch's images, or (batch 1, a prime batch above 8, a symbolic
-  batch) bands of rows, each with the rows its windows share with the next repeated. XLA:CPU's
-  convolution (a YNNPACK fusion) splits its work between threads by the output's width
-  and channels, as measured, not by batch or rows: 8x56x56x64 -> 64 (ResNet50's 3x3
-  layers) runs in the same 12 ms on one core as on two, 1x112x112x64 -> 64 in 6.0 ms on
-  one and 3.3 on two. As one 56x456 row of images the first takes 7.7 ms on two cores;
-  8x56x56x128 -> 32 (DenseNet121's) 14 -> 8 ms.
+  batch) bands of rows, each with the rows its windows share with the next repeated.
+  XLA:CPU's convolution (a YNNPACK fusion) splits its work between threads by the
+  output's width and channels, as measured, not by batch or rows: 8x56x56x64 -> 64
+  (ResNet50's 3x3 layers) runs in the same 12 ms on one core as on two, 1x112x112x64 ->
+  64 in 6.0 ms on one and 3.3 on two. As one 56x456 row of images the first takes 7.7
+  ms on two cores; 8x56x56x128 -> 32 (DenseNet121's) 14 -> 8 ms.
 
   Each piece keeps its own padding, to a width that is a multiple of the stride (its
   slot), so every output column of the row belongs to one piece and no window reads two;
