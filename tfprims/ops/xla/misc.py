@@ -136,6 +136,7 @@ XlaEinsum = register_op(
       lambda st: st.Spec(
         _einsum_calls(st),
         rtol={"bfloat16": 5e-2},
+        ignore_zero_sign=st.ACCUMULATED_ZERO_SIGN,
         oracle=_common.jit_oracle(op.op_type, ("a", "b")),
         grad_oracle="fd",
         note=_JIT_NOTE + _EINSUM_GRAD_NOTE,
