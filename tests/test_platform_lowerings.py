@@ -900,21 +900,22 @@ def test_side_by_side_equals_default_on_conv2d_spec_draws(monkeypatch):
 
 def test_which_convolutions_go_side_by_side():
   """Below 14x14 output positions (InceptionV3's 12x12 and 5x5 maps at 224) the layout
-  changes cost about what they save (measured in the model), above 96 columns XLA:CPU
-  splits the map between threads already, and an image is cut into bands only for at
-  most 64 output channels (it splits wider outputs by channel): XLA's convolution
-  stays."""
+  changes cost about what they save (measured in the model); above 96 columns of more
+  than 32 input channels XLA:CPU splits the map between threads already; an image is
+  cut into bands only for at most 64 output channels (it splits wider outputs by
+  channel): XLA's convolution stays."""
   attrs = dict(strides=(1, 1, 1, 1), padding="SAME", data_format="NHWC", dilations=(1,) * 4)
-  for n, hw, out, side in (
-    (8, (13, 15), 4, False),
-    (8, (14, 14), 4, True),
-    (8, (14, 14), 65, True),
-    (1, (16, 16), 64, True),
-    (1, (16, 16), 65, False),
-    (2, (14, 96), 4, True),
-    (2, (14, 97), 4, False),  # wider maps already run on every core
+  for n, hw, c, out, side in (
+    (8, (13, 15), 4, 4, False),
+    (8, (14, 14), 4, 4, True),
+    (8, (14, 14), 4, 65, True),
+    (1, (16, 16), 4, 64, True),
+    (1, (16, 16), 4, 65, False),
+    (2, (14, 96), 33, 4, True),
+    (2, (14, 97), 33, 4, False),  # a wide map of many channels runs on every core
+    (2, (14, 97), 32, 4, True),
   ):
-    x, f = np.ones((n, *hw, 4), np.float32), np.ones((3, 3, 4, out), np.float32)
+    x, f = np.ones((n, *hw, c), np.float32), np.ones((3, 3, c, out), np.float32)
     (_, fast_hlo), _ = _both(lambda x, f: tfops.Conv2D(x, f, **attrs), x, f)
     assert ("stablehlo.transpose" in fast_hlo) == side, (n, hw, out)
 

@@ -23,12 +23,12 @@ Registered with :func:`tfprims.core.register_platform_lowering` for ``"cpu"`` on
 * Ungrouped Conv2D with few input channels (an image model's RGB stem) and at least
   ``_MIN_STEM_OUTPUTS`` outputs as one depthwise tap sum per input channel.
 * Other ungrouped NHWC Conv2D on maps of at least ``_MIN_SIDE_BY_SIDE_POSITIONS``
-  output positions and at most ``_MAX_SIDE_BY_SIDE_COLUMNS`` columns as XLA's
-  convolution of the batch's images (or bands of an image's rows; a symbolic batch:
-  bands) laid side by side in one wide row: XLA:CPU shares a convolution's work between
-  threads along the output's width and channels only, so a 56-wide map of 64 channels
-  ran on one core. Unpadded ones elsewhere get a zero
-  column (XLA:CPU's unpadded path is 2-6x slower).
+  output positions and at most ``_MAX_SIDE_BY_SIDE_COLUMNS`` columns (or few input
+  channels) as XLA's convolution of the batch's images (or bands of an image's rows; a
+  symbolic batch: bands) laid side by side in one wide row: XLA:CPU shares a
+  convolution's work between threads along the output's width and channels only, so a
+  56-wide map of 64 channels ran on one core. Unpadded ones elsewhere get a zero column
+  (XLA:CPU's unpadded path is 2-6x slower).
 * Here and in the tap sums, taps that read only padding are left out (a 3x3 SAME
   filter on a 1x1 map reads the input with its centre tap alone).
 
@@ -86,11 +86,14 @@ _MAX_BAND_CHANNELS = 64
 #: for maps of at least this many output positions (14x14); below it the layout changes
 #: cost about what they save;
 _MIN_SIDE_BY_SIDE_POSITIONS = 196
-#: and at most this many output columns: wider maps are split between threads already
-#: (1x112x112x64 -> 64: 6.0 ms on one core, 3.3 on two), and side by side made batch 8
-#: at 112 and 224 columns slower (8x112x112x128 -> 128: 130 -> 147 ms, 8x224x224x64 -> 64:
-#: 155 -> 198 ms); it gained up to 73 columns (InceptionV3's 71-wide 3x3 at 299 px).
+#: and at most this many output columns, or wider with at most ``_MAX_WIDE_MAP_CHANNELS``
+#: input channels: wide maps are split between threads already (1x112x112x64 -> 64: 6.0
+#: ms on one core, 3.3 on two), and side by side made batch 8 of 64 channels and more
+#: slower (8x112x112x64 -> 64: 32 -> 46 ms, 8x224x224x64 -> 64: 155 -> 198 ms), while
+#: of 3 to 32 channels it gained (ResNet50's 7x7 stem on 8x230x230x3: 17 -> 11 ms,
+#: InceptionV3's 8x109x109x32 -> 64: 27 -> 19 ms).
 _MAX_SIDE_BY_SIDE_COLUMNS = 96
+_MAX_WIDE_MAP_CHANNELS = 32
 
 
 def _acc_dtype(dtype):
@@ -573,7 +576,7 @@ def _side_by_side(B, input, filter, *, strides, padding, explicit_paddings, data
   ho, wo = _out_sizes(input.shape, axes, (kh, kw), (sh, sw), d, ((ph0, ph1), (pw0, pw1)))
   if ho <= 0 or wo <= 0 or ho * wo < _MIN_SIDE_BY_SIDE_POSITIONS:
     return None
-  if wo > _MAX_SIDE_BY_SIDE_COLUMNS:
+  if wo > _MAX_SIDE_BY_SIDE_COLUMNS and c > _MAX_WIDE_MAP_CHANNELS:
     return None
   # A symbolic batch (one exported program for every batch size) gets bands only: which
   # numbers of images divide it is not known.
