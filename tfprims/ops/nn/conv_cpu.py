@@ -574,9 +574,12 @@ def _side_by_side(B, input, filter, *, strides, padding, explicit_paddings, data
     input.shape, (kh, kw), strides, padding, explicit_paddings, data_format, dilations
   )
   ho, wo = _out_sizes(input.shape, axes, (kh, kw), (sh, sw), d, ((ph0, ph1), (pw0, pw1)))
-  if ho <= 0 or wo <= 0 or ho * wo < _MIN_SIDE_BY_SIDE_POSITIONS:
-    return None
-  if wo > _MAX_SIDE_BY_SIDE_COLUMNS and c > _MAX_WIDE_MAP_CHANNELS:
+  if (
+    ho <= 0
+    or wo <= 0
+    or ho * wo < _MIN_SIDE_BY_SIDE_POSITIONS
+    or (wo > _MAX_SIDE_BY_SIDE_COLUMNS and c > _MAX_WIDE_MAP_CHANNELS)
+  ):
     return None
   # A symbolic batch (one exported program for every batch size) gets bands only: which
   # numbers of images divide it is not known.
@@ -591,21 +594,21 @@ def _side_by_side(B, input, filter, *, strides, padding, explicit_paddings, data
   _, h, w, _ = input.shape
   kh_eff, kw_eff = _dilate(kh, d[0]), _dilate(kw, d[1])
   slot = -(-(w + pw0 + pw1) // sw) * sw
-  x = B.pad(input, 0, [(0, 0, 0), (0, 0, 0), (pw0, slot - w - pw0, 0), (0, 0, 0)])
+  x = _pad(B, input, (2,), [(pw0, slot - w - pw0)])
   rows, pad_h = h, (ph0, ph1)
   if bands > 1:  # band i computes output rows [i * band, (i + 1) * band)
     band = -(-ho // bands)
     rows = (band - 1) * sh + kh_eff
     height = (bands * band - 1) * sh + kh_eff
-    x = B.pad(x, 0, [(0, 0, 0), (ph0, max(height - h - ph0, 0), 0), (0, 0, 0), (0, 0, 0)])
+    x = _pad(B, x, (1,), [(ph0, max(height - h - ph0, 0))])
     pieces = [
       B.slice(x, (0, i * band * sh, 0, 0), (n, i * band * sh + rows, slot, c)) for i in range(bands)
     ]
     x = B.concatenate([B.reshape(p, (n, 1, rows, slot, c)) for p in pieces], 1)
     pad_h = (0, 0)
-  g = images * bands  # pieces in a row
-  x = B.reshape(x, (n * bands // g, g, rows, slot, c))
-  x = B.reshape(B.transpose(x, (0, 2, 1, 3, 4)), (n * bands // g, rows, g * slot, c))
+  g, row_count = images * bands, n // images  # pieces in a row, rows of pieces
+  x = B.reshape(x, (row_count, g, rows, slot, c))
+  x = B.reshape(B.transpose(x, (0, 2, 1, 3, 4)), (row_count, rows, g * slot, c))
   # The right pad keeps the row's output at g * slot / sw columns; one more column (its
   # output sliced off) where that pad and the rows' are 0: see _padded_for_speed.
   right = kw_eff - 1 if kw_eff > 1 or any(pad_h) else sw
@@ -620,8 +623,9 @@ def _side_by_side(B, input, filter, *, strides, padding, explicit_paddings, data
     dilations=dilations,
   )
   per, band_rows = slot // sw, y.shape[1]
-  y = B.slice(y, (0, 0, 0, 0), (n * bands // g, band_rows, g * per, o))
-  y = B.reshape(y, (n * bands // g, band_rows, g, per, o))
+  if y.shape[2] != g * per:
+    y = B.slice(y, (0, 0, 0, 0), (row_count, band_rows, g * per, o))
+  y = B.reshape(y, (row_count, band_rows, g, per, o))
   y = B.reshape(B.transpose(y, (0, 2, 1, 3, 4)), (n, bands * band_rows, per, o))
   if y.shape[1:3] != (ho, wo):
     y = B.slice(y, (0, 0, 0, 0), (n, ho, wo, o))
