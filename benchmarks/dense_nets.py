@@ -1,19 +1,23 @@
-"""Dense convolution nets on CPU: TF against tfprims, with and without the side-by-side
-convolution lowering (tfprims/ops/nn/conv_cpu.py, ``_side_by_side``).
+"""Dense convolution nets on CPU: TF against tfprims, with and without the CPU
+lowerings of dense convolutions (tfprims/ops/nn/conv_cpu.py: ``_on_eigen``, the output
+one column wider than the input so XLA:CPU runs Eigen's convolution, and
+``_side_by_side``).
 
     python -m benchmarks.dense_nets                     # ResNet50, DenseNet121, InceptionV3
     python -m benchmarks.dense_nets --models ResNet50 --batches 8 --repeats 40
 
 Keras applications (weights=None, 224x224, seeded), batch 1 and 8, all in one process:
-TF's ``tf.function`` of the model and two compiled tfprims programs of the same
-conversion, one lowered with the side-by-side convolutions and one without them (every
-other CPU lowering on in both). After one warm-up call each, ``--repeats`` rounds call
-the three in turn; the medians are reported. Writes benchmarks/results/dense_nets.json.
+TF's ``tf.function`` of the model and three compiled tfprims programs of the same
+conversion: with every CPU lowering, without the Eigen route, and without it and the
+side by side (every other CPU lowering on in all three). After one warm-up call each,
+``--repeats`` rounds call the four in turn; the medians are reported. Writes
+benchmarks/results/dense_nets.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -36,11 +40,19 @@ RESULTS = Path(__file__).resolve().parent / "results" / "dense_nets.json"
 MODELS = ("ResNet50", "DenseNet121", "InceptionV3")
 
 
-def _compiled(fn, params, x, side_by_side: bool):
+#: The programs compared with TF: the CPU lowerings each leaves out.
+PROGRAMS = {
+  "tfprims": (),
+  "without Eigen": ("_on_eigen",),
+  "without Eigen, side by side": ("_on_eigen", "_side_by_side"),
+}
+
+
+def _compiled(fn, params, x, off):
   jitted = jax.jit(lambda p, x: fn(p, x)[0])
-  if side_by_side:
-    return jitted.lower(params, x).compile()
-  with mock.patch.object(conv_cpu, "_side_by_side", lambda *args, **kwargs: None):
+  with contextlib.ExitStack() as stack:
+    for name in off:
+      stack.enter_context(mock.patch.object(conv_cpu, name, lambda *args, **kwargs: None))
     return jitted.lower(params, x).compile()
 
 
@@ -55,8 +67,8 @@ def bench(name: str, batch: int, repeats: int) -> dict:
   params, x_jax, x_tf = jax.device_put(params), jax.device_put(x), tf.constant(x)
   want = tf_fn(x_tf).numpy()
   calls = {"TF": lambda: tf_fn(x_tf).numpy()}
-  for label, on in (("tfprims", True), ("tfprims without side by side", False)):
-    compiled = _compiled(fn, params, x_jax, on)
+  for label, off in PROGRAMS.items():
+    compiled = _compiled(fn, params, x_jax, off)
     got = np.asarray(compiled(params, x_jax))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     calls[label] = lambda c=compiled: jax.block_until_ready(c(params, x_jax))
@@ -92,18 +104,14 @@ def main(argv=None):
     },
     "rows": [],
   }
-  print("| model | batch | TF ms | tfprims ms | /TF | without side by side ms | /TF |")
-  print("|---|---|---|---|---|---|---|")
+  print("| model | batch | TF ms | " + " | ".join(f"{p} ms | /TF" for p in PROGRAMS) + " |")
+  print("|---|---|---|" + "---|---|" * len(PROGRAMS))
   for name in args.models:
     for batch in args.batches:
       r = bench(name, batch, args.repeats)
       result["rows"].append(r)
-      off = "tfprims without side by side"
-      print(
-        f"| {name} | {batch} | {r['TF ms']:.1f} | {r['tfprims ms']:.1f} | "
-        f"{r['tfprims/TF']:.2f} | {r[f'{off} ms']:.1f} | {r[f'{off}/TF']:.2f} |",
-        flush=True,
-      )
+      cells = " | ".join(f"{r[f'{p} ms']:.1f} | {r[f'{p}/TF']:.2f}" for p in PROGRAMS)
+      print(f"| {name} | {batch} | {r['TF ms']:.1f} | {cells} |", flush=True)
   result["machine"]["load_average_1min_end"] = os.getloadavg()[0]
   RESULTS.write_text(json.dumps(result, indent=1) + "\n")
 

@@ -11,6 +11,7 @@ default's convolution); other platforms keep the default.
 from __future__ import annotations
 
 import itertools
+import re
 
 import jax
 import numpy as np
@@ -563,8 +564,13 @@ def test_ops_without_a_gain_keep_xla_convolutions():
   big = np.ones((conv_cpu._MAX_TAPS // 7 + 1, 7 + 1, 4, 1), np.float32)  # > _MAX_TAPS taps
   dense = np.ones((3, 3, 4, 2), np.float32)
   grouped = np.ones((1, 1, 2, 4), np.float32)
-  for fn, w in [(tfops.DepthwiseConv2dNative, big), (tfops.Conv2D, dense), (tfops.Conv2D, grouped)]:
-    (y, fast), (y0, default) = _both(lambda x, w: fn(x, w, **_NHWC), x, w)
+  strided = {**_NHWC, "strides": (1, 2, 2, 1)}  # a dense filter off the Eigen route
+  for fn, w, attrs in [
+    (tfops.DepthwiseConv2dNative, big, _NHWC),
+    (tfops.Conv2D, dense, strided),
+    (tfops.Conv2D, grouped, _NHWC),
+  ]:
+    (y, fast), (y0, default) = _both(lambda x, w: fn(x, w, **attrs), x, w)
     assert "convolution" in fast and fast == default
     np.testing.assert_array_equal(y, y0)
 
@@ -797,6 +803,12 @@ def test_resnet_stem_gradient_with_tied_windows_is_tfs():
         np.testing.assert_allclose(np.asarray(got), want, rtol=0, atol=1e-5)
 
 
+def _without_eigen(monkeypatch):
+  """Keeps float32 convolutions off the Eigen route, for the tests of the lowerings the
+  other dtypes and strides take."""
+  monkeypatch.setattr(conv_cpu, "_on_eigen", lambda *args, **kwargs: None)
+
+
 _UNPADDED_GRID = [
   # fmt, (h, w), (kh, kw), strides, dilations
   ("NHWC", (7, 8), (3, 3), (1, 1), (1, 1)),  # the extra column's output sliced off
@@ -809,9 +821,10 @@ _UNPADDED_GRID = [
 
 @pytest.mark.parametrize("dtype", ("float32", "int32"))
 @pytest.mark.parametrize("case", _UNPADDED_GRID, ids=lambda c: "-".join(map(str, c[:4])))
-def test_unpadded_conv2d_gets_a_zero_column_equal_to_default_and_tf(case, dtype):
+def test_unpadded_conv2d_gets_a_zero_column_equal_to_default_and_tf(case, dtype, monkeypatch):
   """XLA:CPU runs an unpadded convolution by a path 2-6x slower than a padded one: the
   CPU lowering pads the last spatial axis by one column and slices its output off."""
+  _without_eigen(monkeypatch)
   fmt, hw, k, s, d = case
   lay = (lambda a, b: (1, a, b, 1)) if fmt == "NHWC" else (lambda a, b: (1, 1, a, b))
   attrs = dict(strides=lay(*s), padding="VALID", data_format=fmt, dilations=lay(*d))
@@ -862,6 +875,7 @@ def test_conv2d_of_pieces_side_by_side_equals_default_and_tf(case, dtype, monkey
   side by side in one row, each in a slot of its padded width, and cuts the output back:
   a row of the expected width reaches the convolution, and the result is the default's
   and TF's at every batch, stride, padding, dilation and band split."""
+  _without_eigen(monkeypatch)
   monkeypatch.setattr(conv_cpu, "_MIN_SIDE_BY_SIDE_POSITIONS", 0)  # small maps here
   n, hw, k, s, padding, explicit, d, row = case
   rng = np.random.default_rng(12)
@@ -894,16 +908,18 @@ def test_conv2d_of_pieces_side_by_side_equals_default_and_tf(case, dtype, monkey
 
 
 def test_side_by_side_equals_default_on_conv2d_spec_draws(monkeypatch):
+  _without_eigen(monkeypatch)
   monkeypatch.setattr(conv_cpu, "_MIN_SIDE_BY_SIDE_POSITIONS", 0)  # the draws are small
   test_fast_lowering_equals_default_on_spec_draws("Conv2D")
 
 
-def test_which_convolutions_go_side_by_side():
+def test_which_convolutions_go_side_by_side(monkeypatch):
   """Below 14x14 output positions (InceptionV3's 12x12 and 5x5 maps at 224) the layout
   changes cost about what they save (measured in the model); above 96 columns of more
   than 32 input channels XLA:CPU splits the map between threads already; an image is
   cut into bands only for at most 64 output channels (it splits wider outputs by
   channel): XLA's convolution stays."""
+  _without_eigen(monkeypatch)
   attrs = dict(strides=(1, 1, 1, 1), padding="SAME", data_format="NHWC", dilations=(1,) * 4)
   for n, hw, c, out, side in (
     (8, (13, 15), 4, 4, False),
@@ -923,6 +939,7 @@ def test_which_convolutions_go_side_by_side():
 def test_grad_and_vmap_through_side_by_side(monkeypatch):
   """The gradient and vmap of a Conv2D whose forward pass runs side by side (batch 3:
   three images in a row; batch 1: bands) equal TF's gradient and the default lowering's."""
+  _without_eigen(monkeypatch)
   monkeypatch.setattr(conv_cpu, "_MIN_SIDE_BY_SIDE_POSITIONS", 0)
   attrs = dict(strides=(1, 1, 1, 1), padding="SAME", data_format="NHWC", dilations=(1,) * 4)
   rng = np.random.default_rng(13)
@@ -953,10 +970,11 @@ def test_grad_and_vmap_through_side_by_side(monkeypatch):
       np.testing.assert_allclose(got, ref.numpy(), rtol=1e-4, atol=1e-4)
 
 
-def test_a_symbolic_batch_exports_bands_side_by_side():
+def test_a_symbolic_batch_exports_bands_side_by_side(monkeypatch):
   """One artifact for every batch size (a symbolic batch, as `tfprims export` writes):
   which numbers of images divide the batch is unknown, so each image's rows go side by
   side as bands; the artifact equals TF's Conv2D at batch 1, 3 and 8."""
+  _without_eigen(monkeypatch)
   attrs = dict(strides=(1, 1, 1, 1), padding="SAME", data_format="NHWC", dilations=(1,) * 4)
   rng = np.random.default_rng(14)
   f = rng.uniform(-1, 1, (3, 3, 4, 5)).astype(np.float32)
@@ -969,3 +987,97 @@ def test_a_symbolic_batch_exports_bands_side_by_side():
       x = rng.uniform(-1, 1, (n, 16, 16, 4)).astype(np.float32)
       want = tf.raw_ops.Conv2D(input=x, filter=f, **attrs).numpy()
       np.testing.assert_allclose(exported.call(x, f), want, rtol=1e-5, atol=1e-5)
+
+
+# --------------------------------------------------------------------------
+# Ungrouped float32 Conv2D on Eigen: an output one column wider than the input
+# --------------------------------------------------------------------------
+
+_EIGEN_GRID = [
+  # batch, (h, w), (kh, kw), strides, padding, explicit, dilations, columns added
+  (3, (9, 8), (3, 3), (1, 1), "SAME", None, (1, 1), 1),
+  (1, (9, 8), (3, 3), (1, 1), "VALID", None, (1, 1), 3),
+  (2, (8, 9), (5, 5), (1, 1), "SAME", None, (1, 1), 1),
+  (2, (9, 9), (3, 2), (2, 1), "SAME", None, (2, 3), 1),  # stride 2 down the rows
+  (2, (8, 7), (7, 1), (1, 1), "SAME", None, (1, 1), 1),
+  (2, (8, 7), (2, 3), (1, 1), "EXPLICIT", ((1, 0), (2, 3)), (1, 1), 0),  # wider already
+  (2, (8, 7), (1, 7), (1, 1), "SAME", None, (1, 1), "rows"),  # one row: 1-D
+  (3, (5, 9), (1, 3), (1, 1), "VALID", None, (1, 2), "rows"),
+  (2, (8, 7), (1, 3), (1, 1), "EXPLICIT", ((1, 1), (1, 1)), (1, 1), None),  # rows padded
+  (2, (9, 9), (3, 3), (1, 2), "SAME", None, (1, 1), None),  # stride 2 along the width
+]
+
+
+@pytest.mark.parametrize("case", _EIGEN_GRID, ids=lambda c: "-".join(map(str, c[:5])))
+def test_conv2d_wider_than_its_input_equals_default_and_tf(case, monkeypatch):
+  """XLA:CPU runs a convolution with an output wider than its input on Eigen (threads
+  share the batch) rather than as a YNNPACK fusion: the CPU lowering pads the width
+  until the output has one column more than the input (none where it has already) and
+  slices the extra columns off; filters of one row and strides along the width keep the
+  other lowerings. A filter of one row (without row padding) is a 1-D convolution of
+  the rows folded into the batch, which YNNPACK does not take either. Equal to the
+  default lowering and TF, and the compiled program has no YNNPACK convolution where
+  the route was taken."""
+  monkeypatch.setattr(conv_cpu, "_MIN_SIDE_BY_SIDE_POSITIONS", 0)
+  n, hw, k, s, padding, explicit, d, added = case
+  rng = np.random.default_rng(15)
+  x = rng.uniform(-2, 2, (n, *hw, 24)).astype(np.float32)
+  f = rng.uniform(-2, 2, (*k, 24, 20)).astype(np.float32)
+  attrs = dict(
+    strides=(1, *s, 1),
+    padding=padding,
+    explicit_paddings=(0, 0, *explicit[0], *explicit[1], 0, 0) if explicit else (),
+    data_format="NHWC",
+    dilations=(1, *d, 1),
+  )
+  (y, fast_hlo), (y0, _) = _both(lambda x, f: tfops.Conv2D(x, f, **attrs), x, f)
+  np.testing.assert_allclose(y, y0, **_tol("float32"))
+  np.testing.assert_allclose(
+    y, _tf_or_none("Conv2D", input=x, filter=f, **attrs), **_tol("float32")
+  )
+  if added is not None:  # the builder traced on lax (symbolic, sharded shapes)
+    traced = jax.jit(lambda x, f: conv_cpu._on_eigen(emit.LAX, x, f, **attrs))(x, f)
+    np.testing.assert_allclose(traced, y0, **_tol("float32"))
+  conv = next(line for line in fast_hlo.splitlines() if "stablehlo.convolution" in line)
+  if added == "rows":
+    assert f"tensor<{n * hw[0]}x{hw[1]}x24xf32>" in conv  # rows x width x channels
+  else:
+    shapes = re.findall(r"tensor<(\d+)x(\d+)x(\d+)x\d+xf32>", conv)
+    width, out_width = int(shapes[0][2]), int(shapes[-1][2])
+    if added is None:
+      assert out_width <= width
+      return
+    assert width == hw[1] and out_width == y.shape[2] + added and out_width > width
+  with tfprims.override_config("fast_lowerings", True):
+    compiled = jax.jit(lambda x, f: tfops.Conv2D(x, f, **attrs)).lower(x, f).compile().as_text()
+  assert "ynn_fusion" not in compiled and "convolution(" in compiled
+
+
+def test_conv2d_on_eigen_keeps_a_symbolic_batch_and_its_gradient(monkeypatch):
+  """The Eigen route under an exported symbolic batch (one artifact for every batch
+  size) and under grad and vmap: TF's values and gradients."""
+  attrs = dict(strides=(1, 1, 1, 1), padding="VALID", data_format="NHWC", dilations=(1,) * 4)
+  rng = np.random.default_rng(16)
+  f = rng.uniform(-1, 1, (3, 3, 4, 5)).astype(np.float32)
+  spec = jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 9, 8, 4"), np.float32)
+  exported = jax.export.export(jax.jit(lambda x, f: tfops.Conv2D(x, f, **attrs)))(spec, f)
+  assert "[0, 3]]" in exported.mlir_module()  # VALID: three columns make it wider
+  for n in (1, 3):
+    x = rng.uniform(-1, 1, (n, 9, 8, 4)).astype(np.float32)
+    want = tf.raw_ops.Conv2D(input=x, filter=f, **attrs).numpy()
+    np.testing.assert_allclose(exported.call(x, f), want, rtol=1e-5, atol=1e-5)
+
+  def loss(x, f):
+    return (tfops.Relu(tfops.Conv2D(x, f, **attrs)) ** 2).sum()
+
+  x = rng.uniform(-1, 1, (2, 9, 8, 4)).astype(np.float32)
+  xt, ft = tf.constant(x), tf.constant(f)
+  with tf.GradientTape() as tape:
+    tape.watch([xt, ft])
+    want = tf.reduce_sum(tf.nn.relu(tf.nn.conv2d(xt, ft, 1, "VALID")) ** 2)
+  value, grads = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))(x, f)
+  np.testing.assert_allclose(value, want.numpy(), rtol=1e-5)
+  for got, ref in zip(grads, tape.gradient(want, [xt, ft])):
+    np.testing.assert_allclose(got, ref.numpy(), rtol=1e-4, atol=1e-4)
+  batched = jax.jit(jax.vmap(loss, in_axes=(0, None)))(np.stack([x, -x]), f)
+  np.testing.assert_allclose(batched[0], want.numpy(), rtol=1e-5)
