@@ -809,6 +809,18 @@ def _without_eigen(monkeypatch):
   monkeypatch.setattr(conv_cpu, "_on_eigen", lambda *args, **kwargs: None)
 
 
+def _nhwc_attrs(strides, padding, explicit, dilations):
+  """An NHWC Conv2D's attrs from a grid case's spatial strides, padding, explicit
+  (rows, columns) pads or None, and dilations."""
+  return dict(
+    strides=(1, *strides, 1),
+    padding=padding,
+    explicit_paddings=(0, 0, *explicit[0], *explicit[1], 0, 0) if explicit else (),
+    data_format="NHWC",
+    dilations=(1, *dilations, 1),
+  )
+
+
 _UNPADDED_GRID = [
   # fmt, (h, w), (kh, kw), strides, dilations
   ("NHWC", (7, 8), (3, 3), (1, 1), (1, 1)),  # the extra column's output sliced off
@@ -885,13 +897,7 @@ def test_conv2d_of_pieces_side_by_side_equals_default_and_tf(case, dtype, monkey
     else (lambda sh: np.asarray(rng.uniform(-2, 2, sh), np.float32).astype(dtype))
   )
   x, f = draw((n, *hw, 3)), draw(k + (3, 5))
-  attrs = dict(
-    strides=(1, *s, 1),
-    padding=padding,
-    explicit_paddings=(0, 0, *explicit[0], *explicit[1], 0, 0) if explicit else (),
-    data_format="NHWC",
-    dilations=(1, *d, 1),
-  )
+  attrs = _nhwc_attrs(s, padding, explicit, d)
   (y, fast_hlo), (y0, default_hlo) = _both(lambda x, f: tfops.Conv2D(x, f, **attrs), x, f)
   tol = dict(rtol=0, atol=0) if dtype == "int32" else _tol(dtype)
   np.testing.assert_allclose(y, y0, **tol)
@@ -1023,13 +1029,7 @@ def test_conv2d_wider_than_its_input_equals_default_and_tf(case, monkeypatch):
   rng = np.random.default_rng(15)
   x = rng.uniform(-2, 2, (n, *hw, 24)).astype(np.float32)
   f = rng.uniform(-2, 2, (*k, 24, 20)).astype(np.float32)
-  attrs = dict(
-    strides=(1, *s, 1),
-    padding=padding,
-    explicit_paddings=(0, 0, *explicit[0], *explicit[1], 0, 0) if explicit else (),
-    data_format="NHWC",
-    dilations=(1, *d, 1),
-  )
+  attrs = _nhwc_attrs(s, padding, explicit, d)
   (y, fast_hlo), (y0, _) = _both(lambda x, f: tfops.Conv2D(x, f, **attrs), x, f)
   np.testing.assert_allclose(y, y0, **_tol("float32"))
   np.testing.assert_allclose(

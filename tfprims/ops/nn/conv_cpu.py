@@ -556,6 +556,28 @@ def conv2d_cpu(
   return None
 
 
+def _dense_nhwc(input, filter, strides, padding, explicit_paddings, data_format, dilations):
+  """The geometry of an ungrouped NHWC Conv2D with a non-empty output, for the lowerings
+  of XLA's convolution in another form: the filter's (kh, kw, in, out), the strides,
+  dilations and pads of the two spatial axes and the output's (rows, columns); None for
+  any other Conv2D."""
+  n = input.shape[0]
+  if (
+    _channels_first(data_format)
+    or (type(n) is int and n == 0)
+    or 0 in input.shape[1:]
+    or 0 in filter.shape
+    or _groups(input.shape, filter.shape, data_format) != 1
+  ):
+    return None
+  k = tuple(int(v) for v in filter.shape)
+  axes, s, d, pads = _geometry(
+    input.shape, k[:2], strides, padding, explicit_paddings, data_format, dilations
+  )
+  out = _out_sizes(input.shape, axes, k[:2], s, d, pads)
+  return None if min(out) <= 0 else (k, s, d, pads, out)
+
+
 def _on_eigen(B, input, filter, *, strides, padding, explicit_paddings, data_format, dilations):
   """A float32 NHWC convolution of stride 1 along the width in a form XLA:CPU runs with
   Eigen's spatial convolution, which shares the batch between threads, instead of a
@@ -568,23 +590,12 @@ def _on_eigen(B, input, filter, *, strides, padding, explicit_paddings, data_for
   299 ms (TF 249); at batch 1 0.6-0.9x YNNPACK's time. A filter of one row widened
   instead lost (8x12x12x160 -> 1x7 -> 160: 4.4 vs 3.0 ms); as rows it is even with
   YNNPACK alone and 1-2 % faster in InceptionV3."""
-  n = input.shape[0]
-  if (
-    _channels_first(data_format)
-    or input.dtype != np.float32
-    or (type(n) is int and n == 0)
-    or 0 in input.shape[1:]
-    or 0 in filter.shape
-    or _groups(input.shape, filter.shape, data_format) != 1
-  ):
+  geometry = _dense_nhwc(input, filter, strides, padding, explicit_paddings, data_format, dilations)
+  if geometry is None or input.dtype != np.float32:
     return None
-  kh, kw, c, o = (int(v) for v in filter.shape)
-  axes, (sh, sw), d, ((ph0, ph1), (pw0, pw1)) = _geometry(
-    input.shape, (kh, kw), strides, padding, explicit_paddings, data_format, dilations
-  )
-  ho, wo = _out_sizes(input.shape, axes, (kh, kw), (sh, sw), d, ((ph0, ph1), (pw0, pw1)))
-  _, h, w, _ = input.shape
-  if sw != 1 or ho <= 0 or wo <= 0:
+  (kh, kw, c, o), (sh, sw), d, ((ph0, ph1), (pw0, pw1)), (ho, wo) = geometry
+  n, h, w, _ = input.shape
+  if sw != 1:
     return None
   if kh == 1:
     if sh != 1 or ph0 or ph1 or type(n) is not int:
@@ -627,25 +638,13 @@ def _side_by_side(B, input, filter, *, strides, padding, explicit_paddings, data
   Each piece keeps its own padding, to a width that is a multiple of the stride (its
   slot), so every output column of the row belongs to one piece and no window reads two;
   the extra columns' outputs, and a last band's rows below the map, are sliced off."""
-  n = input.shape[0]
-  if (
-    _channels_first(data_format)
-    or (type(n) is int and n == 0)
-    or 0 in input.shape[1:]
-    or 0 in filter.shape
-    or _groups(input.shape, filter.shape, data_format) != 1
-  ):
+  geometry = _dense_nhwc(input, filter, strides, padding, explicit_paddings, data_format, dilations)
+  if geometry is None:
     return None
-  kh, kw, c, o = (int(v) for v in filter.shape)
-  axes, (sh, sw), d, ((ph0, ph1), (pw0, pw1)) = _geometry(
-    input.shape, (kh, kw), strides, padding, explicit_paddings, data_format, dilations
-  )
-  ho, wo = _out_sizes(input.shape, axes, (kh, kw), (sh, sw), d, ((ph0, ph1), (pw0, pw1)))
-  if (
-    ho <= 0
-    or wo <= 0
-    or ho * wo < _MIN_SIDE_BY_SIDE_POSITIONS
-    or (wo > _MAX_SIDE_BY_SIDE_COLUMNS and c > _MAX_WIDE_MAP_CHANNELS)
+  (kh, kw, c, o), (sh, sw), d, ((ph0, ph1), (pw0, pw1)), (ho, wo) = geometry
+  n = input.shape[0]
+  if ho * wo < _MIN_SIDE_BY_SIDE_POSITIONS or (
+    wo > _MAX_SIDE_BY_SIDE_COLUMNS and c > _MAX_WIDE_MAP_CHANNELS
   ):
     return None
   # A symbolic batch (one exported program for every batch size) gets bands only: which
