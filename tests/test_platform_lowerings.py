@@ -1081,3 +1081,34 @@ def test_conv2d_on_eigen_keeps_a_symbolic_batch_and_its_gradient(monkeypatch):
     np.testing.assert_allclose(got, ref.numpy(), rtol=1e-4, atol=1e-4)
   batched = jax.jit(jax.vmap(loss, in_axes=(0, None)))(np.stack([x, -x]), f)
   np.testing.assert_allclose(batched[0], want.numpy(), rtol=1e-5)
+
+
+def test_conv2d_on_eigen_on_edge_values_and_empty_dims():
+  """NaN, ±inf and -0.0 in the input go through the widened and the 1-D forms as
+  through the default lowering and TF (the extra column's windows read the last columns;
+  their outputs are dropped); empty batches, maps and channels keep the default."""
+  rng = np.random.default_rng(17)
+  x = rng.uniform(-2, 2, (2, 6, 7, 4)).astype(np.float32)
+  x[0, 2, 6] = np.nan  # the last column, which the extra column's window reads
+  x[1, 0, 0, 0], x[1, 5, 6, 1] = np.inf, -np.inf  # in windows of their own
+  x[1, 5, 3] = -0.0
+  for k, padding in (((3, 3), "SAME"), ((3, 3), "VALID"), ((1, 3), "SAME")):
+    f = rng.uniform(0.5, 1.5, (*k, 4, 3)).astype(np.float32)  # no zero weight times inf
+    attrs = _nhwc_attrs((1, 1), padding, None, (1, 1))
+    (y, fast_hlo), (y0, _) = _both(lambda x, f: tfops.Conv2D(x, f, **attrs), x, f)
+    assert "stablehlo.transpose" not in fast_hlo  # neither side by side nor default: Eigen
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(y0))
+    np.testing.assert_allclose(y, y0, **_tol("float32"), equal_nan=True)
+    want = tf.raw_ops.Conv2D(input=x, filter=f, **attrs).numpy()
+    np.testing.assert_allclose(y, want, **_tol("float32"), equal_nan=True)
+    assert np.isnan(y).any() and np.isinf(y).any()
+  attrs = _nhwc_attrs((1, 1), "SAME", None, (1, 1))
+  for shape, f_shape in (
+    ((0, 6, 7, 4), (3, 3, 4, 3)),
+    ((2, 6, 0, 4), (3, 3, 4, 3)),
+    ((2, 6, 7, 4), (3, 3, 4, 0)),
+  ):
+    x, f = np.ones(shape, np.float32), np.ones(f_shape, np.float32)
+    (y, fast_hlo), (y0, default_hlo) = _both(lambda x, f: tfops.Conv2D(x, f, **attrs), x, f)
+    assert y.shape == y0.shape and fast_hlo == default_hlo
+    np.testing.assert_array_equal(y, y0)
