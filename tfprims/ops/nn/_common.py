@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 # --------------------------------------------------------------------------
 # Layout and padding
@@ -97,3 +98,11 @@ def _split_axis(a, axis, size):
 #: The dtypes of TF's oneDNN CPU kernels (the ones that take NCHW, groups, ...;
 #: FusedBatchNormGrad computes as they do, the specs draw them).
 _ONEDNN_DTYPES = ("bfloat16", "float32")
+
+
+def _lowest(dtype):
+  """The initial value of TF's CPU max pools and morphological dilations: the dtype's
+  lowest finite value, as a 0-d array of ``dtype`` (TF's oneDNN half-precision MaxPool,
+  on CPUs with AVX512-FP16/BF16, starts at -inf instead: docs/semantics/nn.md)."""
+  info = jnp.finfo(dtype) if jnp.issubdtype(dtype, jnp.floating) else jnp.iinfo(dtype)
+  return np.array(info.min, dtype)

@@ -33,17 +33,15 @@ from jax.interpreters import ad
 
 from tfprims import rules
 from tfprims.core import register_op, tfops
-from tfprims.ops.nn._common import _batch_into_axis, _out_size, _same_pad, _split_axis
+from tfprims.ops.nn._common import (
+  _batch_into_axis,
+  _lowest,
+  _out_size,
+  _same_pad,
+  _split_axis,
+)
 from tfprims.ops.nn._specs import _tf_accepts, _tf_call
 from tfprims.ops.shared_specs import bounded_values
-
-
-def _lowest(dtype):
-  """TF's initial value: NumTraits<T>::lowest() (bfloat16: its lowest finite value)."""
-  dtype = np.dtype(dtype)
-  if jnp.issubdtype(dtype, jnp.floating):
-    return np.array(jnp.finfo(dtype).min, dtype)
-  return np.array(np.iinfo(dtype).min, dtype)
 
 
 def _geometry(in_shape, f_shape, strides, rates, padding):

@@ -49,6 +49,7 @@ from jax.interpreters import ad, batching, mlir
 
 from tfprims import derived, dtypes, errors, rules
 from tfprims.core import register_op, tfops
+from tfprims.ops.nn._common import _lowest
 from tfprims.ops.random.basic import RANDOM_SKIPS, wrap_key
 from tfprims.ops.shared import merge_batch, split_batch
 
@@ -302,14 +303,6 @@ def _sequences(key, shape, pooling_ratio, pseudo_random):
   return (
     _pooling_sequence(krow, shape[1], rows, pseudo_random),
     _pooling_sequence(kcol, shape[2], cols, pseudo_random),
-  )
-
-
-def _lowest(dtype):
-  return (
-    jnp.array(jnp.finfo(dtype).min, dtype)
-    if jnp.issubdtype(dtype, jnp.floating)
-    else jnp.array(jnp.iinfo(dtype).min, dtype)
   )
 
 

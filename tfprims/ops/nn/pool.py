@@ -29,21 +29,10 @@ from jax.interpreters import ad
 
 from tfprims import rules
 from tfprims.core import register_op, tfops
-from tfprims.ops.nn._common import _ONEDNN_DTYPES, _out_size, _pads
+from tfprims.ops.nn._common import _ONEDNN_DTYPES, _lowest, _out_size, _pads
 from tfprims.ops.nn._specs import _layout_attr, _layout_shape, _tf_accepts, _tf_call
 from tfprims.ops.shared import fold_batching
 from tfprims.ops.shared_specs import bounded_values
-
-
-def _lowest(dtype):
-  """The max-pool initial value of TF's CPU kernels: the lowest finite value
-  (Eigen's NumTraits<bfloat16>::lowest() is -inf)."""
-  dtype = np.dtype(dtype)
-  if dtype == jnp.bfloat16:
-    return -np.inf
-  if dtype.kind == "f":
-    return np.finfo(dtype).min
-  return np.iinfo(dtype).min
 
 
 def _pool_pads(shape, ksize, strides, padding, explicit_paddings=()):
@@ -56,17 +45,14 @@ def _check_pool_format(data_format):
     raise NotImplementedError(f"pooling with data_format={data_format!r} is not supported")
 
 
-def max_pool(
-  input, *, ksize, strides, padding, explicit_paddings=(), data_format="NHWC", floor=None
-):
+def max_pool(input, *, ksize, strides, padding, explicit_paddings=(), data_format="NHWC"):
   """TF MaxPool. Like TF's CPU kernels, NaNs never win and results are clamped
-  below at the dtype's lowest finite value (a window of NaN/-inf gives it);
-  ``floor`` overrides that value."""
+  below at the dtype's lowest finite value (a window of NaN/-inf gives it)."""
   _check_pool_format(data_format)
   pads = _pool_pads(input.shape, ksize, strides, padding, explicit_paddings)
   x = input
   if jnp.issubdtype(x.dtype, jnp.floating):
-    low = np.array(_lowest(x.dtype) if floor is None else floor, x.dtype)
+    low = _lowest(x.dtype)
     x = jnp.where(x >= low, x, low)
     return lax.reduce_window(
       x, np.array(-np.inf, x.dtype), first_max, tuple(ksize), tuple(strides), pads
@@ -82,22 +68,9 @@ def first_max(acc, x):
   return lax.select(x > acc, x, acc)
 
 
-def _v2_floor(dtype):
-  """MaxPoolV2's CPU kernel clamps bfloat16 at bfloat16's lowest finite value
-  (MaxPool's keeps -inf there); other dtypes as MaxPool."""
-  return float(jnp.finfo(jnp.bfloat16).min) if dtype == jnp.bfloat16 else None
-
-
 def max_pool_v2(input, *, ksize, strides, padding, data_format="NHWC"):
-  """TF MaxPoolV2: MaxPool with ksize/strides as inputs (and its bfloat16 clamp)."""
-  return max_pool(
-    input,
-    ksize=ksize,
-    strides=strides,
-    padding=padding,
-    data_format=data_format,
-    floor=_v2_floor(input.dtype),
-  )
+  """TF MaxPoolV2: MaxPool with ksize/strides as inputs."""
+  return max_pool(input, ksize=ksize, strides=strides, padding=padding, data_format=data_format)
 
 
 # The index of "no element": above every flat index, so a scatter drops it and a
@@ -152,7 +125,7 @@ def _grad_index(x, ksize, strides, pads):
   return jnp.where(jnp.isnan(x.reshape(-1)[first]), first, best)
 
 
-def _grad_grad_index(x, ksize, strides, pads, floor=None):
+def _grad_grad_index(x, ksize, strides, pads):
   """The element TF's MaxPoolGradGrad CPU kernel reads in each window: the first
   one equal to the window's max (MaxPool's output, which never lets NaN win and is
   clamped below at the lowest finite value). A window of NaN/-inf only has none:
@@ -160,8 +133,7 @@ def _grad_grad_index(x, ksize, strides, pads, floor=None):
   index = _flat_index(x.shape)
   if not jnp.issubdtype(x.dtype, jnp.floating):
     return _first_max(x, index, ksize, strides, pads)
-  low = _lowest(x.dtype) if floor is None else floor
-  valid = x >= np.array(low, x.dtype)  # false for NaN and below the clamp
+  valid = x >= _lowest(x.dtype)  # false for NaN and below the clamp
   return _first_max(
     jnp.where(valid, x, -jnp.inf), jnp.where(valid, index, _NO_INDEX), ksize, strides, pads
   )
@@ -204,7 +176,6 @@ def max_pool_grad_grad(
   padding,
   explicit_paddings=(),
   data_format="NHWC",
-  floor=None,
 ):
   """TF MaxPoolGradGrad: ``grad`` (input-shaped) read at each window's first max
   (:func:`_grad_grad_index`), 0 for a window without one. ``explicit_paddings`` is
@@ -212,7 +183,7 @@ def max_pool_grad_grad(
   del orig_output  # recomputed from orig_input
   _check_pool_format(data_format)
   pads = _pool_pads(orig_input.shape, ksize, strides, padding, explicit_paddings)
-  index = _grad_grad_index(orig_input, ksize, strides, pads, floor)
+  index = _grad_grad_index(orig_input, ksize, strides, pads)
   flat = jnp.concatenate([grad.reshape(-1), jnp.zeros((1,), grad.dtype)])
   return jnp.take(flat, index, mode="clip")
 
@@ -220,7 +191,7 @@ def max_pool_grad_grad(
 def max_pool_grad_grad_v2(
   orig_input, orig_output, grad, *, ksize, strides, padding, data_format="NHWC"
 ):
-  """TF MaxPoolGradGradV2: MaxPoolGradGrad at MaxPoolV2's maxima (its bfloat16 clamp)."""
+  """TF MaxPoolGradGradV2: MaxPoolGradGrad with ksize/strides as inputs."""
   return max_pool_grad_grad(
     orig_input,
     orig_output,
@@ -229,7 +200,6 @@ def max_pool_grad_grad_v2(
     strides=strides,
     padding=padding,
     data_format=data_format,
-    floor=_v2_floor(orig_input.dtype),
   )
 
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from tfprims.core import register_platform_lowering
-from tfprims.ops.nn._common import _static_maps
-from tfprims.ops.nn.pool import _lowest, _pool_pads, _v2_floor
+from tfprims.ops.nn._common import _lowest, _static_maps
+from tfprims.ops.nn.pool import _pool_pads
 
 
 def _pooled_axes(x, ksize, strides, pads):
@@ -43,9 +43,7 @@ def _axis_by_axis(reduce, x, axes, ksize, strides, pads):
   return x
 
 
-def max_pool_cpu(
-  B, input, *, ksize, strides, padding, explicit_paddings=(), data_format="NHWC", floor=None
-):
+def max_pool_cpu(B, input, *, ksize, strides, padding, explicit_paddings=(), data_format="NHWC"):
   """MaxPool (any rank): one max per pooled axis in which NaN never wins, then
   pool.max_pool's clamp at the dtype's lowest finite value. The default clamps the
   input instead; clamping the output gives the same values (the clamp is monotone, and
@@ -62,32 +60,16 @@ def max_pool_cpu(
   reduce = lambda x, *a: B.reduce_window_max(x, *a, ignore_nan=True)
   out = _axis_by_axis(reduce, input, axes, ksize, strides, pads)
   if jnp.issubdtype(out.dtype, jnp.floating):
-    low = B.full_like(out, _lowest(out.dtype) if floor is None else floor)
+    low = B.full_like(out, _lowest(out.dtype))
     out = B.select(B.ge(out, low), out, low)
   return out
 
 
-def max_pool_v2_cpu(B, input, *, ksize, strides, padding, data_format="NHWC"):
-  return max_pool_cpu(
-    B,
-    input,
-    ksize=ksize,
-    strides=strides,
-    padding=padding,
-    data_format=data_format,
-    floor=_v2_floor(input.dtype),
-  )
+def _without_explicit_paddings(B, input, *, ksize, strides, padding, data_format=None):
+  """MaxPoolV2 and MaxPool3D: MaxPool's CPU lowering (they take no explicit paddings)."""
+  return max_pool_cpu(B, input, ksize=ksize, strides=strides, padding=padding)
 
 
-def max_pool3d_cpu(B, input, *, ksize, strides, padding, data_format="NDHWC"):
-  return max_pool_cpu(
-    B, input, ksize=ksize, strides=strides, padding=padding, data_format=data_format
-  )
-
-
-for _op_type, _build in (
-  ("MaxPool", max_pool_cpu),
-  ("MaxPoolV2", max_pool_v2_cpu),
-  ("MaxPool3D", max_pool3d_cpu),
-):
-  register_platform_lowering(_op_type, "cpu", build=_build)
+register_platform_lowering("MaxPool", "cpu", build=max_pool_cpu)
+for _op_type in ("MaxPoolV2", "MaxPool3D"):
+  register_platform_lowering(_op_type, "cpu", build=_without_explicit_paddings)
