@@ -10,6 +10,7 @@ import tensorflow as tf
 
 import tfprims.ops  # noqa: F401  (registers the ops)
 from tfprims.core import get_op
+from tfprims.testing.tf_kernels import onednn
 
 from helpers import non_tf_primitives
 
@@ -343,21 +344,6 @@ def test_softmax_second_order_matches_tf():
     assert "tf.Sum" in str(hess_jaxpr) or "reduce_sum" in str(hess_jaxpr)
 
 
-def _tf_softmax_is_onednns():
-  """TF's float32 Softmax runs oneDNN's kernel (TF_ENABLE_ONEDNN_OPTS=0 turns it off)."""
-  try:
-    tf.raw_ops.Conv2D(
-      input=tf.zeros((1, 1, 2, 2)),
-      filter=tf.zeros((1, 1, 1, 1)),
-      strides=[1, 1, 1, 1],
-      padding="VALID",
-      data_format="NCHW",
-    )
-    return True
-  except tf.errors.OpError:
-    return False
-
-
 _SOFTMAX_ROWS = [
   [np.nan, 1, 2, 3],
   [np.inf, 1, 2, -np.inf],
@@ -380,11 +366,10 @@ def test_softmax_special_rows_match_tf_kernels_per_dtype(name, x64):
   # their row; float64 Softmax and LogSoftmax (Eigen): NaN for the row.
   import ml_dtypes
 
-  if not _tf_softmax_is_onednns():
+  if not onednn():
     pytest.skip("TF's oneDNN kernels are off")
   for dtype in (np.float32, np.float16, ml_dtypes.bfloat16, np.float64):
-    probe = tf_call("Softmax", logits=tf.constant([[np.nan, 1.0]], dtype))
-    if dtype in (np.float16, ml_dtypes.bfloat16) and np.isnan(probe[0, 1]):
+    if dtype in (np.float16, ml_dtypes.bfloat16) and not onednn(np.dtype(dtype).name):
       continue  # no oneDNN half kernel on this CPU (no AVX512-FP16/BF16): Eigen's
     with np.errstate(over="ignore"):
       x = np.array(_SOFTMAX_ROWS, np.float64).astype(dtype).reshape(6, 2, 4)
@@ -402,7 +387,7 @@ def test_softmax_nan_in_long_rows_is_lane_independent():
   # In rows longer than 8, oneDNN's SIMD max also makes some other lanes of a row holding
   # NaN NaN (which ones depends on the position and the ISA); tfprims gives NaN at the NaN
   # logits only, and agrees with TF wherever TF is not NaN.
-  if not _tf_softmax_is_onednns():
+  if not onednn():
     pytest.skip("TF's oneDNN kernels are off")
   x = np.tile(np.linspace(-1, 1, 9, dtype=np.float32), (9, 1))
   np.fill_diagonal(x, np.nan)

@@ -5,7 +5,6 @@ specs cannot draw), TF's SAME-padding edge windows, max-pool NaN and tie convent
 FusedBatchNormV3 training outputs, and HLO parity with hand-written lax code.
 """
 
-import functools
 import re
 
 import jax
@@ -16,7 +15,7 @@ import tensorflow as tf
 
 import tfprims  # registers the ops
 from tfprims.ops import image, nn
-from tfprims.ops.nn._specs import _tf_accepts
+from tfprims.testing.tf_kernels import onednn
 
 RNG = np.random.default_rng(0)
 
@@ -43,23 +42,7 @@ def _prims(jaxpr):
   return names
 
 
-@functools.lru_cache(maxsize=None)
-def _onednn() -> bool:
-  """Whether TF's CPU kernels come from oneDNN (NCHW, grouped and dilated-depthwise
-  convolutions exist only there; TF_ENABLE_ONEDNN_OPTS=0 turns it off)."""
-  return _tf_accepts(
-    "Conv2D",
-    dict(
-      input=np.zeros((1, 1, 2, 2), np.float32),
-      filter=np.zeros((1, 1, 1, 1), np.float32),
-      strides=[1, 1, 1, 1],
-      padding="VALID",
-      data_format="NCHW",
-    ),
-  )
-
-
-needs_onednn = pytest.mark.skipif("not _onednn()", reason="needs TF's oneDNN CPU kernels")
+needs_onednn = pytest.mark.skipif("not onednn()", reason="needs TF's oneDNN CPU kernels")
 
 
 def _tf(op, **kw):
@@ -94,7 +77,7 @@ CONV_CASES = [
 
 @pytest.mark.parametrize("fmt,xs,ws,strides,padding,epads,dil", CONV_CASES)
 def test_conv2d_values_and_grads_match_tf(fmt, xs, ws, strides, padding, epads, dil):
-  if fmt == "NCHW" and not _onednn():
+  if fmt == "NCHW" and not onednn():
     pytest.skip("TF has no NCHW CPU kernel without oneDNN")
   x, w = _randn(*xs), _randn(*ws)
   attrs = dict(
@@ -523,12 +506,11 @@ def test_max_pool_nan_and_minus_inf_like_tf(dtype):
     data_format="NHWC",
   )
   assert ours.dtype == ref.dtype.as_numpy_dtype
-  # On CPUs with AVX512-FP16 TF runs float16 MaxPool (not V2, not EXPLICIT padding) through
-  # oneDNN, whose windows of NaN/-inf give -inf; tfprims keeps Eigen's finfo.min there
-  # (docs/semantics/nn.md).
-  if not (dtype == "float16" and ref.numpy()[4, 0, 0, 0] == -np.inf):
+  # On CPUs with AVX512-FP16/BF16 TF runs half-precision MaxPool (not V2, not EXPLICIT
+  # padding) through oneDNN, whose windows of NaN/-inf give -inf; tfprims keeps the lowest
+  # finite value of TF's other kernels (docs/semantics/nn.md).
+  if dtype not in ("float16", "bfloat16") or not onednn(dtype):
     np.testing.assert_array_equal(np.asarray(ours, np.float64), ref.numpy().astype(np.float64))
-  # MaxPoolV2's kernel differs for bfloat16: all-NaN/-inf windows give the lowest finite value.
   ref = tf.raw_ops.MaxPoolV2(input=x, **window)
   ours = nn.MaxPoolV2(
     x.numpy(), ksize=(1, 2, 2, 1), strides=(1, 1, 1, 1), padding="VALID", data_format="NHWC"
@@ -554,6 +536,8 @@ def test_max_pool_keeps_the_first_of_equal_zeros_like_tf(dtype, x64):
   ):
     if name == "MaxPool3D" and dtype in ("float64", "float16"):
       continue  # no TF CPU kernel
+    if name == "MaxPool3D" and not onednn(dtype):
+      continue  # Eigen's MaxPool3D keeps the last of equal values (docs/semantics/nn.md)
     want = getattr(tf.raw_ops, name)(input=v, **k).numpy().astype(np.float64)
     f = lambda a: getattr(tfprims.core.tfops, name)(
       a, ksize=tuple(k["ksize"]), strides=tuple(k["strides"]), padding="VALID"
@@ -872,6 +856,8 @@ def test_fused_batch_norm_grad_zero_signs_follow_tfs_kernel(dtype, fmt, training
   # training x_backprop is dy - (mean(dy) + x_c * ...)) and Eigen for float16 and 5-D
   # (a one-term sum is its term, dy - mean(dy) - x_c * ...): docs/semantics/nn.md.
   dtype = jnp.dtype(dtype)
+  if dtype == jnp.bfloat16 and not onednn("bfloat16"):
+    pytest.skip("TF runs bfloat16 through Eigen on this CPU (no AVX512-BF16)")
   for dy, x, scale, mean, var in _FBN_GRAD_ZERO_CASES:
     shape = {
       "NHWC": (1, len(dy), 1, 1),

@@ -16,6 +16,7 @@ from hypothesis import strategies as hst
 from hypothesis.extra import numpy as hnp
 
 from tfprims.testing.spec import Spec  # noqa: F401  (re-exported for specs)
+from tfprims.testing.tf_kernels import onednn as tf_onednn  # noqa: F401  (for specs)
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 COMPLEX = ("complex64", "complex128")
