@@ -15,6 +15,8 @@ import functools
 
 import numpy as np
 
+from tfprims import errors
+
 
 @functools.cache
 def onednn(dtype: str = "float32") -> bool:
@@ -23,7 +25,6 @@ def onednn(dtype: str = "float32") -> bool:
   Probed on Softmax of ``[NaN, 1]``: oneDNN's max ignores NaN, so only the NaN entry is
   NaN; Eigen's makes the whole row NaN.
   """
-  import tensorflow as tf
-
+  tf = errors.import_tensorflow()
   row = tf.raw_ops.Softmax(logits=tf.constant([[np.nan, 1.0]], dtype)).numpy()
   return not np.isnan(float(row[0, 1]))
