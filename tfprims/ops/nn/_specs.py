@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfprims.ops.nn._common import _channels_first
+from tfprims.ops.nn._common import _ONEDNN_DTYPES, _channels_first
 from tfprims.errors import import_tensorflow
 
 
@@ -39,3 +39,10 @@ def _layout_shape(fmt, n, c, spatial):
 def _layout_attr(fmt, spatial_values, fill=1):
   spatial_values = list(spatial_values)
   return [fill, fill] + spatial_values if _channels_first(fmt) else [fill] + spatial_values + [fill]
+
+
+def _onednn_dtypes(st):
+  """The dtypes TF runs through its oneDNN kernels here, where tfprims follows those
+  kernels' edge values: bfloat16 only on CPUs with AVX512-BF16 (float32 where TF's
+  oneDNN kernels are off, so the specs still draw)."""
+  return [d for d in _ONEDNN_DTYPES if st.tf_onednn(d)] or ["float32"]

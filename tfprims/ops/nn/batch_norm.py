@@ -22,7 +22,7 @@ from jax.interpreters import ad
 from tfprims import rules
 from tfprims.core import register_op
 from tfprims.ops.nn._common import _ONEDNN_DTYPES, _channel_axis
-from tfprims.ops.nn._specs import _layout_shape, _tf_call
+from tfprims.ops.nn._specs import _layout_shape, _onednn_dtypes, _tf_call
 from tfprims.ops.shared_specs import bounded_values
 
 
@@ -81,12 +81,6 @@ def _fused_batch_norm(
   if version == 3:
     outs.append(jnp.zeros((0,), u))
   return tuple(outs)
-
-
-def _onednn_dtypes(st):
-  """The dtypes TF runs through its oneDNN batch norms here (the kernels tfprims follows):
-  bfloat16 only on CPUs with AVX512-BF16."""
-  return [d for d in _ONEDNN_DTYPES if st.tf_onednn(d)] or ["float32"]
 
 
 def _fbn_calls(st, version):

@@ -39,7 +39,13 @@ from jax.interpreters import ad
 from tfprims import rules
 from tfprims.core import register_op, tfops
 from tfprims.ops.nn._common import _dilate, _lowest, _out_size
-from tfprims.ops.nn._specs import _layout_attr, _layout_shape, _tf_accepts, _tf_call
+from tfprims.ops.nn._specs import (
+  _layout_attr,
+  _layout_shape,
+  _onednn_dtypes,
+  _tf_accepts,
+  _tf_call,
+)
 from tfprims.ops.nn.pool import _pool_pads, average_windows, first_max
 from tfprims.ops.shared import fold_batching
 from tfprims.ops.shared_specs import bounded_values
@@ -169,11 +175,9 @@ def _pool3d_calls(st, op_type, *, ties=False):
     "AvgPool3DGrad": ("AvgPool3DGrad", "AvgPool3D"),
   }[op_type]
 
-  dtypes = ("float32", "bfloat16")
-  if op_type == "MaxPool3D":
-    # tfprims follows TF's oneDNN MaxPool3D; Eigen's (bfloat16 on CPUs without
-    # AVX512-BF16) lets NaN through and misreads SAME windows narrower than their stride.
-    dtypes = [d for d in dtypes if st.tf_onednn(d)] or ["float32"]
+  # tfprims follows TF's oneDNN MaxPool3D; Eigen's (bfloat16 on CPUs without
+  # AVX512-BF16) lets NaN through and misreads SAME windows narrower than their stride.
+  dtypes = _onednn_dtypes(st) if op_type == "MaxPool3D" else ("float32", "bfloat16")
 
   @st.composite
   def draw_call(draw):
